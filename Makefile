@@ -1,0 +1,39 @@
+# The two commands: `make demo` and `make test`. Each installs what it needs (Debian
+# packages, see scripts/install-deps.sh), configures and builds first.
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= 2
+CMAKE_ARGS ?=
+
+.PHONY: all deps configure build test demo asan soak clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_ARGS) >/dev/null
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests.
+test: build
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300
+
+# The main job: a simulated two-node training job on the CPU stand-ins.
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
+# programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).
+asan: deps
+	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DFT_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 300 -LE 'nvcc|e2e'
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

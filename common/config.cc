@@ -1,0 +1,116 @@
+#include "common/config.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ft {
+namespace {
+
+constexpr SettingInfo kSettings[] = {
+#define FT_SETTING(field, type, env_key, default_text, help) \
+  {#field, SettingType::k##type, env_key, default_text, help},
+#include "common/config_table.def"
+#undef FT_SETTING
+};
+
+Status ParseValue(std::string_view text, bool* out) { return ParseBool(text, out); }
+Status ParseValue(std::string_view text, int64_t* out) { return ParseInt(text, out); }
+// Every SettingType has its parser and formatter, also while no setting of that type exists.
+[[maybe_unused]] Status ParseValue(std::string_view text, uint64_t* out) { return ParseSize(text, out); }
+[[maybe_unused]] Status ParseValue(std::string_view text, Duration* out) { return ParseDuration(text, out); }
+Status ParseValue(std::string_view text, std::string* out) {
+  *out = std::string(text);
+  return Status::Ok();
+}
+
+std::string FormatValue(bool value) { return value ? "1" : "0"; }
+std::string FormatValue(int64_t value) { return std::to_string(value); }
+[[maybe_unused]] std::string FormatValue(uint64_t value) { return FormatSize(value); }
+[[maybe_unused]] std::string FormatValue(Duration value) { return FormatDuration(value); }
+std::string FormatValue(const std::string& value) { return value; }
+
+bool IsKnownKey(std::string_view key) {
+  return std::any_of(std::begin(kSettings), std::end(kSettings),
+                     [&](const SettingInfo& info) { return key == info.env_key; });
+}
+
+}  // namespace
+
+std::span<const SettingInfo> AllSettings() { return kSettings; }
+
+const char* SettingTypeName(SettingType type) {
+  switch (type) {
+    case SettingType::kBool: return "bool";
+    case SettingType::kInt: return "int";
+    case SettingType::kSize: return "size";
+    case SettingType::kDuration: return "duration";
+    case SettingType::kString: return "string";
+  }
+  return "?";
+}
+
+Config Config::Defaults() {
+  Config config;
+  std::vector<std::string> ignored;
+  // The table's defaults are tested to parse, so loading an empty environment cannot fail.
+  (void)Load(Environment(), &config, &ignored);
+  return config;
+}
+
+Status Config::Load(const Environment& env, Config* out, std::vector<std::string>* warnings) {
+  Config parsed;
+#define FT_SETTING(field, type, env_key, default_text, help)                                   \
+  {                                                                                            \
+    std::string_view text = env.Get(env_key).value_or(default_text);                           \
+    Status status = ParseValue(text, &parsed.field);                                           \
+    if (!status.ok()) {                                                                        \
+      return Status::InvalidArgument(std::string(env_key) + "='" + std::string(text) +         \
+                                     "': " + std::string(status.message()) + " (" +            \
+                                     SettingTypeName(SettingType::k##type) + " setting)");     \
+    }                                                                                          \
+  }
+#include "common/config_table.def"
+#undef FT_SETTING
+  for (const auto& [key, value] : env.vars()) {
+    if (key.starts_with("FT_") && !IsKnownKey(key)) {
+      warnings->push_back("unknown setting " + key + " is ignored (see `print-config` for the list)");
+    }
+  }
+  *out = std::move(parsed);
+  return Status::Ok();
+}
+
+std::string Config::ValueText(const SettingInfo& info) const {
+  std::string_view field = info.field;
+#define FT_SETTING(name, type, env_key, default_text, help) \
+  if (field == #name) return FormatValue(name);
+#include "common/config_table.def"
+#undef FT_SETTING
+  return "";
+}
+
+std::string DescribeConfig(const Config& config, bool markdown) {
+  std::string out;
+  if (markdown) {
+    out += "| Variable | Type | Default | Meaning |\n|---|---|---|---|\n";
+    for (const SettingInfo& info : kSettings) {
+      std::string def = info.default_text[0] ? std::string("`") + info.default_text + "`" : "(empty)";
+      out += std::string("| `") + info.env_key + "` | " + SettingTypeName(info.type) + " | " + def +
+             " | " + info.help + " |\n";
+    }
+    return out;
+  }
+  for (const SettingInfo& info : kSettings) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "%-16s %-8s default=%-8s value=%s\n", info.env_key,
+                  SettingTypeName(info.type), info.default_text[0] ? info.default_text : "\"\"",
+                  config.ValueText(info).c_str());
+    out += line;
+    out += "    ";
+    out += info.help;
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace ft

@@ -1,0 +1,75 @@
+#include "common/config.h"
+
+#include <set>
+
+#include <gtest/gtest.h>
+
+namespace ft {
+namespace {
+
+Environment Env(std::map<std::string, std::string, std::less<>> vars) { return Environment(std::move(vars)); }
+
+TEST(ConfigTest, EveryDefaultParses) {
+  Config config;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(Config::Load(Environment(), &config, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+  EXPECT_TRUE(config.enable);
+  EXPECT_EQ(config.rank, -1);
+  EXPECT_EQ(config.log_level, "info");
+}
+
+TEST(ConfigTest, TableIsWellFormed) {
+  std::set<std::string> keys;
+  for (const SettingInfo& info : AllSettings()) {
+    EXPECT_TRUE(std::string_view(info.env_key).starts_with("FT_")) << info.env_key;
+    EXPECT_TRUE(keys.insert(info.env_key).second) << "duplicate " << info.env_key;
+    EXPECT_GT(std::string_view(info.help).size(), 10u) << info.env_key << " needs help text";
+  }
+}
+
+TEST(ConfigTest, EnvironmentOverridesDefaults) {
+  Config config;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(Config::Load(Env({{"FT_ENABLE", "off"}, {"FT_RANK", "17"}, {"FT_JOB", "llama"}}),
+                           &config, &warnings)
+                  .ok());
+  EXPECT_FALSE(config.enable);
+  EXPECT_EQ(config.rank, 17);
+  EXPECT_EQ(config.job, "llama");
+}
+
+TEST(ConfigTest, BadValueNamesTheKeyAndChangesNothing) {
+  Config config = Config::Defaults();
+  config.job = "kept";
+  std::vector<std::string> warnings;
+  Status status = Config::Load(Env({{"FT_RANK", "three"}}), &config, &warnings);
+  ASSERT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("FT_RANK='three'"), std::string_view::npos) << status.ToString();
+  EXPECT_NE(status.message().find("int setting"), std::string_view::npos) << status.ToString();
+  EXPECT_EQ(config.job, "kept");
+}
+
+TEST(ConfigTest, UnknownFtVariableWarnsOthersIgnored) {
+  Config config;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(Config::Load(Env({{"FT_RANKK", "3"}, {"PATH", "/bin"}, {"NCCL_DEBUG", "INFO"}}),
+                           &config, &warnings)
+                  .ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("FT_RANKK"), std::string::npos);
+}
+
+TEST(ConfigTest, DescribeShowsCurrentValues) {
+  Config config = Config::Defaults();
+  config.rank = 5;
+  std::string text = DescribeConfig(config, /*markdown=*/false);
+  EXPECT_NE(text.find("FT_RANK"), std::string::npos);
+  EXPECT_NE(text.find("value=5"), std::string::npos);
+  std::string markdown = DescribeConfig(config, /*markdown=*/true);
+  EXPECT_EQ(markdown.rfind("| Variable | Type | Default | Meaning |", 0), 0u);
+  EXPECT_NE(markdown.find("| `FT_ENABLE` | bool | `1` |"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ft

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what ft's build, tests and demo need from Debian's packages. Idempotent and quiet
+# when everything is already there. The CUDA toolkit (nvcc, CUDA 13 headers) and the NCCL
+# headers are not Debian packages: they must already be installed (default /usr/local/cuda).
+set -euo pipefail
+
+packages=(
+  g++ make cmake ninja-build pkg-config binutils procps python3
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev libhiredis-dev libboost-dev libibverbs-dev
+  redis-server
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "installed" ] || missing+=("$p")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -x "$cuda_home/bin/nvcc" ] || [ ! -f "$cuda_home/include/cuda_runtime_api.h" ]; then
+  echo "install-deps: no CUDA toolkit at $cuda_home (need nvcc and the CUDA 13 headers; set CUDA_HOME)" >&2
+  exit 1
+fi
+if [ ! -f "${NCCL_ROOT:-$cuda_home}/include/nccl.h" ]; then
+  echo "install-deps: no nccl.h under ${NCCL_ROOT:-$cuda_home}/include (set NCCL_ROOT)" >&2
+  exit 1
+fi
