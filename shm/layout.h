@@ -1,0 +1,155 @@
+// The per-process segment: the binary contract between libft.so (the producer, inside a
+// training process) and its readers (ftworker, ftdump), which may be built at different
+// times. Every offset and size below is pinned by shm/tests/layout_test.cc and described in
+// docs/shm-format.md. Change the layout only together with kLayoutVersion.
+//
+//   offset 0                 SegmentHeader   4 KiB  written by the process
+//   offset 4096              ControlPage     4 KiB  written by the reader (ring cursor,
+//                                                   commands) and the process (acks)
+//   offset 8192              CommSlot[n]     n*256  written by the process
+//   ring_offset              Record[cap]     cap*64 written by the process
+//
+// All fields are little-endian (x86-64, aarch64). Live fields are std::atomic of lock-free
+// width, so their layout equals the plain integer's (static_asserts below). Times are
+// CLOCK_MONOTONIC nanoseconds, which every process of one host shares.
+#ifndef FT_SHM_LAYOUT_H_
+#define FT_SHM_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ft::shm {
+
+inline constexpr uint64_t kMagic = 0x3147455354465446ull;  // "FTFTSEG1" read as bytes
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kHeaderBytes = 4096;
+inline constexpr uint32_t kControlBytes = 4096;
+inline constexpr uint32_t kCommSlotBytes = 256;
+inline constexpr uint32_t kRecordBytes = 64;
+inline constexpr uint32_t kMailboxSlots = 8;
+inline constexpr uint32_t kMailboxPayloadBytes = 128;
+inline constexpr uint32_t kMailboxMessageBytes = 96;
+inline constexpr size_t kNameBytes = 64;
+
+// What the process is doing, as its readers see it.
+enum class ProcessState : uint32_t {
+  kInitializing = 0,  // header being written; readers must wait
+  kRunning = 1,
+  kExited = 2,        // clean exit: the segment is removed right after
+  kDisabled = 3,      // libft.so turned itself off (fail-open); no further records
+};
+
+struct SegmentHeader {
+  // Static part: written once, before state leaves kInitializing.
+  uint64_t magic;               // 0
+  uint32_t layout_version;      // 8
+  uint32_t header_bytes;        // 12
+  uint64_t segment_bytes;       // 16
+  uint32_t control_offset;      // 24
+  uint32_t comm_table_offset;   // 28
+  uint32_t comm_slot_count;     // 32
+  uint32_t comm_slot_bytes;     // 36
+  uint64_t ring_offset;         // 40
+  uint32_t ring_capacity;       // 48: records, a power of two
+  uint32_t record_bytes;        // 52
+  int32_t global_rank;          // 56: -1 unknown
+  int32_t local_rank;           // 60
+  int32_t world_size;           // 64
+  int32_t pid;                  // 68
+  uint64_t incarnation;         // 72: process start, CLOCK_REALTIME ns; tells a restarted rank apart
+  uint64_t created_unix_ns;     // 80
+  char job[kNameBytes];         // 88: NUL-terminated
+  char node[kNameBytes];        // 152
+  char host[kNameBytes];        // 216
+  uint8_t reserved0[320 - 280];
+  // Live part, one cache line per writer.
+  alignas(64) std::atomic<uint32_t> state;        // 320: ProcessState
+  std::atomic<int32_t> exit_status;               // 324: set with kExited
+  alignas(64) std::atomic<uint64_t> heartbeat_ns;  // 384: advanced by the poller thread
+  std::atomic<uint64_t> heartbeat_count;           // 392
+  alignas(64) std::atomic<uint64_t> last_call_ns;  // 448: the app's last CUDA/NCCL call
+  std::atomic<uint64_t> call_count;                // 456
+  alignas(64) std::atomic<uint64_t> ring_head;     // 512: records ever published
+  std::atomic<uint64_t> ring_dropped;              // 520: records dropped on a full ring
+  uint8_t reserved1[kHeaderBytes - 528];
+};
+
+// A command from the reader to the process, and the process's acknowledgement. The reader
+// writes type and payload, then publishes posted_seq (release); the process handles it and
+// writes ack_result and ack_message, then acked_seq = posted_seq (release).
+struct MailboxSlot {
+  std::atomic<uint64_t> posted_seq;            // 0
+  std::atomic<uint64_t> acked_seq;             // 8
+  uint32_t type;                               // 16
+  int32_t ack_result;                          // 20: 0 done, else a StatusCode
+  uint8_t payload[kMailboxPayloadBytes];       // 24
+  char ack_message[kMailboxMessageBytes];      // 152
+  uint8_t reserved[256 - 248];
+};
+
+struct ControlPage {
+  std::atomic<uint64_t> ring_tail;             // 0: records consumed by the reader
+  std::atomic<int32_t> reader_pid;             // 8: the attached reader, 0 none
+  uint8_t reserved0[128 - 12];
+  std::atomic<uint64_t> next_command_seq;      // 128: the reader's command counter
+  uint8_t reserved1[256 - 136];
+  MailboxSlot mailbox[kMailboxSlots];          // 256
+  uint8_t reserved2[kControlBytes - 256 - kMailboxSlots * sizeof(MailboxSlot)];
+};
+
+// One communicator's progress. Two single writers, each behind its own seqlock (version odd
+// while writing): the app thread (what it entered) and the poller thread (what the GPU
+// started and completed). A reader retries a group until it sees the same even version on
+// both sides of its copy.
+struct CommSlot {
+  std::atomic<uint64_t> comm_id;               // 0: 0 = free; published last
+  int32_t comm_rank;                           // 8
+  int32_t comm_size;                           // 12
+  int32_t global_rank;                         // 16
+  uint32_t flags;                              // 20
+  uint8_t reserved0[64 - 24];
+  // Entered (app thread).
+  std::atomic<uint32_t> enter_version;         // 64
+  std::atomic<uint32_t> enter_op;              // 68: op kind of the last entered op
+  std::atomic<uint64_t> entered_seq;           // 72: collectives entered so far
+  std::atomic<uint64_t> entered_ns;            // 80
+  std::atomic<uint64_t> entered_bytes;         // 88
+  std::atomic<int64_t> entered_peer;           // 96: root or peer, -1 none
+  uint8_t reserved1[128 - 104];
+  // Progress (poller thread).
+  std::atomic<uint32_t> progress_version;      // 128
+  uint32_t reserved2;                          // 132
+  std::atomic<uint64_t> started_seq;           // 136
+  std::atomic<uint64_t> started_ns;            // 144
+  std::atomic<uint64_t> completed_seq;         // 152
+  std::atomic<uint64_t> completed_ns;          // 160
+  std::atomic<uint64_t> last_duration_ns;      // 168
+  uint8_t reserved3[256 - 176];
+};
+
+// One ring record. The meaning of a..d depends on type (docs/shm-format.md).
+struct Record {
+  uint16_t type;      // 0
+  uint16_t flags;     // 2
+  uint32_t comm_slot; // 4
+  uint64_t time_ns;   // 8
+  uint64_t comm_id;   // 16
+  uint64_t seq;       // 24
+  uint64_t a;         // 32
+  uint64_t b;         // 40
+  uint64_t c;         // 48
+  uint64_t d;         // 56
+};
+
+static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(sizeof(ControlPage) == kControlBytes);
+static_assert(sizeof(MailboxSlot) == 256);
+static_assert(sizeof(CommSlot) == kCommSlotBytes);
+static_assert(sizeof(Record) == kRecordBytes);
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
+
+}  // namespace ft::shm
+
+#endif  // FT_SHM_LAYOUT_H_

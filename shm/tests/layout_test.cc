@@ -1,0 +1,97 @@
+// Pins the segment layout: a reader built from another release depends on every offset.
+// Changing any of these numbers requires a new kLayoutVersion and docs/shm-format.md.
+#include "shm/layout.h"
+
+#include <cstddef>
+
+#include <gtest/gtest.h>
+
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+
+namespace ft::shm {
+namespace {
+
+TEST(LayoutTest, Constants) {
+  EXPECT_EQ(kMagic, 0x3147455354465446ull);
+  EXPECT_EQ(kLayoutVersion, 1u);
+  EXPECT_EQ(sizeof(SegmentHeader), 4096u);
+  EXPECT_EQ(sizeof(ControlPage), 4096u);
+  EXPECT_EQ(sizeof(CommSlot), 256u);
+  EXPECT_EQ(sizeof(MailboxSlot), 256u);
+  EXPECT_EQ(sizeof(Record), 64u);
+}
+
+TEST(LayoutTest, SegmentHeaderOffsets) {
+  EXPECT_EQ(offsetof(SegmentHeader, magic), 0u);
+  EXPECT_EQ(offsetof(SegmentHeader, layout_version), 8u);
+  EXPECT_EQ(offsetof(SegmentHeader, header_bytes), 12u);
+  EXPECT_EQ(offsetof(SegmentHeader, segment_bytes), 16u);
+  EXPECT_EQ(offsetof(SegmentHeader, control_offset), 24u);
+  EXPECT_EQ(offsetof(SegmentHeader, comm_table_offset), 28u);
+  EXPECT_EQ(offsetof(SegmentHeader, comm_slot_count), 32u);
+  EXPECT_EQ(offsetof(SegmentHeader, comm_slot_bytes), 36u);
+  EXPECT_EQ(offsetof(SegmentHeader, ring_offset), 40u);
+  EXPECT_EQ(offsetof(SegmentHeader, ring_capacity), 48u);
+  EXPECT_EQ(offsetof(SegmentHeader, record_bytes), 52u);
+  EXPECT_EQ(offsetof(SegmentHeader, global_rank), 56u);
+  EXPECT_EQ(offsetof(SegmentHeader, local_rank), 60u);
+  EXPECT_EQ(offsetof(SegmentHeader, world_size), 64u);
+  EXPECT_EQ(offsetof(SegmentHeader, pid), 68u);
+  EXPECT_EQ(offsetof(SegmentHeader, incarnation), 72u);
+  EXPECT_EQ(offsetof(SegmentHeader, created_unix_ns), 80u);
+  EXPECT_EQ(offsetof(SegmentHeader, job), 88u);
+  EXPECT_EQ(offsetof(SegmentHeader, node), 152u);
+  EXPECT_EQ(offsetof(SegmentHeader, host), 216u);
+  EXPECT_EQ(offsetof(SegmentHeader, state), 320u);
+  EXPECT_EQ(offsetof(SegmentHeader, exit_status), 324u);
+  EXPECT_EQ(offsetof(SegmentHeader, heartbeat_ns), 384u);
+  EXPECT_EQ(offsetof(SegmentHeader, heartbeat_count), 392u);
+  EXPECT_EQ(offsetof(SegmentHeader, last_call_ns), 448u);
+  EXPECT_EQ(offsetof(SegmentHeader, call_count), 456u);
+  EXPECT_EQ(offsetof(SegmentHeader, ring_head), 512u);
+  EXPECT_EQ(offsetof(SegmentHeader, ring_dropped), 520u);
+}
+
+TEST(LayoutTest, ControlPageOffsets) {
+  EXPECT_EQ(offsetof(ControlPage, ring_tail), 0u);
+  EXPECT_EQ(offsetof(ControlPage, reader_pid), 8u);
+  EXPECT_EQ(offsetof(ControlPage, next_command_seq), 128u);
+  EXPECT_EQ(offsetof(ControlPage, mailbox), 256u);
+  EXPECT_EQ(offsetof(MailboxSlot, posted_seq), 0u);
+  EXPECT_EQ(offsetof(MailboxSlot, acked_seq), 8u);
+  EXPECT_EQ(offsetof(MailboxSlot, type), 16u);
+  EXPECT_EQ(offsetof(MailboxSlot, ack_result), 20u);
+  EXPECT_EQ(offsetof(MailboxSlot, payload), 24u);
+  EXPECT_EQ(offsetof(MailboxSlot, ack_message), 152u);
+}
+
+TEST(LayoutTest, CommSlotAndRecordOffsets) {
+  EXPECT_EQ(offsetof(CommSlot, comm_id), 0u);
+  EXPECT_EQ(offsetof(CommSlot, comm_rank), 8u);
+  EXPECT_EQ(offsetof(CommSlot, comm_size), 12u);
+  EXPECT_EQ(offsetof(CommSlot, global_rank), 16u);
+  EXPECT_EQ(offsetof(CommSlot, flags), 20u);
+  EXPECT_EQ(offsetof(CommSlot, enter_version), 64u);
+  EXPECT_EQ(offsetof(CommSlot, enter_op), 68u);
+  EXPECT_EQ(offsetof(CommSlot, entered_seq), 72u);
+  EXPECT_EQ(offsetof(CommSlot, entered_ns), 80u);
+  EXPECT_EQ(offsetof(CommSlot, entered_bytes), 88u);
+  EXPECT_EQ(offsetof(CommSlot, entered_peer), 96u);
+  EXPECT_EQ(offsetof(CommSlot, progress_version), 128u);
+  EXPECT_EQ(offsetof(CommSlot, started_seq), 136u);
+  EXPECT_EQ(offsetof(CommSlot, started_ns), 144u);
+  EXPECT_EQ(offsetof(CommSlot, completed_seq), 152u);
+  EXPECT_EQ(offsetof(CommSlot, completed_ns), 160u);
+  EXPECT_EQ(offsetof(CommSlot, last_duration_ns), 168u);
+  EXPECT_EQ(offsetof(Record, type), 0u);
+  EXPECT_EQ(offsetof(Record, flags), 2u);
+  EXPECT_EQ(offsetof(Record, comm_slot), 4u);
+  EXPECT_EQ(offsetof(Record, time_ns), 8u);
+  EXPECT_EQ(offsetof(Record, comm_id), 16u);
+  EXPECT_EQ(offsetof(Record, seq), 24u);
+  EXPECT_EQ(offsetof(Record, a), 32u);
+  EXPECT_EQ(offsetof(Record, d), 56u);
+}
+
+}  // namespace
+}  // namespace ft::shm

@@ -1,0 +1,68 @@
+#include "shm/mailbox.h"
+
+#include <gtest/gtest.h>
+
+#include "shm/tests/test_segment.h"
+
+namespace ft::shm {
+namespace {
+
+TEST(MailboxTest, PostTakeAckRoundTrip) {
+  ScopedSegment seg;
+  std::unique_ptr<Segment> worker;
+  ASSERT_TRUE(Segment::Attach(seg.name(), &worker).ok());
+  const uint8_t payload[] = {1, 2, 3};
+  uint64_t seq = 0;
+  ASSERT_TRUE(PostCommand(*worker, /*type=*/5, payload, &seq).ok());
+  EXPECT_EQ(seq, 1u);
+  EXPECT_FALSE(PollAck(*worker, seq).has_value());
+
+  auto command = TakeCommand(seg.writer());
+  ASSERT_TRUE(command.has_value());
+  EXPECT_EQ(command->seq, 1u);
+  EXPECT_EQ(command->type, 5u);
+  EXPECT_EQ(command->payload[2], 3);
+  AckCommand(seg.writer(), command->seq, 0, "saved 3 buffers");
+  EXPECT_FALSE(TakeCommand(seg.writer()).has_value());
+
+  auto ack = PollAck(*worker, seq);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->result, 0);
+  EXPECT_EQ(ack->message, "saved 3 buffers");
+}
+
+TEST(MailboxTest, CommandsAreTakenOldestFirstAndFullMailboxIsNotReady) {
+  ScopedSegment seg;
+  uint64_t seq = 0;
+  for (uint32_t i = 0; i < kMailboxSlots; ++i) {
+    ASSERT_TRUE(PostCommand(seg.writer(), 100 + i, {}, &seq).ok());
+  }
+  EXPECT_EQ(PostCommand(seg.writer(), 999, {}, &seq).code(), StatusCode::kNotReady);
+  for (uint32_t i = 0; i < kMailboxSlots; ++i) {
+    auto command = TakeCommand(seg.writer());
+    ASSERT_TRUE(command.has_value());
+    EXPECT_EQ(command->type, 100 + i);
+    AckCommand(seg.writer(), command->seq, 0, "");
+  }
+  ASSERT_TRUE(PostCommand(seg.writer(), 999, {}, &seq).ok());
+  EXPECT_EQ(seq, kMailboxSlots + 1);
+}
+
+TEST(MailboxTest, OversizedPayloadAndLongMessage) {
+  ScopedSegment seg;
+  std::vector<uint8_t> big(kMailboxPayloadBytes + 1);
+  uint64_t seq = 0;
+  EXPECT_EQ(PostCommand(seg.writer(), 1, big, &seq).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(PostCommand(seg.writer(), 1, {}, &seq).ok());
+  AckCommand(seg.writer(), seq, 4, std::string(500, 'x'));
+  auto ack = PollAck(seg.writer(), seq);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->result, 4);
+  EXPECT_EQ(ack->message.size(), kMailboxMessageBytes - 1);
+  // Acknowledging a sequence number that is not in the slot changes nothing.
+  AckCommand(seg.writer(), seq + kMailboxSlots, 0, "stale");
+  EXPECT_FALSE(PollAck(seg.writer(), seq + kMailboxSlots).has_value());
+}
+
+}  // namespace
+}  // namespace ft::shm
