@@ -54,6 +54,24 @@ Status RingReader::Poll(Record* out, size_t max, size_t* got) {
   return Status::Ok();
 }
 
+size_t RingReader::Peek(Record* out, size_t max) const {
+  uint64_t head = header_->ring_head.load(std::memory_order_acquire);
+  uint64_t tail = control_->ring_tail.load(std::memory_order_acquire);
+  if (tail > head || head - tail > capacity_) return 0;
+  uint64_t first = head - tail > max ? head - max : tail;
+  size_t n = static_cast<size_t>(head - first);
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(&out[i], &records_[(first + i) & (capacity_ - 1)], sizeof(Record));
+  }
+  // Slots below the consumer's cursor may have been reused while we copied.
+  uint64_t tail_after = control_->ring_tail.load(std::memory_order_acquire);
+  if (tail_after <= first) return n;
+  uint64_t stale = tail_after - first;
+  if (stale >= n) return 0;
+  std::memmove(out, out + stale, (n - stale) * sizeof(Record));
+  return n - static_cast<size_t>(stale);
+}
+
 uint64_t RingReader::dropped() const { return header_->ring_dropped.load(std::memory_order_relaxed); }
 
 }  // namespace ft::shm

@@ -40,6 +40,10 @@ class RingReader {
   // bytes) is kCorrupt; the cursor is then moved to the head so reading can go on.
   Status Poll(Record* out, size_t max, size_t* got);
 
+  // Copies up to `max` of the newest unconsumed records without consuming them (ftdump looks
+  // without disturbing the worker). Records the consumer passed meanwhile are left out.
+  size_t Peek(Record* out, size_t max) const;
+
   uint64_t dropped() const;
 
  private:

@@ -146,3 +146,27 @@ TEST(RingTest, ConcurrentProducerAndConsumerLoseNothingWhenReaderKeepsUp) {
 
 }  // namespace
 }  // namespace ft::shm
+
+namespace ft::shm {
+namespace {
+
+TEST(RingPeekTest, PeekShowsNewestWithoutConsuming) {
+  SegmentOptions options;
+  options.ring_capacity = 16;
+  ScopedSegment seg(options);
+  RingWriter writer(seg.writer());
+  for (uint64_t i = 0; i < 10; ++i) ASSERT_TRUE(writer.Push(MakeRecord(i)));
+  RingReader reader(seg.writer());
+  Record out[16];
+  ASSERT_EQ(reader.Peek(out, 3), 3u);
+  EXPECT_EQ(out[0].seq, 7u);
+  EXPECT_EQ(out[2].seq, 9u);
+  EXPECT_EQ(seg.writer().control()->ring_tail.load(), 0u);
+  size_t got = 0;
+  ASSERT_TRUE(reader.Poll(out, 4, &got).ok());
+  ASSERT_EQ(reader.Peek(out, 16), 6u);
+  EXPECT_EQ(out[0].seq, 4u);
+}
+
+}  // namespace
+}  // namespace ft::shm
