@@ -1,0 +1,30 @@
+// Who this process is in its job, from the launcher's environment: torchrun, Open MPI,
+// Slurm, PMIx, PMI — and FT_* settings, which override any of them. Pure: the environment
+// and configuration come in, so every launcher is tested without launching anything.
+#ifndef FT_COMMON_LAUNCHER_IDENTITY_H_
+#define FT_COMMON_LAUNCHER_IDENTITY_H_
+
+#include <string>
+
+#include "common/config.h"
+#include "common/environment.h"
+
+namespace ft {
+
+struct LauncherIdentity {
+  std::string job;         // never empty: "default" when nothing names the job
+  std::string node;        // never empty: the host name when nothing names the node
+  std::string host;
+  int rank = -1;           // -1: unknown
+  int local_rank = -1;
+  int world_size = -1;
+  std::string launcher;    // "torchrun", "openmpi", "slurm", "pmix", "pmi", or "none"
+};
+
+// `host_name` is passed in (the caller reads it once).
+LauncherIdentity ResolveLauncherIdentity(const Config& config, const Environment& env,
+                                         const std::string& host_name);
+
+}  // namespace ft
+
+#endif  // FT_COMMON_LAUNCHER_IDENTITY_H_

@@ -1,0 +1,82 @@
+#include "common/launcher_identity.h"
+
+#include <gtest/gtest.h>
+
+namespace ft {
+namespace {
+
+LauncherIdentity Resolve(std::map<std::string, std::string, std::less<>> vars) {
+  Environment env(std::move(vars));
+  Config config;
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(Config::Load(env, &config, &warnings).ok());
+  return ResolveLauncherIdentity(config, env, "gpu-host-17");
+}
+
+TEST(LauncherIdentityTest, Torchrun) {
+  auto id = Resolve({{"RANK", "9"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "16"},
+                     {"TORCHELASTIC_RUN_ID", "llama"}});
+  EXPECT_EQ(id.launcher, "torchrun");
+  EXPECT_EQ(id.rank, 9);
+  EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.world_size, 16);
+  EXPECT_EQ(id.job, "llama");
+  EXPECT_EQ(id.node, "gpu-host-17");
+  EXPECT_EQ(id.host, "gpu-host-17");
+}
+
+TEST(LauncherIdentityTest, OpenMpi) {
+  auto id = Resolve({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "3"},
+                     {"OMPI_COMM_WORLD_SIZE", "4"}});
+  EXPECT_EQ(id.launcher, "openmpi");
+  EXPECT_EQ(id.rank, 3);
+  EXPECT_EQ(id.world_size, 4);
+  EXPECT_EQ(id.job, "default");
+}
+
+TEST(LauncherIdentityTest, SlurmAndTorchrunUnderSlurmPrefersTorchrun) {
+  auto slurm = Resolve({{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS", "8"},
+                        {"SLURM_JOB_ID", "4242"}});
+  EXPECT_EQ(slurm.launcher, "slurm");
+  EXPECT_EQ(slurm.rank, 5);
+  EXPECT_EQ(slurm.job, "4242");
+  auto both = Resolve({{"SLURM_PROCID", "0"}, {"SLURM_JOB_ID", "4242"}, {"RANK", "6"},
+                       {"WORLD_SIZE", "8"}});
+  EXPECT_EQ(both.launcher, "torchrun");
+  EXPECT_EQ(both.rank, 6);
+  EXPECT_EQ(both.job, "4242");
+}
+
+TEST(LauncherIdentityTest, PmixAndPmi) {
+  auto pmix = Resolve({{"PMIX_RANK", "2"}, {"PMIX_NAMESPACE", "ns-1"}});
+  EXPECT_EQ(pmix.launcher, "pmix");
+  EXPECT_EQ(pmix.rank, 2);
+  EXPECT_EQ(pmix.job, "ns-1");
+  auto pmi = Resolve({{"PMI_RANK", "7"}, {"PMI_SIZE", "8"}});
+  EXPECT_EQ(pmi.launcher, "pmi");
+  EXPECT_EQ(pmi.world_size, 8);
+}
+
+TEST(LauncherIdentityTest, FtSettingsOverrideTheLauncher) {
+  auto id = Resolve({{"RANK", "9"}, {"WORLD_SIZE", "16"}, {"FT_RANK", "1"}, {"FT_JOB", "mine"},
+                     {"FT_NODE_ID", "node3"}, {"FT_WORLD_SIZE", "2"}});
+  EXPECT_EQ(id.rank, 1);
+  EXPECT_EQ(id.world_size, 2);
+  EXPECT_EQ(id.job, "mine");
+  EXPECT_EQ(id.node, "node3");
+}
+
+TEST(LauncherIdentityTest, GarbageValuesAreIgnoredNotTrusted) {
+  auto id = Resolve({{"RANK", "abc"}, {"OMPI_COMM_WORLD_RANK", "-4"}, {"SLURM_PROCID", "2"},
+                     {"SLURM_NTASKS", "99999999999"}});
+  EXPECT_EQ(id.launcher, "slurm");
+  EXPECT_EQ(id.rank, 2);
+  EXPECT_EQ(id.world_size, -1);
+  auto none = Resolve({});
+  EXPECT_EQ(none.launcher, "none");
+  EXPECT_EQ(none.rank, -1);
+  EXPECT_EQ(none.job, "default");
+}
+
+}  // namespace
+}  // namespace ft
