@@ -1,0 +1,123 @@
+// Memory: the allocation table behind cudaPointerGetAttributes and bad-free detection.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "test_util.h"
+
+namespace gpusim_test {
+namespace {
+
+TEST(Memory, TableAnswersPointerAttributesAndRefusesBadFrees) {
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 1000), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % 256, 0u);
+  cudaPointerAttributes a;
+  ASSERT_EQ(cudaPointerGetAttributes(&a, d + 999), cudaSuccess);  // interior pointer
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
+  int on_stack = 0;
+  ASSERT_EQ(cudaPointerGetAttributes(&a, &on_stack), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+  EXPECT_EQ(cudaFree(d + 1), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(&on_stack), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(d), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaErrorInvalidValue);  // double free
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFree(nullptr), cudaSuccess);
+
+  void* h;
+  ASSERT_EQ(cudaMallocHost(&h, 64), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, h), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  void* mapped = nullptr;
+  EXPECT_EQ(cudaHostGetDevicePointer(&mapped, h, 0), cudaSuccess);
+  EXPECT_EQ(mapped, h);
+  EXPECT_EQ(cudaFree(h), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+
+  void* m;
+  ASSERT_EQ(cudaMallocManaged(&m, 64, cudaMemAttachGlobal), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, m), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeManaged);
+  EXPECT_EQ(cudaFree(m), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(Memory, HostRegistration) {
+  std::vector<char> buf(4096);
+  ASSERT_EQ(cudaHostRegister(buf.data(), buf.size(), cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(buf.data() + 100, 10, 0), cudaErrorHostMemoryAlreadyRegistered);
+  cudaPointerAttributes a;
+  ASSERT_EQ(cudaPointerGetAttributes(&a, buf.data() + 10), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  EXPECT_EQ(cudaHostUnregister(buf.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(buf.data()), cudaErrorHostMemoryNotRegistered);
+  cudaGetLastError();
+}
+
+TEST(Memory, MemGetInfoCountsDeviceAllocations) {
+  size_t free0, total;
+  ASSERT_EQ(cudaMemGetInfo(&free0, &total), cudaSuccess);
+  EXPECT_EQ(total, 80ull << 30);
+  void* p;
+  ASSERT_EQ(cudaMalloc(&p, 64 << 20), cudaSuccess);
+  size_t free1;
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_EQ(free0 - free1, size_t{64} << 20);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  ASSERT_EQ(cudaMemGetInfo(&free1, &total), cudaSuccess);
+  EXPECT_EQ(free1, free0);
+  EXPECT_EQ(cudaMalloc(&p, 81ull << 30), cudaErrorMemoryAllocation);
+  cudaGetLastError();
+}
+
+TEST(Memory, StreamOrderedAllocation) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* p;
+  ASSERT_EQ(cudaMallocAsync(reinterpret_cast<void**>(&p), 16 * sizeof(int), s), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(p, 0, 16 * sizeof(int), s), cudaSuccess);
+  ASSERT_EQ(cudaFreeAsync(p, s), cudaSuccess);
+  EXPECT_EQ(cudaFreeAsync(p, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGetLastError();
+  cudaStreamDestroy(s);
+}
+
+TEST(Memory, FreeDoesNotBlockBehindAHungStream) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  int* p;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(int)), cudaSuccess);
+  Gate gate;
+  ASSERT_EQ(cudaLaunchHostFunc(s, Gate::Fn, &gate), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(p, 0, sizeof(int), s), cudaSuccess);  // uses p after the gate
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(cudaFree(p), cudaSuccess);  // released once the stream is past its use
+  EXPECT_LT(MsSince(t0), 500.0);
+  gate.Open();
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+}
+
+TEST(Memory, CopyValidation) {
+  int a = 1, b = 2;
+  EXPECT_EQ(cudaMemcpy(&a, &b, sizeof a, static_cast<cudaMemcpyKind>(9)),
+            cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaMemcpy(nullptr, &b, sizeof a, cudaMemcpyDefault), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(&a, &b, sizeof a, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(a, 2);
+  char grid[4][8] = {}, src[4][4];
+  std::memset(src, 'x', sizeof src);
+  EXPECT_EQ(cudaMemcpy2D(grid, 8, src, 4, 4, 4, cudaMemcpyHostToHost), cudaSuccess);
+  EXPECT_EQ(grid[3][3], 'x');
+  EXPECT_EQ(grid[3][4], 0);
+  EXPECT_EQ(cudaMemcpy2D(grid, 2, src, 4, 4, 4, cudaMemcpyHostToHost), cudaErrorInvalidPitchValue);
+  cudaGetLastError();
+}
+
+}  // namespace
+}  // namespace gpusim_test
