@@ -1,0 +1,223 @@
+// Hangs and their release: a missing peer blocks the stream (not the calling thread) at little
+// CPU cost; ncclCommAbort releases it without touching the output; the other members learn of
+// the abort; GPUSIM_NCCL_STALL makes one communicator's N+1-th collective hang on all members.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "harness.h"
+
+namespace gpusim_test {
+namespace {
+
+class Faults : public NcclTest {};
+
+constexpr float kUntouched = -7.25f;
+
+bool AllEqual(const std::vector<float>& v, float x) {
+  for (float f : v) {
+    if (f != x) return false;
+  }
+  return true;
+}
+
+// Waits until ncclCommGetAsyncError stops saying ncclSuccess/ncclInProgress, up to timeout_s.
+ncclResult_t WaitAsyncError(ncclComm_t comm, double timeout_s) {
+  const double deadline = NowS() + timeout_s;
+  ncclResult_t st = ncclSuccess;
+  do {
+    if (ncclCommGetAsyncError(comm, &st) != ncclSuccess) return ncclInternalError;
+    if (st != ncclSuccess && st != ncclInProgress) return st;
+    usleep(5000);
+  } while (NowS() < deadline);
+  return st;
+}
+
+TEST_F(Faults, MissingPeerBlocksTheStreamNotTheThreadAndAbortReleasesIt) {
+  ncclUniqueId id = NewId();
+  auto out = RunRanks(2, 30, [&](int me) {
+    ncclComm_t comm;
+    CHILD_NCCL(ncclCommInitRank(&comm, 2, id, me));
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    const size_t n = 1 << 16;
+    std::vector<float> send(n, 1.0f), recv(n, kUntouched);
+    if (me == 1) {
+      // The missing peer: never calls the collective; learns that rank 0 aborted.
+      CHILD_CHECK(WaitAsyncError(comm, 15) == ncclRemoteError);
+      CHILD_CHECK(std::strstr(ncclGetLastError(comm), "rank 0") != nullptr, "%s", ncclGetLastError(comm));
+      // New work on the aborted communicator fails fast: the stream does not hang.
+      CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, s));
+      double t = NowS();
+      CHILD_CUDA(cudaStreamSynchronize(s));
+      CHILD_CHECK(NowS() - t < 1.0);
+      CHILD_CHECK(AllEqual(recv, kUntouched));
+      CHILD_NCCL(ncclCommDestroy(comm));
+      return;
+    }
+    double t0 = NowS();
+    CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, s));
+    CHILD_CHECK(NowS() - t0 < 0.25, "the call took %.3f s", NowS() - t0);
+    usleep(100 * 1000);
+    double cpu0 = ProcessCpuS(), w0 = NowS();
+    while (NowS() - t0 < 2.0) usleep(10 * 1000);
+    CHILD_CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    double cpu = (ProcessCpuS() - cpu0) / (NowS() - w0);
+    std::fprintf(stderr, "blocked rank: %.3f%% of a core while its collective waits for a peer\n",
+                 cpu * 100);
+    CHILD_CHECK(cpu < 0.05, "blocked rank burns %.1f%% of a core", cpu * 100);
+    CHILD_CHECK(AllEqual(recv, kUntouched));
+    double t1 = NowS();
+    CHILD_NCCL(ncclCommAbort(comm));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(NowS() - t1 < 1.0, "stream released %.3f s after the abort", NowS() - t1);
+    CHILD_CHECK(AllEqual(recv, kUntouched));
+    // The stream goes on working.
+    CHILD_CUDA(cudaMemcpyAsync(recv.data(), send.data(), sizeof(float), cudaMemcpyHostToHost, s));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(recv[0] == 1.0f);
+  });
+  ExpectAllOk(out);
+}
+
+// A grouped send/recv waiting for a peer that never posts is released by abort too.
+TEST_F(Faults, AbortReleasesAGroupedPointToPointExchange) {
+  ncclUniqueId id = NewId();
+  auto out = RunRanks(2, 30, [&](int me) {
+    ncclComm_t comm;
+    CHILD_NCCL(ncclCommInitRank(&comm, 2, id, me));
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    std::vector<float> send(1 << 20, 2.0f), recv(1 << 20, kUntouched);
+    if (me == 1) {
+      CHILD_CHECK(WaitAsyncError(comm, 15) == ncclRemoteError);
+      CHILD_NCCL(ncclCommAbort(comm));
+      return;
+    }
+    CHILD_NCCL(ncclGroupStart());
+    CHILD_NCCL(ncclSend(send.data(), send.size(), ncclFloat32, 1, comm, s));
+    CHILD_NCCL(ncclRecv(recv.data(), recv.size(), ncclFloat32, 1, comm, s));
+    CHILD_NCCL(ncclGroupEnd());
+    usleep(300 * 1000);
+    CHILD_CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    double t1 = NowS();
+    CHILD_NCCL(ncclCommAbort(comm));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(NowS() - t1 < 1.0);
+    CHILD_CHECK(AllEqual(recv, kUntouched));
+  });
+  ExpectAllOk(out);
+}
+
+// GPUSIM_NCCL_STALL="stallme:3" in one member's environment: the first 3 collectives of the
+// communicator named "stallme" complete, the 4th hangs on every member until abort; another
+// communicator of the same processes keeps working.
+TEST_F(Faults, StallInjectionHangsTheNamedCommunicatorAfterNCollectives) {
+  const int n = 3;
+  ncclUniqueId id = NewId(), other_id = NewId();
+  auto out = RunRanks(n, 30, [&](int me) {
+    if (me == 0) setenv("GPUSIM_NCCL_STALL", "unrelated:0,stallme:3", 1);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.commName = "stallme";
+    ncclComm_t comm, other;
+    CHILD_NCCL(ncclCommInitRankConfig(&comm, n, id, me, &cfg));
+    CHILD_NCCL(ncclCommInitRank(&other, n, other_id, me));
+    cudaStream_t s, s2;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    CHILD_CUDA(cudaStreamCreate(&s2));
+    std::vector<float> send(1000, static_cast<float>(me + 1)), recv(1000);
+    const float sum = n * (n + 1) / 2.0f;
+    for (int k = 0; k < 3; ++k) {
+      std::fill(recv.begin(), recv.end(), kUntouched);
+      CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), recv.size(), ncclFloat32, ncclSum, comm, s));
+      CHILD_CUDA(cudaStreamSynchronize(s));
+      CHILD_CHECK(AllEqual(recv, sum), "collective %d", k);
+    }
+    std::fill(recv.begin(), recv.end(), kUntouched);
+    CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), recv.size(), ncclFloat32, ncclSum, comm, s));
+    usleep(1000 * 1000);
+    CHILD_CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    ncclResult_t st;
+    CHILD_NCCL(ncclCommGetAsyncError(comm, &st));
+    CHILD_CHECK(st == ncclSuccess);
+    // Also a barrier: nobody aborts "stallme" before everyone has seen it hang.
+    std::vector<float> recv2(1000, kUntouched);
+    CHILD_NCCL(ncclAllReduce(send.data(), recv2.data(), recv2.size(), ncclFloat32, ncclSum, other, s2));
+    CHILD_CUDA(cudaStreamSynchronize(s2));
+    CHILD_CHECK(AllEqual(recv2, sum));
+    double t1 = NowS();
+    CHILD_NCCL(ncclCommAbort(comm));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(NowS() - t1 < 1.0);
+    CHILD_CHECK(AllEqual(recv, kUntouched));
+    CHILD_NCCL(ncclCommDestroy(other));
+  });
+  ExpectAllOk(out);
+}
+
+// Without commName the fallback name is "comm<k>", k counting this process's communicators.
+TEST_F(Faults, StallInjectionByFallbackName) {
+  const int n = 2;
+  ncclUniqueId a = NewId(), b = NewId();
+  auto out = RunRanks(n, 30, [&](int me) {
+    setenv("GPUSIM_NCCL_STALL", "comm1:0", 1);
+    ncclComm_t c0, c1;
+    CHILD_NCCL(ncclCommInitRank(&c0, n, a, me));  // comm0
+    CHILD_NCCL(ncclCommInitRank(&c1, n, b, me));  // comm1: its first collective hangs
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    int x = 1, y = 0;
+    CHILD_NCCL(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, c0, s));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(y == 2);
+    y = -1;
+    CHILD_NCCL(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, c1, s));
+    usleep(500 * 1000);
+    CHILD_CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    cudaStream_t s2;  // barrier on comm0 before anyone aborts comm1
+    CHILD_CUDA(cudaStreamCreate(&s2));
+    CHILD_NCCL(ncclAllReduce(&x, &y, 0, ncclInt32, ncclSum, c0, s2));
+    int z = 0;
+    CHILD_NCCL(ncclAllReduce(&x, &z, 1, ncclInt32, ncclSum, c0, s2));
+    CHILD_CUDA(cudaStreamSynchronize(s2));
+    CHILD_CHECK(z == 2);
+    CHILD_NCCL(ncclCommAbort(c1));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(y == -1);
+    CHILD_NCCL(ncclCommDestroy(c0));
+  });
+  ExpectAllOk(out);
+}
+
+// ncclCommRevoke stops this member's in-flight work; later calls are invalid usage; the other
+// member sees a remote error.
+TEST_F(Faults, RevokeReleasesInFlightWorkAndRejectsLaterCalls) {
+  ncclUniqueId id = NewId();
+  auto out = RunRanks(2, 30, [&](int me) {
+    ncclComm_t comm;
+    CHILD_NCCL(ncclCommInitRank(&comm, 2, id, me));
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    double x = 1, y = kUntouched;
+    if (me == 1) {
+      CHILD_CHECK(WaitAsyncError(comm, 15) == ncclRemoteError);
+      CHILD_NCCL(ncclCommAbort(comm));
+      return;
+    }
+    CHILD_NCCL(ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, comm, s));
+    usleep(200 * 1000);
+    CHILD_CHECK(cudaStreamQuery(s) == cudaErrorNotReady);
+    CHILD_NCCL(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(y == kUntouched);
+    CHILD_CHECK(ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, comm, s) == ncclInvalidUsage);
+    CHILD_CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidUsage);
+    CHILD_NCCL(ncclCommDestroy(comm));
+  });
+  ExpectAllOk(out);
+}
+
+}  // namespace
+}  // namespace gpusim_test
