@@ -1,0 +1,70 @@
+// trainsim's command line: one table of flags shared by trainsim and trainsim_reference, so
+// both read a configuration the same way. Plain C++, no CUDA.
+#ifndef TRAINSIM_CONFIG_H_
+#define TRAINSIM_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+namespace trainsim {
+
+enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause };
+
+const char* FaultName(FaultKind kind);
+
+struct Config {
+  int dp = 0;  // 0: WORLD_SIZE / (tp * pp)
+  int tp = 1;
+  int pp = 1;
+  int layers = 4;
+  int64_t param_bytes = 2 << 20;  // per rank
+  int64_t hidden = 16384;         // activation elements
+  int microbatches = 1;
+  int steps = 20;
+  double compute_ms = 2.0;
+  uint64_t seed = 1;
+  bool verbose = false;
+  int bootstrap_port = 0;  // 0: MASTER_PORT
+  FaultKind fault = FaultKind::kNone;
+  int fault_rank = 0;
+  int fault_step = 0;
+  double slow_factor = 1.5;
+  double pause_s = 20.0;
+
+  // Derived by Finish().
+  int world() const { return dp * tp * pp; }
+  int layers_per_stage() const { return layers / pp; }
+  // Floats of one layer's parameter shard on one rank (S); a layer has S * tp in all.
+  int64_t shard_len() const { return param_bytes / 4 / layers_per_stage(); }
+};
+
+enum class ParseResult { kOk, kHelp, kError };
+
+// Parses argv into *config ("--flag value" or "--flag=value"). trainsim_reference accepts
+// the same flags (it ignores those that do not change the result). On kError, *error says why.
+ParseResult ParseArgs(int argc, char** argv, Config* config, std::string* error);
+
+// Fills dp from world_size when it was not given and checks the whole configuration
+// (world_size <= 0: no launcher world to match). Returns false with *error on a bad one.
+bool Finish(Config* config, int world_size, std::string* error);
+
+// reference: the text of trainsim_reference, which lists only the flags that matter to it.
+std::string HelpText(bool reference);
+
+// Rank order (Megatron's default "tp-dp-pp"): tp fastest, then dp, then pp.
+struct Coord {
+  int dp = 0;
+  int tp = 0;
+  int pp = 0;
+};
+inline Coord CoordOf(const Config& c, int rank) {
+  return Coord{(rank / c.tp) % c.dp, rank % c.tp, rank / (c.tp * c.dp)};
+}
+// The line trainsim prints for a rank at the end (trainsim_reference prints the same).
+std::string ChecksumLine(const Config& config, int rank, uint64_t checksum);
+
+inline int RankOf(const Config& c, int dp, int tp, int pp) { return tp + c.tp * (dp + c.dp * pp); }
+
+}  // namespace trainsim
+
+#endif  // TRAINSIM_CONFIG_H_

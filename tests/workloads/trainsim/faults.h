@@ -1,0 +1,16 @@
+// Host-side fault injection of trainsim (plain C++, so what it does is exactly what the source
+// says: nvcc's host front end is free to rewrite a deliberate null store).
+#ifndef TRAINSIM_FAULTS_H_
+#define TRAINSIM_FAULTS_H_
+
+#include "config.h"
+
+namespace trainsim {
+
+// Performs a host fault: hang-host (never returns), crash-kill / crash-segv / crash-abort (the
+// process dies), pause (sleeps pause_s, then returns). Other kinds return at once.
+void InjectHostFault(const Config& config, int rank);
+
+}  // namespace trainsim
+
+#endif  // TRAINSIM_FAULTS_H_

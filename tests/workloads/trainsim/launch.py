@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Start a multi-node job on one host, the way torchrun starts one on each node.
+
+    launch.py --nodes N --ranks-per-node R [options] -- PROGRAM [ARGS...]
+
+starts N*R processes of PROGRAM grouped into N simulated nodes. Each gets the environment
+torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
+TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) plus
+FT_NODE_ID=node<k>, on top of the launcher's own environment (so LD_LIBRARY_PATH and
+LD_PRELOAD reach every rank). Output lines are prefixed with "[rank r]", or written to
+<log-dir>/rank<r>.log.
+
+Exit status: 0 when every rank exits 0; otherwise the first failure's code (a rank killed by
+signal S counts as 128+S); 124 when --timeout expired; 128+S when the launcher itself got
+SIGINT/SIGTERM. When a rank fails, the others get SIGTERM after --grace seconds and SIGKILL
+--kill-after seconds later, unless --keep-going (fault tests: an outer harness decides).
+Ranks die with the launcher (PR_SET_PDEATHSIG), even if it is SIGKILLed.
+
+Python 3 standard library only.
+"""
+
+import argparse
+import ctypes
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+PR_SET_PDEATHSIG = 1
+
+
+def log(msg):
+    sys.stderr.write("[launch] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def describe_status(code):
+    """subprocess returncode -> (exit code the launcher reports, words)."""
+    if code < 0:
+        sig = -code
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = "signal %d" % sig
+        return 128 + sig, "killed by signal %s (%d)" % (name, sig)
+    return code, "exited with code %d" % code
+
+
+def free_port(addr):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def parse_args(argv):
+    if "--" in argv:
+        cut = argv.index("--")
+        mine, program = argv[:cut], argv[cut + 1:]
+    else:
+        mine, program = argv, []
+    p = argparse.ArgumentParser(
+        prog="launch.py",
+        usage="%(prog)s --nodes N --ranks-per-node R [options] -- PROGRAM [ARGS...]",
+        description=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, required=True, help="simulated nodes")
+    p.add_argument("--ranks-per-node", type=int, required=True, help="processes per node")
+    p.add_argument("--master-addr", default="127.0.0.1", help="MASTER_ADDR (default 127.0.0.1)")
+    p.add_argument("--master-port", type=int, default=0,
+                   help="MASTER_PORT (default: a free port)")
+    p.add_argument("--log-dir", help="write each rank's output to LOG_DIR/rank<r>.log")
+    p.add_argument("--keep-going", action="store_true",
+                   help="when a rank fails, leave the others running")
+    p.add_argument("--timeout", type=float, default=0,
+                   help="kill everything after this many seconds and exit 124")
+    p.add_argument("--grace", type=float, default=5.0,
+                   help="seconds between the first failure and SIGTERM to the others (default 5)")
+    p.add_argument("--kill-after", type=float, default=3.0,
+                   help="seconds between SIGTERM and SIGKILL (default 3)")
+    p.add_argument("--run-id", default=None, help="TORCHELASTIC_RUN_ID (default: random)")
+    args = p.parse_args(mine)
+    if not program:
+        p.error("no program given (put it after --)")
+    if args.nodes < 1 or args.ranks_per_node < 1:
+        p.error("--nodes and --ranks-per-node must be positive")
+    args.program = program
+    return args
+
+
+class Rank:
+    def __init__(self, rank, node, local):
+        self.rank = rank
+        self.node = node
+        self.local = local
+        self.proc = None
+        self.code = None  # launcher exit code of this rank once it exited
+        self.partial = {}  # fd -> bytes of an unfinished line
+        self.log = None
+
+
+class Launcher:
+    def __init__(self, args):
+        self.args = args
+        self.world = args.nodes * args.ranks_per_node
+        self.ranks = []
+        self.sel = selectors.DefaultSelector()
+        self.got_signal = None
+        self.first_failure = None
+        self.terminate_at = None  # when to send SIGTERM to the survivors
+        self.kill_at = None  # when to send SIGKILL
+        self.out = sys.stdout.buffer
+        self.err = sys.stderr.buffer
+        self.libc = None
+        try:
+            self.libc = ctypes.CDLL(None, use_errno=True)
+        except OSError:
+            pass
+        self.pid = os.getpid()
+
+    def child_setup(self):
+        # Runs in the child between fork and exec: die with the launcher.
+        if self.libc is not None:
+            self.libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != self.pid:
+            os._exit(1)
+
+    def environment(self, r, port, run_id):
+        env = dict(os.environ)
+        env.update({
+            "RANK": str(r.rank),
+            "LOCAL_RANK": str(r.local),
+            "WORLD_SIZE": str(self.world),
+            "LOCAL_WORLD_SIZE": str(self.args.ranks_per_node),
+            "GROUP_RANK": str(r.node),
+            "GROUP_WORLD_SIZE": str(self.args.nodes),
+            "ROLE_RANK": str(r.rank),
+            "ROLE_WORLD_SIZE": str(self.world),
+            "ROLE_NAME": "default",
+            "MASTER_ADDR": self.args.master_addr,
+            "MASTER_PORT": str(port),
+            "TORCHELASTIC_RUN_ID": run_id,
+            "TORCHELASTIC_RESTART_COUNT": "0",
+            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "FT_NODE_ID": "node%d" % r.node,
+        })
+        if "OMP_NUM_THREADS" not in os.environ and self.args.ranks_per_node > 1:
+            env["OMP_NUM_THREADS"] = "1"  # as torchrun does
+        return env
+
+    def start(self):
+        port = self.args.master_port or free_port(self.args.master_addr)
+        run_id = self.args.run_id or uuid.uuid4().hex[:12]
+        if self.args.log_dir:
+            os.makedirs(self.args.log_dir, exist_ok=True)
+        log("world %d: %d nodes x %d ranks, MASTER_ADDR=%s MASTER_PORT=%d run %s" % (
+            self.world, self.args.nodes, self.args.ranks_per_node, self.args.master_addr, port,
+            run_id))
+        for node in range(self.args.nodes):
+            for local in range(self.args.ranks_per_node):
+                r = Rank(node * self.args.ranks_per_node + local, node, local)
+                if self.args.log_dir:
+                    r.log = open(os.path.join(self.args.log_dir, "rank%d.log" % r.rank), "wb")
+                    stdout, stderr = r.log, subprocess.STDOUT
+                else:
+                    stdout, stderr = subprocess.PIPE, subprocess.PIPE
+                try:
+                    r.proc = subprocess.Popen(
+                        self.args.program, env=self.environment(r, port, run_id), stdin=subprocess.DEVNULL,
+                        stdout=stdout, stderr=stderr, start_new_session=True,
+                        preexec_fn=self.child_setup)
+                except OSError as e:
+                    log("cannot start %s: %s" % (self.args.program[0], e))
+                    self.terminate_all(signal.SIGKILL)
+                    return False
+                if r.log is not None:
+                    r.log.close()
+                    r.log = None
+                else:
+                    self.sel.register(r.proc.stdout, selectors.EVENT_READ, (r, self.out))
+                    self.sel.register(r.proc.stderr, selectors.EVENT_READ, (r, self.err))
+                self.ranks.append(r)
+                log("rank %d node%d local %d pid %d" % (r.rank, r.node, r.local, r.proc.pid))
+        return True
+
+    def emit(self, r, sink, data, final=False):
+        fd = id(sink)
+        buf = r.partial.get(fd, b"") + data
+        lines = buf.split(b"\n")
+        rest = lines.pop()
+        if final and rest:
+            lines.append(rest)
+            rest = b""
+        r.partial[fd] = rest
+        if lines:
+            prefix = b"[rank %d] " % r.rank
+            sink.write(b"".join(prefix + line + b"\n" for line in lines))
+            sink.flush()
+
+    def pump(self, timeout):
+        for key, _ in self.sel.select(timeout):
+            r, sink = key.data
+            try:
+                data = os.read(key.fileobj.fileno(), 65536)
+            except OSError:
+                data = b""
+            if data:
+                self.emit(r, sink, data)
+            else:
+                self.emit(r, sink, b"", final=True)
+                self.sel.unregister(key.fileobj)
+                key.fileobj.close()
+
+    def alive(self):
+        return [r for r in self.ranks if r.code is None]
+
+    def signal_group(self, r, sig):
+        try:
+            os.killpg(r.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            try:
+                r.proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+    def terminate_all(self, sig):
+        for r in self.ranks:
+            if r.code is None:
+                self.signal_group(r, sig)
+
+    def reap(self):
+        for r in self.alive():
+            rc = r.proc.poll()
+            if rc is None:
+                continue
+            r.code, words = describe_status(rc)
+            if rc == 0:
+                continue
+            log("rank %d (node%d, pid %d) %s" % (r.rank, r.node, r.proc.pid, words))
+            if self.first_failure is None:
+                self.first_failure = (r.rank, r.code)
+                if not self.args.keep_going and self.got_signal is None:
+                    self.terminate_at = time.monotonic() + self.args.grace
+                    if len(self.alive()) > 0:
+                        log("stopping the other ranks in %.1f s (--keep-going leaves them)" %
+                            self.args.grace)
+
+    def on_signal(self, signum, _frame):
+        if self.got_signal is None:
+            self.got_signal = signum
+            self.terminate_at = time.monotonic()
+        else:  # a second signal: no more patience
+            self.kill_at = time.monotonic()
+
+    def run(self):
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self.on_signal)
+        started = time.monotonic()
+        if not self.start():
+            return 1
+        deadline = started + self.args.timeout if self.args.timeout > 0 else None
+        timed_out = False
+        while self.alive():
+            self.pump(0.05)
+            self.reap()
+            now = time.monotonic()
+            if deadline is not None and now >= deadline and not timed_out:
+                timed_out = True
+                log("timeout after %.1f s: stopping %d ranks" % (self.args.timeout, len(self.alive())))
+                self.terminate_at = now
+            if self.terminate_at is not None and now >= self.terminate_at:
+                self.terminate_at = None
+                if self.got_signal is not None:
+                    log("got %s: stopping all ranks" % signal.Signals(self.got_signal).name)
+                self.terminate_all(signal.SIGTERM)
+                self.kill_at = now + self.args.kill_after
+            if self.kill_at is not None and now >= self.kill_at:
+                self.kill_at = None
+                if self.alive():
+                    log("SIGKILL to %d ranks that outlived SIGTERM" % len(self.alive()))
+                self.terminate_all(signal.SIGKILL)
+        # Drain what the ranks wrote last (a rank's own children may hold a pipe: bounded).
+        drain_until = time.monotonic() + 1.0
+        while self.sel.get_map() and time.monotonic() < drain_until:
+            self.pump(0.05)
+        elapsed = time.monotonic() - started
+        if timed_out:
+            return 124
+        if self.got_signal is not None:
+            return 128 + self.got_signal
+        if self.first_failure is not None:
+            rank, code = self.first_failure
+            log("failed: rank %d first, exit %d (%.1f s)" % (rank, code, elapsed))
+            return code
+        log("all %d ranks exited 0 (%.1f s)" % (self.world, elapsed))
+        return 0
+
+
+def main(argv):
+    args = parse_args(argv)
+    return Launcher(args).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

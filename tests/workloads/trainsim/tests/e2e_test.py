@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""trainsim end to end on the gpusim stand-ins, checked against trainsim_reference.
+
+  --case 3d            8 ranks, dp=2 tp=2 pp=2, 50 steps, 2 nodes x 4: under 30 s wall
+  --case dp8           8 ranks, dp=8, a short run
+  --case microbatches  4 ranks, dp=2 pp=2, 3 micro-batches (grouped send/recv in flight)
+"""
+
+import trainsim_common as tc
+
+CASES = {
+    # name: (nodes, ranks per node, model flags, extra trainsim flags, wall-time limit)
+    "3d": (2, 4, ["--dp", "2", "--tp", "2", "--pp", "2", "--steps", "50"], [], 30.0),
+    "dp8": (2, 4, ["--dp", "8", "--steps", "10"], [], 30.0),
+    "microbatches": (2, 2, ["--dp", "2", "--pp", "2", "--microbatches", "3", "--steps", "8",
+                            "--layers", "6"], ["--verbose"], 30.0),
+}
+
+
+def main():
+    args = tc.parse_paths()
+    nodes, per_node, model, extra, limit = CASES[args.case]
+    rc, out, err, secs = tc.run_job(args, nodes, per_node, model + extra)
+    if rc != 0:
+        print(out[-4000:])
+        print(err[-4000:])
+    tc.check(rc == 0, "launcher exited %d" % rc)
+    tc.check(secs < limit, "took %.1f s, limit %.0f s" % (secs, limit))
+    got = tc.checksums(out)
+    tc.verify_against_reference(args, got, model, nodes * per_node)
+    if "--verbose" in extra:
+        steps = {}
+        for line in out.splitlines():
+            m = tc.STEP_RE.search(line)
+            if m:
+                steps.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+        steps_flag = int(model[model.index("--steps") + 1])
+        for rank in range(nodes * per_node):
+            tc.check(steps.get(rank) == list(range(steps_flag)), "rank %d step lines %s" % (rank, steps.get(rank)))
+    print("OK: %s in %.2f s wall" % (args.case, secs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""Tests of launch.py with small Python programs as ranks (no GPU stand-in needed).
+
+usage: launch_test.py PATH/TO/launch.py
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+LAUNCH = None
+PY = sys.executable
+
+
+def launch(launcher_args, program, timeout=30, env=None):
+    """Runs the launcher to completion: (returncode, stdout, stderr, seconds)."""
+    t0 = time.monotonic()
+    p = subprocess.run([PY, LAUNCH] + launcher_args + ["--", PY, "-c", program],
+                       capture_output=True, text=True, timeout=timeout, env=env)
+    return p.returncode, p.stdout, p.stderr, time.monotonic() - t0
+
+
+def pids_from(stderr):
+    return {int(r): int(p) for r, p in re.findall(r"\[launch\] rank (\d+) node\d+ local \d+ pid (\d+)", stderr)}
+
+
+def exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie of someone else's child still "exists": look at its state.
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class LaunchTest(unittest.TestCase):
+    def test_environment_and_prefixes(self):
+        prog = ("import os, json; keys = ['RANK','LOCAL_RANK','WORLD_SIZE','LOCAL_WORLD_SIZE',"
+                "'GROUP_RANK','ROLE_RANK','MASTER_ADDR','MASTER_PORT','TORCHELASTIC_RUN_ID',"
+                "'FT_NODE_ID','PASSED_THROUGH']; print(json.dumps({k: os.environ.get(k) for k in keys}))")
+        env = dict(os.environ, PASSED_THROUGH="yes")
+        rc, out, err, _ = launch(["--nodes", "2", "--ranks-per-node", "3", "--run-id", "job7"], prog, env=env)
+        self.assertEqual(rc, 0, err)
+        seen = {}
+        for line in out.splitlines():
+            m = re.match(r"\[rank (\d+)\] (.*)$", line)
+            self.assertIsNotNone(m, line)
+            seen[int(m.group(1))] = json.loads(m.group(2))
+        self.assertEqual(sorted(seen), list(range(6)))
+        ports = set()
+        for rank, e in seen.items():
+            self.assertEqual(e["RANK"], str(rank))
+            self.assertEqual(e["ROLE_RANK"], str(rank))
+            self.assertEqual(e["LOCAL_RANK"], str(rank % 3))
+            self.assertEqual(e["GROUP_RANK"], str(rank // 3))
+            self.assertEqual(e["FT_NODE_ID"], "node%d" % (rank // 3))
+            self.assertEqual(e["WORLD_SIZE"], "6")
+            self.assertEqual(e["LOCAL_WORLD_SIZE"], "3")
+            self.assertEqual(e["MASTER_ADDR"], "127.0.0.1")
+            self.assertEqual(e["TORCHELASTIC_RUN_ID"], "job7")
+            self.assertEqual(e["PASSED_THROUGH"], "yes")
+            ports.add(e["MASTER_PORT"])
+        self.assertEqual(len(ports), 1)
+        self.assertTrue(0 < int(ports.pop()) < 65536)
+
+    def test_master_port_and_log_dir(self):
+        with tempfile.TemporaryDirectory() as d:
+            prog = "import os, sys; print('out', os.environ['MASTER_PORT']); print('err', file=sys.stderr)"
+            rc, out, err, _ = launch(["--nodes", "1", "--ranks-per-node", "2", "--master-port", "29555",
+                                      "--log-dir", d], prog)
+            self.assertEqual(rc, 0, err)
+            self.assertNotIn("[rank", out)
+            for r in range(2):
+                with open(os.path.join(d, "rank%d.log" % r)) as f:
+                    text = f.read()
+                self.assertIn("out 29555", text)
+                self.assertIn("err", text)
+
+    def test_failure_stops_the_others_after_grace(self):
+        prog = ("import os, sys, time\n"
+                "if os.environ['RANK'] == '2': sys.exit(3)\n"
+                "time.sleep(60)\n")
+        rc, _, err, secs = launch(["--nodes", "2", "--ranks-per-node", "2", "--grace", "0.5",
+                                   "--kill-after", "1"], prog)
+        self.assertEqual(rc, 3, err)
+        self.assertIn("rank 2 (node1, pid", err)
+        self.assertIn("exited with code 3", err)
+        self.assertLess(secs, 15)
+        for pid in pids_from(err).values():
+            self.assertFalse(exists(pid), pid)
+
+    def test_keep_going_waits_for_the_others(self):
+        prog = ("import os, sys, time\n"
+                "if os.environ['RANK'] == '1': sys.exit(5)\n"
+                "time.sleep(1.5); print('survived')\n")
+        rc, out, err, secs = launch(["--nodes", "1", "--ranks-per-node", "3", "--grace", "0.1",
+                                     "--keep-going"], prog)
+        self.assertEqual(rc, 5, err)
+        self.assertEqual(out.count("survived"), 2, out)
+        self.assertGreaterEqual(secs, 1.5)
+
+    def test_signal_death_is_reported(self):
+        prog = ("import os, signal, time\n"
+                "if os.environ['RANK'] == '0': os.kill(os.getpid(), signal.SIGKILL)\n"
+                "time.sleep(60)\n")
+        rc, _, err, _ = launch(["--nodes", "1", "--ranks-per-node", "2", "--grace", "0.2"], prog)
+        self.assertEqual(rc, 128 + 9, err)
+        self.assertIn("killed by signal SIGKILL (9)", err)
+
+    def test_timeout_exits_124_and_sigkills_stubborn_ranks(self):
+        prog = ("import signal, time\n"
+                "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "time.sleep(60)\n")
+        rc, _, err, secs = launch(["--nodes", "2", "--ranks-per-node", "1", "--timeout", "1",
+                                   "--kill-after", "0.5"], prog)
+        self.assertEqual(rc, 124, err)
+        self.assertIn("SIGKILL to 2 ranks", err)
+        self.assertLess(secs, 10)
+        for pid in pids_from(err).values():
+            self.assertFalse(exists(pid), pid)
+
+    def test_sigterm_to_launcher_kills_the_group(self):
+        prog = "import time; print('up', flush=True); time.sleep(60)"
+        p = subprocess.Popen([PY, LAUNCH, "--nodes", "2", "--ranks-per-node", "2", "--", PY, "-c", prog],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ups = 0
+        while ups < 4:
+            line = p.stdout.readline()
+            self.assertTrue(line, "launcher output ended early")
+            ups += "up" in line
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        pids = pids_from(err)
+        self.assertEqual(len(pids), 4)
+        for pid in pids.values():
+            self.assertFalse(exists(pid), pid)
+
+    def test_ranks_die_with_a_sigkilled_launcher(self):
+        prog = "import time; print('up', flush=True); time.sleep(60)"
+        p = subprocess.Popen([PY, LAUNCH, "--nodes", "1", "--ranks-per-node", "2", "--", PY, "-c", prog],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2):
+            self.assertIn("up", p.stdout.readline())
+        p.kill()
+        p.wait()
+        err = p.stderr.read()
+        p.stdout.close()
+        p.stderr.close()
+        pids = pids_from(err)
+        self.assertEqual(len(pids), 2, err)
+        deadline = time.monotonic() + 5
+        while any(exists(pid) for pid in pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in pids.values():
+            self.assertFalse(exists(pid), pid)
+
+    def test_usage_errors(self):
+        p = subprocess.run([PY, LAUNCH, "--nodes", "1", "--ranks-per-node", "1"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no program", p.stderr)
+        p = subprocess.run([PY, LAUNCH, "--nodes", "1", "--ranks-per-node", "1", "--", "/nonexistent/prog"],
+                           capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("cannot start", p.stderr)
+
+
+if __name__ == "__main__":
+    LAUNCH = sys.argv.pop(1)
+    unittest.main()

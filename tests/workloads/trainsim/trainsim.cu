@@ -1,0 +1,394 @@
+// trainsim: a training step on dp x tp x pp ranks, one process per rank, for testing hang and
+// slowdown detection. Built by nvcc against the real CUDA and NCCL headers and linked against
+// libcudart.so.13 and libnccl.so.2; it runs unchanged on real GPUs or on any library that
+// provides those ABIs. See README.md for the model and trainsim_math.h for its arithmetic.
+#include <cuda_runtime.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "bootstrap.h"
+#include "config.h"
+#include "faults.h"
+#include "kernel_list.h"
+#include "trainsim_math.h"
+
+namespace trainsim {
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+#define TS_DEFINE_KERNEL(name, params, args)                                              \
+  __global__ void name params {                                                           \
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;                  \
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;  \
+         i += stride) {                                                                   \
+      name##_at(i, TRAINSIM_UNPAREN args);                                                \
+    }                                                                                     \
+  }
+TRAINSIM_ELEMENTWISE_KERNELS(TS_DEFINE_KERNEL)
+#undef TS_DEFINE_KERNEL
+
+#define TS_DECLARE_KERNEL(name, params) __global__ void name params;
+TRAINSIM_SPECIAL_KERNELS(TS_DECLARE_KERNEL)
+#undef TS_DECLARE_KERNEL
+
+__device__ inline uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The "real work" of a step: occupies the stream for ns nanoseconds.
+__global__ void compute_spin(int64_t ns) {
+  if (threadIdx.x != 0) return;
+  const uint64_t start = GlobalTimerNs();
+  while (static_cast<int64_t>(GlobalTimerNs() - start) < ns) {
+  }
+}
+
+// Fault injection: waits for a flag that is never set, so the stream never passes it.
+__global__ void hang_forever(const int* flag) {
+  if (threadIdx.x != 0) return;
+  const volatile int* f = flag;
+  while (*f == 0) __nanosleep(1000000);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: reported with file:line and the library's message, then exit 1.
+
+int g_rank = -1;
+
+[[noreturn]] void Die(const char* file, int line, const char* what, const std::string& msg) {
+  std::fprintf(stderr, "trainsim rank=%d: %s:%d: %s: %s\n", g_rank, file, line, what, msg.c_str());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  // _exit: a stuck stream or communicator must not keep the process alive in exit handlers.
+  _exit(1);
+}
+
+#define CUDA_CHECK(expr)                                                         \
+  do {                                                                           \
+    const cudaError_t e_ = (expr);                                               \
+    if (e_ != cudaSuccess) Die(__FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+  } while (0)
+
+#define NCCL_CHECK(expr)                                                         \
+  do {                                                                           \
+    const ncclResult_t r_ = (expr);                                              \
+    if (r_ != ncclSuccess) Die(__FILE__, __LINE__, #expr, ncclGetErrorString(r_)); \
+  } while (0)
+
+constexpr int kThreads = 256;
+inline unsigned Blocks(int64_t n) {
+  return static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 4096));
+}
+
+// An elementwise kernel over n elements on `stream`.
+#define LAUNCH(kernel, n, ...)                                                      \
+  do {                                                                              \
+    kernel<<<Blocks(n), kThreads, 0, stream_>>>(__VA_ARGS__);                       \
+    CUDA_CHECK(cudaGetLastError());                                                 \
+  } while (0)
+
+// ---------------------------------------------------------------------------------------------
+// Environment (what torchrun sets; Slurm's names as a fallback)
+
+int EnvInt(const char* name, const char* fallback, int def) {
+  const char* v = std::getenv(name);
+  if (v == nullptr && fallback != nullptr) v = std::getenv(fallback);
+  if (v == nullptr || *v == '\0') return def;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > (1 << 24)) {
+    std::fprintf(stderr, "trainsim: error: bad %s='%s'\n", name, v);
+    std::exit(2);
+  }
+  return static_cast<int>(x);
+}
+
+double NowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+class Trainer {
+ public:
+  Trainer(const Config& c, int rank, int local_rank) : c_(c), rank_(rank), local_rank_(local_rank) {
+    co_ = CoordOf(c_, rank_);
+    lps_ = c_.layers_per_stage();
+    shard_ = c_.shard_len();
+    hidden_ = c_.hidden;
+    first_stage_ = co_.pp == 0;
+    last_stage_ = co_.pp == c_.pp - 1;
+  }
+
+  void Init(const std::string& master_addr, int port) {
+    int devices = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&devices));
+    if (devices < 1) Die(__FILE__, __LINE__, "cudaGetDeviceCount", "no CUDA device");
+    CUDA_CHECK(cudaSetDevice(local_rank_ % devices));
+
+    ncclUniqueId id{};
+    if (rank_ == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    std::string error;
+    if (!ExchangeBlob(master_addr, port, rank_, c_.world(), &id, sizeof(id), &error)) {
+      Die(__FILE__, __LINE__, "bootstrap", error);
+    }
+    ncclConfig_t world_cfg = NCCL_CONFIG_INITIALIZER;
+    world_cfg.commName = "world";
+    NCCL_CHECK(ncclCommInitRankConfig(&world_, c_.world(), id, rank_, &world_cfg));
+    // Every rank splits in the same order. Colors number the groups; keys order members by
+    // their coordinate, so a member's rank in the new communicator is its coordinate.
+    ncclConfig_t dp_cfg = NCCL_CONFIG_INITIALIZER;
+    dp_cfg.commName = "dp";
+    NCCL_CHECK(ncclCommSplit(world_, co_.tp + c_.tp * co_.pp, co_.dp, &dp_, &dp_cfg));
+    ncclConfig_t tp_cfg = NCCL_CONFIG_INITIALIZER;
+    tp_cfg.commName = "tp";
+    NCCL_CHECK(ncclCommSplit(world_, co_.dp + c_.dp * co_.pp, co_.tp, &tp_, &tp_cfg));
+    ncclConfig_t pp_cfg = NCCL_CONFIG_INITIALIZER;
+    pp_cfg.commName = "pp";
+    NCCL_CHECK(ncclCommSplit(world_, co_.tp + c_.tp * co_.dp, co_.pp, &pp_, &pp_cfg));
+
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    const int64_t nparams = lps_ * shard_;
+    CUDA_CHECK(cudaMalloc(&params_, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&grads_, nparams * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&acts_, int64_t{c_.microbatches} * (lps_ + 1) * hidden_ * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&part_, hidden_ * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&gbuf_, 2 * hidden_ * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&hang_flag_, sizeof(int)));
+    CUDA_CHECK(cudaMemset(hang_flag_, 0, sizeof(int)));
+    for (int64_t l = 0; l < lps_; ++l) {
+      LAUNCH(init_params, shard_, params_ + l * shard_, ParamKey(c_.seed, GlobalLayer(l)),
+             int64_t{co_.tp} * shard_, shard_);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  void Run() {
+    for (int step = 0; step < c_.steps; ++step) {
+      const bool faulting = c_.fault != FaultKind::kNone && rank_ == c_.fault_rank;
+      if (faulting && step == c_.fault_step) InjectFault(step);
+      const double t0 = NowS();
+      double compute_ms = c_.compute_ms;
+      if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step) compute_ms *= c_.slow_factor;
+      Step(step, static_cast<int64_t>(compute_ms * 1e6));
+      CUDA_CHECK(cudaStreamSynchronize(stream_));
+      if (c_.verbose) {
+        std::printf("trainsim rank=%d step=%d ms=%.3f\n", rank_, step, (NowS() - t0) * 1e3);
+      }
+    }
+  }
+
+  uint64_t Checksum() {
+    std::vector<float> host(lps_ * shard_);
+    CUDA_CHECK(cudaMemcpy(host.data(), params_, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    return Fnv1a64(host.data(), host.size() * sizeof(float));
+  }
+
+  void Shutdown() {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+    NCCL_CHECK(ncclCommDestroy(pp_));
+    NCCL_CHECK(ncclCommDestroy(tp_));
+    NCCL_CHECK(ncclCommDestroy(dp_));
+    NCCL_CHECK(ncclCommDestroy(world_));
+    for (void* p : {static_cast<void*>(params_), static_cast<void*>(grads_), static_cast<void*>(acts_),
+                    static_cast<void*>(part_), static_cast<void*>(gbuf_), static_cast<void*>(hang_flag_)}) {
+      CUDA_CHECK(cudaFree(p));
+    }
+    CUDA_CHECK(cudaStreamDestroy(stream_));
+  }
+
+ private:
+  int64_t GlobalLayer(int64_t local) const { return co_.pp * lps_ + local; }
+  int64_t GlobalMicrobatch(int m) const { return int64_t{co_.dp} * c_.microbatches + m; }
+  float* Act(int m, int64_t layer) const { return acts_ + (int64_t{m} * (lps_ + 1) + layer) * hidden_; }
+  float* Grad(int m) const { return gbuf_ + (m % 2) * hidden_; }
+  int64_t ShardOffset() const { return int64_t{co_.tp} * shard_; }
+
+  void InjectFault(int step) {
+    std::fprintf(stderr, "trainsim rank=%d: injecting fault %s at step %d\n", rank_, FaultName(c_.fault), step);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    if (c_.fault == FaultKind::kHangKernel) {
+      hang_forever<<<1, 1, 0, stream_>>>(hang_flag_);
+      CUDA_CHECK(cudaGetLastError());
+    } else {
+      InjectHostFault(c_, rank_);
+    }
+  }
+
+  void AllReduceTp(float* buf) {
+    if (c_.tp > 1) NCCL_CHECK(ncclAllReduce(buf, buf, hidden_, ncclFloat, ncclSum, tp_, stream_));
+  }
+
+  void Forward(int m) {
+    for (int64_t l = 0; l < lps_; ++l) {
+      LAUNCH(forward_partial, hidden_, params_ + l * shard_, Act(m, l), part_, ShardOffset(), shard_, hidden_);
+      AllReduceTp(part_);
+      LAUNCH(forward_finish, hidden_, part_, Act(m, l + 1), GlobalLayer(l), hidden_);
+    }
+  }
+
+  void Backward(int m) {
+    float* g = Grad(m);
+    for (int64_t l = lps_ - 1; l >= 0; --l) {
+      LAUNCH(backward_params, shard_, Act(m, l), g, grads_ + l * shard_, ShardOffset(), hidden_, shard_);
+      LAUNCH(backward_input, hidden_, params_ + l * shard_, g, part_, ShardOffset(), shard_, hidden_);
+      AllReduceTp(part_);
+      LAUNCH(backward_finish, hidden_, part_, g, GlobalLayer(l), hidden_);
+    }
+  }
+
+  void LoadBatch(int m, int step) {
+    LAUNCH(load_batch, hidden_, Act(m, 0), InputKey(c_.seed, step, GlobalMicrobatch(m)), hidden_);
+  }
+  void LossGrad(int m, int step) {
+    LAUNCH(loss_grad, hidden_, Act(m, lps_), Grad(m), TargetKey(c_.seed, step, GlobalMicrobatch(m)), hidden_);
+  }
+
+  // One training step, enqueued on stream_: GPipe schedule (all forwards, then all
+  // backwards), the data-parallel gradient all-reduce, the optimizer.
+  void Step(int step, int64_t compute_ns) {
+    const int mbs = c_.microbatches;
+    const int prev = co_.pp - 1;
+    const int next = co_.pp + 1;
+    if (compute_ns > 0) {
+      compute_spin<<<1, 32, 0, stream_>>>(compute_ns);
+      CUDA_CHECK(cudaGetLastError());
+    }
+    LAUNCH(fill, lps_ * shard_, grads_, 0.0f, lps_ * shard_);
+
+    // Forward: receive micro-batch m's input, run the stage, then in one group send its output
+    // on and receive the next micro-batch's input.
+    if (first_stage_) {
+      LoadBatch(0, step);
+    } else {
+      NCCL_CHECK(ncclRecv(Act(0, 0), hidden_, ncclFloat, prev, pp_, stream_));
+    }
+    for (int m = 0; m < mbs; ++m) {
+      Forward(m);
+      const bool send = !last_stage_;
+      const bool recv = !first_stage_ && m + 1 < mbs;
+      if (send || recv) {
+        NCCL_CHECK(ncclGroupStart());
+        if (send) NCCL_CHECK(ncclSend(Act(m, lps_), hidden_, ncclFloat, next, pp_, stream_));
+        if (recv) NCCL_CHECK(ncclRecv(Act(m + 1, 0), hidden_, ncclFloat, prev, pp_, stream_));
+        NCCL_CHECK(ncclGroupEnd());
+      }
+      if (first_stage_ && m + 1 < mbs) LoadBatch(m + 1, step);
+    }
+
+    // Backward, in the same micro-batch order, gradients flowing to earlier stages.
+    if (last_stage_) {
+      LossGrad(0, step);
+    } else {
+      NCCL_CHECK(ncclRecv(Grad(0), hidden_, ncclFloat, next, pp_, stream_));
+    }
+    for (int m = 0; m < mbs; ++m) {
+      Backward(m);
+      const bool send = !first_stage_;
+      const bool recv = !last_stage_ && m + 1 < mbs;
+      if (send || recv) {
+        NCCL_CHECK(ncclGroupStart());
+        if (send) NCCL_CHECK(ncclSend(Grad(m), hidden_, ncclFloat, prev, pp_, stream_));
+        if (recv) NCCL_CHECK(ncclRecv(Grad(m + 1), hidden_, ncclFloat, next, pp_, stream_));
+        NCCL_CHECK(ncclGroupEnd());
+      }
+      if (last_stage_ && m + 1 < mbs) LossGrad(m + 1, step);
+    }
+
+    // Data parallelism: sum, then scale to the average over the global batch.
+    const int64_t nparams = lps_ * shard_;
+    if (c_.dp > 1) NCCL_CHECK(ncclAllReduce(grads_, grads_, nparams, ncclFloat, ncclSum, dp_, stream_));
+    LAUNCH(scale, nparams, grads_, AverageFactor(int64_t{c_.dp} * mbs), nparams);
+    LAUNCH(optimizer_step, nparams, params_, grads_, kLearningRate, nparams);
+  }
+
+  const Config c_;
+  const int rank_;
+  const int local_rank_;
+  Coord co_;
+  int64_t lps_ = 0;
+  int64_t shard_ = 0;
+  int64_t hidden_ = 0;
+  bool first_stage_ = true;
+  bool last_stage_ = true;
+
+  ncclComm_t world_ = nullptr;
+  ncclComm_t dp_ = nullptr;
+  ncclComm_t tp_ = nullptr;
+  ncclComm_t pp_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  float* params_ = nullptr;  // [lps][shard]
+  float* grads_ = nullptr;   // [lps][shard]
+  float* acts_ = nullptr;    // [microbatch][lps + 1][hidden]: each layer's input, then the output
+  float* part_ = nullptr;    // [hidden]: partial sums, tp all-reduced in place
+  float* gbuf_ = nullptr;    // [2][hidden]: activation gradients of alternate micro-batches
+  int* hang_flag_ = nullptr;
+};
+
+}  // namespace trainsim
+
+int main(int argc, char** argv) {
+  using namespace trainsim;
+  // Line-buffered even into a pipe, so a launcher shows progress as it happens.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  Config config;
+  std::string error;
+  switch (ParseArgs(argc, argv, &config, &error)) {
+    case ParseResult::kHelp:
+      std::fputs(HelpText(/*reference=*/false).c_str(), stdout);
+      return 0;
+    case ParseResult::kError:
+      std::fprintf(stderr, "trainsim: error: %s (see --help)\n", error.c_str());
+      return 2;
+    case ParseResult::kOk:
+      break;
+  }
+  const int rank = EnvInt("RANK", "SLURM_PROCID", 0);
+  const int world = EnvInt("WORLD_SIZE", "SLURM_NTASKS", 1);
+  const int local_rank = EnvInt("LOCAL_RANK", "SLURM_LOCALID", 0);
+  g_rank = rank;
+  if (!Finish(&config, world, &error)) {
+    std::fprintf(stderr, "trainsim: error: %s (see --help)\n", error.c_str());
+    return 2;
+  }
+  if (rank >= world) {
+    std::fprintf(stderr, "trainsim: error: RANK=%d outside WORLD_SIZE=%d\n", rank, world);
+    return 2;
+  }
+  const char* addr_env = std::getenv("MASTER_ADDR");
+  const std::string master_addr = addr_env != nullptr && *addr_env != '\0' ? addr_env : "127.0.0.1";
+  int port = config.bootstrap_port;
+  if (port == 0) port = EnvInt("MASTER_PORT", nullptr, 0);
+  if (world > 1 && (port <= 0 || port > 65535)) {
+    std::fprintf(stderr, "trainsim: error: MASTER_PORT is not set (or --bootstrap-port) for a world of %d\n",
+                 world);
+    return 2;
+  }
+
+  Trainer trainer(config, rank, local_rank);
+  trainer.Init(master_addr, port);
+  if (config.verbose) {
+    const Coord co = CoordOf(config, rank);
+    std::printf("trainsim rank=%d start world=%d dp=%d tp=%d pp=%d layers/stage=%d shard=%lld hidden=%lld\n",
+                rank, world, co.dp, co.tp, co.pp, config.layers_per_stage(),
+                static_cast<long long>(config.shard_len()), static_cast<long long>(config.hidden));
+  }
+  trainer.Run();
+  const uint64_t checksum = trainer.Checksum();
+  std::printf("%s\n", ChecksumLine(config, rank, checksum).c_str());
+  trainer.Shutdown();
+  return 0;
+}
