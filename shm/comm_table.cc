@@ -1,6 +1,7 @@
 #include "shm/comm_table.h"
 
 #include <atomic>
+#include <thread>
 
 namespace ft::shm {
 namespace {
@@ -84,7 +85,10 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
   bool entered_ok = false;
   for (int i = 0; i < kSnapshotRetries && !entered_ok; ++i) {
     uint32_t before = slot.enter_version.load(std::memory_order_acquire);
-    if (before & 1) continue;
+    if (before & 1) {
+      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
+      continue;
+    }
     p.enter_op = slot.enter_op.load(std::memory_order_acquire);
     p.entered_seq = slot.entered_seq.load(std::memory_order_acquire);
     p.entered_ns = slot.entered_ns.load(std::memory_order_acquire);
@@ -95,7 +99,10 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
   bool progress_ok = false;
   for (int i = 0; i < kSnapshotRetries && !progress_ok; ++i) {
     uint32_t before = slot.progress_version.load(std::memory_order_acquire);
-    if (before & 1) continue;
+    if (before & 1) {
+      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
+      continue;
+    }
     p.started_seq = slot.started_seq.load(std::memory_order_acquire);
     p.started_ns = slot.started_ns.load(std::memory_order_acquire);
     p.completed_seq = slot.completed_seq.load(std::memory_order_acquire);
