@@ -1,0 +1,52 @@
+// The exported CUDA runtime wrappers, one per FT_CUDA line of cudart.def. Plain unversioned
+// definitions: they interpose on references bound to symbol@libcudart.so.13 (FACTS.md).
+#include <cuda_runtime_api.h>
+
+#include "preload/real.h"
+#include "preload/runtime.h"
+
+#define FT_EXPORT __attribute__((visibility("default")))
+
+#define FT_CUDA_HOOK_CALL(category)                            \
+  NoteCall();                                                  \
+  cudaError_t result = call();                                 \
+  if (result != cudaSuccess) CudaApiError(kSym, result);       \
+  return result;
+
+#define FT_CUDA_HOOK_GRAPH(stream)                 \
+  Pending* pending = CudaGraphPre(stream);         \
+  cudaError_t result = call();                     \
+  CudaGraphPost(pending, stream, result);          \
+  return result;
+
+#define FT_CUDA_HOOK_ALLOC(ptr, bytes)                          \
+  cudaError_t result = call();                                  \
+  if (result != cudaSuccess) CudaApiError(kSym, result);        \
+  CudaAllocPost(ptr, bytes, result);                            \
+  return result;
+
+#define FT_CUDA_HOOK_FREE(ptr)                                  \
+  cudaError_t result = call();                                  \
+  if (result != cudaSuccess) CudaApiError(kSym, result);        \
+  CudaFreePost(ptr, result);                                    \
+  return result;
+
+#define FT_CUDA_HOOK_REGFN(host_fun, device_name)   \
+  call();                                           \
+  CudaRegisterFunctionPost(host_fun, device_name);  \
+  return;
+
+#define FT_CUDA(ret, name, params, args, kind)                                        \
+  extern "C" FT_EXPORT ret name params {                                              \
+    using namespace ::ft::preload;                                                    \
+    constexpr CudaSym kSym = CudaSym::k_##name;                                       \
+    using Fn = ret(*) params;                                                         \
+    Fn real = reinterpret_cast<Fn>(RealCuda(kSym));                                   \
+    if (real == nullptr) return Missing<ret>();                                       \
+    auto call = [&]() -> ret { return real args; };                                   \
+    if (!Intercepting()) return call();                                               \
+    ReentryGuard guard;                                                               \
+    FT_CUDA_HOOK_##kind                                                               \
+  }
+#include "preload/cudart.def"
+#undef FT_CUDA

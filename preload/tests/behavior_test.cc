@@ -1,0 +1,403 @@
+// libft.so inside a real (gpusim) CUDA + NCCL program: this binary links the gpusim runtime
+// and NCCL and runs with LD_PRELOAD=libft.so (see CMakeLists.txt), reading its own segment.
+// Single-rank communicators keep it one process; the multi-rank behaviour is the e2e tests'.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "preload/records.h"
+#include "shm/comm_table.h"
+#include "shm/mailbox.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+namespace ft::preload {
+namespace {
+
+constexpr char kJob[] = "preload_behavior_test";  // FT_JOB, set by CTest
+
+shm::Segment& Own() {
+  static std::unique_ptr<shm::Segment> segment = [] {
+    std::unique_ptr<shm::Segment> s;
+    Status st = shm::Segment::Attach(shm::SegmentName(kJob, -1, getpid()), &s);
+    EXPECT_TRUE(st.ok()) << st.ToString() << " (is LD_PRELOAD=libft.so set?)";
+    return s;
+  }();
+  return *segment;
+}
+
+// Every record so far (consumed from the ring and kept).
+const std::vector<shm::Record>& Records() {
+  static std::vector<shm::Record> all;
+  shm::RingReader reader(Own());
+  shm::Record buf[256];
+  size_t got = 0;
+  do {
+    if (!reader.Poll(buf, 256, &got).ok()) {
+      ADD_FAILURE() << "ring corrupt";
+      break;
+    }
+    all.insert(all.end(), buf, buf + got);
+  } while (got == 256);
+  return all;
+}
+
+bool Is(const shm::Record& r, RecordType t) { return r.type == static_cast<uint16_t>(t); }
+
+struct Comm {
+  ncclComm_t comm = nullptr;
+  uint64_t id = 0;
+};
+
+// A one-rank communicator and the id libft.so gave it.
+Comm NewComm(bool blocking = true) {
+  ncclUniqueId uid;
+  EXPECT_EQ(ncclGetUniqueId(&uid), ncclSuccess);
+  Comm c;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = blocking ? 1 : 0;
+  ncclResult_t r = ncclCommInitRankConfig(&c.comm, 1, uid, 0, &config);
+  EXPECT_TRUE(r == ncclSuccess || (!blocking && r == ncclInProgress)) << r;
+  for (auto it = Records().rbegin(); it != Records().rend(); ++it) {
+    if (Is(*it, RecordType::kCommInit)) {
+      c.id = it->comm_id;
+      break;
+    }
+  }
+  return c;
+}
+
+void WaitReady(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 5000 && state == ncclInProgress; ++i) {
+    ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+    if (state == ncclInProgress) usleep(1000);
+  }
+  ASSERT_EQ(state, ncclSuccess);
+}
+
+std::optional<shm::CommProgress> Slot(uint64_t comm_id) {
+  for (uint32_t i = 0; i < Own().header()->comm_slot_count; ++i) {
+    auto p = shm::SnapshotCommSlot(Own(), i);
+    if (p && p->comm_id == comm_id) return p;
+  }
+  return std::nullopt;
+}
+
+// Waits (up to 5 s) for the poller to see `n` ops of the comm completed.
+shm::CommProgress WaitCompleted(uint64_t comm_id, uint64_t n) {
+  std::optional<shm::CommProgress> p;
+  for (int i = 0; i < 500; ++i) {
+    p = Slot(comm_id);
+    if (p && p->completed_seq >= n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(p.has_value());
+  return p.value_or(shm::CommProgress{});
+}
+
+std::vector<shm::Record> OfComm(uint64_t comm_id, RecordType type) {
+  std::vector<shm::Record> out;
+  for (const auto& r : Records()) {
+    if (r.comm_id == comm_id && Is(r, type)) out.push_back(r);
+  }
+  return out;
+}
+
+TEST(Behavior, CollectivesAreNumberedTimedAndCompleted) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 1024 * sizeof(float)), cudaSuccess);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto p = WaitCompleted(c.id, 3);
+  EXPECT_EQ(p.entered_seq, 3u);
+  EXPECT_EQ(p.started_seq, 3u);
+  EXPECT_EQ(p.completed_seq, 3u);
+  EXPECT_EQ(p.enter_op, static_cast<uint32_t>(OpKind::kAllReduce));
+  EXPECT_EQ(p.entered_bytes, 4096u);
+  auto enters = OfComm(c.id, RecordType::kOpEnter);
+  ASSERT_EQ(enters.size(), 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(enters[i].seq, i + 1);
+    EXPECT_EQ(enters[i].b, 4096u);
+    EXPECT_EQ(enters[i].c, reinterpret_cast<uintptr_t>(s));
+  }
+  EXPECT_EQ(OfComm(c.id, RecordType::kOpStart).size(), 3u);
+  EXPECT_EQ(OfComm(c.id, RecordType::kOpEnd).size(), 3u);
+  ASSERT_EQ(cudaFree(buf), cudaSuccess);
+  bool alloc = false, freed = false;
+  for (const auto& r : Records()) {
+    if (Is(r, RecordType::kAlloc) && r.b == reinterpret_cast<uintptr_t>(buf)) {
+      (r.flags & 1 ? freed : alloc) = true;
+      if (!(r.flags & 1)) {
+        EXPECT_EQ(r.a, 4096u);
+      }
+    }
+  }
+  EXPECT_TRUE(alloc && freed);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+  EXPECT_EQ(OfComm(c.id, RecordType::kCommEnd).size(), 1u);
+}
+
+TEST(Behavior, GroupedOpsAreTimedAroundTheOutermostGroupEnd) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);  // inner: nothing issued yet
+  ASSERT_EQ(ncclBroadcast(buf, buf, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
+  EXPECT_EQ(OfComm(c.id, RecordType::kOpEnter).size(), 2u);
+  EXPECT_EQ(Slot(c.id)->entered_seq, 2u);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto p = WaitCompleted(c.id, 2);
+  EXPECT_EQ(p.completed_seq, 2u);
+  auto ends = OfComm(c.id, RecordType::kOpEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  for (const auto& r : ends) EXPECT_TRUE(r.flags & kFlagGrouped);
+  // Both ops share the group's events: same observed completion.
+  EXPECT_EQ(ends[0].time_ns, ends[1].time_ns);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+TEST(Behavior, NonblockingCommunicatorInProgressIsTracked) {
+  Comm c = NewComm(/*blocking=*/false);
+  WaitReady(c.comm);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ncclResult_t r = ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s);
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << r;
+  WaitReady(c.comm);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  r = ncclGroupEnd();
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << r;
+  WaitReady(c.comm);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto p = WaitCompleted(c.id, 2);
+  EXPECT_EQ(p.started_seq, 2u);
+  EXPECT_EQ(p.completed_seq, 2u);
+  for (const auto& e : OfComm(c.id, RecordType::kOpEnd)) {
+    EXPECT_FALSE(e.flags & (kFlagError | kFlagUntimed)) << e.flags;
+  }
+  // A nonblocking split: rank and size are unknown when it returns; its slot is claimed with
+  // them at its first op.
+  ncclComm_t child = nullptr;
+  r = ncclCommSplit(c.comm, 0, 0, &child, nullptr);
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << r;
+  WaitReady(child);
+  uint64_t child_id = 0;
+  for (const auto& rec : Records()) {
+    if (Is(rec, RecordType::kCommInit) && rec.c == c.id) child_id = rec.comm_id;
+  }
+  ASSERT_NE(child_id, 0u);
+  r = ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, child, s);
+  ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << r;
+  WaitReady(child);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto cp = WaitCompleted(child_id, 1);
+  EXPECT_EQ(cp.comm_rank, 0);
+  EXPECT_EQ(cp.comm_size, 1);
+  EXPECT_EQ(cp.completed_seq, 1u);
+  EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+TEST(Behavior, CapturedCollectiveIsNotNumberedAndTheGraphLaunchIsTimed) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);  // capture intact: no event went in
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  size_t before = 0;
+  for (const auto& r : Records()) before += Is(r, RecordType::kOpEnd) && (r.a & 0xff) == 20;
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  auto enters = OfComm(c.id, RecordType::kOpEnter);
+  ASSERT_EQ(enters.size(), 1u);
+  EXPECT_TRUE(enters[0].flags & kFlagCaptured);
+  EXPECT_EQ(enters[0].seq, 0u);
+  EXPECT_EQ(Slot(c.id)->entered_seq, 0u);
+  size_t graphs = 0;
+  for (int i = 0; i < 500 && graphs < before + 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    graphs = 0;
+    for (const auto& r : Records()) graphs += Is(r, RecordType::kOpEnd) && (r.a & 0xff) == 20;
+  }
+  EXPECT_EQ(graphs, before + 2);
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+TEST(Behavior, ErrorsPassThroughUnchangedAndAreRecorded) {
+  Comm c = NewComm();
+  (void)cudaGetLastError();
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  EXPECT_EQ(ncclAllReduce(buf, buf, 64, ncclNumTypes, ncclSum, c.comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(cudaFree(reinterpret_cast<void*>(0x10)), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);  // the app's own error, not ours
+  bool nccl_error = false, cuda_error = false;
+  for (const auto& r : Records()) {
+    if (!Is(r, RecordType::kApiError)) continue;
+    nccl_error |= r.a == static_cast<uint64_t>(ApiLibrary::kNccl) && r.c == ncclInvalidArgument;
+    cuda_error |= r.a == static_cast<uint64_t>(ApiLibrary::kCudart) && r.c == cudaErrorInvalidValue;
+  }
+  EXPECT_TRUE(nccl_error);
+  EXPECT_TRUE(cuda_error);
+  // A failed op does not stay "in flight".
+  auto p = WaitCompleted(c.id, 1);
+  EXPECT_EQ(p.completed_seq, p.entered_seq);
+  // Our own CUDA calls (capture check, events) leave the app's last error alone.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+TEST(Behavior, ThreadsEachDrivingACommunicator) {
+  constexpr int kThreads = 4, kOps = 200;
+  std::vector<Comm> comms;
+  for (int i = 0; i < kThreads; ++i) comms.push_back(NewComm());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      cudaStream_t s;
+      ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+      float* buf;
+      ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 16 * sizeof(float)), cudaSuccess);
+      for (int i = 0; i < kOps; ++i) {
+        ASSERT_EQ(ncclAllReduce(buf, buf, 16, ncclFloat32, ncclSum, comms[t].comm, s), ncclSuccess);
+      }
+      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+      ASSERT_EQ(cudaFree(buf), cudaSuccess);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Comm& c : comms) {
+    auto p = WaitCompleted(c.id, kOps);
+    EXPECT_EQ(p.entered_seq, static_cast<uint64_t>(kOps));
+    EXPECT_EQ(p.completed_seq, static_cast<uint64_t>(kOps));
+    auto enters = OfComm(c.id, RecordType::kOpEnter);
+    ASSERT_EQ(enters.size(), static_cast<size_t>(kOps));
+    for (int i = 0; i < kOps; ++i) EXPECT_EQ(enters[i].seq, static_cast<uint64_t>(i + 1));
+    EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+  }
+  EXPECT_EQ(Own().header()->ring_dropped.load(), 0u);
+}
+
+TEST(Behavior, InitAllAndAGroupSpanningTwoCommunicators) {
+  ncclComm_t comms[2];
+  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
+  uint64_t id = 0;
+  for (const auto& r : Records()) {
+    if (Is(r, RecordType::kCommInit) && r.flags == static_cast<uint16_t>(CommOrigin::kInitAll)) id = r.comm_id;
+  }
+  ASSERT_NE(id, 0u);
+  cudaStream_t s[2];
+  float* buf[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&s[i]), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf[i]), 64 * sizeof(float)), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(ncclAllReduce(buf[i], buf[i], 64, ncclFloat32, ncclSum, comms[i], s[i]), ncclSuccess);
+  }
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(device, 1) << "libft.so left another device current";
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaStreamSynchronize(s[i]), cudaSuccess);
+  auto p = WaitCompleted(id, 1);  // member 0 owns the slot
+  EXPECT_EQ(p.completed_seq, 1u);
+  size_t ends = 0;
+  for (int i = 0; i < 200 && ends < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ends = OfComm(id, RecordType::kOpEnd).size();
+  }
+  EXPECT_EQ(ends, 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(cudaFree(buf[i]), cudaSuccess);
+    EXPECT_EQ(ncclCommDestroy(comms[i]), ncclSuccess);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+}
+
+TEST(Behavior, MailboxCommandsAreAcknowledgedAsUnsupported) {
+  uint64_t seq = 0;
+  uint8_t payload[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(shm::PostCommand(Own(), 99, payload, &seq).ok());
+  std::optional<shm::Ack> ack;
+  for (int i = 0; i < 200 && !ack; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ack = shm::PollAck(Own(), seq);
+  }
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kUnsupported));
+  EXPECT_NE(ack->message.find("not supported"), std::string::npos) << ack->message;
+}
+
+TEST(Behavior, HeartbeatAdvances) {
+  uint64_t before = Own().header()->heartbeat_count.load();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GT(Own().header()->heartbeat_count.load(), before);
+  EXPECT_GT(Own().header()->call_count.load(), 0u);
+}
+
+TEST(Behavior, ForkedChildRunsUnmonitoredAndLeavesTheParentsSegment) {
+  uint64_t calls = Own().header()->call_count.load();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    void* p = nullptr;
+    bool ok = cudaMalloc(&p, 64) == cudaSuccess && cudaFree(p) == cudaSuccess;
+    std::unique_ptr<shm::Segment> own;
+    bool has_segment = shm::Segment::Attach(shm::SegmentName(kJob, -1, getpid()), &own).ok();
+    exit(ok && !has_segment ? 0 : 1);  // runs libft.so's exit handler: it must not touch the parent's
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(Own().header()->call_count.load(), calls) << "the child wrote into the parent's segment";
+  std::unique_ptr<shm::Segment> again;
+  EXPECT_TRUE(shm::Segment::Attach(shm::SegmentName(kJob, -1, getpid()), &again).ok());
+  EXPECT_EQ(Own().header()->state.load(), static_cast<uint32_t>(shm::ProcessState::kRunning));
+}
+
+}  // namespace
+}  // namespace ft::preload
