@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan clean
+.PHONY: all deps configure build test demo asan tsan bench-overhead clean
 
 all: build
 
@@ -27,6 +27,10 @@ test: build
 # The main job: a simulated two-node training job on the CPU stand-ins.
 demo: build
 	@scripts/demo.sh $(BUILD)
+
+# What libft.so adds per call and per training step (RESULT overhead ...).
+bench-overhead: build
+	@bench/overhead.sh $(BUILD)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
 # programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).
