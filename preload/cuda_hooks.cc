@@ -1,0 +1,108 @@
+// The CUDA runtime hooks (runtime.h): API errors, graph launches timed as one op, allocations,
+// kernel names. App threads only.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "preload/records.h"
+#include "preload/runtime.h"
+#include "preload/runtime_state.h"
+#include "preload/timing.h"
+
+namespace ft::preload {
+
+// As the unnamed namespace this code lived in: the internals are found unqualified.
+using namespace internal;
+
+void CudaApiError(CudaSym sym, cudaError_t result) noexcept {
+  if (g_rt == nullptr) return;
+  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, 0, 0, NowNs());
+  r.a = static_cast<uint64_t>(ApiLibrary::kCudart);
+  r.b = static_cast<uint64_t>(sym);
+  r.c = static_cast<uint64_t>(result);
+  Push(r);
+}
+
+Pending* CudaGraphPre(cudaStream_t stream) noexcept {
+  NoteCall();
+  try {
+    AppCuda cuda;
+    if (StreamCapturing(stream, cuda) != Capture::kNo) return nullptr;
+    Pending* p = BeginTiming(stream, cuda);
+    if (p == nullptr) return nullptr;
+    uint64_t n = g_rt->graph_launches.fetch_add(1) + 1;
+    OpRef ref{0, kNoSlot, n, OpKind::kGraphLaunch, 0, NowNs(), n,
+              static_cast<uint64_t>(OpKind::kGraphLaunch) | (uint64_t{0xffffffff} << 32)};
+    p->ops.push_back(ref);
+    return p;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void CudaGraphPost(Pending* p, cudaStream_t, cudaError_t result) noexcept {
+  if (result != cudaSuccess) CudaApiError(CudaSym::k_cudaGraphLaunch, result);
+  if (p == nullptr) return;
+  try {
+    AppCuda cuda;
+    p->failed = result != cudaSuccess;
+    Submit(p, !p->failed, cuda);
+  } catch (...) {
+  }
+}
+
+void CudaAllocPost(void** ptr, size_t bytes, cudaError_t result) noexcept {
+  NoteCall();
+  if (result != cudaSuccess || ptr == nullptr) return;
+  try {
+    uint64_t total = g_rt->allocated_bytes.fetch_add(bytes) + bytes;
+    {
+      SpinGuard guard(g_rt->alloc_lock);
+      g_rt->allocations[*ptr] = bytes;
+    }
+    auto r = MakeRecord(RecordType::kAlloc, 0, kNoSlot, 0, 0, NowNs());
+    r.a = bytes;
+    r.b = reinterpret_cast<uintptr_t>(*ptr);
+    r.c = total;
+    Push(r);
+  } catch (...) {
+  }
+}
+
+void CudaFreePost(void* ptr, cudaError_t result) noexcept {
+  NoteCall();
+  if (result != cudaSuccess || ptr == nullptr) return;
+  try {
+    uint64_t bytes = 0;
+    {
+      SpinGuard guard(g_rt->alloc_lock);
+      auto it = g_rt->allocations.find(ptr);
+      if (it == g_rt->allocations.end()) return;
+      bytes = it->second;
+      g_rt->allocations.erase(it);
+    }
+    uint64_t total = g_rt->allocated_bytes.fetch_sub(bytes) - bytes;
+    auto r = MakeRecord(RecordType::kAlloc, 1, kNoSlot, 0, 0, NowNs());
+    r.b = reinterpret_cast<uintptr_t>(ptr);
+    r.c = total;
+    Push(r);
+  } catch (...) {
+  }
+}
+
+void CudaRegisterFunctionPost(const char* host_fun, const char* device_name) noexcept {
+  NoteCall();
+  if (device_name == nullptr) return;
+  size_t n = strnlen(device_name, 4096);
+  auto r = MakeRecord(RecordType::kKernelName, 0, kNoSlot, 0, 0, NowNs());
+  r.a = reinterpret_cast<uintptr_t>(host_fun);
+  r.b = Fnv1a(device_name, n);
+  char head[16] = {};
+  std::memcpy(head, device_name, std::min<size_t>(n, sizeof(head)));
+  std::memcpy(&r.c, head, 8);
+  std::memcpy(&r.d, head + 8, 8);
+  Push(r);
+}
+
+}  // namespace ft::preload

@@ -1,0 +1,158 @@
+// libft.so's lifecycle: lazy Init at the first intercepted call (InitSlow), exit and fork
+// handling.
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "common/environment.h"
+#include "common/launcher_identity.h"
+#include "common/log.h"
+#include "preload/poller.h"
+#include "preload/runtime.h"
+#include "preload/runtime_state.h"
+#include "shm/comm_table.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+namespace ft::preload {
+
+// As the unnamed namespace this code lived in: the internals are found unqualified.
+using namespace internal;
+
+namespace {
+
+void OnExit() {
+  Runtime* rt = g_rt;
+  if (rt == nullptr || getpid() != rt->owner_pid) return;
+  int expected = kActive;
+  if (!g_state.compare_exchange_strong(expected, kPassThrough)) return;
+  rt->stop.store(true, std::memory_order_release);
+  // The poller finishes its round; a poller stuck in a driver call is not waited for.
+  for (int i = 0; i < 300 && !rt->poller_done.load(std::memory_order_acquire); ++i) {
+    struct timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  rt->segment->header()->state.store(static_cast<uint32_t>(shm::ProcessState::kExited),
+                                     std::memory_order_release);
+  Status removed = rt->segment->Remove();
+  if (!removed.ok()) FT_LOG(Warn, Preload, "removing segment at exit: {}", removed.ToString());
+}
+
+void OnForkChild() {
+  // The child shares the parent's segment mapping and has no poller: it must not write.
+  // It runs on, unmonitored.
+  g_state.store(kPassThrough, std::memory_order_release);
+  t_group_depth = 0;
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
+  return buf;
+}
+
+void DoInit() {
+  Environment env = Environment::FromProcess();
+  Config config;
+  std::vector<std::string> warnings;
+  Status loaded = Config::Load(env, &config, &warnings);
+  if (!loaded.ok()) {
+    FT_LOG(Warn, Preload, "libft.so disabled: {}; fix the setting to enable monitoring",
+           loaded.ToString());
+    g_state.store(kPassThrough);
+    return;
+  }
+  if (!config.enable) {
+    g_state.store(kPassThrough);
+    return;
+  }
+  (void)log::Configure(config.log_level, config.log_subsystems);
+  for (const auto& w : warnings) FT_LOG(Warn, Preload, "{}", w);
+  auto rt = std::make_unique<Runtime>();
+  rt->config = config;
+  rt->identity = ResolveLauncherIdentity(config, env, HostName());
+  log::SetRank(rt->identity.rank);
+  rt->owner_pid = getpid();
+  rt->poll_ns = std::max<uint64_t>(static_cast<uint64_t>(config.poll_interval.count()), 100000);
+  shm::Identity identity;
+  identity.job = rt->identity.job;
+  identity.node = rt->identity.node;
+  identity.host = rt->identity.host;
+  identity.global_rank = rt->identity.rank;
+  identity.local_rank = rt->identity.local_rank;
+  identity.world_size = rt->identity.world_size;
+  shm::SegmentOptions options;
+  if (config.ring_records <= 0 || config.ring_records > (int64_t{1} << 26) ||
+      config.comm_slots <= 0 || config.comm_slots > 4096) {
+    FT_LOG(Warn, Preload,
+           "libft.so disabled: FT_RING_RECORDS={} / FT_COMM_SLOTS={} out of range; the job runs "
+           "unmonitored", config.ring_records, config.comm_slots);
+    g_state.store(kPassThrough);
+    return;
+  }
+  options.ring_capacity = static_cast<uint32_t>(config.ring_records);
+  options.comm_slots = static_cast<uint32_t>(config.comm_slots);
+  std::string name = shm::SegmentName(identity.job, identity.global_rank, rt->owner_pid);
+  Status created = shm::Segment::Create(name, identity, rt->owner_pid, options, &rt->segment);
+  if (!created.ok()) {
+    FT_LOG(Warn, Preload,
+           "libft.so disabled: cannot create segment {}: {}; the job runs unmonitored (check "
+           "/dev/shm space and FT_RING_RECORDS)", name, created.ToString());
+    g_state.store(kPassThrough);
+    return;
+  }
+  rt->ring = std::make_unique<shm::RingWriter>(*rt->segment);
+  rt->table = std::make_unique<shm::CommTableWriter>(*rt->segment);
+  g_rt = rt.release();
+  try {
+    std::thread(PollerMain).detach();
+  } catch (...) {
+    FT_LOG(Warn, Preload, "libft.so disabled: cannot start its poller thread");
+    g_rt->segment->header()->state.store(static_cast<uint32_t>(shm::ProcessState::kDisabled));
+    (void)g_rt->segment->Remove();
+    g_state.store(kPassThrough);
+    return;
+  }
+  static bool registered = false;
+  if (!registered) {
+    registered = true;
+    atexit(OnExit);
+    pthread_atfork(nullptr, nullptr, OnForkChild);
+  }
+  FT_LOG(Debug, Preload, "libft.so active: segment {}", name);
+  g_state.store(kActive, std::memory_order_release);
+}
+
+std::once_flag g_init_once;
+
+
+}  // namespace
+
+bool InitSlow() noexcept {
+  bool was = t_in_ft;
+  t_in_ft = true;
+  try {
+    std::call_once(g_init_once, [] {
+      try {
+        DoInit();
+      } catch (...) {
+        g_state.store(kPassThrough);
+      }
+    });
+  } catch (...) {
+    g_state.store(kPassThrough);
+  }
+  t_in_ft = was;
+  return g_state.load(std::memory_order_acquire) == kActive;
+}
+
+}  // namespace ft::preload

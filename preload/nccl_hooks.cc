@@ -1,0 +1,356 @@
+// The NCCL hooks (runtime.h): op numbering and timing, groups, communicator creation and end,
+// API errors. App threads only.
+#include <nccl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <vector>
+
+#include "preload/comm_registry.h"
+#include "preload/real.h"
+#include "preload/records.h"
+#include "preload/runtime.h"
+#include "preload/runtime_state.h"
+#include "preload/timing.h"
+
+namespace ft::preload {
+
+// As the unnamed namespace this code lived in: the internals are found unqualified.
+using namespace internal;
+
+namespace internal {
+
+constinit thread_local int t_group_depth = 0;
+
+}  // namespace internal
+
+namespace {
+
+uint64_t TypeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
+    default: return 1;  // fp8 and anything newer
+  }
+}
+
+struct GroupOp {
+  OpRef ref;
+  ncclComm_t comm;
+  CommInfo* info;
+  cudaStream_t stream;
+  int device;
+  bool timed;
+};
+
+thread_local std::vector<GroupOp>* t_group_ops = nullptr;
+
+}  // namespace
+
+void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t dtype, int peer,
+               ncclComm_t comm, cudaStream_t stream) noexcept {
+  try {
+    NoteCall();
+    CommInfo* info = Lookup(comm);
+    FillIdentity(comm, info);
+    call->comm = info;
+    call->handle = comm;
+    uint64_t now = NowNs();
+    AppCuda cuda;
+    Capture capture = StreamCapturing(stream, cuda);
+    bool captured = capture == Capture::kYes;
+    uint16_t flags = p2p ? kFlagP2P : 0;
+    if (t_group_depth > 0) flags |= kFlagGrouped;
+    uint64_t bytes = count * TypeSize(dtype);
+    uint64_t seq = 0;
+    uint32_t slot = info->slot;
+    uint64_t slot_seq = 0;
+    if (captured) {
+      flags |= kFlagCaptured;
+    } else if (p2p) {
+      SpinGuard guard(info->p2p_lock);
+      seq = ++info->p2p_counters[static_cast<int64_t>(peer) * 2 + (op == OpKind::kRecv ? 1 : 0)];
+      slot = P2PSlot(info);
+      slot_seq = ++info->p2p_ops;
+    } else {
+      seq = info->coll_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+      slot_seq = seq;
+    }
+    call->seq = seq;
+    call->flags = flags;
+    g_rt->ops_entered.fetch_add(1, std::memory_order_relaxed);
+    if (!captured && slot != kNoSlot) {
+      g_rt->table->EnterOp(slot, slot_seq, static_cast<uint32_t>(op), bytes, peer, now);
+    }
+    auto r = MakeRecord(RecordType::kOpEnter, flags, slot, info->id, seq, now);
+    r.a = static_cast<uint64_t>(op) | (static_cast<uint64_t>(dtype & 0xff) << 8) |
+          (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32);
+    r.b = bytes;
+    r.c = reinterpret_cast<uintptr_t>(stream);
+    r.d = count;
+    Push(r);
+    if (captured) return;
+    OpRef ref{info->id, slot, slot_seq, op, flags, now, seq, r.a};
+    if (t_group_depth > 0) {
+      if (t_group_ops == nullptr) t_group_ops = new std::vector<GroupOp>;
+      t_group_ops->push_back(GroupOp{ref, comm, info, stream, CurrentDevice(cuda),
+                                     capture == Capture::kNo});
+      call->grouped = true;
+      return;
+    }
+    call->pending = capture == Capture::kNo ? BeginTiming(stream, cuda) : nullptr;
+    if (call->pending != nullptr) {
+      call->pending->ops.push_back(ref);
+    } else {
+      // Untimed: completes at submit (post-hook).
+      call->pending = new Pending;
+      call->pending->ops.push_back(ref);
+      call->pending->ops.back().flags |= kFlagUntimed;
+      call->pending->device = -1;
+    }
+  } catch (...) {
+    call->pending = nullptr;
+  }
+}
+
+void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
+  try {
+    if (result != ncclSuccess && result != ncclInProgress) {
+      NcclApiError(sym, result, nullptr);
+    }
+    Pending* p = call->pending;
+    if (p == nullptr) return;
+    AppCuda cuda;
+    if (result == ncclSuccess) {
+      Submit(p, p->start != nullptr, cuda);
+    } else if (result == ncclInProgress) {
+      p->await_comms.push_back(call->handle);
+      p->await_infos.push_back(call->comm);
+      for (auto& op : p->ops) op.flags |= kFlagInProgress;
+      Submit(p, false, cuda);
+    } else {
+      p->failed = true;
+      Submit(p, false, cuda);
+    }
+  } catch (...) {
+  }
+}
+
+void NcclGroupStartPost(ncclResult_t result) noexcept {
+  NoteCall();
+  if (result == ncclSuccess) ++t_group_depth;
+}
+
+struct GroupEndToken {
+  std::vector<GroupOp> ops;
+  std::vector<Pending*> pendings;  // one per stream
+};
+
+void* NcclGroupEndPre() noexcept {
+  NoteCall();
+  if (t_group_depth != 1) return nullptr;
+  try {
+    auto* token = new GroupEndToken;
+    if (t_group_ops != nullptr) token->ops.swap(*t_group_ops);
+    AppCuda cuda;
+    // One start event per stream, recorded before the outermost end issues the group's work.
+    for (const GroupOp& op : token->ops) {
+      Pending* found = nullptr;
+      for (Pending* p : token->pendings) {
+        if (p->stream == op.stream) found = p;
+      }
+      if (found == nullptr) {
+        if (op.timed) {
+          DeviceScope scope(op.device, cuda);
+          found = BeginTiming(op.stream, cuda);
+        }
+        if (found == nullptr) {
+          found = new Pending;
+          found->stream = op.stream;
+        }
+        token->pendings.push_back(found);
+      }
+      found->ops.push_back(op.ref);
+      bool known = false;
+      for (CommInfo* c : found->await_infos) known |= c == op.info;
+      if (!known) {
+        found->await_infos.push_back(op.info);
+        found->await_comms.push_back(op.comm);
+      }
+    }
+    return token;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
+  if (t_group_depth > 0) --t_group_depth;  // NCCL closes the group even when it fails
+  auto* token = static_cast<GroupEndToken*>(opaque);
+  if (token == nullptr) {
+    if (result != ncclSuccess && result != ncclInProgress) {
+      NcclApiError(NcclSym::k_ncclGroupEnd, result, nullptr);
+    }
+    return;
+  }
+  try {
+    if (result != ncclSuccess && result != ncclInProgress) {
+      NcclApiError(NcclSym::k_ncclGroupEnd, result, nullptr);
+    }
+    AppCuda cuda;
+    for (Pending* p : token->pendings) {
+      if (result == ncclSuccess) {
+        p->await_comms.clear();
+        p->await_infos.clear();
+        if (p->start == nullptr) {
+          for (auto& op : p->ops) op.flags |= kFlagUntimed;
+        }
+        DeviceScope scope(p->device, cuda);
+        Submit(p, p->start != nullptr, cuda);
+      } else if (result == ncclInProgress) {
+        for (auto& op : p->ops) op.flags |= kFlagInProgress;
+        if (p->start == nullptr) {
+          p->await_comms.clear();
+          p->await_infos.clear();
+          for (auto& op : p->ops) op.flags |= kFlagUntimed;
+        }
+        Submit(p, false, cuda);
+      } else {
+        p->failed = true;
+        Submit(p, false, cuda);
+      }
+    }
+  } catch (...) {
+  }
+  delete token;
+}
+
+void NcclInitPost(NcclSym sym, ncclResult_t result, ncclComm_t* out, int nranks, int rank,
+                  const ncclUniqueId* ids, int nids) noexcept {
+  NoteCall();
+  if (result != ncclSuccess && result != ncclInProgress) {
+    NcclApiError(sym, result, nullptr);
+    return;
+  }
+  if (out == nullptr || *out == nullptr || ids == nullptr || nids <= 0) return;
+  try {
+    uint64_t h = Fnv1a(ids, sizeof(ncclUniqueId) * static_cast<size_t>(nids));
+    Register(*out, Mix(h), rank, nranks, CommOrigin::kInit, 0, 0, -1);
+  } catch (...) {
+  }
+}
+
+void NcclInitAllPost(ncclResult_t result, ncclComm_t* out, int ndev) noexcept {
+  NoteCall();
+  if (result != ncclSuccess || out == nullptr || ndev <= 0) {
+    if (result != ncclSuccess) NcclApiError(NcclSym::k_ncclCommInitAll, result, nullptr);
+    return;
+  }
+  try {
+    static std::atomic<uint64_t> counter{0};
+    uint64_t key[2] = {static_cast<uint64_t>(getpid()), counter.fetch_add(1)};
+    uint64_t id = Mix(Fnv1a(key, sizeof(key)));
+    // All members live in this process and share the id; the in-flight table has one slot per
+    // id, so only member 0 writes it (the others are tracked by ring records).
+    for (int i = 0; i < ndev; ++i) {
+      if (out[i] == nullptr) continue;
+      CommInfo* info = Register(out[i], id, i, ndev, CommOrigin::kInitAll, 0, 0, -1);
+      if (i > 0) info->slot = kNoSlot;
+    }
+  } catch (...) {
+  }
+}
+
+uint32_t NcclNextOrdinal(ncclComm_t parent) noexcept {
+  NoteCall();
+  try {
+    return Lookup(parent)->ordinals.fetch_add(1) + 1;
+  } catch (...) {
+    return 0;
+  }
+}
+
+void NcclSplitPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, int color,
+                   ncclComm_t* out) noexcept {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    NcclApiError(NcclSym::k_ncclCommSplit, result, parent);
+    return;
+  }
+  if (out == nullptr || *out == nullptr) return;  // NCCL_SPLIT_NOCOLOR
+  try {
+    CommInfo* p = Lookup(parent);
+    uint64_t key[3] = {p->id, ordinal, static_cast<uint64_t>(static_cast<int64_t>(color))};
+    int rank = -1, size = 0;
+    if (result == ncclSuccess) {
+      if (auto f = FT_REAL_NCCL(ncclCommUserRank)) f(*out, &rank);
+      if (auto f = FT_REAL_NCCL(ncclCommCount)) f(*out, &size);
+    }
+    Register(*out, Mix(Fnv1a(key, sizeof(key))), rank, size, CommOrigin::kSplit, p->id, ordinal,
+             color);
+  } catch (...) {
+  }
+}
+
+void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, const int* excluded,
+                    int nexcluded, ncclComm_t* out) noexcept {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    NcclApiError(NcclSym::k_ncclCommShrink, result, parent);
+    return;
+  }
+  if (out == nullptr || *out == nullptr) return;
+  try {
+    CommInfo* p = Lookup(parent);
+    // Color of a shrink: a hash of the excluded set, which every member passes identically.
+    uint64_t color = excluded != nullptr && nexcluded > 0
+                         ? Fnv1a(excluded, sizeof(int) * static_cast<size_t>(nexcluded))
+                         : 0;
+    uint64_t key[4] = {p->id, ordinal, color, 0x736872696e6bull /* "shrink" */};
+    int rank = -1, size = 0;
+    if (result == ncclSuccess) {
+      if (auto f = FT_REAL_NCCL(ncclCommUserRank)) f(*out, &rank);
+      if (auto f = FT_REAL_NCCL(ncclCommCount)) f(*out, &size);
+    }
+    Register(*out, Mix(Fnv1a(key, sizeof(key))), rank, size, CommOrigin::kShrink, p->id, ordinal,
+             -1);
+  } catch (...) {
+  }
+}
+
+void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept {
+  NoteCall();
+  if (result != ncclSuccess && result != ncclInProgress) NcclApiError(sym, result, comm);
+  try {
+    CommInfo* info = nullptr;
+    {
+      SpinGuard guard(g_rt->comms_lock);
+      auto it = g_rt->comms.find(comm);
+      if (it == g_rt->comms.end()) return;
+      info = it->second;
+      g_rt->comms.erase(it);
+    }
+    info->ended.store(true);  // the info itself stays: the poller may still refer to it
+    auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
+    r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
+    Push(r);
+  } catch (...) {
+  }
+}
+
+void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
+  if (g_rt == nullptr) return;
+  uint64_t comm_id = 0;
+  if (comm != nullptr) {
+    SpinGuard guard(g_rt->comms_lock);
+    auto it = g_rt->comms.find(comm);
+    if (it != g_rt->comms.end()) comm_id = it->second->id;
+  }
+  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
+  r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
+  r.b = static_cast<uint64_t>(sym);
+  r.c = static_cast<uint64_t>(result);
+  Push(r);
+}
+
+}  // namespace ft::preload

@@ -1,0 +1,38 @@
+// The spinlock shared by app threads and the poller (libft.so internal).
+#ifndef FT_PRELOAD_SPIN_LOCK_H_
+#define FT_PRELOAD_SPIN_LOCK_H_
+
+#include <sched.h>
+
+#include <atomic>
+
+namespace ft::preload::internal {
+
+// A lock held for a few instructions by app threads and the poller; never across a call
+// into CUDA, NCCL or the kernel.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    int spins = 0;
+    while (flag_.test_and_set(std::memory_order_acquire)) {
+      if (++spins > 64) sched_yield();
+    }
+  }
+  void unlock() noexcept { flag_.clear(std::memory_order_release); }
+
+ private:
+  std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
+};
+
+class SpinGuard {
+ public:
+  explicit SpinGuard(SpinLock& lock) : lock_(lock) { lock_.lock(); }
+  ~SpinGuard() { lock_.unlock(); }
+
+ private:
+  SpinLock& lock_;
+};
+
+}  // namespace ft::preload::internal
+
+#endif  // FT_PRELOAD_SPIN_LOCK_H_

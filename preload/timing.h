@@ -1,0 +1,72 @@
+// libft.so internal: events and pending ops. App threads begin and submit timed ops (their
+// CUDA calls never change the app's cudaGetLastError()); the poller releases their events.
+#ifndef FT_PRELOAD_TIMING_H_
+#define FT_PRELOAD_TIMING_H_
+
+#include <cuda_runtime_api.h>
+
+#include "preload/real.h"
+#include "preload/runtime_state.h"
+
+namespace ft::preload::internal {
+
+// CUDA calls libft.so makes on an app thread must not change what the app's
+// cudaGetLastError() returns: an error of ours is cleared when the app had none pending.
+class AppCuda {
+ public:
+  cudaError_t Check(cudaError_t e) {
+    if (e != cudaSuccess && !had_prior_) {
+      if (auto get = FT_REAL_CUDA(cudaGetLastError)) get();
+    }
+    return e;
+  }
+  AppCuda() {
+    auto peek = FT_REAL_CUDA(cudaPeekAtLastError);
+    had_prior_ = peek != nullptr && peek() != cudaSuccess;
+  }
+
+ private:
+  bool had_prior_ = false;
+};
+
+cudaEvent_t AcquireEvent(int device, AppCuda& cuda);
+void ReleaseEvent(int device, cudaEvent_t e);
+
+enum class Capture { kNo, kYes, kUnknown };
+
+Capture StreamCapturing(cudaStream_t stream, AppCuda& cuda);
+int CurrentDevice(AppCuda& cuda);
+
+// Makes `device` current on this app thread for its lifetime and restores the app's device
+// after: a group can span communicators (and streams) of several devices in one process, and
+// an event must be created and recorded on its stream's device.
+class DeviceScope {
+ public:
+  DeviceScope(int device, AppCuda& cuda) : cuda_(cuda) {
+    if (device < 0) return;
+    previous_ = CurrentDevice(cuda);
+    auto set_device = FT_REAL_CUDA(cudaSetDevice);
+    if (previous_ >= 0 && previous_ != device && set_device != nullptr &&
+        cuda.Check(set_device(device)) == cudaSuccess) {
+      switched_ = true;
+    }
+  }
+  ~DeviceScope() {
+    auto set_device = FT_REAL_CUDA(cudaSetDevice);
+    if (switched_ && set_device != nullptr) cuda_.Check(set_device(previous_));
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  AppCuda& cuda_;
+  int previous_ = -1;
+  bool switched_ = false;
+};
+
+Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda);
+void Submit(Pending* p, bool record_end, AppCuda& cuda);
+
+}  // namespace ft::preload::internal
+
+#endif  // FT_PRELOAD_TIMING_H_
