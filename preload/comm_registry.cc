@@ -28,6 +28,7 @@ CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigi
       info->slot = claimed ? *claimed : kNoSlot;
       info->slot_claimed = true;
     }
+    g_rt->comm_infos.emplace_back(info);
     g_rt->comms[handle] = info;  // a reused handle replaces a destroyed comm
   }
   auto r = MakeRecord(RecordType::kCommInit, static_cast<uint16_t>(origin), info->slot, id, 0, NowNs());

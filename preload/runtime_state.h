@@ -107,6 +107,9 @@ struct Runtime {
   SpinLock ring_lock;
   SpinLock comms_lock;
   std::unordered_map<ncclComm_t, CommInfo*> comms;  // GUARDED_BY(comms_lock)
+  // Every CommInfo ever made, live or ended: the poller may still refer to an ended one, so
+  // they live as long as the runtime (a few hundred bytes per communicator).
+  std::vector<std::unique_ptr<CommInfo>> comm_infos;  // GUARDED_BY(comms_lock)
   SpinLock alloc_lock;
   std::unordered_map<void*, uint64_t> allocations;  // GUARDED_BY(alloc_lock)
   std::atomic<uint64_t> allocated_bytes{0};
