@@ -17,6 +17,8 @@ namespace {
 
 struct PollerState {
   std::vector<Pending*> list;
+  std::vector<Pending*> fresh;  // scratch, reused every round: no allocation while idle
+  std::vector<Pending*> keep;   // scratch, reused every round
   std::vector<uint64_t> last_started;    // per comm slot
   std::vector<uint64_t> last_completed;  // per comm slot
   int device = -1;
@@ -156,16 +158,15 @@ void PollerMain() {
     header->heartbeat_count.fetch_add(1, std::memory_order_relaxed);
     // Newest first on the stack: reverse into submission order.
     Pending* taken = g_rt->incoming.exchange(nullptr, std::memory_order_acquire);
-    std::vector<Pending*> fresh;
-    for (; taken != nullptr; taken = taken->next) fresh.push_back(taken);
-    st.list.insert(st.list.end(), fresh.rbegin(), fresh.rend());
-    std::vector<Pending*> keep;
-    keep.reserve(st.list.size());
-    st.progressed = !fresh.empty();
+    st.fresh.clear();
+    for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
+    st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+    st.keep.clear();
+    st.progressed = !st.fresh.empty();
     for (Pending* p : st.list) {
-      if (!Step(st, p)) keep.push_back(p);
+      if (!Step(st, p)) st.keep.push_back(p);
     }
-    st.list.swap(keep);
+    st.list.swap(st.keep);
     HandleMailbox();
     // Ops in flight: poll at FT_POLL_INTERVAL while they progress; after 100 rounds in which
     // nothing moved (a hang, a long kernel) poll at 16x, so a stuck job costs the poller almost

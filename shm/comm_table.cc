@@ -20,6 +20,22 @@ void EndWrite(std::atomic<uint32_t>& version) {
   version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
 }
 
+// Seqlock reader: runs `copy` (acquire loads of the group's fields) until it saw one even
+// version before and after; false when every retry met a writer.
+template <typename Copy>
+bool ReadConsistently(const std::atomic<uint32_t>& version, Copy copy) {
+  for (int i = 0; i < kSnapshotRetries; ++i) {
+    uint32_t before = version.load(std::memory_order_acquire);
+    if (before & 1) {
+      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
+      continue;
+    }
+    copy();
+    if (version.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 CommTableWriter::CommTableWriter(const Segment& segment)
@@ -82,34 +98,20 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
   p.comm_size = slot.comm_size;
   p.global_rank = slot.global_rank;
 
-  bool entered_ok = false;
-  for (int i = 0; i < kSnapshotRetries && !entered_ok; ++i) {
-    uint32_t before = slot.enter_version.load(std::memory_order_acquire);
-    if (before & 1) {
-      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
-      continue;
-    }
+  bool entered_ok = ReadConsistently(slot.enter_version, [&] {
     p.enter_op = slot.enter_op.load(std::memory_order_acquire);
     p.entered_seq = slot.entered_seq.load(std::memory_order_acquire);
     p.entered_ns = slot.entered_ns.load(std::memory_order_acquire);
     p.entered_bytes = slot.entered_bytes.load(std::memory_order_acquire);
     p.entered_peer = slot.entered_peer.load(std::memory_order_acquire);
-    entered_ok = slot.enter_version.load(std::memory_order_relaxed) == before;
-  }
-  bool progress_ok = false;
-  for (int i = 0; i < kSnapshotRetries && !progress_ok; ++i) {
-    uint32_t before = slot.progress_version.load(std::memory_order_acquire);
-    if (before & 1) {
-      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
-      continue;
-    }
+  });
+  bool progress_ok = ReadConsistently(slot.progress_version, [&] {
     p.started_seq = slot.started_seq.load(std::memory_order_acquire);
     p.started_ns = slot.started_ns.load(std::memory_order_acquire);
     p.completed_seq = slot.completed_seq.load(std::memory_order_acquire);
     p.completed_ns = slot.completed_ns.load(std::memory_order_acquire);
     p.last_duration_ns = slot.last_duration_ns.load(std::memory_order_acquire);
-    progress_ok = slot.progress_version.load(std::memory_order_relaxed) == before;
-  }
+  });
   if (!entered_ok || !progress_ok) return std::nullopt;
   return p;
 }
