@@ -1,0 +1,42 @@
+// Redis key names of one job (docs/redis-schema.md). Every key starts with "ft:{<job>}:": the
+// braces make Redis Cluster put a whole job in one hash slot, so multi-key transactions work.
+#ifndef FT_PROTO_KEYS_H_
+#define FT_PROTO_KEYS_H_
+
+#include <string>
+#include <string_view>
+
+namespace ft::proto {
+
+class Keys {
+ public:
+  // Job and node names keep [A-Za-z0-9_.-]; any other byte becomes '_' (as segment names).
+  explicit Keys(std::string_view job);
+
+  const std::string& prefix() const { return prefix_; }  // "ft:{<job>}:"
+
+  std::string Events() const;                        // stream: worker events
+  std::string Progress() const;                      // hash: rank -> RankProgress
+  std::string Summaries() const;                     // hash: rank -> RankSummary
+  std::string Ranks() const;                         // hash: rank -> Membership
+  std::string Workers() const;                       // set: node ids of workers ever seen
+  std::string WorkerHeartbeat(std::string_view node) const;  // string with TTL
+  std::string Timeouts() const;                      // string: TimeoutTable
+  std::string TimeoutsVersion() const;               // string: its version (cheap to poll)
+  std::string Commands(std::string_view node) const; // stream: Command for one node
+  std::string CommandCursor(std::string_view node) const;  // string: last stream id executed
+  std::string Acks() const;                          // stream: CommandAck
+  std::string Incidents() const;                     // stream: Incident
+  std::string Evicted() const;                       // set: node ids
+  std::string Leader() const;                        // string with PX: the leading master
+  std::string MasterState() const;                   // hash: the master's durable state
+
+ private:
+  std::string prefix_;
+};
+
+std::string SanitizeName(std::string_view name);
+
+}  // namespace ft::proto
+
+#endif  // FT_PROTO_KEYS_H_

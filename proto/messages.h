@@ -1,0 +1,189 @@
+// The values ftworker and ftmaster exchange through Redis (docs/redis-schema.md). Each is a
+// small JSON object with "v": kSchemaVersion; proto/codec.h turns these structs into JSON and
+// parses foreign bytes back defensively (a garbled value is an error naming the field, never
+// a crash). The structs are plain data: every program that reads or writes Redis uses them,
+// so the schema exists in one place.
+#ifndef FT_PROTO_MESSAGES_H_
+#define FT_PROTO_MESSAGES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ft::proto {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Size buckets for timeouts and summaries: 0 (< 64 KiB), 1 (< 1 MiB), 2 (< 16 MiB),
+// 3 (< 256 MiB), 4 (the rest). Coarse on purpose: a timeout per bucket needs enough samples.
+int SizeBucket(uint64_t bytes);
+
+// One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
+// of collectives are equal across members for the same collective. A p2p row (p2p = true)
+// counts this rank's own sends and receives on the comm: its numbers are not comparable
+// across members; `peer` names the comm rank of the last entered p2p op.
+struct CommRow {
+  uint64_t comm_id = 0;
+  bool p2p = false;
+  int comm_rank = -1;
+  int comm_size = 0;
+  std::string op;                // kind of the last entered op ("allreduce", "send", ...)
+  uint64_t bytes = 0;            // of the last entered op
+  int64_t peer = -1;             // root or peer (comm rank) of the last entered op, -1 none
+  uint64_t entered_seq = 0;      // the host called the op
+  uint64_t started_seq = 0;      // the GPU reached it
+  uint64_t completed_seq = 0;    // the GPU finished it
+  double entered_age_ms = -1;    // how long ago the last op was entered; -1 never
+  double started_age_ms = -1;
+  double completed_age_ms = -1;
+};
+
+// What a rank is doing, read from its segment by its node's worker at observed_unix_ms.
+struct RankProgress {
+  int rank = -1;
+  std::string node;
+  int pid = 0;
+  uint64_t incarnation = 0;
+  std::string state;             // "running", "exited", "dead", "disabled"
+  int64_t observed_unix_ms = 0;
+  double last_call_age_ms = -1;  // since the rank's last CUDA/NCCL call; -1 never
+  double blocked_ms = 0;         // how long the host has been inside a synchronizing call; 0 not
+  double cpu_pct = 0;            // the process's CPU use over the last second (% of one core)
+  bool busy = false;             // still working on the host: not stuck (see docs)
+  std::vector<CommRow> comms;
+};
+
+// An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy".
+struct Event {
+  std::string kind;
+  int rank = -1;
+  std::string node;
+  int64_t unix_ms = 0;
+  std::string message;           // for people: what happened, what to do
+  // timeout: the op that ran past its timeout.
+  uint64_t comm_id = 0;
+  std::string op;
+  uint64_t seq = 0;
+  double age_ms = 0;
+  double timeout_ms = 0;
+  bool started = false;          // the GPU had reached it (waiting on peers), else not
+  // error: the failed call; exit: how the process ended.
+  std::string api;               // "cudart" or "nccl"
+  std::string call;              // the symbol
+  int64_t code = 0;              // error: its return code; exit: exit status or -signal
+  bool clean = false;            // exit: the process ended through its normal exit path
+  // slowdown: step time now against the rank's own baseline.
+  double step_ms = 0;
+  double baseline_ms = 0;
+  double compute_ms = 0;
+  RankProgress progress;         // the rank's whole progress table at the event
+};
+
+struct OpSummary {
+  uint64_t comm_id = 0;
+  std::string op;
+  int bucket = 0;
+  uint64_t count = 0;            // ops completed in the window
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double max_ms = 0;
+  uint64_t last_seq = 0;
+};
+
+// A rank's periodic summary: durations over the last window, step time inferred from the
+// repeating sequence of collectives (0 while unknown).
+struct RankSummary {
+  int rank = -1;
+  std::string node;
+  int64_t unix_ms = 0;
+  uint64_t steps = 0;            // steps observed since the rank started
+  double step_ms = 0;            // the last step
+  double step_p50_ms = 0;        // median over the window
+  double compute_ms = 0;         // median time per step outside collectives
+  double comm_wait_ms = 0;       // median time per step inside collectives
+  uint64_t records = 0;
+  uint64_t dropped = 0;
+  std::vector<OpSummary> ops;
+};
+
+struct CommMember {
+  uint64_t comm_id = 0;
+  bool p2p = false;
+  int comm_rank = -1;
+  int comm_size = 0;
+};
+
+struct Membership {
+  int rank = -1;
+  int local_rank = -1;
+  int world_size = -1;
+  std::string node;
+  std::string host;
+  int pid = 0;
+  uint64_t incarnation = 0;
+  std::string state;             // as RankProgress::state
+  int64_t unix_ms = 0;
+  std::vector<CommMember> comms;
+};
+
+struct TimeoutEntry {
+  uint64_t comm_id = 0;
+  std::string op;
+  int bucket = 0;
+  double ms = 0;
+};
+
+// Published by the master; workers use default_ms where no entry matches.
+struct TimeoutTable {
+  uint64_t version = 0;
+  double default_ms = 0;
+  int64_t unix_ms = 0;
+  std::vector<TimeoutEntry> entries;
+};
+
+// A command for the worker of one node. kind: "stop" (SIGTERM, then SIGKILL after grace_s),
+// "message" (text into the rank's mailbox), "save" (just-in-time checkpoint). rank -1: every
+// rank of the node. id is unique per command; executing an id twice does nothing the second time.
+struct Command {
+  std::string id;
+  std::string kind;
+  int rank = -1;
+  std::string text;
+  double grace_s = 10;
+  int64_t unix_ms = 0;
+};
+
+// result: "done", "not_supported", "failed", "no_such_rank".
+struct CommandAck {
+  std::string id;
+  std::string node;
+  int rank = -1;
+  std::string result;
+  std::string message;
+  int64_t unix_ms = 0;
+};
+
+struct Suspect {
+  int rank = -1;
+  std::string node;
+  std::string why;               // e.g. "never reached allreduce #812 on comm 3fa2..; 7 ranks wait on it"
+};
+
+// kind: "hang", "transport-hang", "crash", "straggler", "busy".
+struct Incident {
+  std::string id;
+  std::string kind;
+  std::vector<Suspect> suspects;
+  uint64_t comm_id = 0;          // transport-hang: the communicator
+  std::vector<std::string> evidence;  // "rank 3 waits on allreduce #812 of comm 3fa2.. (started, 2.1 s)"
+  double confidence = 0;         // 0..1
+  int64_t first_event_unix_ms = 0;
+  int64_t decided_unix_ms = 0;
+  double decide_ms = 0;          // first event to decision
+  std::string decision;          // "save-then-stop", "stop", "none"
+  std::string message;
+};
+
+}  // namespace ft::proto
+
+#endif  // FT_PROTO_MESSAGES_H_
