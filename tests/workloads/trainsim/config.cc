@@ -183,7 +183,7 @@ std::string HelpText(bool reference) {
          "  crash-segv    store to an inaccessible page (SIGSEGV)\n"
          "  crash-abort   abort()\n"
          "  slow          from the fault step on, compute takes --slow-factor times longer\n"
-         "  pause         sleep --pause-s seconds on the host once, then carry on\n"
+         "  pause         busy host work (CPU, no CUDA/NCCL call) for --pause-s seconds once, then carry on\n"
          "Peers of a faulting rank simply block in their collectives.\n"
          "\nexit status: 0 done, 1 CUDA/NCCL/bootstrap error, 2 bad command line\n";
   }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 namespace trainsim {
 
@@ -20,6 +21,20 @@ namespace {
   if (page != MAP_FAILED) *static_cast<volatile int*>(page) = 1;
   raise(SIGSEGV);  // not reached unless mmap failed
   std::abort();
+}
+
+// A long stretch of host-side work with no CUDA or NCCL call, like an evaluation on the CPU or
+// a checkpoint being serialized: the process stays busy (its CPU time advances), which is what
+// tells a pause apart from a hang. A sleeping pause would look exactly like a host hang.
+void HostWork(double seconds) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<uint64_t> buffer(1 << 16, 1);
+  volatile uint64_t sink = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    uint64_t h = sink;
+    for (uint64_t& v : buffer) h = (h ^ (v += h)) * 0x100000001b3ull;
+    sink = h;
+  }
 }
 
 }  // namespace
@@ -36,7 +51,7 @@ void InjectHostFault(const Config& c, int rank) {
     case FaultKind::kCrashAbort:
       std::abort();
     case FaultKind::kPause:
-      std::this_thread::sleep_for(std::chrono::duration<double>(c.pause_s));
+      HostWork(c.pause_s);
       std::fprintf(stderr, "trainsim rank=%d: pause over, resuming\n", rank);
       break;
     case FaultKind::kHangKernel:
