@@ -11,6 +11,16 @@ namespace {
 
 constexpr uint64_t kP2PSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
 
+// The last comm this thread looked up, valid while Runtime::comms_epoch has not moved (no
+// comm registered or ended since): a thread issuing op after op on one comm takes no lock.
+// constinit: no TLS init wrapper (see t_group_depth).
+struct LookupCache {
+  ncclComm_t handle = nullptr;
+  CommInfo* info = nullptr;
+  uint64_t epoch = 0;
+};
+constinit thread_local LookupCache t_lookup{};
+
 }  // namespace
 
 CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigin origin,
@@ -30,6 +40,7 @@ CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigi
     }
     g_rt->comm_infos.emplace_back(info);
     g_rt->comms[handle] = info;  // a reused handle replaces a destroyed comm
+    g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
   }
   auto r = MakeRecord(RecordType::kCommInit, static_cast<uint16_t>(origin), info->slot, id, 0, NowNs());
   r.a = static_cast<uint32_t>(rank) | (static_cast<uint64_t>(static_cast<uint32_t>(size)) << 32);
@@ -43,10 +54,18 @@ CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigi
 }
 
 CommInfo* Lookup(ncclComm_t handle) {
+  uint64_t epoch = g_rt->comms_epoch.load(std::memory_order_acquire);
+  if (t_lookup.handle == handle && t_lookup.epoch == epoch && t_lookup.info != nullptr) {
+    return t_lookup.info;
+  }
   {
     SpinGuard guard(g_rt->comms_lock);
     auto it = g_rt->comms.find(handle);
-    if (it != g_rt->comms.end()) return it->second;
+    if (it != g_rt->comms.end()) {
+      // Tagged with the epoch read before the lookup: a change in between makes it stale.
+      t_lookup = LookupCache{handle, it->second, epoch};
+      return it->second;
+    }
   }
   // Created before we saw it: members cannot agree on an id, so it is this process's own.
   int rank = -1, size = 0;
@@ -75,7 +94,7 @@ uint32_t P2PSlot(CommInfo* info) {
     info->p2p_claimed = true;
     SpinGuard guard(g_rt->comms_lock);
     auto claimed = g_rt->table->Claim(Mix(info->id ^ kP2PSalt), info->rank, info->size,
-                                      g_rt->identity.rank);
+                                      g_rt->identity.rank, shm::kCommSlotP2P);
     info->p2p_slot = claimed ? *claimed : kNoSlot;
   }
   return info->p2p_slot;

@@ -32,9 +32,12 @@ Pending* CudaGraphPre(cudaStream_t stream) noexcept {
     Pending* p = BeginTiming(stream, cuda);
     if (p == nullptr) return nullptr;
     uint64_t n = g_rt->graph_launches.fetch_add(1) + 1;
-    OpRef ref{0, kNoSlot, n, OpKind::kGraphLaunch, 0, NowNs(), n,
-              static_cast<uint64_t>(OpKind::kGraphLaunch) | (uint64_t{0xffffffff} << 32)};
-    p->ops.push_back(ref);
+    OpRef ref;
+    ref.seq = n;
+    ref.entered_ns = NowNs();
+    ref.record_seq = n;
+    ref.record_a = static_cast<uint64_t>(OpKind::kGraphLaunch) | (uint64_t{0xffffffff} << 32);
+    p->AddOp(ref);
     return p;
   } catch (...) {
     return nullptr;

@@ -7,10 +7,18 @@
 
 #define FT_EXPORT __attribute__((visibility("default")))
 
-#define FT_CUDA_HOOK_CALL(category)                            \
-  NoteCall();                                                  \
-  cudaError_t result = call();                                 \
-  if (result != cudaSuccess) CudaApiError(kSym, result);       \
+#define FT_CUDA_HOOK_CALL(category)                                            \
+  NoteCall();                                                                  \
+  constexpr auto kCategory = CallCategory::category;                           \
+  cudaError_t result;                                                          \
+  if constexpr (kCategory == CallCategory::kSync ||                            \
+                kCategory == CallCategory::kBlockingCopy) {                    \
+    BlockedScope blocked;                                                      \
+    result = call();                                                           \
+  } else {                                                                     \
+    result = call();                                                           \
+  }                                                                            \
+  if (result != cudaSuccess) CudaApiError(kSym, result);                       \
   return result;
 
 #define FT_CUDA_HOOK_GRAPH(stream)                 \

@@ -30,7 +30,9 @@ using namespace internal;
 
 namespace {
 
-void OnExit() {
+// `status` is what the process passed to exit() (a return from main passes main's value),
+// where the C library tells us (glibc's on_exit); 0 otherwise.
+void OnExit(int status) {
   Runtime* rt = g_rt;
   if (rt == nullptr || getpid() != rt->owner_pid) return;
   int expected = kActive;
@@ -41,10 +43,26 @@ void OnExit() {
     struct timespec ts{0, 1000000};
     nanosleep(&ts, nullptr);
   }
-  rt->segment->header()->state.store(static_cast<uint32_t>(shm::ProcessState::kExited),
-                                     std::memory_order_release);
+  shm::SegmentHeader* header = rt->segment->header();
+  header->exit_status.store(status, std::memory_order_relaxed);
+  header->state.store(static_cast<uint32_t>(shm::ProcessState::kExited),
+                      std::memory_order_release);
   Status removed = rt->segment->Remove();
   if (!removed.ok()) FT_LOG(Warn, Preload, "removing segment at exit: {}", removed.ToString());
+}
+
+#if defined(__GLIBC__)
+void OnExitWithStatus(int status, void*) { OnExit(status); }
+#endif
+void OnExitNoStatus() { OnExit(0); }
+
+// An exit handler that learns the exit status: glibc's on_exit passes it (an atexit handler
+// cannot see it, and interposing exit() itself would export a libc symbol from libft.so).
+void RegisterExitHandler() {
+#if defined(__GLIBC__)
+  if (on_exit(OnExitWithStatus, nullptr) == 0) return;
+#endif
+  atexit(OnExitNoStatus);
 }
 
 void OnForkChild() {
@@ -125,7 +143,7 @@ void DoInit() {
   static bool registered = false;
   if (!registered) {
     registered = true;
-    atexit(OnExit);
+    RegisterExitHandler();
     pthread_atfork(nullptr, nullptr, OnForkChild);
   }
   FT_LOG(Debug, Preload, "libft.so active: segment {}", name);

@@ -90,9 +90,18 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     r.b = bytes;
     r.c = reinterpret_cast<uintptr_t>(stream);
     r.d = count;
+    // The poller pushes its records once per round under one acquisition of the ring lock, so
+    // the lock and the ring's head stay in this thread's cache between its rounds.
     Push(r);
+    OpRef ref;
+    ref.comm_id = info->id;
+    ref.seq = slot_seq;
+    ref.entered_ns = now;
+    ref.record_seq = seq;
+    ref.record_a = r.a;
+    ref.slot = slot;
+    ref.flags = flags;
     if (captured) return;
-    OpRef ref{info->id, slot, slot_seq, op, flags, now, seq, r.a};
     if (t_group_depth > 0) {
       if (t_group_ops == nullptr) t_group_ops = new std::vector<GroupOp>;
       t_group_ops->push_back(GroupOp{ref, comm, info, stream, CurrentDevice(cuda),
@@ -101,15 +110,13 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
       return;
     }
     call->pending = capture == Capture::kNo ? BeginTiming(stream, cuda) : nullptr;
-    if (call->pending != nullptr) {
-      call->pending->ops.push_back(ref);
-    } else {
+    if (call->pending == nullptr) {
       // Untimed: completes at submit (post-hook).
-      call->pending = new Pending;
-      call->pending->ops.push_back(ref);
-      call->pending->ops.back().flags |= kFlagUntimed;
-      call->pending->device = -1;
+      call->pending = NewPending();
+      call->pending->stream = stream;
+      ref.flags |= kFlagUntimed;
     }
+    call->pending->AddOp(ref);
   } catch (...) {
     call->pending = nullptr;
   }
@@ -124,11 +131,11 @@ void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
     if (p == nullptr) return;
     AppCuda cuda;
     if (result == ncclSuccess) {
-      Submit(p, p->start != nullptr, cuda);
+      Submit(p, p->has_start, cuda);
     } else if (result == ncclInProgress) {
       p->await_comms.push_back(call->handle);
       p->await_infos.push_back(call->comm);
-      for (auto& op : p->ops) op.flags |= kFlagInProgress;
+      p->FlagOps(kFlagInProgress);
       Submit(p, false, cuda);
     } else {
       p->failed = true;
@@ -148,11 +155,18 @@ struct GroupEndToken {
   std::vector<Pending*> pendings;  // one per stream
 };
 
+// One per thread, reused by every outermost ncclGroupEnd (only the outermost gets one, so at
+// most one is in use), with t_group_ops: a group allocates nothing once warm.
+static constinit thread_local GroupEndToken* t_group_token = nullptr;
+
 void* NcclGroupEndPre() noexcept {
   NoteCall();
   if (t_group_depth != 1) return nullptr;
   try {
-    auto* token = new GroupEndToken;
+    if (t_group_token == nullptr) t_group_token = new GroupEndToken;
+    GroupEndToken* token = t_group_token;
+    token->ops.clear();
+    token->pendings.clear();
     if (t_group_ops != nullptr) token->ops.swap(*t_group_ops);
     AppCuda cuda;
     // One start event per stream, recorded before the outermost end issues the group's work.
@@ -167,12 +181,12 @@ void* NcclGroupEndPre() noexcept {
           found = BeginTiming(op.stream, cuda);
         }
         if (found == nullptr) {
-          found = new Pending;
+          found = NewPending();
           found->stream = op.stream;
         }
         token->pendings.push_back(found);
       }
-      found->ops.push_back(op.ref);
+      found->AddOp(op.ref);
       bool known = false;
       for (CommInfo* c : found->await_infos) known |= c == op.info;
       if (!known) {
@@ -204,17 +218,15 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
       if (result == ncclSuccess) {
         p->await_comms.clear();
         p->await_infos.clear();
-        if (p->start == nullptr) {
-          for (auto& op : p->ops) op.flags |= kFlagUntimed;
-        }
+        if (!p->has_start) p->FlagOps(kFlagUntimed);
         DeviceScope scope(p->device, cuda);
-        Submit(p, p->start != nullptr, cuda);
+        Submit(p, p->has_start, cuda);
       } else if (result == ncclInProgress) {
-        for (auto& op : p->ops) op.flags |= kFlagInProgress;
-        if (p->start == nullptr) {
+        p->FlagOps(kFlagInProgress);
+        if (!p->has_start) {
           p->await_comms.clear();
           p->await_infos.clear();
-          for (auto& op : p->ops) op.flags |= kFlagUntimed;
+          p->FlagOps(kFlagUntimed);
         }
         Submit(p, false, cuda);
       } else {
@@ -224,7 +236,8 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
     }
   } catch (...) {
   }
-  delete token;
+  token->ops.clear();
+  token->pendings.clear();
 }
 
 void NcclInitPost(NcclSym sym, ncclResult_t result, ncclComm_t* out, int nranks, int rank,
@@ -329,6 +342,7 @@ void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept {
       if (it == g_rt->comms.end()) return;
       info = it->second;
       g_rt->comms.erase(it);
+      g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
     }
     info->ended.store(true);  // the info itself stays: the poller may still refer to it
     auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());

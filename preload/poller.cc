@@ -21,20 +21,30 @@ struct PollerState {
   std::vector<Pending*> keep;   // scratch, reused every round
   std::vector<uint64_t> last_started;    // per comm slot
   std::vector<uint64_t> last_completed;  // per comm slot
+  // (stream, submitting thread) pairs with an op not finished this round: later ops of the
+  // same thread on the same stream were recorded after it, so they cannot be finished either
+  // and are not looked at (a round costs O(finished ops + streams), not O(ops in flight)).
+  std::vector<std::pair<cudaStream_t, uint32_t>> blocked;
   int device = -1;
+  std::vector<shm::Record> records;  // this round's, pushed at its end
+  uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
   bool progressed = false;  // this round saw a start or a completion
   int idle_rounds = 0;      // rounds in a row without progress, for the back-off
 };
 
-void ProgressStarted(PollerState& st, const OpRef& op, uint64_t now) {
+// The ring records of a round, pushed at its end in chunks (PushAll): the ring lock and head
+// then move between this core and the app threads' once per chunk, not once per record.
+void Emit(PollerState& st, const shm::Record& r) { st.records.push_back(r); }
+
+void ProgressStarted(PollerState& st, const OpRef& op, uint64_t when) {
   st.progressed = true;
   if (op.slot != kNoSlot && op.slot < st.last_started.size() && op.seq > st.last_started[op.slot]) {
     st.last_started[op.slot] = op.seq;
-    g_rt->table->Started(op.slot, op.seq, now);
+    g_rt->table->Started(op.slot, op.seq, when);
   }
-  auto r = MakeRecord(RecordType::kOpStart, op.flags, op.slot, op.comm_id, op.record_seq, now);
+  auto r = MakeRecord(RecordType::kOpStart, op.flags, op.slot, op.comm_id, op.record_seq, when);
   r.a = op.record_a;
-  Push(r);
+  Emit(st, r);
 }
 
 void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t duration,
@@ -54,7 +64,7 @@ void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t 
   r.a = op.record_a;
   r.b = duration;
   r.c = op.entered_ns;
-  Push(r);
+  Emit(st, r);
 }
 
 void SetPollerDevice(PollerState& st, int device) {
@@ -64,19 +74,17 @@ void SetPollerDevice(PollerState& st, int device) {
   }
 }
 
-// True when the pending op is finished with (and freed).
-bool Step(PollerState& st, Pending* p) {
-  uint64_t now = NowNs();
+// True when the pending op is finished with (and handed back). `now`: this round's
+// observation time.
+bool Step(PollerState& st, Pending* p, uint64_t now) {
   auto finish = [&](uint16_t flags) {
     if (!p->started) {
-      for (auto& op : p->ops) ProgressStarted(st, op, now);
+      for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
       p->started_ns = now;
     }
-    for (auto& op : p->ops) ProgressCompleted(st, op, now, now - p->started_ns, flags);
-    ReleaseEvent(p->device, p->start);
-    ReleaseEvent(p->device, p->end);
-    delete p;
-    g_rt->pending_count.fetch_sub(1, std::memory_order_relaxed);
+    for (const OpRef& op : p->ops()) ProgressCompleted(st, op, now, now - p->started_ns, flags);
+    FreePending(p);
+    ++st.finished;
     return true;
   };
   if (p->failed) return finish(kFlagError);
@@ -97,41 +105,30 @@ bool Step(PollerState& st, Pending* p) {
     if (p->failed) return finish(kFlagError);
     if (p->device < 0 || p->device >= kMaxDevices) return finish(kFlagUntimed);
     SetPollerDevice(st, p->device);
-    p->end = nullptr;
-    {
-      SpinGuard guard(g_rt->pool_lock);
-      auto& pool = g_rt->pool[p->device];
-      if (!pool.empty()) {
-        p->end = pool.back();
-        pool.pop_back();
-      }
-    }
-    if (p->end == nullptr) {
-      auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
-      if (create == nullptr || create(&p->end, cudaEventDisableTiming) != cudaSuccess) p->end = nullptr;
-    }
     auto record = FT_REAL_CUDA(cudaEventRecord);
-    if (p->end == nullptr || record == nullptr || record(p->end, p->stream) != cudaSuccess) {
+    if (record == nullptr || !EnsureEvent(p, true, nullptr) || record(p->end, p->stream) != cudaSuccess) {
       return finish(kFlagUntimed);
     }
+    p->has_end = true;
+    p->late_end = true;
   }
   auto query = FT_REAL_CUDA(cudaEventQuery);
-  if (p->end == nullptr || query == nullptr) return finish(0);  // untimed: flagged at submit
-  if (!p->started && p->start != nullptr) {
-    cudaError_t q = query(p->start);
-    if (q == cudaSuccess) {
-      p->started = true;
-      p->started_ns = now;
-      for (auto& op : p->ops) ProgressStarted(st, op, now);
-    } else if (q != cudaErrorNotReady) {
-      return finish(kFlagError);
-    } else {
-      return false;
-    }
-  }
+  if (!p->has_end || query == nullptr) return finish(0);  // untimed: flagged at submit
+  // The end first: once it is reached, so is the start (stream order), and most ops are
+  // finished by the time the poller first looks at them.
   cudaError_t q = query(p->end);
   if (q == cudaSuccess) return finish(0);
   if (q != cudaErrorNotReady) return finish(kFlagError);
+  if (!p->started && p->has_start) {
+    q = query(p->start);
+    if (q == cudaSuccess) {
+      p->started = true;
+      p->started_ns = now;
+      for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
+    } else if (q != cudaErrorNotReady) {
+      return finish(kFlagError);
+    }
+  }
   return false;
 }
 
@@ -161,12 +158,28 @@ void PollerMain() {
     st.fresh.clear();
     for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
     st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+    st.records.clear();
     st.keep.clear();
+    st.blocked.clear();
     st.progressed = !st.fresh.empty();
+    uint64_t now = NowNs();
     for (Pending* p : st.list) {
-      if (!Step(st, p)) st.keep.push_back(p);
+      // Both events recorded by the app thread before it submitted: in stream order with the
+      // thread's other ops on that stream.
+      bool in_order = p->has_end && !p->late_end && p->await_comms.empty() && !p->failed;
+      std::pair<cudaStream_t, uint32_t> key{p->stream, p->thread_tag};
+      if (in_order && std::find(st.blocked.begin(), st.blocked.end(), key) != st.blocked.end()) {
+        st.keep.push_back(p);
+        continue;
+      }
+      if (!Step(st, p, now)) {
+        st.keep.push_back(p);
+        if (in_order) st.blocked.push_back(key);
+      }
     }
     st.list.swap(st.keep);
+    PushAll(st.records.data(), st.records.size());
+    g_rt->finished.store(st.finished, std::memory_order_relaxed);
     HandleMailbox();
     // Ops in flight: poll at FT_POLL_INTERVAL while they progress; after 100 rounds in which
     // nothing moved (a hang, a long kernel) poll at 16x, so a stuck job costs the poller almost

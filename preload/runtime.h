@@ -51,6 +51,21 @@ class ReentryGuard {
 // Header last_call_ns / call_count (coarse clock).
 void NoteCall() noexcept;
 
+// Categories of CALL(category) in cudart.def. kSync and kBlockingCopy calls may block the
+// host until the GPU gets there: they are bracketed by SyncEnter/SyncExit, which maintain the
+// header's blocked_since_ns / blocked_count (lock-free, no allocation).
+enum class CallCategory { kLaunch, kMemcpy, kBlockingCopy, kSync, kOther };
+void SyncEnter() noexcept;
+void SyncExit() noexcept;
+
+class BlockedScope {
+ public:
+  BlockedScope() { SyncEnter(); }
+  ~BlockedScope() { SyncExit(); }
+  BlockedScope(const BlockedScope&) = delete;
+  BlockedScope& operator=(const BlockedScope&) = delete;
+};
+
 // ---- NCCL ----
 struct Pending;
 struct CommInfo;

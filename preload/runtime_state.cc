@@ -36,10 +36,31 @@ void NoteCall() noexcept {
   h->call_count.fetch_add(1, std::memory_order_relaxed);
 }
 
+void SyncEnter() noexcept {
+  if (g_rt == nullptr) return;
+  shm::SegmentHeader* h = g_rt->segment->header();
+  if (h->blocked_count.fetch_add(1, std::memory_order_acq_rel) == 0) {
+    h->blocked_since_ns.store(internal::NowNs(), std::memory_order_release);
+  }
+}
+
+void SyncExit() noexcept {
+  if (g_rt == nullptr) return;
+  shm::SegmentHeader* h = g_rt->segment->header();
+  if (h->blocked_count.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Last one out clears the time, unless a thread entered meanwhile: it may already have
+  // stored its own time (the CAS then fails) or be about to (it overwrites our 0).
+  uint64_t since = h->blocked_since_ns.load(std::memory_order_acquire);
+  while (since != 0 && h->blocked_count.load(std::memory_order_acquire) == 0 &&
+         !h->blocked_since_ns.compare_exchange_weak(since, 0, std::memory_order_acq_rel,
+                                                    std::memory_order_acquire)) {
+  }
+}
+
 RuntimeStats GetRuntimeStats() noexcept {
   RuntimeStats s;
   if (g_rt == nullptr) return s;
-  s.pending = g_rt->pending_count.load();
+  s.pending = g_rt->submitted.load() - g_rt->finished.load();
   s.events_created = g_rt->events_created.load();
   s.ops_entered = g_rt->ops_entered.load();
   return s;

@@ -70,30 +70,86 @@ struct CommInfo {
   std::unordered_map<int64_t, uint64_t> p2p_counters;   // GUARDED_BY(p2p_lock): peer*2+dir
 };
 
+// One op of a Pending: what the poller needs to write its progress and records.
 struct OpRef {
   uint64_t comm_id = 0;
-  uint32_t slot = internal::kNoSlot;
-  uint64_t seq = 0;       // in the table: collectives per comm; p2p ops per comm (p2p slot)
-  OpKind op = OpKind::kNone;
-  uint16_t flags = 0;
+  uint64_t seq = 0;         // in the table: collectives per comm; p2p ops per comm (p2p slot)
   uint64_t entered_ns = 0;
   uint64_t record_seq = 0;  // in records: as kOpEnter (p2p: per peer and direction)
   uint64_t record_a = 0;    // kOpEnter's a: op | dtype << 8 | peer << 32
+  uint32_t slot = internal::kNoSlot;
+  uint16_t flags = 0;
 };
+static_assert(sizeof(OpRef) <= 64);
 
-struct Pending {
-  Pending* next = nullptr;
-  int device = -1;
+// One timed unit (an op, a group's ops on one stream, a graph launch) from its submission
+// until the poller saw it complete. Recycled, never freed (NewPending / FreePending in
+// timing.h): the hot path does not allocate, and the events of a Pending stay with it from
+// use to use. Laid out so that an ungrouped op touches two cache lines, which travel between
+// the app thread and the poller once each way.
+struct alignas(64) Pending {
+  // Line 0.
+  Pending* next = nullptr;      // the incoming stack, or a free list
   cudaStream_t stream = nullptr;
-  cudaEvent_t start = nullptr;
+  cudaEvent_t start = nullptr;  // owned events, on event_device (kept across uses)
   cudaEvent_t end = nullptr;
+  uint64_t started_ns = 0;
+  int32_t device = -1;          // of the op
+  int32_t event_device = -1;    // of `start` and `end`
+  uint32_t thread_tag = 0;      // the submitting app thread (Submit)
+  uint16_t op_count = 0;
+  bool has_start = false;       // `start` recorded for this op
+  bool has_end = false;         // `end` recorded for this op
   bool failed = false;
+  bool late_end = false;        // `end` recorded by the poller (nonblocking comm), not at submission
+  bool started = false;
+  // Line 1.
+  OpRef first_op;
+  // Cold: groups, nonblocking comms, bookkeeping.
+  std::vector<OpRef> all_ops;           // when op_count > 1: every op, the first included
   std::vector<ncclComm_t> await_comms;  // nonblocking: record `end` once these leave ncclInProgress
   std::vector<CommInfo*> await_infos;
-  bool started = false;
-  uint64_t started_ns = 0;
-  std::vector<OpRef> ops;
+  Pending* all_next = nullptr;          // every Pending ever made (Runtime::all_pendings)
+
+  OpRef* ops_begin() { return op_count > 1 ? all_ops.data() : &first_op; }
+  OpRef* ops_end() { return ops_begin() + op_count; }
+  struct Ops {
+    Pending* p;
+    OpRef* begin() { return p->ops_begin(); }
+    OpRef* end() { return p->ops_end(); }
+  };
+  Ops ops() { return Ops{this}; }
+  void AddOp(const OpRef& ref) {
+    if (op_count == 0) {
+      first_op = ref;
+    } else {
+      if (op_count == 1) {
+        all_ops.clear();
+        all_ops.push_back(first_op);
+      }
+      all_ops.push_back(ref);
+    }
+    ++op_count;
+  }
+  void FlagOps(uint16_t flags) {
+    for (OpRef& op : ops()) op.flags |= flags;
+  }
+
+  // Back to a fresh op; keeps vector capacity and the owned events. Reads, but does not write,
+  // the cold lines when they are already clear.
+  void Reset() {
+    next = nullptr;
+    stream = nullptr;
+    started_ns = 0;
+    device = -1;
+    op_count = 0;
+    has_start = has_end = failed = late_end = started = false;
+    if (!await_comms.empty()) await_comms.clear();
+    if (!await_infos.empty()) await_infos.clear();
+  }
 };
+
+static_assert(offsetof(Pending, first_op) == 64, "Pending's line 0 overflowed");
 
 namespace internal {
 
@@ -104,25 +160,35 @@ struct Runtime {
   std::unique_ptr<shm::Segment> segment;
   std::unique_ptr<shm::RingWriter> ring;
   std::unique_ptr<shm::CommTableWriter> table;
-  SpinLock ring_lock;
-  SpinLock comms_lock;
+  alignas(64) SpinLock ring_lock;  // app threads and the poller
+  alignas(64) SpinLock comms_lock;
   std::unordered_map<ncclComm_t, CommInfo*> comms;  // GUARDED_BY(comms_lock)
   // Every CommInfo ever made, live or ended: the poller may still refer to an ended one, so
   // they live as long as the runtime (a few hundred bytes per communicator).
   std::vector<std::unique_ptr<CommInfo>> comm_infos;  // GUARDED_BY(comms_lock)
-  SpinLock alloc_lock;
+  alignas(64) SpinLock alloc_lock;
   std::unordered_map<void*, uint64_t> allocations;  // GUARDED_BY(alloc_lock)
   std::atomic<uint64_t> allocated_bytes{0};
-  SpinLock pool_lock;
+  alignas(64) SpinLock pool_lock;
   std::vector<cudaEvent_t> pool[kMaxDevices];  // GUARDED_BY(pool_lock)
-  std::atomic<Pending*> incoming{nullptr};
-  std::atomic<uint64_t> pending_count{0};
   std::atomic<uint64_t> events_created{0};
-  std::atomic<uint64_t> ops_entered{0};
   std::atomic<uint64_t> graph_launches{0};
+  std::atomic<Pending*> all_pendings{nullptr};  // never freed: reachable for leak checkers
+  uint64_t poll_ns = 1000000;
+  // The hot atomics, one cache line per writer: a line written by both the app threads and
+  // the poller at every op would travel between their cores at every op.
+  // Written by app threads at every op (the poller takes `incoming` once per round).
+  alignas(64) std::atomic<Pending*> incoming{nullptr};
+  std::atomic<uint64_t> submitted{0};   // Pendings ever submitted
+  std::atomic<uint64_t> ops_entered{0};
+  // Written by the poller (app threads take `free_pendings` whole, rarely; read `finished`,
+  // which the poller publishes once per round).
+  alignas(64) std::atomic<Pending*> free_pendings{nullptr};
+  std::atomic<uint64_t> finished{0};    // Pendings finished with; in flight = submitted - finished
+  // Rarely written.
+  alignas(64) std::atomic<uint64_t> comms_epoch{0};  // moves at every comm registration and end
   std::atomic<bool> stop{false};
   std::atomic<bool> poller_done{false};
-  uint64_t poll_ns = 1000000;
 };
 
 // set once by Init, never freed (threads may outlive exit handlers)
@@ -137,6 +203,18 @@ inline void Push(const shm::Record& record) {
   if (g_rt == nullptr || !g_rt->ring) return;
   SpinGuard guard(g_rt->ring_lock);
   g_rt->ring->Push(record);
+}
+
+// A round's records (the poller), a few per acquisition of the ring lock: the lock and the
+// ring head move to the poller's core once per chunk instead of once per record, and an app
+// thread never waits for more than a chunk.
+inline void PushAll(const shm::Record* records, size_t n) {
+  if (g_rt == nullptr || !g_rt->ring) return;
+  constexpr size_t kChunk = 32;
+  for (size_t i = 0; i < n; i += kChunk) {
+    SpinGuard guard(g_rt->ring_lock);
+    for (size_t j = i; j < n && j < i + kChunk; ++j) g_rt->ring->Push(records[j]);
+  }
 }
 
 inline shm::Record MakeRecord(RecordType type, uint16_t flags, uint32_t slot, uint64_t comm_id,

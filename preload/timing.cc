@@ -4,12 +4,23 @@ namespace ft::preload::internal {
 
 namespace {
 
-constexpr size_t kMaxPooledEvents = 256;     // per device, kept for reuse
-constexpr uint64_t kMaxPending = 4096;       // beyond this, ops are entered but not timed
+// Per device, kept for reuse. Large enough for every event that can be in flight (two per
+// pending op): a burst of ops must not create and destroy events in steady state (creating one
+// costs far more than recording it).
+constexpr size_t kMaxPooledEvents = 2 * kMaxPending + 256;
+
+// This app thread's free Pendings, taken from Runtime::free_pendings in one exchange, and its
+// tag (poller.cc: ops of one thread on one stream complete in order). constinit: no TLS init
+// wrapper (see t_group_depth).
+constinit thread_local Pending* t_free_pendings = nullptr;
+constinit thread_local uint32_t t_thread_tag = 0;
+std::atomic<uint32_t> g_next_thread_tag{0};
+
+cudaError_t Check(AppCuda* cuda, cudaError_t e) { return cuda != nullptr ? cuda->Check(e) : e; }
 
 }  // namespace
 
-cudaEvent_t AcquireEvent(int device, AppCuda& cuda) {
+cudaEvent_t AcquireEvent(int device, AppCuda* cuda) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   {
     SpinGuard guard(g_rt->pool_lock);
@@ -23,13 +34,12 @@ cudaEvent_t AcquireEvent(int device, AppCuda& cuda) {
   auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr) return nullptr;
   cudaEvent_t e = nullptr;
-  if (cuda.Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
+  if (Check(cuda, create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
   g_rt->events_created.fetch_add(1, std::memory_order_relaxed);
   return e;
 }
 
-// Poller thread only.
-void ReleaseEvent(int device, cudaEvent_t e) {
+void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda) {
   if (e == nullptr) return;
   if (device >= 0 && device < kMaxDevices) {
     SpinGuard guard(g_rt->pool_lock);
@@ -39,7 +49,52 @@ void ReleaseEvent(int device, cudaEvent_t e) {
       return;
     }
   }
-  if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) destroy(e);
+  if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) Check(cuda, destroy(e));
+}
+
+bool EnsureEvent(Pending* p, bool end, AppCuda* cuda) {
+  if (p->event_device != p->device) {
+    // Events of another device cannot be recorded on this op's stream: back to their pool.
+    ReleaseEvent(p->event_device, p->start, cuda);
+    ReleaseEvent(p->event_device, p->end, cuda);
+    p->start = p->end = nullptr;
+    p->event_device = p->device;
+  }
+  cudaEvent_t& e = end ? p->end : p->start;
+  if (e == nullptr) e = AcquireEvent(p->device, cuda);
+  return e != nullptr;
+}
+
+Pending* NewPending() {
+  Pending* p = t_free_pendings;
+  if (p == nullptr) p = g_rt->free_pendings.exchange(nullptr, std::memory_order_acquire);
+  if (p != nullptr) {
+    Pending* next = p->next;
+    t_free_pendings = next;
+    if (next != nullptr) {
+      // The poller wrote it last: start fetching the two lines the next op writes now, so
+      // the transfer from the poller's core overlaps this op instead of stalling the next.
+      __builtin_prefetch(next, 1);
+      __builtin_prefetch(reinterpret_cast<const char*>(next) + 64, 1);
+    }
+    p->Reset();
+    return p;
+  }
+  p = new Pending;
+  Pending* head = g_rt->all_pendings.load(std::memory_order_relaxed);
+  do {
+    p->all_next = head;
+  } while (!g_rt->all_pendings.compare_exchange_weak(head, p, std::memory_order_release,
+                                                      std::memory_order_relaxed));
+  return p;
+}
+
+void FreePending(Pending* p) {
+  Pending* head = g_rt->free_pendings.load(std::memory_order_relaxed);
+  do {
+    p->next = head;
+  } while (!g_rt->free_pendings.compare_exchange_weak(head, p, std::memory_order_release,
+                                                       std::memory_order_relaxed));
 }
 
 // kUnknown (no runtime, or the query failed — e.g. the legacy stream while another stream
@@ -59,48 +114,45 @@ int CurrentDevice(AppCuda& cuda) {
   return device;
 }
 
-// A new pending op with its start event recorded on `stream`; nullptr when it cannot be timed.
 Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda) {
-  if (g_rt->pending_count.load(std::memory_order_relaxed) >= kMaxPending) return nullptr;
-  auto get_device = FT_REAL_CUDA(cudaGetDevice);
-  auto record = FT_REAL_CUDA(cudaEventRecord);
-  if (get_device == nullptr || record == nullptr) return nullptr;
-  int device = -1;
-  if (cuda.Check(get_device(&device)) != cudaSuccess) return nullptr;
-  cudaEvent_t start = AcquireEvent(device, cuda);
-  if (start == nullptr) return nullptr;
-  if (cuda.Check(record(start, stream)) != cudaSuccess) {
-    // Never recorded: nothing can be pending on it, so it goes straight back.
-    SpinGuard guard(g_rt->pool_lock);
-    g_rt->pool[device].push_back(start);
+  // Both counters are read where they are written (the poller publishes `finished` once per
+  // round), so this costs no cache-line transfer per op.
+  if (g_rt->submitted.load(std::memory_order_relaxed) -
+          g_rt->finished.load(std::memory_order_relaxed) >= kMaxPending) {
     return nullptr;
   }
-  auto* p = new Pending;
+  auto record = FT_REAL_CUDA(cudaEventRecord);
+  if (record == nullptr) return nullptr;
+  int device = CurrentDevice(cuda);
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  Pending* p = NewPending();
   p->device = device;
   p->stream = stream;
-  p->start = start;
+  if (!EnsureEvent(p, false, &cuda) || cuda.Check(record(p->start, stream)) != cudaSuccess) {
+    // Nothing recorded: nothing can be pending on it; straight back to this thread's list.
+    p->next = t_free_pendings;
+    t_free_pendings = p;
+    return nullptr;
+  }
+  p->has_start = true;
   return p;
 }
 
-// Records the end event (when `record_end`) and hands the op to the poller.
 void Submit(Pending* p, bool record_end, AppCuda& cuda) {
   if (record_end && !p->failed) {
-    p->end = AcquireEvent(p->device, cuda);
     auto record = FT_REAL_CUDA(cudaEventRecord);
-    if (p->end != nullptr && (record == nullptr || cuda.Check(record(p->end, p->stream)) != cudaSuccess)) {
-      SpinGuard guard(g_rt->pool_lock);
-      g_rt->pool[p->device].push_back(p->end);
-      p->end = nullptr;
-    }
-    if (p->end == nullptr) {
-      for (auto& op : p->ops) op.flags |= kFlagUntimed;
-    }
+    p->has_end = record != nullptr && EnsureEvent(p, true, &cuda) &&
+                 cuda.Check(record(p->end, p->stream)) == cudaSuccess;
+    if (!p->has_end) p->FlagOps(kFlagUntimed);
   }
-  g_rt->pending_count.fetch_add(1, std::memory_order_relaxed);
+  if (t_thread_tag == 0) t_thread_tag = g_next_thread_tag.fetch_add(1, std::memory_order_relaxed) + 1;
+  p->thread_tag = t_thread_tag;
+  g_rt->submitted.fetch_add(1, std::memory_order_relaxed);
   Pending* head = g_rt->incoming.load(std::memory_order_relaxed);
   do {
     p->next = head;
   } while (!g_rt->incoming.compare_exchange_weak(head, p, std::memory_order_release,
                                                  std::memory_order_relaxed));
 }
+
 }  // namespace ft::preload::internal

@@ -1,5 +1,6 @@
 // libft.so internal: events and pending ops. App threads begin and submit timed ops (their
-// CUDA calls never change the app's cudaGetLastError()); the poller releases their events.
+// CUDA calls never change the app's cudaGetLastError()); the poller observes them and hands
+// them back for reuse.
 #ifndef FT_PRELOAD_TIMING_H_
 #define FT_PRELOAD_TIMING_H_
 
@@ -29,8 +30,22 @@ class AppCuda {
   bool had_prior_ = false;
 };
 
-cudaEvent_t AcquireEvent(int device, AppCuda& cuda);
-void ReleaseEvent(int device, cudaEvent_t e);
+inline constexpr uint64_t kMaxPending = 4096;  // beyond this, ops are entered but not timed
+
+// Events come from a per-device pool; `cuda` is the app thread's error guard (nullptr on the
+// poller).
+cudaEvent_t AcquireEvent(int device, AppCuda* cuda);
+void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda);
+// p->start (or p->end) as an event of p->device: the one p kept from its last use when it is
+// of that device, else one from the pool. False when there is none.
+bool EnsureEvent(Pending* p, bool end, AppCuda* cuda);
+
+// A reset Pending from this thread's free list (refilled from the poller's in one exchange),
+// or a new one: no allocation in steady state.
+Pending* NewPending();
+// Back to the free stack (any thread; the poller once an op is finished with). Its events stay
+// with it.
+void FreePending(Pending* p);
 
 enum class Capture { kNo, kYes, kUnknown };
 
@@ -64,7 +79,10 @@ class DeviceScope {
   bool switched_ = false;
 };
 
+// A new pending op with its start event recorded on `stream`; nullptr when it cannot be timed
+// (too many in flight, no runtime, no event).
 Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda);
+// Records the end event (when `record_end`) and hands the op to the poller.
 void Submit(Pending* p, bool record_end, AppCuda& cuda);
 
 }  // namespace ft::preload::internal

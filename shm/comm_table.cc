@@ -42,7 +42,8 @@ CommTableWriter::CommTableWriter(const Segment& segment)
     : slots_(segment.comm_slots()), count_(segment.header()->comm_slot_count) {}
 
 std::optional<uint32_t> CommTableWriter::Claim(uint64_t comm_id, int32_t comm_rank,
-                                               int32_t comm_size, int32_t global_rank) {
+                                               int32_t comm_size, int32_t global_rank,
+                                               uint32_t flags) {
   for (uint32_t i = 0; i < count_; ++i) {
     uint64_t id = slots_[i].comm_id.load(std::memory_order_relaxed);
     if (id == comm_id) return i;
@@ -51,7 +52,7 @@ std::optional<uint32_t> CommTableWriter::Claim(uint64_t comm_id, int32_t comm_ra
     slot.comm_rank = comm_rank;
     slot.comm_size = comm_size;
     slot.global_rank = global_rank;
-    slot.flags = 0;
+    slot.flags = flags;
     // Published last: a reader that sees the id sees the static fields.
     slot.comm_id.store(comm_id, std::memory_order_release);
     return i;
@@ -97,6 +98,7 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
   p.comm_rank = slot.comm_rank;
   p.comm_size = slot.comm_size;
   p.global_rank = slot.global_rank;
+  p.flags = slot.flags;
 
   bool entered_ok = ReadConsistently(slot.enter_version, [&] {
     p.enter_op = slot.enter_op.load(std::memory_order_acquire);

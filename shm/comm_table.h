@@ -18,6 +18,7 @@ struct CommProgress {
   int32_t comm_rank = -1;
   int32_t comm_size = 0;
   int32_t global_rank = -1;
+  uint32_t flags = 0;  // kCommSlot* (layout.h)
   uint32_t enter_op = 0;
   uint64_t entered_seq = 0;
   uint64_t entered_ns = 0;
@@ -36,10 +37,11 @@ class CommTableWriter {
  public:
   explicit CommTableWriter(const Segment& segment);
 
-  // The slot for comm_id, claimed if new; nullopt when the table is full (the comm is then
-  // tracked by ring records only).
+  // The slot for comm_id, claimed if new (with `flags`, kCommSlot* bits, written before the
+  // id is published); nullopt when the table is full (the comm is then tracked by ring
+  // records only). A slot already holding comm_id keeps its flags.
   std::optional<uint32_t> Claim(uint64_t comm_id, int32_t comm_rank, int32_t comm_size,
-                                int32_t global_rank);
+                                int32_t global_rank, uint32_t flags = 0);
   void EnterOp(uint32_t slot, uint64_t seq, uint32_t op, uint64_t bytes, int64_t peer, uint64_t now_ns);
   void Started(uint32_t slot, uint64_t seq, uint64_t now_ns);
   void Completed(uint32_t slot, uint64_t seq, uint64_t now_ns, uint64_t duration_ns);

@@ -55,6 +55,12 @@ void Dump(const Segment& segment, size_t records) {
               static_cast<unsigned long long>(h->heartbeat_count.load()),
               AgeSeconds(now, h->last_call_ns.load()),
               static_cast<unsigned long long>(h->call_count.load()));
+  uint64_t blocked_since = h->blocked_since_ns.load(std::memory_order_acquire);
+  if (blocked_since != 0) {
+    std::printf("  blocked in a synchronizing call for %.1f s (%llu thread(s))\n",
+                AgeSeconds(now, blocked_since),
+                static_cast<unsigned long long>(h->blocked_count.load()));
+  }
   std::printf("  ring: capacity=%u head=%llu tail=%llu dropped=%llu\n", h->ring_capacity,
               static_cast<unsigned long long>(h->ring_head.load()),
               static_cast<unsigned long long>(segment.control()->ring_tail.load()),
@@ -63,8 +69,9 @@ void Dump(const Segment& segment, size_t records) {
     auto p = ft::shm::SnapshotCommSlot(segment, i);
     if (!p) continue;
     bool in_flight = p->entered_seq > p->completed_seq;
-    std::printf("  comm %016llx rank %d/%d: entered=%llu started=%llu completed=%llu",
-                static_cast<unsigned long long>(p->comm_id), p->comm_rank, p->comm_size,
+    std::printf("  comm %016llx%s rank %d/%d: entered=%llu started=%llu completed=%llu",
+                static_cast<unsigned long long>(p->comm_id),
+                (p->flags & ft::shm::kCommSlotP2P) ? " (p2p)" : "", p->comm_rank, p->comm_size,
                 static_cast<unsigned long long>(p->entered_seq),
                 static_cast<unsigned long long>(p->started_seq),
                 static_cast<unsigned long long>(p->completed_seq));

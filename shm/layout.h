@@ -70,6 +70,11 @@ struct SegmentHeader {
   std::atomic<uint64_t> heartbeat_count;           // 392
   alignas(64) std::atomic<uint64_t> last_call_ns;  // 448: the app's last CUDA/NCCL call
   std::atomic<uint64_t> call_count;                // 456
+  // Host threads of the app inside a synchronizing CUDA call (stream/device/event synchronize,
+  // synchronous copy or set): since when (0 = none) and how many. Added within version 1 in
+  // bytes that were reserved zero, so an older producer reads as "not blocked".
+  std::atomic<uint64_t> blocked_since_ns;          // 464
+  std::atomic<uint64_t> blocked_count;             // 472
   alignas(64) std::atomic<uint64_t> ring_head;     // 512: records ever published
   std::atomic<uint64_t> ring_dropped;              // 520: records dropped on a full ring
   uint8_t reserved1[kHeaderBytes - 528];
@@ -98,6 +103,10 @@ struct ControlPage {
   uint8_t reserved2[kControlBytes - 256 - kMailboxSlots * sizeof(MailboxSlot)];
 };
 
+// CommSlot::flags bits (written before comm_id is published; never change afterwards).
+inline constexpr uint32_t kCommSlotP2P = 1;  // the comm's Send/Recv slot (seq counts this
+                                             // rank's p2p ops), not its collectives slot
+
 // One communicator's progress. Two single writers, each behind its own seqlock (version odd
 // while writing): the app thread (what it entered) and the poller thread (what the GPU
 // started and completed). A reader retries a group until it sees the same even version on
@@ -107,7 +116,7 @@ struct CommSlot {
   int32_t comm_rank;                           // 8
   int32_t comm_size;                           // 12
   int32_t global_rank;                         // 16
-  uint32_t flags;                              // 20
+  uint32_t flags;                              // 20: kCommSlot* bits
   uint8_t reserved0[64 - 24];
   // Entered (app thread).
   std::atomic<uint32_t> enter_version;         // 64

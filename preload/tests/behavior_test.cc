@@ -4,11 +4,15 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -174,6 +178,38 @@ TEST(Behavior, GroupedOpsAreTimedAroundTheOutermostGroupEnd) {
   for (const auto& r : ends) EXPECT_TRUE(r.flags & kFlagGrouped);
   // Both ops share the group's events: same observed completion.
   EXPECT_EQ(ends[0].time_ns, ends[1].time_ns);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+// Send/Recv use the comm's second table slot, flagged p2p, numbered by this rank's p2p ops.
+TEST(Behavior, PointToPointOpsUseTheFlaggedP2PSlot) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 128 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  ASSERT_EQ(ncclSend(buf, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
+  ASSERT_EQ(ncclRecv(buf + 64, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  // The p2p slot's id: Mix(comm id ^ "p2p-slot") (docs/shm-format.md).
+  uint64_t x = c.id ^ 0x7032702d736c6f74ull;
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  auto p = WaitCompleted(x, 2);
+  EXPECT_EQ(p.flags, shm::kCommSlotP2P);
+  EXPECT_EQ(p.entered_seq, 2u);
+  EXPECT_EQ(p.completed_seq, 2u);
+  EXPECT_EQ(p.enter_op, static_cast<uint32_t>(OpKind::kRecv));
+  auto coll = Slot(c.id);
+  ASSERT_TRUE(coll.has_value());
+  EXPECT_EQ(coll->flags, 0u);
+  EXPECT_EQ(coll->entered_seq, 0u);
   EXPECT_EQ(cudaFree(buf), cudaSuccess);
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
@@ -358,6 +394,131 @@ TEST(Behavior, InitAllAndAGroupSpanningTwoCommunicators) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 }
 
+uint64_t MonotonicNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// A stream held by a long "kernel" (a host function that runs until released): threads in
+// cudaStreamSynchronize / cudaDeviceSynchronize behind it show in the header as blocked since
+// the first one entered; when the last one leaves, the field is 0 again.
+TEST(Behavior, BlockedSinceIsSetWhileAThreadWaitsInASynchronizingCall) {
+  shm::SegmentHeader* h = Own().header();
+  EXPECT_EQ(h->blocked_since_ns.load(), 0u);
+  EXPECT_EQ(h->blocked_count.load(), 0u);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  std::atomic<bool> release{false};
+  auto long_kernel = [](void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(s, long_kernel, &release), cudaSuccess);
+  uint64_t before = MonotonicNs();
+  std::thread first([&] { EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess); });
+  uint64_t since = 0;
+  for (int i = 0; i < 500 && since == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    since = h->blocked_since_ns.load();
+  }
+  EXPECT_GE(since, before);
+  EXPECT_LE(since, MonotonicNs());
+  EXPECT_EQ(h->blocked_count.load(), 1u);
+  // A second thread joining keeps the first one's time.
+  std::thread second([&] { EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess); });
+  for (int i = 0; i < 500 && h->blocked_count.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(h->blocked_count.load(), 2u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(h->blocked_since_ns.load(), since) << "still blocked: the time must not move";
+  release.store(true);
+  first.join();
+  second.join();
+  EXPECT_EQ(h->blocked_count.load(), 0u);
+  EXPECT_EQ(h->blocked_since_ns.load(), 0u);
+  // Calls that do not block leave it alone.
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(h->blocked_since_ns.load(), 0u);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+}
+
+// What "started" means for hang attribution: a collective queued behind a stuck kernel on its
+// stream is entered but not started; one whose stream reached it and that waits for a peer is
+// started but not completed.
+TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  WaitCompleted(c.id, 1);
+  std::atomic<bool> release{false};
+  auto stuck_kernel = [](void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck_kernel, &release), cudaSuccess);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // many poll rounds
+  auto p = Slot(c.id);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->entered_seq, 4u);
+  EXPECT_EQ(p->started_seq, 1u) << "queued behind the stuck kernel: not started";
+  EXPECT_EQ(p->completed_seq, 1u);
+  release.store(true);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  p = WaitCompleted(c.id, 4);
+  EXPECT_EQ(p->started_seq, 4u);
+  EXPECT_EQ(p->completed_seq, 4u);
+
+  // Two ranks in this process (devices 0 and 1); rank 0 enters alone and waits for rank 1.
+  ncclComm_t pair[2];
+  ASSERT_EQ(ncclCommInitAll(pair, 2, nullptr), ncclSuccess);
+  uint64_t pair_id = 0;
+  for (const auto& r : Records()) {
+    if (Is(r, RecordType::kCommInit) && r.flags == static_cast<uint16_t>(CommOrigin::kInitAll)) pair_id = r.comm_id;
+  }
+  ASSERT_NE(pair_id, 0u);
+  cudaStream_t ps[2];
+  float* pbuf[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&ps[i]), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&pbuf[i]), 64 * sizeof(float)), cudaSuccess);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(pbuf[0], pbuf[0], 64, ncclFloat32, ncclSum, pair[0], ps[0]), ncclSuccess);
+  std::optional<shm::CommProgress> q;
+  for (int i = 0; i < 500; ++i) {
+    q = Slot(pair_id);
+    if (q && q->started_seq >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->entered_seq, 1u);
+  EXPECT_EQ(q->started_seq, 1u) << "rank 0's stream reached the collective";
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(Slot(pair_id)->completed_seq, 0u) << "it waits for rank 1";
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(pbuf[1], pbuf[1], 64, ncclFloat32, ncclSum, pair[1], ps[1]), ncclSuccess);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaStreamSynchronize(ps[i]), cudaSuccess);
+  EXPECT_EQ(WaitCompleted(pair_id, 1).completed_seq, 1u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
+    EXPECT_EQ(cudaFree(pbuf[i]), cudaSuccess);
+    EXPECT_EQ(ncclCommDestroy(pair[i]), ncclSuccess);
+  }
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
 TEST(Behavior, MailboxCommandsAreAcknowledgedAsUnsupported) {
   uint64_t seq = 0;
   uint8_t payload[4] = {1, 2, 3, 4};
@@ -377,6 +538,56 @@ TEST(Behavior, HeartbeatAdvances) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_GT(Own().header()->heartbeat_count.load(), before);
   EXPECT_GT(Own().header()->call_count.load(), 0u);
+}
+
+// The child half of ExitStatusIsWrittenBeforeExited: run (re-executed, under LD_PRELOAD) only
+// when FT_TEST_EXIT_STATUS is set. It makes a CUDA call (libft.so creates its segment), waits
+// until the parent has attached, then exits with that status.
+TEST(ExitHelper, ExitsWithStatus) {
+  const char* status = getenv("FT_TEST_EXIT_STATUS");
+  const char* fd = getenv("FT_TEST_EXIT_FD");
+  if (status == nullptr || fd == nullptr) GTEST_SKIP() << "helper for ExitStatusIsWrittenBeforeExited";
+  void* p = nullptr;
+  if (cudaMalloc(&p, 64) != cudaSuccess) _exit(100);
+  char byte = 0;
+  if (read(atoi(fd), &byte, 1) != 1) _exit(101);
+  exit(atoi(status));
+}
+
+TEST(Behavior, ExitStatusIsWrittenBeforeExited) {
+  int go[2];
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(go[1]);
+    setenv("FT_TEST_EXIT_STATUS", "7", 1);
+    setenv("FT_TEST_EXIT_FD", std::to_string(go[0]).c_str(), 1);
+    execl("/proc/self/exe", "preload_behavior_test", "--gtest_filter=ExitHelper.*", nullptr);
+    _exit(102);
+  }
+  close(go[0]);
+  // Attach while it runs: the mapping outlives the unlink at its exit.
+  std::unique_ptr<shm::Segment> seg;
+  for (int i = 0; i < 1000 && !seg; ++i) {
+    if (!shm::Segment::Attach(shm::SegmentName(kJob, -1, child), &seg).ok()) {
+      seg.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ASSERT_TRUE(seg != nullptr) << "the child's segment never appeared";
+  EXPECT_EQ(seg->header()->state.load(), static_cast<uint32_t>(shm::ProcessState::kRunning));
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  close(go[1]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  EXPECT_EQ(seg->header()->state.load(), static_cast<uint32_t>(shm::ProcessState::kExited));
+  EXPECT_EQ(seg->header()->exit_status.load(), 7);
+  std::unique_ptr<shm::Segment> again;
+  EXPECT_FALSE(shm::Segment::Attach(shm::SegmentName(kJob, -1, child), &again).ok())
+      << "a clean exit removes the segment";
 }
 
 TEST(Behavior, ForkedChildRunsUnmonitoredAndLeavesTheParentsSegment) {

@@ -40,6 +40,7 @@ TEST(CommTableTest, ReaderSnapshotShowsEnteredStartedCompleted) {
   EXPECT_EQ(p->comm_rank, 2);
   EXPECT_EQ(p->comm_size, 8);
   EXPECT_EQ(p->global_rank, 10);
+  EXPECT_EQ(p->flags, 0u);
   EXPECT_EQ(p->entered_seq, 7u);
   EXPECT_EQ(p->enter_op, 3u);
   EXPECT_EQ(p->entered_bytes, 4096u);
@@ -47,6 +48,21 @@ TEST(CommTableTest, ReaderSnapshotShowsEnteredStartedCompleted) {
   EXPECT_EQ(p->completed_seq, 6u);
   EXPECT_EQ(p->last_duration_ns, 50u);
   EXPECT_FALSE(SnapshotCommSlot(*reader, 100000).has_value());
+}
+
+TEST(CommTableTest, ClaimWritesFlagsBeforePublishing) {
+  ScopedSegment seg;
+  std::unique_ptr<Segment> reader;
+  ASSERT_TRUE(Segment::Attach(seg.name(), &reader).ok());
+  CommTableWriter writer(seg.writer());
+  uint32_t coll = *writer.Claim(0x10, 0, 2, 0);
+  uint32_t p2p = *writer.Claim(0x11, 0, 2, 0, kCommSlotP2P);
+  EXPECT_EQ(seg.writer().comm_slots()[p2p].flags, kCommSlotP2P);
+  EXPECT_EQ(SnapshotCommSlot(*reader, coll)->flags, 0u);
+  EXPECT_EQ(SnapshotCommSlot(*reader, p2p)->flags, kCommSlotP2P);
+  // Claiming an existing id again returns its slot and leaves its flags.
+  EXPECT_EQ(writer.Claim(0x11, 0, 2, 0), p2p);
+  EXPECT_EQ(SnapshotCommSlot(*reader, p2p)->flags, kCommSlotP2P);
 }
 
 // Writers keep every field of a group equal to the sequence number; a torn snapshot would

@@ -2,6 +2,7 @@
 // reject what is not a segment, with a message and a non-zero exit.
 #include <sys/mman.h>
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,8 +47,21 @@ TEST(FtdumpTest, ShowsIdentityInFlightOpAndRecords) {
   EXPECT_NE(out.find("comm 0000000000abcdef rank 1/4: entered=12 started=0 completed=11 IN FLIGHT"),
             std::string::npos) << out;
   EXPECT_NE(out.find("record type=9"), std::string::npos) << out;
+  EXPECT_EQ(out.find("blocked in a synchronizing call"), std::string::npos) << out;
   // Looking consumed nothing.
   EXPECT_EQ(seg.writer().control()->ring_tail.load(), 0u);
+}
+
+TEST(FtdumpTest, ShowsAThreadBlockedInASynchronizingCall) {
+  ScopedSegment seg;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t now = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  seg.writer().header()->blocked_count.store(1);
+  seg.writer().header()->blocked_since_ns.store(now - 3000000000ull);
+  std::string out;
+  ASSERT_EQ(RunFtdump(seg.name(), &out), 0) << out;
+  EXPECT_NE(out.find("blocked in a synchronizing call for 3."), std::string::npos) << out;
 }
 
 TEST(FtdumpTest, RejectsGarbageAndUnknownFlags) {

@@ -19,6 +19,7 @@ TEST(LayoutTest, Constants) {
   EXPECT_EQ(sizeof(CommSlot), 256u);
   EXPECT_EQ(sizeof(MailboxSlot), 256u);
   EXPECT_EQ(sizeof(Record), 64u);
+  EXPECT_EQ(kCommSlotP2P, 1u);
 }
 
 TEST(LayoutTest, SegmentHeaderOffsets) {
@@ -48,6 +49,11 @@ TEST(LayoutTest, SegmentHeaderOffsets) {
   EXPECT_EQ(offsetof(SegmentHeader, heartbeat_count), 392u);
   EXPECT_EQ(offsetof(SegmentHeader, last_call_ns), 448u);
   EXPECT_EQ(offsetof(SegmentHeader, call_count), 456u);
+  // Added within layout version 1 (reserved-zero bytes before): 0 reads as "not blocked".
+  EXPECT_EQ(offsetof(SegmentHeader, blocked_since_ns), 464u);
+  EXPECT_EQ(sizeof(SegmentHeader::blocked_since_ns), 8u);
+  EXPECT_EQ(offsetof(SegmentHeader, blocked_count), 472u);
+  EXPECT_EQ(sizeof(SegmentHeader::blocked_count), 8u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_head), 512u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_dropped), 520u);
 }
