@@ -36,6 +36,8 @@ struct CommRow {
   double entered_age_ms = -1;    // how long ago the last op was entered; -1 never
   double started_age_ms = -1;
   double completed_age_ms = -1;
+
+  bool operator==(const CommRow&) const = default;
 };
 
 // What a rank is doing, read from its segment by its node's worker at observed_unix_ms.
@@ -51,6 +53,8 @@ struct RankProgress {
   double cpu_pct = 0;            // the process's CPU use over the last second (% of one core)
   bool busy = false;             // still working on the host: not stuck (see docs)
   std::vector<CommRow> comms;
+
+  bool operator==(const RankProgress&) const = default;
 };
 
 // An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy".
@@ -77,6 +81,8 @@ struct Event {
   double baseline_ms = 0;
   double compute_ms = 0;
   RankProgress progress;         // the rank's whole progress table at the event
+
+  bool operator==(const Event&) const = default;
 };
 
 struct OpSummary {
@@ -88,6 +94,8 @@ struct OpSummary {
   double p99_ms = 0;
   double max_ms = 0;
   uint64_t last_seq = 0;
+
+  bool operator==(const OpSummary&) const = default;
 };
 
 // A rank's periodic summary: durations over the last window, step time inferred from the
@@ -104,6 +112,8 @@ struct RankSummary {
   uint64_t records = 0;
   uint64_t dropped = 0;
   std::vector<OpSummary> ops;
+
+  bool operator==(const RankSummary&) const = default;
 };
 
 struct CommMember {
@@ -111,6 +121,8 @@ struct CommMember {
   bool p2p = false;
   int comm_rank = -1;
   int comm_size = 0;
+
+  bool operator==(const CommMember&) const = default;
 };
 
 struct Membership {
@@ -124,6 +136,8 @@ struct Membership {
   std::string state;             // as RankProgress::state
   int64_t unix_ms = 0;
   std::vector<CommMember> comms;
+
+  bool operator==(const Membership&) const = default;
 };
 
 struct TimeoutEntry {
@@ -131,6 +145,8 @@ struct TimeoutEntry {
   std::string op;
   int bucket = 0;
   double ms = 0;
+
+  bool operator==(const TimeoutEntry&) const = default;
 };
 
 // Published by the master; workers use default_ms where no entry matches.
@@ -139,6 +155,8 @@ struct TimeoutTable {
   double default_ms = 0;
   int64_t unix_ms = 0;
   std::vector<TimeoutEntry> entries;
+
+  bool operator==(const TimeoutTable&) const = default;
 };
 
 // A command for the worker of one node. kind: "stop" (SIGTERM, then SIGKILL after grace_s),
@@ -151,6 +169,8 @@ struct Command {
   std::string text;
   double grace_s = 10;
   int64_t unix_ms = 0;
+
+  bool operator==(const Command&) const = default;
 };
 
 // result: "done", "not_supported", "failed", "no_such_rank".
@@ -161,12 +181,16 @@ struct CommandAck {
   std::string result;
   std::string message;
   int64_t unix_ms = 0;
+
+  bool operator==(const CommandAck&) const = default;
 };
 
 struct Suspect {
   int rank = -1;
   std::string node;
   std::string why;               // e.g. "never reached allreduce #812 on comm 3fa2..; 7 ranks wait on it"
+
+  bool operator==(const Suspect&) const = default;
 };
 
 // kind: "hang", "transport-hang", "crash", "straggler", "busy".
@@ -182,6 +206,20 @@ struct Incident {
   double decide_ms = 0;          // first event to decision
   std::string decision;          // "save-then-stop", "stop", "none"
   std::string message;
+
+  bool operator==(const Incident&) const = default;
+};
+
+// The value of ft:{J}:worker:<node>, refreshed every second with a short TTL: its absence means
+// the worker is gone. ranks: the global ranks the worker currently reads on its node.
+struct WorkerHeartbeat {
+  std::string node;
+  std::string host;
+  int pid = 0;
+  std::vector<int> ranks;
+  int64_t unix_ms = 0;
+
+  bool operator==(const WorkerHeartbeat&) const = default;
 };
 
 }  // namespace ft::proto

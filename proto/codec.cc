@@ -1,0 +1,748 @@
+#include "proto/codec.h"
+
+#include <cfloat>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace ft::proto {
+namespace {
+
+using Json = nlohmann::json;
+// Encoding keeps insertion order so "v" comes first and a person reading redis-cli sees the
+// identifying fields before the long lists.
+using OJson = nlohmann::ordered_json;
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+
+// JSON has no NaN or infinity (nlohmann would write null, which our own reader rejects).
+double Finite(double v) {
+  if (std::isnan(v)) return 0;
+  if (std::isinf(v)) return v > 0 ? DBL_MAX : -DBL_MAX;
+  return v;
+}
+
+std::string Dump(const OJson& j) {
+  // Invalid UTF-8 in a string (a node name from a strange environment) becomes U+FFFD instead
+  // of an exception: encoding never fails.
+  return j.dump(-1, ' ', false, OJson::error_handler_t::replace);
+}
+
+OJson Versioned() {
+  OJson j = OJson::object();
+  j["v"] = kSchemaVersion;
+  return j;
+}
+
+OJson CommRowJson(const CommRow& r) {
+  OJson j = OJson::object();
+  j["comm"] = CommIdHex(r.comm_id);
+  j["p2p"] = r.p2p;
+  j["comm_rank"] = r.comm_rank;
+  j["comm_size"] = r.comm_size;
+  j["op"] = r.op;
+  j["bytes"] = r.bytes;
+  j["peer"] = r.peer;
+  j["entered"] = r.entered_seq;
+  j["started"] = r.started_seq;
+  j["completed"] = r.completed_seq;
+  j["entered_age_ms"] = Finite(r.entered_age_ms);
+  j["started_age_ms"] = Finite(r.started_age_ms);
+  j["completed_age_ms"] = Finite(r.completed_age_ms);
+  return j;
+}
+
+void PutProgress(const RankProgress& p, OJson* j) {
+  (*j)["rank"] = p.rank;
+  (*j)["node"] = p.node;
+  (*j)["pid"] = p.pid;
+  (*j)["incarnation"] = p.incarnation;
+  (*j)["state"] = p.state;
+  (*j)["observed_unix_ms"] = p.observed_unix_ms;
+  (*j)["last_call_age_ms"] = Finite(p.last_call_age_ms);
+  (*j)["blocked_ms"] = Finite(p.blocked_ms);
+  (*j)["cpu_pct"] = Finite(p.cpu_pct);
+  (*j)["busy"] = p.busy;
+  OJson comms = OJson::array();
+  for (const CommRow& r : p.comms) comms.push_back(CommRowJson(r));
+  (*j)["comms"] = std::move(comms);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding. Every check names the field by its path ("progress.comms[2].entered").
+
+const char* TypeName(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return "an integer";
+    case Json::value_t::number_float: return "a fractional number";
+    case Json::value_t::binary: return "binary";
+    case Json::value_t::discarded: return "nothing";
+  }
+  return "something else";
+}
+
+Status Expected(const std::string& path, const char* what, const Json& got) {
+  return Status::Corrupt(path + ": expected " + what + ", got " + TypeName(got));
+}
+
+template <typename T>
+constexpr int64_t LowOf() {
+  return std::is_signed_v<T> ? static_cast<int64_t>(std::numeric_limits<T>::min()) : 0;
+}
+template <typename T>
+constexpr uint64_t HighOf() {
+  return static_cast<uint64_t>(std::numeric_limits<T>::max());
+}
+
+template <typename T>
+Status CheckInt(const Json& j, const std::string& path, T* out, int64_t lo = LowOf<T>(),
+                uint64_t hi = HighOf<T>()) {
+  if (!j.is_number_integer()) return Expected(path, "an integer", j);
+  auto range = [&](const std::string& got) {
+    if (lo >= 0 && !got.empty() && got[0] == '-') {
+      return Status::Corrupt(path + ": must not be negative, got " + got);
+    }
+    return Status::Corrupt(path + ": " + got + " is out of range [" + std::to_string(lo) + ", " +
+                           std::to_string(hi) + "]");
+  };
+  if (j.is_number_unsigned()) {
+    uint64_t u = j.get<uint64_t>();
+    if (u > hi || (lo > 0 && u < static_cast<uint64_t>(lo))) return range(std::to_string(u));
+    *out = static_cast<T>(u);
+  } else {
+    int64_t s = j.get<int64_t>();
+    if (s < lo || (s >= 0 && static_cast<uint64_t>(s) > hi)) return range(std::to_string(s));
+    *out = static_cast<T>(s);
+  }
+  return Status::Ok();
+}
+
+Status CheckNum(const Json& j, const std::string& path, double* out, double lo = -DBL_MAX,
+                double hi = DBL_MAX) {
+  if (!j.is_number()) return Expected(path, "a number", j);
+  double v = j.get<double>();
+  if (!std::isfinite(v)) return Status::Corrupt(path + ": not a finite number");
+  if (v < lo || v > hi) {
+    return Status::Corrupt(path + ": " + std::to_string(v) + " is out of range [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = v;
+  return Status::Ok();
+}
+
+Status CheckBool(const Json& j, const std::string& path, bool* out) {
+  if (!j.is_boolean()) return Expected(path, "a boolean", j);
+  *out = j.get<bool>();
+  return Status::Ok();
+}
+
+enum class Empty { kAllowed, kRejected };
+
+Status CheckStr(const Json& j, const std::string& path, std::string* out,
+                Empty empty = Empty::kAllowed) {
+  if (!j.is_string()) return Expected(path, "a string", j);
+  const std::string& s = j.get_ref<const std::string&>();
+  if (s.size() > kMaxStringBytes) {
+    return Status::Corrupt(path + ": string of " + std::to_string(s.size()) +
+                           " bytes, more than the limit of " + std::to_string(kMaxStringBytes));
+  }
+  if (empty == Empty::kRejected && s.empty()) return Status::Corrupt(path + ": must not be empty");
+  *out = s;
+  return Status::Ok();
+}
+
+Status CheckHex(const Json& j, const std::string& path, uint64_t* out) {
+  if (!j.is_string()) return Expected(path, "a communicator id string (16 hex digits)", j);
+  if (!ParseCommIdHex(j.get_ref<const std::string&>(), out)) {
+    return Status::Corrupt(path + ": expected 16 hex digits");
+  }
+  return Status::Ok();
+}
+
+enum class Need { kOptional, kRequired };
+
+// The fields of one JSON object at `prefix` ("" at the top, "progress", "comms[3]").
+class Reader {
+ public:
+  Reader(const Json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  std::string Path(std::string_view key) const {
+    return prefix_.empty() ? std::string(key) : prefix_ + "." + std::string(key);
+  }
+
+  // *found is null when the field is absent and optional.
+  Status Find(const char* key, Need need, const Json** found) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end()) {
+      *found = nullptr;
+      if (need == Need::kRequired) return Status::Corrupt(Path(key) + ": missing (required)");
+      return Status::Ok();
+    }
+    *found = &*it;
+    return Status::Ok();
+  }
+
+  template <typename T>
+  Status Int(const char* key, Need need, T* out, int64_t lo = LowOf<T>(),
+             uint64_t hi = HighOf<T>()) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    return j ? CheckInt(*j, Path(key), out, lo, hi) : Status::Ok();
+  }
+  Status Num(const char* key, Need need, double* out, double lo = -DBL_MAX,
+             double hi = DBL_MAX) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    return j ? CheckNum(*j, Path(key), out, lo, hi) : Status::Ok();
+  }
+  Status Bool(const char* key, Need need, bool* out) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    return j ? CheckBool(*j, Path(key), out) : Status::Ok();
+  }
+  Status Str(const char* key, Need need, std::string* out, Empty empty = Empty::kAllowed) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    return j ? CheckStr(*j, Path(key), out, empty) : Status::Ok();
+  }
+  Status Hex(const char* key, Need need, uint64_t* out) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    return j ? CheckHex(*j, Path(key), out) : Status::Ok();
+  }
+
+  // A nested object: `fill(Reader)` reads its fields.
+  template <typename Fill>
+  Status Object(const char* key, Need need, Fill fill) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    if (!j) return Status::Ok();
+    if (!j->is_object()) return Expected(Path(key), "an object", *j);
+    return fill(Reader(*j, Path(key)));
+  }
+
+  // A list: `elem(const Json&, path, T*)` checks one entry.
+  template <typename T, typename Elem>
+  Status List(const char* key, Need need, std::vector<T>* out, Elem elem) const {
+    const Json* j;
+    FT_RETURN_IF_ERROR(Find(key, need, &j));
+    if (!j) return Status::Ok();
+    std::string path = Path(key);
+    if (!j->is_array()) return Expected(path, "a list", *j);
+    if (j->size() > kMaxListEntries) {
+      return Status::Corrupt(path + ": " + std::to_string(j->size()) +
+                             " entries, more than the limit of " +
+                             std::to_string(kMaxListEntries));
+    }
+    std::vector<T> values(j->size());
+    for (size_t i = 0; i < j->size(); ++i) {
+      FT_RETURN_IF_ERROR(elem((*j)[i], path + "[" + std::to_string(i) + "]", &values[i]));
+    }
+    *out = std::move(values);
+    return Status::Ok();
+  }
+
+  // A list of objects: `fill(Reader, T*)` reads one entry's fields.
+  template <typename T, typename Fill>
+  Status Objects(const char* key, Need need, std::vector<T>* out, Fill fill) const {
+    return List(key, need, out, [&](const Json& e, const std::string& path, T* value) -> Status {
+      if (!e.is_object()) return Expected(path, "an object", e);
+      return fill(Reader(e, path), value);
+    });
+  }
+
+ private:
+  const Json& obj_;
+  std::string prefix_;
+};
+
+constexpr double kMax = DBL_MAX;
+constexpr int64_t kRankLow = -1;  // -1: unknown rank (a process whose launcher said nothing)
+
+// Brackets and braces outside strings: the parser keeps its own stack, but a bound on nesting
+// keeps memory and time proportional to what a real value needs.
+Status CheckNesting(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxNesting) {
+        return Status::Corrupt("nested deeper than " + std::to_string(kMaxNesting) + " levels");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
+// Parses `text`, checks "v", reads the fields with `fill` into a fresh T and only then stores
+// it in *out. Never throws.
+template <typename T, typename Fill>
+Status DecodeValue(std::string_view text, T* out, Fill fill) {
+  try {
+    if (text.size() > kMaxValueBytes) {
+      return Status::Corrupt("value of " + std::to_string(text.size()) +
+                             " bytes, more than the limit of " + std::to_string(kMaxValueBytes));
+    }
+    FT_RETURN_IF_ERROR(CheckNesting(text));
+    Json j = Json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      // Parse again for the message (only on the error path): it says where and why.
+      try {
+        Json again = Json::parse(text.begin(), text.end());
+      } catch (const Json::exception& e) {
+        return Status::Corrupt(std::string("not JSON: ") + e.what());
+      }
+      return Status::Corrupt("not JSON");
+    }
+    if (!j.is_object()) return Expected("value", "a JSON object", j);
+    Reader r(j, "");
+    const Json* v;
+    FT_RETURN_IF_ERROR(r.Find("v", Need::kRequired, &v));
+    if (!v->is_number_integer()) return Expected("v", "an integer (the schema version)", *v);
+    if (v->is_number_unsigned() ? v->get<uint64_t>() != static_cast<uint64_t>(kSchemaVersion)
+                                : v->get<int64_t>() != kSchemaVersion) {
+      return Status::Unsupported("schema version " + v->dump() + ", this build reads version " +
+                                 std::to_string(kSchemaVersion) +
+                                 "; run the same ft version on workers and master");
+    }
+    T value{};
+    FT_RETURN_IF_ERROR(fill(r, &value));
+    *out = std::move(value);
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::Corrupt(std::string("undecodable value: ") + e.what());
+  } catch (...) {
+    return Status::Corrupt("undecodable value");
+  }
+}
+
+Status ReadCommRow(const Reader& r, CommRow* c) {
+  FT_RETURN_IF_ERROR(r.Hex("comm", Need::kRequired, &c->comm_id));
+  FT_RETURN_IF_ERROR(r.Bool("p2p", Need::kOptional, &c->p2p));
+  FT_RETURN_IF_ERROR(r.Int("comm_rank", Need::kOptional, &c->comm_rank, -1));
+  FT_RETURN_IF_ERROR(r.Int("comm_size", Need::kOptional, &c->comm_size, 0));
+  FT_RETURN_IF_ERROR(r.Str("op", Need::kOptional, &c->op));
+  FT_RETURN_IF_ERROR(r.Int("bytes", Need::kOptional, &c->bytes));
+  FT_RETURN_IF_ERROR(r.Int("peer", Need::kOptional, &c->peer, -1));
+  FT_RETURN_IF_ERROR(r.Int("entered", Need::kRequired, &c->entered_seq));
+  FT_RETURN_IF_ERROR(r.Int("started", Need::kRequired, &c->started_seq));
+  FT_RETURN_IF_ERROR(r.Int("completed", Need::kRequired, &c->completed_seq));
+  FT_RETURN_IF_ERROR(r.Num("entered_age_ms", Need::kOptional, &c->entered_age_ms, -1));
+  FT_RETURN_IF_ERROR(r.Num("started_age_ms", Need::kOptional, &c->started_age_ms, -1));
+  FT_RETURN_IF_ERROR(r.Num("completed_age_ms", Need::kOptional, &c->completed_age_ms, -1));
+  return Status::Ok();
+}
+
+Status ReadProgress(const Reader& r, RankProgress* p) {
+  FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &p->rank, kRankLow));
+  FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &p->node, Empty::kRejected));
+  FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &p->pid, 0));
+  FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &p->incarnation));
+  FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &p->state, Empty::kRejected));
+  FT_RETURN_IF_ERROR(r.Int("observed_unix_ms", Need::kRequired, &p->observed_unix_ms, 0));
+  FT_RETURN_IF_ERROR(r.Num("last_call_age_ms", Need::kOptional, &p->last_call_age_ms, -1));
+  FT_RETURN_IF_ERROR(r.Num("blocked_ms", Need::kOptional, &p->blocked_ms, 0));
+  FT_RETURN_IF_ERROR(r.Num("cpu_pct", Need::kOptional, &p->cpu_pct, 0));
+  FT_RETURN_IF_ERROR(r.Bool("busy", Need::kOptional, &p->busy));
+  return r.Objects("comms", Need::kOptional, &p->comms, ReadCommRow);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+std::string CommIdHex(uint64_t id) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<size_t>(i)] = kDigits[id & 0xf];
+  return out;
+}
+
+bool ParseCommIdHex(std::string_view text, uint64_t* id) {
+  if (text.size() != 16) return false;
+  uint64_t value = 0;
+  for (char c : text) {
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      digit = c - 'A' + 10;
+    } else {
+      return false;
+    }
+    value = (value << 4) | static_cast<uint64_t>(digit);
+  }
+  *id = value;
+  return true;
+}
+
+std::string SuspectsField(const std::vector<Suspect>& suspects) {
+  std::string out;
+  for (const Suspect& s : suspects) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(s.rank) + "@" + s.node;
+  }
+  return out;
+}
+
+// --- RankProgress ---------------------------------------------------------------------------
+
+std::string Encode(const RankProgress& value) {
+  OJson j = Versioned();
+  PutProgress(value, &j);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, RankProgress* out) {
+  return DecodeValue(json, out, ReadProgress);
+}
+
+// --- Event ----------------------------------------------------------------------------------
+
+std::string Encode(const Event& e) {
+  OJson j = Versioned();
+  j["kind"] = e.kind;
+  j["rank"] = e.rank;
+  j["node"] = e.node;
+  j["unix_ms"] = e.unix_ms;
+  j["message"] = e.message;
+  // Fields of the event's kind always; the others only when set (so nothing is lost, and a
+  // person reading redis-cli sees only what matters for this kind).
+  const bool timeout = e.kind == "timeout", error = e.kind == "error", exit = e.kind == "exit",
+             slow = e.kind == "slowdown";
+  if (timeout || e.comm_id != 0) j["comm"] = CommIdHex(e.comm_id);
+  if (timeout || !e.op.empty()) j["op"] = e.op;
+  if (timeout || e.seq != 0) j["seq"] = e.seq;
+  if (timeout || e.age_ms != 0) j["age_ms"] = Finite(e.age_ms);
+  if (timeout || e.timeout_ms != 0) j["timeout_ms"] = Finite(e.timeout_ms);
+  if (timeout || e.started) j["started"] = e.started;
+  if (error || !e.api.empty()) j["api"] = e.api;
+  if (error || !e.call.empty()) j["call"] = e.call;
+  if (error || exit || e.code != 0) j["code"] = e.code;
+  if (exit || e.clean) j["clean"] = e.clean;
+  if (slow || e.step_ms != 0) j["step_ms"] = Finite(e.step_ms);
+  if (slow || e.baseline_ms != 0) j["baseline_ms"] = Finite(e.baseline_ms);
+  if (slow || e.compute_ms != 0) j["compute_ms"] = Finite(e.compute_ms);
+  // Workers always attach the progress table; a value decoded without one stays without one.
+  if (!(e.progress == RankProgress{})) {
+    OJson progress = OJson::object();
+    PutProgress(e.progress, &progress);
+    j["progress"] = std::move(progress);
+  }
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, Event* out) {
+  return DecodeValue(json, out, [](const Reader& r, Event* e) -> Status {
+    FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &e->kind, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &e->rank, kRankLow));
+    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &e->node, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &e->unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Str("message", Need::kOptional, &e->message));
+    FT_RETURN_IF_ERROR(r.Hex("comm", Need::kOptional, &e->comm_id));
+    FT_RETURN_IF_ERROR(r.Str("op", Need::kOptional, &e->op));
+    FT_RETURN_IF_ERROR(r.Int("seq", Need::kOptional, &e->seq));
+    FT_RETURN_IF_ERROR(r.Num("age_ms", Need::kOptional, &e->age_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("timeout_ms", Need::kOptional, &e->timeout_ms, 0));
+    FT_RETURN_IF_ERROR(r.Bool("started", Need::kOptional, &e->started));
+    FT_RETURN_IF_ERROR(r.Str("api", Need::kOptional, &e->api));
+    FT_RETURN_IF_ERROR(r.Str("call", Need::kOptional, &e->call));
+    FT_RETURN_IF_ERROR(r.Int("code", Need::kOptional, &e->code));
+    FT_RETURN_IF_ERROR(r.Bool("clean", Need::kOptional, &e->clean));
+    FT_RETURN_IF_ERROR(r.Num("step_ms", Need::kOptional, &e->step_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("baseline_ms", Need::kOptional, &e->baseline_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("compute_ms", Need::kOptional, &e->compute_ms, 0));
+    return r.Object("progress", Need::kOptional,
+                    [&](const Reader& p) { return ReadProgress(p, &e->progress); });
+  });
+}
+
+// --- RankSummary ----------------------------------------------------------------------------
+
+std::string Encode(const RankSummary& s) {
+  OJson j = Versioned();
+  j["rank"] = s.rank;
+  j["node"] = s.node;
+  j["unix_ms"] = s.unix_ms;
+  j["steps"] = s.steps;
+  j["step_ms"] = Finite(s.step_ms);
+  j["step_p50_ms"] = Finite(s.step_p50_ms);
+  j["compute_ms"] = Finite(s.compute_ms);
+  j["comm_wait_ms"] = Finite(s.comm_wait_ms);
+  j["records"] = s.records;
+  j["dropped"] = s.dropped;
+  OJson ops = OJson::array();
+  for (const OpSummary& o : s.ops) {
+    OJson op = OJson::object();
+    op["comm"] = CommIdHex(o.comm_id);
+    op["op"] = o.op;
+    op["bucket"] = o.bucket;
+    op["count"] = o.count;
+    op["p50_ms"] = Finite(o.p50_ms);
+    op["p99_ms"] = Finite(o.p99_ms);
+    op["max_ms"] = Finite(o.max_ms);
+    op["last_seq"] = o.last_seq;
+    ops.push_back(std::move(op));
+  }
+  j["ops"] = std::move(ops);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, RankSummary* out) {
+  return DecodeValue(json, out, [](const Reader& r, RankSummary* s) -> Status {
+    FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &s->rank, kRankLow));
+    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &s->node, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &s->unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("steps", Need::kOptional, &s->steps));
+    FT_RETURN_IF_ERROR(r.Num("step_ms", Need::kOptional, &s->step_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("step_p50_ms", Need::kOptional, &s->step_p50_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("compute_ms", Need::kOptional, &s->compute_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("comm_wait_ms", Need::kOptional, &s->comm_wait_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("records", Need::kOptional, &s->records));
+    FT_RETURN_IF_ERROR(r.Int("dropped", Need::kOptional, &s->dropped));
+    return r.Objects("ops", Need::kOptional, &s->ops, [](const Reader& o, OpSummary* op) {
+      FT_RETURN_IF_ERROR(o.Hex("comm", Need::kRequired, &op->comm_id));
+      FT_RETURN_IF_ERROR(o.Str("op", Need::kRequired, &op->op, Empty::kRejected));
+      FT_RETURN_IF_ERROR(o.Int("bucket", Need::kOptional, &op->bucket, 0, 4));
+      FT_RETURN_IF_ERROR(o.Int("count", Need::kOptional, &op->count));
+      FT_RETURN_IF_ERROR(o.Num("p50_ms", Need::kOptional, &op->p50_ms, 0));
+      FT_RETURN_IF_ERROR(o.Num("p99_ms", Need::kOptional, &op->p99_ms, 0));
+      FT_RETURN_IF_ERROR(o.Num("max_ms", Need::kOptional, &op->max_ms, 0));
+      return o.Int("last_seq", Need::kOptional, &op->last_seq);
+    });
+  });
+}
+
+// --- Membership -----------------------------------------------------------------------------
+
+std::string Encode(const Membership& m) {
+  OJson j = Versioned();
+  j["rank"] = m.rank;
+  j["local_rank"] = m.local_rank;
+  j["world_size"] = m.world_size;
+  j["node"] = m.node;
+  j["host"] = m.host;
+  j["pid"] = m.pid;
+  j["incarnation"] = m.incarnation;
+  j["state"] = m.state;
+  j["unix_ms"] = m.unix_ms;
+  OJson comms = OJson::array();
+  for (const CommMember& c : m.comms) {
+    OJson e = OJson::object();
+    e["comm"] = CommIdHex(c.comm_id);
+    e["p2p"] = c.p2p;
+    e["comm_rank"] = c.comm_rank;
+    e["comm_size"] = c.comm_size;
+    comms.push_back(std::move(e));
+  }
+  j["comms"] = std::move(comms);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, Membership* out) {
+  return DecodeValue(json, out, [](const Reader& r, Membership* m) -> Status {
+    FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &m->rank, kRankLow));
+    FT_RETURN_IF_ERROR(r.Int("local_rank", Need::kOptional, &m->local_rank, -1));
+    FT_RETURN_IF_ERROR(r.Int("world_size", Need::kOptional, &m->world_size, -1));
+    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &m->node, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("host", Need::kOptional, &m->host));
+    FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &m->pid, 0));
+    FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &m->incarnation));
+    FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &m->state));
+    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &m->unix_ms, 0));
+    return r.Objects("comms", Need::kOptional, &m->comms, [](const Reader& c, CommMember* cm) {
+      FT_RETURN_IF_ERROR(c.Hex("comm", Need::kRequired, &cm->comm_id));
+      FT_RETURN_IF_ERROR(c.Bool("p2p", Need::kOptional, &cm->p2p));
+      FT_RETURN_IF_ERROR(c.Int("comm_rank", Need::kOptional, &cm->comm_rank, -1));
+      return c.Int("comm_size", Need::kOptional, &cm->comm_size, 0);
+    });
+  });
+}
+
+// --- TimeoutTable ---------------------------------------------------------------------------
+
+std::string Encode(const TimeoutTable& t) {
+  OJson j = Versioned();
+  j["version"] = t.version;
+  j["default_ms"] = Finite(t.default_ms);
+  j["unix_ms"] = t.unix_ms;
+  OJson entries = OJson::array();
+  for (const TimeoutEntry& e : t.entries) {
+    OJson o = OJson::object();
+    o["comm"] = CommIdHex(e.comm_id);
+    o["op"] = e.op;
+    o["bucket"] = e.bucket;
+    o["ms"] = Finite(e.ms);
+    entries.push_back(std::move(o));
+  }
+  j["entries"] = std::move(entries);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, TimeoutTable* out) {
+  return DecodeValue(json, out, [](const Reader& r, TimeoutTable* t) -> Status {
+    FT_RETURN_IF_ERROR(r.Int("version", Need::kRequired, &t->version));
+    FT_RETURN_IF_ERROR(r.Num("default_ms", Need::kRequired, &t->default_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &t->unix_ms, 0));
+    return r.Objects("entries", Need::kOptional, &t->entries,
+                     [](const Reader& o, TimeoutEntry* e) -> Status {
+                       FT_RETURN_IF_ERROR(o.Hex("comm", Need::kRequired, &e->comm_id));
+                       FT_RETURN_IF_ERROR(o.Str("op", Need::kRequired, &e->op, Empty::kRejected));
+                       FT_RETURN_IF_ERROR(o.Int("bucket", Need::kOptional, &e->bucket, 0, 4));
+                       FT_RETURN_IF_ERROR(o.Num("ms", Need::kRequired, &e->ms, 0));
+                       // A zero timeout would fire on every op.
+                       if (e->ms <= 0) return Status::Corrupt(o.Path("ms") + ": must be positive");
+                       return Status::Ok();
+                     });
+  });
+}
+
+// --- Command --------------------------------------------------------------------------------
+
+std::string Encode(const Command& c) {
+  OJson j = Versioned();
+  j["id"] = c.id;
+  j["kind"] = c.kind;
+  j["rank"] = c.rank;
+  j["text"] = c.text;
+  j["grace_s"] = Finite(c.grace_s);
+  j["unix_ms"] = c.unix_ms;
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, Command* out) {
+  return DecodeValue(json, out, [](const Reader& r, Command* c) -> Status {
+    FT_RETURN_IF_ERROR(r.Str("id", Need::kRequired, &c->id, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &c->kind, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Int("rank", Need::kOptional, &c->rank, -1));
+    FT_RETURN_IF_ERROR(r.Str("text", Need::kOptional, &c->text));
+    FT_RETURN_IF_ERROR(r.Num("grace_s", Need::kOptional, &c->grace_s, 0));
+    return r.Int("unix_ms", Need::kOptional, &c->unix_ms, 0);
+  });
+}
+
+// --- CommandAck -----------------------------------------------------------------------------
+
+std::string Encode(const CommandAck& a) {
+  OJson j = Versioned();
+  j["id"] = a.id;
+  j["node"] = a.node;
+  j["rank"] = a.rank;
+  j["result"] = a.result;
+  j["message"] = a.message;
+  j["unix_ms"] = a.unix_ms;
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, CommandAck* out) {
+  return DecodeValue(json, out, [](const Reader& r, CommandAck* a) -> Status {
+    FT_RETURN_IF_ERROR(r.Str("id", Need::kRequired, &a->id, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &a->node, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Int("rank", Need::kOptional, &a->rank, -1));
+    FT_RETURN_IF_ERROR(r.Str("result", Need::kRequired, &a->result, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("message", Need::kOptional, &a->message));
+    return r.Int("unix_ms", Need::kOptional, &a->unix_ms, 0);
+  });
+}
+
+// --- Incident -------------------------------------------------------------------------------
+
+std::string Encode(const Incident& i) {
+  OJson j = Versioned();
+  j["id"] = i.id;
+  j["kind"] = i.kind;
+  OJson suspects = OJson::array();
+  for (const Suspect& s : i.suspects) {
+    OJson o = OJson::object();
+    o["rank"] = s.rank;
+    o["node"] = s.node;
+    o["why"] = s.why;
+    suspects.push_back(std::move(o));
+  }
+  j["suspects"] = std::move(suspects);
+  if (i.kind == "transport-hang" || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
+  j["evidence"] = i.evidence;
+  j["confidence"] = Finite(i.confidence);
+  j["first_event_unix_ms"] = i.first_event_unix_ms;
+  j["decided_unix_ms"] = i.decided_unix_ms;
+  j["decide_ms"] = Finite(i.decide_ms);
+  j["decision"] = i.decision;
+  j["message"] = i.message;
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, Incident* out) {
+  return DecodeValue(json, out, [](const Reader& r, Incident* i) -> Status {
+    FT_RETURN_IF_ERROR(r.Str("id", Need::kRequired, &i->id, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &i->kind, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Objects("suspects", Need::kOptional, &i->suspects,
+                                 [](const Reader& o, Suspect* s) -> Status {
+                                   FT_RETURN_IF_ERROR(o.Int("rank", Need::kOptional, &s->rank, -1));
+                                   FT_RETURN_IF_ERROR(o.Str("node", Need::kOptional, &s->node));
+                                   return o.Str("why", Need::kOptional, &s->why);
+                                 }));
+    FT_RETURN_IF_ERROR(r.Hex("comm", Need::kOptional, &i->comm_id));
+    FT_RETURN_IF_ERROR(r.List("evidence", Need::kOptional, &i->evidence,
+                              [](const Json& e, const std::string& path, std::string* s) {
+                                return CheckStr(e, path, s);
+                              }));
+    FT_RETURN_IF_ERROR(r.Num("confidence", Need::kOptional, &i->confidence, 0, 1));
+    FT_RETURN_IF_ERROR(r.Int("first_event_unix_ms", Need::kOptional, &i->first_event_unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("decided_unix_ms", Need::kOptional, &i->decided_unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Num("decide_ms", Need::kOptional, &i->decide_ms, 0));
+    FT_RETURN_IF_ERROR(r.Str("decision", Need::kOptional, &i->decision));
+    return r.Str("message", Need::kOptional, &i->message);
+  });
+}
+
+// --- WorkerHeartbeat ------------------------------------------------------------------------
+
+std::string Encode(const WorkerHeartbeat& h) {
+  OJson j = Versioned();
+  j["node"] = h.node;
+  j["host"] = h.host;
+  j["pid"] = h.pid;
+  j["ranks"] = h.ranks;
+  j["unix_ms"] = h.unix_ms;
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, WorkerHeartbeat* out) {
+  return DecodeValue(json, out, [](const Reader& r, WorkerHeartbeat* h) -> Status {
+    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &h->node, Empty::kRejected));
+    FT_RETURN_IF_ERROR(r.Str("host", Need::kOptional, &h->host));
+    FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &h->pid, 0));
+    FT_RETURN_IF_ERROR(r.List("ranks", Need::kOptional, &h->ranks,
+                              [](const Json& e, const std::string& path, int* rank) {
+                                return CheckInt(e, path, rank, kRankLow);
+                              }));
+    return r.Int("unix_ms", Need::kRequired, &h->unix_ms, 0);
+  });
+}
+
+}  // namespace ft::proto

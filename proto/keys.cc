@@ -1,0 +1,40 @@
+#include "proto/keys.h"
+
+namespace ft::proto {
+
+std::string SanitizeName(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char c : name) {
+    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '.' || c == '-';
+    out += keep ? c : '_';
+  }
+  return out.empty() ? "_" : out;
+}
+
+Keys::Keys(std::string_view job) : prefix_("ft:{" + SanitizeName(job) + "}:") {}
+
+std::string Keys::Events() const { return prefix_ + "events"; }
+std::string Keys::Progress() const { return prefix_ + "progress"; }
+std::string Keys::Summaries() const { return prefix_ + "summary"; }
+std::string Keys::Ranks() const { return prefix_ + "ranks"; }
+std::string Keys::Workers() const { return prefix_ + "workers"; }
+std::string Keys::WorkerHeartbeat(std::string_view node) const {
+  return prefix_ + "worker:" + SanitizeName(node);
+}
+std::string Keys::Timeouts() const { return prefix_ + "timeouts"; }
+std::string Keys::TimeoutsVersion() const { return prefix_ + "timeouts:version"; }
+std::string Keys::Commands(std::string_view node) const {
+  return prefix_ + "cmd:" + SanitizeName(node);
+}
+std::string Keys::CommandCursor(std::string_view node) const {
+  return Commands(node) + ":cursor";
+}
+std::string Keys::Acks() const { return prefix_ + "acks"; }
+std::string Keys::Incidents() const { return prefix_ + "incidents"; }
+std::string Keys::Evicted() const { return prefix_ + "evicted"; }
+std::string Keys::Leader() const { return prefix_ + "leader"; }
+std::string Keys::MasterState() const { return prefix_ + "master"; }
+
+}  // namespace ft::proto

@@ -1,0 +1,487 @@
+#include "proto/codec.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "proto/tests/sample_values.h"
+
+namespace ft::proto {
+namespace {
+
+using Json = nlohmann::json;
+using namespace ft::proto::testing;
+
+// Per struct: a sample with every field set, and its required fields as (JSON pointer, the
+// path the error message must name).
+template <typename T>
+struct Traits;
+
+template <>
+struct Traits<RankProgress> {
+  static RankProgress Sample() { return SampleProgress(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/rank", "rank"},
+            {"/node", "node"},
+            {"/state", "state"},
+            {"/observed_unix_ms", "observed_unix_ms"},
+            {"/comms/1/comm", "comms[1].comm"},
+            {"/comms/2/entered", "comms[2].entered"},
+            {"/comms/0/started", "comms[0].started"},
+            {"/comms/0/completed", "comms[0].completed"}};
+  }
+};
+template <>
+struct Traits<Event> {
+  static Event Sample() { return SampleEvent(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/kind", "kind"},
+            {"/rank", "rank"},
+            {"/node", "node"},
+            {"/unix_ms", "unix_ms"},
+            {"/progress/node", "progress.node"},
+            {"/progress/comms/2/entered", "progress.comms[2].entered"}};
+  }
+};
+template <>
+struct Traits<RankSummary> {
+  static RankSummary Sample() { return SampleSummary(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/rank", "rank"},
+            {"/node", "node"},
+            {"/unix_ms", "unix_ms"},
+            {"/ops/0/comm", "ops[0].comm"},
+            {"/ops/2/op", "ops[2].op"}};
+  }
+};
+template <>
+struct Traits<Membership> {
+  static Membership Sample() { return SampleMembership(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/rank", "rank"}, {"/node", "node"}, {"/comms/1/comm", "comms[1].comm"}};
+  }
+};
+template <>
+struct Traits<TimeoutTable> {
+  static TimeoutTable Sample() { return SampleTimeouts(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/version", "version"},
+            {"/default_ms", "default_ms"},
+            {"/entries/0/comm", "entries[0].comm"},
+            {"/entries/1/op", "entries[1].op"},
+            {"/entries/1/ms", "entries[1].ms"}};
+  }
+};
+template <>
+struct Traits<Command> {
+  static Command Sample() { return SampleCommand(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/id", "id"}, {"/kind", "kind"}};
+  }
+};
+template <>
+struct Traits<CommandAck> {
+  static CommandAck Sample() { return SampleAck(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/id", "id"}, {"/node", "node"}, {"/result", "result"}};
+  }
+};
+template <>
+struct Traits<Incident> {
+  static Incident Sample() { return SampleIncident(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/id", "id"}, {"/kind", "kind"}};
+  }
+};
+template <>
+struct Traits<WorkerHeartbeat> {
+  static WorkerHeartbeat Sample() { return SampleHeartbeat(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/node", "node"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+
+template <typename T>
+class CodecTest : public ::testing::Test {};
+using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
+                                  Command, CommandAck, Incident, WorkerHeartbeat>;
+TYPED_TEST_SUITE(CodecTest, AllTypes);
+
+TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
+  TypeParam in = Traits<TypeParam>::Sample();
+  ASSERT_FALSE(in == TypeParam{}) << "the sample must differ from the defaults";
+  std::string text = Encode(in);
+  TypeParam out{};
+  Status s = Decode(text, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << text;
+  EXPECT_TRUE(in == out) << text << "\n" << Encode(out);
+  EXPECT_EQ(Encode(out), text);
+}
+
+TYPED_TEST(CodecTest, DefaultsRoundTripOrFailClearly) {
+  // Defaults leave required strings empty: the reader must say which one, never crash.
+  TypeParam out{};
+  Status s = Decode(Encode(TypeParam{}), &out);
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+    EXPECT_NE(s.message().find("must not be empty"), std::string_view::npos) << s.ToString();
+  }
+}
+
+TYPED_TEST(CodecTest, StartsWithVersion) {
+  std::string text = Encode(Traits<TypeParam>::Sample());
+  EXPECT_EQ(text.rfind("{\"v\":1,", 0), 0u) << text;
+}
+
+TYPED_TEST(CodecTest, MissingRequiredFieldIsNamed) {
+  for (const auto& [pointer, path] : Traits<TypeParam>::Required()) {
+    Json j = Json::parse(Encode(Traits<TypeParam>::Sample()));
+    Json::json_pointer ptr(pointer);
+    ASSERT_TRUE(j.contains(ptr)) << pointer;
+    j[ptr.parent_pointer()].erase(ptr.back());
+    TypeParam out = Traits<TypeParam>::Sample();
+    out = TypeParam{};
+    Status s = Decode(j.dump(), &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << pointer;
+    EXPECT_EQ(s.message(), path + ": missing (required)") << s.ToString();
+    EXPECT_TRUE(out == TypeParam{}) << "output set on failure";
+  }
+}
+
+TYPED_TEST(CodecTest, WrongTypeOfRequiredFieldIsNamed) {
+  for (const auto& [pointer, path] : Traits<TypeParam>::Required()) {
+    Json j = Json::parse(Encode(Traits<TypeParam>::Sample()));
+    Json::json_pointer ptr(pointer);
+    j[ptr] = Json::array({1, 2});
+    TypeParam out{};
+    Status s = Decode(j.dump(), &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << pointer;
+    EXPECT_EQ(s.message().rfind(path + ": expected ", 0), 0u) << s.ToString();
+    EXPECT_NE(s.message().find("got an array"), std::string_view::npos) << s.ToString();
+  }
+}
+
+TYPED_TEST(CodecTest, OtherVersionIsUnsupportedNamingBoth) {
+  Json j = Json::parse(Encode(Traits<TypeParam>::Sample()));
+  j["v"] = 2;
+  TypeParam out{};
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported);
+  EXPECT_NE(s.message().find("version 2"), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("version 1"), std::string_view::npos) << s.ToString();
+  j.erase("v");
+  s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "v: missing (required)");
+  j["v"] = "1";
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+  j["v"] = 1.0;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+  j["v"] = -1;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kUnsupported);
+  EXPECT_TRUE(out == TypeParam{});
+}
+
+TYPED_TEST(CodecTest, UnknownFieldsAreIgnored) {
+  Json j = Json::parse(Encode(Traits<TypeParam>::Sample()));
+  j["added_in_v1_5"] = {{"nested", Json::array({1, "x", nullptr})}};
+  j["another"] = nullptr;
+  TypeParam out{};
+  ASSERT_TRUE(Decode(j.dump(), &out).ok());
+  EXPECT_TRUE(out == Traits<TypeParam>::Sample());
+}
+
+TYPED_TEST(CodecTest, NotAnObject) {
+  TypeParam out{};
+  for (const char* text : {"", "null", "[]", "[{\"v\":1}]", "1", "\"v\"", "{", "{\"v\":1",
+                           "{\"v\":1}}", "{\"v\":1,}", "{'v':1}", "\xff\xfe"}) {
+    Status s = Decode(text, &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << text;
+    EXPECT_FALSE(s.message().empty());
+  }
+}
+
+// --- Specific rejections --------------------------------------------------------------------
+
+Json SampleEventJson() { return Json::parse(Encode(SampleEvent())); }
+
+TEST(CodecRejectTest, NestedWrongTypeNamesTheFullPath) {
+  Json j = SampleEventJson();
+  j["progress"]["comms"][2]["entered"] = "812";
+  Event out;
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "progress.comms[2].entered: expected an integer, got a string");
+}
+
+TEST(CodecRejectTest, NegativeSequenceNumbers) {
+  Json j = SampleEventJson();
+  j["progress"]["comms"][1]["completed"] = -1;
+  Event out;
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "progress.comms[1].completed: must not be negative, got -1");
+  j = SampleEventJson();
+  j["seq"] = -812;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+}
+
+TEST(CodecRejectTest, FractionalWhereIntegerExpected) {
+  Json j = SampleEventJson();
+  j["seq"] = 812.5;
+  Event out;
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.message(), "seq: expected an integer, got a fractional number");
+}
+
+TEST(CodecRejectTest, IntegersOutOfRange) {
+  Json j = SampleEventJson();
+  j["rank"] = 1LL << 40;
+  Event out;
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("rank: 1099511627776 is out of range", 0), 0u) << s.message();
+  j = SampleEventJson();
+  j["rank"] = -2;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+  j = SampleEventJson();
+  j["unix_ms"] = std::numeric_limits<uint64_t>::max();  // beyond int64
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+  // The largest sequence number a uint64 holds is fine.
+  j = SampleEventJson();
+  j["seq"] = std::numeric_limits<uint64_t>::max();
+  ASSERT_TRUE(Decode(j.dump(), &out).ok());
+  EXPECT_EQ(out.seq, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(CodecRejectTest, NonFiniteNumbers) {
+  std::string text = Encode(SampleEvent());
+  size_t at = text.find("\"age_ms\":");
+  ASSERT_NE(at, std::string::npos);
+  for (const char* bad : {"1e999", "-1e999", "NaN", "Infinity", "nan"}) {
+    std::string t = text;
+    t.insert(at + 9, std::string(bad) + ",\"x\":");
+    Event out;
+    Status s = Decode(t, &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << bad;
+    EXPECT_FALSE(s.message().empty());
+  }
+}
+
+TEST(CodecRejectTest, NonFiniteValuesAreEncodedAsFiniteNumbers) {
+  Event e = SampleEvent();
+  e.age_ms = std::numeric_limits<double>::quiet_NaN();
+  e.timeout_ms = std::numeric_limits<double>::infinity();
+  Event out;
+  Status s = Decode(Encode(e), &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.age_ms, 0);
+  EXPECT_TRUE(std::isfinite(out.timeout_ms));
+}
+
+TEST(CodecRejectTest, InvalidUtf8IsEncodedWithoutThrowing) {
+  CommandAck a = SampleAck();
+  a.message = "bad \xff\xfe bytes";
+  CommandAck out;
+  ASSERT_TRUE(Decode(Encode(a), &out).ok());
+  EXPECT_EQ(out.message, "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes");
+}
+
+TEST(CodecRejectTest, RangesOfNumbers) {
+  Json j = Json::parse(Encode(SampleIncident()));
+  j["confidence"] = 1.5;
+  Incident inc;
+  Status s = Decode(j.dump(), &inc);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("confidence: ", 0), 0u) << s.message();
+
+  Json t = Json::parse(Encode(SampleTimeouts()));
+  t["entries"][1]["ms"] = 0;
+  TimeoutTable table;
+  s = Decode(t.dump(), &table);
+  EXPECT_EQ(s.message(), "entries[1].ms: must be positive");
+  t = Json::parse(Encode(SampleTimeouts()));
+  t["entries"][0]["bucket"] = 5;
+  EXPECT_EQ(Decode(t.dump(), &table).code(), StatusCode::kCorrupt);
+  t = Json::parse(Encode(SampleTimeouts()));
+  t["default_ms"] = -1;
+  EXPECT_EQ(Decode(t.dump(), &table).code(), StatusCode::kCorrupt);
+}
+
+TEST(CodecRejectTest, BadCommunicatorIds) {
+  for (const char* bad : {"", "3fa2", "3fa2c0ffee00000g", "3fa2c0ffee0000000", " 3fa2c0ffee00000",
+                          "0x3fa2c0ffee0000"}) {
+    Json j = SampleEventJson();
+    j["comm"] = bad;
+    Event out;
+    Status s = Decode(j.dump(), &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << bad;
+    EXPECT_EQ(s.message(), "comm: expected 16 hex digits") << bad;
+  }
+  Json j = SampleEventJson();
+  j["comm"] = 42;
+  Event out;
+  EXPECT_EQ(Decode(j.dump(), &out).message(),
+            "comm: expected a communicator id string (16 hex digits), got an integer");
+}
+
+TEST(CodecRejectTest, EmptyRequiredStrings) {
+  Json j = Json::parse(Encode(SampleCommand()));
+  j["id"] = "";
+  Command out;
+  EXPECT_EQ(Decode(j.dump(), &out).message(), "id: must not be empty");
+}
+
+TEST(CodecRejectTest, LongListsAndStrings) {
+  Json j = Json::parse(Encode(SampleIncident()));
+  j["message"] = std::string(kMaxStringBytes + 1, 'x');
+  Incident out;
+  Status s = Decode(j.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("message: string of 65537 bytes", 0), 0u) << s.message();
+  j["message"] = std::string(kMaxStringBytes, 'x');
+  EXPECT_TRUE(Decode(j.dump(), &out).ok());
+
+  std::string text = Encode(SampleHeartbeat());
+  std::string many = "[";
+  for (size_t i = 0; i <= kMaxListEntries; ++i) many += i ? ",0" : "0";
+  many += "]";
+  text.replace(text.find("[0,1,2,3]"), 9, many);
+  WorkerHeartbeat hb;
+  s = Decode(text, &hb);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("ranks: 1048577 entries, more than the limit", 0), 0u)
+      << s.message().substr(0, 200);
+}
+
+TEST(CodecRejectTest, DeepNestingAndHugeValues) {
+  std::string deep = "{\"v\":1,\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  Command out;
+  Status s = Decode(deep, &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("nested deeper"), std::string_view::npos);
+  // Brackets inside strings do not count.
+  Command c = SampleCommand();
+  c.text = std::string(1000, '[') + "\\\"{";
+  ASSERT_TRUE(Decode(Encode(c), &out).ok());
+  EXPECT_EQ(out.text, c.text);
+
+  std::string huge(kMaxValueBytes + 1, ' ');
+  s = Decode(huge, &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("more than the limit"), std::string_view::npos);
+}
+
+TEST(CodecRejectTest, OutputUntouchedOnFailure) {
+  Command keep = SampleCommand();
+  Command out = keep;
+  Json j = Json::parse(Encode(SampleCommand()));
+  j["grace_s"] = "ten";
+  EXPECT_FALSE(Decode(j.dump(), &out).ok());
+  EXPECT_TRUE(out == keep);
+}
+
+// --- Accepted shapes ------------------------------------------------------------------------
+
+TEST(CodecAcceptTest, MissingOptionalFieldsKeepDefaults) {
+  Command out;
+  Status s = Decode(R"({"v":1,"id":"c1","kind":"stop"})", &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.id, "c1");
+  EXPECT_EQ(out.rank, -1);
+  EXPECT_EQ(out.grace_s, 10);
+
+  RankProgress p;
+  s = Decode(R"({"v":1,"rank":0,"node":"n","state":"running","observed_unix_ms":5,
+                 "comms":[{"comm":"00000000000000aB","entered":3,"started":2,"completed":1}]})",
+             &p);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(p.comms.size(), 1u);
+  EXPECT_EQ(p.comms[0].comm_id, 0xabu);
+  EXPECT_EQ(p.comms[0].comm_rank, -1);
+  EXPECT_EQ(p.comms[0].entered_age_ms, -1);
+  EXPECT_EQ(p.last_call_age_ms, -1);
+
+  Event e;
+  s = Decode(R"({"v":1,"kind":"exit","rank":3,"node":"n","unix_ms":1,"code":-9})", &e);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(e.code, -9);
+  EXPECT_EQ(e.progress.rank, -1);
+}
+
+TEST(CodecAcceptTest, FieldNamesOfTheSchema) {
+  Json p = Json::parse(Encode(SampleProgress()));
+  const Json& row = p["comms"][0];
+  for (const char* f : {"comm", "p2p", "comm_rank", "comm_size", "op", "bytes", "peer", "entered",
+                        "started", "completed", "entered_age_ms", "started_age_ms",
+                        "completed_age_ms"}) {
+    EXPECT_TRUE(row.contains(f)) << f;
+  }
+  EXPECT_EQ(row["comm"], "3fa2c0ffee000000");
+  for (const char* f : {"rank", "node", "pid", "incarnation", "state", "observed_unix_ms",
+                        "last_call_age_ms", "blocked_ms", "cpu_pct", "busy", "comms"}) {
+    EXPECT_TRUE(p.contains(f)) << f;
+  }
+  Json e = SampleEventJson();
+  EXPECT_TRUE(e["progress"].is_object());
+  EXPECT_EQ(e["progress"]["comms"].size(), 3u);
+  Json i = Json::parse(Encode(SampleIncident()));
+  EXPECT_EQ(i["suspects"][0], Json({{"rank", 5}, {"node", "node1"},
+                                    {"why", "never reached allreduce #812"}}));
+  EXPECT_EQ(i["comm"], "0000000000003fa2");
+}
+
+TEST(CodecAcceptTest, EventWritesOnlyItsKindsFields) {
+  Event e;
+  e.kind = "exit";
+  e.rank = 1;
+  e.node = "n";
+  e.unix_ms = 9;
+  Json j = Json::parse(Encode(e));
+  EXPECT_TRUE(j.contains("code"));
+  EXPECT_TRUE(j.contains("clean"));
+  EXPECT_FALSE(j.contains("comm"));
+  EXPECT_FALSE(j.contains("step_ms"));
+  e.kind = "timeout";
+  j = Json::parse(Encode(e));
+  for (const char* f : {"comm", "op", "seq", "age_ms", "timeout_ms", "started"}) {
+    EXPECT_TRUE(j.contains(f)) << f;
+  }
+  EXPECT_FALSE(j.contains("clean"));
+}
+
+// The layout of one value, pinned: other programs (and people with redis-cli) read it.
+TEST(CodecAcceptTest, PinnedEncoding) {
+  EXPECT_EQ(Encode(SampleCommand()),
+            R"({"v":1,"id":"incident-3/save","kind":"save","rank":4,"text":"save now",)"
+            R"("grace_s":2.5,"unix_ms":1763800000600})");
+  EXPECT_EQ(Encode(SampleTimeouts()),
+            R"({"v":1,"version":17,"default_ms":30000.0,"unix_ms":1763800000500,"entries":[)"
+            R"({"comm":"0000000000000001","op":"allreduce","bucket":2,"ms":1500.5},)"
+            R"({"comm":"0000000000000002","op":"allgather","bucket":4,"ms":9000.0}]})");
+}
+
+TEST(CommIdHexTest, RoundTrip) {
+  EXPECT_EQ(CommIdHex(0), "0000000000000000");
+  EXPECT_EQ(CommIdHex(0x3fa2c0ffee123456ULL), "3fa2c0ffee123456");
+  EXPECT_EQ(CommIdHex(~0ULL), "ffffffffffffffff");
+  uint64_t id = 7;
+  EXPECT_TRUE(ParseCommIdHex("FFFFFFFFFFFFFFFF", &id));
+  EXPECT_EQ(id, ~0ULL);
+  id = 7;
+  EXPECT_FALSE(ParseCommIdHex("fffffffffffffff", &id));
+  EXPECT_FALSE(ParseCommIdHex("-fffffffffffffff", &id));
+  EXPECT_EQ(id, 7u);
+}
+
+TEST(SuspectsFieldTest, RankAtNode) {
+  EXPECT_EQ(SuspectsField({}), "");
+  EXPECT_EQ(SuspectsField(SampleIncident().suspects), "5@node1,6@node2");
+}
+
+}  // namespace
+}  // namespace ft::proto

@@ -1,0 +1,58 @@
+#include "proto/keys.h"
+
+#include <gtest/gtest.h>
+
+#include "proto/messages.h"
+
+namespace ft::proto {
+namespace {
+
+TEST(KeysTest, EveryKeyOfTheSchema) {
+  Keys k("llama");
+  EXPECT_EQ(k.prefix(), "ft:{llama}:");
+  EXPECT_EQ(k.Events(), "ft:{llama}:events");
+  EXPECT_EQ(k.Progress(), "ft:{llama}:progress");
+  EXPECT_EQ(k.Summaries(), "ft:{llama}:summary");
+  EXPECT_EQ(k.Ranks(), "ft:{llama}:ranks");
+  EXPECT_EQ(k.Workers(), "ft:{llama}:workers");
+  EXPECT_EQ(k.WorkerHeartbeat("node1"), "ft:{llama}:worker:node1");
+  EXPECT_EQ(k.Timeouts(), "ft:{llama}:timeouts");
+  EXPECT_EQ(k.TimeoutsVersion(), "ft:{llama}:timeouts:version");
+  EXPECT_EQ(k.Commands("node1"), "ft:{llama}:cmd:node1");
+  EXPECT_EQ(k.CommandCursor("node1"), "ft:{llama}:cmd:node1:cursor");
+  EXPECT_EQ(k.Acks(), "ft:{llama}:acks");
+  EXPECT_EQ(k.Incidents(), "ft:{llama}:incidents");
+  EXPECT_EQ(k.Evicted(), "ft:{llama}:evicted");
+  EXPECT_EQ(k.Leader(), "ft:{llama}:leader");
+  EXPECT_EQ(k.MasterState(), "ft:{llama}:master");
+}
+
+TEST(KeysTest, NamesAreSanitized) {
+  EXPECT_EQ(SanitizeName("a-b_c.D9"), "a-b_c.D9");
+  EXPECT_EQ(SanitizeName("a b/c:{x}"), "a_b_c__x_");
+  EXPECT_EQ(SanitizeName(""), "_");
+  EXPECT_EQ(SanitizeName(std::string("a\0b", 3)), "a_b");
+  EXPECT_EQ(SanitizeName("n\xc3\xa9"), "n__");
+  // Braces in a job name must not break the cluster hash tag.
+  Keys k("evil}job{");
+  EXPECT_EQ(k.prefix(), "ft:{evil_job_}:");
+  EXPECT_EQ(Keys("").Events(), "ft:{_}:events");
+  EXPECT_EQ(k.Commands("node 1:x"), "ft:{evil_job_}:cmd:node_1_x");
+  EXPECT_EQ(k.WorkerHeartbeat(""), "ft:{evil_job_}:worker:_");
+}
+
+TEST(SizeBucketTest, Boundaries) {
+  EXPECT_EQ(SizeBucket(0), 0);
+  EXPECT_EQ(SizeBucket(64 * 1024 - 1), 0);
+  EXPECT_EQ(SizeBucket(64 * 1024), 1);
+  EXPECT_EQ(SizeBucket(1024 * 1024 - 1), 1);
+  EXPECT_EQ(SizeBucket(1024 * 1024), 2);
+  EXPECT_EQ(SizeBucket(16 * 1024 * 1024 - 1), 2);
+  EXPECT_EQ(SizeBucket(16 * 1024 * 1024), 3);
+  EXPECT_EQ(SizeBucket(256ULL * 1024 * 1024 - 1), 3);
+  EXPECT_EQ(SizeBucket(256ULL * 1024 * 1024), 4);
+  EXPECT_EQ(SizeBucket(~0ULL), 4);
+}
+
+}  // namespace
+}  // namespace ft::proto

@@ -1,0 +1,169 @@
+// One value of every proto struct with every field set to something other than its default,
+// shared by the round-trip and fuzz tests.
+#ifndef FT_PROTO_TESTS_SAMPLE_VALUES_H_
+#define FT_PROTO_TESTS_SAMPLE_VALUES_H_
+
+#include "proto/messages.h"
+
+namespace ft::proto::testing {
+
+inline CommRow SampleCommRow(int i) {
+  CommRow r;
+  r.comm_id = 0x3fa2c0ffee000000ULL + static_cast<uint64_t>(i);
+  r.p2p = i % 2 == 1;
+  r.comm_rank = 3 + i;
+  r.comm_size = 8;
+  r.op = i % 2 ? "send" : "allreduce";
+  r.bytes = (uint64_t{1} << 40) + 7;
+  r.peer = 5;
+  r.entered_seq = 812 + static_cast<uint64_t>(i);
+  r.started_seq = 811;
+  r.completed_seq = 810;
+  r.entered_age_ms = 2100.25;
+  r.started_age_ms = 2000.5;
+  r.completed_age_ms = 0.125;
+  return r;
+}
+
+inline RankProgress SampleProgress() {
+  RankProgress p;
+  p.rank = 5;
+  p.node = "node1";
+  p.pid = 4242;
+  p.incarnation = 1763800000123456789ULL;
+  p.state = "running";
+  p.observed_unix_ms = 1763800000123;
+  p.last_call_age_ms = 12.5;
+  p.blocked_ms = 2000;
+  p.cpu_pct = 99.5;
+  p.busy = true;
+  p.comms = {SampleCommRow(0), SampleCommRow(1), SampleCommRow(2)};
+  return p;
+}
+
+inline Event SampleEvent() {
+  Event e;
+  e.kind = "timeout";
+  e.rank = 5;
+  e.node = "node1";
+  e.unix_ms = 1763800000200;
+  e.message = "allreduce #812 on comm 3fa2.. waited 2.1 s; see ftmaster incidents";
+  e.comm_id = 0xffffffffffffffffULL;
+  e.op = "allreduce";
+  e.seq = 812;
+  e.age_ms = 2100.5;
+  e.timeout_ms = 2000;
+  e.started = true;
+  e.api = "nccl";
+  e.call = "ncclAllReduce";
+  e.code = -9;
+  e.clean = true;
+  e.step_ms = 1000.5;
+  e.baseline_ms = 900.25;
+  e.compute_ms = 700.75;
+  e.progress = SampleProgress();
+  return e;
+}
+
+inline RankSummary SampleSummary() {
+  RankSummary s;
+  s.rank = 7;
+  s.node = "node2";
+  s.unix_ms = 1763800000300;
+  s.steps = 12345;
+  s.step_ms = 1001.5;
+  s.step_p50_ms = 1000.25;
+  s.compute_ms = 800.5;
+  s.comm_wait_ms = 200.75;
+  s.records = 99999999999ULL;
+  s.dropped = 3;
+  for (int i = 0; i < 3; ++i) {
+    OpSummary o;
+    o.comm_id = 0x0123456789abcdefULL + static_cast<uint64_t>(i);
+    o.op = "reducescatter";
+    o.bucket = i + 1;
+    o.count = 100 + static_cast<uint64_t>(i);
+    o.p50_ms = 1.5;
+    o.p99_ms = 9.75;
+    o.max_ms = 12.125;
+    o.last_seq = 4000;
+    s.ops.push_back(o);
+  }
+  return s;
+}
+
+inline Membership SampleMembership() {
+  Membership m;
+  m.rank = 9;
+  m.local_rank = 1;
+  m.world_size = 16;
+  m.node = "node3";
+  m.host = "gpu-host-3.example";
+  m.pid = 777;
+  m.incarnation = 42;
+  m.state = "exited";
+  m.unix_ms = 1763800000400;
+  m.comms = {{0xabcULL, true, 1, 2}, {0xdefULL, false, 3, 16}};
+  return m;
+}
+
+inline TimeoutTable SampleTimeouts() {
+  TimeoutTable t;
+  t.version = 17;
+  t.default_ms = 30000;
+  t.unix_ms = 1763800000500;
+  t.entries = {{0x1ULL, "allreduce", 2, 1500.5}, {0x2ULL, "allgather", 4, 9000}};
+  return t;
+}
+
+inline Command SampleCommand() {
+  Command c;
+  c.id = "incident-3/save";
+  c.kind = "save";
+  c.rank = 4;
+  c.text = "save now";
+  c.grace_s = 2.5;
+  c.unix_ms = 1763800000600;
+  return c;
+}
+
+inline CommandAck SampleAck() {
+  CommandAck a;
+  a.id = "incident-3/save";
+  a.node = "node1";
+  a.rank = 4;
+  a.result = "failed";
+  a.message = "no state registered";
+  a.unix_ms = 1763800000700;
+  return a;
+}
+
+inline Incident SampleIncident() {
+  Incident i;
+  i.id = "inc-1";
+  i.kind = "transport-hang";
+  i.suspects = {{5, "node1", "never reached allreduce #812"}, {6, "node2", "dead"}};
+  i.comm_id = 0x3fa2ULL;
+  i.evidence = {"rank 3 waits on allreduce #812", "rank 4 waits too"};
+  i.confidence = 0.875;
+  i.first_event_unix_ms = 1763800000000;
+  i.decided_unix_ms = 1763800001500;
+  i.decide_ms = 1500.5;
+  i.decision = "save-then-stop";
+  i.message = "stopping the job";
+  return i;
+}
+
+inline WorkerHeartbeat SampleHeartbeat() {
+  WorkerHeartbeat h;
+  h.node = "node1";
+  h.host = "gpu-host-1";
+  h.pid = 31337;
+  h.ranks = {0, 1, 2, 3};
+  h.unix_ms = 1763800000800;
+  return h;
+}
+
+}  // namespace ft::proto::testing
+
+#endif  // FT_PROTO_TESTS_SAMPLE_VALUES_H_
