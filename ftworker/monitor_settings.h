@@ -1,0 +1,27 @@
+// ft::worker::MonitorSettings: the detection thresholds of the monitoring core, taken from
+// ft::Config (common/config_table.def, the FT_* settings named below) once at start-up.
+// A plain value.
+#ifndef FT_FTWORKER_MONITOR_SETTINGS_H_
+#define FT_FTWORKER_MONITOR_SETTINGS_H_
+
+#include <cstdint>
+
+#include "common/config.h"
+
+namespace ft::worker {
+
+struct MonitorSettings {
+  uint64_t timeout_warmup_ns = 60'000'000'000;  // FT_TIMEOUT_WARMUP: timeout before the master publishes
+  uint64_t busy_call_age_ns = 1'000'000'000;    // FT_BUSY_CALL_AGE
+  double busy_cpu_pct = 30;                     // FT_BUSY_CPU_PCT
+  double slowdown_pct = 25;                     // FT_SLOWDOWN_PCT
+  int slowdown_steps = 5;                       // FT_SLOWDOWN_STEPS
+  int warmup_steps = 10;                        // FT_WARMUP_STEPS
+  int baseline_steps = 10;                      // steps after warm-up whose median is the baseline
+
+  static MonitorSettings FromConfig(const Config& config);
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_MONITOR_SETTINGS_H_

@@ -1,0 +1,578 @@
+#include "ftworker/rank_monitor.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/log.h"
+#include "ftworker/op_names.h"
+#include "preload/records.h"
+
+namespace ft::worker {
+namespace {
+
+using preload::RecordType;
+
+constexpr size_t kBatchRecords = 512;
+constexpr size_t kMaxRecordsPerTick = size_t{1} << 16;  // bounds one tick; the rest waits
+constexpr size_t kMaxComms = 4096;                      // foreign bytes must not grow us unbounded
+constexpr size_t kMaxOpKeys = 4096;
+constexpr size_t kMaxPendingOps = 1 << 15;
+constexpr size_t kMaxSamples = 4096;                    // per (comm, op, bucket) and window
+constexpr size_t kMaxWindowSteps = 4096;
+constexpr uint64_t kCpuWindowNs = 1'000'000'000;
+constexpr uint64_t kCpuMinSpanNs = 100'000'000;
+constexpr uint64_t kForeignStaleNs = 3'000'000'000;     // heartbeat silence = dead, other pid namespace
+constexpr uint64_t kHeartbeatFreshNs = 1'000'000'000;
+constexpr uint64_t kRecycleStaleNs = 2'000'000'000;
+constexpr double kRecycleSlackS = 30;                   // clock steps, btime rounding
+constexpr int64_t kErrorRepeatMs = 10'000;              // one event per error kind per 10 s
+
+uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+double AgeMs(uint64_t now_ns, uint64_t then_ns) {
+  return now_ns > then_ns ? static_cast<double>(now_ns - then_ns) / 1e6 : 0.0;
+}
+
+std::string Bounded(const char (&field)[shm::kNameBytes]) {
+  return std::string(field, strnlen(field, sizeof(field)));
+}
+
+uint64_t PendingKey(const shm::Record& r) { return Mix64(r.comm_id ^ Mix64(r.a ^ Mix64(r.seq))); }
+
+double Percentile(std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+}  // namespace
+
+uint64_t P2PSlotId(uint64_t comm_id) {
+  uint64_t x = Mix64(comm_id ^ kP2PSlotSalt);
+  return x == 0 ? 1 : x;
+}
+
+const char* LifeName(Life life) {
+  switch (life) {
+    case Life::kRunning: return "running";
+    case Life::kDisabled: return "disabled";
+    case Life::kExited: return "exited";
+    case Life::kDead: return "dead";
+  }
+  return "?";
+}
+
+RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
+                         const MonitorSettings& settings, ProcessProbe* probe)
+    : segment_(std::move(segment)),
+      inode_(inode),
+      node_(std::move(node)),
+      settings_(settings),
+      probe_(probe),
+      reader_(*segment_),
+      batch_(kBatchRecords),
+      slowdown_(settings) {
+  const shm::SegmentHeader* h = segment_->header();
+  rank_ = h->global_rank;
+  local_rank_ = h->local_rank;
+  world_size_ = h->world_size;
+  pid_ = h->pid;
+  incarnation_ = h->incarnation;
+  host_ = Bounded(h->host);
+  if (node_.empty()) node_ = Bounded(h->node);
+  int previous = segment_->control()->reader_pid.exchange(getpid(), std::memory_order_relaxed);
+  if (previous != 0 && previous != getpid() && probe_->PidExists(previous)) {
+    FT_LOG(Warn, Worker,
+           "segment {} was being read by pid {}, which is still running: two ftworkers for one "
+           "node split its records between them; run one ftworker per node (FT_NODE_ID)",
+           name(), previous);
+  }
+}
+
+void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy& timeouts,
+                       std::vector<proto::Event>* events) {
+  if (finished()) {
+    // Nothing more to read; only whether the pid is gone (an exited segment is reclaimed then).
+    if (!pid_gone_) pid_gone_ = foreign_pid_ns_ || !probe_->PidExists(pid_);
+    return;
+  }
+  const size_t first_event = events->size();
+  DrainRing(now_unix_ms, events);
+  ReadSlots();
+  // Order matters: the pid is checked before the state, so a process that sets kExited and
+  // exits between the two reads is seen as the clean exit it is.
+  bool gone = CheckGone(now_ns);
+  auto state = static_cast<shm::ProcessState>(segment_->header()->state.load(std::memory_order_acquire));
+  if (state == shm::ProcessState::kExited) {
+    pid_gone_ = gone;
+    Finish(Life::kExited, now_ns, now_unix_ms, events);
+  } else if (gone) {
+    pid_gone_ = true;
+    Finish(Life::kDead, now_ns, now_unix_ms, events);
+  } else {
+    life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
+    BuildProgress(now_ns, now_unix_ms);
+  }
+  OnSteps(now_unix_ms, events);
+  // A disabled libft.so stopped updating its table: what it shows in flight is stale.
+  if (life_ == Life::kRunning) timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
+  for (size_t i = first_event; i < events->size(); ++i) (*events)[i].progress = progress_;
+  if (progress_.state != last_state_) {
+    last_state_ = progress_.state;
+    membership_changed_ = true;
+  }
+}
+
+void RankMonitor::DrainRing(int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  uint64_t dropped = segment_->header()->ring_dropped.load(std::memory_order_relaxed);
+  if (dropped != last_dropped_) {
+    if (dropped > last_dropped_) window_dropped_ += dropped - last_dropped_;
+    last_dropped_ = dropped;
+    steps_.OnGap();
+  }
+  size_t total = 0;
+  while (total < kMaxRecordsPerTick) {
+    size_t got = 0;
+    Status s = reader_.Poll(batch_.data(), batch_.size(), &got);
+    if (!s.ok()) {
+      if (!warned_ring_) {
+        FT_LOG(Warn, Worker,
+               "rank {} segment {}: {}; records were lost and this is not libft.so's normal "
+               "behaviour: check that only one ftworker reads this node",
+               rank_, name(), s.ToString());
+        warned_ring_ = true;
+      }
+      steps_.OnGap();
+    }
+    for (size_t i = 0; i < got; ++i) OnRecord(batch_[i], now_unix_ms, events);
+    total += got;
+    window_records_ += got;
+    if (got < batch_.size()) break;
+  }
+  steps_.Flush();
+}
+
+void RankMonitor::LearnComm(uint64_t comm_id) {
+  if (comm_id == 0 || salted_to_real_.size() >= 2 * kMaxComms) return;
+  salted_to_real_.emplace(P2PSlotId(comm_id), comm_id);
+}
+
+void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  switch (static_cast<RecordType>(r.type)) {
+    case RecordType::kCommInit: {
+      if (r.comm_id == 0) break;
+      LearnComm(r.comm_id);
+      ended_.erase(r.comm_id);
+      proto::CommMember m;
+      m.comm_id = r.comm_id;
+      m.comm_rank = static_cast<int32_t>(static_cast<uint32_t>(r.a));
+      m.comm_size = static_cast<int32_t>(static_cast<uint32_t>(r.a >> 32));
+      auto it = members_.find(r.comm_id);
+      if (it == members_.end()) {
+        if (members_.size() >= kMaxComms) break;
+        members_.emplace(r.comm_id, m);
+        membership_changed_ = true;
+      } else if (it->second.comm_rank != m.comm_rank || it->second.comm_size != m.comm_size) {
+        m.p2p = it->second.p2p;
+        it->second = m;
+        membership_changed_ = true;
+      }
+      break;
+    }
+    case RecordType::kCommEnd:
+      if (members_.erase(r.comm_id) > 0) membership_changed_ = true;
+      if (ended_.size() < kMaxComms) ended_.insert(r.comm_id);
+      break;
+    case RecordType::kOpEnter: {
+      if (r.flags & preload::kFlagCaptured) break;  // runs at each graph launch, not here
+      uint32_t op = static_cast<uint32_t>(r.a & 0xff);
+      steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns);
+      if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
+      pending_bytes_[PendingKey(r)] = r.b;
+      if (!(r.flags & preload::kFlagP2P) && r.comm_id != 0 &&
+          (recent_enters_.size() < kMaxComms || recent_enters_.count(r.comm_id) > 0)) {
+        recent_enters_[r.comm_id][r.seq % 64] = RecentEnter{r.seq, op, r.b};
+      }
+      break;
+    }
+    case RecordType::kOpEnd: {
+      auto pending = pending_bytes_.find(PendingKey(r));
+      if (pending == pending_bytes_.end()) break;  // its enter was lost or came before we attached
+      uint64_t bytes = pending->second;
+      pending_bytes_.erase(pending);
+      if (r.flags & (preload::kFlagError | preload::kFlagUntimed | preload::kFlagCaptured)) break;
+      uint32_t op = static_cast<uint32_t>(r.a & 0xff);
+      if (op != static_cast<uint32_t>(preload::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
+        steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
+      }
+      OpKey key{r.comm_id, op, BucketOf(bytes)};
+      auto it = window_ops_.find(key);
+      if (it == window_ops_.end()) {
+        if (window_ops_.size() >= kMaxOpKeys) break;
+        it = window_ops_.emplace(key, OpWindow{}).first;
+      }
+      OpWindow& w = it->second;
+      double ms = static_cast<double>(r.b) / 1e6;
+      ++w.count;
+      w.max_ms = std::max(w.max_ms, ms);
+      w.last_seq = std::max(w.last_seq, r.seq);
+      if (w.samples_ms.size() < kMaxSamples) {
+        w.samples_ms.push_back(ms);
+      } else {
+        sample_rng_ = sample_rng_ * 6364136223846793005ull + 1442695040888963407ull;
+        uint64_t j = (sample_rng_ >> 17) % w.count;
+        if (j < kMaxSamples) w.samples_ms[j] = ms;
+      }
+      break;
+    }
+    case RecordType::kApiError:
+      OnError(r, now_unix_ms, events);
+      break;
+    default:
+      break;  // kOpStart (the table has it), kKernelName, kAlloc, types of a newer libft.so
+  }
+}
+
+void RankMonitor::OnError(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  auto key = std::make_tuple(r.a, r.b, r.c);
+  auto it = errors_seen_.find(key);
+  if (it == errors_seen_.end()) {
+    if (errors_seen_.size() >= 1024) errors_seen_.clear();
+    it = errors_seen_.emplace(key, ErrorSeen{}).first;
+  } else if (now_unix_ms - it->second.last_unix_ms < kErrorRepeatMs) {
+    ++it->second.suppressed;  // an app retrying a failing call must not flood the stream
+    return;
+  }
+  uint64_t suppressed = it->second.suppressed;
+  it->second = ErrorSeen{now_unix_ms, 0};
+  proto::Event e = MakeEvent("error", now_unix_ms);
+  e.api = ApiLibraryName(r.a);
+  e.call = ApiCallName(r.a, r.b);
+  e.code = static_cast<int64_t>(r.c);
+  e.comm_id = r.comm_id;
+  e.message = fmt::format(
+      "rank {} (pid {}): {} returned error {} ({}); the application received it unchanged and "
+      "may fail or hang next: see the rank's own log for what it did with it",
+      rank_, pid_, e.call, e.code, e.api);
+  if (suppressed > 0) {
+    e.message += fmt::format(" ({} more of the same in the last {} s were not reported)", suppressed,
+                             kErrorRepeatMs / 1000);
+  }
+  events->push_back(std::move(e));
+}
+
+void RankMonitor::ReadSlots() {
+  const uint32_t count = segment_->header()->comm_slot_count;
+  if (slots_.size() < count) slots_.resize(count);
+  const shm::CommSlot* raw = segment_->comm_slots();
+  uint32_t used = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    auto snap = shm::SnapshotCommSlot(*segment_, i);
+    if (!snap) {
+      // Slots are claimed first-fit and never freed: the first free one ends the table. A
+      // slot whose writer kept it busy keeps its previous view until the next tick.
+      if (raw[i].comm_id.load(std::memory_order_acquire) == 0) break;
+      ++used;
+      continue;
+    }
+    ++used;
+    SlotView view;
+    view.p = *snap;
+    view.real_id = snap->comm_id;
+    view.p2p = (snap->flags & shm::kCommSlotP2P) != 0;
+    slots_[i] = view;
+    if (!view.p2p) LearnComm(snap->comm_id);
+  }
+  for (uint32_t i = 0; i < used && i < slots_.size(); ++i) {
+    if (!slots_[i]) continue;
+    SlotView& v = *slots_[i];
+    auto salted = salted_to_real_.find(v.p.comm_id);
+    if (salted != salted_to_real_.end()) {
+      v.p2p = true;
+      v.real_id = salted->second;
+    }
+    if (ended_.count(v.real_id) > 0) continue;
+    auto it = members_.find(v.real_id);
+    if (v.p2p) {
+      if (it != members_.end() && !it->second.p2p) {
+        it->second.p2p = true;
+        membership_changed_ = true;
+      }
+    } else if (it == members_.end() && members_.size() < kMaxComms) {
+      proto::CommMember m;
+      m.comm_id = v.real_id;
+      m.comm_rank = v.p.comm_rank;
+      m.comm_size = v.p.comm_size;
+      members_.emplace(v.real_id, m);
+      membership_changed_ = true;
+    }
+  }
+}
+
+bool RankMonitor::CheckGone(uint64_t now_ns) {
+  const shm::SegmentHeader* h = segment_->header();
+  uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
+  if (first_tick_) {
+    first_tick_ = false;
+    if (!probe_->PidExists(pid_) && heartbeat != 0 && now_ns >= heartbeat &&
+        now_ns - heartbeat < kHeartbeatFreshNs) {
+      foreign_pid_ns_ = true;
+      FT_LOG(Info, Worker,
+             "rank {}: pid {} is not visible here but its heartbeat advances: the process runs "
+             "in another pid namespace; its death is detected from its heartbeat (3 s) and its "
+             "CPU use is unknown. Share the pid namespace (hostPID) for faster detection",
+             rank_, pid_);
+    }
+  }
+  if (foreign_pid_ns_) return heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kForeignStaleNs);
+  if (!probe_->PidExists(pid_)) return true;
+  auto stat = probe_->ReadStat(pid_);
+  if (!stat) return false;  // exists, /proc hidden (hidepid): trust kill(2)
+  if (stat->state == 'Z' || stat->state == 'X') return true;
+  if (!start_ticks_) {
+    start_ticks_ = stat->start_ticks;
+    // A process that started after the segment was created cannot have created it: the pid
+    // was recycled. Believed only when the heartbeat is silent too, since wall clock steps
+    // move the two clocks compared here apart.
+    int64_t boot = probe_->BootTimeUnixS();
+    uint64_t hz = probe_->TicksPerSecond();
+    bool silent = heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kRecycleStaleNs) ||
+                  h->state.load(std::memory_order_relaxed) == static_cast<uint32_t>(shm::ProcessState::kDisabled);
+    if (boot > 0 && hz > 0 && incarnation_ > 0 && silent) {
+      double started_s = static_cast<double>(boot) + static_cast<double>(stat->start_ticks) / static_cast<double>(hz);
+      double created_s = static_cast<double>(incarnation_) / 1e9;
+      if (started_s > created_s + kRecycleSlackS) {
+        FT_LOG(Info, Worker, "rank {}: pid {} now belongs to a process started after the segment {}: "
+               "the rank's process is gone", rank_, pid_, name());
+        return true;
+      }
+    }
+  } else if (*start_ticks_ != stat->start_ticks) {
+    return true;  // the pid was recycled while we watched
+  }
+  SampleCpu(now_ns, stat->cpu_ticks);
+  return false;
+}
+
+void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks) {
+  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().first) return;
+  cpu_samples_.emplace_back(now_ns, cpu_ticks);
+  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].first >= kCpuWindowNs) cpu_samples_.pop_front();
+  const auto& base = cpu_samples_.front();
+  uint64_t span = now_ns - base.first;
+  if (span < kCpuMinSpanNs || cpu_ticks < base.second) return;
+  double cpu_s = static_cast<double>(cpu_ticks - base.second) / static_cast<double>(probe_->TicksPerSecond());
+  cpu_pct_ = 100.0 * cpu_s / (static_cast<double>(span) / 1e9);
+}
+
+void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
+  const shm::SegmentHeader* h = segment_->header();
+  proto::RankProgress& p = progress_;
+  p.rank = rank_;
+  p.node = node_;
+  p.pid = pid_;
+  p.incarnation = incarnation_;
+  p.state = LifeName(life_);
+  p.observed_unix_ms = now_unix_ms;
+  uint64_t last_call = h->last_call_ns.load(std::memory_order_acquire);
+  uint64_t blocked_since = h->blocked_since_ns.load(std::memory_order_acquire);
+  p.last_call_age_ms = last_call == 0 ? -1 : AgeMs(now_ns, last_call);
+  p.blocked_ms = blocked_since == 0 ? 0 : AgeMs(now_ns, blocked_since);
+  p.cpu_pct = finished() ? 0 : cpu_pct_;
+  bool recent_call = last_call != 0 && (now_ns <= last_call || now_ns - last_call < settings_.busy_call_age_ns);
+  bool working_cpu = p.cpu_pct >= settings_.busy_cpu_pct && blocked_since == 0;
+  p.busy = !finished() && (recent_call || working_cpu);
+  p.comms.clear();
+  for (const auto& slot : slots_) {
+    if (!slot) continue;
+    const shm::CommProgress& c = slot->p;
+    proto::CommRow row;
+    row.comm_id = slot->real_id;
+    row.p2p = slot->p2p;
+    row.comm_rank = c.comm_rank;
+    row.comm_size = c.comm_size;
+    row.op = OpName(c.enter_op);
+    row.bytes = c.entered_bytes;
+    row.peer = c.entered_peer;
+    row.entered_seq = c.entered_seq;
+    row.started_seq = c.started_seq;
+    row.completed_seq = c.completed_seq;
+    row.entered_age_ms = c.entered_ns == 0 ? -1 : AgeMs(now_ns, c.entered_ns);
+    row.started_age_ms = c.started_ns == 0 ? -1 : AgeMs(now_ns, c.started_ns);
+    row.completed_age_ms = c.completed_ns == 0 ? -1 : AgeMs(now_ns, c.completed_ns);
+    p.comms.push_back(std::move(row));
+  }
+}
+
+std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
+  std::vector<InFlightOp> ops;
+  for (const auto& slot : slots_) {
+    if (!slot) continue;
+    const shm::CommProgress& c = slot->p;
+    if (c.started_seq <= c.completed_seq) continue;
+    InFlightOp op;
+    op.comm_id = slot->real_id;
+    op.p2p = slot->p2p;
+    op.seq = c.completed_seq + 1;
+    uint32_t kind = c.enter_op;
+    op.bytes = c.entered_bytes;
+    if (!slot->p2p) {
+      auto it = recent_enters_.find(slot->real_id);
+      if (it != recent_enters_.end() && it->second[op.seq % 64].seq == op.seq) {
+        kind = it->second[op.seq % 64].op;
+        op.bytes = it->second[op.seq % 64].bytes;
+      }
+    }
+    op.op = OpName(kind);
+    op.started_age_ms = c.started_ns == 0 ? 0 : AgeMs(now_ns, c.started_ns);
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+void RankMonitor::OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  for (const StepSample& step : steps_.TakeSteps()) {
+    ++steps_total_;
+    last_step_ms_ = step.step_ms;
+    if (window_steps_ms_.size() < kMaxWindowSteps) {
+      window_steps_ms_.push_back(step.step_ms);
+      window_compute_ms_.push_back(step.compute_ms);
+      window_comm_ms_.push_back(step.comm_ms);
+    }
+    bool was_slow = slowdown_.slow();
+    auto slow = slowdown_.OnStep(step);
+    if (was_slow && !slowdown_.slow()) {
+      FT_LOG(Info, Worker, "rank {}: step time back to its baseline of {:.1f} ms", rank_, slowdown_.baseline_ms());
+    }
+    if (!slow) continue;
+    proto::Event e = MakeEvent("slowdown", now_unix_ms);
+    e.step_ms = slow->step_ms;
+    e.baseline_ms = slow->baseline_ms;
+    e.compute_ms = slow->compute_ms;
+    e.message = fmt::format(
+        "rank {}: step time {:.1f} ms against its baseline of {:.1f} ms (+{:.0f}%) for {} steps in "
+        "a row; compute {:.1f} ms against {:.1f} ms. If only this rank's compute grew it is the "
+        "straggler (GPU clocks, thermals, host contention); if every rank slowed, look at the "
+        "network or the input pipeline",
+        rank_, slow->step_ms, slow->baseline_ms, 100 * (slow->step_ms / slow->baseline_ms - 1),
+        settings_.slowdown_steps, slow->compute_ms, slow->baseline_compute_ms);
+    events->push_back(std::move(e));
+  }
+}
+
+void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  // What the process wrote before it ended is final now: read the rest.
+  DrainRing(now_unix_ms, events);
+  ReadSlots();
+  life_ = life;
+  finished_ns_ = now_ns;
+  BuildProgress(now_ns, now_unix_ms);
+  int32_t status = segment_->header()->exit_status.load(std::memory_order_acquire);
+  proto::Event e = MakeEvent("exit", now_unix_ms);
+  e.clean = life == Life::kExited;
+  if (e.clean) {
+    e.code = status;
+    e.message = fmt::format("rank {} (pid {}) exited cleanly with status {}", rank_, pid_, status);
+    FT_LOG(Info, Worker, "{}", e.message);
+  } else if (status != 0) {
+    e.code = status;
+    e.message = fmt::format(
+        "rank {} (pid {}) is gone without a clean exit; the last exit status it wrote was {}. "
+        "Check the launcher's log for how it ended",
+        rank_, pid_, status);
+    FT_LOG(Warn, Worker, "{}", e.message);
+  } else {
+    e.code = 0;
+    e.message = fmt::format(
+        "rank {} (pid {}) is gone without a clean exit: killed or crashed; its exit status is "
+        "unknown to the worker. Check the launcher's log (signal, OOM killer) for the cause",
+        rank_, pid_);
+    FT_LOG(Warn, Worker, "{}", e.message);
+  }
+  events->push_back(std::move(e));
+}
+
+proto::Event RankMonitor::MakeEvent(const char* kind, int64_t unix_ms) const {
+  proto::Event e;
+  e.kind = kind;
+  e.rank = rank_;
+  e.node = node_;
+  e.unix_ms = unix_ms;
+  return e;
+}
+
+proto::Membership RankMonitor::membership() const {
+  proto::Membership m;
+  m.rank = rank_;
+  m.local_rank = local_rank_;
+  m.world_size = world_size_;
+  m.node = node_;
+  m.host = host_;
+  m.pid = pid_;
+  m.incarnation = incarnation_;
+  m.state = LifeName(life_);
+  m.unix_ms = progress_.observed_unix_ms;
+  for (const auto& [id, member] : members_) m.comms.push_back(member);
+  return m;
+}
+
+bool RankMonitor::IsMember(uint64_t comm_id) const {
+  if (members_.count(comm_id) > 0) return true;
+  for (const auto& slot : slots_) {
+    if (slot && !slot->p2p && slot->real_id == comm_id) return true;
+  }
+  return false;
+}
+
+std::optional<uint64_t> RankMonitor::EnteredSeq(uint64_t comm_id) const {
+  for (const auto& slot : slots_) {
+    if (slot && !slot->p2p && slot->real_id == comm_id) return slot->p.entered_seq;
+  }
+  return std::nullopt;
+}
+
+proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
+  proto::RankSummary s;
+  s.rank = rank_;
+  s.node = node_;
+  s.unix_ms = unix_ms;
+  s.steps = steps_total_;
+  s.step_ms = last_step_ms_;
+  s.step_p50_ms = Median(window_steps_ms_);
+  s.compute_ms = Median(window_compute_ms_);
+  s.comm_wait_ms = Median(window_comm_ms_);
+  s.records = window_records_;
+  s.dropped = window_dropped_;
+  for (auto& [key, w] : window_ops_) {
+    proto::OpSummary o;
+    o.comm_id = key.comm_id;
+    o.op = OpName(key.op);
+    o.bucket = key.bucket;
+    o.count = w.count;
+    std::sort(w.samples_ms.begin(), w.samples_ms.end());
+    o.p50_ms = Percentile(w.samples_ms, 0.50);
+    o.p99_ms = Percentile(w.samples_ms, 0.99);
+    o.max_ms = w.max_ms;
+    o.last_seq = w.last_seq;
+    s.ops.push_back(std::move(o));
+  }
+  window_ops_.clear();
+  window_steps_ms_.clear();
+  window_compute_ms_.clear();
+  window_comm_ms_.clear();
+  window_records_ = 0;
+  window_dropped_ = 0;
+  return s;
+}
+
+}  // namespace ft::worker

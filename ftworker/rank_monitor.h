@@ -1,0 +1,194 @@
+// ft::worker::RankMonitor: everything the worker knows about one attached segment, i.e. one
+// incarnation of one rank. Each Tick():
+//   - drains the record ring (shm::RingReader owns the consumer cursor in the control page)
+//     and feeds: communicator membership (kCommInit/kCommEnd), step inference (kOpEnter),
+//     duration statistics and comm intervals (kOpEnd), error events (kApiError);
+//   - snapshots every in-flight table slot into the progress table (CommRow per slot; a p2p
+//     slot is recognised by its flag (shm::kCommSlotP2P) or by its id, Mix(comm ^ "p2p-slot") of a known
+//     communicator, and reported under that communicator with p2p = true);
+//   - checks the process: alive when kill(pid, 0) finds it and /proc/<pid>/stat shows the same
+//     start time and no zombie; a pid gone without state kExited is a death, reported at once
+//     ("exit", clean = false); kExited is a clean exit with the header's exit_status. If the
+//     pid is invisible from the start while the heartbeat advances, the process lives in
+//     another pid namespace and the heartbeat alone decides (stale for 3 s = dead);
+//   - CPU % over the last ~1 s from utime + stime; last call age; blocked time; busy =
+//     last call younger than busy_call_age, or CPU >= busy_cpu_pct while not blocked in a
+//     synchronizing CUDA call;
+//   - steps -> SlowdownDetector; in-flight ops -> TimeoutDetector.
+// A RankMonitor owns its Segment (the mapping stays valid after the file is unlinked).
+// Not thread-safe: the node monitor's thread drives it.
+#ifndef FT_FTWORKER_RANK_MONITOR_H_
+#define FT_FTWORKER_RANK_MONITOR_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ftworker/monitor_settings.h"
+#include "ftworker/process_probe.h"
+#include "ftworker/slowdown_detector.h"
+#include "ftworker/step_inference.h"
+#include "ftworker/timeout_detector.h"
+#include "proto/messages.h"
+#include "shm/comm_table.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+namespace ft::worker {
+
+// The salt libft.so mixes into a communicator id for its p2p slot (preload/comm_registry.cc).
+inline constexpr uint64_t kP2PSlotSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
+// The id of communicator `comm_id`'s p2p slot.
+uint64_t P2PSlotId(uint64_t comm_id);
+
+enum class Life { kRunning, kDisabled, kExited, kDead };
+const char* LifeName(Life life);  // "running", "disabled", "exited", "dead"
+
+class RankMonitor {
+ public:
+  // `node` names this worker's node in what it reports (empty: the segment's own).
+  RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
+              const MonitorSettings& settings, ProcessProbe* probe);
+  RankMonitor(const RankMonitor&) = delete;
+  RankMonitor& operator=(const RankMonitor&) = delete;
+
+  // Reads what is new and checks the process. Appends error, exit, slowdown and timeout
+  // events. After the exit event nothing more is read.
+  void Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy& timeouts,
+            std::vector<proto::Event>* events);
+
+  // As of the last Tick.
+  const proto::RankProgress& progress() const { return progress_; }
+  proto::Membership membership() const;
+  bool membership_changed() const { return membership_changed_; }
+  void clear_membership_changed() { membership_changed_ = false; }
+
+  // Closes the summary window: op durations and steps since the last call.
+  proto::RankSummary TakeSummary(int64_t unix_ms);
+
+  // Timeouts raised by this rank whose op is still in flight.
+  const std::vector<ActiveTimeout>& active_timeouts() const { return timeouts_.active(); }
+  // Whether this rank is a member of `comm_id` (a table slot or a kCommInit record).
+  bool IsMember(uint64_t comm_id) const;
+  // Collectives this rank entered on `comm_id`, from its table slot; nullopt without one.
+  std::optional<uint64_t> EnteredSeq(uint64_t comm_id) const;
+
+  Life life() const { return life_; }
+  bool finished() const { return life_ == Life::kExited || life_ == Life::kDead; }
+  uint64_t finished_ns() const { return finished_ns_; }
+  bool pid_gone() const { return pid_gone_; }
+
+  int rank() const { return rank_; }
+  int pid() const { return pid_; }
+  uint64_t incarnation() const { return incarnation_; }
+  const std::string& name() const { return segment_->name(); }
+  uint64_t inode() const { return inode_; }
+  shm::Segment& segment() { return *segment_; }
+  const StepInference& steps() const { return steps_; }
+
+ private:
+  struct OpKey {
+    uint64_t comm_id;
+    uint32_t op;
+    int bucket;
+    auto operator<=>(const OpKey&) const = default;
+  };
+  struct OpWindow {
+    std::vector<double> samples_ms;  // a uniform sample of at most kMaxSamples
+    uint64_t count = 0;
+    double max_ms = 0;
+    uint64_t last_seq = 0;
+  };
+  struct RecentEnter {
+    uint64_t seq = 0;
+    uint32_t op = 0;
+    uint64_t bytes = 0;
+  };
+  struct SlotView {
+    shm::CommProgress p;
+    uint64_t real_id = 0;
+    bool p2p = false;
+  };
+
+  void DrainRing(int64_t now_unix_ms, std::vector<proto::Event>* events);
+  void OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events);
+  void OnError(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events);
+  void LearnComm(uint64_t comm_id);
+  void ReadSlots();
+  bool CheckGone(uint64_t now_ns);
+  void SampleCpu(uint64_t now_ns, uint64_t cpu_ticks);
+  void BuildProgress(uint64_t now_ns, int64_t now_unix_ms);
+  void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
+  void Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
+  std::vector<InFlightOp> InFlight(uint64_t now_ns) const;
+  proto::Event MakeEvent(const char* kind, int64_t unix_ms) const;
+
+  std::unique_ptr<shm::Segment> segment_;
+  uint64_t inode_;
+  std::string node_;
+  MonitorSettings settings_;
+  ProcessProbe* probe_;
+  shm::RingReader reader_;
+  std::vector<shm::Record> batch_;
+
+  // Identity, copied from the validated header once.
+  int rank_, local_rank_, world_size_, pid_;
+  uint64_t incarnation_;
+  std::string host_;
+
+  Life life_ = Life::kRunning;
+  uint64_t finished_ns_ = 0;
+  bool pid_gone_ = false;
+  bool first_tick_ = true;
+  bool foreign_pid_ns_ = false;
+  uint64_t last_heartbeat_ = 0;
+  uint64_t heartbeat_changed_ns_ = 0;
+  std::optional<uint64_t> start_ticks_;
+  std::deque<std::pair<uint64_t, uint64_t>> cpu_samples_;  // (now ns, cpu ticks)
+  double cpu_pct_ = 0;
+  bool warned_ring_ = false;
+
+  // Communicators.
+  std::map<uint64_t, proto::CommMember> members_;           // real id -> membership
+  std::unordered_map<uint64_t, uint64_t> salted_to_real_;   // p2p slot id -> comm id
+  std::unordered_set<uint64_t> ended_;                      // kCommEnd seen
+  std::vector<std::optional<SlotView>> slots_;  // by slot index
+  std::unordered_map<uint64_t, std::array<RecentEnter, 64>> recent_enters_;
+  bool membership_changed_ = true;
+  std::string last_state_;
+
+  // Records, steps, summary window.
+  uint64_t last_dropped_ = 0;
+  uint64_t window_records_ = 0;
+  uint64_t window_dropped_ = 0;
+  std::map<OpKey, OpWindow> window_ops_;
+  uint64_t sample_rng_ = 0x853c49e6748fea9bull;
+  StepInference steps_;
+  SlowdownDetector slowdown_;
+  uint64_t steps_total_ = 0;
+  double last_step_ms_ = 0;
+  std::vector<double> window_steps_ms_;
+  std::vector<double> window_compute_ms_;
+  std::vector<double> window_comm_ms_;
+  struct ErrorSeen {
+    int64_t last_unix_ms = 0;
+    uint64_t suppressed = 0;
+  };
+  std::map<std::tuple<uint64_t, uint64_t, uint64_t>, ErrorSeen> errors_seen_;  // (library, call, code)
+  std::unordered_map<uint64_t, uint64_t> pending_bytes_;  // (comm, a, seq) hash -> bytes of an entered op
+
+  TimeoutDetector timeouts_;
+  proto::RankProgress progress_;
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_RANK_MONITOR_H_

@@ -1,0 +1,398 @@
+#include "ftworker/node_monitor.h"
+
+#include <gtest/gtest.h>
+
+#include "ftworker/op_names.h"
+#include "ftworker/tests/test_util.h"
+#include "shm/mailbox.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+
+constexpr uint64_t kComm = 0xc011ec7100000001ull;
+constexpr uint64_t kDp = 0xd000000000000002ull;
+constexpr int kPid0 = 3'900'001;  // fake pids: FakeProbe answers for them
+constexpr int kPid1 = 3'900'002;
+
+NodeMonitorOptions Options(const std::string& job, ProcessProbe* probe) {
+  NodeMonitorOptions o;
+  o.job = job;
+  o.node = "n1";
+  o.scan_interval_ns = 0;
+  o.settle_ns = 0;
+  o.probe = probe;
+  o.settings.timeout_warmup_ns = 3 * kSec;
+  return o;
+}
+
+proto::TimeoutTable Table(double default_ms, std::vector<proto::TimeoutEntry> entries = {}) {
+  proto::TimeoutTable t;
+  t.version = 1;
+  t.default_ms = default_ms;
+  t.entries = std::move(entries);
+  return t;
+}
+
+class NodeMonitorTest : public ::testing::Test {
+ protected:
+  NodeMonitorTest() : job_(UniqueJob("nm")), monitor_(Options(job_, &probe_)) {}
+
+  std::vector<proto::Event> TickAt(uint64_t t) {
+    std::vector<proto::Event> events;
+    monitor_.Tick(t, static_cast<int64_t>(1'700'000'000'000 + t / kMs), &events);
+    return events;
+  }
+
+  const proto::RankProgress* ProgressOf(int rank) {
+    progress_ = monitor_.Progress();
+    for (const auto& p : progress_) {
+      if (p.rank == rank) return &p;
+    }
+    return nullptr;
+  }
+
+  std::string job_;
+  FakeProbe probe_;
+  NodeMonitor monitor_;
+  std::vector<proto::RankProgress> progress_;
+  const uint64_t t0_ = MonoNs();
+};
+
+TEST_F(NodeMonitorTest, ProgressRowsAndMembership) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 1, 4);
+  r.CommInit(kDp, 0, 2);
+  r.P2PSlot(kComm, /*set_flag=*/false);  // an older libft.so: recognised by its id
+  r.P2PSlot(kDp, /*set_flag=*/true);
+  r.Collective(kComm, 1, Op(OpKind::kAllReduce), 1 << 20, t0_, kMs, kMs);
+  r.Enter(kComm, 2, Op(OpKind::kAllGather), 4096, t0_ + 10 * kMs);
+  r.header()->last_call_ns.store(t0_ + 10 * kMs);
+  auto events = TickAt(t0_ + 110 * kMs);
+  EXPECT_TRUE(events.empty());
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->pid, kPid0);
+  EXPECT_EQ(p->node, "n1");
+  EXPECT_EQ(p->state, "running");
+  EXPECT_NEAR(p->last_call_age_ms, 100, 1e-6);
+  EXPECT_TRUE(p->busy);  // a call 100 ms ago
+  ASSERT_EQ(p->comms.size(), 4u);
+  const proto::CommRow& row = p->comms[0];
+  EXPECT_EQ(row.comm_id, kComm);
+  EXPECT_FALSE(row.p2p);
+  EXPECT_EQ(row.comm_rank, 1);
+  EXPECT_EQ(row.comm_size, 4);
+  EXPECT_EQ(row.op, "allgather");
+  EXPECT_EQ(row.entered_seq, 2u);
+  EXPECT_EQ(row.started_seq, 1u);
+  EXPECT_EQ(row.completed_seq, 1u);
+  EXPECT_NEAR(row.entered_age_ms, 100, 1e-6);
+  EXPECT_NEAR(row.completed_age_ms, 108, 1e-6);
+  EXPECT_EQ(p->comms[2].comm_id, kComm);
+  EXPECT_TRUE(p->comms[2].p2p);
+  EXPECT_EQ(p->comms[3].comm_id, kDp);
+  EXPECT_TRUE(p->comms[3].p2p);
+  EXPECT_EQ(p->comms[3].entered_age_ms, -1);
+
+  EXPECT_TRUE(monitor_.TakeMembershipChanged());
+  EXPECT_FALSE(monitor_.TakeMembershipChanged());
+  auto members = monitor_.Memberships();
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(members[0].host, "host-n1");
+  EXPECT_EQ(members[0].world_size, 8);
+  ASSERT_EQ(members[0].comms.size(), 2u);
+  for (const auto& c : members[0].comms) EXPECT_TRUE(c.p2p) << CommHex(c.comm_id);
+  EXPECT_EQ(monitor_.Ranks(), std::vector<int>{0});
+}
+
+TEST_F(NodeMonitorTest, TimeoutWhenTheGpuWaitsOnPeersOncePerSeq) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  monitor_.SetTimeouts(Table(1000));
+  r.Collective(kComm, 1, Op(OpKind::kAllReduce), 4096, t0_, kMs, kMs);
+  r.Enter(kComm, 2, Op(OpKind::kAllReduce), 4096, t0_ + 10 * kMs);
+  r.Start(kComm, 2, Op(OpKind::kAllReduce), t0_ + 20 * kMs);
+  EXPECT_TRUE(TickAt(t0_ + 900 * kMs).empty());
+  auto events = TickAt(t0_ + 1100 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  const proto::Event& e = events[0];
+  EXPECT_EQ(e.kind, "timeout");
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_EQ(e.comm_id, kComm);
+  EXPECT_EQ(e.op, "allreduce");
+  EXPECT_EQ(e.seq, 2u);
+  EXPECT_TRUE(e.started);
+  EXPECT_NEAR(e.age_ms, 1080, 1e-6);
+  EXPECT_EQ(e.timeout_ms, 1000);
+  EXPECT_EQ(e.progress.rank, 0);
+  ASSERT_EQ(e.progress.comms.size(), 1u);
+  EXPECT_EQ(e.progress.comms[0].started_seq, 2u);
+  EXPECT_NE(e.message.find("waits on peers"), std::string::npos) << e.message;
+  EXPECT_TRUE(TickAt(t0_ + 5000 * kMs).empty()) << "one event per (comm, seq)";
+  // It completes; the next op gets stuck too: a new event.
+  r.End(kComm, 2, Op(OpKind::kAllReduce), t0_ + 20 * kMs, t0_ + 5100 * kMs);
+  r.Enter(kComm, 3, Op(OpKind::kAllReduce), 4096, t0_ + 5200 * kMs);
+  r.Start(kComm, 3, Op(OpKind::kAllReduce), t0_ + 5200 * kMs);
+  EXPECT_TRUE(TickAt(t0_ + 5300 * kMs).empty());
+  events = TickAt(t0_ + 6300 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].seq, 3u);
+}
+
+TEST_F(NodeMonitorTest, OpEnteredButNotStartedRaisesNothing) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  monitor_.SetTimeouts(Table(1000));
+  r.Collective(kComm, 1, Op(OpKind::kAllReduce), 4096, t0_, kMs, kMs);
+  r.Enter(kComm, 2, Op(OpKind::kAllReduce), 4096, t0_ + 10 * kMs);
+  EXPECT_TRUE(TickAt(t0_ + 100 * kSec).empty()) << "the stuck rank itself stays silent";
+}
+
+TEST_F(NodeMonitorTest, TimeoutTableEntriesDefaultAndWarmup) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  r.CommInit(kDp, 0, 2);
+  const uint64_t big = 8 << 20;  // bucket 2
+  r.Enter(kComm, 1, Op(OpKind::kAllReduce), big, t0_);
+  r.Start(kComm, 1, Op(OpKind::kAllReduce), t0_);
+  r.Enter(kDp, 1, Op(OpKind::kBroadcast), 16, t0_);
+  r.Start(kDp, 1, Op(OpKind::kBroadcast), t0_);
+  // No table yet: FT_TIMEOUT_WARMUP (3 s here).
+  EXPECT_TRUE(TickAt(t0_ + 2 * kSec).empty());
+  EXPECT_EQ(TickAt(t0_ + 3100 * kMs).size(), 2u);
+
+  FakeRank r1(job_, 1, kPid1);
+  r1.CommInit(kComm, 1, 2);
+  r1.CommInit(kDp, 1, 2);
+  const uint64_t t1 = t0_ + 10 * kSec;
+  r1.Enter(kComm, 1, Op(OpKind::kAllReduce), big, t1);
+  r1.Start(kComm, 1, Op(OpKind::kAllReduce), t1);
+  r1.Enter(kDp, 1, Op(OpKind::kBroadcast), 16, t1);
+  r1.Start(kDp, 1, Op(OpKind::kBroadcast), t1);
+  monitor_.SetTimeouts(Table(1000, {{kComm, "allreduce", 2, 5000}, {kComm, "allreduce", 1, 10}}));
+  auto events = TickAt(t1 + 2 * kSec);
+  ASSERT_EQ(events.size(), 1u) << "the broadcast uses default_ms, the allreduce its entry";
+  EXPECT_EQ(events[0].comm_id, kDp);
+  EXPECT_EQ(events[0].op, "broadcast");
+  EXPECT_EQ(events[0].timeout_ms, 1000);
+  events = TickAt(t1 + 5100 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].comm_id, kComm);
+  EXPECT_EQ(events[0].timeout_ms, 5000);
+}
+
+TEST_F(NodeMonitorTest, P2PTimeoutUsesItsCommunicator) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  uint32_t slot = r.P2PSlot(kComm, true);
+  monitor_.SetTimeouts(Table(1000));
+  shm::CommTableWriter table(r.seg());
+  table.EnterOp(slot, 1, Op(OpKind::kSend), 4096, 1, t0_);
+  table.Started(slot, 1, t0_);
+  auto events = TickAt(t0_ + 2 * kSec);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].comm_id, kComm);
+  EXPECT_EQ(events[0].op, "send");
+  EXPECT_NE(events[0].message.find("(p2p)"), std::string::npos);
+}
+
+TEST_F(NodeMonitorTest, ErrorRecordsBecomeEventsWithNames) {
+  FakeRank r(job_, 0, kPid0);
+  r.Error(2, 0, 5);  // ncclAllReduce -> ncclInvalidUsage
+  r.Error(1, 0, 719);
+  r.Error(2, 0, 5);  // the same again within 10 s: counted, not sent
+  auto events = TickAt(t0_);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, "error");
+  EXPECT_EQ(events[0].api, "nccl");
+  EXPECT_EQ(events[0].call, "ncclAllReduce");
+  EXPECT_EQ(events[0].code, 5);
+  EXPECT_EQ(events[0].progress.rank, 0);
+  EXPECT_EQ(events[1].api, "cudart");
+  EXPECT_EQ(events[1].call, "__cudaLaunchKernel");
+  EXPECT_EQ(events[1].code, 719);
+  r.Error(2, 0, 5);
+  auto later = TickAt(t0_ + 11 * kSec);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_NE(later[0].message.find("1 more"), std::string::npos) << later[0].message;
+}
+
+TEST_F(NodeMonitorTest, BusyRankThatOthersWaitOn) {
+  FakeRank waiter(job_, 0, kPid0);
+  FakeRank other(job_, 1, kPid1);
+  waiter.CommInit(kComm, 0, 2);
+  other.CommInit(kComm, 1, 2);
+  monitor_.SetTimeouts(Table(1000));
+  for (uint64_t s = 1; s <= 6; ++s) {
+    waiter.Collective(kComm, s, Op(OpKind::kAllReduce), 4096, t0_ + s * kMs, 0, kMs);
+    other.Collective(kComm, s, Op(OpKind::kAllReduce), 4096, t0_ + s * kMs, 0, kMs);
+  }
+  waiter.Enter(kComm, 7, Op(OpKind::kAllReduce), 4096, t0_ + 10 * kMs);
+  waiter.Start(kComm, 7, Op(OpKind::kAllReduce), t0_ + 10 * kMs);
+  // Rank 1 has not entered #7 and made no call for a long time: not busy, no event.
+  other.header()->last_call_ns.store(t0_);
+  auto events = TickAt(t0_ + 2 * kSec);
+  EXPECT_EQ(CountEvents(events, "timeout"), 1u);
+  EXPECT_EQ(CountEvents(events, "busy"), 0u);
+  // Now it is busy with host work (calls): one busy event, once.
+  other.header()->last_call_ns.store(t0_ + 2500 * kMs);
+  events = TickAt(t0_ + 3 * kSec);
+  ASSERT_EQ(CountEvents(events, "busy"), 1u);
+  const proto::Event* busy = FindEvent(events, "busy");
+  EXPECT_EQ(busy->rank, 1);
+  EXPECT_EQ(busy->comm_id, kComm);
+  EXPECT_EQ(busy->seq, 7u);
+  EXPECT_TRUE(busy->progress.busy);
+  EXPECT_EQ(busy->progress.rank, 1);
+  other.header()->last_call_ns.store(t0_ + 3200 * kMs);
+  EXPECT_EQ(CountEvents(TickAt(t0_ + 3300 * kMs), "busy"), 0u) << "once per episode";
+}
+
+TEST_F(NodeMonitorTest, BusyFromCpuUnlessBlocked) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0};
+  for (int i = 0; i <= 10; ++i) {
+    probe_.procs[kPid0].stat.cpu_ticks = static_cast<uint64_t>(i) * 5;  // 50 ticks/s of 100
+    TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
+  }
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->cpu_pct, 50, 0.5);
+  EXPECT_TRUE(p->busy);
+  EXPECT_EQ(p->last_call_age_ms, -1);
+  r.header()->blocked_since_ns.store(t0_ + 500 * kMs);
+  probe_.procs[kPid0].stat.cpu_ticks += 5;
+  TickAt(t0_ + 1100 * kMs);
+  p = ProgressOf(0);
+  EXPECT_NEAR(p->blocked_ms, 600, 1e-6);
+  EXPECT_FALSE(p->busy) << "CPU spent inside a synchronizing call is waiting, not working";
+}
+
+TEST_F(NodeMonitorTest, StopRankTermThenKillAfterGrace) {
+  FakeRank r(job_, 4, kPid0);
+  TickAt(t0_);
+  EXPECT_EQ(monitor_.StopRank(9, 1).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(monitor_.StopRank(4, 0.5).ok());
+  ASSERT_EQ(probe_.signals.size(), 1u);
+  EXPECT_EQ(probe_.signals[0], std::make_pair(kPid0, SIGTERM));
+  TickAt(t0_ + 400 * kMs);
+  EXPECT_EQ(probe_.signals.size(), 1u);
+  TickAt(t0_ + 600 * kMs);
+  ASSERT_EQ(probe_.signals.size(), 2u);
+  EXPECT_EQ(probe_.signals[1], std::make_pair(kPid0, SIGKILL));
+  TickAt(t0_ + 700 * kMs);
+  EXPECT_EQ(probe_.signals.size(), 2u);
+}
+
+TEST_F(NodeMonitorTest, StoppedRankThatExitsIsNotKilled) {
+  FakeRank r(job_, 4, kPid0);
+  TickAt(t0_);
+  ASSERT_TRUE(monitor_.StopRank(4, 0.5).ok());
+  r.Exit(0);
+  TickAt(t0_ + 100 * kMs);
+  TickAt(t0_ + 600 * kMs);
+  EXPECT_EQ(probe_.signals.size(), 1u);
+}
+
+TEST_F(NodeMonitorTest, MailboxMessageAndAck) {
+  FakeRank r(job_, 2, kPid0);
+  TickAt(t0_);
+  uint64_t seq = 0;
+  ASSERT_TRUE(monitor_.PostMessage(2, "hello rank", &seq).ok());
+  EXPECT_FALSE(monitor_.PollAck(2, seq));
+  auto command = shm::TakeCommand(r.seg());
+  ASSERT_TRUE(command);
+  EXPECT_EQ(command->type, static_cast<uint32_t>(MailboxCommand::kMessage));
+  EXPECT_STREQ(reinterpret_cast<const char*>(command->payload), "hello rank");
+  shm::AckCommand(r.seg(), command->seq, static_cast<int32_t>(StatusCode::kUnsupported), "not supported");
+  auto ack = monitor_.PollAck(2, seq);
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kUnsupported));
+  EXPECT_EQ(ack->message, "not supported");
+  EXPECT_EQ(monitor_.PostMessage(2, std::string(200, 'x'), &seq).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(monitor_.PostMessage(3, "x", &seq).code(), StatusCode::kNotFound);
+}
+
+TEST_F(NodeMonitorTest, SummariesOfDurations) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  for (uint64_t s = 1; s <= 100; ++s) {
+    r.Collective(kComm, s, Op(OpKind::kAllReduce), 4096, t0_ + s * 10 * kMs, kMs, s * kMs / 10);
+  }
+  TickAt(t0_ + 2 * kSec);
+  auto summaries = monitor_.TakeSummaries(123);
+  ASSERT_EQ(summaries.size(), 1u);
+  const proto::RankSummary& s = summaries[0];
+  EXPECT_EQ(s.rank, 0);
+  EXPECT_EQ(s.unix_ms, 123);
+  EXPECT_EQ(s.records, 301u);
+  ASSERT_EQ(s.ops.size(), 1u);
+  const proto::OpSummary& o = s.ops[0];
+  EXPECT_EQ(o.comm_id, kComm);
+  EXPECT_EQ(o.op, "allreduce");
+  EXPECT_EQ(o.bucket, 0);
+  EXPECT_EQ(o.count, 100u);
+  EXPECT_NEAR(o.p50_ms, 5.0, 1e-9);
+  EXPECT_NEAR(o.p99_ms, 9.9, 1e-9);
+  EXPECT_NEAR(o.max_ms, 10.0, 1e-9);
+  EXPECT_EQ(o.last_seq, 100u);
+  EXPECT_TRUE(monitor_.TakeSummaries(124)[0].ops.empty()) << "a new window";
+}
+
+// A rank driven through its segment: a tp allreduce per layer and a dp allreduce per step.
+TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
+  FakeRank r(job_, 0, kPid0, "n1", {4096, 16});
+  r.CommInit(kComm, 0, 2);
+  r.CommInit(kDp, 0, 2);
+  uint64_t t = t0_;
+  uint64_t tp_seq = 0, dp_seq = 0;
+  std::vector<proto::Event> events;
+  auto step = [&](uint64_t step_ns) {
+    for (int l = 0; l < 6; ++l) {
+      r.Collective(kComm, ++tp_seq, Op(OpKind::kAllReduce), 4096, t + l * step_ns / 8, 0, step_ns / 40);
+    }
+    r.Collective(kDp, ++dp_seq, Op(OpKind::kAllReduce), 64 << 20, t + 7 * step_ns / 8, 0, step_ns / 20);
+    t += step_ns;
+    monitor_.Tick(t, 0, &events);
+  };
+  for (int i = 0; i < 60; ++i) step(100 * kMs);
+  EXPECT_EQ(CountEvents(events, "slowdown"), 0u);
+  auto summary = monitor_.TakeSummaries(0)[0];
+  EXPECT_GE(summary.steps, 40u);
+  EXPECT_NEAR(summary.step_p50_ms, 100, 0.01);
+  EXPECT_NEAR(summary.comm_wait_ms, 6 * 2.5 + 5, 0.01);
+  EXPECT_NEAR(summary.compute_ms, 100 - 20, 0.01);
+  for (int i = 0; i < 20; ++i) step(150 * kMs);
+  ASSERT_EQ(CountEvents(events, "slowdown"), 1u);
+  const proto::Event* e = FindEvent(events, "slowdown");
+  EXPECT_NEAR(e->step_ms, 150, 0.01);
+  EXPECT_NEAR(e->baseline_ms, 100, 0.01);
+  EXPECT_NEAR(e->compute_ms, 120, 0.01);
+  EXPECT_EQ(e->progress.rank, 0);
+}
+
+TEST_F(NodeMonitorTest, DisabledRankHasNoTimeouts) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  monitor_.SetTimeouts(Table(1000));
+  r.Enter(kComm, 1, Op(OpKind::kAllReduce), 4096, t0_);
+  r.Start(kComm, 1, Op(OpKind::kAllReduce), t0_);
+  r.header()->state.store(static_cast<uint32_t>(shm::ProcessState::kDisabled));
+  EXPECT_TRUE(TickAt(t0_ + 10 * kSec).empty()) << "its table is no longer updated";
+  EXPECT_EQ(ProgressOf(0)->state, "disabled");
+  EXPECT_EQ(monitor_.Ranks(), std::vector<int>{0}) << "still a process: commands reach it";
+}
+
+TEST_F(NodeMonitorTest, DroppedRecordsAreCounted) {
+  FakeRank r(job_, 0, kPid0, "n1", {64, 16});
+  for (int i = 0; i < 100; ++i) r.Push(RecordType::kKernelName, 0, 0xffffffff, 0, 0, t0_);
+  TickAt(t0_);
+  auto s = monitor_.TakeSummaries(0)[0];
+  EXPECT_EQ(s.records, 64u);
+  EXPECT_EQ(s.dropped, 36u);
+}
+
+}  // namespace
+}  // namespace ft::worker

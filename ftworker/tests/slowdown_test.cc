@@ -1,0 +1,95 @@
+#include "ftworker/slowdown_detector.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ft::worker {
+namespace {
+
+StepSample Step(uint64_t index, double ms, uint64_t generation = 1) {
+  StepSample s;
+  s.index = index;
+  s.step_ms = ms;
+  s.comm_ms = ms * 0.3;
+  s.compute_ms = ms * 0.7;
+  s.generation = generation;
+  return s;
+}
+
+MonitorSettings Defaults() { return MonitorSettings{}; }  // 25%, 5 steps, warm-up 10
+
+TEST(Slowdown, HealthyRunWithJitterRaisesNone) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SlowdownDetector d(Defaults());
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> jitter(0.9, 1.1);
+    int raised = 0;
+    for (uint64_t i = 1; i <= 200; ++i) raised += d.OnStep(Step(i, 1000 * jitter(rng))) ? 1 : 0;
+    EXPECT_EQ(raised, 0) << "seed " << seed;
+    EXPECT_TRUE(d.has_baseline());
+  }
+}
+
+TEST(Slowdown, SlowRankRaisesOnceWithinTwentySteps) {
+  SlowdownDetector d(Defaults());
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> jitter(0.9, 1.1);
+  uint64_t i = 0;
+  for (; i < 40; ++i) ASSERT_FALSE(d.OnStep(Step(i + 1, 1000 * jitter(rng))));
+  int raised = 0;
+  uint64_t first = 0;
+  for (uint64_t k = 0; k < 100; ++k, ++i) {
+    auto s = d.OnStep(Step(i + 1, 1500 * jitter(rng)));
+    if (s) {
+      ++raised;
+      if (first == 0) first = k + 1;
+      EXPECT_NEAR(s->step_ms, 1500, 160);
+      EXPECT_NEAR(s->baseline_ms, 1000, 60);
+      EXPECT_NEAR(s->compute_ms, 1050, 120);
+    }
+  }
+  EXPECT_EQ(raised, 1) << "one event per episode";
+  EXPECT_GE(first, 5u);
+  EXPECT_LE(first, 20u);
+  EXPECT_TRUE(d.slow());
+}
+
+TEST(Slowdown, HysteresisClearsAfterNormalStepsAndRaisesAgain) {
+  SlowdownDetector d(Defaults());
+  uint64_t i = 0;
+  auto feed = [&](double ms, int n) {
+    int raised = 0;
+    for (int k = 0; k < n; ++k) raised += d.OnStep(Step(++i, ms)) ? 1 : 0;
+    return raised;
+  };
+  EXPECT_EQ(feed(100, 20), 0);
+  EXPECT_EQ(feed(150, 4), 0);   // not yet 5 in a row
+  EXPECT_EQ(feed(100, 1), 0);   // the run is broken
+  EXPECT_EQ(feed(150, 5), 1);
+  EXPECT_EQ(feed(150, 1), 0);
+  EXPECT_EQ(feed(100, 4), 0);
+  EXPECT_TRUE(d.slow());        // 4 normal steps do not clear
+  EXPECT_EQ(feed(150, 10), 0);  // still the same episode
+  EXPECT_EQ(feed(100, 5), 0);
+  EXPECT_FALSE(d.slow());
+  EXPECT_EQ(feed(150, 5), 1);   // a new episode
+}
+
+TEST(Slowdown, NewPatternStartsOver) {
+  SlowdownDetector d(Defaults());
+  uint64_t i = 0;
+  for (int k = 0; k < 30; ++k) ASSERT_FALSE(d.OnStep(Step(++i, 100, 1)));
+  // Evaluation loop: a different, longer step. Not a slowdown.
+  for (int k = 0; k < 30; ++k) ASSERT_FALSE(d.OnStep(Step(++i, 400, 2)));
+  EXPECT_NEAR(d.baseline_ms(), 400, 1e-9);
+}
+
+TEST(Slowdown, Median) {
+  EXPECT_EQ(Median({}), 0);
+  EXPECT_EQ(Median({3, 1, 2}), 2);
+  EXPECT_EQ(Median({4, 1, 3, 2}), 2.5);
+}
+
+}  // namespace
+}  // namespace ft::worker

@@ -1,0 +1,228 @@
+// Test helpers: synthetic rank segments written the way libft.so writes them (Segment::Create,
+// CommTableWriter, RingWriter), a log capture, a fake process probe.
+#ifndef FT_FTWORKER_TESTS_TEST_UTIL_H_
+#define FT_FTWORKER_TESTS_TEST_UTIL_H_
+
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "common/log.h"
+#include "ftworker/process_probe.h"
+#include "ftworker/rank_monitor.h"
+#include "preload/records.h"
+#include "proto/messages.h"
+#include "shm/comm_table.h"
+#include "shm/ring.h"
+#include "shm/segment.h"
+
+namespace ft::worker::testing {
+
+using preload::OpKind;
+using preload::RecordType;
+
+inline uint64_t MonoNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+inline constexpr uint64_t kMs = 1'000'000;
+inline constexpr uint64_t kSec = 1'000'000'000;
+
+// Unique per test (and per process, so parallel ctest runs do not collide).
+inline std::string UniqueJob(const std::string& what) {
+  static std::atomic<int> counter{0};
+  return "wt" + std::to_string(getpid()) + "_" + what + std::to_string(counter++);
+}
+
+inline uint32_t Op(OpKind op) { return static_cast<uint32_t>(op); }
+
+// One rank's segment, written as libft.so would. Removed at destruction.
+class FakeRank {
+ public:
+  FakeRank(const std::string& job, int rank, int pid = getpid(), const std::string& node = "n1",
+           shm::SegmentOptions options = {1024, 16}) {
+    shm::Identity id;
+    id.job = job;
+    id.node = node;
+    id.host = "host-" + node;
+    id.global_rank = rank;
+    id.local_rank = rank;
+    id.world_size = 8;
+    name_ = shm::SegmentName(job, rank, pid);
+    Status s = shm::Segment::Create(name_, id, pid, options, &seg_);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    table_ = std::make_unique<shm::CommTableWriter>(*seg_);
+    ring_ = std::make_unique<shm::RingWriter>(*seg_);
+  }
+  ~FakeRank() {
+    if (seg_) (void)seg_->Remove();
+  }
+  FakeRank(const FakeRank&) = delete;
+  FakeRank& operator=(const FakeRank&) = delete;
+
+  shm::Segment& seg() { return *seg_; }
+  shm::SegmentHeader* header() { return seg_->header(); }
+  const std::string& name() const { return name_; }
+
+  void Push(RecordType type, uint16_t flags, uint32_t slot, uint64_t comm, uint64_t seq, uint64_t t,
+            uint64_t a = 0, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0) {
+    shm::Record r{};
+    r.type = static_cast<uint16_t>(type);
+    r.flags = flags;
+    r.comm_slot = slot;
+    r.time_ns = t;
+    r.comm_id = comm;
+    r.seq = seq;
+    r.a = a;
+    r.b = b;
+    r.c = c;
+    r.d = d;
+    ring_->Push(r);
+  }
+
+  // A communicator: its table slot and its kCommInit record.
+  uint32_t CommInit(uint64_t comm, int comm_rank, int comm_size, uint64_t t = 1) {
+    uint32_t slot = *table_->Claim(comm, comm_rank, comm_size, header()->global_rank);
+    slots_[comm] = slot;
+    Push(RecordType::kCommInit, 1, slot, comm, 0, t,
+         static_cast<uint32_t>(comm_rank) | (uint64_t{static_cast<uint32_t>(comm_size)} << 32),
+         static_cast<uint64_t>(header()->global_rank));
+    return slot;
+  }
+  // The second slot of a comm that counts its p2p ops (as preload/comm_registry.cc claims it).
+  uint32_t P2PSlot(uint64_t comm, bool set_flag) {
+    uint64_t id = P2PSlotId(comm);
+    uint32_t slot = *table_->Claim(id, 0, 2, header()->global_rank, set_flag ? shm::kCommSlotP2P : 0);
+    p2p_slots_[comm] = slot;
+    return slot;
+  }
+
+  uint64_t A(uint32_t op, int64_t peer = -1) {
+    return op | (uint64_t{static_cast<uint32_t>(peer)} << 32);
+  }
+  // A collective: entered (record + table).
+  void Enter(uint64_t comm, uint64_t seq, uint32_t op, uint64_t bytes, uint64_t t) {
+    uint32_t slot = slots_.at(comm);
+    table_->EnterOp(slot, seq, op, bytes, -1, t);
+    Push(RecordType::kOpEnter, 0, slot, comm, seq, t, A(op), bytes);
+  }
+  void Start(uint64_t comm, uint64_t seq, uint32_t op, uint64_t t) {
+    uint32_t slot = slots_.at(comm);
+    table_->Started(slot, seq, t);
+    Push(RecordType::kOpStart, 0, slot, comm, seq, t, A(op));
+  }
+  void End(uint64_t comm, uint64_t seq, uint32_t op, uint64_t started, uint64_t t, uint64_t entered = 0) {
+    uint32_t slot = slots_.at(comm);
+    table_->Completed(slot, seq, t, t - started);
+    Push(RecordType::kOpEnd, 0, slot, comm, seq, t, A(op), t - started, entered);
+  }
+  // A whole collective: enter at t, GPU from t + queue to t + queue + dur.
+  void Collective(uint64_t comm, uint64_t seq, uint32_t op, uint64_t bytes, uint64_t t, uint64_t queue,
+          uint64_t dur) {
+    Enter(comm, seq, op, bytes, t);
+    Start(comm, seq, op, t + queue);
+    End(comm, seq, op, t + queue, t + queue + dur, t);
+  }
+  void Error(uint64_t library, uint64_t index, uint64_t code, uint64_t t = 1) {
+    Push(RecordType::kApiError, preload::kFlagError, 0xffffffff, 0, 0, t, library, index, code);
+  }
+  void Exit(int status) {
+    header()->exit_status.store(status);
+    header()->state.store(static_cast<uint32_t>(shm::ProcessState::kExited));
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<shm::Segment> seg_;
+  std::unique_ptr<shm::CommTableWriter> table_;
+  std::unique_ptr<shm::RingWriter> ring_;
+  std::map<uint64_t, uint32_t> slots_;
+  std::map<uint64_t, uint32_t> p2p_slots_;
+};
+
+class LogCapture : public LogSink {
+ public:
+  LogCapture() { log::SetSink(this); }
+  ~LogCapture() override { log::SetSink(nullptr); }
+  void Write(std::string_view line) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    lines_.emplace_back(line);
+  }
+  // Lines containing every one of `parts`.
+  size_t Count(std::initializer_list<std::string_view> parts) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t n = 0;
+    for (const std::string& line : lines_) {
+      bool all = true;
+      for (std::string_view p : parts) all = all && line.find(p) != std::string::npos;
+      n += all ? 1 : 0;
+    }
+    return n;
+  }
+  std::string All() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::string out;
+    for (const auto& l : lines_) out += l;
+    return out;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// Processes as the test says they are; unknown pids are alive with no /proc entry.
+class FakeProbe : public ProcessProbe {
+ public:
+  struct Proc {
+    bool exists = true;
+    ProcStat stat{'S', 1000, 0};
+    bool has_stat = true;
+  };
+  std::map<int, Proc> procs;
+  std::vector<std::pair<int, int>> signals;  // (pid, signal)
+
+  bool PidExists(int pid) override {
+    auto it = procs.find(pid);
+    return it == procs.end() || it->second.exists;
+  }
+  std::optional<ProcStat> ReadStat(int pid) override {
+    auto it = procs.find(pid);
+    if (it == procs.end() || !it->second.exists || !it->second.has_stat) return std::nullopt;
+    return it->second.stat;
+  }
+  uint64_t TicksPerSecond() override { return 100; }
+  int64_t BootTimeUnixS() override { return 0; }
+  Status Signal(int pid, int signal) override {
+    signals.emplace_back(pid, signal);
+    return Status::Ok();
+  }
+};
+
+inline const proto::Event* FindEvent(const std::vector<proto::Event>& events, const std::string& kind,
+                                     int rank = -2) {
+  for (const auto& e : events) {
+    if (e.kind == kind && (rank == -2 || e.rank == rank)) return &e;
+  }
+  return nullptr;
+}
+
+inline size_t CountEvents(const std::vector<proto::Event>& events, const std::string& kind) {
+  size_t n = 0;
+  for (const auto& e : events) n += e.kind == kind ? 1 : 0;
+  return n;
+}
+
+}  // namespace ft::worker::testing
+
+#endif  // FT_FTWORKER_TESTS_TEST_UTIL_H_
