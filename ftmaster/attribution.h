@@ -1,0 +1,89 @@
+// Hang attribution: from the ranks' progress tables, name the ranks (or the communicator) the
+// job is stuck on. Pure logic over plain values: no Redis, no clock (now is passed in).
+//
+// The wait-for graph (nodes are ranks):
+//   - collective row of rank a on comm C with started > completed: a waits on (C, s) with
+//     s = completed + 1 (its GPU reached s and waits on peers). Every other member b of C whose
+//     row has started < s (or no row), whose report is missing, or who is dead, blocks a.
+//   - p2p row of a on C with started > completed: a waits on its peer p (row.peer, a comm
+//     rank). p blocks a unless p's own p2p row on C is also on the GPU (started > completed)
+//     toward a with the complementary op (send/recv): then neither can finish by the other's
+//     fault, and the pair is a transport hang on C.
+//   - a collective (C, s) that some rank waits on and no member blocks: every member started
+//     s; when none completed it, it is a transport hang on C (confidence 0.7; 0.5 when some
+//     members completed it, which a consistent snapshot cannot show).
+// Roots are ranks that block others and wait on nothing themselves (dead or silent ranks
+// count as waiting on nothing). Roots and stuck collectives that nobody has waited on for
+// min_wait_ms yet are healthy in-flight work and are not reported. Each root is classified:
+//   - crash: state "dead"/"exited" (report or membership) or an "exit" event; confidence 0.95.
+//   - busy: the report says busy (still calling CUDA/NCCL or using CPU): not a hang; incident
+//     kind "busy", decision "none".
+//   - compute hang: some row has entered > started (the host issued work the GPU never
+//     reached: the GPU is stuck in the rank's own work); confidence 0.9.
+//   - host hang: nothing queued on the GPU, the host never entered (C, s); confidence 0.85.
+//   - missing report (no progress for a blocking rank): a suspect with confidence 0.5.
+//   A stale report (older than stale_ms) multiplies the suspect's confidence by 0.6.
+// Waiters that reach no root and no transport hang (a wait-for cycle: reports taken at
+// different moments) make their blocking ranks suspects of the hang incident with
+// confidence 0.3.
+//
+// Incidents (one attribution may give several; each incident's confidence is the lowest of
+// its suspects'):
+//   - one "hang" incident with every hang root as a suspect (independent hangs in different
+//     groups are one job-level event: the job stops or saves once), and likewise one "crash"
+//     and one "busy" incident;
+//   - one "transport-hang" incident per communicator, suspects = all its members (or the pair
+//     for p2p), comm_id set; the message says whether the members share one node.
+// Ids are "<first_event_unix_ms>-<kind>[-<comm hex>]": deterministic, so a master that
+// restarts and decides the same window again writes the same ids. `decision` is "none" for
+// busy, empty otherwise (see decision.h). Evidence lists the events and, per suspect, what
+// waits on it, capped at max_evidence lines.
+//
+// Cost: linear in the number of progress rows plus, per distinct (comm, seq) waited on, the
+// comm's size. 16k ranks with three communicators each take a few milliseconds on one core.
+#ifndef FT_FTMASTER_ATTRIBUTION_H_
+#define FT_FTMASTER_ATTRIBUTION_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "proto/messages.h"
+
+namespace ft::master {
+
+struct AttributionInput {
+  // The latest progress per rank (any order; for a rank listed twice, or also attached to an
+  // event, the newest observed_unix_ms wins).
+  std::span<const proto::RankProgress> progress;
+  // Who is in which communicator (maps comm ranks to global ranks; progress rows fill gaps).
+  std::span<const proto::Membership> membership;
+  // The events collected in the window (timeouts, errors, exits, busy).
+  std::span<const proto::Event> events;
+  int64_t now_unix_ms = 0;
+  // A report older than this is stale: still used, with lower confidence. Should exceed the
+  // workers' report period plus the hang window.
+  double stale_ms = 3000;
+  // A root or stuck collective is reported only once some rank's GPU has waited on it at
+  // least this long: in any snapshot of a healthy job, fast ranks wait briefly for slow ones
+  // and every member of a running collective has started it without completing it. Use about
+  // the smallest published timeout (timeout_floor). Unknown ages count as long waits.
+  double min_wait_ms = 1000;
+  // Cap on evidence lines per incident.
+  int max_evidence = 20;
+};
+
+// Attributes the current state. Empty when nothing waits (the hang resolved itself).
+std::vector<proto::Incident> Attribute(const AttributionInput& input);
+
+// Whether the collection window opened by the first event may close now: true once
+// hang_window_ms has passed since the first event, or once every member of every involved
+// communicator has a report observed at or after the first event (dead/exited ranks excepted).
+// Involved: the comms of timeout events, all comms of ranks that raised other events, and,
+// transitively, the comms on which members with such reports are waiting. True when there
+// are no events.
+bool WindowCanClose(const AttributionInput& input, int64_t hang_window_ms);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_ATTRIBUTION_H_

@@ -1,0 +1,255 @@
+#include "ftmaster/cli.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "ftmaster/report.h"
+#include "ftmaster/store.h"
+#include "ftmaster/text.h"
+#include "ftmaster/topology.h"
+#include "proto/codec.h"
+#include "proto/keys.h"
+
+namespace ft::master {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kRecentEvents = 2000;
+
+// A decoded value as JSON (the codec's own encoding, parsed back for embedding).
+template <typename T>
+Json AsJson(const T& value) {
+  return Json::parse(proto::Encode(value), nullptr, false);
+}
+
+Status Run(redis::Client& client, const redis::Argv& argv, redis::Reply* reply) {
+  return client.Run(argv, reply).WithContext(argv[0]);
+}
+
+std::string Age(int64_t now, int64_t then) {
+  if (then <= 0) return "?";
+  return HumanMs(static_cast<double>(std::max<int64_t>(0, now - then))) + " ago";
+}
+
+}  // namespace
+
+Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  BadValues bad;
+  redis::Reply reply;
+  DecodedHash<proto::Membership> ranks("ranks");
+  DecodedHash<proto::RankProgress> progress("progress");
+  DecodedHash<proto::RankSummary> summaries("summary");
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Ranks()}, &reply));
+  ranks.Load(reply, &bad);
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Progress()}, &reply));
+  progress.Load(reply, &bad);
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Summaries()}, &reply));
+  summaries.Load(reply, &bad);
+  FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Events(), "+", "-", "COUNT",
+                                  std::to_string(kRecentEvents)}, &reply));
+  std::vector<StreamEntry> entries;
+  ParseStream(reply, &entries);
+  std::map<int, proto::Event> last_event;  // newest first in the reply: keep the first seen
+  for (const StreamEntry& e : entries) {
+    proto::Event event;
+    if (!DecodeEventEntry(e, &event).ok()) continue;
+    last_event.try_emplace(event.rank, std::move(event));
+  }
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.MasterState()}, &reply));
+  std::map<std::string, std::string> state;
+  for (size_t i = 0; i + 1 < reply.size(); i += 2) state[reply[i].str()] = reply[i + 1].str();
+  redis::Reply leader, version, incidents, evicted;
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Leader()}, &leader));
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.TimeoutsVersion()}, &version));
+  FT_RETURN_IF_ERROR(Run(client, {"XLEN", keys.Incidents()}, &incidents));
+  FT_RETURN_IF_ERROR(Run(client, {"SCARD", keys.Evicted()}, &evicted));
+
+  Topology topology;
+  if (!o.topology.empty()) {
+    FT_RETURN_IF_ERROR(Topology::Parse(o.topology, o.order, 0, &topology));
+  } else {
+    topology = Topology::Infer(ranks.values());
+  }
+
+  struct Row {
+    const proto::Membership* member = nullptr;
+    const proto::RankProgress* progress = nullptr;
+    const proto::RankSummary* summary = nullptr;
+    const proto::Event* event = nullptr;
+  };
+  std::map<int, Row> rows;
+  for (const auto& m : ranks.values()) rows[m.rank].member = &m;
+  for (const auto& p : progress.values()) rows[p.rank].progress = &p;
+  for (const auto& s : summaries.values()) rows[s.rank].summary = &s;
+  for (const auto& [rank, e] : last_event) rows[rank].event = &e;
+
+  const std::string job_state = state.count("job_state") ? state["job_state"] : "unknown";
+  if (o.json) {
+    Json j = Json::object();
+    j["job"] = o.job;
+    j["job_state"] = job_state;
+    j["leader"] = leader.is_string() ? Json(leader.str()) : Json(nullptr);
+    j["timeouts_version"] = version.is_string() ? Json(version.str()) : Json(nullptr);
+    j["incidents"] = incidents.integer();
+    j["evicted"] = evicted.integer();
+    j["open_incident"] = state.count("open_incident")
+                             ? Json::parse(state["open_incident"], nullptr, false)
+                             : Json(nullptr);
+    Json t = Json::object();
+    t["known"] = topology.known();
+    t["inferred"] = topology.inferred();
+    t["describe"] = topology.Describe();
+    if (topology.known()) {
+      t["tp"] = topology.tp();
+      t["dp"] = topology.dp();
+      t["pp"] = topology.pp();
+      t["order"] = topology.order();
+    }
+    j["topology"] = std::move(t);
+    Json list = Json::array();
+    for (const auto& [rank, row] : rows) {
+      Json r = Json::object();
+      r["rank"] = rank;
+      r["membership"] = row.member ? AsJson(*row.member) : Json(nullptr);
+      r["progress"] = row.progress ? AsJson(*row.progress) : Json(nullptr);
+      r["summary"] = row.summary ? AsJson(*row.summary) : Json(nullptr);
+      r["last_event"] = row.event ? AsJson(*row.event) : Json(nullptr);
+      list.push_back(std::move(r));
+    }
+    j["ranks"] = std::move(list);
+    j["garbled_values"] = bad.count();
+    *out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    *out += "\n";
+    return Status::Ok();
+  }
+
+  *out += fmt::format("job {}: {}; leader {}; timeouts version {}; {} incident{}; {} node{} "
+                      "evicted\n",
+                      o.job, job_state, leader.is_string() ? leader.str() : "(none)",
+                      version.is_string() ? version.str() : "(none)", incidents.integer(),
+                      incidents.integer() == 1 ? "" : "s", evicted.integer(),
+                      evicted.integer() == 1 ? "" : "s");
+  *out += fmt::format("topology: {}\n", topology.Describe());
+  if (state.count("open_incident")) *out += "an incident window is open (the master is deciding)\n";
+  if (rows.empty()) {
+    *out += "no ranks have reported (is ftworker running on the nodes, with this --job?)\n";
+    return Status::Ok();
+  }
+  *out += fmt::format("{:>6}  {:<16}  {:<22}  {:>8}  {:>10}  {}\n", "RANK", "NODE", "STATE", "STEP",
+                      "STEP TIME", "LAST EVENT");
+  for (const auto& [rank, row] : rows) {
+    std::string node = row.progress ? row.progress->node : row.member ? row.member->node : "?";
+    std::string st = row.progress ? row.progress->state : row.member ? row.member->state : "?";
+    if (row.progress) {
+      if (row.progress->busy) st += ", busy";
+      const int64_t age = o.now_unix_ms - row.progress->observed_unix_ms;
+      if (age > 5000) st += fmt::format(" ({} old)", HumanMs(static_cast<double>(age)));
+    } else {
+      st += " (no report)";
+    }
+    std::string step = "-", step_time = "-";
+    if (row.summary) {
+      step = std::to_string(row.summary->steps);
+      const double ms = row.summary->step_p50_ms > 0 ? row.summary->step_p50_ms : row.summary->step_ms;
+      if (ms > 0) step_time = HumanMs(ms);
+    }
+    std::string event = "-";
+    if (row.event) event = fmt::format("{} {}", row.event->kind, Age(o.now_unix_ms, row.event->unix_ms));
+    *out += fmt::format("{:>6}  {:<16}  {:<22}  {:>8}  {:>10}  {}\n", rank, node, st, step,
+                        step_time, event);
+  }
+  if (bad.count() > 0) {
+    *out += fmt::format("{} garbled value{} skipped (see the warnings above)\n", bad.count(),
+                        bad.count() == 1 ? "" : "s");
+  }
+  return Status::Ok();
+}
+
+Status IncidentsCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  BadValues bad;
+  std::string start = "-";
+  size_t shown = 0;
+  for (;;) {
+    redis::Reply reply;
+    FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Incidents(), start, "+", "COUNT", "1000"}, &reply));
+    std::vector<StreamEntry> entries;
+    ParseStream(reply, &entries);
+    for (const StreamEntry& e : entries) {
+      start = "(" + e.id;
+      const std::string* json = e.Get("json");
+      proto::Incident incident;
+      Status s = json ? proto::Decode(*json, &incident) : Status::Corrupt("no json field");
+      if (!s.ok()) {
+        bad.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(), s);
+        continue;
+      }
+      ++shown;
+      if (o.json) {
+        *out += proto::Encode(incident);
+        *out += "\n";
+      } else {
+        *out += IncidentBlock(incident, {});
+      }
+    }
+    if (entries.size() < 1000) break;
+  }
+  if (!o.json && shown == 0) *out += fmt::format("no incidents for job {}\n", o.job);
+  return Status::Ok();
+}
+
+Status TimeoutsCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Timeouts()}, &reply));
+  if (!reply.is_string()) {
+    if (o.json) {
+      *out += "null\n";
+    } else {
+      *out += fmt::format("no timeouts published for job {} yet (workers use FT_TIMEOUT_WARMUP)\n",
+                          o.job);
+    }
+    return Status::Ok();
+  }
+  proto::TimeoutTable table;
+  FT_RETURN_IF_ERROR(proto::Decode(reply.str(), &table).WithContext(keys.Timeouts()));
+  if (o.json) {
+    *out += proto::Encode(table);
+    *out += "\n";
+    return Status::Ok();
+  }
+  *out += fmt::format("timeouts version {} (published {}): default {}, {} entr{}\n", table.version,
+                      Age(o.now_unix_ms, table.unix_ms), HumanMs(table.default_ms),
+                      table.entries.size(), table.entries.size() == 1 ? "y" : "ies");
+  if (table.entries.empty()) return Status::Ok();
+  *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", "COMM", "OP", "BUCKET", "TIMEOUT");
+  for (const proto::TimeoutEntry& e : table.entries) {
+    *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", CommHex(e.comm_id), e.op, e.bucket,
+                        HumanMs(e.ms));
+  }
+  return Status::Ok();
+}
+
+Status EvictedCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Evicted()}, &reply));
+  std::vector<std::string> nodes;
+  for (const redis::Reply& r : reply.elements()) nodes.push_back(r.str());
+  std::sort(nodes.begin(), nodes.end());
+  if (o.json) {
+    *out += Json(nodes).dump();
+    *out += "\n";
+    return Status::Ok();
+  }
+  if (nodes.empty()) *out += fmt::format("no nodes evicted for job {}\n", o.job);
+  for (const std::string& n : nodes) *out += n + "\n";
+  return Status::Ok();
+}
+
+}  // namespace ft::master

@@ -1,0 +1,58 @@
+// The just-in-time checkpoint decision after a hang or crash. Pure logic: incidents and the
+// topology in, what to command out; the caller sends the commands, waits for acks up to
+// save_deadline, then stops the job and adds evict_nodes to the eviction set.
+//
+// Rules:
+//   - Only "hang", "crash" and "transport-hang" incidents call for a decision; with none of
+//     them (busy, straggler only) the decision is "none".
+//   - Unhealthy ranks: every suspect of those incidents, plus every rank membership shows
+//     "dead", "exited" or "disabled" (no agent to save), plus, when membership is given, every
+//     rank it does not list.
+//   - Topology unknown, or a suspect rank outside it: "stop".
+//   - Replicated optimizer (sharded_optimizer false): a full checkpoint exists when every model
+//     shard (tp, pp) has at least one healthy DP replica. Save from one replica per shard: the
+//     lowest dp index whose node is not being evicted, else the lowest healthy one.
+//   - Sharded optimizer: every DP rank of every shard must be healthy (so any suspect means
+//     "stop"); then all of them save.
+//   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard without a
+//     healthy replica.
+//   - Evict: the nodes of hang and crash suspects. A transport hang evicts its node when all
+//     of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch),
+//     and no node when they span several: the snapshot cannot tell which link or NIC failed,
+//     and evicting every node of the comm would take healthy nodes out; the incident names
+//     them for a person to check.
+#ifndef FT_FTMASTER_DECISION_H_
+#define FT_FTMASTER_DECISION_H_
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ftmaster/topology.h"
+#include "proto/messages.h"
+
+namespace ft::master {
+
+struct SaveTarget {
+  int rank = -1;
+  std::string node;  // from membership; empty when unknown
+  bool operator==(const SaveTarget&) const = default;
+};
+
+struct Decision {
+  std::string decision = "none";     // "save-then-stop", "stop", "none"
+  std::vector<SaveTarget> save;      // by rank; empty unless save-then-stop
+  std::vector<std::string> evict_nodes;  // sorted
+  std::string reason;                // for people, one line
+};
+
+Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
+                std::span<const proto::Membership> membership, bool sharded_optimizer);
+
+// Writes the decision into the incidents it covers (hang, crash, transport-hang): `decision`,
+// and the reason appended to `message`. Busy and straggler incidents keep "none".
+void ApplyDecision(const Decision& decision, std::span<proto::Incident> incidents);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_DECISION_H_

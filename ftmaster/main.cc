@@ -1,0 +1,271 @@
+// ftmaster: one per job (two for a standby pair). Decides what a hang, crash or straggler
+// means for the job and carries the decision out through Redis.
+//   ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]
+//                [--id NAME] [--redis-env FILE] [--exit-when-stopped]
+//   ftmaster status|incidents|timeouts|evicted --job J [--redis URL] [--redis-env FILE] [--json]
+// Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB and
+// FT_REDIS. The password belongs in FT_REDIS_PASSWORD (or the --redis-env file), never in a
+// URL on the command line.
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/environment.h"
+#include "common/log.h"
+#include "ftmaster/cli.h"
+#include "ftmaster/embedded_redis.h"
+#include "ftmaster/master_loop.h"
+#include "proto/keys.h"
+#include "redis/client.h"
+#include "redis/url.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+constexpr const char* kUsage =
+    "usage: ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]\n"
+    "                    [--id NAME] [--redis-env FILE] [--exit-when-stopped]\n"
+    "       ftmaster status|incidents|timeouts|evicted --job J [--redis URL] [--redis-env FILE]\n"
+    "                    [--json]\n"
+    "\n"
+    "  run        lead the job (or stand by while another master leads): adaptive timeouts,\n"
+    "             hang/crash/straggler incidents, save-then-stop decisions, evictions\n"
+    "  status     one row per rank (node, state, step, step time, last event) and the topology\n"
+    "  incidents  the incident stream (--json: one Incident per line)\n"
+    "  timeouts   the published timeout table\n"
+    "  evicted    the nodes a scheduler should not use again\n"
+    "\n"
+    "  --job J              the job (default: FT_JOB)\n"
+    "  --redis URL          redis://[user@]host:port[/db] (default: FT_REDIS); the password goes\n"
+    "                       in FT_REDIS_PASSWORD. run with neither starts an embedded Redis on\n"
+    "                       127.0.0.1 (random port and password) that lives as long as ftmaster\n"
+    "  --redis-env FILE     run: where the embedded Redis's FT_REDIS and FT_REDIS_PASSWORD go\n"
+    "                       (mode 0600; default ft-<job>.redis.env; workers: set -a; . FILE);\n"
+    "                       other commands: read the address and password from FILE (default:\n"
+    "                       that file when it exists and neither --redis nor FT_REDIS is set)\n"
+    "  --topology SIZES     dp=D,tp=T,pp=P (default: inferred from communicator membership)\n"
+    "  --order ORDER        rank order, first-named fastest (default tp-dp-pp)\n"
+    "  --id NAME            this master's name in the leader lease (default host:pid:random)\n"
+    "  --exit-when-stopped  run: exit 0 once the job is stopped\n"
+    "  --json               machine-readable output\n"
+    "Settings (FT_HANG_WINDOW, FT_LEASE, FT_SAVE_DEADLINE, ...): ft-print-config and\n"
+    "docs/configuration.md.\n";
+
+struct Flags {
+  std::string command;
+  std::string job, redis, topology, order, id, redis_env;
+  bool exit_when_stopped = false;
+  bool json = false;
+};
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "ftmaster: %s (try --help)\n", message.c_str());
+  return 2;
+}
+
+// 0: parsed; 1: --help printed; 2: a usage error (printed).
+int ParseFlags(int argc, char** argv, Flags* flags) {
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') {
+    flags->command = argv[i++];
+    if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
+        flags->command != "timeouts" && flags->command != "evicted") {
+      return Usage("unknown command '" + flags->command + "'");
+    }
+  }
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string inline_value;
+    bool has_inline = false;
+    if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
+      inline_value = arg.substr(arg.find('=') + 1);
+      arg = arg.substr(0, arg.find('='));
+      has_inline = true;
+    }
+    auto value = [&](std::string* out) {
+      if (has_inline) {
+        *out = inline_value;
+        return true;
+      }
+      if (i + 1 >= argc) return false;
+      *out = argv[++i];
+      return true;
+    };
+    std::string* target = nullptr;
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 1;
+    } else if (arg == "--job") {
+      target = &flags->job;
+    } else if (arg == "--redis") {
+      target = &flags->redis;
+    } else if (arg == "--topology") {
+      target = &flags->topology;
+    } else if (arg == "--order") {
+      target = &flags->order;
+    } else if (arg == "--id") {
+      target = &flags->id;
+    } else if (arg == "--redis-env") {
+      target = &flags->redis_env;
+    } else if (arg == "--exit-when-stopped" && !has_inline) {
+      flags->exit_when_stopped = true;
+      continue;
+    } else if (arg == "--json" && !has_inline) {
+      flags->json = true;
+      continue;
+    } else {
+      return Usage(std::string("unknown argument '") + argv[i] + "'");
+    }
+    if (!value(target)) return Usage(arg + " needs a value");
+  }
+  if (flags->command.empty()) return Usage("no command given: run, status, incidents, timeouts or evicted");
+  const bool run = flags->command == "run";
+  if (run && flags->json) return Usage("--json applies to status, incidents, timeouts and evicted");
+  if (!run && flags->exit_when_stopped) return Usage("--exit-when-stopped applies to run");
+  if (!run && !flags->id.empty()) return Usage("--id applies to run");
+  return 0;
+}
+
+bool FileExists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
+
+int64_t UnixMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+int Fail(const ft::Status& s) {
+  std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  int parsed = ParseFlags(argc, argv, &flags);
+  if (parsed == 1) return 0;
+  if (parsed != 0) return 2;
+
+  ft::Environment env = ft::Environment::FromProcess();
+  ft::Config config;
+  std::vector<std::string> warnings;
+  ft::Status s = ft::Config::Load(env, &config, &warnings);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  s = ft::log::Configure(config.log_level, config.log_subsystems);
+  if (!s.ok()) std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+  for (const auto& w : warnings) FT_LOG(Warn, Master, "{}", w);
+
+  const std::string job = !flags.job.empty() ? flags.job : config.job;
+  if (job.empty()) {
+    std::fprintf(stderr, "ftmaster: --job is required (or set FT_JOB) (try --help)\n");
+    return 2;
+  }
+  const std::string default_env_file = "ft-" + ft::proto::SanitizeName(job) + ".redis.env";
+  signal(SIGPIPE, SIG_IGN);
+
+  if (flags.command != "run") {
+    // The address: --redis, else FT_REDIS, else --redis-env FILE (or the default file).
+    std::string env_file = flags.redis_env;
+    if (env_file.empty() && flags.redis.empty() && config.redis_url.empty() &&
+        FileExists(default_env_file)) {
+      env_file = default_env_file;
+    }
+    if (!env_file.empty()) {
+      std::string url, password, user;
+      s = ft::master::ReadEnvFile(env_file, &url, &password, &user);
+      if (!s.ok()) return Fail(s);
+      if (flags.redis.empty()) config.redis_url = url;
+      if (!password.empty()) config.redis_password = password;
+      if (!user.empty()) config.redis_user = user;
+    }
+    ft::redis::Endpoint endpoint;
+    s = ft::redis::EndpointFromConfig(config, flags.redis, &endpoint);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ftmaster: %s (or pass --redis-env FILE)\n",
+                   std::string(s.message()).c_str());
+      return 2;
+    }
+    ft::redis::Client client;
+    s = client.Connect(endpoint, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
+    if (!s.ok()) return Fail(s);
+    ft::master::CliOptions options;
+    options.job = job;
+    options.json = flags.json;
+    options.topology = flags.topology;
+    options.order = flags.order;
+    options.now_unix_ms = UnixMs();
+    std::string out;
+    if (flags.command == "status") {
+      s = ft::master::StatusCommand(client, options, &out);
+    } else if (flags.command == "incidents") {
+      s = ft::master::IncidentsCommand(client, options, &out);
+    } else if (flags.command == "timeouts") {
+      s = ft::master::TimeoutsCommand(client, options, &out);
+    } else {
+      s = ft::master::EvictedCommand(client, options, &out);
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return s.ok() ? 0 : Fail(s);
+  }
+
+  // run
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  ft::master::EmbeddedRedis embedded;
+  ft::redis::Endpoint endpoint;
+  std::string env_file;
+  if (flags.redis.empty() && config.redis_url.empty()) {
+    s = embedded.Start();
+    if (!s.ok()) return Fail(s);
+    env_file = flags.redis_env.empty() ? default_env_file : flags.redis_env;
+    s = embedded.WriteEnvFile(env_file);
+    if (!s.ok()) return Fail(s);
+    endpoint = embedded.endpoint();
+    FT_LOG(Info, Master, "started an embedded Redis at {}; workers find it with: set -a; . {}; "
+           "set +a", ft::redis::Redacted(endpoint), env_file);
+  } else {
+    if (!flags.redis_env.empty()) {
+      FT_LOG(Warn, Master, "--redis-env {} ignored: Redis is given (--redis or FT_REDIS), so no "
+             "embedded Redis is started", flags.redis_env);
+    }
+    s = ft::redis::EndpointFromConfig(config, flags.redis, &endpoint);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+
+  ft::master::MasterOptions options;
+  options.job = job;
+  options.id = flags.id;
+  options.config = config;
+  options.topology = flags.topology;
+  options.order = flags.order;
+  ft::master::MasterLoop loop(std::move(options), endpoint);
+  s = loop.Init();
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftmaster: %s (try --help)\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  loop.Run(g_stop, flags.exit_when_stopped);
+  if (!env_file.empty()) unlink(env_file.c_str());
+  embedded.Stop();
+  return 0;
+}

@@ -1,0 +1,214 @@
+// ft::master::MasterLoop: the loop of `ftmaster run`. Single-threaded; every tick (~20 ms) it
+// keeps the leader lease (lease.h) and, while leading:
+//   - reads new events from ft:{J}:events after the cursor kept in the master hash
+//     (`events_cursor`), so a restarted or standby master continues where the last one stopped;
+//   - opens an incident at the first timeout/exit/error event (`open_incident` in the master
+//     hash: its first event and time), collects events and the progress and membership hashes
+//     until WindowCanClose or hang_window, attributes (attribution.h), decides (decision.h),
+//     and writes each incident exactly once: a Lua script fenced by the lease key does
+//     `HSETNX master decided:<id>` and, only when that succeeds, XADDs the incident, SADDs the
+//     evicted nodes and stores the action (`action`, `job_state`), all atomically;
+//   - executes the stored action: save commands to the save targets' nodes, acks awaited until
+//     save_deadline, then stop commands to every node in ft:{J}:workers; job_state goes
+//     running → stopping → stopped. A new leader resumes an action where it stands;
+//   - busy outcomes (a rank others wait on is still working) are written when they change,
+//     re-evaluated every hang_window until the wait resolves or turns into a hang;
+//   - every ~500 ms reads the summary hash: adaptive timeouts (timeouts.h, published as
+//     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
+//     per rank and episode, the episode kept as `straggler:<rank>` in the master hash).
+// Holds no state Redis does not have: every new lease term reloads it. Reads of large hashes
+// are spaced so that they take at most about a third of the loop's time (16k ranks on one
+// core). Garbled values are logged once and skipped (store.h).
+#ifndef FT_FTMASTER_MASTER_LOOP_H_
+#define FT_FTMASTER_MASTER_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/config.h"
+#include "ftmaster/attribution.h"
+#include "ftmaster/decision.h"
+#include "ftmaster/lease.h"
+#include "ftmaster/store.h"
+#include "ftmaster/straggler.h"
+#include "ftmaster/timeouts.h"
+#include "ftmaster/topology.h"
+#include "proto/keys.h"
+#include "redis/client.h"
+#include "redis/url.h"
+
+namespace ft::master {
+
+struct MasterOptions {
+  std::string job;
+  std::string id;                 // the lease value; empty: host:pid:random
+  Config config;                  // timeout_*, hang_window, lease, straggler_steps,
+                                  // sharded_optimizer, save_deadline, report_interval
+  std::string topology;           // "dp=2,tp=4,pp=2"; empty: inferred from membership
+  std::string order;              // "tp-dp-pp" (with topology)
+  std::chrono::milliseconds tick{20};
+  std::chrono::milliseconds summary_period{500};  // timeouts and stragglers
+  std::chrono::milliseconds ranks_period{2000};   // membership while no incident is open
+  double stop_grace_s = 10;       // the stop command's SIGTERM → SIGKILL grace
+  std::FILE* out = stdout;        // decided incidents for people; nullptr: not printed
+};
+
+// A persisted decision being carried out (`action` in the master hash).
+struct Action {
+  std::string incident;
+  std::string decision;           // "save-then-stop" or "stop"
+  std::vector<SaveTarget> save;
+  std::string phase;              // "save", "stop", "done"
+  bool sent = false;              // this phase's commands are in the streams
+  std::string acks_from;          // acks stream id before they were sent
+  int64_t deadline_unix_ms = 0;   // of this phase
+  std::vector<std::string> nodes; // stop: the nodes commanded
+  int64_t decided_unix_ms = 0;
+};
+std::string EncodeAction(const Action& action);
+Status DecodeAction(std::string_view json, Action* out);
+
+class MasterLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Stats {
+    uint64_t ticks = 0;
+    uint64_t events = 0;              // decoded events read
+    uint64_t incidents_written = 0;   // incidents this master won the gate for
+    uint64_t windows = 0;             // windows attributed
+    uint64_t timeouts_published = 0;
+    uint64_t commands = 0;            // commands written
+    uint64_t fenced_out = 0;          // writes refused because the lease was not ours
+    double last_close_to_written_ms = -1;  // window close decided → incident written
+    double last_attribute_ms = -1;    // Attribute + Decide alone
+    double progress_read_ms = 0;      // the last HGETALL progress, transfer and decoding
+  };
+
+  // `endpoint`: the job's Redis. Call Init() before the first Tick.
+  MasterLoop(MasterOptions options, redis::Endpoint endpoint);
+
+  // Parses an explicit topology (an error names the bad part).
+  Status Init();
+
+  // One round with the real clocks, or with given ones (tests).
+  void Tick();
+  void Tick(Clock::time_point now, int64_t unix_ms);
+
+  // Ticks until `stop` is set (or, with exit_when_stopped, until job_state is "stopped"),
+  // then releases the lease.
+  void Run(const std::atomic<bool>& stop, bool exit_when_stopped);
+  // Hands the lease over (clean shutdown).
+  void Release();
+
+  bool leading() const { return lease_.leading(Clock::now()); }
+  const std::string& id() const { return lease_.id(); }
+  // As last seen in Redis ("" before the first read).
+  const std::string& job_state() const { return job_state_; }
+  bool incident_open() const { return open_.open; }
+  const Stats& stats() const { return stats_; }
+  const BadValues& bad_values() const { return bad_; }
+  const proto::Keys& keys() const { return keys_; }
+
+ private:
+  struct Open {
+    bool open = false;
+    std::string first_event_id;
+    int64_t first_unix_ms = 0;
+    int64_t opened_unix_ms = 0;
+    int outcomes = 0;             // busy outcomes written for this window
+    std::string last_outcome;     // "busy:3,5"
+    bool watching = false;        // a busy outcome stands; re-evaluate every hang_window
+    int64_t next_eval_unix_ms = 0;
+    std::vector<proto::Event> events;
+    std::unordered_set<std::string> seen;  // event identity (dedupe redelivered events)
+  };
+
+  void StartTerm(Clock::time_point now, int64_t unix_ms);
+  void ReadEvents(Clock::time_point now, int64_t unix_ms);
+  void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
+  void CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms);
+  void DecideWindow(Clock::time_point closed_at, int64_t unix_ms);
+  void CloseIncident(const std::string& why);
+  void RunAction(Clock::time_point now, int64_t unix_ms);
+  std::string LastAckId();  // "" when Redis failed
+  void LoadPending();
+  void ReadAcks();
+  void SummaryRound(Clock::time_point now, int64_t unix_ms);
+  void Stragglers(int64_t unix_ms);
+  bool ReadProgress(Clock::time_point now);
+  bool ReadRanks(Clock::time_point now);
+  AttributionInput Input(int64_t unix_ms) const;
+  const Topology& CurrentTopology();
+  std::string OpenJson() const;
+  // Writes `commands` atomically iff this master holds the lease key. False when fenced out
+  // or Redis failed.
+  bool FencedRun(const std::vector<redis::Argv>& commands);
+  // The incident script: per incident HSETNX decided:<id>, XADD only when won; on any win
+  // also SADD evict and HSET on_win; always HSET always / HDEL del. Returns per-incident
+  // wins, or nullopt when fenced out / failed.
+  std::optional<std::vector<bool>> WriteIncidents(
+      const std::vector<proto::Incident>& incidents, int64_t unix_ms,
+      const std::vector<std::string>& evict,
+      const std::vector<std::pair<std::string, std::string>>& on_win,
+      const std::vector<std::pair<std::string, std::string>>& always,
+      const std::vector<std::string>& del);
+  void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
+
+  MasterOptions options_;
+  proto::Keys keys_;
+  redis::ReconnectingClient redis_;
+  LeaderLease lease_;
+  uint64_t term_ = 0;
+  bool term_loaded_ = false;
+  bool leading_ = false;
+  Topology explicit_topology_;
+  bool have_explicit_ = false;
+  std::optional<Topology> inferred_;
+  uint64_t inferred_for_ = 0;
+
+  TimeoutModel timeouts_;
+  bool unpublished_ = false;      // a table computed but not yet written
+  StragglerDetector stragglers_;
+  std::unordered_set<int> named_before_;
+  std::unordered_map<int, std::string> straggler_fields_;  // rank -> incident id (episodes)
+  std::unordered_map<int, int> inherited_seen_;            // inherited episode -> summaries since
+  std::unordered_map<int, int64_t> summary_ms_;
+
+  BadValues bad_;
+  DecodedHash<proto::RankProgress> progress_{"progress"};
+  DecodedHash<proto::Membership> ranks_{"ranks"};
+  DecodedHash<proto::RankSummary> summaries_{"summary"};
+  uint64_t ranks_version_seen_ = 0;
+
+  std::string cursor_;            // last event id processed ("" none)
+  Open open_;
+  std::optional<Action> action_;
+  std::set<std::string> pending_acks_;
+  bool pending_loaded_ = false;
+  std::string ack_cursor_;
+  std::string job_state_;
+
+  Clock::time_point next_progress_{};
+  Clock::time_point next_ranks_{};
+  Clock::time_point next_summary_{};
+  Clock::time_point next_state_poll_{};
+  Clock::time_point next_acks_{};
+  Stats stats_;
+};
+
+// "host:pid:random" for --id's default.
+std::string DefaultMasterId();
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_MASTER_LOOP_H_

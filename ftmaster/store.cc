@@ -1,0 +1,174 @@
+#include "ftmaster/store.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <functional>
+
+#include "common/log.h"
+#include "proto/codec.h"
+
+namespace ft::master {
+
+const std::string* StreamEntry::Get(std::string_view name) const {
+  for (const auto& [field, value] : fields) {
+    if (field == name) return &value;
+  }
+  return nullptr;
+}
+
+size_t ParseStream(const redis::Reply& reply, std::vector<StreamEntry>* out) {
+  size_t skipped = 0;
+  for (const redis::Reply& entry : reply.elements()) {
+    if (!entry.is_array() || entry.size() != 2 || !entry[0].is_string() || !entry[1].is_array() ||
+        entry[1].size() % 2 != 0) {
+      ++skipped;
+      continue;
+    }
+    StreamEntry e;
+    e.id = entry[0].str();
+    e.fields.reserve(entry[1].size() / 2);
+    for (size_t i = 0; i + 1 < entry[1].size(); i += 2) {
+      e.fields.emplace_back(entry[1][i].str(), entry[1][i + 1].str());
+    }
+    out->push_back(std::move(e));
+  }
+  return skipped;
+}
+
+bool ParseStreamId(std::string_view id, uint64_t* ms, uint64_t* seq) {
+  const size_t dash = id.find('-');
+  if (dash == std::string_view::npos) return false;
+  uint64_t a = 0, b = 0;
+  auto r1 = std::from_chars(id.data(), id.data() + dash, a);
+  auto r2 = std::from_chars(id.data() + dash + 1, id.data() + id.size(), b);
+  if (r1.ec != std::errc() || r1.ptr != id.data() + dash || r2.ec != std::errc() ||
+      r2.ptr != id.data() + id.size() || dash == 0 || dash + 1 == id.size()) {
+    return false;
+  }
+  *ms = a;
+  *seq = b;
+  return true;
+}
+
+bool BadValues::Report(std::string_view where, std::string_view raw, const Status& why) {
+  ++count_;
+  const uint64_t h = std::hash<std::string_view>()(where) * 31 + std::hash<std::string_view>()(raw);
+  if (seen_.size() >= kMaxRemembered) seen_.clear();
+  if (!seen_.insert(h).second) return false;
+  FT_LOG(Warn, Master, "ignoring {} ({} bytes): {}; the value is skipped until its writer "
+         "rewrites it (check that ftworker and ftmaster speak the same schema version)",
+         where, raw.size(), why.message());
+  return true;
+}
+
+namespace {
+
+int RankOf(const proto::RankProgress& v) { return v.rank; }
+int RankOf(const proto::RankSummary& v) { return v.rank; }
+int RankOf(const proto::Membership& v) { return v.rank; }
+
+}  // namespace
+
+template <typename T>
+void DecodedHash<T>::Load(const redis::Reply& reply, BadValues* bad) {
+  changed_ = 0;
+  if (!reply.is_array() || reply.size() % 2 != 0) {
+    if (!reply.is_nil()) {
+      bad->Report(what_, reply.DebugString().substr(0, 64),
+                  Status::Corrupt("not a hash reply (wrong key type?)"));
+    }
+    return;
+  }
+  ++gen_;
+  bool any = false;
+  for (size_t i = 0; i + 1 < reply.size(); i += 2) {
+    const std::string& field = reply[i].str();
+    const std::string& raw = reply[i + 1].str();
+    Slot& slot = slots_[field];
+    const bool fresh_slot = slot.gen == 0;
+    slot.gen = gen_;
+    if (!fresh_slot && slot.raw == raw) continue;
+    slot.raw = raw;
+    any = true;
+    T value;
+    Status s = proto::Decode(raw, &value);
+    if (s.ok()) {
+      int rank = -1;
+      auto r = std::from_chars(field.data(), field.data() + field.size(), rank);
+      if (r.ec != std::errc() || r.ptr != field.data() + field.size() || rank != RankOf(value)) {
+        s = Status::Corrupt(fmt::format("hash field '{}' does not name the value's rank {}",
+                                        field.substr(0, 32), RankOf(value)));
+      }
+    }
+    if (!s.ok()) {
+      bad->Report(fmt::format("{} field {}", what_, field.substr(0, 32)), raw, s);
+      if (slot.index >= 0) {
+        RemoveAt(slot.index);
+        slot.index = -1;
+      }
+      continue;
+    }
+    ++changed_;
+    if (slot.index >= 0) {
+      values_[static_cast<size_t>(slot.index)] = std::move(value);
+    } else {
+      slot.index = static_cast<int>(values_.size());
+      values_.push_back(std::move(value));
+      owners_.push_back(field);
+    }
+  }
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (it->second.gen == gen_) {
+      ++it;
+      continue;
+    }
+    any = true;
+    if (it->second.index >= 0) RemoveAt(it->second.index);
+    it = slots_.erase(it);
+  }
+  if (any) ++version_;
+}
+
+template <typename T>
+void DecodedHash<T>::RemoveAt(int index) {
+  const auto i = static_cast<size_t>(index);
+  const size_t last = values_.size() - 1;
+  if (i != last) {
+    values_[i] = std::move(values_[last]);
+    owners_[i] = std::move(owners_[last]);
+    slots_[owners_[i]].index = index;
+  }
+  values_.pop_back();
+  owners_.pop_back();
+}
+
+template <typename T>
+void DecodedHash<T>::Clear() {
+  slots_.clear();
+  values_.clear();
+  owners_.clear();
+  changed_ = 0;
+  ++version_;
+}
+
+template class DecodedHash<proto::RankProgress>;
+template class DecodedHash<proto::RankSummary>;
+template class DecodedHash<proto::Membership>;
+
+Status DecodeEventEntry(const StreamEntry& entry, proto::Event* out) {
+  const std::string* json = entry.Get("json");
+  if (json == nullptr) return Status::Corrupt(fmt::format("event {} has no json field", entry.id));
+  proto::Event event;
+  Status s = proto::Decode(*json, &event);
+  if (!s.ok()) return s.WithContext(fmt::format("event {}", entry.id));
+  const std::string* kind = entry.Get("kind");
+  if (kind != nullptr && *kind != event.kind) {
+    return Status::Corrupt(fmt::format("event {}: field kind '{}' but json kind '{}'", entry.id,
+                                       kind->substr(0, 32), event.kind));
+  }
+  *out = std::move(event);
+  return Status::Ok();
+}
+
+}  // namespace ft::master

@@ -1,0 +1,99 @@
+// Reading a job's Redis values defensively, for the master's loop and its CLI. Redis replies
+// come in as redis::Reply; stream entries and hashes of JSON values go out as proto:: structs.
+// A value that does not decode (garbled, truncated, another schema version, a hash field
+// that does not match the rank inside) is logged once per distinct value and skipped: one bad
+// value never stops the master. Not thread-safe: one thread owns each object.
+#ifndef FT_FTMASTER_STORE_H_
+#define FT_FTMASTER_STORE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/messages.h"
+#include "redis/reply.h"
+
+namespace ft::master {
+
+// One entry of a stream: its id and its field/value pairs.
+struct StreamEntry {
+  std::string id;
+  std::vector<std::pair<std::string, std::string>> fields;
+
+  // The value of `name`, or nullptr.
+  const std::string* Get(std::string_view name) const;
+};
+
+// An XRANGE / XREVRANGE reply ([[id, [f, v, ...]], ...]) into entries. Malformed entries are
+// skipped; returns how many were.
+size_t ParseStream(const redis::Reply& reply, std::vector<StreamEntry>* out);
+
+// "1700000000000-5" → true with its parts. Stream ids compare by (ms, seq).
+bool ParseStreamId(std::string_view id, uint64_t* ms, uint64_t* seq);
+
+// Remembers which garbled values were reported, so each distinct value is logged once (a
+// value rewritten with another garbling is logged again). Bounded memory.
+class BadValues {
+ public:
+  // Logs "<where>: <why>" the first time this (where, raw) is seen. True when it logged.
+  bool Report(std::string_view where, std::string_view raw, const Status& why);
+  uint64_t count() const { return count_; }  // every report, logged or not
+
+ private:
+  static constexpr size_t kMaxRemembered = 100000;
+  std::unordered_set<uint64_t> seen_;
+  uint64_t count_ = 0;
+};
+
+// A hash of rank -> JSON value (progress, summary, ranks) as decoded values, read with
+// HGETALL. A value whose bytes equal the previous read's is not decoded again, so reading a
+// large hash often costs little more than the transfer. values() holds the valid values in
+// no particular order; changed() those decoded anew by the last Load.
+template <typename T>
+class DecodedHash {
+ public:
+  explicit DecodedHash(std::string what) : what_(std::move(what)) {}
+
+  // `reply`: an HGETALL reply (a flat [field, value, ...] array; anything else is ignored and
+  // logged). Fields whose value is not a valid T for that rank are skipped.
+  void Load(const redis::Reply& reply, BadValues* bad);
+
+  const std::vector<T>& values() const { return values_; }
+  size_t changed() const { return changed_; }
+  // Number of Loads whose content differed from the one before.
+  uint64_t version() const { return version_; }
+  void Clear();
+
+ private:
+  struct Slot {
+    std::string raw;
+    int index = -1;  // into values_, -1 when the raw value is garbled
+    uint64_t gen = 0;
+  };
+  void RemoveAt(int index);
+
+  std::string what_;
+  std::unordered_map<std::string, Slot> slots_;
+  std::vector<T> values_;
+  std::vector<std::string> owners_;  // field of each value, for swap-removal
+  uint64_t gen_ = 0;
+  size_t changed_ = 0;
+  uint64_t version_ = 0;
+};
+
+extern template class DecodedHash<proto::RankProgress>;
+extern template class DecodedHash<proto::RankSummary>;
+extern template class DecodedHash<proto::Membership>;
+
+// Decodes one event entry of ft:{J}:events (its `json` field); the other fields must agree
+// with it. Errors name the stream id.
+Status DecodeEventEntry(const StreamEntry& entry, proto::Event* out);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_STORE_H_

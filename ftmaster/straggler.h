@@ -1,0 +1,74 @@
+// Straggler attribution without synchronized clocks. In a collective the last rank to arrive
+// waits least, so within one communicator the straggler is the member that, at once:
+//   - has the smallest collective duration on that comm (the count-weighted mean of the p50_ms
+//     of its ops on the comm in its latest summary), and
+//   - has the largest compute_ms, and
+//   - whose compute_ms is at least (1 + min_excess) times the median compute_ms of the other
+//     members (20% by default; the others' median, so that a two-member comm works too),
+// in `steps` consecutive summaries of that rank (straggler_steps). Healthy jitter cannot pass:
+// the excess must hold against the median every time, and the same rank must be both
+// fastest to leave the collective and slowest to compute every time.
+// A named rank yields one Incident, kind "straggler", decision "none"; it is named again only
+// after it stopped qualifying on every comm. Comms with p2p traffic only and comms with fewer
+// than two members reporting are skipped.
+//
+// Not thread-safe: one thread owns a StragglerDetector.
+#ifndef FT_FTMASTER_STRAGGLER_H_
+#define FT_FTMASTER_STRAGGLER_H_
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/config.h"
+#include "proto/messages.h"
+
+namespace ft::master {
+
+struct StragglerOptions {
+  int steps = 10;
+  double min_excess = 0.20;
+
+  // straggler_steps.
+  static StragglerOptions FromConfig(const Config& config);
+};
+
+class StragglerDetector {
+ public:
+  explicit StragglerDetector(StragglerOptions options);
+
+  // Who is in which communicator; replaces the previous membership.
+  void SetMembership(std::span<const proto::Membership> membership);
+  // One rank's summary; one not newer than the rank's last is ignored, so the caller may pass
+  // the whole summary hash every round.
+  void Add(const proto::RankSummary& summary);
+  // Compares the latest summaries; returns the stragglers named for the first time now.
+  std::vector<proto::Incident> Evaluate(int64_t now_unix_ms);
+  // The ranks named and still qualifying after the last Evaluate: a rank's episode lasts
+  // while it is in here (the master keeps episodes in Redis across master restarts).
+  const std::unordered_set<int>& named() const { return named_; }
+
+ private:
+  struct Streak {
+    int rank = -1;
+    int count = 0;
+    int64_t last_counted_ms = 0;  // the candidate's summary time last counted
+    double ratio = 0;
+    double own_ms = 0;
+    double others_ms = 0;
+    double compute_ms = 0;
+    double median_compute_ms = 0;
+  };
+
+  StragglerOptions options_;
+  std::unordered_map<uint64_t, std::vector<int>> comms_;  // collective comm -> global ranks
+  std::unordered_map<int, proto::RankSummary> latest_;
+  std::unordered_map<uint64_t, Streak> streaks_;
+  std::unordered_set<int> named_;
+};
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_STRAGGLER_H_

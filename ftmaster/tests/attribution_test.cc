@@ -1,0 +1,359 @@
+#include "ftmaster/attribution.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "ftmaster/tests/job_fixture.h"
+
+namespace ft::master {
+namespace {
+
+using testing::Job;
+
+AttributionInput Input(const Job& job, const std::vector<proto::Event>& events = {}) {
+  AttributionInput in;
+  in.progress = job.progress;
+  in.membership = job.membership;
+  in.events = events;
+  in.now_unix_ms = Job::kNow;
+  in.stale_ms = 3000;
+  in.min_wait_ms = 1000;
+  return in;
+}
+
+proto::Event Timeout(int rank, uint64_t comm, uint64_t seq, int64_t at = Job::kNow - 800) {
+  proto::Event e;
+  e.kind = "timeout";
+  e.rank = rank;
+  e.unix_ms = at;
+  e.comm_id = comm;
+  e.op = "allreduce";
+  e.seq = seq;
+  e.age_ms = 4000;
+  e.timeout_ms = 4000;
+  e.started = true;
+  return e;
+}
+
+const proto::Incident* Find(const std::vector<proto::Incident>& incidents, const std::string& kind) {
+  for (const proto::Incident& i : incidents) {
+    if (i.kind == kind) return &i;
+  }
+  return nullptr;
+}
+
+std::string Dump(const std::vector<proto::Incident>& incidents) {
+  std::string s;
+  for (const proto::Incident& i : incidents) {
+    s += i.id + " " + i.kind + " conf " + std::to_string(i.confidence) + ": " + i.message + "\n";
+    for (const proto::Suspect& x : i.suspects) s += "  suspect " + std::to_string(x.rank) + "@" + x.node + ": " + x.why + "\n";
+    for (const std::string& e : i.evidence) s += "  evidence " + e + "\n";
+  }
+  return s;
+}
+
+// dp=4 data-parallel job; every rank but `root` reached allreduce #11 on the GPU and waits.
+Job DpJobWaitingOn(int root) {
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 4; ++r) {
+    if (r != root) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5000);
+  }
+  return job;
+}
+
+TEST(AttributionTest, ComputeHangRootEnteredButGpuNeverStarted) {
+  Job job = DpJobWaitingOn(2);
+  job.Set(2, job.DpComm(0, 0), 11, 10, 10, 5200);  // host entered #11, GPU still before it
+  std::vector<proto::Event> events = {Timeout(0, job.DpComm(0, 0), 11)};
+  auto incidents = Attribute(Input(job, events));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  const proto::Incident& i = incidents[0];
+  EXPECT_EQ(i.kind, "hang");
+  ASSERT_EQ(i.suspects.size(), 1u);
+  EXPECT_EQ(i.suspects[0].rank, 2);
+  EXPECT_EQ(i.suspects[0].node, "n1");
+  EXPECT_NE(i.suspects[0].why.find("compute hang"), std::string::npos) << i.suspects[0].why;
+  EXPECT_NE(i.suspects[0].why.find("3 ranks wait on it directly"), std::string::npos) << i.suspects[0].why;
+  EXPECT_DOUBLE_EQ(i.confidence, 0.9);
+  EXPECT_EQ(i.decision, "");
+  EXPECT_EQ(i.first_event_unix_ms, Job::kNow - 800);
+  EXPECT_DOUBLE_EQ(i.decide_ms, 800);
+  EXPECT_EQ(i.id, std::to_string(Job::kNow - 800) + "-hang");
+  bool wait_line = false;
+  for (const std::string& e : i.evidence) {
+    if (e.find("waits on allreduce #11 of comm 7200000000000000 (GPU started 5.1 s ago)") !=
+        std::string::npos) wait_line = true;
+  }
+  EXPECT_TRUE(wait_line) << Dump(incidents);
+}
+
+TEST(AttributionTest, HostHangRootNeverEntered) {
+  Job job = DpJobWaitingOn(2);  // rank 2 idle at #10 on the host and GPU
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "hang");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("host hang: never entered allreduce #11"),
+            std::string::npos) << incidents[0].suspects[0].why;
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.85);
+}
+
+TEST(AttributionTest, DeadRankIsACrash) {
+  Job job = DpJobWaitingOn(2);
+  job.Progress(2).state = "dead";
+  job.Set(2, job.DpComm(0, 0), 11, 11, 10);  // died inside the collective: still the root
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("process dead"), std::string::npos);
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.95);
+}
+
+TEST(AttributionTest, ExitEventMakesACrashEvenWithARunningReport) {
+  Job job = DpJobWaitingOn(1);
+  proto::Event exit;
+  exit.kind = "exit";
+  exit.rank = 1;
+  exit.node = "n0";
+  exit.unix_ms = Job::kNow - 900;
+  exit.code = -9;
+  auto incidents = Attribute(Input(job, {exit}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  EXPECT_NE(incidents[0].suspects[0].why.find("exited (code -9)"), std::string::npos);
+}
+
+// pp=4 pipeline with p2p rows: stage 2 stopped (its GPU never reached its send to stage 3);
+// stage 3 waits to receive from it, stage 1 waits to send to it, stage 0 waits on stage 1.
+TEST(AttributionTest, HangPropagatesDownAPipeline) {
+  Job job(1, 1, 4);
+  const uint64_t pp = job.PpComm(0, 0);
+  job.Set(0, pp, 21, 21, 20, 3000, "send", 1);
+  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
+  job.Set(2, pp, 21, 20, 20, 4500, "send", 3);
+  job.Set(3, pp, 21, 21, 20, 4600, "recv", 2);
+  auto incidents = Attribute(Input(job, {Timeout(3, pp, 21)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "hang");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("compute hang"), std::string::npos);
+  EXPECT_NE(incidents[0].suspects[0].why.find("2 ranks wait on it directly, 3 in all"),
+            std::string::npos) << incidents[0].suspects[0].why;
+}
+
+TEST(AttributionTest, PipelineHostHangAtTheFirstStage) {
+  Job job(1, 1, 4);
+  const uint64_t pp = job.PpComm(0, 0);
+  // Stage 0 never sent (host stuck in the data loader); 1 waits to receive from 0, 2 from 1...
+  job.Set(1, pp, 21, 21, 20, 4000, "recv", 0);
+  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
+  job.Set(3, pp, 21, 21, 20, 4000, "recv", 2);
+  auto incidents = Attribute(Input(job, {Timeout(3, pp, 21)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 0);
+  EXPECT_NE(incidents[0].suspects[0].why.find(
+                "host hang: never entered the p2p op matching rank 1 (n0)'s p2p recv from rank 0"),
+            std::string::npos) << incidents[0].suspects[0].why;
+}
+
+TEST(AttributionTest, TransportHangAllStartedNoneCompleted) {
+  Job job(1, 4, 1, 2);  // two nodes
+  for (int r = 0; r < 4; ++r) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5000);
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  const proto::Incident& i = incidents[0];
+  EXPECT_EQ(i.kind, "transport-hang");
+  EXPECT_EQ(i.comm_id, job.DpComm(0, 0));
+  EXPECT_EQ(i.suspects.size(), 4u);
+  EXPECT_DOUBLE_EQ(i.confidence, 0.7);
+  EXPECT_NE(i.message.find("spanning 2 nodes"), std::string::npos) << i.message;
+  EXPECT_EQ(i.id, std::to_string(Job::kNow - 800) + "-transport-hang-7200000000000000");
+}
+
+TEST(AttributionTest, TransportHangWithinOneNodeSaysSo) {
+  Job job(4, 1, 1, 8);
+  for (int r = 0; r < 4; ++r) job.Set(r, job.TpComm(0, 0), 11, 11, 10, 5000);
+  auto incidents = Attribute(Input(job, {Timeout(0, job.TpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "transport-hang");
+  EXPECT_NE(incidents[0].message.find("all on node n0"), std::string::npos) << incidents[0].message;
+}
+
+TEST(AttributionTest, P2pPairWaitingOnEachOtherIsATransportHang) {
+  Job job(1, 1, 4);
+  const uint64_t pp = job.PpComm(0, 0);
+  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
+  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
+  auto incidents = Attribute(Input(job, {Timeout(2, pp, 21)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "transport-hang");
+  EXPECT_EQ(incidents[0].comm_id, pp);
+  ASSERT_EQ(incidents[0].suspects.size(), 2u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  EXPECT_EQ(incidents[0].suspects[1].rank, 2);
+}
+
+// tp=2 x dp=4: rank 2 hangs in dp group tp=0 and rank 5 in dp group tp=1. One incident, two
+// suspects (documented choice: independent roots of one kind share an incident).
+TEST(AttributionTest, TwoIndependentHangsInDifferentDpGroups) {
+  Job job(2, 4, 1);
+  for (int d = 0; d < 4; ++d) {
+    for (int t = 0; t < 2; ++t) {
+      const int r = job.Rank(t, d, 0);
+      if (r == 2 || r == 5) continue;
+      job.Set(r, job.DpComm(t, 0), 11, 11, 10, 5000);
+    }
+  }
+  job.Set(5, job.DpComm(1, 0), 11, 10, 10, 5000);  // 5: compute hang; 2: host hang
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  ASSERT_EQ(incidents[0].suspects.size(), 2u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_EQ(incidents[0].suspects[1].rank, 5);
+  EXPECT_NE(incidents[0].suspects[0].why.find("host hang"), std::string::npos);
+  EXPECT_NE(incidents[0].suspects[1].why.find("compute hang"), std::string::npos);
+  EXPECT_NE(incidents[0].message.find("2 ranks stuck"), std::string::npos) << incidents[0].message;
+}
+
+TEST(AttributionTest, BusyRootIsNotAHang) {
+  Job job = DpJobWaitingOn(3);
+  job.Progress(3).busy = true;  // e.g. writing a checkpoint on the host
+  job.Progress(3).last_call_age_ms = 3;
+  job.Progress(3).cpu_pct = 97;
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "busy");
+  EXPECT_EQ(incidents[0].decision, "none");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 3);
+  EXPECT_EQ(Find(incidents, "hang"), nullptr);
+}
+
+TEST(AttributionTest, StaleReportLowersConfidence) {
+  Job job = DpJobWaitingOn(2);
+  job.Progress(2).observed_unix_ms = Job::kNow - 20000;
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("its report is 20.0 s old"), std::string::npos)
+      << incidents[0].suspects[0].why;
+  EXPECT_NEAR(incidents[0].confidence, 0.85 * 0.6, 1e-9);
+}
+
+TEST(AttributionTest, MissingReportMakesALowConfidenceSuspect) {
+  Job job = DpJobWaitingOn(2);
+  job.progress.erase(job.progress.begin() + 2);
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "hang");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_EQ(incidents[0].suspects[0].node, "n1");  // from membership
+  EXPECT_NE(incidents[0].suspects[0].why.find("no progress report"), std::string::npos);
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.5);
+}
+
+TEST(AttributionTest, MissingReportOfADeadMemberIsACrash) {
+  Job job = DpJobWaitingOn(2);
+  job.progress.erase(job.progress.begin() + 2);
+  job.membership[2].state = "dead";
+  auto incidents = Attribute(Input(job));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.8);
+}
+
+TEST(AttributionTest, EventProgressFillsAMissingReport) {
+  Job job = DpJobWaitingOn(2);
+  proto::Event e = Timeout(0, job.DpComm(0, 0), 11);
+  job.Set(2, job.DpComm(0, 0), 11, 10, 10);
+  e.rank = 2;
+  e.progress = job.Progress(2);
+  job.progress.erase(job.progress.begin() + 2);
+  auto incidents = Attribute(Input(job, {e}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_NE(incidents[0].suspects[0].why.find("compute hang"), std::string::npos);
+}
+
+TEST(AttributionTest, HealthyInFlightCollectivesAreNotIncidents) {
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 3; ++r) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 30);  // waiting 30 ms
+  EXPECT_TRUE(Attribute(Input(job)).empty());
+  job.Set(3, job.DpComm(0, 0), 11, 11, 10, 30);  // all in flight, 30 ms
+  EXPECT_TRUE(Attribute(Input(job)).empty());
+}
+
+TEST(AttributionTest, NothingWaitingGivesNothing) {
+  Job job(2, 2, 2);
+  EXPECT_TRUE(Attribute(Input(job)).empty());
+}
+
+TEST(AttributionTest, WaitForCycleIsALowConfidenceHang) {
+  Job job(2, 2, 1);
+  // 0 waits on dp (blocked by 2), 2 on tp (blocked by 3), 3 on dp (blocked by 1), 1 on tp
+  // (blocked by 0): nobody is a root.
+  job.Set(0, job.DpComm(0, 0), 11, 11, 10);
+  job.Set(2, job.TpComm(1, 0), 11, 11, 10);
+  job.Set(3, job.DpComm(1, 0), 11, 11, 10);
+  job.Set(1, job.TpComm(0, 0), 11, 11, 10);
+  auto incidents = Attribute(Input(job));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "hang");
+  EXPECT_EQ(incidents[0].suspects.size(), 4u);
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.3);
+}
+
+TEST(AttributionTest, EvidenceIsCapped) {
+  Job job(1, 64, 1);
+  for (int r = 0; r < 64; ++r) {
+    if (r % 2 == 0) job.Set(r, job.DpComm(0, 0), 11, 11, 10);  // 32 roots: the odd ranks
+  }
+  AttributionInput in = Input(job);
+  in.max_evidence = 5;
+  auto incidents = Attribute(in);
+  ASSERT_EQ(incidents.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects.size(), 32u);
+  EXPECT_EQ(incidents[0].evidence.size(), 6u);
+  EXPECT_NE(incidents[0].evidence.back().find("more lines"), std::string::npos);
+}
+
+TEST(AttributionTest, WindowClosesOnceEveryInvolvedRankReported) {
+  Job job = DpJobWaitingOn(2);
+  const int64_t first = Job::kNow - 500;
+  std::vector<proto::Event> events = {Timeout(0, job.DpComm(0, 0), 11, first)};
+  for (auto& p : job.progress) p.observed_unix_ms = first - 100;  // all before the event
+  AttributionInput in = Input(job, events);
+  EXPECT_FALSE(WindowCanClose(in, 1000));
+  for (int r : {0, 1, 3}) job.Progress(r).observed_unix_ms = first + 50;
+  EXPECT_FALSE(WindowCanClose(in, 1000));  // rank 2 has not reported since
+  job.Progress(2).observed_unix_ms = first + 60;
+  EXPECT_TRUE(WindowCanClose(in, 1000));
+  job.Progress(2).observed_unix_ms = first - 100;
+  EXPECT_TRUE(WindowCanClose(in, 400));  // the window itself has passed
+  in.events = {};
+  EXPECT_TRUE(WindowCanClose(in, 1000));
+}
+
+TEST(AttributionTest, WindowFollowsWaitsIntoOtherComms) {
+  // tp=2 x dp=2: the event is on dp comm tp=0 (ranks 0, 2); rank 2 waits on tp comm (2, 3),
+  // so rank 3 must report too; a dead rank counts as reported.
+  Job job(2, 2, 1);
+  const int64_t first = Job::kNow - 500;
+  job.Set(0, job.DpComm(0, 0), 11, 11, 10);
+  job.Set(2, job.TpComm(1, 0), 11, 11, 10);
+  for (auto& p : job.progress) p.observed_unix_ms = first + 10;
+  job.Progress(3).observed_unix_ms = first - 10;
+  std::vector<proto::Event> events = {Timeout(0, job.DpComm(0, 0), 11, first)};
+  AttributionInput in = Input(job, events);
+  EXPECT_FALSE(WindowCanClose(in, 1000));
+  job.Progress(3).state = "dead";
+  EXPECT_TRUE(WindowCanClose(in, 1000));
+}
+
+}  // namespace
+}  // namespace ft::master

@@ -1,0 +1,127 @@
+#include "ftmaster/decision.h"
+
+#include <gtest/gtest.h>
+
+#include "ftmaster/tests/job_fixture.h"
+
+namespace ft::master {
+namespace {
+
+using testing::Job;
+
+proto::Incident Incident(const char* kind, std::vector<proto::Suspect> suspects) {
+  proto::Incident i;
+  i.id = std::string("1-") + kind;
+  i.kind = kind;
+  i.suspects = std::move(suspects);
+  return i;
+}
+
+Topology Grid(int tp, int dp, int pp) {
+  Topology t;
+  EXPECT_TRUE(Topology::FromSizes(tp, dp, pp, "", &t).ok());
+  return t;
+}
+
+std::vector<int> Ranks(const Decision& d) {
+  std::vector<int> r;
+  for (const SaveTarget& s : d.save) r.push_back(s.rank);
+  return r;
+}
+
+// tp=2 dp=2 pp=2 on four nodes of two ranks each: n0 {0,1}, n1 {2,3}, n2 {4,5}, n3 {6,7}.
+TEST(DecisionTest, ReplicaExistsSavesOneRankPerShard) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(d.save[0].node, "n0");
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "save-then-stop");
+  EXPECT_NE(incidents[0].message.find("saving from 4 ranks"), std::string::npos) << incidents[0].message;
+}
+
+TEST(DecisionTest, PrefersReplicasOffEvictedNodes) {
+  Job job(2, 2, 2, 2);
+  // Rank 0 (n0) hangs: shard (0,0) saves from rank 2; shard (1,0) avoids rank 1 on n0.
+  std::vector<proto::Incident> incidents = {Incident("hang", {{0, "n0", ""}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5}));
+}
+
+TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
+  Job job(2, 2, 2, 2);
+  job.membership[7].state = "dead";  // rank 5's only replica (shard tp=1 pp=1)
+  std::vector<proto::Incident> incidents = {Incident("crash", {{5, "n2", ""}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_TRUE(d.save.empty());
+  EXPECT_NE(d.reason.find("shard tp=1 pp=1"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n2"}));
+}
+
+TEST(DecisionTest, ShardedOptimizerNeedsEveryDpRank) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", ""}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_NE(d.reason.find("sharded"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+}
+
+TEST(DecisionTest, BusyAndStragglerNeedNoDecision) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("busy", {{3, "n1", ""}}),
+                                            Incident("straggler", {{4, "n2", ""}})};
+  incidents[0].decision = incidents[1].decision = "none";
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+  EXPECT_EQ(d.decision, "none");
+  EXPECT_TRUE(d.evict_nodes.empty());
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "none");
+}
+
+TEST(DecisionTest, NoTopologyStops) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", ""}})};
+  Decision d = Decide(incidents, Topology::Unknown("cannot tell tp from dp"), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_NE(d.reason.find("cannot tell tp from dp"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+}
+
+TEST(DecisionTest, TransportHangEvictsOnlyASingleNode) {
+  Job job(2, 2, 2, 2);
+  proto::Incident across = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
+  across.comm_id = job.DpComm(0, 0);
+  Decision d = Decide(std::vector<proto::Incident>{across}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_TRUE(d.evict_nodes.empty());
+  EXPECT_EQ(d.decision, "stop");  // both replicas of shard (0,0) are suspects
+  EXPECT_NE(d.reason.find("not evicting"), std::string::npos) << d.reason;
+
+  proto::Incident inside = Incident("transport-hang", {{0, "n0", ""}, {1, "n0", ""}});
+  d = Decide(std::vector<proto::Incident>{inside}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5}));
+}
+
+TEST(DecisionTest, UnnamedStuckRankStops) {
+  Job job(1, 2, 1);
+  std::vector<proto::Incident> incidents = {Incident("hang", {})};
+  EXPECT_EQ(Decide(incidents, Grid(1, 2, 1), job.membership, false).decision, "stop");
+}
+
+TEST(DecisionTest, PureDataParallelSavesOneRank) {
+  Job job(1, 8, 1, 4);
+  std::vector<proto::Incident> incidents = {Incident("crash", {{0, "n0", ""}})};
+  Decision d = Decide(incidents, Grid(1, 8, 1), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{4}));  // off the evicted node n0
+}
+
+}  // namespace
+}  // namespace ft::master

@@ -1,0 +1,25 @@
+// Small formatting helpers shared by ftmaster's messages (internal; not part of the API).
+#ifndef FT_FTMASTER_TEXT_H_
+#define FT_FTMASTER_TEXT_H_
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+
+namespace ft::master {
+
+// As docs/redis-schema.md writes communicator ids: 16 lowercase hex digits.
+inline std::string CommHex(uint64_t id) { return fmt::format("{:016x}", id); }
+
+// "850 ms", "2.1 s", "3.5 min".
+inline std::string HumanMs(double ms) {
+  if (ms < 0) return "?";
+  if (ms < 1000) return fmt::format("{:.0f} ms", ms);
+  if (ms < 120000) return fmt::format("{:.1f} s", ms / 1000);
+  return fmt::format("{:.1f} min", ms / 60000);
+}
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_TEXT_H_
