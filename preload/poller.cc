@@ -141,6 +141,32 @@ void HandleMailbox() {
   }
 }
 
+// Moves what the app threads submitted since the last round onto the poller's list.
+void TakeIncoming(PollerState& st) {
+  // Newest first on the stack: reverse into submission order.
+  Pending* taken = g_rt->incoming.exchange(nullptr, std::memory_order_acquire);
+  st.fresh.clear();
+  for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
+  st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+}
+
+// At exit: the app usually synchronized just before, so its last ops are complete but may
+// not have been observed yet (the previous round is up to one interval old). Writes the ops
+// whose end event the runtime confirms; anything else is left unreported rather than judged,
+// since the runtime may already be tearing down (a query error here means nothing).
+void FinalRound(PollerState& st) {
+  TakeIncoming(st);
+  st.records.clear();
+  auto query = FT_REAL_CUDA(cudaEventQuery);
+  uint64_t now = NowNs();
+  for (Pending* p : st.list) {
+    bool complete = p->has_end && p->await_comms.empty() && !p->failed && query != nullptr &&
+                    query(p->end) == cudaSuccess;
+    if (complete) (void)Step(st, p, now);
+  }
+  PushAll(st.records.data(), st.records.size());
+}
+
 }  // namespace
 
 void PollerMain() {
@@ -153,11 +179,7 @@ void PollerMain() {
   while (!g_rt->stop.load(std::memory_order_acquire)) {
     header->heartbeat_ns.store(NowNs(), std::memory_order_relaxed);
     header->heartbeat_count.fetch_add(1, std::memory_order_relaxed);
-    // Newest first on the stack: reverse into submission order.
-    Pending* taken = g_rt->incoming.exchange(nullptr, std::memory_order_acquire);
-    st.fresh.clear();
-    for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
-    st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+    TakeIncoming(st);
     st.records.clear();
     st.keep.clear();
     st.blocked.clear();
@@ -192,6 +214,7 @@ void PollerMain() {
                        static_cast<long>(sleep_ns % 1000000000ull)};
     nanosleep(&ts, nullptr);
   }
+  FinalRound(st);
   g_rt->poller_done.store(true, std::memory_order_release);
 }
 
