@@ -17,7 +17,7 @@ struct MonitorSettings {
   double slowdown_pct = 25;                     // FT_SLOWDOWN_PCT
   int slowdown_steps = 5;                       // FT_SLOWDOWN_STEPS
   int warmup_steps = 10;                        // FT_WARMUP_STEPS
-  int baseline_steps = 10;                      // steps after warm-up whose median is the baseline
+  int baseline_steps = 20;                      // steps after warm-up that set the baseline and its noise
 
   static MonitorSettings FromConfig(const Config& config);
 };

@@ -449,6 +449,8 @@ void RankMonitor::OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events
       window_compute_ms_.push_back(step.compute_ms);
       window_comm_ms_.push_back(step.comm_ms);
     }
+    FT_LOG(Debug, Worker, "rank {}: step {} took {:.1f} ms (compute {:.1f} ms, collectives {:.1f} ms)",
+           rank_, step.index, step.step_ms, step.compute_ms, step.comm_ms);
     bool was_slow = slowdown_.slow();
     auto slow = slowdown_.OnStep(step);
     if (was_slow && !slowdown_.slow()) {
@@ -459,13 +461,17 @@ void RankMonitor::OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events
     e.step_ms = slow->step_ms;
     e.baseline_ms = slow->baseline_ms;
     e.compute_ms = slow->compute_ms;
+    const char* which = slow->compute_slow && slow->step_slow ? "step and compute time"
+                        : slow->compute_slow                  ? "compute time"
+                                                              : "step time";
     e.message = fmt::format(
-        "rank {}: step time {:.1f} ms against its baseline of {:.1f} ms (+{:.0f}%) for {} steps in "
-        "a row; compute {:.1f} ms against {:.1f} ms. If only this rank's compute grew it is the "
-        "straggler (GPU clocks, thermals, host contention); if every rank slowed, look at the "
-        "network or the input pipeline",
-        rank_, slow->step_ms, slow->baseline_ms, 100 * (slow->step_ms / slow->baseline_ms - 1),
-        settings_.slowdown_steps, slow->compute_ms, slow->baseline_compute_ms);
+        "rank {}: {} beyond its noise: step {:.1f} ms against its baseline of {:.1f} ms ({:+.0f}%), "
+        "compute {:.1f} ms against {:.1f} ms ({:+.0f}%), medians of the last {} steps. If only "
+        "this rank's compute grew it is the straggler (GPU clocks, thermals, host contention); if "
+        "every rank slowed, look at the network or the input pipeline",
+        rank_, which, slow->step_ms, slow->baseline_ms, 100 * (slow->step_ms / slow->baseline_ms - 1),
+        slow->compute_ms, slow->baseline_compute_ms,
+        100 * (slow->compute_ms / std::max(slow->baseline_compute_ms, 1e-9) - 1), settings_.slowdown_steps);
     events->push_back(std::move(e));
   }
 }

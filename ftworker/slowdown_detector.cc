@@ -1,6 +1,7 @@
 #include "ftworker/slowdown_detector.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace ft::worker {
 
@@ -14,62 +15,76 @@ double Median(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
+void SlowdownDetector::Signal::Reset() { *this = Signal(); }
+
+void SlowdownDetector::Signal::AddBaseline(double value) { baseline_.push_back(value); }
+
+void SlowdownDetector::Signal::Seal(double relative_margin) {
+  median_ = Median(baseline_);
+  std::vector<double> deviations;
+  deviations.reserve(baseline_.size());
+  for (double v : baseline_) deviations.push_back(std::fabs(v - median_));
+  const double noise = 1.4826 * Median(std::move(deviations));
+  margin_ = std::max(relative_margin * median_, kNoiseSigmas * noise);
+  baseline_.clear();
+  ready_ = true;
+}
+
+void SlowdownDetector::Signal::AddRecent(double value, size_t window) {
+  recent_.push_back(value);
+  while (recent_.size() > window) recent_.pop_front();
+}
+
+double SlowdownDetector::Signal::recent_median() const {
+  return Median(std::vector<double>(recent_.begin(), recent_.end()));
+}
+
 SlowdownDetector::SlowdownDetector(const MonitorSettings& settings)
     : warmup_steps_(std::max(settings.warmup_steps, 0)),
-      baseline_steps_(std::max(settings.baseline_steps, 1)),
-      factor_(1 + std::max(settings.slowdown_pct, 0.0) / 100),
-      consecutive_(std::max(settings.slowdown_steps, 1)) {}
+      baseline_steps_(std::max(settings.baseline_steps, 3)),
+      relative_margin_(std::max(settings.slowdown_pct, 0.0) / 100),
+      window_(static_cast<size_t>(std::max(settings.slowdown_steps, 1))) {}
 
 void SlowdownDetector::Reset(uint64_t generation) {
   generation_ = generation;
   seen_ = 0;
-  baseline_samples_.clear();
-  baseline_compute_.clear();
-  baseline_ms_ = 0;
-  baseline_compute_ms_ = 0;
+  step_.Reset();
+  compute_.Reset();
   slow_ = false;
-  run_ = 0;
-  slow_steps_.clear();
-  slow_compute_.clear();
 }
 
 std::optional<Slowdown> SlowdownDetector::OnStep(const StepSample& step) {
   if (step.generation != generation_) Reset(step.generation);
   ++seen_;
   if (seen_ <= warmup_steps_) return std::nullopt;
-  if (baseline_ms_ <= 0) {
-    baseline_samples_.push_back(step.step_ms);
-    baseline_compute_.push_back(step.compute_ms);
-    if (static_cast<int>(baseline_samples_.size()) >= baseline_steps_) {
-      baseline_ms_ = Median(baseline_samples_);
-      baseline_compute_ms_ = Median(baseline_compute_);
+  if (!step_.ready()) {
+    step_.AddBaseline(step.step_ms);
+    compute_.AddBaseline(step.compute_ms);
+    if (seen_ - warmup_steps_ >= baseline_steps_) {
+      step_.Seal(relative_margin_);
+      compute_.Seal(relative_margin_);
     }
     return std::nullopt;
   }
-  bool over = step.step_ms > baseline_ms_ * factor_;
-  if (over == slow_) {
-    run_ = 0;
-    slow_steps_.clear();
-    slow_compute_.clear();
+  step_.AddRecent(step.step_ms, window_);
+  compute_.AddRecent(step.compute_ms, window_);
+  if (seen_ - warmup_steps_ - baseline_steps_ < static_cast<int>(window_)) return std::nullopt;
+  if (slow_) {
+    if (step_.under_clear() && compute_.under_clear()) slow_ = false;
     return std::nullopt;
   }
-  ++run_;
-  if (!slow_) {
-    slow_steps_.push_back(step.step_ms);
-    slow_compute_.push_back(step.compute_ms);
-  }
-  if (run_ < consecutive_) return std::nullopt;
-  run_ = 0;
-  slow_ = !slow_;
-  if (!slow_) return std::nullopt;  // cleared
+  const bool step_over = step_.over();
+  const bool compute_over = compute_.over();
+  if (!step_over && !compute_over) return std::nullopt;
+  slow_ = true;
   Slowdown s;
-  s.step_ms = Median(slow_steps_);
-  s.compute_ms = Median(slow_compute_);
-  s.baseline_ms = baseline_ms_;
-  s.baseline_compute_ms = baseline_compute_ms_;
+  s.step_ms = step_.recent_median();
+  s.compute_ms = compute_.recent_median();
+  s.baseline_ms = step_.median();
+  s.baseline_compute_ms = compute_.median();
+  s.step_slow = step_over;
+  s.compute_slow = compute_over;
   s.step_index = step.index;
-  slow_steps_.clear();
-  slow_compute_.clear();
   return s;
 }
 

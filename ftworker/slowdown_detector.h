@@ -1,13 +1,19 @@
-// ft::worker::SlowdownDetector: is a rank's step time shifted beyond noise, against its own
-// baseline? Per rank, fed with the steps StepInference reports.
+// ft::worker::SlowdownDetector: has a rank's step time or compute time moved beyond its own
+// noise? Per rank, fed with the steps StepInference reports. Two signals, judged alike:
+// step time (the whole job slowed: network, input pipeline, a straggler holding everyone) and
+// compute time (step time minus time in collectives: this rank's own work grew, the mark of a
+// straggler; its collective waits shrink at the same time, so its step time may barely move).
 //
-//   warm-up      the first warmup_steps steps are ignored (compilation, allocator, caches);
-//   baseline     the median step time of the next baseline_steps steps;
-//   slow         step > baseline * (1 + slowdown_pct / 100) for slowdown_steps consecutive
-//                steps: one Slowdown (the event carries the median of those steps);
-//   cleared      after slowdown_steps consecutive steps at or below the threshold; only then
-//                can another Slowdown be raised (hysteresis: a rank hovering at the threshold
-//                raises one event, not one per step).
+//   warm-up    the first warmup_steps steps are ignored (compilation, allocator, caches);
+//   baseline   over the next baseline_steps steps, per signal: the median m and the noise
+//              s = 1.4826 * MAD (the standard deviation of normal noise, robust to outliers);
+//   threshold  m + margin, margin = max(slowdown_pct% of m, kNoiseSigmas * s): a quiet rank
+//              is judged by the relative bound, a noisy one by its own noise;
+//   slow       the median of the last `slowdown_steps` steps is above the threshold: one
+//              Slowdown (a single slow step moves a median of five by nothing);
+//   cleared    the median of the last `slowdown_steps` steps is back below m + margin / 2 for
+//              every signal (hysteresis: a rank hovering at the threshold raises one event,
+//              not one every few steps); only then can another Slowdown be raised.
 // A new step pattern (generation) starts over from warm-up: a different loop (evaluation, a
 // new phase of training) has a different step time. The baseline is not updated afterwards,
 // so a slow drift is caught too.
@@ -17,6 +23,7 @@
 #define FT_FTWORKER_SLOWDOWN_DETECTOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -26,41 +33,63 @@
 namespace ft::worker {
 
 struct Slowdown {
-  double step_ms = 0;      // median of the slow steps that raised it
+  double step_ms = 0;      // median of the last slowdown_steps steps when it was raised
   double baseline_ms = 0;
   double compute_ms = 0;   // median compute time of those steps
   double baseline_compute_ms = 0;
+  bool step_slow = false;     // which signal crossed its threshold (one or both)
+  bool compute_slow = false;
   uint64_t step_index = 0;  // the step that raised it
 };
 
 class SlowdownDetector {
  public:
+  // Noise multiples a window median must move before it counts (with normal noise, a median
+  // of five beyond 4 sigma of single steps is far out of reach of chance).
+  static constexpr double kNoiseSigmas = 4;
+
   explicit SlowdownDetector(const MonitorSettings& settings);
 
-  // One finished step; a Slowdown when this step completes a slow run.
+  // One finished step; a Slowdown when this step makes the rank slow.
   std::optional<Slowdown> OnStep(const StepSample& step);
 
-  bool has_baseline() const { return baseline_ms_ > 0; }
-  double baseline_ms() const { return baseline_ms_; }
+  bool has_baseline() const { return step_.ready(); }
+  double baseline_ms() const { return step_.median(); }
   bool slow() const { return slow_; }
 
  private:
+  // One signal's baseline and recent window.
+  class Signal {
+   public:
+    void Reset();
+    void AddBaseline(double value);
+    void Seal(double relative_margin);  // computes median, noise and thresholds
+    void AddRecent(double value, size_t window);
+    bool ready() const { return ready_; }
+    double median() const { return median_; }
+    double recent_median() const;
+    bool over() const { return recent_median() > median_ + margin_; }
+    bool under_clear() const { return recent_median() <= median_ + margin_ / 2; }
+
+   private:
+    std::vector<double> baseline_;
+    std::deque<double> recent_;
+    bool ready_ = false;
+    double median_ = 0;
+    double margin_ = 0;
+  };
+
   void Reset(uint64_t generation);
 
   int warmup_steps_;
   int baseline_steps_;
-  double factor_;
-  int consecutive_;
+  double relative_margin_;
+  size_t window_;
   uint64_t generation_ = 0;
   int seen_ = 0;  // steps of this generation
-  std::vector<double> baseline_samples_;
-  std::vector<double> baseline_compute_;
-  double baseline_ms_ = 0;
-  double baseline_compute_ms_ = 0;
+  Signal step_;
+  Signal compute_;
   bool slow_ = false;
-  int run_ = 0;   // consecutive steps on the other side of the threshold from `slow_`
-  std::vector<double> slow_steps_;
-  std::vector<double> slow_compute_;
 };
 
 double Median(std::vector<double> values);

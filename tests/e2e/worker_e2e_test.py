@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""ftworker end to end: an 8-rank trainsim job (dp=2 tp=2 pp=2) on two simulated nodes under
+libft.so on gpusim, one ftworker per node, a real redis-server; no master, so the workers use
+their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
+
+  --case compute-hang   rank 5's kernel hangs: timeouts from ranks waiting on it, none from
+                        rank 5; rank 5's table shows its GPU never reached the collective
+  --case host-hang      rank 5 stops issuing work: same shape; rank 5 never entered it
+  --case transport      rank 5's tp communicator stalls (all entered, none completes): every
+                        member reports a timeout on the same (comm, seq)
+  --case crash          rank 5 is SIGKILLed: an exit event names it within 1 s
+  --case slow           rank 5 computes 1.5x slower from step 30: a slowdown event
+  --case healthy        200 steps with normal jitter: no slowdown event
+  --case pause          rank 0 works on the host for 20 s while peers wait: reported busy,
+                        no timeout from rank 0, the job completes
+  --case redis-restart  Redis stopped before a hang and started after it: the worker survives
+                        and the events raised during the outage arrive, in order
+"""
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import Cluster, check, fail  # noqa: E402
+
+MODEL = ["--dp", "2", "--tp", "2", "--pp", "2"]
+FAST_TIMEOUT = {"FT_TIMEOUT_WARMUP": "1s"}
+# The slow case's rank 5 computes 1.5x slower from this step for 20 steps: warm-up (10) and
+# baseline (20) come before it.
+SLOW_FROM = 40
+
+
+def parse_args():
+    p = argparse.ArgumentParser()
+    for name in ("launch", "trainsim", "libft", "ftworker"):
+        p.add_argument("--" + name, required=True)
+    p.add_argument("--case", required=True)
+    return p.parse_args()
+
+
+def members_of(progress, comm):
+    return [row for row in progress["comms"] if row["comm"] == comm]
+
+
+def hang_case(args, fault):
+    with Cluster(args, job="wk-" + fault) as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "5", "--fault", fault,
+                             "--fault-rank", "5", "--fault-step", "5"])
+        first = c.wait_for(lambda: c.events(kind="timeout"), 40, "timeout event")[0]
+        print("first timeout event: rank %d %s #%d on comm %s, waiting %.0f ms (timeout %.0f ms)"
+              % (first["rank"], first["op"], first["seq"], first["comm"], first["age_ms"],
+                 first["timeout_ms"]))
+        print("RESULT worker_hang case=%s hang_to_event_ms=%.0f timeout_ms=%.0f"
+              % (fault, first["age_ms"], first["timeout_ms"]))
+        time.sleep(2.0)  # the events that follow the first
+        timeouts = c.events(kind="timeout")
+        ranks = sorted({e["rank"] for e in timeouts})
+        print("timeout events from ranks %s" % ranks)
+        check(5 not in ranks, "rank 5, the hung one, raised a timeout: %s" % ranks)
+        check(len(ranks) >= 1, "no rank raised a timeout")
+        for e in timeouts:
+            check(e["started"], "a timeout for an op the GPU had not reached: %s" % e)
+            check(e["progress"]["rank"] == e["rank"] and e["progress"]["comms"], "event without a progress table")
+        p5 = c.wait_for(lambda: c.progress(5), 5, "rank 5's progress table")
+        # Some peer waits on a collective of a comm rank 5 belongs to; rank 5 has not reached it.
+        shared = [e for e in timeouts if members_of(p5, e["comm"])]
+        check(shared, "no timeout event on a communicator rank 5 belongs to")
+        for e in shared:
+            row = members_of(p5, e["comm"])[0]
+            if fault == "hang-kernel":
+                check(row["started"] < e["seq"],
+                      "rank 5's GPU reached %s #%d (started=%d)" % (e["op"], e["seq"], row["started"]))
+            else:
+                check(row["entered"] < e["seq"],
+                      "rank 5 entered %s #%d (entered=%d)" % (e["op"], e["seq"], row["entered"]))
+        print("OK: rank 5 never %s the collective its peers wait in (%d timeout events from %d ranks)"
+              % ("reached (GPU)" if fault == "hang-kernel" else "entered", len(timeouts), len(ranks)))
+
+
+def case_transport(args):
+    with Cluster(args, job="wk-transport") as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "5"],
+                    rank_env={5: {"GPUSIM_NCCL_STALL": "tp:20"}})
+        c.wait_for(lambda: c.events(kind="timeout"), 40, "timeout event")
+        time.sleep(2.0)
+        timeouts = c.events(kind="timeout")
+        by_comm = {}
+        for e in timeouts:
+            by_comm.setdefault((e["comm"], e["seq"]), set()).add(e["rank"])
+        print("timeouts by (comm, seq): %s" % by_comm)
+        p5 = c.progress(5)
+        tp_rows = [r for r in p5["comms"] if not r["p2p"] and r["comm_size"] == 2 and r["started"] > r["completed"]]
+        check(tp_rows, "rank 5 shows no started-not-completed collective: %s" % p5["comms"])
+        stalled = tp_rows[0]
+        key = (stalled["comm"], stalled["completed"] + 1)
+        check(key in by_comm, "no timeout on rank 5's stalled comm %s" % (key,))
+        check(len(by_comm[key]) == stalled["comm_size"],
+              "members reporting the stall on %s: %s, expected all %d" % (key, sorted(by_comm[key]), stalled["comm_size"]))
+        print("OK: every member of comm %s reported a timeout on #%d" % key)
+
+
+def case_crash(args):
+    with Cluster(args, job="wk-crash") as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "5", "--fault", "crash-kill",
+                             "--fault-rank", "5", "--fault-step", "20"])
+        pid5 = c.wait_for(lambda: c.rank_pids().get(5), 20, "rank 5's pid")
+
+        def dead():
+            try:
+                with open("/proc/%d/stat" % pid5) as f:
+                    return f.read().split(")")[-1].split()[0] in ("Z", "X")
+            except OSError:
+                return True
+        while not dead():
+            time.sleep(0.002)
+        died_ms = time.time() * 1000
+        ev = c.wait_for(lambda: c.events(kind="exit", rank=5), 10, "exit event for rank 5")[0]
+        latency = ev["unix_ms"] - died_ms
+        print("exit event for rank 5: %s (clean=%s code=%d), %.0f ms after it died"
+              % (ev["message"], ev["clean"], ev["code"], latency))
+        print("RESULT worker_crash death_to_event_ms=%.0f" % latency)
+        check(not ev["clean"], "the SIGKILLed rank was reported as a clean exit")
+        check(latency <= 1000, "exit event %.0f ms after death (limit 1000)" % latency)
+
+
+def case_slow(args):
+    with Cluster(args, job="wk-slow") as c:
+        c.start_workers()
+        c.start_job(MODEL + ["--steps", "%d" % (SLOW_FROM + 20), "--compute-ms", "50", "--fault", "slow",
+                             "--slow-factor", "1.5", "--fault-rank", "5", "--fault-step", str(SLOW_FROM)])
+        check(c.job_proc.wait(timeout=120) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        time.sleep(1.5)  # the last summaries and events
+        slow = c.events(kind="slowdown")
+        print("slowdown events: %s" % [(e["rank"], round(e["step_ms"]), round(e["baseline_ms"])) for e in slow])
+        check(slow, "no slowdown event within the 20 slow steps")
+
+
+def case_healthy(args):
+    with Cluster(args, job="wk-healthy") as c:
+        c.start_workers()
+        c.start_job(MODEL + ["--steps", "200", "--compute-ms", "50"])
+        check(c.job_proc.wait(timeout=300) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        time.sleep(1.5)
+        bad = c.events(kind="slowdown") + c.events(kind="timeout") + c.events(kind="error")
+        check(not bad, "a healthy run raised events: %s" % [(e["kind"], e["rank"], e["message"]) for e in bad])
+        summary = c.hash_json("summary", 3)
+        check(summary and summary["step_ms"] > 0, "no step time inferred for rank 3: %s" % summary)
+        print("OK: 200 healthy steps, no event; rank 3 step %.1f ms (p50 %.1f), %d steps seen"
+              % (summary["step_ms"], summary["step_p50_ms"], summary["steps"]))
+
+
+def case_pause(args):
+    with Cluster(args, job="wk-pause") as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "20", "--compute-ms", "5", "--fault", "pause",
+                             "--pause-s", "20", "--fault-rank", "0", "--fault-step", "5"])
+        c.wait_for(lambda: c.events(kind="timeout"), 30, "timeout event from a waiting peer")
+        p0 = c.wait_for(lambda: (lambda p: p if p and p["busy"] else None)(c.progress(0)), 5,
+                        "rank 0 reported busy")
+        print("rank 0 during the pause: busy=%s cpu=%.0f%% last call %.0f ms ago"
+              % (p0["busy"], p0["cpu_pct"], p0["last_call_age_ms"]))
+        check(c.job_proc.wait(timeout=60) == 0, "the job did not complete after the pause")
+        time.sleep(0.5)
+        check(not c.events(kind="timeout", rank=0), "rank 0 (paused, not waiting) raised a timeout")
+        busy = c.events(kind="busy", rank=0)
+        print("busy events for rank 0: %d; timeout events from peers: %d"
+              % (len(busy), len(c.events(kind="timeout"))))
+        check(busy, "no busy event for rank 0 while its peers waited")
+
+
+def case_redis_restart(args):
+    with Cluster(args, job="wk-redis") as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "5", "--fault", "hang-kernel",
+                             "--fault-rank", "5", "--fault-step", "60"])
+        c.wait_for(lambda: c.progress(3), 20, "progress of rank 3")
+        c.redis.stop()
+        t_stop = time.time() * 1000
+
+        def logs():
+            return c.worker_log("node0") + c.worker_log("node1")
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline and "timeout event" not in logs():
+            time.sleep(0.1)
+        check("timeout event" in logs(), "no worker logged a timeout during the outage")
+        time.sleep(1.0)
+        c.redis.restart()
+        c.db = c.redis.client()
+        t_back = time.time() * 1000
+        timeouts = c.wait_for(lambda: c.events(kind="timeout"), 15, "events after Redis came back")
+        for node, p in c.workers.items():
+            check(p.poll() is None, "worker %s exited during the outage" % node)
+        during = [e for e in timeouts if t_stop < e["unix_ms"] < t_back]
+        check(during, "no event raised during the outage reached Redis")
+        per_node = {}
+        for e in c.events():
+            per_node.setdefault(e["node"], []).append(e["unix_ms"])
+        for node, stamps in per_node.items():
+            check(stamps == sorted(stamps), "events of %s out of order: %s" % (node, stamps))
+        print("OK: %d events raised during the outage delivered after it, in order" % len(during))
+
+
+def main():
+    args = parse_args()
+    cases = {
+        "compute-hang": lambda: hang_case(args, "hang-kernel"),
+        "host-hang": lambda: hang_case(args, "hang-host"),
+        "transport": lambda: case_transport(args),
+        "crash": lambda: case_crash(args),
+        "slow": lambda: case_slow(args),
+        "healthy": lambda: case_healthy(args),
+        "pause": lambda: case_pause(args),
+        "redis-restart": lambda: case_redis_restart(args),
+    }
+    if args.case not in cases:
+        fail("unknown case %s" % args.case)
+    cases[args.case]()
+
+
+if __name__ == "__main__":
+    main()
