@@ -1,0 +1,110 @@
+#include "ftworker/command_runner.h"
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ft::worker {
+
+namespace {
+
+// A process that does not answer its mailbox within this is reported, not waited on forever:
+// it may be the hung rank itself.
+constexpr int64_t kAckTimeoutMs = 10000;
+
+std::string ResultOf(int32_t result) {
+  if (result == 0) return "done";
+  if (result == static_cast<int32_t>(StatusCode::kUnsupported)) return "not_supported";
+  return "failed";
+}
+
+}  // namespace
+
+CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node)
+    : monitor_(monitor), node_(std::move(node)) {}
+
+proto::CommandAck CommandRunner::MakeAck(const proto::Command& command, int rank,
+                                         std::string result, std::string message,
+                                         int64_t now_unix_ms) const {
+  proto::CommandAck ack;
+  ack.id = command.id;
+  ack.node = node_;
+  ack.rank = rank;
+  ack.result = std::move(result);
+  ack.message = std::move(message);
+  ack.unix_ms = now_unix_ms;
+  return ack;
+}
+
+std::vector<int> CommandRunner::Targets(const proto::Command& command) const {
+  std::vector<int> ranks;
+  for (int rank : monitor_->Ranks()) {
+    if (command.rank < 0 || command.rank == rank) ranks.push_back(rank);
+  }
+  return ranks;
+}
+
+void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
+                            std::vector<proto::CommandAck>* acks) {
+  if (!executed_.insert(command.id).second) {
+    FT_LOG(Debug, Worker, "command {} already executed; ignored", command.id);
+    return;
+  }
+  std::vector<int> ranks = Targets(command);
+  if (ranks.empty()) {
+    acks->push_back(MakeAck(command, command.rank, "no_such_rank",
+                            fmt::format("no rank {} on node {}", command.rank, node_), now_unix_ms));
+    return;
+  }
+  FT_LOG(Info, Worker, "command {} ({}) for {} rank(s)", command.id, command.kind, ranks.size());
+  for (int rank : ranks) {
+    if (command.kind == "stop") {
+      Status s = monitor_->StopRank(rank, command.grace_s);
+      acks->push_back(s.ok() ? MakeAck(command, rank, "done",
+                                       fmt::format("SIGTERM sent; SIGKILL after {} s if still alive",
+                                                   command.grace_s),
+                                       now_unix_ms)
+                             : MakeAck(command, rank, "failed", std::string(s.message()),
+                                       now_unix_ms));
+      continue;
+    }
+    MailboxCommand type;
+    if (command.kind == "message") {
+      type = MailboxCommand::kMessage;
+    } else if (command.kind == "save") {
+      type = MailboxCommand::kSave;
+    } else {
+      acks->push_back(MakeAck(command, rank, "not_supported",
+                              fmt::format("unknown command kind '{}'", command.kind), now_unix_ms));
+      continue;
+    }
+    uint64_t seq = 0;
+    Status s = monitor_->PostCommand(rank, type, command.text, &seq);
+    if (!s.ok()) {
+      acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
+      continue;
+    }
+    waiting_.push_back(Waiting{command, rank, seq, now_unix_ms});
+  }
+}
+
+void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks) {
+  for (size_t i = 0; i < waiting_.size();) {
+    Waiting& w = waiting_[i];
+    auto ack = monitor_->PollAck(w.rank, w.seq);
+    if (ack) {
+      acks->push_back(MakeAck(w.command, w.rank, ResultOf(ack->result), ack->message, now_unix_ms));
+    } else if (now_unix_ms - w.since_unix_ms > kAckTimeoutMs) {
+      acks->push_back(MakeAck(w.command, w.rank, "failed",
+                              fmt::format("rank {} did not acknowledge within {} s (hung or gone)",
+                                          w.rank, kAckTimeoutMs / 1000),
+                              now_unix_ms));
+    } else {
+      ++i;
+      continue;
+    }
+    waiting_.erase(waiting_.begin() + static_cast<long>(i));
+  }
+}
+
+}  // namespace ft::worker

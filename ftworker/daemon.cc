@@ -1,0 +1,177 @@
+#include "ftworker/daemon.h"
+
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "common/log.h"
+#include "proto/codec.h"
+
+namespace ft::worker {
+
+namespace {
+
+constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kHeartbeatNs = 1000 * kMs;
+constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands
+
+uint64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+int64_t UnixMs() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor)
+    : options_(std::move(options)),
+      monitor_(monitor),
+      keys_(options_.job),
+      reporter_(keys_, options_.node, static_cast<size_t>(std::max<int64_t>(options_.config.redis_buffer, 16))),
+      runner_(monitor, options_.node),
+      redis_(options_.endpoint, redis::ReconnectPolicy{.connect_timeout = std::chrono::milliseconds(500),
+                                                       .io_timeout = std::chrono::milliseconds(1000),
+                                                       .log_subsystem = Subsystem::kWorker}) {}
+
+bool Daemon::EnsureConnected() {
+  bool up = redis_.Ensure(redis::ReconnectingClient::Clock::now());
+  if (up && !was_connected_) {
+    FT_LOG(Info, Worker, "connected to Redis at {}; {} writes pending",
+           redis::Redacted(options_.endpoint), reporter_.pending());
+    // A restarted worker resumes after the last command it executed.
+    if (command_cursor_.empty()) {
+      redis::Reply reply;
+      Status s = redis_.client().Run({"GET", keys_.CommandCursor(options_.node)}, &reply);
+      if (!s.ok()) return false;
+      command_cursor_ = reply.is_string() ? reply.str() : "-";
+    }
+    resend_membership_ = true;  // a restarted Redis lost what was written before
+    timeouts_version_.clear();  // the master may have published meanwhile
+  }
+  was_connected_ = up;
+  return up;
+}
+
+void Daemon::PollTimeouts() {
+  redis::Reply version;
+  if (!redis_.client().Run({"GET", keys_.TimeoutsVersion()}, &version).ok()) return;
+  if (!version.is_string() || version.str() == timeouts_version_) return;
+  redis::Reply table;
+  if (!redis_.client().Run({"GET", keys_.Timeouts()}, &table).ok()) return;
+  if (!table.is_string()) return;
+  proto::TimeoutTable parsed;
+  Status s = proto::Decode(table.str(), &parsed);
+  if (!s.ok()) {
+    FT_LOG(Warn, Worker, "ignoring the master's timeout table (version {}): {}; keeping the "
+           "timeouts in use", version.str(), s.message());
+    timeouts_version_ = version.str();  // do not re-read the same bad value every poll
+    return;
+  }
+  monitor_->SetTimeouts(parsed);
+  timeouts_version_ = version.str();
+  FT_LOG(Info, Worker, "timeouts version {}: default {} ms, {} entries", parsed.version,
+         parsed.default_ms, parsed.entries.size());
+}
+
+void Daemon::PollCommands(int64_t unix_ms) {
+  std::string start = command_cursor_ == "-" ? "-" : "(" + command_cursor_;
+  redis::Reply reply;
+  Status s = redis_.client().Run(
+      {"XRANGE", keys_.Commands(options_.node), start, "+", "COUNT", "64"}, &reply);
+  if (!s.ok()) return;
+  std::vector<proto::CommandAck> acks;
+  for (const redis::Reply& entry : reply.elements()) {
+    // [id, [field, value, ...]]
+    if (entry.elements().size() != 2 || !entry.elements()[0].is_string()) continue;
+    std::string id = entry.elements()[0].str();
+    const auto& fields = entry.elements()[1].elements();
+    std::string json;
+    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+      if (fields[i].is_string() && fields[i].str() == "json" && fields[i + 1].is_string()) {
+        json = fields[i + 1].str();
+      }
+    }
+    proto::Command command;
+    Status parsed = proto::Decode(json, &command);
+    if (!parsed.ok()) {
+      FT_LOG(Warn, Worker, "command {} on {} ignored: {}", id, keys_.Commands(options_.node),
+             parsed.message());
+    } else {
+      runner_.Execute(command, unix_ms, &acks);
+    }
+    command_cursor_ = id;
+    // Persisted before the acks go out: a crash in between loses an ack, never repeats an action.
+    redis::Reply ignored;
+    if (!redis_.client().Run({"SET", keys_.CommandCursor(options_.node), id}, &ignored).ok()) break;
+  }
+  for (const auto& ack : acks) reporter_.AddAck(ack);
+}
+
+void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
+  std::vector<proto::Event> events;
+  monitor_->Tick(mono_ns, unix_ms, &events);
+  for (const auto& event : events) {
+    FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
+    reporter_.AddEvent(event);
+  }
+  if (mono_ns >= next_report_ns_) {
+    for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
+    // After a reconnect too: a restarted Redis has lost what was written before.
+    if (monitor_->TakeMembershipChanged() || resend_membership_) {
+      resend_membership_ = false;
+      for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
+    }
+    next_report_ns_ = mono_ns + static_cast<uint64_t>(options_.config.report_interval.count());
+  }
+  if (mono_ns >= next_summary_ns_) {
+    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) reporter_.SetSummary(summary);
+    next_summary_ns_ = mono_ns + static_cast<uint64_t>(options_.config.summary_interval.count());
+  }
+  if (mono_ns >= next_heartbeat_ns_) {
+    reporter_.Heartbeat(getpid(), options_.host, monitor_->Ranks(), unix_ms);
+    next_heartbeat_ns_ = mono_ns + kHeartbeatNs;
+  }
+  std::vector<proto::CommandAck> acks;
+  runner_.Poll(unix_ms, &acks);
+  for (const auto& ack : acks) reporter_.AddAck(ack);
+
+  if (!EnsureConnected()) return;
+  // Events first: they are what the master waits for.
+  if (reporter_.pending() > 0) (void)reporter_.Flush(redis_.client());
+  if (mono_ns >= next_master_poll_ns_ && redis_.connected()) {
+    PollTimeouts();
+    if (redis_.connected()) PollCommands(unix_ms);
+    next_master_poll_ns_ = mono_ns + kMasterPollNs;
+  }
+}
+
+void Daemon::Run(const std::atomic<bool>& stop) {
+  FT_LOG(Info, Worker, "ftworker for job {} on node {} (Redis {})", options_.job, options_.node,
+         redis::Redacted(options_.endpoint));
+  const auto tick = std::max<std::chrono::nanoseconds>(options_.config.worker_tick,
+                                                       std::chrono::milliseconds(1));
+  auto next = std::chrono::steady_clock::now();
+  while (!stop.load(std::memory_order_relaxed)) {
+    Tick(MonoNs(), UnixMs());
+    next += tick;
+    auto now = std::chrono::steady_clock::now();
+    if (next < now) next = now;  // a slow round (Redis outage) does not cause a burst after it
+    std::this_thread::sleep_until(next);
+  }
+  // Last words: whatever is pending, once, if Redis is there.
+  if (EnsureConnected() && reporter_.pending() > 0) (void)reporter_.Flush(redis_.client());
+  FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
+         reporter_.dropped());
+}
+
+}  // namespace ft::worker

@@ -1,0 +1,71 @@
+// ft::worker::Daemon: the loop of one ftworker. Every tick (FT_WORKER_TICK) it reads every
+// local rank through the NodeMonitor, queues what Redis should learn (events at once, progress
+// tables every FT_REPORT_INTERVAL, summaries every FT_SUMMARY_INTERVAL, membership on change,
+// a heartbeat every second), flushes, picks up new timeouts and commands from the master, and
+// runs the commands. Redis being away changes nothing but the flushing: detection goes on,
+// the reporter keeps what it must deliver, and the connection is retried with backoff.
+// Single-threaded: everything happens on the thread that calls Run().
+#ifndef FT_FTWORKER_DAEMON_H_
+#define FT_FTWORKER_DAEMON_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "ftworker/command_runner.h"
+#include "ftworker/node_monitor.h"
+#include "ftworker/reporter.h"
+#include "proto/keys.h"
+#include "redis/client.h"
+#include "redis/url.h"
+
+namespace ft::worker {
+
+struct DaemonOptions {
+  std::string job;
+  std::string node;
+  std::string host;
+  redis::Endpoint endpoint;
+  Config config;
+};
+
+class Daemon {
+ public:
+  Daemon(DaemonOptions options, NodeMonitor* monitor);
+
+  // Ticks until `stop` is set, then flushes what it can (bounded by one connect timeout).
+  void Run(const std::atomic<bool>& stop);
+
+  // One round; public for tests.
+  void Tick(uint64_t mono_ns, int64_t unix_ms);
+
+  bool connected() { return redis_.connected(); }
+
+ private:
+  // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
+  // keeps in Redis.
+  bool EnsureConnected();
+  void PollTimeouts();
+  void PollCommands(int64_t unix_ms);
+
+  DaemonOptions options_;
+  NodeMonitor* monitor_;
+  proto::Keys keys_;
+  Reporter reporter_;
+  CommandRunner runner_;
+  redis::ReconnectingClient redis_;
+  bool was_connected_ = false;
+  bool resend_membership_ = false;
+  uint64_t next_report_ns_ = 0;
+  uint64_t next_summary_ns_ = 0;
+  uint64_t next_heartbeat_ns_ = 0;
+  uint64_t next_master_poll_ns_ = 0;
+  std::string timeouts_version_;
+  std::string command_cursor_;  // empty until read from Redis after a connect
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_DAEMON_H_

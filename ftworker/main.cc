@@ -1,0 +1,139 @@
+// ftworker: one per node. Reads the segments of every local rank of a job, detects Error,
+// Timeout and Slowdown, reports through Redis, runs the master's commands.
+//   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID]
+//   ftworker status [--job J] [--json]
+// Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB, FT_REDIS,
+// FT_NODE_ID. The password belongs in FT_REDIS_PASSWORD, not in the URL on the command line.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/environment.h"
+#include "common/launcher_identity.h"
+#include "common/log.h"
+#include "ftworker/daemon.h"
+#include "ftworker/node_monitor.h"
+#include "ftworker/status_view.h"
+#include "redis/url.h"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop.store(true); }
+
+constexpr const char* kUsage =
+    "usage: ftworker --job J [--redis URL] [--node ID]\n"
+    "       ftworker status [--job J] [--json]\n"
+    "\n"
+    "  --job J      the job (default: FT_JOB, else the launcher's job id)\n"
+    "  --redis URL  redis://[user@]host:port[/db] (default: FT_REDIS); the password goes in\n"
+    "               FT_REDIS_PASSWORD so no process listing shows it\n"
+    "  --node ID    this node's name in reports (default: FT_NODE_ID, else the host name)\n"
+    "  --shm-dir D  where POSIX shared memory lives (default /dev/shm)\n"
+    "  --json       status: one JSON object per rank\n"
+    "Every FT_* setting is listed by ft-print-config and in docs/configuration.md.\n";
+
+struct Flags {
+  bool status = false;
+  bool json = false;
+  std::string job, redis, node, shm_dir = "/dev/shm";
+};
+
+bool ParseFlags(int argc, char** argv, Flags* flags) {
+  int i = 1;
+  if (i < argc && std::strcmp(argv[i], "status") == 0) {
+    flags->status = true;
+    ++i;
+  }
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "ftworker: %s needs a value (try --help)\n", arg.c_str());
+        return false;
+      }
+      *out = argv[++i];
+      return true;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (arg == "--job") {
+      if (!value(&flags->job)) return false;
+    } else if (arg == "--redis") {
+      if (!value(&flags->redis)) return false;
+    } else if (arg == "--node") {
+      if (!value(&flags->node)) return false;
+    } else if (arg == "--shm-dir") {
+      if (!value(&flags->shm_dir)) return false;
+    } else if (arg == "--json") {
+      flags->json = true;
+    } else {
+      std::fprintf(stderr, "ftworker: unknown argument '%s' (try --help)\n", arg.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags flags;
+  if (!ParseFlags(argc, argv, &flags)) return 2;
+
+  ft::Environment env = ft::Environment::FromProcess();
+  ft::Config config;
+  std::vector<std::string> warnings;
+  ft::Status s = ft::Config::Load(env, &config, &warnings);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  s = ft::log::Configure(config.log_level, config.log_subsystems);
+  if (!s.ok()) std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
+  for (const auto& w : warnings) FT_LOG(Warn, Worker, "{}", w);
+
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  ft::LauncherIdentity identity = ft::ResolveLauncherIdentity(config, env, host);
+  std::string job = !flags.job.empty() ? flags.job : identity.job;
+  std::string node = !flags.node.empty() ? flags.node : identity.node;
+
+  if (flags.status) {
+    std::fputs(ft::worker::LocalStatus(job, flags.shm_dir, flags.json).c_str(), stdout);
+    return 0;
+  }
+
+  ft::worker::DaemonOptions options;
+  options.job = job;
+  options.node = node;
+  options.host = host;
+  options.config = config;
+  s = ft::redis::EndpointFromConfig(config, flags.redis, &options.endpoint);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  ft::worker::NodeMonitorOptions monitor_options =
+      ft::worker::NodeMonitorOptions::FromConfig(config, job, node);
+  monitor_options.shm_dir = flags.shm_dir;
+  ft::worker::NodeMonitor monitor(std::move(monitor_options));
+  ft::worker::Daemon daemon(std::move(options), &monitor);
+  daemon.Run(g_stop);
+  return 0;
+}

@@ -1,0 +1,83 @@
+#include "ftworker/reporter.h"
+
+#include <fmt/format.h>
+
+#include "proto/codec.h"
+
+namespace ft::worker {
+
+namespace {
+
+constexpr const char* kEventsCap = "100000";
+constexpr const char* kAcksCap = "10000";
+constexpr int kHeartbeatTtlSeconds = 5;
+
+}  // namespace
+
+Reporter::Reporter(const proto::Keys& keys, std::string node, size_t buffer)
+    : keys_(keys), node_(std::move(node)), outbox_(buffer) {}
+
+void Reporter::AddEvent(const proto::Event& event) {
+  ++events_added_;
+  outbox_.Append({"XADD", keys_.Events(), "MAXLEN", "~", kEventsCap, "*", "kind", event.kind,
+                  "rank", std::to_string(event.rank), "node", event.node, "json",
+                  proto::Encode(event)});
+  // The table at the event is also the rank's newest progress.
+  SetProgress(event.progress);
+}
+
+void Reporter::AddAck(const proto::CommandAck& ack) {
+  outbox_.Append({"XADD", keys_.Acks(), "MAXLEN", "~", kAcksCap, "*", "id", ack.id, "result",
+                  ack.result, "json", proto::Encode(ack)});
+}
+
+namespace {
+
+// Skips a write whose value equals the last one written for the same slot.
+bool Changed(std::map<std::string, std::string>& last, const std::string& slot,
+             const std::string& value) {
+  auto it = last.find(slot);
+  if (it != last.end() && it->second == value) return false;
+  last[slot] = value;
+  return true;
+}
+
+}  // namespace
+
+void Reporter::SetProgress(const proto::RankProgress& progress) {
+  std::string slot = fmt::format("progress:{}", progress.rank);
+  // Ages change at every read, so there is nothing to compare: the daemon calls this once per
+  // report period, and at each event.
+  outbox_.Put(slot, {"HSET", keys_.Progress(), std::to_string(progress.rank),
+                     proto::Encode(progress)});
+}
+
+void Reporter::SetSummary(const proto::RankSummary& summary) {
+  std::string slot = fmt::format("summary:{}", summary.rank);
+  outbox_.Put(slot, {"HSET", keys_.Summaries(), std::to_string(summary.rank),
+                     proto::Encode(summary)});
+}
+
+void Reporter::SetMembership(const proto::Membership& membership) {
+  std::string slot = fmt::format("ranks:{}", membership.rank);
+  std::string value = proto::Encode(membership);
+  if (!Changed(last_written_, slot, value)) return;
+  outbox_.Put(slot, {"HSET", keys_.Ranks(), std::to_string(membership.rank), value});
+}
+
+void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,
+                         int64_t unix_ms) {
+  proto::WorkerHeartbeat beat;
+  beat.node = node_;
+  beat.host = host;
+  beat.pid = pid;
+  beat.ranks = ranks;
+  beat.unix_ms = unix_ms;
+  outbox_.Put("heartbeat", {"SET", keys_.WorkerHeartbeat(node_), proto::Encode(beat), "EX",
+                            std::to_string(kHeartbeatTtlSeconds)});
+  outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
+}
+
+Status Reporter::Flush(redis::Client& client) { return outbox_.Flush(client); }
+
+}  // namespace ft::worker

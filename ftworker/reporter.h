@@ -1,0 +1,52 @@
+// ft::worker::Reporter: turns what the node monitor saw into Redis writes (docs/redis-schema.md)
+// and keeps them while Redis is away. Events and acknowledgements are ordered appends: all of
+// them reach Redis, in order, once it is back (up to FT_REDIS_BUFFER, then the oldest are
+// dropped and counted). Progress tables, summaries and memberships are latest-value writes:
+// only the newest per rank is kept. Nothing here blocks on Redis; Flush() is the only call
+// that talks to it. Not thread-safe: the daemon loop owns it.
+#ifndef FT_FTWORKER_REPORTER_H_
+#define FT_FTWORKER_REPORTER_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "common/status.h"
+#include "proto/keys.h"
+#include "proto/messages.h"
+#include "redis/client.h"
+#include "redis/outbox.h"
+
+namespace ft::worker {
+
+class Reporter {
+ public:
+  Reporter(const proto::Keys& keys, std::string node, size_t buffer);
+
+  void AddEvent(const proto::Event& event);
+  void AddAck(const proto::CommandAck& ack);
+  // Written only when the value differs from the last one written for that rank.
+  void SetProgress(const proto::RankProgress& progress);
+  void SetSummary(const proto::RankSummary& summary);
+  void SetMembership(const proto::Membership& membership);
+  // The node's heartbeat key (TTL) and its entry in the workers set.
+  void Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks, int64_t unix_ms);
+
+  // Sends everything pending; what the server did not take stays for the next call.
+  Status Flush(redis::Client& client);
+
+  uint64_t events_added() const { return events_added_; }
+  uint64_t dropped() const { return outbox_.dropped(); }
+  size_t pending() const { return outbox_.pending(); }
+
+ private:
+  const proto::Keys& keys_;
+  std::string node_;
+  redis::Outbox outbox_;
+  std::map<std::string, std::string> last_written_;  // slot key -> encoded value
+  uint64_t events_added_ = 0;
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_REPORTER_H_
