@@ -24,9 +24,10 @@ build: configure
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300
 
-# The main job: a simulated two-node training job on the CPU stand-ins.
+# The main job: a simulated two-node training job on the CPU stand-ins, protected by ft, with
+# a hang injected: ftmaster (embedded Redis) names the rank, decides and stops the job.
 demo: build
-	@scripts/demo.sh $(BUILD)
+	@python3 scripts/demo.py --build $(BUILD)
 
 # What libft.so adds per call and per training step (RESULT overhead ...).
 bench-overhead: build
