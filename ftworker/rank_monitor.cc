@@ -168,6 +168,7 @@ void RankMonitor::LearnComm(uint64_t comm_id) {
 }
 
 void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  if (kernels_.OnRecord(r)) return;
   switch (static_cast<RecordType>(r.type)) {
     case RecordType::kCommInit: {
       if (r.comm_id == 0) break;
@@ -239,7 +240,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       OnError(r, now_unix_ms, events);
       break;
     default:
-      break;  // kOpStart (the table has it), kKernelName, kAlloc, types of a newer libft.so
+      break;  // kOpStart (the table has it), kAlloc, types of a newer libft.so
   }
 }
 
@@ -559,6 +560,8 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   s.comm_wait_ms = Median(window_comm_ms_);
   s.records = window_records_;
   s.dropped = window_dropped_;
+  s.kernels = kernels_.TakeLaunches();
+  s.kernel_samples = kernels_.TakeSamples();
   for (auto& [key, w] : window_ops_) {
     proto::OpSummary o;
     o.comm_id = key.comm_id;

@@ -34,6 +34,7 @@
 
 #include "ftworker/monitor_settings.h"
 #include "ftworker/process_probe.h"
+#include "ftworker/kernel_stats.h"
 #include "ftworker/slowdown_detector.h"
 #include "ftworker/step_inference.h"
 #include "ftworker/timeout_detector.h"
@@ -170,6 +171,7 @@ class RankMonitor {
   uint64_t window_records_ = 0;
   uint64_t window_dropped_ = 0;
   std::map<OpKey, OpWindow> window_ops_;
+  KernelStats kernels_;
   uint64_t sample_rng_ = 0x853c49e6748fea9bull;
   StepInference steps_;
   SlowdownDetector slowdown_;

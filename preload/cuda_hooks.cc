@@ -108,4 +108,13 @@ void CudaRegisterFunctionPost(const char* host_fun, const char* device_name) noe
   Push(r);
 }
 
+void CudaKernelHandlePost(cudaKernel_t* handle, const void* host_stub, cudaError_t result) noexcept {
+  NoteCall();
+  if (result != cudaSuccess || handle == nullptr) return;
+  auto r = MakeRecord(RecordType::kKernelHandle, 0, kNoSlot, 0, 0, NowNs());
+  r.a = reinterpret_cast<uintptr_t>(*handle);
+  r.b = reinterpret_cast<uintptr_t>(host_stub);
+  Push(r);
+}
+
 }  // namespace ft::preload

@@ -2,6 +2,7 @@
 // definitions: they interpose on references bound to symbol@libcudart.so.13 (FACTS.md).
 #include <cuda_runtime_api.h>
 
+#include "preload/kernel_launch.h"
 #include "preload/real.h"
 #include "preload/runtime.h"
 
@@ -43,6 +44,21 @@
   call();                                           \
   CudaRegisterFunctionPost(host_fun, device_name);  \
   return;
+
+#define FT_CUDA_HOOK_LAUNCH(kernel, stream, per_thread)                                  \
+  NoteCall();                                                                            \
+  const cudaStream_t launch_stream = internal::LaunchStream(stream, per_thread);         \
+  Pending* sample = internal::KernelLaunchPre(kernel, launch_stream);                    \
+  cudaError_t result = call();                                                           \
+  if (result != cudaSuccess) CudaApiError(kSym, result);                                 \
+  internal::KernelLaunchPost(sample, result);                                            \
+  return result;
+
+#define FT_CUDA_HOOK_KERNEL_HANDLE(handle_out, host_stub)       \
+  cudaError_t result = call();                                  \
+  if (result != cudaSuccess) CudaApiError(kSym, result);        \
+  CudaKernelHandlePost(handle_out, host_stub, result);          \
+  return result;
 
 #define FT_CUDA(ret, name, params, args, kind)                                        \
   extern "C" FT_EXPORT ret name params {                                              \

@@ -101,6 +101,7 @@ void DoInit() {
   log::SetRank(rt->identity.rank);
   rt->owner_pid = getpid();
   rt->poll_ns = std::max<uint64_t>(static_cast<uint64_t>(config.poll_interval.count()), 100000);
+  rt->kernel_sample = static_cast<uint64_t>(std::max<int64_t>(config.kernel_sample, 0));
   shm::Identity identity;
   identity.job = rt->identity.job;
   identity.node = rt->identity.node;

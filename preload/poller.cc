@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "preload/kernel_launch.h"
 #include "preload/real.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
@@ -14,6 +15,8 @@
 namespace ft::preload::internal {
 
 namespace {
+
+constexpr uint64_t kLaunchCountPeriodNs = 1000000000;
 
 struct PollerState {
   std::vector<Pending*> list;
@@ -28,6 +31,7 @@ struct PollerState {
   int device = -1;
   std::vector<shm::Record> records;  // this round's, pushed at its end
   uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
+  uint64_t next_count_report_ns = 0;  // kKernelCount records: once a second
   bool progressed = false;  // this round saw a start or a completion
   int idle_rounds = 0;      // rounds in a row without progress, for the back-off
 };
@@ -77,6 +81,11 @@ void SetPollerDevice(PollerState& st, int device) {
 // True when the pending op is finished with (and handed back). `now`: this round's
 // observation time.
 bool Step(PollerState& st, Pending* p, uint64_t now) {
+  if (p->kernel_sample) {
+    if (!StepKernelSample(p, now, &st.records)) return false;
+    ++st.finished;
+    return true;
+  }
   auto finish = [&](uint16_t flags) {
     if (!p->started) {
       for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
@@ -164,6 +173,7 @@ void FinalRound(PollerState& st) {
                     query(p->end) == cudaSuccess;
     if (complete) (void)Step(st, p, now);
   }
+  ReportLaunchCounts(now, &st.records);
   PushAll(st.records.data(), st.records.size());
 }
 
@@ -200,6 +210,10 @@ void PollerMain() {
       }
     }
     st.list.swap(st.keep);
+    if (now >= st.next_count_report_ns) {
+      ReportLaunchCounts(now, &st.records);
+      st.next_count_report_ns = now + kLaunchCountPeriodNs;
+    }
     PushAll(st.records.data(), st.records.size());
     g_rt->finished.store(st.finished, std::memory_order_relaxed);
     HandleMailbox();

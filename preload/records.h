@@ -34,6 +34,18 @@ enum class RecordType : uint16_t {
   // Device/host memory allocated or freed (flags 1 = free). a = bytes (0 for a free);
   // b = pointer; c = bytes currently allocated through the wrapped calls.
   kAlloc = 8,
+  // Kernel launches on one stream (the poller, at most once a second per stream that launched,
+  // and at exit). a = stream handle (0x2, cudaStreamPerThread, for every thread's per-thread
+  // default stream; all streams past the table's 63rd share a = UINT64_MAX); b = launches on it
+  // since the process started; c = launches since its previous kKernelCount.
+  kKernelCount = 9,
+  // One sampled kernel (FT_KERNEL_SAMPLE), timed on the GPU with timing-enabled events.
+  // a = the kernel: host stub address, or for nvcc's launches the cudaKernel_t handle (see
+  // kKernelHandle); b = GPU duration ns; c = stream; d = launch time ns (host).
+  kKernelSample = 10,
+  // __cudaGetKernel mapped a handle to a host stub: a = cudaKernel_t handle; b = host stub
+  // address (its name is in the kKernelName record with that a).
+  kKernelHandle = 11,
 };
 
 // Record::flags bits for op records.

@@ -107,6 +107,7 @@ void CudaGraphPost(Pending* pending, cudaStream_t stream, cudaError_t result) no
 void CudaAllocPost(void** ptr, size_t bytes, cudaError_t result) noexcept;
 void CudaFreePost(void* ptr, cudaError_t result) noexcept;
 void CudaRegisterFunctionPost(const char* host_fun, const char* device_name) noexcept;
+void CudaKernelHandlePost(cudaKernel_t* handle, const void* host_stub, cudaError_t result) noexcept;
 
 // For tests: what the process is doing now.
 struct RuntimeStats {

@@ -103,6 +103,7 @@ struct alignas(64) Pending {
   bool failed = false;
   bool late_end = false;        // `end` recorded by the poller (nonblocking comm), not at submission
   bool started = false;
+  bool kernel_sample = false;   // a sampled kernel launch (kernel_launch.h), not an NCCL op
   // Line 1.
   OpRef first_op;
   // Cold: groups, nonblocking comms, bookkeeping.
@@ -110,6 +111,12 @@ struct alignas(64) Pending {
   std::vector<ncclComm_t> await_comms;  // nonblocking: record `end` once these leave ncclInProgress
   std::vector<CommInfo*> await_infos;
   Pending* all_next = nullptr;          // every Pending ever made (Runtime::all_pendings)
+  // kernel_sample: the kernel, its launch time and its timing-enabled events (taken from and
+  // returned to Runtime::timing_pool at each sample, unlike start/end).
+  const void* kernel = nullptr;
+  uint64_t launched_ns = 0;
+  cudaEvent_t timed_start = nullptr;
+  cudaEvent_t timed_end = nullptr;
 
   OpRef* ops_begin() { return op_count > 1 ? all_ops.data() : &first_op; }
   OpRef* ops_end() { return ops_begin() + op_count; }
@@ -143,7 +150,7 @@ struct alignas(64) Pending {
     started_ns = 0;
     device = -1;
     op_count = 0;
-    has_start = has_end = failed = late_end = started = false;
+    has_start = has_end = failed = late_end = started = kernel_sample = false;
     if (!await_comms.empty()) await_comms.clear();
     if (!await_infos.empty()) await_infos.clear();
   }
@@ -152,6 +159,18 @@ struct alignas(64) Pending {
 static_assert(offsetof(Pending, first_op) == 64, "Pending's line 0 overflowed");
 
 namespace internal {
+
+// Kernel launches on one stream, counted by app threads (one relaxed add per launch) and
+// reported by the poller. A slot is claimed by its first launch (key = stream handle + 1, so
+// the legacy stream 0 has a key too) and never freed: a process has few long-lived streams;
+// the last slot takes every stream beyond the others. One cache line each: streams are
+// usually fed by different threads.
+inline constexpr size_t kStreamSlots = 64;
+struct alignas(64) StreamLaunchCount {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<uint64_t> launches{0};
+  uint64_t reported = 0;  // poller only: the total in the last kKernelCount
+};
 
 struct Runtime {
   Config config;
@@ -170,11 +189,14 @@ struct Runtime {
   std::unordered_map<void*, uint64_t> allocations;  // GUARDED_BY(alloc_lock)
   std::atomic<uint64_t> allocated_bytes{0};
   alignas(64) SpinLock pool_lock;
-  std::vector<cudaEvent_t> pool[kMaxDevices];  // GUARDED_BY(pool_lock)
+  std::vector<cudaEvent_t> pool[kMaxDevices];         // GUARDED_BY(pool_lock): disabled timing
+  std::vector<cudaEvent_t> timing_pool[kMaxDevices];  // GUARDED_BY(pool_lock): timing-enabled
   std::atomic<uint64_t> events_created{0};
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<Pending*> all_pendings{nullptr};  // never freed: reachable for leak checkers
   uint64_t poll_ns = 1000000;
+  uint64_t kernel_sample = 0;  // FT_KERNEL_SAMPLE: time every Nth launch of a thread; 0 none
+  StreamLaunchCount stream_launches[kStreamSlots];  // kernel_launch.h
   // The hot atomics, one cache line per writer: a line written by both the app threads and
   // the poller at every op would travel between their cores at every op.
   // Written by app threads at every op (the poller takes `incoming` once per round).

@@ -18,13 +18,17 @@ std::atomic<uint32_t> g_next_thread_tag{0};
 
 cudaError_t Check(AppCuda* cuda, cudaError_t e) { return cuda != nullptr ? cuda->Check(e) : e; }
 
+std::vector<cudaEvent_t>& PoolOf(int device, EventKind kind) {
+  return kind == EventKind::kTiming ? g_rt->timing_pool[device] : g_rt->pool[device];
+}
+
 }  // namespace
 
-cudaEvent_t AcquireEvent(int device, AppCuda* cuda) {
+cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
   {
     SpinGuard guard(g_rt->pool_lock);
-    auto& pool = g_rt->pool[device];
+    auto& pool = PoolOf(device, kind);
     if (!pool.empty()) {
       cudaEvent_t e = pool.back();
       pool.pop_back();
@@ -34,16 +38,17 @@ cudaEvent_t AcquireEvent(int device, AppCuda* cuda) {
   auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr) return nullptr;
   cudaEvent_t e = nullptr;
-  if (Check(cuda, create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
+  unsigned flags = kind == EventKind::kTiming ? cudaEventDefault : cudaEventDisableTiming;
+  if (Check(cuda, create(&e, flags)) != cudaSuccess) return nullptr;
   g_rt->events_created.fetch_add(1, std::memory_order_relaxed);
   return e;
 }
 
-void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda) {
+void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda, EventKind kind) {
   if (e == nullptr) return;
   if (device >= 0 && device < kMaxDevices) {
     SpinGuard guard(g_rt->pool_lock);
-    auto& pool = g_rt->pool[device];
+    auto& pool = PoolOf(device, kind);
     if (pool.size() < kMaxPooledEvents) {
       pool.push_back(e);
       return;

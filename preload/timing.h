@@ -32,10 +32,12 @@ class AppCuda {
 
 inline constexpr uint64_t kMaxPending = 4096;  // beyond this, ops are entered but not timed
 
-// Events come from a per-device pool; `cuda` is the app thread's error guard (nullptr on the
-// poller).
-cudaEvent_t AcquireEvent(int device, AppCuda* cuda);
-void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda);
+// Events come from a per-device pool, one for each kind: disabled timing (progress, the
+// cheap kind) and timing-enabled (sampled kernel durations only: ~10x the cost, FACTS.md).
+// `cuda` is the app thread's error guard (nullptr on the poller).
+enum class EventKind { kProgress, kTiming };
+cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind = EventKind::kProgress);
+void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda, EventKind kind = EventKind::kProgress);
 // p->start (or p->end) as an event of p->device: the one p kept from its last use when it is
 // of that device, else one from the pool. False when there is none.
 bool EnsureEvent(Pending* p, bool end, AppCuda* cuda);

@@ -510,6 +510,17 @@ std::string Encode(const RankSummary& s) {
     ops.push_back(std::move(op));
   }
   j["ops"] = std::move(ops);
+  j["kernels"] = s.kernels;
+  OJson kernels = OJson::array();
+  for (const KernelSummary& k : s.kernel_samples) {
+    OJson kernel = OJson::object();
+    kernel["name"] = k.name;
+    kernel["count"] = k.count;
+    kernel["p50_ms"] = Finite(k.p50_ms);
+    kernel["max_ms"] = Finite(k.max_ms);
+    kernels.push_back(std::move(kernel));
+  }
+  j["kernel_samples"] = std::move(kernels);
   return Dump(j);
 }
 
@@ -525,6 +536,14 @@ Status Decode(std::string_view json, RankSummary* out) {
     FT_RETURN_IF_ERROR(r.Num("comm_wait_ms", Need::kOptional, &s->comm_wait_ms, 0));
     FT_RETURN_IF_ERROR(r.Int("records", Need::kOptional, &s->records));
     FT_RETURN_IF_ERROR(r.Int("dropped", Need::kOptional, &s->dropped));
+    FT_RETURN_IF_ERROR(r.Int("kernels", Need::kOptional, &s->kernels));
+    FT_RETURN_IF_ERROR(r.Objects("kernel_samples", Need::kOptional, &s->kernel_samples,
+                                 [](const Reader& k, KernelSummary* kernel) {
+      FT_RETURN_IF_ERROR(k.Str("name", Need::kRequired, &kernel->name, Empty::kRejected));
+      FT_RETURN_IF_ERROR(k.Int("count", Need::kOptional, &kernel->count));
+      FT_RETURN_IF_ERROR(k.Num("p50_ms", Need::kOptional, &kernel->p50_ms, 0));
+      return k.Num("max_ms", Need::kOptional, &kernel->max_ms, 0);
+    }));
     return r.Objects("ops", Need::kOptional, &s->ops, [](const Reader& o, OpSummary* op) {
       FT_RETURN_IF_ERROR(o.Hex("comm", Need::kRequired, &op->comm_id));
       FT_RETURN_IF_ERROR(o.Str("op", Need::kRequired, &op->op, Empty::kRejected));

@@ -98,6 +98,16 @@ struct OpSummary {
   bool operator==(const OpSummary&) const = default;
 };
 
+// One kernel's sampled GPU durations over a summary window (FT_KERNEL_SAMPLE in libft.so).
+struct KernelSummary {
+  std::string name;  // the device name's first 16 bytes, or the host stub as 0x... if unnamed
+  uint64_t count = 0;  // samples in the window
+  double p50_ms = 0;
+  double max_ms = 0;
+
+  bool operator==(const KernelSummary&) const = default;
+};
+
 // A rank's periodic summary: durations over the last window, step time inferred from the
 // repeating sequence of collectives (0 while unknown).
 struct RankSummary {
@@ -112,6 +122,8 @@ struct RankSummary {
   uint64_t records = 0;
   uint64_t dropped = 0;
   std::vector<OpSummary> ops;
+  uint64_t kernels = 0;          // kernel launches in the window, all streams
+  std::vector<KernelSummary> kernel_samples;  // empty unless libft.so samples kernels
 
   bool operator==(const RankSummary&) const = default;
 };

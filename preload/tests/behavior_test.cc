@@ -519,6 +519,97 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
+// What nvcc's generated code calls (crt/host_runtime.h declares them only inside generated
+// code), and the _ptsz launch the headers declare only under --default-stream per-thread.
+extern "C" {
+void** __cudaRegisterFatBinary(void* fatbin);
+void __cudaRegisterFatBinaryEnd(void** handle);
+void __cudaRegisterFunction(void** handle, const char* host_fun, char* device_fun, const char* device_name,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* block, dim3* grid, int* wsize);
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* host_fun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args, size_t smem,
+                               cudaStream_t stream);
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args, size_t smem,
+                                  cudaStream_t stream);
+}
+
+// A host stub (only its address matters) registered as nvcc's module constructor would; gpusim
+// runs it for GPUSIM_KERNEL_DEFAULT_US (2 ms, set by CTest), having no CPU body for it.
+char stub_sampled;
+
+// Every launch counted on its stream (a _ptsz launch on stream 0 under cudaStreamPerThread);
+// every FT_KERNEL_SAMPLE-th launch of a thread (4, set by CTest) timed on the GPU; nvcc's
+// handles mapped back to the stub that has the name.
+TEST(Behavior, KernelLaunchesAreCountedPerStreamAndSampled) {
+  static int fatbin;
+  void** module = __cudaRegisterFatBinary(&fatbin);
+  __cudaRegisterFunction(module, &stub_sampled, const_cast<char*>("_Z7sampledPi"), "_Z7sampledPi", -1,
+                         nullptr, nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFatBinaryEnd(module);
+  cudaKernel_t handle = nullptr;
+  ASSERT_EQ(__cudaGetKernel(&handle, &stub_sampled), cudaSuccess);
+  cudaStream_t s1, s2;
+  ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&s2), cudaSuccess);
+  int* arg = nullptr;
+  void* args[] = {&arg};
+  for (int i = 0; i < 12; ++i) ASSERT_EQ(cudaLaunchKernel(&stub_sampled, dim3(1), dim3(32), args, 0, s1), cudaSuccess);
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(__cudaLaunchKernel(handle, dim3(1), dim3(32), args, 0, s2), cudaSuccess);
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_EQ(cudaLaunchKernel_ptsz(&stub_sampled, dim3(1), dim3(32), args, 0, nullptr), cudaSuccess);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(cudaStreamPerThread), cudaSuccess);
+
+  // Counts are reported once a second: wait for all three streams' totals.
+  auto total_on = [](cudaStream_t stream) {
+    uint64_t total = 0;
+    for (const auto& r : Records()) {
+      if (Is(r, RecordType::kKernelCount) && r.a == reinterpret_cast<uintptr_t>(stream)) total = r.b;
+    }
+    return total;
+  };
+  for (int i = 0; i < 300 && (total_on(s1) < 12 || total_on(s2) < 8 || total_on(cudaStreamPerThread) < 4); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(total_on(s1), 12u);
+  EXPECT_EQ(total_on(s2), 8u);
+  EXPECT_EQ(total_on(cudaStreamPerThread), 4u);
+  uint64_t deltas = 0;
+  for (const auto& r : Records()) {
+    if (Is(r, RecordType::kKernelCount) && r.a == reinterpret_cast<uintptr_t>(s1)) deltas += r.c;
+  }
+  EXPECT_EQ(deltas, 12u) << "the deltas of one stream add up to its total";
+
+  // 24 launches on this thread, every 4th sampled: 6 samples of a 2 ms kernel.
+  std::vector<shm::Record> samples;
+  for (int i = 0; i < 300; ++i) {
+    samples.clear();
+    for (const auto& r : Records()) {
+      if (Is(r, RecordType::kKernelSample)) samples.push_back(r);
+    }
+    if (samples.size() >= 6) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(samples.size(), 6u);
+  for (const auto& r : samples) {
+    EXPECT_TRUE(r.a == reinterpret_cast<uintptr_t>(&stub_sampled) || r.a == reinterpret_cast<uintptr_t>(handle));
+    EXPECT_GE(r.b, 1'500'000u) << "GPU duration of a 2 ms kernel";
+    EXPECT_LT(r.b, 1'000'000'000u);
+    EXPECT_GT(r.d, 0u);
+  }
+  bool mapped = false, named = false;
+  for (const auto& r : Records()) {
+    mapped |= Is(r, RecordType::kKernelHandle) && r.a == reinterpret_cast<uintptr_t>(handle) &&
+              r.b == reinterpret_cast<uintptr_t>(&stub_sampled);
+    named |= Is(r, RecordType::kKernelName) && r.a == reinterpret_cast<uintptr_t>(&stub_sampled);
+  }
+  EXPECT_TRUE(mapped) << "no kKernelHandle for the handle nvcc's launches pass";
+  EXPECT_TRUE(named);
+  EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s2), cudaSuccess);
+}
+
 TEST(Behavior, MailboxCommandsAreAcknowledgedAsUnsupported) {
   uint64_t seq = 0;
   uint8_t payload[4] = {1, 2, 3, 4};

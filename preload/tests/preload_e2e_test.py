@@ -27,6 +27,7 @@ import trainsim_common as tc  # noqa: E402
 
 MODEL = ["--dp", "2", "--tp", "2", "--pp", "2", "--steps", "10"]
 REC_ENTER, REC_START, REC_END, REC_COMM = 2, 3, 4, 1
+REC_KERNEL_COUNT, REC_KERNEL_SAMPLE = 9, 10
 FLAG_P2P, FLAG_ERROR, FLAG_UNTIMED = 1, 16, 32
 KV_RE = re.compile(r"(\w+)=(\S+)")
 
@@ -175,6 +176,18 @@ def case_trainsim(args):
     durations = sorted(x["b"] for x in ended.values())
     print("OK: %d ops started and completed; duration p50 %.3f ms, max %.3f ms" %
           (len(ended), durations[len(durations) // 2] / 1e6, durations[-1] / 1e6))
+
+    # Kernel launches: counted per stream on every rank (the last count written at exit), none
+    # sampled (FT_KERNEL_SAMPLE is off by default).
+    launches = {}
+    for x in recs:
+        if x["type"] == REC_KERNEL_COUNT:
+            launches[(x["rank"], x["a"])] = x["b"]
+    per_rank = {r: sum(n for (rr, _), n in launches.items() if rr == r) for r in range(8)}
+    steps = int(MODEL[MODEL.index("--steps") + 1])
+    tc.check(all(n >= steps for n in per_rank.values()), "kernel launches per rank %s, want >= %d" % (per_rank, steps))
+    tc.check(not [x for x in recs if x["type"] == REC_KERNEL_SAMPLE], "kernels sampled with FT_KERNEL_SAMPLE unset")
+    print("OK: kernel launches counted on every rank: %s" % per_rank)
 
     # The in-flight table at exit: nothing in flight anywhere.
     for s in slots:

@@ -89,6 +89,8 @@ inline RankSummary SampleSummary() {
     o.last_seq = 4000;
     s.ops.push_back(o);
   }
+  s.kernels = 4242;
+  s.kernel_samples.push_back(KernelSummary{"_Z7computePfi", 12, 3.25, 7.5});
   return s;
 }
 

@@ -144,14 +144,21 @@ def case_healthy(args):
     with Cluster(args, job="wk-healthy") as c:
         c.start_workers()
         c.start_job(MODEL + ["--steps", "200", "--compute-ms", "50"])
-        check(c.job_proc.wait(timeout=300) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        launches = 0  # kernel launches in one summary window of rank 3, while it runs
+        deadline = time.monotonic() + 300
+        while c.job_proc.poll() is None and time.monotonic() < deadline:
+            running = c.hash_json("summary", 3)
+            launches = max(launches, running["kernels"] if running else 0)
+            time.sleep(0.5)
+        check(c.job_proc.wait(timeout=10) == 0, "the job failed:\n" + c.job_output()[-3000:])
         time.sleep(1.5)
         bad = c.events(kind="slowdown") + c.events(kind="timeout") + c.events(kind="error")
         check(not bad, "a healthy run raised events: %s" % [(e["kind"], e["rank"], e["message"]) for e in bad])
         summary = c.hash_json("summary", 3)
         check(summary and summary["step_ms"] > 0, "no step time inferred for rank 3: %s" % summary)
-        print("OK: 200 healthy steps, no event; rank 3 step %.1f ms (p50 %.1f), %d steps seen"
-              % (summary["step_ms"], summary["step_p50_ms"], summary["steps"]))
+        check(launches > 0, "no kernel launches in rank 3's summaries")
+        print("OK: 200 healthy steps, no event; rank 3 step %.1f ms (p50 %.1f), %d steps seen, up to "
+              "%d kernel launches per summary" % (summary["step_ms"], summary["step_p50_ms"], summary["steps"], launches))
 
 
 def case_pause(args):
