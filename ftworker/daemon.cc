@@ -168,7 +168,10 @@ void Daemon::Run(const std::atomic<bool>& stop) {
     if (next < now) next = now;  // a slow round (Redis outage) does not cause a burst after it
     std::this_thread::sleep_until(next);
   }
-  // Last words: whatever is pending, once, if Redis is there.
+  // Last words: one more look at the ranks (a rank that exited since the last tick — often the
+  // reason the worker is being stopped — is reported), then whatever is pending, once, if
+  // Redis is there.
+  Tick(MonoNs(), UnixMs());
   if (EnsureConnected() && reporter_.pending() > 0) (void)reporter_.Flush(redis_.client());
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());

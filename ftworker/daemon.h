@@ -35,7 +35,8 @@ class Daemon {
  public:
   Daemon(DaemonOptions options, NodeMonitor* monitor);
 
-  // Ticks until `stop` is set, then flushes what it can (bounded by one connect timeout).
+  // Ticks until `stop` is set, then ticks once more (what the ranks did since) and flushes
+  // what it can (bounded by one connect timeout).
   void Run(const std::atomic<bool>& stop);
 
   // One round; public for tests.

@@ -13,6 +13,8 @@ their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
   --case healthy        200 steps with normal jitter: no slowdown event
   --case pause          rank 0 works on the host for 20 s while peers wait: reported busy,
                         no timeout from rank 0, the job completes
+  --case stop-after-exit  the job ends and the workers are stopped at once: every rank's exit
+                        is still reported
   --case redis-restart  Redis stopped before a hang and started after it: the worker survives
                         and the events raised during the outage arrive, in order
 """
@@ -180,6 +182,24 @@ def case_pause(args):
         check(busy, "no busy event for rank 0 while its peers waited")
 
 
+def case_stop_after_exit(args):
+    with Cluster(args, job="wk-stopexit") as c:
+        # A 2 s tick: the job's exit almost surely falls between two ticks, so only a last look
+        # at the ranks on the way out can report it. The job outlives a few ticks, so the
+        # workers attach to every rank first.
+        c.start_workers({"FT_WORKER_TICK": "2s"})
+        c.start_job(MODEL + ["--steps", "40", "--compute-ms", "80"])
+        check(c.job_proc.wait(timeout=60) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        # Stopped at once: ranks that exited since the workers' last tick are reported anyway.
+        for node in list(c.workers):
+            check(c.stop_worker(node) == 0, "worker %s did not exit cleanly" % node)
+        exits = c.events(kind="exit")
+        ranks = sorted(e["rank"] for e in exits)
+        print("exit events after stopping the workers: ranks %s" % ranks)
+        check(ranks == list(range(8)), "exit events for ranks %s, expected all 8" % ranks)
+        check(all(e["clean"] and e["code"] == 0 for e in exits), "unclean exits: %s" % exits)
+
+
 def case_redis_restart(args):
     with Cluster(args, job="wk-redis") as c:
         c.start_workers(FAST_TIMEOUT)
@@ -223,6 +243,7 @@ def main():
         "healthy": lambda: case_healthy(args),
         "pause": lambda: case_pause(args),
         "redis-restart": lambda: case_redis_restart(args),
+        "stop-after-exit": lambda: case_stop_after_exit(args),
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)
