@@ -69,10 +69,18 @@ Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* ou
   FT_RETURN_IF_ERROR(Run(client, {"XLEN", keys.Incidents()}, &incidents));
   FT_RETURN_IF_ERROR(Run(client, {"SCARD", keys.Evicted()}, &evicted));
 
+  // --topology, else the one the leading master was given, else inferred from membership.
   Topology topology;
-  if (!o.topology.empty()) {
-    FT_RETURN_IF_ERROR(Topology::Parse(o.topology, o.order, 0, &topology));
-  } else {
+  std::string sizes = !o.topology.empty() ? o.topology : state["topology"];
+  std::string order = !o.topology.empty() ? o.order : state["order"];
+  Status parsed = sizes.empty() ? Status::NotFound("no topology given")
+                                : Topology::Parse(sizes, order, 0, &topology);
+  if (!parsed.ok()) {
+    if (!o.topology.empty()) return parsed;
+    if (!sizes.empty()) {
+      FT_LOG(Warn, Master, "ignoring the master's stored topology '{}' (order '{}'): {}; inferring it",
+             sizes, order, parsed.message());
+    }
     topology = Topology::Infer(ranks.values());
   }
 

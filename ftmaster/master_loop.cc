@@ -333,6 +333,11 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
     if (!FencedRun({{"HSET", keys_.MasterState(), "job_state", "running"}})) return;
     job_state_ = "running";
   }
+  // The topology this leader decides with, for `ftmaster status` (which has no --topology of
+  // its own to go by); an inferred one is recomputed by every reader from the membership.
+  if (have_explicit_ && (state["topology"] != options_.topology || state["order"] != options_.order)) {
+    if (!FencedRun({{"HSET", keys_.MasterState(), "topology", options_.topology, "order", options_.order}})) return;
+  }
   if (state.count("events_cursor")) {
     uint64_t ms = 0, seq = 0;
     if (ParseStreamId(state["events_cursor"], &ms, &seq)) {

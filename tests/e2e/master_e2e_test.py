@@ -17,8 +17,10 @@ real redis-server, ftmaster deciding.
 """
 
 import argparse
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -71,6 +73,11 @@ def case_compute_hang(args):
         acks = [f for _, f in c.stream("acks")]
         check(any(a["result"] == "not_supported" for a in acks), "no save acknowledgement")
         check(sum(1 for a in acks if a["result"] == "done") >= 1, "no stop acknowledgement")
+        status = subprocess.run([args.ftmaster, "status", "--job", c.job, "--redis", c.redis_url(), "--json"],
+                                env=c.base_env(), capture_output=True, text=True, timeout=20)
+        topology = json.loads(status.stdout)["topology"]
+        check(topology["known"] and not topology["inferred"] and topology["tp"] == 2,
+              "status shows the topology %s, not the master's explicit dp=2,tp=2,pp=2" % topology)
         print("OK: rank 5 named, save acknowledged (not supported yet), job stopped, node1 evicted")
 
 
