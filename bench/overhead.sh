@@ -43,7 +43,7 @@ step_ms() {
     grep -o 'step=[0-9]* ms=[0-9.]*' | awk -F'[= ]' '$2 >= 2 { print $4 }' | median
 }
 steps_with=() steps_without=()
-step_runs=${STEP_RUNS:-3}
+step_runs=${STEP_RUNS:-5}
 for ((i = 0; i < step_runs; i++)); do
   steps_without+=("$(step_ms)")
   steps_with+=("$(LD_PRELOAD=$libft step_ms)")
