@@ -24,7 +24,7 @@ constexpr double kConfTransport = 0.7;
 constexpr double kConfTransportOdd = 0.5;
 constexpr double kConfCycle = 0.3;
 
-bool IsGone(std::string_view state) { return state == "dead" || state == "exited"; }
+bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
 
 bool Complementary(std::string_view a, std::string_view b) {
   if (a == "send") return b != "send";

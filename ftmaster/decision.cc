@@ -14,7 +14,7 @@ bool Acted(const proto::Incident& i) {
 }
 
 bool CannotSave(const std::string& state) {
-  return state == "dead" || state == "exited" || state == "disabled";
+  return state == "dead" || state == "exited" || state == "stopped" || state == "disabled";
 }
 
 }  // namespace

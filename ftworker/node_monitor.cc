@@ -215,6 +215,7 @@ Status NodeMonitor::StopRank(int rank, double grace_s) {
     return Status::NotFound(fmt::format("no live process of rank {} on node {}", rank, options_.node));
   }
   FT_RETURN_IF_ERROR(probe_->Signal(m->pid(), SIGTERM));
+  m->MarkStopSignalled();
   uint64_t grace_ns = grace_s > 0 ? static_cast<uint64_t>(grace_s * 1e9) : 0;
   uint64_t deadline = now_ns_ + grace_ns;
   FT_LOG(Info, Worker, "rank {} (pid {}): SIGTERM sent; SIGKILL after {} s if still alive", rank, m->pid(), grace_s);

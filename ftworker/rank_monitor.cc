@@ -68,6 +68,7 @@ const char* LifeName(Life life) {
     case Life::kDisabled: return "disabled";
     case Life::kExited: return "exited";
     case Life::kDead: return "dead";
+    case Life::kStopped: return "stopped";
   }
   return "?";
 }
@@ -118,7 +119,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
     Finish(Life::kExited, now_ns, now_unix_ms, events);
   } else if (gone) {
     pid_gone_ = true;
-    Finish(Life::kDead, now_ns, now_unix_ms, events);
+    Finish(stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms, events);
   } else {
     life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
     BuildProgress(now_ns, now_unix_ms);
@@ -490,6 +491,10 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   if (e.clean) {
     e.code = status;
     e.message = fmt::format("rank {} (pid {}) exited cleanly with status {}", rank_, pid_, status);
+    FT_LOG(Info, Worker, "{}", e.message);
+  } else if (life == Life::kStopped) {
+    e.code = status;
+    e.message = fmt::format("rank {} (pid {}) stopped by this worker (a stop command)", rank_, pid_);
     FT_LOG(Info, Worker, "{}", e.message);
   } else if (status != 0) {
     e.code = status;

@@ -50,8 +50,10 @@ inline constexpr uint64_t kP2PSlotSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
 // The id of communicator `comm_id`'s p2p slot.
 uint64_t P2PSlotId(uint64_t comm_id);
 
-enum class Life { kRunning, kDisabled, kExited, kDead };
-const char* LifeName(Life life);  // "running", "disabled", "exited", "dead"
+// kStopped: gone without a clean exit after this worker signalled it (a stop command), which
+// is not a crash.
+enum class Life { kRunning, kDisabled, kExited, kDead, kStopped };
+const char* LifeName(Life life);  // "running", "disabled", "exited", "dead", "stopped"
 
 class RankMonitor {
  public:
@@ -83,7 +85,10 @@ class RankMonitor {
   std::optional<uint64_t> EnteredSeq(uint64_t comm_id) const;
 
   Life life() const { return life_; }
-  bool finished() const { return life_ == Life::kExited || life_ == Life::kDead; }
+  bool finished() const { return life_ == Life::kExited || life_ == Life::kDead || life_ == Life::kStopped; }
+  // This worker sent the process a stop signal: if it dies without a clean exit now, it was
+  // stopped, not crashed.
+  void MarkStopSignalled() { stop_signalled_ = true; }
   uint64_t finished_ns() const { return finished_ns_; }
   bool pid_gone() const { return pid_gone_; }
 
@@ -148,6 +153,7 @@ class RankMonitor {
   Life life_ = Life::kRunning;
   uint64_t finished_ns_ = 0;
   bool pid_gone_ = false;
+  bool stop_signalled_ = false;
   bool first_tick_ = true;
   bool foreign_pid_ns_ = false;
   uint64_t last_heartbeat_ = 0;

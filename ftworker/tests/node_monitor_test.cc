@@ -286,6 +286,25 @@ TEST_F(NodeMonitorTest, StopRankTermThenKillAfterGrace) {
   EXPECT_EQ(probe_.signals.size(), 2u);
 }
 
+TEST_F(NodeMonitorTest, RankGoneAfterAStopIsStoppedNotDead) {
+  FakeRank stopped(job_, 4, kPid0);
+  FakeRank crashed(job_, 5, kPid0 + 1);
+  TickAt(t0_);
+  ASSERT_TRUE(monitor_.StopRank(4, 0.5).ok());
+  probe_.procs[kPid0].exists = false;      // died of the SIGTERM
+  probe_.procs[kPid0 + 1].exists = false;  // died on its own
+  auto events = TickAt(t0_ + 100 * kMs);
+  const proto::Event* e4 = FindEvent(events, "exit", 4);
+  const proto::Event* e5 = FindEvent(events, "exit", 5);
+  ASSERT_NE(e4, nullptr);
+  ASSERT_NE(e5, nullptr);
+  EXPECT_FALSE(e4->clean);
+  EXPECT_NE(e4->message.find("stopped by this worker"), std::string::npos) << e4->message;
+  EXPECT_EQ(e5->message.find("stopped"), std::string::npos) << e5->message;
+  EXPECT_EQ(ProgressOf(4)->state, "stopped");
+  EXPECT_EQ(ProgressOf(5)->state, "dead");
+}
+
 TEST_F(NodeMonitorTest, StoppedRankThatExitsIsNotKilled) {
   FakeRank r(job_, 4, kPid0);
   TickAt(t0_);
