@@ -1,11 +1,8 @@
 #include "ftmaster/embedded_redis.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,25 +19,11 @@
 
 #include "common/log.h"
 #include "redis/client.h"
+#include "redis/loopback_port.h"
 
 namespace ft::master {
 namespace {
 
-int FreeLoopbackPort() {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
 
 Status RandomPassword(std::string* out) {
   int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -107,7 +90,7 @@ Status EmbeddedRedis::Start() {
   }
   Status last;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    const int port = FreeLoopbackPort();
+    const int port = redis::FreeLoopbackPort();
     if (port == 0) return Status::IoError("no free loopback port for the embedded Redis");
     last = Launch(port);
     if (last.ok()) return last;

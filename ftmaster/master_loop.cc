@@ -788,12 +788,7 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
            ToMs(options_.config.save_deadline));
   }
   if (a.phase == "save") {
-    if (!pending_loaded_) LoadPending();
-    if (now >= next_acks_) {
-      ReadAcks();
-      next_acks_ = now + kAckPoll;
-    }
-    if (!pending_acks_.empty() && unix_ms < a.deadline_unix_ms) return;
+    if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
     if (!pending_acks_.empty()) {
       FT_LOG(Warn, Master, "incident {}: {} save acknowledgement{} missing at the deadline "
              "(FT_SAVE_DEADLINE); stopping anyway, the checkpoint may be incomplete",
@@ -842,12 +837,7 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
            a.nodes.size() == 1 ? "" : "s");
   }
   if (a.phase == "stop") {
-    if (!pending_loaded_) LoadPending();
-    if (now >= next_acks_) {
-      ReadAcks();
-      next_acks_ = now + kAckPoll;
-    }
-    if (!pending_acks_.empty() && unix_ms < a.deadline_unix_ms) return;
+    if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
     if (!pending_acks_.empty()) {
       FT_LOG(Warn, Master, "incident {}: {} node{} did not acknowledge the stop (worker gone?); "
              "check them by hand", a.incident, pending_acks_.size(),
@@ -863,6 +853,15 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
     job_state_ = "stopped";
     FT_LOG(Info, Master, "job {} stopped (incident {})", options_.job, a.incident);
   }
+}
+
+bool MasterLoop::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms) {
+  if (!pending_loaded_) LoadPending();
+  if (now >= next_acks_) {
+    ReadAcks();
+    next_acks_ = now + kAckPoll;
+  }
+  return pending_acks_.empty() || unix_ms >= deadline_unix_ms;
 }
 
 void MasterLoop::ReadAcks() {

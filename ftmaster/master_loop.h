@@ -143,6 +143,9 @@ class MasterLoop {
   std::string LastAckId();  // "" when Redis failed
   void LoadPending();
   void ReadAcks();
+  // The acknowledgements of the action's commands, read every kAckPoll: true once none is
+  // pending or the deadline has passed.
+  bool AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms);
   void SummaryRound(Clock::time_point now, int64_t unix_ms);
   void Stragglers(int64_t unix_ms);
   bool ReadProgress(Clock::time_point now);
