@@ -582,7 +582,7 @@ void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
   if (open_.watching) {
     if (unix_ms < open_.next_eval_unix_ms) return;
     if (!ReadProgress(now) || !ReadRanks(now)) return;
-    DecideWindow(Clock::now(), unix_ms);
+    DecideWindow(now, Clock::now(), unix_ms);
     return;
   }
   bool read = false;
@@ -600,12 +600,15 @@ void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
     // Decide on fresh tables.
     if (!ReadProgress(now) || !ReadRanks(now)) return;
   }
-  DecideWindow(Clock::now(), unix_ms);
+  DecideWindow(now, Clock::now(), unix_ms);
 }
 
-void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
+void MasterLoop::DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms) {
   const int64_t window_ms = ToMs(options_.config.hang_window);
   std::vector<proto::Incident> incidents = Attribute(Input(unix_ms));
+  // Decided now, after the last reads and the attribution: the tick's time plus what the tick
+  // has taken so far (at 16k ranks, a few hundred ms).
+  const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(tick_start));
   ++stats_.windows;
   if (incidents.empty()) {
     CloseIncident(fmt::format("resolved: nothing waits any more ({} event{} in the window)",
@@ -621,8 +624,9 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
     incident.id = fmt::format("{}{}", first,
                               dash == std::string::npos ? "-" + incident.kind : incident.id.substr(dash));
     incident.first_event_unix_ms = first;
-    incident.decided_unix_ms = unix_ms;
-    incident.decide_ms = static_cast<double>(unix_ms - first);
+    incident.window_closed_unix_ms = unix_ms;
+    incident.decided_unix_ms = decided_unix_ms;
+    incident.decide_ms = static_cast<double>(decided_unix_ms - first);
     acted = acted || Acted(incident);
     if (incident.kind == "busy") {
       busy_outcome = "busy:";
@@ -674,7 +678,7 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   action.decision = decision.decision;
   action.save = decision.save;
   action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
-  action.decided_unix_ms = unix_ms;
+  action.decided_unix_ms = decided_unix_ms;
   auto won = WriteIncidents(to_write, unix_ms, decision.evict_nodes,
                             {{"action", EncodeAction(action)}, {"job_state", "stopping"}}, {},
                             {"open_incident"});

@@ -137,7 +137,8 @@ class MasterLoop {
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
   void CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms);
-  void DecideWindow(Clock::time_point closed_at, int64_t unix_ms);
+  // tick_start: when the tick began (its unix_ms); closed_at: when the window was found closed.
+  void DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
   void RunAction(Clock::time_point now, int64_t unix_ms);
   std::string LastAckId();  // "" when Redis failed

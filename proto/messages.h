@@ -214,7 +214,8 @@ struct Incident {
   std::vector<std::string> evidence;  // "rank 3 waits on allreduce #812 of comm 3fa2.. (started, 2.1 s)"
   double confidence = 0;         // 0..1
   int64_t first_event_unix_ms = 0;
-  int64_t decided_unix_ms = 0;
+  int64_t window_closed_unix_ms = 0;  // the collection window found closed (master's clock)
+  int64_t decided_unix_ms = 0;        // attribution and decision done
   double decide_ms = 0;          // first event to decision
   std::string decision;          // "save-then-stop", "stop", "none"
   std::string message;

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   g++ make cmake ninja-build pkg-config binutils procps python3
   libgtest-dev libgmock-dev libbenchmark-dev
-  libfmt-dev libhiredis-dev libboost-dev libibverbs-dev nlohmann-json3-dev
+  libfmt-dev libhiredis-dev libboost-dev libibverbs-dev nlohmann-json3-dev libsimdjson-dev
   redis-server
 )
 

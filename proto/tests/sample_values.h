@@ -149,6 +149,7 @@ inline Incident SampleIncident() {
   i.evidence = {"rank 3 waits on allreduce #812", "rank 4 waits too"};
   i.confidence = 0.875;
   i.first_event_unix_ms = 1763800000000;
+  i.window_closed_unix_ms = 1763800000950;
   i.decided_unix_ms = 1763800001500;
   i.decide_ms = 1500.5;
   i.decision = "save-then-stop";
