@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan bench-overhead clean
+.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master soak clean
 
 all: build
 
@@ -20,9 +20,15 @@ configure: $(BUILD)/build.ninja
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests.
+# Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
+# soaks (label soak) run with `make soak`.
 test: build
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE soak
+
+# Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
+# ftmaster and two workers: no incident.
+soak: build
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -L soak
 
 # The main job: a simulated two-node training job on the CPU stand-ins, protected by ft, with
 # a hang injected: ftmaster (embedded Redis) names the rank, decides and stops the job.
@@ -32,6 +38,15 @@ demo: build
 # What libft.so adds per call and per training step (RESULT overhead ...).
 bench-overhead: build
 	@bench/overhead.sh $(BUILD)
+
+# How fast ftmaster decides a hang among 1k, 4k and 16k synthetic ranks (RESULT master ...).
+bench-master: build
+	@$(BUILD)/bench/master_bench --ftmaster $(BUILD)/ftmaster/ftmaster
+
+# What one ftworker costs (% of one core) for 8 ranks at 10k records/s each, and how long a hang
+# takes from its timeout threshold to the event in Redis (RESULT worker ...).
+bench-worker: build
+	@python3 bench/worker_bench.py $(BUILD)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
 # programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).
