@@ -28,7 +28,7 @@ test: build
 # Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
 # ftmaster and two workers: no incident.
 soak: build
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -L soak
+	@ctest --test-dir $(BUILD) --verbose --timeout 900 -L soak
 
 # The main job: a simulated two-node training job on the CPU stand-ins, protected by ft, with
 # a hang injected: ftmaster (embedded Redis) names the rank, decides and stops the job.
