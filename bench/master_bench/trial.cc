@@ -1,0 +1,225 @@
+// master_bench: running one trial and measuring its figures; see trial.h.
+#include "bench/master_bench/trial.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/master_bench/common.h"
+#include "bench/master_bench/cpu_usage.h"
+#include "bench/master_bench/master_process.h"
+#include "bench/master_bench/profile.h"
+#include "bench/master_bench/synthetic_job.h"
+#include "bench/master_bench/worker_driver.h"
+#include "ftmaster/store.h"
+#include "proto/codec.h"
+#include "proto/messages.h"
+#include "redis/client.h"
+#include "redis/tests/redis_server.h"
+
+namespace ft::bench {
+
+Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) {
+  Trial out;
+  const int n = layout.world();
+  const OtherLoad others;
+  redis::testing::RedisServerOptions ropts;
+  ropts.binary = o.redis_server;
+  redis::testing::RedisServer server(ropts);
+  Check(server.Start(), "starting redis-server");
+  redis::Client db;
+  Check(db.Connect(server.endpoint(), Ms(2000), Ms(30000)), "connecting to the bench's Redis");
+
+  // The stopped rank: mid-job, a different one per trial.
+  Hang hang;
+  hang.xt = 3;
+  hang.xd = (layout.dp * 3 / 5 + 7 * trial) % layout.dp;
+  hang.xp = (layout.pp / 2 + 1 + trial) % layout.pp;
+  hang.stopped = layout.Rank(hang.xt, hang.xd, hang.xp);
+  const std::string job = fmt::format("bench-master-{}-{}", n, trial);
+  // The synthetic job has been running for a minute: seq numbers and step counts are past any
+  // warm-up.
+  const int64_t start_ms = UnixMs() - 60000;
+  SyntheticJob sj(layout, job, hang, start_ms);
+  auto t = Clock::now();
+  Check(sj.Build(), "building the synthetic job");
+  const double build_ms = MsSince(t);
+
+  // What the workers have written before the master starts.
+  std::vector<redis::Argv> cmds;
+  sj.MembershipCommands(&cmds);
+  Pipeline(db, cmds, "writing membership");
+  Driver driver(&sj, &db, UnixMs());
+  driver.WriteAll(UnixMs());
+
+  char dir_template[] = "/tmp/ft-master-bench-XXXXXX";
+  const char* dir = mkdtemp(dir_template);
+  if (dir == nullptr) Die(fmt::format("mkdtemp: {}", std::strerror(errno)));
+  const std::string log_path = std::string(dir) + "/ftmaster.log";
+  Master master;
+  Check(master.Start(o, job, server.url(), server.password(), layout, log_path),
+        "starting ftmaster");
+  auto fail = [&](const std::string& why) {
+    master.Stop();
+    Die(fmt::format("ranks={} trial {}: {}\n--- ftmaster log ({}) ---\n{}", n, trial + 1, why,
+                    log_path, master.LogTail()));
+  };
+  auto alive = [&] {
+    int status = 0;
+    if (master.Exited(&status)) fail(fmt::format("ftmaster exited (status {:#x})", status));
+  };
+
+  // Running: the master leads and has published timeouts from the summaries.
+  auto next = Clock::now();
+  const auto ready_deadline = Clock::now() + std::chrono::seconds(30);
+  double timeout_ms = -1;
+  while (timeout_ms < 0) {
+    alive();
+    if (Clock::now() > ready_deadline) fail("no timeout table published within 30 s");
+    driver.Tick(UnixMs());
+    redis::Reply table;
+    Check(db.Run({"GET", sj.keys().Timeouts()}, &table), "reading the timeout table");
+    if (table.is_string()) {
+      proto::TimeoutTable tt;
+      Check(proto::Decode(table.str(), &tt), "decoding the published timeout table");
+      timeout_ms = tt.default_ms;
+      const uint64_t tp_comm = layout.TpComm(hang.xd, hang.xp);
+      for (const proto::TimeoutEntry& e : tt.entries) {
+        if (e.comm_id == tp_comm && e.op == "allreduce" && e.bucket == proto::SizeBucket(4 << 20)) {
+          timeout_ms = e.ms;
+        }
+      }
+    }
+    Pace(&next);
+  }
+  sj.SetTimeout(timeout_ms);
+  // Let the master's first full reads (every value new to it) pass before measuring.
+  for (auto until = Clock::now() + std::chrono::seconds(1); Clock::now() < until; Pace(&next)) {
+    driver.Tick(UnixMs());
+  }
+  alive();
+
+  // Steady state: the master's CPU over steady_s.
+  const double cpu_a = CpuSeconds(master.pid());
+  const auto steady_start = Clock::now();
+  const auto steady = std::chrono::milliseconds(static_cast<int64_t>(o.steady_s * 1000));
+  for (auto until = steady_start + steady; Clock::now() < until; Pace(&next)) {
+    driver.Tick(UnixMs());
+  }
+  const double cpu_b = CpuSeconds(master.pid());
+  out.steady_cpu_pct = (cpu_b - cpu_a) / (MsSince(steady_start) / 1000) * 100;
+  alive();
+
+  // The hang: rank X makes no call from t0 on; the job backs up behind it.
+  sj.SetHangStart(UnixMs());
+  driver.SetHung();
+  std::vector<SyntheticJob::PendingEvent> events = sj.Events(o.all_events);
+  out.events = events.size();
+  size_t emitted = 0;
+  double cpu_first = NAN;
+  const auto deadline = Clock::now() + std::chrono::seconds(30) +
+                        std::chrono::milliseconds(static_cast<int64_t>(timeout_ms));
+  auto first_event_at = Clock::now();
+  std::optional<master::StreamEntry> found;
+  while (!found) {
+    alive();
+    if (Clock::now() > deadline) {
+      fail(fmt::format("no incident within 30 s of the timeout ({} of {} events written)", emitted,
+                       events.size()));
+    }
+    const int64_t now = UnixMs();
+    std::vector<redis::Argv> due;
+    while (emitted < events.size() && events[emitted].due <= now) {
+      due.push_back(std::move(events[emitted].xadd));
+      due.push_back(std::move(events[emitted].hset));
+      ++emitted;
+    }
+    if (!due.empty()) {
+      if (std::isnan(cpu_first)) {
+        cpu_first = CpuSeconds(master.pid());
+        first_event_at = Clock::now();
+      }
+      Pipeline(db, due, "writing timeout events");
+    }
+    driver.Tick(now);
+    if (emitted > 0) {
+      redis::Reply reply;
+      Check(db.Run({"XRANGE", sj.keys().Incidents(), "-", "+", "COUNT", "100"}, &reply),
+            "reading the incidents");
+      std::vector<master::StreamEntry> entries;
+      master::ParseStream(reply, &entries);
+      for (master::StreamEntry& e : entries) {
+        const std::string* kind = e.Get("kind");
+        if (kind != nullptr && *kind != "straggler") {
+          found = std::move(e);
+          break;
+        }
+        if (kind != nullptr) fail("a straggler incident in a job with no straggler: " + e.id);
+      }
+    }
+    if (!found) Pace(&next);
+  }
+  const double cpu_c = CpuSeconds(master.pid());
+  out.decision_cpu_pct = (cpu_c - cpu_first) / (MsSince(first_event_at) / 1000) * 100;
+
+  const std::string* json = found->Get("json");
+  proto::Incident incident;
+  if (json == nullptr || !proto::Decode(*json, &incident).ok()) {
+    fail("an unreadable incident " + found->id);
+  }
+  bool names_it = false;
+  for (const proto::Suspect& s : incident.suspects) names_it = names_it || s.rank == hang.stopped;
+  if (incident.kind != "hang" || !names_it || incident.suspects.size() != 1) {
+    fail(fmt::format("the incident does not name the stopped rank {} alone as hung: kind {}, "
+                     "suspects '{}', message: {}", hang.stopped, incident.kind,
+                     found->Get("suspects") ? *found->Get("suspects") : "", incident.message));
+  }
+  uint64_t id_ms = 0, id_seq = 0;
+  master::ParseStreamId(found->id, &id_ms, &id_seq);
+  out.incident_id = incident.id;
+  const auto written_ms = static_cast<int64_t>(id_ms);
+  out.close_to_written = static_cast<double>(written_ms - incident.window_closed_unix_ms);
+  out.field_decide_ms = incident.decide_ms;
+  out.first_to_written = static_cast<double>(written_ms - incident.first_event_unix_ms);
+  const int64_t opened = LogLineMs(log_path, "incident window opened");
+  if (opened > 0) out.open_to_decided = static_cast<double>(incident.decided_unix_ms - opened);
+
+  master.Stop();
+  out.others_pct = others.Pct();
+  std::printf("bench: ranks=%d trial %d/%d: decide_ms=%.0f (window closed -> incident written), "
+              "incident decide_ms=%.0f (first event -> decided; window opened -> decided %.0f), "
+              "first event -> written %.0f ms; master cpu %.1f%% steady, %.1f%% first event -> "
+              "written; %zu timeout events (timeout %.0f ms); rank %d named (%s, decision %s); "
+              "setup %.0f ms, longest driver write %.0f ms; other processes %.0f%% of a core\n",
+              n, trial + 1, o.trials, out.close_to_written, out.field_decide_ms,
+              out.open_to_decided, out.first_to_written, out.steady_cpu_pct,
+              out.decision_cpu_pct, out.events, timeout_ms, hang.stopped, incident.kind.c_str(),
+              incident.decision.c_str(), build_ms, driver.max_write_ms(), out.others_pct);
+  std::fflush(stdout);
+  if (profile) Profile(o, layout, sj.keys(), server.endpoint());
+
+  if (!o.keep_logs.empty()) {
+    mkdir(o.keep_logs.c_str(), 0700);
+    const std::string kept = fmt::format("{}/ftmaster-{}-{}.log", o.keep_logs, n, trial + 1);
+    if (std::rename(log_path.c_str(), kept.c_str()) != 0) {
+      std::fprintf(stderr, "master_bench: keeping %s as %s: %s\n", log_path.c_str(), kept.c_str(),
+                   std::strerror(errno));
+    }
+  }
+  std::remove(log_path.c_str());
+  rmdir(dir);
+  return out;
+}
+
+}  // namespace ft::bench
