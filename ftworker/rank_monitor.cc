@@ -57,11 +57,6 @@ double Percentile(std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-uint64_t P2PSlotId(uint64_t comm_id) {
-  uint64_t x = Mix64(comm_id ^ kP2PSlotSalt);
-  return x == 0 ? 1 : x;
-}
-
 const char* LifeName(Life life) {
   switch (life) {
     case Life::kRunning: return "running";
@@ -165,7 +160,7 @@ void RankMonitor::DrainRing(int64_t now_unix_ms, std::vector<proto::Event>* even
 
 void RankMonitor::LearnComm(uint64_t comm_id) {
   if (comm_id == 0 || salted_to_real_.size() >= 2 * kMaxComms) return;
-  salted_to_real_.emplace(P2PSlotId(comm_id), comm_id);
+  salted_to_real_.emplace(preload::P2PSlotId(comm_id), comm_id);
 }
 
 void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {

@@ -45,10 +45,6 @@
 
 namespace ft::worker {
 
-// The salt libft.so mixes into a communicator id for its p2p slot (preload/comm_registry.cc).
-inline constexpr uint64_t kP2PSlotSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
-// The id of communicator `comm_id`'s p2p slot.
-uint64_t P2PSlotId(uint64_t comm_id);
 
 // kStopped: gone without a clean exit after this worker signalled it (a stop command), which
 // is not a crash.

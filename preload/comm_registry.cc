@@ -9,7 +9,6 @@ namespace ft::preload::internal {
 
 namespace {
 
-constexpr uint64_t kP2PSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
 
 // The last comm this thread looked up, valid while Runtime::comms_epoch has not moved (no
 // comm registered or ended since): a thread issuing op after op on one comm takes no lock.
@@ -93,7 +92,7 @@ uint32_t P2PSlot(CommInfo* info) {
   if (!info->p2p_claimed) {
     info->p2p_claimed = true;
     SpinGuard guard(g_rt->comms_lock);
-    auto claimed = g_rt->table->Claim(Mix(info->id ^ kP2PSalt), info->rank, info->size,
+    auto claimed = g_rt->table->Claim(P2PSlotId(info->id), info->rank, info->size,
                                       g_rt->identity.rank, shm::kCommSlotP2P);
     info->p2p_slot = claimed ? *claimed : kNoSlot;
   }

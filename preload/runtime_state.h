@@ -42,14 +42,9 @@ inline uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce48422232
   return h;
 }
 
-// splitmix64's finalizer; never returns 0 (0 marks a free comm slot).
+// Communicator ids: records.h's MixId (never 0: 0 marks a free comm slot).
 inline uint64_t Mix(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x == 0 ? 1 : x;
+  return MixId(x);
 }
 
 }  // namespace internal

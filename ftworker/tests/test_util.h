@@ -101,7 +101,7 @@ class FakeRank {
   }
   // The second slot of a comm that counts its p2p ops (as preload/comm_registry.cc claims it).
   uint32_t P2PSlot(uint64_t comm, bool set_flag) {
-    uint64_t id = P2PSlotId(comm);
+    uint64_t id = preload::P2PSlotId(comm);
     uint32_t slot = *table_->Claim(id, 0, 2, header()->global_rank, set_flag ? shm::kCommSlotP2P : 0);
     p2p_slots_[comm] = slot;
     return slot;

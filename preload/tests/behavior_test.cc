@@ -194,14 +194,7 @@ TEST(Behavior, PointToPointOpsUseTheFlaggedP2PSlot) {
   ASSERT_EQ(ncclRecv(buf + 64, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
   ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  // The p2p slot's id: Mix(comm id ^ "p2p-slot") (docs/shm-format.md).
-  uint64_t x = c.id ^ 0x7032702d736c6f74ull;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  auto p = WaitCompleted(x, 2);
+  auto p = WaitCompleted(P2PSlotId(c.id), 2);
   EXPECT_EQ(p.flags, shm::kCommSlotP2P);
   EXPECT_EQ(p.entered_seq, 2u);
   EXPECT_EQ(p.completed_seq, 2u);
