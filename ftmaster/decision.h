@@ -29,15 +29,13 @@
 #include <vector>
 
 #include "ftmaster/topology.h"
+#include "proto/master_codec.h"
 #include "proto/messages.h"
 
 namespace ft::master {
 
-struct SaveTarget {
-  int rank = -1;
-  std::string node;  // from membership; empty when unknown
-  bool operator==(const SaveTarget&) const = default;
-};
+// {rank, node (from membership; empty when unknown)}: also part of the persisted action.
+using SaveTarget = proto::SaveTarget;
 
 struct Decision {
   std::string decision = "none";     // "save-then-stop", "stop", "none"

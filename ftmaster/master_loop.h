@@ -2,7 +2,7 @@
 // keeps the leader lease (lease.h) and, while leading:
 //   - reads new events from ft:{J}:events after the cursor kept in the master hash
 //     (`events_cursor`), so a restarted or standby master continues where the last one stopped;
-//   - opens an incident at the first timeout/exit/error event (`open_incident` in the master
+//   - opens an incident window at the first timeout/exit/error event (`open_incident` in the master
 //     hash: its first event and time), collects events and the progress and membership hashes
 //     until WindowCanClose or hang_window, attributes (attribution.h), decides (decision.h),
 //     and writes each incident exactly once: a Lua script fenced by the lease key does
@@ -16,6 +16,9 @@
 //   - every ~500 ms reads the summary hash: adaptive timeouts (timeouts.h, published as
 //     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
 //     per rank and episode, the episode kept as `straggler:<rank>` in the master hash).
+// Files by job: master_loop.cc (term, tick), incident_window.cc (events, the window, its
+// decision), action_runner.cc (carrying out a decision), summary_round.cc (timeouts and
+// stragglers), fenced_writer.h (every write, fenced by the lease).
 // Holds no state Redis does not have: every new lease term reloads it. Reads of large hashes
 // are spaced so that they take at most about a third of the loop's time (16k ranks on one
 // core). Garbled values are logged once and skipped (store.h).
@@ -37,12 +40,15 @@
 #include "common/config.h"
 #include "ftmaster/attribution.h"
 #include "ftmaster/decision.h"
+#include "ftmaster/fenced_writer.h"
+#include "ftmaster/incident_window.h"
 #include "ftmaster/lease.h"
 #include "ftmaster/store.h"
 #include "ftmaster/straggler.h"
 #include "ftmaster/timeouts.h"
 #include "ftmaster/topology.h"
 #include "proto/keys.h"
+#include "proto/master_codec.h"
 #include "redis/client.h"
 #include "redis/url.h"
 
@@ -62,20 +68,8 @@ struct MasterOptions {
   std::FILE* out = stdout;        // decided incidents for people; nullptr: not printed
 };
 
-// A persisted decision being carried out (`action` in the master hash).
-struct Action {
-  std::string incident;
-  std::string decision;           // "save-then-stop" or "stop"
-  std::vector<SaveTarget> save;
-  std::string phase;              // "save", "stop", "done"
-  bool sent = false;              // this phase's commands are in the streams
-  std::string acks_from;          // acks stream id before they were sent
-  int64_t deadline_unix_ms = 0;   // of this phase
-  std::vector<std::string> nodes; // stop: the nodes commanded
-  int64_t decided_unix_ms = 0;
-};
-std::string EncodeAction(const Action& action);
-Status DecodeAction(std::string_view json, Action* out);
+// A persisted decision being carried out (`action` in the master hash; proto/master_codec.h).
+using Action = proto::MasterAction;
 
 class MasterLoop {
  public:
@@ -120,26 +114,21 @@ class MasterLoop {
   const proto::Keys& keys() const { return keys_; }
 
  private:
-  struct Open {
-    bool open = false;
-    std::string first_event_id;
-    int64_t first_unix_ms = 0;
-    int64_t opened_unix_ms = 0;
-    int outcomes = 0;             // busy outcomes written for this window
-    std::string last_outcome;     // "busy:3,5"
-    bool watching = false;        // a busy outcome stands; re-evaluate every hang_window
-    int64_t next_eval_unix_ms = 0;
-    std::vector<proto::Event> events;
-    std::unordered_set<std::string> seen;  // event identity (dedupe redelivered events)
-  };
-
+  // master_loop.cc
   void StartTerm(Clock::time_point now, int64_t unix_ms);
+  void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
+  // incident_window.cc
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
   void CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms);
   // tick_start: when the tick began (its unix_ms); closed_at: when the window was found closed.
   void DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
+  bool ReadProgress(Clock::time_point now);
+  bool ReadRanks(Clock::time_point now);
+  AttributionInput Input(int64_t unix_ms) const;
+  const Topology& CurrentTopology();
+  // action_runner.cc
   void RunAction(Clock::time_point now, int64_t unix_ms);
   std::string LastAckId();  // "" when Redis failed
   void LoadPending();
@@ -147,31 +136,15 @@ class MasterLoop {
   // The acknowledgements of the action's commands, read every kAckPoll: true once none is
   // pending or the deadline has passed.
   bool AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms);
+  // summary_round.cc
   void SummaryRound(Clock::time_point now, int64_t unix_ms);
   void Stragglers(int64_t unix_ms);
-  bool ReadProgress(Clock::time_point now);
-  bool ReadRanks(Clock::time_point now);
-  AttributionInput Input(int64_t unix_ms) const;
-  const Topology& CurrentTopology();
-  std::string OpenJson() const;
-  // Writes `commands` atomically iff this master holds the lease key. False when fenced out
-  // or Redis failed.
-  bool FencedRun(const std::vector<redis::Argv>& commands);
-  // The incident script: per incident HSETNX decided:<id>, XADD only when won; on any win
-  // also SADD evict and HSET on_win; always HSET always / HDEL del. Returns per-incident
-  // wins, or nullopt when fenced out / failed.
-  std::optional<std::vector<bool>> WriteIncidents(
-      const std::vector<proto::Incident>& incidents, int64_t unix_ms,
-      const std::vector<std::string>& evict,
-      const std::vector<std::pair<std::string, std::string>>& on_win,
-      const std::vector<std::pair<std::string, std::string>>& always,
-      const std::vector<std::string>& del);
-  void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
 
   MasterOptions options_;
   proto::Keys keys_;
   redis::ReconnectingClient redis_;
   LeaderLease lease_;
+  FencedWriter writer_;
   uint64_t term_ = 0;
   bool term_loaded_ = false;
   bool leading_ = false;
@@ -195,7 +168,7 @@ class MasterLoop {
   uint64_t ranks_version_seen_ = 0;
 
   std::string cursor_;            // last event id processed ("" none)
-  Open open_;
+  IncidentWindow open_;
   std::optional<Action> action_;
   std::set<std::string> pending_acks_;
   bool pending_loaded_ = false;

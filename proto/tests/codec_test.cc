@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "proto/master_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -105,10 +106,32 @@ struct Traits<WorkerHeartbeat> {
   }
 };
 
+template <>
+struct Traits<MasterAction> {
+  static MasterAction Sample() { return SampleAction(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/incident", "incident"},     {"/decision", "decision"},
+            {"/phase", "phase"},           {"/sent", "sent"},
+            {"/acks_from", "acks_from"},   {"/deadline_unix_ms", "deadline_unix_ms"},
+            {"/decided_unix_ms", "decided_unix_ms"}, {"/save/1/node", "save[1].node"},
+            {"/save/0/rank", "save[0].rank"}};
+  }
+};
+template <>
+struct Traits<OpenIncident> {
+  static OpenIncident Sample() { return SampleOpenIncident(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/first_event_id", "first_event_id"},
+            {"/first_event_unix_ms", "first_event_unix_ms"},
+            {"/opened_unix_ms", "opened_unix_ms"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
-                                  Command, CommandAck, Incident, WorkerHeartbeat>;
+                                  Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
+                                  OpenIncident>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -463,6 +486,48 @@ TEST(CodecAcceptTest, PinnedEncoding) {
             R"({"v":1,"version":17,"default_ms":30000.0,"unix_ms":1763800000500,"entries":[)"
             R"({"comm":"0000000000000001","op":"allreduce","bucket":2,"ms":1500.5},)"
             R"({"comm":"0000000000000002","op":"allgather","bucket":4,"ms":9000.0}]})");
+}
+
+// The master's own values: a state a newer or older master must be able to resume.
+TEST(MasterCodecTest, PinnedEncoding) {
+  EXPECT_EQ(Encode(SampleOpenIncident()),
+            R"({"v":1,"first_event_id":"1763800000000-3","first_event_unix_ms":1763800000000,)"
+            R"("opened_unix_ms":1763800000020,"outcomes":2,"last_outcome":"busy:3,5","watching":true})");
+  EXPECT_EQ(Encode(SampleAction()),
+            R"({"v":1,"incident":"1763800000000-hang","decision":"save-then-stop","save":[)"
+            R"({"rank":3,"node":"node-a"},{"rank":7,"node":""}],"phase":"stop","sent":true,)"
+            R"("acks_from":"1763800000100-0","deadline_unix_ms":1763800030000,)"
+            R"("nodes":["node-a","node-b"],"decided_unix_ms":1763800000900})");
+}
+
+TEST(MasterCodecTest, UnknownPhaseAndBadStreamIdAreNamed) {
+  Json j = Json::parse(Encode(SampleAction()));
+  j["phase"] = "saving";
+  MasterAction a;
+  Status s = Decode(j.dump(), &a);
+  ASSERT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("phase: unknown phase 'saving'", 0), 0u) << s.message();
+
+  for (const char* id : {"1763800000000", "-3", "17638x-3", "1763800000000-", "1-2-3"}) {
+    Json o = Json::parse(Encode(SampleOpenIncident()));
+    o["first_event_id"] = id;
+    OpenIncident out;
+    s = Decode(o.dump(), &out);
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << id;
+    EXPECT_EQ(s.message().rfind("first_event_id: expected a stream id", 0), 0u) << s.message();
+  }
+}
+
+TEST(MasterCodecTest, OlderActionWithoutOptionalListsDecodes) {
+  // save and nodes are optional: a stop decision written without them resumes.
+  MasterAction a;
+  Status s = Decode(R"({"v":1,"incident":"9-hang","decision":"stop","phase":"stop","sent":false,)"
+                    R"("acks_from":"","deadline_unix_ms":0,"decided_unix_ms":9})",
+                    &a);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(a.save.empty());
+  EXPECT_TRUE(a.nodes.empty());
+  EXPECT_EQ(a.phase, "stop");
 }
 
 TEST(CommIdHexTest, RoundTrip) {

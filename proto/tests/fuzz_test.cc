@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/master_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -56,6 +57,8 @@ std::vector<Kind> AllKinds() {
       {"CommandAck", Encode(SampleAck()), DecodeChecked<CommandAck>},
       {"Incident", Encode(SampleIncident()), DecodeChecked<Incident>},
       {"WorkerHeartbeat", Encode(SampleHeartbeat()), DecodeChecked<WorkerHeartbeat>},
+      {"MasterAction", Encode(SampleAction()), DecodeChecked<MasterAction>},
+      {"OpenIncident", Encode(SampleOpenIncident()), DecodeChecked<OpenIncident>},
   };
 }
 

@@ -3,6 +3,7 @@
 #ifndef FT_PROTO_TESTS_SAMPLE_VALUES_H_
 #define FT_PROTO_TESTS_SAMPLE_VALUES_H_
 
+#include "proto/master_codec.h"
 #include "proto/messages.h"
 
 namespace ft::proto::testing {
@@ -165,6 +166,31 @@ inline WorkerHeartbeat SampleHeartbeat() {
   h.ranks = {0, 1, 2, 3};
   h.unix_ms = 1763800000800;
   return h;
+}
+
+inline MasterAction SampleAction() {
+  MasterAction a;
+  a.incident = "1763800000000-hang";
+  a.decision = "save-then-stop";
+  a.save = {{3, "node-a"}, {7, ""}};
+  a.phase = "stop";
+  a.sent = true;
+  a.acks_from = "1763800000100-0";
+  a.deadline_unix_ms = 1763800030000;
+  a.nodes = {"node-a", "node-b"};
+  a.decided_unix_ms = 1763800000900;
+  return a;
+}
+
+inline OpenIncident SampleOpenIncident() {
+  OpenIncident o;
+  o.first_event_id = "1763800000000-3";
+  o.first_event_unix_ms = 1763800000000;
+  o.opened_unix_ms = 1763800000020;
+  o.outcomes = 2;
+  o.last_outcome = "busy:3,5";
+  o.watching = true;
+  return o;
 }
 
 }  // namespace ft::proto::testing

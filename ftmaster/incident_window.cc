@@ -1,0 +1,337 @@
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "common/log.h"
+#include "ftmaster/attribution.h"
+#include "ftmaster/incident_window.h"
+#include "ftmaster/loop_util.h"
+#include "ftmaster/master_loop.h"
+
+namespace ft::master {
+namespace {
+
+std::string EventKey(const proto::Event& e) {
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}", e.kind, e.rank, e.node, e.unix_ms, e.comm_id, e.seq,
+                     e.code);
+}
+
+}  // namespace
+
+bool OpensWindow(const std::string& kind) {
+  return kind == "timeout" || kind == "exit" || kind == "error";
+}
+bool CollectedInWindow(const std::string& kind) { return OpensWindow(kind) || kind == "busy"; }
+bool Acted(const proto::Incident& i) {
+  return i.kind == "hang" || i.kind == "crash" || i.kind == "transport-hang";
+}
+
+void IncidentWindow::Add(proto::Event event) {
+  if (events.size() >= kMaxEvents) return;
+  if (seen.insert(EventKey(event)).second) events.push_back(std::move(event));
+}
+
+proto::OpenIncident IncidentWindow::Persisted() const {
+  proto::OpenIncident o;
+  o.first_event_id = first_event_id;
+  o.first_event_unix_ms = first_unix_ms;
+  o.opened_unix_ms = opened_unix_ms;
+  o.outcomes = outcomes;
+  o.last_outcome = last_outcome;
+  o.watching = watching;
+  return o;
+}
+
+IncidentWindow IncidentWindow::Continued(const proto::OpenIncident& p, int64_t unix_ms) {
+  IncidentWindow w;
+  w.open = true;
+  w.first_event_id = p.first_event_id;
+  w.first_unix_ms = p.first_event_unix_ms;
+  w.opened_unix_ms = p.opened_unix_ms;
+  w.outcomes = p.outcomes;
+  w.last_outcome = p.last_outcome;
+  w.watching = p.watching;
+  w.next_eval_unix_ms = unix_ms;
+  return w;
+}
+
+// ---- the master loop: events and the window -------------------------------------------------
+
+void MasterLoop::ReadEvents(Clock::time_point now, int64_t unix_ms) {
+  for (int batch = 0; batch < kMaxEventBatchesPerTick; ++batch) {
+    redis::Reply reply;
+    const std::string start = cursor_.empty() ? "-" : "(" + cursor_;
+    if (!redis_.client()
+             .Run({"XRANGE", keys_.Events(), start, "+", "COUNT", std::to_string(kEventBatch)},
+                  &reply)
+             .ok()) {
+      return;
+    }
+    if (!reply.is_array() && !reply.is_nil()) {
+      bad_.Report(keys_.Events(), reply.DebugString().substr(0, 64),
+                  Status::Corrupt("not a stream reply"));
+      return;
+    }
+    std::vector<StreamEntry> entries;
+    const size_t skipped = ParseStream(reply, &entries);
+    if (skipped > 0) {
+      bad_.Report(keys_.Events(), fmt::format("{} malformed entries after {}", skipped, cursor_),
+                  Status::Corrupt("malformed stream entries"));
+    }
+    if (entries.empty()) return;
+    std::vector<redis::Argv> writes;
+    const bool was_open = open_.open;
+    for (StreamEntry& e : entries) {
+      cursor_ = e.id;
+      proto::Event event;
+      Status s = DecodeEventEntry(e, &event);
+      if (!s.ok()) {
+        const std::string* json = e.Get("json");
+        bad_.Report(fmt::format("event {}", e.id), json ? *json : std::string_view(), s);
+        continue;
+      }
+      ++stats_.events;
+      TakeEvent(e.id, std::move(event), unix_ms);
+    }
+    if (open_.open && !was_open) {
+      writes.push_back({"HSET", keys_.MasterState(), "events_cursor", cursor_, "open_incident",
+                        proto::Encode(open_.Persisted())});
+      next_progress_ = next_ranks_ = now;  // read the tables at once
+    } else {
+      writes.push_back({"HSET", keys_.MasterState(), "events_cursor", cursor_});
+    }
+    if (!writer_.Run(writes)) return;
+    if (entries.size() < kEventBatch) return;
+  }
+}
+
+void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms) {
+  if (event.kind == "slowdown") {
+    FT_LOG(Info, Master, "rank {} on {} is slow: {}", event.rank, event.node, event.message);
+    return;
+  }
+  if (!CollectedInWindow(event.kind)) {
+    FT_LOG(Debug, Master, "event {} of kind '{}' ignored", id, event.kind);
+    return;
+  }
+  if (job_state_ != "running") {
+    FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
+           event.rank, job_state_);
+    return;
+  }
+  if (!open_.open) {
+    if (!OpensWindow(event.kind)) return;  // busy alone: nothing is stuck yet
+    open_ = IncidentWindow{};
+    open_.open = true;
+    open_.first_event_id = id;
+    open_.first_unix_ms = event.unix_ms;
+    open_.opened_unix_ms = unix_ms;
+    FT_LOG(Info, Master, "incident window opened by the {} event {} of rank {} on {}: {}",
+           event.kind, id, event.rank, event.node, event.message);
+  }
+  open_.Add(std::move(event));
+}
+
+bool MasterLoop::ReadProgress(Clock::time_point now) {
+  const auto start = Clock::now();
+  redis::Reply reply;
+  if (!redis_.client().Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
+  progress_.Load(reply, &bad_);
+  stats_.progress_read_ms = MsSince(start);
+  next_progress_ = now + Spacing(options_.tick, stats_.progress_read_ms);
+  return true;
+}
+
+bool MasterLoop::ReadRanks(Clock::time_point now) {
+  const auto start = Clock::now();
+  redis::Reply reply;
+  if (!redis_.client().Run({"HGETALL", keys_.Ranks()}, &reply).ok()) return false;
+  ranks_.Load(reply, &bad_);
+  const double cost = MsSince(start);
+  next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period, cost);
+  if (ranks_.version() != ranks_version_seen_) {
+    ranks_version_seen_ = ranks_.version();
+    stragglers_.SetMembership(ranks_.values());
+    // A stopped job launched again (new processes) is watched again.
+    if (job_state_ == "stopped" && action_) {
+      for (const proto::Membership& m : ranks_.values()) {
+        if (m.state == "running" &&
+            static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms) {
+          if (writer_.Run({{"HSET", keys_.MasterState(), "job_state", "running"}})) {
+            job_state_ = "running";
+            FT_LOG(Info, Master, "rank {} on {} started after the job was stopped: watching the "
+                   "job again", m.rank, m.node);
+          }
+          break;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+const Topology& MasterLoop::CurrentTopology() {
+  if (have_explicit_) return explicit_topology_;
+  if (!inferred_ || inferred_for_ != ranks_.version()) {
+    inferred_ = Topology::Infer(ranks_.values());
+    inferred_for_ = ranks_.version();
+  }
+  return *inferred_;
+}
+
+AttributionInput MasterLoop::Input(int64_t unix_ms) const {
+  AttributionInput in;
+  in.progress = progress_.values();
+  in.membership = ranks_.values();
+  in.events = open_.events;
+  in.now_unix_ms = unix_ms;
+  in.stale_ms = static_cast<double>(3 * ToMs(options_.config.report_interval) +
+                                    ToMs(options_.config.hang_window) + 1000);
+  in.min_wait_ms = static_cast<double>(ToMs(options_.config.timeout_floor));
+  return in;
+}
+
+void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
+  const int64_t window_ms = ToMs(options_.config.hang_window);
+  if (open_.watching) {
+    if (unix_ms < open_.next_eval_unix_ms) return;
+    if (!ReadProgress(now) || !ReadRanks(now)) return;
+    DecideWindow(now, Clock::now(), unix_ms);
+    return;
+  }
+  bool read = false;
+  if (now >= next_progress_) {
+    if (!ReadProgress(now)) return;
+    if (now >= next_ranks_ && !ReadRanks(now)) return;
+    read = true;
+  }
+  // The window's age by this master's clock (no two hosts' clocks compared for less than a
+  // second); WindowCanClose then decides by the reports alone.
+  const bool expired = unix_ms - open_.opened_unix_ms >= window_ms;
+  if (!expired && !read) return;
+  if (!expired && !WindowCanClose(Input(unix_ms), std::numeric_limits<int64_t>::max())) return;
+  if (expired && !read) {
+    // Decide on fresh tables.
+    if (!ReadProgress(now) || !ReadRanks(now)) return;
+  }
+  DecideWindow(now, Clock::now(), unix_ms);
+}
+
+void MasterLoop::DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms) {
+  const int64_t window_ms = ToMs(options_.config.hang_window);
+  std::vector<proto::Incident> incidents = Attribute(Input(unix_ms));
+  // Decided now, after the last reads and the attribution: the tick's time plus what the tick
+  // has taken so far (at 16k ranks, a few hundred ms).
+  const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(tick_start));
+  ++stats_.windows;
+  if (incidents.empty()) {
+    CloseIncident(fmt::format("resolved: nothing waits any more ({} event{} in the window)",
+                              open_.events.size(), open_.events.size() == 1 ? "" : "s"));
+    return;
+  }
+  const int64_t first = open_.first_unix_ms;
+  bool acted = false;
+  std::string busy_outcome;
+  for (proto::Incident& incident : incidents) {
+    // Ids from the window's first event as persisted: the same for any master deciding it.
+    const size_t dash = incident.id.find('-');
+    incident.id = fmt::format("{}{}", first,
+                              dash == std::string::npos ? "-" + incident.kind : incident.id.substr(dash));
+    incident.first_event_unix_ms = first;
+    incident.window_closed_unix_ms = unix_ms;
+    incident.decided_unix_ms = decided_unix_ms;
+    incident.decide_ms = static_cast<double>(decided_unix_ms - first);
+    acted = acted || Acted(incident);
+    if (incident.kind == "busy") {
+      busy_outcome = "busy:";
+      for (size_t i = 0; i < incident.suspects.size(); ++i) {
+        busy_outcome += (i ? "," : "") + std::to_string(incident.suspects[i].rank);
+      }
+    }
+  }
+  std::vector<proto::Incident> to_write;
+  for (proto::Incident& incident : incidents) {
+    if (incident.kind == "busy") {
+      if (busy_outcome == open_.last_outcome) continue;  // unchanged: written before
+      ++open_.outcomes;
+      if (open_.outcomes > 1) incident.id += fmt::format("-{}", open_.outcomes);
+      open_.last_outcome = busy_outcome;
+    }
+    to_write.push_back(incident);
+  }
+
+  if (!acted) {
+    open_.watching = true;
+    open_.next_eval_unix_ms = unix_ms + window_ms;
+    if (to_write.empty()) {
+      FT_LOG(Debug, Master, "busy outcome unchanged ({}); watching", busy_outcome);
+      return;
+    }
+    auto won = writer_.WriteIncidents(to_write, unix_ms, {}, {}, {{"open_incident", proto::Encode(open_.Persisted())}}, {});
+    stats_.last_close_to_written_ms = MsSince(closed_at);
+    if (!won) return;
+    for (size_t i = 0; i < to_write.size(); ++i) {
+      if ((*won)[i]) Print(to_write[i], {});
+    }
+    FT_LOG(Info, Master, "a busy rank holds the job up ({}); re-evaluating every {} ms",
+           busy_outcome, window_ms);
+    return;
+  }
+
+  const Topology& topology = CurrentTopology();
+  Decision decision = Decide(incidents, topology, ranks_.values(), options_.config.sharded_optimizer);
+  ApplyDecision(decision, to_write);
+  stats_.last_attribute_ms = MsSince(closed_at);
+  Action action;
+  for (const proto::Incident& incident : to_write) {
+    if (Acted(incident)) {
+      action.incident = incident.id;
+      break;
+    }
+  }
+  action.decision = decision.decision;
+  action.save = decision.save;
+  action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
+  action.decided_unix_ms = decided_unix_ms;
+  auto won = writer_.WriteIncidents(to_write, unix_ms, decision.evict_nodes,
+                            {{"action", proto::Encode(action)}, {"job_state", "stopping"}}, {},
+                            {"open_incident"});
+  if (!won) return;  // fenced out or Redis failed: the window stays open (retried if leading)
+  stats_.last_close_to_written_ms = MsSince(closed_at);
+  bool any = false;
+  for (size_t i = 0; i < to_write.size(); ++i) {
+    if (!(*won)[i]) continue;
+    any = true;
+    Print(to_write[i], Acted(to_write[i]) ? decision.evict_nodes : std::vector<std::string>{});
+  }
+  open_ = IncidentWindow{};
+  if (any) {
+    FT_LOG(Info, Master, "incident {}: {} ({}); topology {}", action.incident, decision.decision,
+           decision.reason, topology.Describe());
+    action_ = std::move(action);
+    pending_loaded_ = false;
+    job_state_ = "stopping";
+  } else {
+    // Another master decided this window first: carry out what it stored.
+    FT_LOG(Info, Master, "incident {} was already decided by another master", action.incident);
+    redis::Reply stored, state;
+    if (redis_.client().Run({"HGET", keys_.MasterState(), "action"}, &stored).ok() &&
+        stored.is_string()) {
+      Action a;
+      if (proto::Decode(stored.str(), &a).ok()) action_ = std::move(a);
+      pending_loaded_ = false;
+    }
+    if (redis_.client().Run({"HGET", keys_.MasterState(), "job_state"}, &state).ok() &&
+        state.is_string()) {
+      job_state_ = state.str();
+    }
+  }
+}
+
+void MasterLoop::CloseIncident(const std::string& why) {
+  if (!writer_.Run({{"HDEL", keys_.MasterState(), "open_incident"}})) return;
+  FT_LOG(Info, Master, "incident window of event {} closed: {}", open_.first_event_id, why);
+  open_ = IncidentWindow{};
+}
+
+}  // namespace ft::master

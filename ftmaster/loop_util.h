@@ -1,0 +1,34 @@
+// Small helpers shared by the files of the master's loop (master_loop.cc, incident_window.cc,
+// action_runner.cc, summary_round.cc). Private to ftmaster/.
+#ifndef FT_FTMASTER_LOOP_UTIL_H_
+#define FT_FTMASTER_LOOP_UTIL_H_
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+
+#include "common/config.h"
+
+namespace ft::master {
+
+using Ms = std::chrono::milliseconds;
+
+inline constexpr size_t kEventBatch = 1000;           // stream entries per XRANGE
+inline constexpr int kMaxEventBatchesPerTick = 10;
+inline constexpr Ms kAckPoll{50};
+inline constexpr Ms kStatePoll{1000};
+
+inline int64_t ToMs(Duration d) { return std::chrono::duration_cast<Ms>(d).count(); }
+
+inline double MsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Spaces a periodic read so it takes at most a third of the loop's time.
+inline Ms Spacing(Ms nominal, double cost_ms) {
+  return std::max(nominal, Ms(static_cast<int64_t>(3 * cost_ms)));
+}
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_LOOP_UTIL_H_
