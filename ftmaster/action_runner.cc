@@ -18,7 +18,7 @@ constexpr const char* kCommandsCap = "1000";
 
 std::string MasterLoop::LastAckId() {
   redis::Reply reply;
-  if (!redis_.client().Run({"XREVRANGE", keys_.Acks(), "+", "-", "COUNT", "1"}, &reply).ok()) {
+  if (!store_->Run({"XREVRANGE", keys_.Acks(), "+", "-", "COUNT", "1"}, &reply).ok()) {
     return "";
   }
   std::vector<StreamEntry> entries;
@@ -92,7 +92,7 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
   }
   if (a.phase == "stop" && !a.sent) {
     redis::Reply members;
-    if (!redis_.client().Run({"SMEMBERS", keys_.Workers()}, &members).ok()) return;
+    if (!store_->Run({"SMEMBERS", keys_.Workers()}, &members).ok()) return;
     const std::string from = LastAckId();
     if (from.empty()) return;
     Action next = a;
@@ -158,7 +158,7 @@ void MasterLoop::ReadAcks() {
   for (int batch = 0; batch < kMaxEventBatchesPerTick && !pending_acks_.empty(); ++batch) {
     redis::Reply reply;
     const std::string start = ack_cursor_.empty() ? "-" : "(" + ack_cursor_;
-    if (!redis_.client().Run({"XRANGE", keys_.Acks(), start, "+", "COUNT", "1000"}, &reply).ok()) {
+    if (!store_->Run({"XRANGE", keys_.Acks(), start, "+", "COUNT", "1000"}, &reply).ok()) {
       return;
     }
     std::vector<StreamEntry> entries;

@@ -1,7 +1,8 @@
 // ft::master::FencedWriter: every write the master makes while leading goes through here, and
-// each is fenced by the lease key on the server: a Lua script runs the writes only while
-// Keys::Leader() still holds this master's id, atomically, so a leader that has not yet noticed
-// its loss (a pause, a partition) cannot write. Two kinds:
+// each is fenced by the lease key on the server (redis::Store's fenced operations, one Lua
+// script each on a real Redis): the writes run only while Keys::Leader() still holds this
+// master's id, atomically, so a leader that has not yet noticed its loss (a pause, a
+// partition) cannot write. Two kinds:
 //   - Run(commands): a list of plain writes, all or none;
 //   - WriteIncidents(...): the exactly-once write of incidents. Per incident, `HSETNX master
 //     decided:<id>` is the gate: only its winner XADDs the incident; on any win the evicted
@@ -20,14 +21,14 @@
 
 #include "proto/keys.h"
 #include "proto/messages.h"
-#include "redis/client.h"
+#include "redis/store.h"
 
 namespace ft::master {
 
 class FencedWriter {
  public:
   // All pointers outlive the writer. `id`: this master's lease value.
-  FencedWriter(redis::ReconnectingClient* redis, const proto::Keys* keys, std::string id,
+  FencedWriter(redis::Store* store, const proto::Keys* keys, std::string id,
                uint64_t* fenced_out);
 
   // Writes `commands` atomically iff this master holds the lease key. False when fenced out
@@ -45,7 +46,7 @@ class FencedWriter {
       const std::vector<std::string>& del);
 
  private:
-  redis::ReconnectingClient* redis_;
+  redis::Store* store_;
   const proto::Keys* keys_;
   std::string id_;
   uint64_t* fenced_out_;

@@ -61,8 +61,7 @@ void MasterLoop::ReadEvents(Clock::time_point now, int64_t unix_ms) {
   for (int batch = 0; batch < kMaxEventBatchesPerTick; ++batch) {
     redis::Reply reply;
     const std::string start = cursor_.empty() ? "-" : "(" + cursor_;
-    if (!redis_.client()
-             .Run({"XRANGE", keys_.Events(), start, "+", "COUNT", std::to_string(kEventBatch)},
+    if (!store_->Run({"XRANGE", keys_.Events(), start, "+", "COUNT", std::to_string(kEventBatch)},
                   &reply)
              .ok()) {
       return;
@@ -135,7 +134,7 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
 bool MasterLoop::ReadProgress(Clock::time_point now) {
   const auto start = Clock::now();
   redis::Reply reply;
-  if (!redis_.client().Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
+  if (!store_->Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
   progress_.Load(reply, &bad_);
   stats_.progress_read_ms = MsSince(start);
   next_progress_ = now + Spacing(options_.tick, stats_.progress_read_ms);
@@ -145,7 +144,7 @@ bool MasterLoop::ReadProgress(Clock::time_point now) {
 bool MasterLoop::ReadRanks(Clock::time_point now) {
   const auto start = Clock::now();
   redis::Reply reply;
-  if (!redis_.client().Run({"HGETALL", keys_.Ranks()}, &reply).ok()) return false;
+  if (!store_->Run({"HGETALL", keys_.Ranks()}, &reply).ok()) return false;
   ranks_.Load(reply, &bad_);
   const double cost = MsSince(start);
   next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period, cost);
@@ -196,7 +195,7 @@ void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
   if (open_.watching) {
     if (unix_ms < open_.next_eval_unix_ms) return;
     if (!ReadProgress(now) || !ReadRanks(now)) return;
-    DecideWindow(now, Clock::now(), unix_ms);
+    DecideWindow(Clock::now(), unix_ms);
     return;
   }
   bool read = false;
@@ -214,15 +213,15 @@ void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
     // Decide on fresh tables.
     if (!ReadProgress(now) || !ReadRanks(now)) return;
   }
-  DecideWindow(now, Clock::now(), unix_ms);
+  DecideWindow(Clock::now(), unix_ms);
 }
 
-void MasterLoop::DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms) {
+void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   const int64_t window_ms = ToMs(options_.config.hang_window);
   std::vector<proto::Incident> incidents = Attribute(Input(unix_ms));
   // Decided now, after the last reads and the attribution: the tick's time plus what the tick
   // has taken so far (at 16k ranks, a few hundred ms).
-  const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(tick_start));
+  const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(tick_started_));
   ++stats_.windows;
   if (incidents.empty()) {
     CloseIncident(fmt::format("resolved: nothing waits any more ({} event{} in the window)",
@@ -315,13 +314,13 @@ void MasterLoop::DecideWindow(Clock::time_point tick_start, Clock::time_point cl
     // Another master decided this window first: carry out what it stored.
     FT_LOG(Info, Master, "incident {} was already decided by another master", action.incident);
     redis::Reply stored, state;
-    if (redis_.client().Run({"HGET", keys_.MasterState(), "action"}, &stored).ok() &&
+    if (store_->Run({"HGET", keys_.MasterState(), "action"}, &stored).ok() &&
         stored.is_string()) {
       Action a;
       if (proto::Decode(stored.str(), &a).ok()) action_ = std::move(a);
       pending_loaded_ = false;
     }
-    if (redis_.client().Run({"HGET", keys_.MasterState(), "job_state"}, &state).ok() &&
+    if (store_->Run({"HGET", keys_.MasterState(), "job_state"}, &state).ok() &&
         state.is_string()) {
       job_state_ = state.str();
     }

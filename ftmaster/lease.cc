@@ -3,22 +3,10 @@
 #include "common/log.h"
 
 namespace ft::master {
-namespace {
-
-// PEXPIRE only while the value is still ours.
-constexpr const char* kRenewScript =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end";
-constexpr const char* kReleaseScript =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then "
-    "return redis.call('DEL', KEYS[1]) else return 0 end";
-
-}  // namespace
-
 LeaderLease::LeaderLease(std::string key, std::string id, std::chrono::milliseconds lease)
     : key_(std::move(key)), id_(std::move(id)), lease_(std::max(lease, std::chrono::milliseconds(30))) {}
 
-bool LeaderLease::Tick(redis::Client& client, Clock::time_point now) {
+bool LeaderLease::Tick(redis::Store& client, Clock::time_point now) {
   if (now >= next_attempt_ && client.connected()) {
     if (held_) {
       (void)Renew(client, now);
@@ -29,7 +17,7 @@ bool LeaderLease::Tick(redis::Client& client, Clock::time_point now) {
   return leading(now);
 }
 
-bool LeaderLease::Acquire(redis::Client& client, Clock::time_point now) {
+bool LeaderLease::Acquire(redis::Store& client, Clock::time_point now) {
   const std::string px = std::to_string(lease_.count());
   redis::Reply reply;
   Status s = client.Run({"SET", key_, id_, "NX", "PX", px}, &reply);
@@ -40,8 +28,9 @@ bool LeaderLease::Acquire(redis::Client& client, Clock::time_point now) {
   bool got = reply.Is("OK");
   if (!got) {
     // Our own id (a restart under the same --id within the lease): take it back now.
-    Status r = client.Run({"EVAL", kRenewScript, "1", key_, id_, px}, &reply);
-    got = r.ok() && reply.integer() == 1;
+    bool held = false;
+    Status r = client.RenewIfHeld(key_, id_, lease_.count(), &held);
+    got = r.ok() && held;
   }
   next_attempt_ = now + lease_ / 3;
   if (!got) {
@@ -63,10 +52,9 @@ bool LeaderLease::Acquire(redis::Client& client, Clock::time_point now) {
   return true;
 }
 
-bool LeaderLease::Renew(redis::Client& client, Clock::time_point now) {
-  redis::Reply reply;
-  Status s = client.Run({"EVAL", kRenewScript, "1", key_, id_, std::to_string(lease_.count())},
-                        &reply);
+bool LeaderLease::Renew(redis::Store& client, Clock::time_point now) {
+  bool held = false;
+  Status s = client.RenewIfHeld(key_, id_, lease_.count(), &held);
   if (!s.ok()) {
     // Unknown: the term stands until valid_until_, then this master stops acting.
     next_attempt_ = now + lease_ / 10;
@@ -76,7 +64,7 @@ bool LeaderLease::Renew(redis::Client& client, Clock::time_point now) {
                                     valid_until_ - now).count()));
     return false;
   }
-  if (reply.integer() != 1) {
+  if (!held) {
     held_ = false;
     next_attempt_ = now;  // try to acquire at once: the lease may simply have expired
     FT_LOG(Warn, Master, "lost the leader lease {} (it expired or another master took it); "
@@ -88,10 +76,10 @@ bool LeaderLease::Renew(redis::Client& client, Clock::time_point now) {
   return true;
 }
 
-void LeaderLease::Release(redis::Client& client) {
+void LeaderLease::Release(redis::Store& client) {
   if (!held_ || !client.connected()) return;
-  redis::Reply reply;
-  if (client.Run({"EVAL", kReleaseScript, "1", key_, id_}, &reply).ok() && reply.integer() == 1) {
+  bool held = false;
+  if (client.DeleteIfHeld(key_, id_, &held).ok() && held) {
     FT_LOG(Info, Master, "released the leader lease {}", key_);
   }
   held_ = false;

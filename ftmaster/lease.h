@@ -2,7 +2,7 @@
 // Keys::Leader() holding the leader's id with a PX expiry:
 //   - acquire: SET key id NX PX lease (a master restarted under the same --id takes its own
 //     unexpired lease back at once);
-//   - renew every lease/3 with a script that PEXPIREs only while the value is still ours;
+//   - renew every lease/3 with Store::RenewIfHeld (PEXPIRE only while the value is still ours);
 //   - a renewal that finds another value (or none) ends the term at once; a renewal that
 //     cannot reach Redis leaves the term running only until the local deadline (the last
 //     successful renewal's send time + 0.9 lease), so a cut-off leader stops acting before
@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <string>
 
-#include "redis/client.h"
+#include "redis/store.h"
 
 namespace ft::master {
 
@@ -31,11 +31,11 @@ class LeaderLease {
   LeaderLease(std::string key, std::string id, std::chrono::milliseconds lease);
 
   // Acquires or renews when due (at most one Redis command). Returns leading(now).
-  bool Tick(redis::Client& client, Clock::time_point now);
+  bool Tick(redis::Store& store, Clock::time_point now);
   // This master may act now.
   bool leading(Clock::time_point now) const { return held_ && now < valid_until_; }
   // Deletes the key if it is still ours (a clean shutdown hands over at once).
-  void Release(redis::Client& client);
+  void Release(redis::Store& store);
 
   const std::string& id() const { return id_; }
   const std::string& key() const { return key_; }
@@ -44,8 +44,8 @@ class LeaderLease {
   uint64_t term() const { return term_; }
 
  private:
-  bool Acquire(redis::Client& client, Clock::time_point now);
-  bool Renew(redis::Client& client, Clock::time_point now);
+  bool Acquire(redis::Store& store, Clock::time_point now);
+  bool Renew(redis::Store& store, Clock::time_point now);
 
   std::string key_;
   std::string id_;

@@ -14,6 +14,7 @@
 #include "ftmaster/report.h"
 #include "proto/codec.h"
 #include "proto/master_codec.h"
+#include "redis/redis_store.h"
 
 // The loop's term and tick. Its other jobs, each in its own file: events and the incident
 // window (incident_window.cc), carrying out a decision (action_runner.cc), timeouts and
@@ -40,15 +41,20 @@ std::string DefaultMasterId() {
 // ---- the loop -------------------------------------------------------------------------------
 
 MasterLoop::MasterLoop(MasterOptions options, redis::Endpoint endpoint)
+    : MasterLoop(std::move(options),
+                 std::make_unique<redis::RedisStore>(
+                     std::move(endpoint),
+                     redis::ReconnectPolicy{.connect_timeout = Ms(500),
+                                            .io_timeout = Ms(2000),
+                                            .log_subsystem = Subsystem::kMaster})) {}
+
+MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> store)
     : options_(std::move(options)),
       keys_(options_.job),
-      redis_(std::move(endpoint),
-             redis::ReconnectPolicy{.connect_timeout = Ms(500),
-                                    .io_timeout = Ms(2000),
-                                    .log_subsystem = Subsystem::kMaster}),
+      store_(std::move(store)),
       lease_(keys_.Leader(), options_.id.empty() ? DefaultMasterId() : options_.id,
              Ms(std::max<int64_t>(ToMs(options_.config.lease), 30))),
-      writer_(&redis_, &keys_, lease_.id(), &stats_.fenced_out),
+      writer_(store_.get(), &keys_, lease_.id(), &stats_.fenced_out),
       timeouts_(TimeoutOptions::FromConfig(options_.config)),
       stragglers_(StragglerOptions::FromConfig(options_.config)) {}
 
@@ -66,20 +72,21 @@ void MasterLoop::Tick() { Tick(Clock::now(), UnixMsNow()); }
 
 void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   ++stats_.ticks;
-  if (!redis_.Ensure(now)) {
+  tick_started_ = Clock::now();
+  if (!store_->Ensure(now)) {
     if (leading_ && !lease_.leading(now)) {
       FT_LOG(Warn, Master, "Redis unreachable past the lease: not acting until it is back");
       leading_ = false;
     }
     return;
   }
-  const bool lead = lease_.Tick(redis_.client(), now);
+  const bool lead = lease_.Tick(*store_, now);
   if (!lead) {
     if (leading_) FT_LOG(Warn, Master, "not leading any more: every action stops here");
     leading_ = false;
-    if (now >= next_state_poll_ && redis_.connected()) {
+    if (now >= next_state_poll_ && store_->connected()) {
       redis::Reply reply;
-      if (redis_.client().Run({"HGET", keys_.MasterState(), "job_state"}, &reply).ok() &&
+      if (store_->Run({"HGET", keys_.MasterState(), "job_state"}, &reply).ok() &&
           reply.is_string()) {
         job_state_ = reply.str();
       }
@@ -94,15 +101,15 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   }
   leading_ = true;
   ReadEvents(now, unix_ms);
-  if (!redis_.connected()) return;
+  if (!store_->connected()) return;
   if (open_.open) CollectAndMaybeDecide(now, unix_ms);
-  if (action_ && action_->phase != "done" && redis_.connected()) RunAction(now, unix_ms);
-  if (now >= next_summary_ && redis_.connected()) SummaryRound(now, unix_ms);
+  if (action_ && action_->phase != "done" && store_->connected()) RunAction(now, unix_ms);
+  if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
 }
 
 void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
   FT_LOG(Info, Master, "ftmaster '{}' for job {} (Redis {}), lease {} ms", lease_.id(),
-         options_.job, redis::Redacted(redis_.endpoint()), lease_.lease().count());
+         options_.job, store_->Where(), lease_.lease().count());
   auto next = Clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
     Tick();
@@ -119,7 +126,7 @@ void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
 }
 
 void MasterLoop::Release() {
-  if (redis_.connected()) lease_.Release(redis_.client());
+  if (store_->connected()) lease_.Release(*store_);
   leading_ = false;
 }
 
@@ -138,7 +145,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   straggler_fields_.clear();
   inherited_seen_.clear();
   summary_ms_.clear();
-  redis::Client& c = redis_.client();
+  redis::Store& c = *store_;
 
   redis::Reply hash;
   if (!c.Run({"HGETALL", keys_.MasterState()}, &hash).ok()) return;

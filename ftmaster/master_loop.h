@@ -49,7 +49,7 @@
 #include "ftmaster/topology.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
-#include "redis/client.h"
+#include "redis/store.h"
 #include "redis/url.h"
 
 namespace ft::master {
@@ -88,8 +88,10 @@ class MasterLoop {
     double progress_read_ms = 0;      // the last HGETALL progress, transfer and decoding
   };
 
-  // `endpoint`: the job's Redis. Call Init() before the first Tick.
+  // `endpoint`: the job's Redis (a RedisStore). Call Init() before the first Tick.
   MasterLoop(MasterOptions options, redis::Endpoint endpoint);
+  // Any Store: tests pass a redis::FakeStore and drive Tick(now, unix_ms).
+  MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> store);
 
   // Parses an explicit topology (an error names the bad part).
   Status Init();
@@ -104,7 +106,8 @@ class MasterLoop {
   // Hands the lease over (clean shutdown).
   void Release();
 
-  bool leading() const { return lease_.leading(Clock::now()); }
+  bool leading() const { return leading(Clock::now()); }
+  bool leading(Clock::time_point now) const { return lease_.leading(now); }
   const std::string& id() const { return lease_.id(); }
   // As last seen in Redis ("" before the first read).
   const std::string& job_state() const { return job_state_; }
@@ -121,8 +124,8 @@ class MasterLoop {
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
   void CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms);
-  // tick_start: when the tick began (its unix_ms); closed_at: when the window was found closed.
-  void DecideWindow(Clock::time_point tick_start, Clock::time_point closed_at, int64_t unix_ms);
+  // closed_at: when the window was found closed (real clock, for the stats).
+  void DecideWindow(Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now);
@@ -142,7 +145,7 @@ class MasterLoop {
 
   MasterOptions options_;
   proto::Keys keys_;
-  redis::ReconnectingClient redis_;
+  std::unique_ptr<redis::Store> store_;
   LeaderLease lease_;
   FencedWriter writer_;
   uint64_t term_ = 0;
@@ -180,6 +183,7 @@ class MasterLoop {
   Clock::time_point next_summary_{};
   Clock::time_point next_state_poll_{};
   Clock::time_point next_acks_{};
+  Clock::time_point tick_started_{};  // by the real clock: what a tick has cost so far
   Stats stats_;
 };
 

@@ -14,7 +14,7 @@ namespace ft::master {
 void MasterLoop::SummaryRound(Clock::time_point now, int64_t unix_ms) {
   const auto start = Clock::now();
   redis::Reply reply;
-  if (!redis_.client().Run({"HGETALL", keys_.Summaries()}, &reply).ok()) return;
+  if (!store_->Run({"HGETALL", keys_.Summaries()}, &reply).ok()) return;
   summaries_.Load(reply, &bad_);
   if (now >= next_ranks_ && !ReadRanks(now)) return;
   for (const proto::RankSummary& s : summaries_.values()) {

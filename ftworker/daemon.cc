@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "proto/codec.h"
+#include "redis/redis_store.h"
 
 namespace ft::worker {
 
@@ -34,24 +35,31 @@ int64_t UnixMs() {
 }  // namespace
 
 Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor)
+    : Daemon(options, monitor,
+             std::make_unique<redis::RedisStore>(
+                 options.endpoint,
+                 redis::ReconnectPolicy{.connect_timeout = std::chrono::milliseconds(500),
+                                        .io_timeout = std::chrono::milliseconds(1000),
+                                        .log_subsystem = Subsystem::kWorker})) {}
+
+Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store)
     : options_(std::move(options)),
       monitor_(monitor),
       keys_(options_.job),
       reporter_(keys_, options_.node, static_cast<size_t>(std::max<int64_t>(options_.config.redis_buffer, 16))),
       runner_(monitor, options_.node),
-      redis_(options_.endpoint, redis::ReconnectPolicy{.connect_timeout = std::chrono::milliseconds(500),
-                                                       .io_timeout = std::chrono::milliseconds(1000),
-                                                       .log_subsystem = Subsystem::kWorker}) {}
+      store_(std::move(store)) {}
 
-bool Daemon::EnsureConnected() {
-  bool up = redis_.Ensure(redis::ReconnectingClient::Clock::now());
+bool Daemon::EnsureConnected(uint64_t mono_ns) {
+  // CLOCK_MONOTONIC is steady_clock's clock on Linux: the reconnect backoff runs on the tick's time.
+  bool up = store_->Ensure(redis::Store::Clock::time_point(std::chrono::nanoseconds(mono_ns)));
   if (up && !was_connected_) {
     FT_LOG(Info, Worker, "connected to Redis at {}; {} writes pending",
            redis::Redacted(options_.endpoint), reporter_.pending());
     // A restarted worker resumes after the last command it executed.
     if (command_cursor_.empty()) {
       redis::Reply reply;
-      Status s = redis_.client().Run({"GET", keys_.CommandCursor(options_.node)}, &reply);
+      Status s = store_->Run({"GET", keys_.CommandCursor(options_.node)}, &reply);
       if (!s.ok()) return false;
       command_cursor_ = reply.is_string() ? reply.str() : "-";
     }
@@ -64,10 +72,10 @@ bool Daemon::EnsureConnected() {
 
 void Daemon::PollTimeouts() {
   redis::Reply version;
-  if (!redis_.client().Run({"GET", keys_.TimeoutsVersion()}, &version).ok()) return;
+  if (!store_->Run({"GET", keys_.TimeoutsVersion()}, &version).ok()) return;
   if (!version.is_string() || version.str() == timeouts_version_) return;
   redis::Reply table;
-  if (!redis_.client().Run({"GET", keys_.Timeouts()}, &table).ok()) return;
+  if (!store_->Run({"GET", keys_.Timeouts()}, &table).ok()) return;
   if (!table.is_string()) return;
   proto::TimeoutTable parsed;
   Status s = proto::Decode(table.str(), &parsed);
@@ -86,7 +94,7 @@ void Daemon::PollTimeouts() {
 void Daemon::PollCommands(int64_t unix_ms) {
   std::string start = command_cursor_ == "-" ? "-" : "(" + command_cursor_;
   redis::Reply reply;
-  Status s = redis_.client().Run(
+  Status s = store_->Run(
       {"XRANGE", keys_.Commands(options_.node), start, "+", "COUNT", "64"}, &reply);
   if (!s.ok()) return;
   std::vector<proto::CommandAck> acks;
@@ -112,7 +120,7 @@ void Daemon::PollCommands(int64_t unix_ms) {
     command_cursor_ = id;
     // Persisted before the acks go out: a crash in between loses an ack, never repeats an action.
     redis::Reply ignored;
-    if (!redis_.client().Run({"SET", keys_.CommandCursor(options_.node), id}, &ignored).ok()) break;
+    if (!store_->Run({"SET", keys_.CommandCursor(options_.node), id}, &ignored).ok()) break;
   }
   for (const auto& ack : acks) reporter_.AddAck(ack);
 }
@@ -145,12 +153,12 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   runner_.Poll(unix_ms, &acks);
   for (const auto& ack : acks) reporter_.AddAck(ack);
 
-  if (!EnsureConnected()) return;
+  if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
-  if (reporter_.pending() > 0) (void)reporter_.Flush(redis_.client());
-  if (mono_ns >= next_master_poll_ns_ && redis_.connected()) {
+  if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
-    if (redis_.connected()) PollCommands(unix_ms);
+    if (store_->connected()) PollCommands(unix_ms);
     next_master_poll_ns_ = mono_ns + kMasterPollNs;
   }
 }
@@ -172,7 +180,7 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // reason the worker is being stopped — is reported), then whatever is pending, once, if
   // Redis is there.
   Tick(MonoNs(), UnixMs());
-  if (EnsureConnected() && reporter_.pending() > 0) (void)reporter_.Flush(redis_.client());
+  if (EnsureConnected(MonoNs()) && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());
 }

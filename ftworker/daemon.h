@@ -18,7 +18,7 @@
 #include "ftworker/node_monitor.h"
 #include "ftworker/reporter.h"
 #include "proto/keys.h"
-#include "redis/client.h"
+#include "redis/store.h"
 #include "redis/url.h"
 
 namespace ft::worker {
@@ -33,21 +33,25 @@ struct DaemonOptions {
 
 class Daemon {
  public:
+  // Talks to options.endpoint (a redis::RedisStore).
   Daemon(DaemonOptions options, NodeMonitor* monitor);
+  // Any Store: tests pass a redis::FakeStore and drive Tick().
+  Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store);
 
   // Ticks until `stop` is set, then ticks once more (what the ranks did since) and flushes
   // what it can (bounded by one connect timeout).
   void Run(const std::atomic<bool>& stop);
 
-  // One round; public for tests.
+  // One round; public for tests. `mono_ns` (CLOCK_MONOTONIC) is the only clock it reads.
   void Tick(uint64_t mono_ns, int64_t unix_ms);
 
-  bool connected() { return redis_.connected(); }
+  bool connected() { return store_->connected(); }
+  const Reporter& reporter() const { return reporter_; }
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
   // keeps in Redis.
-  bool EnsureConnected();
+  bool EnsureConnected(uint64_t mono_ns);
   void PollTimeouts();
   void PollCommands(int64_t unix_ms);
 
@@ -56,7 +60,7 @@ class Daemon {
   proto::Keys keys_;
   Reporter reporter_;
   CommandRunner runner_;
-  redis::ReconnectingClient redis_;
+  std::unique_ptr<redis::Store> store_;
   bool was_connected_ = false;
   bool resend_membership_ = false;
   uint64_t next_report_ns_ = 0;

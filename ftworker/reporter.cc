@@ -78,6 +78,6 @@ void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int
   outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
 }
 
-Status Reporter::Flush(redis::Client& client) { return outbox_.Flush(client); }
+Status Reporter::Flush(redis::Commands& client) { return outbox_.Flush(client); }
 
 }  // namespace ft::worker

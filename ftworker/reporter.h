@@ -14,7 +14,7 @@
 #include "common/status.h"
 #include "proto/keys.h"
 #include "proto/messages.h"
-#include "redis/client.h"
+#include "redis/store.h"
 #include "redis/outbox.h"
 
 namespace ft::worker {
@@ -33,7 +33,7 @@ class Reporter {
   void Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks, int64_t unix_ms);
 
   // Sends everything pending; what the server did not take stays for the next call.
-  Status Flush(redis::Client& client);
+  Status Flush(redis::Commands& client);
 
   uint64_t events_added() const { return events_added_; }
   uint64_t dropped() const { return outbox_.dropped(); }

@@ -21,18 +21,17 @@
 #include "common/log.h"
 #include "common/status.h"
 #include "redis/reply.h"
+#include "redis/store.h"
 #include "redis/url.h"
 
 struct redisContext;
 
 namespace ft::redis {
 
-using Argv = std::vector<std::string>;  // one command: its name, then its arguments
-
-class Client {
+class Client : public Commands {
  public:
   Client() = default;
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
   Client(Client&& other) noexcept;
@@ -48,7 +47,7 @@ class Client {
 
   // Connected and no I/O error since. After an I/O error or timeout the connection is closed
   // and broken() is true until the next Connect (a half-read reply cannot be resynchronized).
-  bool connected() const { return ctx_ != nullptr; }
+  bool connected() const override { return ctx_ != nullptr; }
   bool broken() const { return broken_; }
   // Why the connection broke (OK when it did not).
   const Status& last_error() const { return last_error_; }
@@ -58,8 +57,10 @@ class Client {
     kFail,  // an error reply becomes a non-OK Status carrying the server's message
     kKeep,  // an error reply is returned as a Reply of type kError with an OK Status
   };
-  // One command: argv[0] is its name; arguments are binary-safe.
-  Status Run(const Argv& argv, Reply* out, ErrorReplies errors = ErrorReplies::kFail);
+  // One command: argv[0] is its name; arguments are binary-safe. The two-argument form fails
+  // on an error reply.
+  Status Run(const Argv& argv, Reply* out, ErrorReplies errors);
+  Status Run(const Argv& argv, Reply* out) override { return Run(argv, out, ErrorReplies::kFail); }
 
   // Sends all commands at once, then reads one reply per command. Error replies stay in their
   // Reply (one failed command does not fail the others); the Status is non-OK only when the
@@ -69,7 +70,8 @@ class Client {
   // order (a prefix of the commands): those commands were executed; about the rest nothing is
   // known. The one exception to "outputs are set only on success", for callers (Outbox) that
   // must not resend what the server accepted.
-  Status PipelinePartial(const std::vector<Argv>& commands, std::vector<Reply>* received);
+  Status PipelinePartial(const std::vector<Argv>& commands, std::vector<Reply>* received) override;
+  std::string Where() const override;  // "host:port", "[v6]:port"
 
  private:
   Status RunRaw(const Argv& argv, Reply* out);       // error replies stay replies
@@ -79,7 +81,6 @@ class Client {
                        Reply* out);
   Status SetTimeout(std::chrono::milliseconds timeout);
   Status NotConnected() const;
-  std::string Where() const;  // "host:port", "[v6]:port"
 
   redisContext* ctx_ = nullptr;
   Endpoint endpoint_;

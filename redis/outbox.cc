@@ -34,10 +34,10 @@ void Outbox::Put(std::string slot, Argv argv) {
   slots_.emplace(std::move(slot), Slot{std::move(argv), ++puts_});
 }
 
-Status Outbox::Flush(Client& client, size_t max_commands) {
+Status Outbox::Flush(Commands& client, size_t max_commands) {
   if (empty() || max_commands == 0) return Status::Ok();
   if (!client.connected()) {
-    return Status::Unavailable("Redis at " + Redacted(client.endpoint()) + " is not connected; " +
+    return Status::Unavailable("Redis at " + client.Where() + " is not connected; " +
                                std::to_string(pending()) + " writes wait in the outbox");
   }
   size_t n_appends = std::min(appends_.size(), max_commands);
@@ -66,7 +66,7 @@ Status Outbox::Flush(Client& client, size_t max_commands) {
     }
     if (IsTransientServerError(r.str())) {
       if (first_transient.ok()) {
-        first_transient = ServerErrorStatus(Redacted(client.endpoint()), commands[i][0], r.str());
+        first_transient = ServerErrorStatus(client.Where(), commands[i][0], r.str());
       }
       return true;
     }
@@ -89,7 +89,7 @@ Status Outbox::Flush(Client& client, size_t max_commands) {
     FT_LOG(Warn, Common,
            "Redis at {} refused a write for good, dropped it ({} so far): {}; a key of the job "
            "has the wrong type or the server is too old",
-           Redacted(client.endpoint()), rejected_, first_rejection);
+           client.Where(), rejected_, first_rejection);
   }
   if (!io.ok()) return io;
   return first_transient;

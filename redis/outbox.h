@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "redis/client.h"
+#include "redis/store.h"
 
 namespace ft::redis {
 
@@ -40,7 +40,7 @@ class Outbox {
   // Sends at most `max_commands` pending entries (appends first) in one pipeline. OK when
   // every sent entry was accepted or refused for good; kUnavailable without sending when the
   // client is not connected; otherwise the first connection error or transient refusal.
-  Status Flush(Client& client, size_t max_commands = SIZE_MAX);
+  Status Flush(Commands& client, size_t max_commands = SIZE_MAX);
 
   size_t capacity() const { return capacity_; }
   size_t pending() const { return appends_.size() + slots_.size(); }

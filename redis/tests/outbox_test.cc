@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "redis/client.h"
+
 namespace ft::redis {
 namespace {
 

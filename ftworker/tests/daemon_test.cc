@@ -1,0 +1,159 @@
+// ftworker's Daemon driven by Tick(mono_ns, unix_ms) against an in-memory Redis
+// (redis/fake_store.h) with injected faults: commands, acknowledgements, outages, a restarted
+// worker. Ranks are synthetic segments (test_util.h); no redis-server, no wall clock.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ftworker/daemon.h"
+#include "ftworker/tests/test_util.h"
+#include "proto/codec.h"
+#include "redis/fake_store.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+
+constexpr int kPid0 = 3'900'101;  // fake pids: FakeProbe answers for them
+constexpr uint64_t kTickNs = 10 * kMs;
+
+NodeMonitorOptions MonitorOptions(const std::string& job, ProcessProbe* probe) {
+  NodeMonitorOptions o;
+  o.job = job;
+  o.node = "n1";
+  o.scan_interval_ns = 0;
+  o.settle_ns = 0;
+  o.probe = probe;
+  return o;
+}
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  DaemonTest() : job_(UniqueJob("dm")), keys_(job_), monitor_(MonitorOptions(job_, &probe_)) {
+    store_ = NewDaemon(&daemon_);
+  }
+
+  redis::FakeStore* NewDaemon(std::unique_ptr<Daemon>* out) {
+    DaemonOptions o;
+    o.job = job_;
+    o.node = "n1";
+    o.host = "host-n1";
+    o.config = Config::Defaults();
+    auto store = std::make_unique<redis::FakeStore>(&server_, "worker");
+    redis::FakeStore* raw = store.get();
+    *out = std::make_unique<Daemon>(o, &monitor_, std::move(store));
+    return raw;
+  }
+
+  int64_t UnixMs() const { return 1'700'000'000'000 + static_cast<int64_t>((now_ - t0_) / kMs); }
+
+  void TickFor(uint64_t ms, Daemon* daemon = nullptr) {
+    for (uint64_t t = 0; t < ms * kMs; t += kTickNs) {
+      now_ += kTickNs;
+      server_.SetUnixMs(UnixMs());
+      (daemon ? daemon : daemon_.get())->Tick(now_, UnixMs());
+    }
+  }
+
+  std::string Command(const std::string& kind, int rank, const std::string& id) {
+    proto::Command c;
+    c.id = id;
+    c.kind = kind;
+    c.rank = rank;
+    c.grace_s = 1;
+    c.text = "test";
+    Reply r = server_.Execute({"XADD", keys_.Commands("n1"), "*", "kind", kind, "rank",
+                               std::to_string(rank), "json", proto::Encode(c)});
+    return r.str();
+  }
+
+  std::vector<proto::CommandAck> Acks() {
+    std::vector<proto::CommandAck> out;
+    for (const auto& e : server_.Stream(keys_.Acks())) {
+      for (size_t i = 0; i + 1 < e.fields.size(); i += 2) {
+        if (e.fields[i] != "json") continue;
+        proto::CommandAck a;
+        EXPECT_TRUE(proto::Decode(e.fields[i + 1], &a).ok());
+        out.push_back(a);
+      }
+    }
+    return out;
+  }
+
+  std::vector<proto::Event> Events(const std::string& kind) {
+    std::vector<proto::Event> out;
+    for (const auto& e : server_.Stream(keys_.Events())) {
+      for (size_t i = 0; i + 1 < e.fields.size(); i += 2) {
+        proto::Event ev;
+        if (e.fields[i] == "json" && proto::Decode(e.fields[i + 1], &ev).ok() && ev.kind == kind) {
+          out.push_back(ev);
+        }
+      }
+    }
+    return out;
+  }
+
+  using Reply = redis::Reply;
+  std::string job_;
+  proto::Keys keys_;
+  FakeProbe probe_;
+  NodeMonitor monitor_;
+  redis::FakeRedis server_;
+  std::unique_ptr<Daemon> daemon_;
+  redis::FakeStore* store_ = nullptr;
+  const uint64_t t0_ = MonoNs();
+  uint64_t now_ = t0_;
+};
+
+TEST_F(DaemonTest, ReportsItselfAndItsRanks) {
+  FakeRank rank(job_, 0, kPid0, "n1");
+  TickFor(300);
+  EXPECT_TRUE(server_.Exists(keys_.WorkerHeartbeat("n1")));
+  EXPECT_EQ(server_.Members(keys_.Workers()), (std::set<std::string>{"n1"}));
+  EXPECT_TRUE(server_.HGet(keys_.Ranks(), "0").has_value());
+  EXPECT_TRUE(server_.HGet(keys_.Progress(), "0").has_value());
+}
+
+// The connection breaks while the acknowledgement is being written: the worker keeps it and
+// delivers it once Redis is back; the command is not executed twice, and a restarted worker
+// resumes after the cursor it persisted.
+TEST_F(DaemonTest, AckSurvivesAnOutageAndARestartDoesNotRepeatCommands) {
+  TickFor(100);
+  const std::string id = Command("stop", -1, "inc-stop-n1");
+  store_->FailCommand("XADD", Status::Unavailable("injected: connection reset"));
+  TickFor(300);
+  EXPECT_TRUE(Acks().empty());
+  EXPECT_EQ(server_.Get(keys_.CommandCursor("n1")).value_or(""), id) << "executed, cursor kept";
+  EXPECT_GT(daemon_->reporter().pending(), 0u);
+  store_->ClearFaults();
+  TickFor(300);
+  ASSERT_EQ(Acks().size(), 1u);
+  EXPECT_EQ(daemon_->reporter().pending(), 0u);
+
+  std::unique_ptr<Daemon> restarted;
+  NewDaemon(&restarted);
+  TickFor(300, restarted.get());
+  EXPECT_EQ(Acks().size(), 1u) << "a restarted worker resumed after the cursor";
+}
+
+// Detection goes on while Redis is away; what was seen is delivered when it is back.
+TEST_F(DaemonTest, EventsSeenDuringAnOutageAreDeliveredAfterIt) {
+  FakeRank rank(job_, 0, kPid0, "n1");
+  TickFor(300);
+  store_->Drop();
+  rank.Exit(0);
+  probe_.procs[kPid0].exists = false;
+  TickFor(500);
+  EXPECT_TRUE(Events("exit").empty());
+  EXPECT_FALSE(daemon_->connected());
+  store_->Restore();
+  TickFor(300);
+  ASSERT_EQ(Events("exit").size(), 1u);
+  EXPECT_TRUE(Events("exit")[0].clean);
+}
+
+}  // namespace
+}  // namespace ft::worker
