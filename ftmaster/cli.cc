@@ -81,7 +81,13 @@ Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* ou
       FT_LOG(Warn, Master, "ignoring the master's stored topology '{}' (order '{}'): {}; inferring it",
              sizes, order, parsed.message());
     }
-    topology = Topology::Infer(ranks.values());
+    // Inferred; once the ranks have left, the master's last inference while they ran.
+    Topology last;
+    const bool have_last = state.count("inferred_topology") &&
+                           Topology::Parse(state["inferred_topology"], state["inferred_order"], 0,
+                                           &last).ok();
+    Topology kept = have_last ? Topology::Kept(last, "inferred while the ranks ran") : Topology();
+    topology = Topology::InferOrKeep(ranks.values(), have_last ? &kept : nullptr);
   }
 
   struct Row {
@@ -111,6 +117,7 @@ Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* ou
     Json t = Json::object();
     t["known"] = topology.known();
     t["inferred"] = topology.inferred();
+    t["kept"] = topology.kept();
     t["describe"] = topology.Describe();
     if (topology.known()) {
       t["tp"] = topology.tp();

@@ -151,29 +151,51 @@ bool MasterLoop::ReadRanks(Clock::time_point now) {
   if (ranks_.version() != ranks_version_seen_) {
     ranks_version_seen_ = ranks_.version();
     stragglers_.SetMembership(ranks_.values());
-    // A stopped job launched again (new processes) is watched again.
-    if (job_state_ == "stopped" && action_) {
+    all_exited_ = !ranks_.values().empty();
+    for (const proto::Membership& m : ranks_.values()) all_exited_ = all_exited_ && m.state == "exited";
+    // The topology while the ranks run, so that it is known (and kept) once they have left.
+    if (!have_explicit_) (void)CurrentTopology();
+    // A stopped or finished job launched again (new processes) is watched again.
+    if ((job_state_ == "stopped" && action_) || job_state_ == "finished") {
       for (const proto::Membership& m : ranks_.values()) {
         if (m.state == "running" &&
-            static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms) {
+            (job_state_ == "finished" ||
+             static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms)) {
           if (writer_.Run({{"HSET", keys_.MasterState(), "job_state", "running"}})) {
             job_state_ = "running";
-            FT_LOG(Info, Master, "rank {} on {} started after the job was stopped: watching the "
-                   "job again", m.rank, m.node);
+            FT_LOG(Info, Master, "rank {} on {} started after the job was {}: watching the "
+                   "job again", m.rank, m.node, job_state_ == "running" ? "over" : job_state_);
           }
           break;
         }
       }
     }
   }
+  MaybeFinish();
   return true;
+}
+
+void MasterLoop::MaybeFinish() {
+  if (!all_exited_ || job_state_ != "running" || open_.open) return;
+  if (action_ && action_->phase != "done") return;
+  if (!writer_.Run({{"HSET", keys_.MasterState(), "job_state", "finished"}})) return;
+  job_state_ = "finished";
+  FT_LOG(Info, Master, "job {} finished: all {} ranks exited cleanly; topology {}", options_.job,
+         ranks_.values().size(), CurrentTopology().Describe());
 }
 
 const Topology& MasterLoop::CurrentTopology() {
   if (have_explicit_) return explicit_topology_;
   if (!inferred_ || inferred_for_ != ranks_.version()) {
-    inferred_ = Topology::Infer(ranks_.values());
+    inferred_ = Topology::InferOrKeep(ranks_.values(), last_inferred_ ? &*last_inferred_ : nullptr);
     inferred_for_ = ranks_.version();
+    const bool changed = !last_inferred_ || last_inferred_->sizes() != inferred_->sizes() ||
+                         last_inferred_->order() != inferred_->order();
+    if (inferred_->known() && !inferred_->kept() && changed &&
+        writer_.Run({{"HSET", keys_.MasterState(), "inferred_topology", inferred_->sizes(),
+                      "inferred_order", inferred_->order()}})) {
+      last_inferred_ = Topology::Kept(*inferred_, "inferred while the ranks ran");
+    }
   }
   return *inferred_;
 }

@@ -56,7 +56,7 @@ constexpr const char* kUsage =
     "  --topology SIZES     dp=D,tp=T,pp=P (default: inferred from communicator membership)\n"
     "  --order ORDER        rank order, first-named fastest (default tp-dp-pp)\n"
     "  --id NAME            this master's name in the leader lease (default host:pid:random)\n"
-    "  --exit-when-stopped  run: exit 0 once the job is stopped\n"
+    "  --exit-when-stopped  run: exit 0 once the job is stopped (or finished: every rank exited cleanly)\n"
     "  --json               machine-readable output\n"
     "Settings (FT_HANG_WINDOW, FT_LEASE, FT_SAVE_DEADLINE, ...): ft-print-config and\n"
     "docs/configuration.md.\n";

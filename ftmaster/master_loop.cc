@@ -113,8 +113,8 @@ void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
   auto next = Clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
     Tick();
-    if (exit_when_stopped && job_state_ == "stopped") {
-      FT_LOG(Info, Master, "job {} is stopped; exiting (--exit-when-stopped)", options_.job);
+    if (exit_when_stopped && (job_state_ == "stopped" || job_state_ == "finished")) {
+      FT_LOG(Info, Master, "job {} is {}; exiting (--exit-when-stopped)", options_.job, job_state_);
       break;
     }
     next += options_.tick;
@@ -154,7 +154,8 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
     for (size_t i = 0; i + 1 < hash.size(); i += 2) state[hash[i].str()] = hash[i + 1].str();
   }
   job_state_ = state.count("job_state") ? state["job_state"] : "";
-  if (job_state_ != "running" && job_state_ != "stopping" && job_state_ != "stopped") {
+  if (job_state_ != "running" && job_state_ != "stopping" && job_state_ != "stopped" &&
+      job_state_ != "finished") {
     if (!job_state_.empty()) {
       bad_.Report("master job_state", job_state_, Status::Corrupt("unknown job state"));
     }
@@ -165,6 +166,17 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   // its own to go by); an inferred one is recomputed by every reader from the membership.
   if (have_explicit_ && (state["topology"] != options_.topology || state["order"] != options_.order)) {
     if (!writer_.Run({{"HSET", keys_.MasterState(), "topology", options_.topology, "order", options_.order}})) return;
+  }
+  last_inferred_.reset();
+  inferred_.reset();
+  if (!have_explicit_ && state.count("inferred_topology")) {
+    Topology t;
+    Status s = Topology::Parse(state["inferred_topology"], state["inferred_order"], 0, &t);
+    if (s.ok()) {
+      last_inferred_ = Topology::Kept(t, "inferred while the ranks ran");
+    } else {
+      bad_.Report("master inferred_topology", state["inferred_topology"], s);
+    }
   }
   if (state.count("events_cursor")) {
     uint64_t ms = 0, seq = 0;

@@ -15,7 +15,9 @@
 //     re-evaluated every hang_window until the wait resolves or turns into a hang;
 //   - every ~500 ms reads the summary hash: adaptive timeouts (timeouts.h, published as
 //     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
-//     per rank and episode, the episode kept as `straggler:<rank>` in the master hash).
+//     per rank and episode, the episode kept as `straggler:<rank>` in the master hash);
+//   - once every rank has exited cleanly, job_state becomes "finished"; the topology inferred
+//     while the ranks ran is kept (`inferred_topology`), not re-inferred from departed ranks.
 // Files by job: master_loop.cc (term, tick), incident_window.cc (events, the window, its
 // decision), action_runner.cc (carrying out a decision), summary_round.cc (timeouts and
 // stragglers), fenced_writer.h (every write, fenced by the lease).
@@ -100,7 +102,8 @@ class MasterLoop {
   void Tick();
   void Tick(Clock::time_point now, int64_t unix_ms);
 
-  // Ticks until `stop` is set (or, with exit_when_stopped, until job_state is "stopped"),
+  // Ticks until `stop` is set (or, with exit_when_stopped, until job_state is "stopped" or
+  // "finished"),
   // then releases the lease.
   void Run(const std::atomic<bool>& stop, bool exit_when_stopped);
   // Hands the lease over (clean shutdown).
@@ -131,6 +134,8 @@ class MasterLoop {
   bool ReadRanks(Clock::time_point now);
   AttributionInput Input(int64_t unix_ms) const;
   const Topology& CurrentTopology();
+  // job_state running → finished once every rank exited cleanly (no window open, no action).
+  void MaybeFinish();
   // action_runner.cc
   void RunAction(Clock::time_point now, int64_t unix_ms);
   std::string LastAckId();  // "" when Redis failed
@@ -155,6 +160,10 @@ class MasterLoop {
   bool have_explicit_ = false;
   std::optional<Topology> inferred_;
   uint64_t inferred_for_ = 0;
+  // The last topology inferred while the ranks ran (`inferred_topology` in the master hash):
+  // kept once they have left (Topology::InferOrKeep).
+  std::optional<Topology> last_inferred_;
+  bool all_exited_ = false;       // every rank in the membership exited cleanly
 
   TimeoutModel timeouts_;
   bool unpublished_ = false;      // a table computed but not yet written

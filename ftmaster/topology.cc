@@ -163,6 +163,29 @@ Topology Topology::Unknown(std::string reason) {
 
 std::string Topology::order() const { return OrderText(order_); }
 
+std::string Topology::sizes() const { return fmt::format("tp={},dp={},pp={}", tp(), dp(), pp()); }
+
+Topology Topology::Kept(const Topology& t, std::string why) {
+  Topology k = t;
+  k.inferred_ = true;
+  k.kept_ = true;
+  k.note_ = std::move(why);
+  return k;
+}
+
+Topology Topology::InferOrKeep(std::span<const proto::Membership> membership, const Topology* last) {
+  Topology now = Infer(membership);
+  if (now.known() || last == nullptr || !last->known()) return now;
+  size_t gone = 0;
+  for (const proto::Membership& m : membership) {
+    if (m.state == "exited" || m.state == "dead" || m.state == "stopped") ++gone;
+  }
+  if (gone == 0) return now;
+  // (What remains says nothing: the departed ranks' communicators are gone.)
+  return Kept(*last, fmt::format("kept from while the ranks ran: {} of {} ranks have left",
+                                 gone, membership.size()));
+}
+
 Coord Topology::CoordOf(int rank) const {
   Coord c;
   c.tp = (rank / stride_[0]) % size_[0];

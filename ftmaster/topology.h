@@ -58,15 +58,24 @@ class Topology {
   //   - pp plus one other dimension: unknown (tp or dp cannot be told apart);
   //   - more than three dimensions, ranks missing, or no grid: unknown.
   static Topology Infer(std::span<const proto::Membership> membership);
+  // Infer(membership); but when that fails while ranks have left (exited, dead, stopped: a
+  // finished job's destroyed communicators leave no grid), `last` — the last topology
+  // inferred while the ranks ran, when known — is kept and said to be kept. Departed ranks
+  // never re-shape a job.
+  static Topology InferOrKeep(std::span<const proto::Membership> membership, const Topology* last);
+  // `t` (known) as an inferred topology kept from earlier, with `why` as its note.
+  static Topology Kept(const Topology& t, std::string why);
 
   bool known() const { return known_; }
   bool inferred() const { return inferred_; }
+  bool kept() const { return kept_; }
   int world_size() const { return world_size_; }
   int size(Dim dim) const { return size_[static_cast<int>(dim)]; }
   int tp() const { return size(Dim::kTp); }
   int dp() const { return size(Dim::kDp); }
   int pp() const { return size(Dim::kPp); }
   std::string order() const;  // "tp-dp-pp"
+  std::string sizes() const;  // "tp=2,dp=4,pp=2": Parse(sizes(), order()) gives it back
 
   // Preconditions: known(), 0 <= rank < world_size(), coordinates in range.
   Coord CoordOf(int rank) const;
@@ -84,6 +93,7 @@ class Topology {
  private:
   bool known_ = false;
   bool inferred_ = false;
+  bool kept_ = false;
   int world_size_ = 0;
   std::array<int, kDims> size_ = {1, 1, 1};
   std::array<int, kDims> stride_ = {1, 1, 1};

@@ -51,6 +51,18 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
     return;
   }
   std::vector<int> ranks = Targets(command);
+  if (ranks.empty() && command.rank < 0 && command.kind == "stop") {
+    // A stop for the whole node after its ranks are gone (a job that finished, or ended on its
+    // own before the stop came): done, nothing to do, and said so.
+    const size_t gone = monitor_->Memberships().size();
+    acks->push_back(MakeAck(command, command.rank, "done",
+                            gone > 0 ? fmt::format("nothing to stop: all {} rank{} of node {} "
+                                                   "already exited", gone, gone == 1 ? "" : "s", node_)
+                                     : fmt::format("nothing to stop: no rank of the job runs on "
+                                                   "node {}", node_),
+                            now_unix_ms));
+    return;
+  }
   if (ranks.empty()) {
     acks->push_back(MakeAck(command, command.rank, "no_such_rank",
                             fmt::format("no rank {} on node {}", command.rank, node_), now_unix_ms));

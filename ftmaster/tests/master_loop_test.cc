@@ -268,5 +268,52 @@ TEST_F(MasterLoopTest, AFailedIncidentWriteIsRetried) {
   EXPECT_FALSE(a.loop->incident_open());
 }
 
+// Every rank exits cleanly: the job is finished (not "running" forever), no incident, and the
+// topology inferred while the ranks ran is kept although their departed memberships form no
+// grid. A successor master reads the same.
+TEST_F(MasterLoopTest, AJobWhoseRanksAllExitCleanlyIsFinishedAndKeepsItsTopology) {
+  Master a = MakeMaster("a");  // no --topology: inferred from the communicators
+  Report();
+  Run(2500, {&a});
+  EXPECT_EQ(State("inferred_topology"), "tp=2,dp=2,pp=1");
+  EXPECT_EQ(State("inferred_order"), "tp-dp-pp");
+  for (int r = 0; r < job_.world(); ++r) {
+    job_.membership[static_cast<size_t>(r)].comms.clear();  // destroyed before exit
+    job_.progress[static_cast<size_t>(r)].comms.clear();
+  }
+  for (int r = 0; r < job_.world(); ++r) Exit(r, true, 0);
+  Run(5000, {&a});
+  EXPECT_EQ(State("job_state"), "finished");
+  EXPECT_EQ(a.loop->job_state(), "finished");
+  EXPECT_TRUE(server_.Stream(keys_.Incidents()).empty());
+  EXPECT_EQ(State("inferred_topology"), "tp=2,dp=2,pp=1") << "kept, not re-inferred";
+
+  a.loop->Release();
+  Master b = MakeMaster("b");
+  Run(500, {&b});
+  EXPECT_EQ(b.loop->job_state(), "finished");
+  EXPECT_EQ(State("inferred_topology"), "tp=2,dp=2,pp=1");
+
+  // The job launched again: watched again.
+  for (proto::Membership& m : job_.membership) {
+    m.state = "running";
+    m.incarnation = static_cast<uint64_t>(UnixMs()) * 1000000;
+  }
+  Report();
+  Run(2500, {&b});
+  EXPECT_EQ(State("job_state"), "running");
+}
+
+// A job with a rank that died is not finished: it is a crash.
+TEST_F(MasterLoopTest, NotFinishedWhenARankDidNotExitCleanly) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  Run(100, {&a});
+  for (int r = 0; r < 3; ++r) Exit(r, true, 0);
+  Exit(3, false, -9);
+  Run(5000, {&a});
+  EXPECT_NE(State("job_state"), "finished");
+}
+
 }  // namespace
 }  // namespace ft::master

@@ -110,6 +110,37 @@ TEST(TopologyTest, InfersPureDataParallel) {
   EXPECT_NE(t.note().find("pure data parallel"), std::string::npos) << t.note();
 }
 
+// A finished job: its ranks exited and destroyed their communicators, which leaves no grid.
+// The topology inferred while they ran is kept, said to be kept; nothing is guessed otherwise.
+TEST(TopologyTest, DepartedRanksKeepTheLastInferredTopology) {
+  Job job(2, 2, 2);
+  const Topology running = Topology::Infer(job.membership);
+  ASSERT_TRUE(running.known()) << running.Describe();
+  // sizes() and order() are what the master stores; parsed back they place every rank alike.
+  Topology restored;
+  ASSERT_TRUE(Topology::Parse(running.sizes(), running.order(), 0, &restored).ok());
+  for (int r = 0; r < job.world(); ++r) EXPECT_EQ(restored.CoordOf(r), running.CoordOf(r)) << r;
+  const Topology last = Topology::Kept(running, "inferred while the ranks ran");
+  for (proto::Membership& m : job.membership) {
+    m.state = "exited";
+    m.comms.clear();
+  }
+  EXPECT_FALSE(Topology::Infer(job.membership).known());
+  const Topology kept = Topology::InferOrKeep(job.membership, &last);
+  ASSERT_TRUE(kept.known()) << kept.Describe();
+  EXPECT_TRUE(kept.kept());
+  EXPECT_TRUE(kept.inferred());
+  EXPECT_EQ(kept.sizes(), "tp=2,dp=2,pp=2");
+  EXPECT_EQ(kept.CoordOf(5), running.CoordOf(5));
+  EXPECT_NE(kept.Describe().find("kept from while the ranks ran: 8 of 8 ranks have left"),
+            std::string::npos)
+      << kept.Describe();
+  // Without an earlier inference, or with every rank still running, nothing is kept.
+  EXPECT_FALSE(Topology::InferOrKeep(job.membership, nullptr).known());
+  for (proto::Membership& m : job.membership) m.state = "running";
+  EXPECT_FALSE(Topology::InferOrKeep(job.membership, &last).known());
+}
+
 TEST(TopologyTest, HonestAboutWhatItCannotTell) {
   Job pp_dp(1, 4, 2);  // pp plus one more dimension: tp or dp?
   Topology t = Topology::Infer(pp_dp.membership);

@@ -117,6 +117,42 @@ TEST_F(DaemonTest, ReportsItselfAndItsRanks) {
   EXPECT_TRUE(server_.HGet(keys_.Progress(), "0").has_value());
 }
 
+// A stop for the whole node after its ranks are gone is done, and says so; it used to read
+// as an error ("no_such_rank: no rank -1").
+TEST_F(DaemonTest, StopAfterEveryRankExitedSaysNothingToStop) {
+  {
+    FakeRank rank(job_, 0, kPid0, "n1");
+    TickFor(300);
+    rank.Exit(0);
+    probe_.procs[kPid0].exists = false;
+    TickFor(300);
+  }
+  ASSERT_EQ(Events("exit").size(), 1u);
+  Command("stop", -1, "inc-stop-n1");
+  TickFor(300);
+  std::vector<proto::CommandAck> acks = Acks();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].result, "done");
+  EXPECT_EQ(acks[0].message, "nothing to stop: all 1 rank of node n1 already exited");
+  EXPECT_TRUE(probe_.signals.empty());
+}
+
+TEST_F(DaemonTest, StopOnANodeThatNeverHadRanks) {
+  TickFor(100);
+  Command("stop", -1, "inc-stop-n1");
+  TickFor(300);
+  std::vector<proto::CommandAck> acks = Acks();
+  ASSERT_EQ(acks.size(), 1u);
+  EXPECT_EQ(acks[0].result, "done");
+  EXPECT_EQ(acks[0].message, "nothing to stop: no rank of the job runs on node n1");
+  // A command for one rank that is not here is still an error.
+  Command("save", 7, "inc-save-7");
+  TickFor(300);
+  acks = Acks();
+  ASSERT_EQ(acks.size(), 2u);
+  EXPECT_EQ(acks[1].result, "no_such_rank");
+}
+
 // The connection breaks while the acknowledgement is being written: the worker keeps it and
 // delivers it once Redis is back; the command is not executed twice, and a restarted worker
 // resumes after the cursor it persisted.

@@ -14,6 +14,9 @@ real redis-server, ftmaster deciding.
                        (soak: --long, 5 minutes): no hang/crash/straggler incident
   --case takeover      two masters; the leader is killed in the collection window: the
                        standby leads within two lease periods; the incident exactly once
+  --case finished      a clean run to the end, no --topology: job_state "finished", no
+                       incident, `ftmaster status` keeps the topology inferred while the ranks
+                       ran; a stop sent afterwards is acknowledged "done: nothing to stop"
 """
 
 import argparse
@@ -194,12 +197,42 @@ def case_takeover(args):
         print("OK: decided exactly once, by the standby")
 
 
+def case_finished(args):
+    with Cluster(args, job="ms-finished") as c:
+        c.start_master([], FAST)  # no --topology: inferred, and kept once the ranks are gone
+        c.start_workers(FAST)
+        c.start_job(MODEL + ["--steps", "60", "--compute-ms", "20"])
+        check(c.job_proc.wait(timeout=150) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        c.wait_for(lambda: c.db.command("HGET", c.key("master"), "job_state") == "finished", 30,
+                   "job_state finished")
+        status = subprocess.run([args.ftmaster, "status", "--job", c.job, "--redis", c.redis_url()],
+                                env=c.base_env(), capture_output=True, text=True, timeout=30)
+        print(status.stdout)
+        check(status.returncode == 0, "ftmaster status failed: %s" % status.stderr[-2000:])
+        first = status.stdout.splitlines()[0] if status.stdout else ""
+        check(": finished;" in first, "status does not say finished: %r" % first)
+        check("no clean grid" not in status.stdout, "status lost the topology:\n" + status.stdout)
+        check("tp=2 dp=2 pp=2" in status.stdout, "status shows no tp=2 dp=2 pp=2:\n" + status.stdout)
+        check(not c.incidents(), "a clean run produced incidents: %s" % [(i["kind"], suspects(i)) for i in c.incidents()])
+        # A stop for a node whose ranks have all exited: done, and it says what happened.
+        cmd = {"v": 1, "id": "e2e-stop-node0", "kind": "stop", "rank": -1, "text": "test",
+               "grace_s": 1, "unix_ms": 0}
+        c.db.command("XADD", c.key("cmd:node0"), "*", "kind", "stop", "rank", "-1", "json", json.dumps(cmd))
+        ack = c.wait_for(lambda: [f for _, f in c.stream("acks") if f["id"] == "e2e-stop-node0"], 30,
+                         "the stop's acknowledgement")[0]
+        a = json.loads(ack["json"])
+        print("ack: %s: %s" % (a["result"], a["message"]))
+        check(a["result"] == "done" and a["message"].startswith("nothing to stop: all 4 ranks of node node0"),
+              "ack %s: %s" % (a["result"], a["message"]))
+        print("OK: finished, topology kept, the late stop answered")
+
+
 def main():
     args = parse_args()
     cases = {
         "compute-hang": case_compute_hang, "host-hang": case_host_hang, "crash": case_crash,
         "transport": case_transport, "one-second": case_one_second, "straggler": case_straggler,
-        "pause": case_pause, "takeover": case_takeover,
+        "pause": case_pause, "takeover": case_takeover, "finished": case_finished,
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)
