@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "preload/comm_registry.h"
+#include "preload/poller_rules.h"
 #include "preload/real.h"
 #include "preload/records.h"
 #include "preload/runtime.h"
@@ -46,6 +47,15 @@ struct GroupOp {
 };
 
 thread_local std::vector<GroupOp>* t_group_ops = nullptr;
+
+void ApiErrorRecord(NcclSym sym, ncclResult_t result, uint64_t comm_id) {
+  if (g_rt == nullptr) return;
+  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
+  r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
+  r.b = static_cast<uint64_t>(sym);
+  r.c = static_cast<uint64_t>(result);
+  Push(r);
+}
 
 }  // namespace
 
@@ -331,25 +341,29 @@ void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, co
   }
 }
 
-void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept {
+CommInfo* NcclEndCommPre(ncclComm_t comm) noexcept {
   NoteCall();
-  if (result != ncclSuccess && result != ncclInProgress) NcclApiError(sym, result, comm);
-  try {
-    CommInfo* info = nullptr;
-    {
-      SpinGuard guard(g_rt->comms_lock);
-      auto it = g_rt->comms.find(comm);
-      if (it == g_rt->comms.end()) return;
-      info = it->second;
-      g_rt->comms.erase(it);
-      g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
-    }
-    info->ended.store(true);  // the info itself stays: the poller may still refer to it
-    auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
-    r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
-    Push(r);
-  } catch (...) {
+  CommInfo* info = nullptr;
+  {
+    SpinGuard guard(g_rt->comms_lock);
+    auto it = g_rt->comms.find(comm);
+    if (it == g_rt->comms.end()) return nullptr;
+    info = it->second;
+    g_rt->comms.erase(it);  // a handle NCCL reuses later is a new comm
+    g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
   }
+  EndAndWaitForPoller(info);  // the info itself stays: the poller may still refer to it
+  return info;
+}
+
+void NcclEndCommPost(NcclSym sym, CommInfo* info, ncclResult_t result) noexcept {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    ApiErrorRecord(sym, result, info != nullptr ? info->id : 0);
+  }
+  if (info == nullptr) return;
+  auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
+  r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
+  Push(r);
 }
 
 void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
@@ -360,11 +374,7 @@ void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
     auto it = g_rt->comms.find(comm);
     if (it != g_rt->comms.end()) comm_id = it->second->id;
   }
-  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
-  r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
-  r.b = static_cast<uint64_t>(sym);
-  r.c = static_cast<uint64_t>(result);
-  Push(r);
+  ApiErrorRecord(sym, result, comm_id);
 }
 
 }  // namespace ft::preload

@@ -66,9 +66,10 @@ namespace {
   NcclShrinkPost(result, parent, ordinal, excluded, nexcluded, out);           \
   return result;
 
-#define FT_NCCL_HOOK_END_COMM(comm)         \
-  ncclResult_t result = call();             \
-  NcclEndComm(kSym, comm, result);          \
+#define FT_NCCL_HOOK_END_COMM(comm)              \
+  CommInfo* ended = NcclEndCommPre(comm);        \
+  ncclResult_t result = call();                  \
+  NcclEndCommPost(kSym, ended, result);          \
   return result;
 
 }  // namespace
