@@ -81,7 +81,7 @@ namespace {
     constexpr NcclSym kSym = NcclSym::k_##name;                                       \
     using Fn = ret(*) params;                                                         \
     Fn real = reinterpret_cast<Fn>(RealNccl(kSym));                                   \
-    if (real == nullptr) return Missing<ret>();                                       \
+    if (real == nullptr) return MissingReal<ret>();                                   \
     auto call = [&]() -> ret { return real args; };                                   \
     if (!Intercepting()) return call();                                               \
     ReentryGuard guard;                                                               \
