@@ -137,11 +137,18 @@ ncclResult_t NewHandle(std::shared_ptr<CommCore> core, ncclComm_t* out) {
   return ncclSuccess;
 }
 
+// Every tombstone, so that leak checkers see them reachable.
+std::atomic<ncclComm*> g_tombstones{nullptr};
+
 // The handle becomes a tombstone (kDeadCommMagic); the core goes when its last operation does.
 void FreeHandle(ncclComm_t comm) {
   comm->magic.store(kDeadCommMagic, std::memory_order_release);
   comm->core.store(nullptr, std::memory_order_release);
   comm->ender.store(0, std::memory_order_release);
+  comm->next_dead = g_tombstones.load(std::memory_order_relaxed);
+  while (!g_tombstones.compare_exchange_weak(comm->next_dead, comm, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+  }
 }
 
 // ---- creation ------------------------------------------------------------------------------

@@ -109,6 +109,7 @@ struct ncclComm {
   std::atomic<std::shared_ptr<gpusim::nccl::CommCore>> core;
   // The thread (tid) inside ncclCommDestroy/ncclCommAbort, 0 none.
   std::atomic<int> ender{0};
+  ncclComm* next_dead = nullptr;  // the list of tombstones (reachable: no leak report)
 };
 
 namespace gpusim::nccl {
