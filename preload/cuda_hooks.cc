@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "preload/hook_failures.h"
 #include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
@@ -27,6 +28,7 @@ void CudaApiError(CudaSym sym, cudaError_t result) noexcept {
 Pending* CudaGraphPre(cudaStream_t stream) noexcept {
   NoteCall();
   try {
+    MaybeFail(shm::HookPlace::kCudaGraphPre);
     AppCuda cuda;
     if (StreamCapturing(stream, cuda) != Capture::kNo) return nullptr;
     Pending* p = BeginTiming(stream, cuda);
@@ -40,6 +42,7 @@ Pending* CudaGraphPre(cudaStream_t stream) noexcept {
     p->AddOp(ref);
     return p;
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kCudaGraphPre);
     return nullptr;
   }
 }
@@ -48,10 +51,12 @@ void CudaGraphPost(Pending* p, cudaStream_t, cudaError_t result) noexcept {
   if (result != cudaSuccess) CudaApiError(CudaSym::k_cudaGraphLaunch, result);
   if (p == nullptr) return;
   try {
+    MaybeFail(shm::HookPlace::kCudaGraphPost);
     AppCuda cuda;
     p->failed = result != cudaSuccess;
     Submit(p, !p->failed, cuda);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kCudaGraphPost);
   }
 }
 
@@ -59,6 +64,7 @@ void CudaAllocPost(void** ptr, size_t bytes, cudaError_t result) noexcept {
   NoteCall();
   if (result != cudaSuccess || ptr == nullptr) return;
   try {
+    MaybeFail(shm::HookPlace::kCudaAllocPost);
     uint64_t total = g_rt->allocated_bytes.fetch_add(bytes) + bytes;
     {
       SpinGuard guard(g_rt->alloc_lock);
@@ -70,6 +76,7 @@ void CudaAllocPost(void** ptr, size_t bytes, cudaError_t result) noexcept {
     r.c = total;
     Push(r);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kCudaAllocPost);
   }
 }
 
@@ -77,6 +84,7 @@ void CudaFreePost(void* ptr, cudaError_t result) noexcept {
   NoteCall();
   if (result != cudaSuccess || ptr == nullptr) return;
   try {
+    MaybeFail(shm::HookPlace::kCudaFreePost);
     uint64_t bytes = 0;
     {
       SpinGuard guard(g_rt->alloc_lock);
@@ -91,6 +99,7 @@ void CudaFreePost(void* ptr, cudaError_t result) noexcept {
     r.c = total;
     Push(r);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kCudaFreePost);
   }
 }
 

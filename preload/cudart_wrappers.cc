@@ -66,7 +66,7 @@
     constexpr CudaSym kSym = CudaSym::k_##name;                                       \
     using Fn = ret(*) params;                                                         \
     Fn real = reinterpret_cast<Fn>(RealCuda(kSym));                                   \
-    if (real == nullptr) return Missing<ret>();                                       \
+    if (real == nullptr) return MissingReal<ret>();                                   \
     auto call = [&]() -> ret { return real args; };                                   \
     if (!Intercepting()) return call();                                               \
     ReentryGuard guard;                                                               \

@@ -1,5 +1,6 @@
 #include "preload/kernel_launch.h"
 
+#include "preload/hook_failures.h"
 #include "preload/real.h"
 #include "preload/timing.h"
 
@@ -90,8 +91,10 @@ Pending* KernelLaunchPre(const void* kernel, cudaStream_t stream) noexcept {
   }
   t_until_sample = g_rt->kernel_sample;
   try {
+    MaybeFail(shm::HookPlace::kKernelLaunchPre);
     return BeginSample(kernel, stream);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kKernelLaunchPre);
     return nullptr;
   }
 }
@@ -99,6 +102,7 @@ Pending* KernelLaunchPre(const void* kernel, cudaStream_t stream) noexcept {
 void KernelLaunchPost(Pending* p, cudaError_t result) noexcept {
   if (p == nullptr) return;
   try {
+    MaybeFail(shm::HookPlace::kKernelLaunchPost);
     AppCuda cuda;
     auto record = FT_REAL_CUDA(cudaEventRecord);
     if (result != cudaSuccess || record == nullptr ||
@@ -108,6 +112,7 @@ void KernelLaunchPost(Pending* p, cudaError_t result) noexcept {
     }
     Submit(p, false, cuda);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kKernelLaunchPost);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "common/environment.h"
 #include "common/launcher_identity.h"
 #include "common/log.h"
+#include "preload/hook_failures.h"
 #include "preload/poller.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
@@ -70,6 +71,24 @@ void OnForkChild() {
   // It runs on, unmonitored.
   g_state.store(kPassThrough, std::memory_order_release);
   t_group_depth = 0;
+}
+
+// The poller thread's boundary: an exception must not escape (std::terminate would end the
+// app). A poller that failed cannot be trusted to go on (its ops would look hung): libft.so
+// counts the failure, marks the segment disabled — readers then judge nothing by it — and
+// turns itself into a pass-through.
+void RunPoller() {
+  try {
+    PollerMain();
+    return;
+  } catch (...) {
+  }
+  CountHookFailure(shm::HookPlace::kPoller);
+  FT_LOG(Warn, Preload, "libft.so's poller thread failed; monitoring of this process is off");
+  g_rt->segment->header()->state.store(static_cast<uint32_t>(shm::ProcessState::kDisabled),
+                                       std::memory_order_release);
+  g_state.store(kPassThrough, std::memory_order_release);
+  g_rt->poller_done.store(true, std::memory_order_release);
 }
 
 std::string HostName() {
@@ -129,11 +148,19 @@ void DoInit() {
     g_state.store(kPassThrough);
     return;
   }
+  if (!config.test_fail_hook.empty()) {
+    if (auto place = shm::HookPlaceFromName(config.test_fail_hook)) {
+      SetInjectedFailure(static_cast<uint32_t>(*place));
+    } else {
+      FT_LOG(Warn, Preload, "FT_TEST_FAIL_HOOK={}: no such hook place; ignored",
+             config.test_fail_hook);
+    }
+  }
   rt->ring = std::make_unique<shm::RingWriter>(*rt->segment);
   rt->table = std::make_unique<shm::CommTableWriter>(*rt->segment);
   g_rt = rt.release();
   try {
-    std::thread(PollerMain).detach();
+    std::thread(RunPoller).detach();
   } catch (...) {
     FT_LOG(Warn, Preload, "libft.so disabled: cannot start its poller thread");
     g_rt->segment->header()->state.store(static_cast<uint32_t>(shm::ProcessState::kDisabled));

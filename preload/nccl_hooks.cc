@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "preload/comm_registry.h"
+#include "preload/poller_rules.h"
 #include "preload/real.h"
+#include "preload/hook_failures.h"
 #include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
@@ -47,11 +49,21 @@ struct GroupOp {
 
 thread_local std::vector<GroupOp>* t_group_ops = nullptr;
 
+void ApiErrorRecord(NcclSym sym, ncclResult_t result, uint64_t comm_id) {
+  if (g_rt == nullptr) return;
+  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
+  r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
+  r.b = static_cast<uint64_t>(sym);
+  r.c = static_cast<uint64_t>(result);
+  Push(r);
+}
+
 }  // namespace
 
 void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t dtype, int peer,
                ncclComm_t comm, cudaStream_t stream) noexcept {
   try {
+    MaybeFail(shm::HookPlace::kNcclPreOp);
     NoteCall();
     CommInfo* info = Lookup(comm);
     FillIdentity(comm, info);
@@ -118,12 +130,14 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     }
     call->pending->AddOp(ref);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclPreOp);
     call->pending = nullptr;
   }
 }
 
 void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
   try {
+    MaybeFail(shm::HookPlace::kNcclPostOp);
     if (result != ncclSuccess && result != ncclInProgress) {
       NcclApiError(sym, result, nullptr);
     }
@@ -142,6 +156,7 @@ void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
       Submit(p, false, cuda);
     }
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclPostOp);
   }
 }
 
@@ -163,6 +178,7 @@ void* NcclGroupEndPre() noexcept {
   NoteCall();
   if (t_group_depth != 1) return nullptr;
   try {
+    MaybeFail(shm::HookPlace::kNcclGroupEndPre);
     if (t_group_token == nullptr) t_group_token = new GroupEndToken;
     GroupEndToken* token = t_group_token;
     token->ops.clear();
@@ -196,6 +212,7 @@ void* NcclGroupEndPre() noexcept {
     }
     return token;
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclGroupEndPre);
     return nullptr;
   }
 }
@@ -210,6 +227,7 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
     return;
   }
   try {
+    MaybeFail(shm::HookPlace::kNcclGroupEndPost);
     if (result != ncclSuccess && result != ncclInProgress) {
       NcclApiError(NcclSym::k_ncclGroupEnd, result, nullptr);
     }
@@ -235,6 +253,7 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
       }
     }
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclGroupEndPost);
   }
   token->ops.clear();
   token->pendings.clear();
@@ -249,9 +268,11 @@ void NcclInitPost(NcclSym sym, ncclResult_t result, ncclComm_t* out, int nranks,
   }
   if (out == nullptr || *out == nullptr || ids == nullptr || nids <= 0) return;
   try {
+    MaybeFail(shm::HookPlace::kNcclInitPost);
     uint64_t h = Fnv1a(ids, sizeof(ncclUniqueId) * static_cast<size_t>(nids));
     Register(*out, Mix(h), rank, nranks, CommOrigin::kInit, 0, 0, -1);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclInitPost);
   }
 }
 
@@ -262,6 +283,7 @@ void NcclInitAllPost(ncclResult_t result, ncclComm_t* out, int ndev) noexcept {
     return;
   }
   try {
+    MaybeFail(shm::HookPlace::kNcclInitAllPost);
     static std::atomic<uint64_t> counter{0};
     uint64_t key[2] = {static_cast<uint64_t>(getpid()), counter.fetch_add(1)};
     uint64_t id = Mix(Fnv1a(key, sizeof(key)));
@@ -273,14 +295,17 @@ void NcclInitAllPost(ncclResult_t result, ncclComm_t* out, int ndev) noexcept {
       if (i > 0) info->slot = kNoSlot;
     }
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclInitAllPost);
   }
 }
 
 uint32_t NcclNextOrdinal(ncclComm_t parent) noexcept {
   NoteCall();
   try {
+    MaybeFail(shm::HookPlace::kNcclNextOrdinal);
     return Lookup(parent)->ordinals.fetch_add(1) + 1;
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclNextOrdinal);
     return 0;
   }
 }
@@ -293,6 +318,7 @@ void NcclSplitPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, int
   }
   if (out == nullptr || *out == nullptr) return;  // NCCL_SPLIT_NOCOLOR
   try {
+    MaybeFail(shm::HookPlace::kNcclSplitPost);
     CommInfo* p = Lookup(parent);
     uint64_t key[3] = {p->id, ordinal, static_cast<uint64_t>(static_cast<int64_t>(color))};
     int rank = -1, size = 0;
@@ -303,6 +329,7 @@ void NcclSplitPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, int
     Register(*out, Mix(Fnv1a(key, sizeof(key))), rank, size, CommOrigin::kSplit, p->id, ordinal,
              color);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclSplitPost);
   }
 }
 
@@ -314,6 +341,7 @@ void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, co
   }
   if (out == nullptr || *out == nullptr) return;
   try {
+    MaybeFail(shm::HookPlace::kNcclShrinkPost);
     CommInfo* p = Lookup(parent);
     // Color of a shrink: a hash of the excluded set, which every member passes identically.
     uint64_t color = excluded != nullptr && nexcluded > 0
@@ -328,28 +356,33 @@ void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, co
     Register(*out, Mix(Fnv1a(key, sizeof(key))), rank, size, CommOrigin::kShrink, p->id, ordinal,
              -1);
   } catch (...) {
+    CountHookFailure(shm::HookPlace::kNcclShrinkPost);
   }
 }
 
-void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept {
+CommInfo* NcclEndCommPre(ncclComm_t comm) noexcept {
   NoteCall();
-  if (result != ncclSuccess && result != ncclInProgress) NcclApiError(sym, result, comm);
-  try {
-    CommInfo* info = nullptr;
-    {
-      SpinGuard guard(g_rt->comms_lock);
-      auto it = g_rt->comms.find(comm);
-      if (it == g_rt->comms.end()) return;
-      info = it->second;
-      g_rt->comms.erase(it);
-      g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
-    }
-    info->ended.store(true);  // the info itself stays: the poller may still refer to it
-    auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
-    r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
-    Push(r);
-  } catch (...) {
+  CommInfo* info = nullptr;
+  {
+    SpinGuard guard(g_rt->comms_lock);
+    auto it = g_rt->comms.find(comm);
+    if (it == g_rt->comms.end()) return nullptr;
+    info = it->second;
+    g_rt->comms.erase(it);  // a handle NCCL reuses later is a new comm
+    g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
   }
+  EndAndWaitForPoller(info);  // the info itself stays: the poller may still refer to it
+  return info;
+}
+
+void NcclEndCommPost(NcclSym sym, CommInfo* info, ncclResult_t result) noexcept {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    ApiErrorRecord(sym, result, info != nullptr ? info->id : 0);
+  }
+  if (info == nullptr) return;
+  auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
+  r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
+  Push(r);
 }
 
 void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
@@ -360,11 +393,7 @@ void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
     auto it = g_rt->comms.find(comm);
     if (it != g_rt->comms.end()) comm_id = it->second->id;
   }
-  auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
-  r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
-  r.b = static_cast<uint64_t>(sym);
-  r.c = static_cast<uint64_t>(result);
-  Push(r);
+  ApiErrorRecord(sym, result, comm_id);
 }
 
 }  // namespace ft::preload

@@ -66,9 +66,10 @@ namespace {
   NcclShrinkPost(result, parent, ordinal, excluded, nexcluded, out);           \
   return result;
 
-#define FT_NCCL_HOOK_END_COMM(comm)         \
-  ncclResult_t result = call();             \
-  NcclEndComm(kSym, comm, result);          \
+#define FT_NCCL_HOOK_END_COMM(comm)              \
+  CommInfo* ended = NcclEndCommPre(comm);        \
+  ncclResult_t result = call();                  \
+  NcclEndCommPost(kSym, ended, result);          \
   return result;
 
 }  // namespace
@@ -80,7 +81,7 @@ namespace {
     constexpr NcclSym kSym = NcclSym::k_##name;                                       \
     using Fn = ret(*) params;                                                         \
     Fn real = reinterpret_cast<Fn>(RealNccl(kSym));                                   \
-    if (real == nullptr) return Missing<ret>();                                       \
+    if (real == nullptr) return MissingReal<ret>();                                   \
     auto call = [&]() -> ret { return real args; };                                   \
     if (!Intercepting()) return call();                                               \
     ReentryGuard guard;                                                               \

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "preload/kernel_launch.h"
+#include "preload/poller_rules.h"
 #include "preload/real.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
@@ -32,6 +33,7 @@ struct PollerState {
   std::vector<shm::Record> records;  // this round's, pushed at its end
   uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
   uint64_t next_count_report_ns = 0;  // kKernelCount records: once a second
+  bool relaxed = false;     // in relaxed capture mode (poller_rules.h)
   bool progressed = false;  // this round saw a start or a completion
   int idle_rounds = 0;      // rounds in a row without progress, for the back-off
 };
@@ -100,11 +102,10 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
   if (!p->await_comms.empty()) {
     // Nonblocking communicator: the work is issued in the background; the end event can only
     // be recorded once NCCL says it is no longer in progress.
-    auto get_error = FT_REAL_NCCL(ncclCommGetAsyncError);
     for (size_t i = 0; i < p->await_comms.size();) {
       ncclResult_t state = ncclSuccess;
-      if (p->await_infos[i] != nullptr && !p->await_infos[i]->ended.load() && get_error != nullptr &&
-          get_error(p->await_comms[i], &state) == ncclSuccess && state == ncclInProgress) {
+      if (PollAsyncError(p->await_infos[i], p->await_comms[i], &state) &&
+          state == ncclInProgress) {
         return false;
       }
       if (state != ncclSuccess && state != ncclInProgress) p->failed = true;
@@ -113,13 +114,18 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
     }
     if (p->failed) return finish(kFlagError);
     if (p->device < 0 || p->device >= kMaxDevices) return finish(kFlagUntimed);
+    p->late_end = true;  // has_end still false: the end is the poller's to record
+  }
+  if (p->late_end && !p->has_end) {
     SetPollerDevice(st, p->device);
+    // Not into a stream being captured (it would become a node of the app's graph): the op's
+    // work was enqueued before the capture began, so a record after the capture still follows it.
+    if (!MayRecordInto(p->stream)) return false;
     auto record = FT_REAL_CUDA(cudaEventRecord);
     if (record == nullptr || !EnsureEvent(p, true, nullptr) || record(p->end, p->stream) != cudaSuccess) {
       return finish(kFlagUntimed);
     }
     p->has_end = true;
-    p->late_end = true;
   }
   auto query = FT_REAL_CUDA(cudaEventQuery);
   if (!p->has_end || query == nullptr) return finish(0);  // untimed: flagged at submit
@@ -190,6 +196,11 @@ void PollerMain() {
     header->heartbeat_ns.store(NowNs(), std::memory_order_relaxed);
     header->heartbeat_count.fetch_add(1, std::memory_order_relaxed);
     TakeIncoming(st);
+    if (!st.relaxed && !st.list.empty()) {
+      // Before the first CUDA call, on a device the app uses (poller_rules.h).
+      SetPollerDevice(st, st.list.front()->device);
+      st.relaxed = RelaxCaptureMode();
+    }
     st.records.clear();
     st.keep.clear();
     st.blocked.clear();

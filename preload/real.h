@@ -1,8 +1,11 @@
 // The real CUDA runtime and NCCL functions behind libft.so's wrappers, generated from
-// cudart.def and nccl.def. Resolved lazily: the first call of any wrapper of a library
-// resolves that library's whole table (std::call_once), so libcudart or libnccl loaded after
-// libft.so (dlopen, as PyTorch does) is found. A symbol still missing is looked up again at
-// each call until found. Thread-safe; never allocates after resolution.
+// cudart.def and nccl.def. Resolved lazily, each symbol at its first use, so libcudart or
+// libnccl loaded after libft.so (dlopen, as PyTorch does) is found. Where: dlsym(RTLD_NEXT)
+// (NCCL: pnccl* first); else the library by its usual soname among loaded objects; else every
+// loaded object (a runtime loaded RTLD_LOCAL under another name, as wheels bundle it), never
+// libft.so itself. A miss is remembered until another object is loaded (dl_iterate_phdr's
+// load count), so a missing symbol costs one cheap check per call, not a search. Thread-safe;
+// never throws; allocates only while searching every loaded object.
 #ifndef FT_PRELOAD_REAL_H_
 #define FT_PRELOAD_REAL_H_
 
@@ -58,6 +61,9 @@ inline void* RealCuda(CudaSym sym) {
 #define FT_REAL_NCCL(name) \
   reinterpret_cast<decltype(&::name)>(::ft::preload::RealNccl(::ft::preload::NcclSym::k_##name))
 
+// A wrapper found no real function: counted as a hook failure (missing_symbol) in the segment.
+void NoteMissingReal() noexcept;
+
 // What a wrapper returns when the real function cannot be found at all.
 template <class R>
 inline R Missing() {
@@ -70,6 +76,12 @@ inline R Missing() {
   } else {
     return R{};
   }
+}
+
+template <class R>
+inline R MissingReal() {
+  NoteMissingReal();
+  return Missing<R>();
 }
 
 }  // namespace ft::preload

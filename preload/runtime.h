@@ -97,7 +97,11 @@ void NcclSplitPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, int
                    ncclComm_t* out) noexcept;
 void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, const int* excluded,
                     int nexcluded, ncclComm_t* out) noexcept;
-void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept;
+// ncclCommDestroy/ncclCommAbort: before the real call the comm is marked ended and the poller
+// is out of it (NCCL forbids other threads in a comm being aborted); after it, the handle is
+// never used again (the token carries what the post-hook needs).
+CommInfo* NcclEndCommPre(ncclComm_t comm) noexcept;
+void NcclEndCommPost(NcclSym sym, CommInfo* ended, ncclResult_t result) noexcept;
 void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept;
 
 // ---- CUDA runtime ----

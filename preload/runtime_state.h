@@ -57,7 +57,8 @@ struct CommInfo {
   uint32_t p2p_slot = internal::kNoSlot;
   bool slot_claimed = false;  // app thread(s) issuing on this comm
   bool p2p_claimed = false;
-  std::atomic<bool> ended{false};
+  std::atomic<bool> ended{false};          // destroy/abort began (poller_rules.h)
+  std::atomic<bool> poller_inside{false};  // the poller is in an NCCL call on it
   std::atomic<uint64_t> coll_seq{0};
   std::atomic<uint32_t> ordinals{0};  // splits and shrinks taken on this comm
   internal::SpinLock p2p_lock;

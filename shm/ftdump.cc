@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "shm/comm_table.h"
+#include "shm/hook_failures.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
@@ -60,6 +61,16 @@ void Dump(const Segment& segment, size_t records) {
     std::printf("  blocked in a synchronizing call for %.1f s (%llu thread(s))\n",
                 AgeSeconds(now, blocked_since),
                 static_cast<unsigned long long>(h->blocked_count.load()));
+  }
+  // Failures libft.so swallowed to keep the app running: monitoring has a hole there.
+  for (const ft::shm::HookFailureCount& f : ft::shm::SnapshotHookFailures(h)) {
+    const char* name = ft::shm::HookPlaceName(f.place);
+    const auto count = static_cast<unsigned long long>(f.count);
+    if (name != nullptr) {
+      std::printf("  hook failures: %s x%llu\n", name, count);
+    } else {
+      std::printf("  hook failures: place %u x%llu\n", f.place, count);
+    }
   }
   std::printf("  ring: capacity=%u head=%llu tail=%llu dropped=%llu\n", h->ring_capacity,
               static_cast<unsigned long long>(h->ring_head.load()),

@@ -22,7 +22,7 @@
 namespace ft::shm {
 
 inline constexpr uint64_t kMagic = 0x3147455354465446ull;  // "FTFTSEG1" read as bytes
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: hook_failures in the header
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kControlBytes = 4096;
 inline constexpr uint32_t kCommSlotBytes = 256;
@@ -31,6 +31,16 @@ inline constexpr uint32_t kMailboxSlots = 8;
 inline constexpr uint32_t kMailboxPayloadBytes = 128;
 inline constexpr uint32_t kMailboxMessageBytes = 96;
 inline constexpr size_t kNameBytes = 64;
+inline constexpr uint32_t kHookFailureSlots = 32;
+
+// One place inside libft.so where a failure was swallowed (fail-open) and how many times.
+// A slot is claimed by its first failure (place written with a CAS from 0, then counted);
+// place ids are stable numbers named in shm/hook_failures.h, never positions.
+struct HookFailureSlot {
+  std::atomic<uint32_t> place;                 // 0: 0 = free
+  uint32_t reserved;                           // 4
+  std::atomic<uint64_t> count;                 // 8
+};
 
 // What the process is doing, as its readers see it.
 enum class ProcessState : uint32_t {
@@ -77,7 +87,11 @@ struct SegmentHeader {
   std::atomic<uint64_t> blocked_count;             // 472
   alignas(64) std::atomic<uint64_t> ring_head;     // 512: records ever published
   std::atomic<uint64_t> ring_dropped;              // 520: records dropped on a full ring
-  uint8_t reserved1[kHeaderBytes - 528];
+  uint8_t reserved1[1024 - 528];
+  // Failures libft.so swallowed, by place (shm/hook_failures.h); the last slot also takes
+  // places that found no free slot.
+  HookFailureSlot hook_failures[kHookFailureSlots];  // 1024
+  uint8_t reserved2[kHeaderBytes - 1024 - kHookFailureSlots * 16];
 };
 
 // A command from the reader to the process, and the process's acknowledgement. The reader
@@ -154,6 +168,7 @@ struct Record {
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
 static_assert(sizeof(ControlPage) == kControlBytes);
 static_assert(sizeof(MailboxSlot) == 256);
+static_assert(sizeof(HookFailureSlot) == 16);
 static_assert(sizeof(CommSlot) == kCommSlotBytes);
 static_assert(sizeof(Record) == kRecordBytes);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free);

@@ -153,7 +153,7 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
   {
     FakeRank r(job, 9, 3'900'052);
     std::string bytes = ReadFile(r.name());
-    uint32_t version = 2;
+    uint32_t version = shm::kLayoutVersion + 1;
     std::memcpy(bytes.data() + 8, &version, sizeof(version));
     WriteFile(newer_name, bytes);
   }
@@ -165,7 +165,9 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
   EXPECT_EQ(m.ignored_segments(), 2u);
   EXPECT_TRUE(m.Ranks().empty());
   EXPECT_EQ(logs.Count({"ignored", garbage_name.substr(1), "bad magic", "remove the file"}), 1u) << logs.All();
-  EXPECT_EQ(logs.Count({"ignored", newer_name.substr(1), "layout version 2", "this reader understands 1"}), 1u)
+  const std::string newer = "layout version " + std::to_string(shm::kLayoutVersion + 1);
+  const std::string ours = "this reader understands " + std::to_string(shm::kLayoutVersion);
+  EXPECT_EQ(logs.Count({"ignored", newer_name.substr(1), newer, ours}), 1u)
       << logs.All();
   unlink(("/dev/shm" + garbage_name).c_str());
   unlink(("/dev/shm" + newer_name).c_str());

@@ -1,5 +1,6 @@
 // Pins the segment layout: a reader built from another release depends on every offset.
 // Changing any of these numbers requires a new kLayoutVersion and docs/shm-format.md.
+#include "shm/hook_failures.h"
 #include "shm/layout.h"
 
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace {
 
 TEST(LayoutTest, Constants) {
   EXPECT_EQ(kMagic, 0x3147455354465446ull);
-  EXPECT_EQ(kLayoutVersion, 1u);
+  EXPECT_EQ(kLayoutVersion, 2u);
   EXPECT_EQ(sizeof(SegmentHeader), 4096u);
   EXPECT_EQ(sizeof(ControlPage), 4096u);
   EXPECT_EQ(sizeof(CommSlot), 256u);
@@ -56,6 +57,44 @@ TEST(LayoutTest, SegmentHeaderOffsets) {
   EXPECT_EQ(sizeof(SegmentHeader::blocked_count), 8u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_head), 512u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_dropped), 520u);
+  // Version 2: swallowed hook failures by place.
+  EXPECT_EQ(kHookFailureSlots, 32u);
+  EXPECT_EQ(offsetof(SegmentHeader, hook_failures), 1024u);
+  EXPECT_EQ(sizeof(HookFailureSlot), 16u);
+  EXPECT_EQ(offsetof(HookFailureSlot, place), 0u);
+  EXPECT_EQ(offsetof(HookFailureSlot, count), 8u);
+}
+
+// Place ids are a contract with every reader: pinned, never renumbered.
+TEST(LayoutTest, HookPlaceIds) {
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kPoller), 1u);
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kMissingSymbol), 2u);
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kResolve), 3u);
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kNcclPreOp), 4u);
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kCudaFreePost), 16u);
+  EXPECT_EQ(static_cast<uint32_t>(HookPlace::kKernelLaunchPost), 18u);
+  EXPECT_EQ(kHookPlaceOverflow, 0xffffffffu);
+  EXPECT_STREQ(HookPlaceName(4), "nccl_pre_op");
+  EXPECT_EQ(HookPlaceName(999), nullptr);
+  EXPECT_EQ(HookPlaceFromName("cuda_graph_pre"), HookPlace::kCudaGraphPre);
+}
+
+TEST(LayoutTest, HookFailuresAreCountedByPlaceAndOverflowIntoTheLastSlot) {
+  alignas(64) static SegmentHeader header{};
+  CountHookFailure(&header, 4);
+  CountHookFailure(&header, 4);
+  CountHookFailure(&header, 2);
+  auto counts = SnapshotHookFailures(&header);
+  ASSERT_EQ(counts.size(), 2u);
+  EXPECT_EQ(counts[0].place, 4u);
+  EXPECT_EQ(counts[0].count, 2u);
+  EXPECT_EQ(counts[1].place, 2u);
+  EXPECT_EQ(counts[1].count, 1u);
+  for (uint32_t p = 100; p < 100 + kHookFailureSlots; ++p) CountHookFailure(&header, p);
+  counts = SnapshotHookFailures(&header);
+  ASSERT_EQ(counts.size(), kHookFailureSlots);
+  EXPECT_EQ(counts.back().place, kHookPlaceOverflow);
+  EXPECT_EQ(counts.back().count, 3u);  // 31 slots: 2 taken before, 29 new, 3 left over
 }
 
 TEST(LayoutTest, ControlPageOffsets) {

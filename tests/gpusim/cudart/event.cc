@@ -187,6 +187,7 @@ GPUSIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsign
 GPUSIM_API cudaError_t cudaEventQuery(cudaEvent_t e) {
   CUevent_st* ev = AsEvent(e);
   if (!ev) return Ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   if (EventCaptureId(ev) != 0) return Ret(cudaErrorCapturedEvent);
   return Reached(ev) ? cudaSuccess : cudaErrorNotReady;
 }
@@ -194,6 +195,7 @@ GPUSIM_API cudaError_t cudaEventQuery(cudaEvent_t e) {
 GPUSIM_API cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   CUevent_st* ev = AsEvent(e);
   if (!ev) return Ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   if (EventCaptureId(ev) != 0) return Ret(cudaErrorCapturedEvent);
   if (CurrentWorkerStream()) return Ret(cudaErrorNotPermitted);  // see SyncStream
   WaitEventReached(ev, ev->record_gen.load(std::memory_order_acquire));

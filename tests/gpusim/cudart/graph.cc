@@ -20,6 +20,8 @@ namespace {
 
 std::atomic<unsigned long long> g_next_capture_id{1};
 thread_local cudaStreamCaptureMode t_capture_mode = cudaStreamCaptureModeGlobal;
+// Captures begun and not yet ended: lets CheckCaptureSafe answer without a scan when none is.
+std::atomic<int> g_active_captures{0};
 
 CUgraph_st* AsGraph(cudaGraph_t g) { return g && g->magic == CUgraph_st::kMagic ? g : nullptr; }
 CUgraphExec_st* AsExec(cudaGraphExec_t e) {
@@ -43,6 +45,31 @@ cudaError_t AppendCaptured(CUstream_st* s, Op&& op) {
   if (auto* r = std::get_if<EventRecordOp>(&op)) r->gen = 0;  // each launch records anew
   s->capture->ops.push_back(OpBox{std::move(op)});
   return cudaSuccess;
+}
+
+cudaError_t CheckCaptureSafe() {
+  if (g_active_captures.load(std::memory_order_acquire) == 0) return cudaSuccess;
+  const cudaStreamCaptureMode mine = t_capture_mode;
+  if (mine == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  const std::thread::id me = std::this_thread::get_id();
+  bool prohibited = false;
+  for (int dev = 0; dev < GetConfig().device_count; ++dev) {
+    Device& d = GetDevice(dev);
+    std::lock_guard<std::mutex> dl(d.mu);
+    for (CUstream_st* b : d.streams) {
+      if (!b->capturing.load(std::memory_order_acquire)) continue;
+      std::lock_guard<std::mutex> bl(b->mu);
+      if (!b->capture || b->capture_status != cudaStreamCaptureStatusActive) continue;
+      bool own = b->capture_thread == me && b->capture_mode != cudaStreamCaptureModeRelaxed;
+      bool other_global = mine == cudaStreamCaptureModeGlobal && b->capture_thread != me &&
+                          b->capture_mode == cudaStreamCaptureModeGlobal;
+      if (own || other_global) {
+        b->capture_status = cudaStreamCaptureStatusInvalidated;
+        prohibited = true;
+      }
+    }
+  }
+  return prohibited ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
 void RunGraph(CUstream_st* s, const GraphOp& g) {
@@ -73,6 +100,7 @@ cudaError_t StreamBeginCapture(cudaStream_t h, cudaStreamCaptureMode mode, bool 
   s->capture_mode = mode;
   s->capture_thread = std::this_thread::get_id();
   s->capturing.store(true, std::memory_order_release);
+  g_active_captures.fetch_add(1, std::memory_order_acq_rel);
   return cudaSuccess;
 }
 
@@ -93,6 +121,7 @@ cudaError_t StreamEndCapture(cudaStream_t h, cudaGraph_t* out, bool pt) {
     s->capture = nullptr;
     s->capture_status = cudaStreamCaptureStatusNone;
     s->capturing.store(false, std::memory_order_release);
+    g_active_captures.fetch_sub(1, std::memory_order_acq_rel);
   }
   if (status == cudaStreamCaptureStatusInvalidated) {
     DeleteGraph(g);
@@ -185,8 +214,12 @@ cudaError_t GraphUpload(cudaGraphExec_t e, cudaStream_t h, bool pt) {
 
 using namespace gpusim;
 
+// Per thread: the mode CheckCaptureSafe applies to this thread's own calls.
 GPUSIM_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (!mode) return Ret(cudaErrorInvalidValue);
+  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+      *mode != cudaStreamCaptureModeRelaxed)
+    return Ret(cudaErrorInvalidValue);
   std::swap(*mode, t_capture_mode);
   return cudaSuccess;
 }

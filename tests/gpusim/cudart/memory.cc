@@ -162,6 +162,7 @@ cudaError_t MemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kin
 
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, bool pt) {
   if (!ValidKind(kind)) return Ret(cudaErrorInvalidMemcpyDirection);
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   CUstream_st* s = ResolveStream(nullptr, pt);
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return Ret(cudaErrorInvalidValue);
@@ -268,10 +269,14 @@ cudaError_t SymbolRange(const void* symbol, size_t offset, size_t n, char** at) 
 using namespace gpusim;
 
 GPUSIM_API cudaError_t cudaMalloc(void** p, size_t n) {
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   return Ret(Allocate(p, n, Kind::kDevice, 0));
 }
 
-GPUSIM_API cudaError_t cudaFree(void* p) { return Ret(Release(p, true)); }
+GPUSIM_API cudaError_t cudaFree(void* p) {
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
+  return Ret(Release(p, true));
+}
 
 GPUSIM_API cudaError_t cudaMallocManaged(void** p, size_t n, unsigned int flags) {
   if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) return Ret(cudaErrorInvalidValue);
@@ -285,6 +290,7 @@ GPUSIM_API cudaError_t cudaMallocPitch(void** p, size_t* pitch, size_t width, si
 }
 
 GPUSIM_API cudaError_t cudaMallocHost(void** p, size_t n) {
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   return Ret(Allocate(p, n, Kind::kHost, 0));
 }
 

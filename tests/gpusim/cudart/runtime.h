@@ -251,6 +251,14 @@ void RunKernel(const KernelOp& op, bool copy_args);
 
 // ---- graph.cc ------------------------------------------------------------------------------
 cudaError_t AppendCaptured(CUstream_st* s, Op&& op);  // s->mu held by the caller
+// CUDA's rule for "potentially unsafe" calls during stream capture (cudaStreamBeginCapture,
+// cudaThreadExchangeStreamCaptureMode): unless the calling thread's mode is relaxed, such a call
+// is prohibited while the thread itself captures in a non-relaxed mode, or, when the thread's
+// mode is global (the default), while any other thread captures in global mode. A prohibited
+// call invalidates those captures and fails with cudaErrorStreamCaptureUnsupported. Called
+// first by the unsafe entry points (event/stream queries and synchronization, device
+// synchronization, synchronous allocation, free and copy); no lock held by the caller.
+cudaError_t CheckCaptureSafe();
 void RunGraph(CUstream_st* s, const GraphOp& g);
 void DeleteGraph(CUgraph_st* g);
 

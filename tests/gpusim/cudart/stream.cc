@@ -392,6 +392,7 @@ namespace api {
 cudaError_t StreamQuery(cudaStream_t h, bool pt) {
   CUstream_st* s = ResolveStream(h, pt);
   if (!s) return Ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   if (s->capturing.load(std::memory_order_acquire)) {
     InvalidateCapture(s);
     return Ret(cudaErrorStreamCaptureUnsupported);
@@ -405,6 +406,7 @@ cudaError_t StreamQuery(cudaStream_t h, bool pt) {
 cudaError_t StreamSynchronize(cudaStream_t h, bool pt) {
   CUstream_st* s = ResolveStream(h, pt);
   if (!s) return Ret(cudaErrorInvalidResourceHandle);
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   return Ret(SyncStream(s));
 }
 
@@ -536,4 +538,7 @@ GPUSIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void*
 GPUSIM_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void*, size_t, unsigned int) {
   return api::StreamAttachMemAsync(s, false);
 }
-GPUSIM_API cudaError_t cudaDeviceSynchronize(void) { return Ret(SyncDevice(CurrentDevice())); }
+GPUSIM_API cudaError_t cudaDeviceSynchronize(void) {
+  if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
+  return Ret(SyncDevice(CurrentDevice()));
+}

@@ -149,5 +149,87 @@ TEST(Graph, EmptyGraphAndBadHandles) {
   cudaGetLastError();
 }
 
+// CUDA's capture-mode rule (cudaStreamBeginCapture, cudaThreadExchangeStreamCaptureMode): a
+// "potentially unsafe" call (here cudaEventQuery, cudaMalloc) is refused, and invalidates the
+// capture, when another thread captures in global mode and the caller's mode is global, or
+// when the caller itself captures in a non-relaxed mode. Relaxed callers are never refused.
+cudaError_t QueryOnAnotherThread(cudaEvent_t ev, cudaStreamCaptureMode mode) {
+  cudaError_t result = cudaErrorUnknown;
+  std::thread([&] {
+    cudaStreamCaptureMode m = mode;
+    if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) return;
+    result = cudaEventQuery(ev);
+    cudaGetLastError();
+  }).join();
+  return result;
+}
+
+TEST(Graph, UnsafeCallsFollowTheCaptureModeRule) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t ev;  // recorded and reached outside any capture
+  ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(ev, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  Counter counter;
+  struct Case {
+    cudaStreamCaptureMode capture;  // of the capturing (this) thread
+    cudaStreamCaptureMode other;    // the querying thread's mode
+    bool refused;
+  };
+  const Case cases[] = {
+      {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeGlobal, true},
+      {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, false},
+      {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeRelaxed, false},
+      {cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal, false},
+      {cudaStreamCaptureModeRelaxed, cudaStreamCaptureModeGlobal, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "capture mode " << c.capture << ", other thread " << c.other);
+    ASSERT_EQ(cudaStreamBeginCapture(s, c.capture), cudaSuccess);
+    EXPECT_EQ(cudaLaunchHostFunc(s, Counter::Inc, &counter), cudaSuccess);
+    EXPECT_EQ(QueryOnAnotherThread(ev, c.other),
+              c.refused ? cudaErrorStreamCaptureUnsupported : cudaSuccess);
+    cudaStreamCaptureStatus status;
+    ASSERT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+    EXPECT_EQ(status, c.refused ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), c.refused ? cudaErrorStreamCaptureInvalidated : cudaSuccess);
+    if (g != nullptr) cudaGraphDestroy(g);
+    cudaGetLastError();
+  }
+  // No capture in progress: nothing is refused.
+  EXPECT_EQ(QueryOnAnotherThread(ev, cudaStreamCaptureModeGlobal), cudaSuccess);
+
+  // The capturing thread itself: refused in a global or thread-local capture, unless the
+  // thread switched itself to relaxed; a relaxed capture refuses nothing.
+  for (cudaStreamCaptureMode mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal}) {
+    ASSERT_EQ(cudaStreamBeginCapture(s, mode), cudaSuccess);
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, 64), cudaErrorStreamCaptureUnsupported);
+    cudaStreamCaptureMode relaxed = cudaStreamCaptureModeRelaxed;
+    ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&relaxed), cudaSuccess);
+    EXPECT_EQ(relaxed, cudaStreamCaptureModeGlobal);  // the previous mode comes back
+    EXPECT_EQ(cudaEventQuery(ev), cudaSuccess);
+    ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&relaxed), cudaSuccess);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+  }
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cudaMalloc(&p, 64), cudaSuccess);
+  EXPECT_EQ(cudaFree(p), cudaSuccess);
+  cudaGraph_t g = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  cudaGraphDestroy(g);
+  cudaStreamCaptureMode bad = static_cast<cudaStreamCaptureMode>(7);
+  EXPECT_EQ(cudaThreadExchangeStreamCaptureMode(&bad), cudaErrorInvalidValue);
+  EXPECT_EQ(counter.n.load(), 0);  // nothing captured ever ran
+  cudaGetLastError();
+  cudaEventDestroy(ev);
+  cudaStreamDestroy(s);
+}
+
 }  // namespace
 }  // namespace gpusim_test

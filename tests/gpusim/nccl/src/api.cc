@@ -19,6 +19,7 @@
 #include "group.h"
 #include "hash.h"
 #include "ops.h"
+#include "violation.h"
 
 namespace gpusim::nccl {
 namespace {
@@ -69,29 +70,55 @@ ncclResult_t GetCore(ncclComm_t comm, const char* fn, std::shared_ptr<CommCore>*
     Fail(fn, "comm is NULL");
     return ncclInvalidArgument;
   }
-  if (comm->magic != kCommMagic || comm->core == nullptr) {
+  const uint64_t magic = comm->magic.load(std::memory_order_acquire);
+  if (magic == kDeadCommMagic) {
+    Violation(fn, comm, "after ncclCommDestroy or ncclCommAbort returned");
+    Fail(fn, "comm %p was destroyed or aborted", static_cast<void*>(comm));
+    return ncclInvalidArgument;
+  }
+  const int ender = comm->ender.load(std::memory_order_acquire);
+  if (ender != 0 && ender != gettid()) {
+    Violation(fn, comm, "while another thread is inside ncclCommDestroy or ncclCommAbort");
+  }
+  std::shared_ptr<CommCore> core = comm->core.load(std::memory_order_acquire);
+  if (magic != kCommMagic || core == nullptr) {
     Fail(fn, "comm %p is not a valid communicator (destroyed?)", static_cast<void*>(comm));
     return ncclInvalidArgument;
   }
   if (ready) {
-    int st = comm->core->init_state.load(std::memory_order_acquire);
+    int st = core->init_state.load(std::memory_order_acquire);
     if (st == ncclInProgress) {
       Fail(fn, "communicator %s is still initializing (poll ncclCommGetAsyncError)",
-           comm->core->name.c_str());
+           core->name.c_str());
       return ncclInvalidUsage;
     }
     if (st != ncclSuccess) {
-      Fail(fn, "communicator %s failed to initialize: %s", comm->core->name.c_str(),
-           comm->core->last_error());
+      Fail(fn, "communicator %s failed to initialize: %s", core->name.c_str(),
+           core->last_error());
       return static_cast<ncclResult_t>(st);
     }
-    if (comm->core->revoked.load()) {
-      Fail(fn, "communicator %s was revoked", comm->core->name.c_str());
+    if (core->revoked.load()) {
+      Fail(fn, "communicator %s was revoked", core->name.c_str());
       return ncclInvalidUsage;
     }
   }
-  *out = comm->core;
+  *out = std::move(core);
   return ncclSuccess;
+}
+
+// Destroy and abort: the calling thread owns the communicator until it returns (a second
+// thread ending it at the same time is a violation too).
+void BeginEnd(ncclComm_t comm, const char* fn) {
+  int none = 0;
+  if (!comm->ender.compare_exchange_strong(none, gettid(), std::memory_order_acq_rel)) {
+    Violation(fn, comm, "while another thread is inside ncclCommDestroy or ncclCommAbort");
+  }
+}
+
+// Real NCCL's teardown (proxy threads, connections, memory) takes a while; so does ours when
+// GPUSIM_NCCL_TEARDOWN_MS says so, which makes a racing call from another thread visible.
+void Teardown(const CommCore& c) {
+  if (c.cfg.teardown_ms > 0) SleepMs(c.cfg.teardown_ms);
 }
 
 // Waits (polling) until pred holds.
@@ -105,15 +132,23 @@ void WaitFor(P pred) {
 
 ncclResult_t NewHandle(std::shared_ptr<CommCore> core, ncclComm_t* out) {
   auto* h = new ncclComm();
-  h->core = std::move(core);
+  h->core.store(std::move(core), std::memory_order_release);
   *out = h;
   return ncclSuccess;
 }
 
+// Every tombstone, so that leak checkers see them reachable.
+std::atomic<ncclComm*> g_tombstones{nullptr};
+
+// The handle becomes a tombstone (kDeadCommMagic); the core goes when its last operation does.
 void FreeHandle(ncclComm_t comm) {
-  comm->magic = 0;
-  comm->core.reset();
-  delete comm;
+  comm->magic.store(kDeadCommMagic, std::memory_order_release);
+  comm->core.store(nullptr, std::memory_order_release);
+  comm->ender.store(0, std::memory_order_release);
+  comm->next_dead = g_tombstones.load(std::memory_order_relaxed);
+  while (!g_tombstones.compare_exchange_weak(comm->next_dead, comm, std::memory_order_release,
+                                             std::memory_order_relaxed)) {
+  }
 }
 
 // ---- creation ------------------------------------------------------------------------------
@@ -238,9 +273,10 @@ NCCL_API const char* pncclGetErrorString(ncclResult_t result) {
 NCCL_ALIAS(ncclGetErrorString)
 
 NCCL_API const char* pncclGetLastError(ncclComm_t comm) {
-  if (comm != nullptr && comm->magic == kCommMagic && comm->core != nullptr &&
-      comm->core->last_error()[0] != '\0') {
-    return comm->core->last_error();
+  if (comm != nullptr && comm->magic.load(std::memory_order_acquire) == kCommMagic) {
+    // The core outlives this call only if the handle does: reading it here is as safe as in NCCL.
+    std::shared_ptr<CommCore> core = comm->core.load(std::memory_order_acquire);
+    if (core != nullptr && core->last_error()[0] != '\0') return core->last_error();
   }
   return GlobalLastError();
 }
@@ -462,6 +498,7 @@ NCCL_API ncclResult_t pncclCommDestroy(ncclComm_t comm) {
     if (comm == nullptr) return ncclSuccess;
     std::shared_ptr<CommCore> c;
     if (ncclResult_t r = GetCore(comm, "ncclCommDestroy", &c, false); r != ncclSuccess) return r;
+    BeginEnd(comm, "ncclCommDestroy");
     // Like NCCL, wait for queued work (this blocks while a collective hangs: use Abort then).
     if (c->init_state.load() == ncclInProgress) c->cancel.store(true);
     WaitFor([&] {
@@ -469,6 +506,7 @@ NCCL_API ncclResult_t pncclCommDestroy(ncclComm_t comm) {
              c->in_progress.load() == 0;
     });
     DebugLog(c->cfg, "destroy comm %s rank %d/%d", c->name.c_str(), c->rank, c->nranks);
+    Teardown(*c);
     FreeHandle(comm);
     return ncclSuccess;
   });
@@ -480,6 +518,7 @@ NCCL_API ncclResult_t pncclCommAbort(ncclComm_t comm) {
     if (comm == nullptr) return ncclSuccess;
     std::shared_ptr<CommCore> c;
     if (ncclResult_t r = GetCore(comm, "ncclCommAbort", &c, false); r != ncclSuccess) return r;
+    BeginEnd(comm, "ncclCommAbort");
     c->cancel.store(true);
     c->aborted.store(true, std::memory_order_release);
     if (c->init_state.load(std::memory_order_acquire) == ncclSuccess) {
@@ -492,6 +531,7 @@ NCCL_API ncclResult_t pncclCommAbort(ncclComm_t comm) {
     // Ops inside a running host function see the flags at their next step and leave; ops not
     // yet started leave as soon as their host function runs (they hold the core alive).
     WaitFor([&] { return c->executing.load() == 0; });
+    Teardown(*c);
     FreeHandle(comm);
     return ncclSuccess;
   });

@@ -97,11 +97,19 @@ class CommCore {
 
 // The application's handle.
 inline constexpr uint64_t kCommMagic = 0x6d6d6f636d697367ull;  // "gsimcomm"
+// A destroyed or aborted communicator's handle. Handles are never freed (a few dozen bytes
+// each): a later call on one is detected (violation.h) rather than undefined.
+inline constexpr uint64_t kDeadCommMagic = 0x646165646d6d6f63ull;  // "commdead"
 }  // namespace gpusim::nccl
 
 struct ncclComm {
-  uint64_t magic = gpusim::nccl::kCommMagic;
-  std::shared_ptr<gpusim::nccl::CommCore> core;
+  std::atomic<uint64_t> magic{gpusim::nccl::kCommMagic};
+  // Atomic: a thread that calls in while another destroys the communicator (a violation, but
+  // one gpusim must survive to report) reads it while it is being cleared.
+  std::atomic<std::shared_ptr<gpusim::nccl::CommCore>> core;
+  // The thread (tid) inside ncclCommDestroy/ncclCommAbort, 0 none.
+  std::atomic<int> ender{0};
+  ncclComm* next_dead = nullptr;  // the list of tombstones (reachable: no leak report)
 };
 
 namespace gpusim::nccl {

@@ -74,6 +74,21 @@ bool ParseStall(const char* v, Config* cfg) {
   return true;
 }
 
+bool ParseMs(const char* v, int* out) {
+  char* end = nullptr;
+  errno = 0;
+  long n = std::strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n < 0 || n > 600000) return false;
+  *out = static_cast<int>(n);
+  return true;
+}
+bool ParseTeardown(const char* v, Config* cfg) { return ParseMs(v, &cfg->teardown_ms); }
+bool ParseLaunchDelay(const char* v, Config* cfg) { return ParseMs(v, &cfg->launch_delay_ms); }
+bool ParseViolationAbort(const char* v, Config* cfg) {
+  cfg->abort_on_violation = std::strcmp(v, "0") != 0 && v[0] != '\0';
+  return true;
+}
+
 struct Entry {
   const char* key;
   Parser parse;
@@ -92,6 +107,13 @@ constexpr Entry kTable[] = {
      "name prefix of the shared-memory segments (default /gpusim-nccl-)"},
     {"GPUSIM_NCCL_STALL", ParseStall,
      "<comm>:<N>[,...]: collective N+1 on that communicator never completes (until abort)"},
+    {"GPUSIM_NCCL_TEARDOWN_MS", ParseTeardown,
+     "milliseconds ncclCommDestroy/ncclCommAbort spend tearing down (default 0, max 600000)"},
+    {"GPUSIM_NCCL_LAUNCH_DELAY_MS", ParseLaunchDelay,
+     "milliseconds a nonblocking communicator's operations stay ncclInProgress before their "
+     "work is enqueued (default 0; an abort ends the wait)"},
+    {"GPUSIM_NCCL_VIOLATION_ABORT", ParseViolationAbort,
+     "1: abort() the process at the first use of a communicator NCCL forbids (see README)"},
 };
 
 }  // namespace

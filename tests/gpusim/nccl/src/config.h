@@ -21,6 +21,10 @@ struct Config {
   uint64_t chunk_bytes = 1 << 20;        // GPUSIM_NCCL_CHUNK_BYTES
   std::string shm_prefix = "/gpusim-nccl-";  // GPUSIM_NCCL_SHM_PREFIX
   std::vector<StallRule> stalls;         // GPUSIM_NCCL_STALL
+  int teardown_ms = 0;                   // GPUSIM_NCCL_TEARDOWN_MS: destroy/abort take this long
+  int launch_delay_ms = 0;               // GPUSIM_NCCL_LAUNCH_DELAY_MS: nonblocking ops stay
+                                         // ncclInProgress this long (until then, or an abort)
+  bool abort_on_violation = false;       // GPUSIM_NCCL_VIOLATION_ABORT
   std::vector<std::string> problems;     // malformed values, one line each (debug output)
 };
 

@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <condition_variable>
 #include <cstring>
@@ -484,6 +485,13 @@ ncclResult_t Submit(std::vector<OpArgs>&& ops) {
   }
   for (auto& c : comms) c->in_progress.fetch_add(1, std::memory_order_acq_rel);
   RunOnLauncher([rt, tasks = std::move(tasks), comms]() mutable {
+    // GPUSIM_NCCL_LAUNCH_DELAY_MS: the work stays ncclInProgress a while (until an abort).
+    int delay_ms = 0;
+    for (auto& c : comms) delay_ms = std::max(delay_ms, c->cfg.launch_delay_ms);
+    for (int waited = 0; waited < delay_ms; ++waited) {
+      if (std::any_of(comms.begin(), comms.end(), [](auto& c) { return c->Stopped(); })) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     std::vector<CommCore*> raw;
     for (auto& c : comms) raw.push_back(c.get());
     ncclResult_t r = LaunchTasks(rt, tasks);

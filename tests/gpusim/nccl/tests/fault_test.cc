@@ -3,11 +3,16 @@
 // the abort; GPUSIM_NCCL_STALL makes one communicator's N+1-th collective hang on all members.
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "harness.h"
+#include "violation.h"
 
 namespace gpusim_test {
 namespace {
@@ -215,6 +220,97 @@ TEST_F(Faults, RevokeReleasesInFlightWorkAndRejectsLaterCalls) {
     CHILD_CHECK(ncclAllReduce(&x, &y, 1, ncclFloat64, ncclSum, comm, s) == ncclInvalidUsage);
     CHILD_CHECK(ncclCommRevoke(comm, NCCL_REVOKE_DEFAULT) == ncclInvalidUsage);
     CHILD_NCCL(ncclCommDestroy(comm));
+  });
+  ExpectAllOk(out);
+}
+
+// What real NCCL leaves undefined and gpusim reports (src/violation.h): a call on a destroyed
+// or aborted communicator, and a call from another thread while an abort is in progress. A
+// correct program makes neither (the count stays 0 until the first misuse).
+TEST_F(Faults, CallsOnAnEndedOrEndingCommunicatorAreCountedViolations) {
+  auto out = RunRanks(1, 30, [&](int) {
+    setenv("GPUSIM_NCCL_TEARDOWN_MS", "300", 1);  // read at creation: an abort takes 300 ms
+    ncclUniqueId id = NewId();
+    ncclComm_t comm;
+    CHILD_NCCL(ncclCommInitRank(&comm, 1, id, 0));
+    int n = 0;
+    CHILD_NCCL(ncclCommCount(comm, &n));
+    ncclResult_t st;
+    CHILD_NCCL(ncclCommGetAsyncError(comm, &st));
+    CHILD_CHECK(gpusimNcclViolationCount() == 0);
+    // Another thread asks for the async error while this one aborts.
+    std::atomic<bool> aborting{false}, done{false};
+    std::thread other([&] {
+      while (!aborting.load()) std::this_thread::yield();
+      while (!done.load() && gpusimNcclViolationCount() == 0) {
+        ncclResult_t ignored;
+        (void)ncclCommGetAsyncError(comm, &ignored);
+      }
+    });
+    aborting.store(true);
+    CHILD_NCCL(ncclCommAbort(comm));
+    done.store(true);
+    other.join();
+    CHILD_CHECK(gpusimNcclViolationCount() >= 1);
+    CHILD_CHECK(std::strstr(gpusimNcclLastViolation(), "ncclCommGetAsyncError") != nullptr &&
+                    std::strstr(gpusimNcclLastViolation(), "another thread") != nullptr,
+                "%s", gpusimNcclLastViolation());
+    // After the abort returned: the handle is a tombstone, not freed memory.
+    uint64_t before = gpusimNcclViolationCount();
+    CHILD_CHECK(ncclCommCount(comm, &n) == ncclInvalidArgument);
+    CHILD_CHECK(gpusimNcclViolationCount() == before + 1);
+    CHILD_CHECK(std::strstr(gpusimNcclLastViolation(), "after ncclCommDestroy or ncclCommAbort") != nullptr,
+                "%s", gpusimNcclLastViolation());
+    // The same for destroy.
+    ncclComm_t second;
+    CHILD_NCCL(ncclCommInitRank(&second, 1, NewId(), 0));
+    CHILD_NCCL(ncclCommDestroy(second));
+    CHILD_CHECK(ncclCommGetAsyncError(second, &st) == ncclInvalidArgument);
+    CHILD_CHECK(gpusimNcclViolationCount() == before + 2);
+  });
+  ExpectAllOk(out);
+}
+
+// GPUSIM_NCCL_VIOLATION_ABORT=1 turns the first violation into abort(), so a run that makes
+// one cannot pass unnoticed.
+TEST_F(Faults, ViolationAbortsTheProcessWhenAskedTo) {
+  auto out = RunRanks(1, 30, [&](int) {
+    setenv("GPUSIM_NCCL_VIOLATION_ABORT", "1", 1);
+    ncclComm_t comm;
+    CHILD_NCCL(ncclCommInitRank(&comm, 1, NewId(), 0));
+    CHILD_NCCL(ncclCommDestroy(comm));
+    int n;
+    (void)ncclCommCount(comm, &n);
+  });
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0], 128 + SIGABRT);
+}
+
+// Nonblocking work stays ncclInProgress for GPUSIM_NCCL_LAUNCH_DELAY_MS (an interposer polling
+// ncclCommGetAsyncError can then be caught racing an abort); an abort ends the wait.
+TEST_F(Faults, LaunchDelayKeepsNonblockingWorkInProgressUntilAnAbort) {
+  auto out = RunRanks(1, 30, [&](int) {
+    setenv("GPUSIM_NCCL_LAUNCH_DELAY_MS", "20000", 1);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm;
+    ncclResult_t r = ncclCommInitRankConfig(&comm, 1, NewId(), 0, &config);
+    CHILD_CHECK(r == ncclSuccess || r == ncclInProgress);
+    ncclResult_t st = ncclInProgress;
+    while (st == ncclInProgress) CHILD_NCCL(ncclCommGetAsyncError(comm, &st));
+    CHILD_CHECK(st == ncclSuccess);
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    float x = 1, y = 0;
+    CHILD_CHECK(ncclAllReduce(&x, &y, 1, ncclFloat32, ncclSum, comm, s) == ncclInProgress);
+    usleep(100 * 1000);
+    CHILD_NCCL(ncclCommGetAsyncError(comm, &st));
+    CHILD_CHECK(st == ncclInProgress);
+    double t = NowS();
+    CHILD_NCCL(ncclCommAbort(comm));
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    CHILD_CHECK(NowS() - t < 5.0);
+    CHILD_CHECK(gpusimNcclViolationCount() == 0);
   });
   ExpectAllOk(out);
 }
