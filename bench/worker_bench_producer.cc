@@ -1,6 +1,6 @@
 // worker_bench_producer: one synthetic training rank for `make bench-worker`. It writes its
 // segment exactly the way libft.so does (shm::Segment::Create, CommTableWriter, RingWriter;
-// records as preload/records.h defines them), at a steady, paced rate, so ftworker can be
+// records as shm/records.h defines them), at a steady, paced rate, so ftworker can be
 // measured against 8 such ranks without a GPU, gpusim or NCCL in the way.
 //
 //   worker_bench_producer --job J --rank R [--world-size 8] [--local-rank R] [--node n0]
@@ -52,18 +52,18 @@
 #include <string>
 #include <vector>
 
-#include "preload/records.h"
 #include "shm/comm_table.h"
 #include "shm/layout.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
 namespace {
 
 using ft::Status;
-using ft::preload::CommOrigin;
-using ft::preload::OpKind;
-using ft::preload::RecordType;
+using ft::shm::CommOrigin;
+using ft::shm::OpKind;
+using ft::shm::RecordType;
 
 constexpr uint64_t kNsPerS = 1'000'000'000;
 constexpr uint64_t kTickNs = 1'000'000;  // libft.so's default FT_POLL_INTERVAL

@@ -5,7 +5,7 @@
 #include <array>
 #include <span>
 
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
@@ -30,7 +30,7 @@ constexpr const char* kNcclNames[] = {
 }  // namespace
 
 std::string OpName(uint32_t op_kind) {
-  using preload::OpKind;
+  using shm::OpKind;
   switch (static_cast<OpKind>(op_kind)) {
     case OpKind::kNone: return "none";
     case OpKind::kAllReduce: return "allreduce";
@@ -59,17 +59,17 @@ int BucketOf(uint64_t bytes) {
 }
 
 const char* ApiLibraryName(uint64_t library) {
-  switch (static_cast<preload::ApiLibrary>(library)) {
-    case preload::ApiLibrary::kCudart: return "cudart";
-    case preload::ApiLibrary::kNccl: return "nccl";
+  switch (static_cast<shm::ApiLibrary>(library)) {
+    case shm::ApiLibrary::kCudart: return "cudart";
+    case shm::ApiLibrary::kNccl: return "nccl";
   }
   return "unknown";
 }
 
 std::string ApiCallName(uint64_t library, uint64_t index) {
   std::span<const char* const> names;
-  if (library == static_cast<uint64_t>(preload::ApiLibrary::kCudart)) names = kCudartNames;
-  if (library == static_cast<uint64_t>(preload::ApiLibrary::kNccl)) names = kNcclNames;
+  if (library == static_cast<uint64_t>(shm::ApiLibrary::kCudart)) names = kCudartNames;
+  if (library == static_cast<uint64_t>(shm::ApiLibrary::kNccl)) names = kNcclNames;
   if (index < names.size()) return names[index];
   return fmt::format("#{}", index);
 }

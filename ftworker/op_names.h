@@ -1,5 +1,5 @@
 // Names the worker puts into Redis values for things libft.so writes as numbers: op kinds
-// (preload/records.h OpKind), size buckets, API symbols of error records (the index of the
+// (shm/records.h OpKind), size buckets, API symbols of error records (the index of the
 // symbol in preload/cudart.def or preload/nccl.def), communicator ids. Pure functions; any
 // thread.
 #ifndef FT_FTWORKER_OP_NAMES_H_

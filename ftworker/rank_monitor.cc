@@ -8,12 +8,12 @@
 
 #include "common/log.h"
 #include "ftworker/op_names.h"
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
 
-using preload::RecordType;
+using shm::RecordType;
 
 constexpr size_t kBatchRecords = 512;
 constexpr size_t kMaxRecordsPerTick = size_t{1} << 16;  // bounds one tick; the rest waits
@@ -160,7 +160,7 @@ void RankMonitor::DrainRing(int64_t now_unix_ms, std::vector<proto::Event>* even
 
 void RankMonitor::LearnComm(uint64_t comm_id) {
   if (comm_id == 0 || salted_to_real_.size() >= 2 * kMaxComms) return;
-  salted_to_real_.emplace(preload::P2PSlotId(comm_id), comm_id);
+  salted_to_real_.emplace(shm::P2PSlotId(comm_id), comm_id);
 }
 
 void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {
@@ -191,12 +191,12 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (ended_.size() < kMaxComms) ended_.insert(r.comm_id);
       break;
     case RecordType::kOpEnter: {
-      if (r.flags & preload::kFlagCaptured) break;  // runs at each graph launch, not here
+      if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
       steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
-      if (!(r.flags & preload::kFlagP2P) && r.comm_id != 0 &&
+      if (!(r.flags & shm::kFlagP2P) && r.comm_id != 0 &&
           (recent_enters_.size() < kMaxComms || recent_enters_.count(r.comm_id) > 0)) {
         recent_enters_[r.comm_id][r.seq % 64] = RecentEnter{r.seq, op, r.b};
       }
@@ -207,9 +207,9 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (pending == pending_bytes_.end()) break;  // its enter was lost or came before we attached
       uint64_t bytes = pending->second;
       pending_bytes_.erase(pending);
-      if (r.flags & (preload::kFlagError | preload::kFlagUntimed | preload::kFlagCaptured)) break;
+      if (r.flags & (shm::kFlagError | shm::kFlagUntimed | shm::kFlagCaptured)) break;
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      if (op != static_cast<uint32_t>(preload::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
+      if (op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
         steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
       }
       OpKey key{r.comm_id, op, BucketOf(bytes)};

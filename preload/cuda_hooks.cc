@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
+#include "shm/records.h"
 
 namespace ft::preload {
 

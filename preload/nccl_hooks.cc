@@ -8,10 +8,10 @@
 
 #include "preload/comm_registry.h"
 #include "preload/real.h"
-#include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
+#include "shm/records.h"
 
 namespace ft::preload {
 

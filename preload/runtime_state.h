@@ -42,7 +42,7 @@ inline uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce48422232
   return h;
 }
 
-// Communicator ids: records.h's MixId (never 0: 0 marks a free comm slot).
+// Communicator ids: shm/records.h's MixId (never 0: 0 marks a free comm slot).
 inline uint64_t Mix(uint64_t x) {
   return MixId(x);
 }

@@ -17,14 +17,21 @@
 #include <vector>
 
 #include "common/status.h"
-#include "preload/records.h"
 #include "shm/comm_table.h"
 #include "shm/mailbox.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
 namespace ft::preload {
 namespace {
+
+using shm::ApiLibrary;
+using shm::CommOrigin;
+using shm::OpKind;
+using shm::P2PSlotId;
+using shm::RecordType;
+using enum shm::RecordFlags;
 
 constexpr char kJob[] = "preload_behavior_test";  // FT_JOB, set by CTest
 

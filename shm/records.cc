@@ -1,6 +1,6 @@
-#include "preload/records.h"
+#include "shm/records.h"
 
-namespace ft::preload {
+namespace ft::shm {
 
 const char* OpKindName(OpKind op) {
   switch (op) {
@@ -21,4 +21,4 @@ const char* OpKindName(OpKind op) {
   return "?";
 }
 
-}  // namespace ft::preload
+}  // namespace ft::shm

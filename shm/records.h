@@ -1,12 +1,14 @@
-// The ring records libft.so writes (shm::Record, 64 bytes) and the op kinds it puts into the
-// in-flight table. Part of the segment contract: documented in docs/shm-format.md (Records),
-// read by ftworker and the tests. Append new values; never renumber.
-#ifndef FT_PRELOAD_RECORDS_H_
-#define FT_PRELOAD_RECORDS_H_
+// The record format: what the ring records (shm::Record, 64 bytes) say, by type, and the op
+// kinds of the in-flight table. Part of the segment contract owned by shm/, between libft.so
+// (the writer) and its readers (ftworker, ftdump, bench, tests), which may be built at
+// different times: documented in docs/shm-format.md (Records). Append new values; never
+// renumber.
+#ifndef FT_SHM_RECORDS_H_
+#define FT_SHM_RECORDS_H_
 
 #include <cstdint>
 
-namespace ft::preload {
+namespace ft::shm {
 
 // Record::type.
 enum class RecordType : uint16_t {
@@ -95,6 +97,6 @@ enum class ApiLibrary : uint64_t { kCudart = 1, kNccl = 2 };
 
 const char* OpKindName(OpKind op);
 
-}  // namespace ft::preload
+}  // namespace ft::shm
 
-#endif  // FT_PRELOAD_RECORDS_H_
+#endif  // FT_SHM_RECORDS_H_
