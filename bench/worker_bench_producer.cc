@@ -52,6 +52,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hash.h"
 #include "shm/comm_table.h"
 #include "shm/layout.h"
 #include "shm/records.h"
@@ -87,10 +88,7 @@ uint64_t MonoNs() { return NowNs(CLOCK_MONOTONIC); }
 
 // splitmix64: comm ids that look like libft.so's (hashes), same on every member of a group.
 uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
+  x = ft::SplitMix64(x);
   return x == 0 ? 1 : x;
 }
 

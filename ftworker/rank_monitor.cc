@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "ftworker/op_names.h"
 #include "shm/records.h"
@@ -29,15 +30,6 @@ constexpr uint64_t kHeartbeatFreshNs = 1'000'000'000;
 constexpr uint64_t kRecycleStaleNs = 2'000'000'000;
 constexpr double kRecycleSlackS = 30;                   // clock steps, btime rounding
 constexpr int64_t kErrorRepeatMs = 10'000;              // one event per error kind per 10 s
-
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
 
 double AgeMs(uint64_t now_ns, uint64_t then_ns) {
   return now_ns > then_ns ? static_cast<double>(now_ns - then_ns) / 1e6 : 0.0;

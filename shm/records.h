@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "common/hash.h"
+
 namespace ft::shm {
 
 // Record::type.
@@ -78,19 +80,15 @@ enum class OpKind : uint32_t {
   kGraphLaunch = 20,  // a CUDA graph launch, timed as a whole (comm_id 0)
 };
 
-// Ids in the in-flight table (docs/shm-format.md): splitmix64's finalizer, never 0 (0 marks a
-// free slot). A communicator's Send/Recv ops have a slot of their own, whose id libft.so
-// claims and the worker maps back to the communicator: P2PSlotId.
-inline uint64_t MixId(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
+// Ids in the in-flight table (docs/shm-format.md): splitmix64's finalizer (common/hash.h),
+// never 0 (0 marks a free slot). A communicator's Send/Recv ops have a slot of their own, whose
+// id libft.so claims and the worker maps back to the communicator: P2PSlotId.
+constexpr uint64_t MixId(uint64_t x) {
+  x = Mix64(x);
   return x == 0 ? 1 : x;
 }
 inline constexpr uint64_t kP2PSlotSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
-inline uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlotSalt); }
+constexpr uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlotSalt); }
 
 enum class CommOrigin : uint16_t { kInit = 1, kSplit = 2, kShrink = 3, kInitAll = 4, kUnknown = 5 };
 enum class ApiLibrary : uint64_t { kCudart = 1, kNccl = 2 };
