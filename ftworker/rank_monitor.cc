@@ -76,6 +76,7 @@ RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, 
   world_size_ = h->world_size;
   pid_ = h->pid;
   incarnation_ = h->incarnation;
+  record_version_ = shm::RecordVersionOf(*h);
   host_ = Bounded(h->host);
   if (node_.empty()) node_ = Bounded(h->node);
   int previous = segment_->control()->reader_pid.exchange(getpid(), std::memory_order_relaxed);
@@ -246,7 +247,7 @@ void RankMonitor::OnError(const shm::Record& r, int64_t now_unix_ms, std::vector
   it->second = ErrorSeen{now_unix_ms, 0};
   proto::Event e = MakeEvent("error", now_unix_ms);
   e.api = ApiLibraryName(r.a);
-  e.call = ApiCallName(r.a, r.b);
+  e.call = record_version_ >= 2 ? ApiCallName(r.a, r.b) : ApiCallNameV1(r.b);
   e.code = static_cast<int64_t>(r.c);
   e.comm_id = r.comm_id;
   e.message = fmt::format(

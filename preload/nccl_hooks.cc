@@ -6,6 +6,7 @@
 #include <atomic>
 #include <vector>
 
+#include "preload/api_symbol_ids.h"
 #include "preload/comm_registry.h"
 #include "preload/real.h"
 #include "preload/runtime.h"
@@ -362,7 +363,7 @@ void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
   }
   auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
   r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
-  r.b = static_cast<uint64_t>(sym);
+  r.b = ApiSymbolIdOf(sym);
   r.c = static_cast<uint64_t>(result);
   Push(r);
 }

@@ -7,10 +7,32 @@
 #define FT_SHM_RECORDS_H_
 
 #include <cstdint>
+#include <string_view>
 
 #include "common/hash.h"
+#include "shm/layout.h"
 
 namespace ft::shm {
+
+// The record format's version, in SegmentHeader::record_version; separate from the layout
+// version, which covers where things are, not what records mean. A new record type, flag or
+// op kind is appended without a new version (readers skip what they do not know); changing
+// what an existing field means takes a new version. Readers accept every version up to their
+// own and refuse newer ones (docs/shm-format.md, Records).
+//   1  (the header reads 0: written before the field existed) kApiError's b is the index of
+//      the symbol in its .def list, which differs between builds
+//   2  kApiError's b is ApiSymbolId of the symbol's name
+inline constexpr uint32_t kRecordVersion = 2;
+
+// The record format of a validated header: 0 (a producer that predates the field) reads 1.
+constexpr uint32_t RecordVersionOf(const SegmentHeader& header) {
+  return header.record_version == 0 ? 1 : header.record_version;
+}
+
+// kApiError's symbol id (record version 2): FNV-1a 64 of the symbol's name, e.g. "cudaMalloc".
+// A function of the name only, so an id means the same symbol in every build; a reader maps
+// it back to the name through the same lists (preload/cudart.def, preload/nccl.def).
+constexpr uint64_t ApiSymbolId(std::string_view name) { return Fnv1a64(name); }
 
 // Record::type.
 enum class RecordType : uint16_t {
@@ -27,8 +49,9 @@ enum class RecordType : uint16_t {
   // The op completed (observed). comm_id, seq and a as in its kOpEnter; b = duration ns
   // (observed completion minus observed start, see docs/shm-format.md); c = entered time ns.
   kOpEnd = 4,
-  // A wrapped call returned an error; the app got it unchanged. a = ApiLibrary; b = index of
-  // the symbol in its .def list; c = the returned code; comm_id set for NCCL ops when known.
+  // A wrapped call returned an error; the app got it unchanged. a = ApiLibrary; b = the
+  // symbol's ApiSymbolId (record version 1: its index in the .def list); c = the returned
+  // code; comm_id set for NCCL ops when known.
   kApiError = 5,
   // A communicator ended. comm_id; a = 1 destroy, 2 abort.
   kCommEnd = 6,

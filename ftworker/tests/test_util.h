@@ -133,8 +133,9 @@ class FakeRank {
     Start(comm, seq, op, t + queue);
     End(comm, seq, op, t + queue, t + queue + dur, t);
   }
-  void Error(uint64_t library, uint64_t index, uint64_t code, uint64_t t = 1) {
-    Push(RecordType::kApiError, shm::kFlagError, 0xffffffff, 0, 0, t, library, index, code);
+  // `symbol`: shm::ApiSymbolId of its name (a .def index when the segment's record version is 1).
+  void Error(uint64_t library, uint64_t symbol, uint64_t code, uint64_t t = 1) {
+    Push(RecordType::kApiError, shm::kFlagError, 0xffffffff, 0, 0, t, library, symbol, code);
   }
   void Exit(int status) {
     header()->exit_status.store(status);

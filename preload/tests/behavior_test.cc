@@ -306,8 +306,11 @@ TEST(Behavior, ErrorsPassThroughUnchangedAndAreRecorded) {
   bool nccl_error = false, cuda_error = false;
   for (const auto& r : Records()) {
     if (!Is(r, RecordType::kApiError)) continue;
-    nccl_error |= r.a == static_cast<uint64_t>(ApiLibrary::kNccl) && r.c == ncclInvalidArgument;
-    cuda_error |= r.a == static_cast<uint64_t>(ApiLibrary::kCudart) && r.c == cudaErrorInvalidValue;
+    // The symbol by its stable id (a hash of its name), never by a position in a .def list.
+    nccl_error |= r.a == static_cast<uint64_t>(ApiLibrary::kNccl) && r.c == ncclInvalidArgument &&
+                  r.b == shm::ApiSymbolId("ncclAllReduce");
+    cuda_error |= r.a == static_cast<uint64_t>(ApiLibrary::kCudart) &&
+                  r.c == cudaErrorInvalidValue && r.b == shm::ApiSymbolId("cudaFree");
   }
   EXPECT_TRUE(nccl_error);
   EXPECT_TRUE(cuda_error);
