@@ -35,26 +35,6 @@ constexpr ApiSymbol kNcclSymbols[] = {
 
 }  // namespace
 
-std::string OpName(uint32_t op_kind) {
-  using shm::OpKind;
-  switch (static_cast<OpKind>(op_kind)) {
-    case OpKind::kNone: return "none";
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBcast: return "bcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAlltoAll: return "alltoall";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kGraphLaunch: return "graphlaunch";
-  }
-  return fmt::format("op{}", op_kind);
-}
-
 int BucketOf(uint64_t bytes) {
   constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
   if (bytes < 64 * kKiB) return 0;

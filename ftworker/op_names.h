@@ -1,7 +1,7 @@
-// Names the worker puts into Redis values for things libft.so writes as numbers: op kinds
-// (shm/records.h OpKind), size buckets, API symbols of error records (shm::ApiSymbolId of a
-// name in preload/cudart.def or preload/nccl.def), communicator ids. Pure functions; any
-// thread.
+// Names the worker puts into Redis values for things libft.so writes as numbers: size
+// buckets, API symbols of error records (shm::ApiSymbolId of a name in preload/cudart.def or
+// preload/nccl.def), communicator ids. Op kinds are named by shm::OpKindName (shm/records.h).
+// Pure functions; any thread.
 #ifndef FT_FTWORKER_OP_NAMES_H_
 #define FT_FTWORKER_OP_NAMES_H_
 
@@ -9,11 +9,6 @@
 #include <string>
 
 namespace ft::worker {
-
-// "allreduce", "allgather", "reducescatter", "broadcast", "bcast", "reduce", "alltoall",
-// "gather", "scatter", "send", "recv" (docs/redis-schema.md, CommRow.op), "graphlaunch";
-// "op<N>" for a kind this build does not know, "none" for 0.
-std::string OpName(uint32_t op_kind);
 
 // Size bucket of docs/redis-schema.md: 0 (< 64 KiB), 1 (< 1 MiB), 2 (< 16 MiB), 3 (< 256 MiB),
 // 4 (the rest). The same rule as proto::SizeBucket, kept here so the monitoring core does not

@@ -7,6 +7,7 @@
 #define FT_SHM_RECORDS_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "common/hash.h"
@@ -116,7 +117,11 @@ constexpr uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlot
 enum class CommOrigin : uint16_t { kInit = 1, kSplit = 2, kShrink = 3, kInitAll = 4, kUnknown = 5 };
 enum class ApiLibrary : uint64_t { kCudart = 1, kNccl = 2 };
 
-const char* OpKindName(OpKind op);
+// The one name of each op kind, as every reader shows it and Redis values carry it
+// (docs/redis-schema.md, CommRow.op): "allreduce", "allgather", "reducescatter", "broadcast",
+// "bcast", "reduce", "alltoall", "gather", "scatter", "send", "recv", "graphlaunch"; "none"
+// for 0 and "op<N>" for a kind this build does not know (a newer libft.so).
+std::string OpKindName(uint32_t op_kind);
 
 }  // namespace ft::shm
 

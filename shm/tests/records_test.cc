@@ -73,6 +73,25 @@ TEST(RecordsTest, OpKindsOriginsLibraries) {
   EXPECT_EQ(static_cast<uint64_t>(ApiLibrary::kNccl), 2u);
 }
 
+// The names Redis values carry (docs/redis-schema.md, CommRow.op): every reader shows these.
+TEST(RecordsTest, OpKindNames) {
+  EXPECT_EQ(OpKindName(0), "none");
+  EXPECT_EQ(OpKindName(1), "allreduce");
+  EXPECT_EQ(OpKindName(2), "allgather");
+  EXPECT_EQ(OpKindName(3), "reducescatter");
+  EXPECT_EQ(OpKindName(4), "broadcast");
+  EXPECT_EQ(OpKindName(5), "bcast");
+  EXPECT_EQ(OpKindName(6), "reduce");
+  EXPECT_EQ(OpKindName(7), "alltoall");
+  EXPECT_EQ(OpKindName(8), "gather");
+  EXPECT_EQ(OpKindName(9), "scatter");
+  EXPECT_EQ(OpKindName(10), "send");
+  EXPECT_EQ(OpKindName(11), "recv");
+  EXPECT_EQ(OpKindName(20), "graphlaunch");
+  EXPECT_EQ(OpKindName(12), "op12");  // a kind a newer libft.so may write
+  EXPECT_EQ(OpKindName(99), "op99");
+}
+
 // Ids that cross the process boundary: the in-flight table's p2p slot id and kApiError's
 // symbol id are recomputed by the reader, so their values are part of the format.
 TEST(RecordsTest, StableIds) {
