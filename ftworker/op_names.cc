@@ -35,15 +35,6 @@ constexpr ApiSymbol kNcclSymbols[] = {
 
 }  // namespace
 
-int BucketOf(uint64_t bytes) {
-  constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
-  if (bytes < 64 * kKiB) return 0;
-  if (bytes < kMiB) return 1;
-  if (bytes < 16 * kMiB) return 2;
-  if (bytes < 256 * kMiB) return 3;
-  return 4;
-}
-
 const char* ApiLibraryName(uint64_t library) {
   switch (static_cast<shm::ApiLibrary>(library)) {
     case shm::ApiLibrary::kCudart: return "cudart";

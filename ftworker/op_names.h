@@ -1,7 +1,6 @@
-// Names the worker puts into Redis values for things libft.so writes as numbers: size
-// buckets, API symbols of error records (shm::ApiSymbolId of a name in preload/cudart.def or
-// preload/nccl.def), communicator ids. Op kinds are named by shm::OpKindName (shm/records.h).
-// Pure functions; any thread.
+// Names the worker puts into Redis values for things libft.so writes as numbers: API symbols of error records (shm::ApiSymbolId of a name in preload/cudart.def or
+// preload/nccl.def), communicator ids. Op kinds are named by shm::OpKindName (shm/records.h),
+// size buckets by proto::SizeBucket (proto/messages.h). Pure functions; any thread.
 #ifndef FT_FTWORKER_OP_NAMES_H_
 #define FT_FTWORKER_OP_NAMES_H_
 
@@ -9,11 +8,6 @@
 #include <string>
 
 namespace ft::worker {
-
-// Size bucket of docs/redis-schema.md: 0 (< 64 KiB), 1 (< 1 MiB), 2 (< 16 MiB), 3 (< 256 MiB),
-// 4 (the rest). The same rule as proto::SizeBucket, kept here so the monitoring core does not
-// link the codec.
-int BucketOf(uint64_t bytes);
 
 // "cudart" (library 1), "nccl" (2), else "unknown".
 const char* ApiLibraryName(uint64_t library);

@@ -186,7 +186,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
     case RecordType::kOpEnter: {
       if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns);
+      steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
       if (!(r.flags & shm::kFlagP2P) && r.comm_id != 0 &&
@@ -205,7 +205,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
         steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
       }
-      OpKey key{r.comm_id, op, BucketOf(bytes)};
+      OpKey key{r.comm_id, op, proto::SizeBucket(bytes)};
       auto it = window_ops_.find(key);
       if (it == window_ops_.end()) {
         if (window_ops_.size() >= kMaxOpKeys) break;

@@ -12,13 +12,7 @@
 namespace ft::worker {
 namespace {
 
-TEST(OpNames, BucketsAndComms) {
-  EXPECT_EQ(BucketOf(0), 0);
-  EXPECT_EQ(BucketOf(64 * 1024 - 1), 0);
-  EXPECT_EQ(BucketOf(64 * 1024), 1);
-  EXPECT_EQ(BucketOf(1 << 20), 2);
-  EXPECT_EQ(BucketOf(16 << 20), 3);
-  EXPECT_EQ(BucketOf(256ull << 20), 4);
+TEST(OpNames, CommIds) {
   EXPECT_EQ(CommHex(0x3fa2), "0000000000003fa2");
 }
 
