@@ -1,6 +1,6 @@
 // worker_bench_producer: one synthetic training rank for `make bench-worker`. It writes its
 // segment exactly the way libft.so does (shm::Segment::Create, CommTableWriter, RingWriter;
-// records as preload/records.h defines them), at a steady, paced rate, so ftworker can be
+// records as shm/records.h defines them), at a steady, paced rate, so ftworker can be
 // measured against 8 such ranks without a GPU, gpusim or NCCL in the way.
 //
 //   worker_bench_producer --job J --rank R [--world-size 8] [--local-rank R] [--node n0]
@@ -52,18 +52,19 @@
 #include <string>
 #include <vector>
 
-#include "preload/records.h"
+#include "common/hash.h"
 #include "shm/comm_table.h"
 #include "shm/layout.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
 namespace {
 
 using ft::Status;
-using ft::preload::CommOrigin;
-using ft::preload::OpKind;
-using ft::preload::RecordType;
+using ft::shm::CommOrigin;
+using ft::shm::OpKind;
+using ft::shm::RecordType;
 
 constexpr uint64_t kNsPerS = 1'000'000'000;
 constexpr uint64_t kTickNs = 1'000'000;  // libft.so's default FT_POLL_INTERVAL
@@ -87,10 +88,7 @@ uint64_t MonoNs() { return NowNs(CLOCK_MONOTONIC); }
 
 // splitmix64: comm ids that look like libft.so's (hashes), same on every member of a group.
 uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
+  x = ft::SplitMix64(x);
   return x == 0 ? 1 : x;
 }
 

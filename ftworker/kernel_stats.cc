@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 
-using preload::RecordType;
+using shm::RecordType;
 
 bool KernelStats::OnRecord(const shm::Record& r) {
   switch (static_cast<RecordType>(r.type)) {

@@ -1,6 +1,6 @@
 // ft::worker::KernelStats: one rank's kernel launches and sampled kernel durations over a
 // summary window, from libft.so's kKernelName / kKernelHandle / kKernelCount / kKernelSample
-// records (preload/records.h). Names are resolved as the records arrive: a sample names its
+// records (shm/records.h). Names are resolved as the records arrive: a sample names its
 // kernel by host stub (cudaLaunchKernel*) or by the cudaKernel_t handle nvcc's launches pass,
 // which kKernelHandle maps to the stub. Bounded: at most kMaxKernels names and handles, at
 // most kMaxWindowKernels kernels and kMaxSamples durations each per window.

@@ -5,73 +5,56 @@
 #include <array>
 #include <span>
 
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
 
-// The .def lists expand to their symbol names only; the parameter lists are dropped unread,
-// so no CUDA or NCCL header is needed. The order is the one libft.so numbers symbols by
-// (preload/real.h: CudaSym, NcclSym), which is what an error record's index refers to.
-constexpr const char* kCudartNames[] = {
-#define FT_CUDA(ret, name, params, args, kind) #name,
-#define FT_CUDA_REAL(ret, name, params) #name,
+// An error record names its symbol by id (shm::ApiSymbolId of the name). The .def lists
+// libft.so is built from expand to (id, name) pairs; the parameter lists are dropped unread,
+// so no CUDA or NCCL header is needed. Their order does not matter: an id depends on the name
+// only, so a libft.so built from a longer or reordered list is still named right.
+struct ApiSymbol {
+  uint64_t id;
+  const char* name;
+};
+
+constexpr ApiSymbol kCudartSymbols[] = {
+#define FT_CUDA(ret, name, params, args, kind) {shm::ApiSymbolId(#name), #name},
+#define FT_CUDA_REAL(ret, name, params) {shm::ApiSymbolId(#name), #name},
 #include "preload/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
 };
 
-constexpr const char* kNcclNames[] = {
-#define FT_NCCL(ret, name, params, args, kind) #name,
+constexpr ApiSymbol kNcclSymbols[] = {
+#define FT_NCCL(ret, name, params, args, kind) {shm::ApiSymbolId(#name), #name},
 #include "preload/nccl.def"
 #undef FT_NCCL
 };
 
 }  // namespace
 
-std::string OpName(uint32_t op_kind) {
-  using preload::OpKind;
-  switch (static_cast<OpKind>(op_kind)) {
-    case OpKind::kNone: return "none";
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBcast: return "bcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAlltoAll: return "alltoall";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kGraphLaunch: return "graphlaunch";
-  }
-  return fmt::format("op{}", op_kind);
-}
-
-int BucketOf(uint64_t bytes) {
-  constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
-  if (bytes < 64 * kKiB) return 0;
-  if (bytes < kMiB) return 1;
-  if (bytes < 16 * kMiB) return 2;
-  if (bytes < 256 * kMiB) return 3;
-  return 4;
-}
-
 const char* ApiLibraryName(uint64_t library) {
-  switch (static_cast<preload::ApiLibrary>(library)) {
-    case preload::ApiLibrary::kCudart: return "cudart";
-    case preload::ApiLibrary::kNccl: return "nccl";
+  switch (static_cast<shm::ApiLibrary>(library)) {
+    case shm::ApiLibrary::kCudart: return "cudart";
+    case shm::ApiLibrary::kNccl: return "nccl";
   }
   return "unknown";
 }
 
-std::string ApiCallName(uint64_t library, uint64_t index) {
-  std::span<const char* const> names;
-  if (library == static_cast<uint64_t>(preload::ApiLibrary::kCudart)) names = kCudartNames;
-  if (library == static_cast<uint64_t>(preload::ApiLibrary::kNccl)) names = kNcclNames;
-  if (index < names.size()) return names[index];
-  return fmt::format("#{}", index);
+std::string ApiCallName(uint64_t library, uint64_t symbol_id) {
+  std::span<const ApiSymbol> symbols;
+  if (library == static_cast<uint64_t>(shm::ApiLibrary::kCudart)) symbols = kCudartSymbols;
+  if (library == static_cast<uint64_t>(shm::ApiLibrary::kNccl)) symbols = kNcclSymbols;
+  for (const ApiSymbol& s : symbols) {
+    if (s.id == symbol_id) return s.name;
+  }
+  return fmt::format("#{:016x}", symbol_id);
+}
+
+std::string ApiCallNameV1(uint64_t index) {
+  return fmt::format("#{} (symbol index of an older libft.so)", index);
 }
 
 std::string CommHex(uint64_t comm_id) { return fmt::format("{:016x}", comm_id); }

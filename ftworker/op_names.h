@@ -1,7 +1,6 @@
-// Names the worker puts into Redis values for things libft.so writes as numbers: op kinds
-// (preload/records.h OpKind), size buckets, API symbols of error records (the index of the
-// symbol in preload/cudart.def or preload/nccl.def), communicator ids. Pure functions; any
-// thread.
+// Names the worker puts into Redis values for things libft.so writes as numbers: API symbols of error records (shm::ApiSymbolId of a name in preload/cudart.def or
+// preload/nccl.def), communicator ids. Op kinds are named by shm::OpKindName (shm/records.h),
+// size buckets by proto::SizeBucket (proto/messages.h). Pure functions; any thread.
 #ifndef FT_FTWORKER_OP_NAMES_H_
 #define FT_FTWORKER_OP_NAMES_H_
 
@@ -10,21 +9,15 @@
 
 namespace ft::worker {
 
-// "allreduce", "allgather", "reducescatter", "broadcast", "bcast", "reduce", "alltoall",
-// "gather", "scatter", "send", "recv" (docs/redis-schema.md, CommRow.op), "graphlaunch";
-// "op<N>" for a kind this build does not know, "none" for 0.
-std::string OpName(uint32_t op_kind);
-
-// Size bucket of docs/redis-schema.md: 0 (< 64 KiB), 1 (< 1 MiB), 2 (< 16 MiB), 3 (< 256 MiB),
-// 4 (the rest). The same rule as proto::SizeBucket, kept here so the monitoring core does not
-// link the codec.
-int BucketOf(uint64_t bytes);
-
 // "cudart" (library 1), "nccl" (2), else "unknown".
 const char* ApiLibraryName(uint64_t library);
-// The symbol at `index` of the library's .def list ("cudaMalloc", "ncclAllReduce"), or
-// "#<index>" when this build's list is shorter (a newer libft.so).
-std::string ApiCallName(uint64_t library, uint64_t index);
+// The symbol of the library's .def list whose shm::ApiSymbolId is `symbol_id` ("cudaMalloc",
+// "ncclAllReduce"), or "#<id in 16 hex digits>" for one this build's list lacks (a newer
+// libft.so). Record version 2 and later; version 1 records carry a .def index instead, which
+// no reader can map (ApiCallNameV1).
+std::string ApiCallName(uint64_t library, uint64_t symbol_id);
+// A version-1 record's symbol: "#<index> (symbol index of an older libft.so)".
+std::string ApiCallNameV1(uint64_t index);
 
 // 16 lowercase hex digits, as Redis values carry communicator ids.
 std::string CommHex(uint64_t comm_id);

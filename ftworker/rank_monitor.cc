@@ -6,14 +6,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "ftworker/op_names.h"
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
 
-using preload::RecordType;
+using shm::RecordType;
 
 constexpr size_t kBatchRecords = 512;
 constexpr size_t kMaxRecordsPerTick = size_t{1} << 16;  // bounds one tick; the rest waits
@@ -29,15 +30,6 @@ constexpr uint64_t kHeartbeatFreshNs = 1'000'000'000;
 constexpr uint64_t kRecycleStaleNs = 2'000'000'000;
 constexpr double kRecycleSlackS = 30;                   // clock steps, btime rounding
 constexpr int64_t kErrorRepeatMs = 10'000;              // one event per error kind per 10 s
-
-uint64_t Mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
 
 double AgeMs(uint64_t now_ns, uint64_t then_ns) {
   return now_ns > then_ns ? static_cast<double>(now_ns - then_ns) / 1e6 : 0.0;
@@ -84,6 +76,7 @@ RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, 
   world_size_ = h->world_size;
   pid_ = h->pid;
   incarnation_ = h->incarnation;
+  record_version_ = shm::RecordVersionOf(*h);
   host_ = Bounded(h->host);
   if (node_.empty()) node_ = Bounded(h->node);
   int previous = segment_->control()->reader_pid.exchange(getpid(), std::memory_order_relaxed);
@@ -160,7 +153,7 @@ void RankMonitor::DrainRing(int64_t now_unix_ms, std::vector<proto::Event>* even
 
 void RankMonitor::LearnComm(uint64_t comm_id) {
   if (comm_id == 0 || salted_to_real_.size() >= 2 * kMaxComms) return;
-  salted_to_real_.emplace(preload::P2PSlotId(comm_id), comm_id);
+  salted_to_real_.emplace(shm::P2PSlotId(comm_id), comm_id);
 }
 
 void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events) {
@@ -191,12 +184,12 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (ended_.size() < kMaxComms) ended_.insert(r.comm_id);
       break;
     case RecordType::kOpEnter: {
-      if (r.flags & preload::kFlagCaptured) break;  // runs at each graph launch, not here
+      if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns);
+      steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
-      if (!(r.flags & preload::kFlagP2P) && r.comm_id != 0 &&
+      if (!(r.flags & shm::kFlagP2P) && r.comm_id != 0 &&
           (recent_enters_.size() < kMaxComms || recent_enters_.count(r.comm_id) > 0)) {
         recent_enters_[r.comm_id][r.seq % 64] = RecentEnter{r.seq, op, r.b};
       }
@@ -207,12 +200,12 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (pending == pending_bytes_.end()) break;  // its enter was lost or came before we attached
       uint64_t bytes = pending->second;
       pending_bytes_.erase(pending);
-      if (r.flags & (preload::kFlagError | preload::kFlagUntimed | preload::kFlagCaptured)) break;
+      if (r.flags & (shm::kFlagError | shm::kFlagUntimed | shm::kFlagCaptured)) break;
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      if (op != static_cast<uint32_t>(preload::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
+      if (op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
         steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
       }
-      OpKey key{r.comm_id, op, BucketOf(bytes)};
+      OpKey key{r.comm_id, op, proto::SizeBucket(bytes)};
       auto it = window_ops_.find(key);
       if (it == window_ops_.end()) {
         if (window_ops_.size() >= kMaxOpKeys) break;
@@ -254,7 +247,7 @@ void RankMonitor::OnError(const shm::Record& r, int64_t now_unix_ms, std::vector
   it->second = ErrorSeen{now_unix_ms, 0};
   proto::Event e = MakeEvent("error", now_unix_ms);
   e.api = ApiLibraryName(r.a);
-  e.call = ApiCallName(r.a, r.b);
+  e.call = record_version_ >= 2 ? ApiCallName(r.a, r.b) : ApiCallNameV1(r.b);
   e.code = static_cast<int64_t>(r.c);
   e.comm_id = r.comm_id;
   e.message = fmt::format(
@@ -398,7 +391,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
     row.p2p = slot->p2p;
     row.comm_rank = c.comm_rank;
     row.comm_size = c.comm_size;
-    row.op = OpName(c.enter_op);
+    row.op = shm::OpKindName(c.enter_op);
     row.bytes = c.entered_bytes;
     row.peer = c.entered_peer;
     row.entered_seq = c.entered_seq;
@@ -430,7 +423,7 @@ std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
         op.bytes = it->second[op.seq % 64].bytes;
       }
     }
-    op.op = OpName(kind);
+    op.op = shm::OpKindName(kind);
     op.started_age_ms = c.started_ns == 0 ? 0 : AgeMs(now_ns, c.started_ns);
     ops.push_back(std::move(op));
   }
@@ -565,7 +558,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   for (auto& [key, w] : window_ops_) {
     proto::OpSummary o;
     o.comm_id = key.comm_id;
-    o.op = OpName(key.op);
+    o.op = shm::OpKindName(key.op);
     o.bucket = key.bucket;
     o.count = w.count;
     std::sort(w.samples_ms.begin(), w.samples_ms.end());

@@ -144,6 +144,7 @@ class RankMonitor {
   // Identity, copied from the validated header once.
   int rank_, local_rank_, world_size_, pid_;
   uint64_t incarnation_;
+  uint32_t record_version_;  // the segment's record format (shm::RecordVersionOf), read once
   std::string host_;
 
   Life life_ = Life::kRunning;

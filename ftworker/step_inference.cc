@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/hash.h"
+
 namespace ft::worker {
 namespace {
-
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // The rotation of `cycle` that starts at its anchor (see the header): returns its offset r,
 // canonical[i] = cycle[(r + i) % P].
@@ -57,7 +52,7 @@ StepInference::StepInference(StepInferenceOptions options) : options_(options) {
 }
 
 uint64_t StepInference::Signature(uint64_t comm_id, uint32_t op_kind, int bucket) {
-  return Mix64(comm_id ^ Mix64((uint64_t{op_kind} << 8) | static_cast<uint8_t>(bucket)));
+  return SplitMix64(comm_id ^ SplitMix64((uint64_t{op_kind} << 8) | static_cast<uint8_t>(bucket)));
 }
 
 void StepInference::Append(uint64_t signature, uint64_t time_ns) {

@@ -34,7 +34,7 @@ void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPol
       active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});
       continue;
     }
-    double timeout_ms = policy.TimeoutMs(op.comm_id, op.op, BucketOf(op.bytes));
+    double timeout_ms = policy.TimeoutMs(op.comm_id, op.op, proto::SizeBucket(op.bytes));
     if (op.started_age_ms <= timeout_ms) continue;
     raised_[key] = op.seq;
     active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});

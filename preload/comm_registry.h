@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "preload/records.h"
 #include "preload/runtime_state.h"
+#include "shm/records.h"
 
 namespace ft::preload::internal {
 

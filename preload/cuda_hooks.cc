@@ -5,11 +5,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "preload/api_symbol_ids.h"
 #include "preload/hook_failures.h"
-#include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
+#include "shm/records.h"
 
 namespace ft::preload {
 
@@ -20,7 +21,7 @@ void CudaApiError(CudaSym sym, cudaError_t result) noexcept {
   if (g_rt == nullptr) return;
   auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, 0, 0, NowNs());
   r.a = static_cast<uint64_t>(ApiLibrary::kCudart);
-  r.b = static_cast<uint64_t>(sym);
+  r.b = ApiSymbolIdOf(sym);
   r.c = static_cast<uint64_t>(result);
   Push(r);
 }

@@ -6,14 +6,15 @@
 #include <atomic>
 #include <vector>
 
+#include "preload/api_symbol_ids.h"
 #include "preload/comm_registry.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
 #include "preload/hook_failures.h"
-#include "preload/records.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
 #include "preload/timing.h"
+#include "shm/records.h"
 
 namespace ft::preload {
 
@@ -53,7 +54,7 @@ void ApiErrorRecord(NcclSym sym, ncclResult_t result, uint64_t comm_id) {
   if (g_rt == nullptr) return;
   auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
   r.a = static_cast<uint64_t>(ApiLibrary::kNccl);
-  r.b = static_cast<uint64_t>(sym);
+  r.b = ApiSymbolIdOf(sym);
   r.c = static_cast<uint64_t>(result);
   Push(r);
 }

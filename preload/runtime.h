@@ -19,9 +19,18 @@
 #include <cstdint>
 
 #include "preload/real.h"
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::preload {
+
+// libft.so writes the record format of shm/records.h; its names are used unqualified here.
+using shm::ApiLibrary;
+using shm::CommOrigin;
+using shm::MixId;
+using shm::OpKind;
+using shm::P2PSlotId;
+using shm::RecordType;
+using enum shm::RecordFlags;
 
 enum State : int { kUninit = 0, kActive = 1, kPassThrough = 2 };
 

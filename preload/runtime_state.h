@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "common/hash.h"
 #include "common/launcher_identity.h"
 #include "preload/runtime.h"
 #include "preload/spin_lock.h"
@@ -33,16 +34,11 @@ inline uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-inline uint64_t Fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
+inline uint64_t Fnv1a(const void* data, size_t n, uint64_t h = kFnv1a64Basis) {
+  return Fnv1a64Bytes(data, n, h);
 }
 
-// Communicator ids: records.h's MixId (never 0: 0 marks a free comm slot).
+// Communicator ids: shm/records.h's MixId (never 0: 0 marks a free comm slot).
 inline uint64_t Mix(uint64_t x) {
   return MixId(x);
 }

@@ -16,7 +16,15 @@ inline constexpr int kSchemaVersion = 1;
 
 // Size buckets for timeouts and summaries: 0 (< 64 KiB), 1 (< 1 MiB), 2 (< 16 MiB),
 // 3 (< 256 MiB), 4 (the rest). Coarse on purpose: a timeout per bucket needs enough samples.
-int SizeBucket(uint64_t bytes);
+// The one rule: the worker's monitoring core uses it header-only (it does not link the codec).
+constexpr int SizeBucket(uint64_t bytes) {
+  constexpr uint64_t kKiB = 1024, kMiB = 1024 * kKiB;
+  if (bytes < 64 * kKiB) return 0;
+  if (bytes < kMiB) return 1;
+  if (bytes < 16 * kMiB) return 2;
+  if (bytes < 256 * kMiB) return 3;
+  return 4;
+}
 
 // One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
 // of collectives are equal across members for the same collective. A p2p row (p2p = true)

@@ -1,7 +1,8 @@
 // The per-process segment: the binary contract between libft.so (the producer, inside a
 // training process) and its readers (ftworker, ftdump), which may be built at different
 // times. Every offset and size below is pinned by shm/tests/layout_test.cc and described in
-// docs/shm-format.md. Change the layout only together with kLayoutVersion.
+// docs/shm-format.md. Change the layout only together with kLayoutVersion. What the records
+// say has its own version, record_version (shm/records.h).
 //
 //   offset 0                 SegmentHeader   4 KiB  written by the process
 //   offset 4096              ControlPage     4 KiB  written by the reader (ring cursor,
@@ -72,7 +73,9 @@ struct SegmentHeader {
   char job[kNameBytes];         // 88: NUL-terminated
   char node[kNameBytes];        // 152
   char host[kNameBytes];        // 216
-  uint8_t reserved0[320 - 280];
+  uint32_t record_version;      // 280: the record format (shm/records.h kRecordVersion); 0 = 1,
+                                //      written by producers that predate the field
+  uint8_t reserved0[320 - 284];
   // Live part, one cache line per writer.
   alignas(64) std::atomic<uint32_t> state;        // 320: ProcessState
   std::atomic<int32_t> exit_status;               // 324: set with kExited

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "shm/records.h"
+
 namespace ft::shm {
 namespace {
 
@@ -74,6 +76,12 @@ Status ValidateHeader(const void* bytes, uint64_t size) {
                                ", this reader understands " + std::to_string(kLayoutVersion) +
                                ": run an ftworker built with the same ft release as libft.so");
   }
+  if (h.record_version > kRecordVersion) {
+    return Status::Unsupported(
+        "segment record format version " + std::to_string(h.record_version) +
+        ", this reader understands up to " + std::to_string(kRecordVersion) +
+        ": run an ftworker built with the same ft release as libft.so, or a newer one");
+  }
   if (h.header_bytes != kHeaderBytes || h.record_bytes != kRecordBytes ||
       h.comm_slot_bytes != kCommSlotBytes) {
     return Status::Corrupt("header, record or slot size does not match layout version 1");
@@ -138,6 +146,7 @@ Status Segment::Create(std::string_view name, const Identity& identity, int pid,
   h->ring_offset = RoundUp(h->comm_table_offset + uint64_t{options.comm_slots} * kCommSlotBytes, kPage);
   h->ring_capacity = options.ring_capacity;
   h->record_bytes = kRecordBytes;
+  h->record_version = kRecordVersion;
   h->global_rank = identity.global_rank;
   h->local_rank = identity.local_rank;
   h->world_size = identity.world_size;

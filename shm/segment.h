@@ -39,10 +39,11 @@ struct SegmentOptions {
 std::string SegmentName(std::string_view job, int rank, int pid);
 std::string SegmentPrefix(std::string_view job);
 
-// Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version,
-// sizes, offsets in bounds and not overlapping, capacity a power of two. Unknown versions are
-// kUnsupported with both versions named; anything else wrong is kCorrupt. Reads only the
-// first kHeaderBytes of `bytes` (size may be smaller: then it is kCorrupt).
+// Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version, record
+// format version (older ones pass: readers know them), sizes, offsets in bounds and not
+// overlapping, capacity a power of two. Unknown versions are kUnsupported with both versions
+// named; anything else wrong is kCorrupt. Reads only the first kHeaderBytes of `bytes` (size
+// may be smaller: then it is kCorrupt).
 Status ValidateHeader(const void* bytes, uint64_t size);
 
 // Bytes a segment with these options occupies.

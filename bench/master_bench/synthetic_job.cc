@@ -8,20 +8,15 @@
 
 #include <fmt/format.h>
 
+#include "common/hash.h"
 #include "proto/codec.h"
 
 namespace ft::bench {
 namespace {
 
-// A small deterministic hash for per-rank jitter: the same job every run.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+// Per-rank jitter from a deterministic hash: the same job every run.
 double Jitter(uint64_t key, double spread) {  // in [-spread, +spread]
-  return (static_cast<double>(Mix(key) % 10001) / 10000.0 * 2 - 1) * spread;
+  return (static_cast<double>(SplitMix64(key) % 10001) / 10000.0 * 2 - 1) * spread;
 }
 
 }  // namespace
@@ -193,7 +188,7 @@ int64_t SyntheticJob::WaitStart(int r) const {
     case Role::kStopped:
     case Role::kTpPeer: return hang_.t0;
     case Role::kChain: return hang_.t0 + 5 * std::abs(layout_.S(r) - hang_.xp);
-    case Role::kDpWaiter: return hang_.t0 + 20 + static_cast<int64_t>(Mix(r) % 80);
+    case Role::kDpWaiter: return hang_.t0 + 20 + static_cast<int64_t>(SplitMix64(r) % 80);
   }
   return hang_.t0;
 }
@@ -205,7 +200,7 @@ std::vector<SyntheticJob::PendingEvent> SyntheticJob::Events(bool all) {
     if (ro == Role::kStopped || (!all && ro != Role::kTpPeer)) continue;
     // A worker notices within its tick; nodes differ in phase.
     const int64_t due = WaitStart(r) + static_cast<int64_t>(hang_.timeout_ms) + 1 +
-                        static_cast<int64_t>(Mix(0x5eed + r / kTp) % kDriverTickMs);
+                        static_cast<int64_t>(SplitMix64(0x5eed + r / kTp) % kDriverTickMs);
     proto::Event e;
     e.kind = "timeout";
     e.rank = r;

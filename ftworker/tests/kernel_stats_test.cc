@@ -4,12 +4,12 @@
 
 #include <cstring>
 
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
 
-using preload::RecordType;
+using shm::RecordType;
 
 shm::Record Rec(RecordType type, uint64_t a, uint64_t b = 0, uint64_t c = 0, uint64_t d = 0) {
   shm::Record r{};

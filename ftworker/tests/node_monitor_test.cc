@@ -200,9 +200,9 @@ TEST_F(NodeMonitorTest, P2PTimeoutUsesItsCommunicator) {
 
 TEST_F(NodeMonitorTest, ErrorRecordsBecomeEventsWithNames) {
   FakeRank r(job_, 0, kPid0);
-  r.Error(2, 0, 5);  // ncclAllReduce -> ncclInvalidUsage
-  r.Error(1, 0, 719);
-  r.Error(2, 0, 5);  // the same again within 10 s: counted, not sent
+  r.Error(2, shm::ApiSymbolId("ncclAllReduce"), 5);  // ncclInvalidUsage
+  r.Error(1, shm::ApiSymbolId("__cudaLaunchKernel"), 719);
+  r.Error(2, shm::ApiSymbolId("ncclAllReduce"), 5);  // again within 10 s: counted, not sent
   auto events = TickAt(t0_);
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].kind, "error");
@@ -213,10 +213,24 @@ TEST_F(NodeMonitorTest, ErrorRecordsBecomeEventsWithNames) {
   EXPECT_EQ(events[1].api, "cudart");
   EXPECT_EQ(events[1].call, "__cudaLaunchKernel");
   EXPECT_EQ(events[1].code, 719);
-  r.Error(2, 0, 5);
+  r.Error(2, shm::ApiSymbolId("ncclAllReduce"), 5);
   auto later = TickAt(t0_ + 11 * kSec);
   ASSERT_EQ(later.size(), 1u);
   EXPECT_NE(later[0].message.find("1 more"), std::string::npos) << later[0].message;
+}
+
+// A libft.so of record version 1 (the header's record_version reads 0) put the symbol's index
+// in its own .def list into the record: no reader can tell which symbol that was, so it says
+// so instead of naming whatever sits at that index in its own list.
+TEST_F(NodeMonitorTest, ErrorRecordsOfAnOlderRecordVersionAreNotMisnamed) {
+  FakeRank r(job_, 0, kPid0);
+  r.header()->record_version = 0;
+  r.Error(2, 0, 5);
+  auto events = TickAt(t0_);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].api, "nccl");
+  EXPECT_EQ(events[0].call, "#0 (symbol index of an older libft.so)");
+  EXPECT_NE(events[0].message.find("#0 (symbol index"), std::string::npos) << events[0].message;
 }
 
 TEST_F(NodeMonitorTest, BusyRankThatOthersWaitOn) {

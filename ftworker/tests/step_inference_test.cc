@@ -5,12 +5,12 @@
 #include <chrono>
 #include <random>
 
-#include "preload/records.h"
+#include "shm/records.h"
 
 namespace ft::worker {
 namespace {
 
-using preload::OpKind;
+using shm::OpKind;
 
 constexpr uint64_t kMs = 1'000'000;
 

@@ -18,16 +18,16 @@
 #include "common/log.h"
 #include "ftworker/process_probe.h"
 #include "ftworker/rank_monitor.h"
-#include "preload/records.h"
 #include "proto/messages.h"
 #include "shm/comm_table.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
 namespace ft::worker::testing {
 
-using preload::OpKind;
-using preload::RecordType;
+using shm::OpKind;
+using shm::RecordType;
 
 inline uint64_t MonoNs() {
   struct timespec ts;
@@ -101,7 +101,7 @@ class FakeRank {
   }
   // The second slot of a comm that counts its p2p ops (as preload/comm_registry.cc claims it).
   uint32_t P2PSlot(uint64_t comm, bool set_flag) {
-    uint64_t id = preload::P2PSlotId(comm);
+    uint64_t id = shm::P2PSlotId(comm);
     uint32_t slot = *table_->Claim(id, 0, 2, header()->global_rank, set_flag ? shm::kCommSlotP2P : 0);
     p2p_slots_[comm] = slot;
     return slot;
@@ -133,8 +133,9 @@ class FakeRank {
     Start(comm, seq, op, t + queue);
     End(comm, seq, op, t + queue, t + queue + dur, t);
   }
-  void Error(uint64_t library, uint64_t index, uint64_t code, uint64_t t = 1) {
-    Push(RecordType::kApiError, preload::kFlagError, 0xffffffff, 0, 0, t, library, index, code);
+  // `symbol`: shm::ApiSymbolId of its name (a .def index when the segment's record version is 1).
+  void Error(uint64_t library, uint64_t symbol, uint64_t code, uint64_t t = 1) {
+    Push(RecordType::kApiError, shm::kFlagError, 0xffffffff, 0, 0, t, library, symbol, code);
   }
   void Exit(int status) {
     header()->exit_status.store(status);

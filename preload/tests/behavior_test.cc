@@ -17,14 +17,21 @@
 #include <vector>
 
 #include "common/status.h"
-#include "preload/records.h"
 #include "shm/comm_table.h"
 #include "shm/mailbox.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
 namespace ft::preload {
 namespace {
+
+using shm::ApiLibrary;
+using shm::CommOrigin;
+using shm::OpKind;
+using shm::P2PSlotId;
+using shm::RecordType;
+using enum shm::RecordFlags;
 
 constexpr char kJob[] = "preload_behavior_test";  // FT_JOB, set by CTest
 
@@ -299,8 +306,11 @@ TEST(Behavior, ErrorsPassThroughUnchangedAndAreRecorded) {
   bool nccl_error = false, cuda_error = false;
   for (const auto& r : Records()) {
     if (!Is(r, RecordType::kApiError)) continue;
-    nccl_error |= r.a == static_cast<uint64_t>(ApiLibrary::kNccl) && r.c == ncclInvalidArgument;
-    cuda_error |= r.a == static_cast<uint64_t>(ApiLibrary::kCudart) && r.c == cudaErrorInvalidValue;
+    // The symbol by its stable id (a hash of its name), never by a position in a .def list.
+    nccl_error |= r.a == static_cast<uint64_t>(ApiLibrary::kNccl) && r.c == ncclInvalidArgument &&
+                  r.b == shm::ApiSymbolId("ncclAllReduce");
+    cuda_error |= r.a == static_cast<uint64_t>(ApiLibrary::kCudart) &&
+                  r.c == cudaErrorInvalidValue && r.b == shm::ApiSymbolId("cudaFree");
   }
   EXPECT_TRUE(nccl_error);
   EXPECT_TRUE(cuda_error);

@@ -11,19 +11,15 @@
 #include <string_view>
 #include <type_traits>
 
-namespace ft::preload::testing {
+#include "common/hash.h"
 
-inline uint64_t Fnv(const void* data, size_t n, uint64_t h) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
+namespace ft::preload::testing {
 
 // The bytes of every argument, in order.
 template <class... A>
 uint64_t HashArgs(const A&... args) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  ((h = Fnv(&args, sizeof(A), h)), ...);
+  uint64_t h = kFnv1a64Basis;
+  ((h = Fnv1a64Bytes(&args, sizeof(A), h)), ...);
   return h;
 }
 
@@ -31,7 +27,7 @@ uint64_t HashArgs(const A&... args) {
 // sees both the success and the error path pass through unchanged. Never ncclInProgress.
 template <class R>
 R ExpectedResult(std::string_view name) {
-  bool fail = Fnv(name.data(), name.size(), 0xcbf29ce484222325ull) % 2 == 1;
+  bool fail = Fnv1a64(name) % 2 == 1;
   if constexpr (std::is_same_v<R, ncclResult_t>) {
     return fail ? ncclInvalidUsage : ncclSuccess;
   } else if constexpr (std::is_same_v<R, cudaError_t>) {

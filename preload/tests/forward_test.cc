@@ -12,8 +12,8 @@
 #include <string>
 #include <tuple>
 
-#include "preload/records.h"
 #include "preload/tests/forward_common.h"
+#include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
@@ -27,6 +27,8 @@
 
 namespace ft::preload::testing {
 namespace {
+
+using shm::RecordType;
 
 // Arguments that are valid to look at: pointers point into a zeroed arena (libft.so reads
 // through some, e.g. *comm after an init), integers are small (counts of ids or devices).

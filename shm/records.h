@@ -1,12 +1,39 @@
-// The ring records libft.so writes (shm::Record, 64 bytes) and the op kinds it puts into the
-// in-flight table. Part of the segment contract: documented in docs/shm-format.md (Records),
-// read by ftworker and the tests. Append new values; never renumber.
-#ifndef FT_PRELOAD_RECORDS_H_
-#define FT_PRELOAD_RECORDS_H_
+// The record format: what the ring records (shm::Record, 64 bytes) say, by type, and the op
+// kinds of the in-flight table. Part of the segment contract owned by shm/, between libft.so
+// (the writer) and its readers (ftworker, ftdump, bench, tests), which may be built at
+// different times: documented in docs/shm-format.md (Records). Append new values; never
+// renumber.
+#ifndef FT_SHM_RECORDS_H_
+#define FT_SHM_RECORDS_H_
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
-namespace ft::preload {
+#include "common/hash.h"
+#include "shm/layout.h"
+
+namespace ft::shm {
+
+// The record format's version, in SegmentHeader::record_version; separate from the layout
+// version, which covers where things are, not what records mean. A new record type, flag or
+// op kind is appended without a new version (readers skip what they do not know); changing
+// what an existing field means takes a new version. Readers accept every version up to their
+// own and refuse newer ones (docs/shm-format.md, Records).
+//   1  (the header reads 0: written before the field existed) kApiError's b is the index of
+//      the symbol in its .def list, which differs between builds
+//   2  kApiError's b is ApiSymbolId of the symbol's name
+inline constexpr uint32_t kRecordVersion = 2;
+
+// The record format of a validated header: 0 (a producer that predates the field) reads 1.
+constexpr uint32_t RecordVersionOf(const SegmentHeader& header) {
+  return header.record_version == 0 ? 1 : header.record_version;
+}
+
+// kApiError's symbol id (record version 2): FNV-1a 64 of the symbol's name, e.g. "cudaMalloc".
+// A function of the name only, so an id means the same symbol in every build; a reader maps
+// it back to the name through the same lists (preload/cudart.def, preload/nccl.def).
+constexpr uint64_t ApiSymbolId(std::string_view name) { return Fnv1a64(name); }
 
 // Record::type.
 enum class RecordType : uint16_t {
@@ -23,8 +50,9 @@ enum class RecordType : uint16_t {
   // The op completed (observed). comm_id, seq and a as in its kOpEnter; b = duration ns
   // (observed completion minus observed start, see docs/shm-format.md); c = entered time ns.
   kOpEnd = 4,
-  // A wrapped call returned an error; the app got it unchanged. a = ApiLibrary; b = index of
-  // the symbol in its .def list; c = the returned code; comm_id set for NCCL ops when known.
+  // A wrapped call returned an error; the app got it unchanged. a = ApiLibrary; b = the
+  // symbol's ApiSymbolId (record version 1: its index in the .def list); c = the returned
+  // code; comm_id set for NCCL ops when known.
   kApiError = 5,
   // A communicator ended. comm_id; a = 1 destroy, 2 abort.
   kCommEnd = 6,
@@ -76,25 +104,25 @@ enum class OpKind : uint32_t {
   kGraphLaunch = 20,  // a CUDA graph launch, timed as a whole (comm_id 0)
 };
 
-// Ids in the in-flight table (docs/shm-format.md): splitmix64's finalizer, never 0 (0 marks a
-// free slot). A communicator's Send/Recv ops have a slot of their own, whose id libft.so
-// claims and the worker maps back to the communicator: P2PSlotId.
-inline uint64_t MixId(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
+// Ids in the in-flight table (docs/shm-format.md): splitmix64's finalizer (common/hash.h),
+// never 0 (0 marks a free slot). A communicator's Send/Recv ops have a slot of their own, whose
+// id libft.so claims and the worker maps back to the communicator: P2PSlotId.
+constexpr uint64_t MixId(uint64_t x) {
+  x = Mix64(x);
   return x == 0 ? 1 : x;
 }
 inline constexpr uint64_t kP2PSlotSalt = 0x7032702d736c6f74ull;  // "p2p-slot"
-inline uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlotSalt); }
+constexpr uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlotSalt); }
 
 enum class CommOrigin : uint16_t { kInit = 1, kSplit = 2, kShrink = 3, kInitAll = 4, kUnknown = 5 };
 enum class ApiLibrary : uint64_t { kCudart = 1, kNccl = 2 };
 
-const char* OpKindName(OpKind op);
+// The one name of each op kind, as every reader shows it and Redis values carry it
+// (docs/redis-schema.md, CommRow.op): "allreduce", "allgather", "reducescatter", "broadcast",
+// "bcast", "reduce", "alltoall", "gather", "scatter", "send", "recv", "graphlaunch"; "none"
+// for 0 and "op<N>" for a kind this build does not know (a newer libft.so).
+std::string OpKindName(uint32_t op_kind);
 
-}  // namespace ft::preload
+}  // namespace ft::shm
 
-#endif  // FT_PRELOAD_RECORDS_H_
+#endif  // FT_SHM_RECORDS_H_
