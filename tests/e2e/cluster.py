@@ -33,7 +33,10 @@ class Cluster:
     def __init__(self, paths, job, nodes=2, ranks_per_node=4, log_dir=None):
         """paths: an object with attributes launch, trainsim, libft, ftworker (and ftmaster)."""
         self.paths = paths
-        self.job = job
+        # The job name names the ranks' segments (/dev/shm/ft.<job>.*), which every ftworker of
+        # that job on the host adopts, and the logs in /tmp: two runs of one case at once (two
+        # checkouts on one machine) would watch, and stop, each other's ranks. One per run.
+        self.job = "%s-%d" % (job, os.getpid())
         self.nodes = nodes
         self.ranks_per_node = ranks_per_node
         self.redis = RedisServer()
@@ -52,7 +55,8 @@ class Cluster:
         return self
 
     def __exit__(self, exc_type, exc, tb):
-        if exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None)):
+        failed = exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None))
+        if failed:
             self.show_logs()
         self.stop_job()
         for node in list(self.workers):
@@ -67,7 +71,17 @@ class Cluster:
                     proc.wait()
         self.redis.stop()
         self.cleanup_segments()
+        if not failed:  # a failed run's logs stay for a closer look
+            for path in self.log_paths():
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         return False
+
+    def log_paths(self):
+        paths = [self.job_out.name] if self.job_out else []
+        return paths + list(self.worker_logs.values()) + list(getattr(self, "master_logs", {}).values())
 
     def show_logs(self, lines=40):
         """The tails of the job's, the workers' and the masters' logs: a failed run says what
