@@ -22,6 +22,7 @@
 #include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
+#include "tests/util/wait_until.h"
 
 namespace ft::preload {
 namespace {
@@ -113,6 +114,14 @@ shm::CommProgress WaitCompleted(uint64_t comm_id, uint64_t n) {
   }
   EXPECT_TRUE(p.has_value());
   return p.value_or(shm::CommProgress{});
+}
+
+// Waits until the poller has begun `rounds` more rounds (it advances the heartbeat at the
+// start of each), so at least rounds - 1 whole rounds ran since the call: "the poller had
+// every chance to see it", on a machine of any load, where a fixed sleep can pass unseen.
+bool WaitPollRounds(uint64_t rounds) {
+  const uint64_t target = Own().header()->heartbeat_count.load() + rounds;
+  return test_util::WaitUntil([&] { return Own().header()->heartbeat_count.load() >= target; });
 }
 
 std::vector<shm::Record> OfComm(uint64_t comm_id, RecordType type) {
@@ -468,7 +477,7 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // many poll rounds
+  ASSERT_TRUE(WaitPollRounds(3)) << "the poller stopped";
   auto p = Slot(c.id);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->entered_seq, 4u);
@@ -506,7 +515,7 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->entered_seq, 1u);
   EXPECT_EQ(q->started_seq, 1u) << "rank 0's stream reached the collective";
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  ASSERT_TRUE(WaitPollRounds(3)) << "the poller stopped";
   EXPECT_EQ(Slot(pair_id)->completed_seq, 0u) << "it waits for rank 1";
   ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
   ASSERT_EQ(ncclAllReduce(pbuf[1], pbuf[1], 64, ncclFloat32, ncclSum, pair[1], ps[1]), ncclSuccess);
@@ -629,8 +638,7 @@ TEST(Behavior, MailboxCommandsAreAcknowledgedAsUnsupported) {
 
 TEST(Behavior, HeartbeatAdvances) {
   uint64_t before = Own().header()->heartbeat_count.load();
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_GT(Own().header()->heartbeat_count.load(), before);
+  EXPECT_TRUE(test_util::WaitUntil([&] { return Own().header()->heartbeat_count.load() > before; }));
   EXPECT_GT(Own().header()->call_count.load(), 0u);
 }
 

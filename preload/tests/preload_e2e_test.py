@@ -233,20 +233,32 @@ def case_hang(args):
                 time.sleep(0.1)
             else:
                 tc.fail("the fault was never injected")
-            time.sleep(2.5)
-            dump = subprocess.run([args.ftdump, "--job", job], capture_output=True, text=True, timeout=30)
-            print(dump.stdout)
-            tc.check(dump.returncode == 0, "ftdump exited %d: %s" % (dump.returncode, dump.stderr))
-            blocks = re.split(r"\n(?=/ft\.)", dump.stdout.strip())
-            per_rank = {}
-            for b in blocks:
-                m = re.search(r" rank=(\d+) ", b)
-                if m:
-                    per_rank[int(m.group(1))] = b
+
+            def ftdump():
+                dump = subprocess.run([args.ftdump, "--job", job], capture_output=True, text=True, timeout=30)
+                tc.check(dump.returncode == 0, "ftdump exited %d: %s" % (dump.returncode, dump.stderr))
+                per_rank = {}
+                for b in re.split(r"\n(?=/ft\.)", dump.stdout.strip()):
+                    m = re.search(r" rank=(\d+) ", b)
+                    if m:
+                        per_rank[int(m.group(1))] = b
+                return dump.stdout, per_rank
+
+            def ages(b):
+                return [float(a) for a in re.findall(r"IN FLIGHT op=\d+ bytes=\d+ for ([0-9.]+)s", b)]
+            # Every rank blocks once its peers reach the hung collective: dump until all 8 show
+            # an op in flight for 1.5 s (or the limit passes and the checks below say what not).
+            deadline = time.monotonic() + 30
+            while True:
+                text, per_rank = ftdump()
+                ready = len(per_rank) == 8 and all(ages(b) and max(ages(b)) >= 1.5 for b in per_rank.values())
+                if ready or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            print(text)
             tc.check(sorted(per_rank) == list(range(8)), "ftdump shows ranks %s" % sorted(per_rank))
             for r, b in per_rank.items():
-                ages = [float(a) for a in re.findall(r"IN FLIGHT op=\d+ bytes=\d+ for ([0-9.]+)s", b)]
-                tc.check(ages and max(ages) >= 1.5, "rank %d: no op in flight for >= 1.5 s:\n%s" % (r, b))
+                tc.check(ages(b) and max(ages(b)) >= 1.5, "rank %d: no op in flight for >= 1.5 s:\n%s" % (r, b))
             def stuck(b):  # in-flight comms: (entered, started)
                 return [(int(e), int(s)) for e, s, c in
                         re.findall(r"entered=(\d+) started=(\d+) completed=(\d+) IN FLIGHT", b)]

@@ -127,8 +127,8 @@ TEST_F(ClientE2eTest, ServerDownIsUnavailableQuickly) {
   server_.Stop();
   Client c;
   auto start = Clock::now();
-  Status s = c.Connect(server_.endpoint(), 2000ms);
-  EXPECT_LT(Clock::now() - start, 500ms);
+  Status s = c.Connect(server_.endpoint(), 5000ms);
+  EXPECT_LT(Clock::now() - start, 2500ms);  // refused at once, not after the timeout
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(server_.port())),
             std::string_view::npos);
@@ -169,7 +169,7 @@ TEST_F(ClientE2eTest, LargePipelineToADeadServerDoesNotKillTheProcess) {
 
 TEST_F(ClientE2eTest, StuckServerTimesOut) {
   Client c;
-  ASSERT_TRUE(c.Connect(server_.endpoint(), 1000ms, 300ms).ok());
+  ASSERT_TRUE(c.Connect(server_.endpoint(), 10000ms, 300ms).ok());
   server_.Pause();
   Reply r;
   auto start = Clock::now();
@@ -178,7 +178,7 @@ TEST_F(ClientE2eTest, StuckServerTimesOut) {
   server_.Resume();
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
   EXPECT_GE(took, 250ms);
-  EXPECT_LT(took, 1000ms);
+  EXPECT_LT(took, 3000ms);  // io_timeout (300 ms), not connect_timeout (10 s), with margin
   EXPECT_TRUE(c.broken());
 }
 
@@ -221,6 +221,7 @@ TEST(ClientNoPasswordE2eTest, PasswordForAnOpenServerStillConnects) {
 TEST_F(ClientE2eTest, ReconnectingClientComesBackAfterARestart) {
   ReconnectPolicy policy;
   policy.connect_timeout = 500ms;
+  policy.io_timeout = 10000ms;
   policy.seed = 3;
   ReconnectingClient rc(server_.endpoint(), policy);
   ASSERT_TRUE(rc.Ensure(Clock::now()));
@@ -239,7 +240,9 @@ TEST_F(ClientE2eTest, ReconnectingClientComesBackAfterARestart) {
   while (!back && Clock::now() < deadline) {
     auto start = Clock::now();
     back = rc.Ensure(start);
-    EXPECT_LT(Clock::now() - start, 600ms);
+    // At most the connect timeout (500 ms), never the io timeout (10 s): the bound between
+    // them leaves seconds of margin for a loaded machine.
+    EXPECT_LT(Clock::now() - start, 3000ms);
     std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(back) << rc.last_error().ToString();

@@ -33,7 +33,10 @@ class Cluster:
     def __init__(self, paths, job, nodes=2, ranks_per_node=4, log_dir=None):
         """paths: an object with attributes launch, trainsim, libft, ftworker (and ftmaster)."""
         self.paths = paths
-        self.job = job
+        # The job name names the ranks' segments (/dev/shm/ft.<job>.*), which every ftworker of
+        # that job on the host adopts, and the logs in /tmp: two runs of one case at once (two
+        # checkouts on one machine) would watch, and stop, each other's ranks. One per run.
+        self.job = "%s-%d" % (job, os.getpid())
         self.nodes = nodes
         self.ranks_per_node = ranks_per_node
         self.redis = RedisServer()
@@ -51,7 +54,10 @@ class Cluster:
         self.db = self.redis.client()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
+        failed = exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None))
+        if failed:
+            self.show_logs()
         self.stop_job()
         for node in list(self.workers):
             self.stop_worker(node)
@@ -65,7 +71,32 @@ class Cluster:
                     proc.wait()
         self.redis.stop()
         self.cleanup_segments()
+        if not failed:  # a failed run's logs stay for a closer look
+            for path in self.log_paths():
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         return False
+
+    def log_paths(self):
+        paths = [self.job_out.name] if self.job_out else []
+        return paths + list(self.worker_logs.values()) + list(getattr(self, "master_logs", {}).values())
+
+    def show_logs(self, lines=40):
+        """The tails of the job's, the workers' and the masters' logs: a failed run says what
+        they saw (the files are overwritten by the next run of the same case)."""
+        logs = [("job", self.job_out.name if self.job_out else None)]
+        logs += [("ftworker " + n, f) for n, f in sorted(self.worker_logs.items())]
+        logs += [("ftmaster " + n, f) for n, f in sorted(getattr(self, "master_logs", {}).items())]
+        for label, path in logs:
+            try:
+                with open(path, errors="replace") as f:
+                    tail = f.readlines()[-lines:]
+            except (OSError, TypeError):
+                continue
+            print("---- last %d lines of the %s log (%s)" % (len(tail), label, path))
+            print("".join(line[:400] + ("\n" if len(line) > 400 else "") for line in tail), end="", flush=True)
 
     def cleanup_segments(self):
         prefix = "ft.%s." % self.job
@@ -207,14 +238,39 @@ class Cluster:
     def progress(self, rank):
         return self.hash_json("progress", rank)
 
-    def wait_for(self, predicate, timeout, what, poll=0.05):
+    def poll_until(self, predicate, timeout, poll=0.05):
+        """The predicate's first truthy value within `timeout` s, else its last value: for a
+        check that wants to say what it saw when the wait runs out."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        while True:
             try:
                 value = predicate()
             except (OSError, ConnectionError):
                 value = None
-            if value:
+            if value or time.monotonic() >= deadline:
                 return value
             time.sleep(poll)
-        fail("no %s within %.0f s" % (what, timeout))
+
+    def wait_for(self, predicate, timeout, what, poll=0.05):
+        value = self.poll_until(predicate, timeout, poll)
+        if not value:
+            fail("no %s within %.0f s" % (what, timeout))
+        return value
+
+    def wait_exits(self, ranks, timeout=30):
+        """Waits until the workers reported the exit of every rank in `ranks`. A worker writes
+        a rank's events in order and the exit last, after draining its ring: once the exits
+        are in, every event the job raised is."""
+        want = set(ranks)
+        return self.wait_for(lambda: want <= {e["rank"] for e in self.events(kind="exit")},
+                             timeout, "exit events for ranks %s" % sorted(want))
+
+    def master_caught_up(self):
+        """The leading master has read every event written so far and has no incident window
+        open: whatever it would decide from them is decided."""
+        newest = self.db.command("XREVRANGE", self.key("events"), "+", "-", "COUNT", "1")
+        state = self.db.command("HGETALL", self.key("master")) or []
+        state = dict(zip(state[0::2], state[1::2]))
+        if "open_incident" in state:
+            return False
+        return not newest or state.get("events_cursor") == newest[0][0]

@@ -163,7 +163,9 @@ def case_pause(args):
                              "--pause-s", "20", "--fault-rank", "0", "--fault-step", str(steps // 3)],
                     timeout=seconds + 120)
         check(c.job_proc.wait(timeout=seconds + 150) == 0, "the job failed:\n" + c.job_output()[-3000:])
-        time.sleep(2)
+        # Every event of the run is in and the master has read them all, its window closed.
+        c.wait_exits(range(8))
+        c.wait_for(c.master_caught_up, 30, "the master to read every event and close its window")
         bad = [i for i in c.incidents() if i["kind"] != "busy"]
         print("incidents: %s" % [(i["kind"], suspects(i)) for i in c.incidents()])
         print("timeout events during the pause: %d" % len(c.events(kind="timeout")))
@@ -190,7 +192,9 @@ def case_takeover(args):
         check(took <= 2.0 + 0.3, "takeover took %.2f s (two lease periods: 2 s)" % took)
         inc = wait_incident(c, "hang", 30)
         show(inc)
-        time.sleep(3)
+        # A second write of the window would come from m1 going over the same events again:
+        # wait until it has read every event and holds no window open.
+        c.wait_for(c.master_caught_up, 30, "m1 to read every event and close its window")
         same = [i for i in c.incidents() if i["id"] == inc["id"]]
         check(len(same) == 1, "incident %s written %d times" % (inc["id"], len(same)))
         check(suspects(inc) == [(5, "node1")], "suspects %s" % suspects(inc))

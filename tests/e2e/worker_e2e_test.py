@@ -10,7 +10,9 @@ their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
                         member reports a timeout on the same (comm, seq)
   --case crash          rank 5 is SIGKILLed: an exit event names it within 1 s
   --case slow           rank 5 computes 1.5x slower from step 30: a slowdown event
-  --case healthy        200 steps with normal jitter: no slowdown event
+  --case healthy        200 steps with normal jitter: no timeout or error event; no slowdown
+                        event unless the job's own step times moved by 15% or more (a loaded
+                        machine really slows the ranks, and the worker is right to say so)
   --case pause          rank 0 works on the host for 20 s while peers wait: reported busy,
                         no timeout from rank 0, the job completes
   --case stop-after-exit  the job ends and the workers are stopped at once: every rank's exit
@@ -21,6 +23,8 @@ their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
 
 import argparse
 import os
+import re
+import statistics
 import sys
 import time
 
@@ -57,7 +61,10 @@ def hang_case(args, fault):
                  first["timeout_ms"]))
         print("RESULT worker_hang case=%s hang_to_event_ms=%.0f timeout_ms=%.0f"
               % (fault, first["age_ms"], first["timeout_ms"]))
-        time.sleep(2.0)  # the events that follow the first
+        p5 = c.wait_for(lambda: c.progress(5), 5, "rank 5's progress table")
+        # The first event may come from a rank further down the chain of waits: wait for a peer
+        # waiting on a collective of a comm rank 5 belongs to (rank 5 has not reached it).
+        c.poll_until(lambda: [e for e in c.events(kind="timeout") if members_of(p5, e["comm"])], 20)
         timeouts = c.events(kind="timeout")
         ranks = sorted({e["rank"] for e in timeouts})
         print("timeout events from ranks %s" % ranks)
@@ -66,8 +73,6 @@ def hang_case(args, fault):
         for e in timeouts:
             check(e["started"], "a timeout for an op the GPU had not reached: %s" % e)
             check(e["progress"]["rank"] == e["rank"] and e["progress"]["comms"], "event without a progress table")
-        p5 = c.wait_for(lambda: c.progress(5), 5, "rank 5's progress table")
-        # Some peer waits on a collective of a comm rank 5 belongs to; rank 5 has not reached it.
         shared = [e for e in timeouts if members_of(p5, e["comm"])]
         check(shared, "no timeout event on a communicator rank 5 belongs to")
         for e in shared:
@@ -88,17 +93,25 @@ def case_transport(args):
         c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "5"],
                     rank_env={5: {"GPUSIM_NCCL_STALL": "tp:20"}})
         c.wait_for(lambda: c.events(kind="timeout"), 40, "timeout event")
-        time.sleep(2.0)
-        timeouts = c.events(kind="timeout")
-        by_comm = {}
-        for e in timeouts:
-            by_comm.setdefault((e["comm"], e["seq"]), set()).add(e["rank"])
-        print("timeouts by (comm, seq): %s" % by_comm)
-        p5 = c.progress(5)
-        tp_rows = [r for r in p5["comms"] if not r["p2p"] and r["comm_size"] == 2 and r["started"] > r["completed"]]
-        check(tp_rows, "rank 5 shows no started-not-completed collective: %s" % p5["comms"])
+
+        def stalled_rows():
+            p5 = c.progress(5)
+            return [r for r in p5["comms"] if not r["p2p"] and r["comm_size"] == 2
+                    and r["started"] > r["completed"]] if p5 else []
+        tp_rows = c.poll_until(stalled_rows, 10)
+        check(tp_rows, "rank 5 shows no started-not-completed collective: %s" % c.progress(5))
         stalled = tp_rows[0]
         key = (stalled["comm"], stalled["completed"] + 1)
+
+        def timeouts_by_key():
+            out = {}
+            for e in c.events(kind="timeout"):
+                out.setdefault((e["comm"], e["seq"]), set()).add(e["rank"])
+            return out
+        # Every member's timeout on the stalled collective (each worker raises its own ranks').
+        c.poll_until(lambda: len(timeouts_by_key().get(key, ())) == stalled["comm_size"], 20)
+        by_comm = timeouts_by_key()
+        print("timeouts by (comm, seq): %s" % by_comm)
         check(key in by_comm, "no timeout on rank 5's stalled comm %s" % (key,))
         check(len(by_comm[key]) == stalled["comm_size"],
               "members reporting the stall on %s: %s, expected all %d" % (key, sorted(by_comm[key]), stalled["comm_size"]))
@@ -136,16 +149,39 @@ def case_slow(args):
         c.start_job(MODEL + ["--steps", "%d" % (SLOW_FROM + 20), "--compute-ms", "50", "--fault", "slow",
                              "--slow-factor", "1.5", "--fault-rank", "5", "--fault-step", str(SLOW_FROM)])
         check(c.job_proc.wait(timeout=120) == 0, "the job failed:\n" + c.job_output()[-3000:])
-        time.sleep(1.5)  # the last summaries and events
+        c.wait_exits(range(8))  # every event of the run is in by then
         slow = c.events(kind="slowdown")
         print("slowdown events: %s" % [(e["rank"], round(e["step_ms"]), round(e["baseline_ms"])) for e in slow])
         check(slow, "no slowdown event within the 20 slow steps")
 
 
+def measured_steps(job_output):
+    """{rank: [step ms, ...]} as trainsim --verbose measured them itself."""
+    steps = {}
+    for r, ms in re.findall(r"trainsim rank=(\d+) step=\d+ ms=([0-9.]+)", job_output):
+        steps.setdefault(int(r), []).append(float(ms))
+    return steps
+
+
+def disturbance(steps, skip=10, window=5):
+    """How much the machine moved the job's own step times: the largest ratio, over ranks, of
+    the slowest to the fastest median of `window` consecutive steps (after `skip` warm-up
+    steps), and the rank. About 1.05 on a quiet machine; a loaded one (other builds, other
+    tests) slows every rank now and then by far more, and the worker is right to say so."""
+    worst = (1.0, None)
+    for rank, ms in steps.items():
+        ms = ms[skip:]
+        if len(ms) < window:
+            continue
+        medians = [statistics.median(ms[i:i + window]) for i in range(len(ms) - window + 1)]
+        worst = max(worst, (max(medians) / max(min(medians), 1e-9), rank))
+    return worst
+
+
 def case_healthy(args):
     with Cluster(args, job="wk-healthy") as c:
         c.start_workers()
-        c.start_job(MODEL + ["--steps", "200", "--compute-ms", "50"])
+        c.start_job(MODEL + ["--steps", "200", "--compute-ms", "50", "--verbose"])
         launches = 0  # kernel launches in one summary window of rank 3, while it runs
         deadline = time.monotonic() + 300
         while c.job_proc.poll() is None and time.monotonic() < deadline:
@@ -153,13 +189,23 @@ def case_healthy(args):
             launches = max(launches, running["kernels"] if running else 0)
             time.sleep(0.5)
         check(c.job_proc.wait(timeout=10) == 0, "the job failed:\n" + c.job_output()[-3000:])
-        time.sleep(1.5)
-        bad = c.events(kind="slowdown") + c.events(kind="timeout") + c.events(kind="error")
+        c.wait_exits(range(8))  # every event of the run is in by then
+        # Slowdown events are false alarms only if the job's steps really were steady: on a
+        # quiet machine (5-step medians within 15% of each other) none is allowed.
+        slowdowns = c.events(kind="slowdown")
+        ratio, rank = disturbance(measured_steps(c.job_output()))
+        print("the job's own 5-step medians moved by up to %.0f%% (rank %s); %d slowdown events"
+              % (100 * (ratio - 1), rank, len(slowdowns)))
+        bad = [] if ratio >= 1.15 else slowdowns
+        if slowdowns and not bad:
+            print("slowdown events allowed, the machine slowed the job: %s"
+                  % [(e["rank"], round(e["step_ms"]), round(e["baseline_ms"])) for e in slowdowns])
+        bad += c.events(kind="timeout") + c.events(kind="error")
         check(not bad, "a healthy run raised events: %s" % [(e["kind"], e["rank"], e["message"]) for e in bad])
         summary = c.hash_json("summary", 3)
         check(summary and summary["step_ms"] > 0, "no step time inferred for rank 3: %s" % summary)
         check(launches > 0, "no kernel launches in rank 3's summaries")
-        print("OK: 200 healthy steps, no event; rank 3 step %.1f ms (p50 %.1f), %d steps seen, up to "
+        print("OK: 200 healthy steps, no unexplained event; rank 3 step %.1f ms (p50 %.1f), %d steps seen, up to "
               "%d kernel launches per summary" % (summary["step_ms"], summary["step_p50_ms"], summary["steps"], launches))
 
 
@@ -169,12 +215,14 @@ def case_pause(args):
         c.start_job(MODEL + ["--steps", "20", "--compute-ms", "5", "--fault", "pause",
                              "--pause-s", "20", "--fault-rank", "0", "--fault-step", "5"])
         c.wait_for(lambda: c.events(kind="timeout"), 30, "timeout event from a waiting peer")
-        p0 = c.wait_for(lambda: (lambda p: p if p and p["busy"] else None)(c.progress(0)), 5,
+        # Within the 20 s pause (busy means CPU use or a recent call; a loaded machine may
+        # give rank 0 its share only now and then).
+        p0 = c.wait_for(lambda: (lambda p: p if p and p["busy"] else None)(c.progress(0)), 15,
                         "rank 0 reported busy")
         print("rank 0 during the pause: busy=%s cpu=%.0f%% last call %.0f ms ago"
               % (p0["busy"], p0["cpu_pct"], p0["last_call_age_ms"]))
         check(c.job_proc.wait(timeout=60) == 0, "the job did not complete after the pause")
-        time.sleep(0.5)
+        c.wait_exits(range(8))  # every event of the run is in by then
         check(not c.events(kind="timeout", rank=0), "rank 0 (paused, not waiting) raised a timeout")
         busy = c.events(kind="busy", rank=0)
         print("busy events for rank 0: %d; timeout events from peers: %d"

@@ -57,14 +57,15 @@ TEST_F(Faults, MissingPeerBlocksTheStreamNotTheThreadAndAbortReleasesIt) {
       CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, s));
       double t = NowS();
       CHILD_CUDA(cudaStreamSynchronize(s));
-      CHILD_CHECK(NowS() - t < 1.0);
+      CHILD_CHECK(NowS() - t < 5.0);  // fails fast, not hung (5 s: room for a loaded machine)
       CHILD_CHECK(AllEqual(recv, kUntouched));
       CHILD_NCCL(ncclCommDestroy(comm));
       return;
     }
     double t0 = NowS();
     CHILD_NCCL(ncclAllReduce(send.data(), recv.data(), n, ncclFloat32, ncclSum, comm, s));
-    CHILD_CHECK(NowS() - t0 < 0.25, "the call took %.3f s", NowS() - t0);
+    // Returns without its peer (which never comes): 1 s leaves room for a loaded machine.
+    CHILD_CHECK(NowS() - t0 < 1.0, "the call took %.3f s", NowS() - t0);
     usleep(100 * 1000);
     double cpu0 = ProcessCpuS(), w0 = NowS();
     while (NowS() - t0 < 2.0) usleep(10 * 1000);
@@ -77,7 +78,7 @@ TEST_F(Faults, MissingPeerBlocksTheStreamNotTheThreadAndAbortReleasesIt) {
     double t1 = NowS();
     CHILD_NCCL(ncclCommAbort(comm));
     CHILD_CUDA(cudaStreamSynchronize(s));
-    CHILD_CHECK(NowS() - t1 < 1.0, "stream released %.3f s after the abort", NowS() - t1);
+    CHILD_CHECK(NowS() - t1 < 5.0, "stream released %.3f s after the abort", NowS() - t1);
     CHILD_CHECK(AllEqual(recv, kUntouched));
     // The stream goes on working.
     CHILD_CUDA(cudaMemcpyAsync(recv.data(), send.data(), sizeof(float), cudaMemcpyHostToHost, s));
@@ -110,7 +111,7 @@ TEST_F(Faults, AbortReleasesAGroupedPointToPointExchange) {
     double t1 = NowS();
     CHILD_NCCL(ncclCommAbort(comm));
     CHILD_CUDA(cudaStreamSynchronize(s));
-    CHILD_CHECK(NowS() - t1 < 1.0);
+    CHILD_CHECK(NowS() - t1 < 5.0);  // released, not hung (5 s: room for a loaded machine)
     CHILD_CHECK(AllEqual(recv, kUntouched));
   });
   ExpectAllOk(out);
@@ -155,7 +156,7 @@ TEST_F(Faults, StallInjectionHangsTheNamedCommunicatorAfterNCollectives) {
     double t1 = NowS();
     CHILD_NCCL(ncclCommAbort(comm));
     CHILD_CUDA(cudaStreamSynchronize(s));
-    CHILD_CHECK(NowS() - t1 < 1.0);
+    CHILD_CHECK(NowS() - t1 < 5.0);  // released, not hung (5 s: room for a loaded machine)
     CHILD_CHECK(AllEqual(recv, kUntouched));
     CHILD_NCCL(ncclCommDestroy(other));
   });

@@ -114,8 +114,13 @@ TEST_F(Lifecycle, ShrinkExcludesAMember) {
 TEST_F(Lifecycle, NonblockingInitCollectiveAndSplit) {
   const int n = 2;
   ncclUniqueId id = NewId();
+  // Rank 1 joins only after rank 0 has seen its init in progress (a sleep could pass before a
+  // loaded machine even ran rank 0).
+  int seen[2];
+  ASSERT_EQ(pipe(seen), 0);
   auto out = RunRanks(n, 30, [&](int me) {
-    if (me == 1) usleep(200 * 1000);  // rank 0 must see its init in progress for a while
+    char byte = 0;
+    if (me == 1) CHILD_CHECK(read(seen[0], &byte, 1) == 1, "rank 0 never said its init is in progress");
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclComm_t comm;
@@ -124,6 +129,7 @@ TEST_F(Lifecycle, NonblockingInitCollectiveAndSplit) {
       ncclResult_t st;
       CHILD_NCCL(ncclCommGetAsyncError(comm, &st));
       CHILD_CHECK(st == ncclInProgress);
+      CHILD_CHECK(write(seen[1], "x", 1) == 1);
     }
     CHILD_CHECK(WaitReady(comm) == ncclSuccess, "%s", ncclGetLastError(comm));
     cudaStream_t s;
@@ -147,6 +153,8 @@ TEST_F(Lifecycle, NonblockingInitCollectiveAndSplit) {
     CHILD_NCCL(ncclCommDestroy(child));
     CHILD_NCCL(ncclCommDestroy(comm));
   });
+  close(seen[0]);
+  close(seen[1]);
   ExpectAllOk(out);
 }
 
