@@ -10,7 +10,7 @@ namespace ft::master {
 namespace {
 
 bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "crash" || i.kind == "transport-hang";
+  return i.kind == "hang" || i.kind == "host-frozen" || i.kind == "crash" || i.kind == "transport-hang";
 }
 
 bool CannotSave(const std::string& state) {

@@ -107,7 +107,7 @@ double MsSince(std::chrono::steady_clock::time_point start) {
 bool Opens(const std::string& kind) { return kind == "timeout" || kind == "exit" || kind == "error"; }
 bool Collected(const std::string& kind) { return Opens(kind) || kind == "busy"; }
 bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "crash" || i.kind == "transport-hang";
+  return i.kind == "hang" || i.kind == "host-frozen" || i.kind == "crash" || i.kind == "transport-hang";
 }
 
 std::string EventKey(const proto::Event& e) {

@@ -334,8 +334,10 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   if (foreign_pid_ns_) return heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kForeignStaleNs);
   if (!probe_->PidExists(pid_)) return true;
   auto stat = probe_->ReadStat(pid_);
+  proc_state_ = 0;
   if (!stat) return false;  // exists, /proc hidden (hidepid): trust kill(2)
   if (stat->state == 'Z' || stat->state == 'X') return true;
+  proc_state_ = stat->state;
   if (!start_ticks_) {
     start_ticks_ = stat->start_ticks;
     // A process that started after the segment was created cannot have created it: the pid
@@ -389,6 +391,16 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   bool recent_call = last_call != 0 && (now_ns <= last_call || now_ns - last_call < settings_.busy_call_age_ns);
   bool working_cpu = p.cpu_pct >= settings_.busy_cpu_pct && blocked_since == 0;
   p.busy = !finished() && (recent_call || working_cpu);
+  // Frozen: the process cannot run (stopped, traced) or its poller thread has stopped
+  // beating. Either way its table no longer moves: the master must not read what it shows in
+  // flight as a wait. A disabled libft.so stopped its poller on purpose.
+  uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
+  p.proc_state = proc_state_ != 0 && !finished() ? std::string(1, proc_state_) : std::string();
+  p.heartbeat_age_ms = heartbeat == 0 ? -1 : AgeMs(now_ns, heartbeat);
+  bool stopped = proc_state_ == 'T' || proc_state_ == 't';
+  bool silent = heartbeat != 0 && now_ns > heartbeat && now_ns - heartbeat > settings_.frozen_after_ns;
+  p.frozen = life_ == Life::kRunning && (stopped || silent);
+  if (p.frozen) p.busy = false;
   p.comms.clear();
   for (const auto& slot : slots_) {
     if (!slot) continue;

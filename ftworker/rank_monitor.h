@@ -13,7 +13,8 @@
 //     another pid namespace and the heartbeat alone decides (stale for 3 s = dead);
 //   - CPU % over the last ~1 s from utime + stime; last call age; blocked time; busy =
 //     last call younger than busy_call_age, or CPU >= busy_cpu_pct while not blocked in a
-//     synchronizing CUDA call;
+//     synchronizing CUDA call; frozen = the process is stopped or traced
+//     (/proc state T/t) or its poller's heartbeat is older than frozen_after (never busy then);
 //   - steps -> SlowdownDetector; in-flight ops -> TimeoutDetector.
 // A RankMonitor owns its Segment (the mapping stays valid after the file is unlinked).
 // Not thread-safe: the node monitor's thread drives it.
@@ -155,6 +156,7 @@ class RankMonitor {
   uint64_t last_heartbeat_ = 0;
   uint64_t heartbeat_changed_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
+  char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
   std::deque<std::pair<uint64_t, uint64_t>> cpu_samples_;  // (now ns, cpu ticks)
   double cpu_pct_ = 0;
   bool warned_ring_ = false;

@@ -396,6 +396,50 @@ TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   EXPECT_EQ(e->progress.rank, 0);
 }
 
+TEST_F(NodeMonitorTest, StoppedOrSilentProcessIsFrozen) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};  // /proc readable: state S
+  r.CommInit(kComm, 0, 2);
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->heartbeat_ns.store(now - 100 * kMs);
+  TickAt(now);
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->frozen);
+  EXPECT_EQ(p->proc_state, "S");
+  EXPECT_NEAR(p->heartbeat_age_ms, 100, 1e-6);
+  // SIGSTOP: the kernel says T at once, before the heartbeat has aged.
+  probe_.procs[kPid0].stat.state = 'T';
+  r.header()->last_call_ns.store(now);  // a call just now: would be busy, but cannot run
+  TickAt(now + 10 * kMs);
+  p = ProgressOf(0);
+  EXPECT_TRUE(p->frozen);
+  EXPECT_FALSE(p->busy);
+  EXPECT_EQ(p->proc_state, "T");
+  // Resumed (SIGCONT), beating again.
+  probe_.procs[kPid0].stat.state = 'R';
+  r.header()->heartbeat_ns.store(now + 20 * kMs);
+  TickAt(now + 30 * kMs);
+  EXPECT_FALSE(ProgressOf(0)->frozen);
+  // Running by the kernel's account, but the poller has not beaten for longer than
+  // frozen_after (3 s): a process stuck where the poller cannot run either.
+  probe_.procs[kPid0].stat.state = 'D';
+  TickAt(now + 3100 * kMs);
+  p = ProgressOf(0);
+  EXPECT_TRUE(p->frozen);
+  EXPECT_NEAR(p->heartbeat_age_ms, 3080, 1e-6);
+  EXPECT_EQ(p->proc_state, "D");
+}
+
+TEST_F(NodeMonitorTest, NoHeartbeatYetIsNotFrozen) {
+  FakeRank r(job_, 0, kPid0);
+  TickAt(t0_ + 60 * kSec);
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->frozen) << "a poller that never started says nothing";
+  EXPECT_EQ(p->heartbeat_age_ms, -1);
+}
+
 TEST_F(NodeMonitorTest, DisabledRankHasNoTimeouts) {
   FakeRank r(job_, 0, kPid0);
   r.CommInit(kComm, 0, 2);
