@@ -17,6 +17,7 @@ struct MonitorSettings {
   double busy_cpu_pct = 30;                     // FT_BUSY_CPU_PCT
   double slowdown_pct = 25;                     // FT_SLOWDOWN_PCT
   int slowdown_steps = 5;                       // FT_SLOWDOWN_STEPS
+  double slowdown_floor_ms = 5;                 // FT_SLOWDOWN_FLOOR
   int warmup_steps = 10;                        // FT_WARMUP_STEPS
   int baseline_steps = 20;                      // steps after warm-up that set the baseline and its noise
 

@@ -193,7 +193,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
     case RecordType::kOpEnter: {
       if (r.flags & preload::kFlagCaptured) break;  // runs at each graph launch, not here
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns);
+      steps_.OnEnter(StepInference::Signature(r.comm_id, op, BucketOf(r.b)), r.time_ns, r.b);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
       if (!(r.flags & preload::kFlagP2P) && r.comm_id != 0 &&

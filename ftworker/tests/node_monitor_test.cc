@@ -396,6 +396,40 @@ TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   EXPECT_EQ(e->progress.rank, 0);
 }
 
+// A message-size sweep (nccl-tests style) on one communicator: per size, 40 allreduces
+// enqueued back to back, then a synchronize. Large sizes are issued one at a time (the host
+// waits for each). No slowdown may come of it; a real slowdown afterwards still does.
+TEST_F(NodeMonitorTest, MessageSizeSweepRaisesNoSlowdown) {
+  FakeRank r(job_, 0, kPid0, "n1", {8192, 16});
+  r.CommInit(kComm, 0, 2);
+  uint64_t t = t0_;
+  uint64_t seq = 0;
+  std::vector<proto::Event> events;
+  auto gpu_ns = [](uint64_t bytes) { return 20'000 + bytes / 5;  /* 20 us + 5 GB/s */ };
+  for (uint64_t bytes = 8; bytes <= (uint64_t{1} << 30); bytes *= 2) {
+    const bool queued = bytes < (uint64_t{1} << 20);
+    uint64_t gpu = t;
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t enter = queued ? t + static_cast<uint64_t>(i) * 10'000 : gpu;
+      const uint64_t start = std::max(gpu, enter);
+      r.Collective(kComm, ++seq, Op(OpKind::kAllReduce), bytes, enter, start - enter, gpu_ns(bytes));
+      gpu = start + gpu_ns(bytes);
+    }
+    t = gpu + kMs;
+    monitor_.Tick(t, 0, &events);
+  }
+  EXPECT_EQ(CountEvents(events, "slowdown"), 0u) << (events.empty() ? "" : events[0].message);
+  // The same sweep's last size, then the same op slowed by half: one slowdown.
+  const uint64_t bytes = uint64_t{1} << 30;
+  for (int i = 0; i < 80; ++i) {
+    const uint64_t d = gpu_ns(bytes) * (i < 40 ? 2 : 3) / 2;
+    r.Collective(kComm, ++seq, Op(OpKind::kAllReduce), bytes, t, 0, d);
+    t += d;
+    if (i % 8 == 7) monitor_.Tick(t, 0, &events);
+  }
+  EXPECT_EQ(CountEvents(events, "slowdown"), 1u);
+}
+
 TEST_F(NodeMonitorTest, StoppedOrSilentProcessIsFrozen) {
   FakeRank r(job_, 0, kPid0);
   probe_.procs[kPid0] = FakeProbe::Proc{};  // /proc readable: state S
