@@ -359,19 +359,23 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   } else if (*start_ticks_ != stat->start_ticks) {
     return true;  // the pid was recycled while we watched
   }
-  SampleCpu(now_ns, stat->cpu_ticks);
+  SampleCpu(now_ns, stat->cpu_ticks, probe_->ReadRunDelayNs(pid_));
   return false;
 }
 
-void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks) {
-  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().first) return;
-  cpu_samples_.emplace_back(now_ns, cpu_ticks);
-  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].first >= kCpuWindowNs) cpu_samples_.pop_front();
-  const auto& base = cpu_samples_.front();
-  uint64_t span = now_ns - base.first;
-  if (span < kCpuMinSpanNs || cpu_ticks < base.second) return;
-  double cpu_s = static_cast<double>(cpu_ticks - base.second) / static_cast<double>(probe_->TicksPerSecond());
+void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns) {
+  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().now_ns) return;
+  cpu_samples_.push_back(CpuSample{now_ns, cpu_ticks, run_delay_ns});
+  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].now_ns >= kCpuWindowNs) cpu_samples_.pop_front();
+  const CpuSample& base = cpu_samples_.front();
+  uint64_t span = now_ns - base.now_ns;
+  if (span < kCpuMinSpanNs || cpu_ticks < base.cpu_ticks) return;
+  double cpu_s = static_cast<double>(cpu_ticks - base.cpu_ticks) / static_cast<double>(probe_->TicksPerSecond());
   cpu_pct_ = 100.0 * cpu_s / (static_cast<double>(span) / 1e9);
+  wait_pct_ = 0;
+  if (run_delay_ns && base.run_delay_ns && *run_delay_ns >= *base.run_delay_ns) {
+    wait_pct_ = 100.0 * static_cast<double>(*run_delay_ns - *base.run_delay_ns) / static_cast<double>(span);
+  }
 }
 
 void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
@@ -389,7 +393,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   p.blocked_ms = blocked_since == 0 ? 0 : AgeMs(now_ns, blocked_since);
   p.cpu_pct = finished() ? 0 : cpu_pct_;
   bool recent_call = last_call != 0 && (now_ns <= last_call || now_ns - last_call < settings_.busy_call_age_ns);
-  bool working_cpu = p.cpu_pct >= settings_.busy_cpu_pct && blocked_since == 0;
+  bool working_cpu = p.cpu_pct + (finished() ? 0 : wait_pct_) >= settings_.busy_cpu_pct && blocked_since == 0;
   p.busy = !finished() && (recent_call || working_cpu);
   // Frozen: the process cannot run (stopped, traced) or its poller thread has stopped
   // beating. Either way its table no longer moves: the master must not read what it shows in

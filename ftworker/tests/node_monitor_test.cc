@@ -361,6 +361,28 @@ TEST_F(NodeMonitorTest, SummariesOfDurations) {
 }
 
 // A rank driven through its segment: a tp allreduce per layer and a dp allreduce per step.
+// A rank working on an oversubscribed host (a first step compiling while the node's cores
+// are shared) gets little CPU, but its main thread waits on a run queue: busy, not idle.
+TEST_F(NodeMonitorTest, BusyWhenStarvedOfCpuButRunnable) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0};
+  probe_.procs[kPid0].run_delay_ns = 0;
+  for (int i = 0; i <= 10; ++i) {
+    probe_.procs[kPid0].stat.cpu_ticks = static_cast<uint64_t>(i) * 2;        // 20% CPU
+    probe_.procs[kPid0].run_delay_ns = static_cast<uint64_t>(i) * 70 * kMs;  // 70% waiting for one
+    TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
+  }
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->cpu_pct, 20, 0.5);
+  EXPECT_TRUE(p->busy);
+  // Idle: sleeping, neither running nor waiting to.
+  for (int i = 11; i <= 25; ++i) TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
+  p = ProgressOf(0);
+  EXPECT_NEAR(p->cpu_pct, 0, 0.5);
+  EXPECT_FALSE(p->busy);
+}
+
 TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   FakeRank r(job_, 0, kPid0, "n1", {4096, 16});
   r.CommInit(kComm, 0, 2);

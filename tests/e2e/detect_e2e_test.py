@@ -5,6 +5,12 @@ real redis-server, ftmaster deciding.
   --case frozen           dp=2 tp=2 pp=2 at full speed; rank 5 is stopped with SIGSTOP once
                           the master has learned its timeouts: a host-frozen incident names
                           rank 5 (node1) alone; no transport-hang, no hang incident
+  --case early-hang       rank 3 stops issuing work at step 1, before any op has a history
+                          (FT_TIMEOUT_WARMUP 8 s, the other settings at their defaults): a hang
+                          incident names it at most warm-up + 4 s after the peers blocked
+  --case busy-first-step  rank 3 works on the host for 25 s at step 1 (3x the warm-up) while
+                          its peers wait: the job finishes and no hang, host-frozen, crash or
+                          transport-hang incident is written (a "busy" one may be)
 """
 
 import argparse
@@ -20,6 +26,8 @@ from cluster import Cluster, check  # noqa: E402
 MODEL = ["--dp", "2", "--tp", "2", "--pp", "2"]
 TOPOLOGY = ["--topology", "dp=2,tp=2,pp=2", "--order", "tp-dp-pp"]
 FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5"}
+WARMUP_S = 8
+EARLY = {"FT_TIMEOUT_WARMUP": "%ds" % WARMUP_S}  # min samples, floor, ceiling: the defaults
 ACTED = ("hang", "host-frozen", "crash", "transport-hang")
 
 
@@ -85,9 +93,54 @@ def case_frozen(args):
                 pass
 
 
+def first_blocked_ms(c):
+    timeouts = c.events(kind="timeout")
+    check(timeouts, "no timeout events")
+    return min(e["unix_ms"] - e["age_ms"] for e in timeouts), timeouts
+
+
+def case_early_hang(args):
+    with Cluster(args, job="dt-early") as c:
+        c.start_master(TOPOLOGY, EARLY)
+        c.start_workers(EARLY)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--fault", "hang-host",
+                             "--fault-rank", "3", "--fault-step", "1"])
+        inc = c.wait_for(lambda: [i for i in c.incidents() if i["kind"] in ACTED], 90,
+                         "incident")[0]
+        show(inc)
+        check(inc["kind"] == "hang", "incident kind %s, expected hang" % inc["kind"])
+        check(suspects(inc) == [(3, "node0")], "suspects %s, expected rank 3 on node0" % suspects(inc))
+        blocked_ms, timeouts = first_blocked_ms(c)
+        detect_ms = inc["decided_unix_ms"] - blocked_ms
+        print("published timeouts: %s" % published_timeouts(c))
+        print("first peer blocked at %d, incident decided at %d: %.0f ms (timeout %.0f ms)"
+              % (blocked_ms, inc["decided_unix_ms"], detect_ms, timeouts[0]["timeout_ms"]))
+        print("RESULT detect_early_hang warmup_ms=%d detect_ms=%.0f" % (WARMUP_S * 1000, detect_ms))
+        check(detect_ms <= WARMUP_S * 1000 + 4000,
+              "named %.0f ms after the peers blocked (limit: warm-up %d s + 4 s)" % (detect_ms, WARMUP_S))
+
+
+def case_busy_first_step(args):
+    with Cluster(args, job="dt-busy") as c:
+        c.start_master(TOPOLOGY, EARLY)
+        c.start_workers(EARLY)
+        c.start_job(MODEL + ["--steps", "20", "--compute-ms", "20", "--fault", "pause",
+                             "--pause-s", str(3 * WARMUP_S + 1), "--fault-rank", "3",
+                             "--fault-step", "1"], timeout=180)
+        check(c.job_proc.wait(timeout=200) == 0, "the job failed:\n" + c.job_output()[-3000:])
+        time.sleep(2)  # the master's last round
+        incidents = c.incidents()
+        print("incidents: %s" % [(i["kind"], suspects(i)) for i in incidents])
+        print("timeout events during the pause: %d" % len(c.events(kind="timeout")))
+        bad = [(i["kind"], suspects(i)) for i in incidents if i["kind"] in ACTED]
+        check(not bad, "a first step with %d s of host work gave incidents: %s" % (3 * WARMUP_S + 1, bad))
+        print("OK: %d s of busy host work in step 1: no hang incident" % (3 * WARMUP_S + 1))
+
+
 def main():
     args = parse_args()
-    cases = {"frozen": case_frozen}
+    cases = {"frozen": case_frozen, "early-hang": case_early_hang,
+             "busy-first-step": case_busy_first_step}
     cases[args.case](args)
     print("PASS")
 
