@@ -28,6 +28,13 @@ constexpr double kConfCycle = 0.3;
 
 bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
 
+// Collectives with a root: a member may finish its part before the others (a broadcast's root
+// once its data left, a reduce's non-roots once they forwarded theirs), so "completed here, in
+// flight there" is no evidence that the one in flight has stopped observing.
+bool Rooted(std::string_view op) {
+  return op == "broadcast" || op == "bcast" || op == "reduce" || op == "gather" || op == "scatter";
+}
+
 bool Complementary(std::string_view a, std::string_view b) {
   if (a == "send") return b != "send";
   if (a == "recv") return b != "recv";
@@ -197,7 +204,9 @@ class Graph {
         if (row.started_seq <= row.completed_seq) continue;
         const int ci = snap.FindComm(row.comm_id);
         if (ci < 0) continue;  // an invalid row (comm rank out of range): nothing to compare
-        if (!row.p2p && most_completed_[static_cast<size_t>(ci)].first >= row.completed_seq + 1) {
+        const bool rooted = row.entered_seq == row.completed_seq + 1 && Rooted(row.op);
+        if (!row.p2p && (r.frozen || !rooted) &&
+            most_completed_[static_cast<size_t>(ci)].first >= row.completed_seq + 1) {
           // A live member completed the collective this row shows in flight: it is over on the
           // GPUs, and this rank has not seen it end. It waits on nobody; the members waiting
           // in the next collective wait on it.

@@ -11,6 +11,8 @@
 //   - a laggard: a's row shows (C, s) in flight while a live member has completed s. The
 //     collective is over (it completes on all members or none); a has stopped observing it
 //     (its process froze). a waits on nothing, and the members waiting in s + 1 wait on it.
+//     Not for rooted collectives (broadcast, reduce, gather, scatter) unless a is frozen: a
+//     member may finish those before the others, so the pattern proves nothing there.
 //   - p2p row of a on C with started > completed: a waits on its peer p (row.peer, a comm
 //     rank). p blocks a unless p's own p2p row on C is also on the GPU (started > completed)
 //     toward a with the complementary op (send/recv): then neither can finish by the other's

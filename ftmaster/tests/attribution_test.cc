@@ -251,6 +251,25 @@ TEST(AttributionTest, LaggardOfCompletedAndWaitingIsNamed) {
   EXPECT_EQ(Find(incidents, "transport-hang"), nullptr);
 }
 
+TEST(AttributionTest, RootedCollectiveCompletedOnSomeMembersIsNoLaggard) {
+  // A broadcast's root may finish before its receivers: rank 2 still in broadcast #11 while
+  // the others completed it is what a stalled transport looks like too. Not a laggard.
+  Job job = LaggardJob(2);
+  job.Row(2, job.DpComm(0, 0)).op = "broadcast";
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  for (const proto::Incident& i : incidents) {
+    for (const proto::Suspect& x : i.suspects) {
+      EXPECT_EQ(x.why.find("lagging"), std::string::npos) << Dump(incidents);
+    }
+  }
+  // Frozen, it is the root whatever the op.
+  Freeze(job, 2);
+  incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+}
+
 TEST(AttributionTest, FrozenLaggardIsHostFrozen) {
   Job job = LaggardJob(3);
   Freeze(job, 3, "t");
