@@ -16,6 +16,8 @@ namespace {
 constexpr int kMaxCommSize = 1 << 20;  // beyond: a garbled value, not a communicator
 
 constexpr double kConfCrash = 0.95;
+constexpr double kConfFrozen = 0.9;
+constexpr double kConfLaggard = 0.7;
 constexpr double kConfComputeHang = 0.9;
 constexpr double kConfHostHang = 0.85;
 constexpr double kConfMissing = 0.5;
@@ -25,6 +27,13 @@ constexpr double kConfTransportOdd = 0.5;
 constexpr double kConfCycle = 0.3;
 
 bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
+
+// Collectives with a root: a member may finish its part before the others (a broadcast's root
+// once its data left, a reduce's non-roots once they forwarded theirs), so "completed here, in
+// flight there" is no evidence that the one in flight has stopped observing.
+bool Rooted(std::string_view op) {
+  return op == "broadcast" || op == "bcast" || op == "reduce" || op == "gather" || op == "scatter";
+}
 
 bool Complementary(std::string_view a, std::string_view b) {
   if (a == "send") return b != "send";
@@ -39,9 +48,15 @@ struct RankInfo {
   const proto::Event* exit_event = nullptr;
   std::string node;
   bool dead = false;
+  bool frozen = false;            // alive but cannot run: its table no longer moves
   bool stale = false;
   double report_age_ms = 0;
   bool waits = false;             // has a row on the GPU waiting on others
+  // Laggard: its table shows collective lag_seq of comm lag_comm (index) in flight although
+  // a live peer has completed it: the collective is over, the rank has stopped observing it.
+  int lag_comm = -1;
+  uint64_t lag_seq = 0;
+  int lag_peer = -1;              // a member that completed it (rank index)
   double waited_ms = 0;           // the longest of those waits
   std::vector<int> blocks;        // targets this rank blocks
 };
@@ -109,6 +124,7 @@ class Snapshot {
       if (r.node.empty() && r.member != nullptr) r.node = r.member->node;
       r.dead = r.exit_event != nullptr || (r.progress && IsGone(r.progress->state)) ||
                (r.member && IsGone(r.member->state));
+      r.frozen = !r.dead && r.progress != nullptr && r.progress->frozen;
     }
     // Communicators: membership first, then the rows themselves.
     for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -180,6 +196,7 @@ class Graph {
  public:
   Graph(Snapshot& snap, const AttributionInput& in) : snap_(snap) {
     std::vector<RankInfo>& ranks = snap.ranks();
+    FindMostCompleted();
     for (size_t a = 0; a < ranks.size(); ++a) {
       RankInfo& r = ranks[a];
       if (r.progress == nullptr || r.dead) continue;
@@ -187,6 +204,22 @@ class Graph {
         if (row.started_seq <= row.completed_seq) continue;
         const int ci = snap.FindComm(row.comm_id);
         if (ci < 0) continue;  // an invalid row (comm rank out of range): nothing to compare
+        const bool rooted = row.entered_seq == row.completed_seq + 1 && Rooted(row.op);
+        if (!row.p2p && (r.frozen || !rooted) &&
+            most_completed_[static_cast<size_t>(ci)].first >= row.completed_seq + 1) {
+          // A live member completed the collective this row shows in flight: it is over on the
+          // GPUs, and this rank has not seen it end. It waits on nobody; the members waiting
+          // in the next collective wait on it.
+          if (r.lag_comm < 0) {
+            r.lag_comm = ci;
+            r.lag_seq = row.completed_seq + 1;
+            r.lag_peer = most_completed_[static_cast<size_t>(ci)].second;
+          }
+          continue;
+        }
+        // A frozen rank waits on nothing: what its table shows in flight is where it stopped
+        // looking, not what it waits for. It is a root if others wait on it.
+        if (r.frozen) continue;
         r.waits = true;
         r.waited_ms = std::max(r.waited_ms, WaitedMs(r, row, in.now_unix_ms));
         if (row.p2p) {
@@ -270,7 +303,8 @@ class Graph {
       }
       const RankInfo& rb = ranks[static_cast<size_t>(b)];
       const proto::CommRow* row = c.coll[k];
-      if (rb.dead || rb.progress == nullptr || row == nullptr || row->started_seq < seq) {
+      if (rb.dead || rb.progress == nullptr || row == nullptr || row->started_seq < seq ||
+          (rb.frozen && row->completed_seq < seq)) {
         t.blockers.push_back(b);
       } else if (row->completed_seq >= seq) {
         ++t.completed;
@@ -301,7 +335,7 @@ class Graph {
     }
     const RankInfo& rp = snap_.ranks()[static_cast<size_t>(p)];
     const proto::CommRow* prow = c.p2p[k];
-    const bool matching = !rp.dead && rp.progress != nullptr && prow != nullptr &&
+    const bool matching = !rp.dead && !rp.frozen && rp.progress != nullptr && prow != nullptr &&
                           prow->started_seq > prow->completed_seq &&
                           prow->peer == row.comm_rank && Complementary(row.op, prow->op);
     if (matching) {
@@ -311,7 +345,24 @@ class Graph {
     }
   }
 
+  // Per communicator, the highest collective any live member has completed, and that member.
+  void FindMostCompleted() {
+    const std::vector<CommInfo>& comms = snap_.comms();
+    const std::vector<RankInfo>& ranks = snap_.ranks();
+    most_completed_.assign(comms.size(), {0, -1});
+    for (size_t ci = 0; ci < comms.size(); ++ci) {
+      const CommInfo& c = comms[ci];
+      for (size_t k = 0; k < c.coll.size(); ++k) {
+        const proto::CommRow* row = c.coll[k];
+        const int m = c.members[k];
+        if (row == nullptr || m < 0 || ranks[static_cast<size_t>(m)].dead) continue;
+        if (row->completed_seq > most_completed_[ci].first) most_completed_[ci] = {row->completed_seq, m};
+      }
+    }
+  }
+
   Snapshot& snap_;
+  std::vector<std::pair<uint64_t, int>> most_completed_;  // by comm index
   std::vector<Target> targets_;
   std::unordered_map<std::pair<int, uint64_t>, int, PairHash> collective_;
   uint32_t epoch_ = 0;
@@ -367,6 +418,19 @@ class Writer {
     return fmt::format("the p2p op matching {}'s {}", RankName(t.example_waiter), What(t));
   }
 
+  // ", its table still shows allreduce #812 of comm 3fa2.. in flight, which rank 4 completed"
+  // for a laggard; empty otherwise.
+  std::string Lag(const RankInfo& r) const {
+    if (r.lag_comm < 0) return {};
+    const CommInfo& c = snap_.comms()[static_cast<size_t>(r.lag_comm)];
+    std::string op = "collective";
+    for (const proto::CommRow& row : r.progress->comms) {
+      if (row.comm_id == c.id && !row.p2p && row.entered_seq == r.lag_seq && !row.op.empty()) op = row.op;
+    }
+    return fmt::format(", its table still shows {} #{} of comm {} in flight, which {} completed",
+                       op, r.lag_seq, CommHex(c.id), RankName(r.lag_peer));
+  }
+
   std::string WaitLine(const Target& t) const {
     double ago = StartedAgo(t);
     std::string when = ago >= 0 ? fmt::format(" (GPU started {} ago)", HumanMs(ago)) : "";
@@ -404,6 +468,20 @@ struct Builder {
     return std::move(incident);
   }
 };
+
+// Why a process counts as frozen, from what its worker saw.
+std::string FrozenHow(const proto::RankProgress& p) {
+  std::string how;
+  if (p.proc_state == "T") {
+    how = "its process is stopped (state T: SIGSTOP/SIGTSTP, or a job-control stop)";
+  } else if (p.proc_state == "t") {
+    how = "its process is stopped by a tracer (state t: a debugger holds it)";
+  } else {
+    how = fmt::format("its process (state {}) has not run libft.so's poller", p.proc_state.empty() ? "?" : p.proc_state);
+  }
+  if (p.heartbeat_age_ms >= 0) how += fmt::format("; heartbeat silent for {}", HumanMs(p.heartbeat_age_ms));
+  return how;
+}
 
 std::string EventLine(const proto::Event& e) {
   std::string who = e.node.empty() ? fmt::format("rank {}", e.rank)
@@ -466,9 +544,10 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
 
   Builder hang = start("hang", "");
   Builder crash = start("crash", "");
+  Builder frozen = start("host-frozen", "");
   Builder busy = start("busy", "");
   busy.incident.decision = "none";
-  std::vector<std::string> hang_summary, crash_summary, busy_summary;
+  std::vector<std::string> hang_summary, crash_summary, frozen_summary, busy_summary;
 
   for (int x : roots) {
     RankInfo& r = ranks[static_cast<size_t>(x)];
@@ -508,6 +587,12 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
                         "monitoring); others wait on it in {}; {}", what, waiting);
       conf = kConfMissing;
       label = "report missing";
+    } else if (r.frozen) {
+      into = &frozen;
+      why = fmt::format("{}host frozen: {}; others wait on it in {}{}; {}", stale, FrozenHow(*r.progress),
+                        what, writer.Lag(r), waiting);
+      conf = kConfFrozen * factor;
+      label = "host frozen";
     } else if (r.progress->busy) {
       into = &busy;
       why = fmt::format("{}busy on the host (last CUDA/NCCL call {} ago, cpu {:.0f}%), not "
@@ -526,7 +611,17 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
         if (row.entered_seq > row.started_seq && behind == nullptr) behind = &row;
       }
       if (own != nullptr && own->entered_seq > own->started_seq) behind = own;
-      if (behind != nullptr) {
+      if (r.lag_comm >= 0) {
+        why = fmt::format(
+            "{}lagging: {}, so its host has stopped observing its GPU (a frozen process, or "
+            "libft.so's poller stuck; heartbeat {}); others wait on it in {}; {}",
+            stale, writer.Lag(r).substr(2),
+            r.progress->heartbeat_age_ms >= 0 ? HumanMs(r.progress->heartbeat_age_ms) + " old"
+                                               : std::string("unknown"),
+            what, waiting);
+        conf = kConfLaggard * factor;
+        label = "lagging";
+      } else if (behind != nullptr) {
         why = fmt::format(
             "{}compute hang: GPU stuck in its own work before {} (on comm {} its host entered "
             "#{} {} ago, its GPU started only #{}); {}",
@@ -551,7 +646,11 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
       into->Evidence(fmt::format("{} blocks {} ops in all", writer.RankName(x), r.blocks.size()));
     }
     std::string entry = fmt::format("{}@{} ({})", r.rank, r.node, label);
-    (into == &crash ? crash_summary : into == &busy ? busy_summary : hang_summary).push_back(entry);
+    (into == &crash    ? crash_summary
+     : into == &busy   ? busy_summary
+     : into == &frozen ? frozen_summary
+                       : hang_summary)
+        .push_back(entry);
   }
 
   std::vector<proto::Incident> out;
@@ -677,6 +776,14 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
                                          crash.incident.suspects.size() == 1 ? "it" : "them",
                                          summarize(crash_summary));
     out.push_back(crash.Finish());
+  }
+  if (!frozen.incident.suspects.empty()) {
+    frozen.incident.message = fmt::format(
+        "{} rank{} frozen (alive, but {} cannot run) while others wait on {}: {}",
+        frozen.incident.suspects.size(), frozen.incident.suspects.size() == 1 ? "" : "s",
+        frozen.incident.suspects.size() == 1 ? "it" : "they",
+        frozen.incident.suspects.size() == 1 ? "it" : "them", summarize(frozen_summary));
+    out.push_back(frozen.Finish());
   }
   if (!hang.incident.suspects.empty() || unexplained > 0) {
     hang.incident.message =

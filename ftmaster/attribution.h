@@ -2,22 +2,34 @@
 // job is stuck on. Pure logic over plain values: no Redis, no clock (now is passed in).
 //
 // The wait-for graph (nodes are ranks):
+//   - frozen ranks (the worker saw the process stopped, state T/t, or its poller's heartbeat
+//     silent past FT_FROZEN_AFTER) and dead ones wait on nothing: their tables stopped moving.
 //   - collective row of rank a on comm C with started > completed: a waits on (C, s) with
 //     s = completed + 1 (its GPU reached s and waits on peers). Every other member b of C whose
-//     row has started < s (or no row), whose report is missing, or who is dead, blocks a.
+//     row has started < s (or no row), whose report is missing, who is dead, or who is frozen
+//     and has not completed s, blocks a.
+//   - a laggard: a's row shows (C, s) in flight while a live member has completed s. The
+//     collective is over (it completes on all members or none); a has stopped observing it
+//     (its process froze). a waits on nothing, and the members waiting in s + 1 wait on it.
+//     Not for rooted collectives (broadcast, reduce, gather, scatter) unless a is frozen: a
+//     member may finish those before the others, so the pattern proves nothing there.
 //   - p2p row of a on C with started > completed: a waits on its peer p (row.peer, a comm
 //     rank). p blocks a unless p's own p2p row on C is also on the GPU (started > completed)
 //     toward a with the complementary op (send/recv): then neither can finish by the other's
 //     fault, and the pair is a transport hang on C.
-//   - a collective (C, s) that some rank waits on and no member blocks: every member started
-//     s; when none completed it, it is a transport hang on C (confidence 0.7; 0.5 when some
-//     members completed it, which a consistent snapshot cannot show).
+//   - a collective (C, s) that some rank waits on and no member blocks: every member is alive,
+//     not frozen and started s; when none completed it, it is a transport hang on C
+//     (confidence 0.7; 0.5 when some members completed it, which a consistent snapshot cannot
+//     show).
 // Roots are ranks that block others and wait on nothing themselves (dead or silent ranks
 // count as waiting on nothing). Roots and stuck collectives that nobody has waited on for
 // min_wait_ms yet are healthy in-flight work and are not reported. Each root is classified:
 //   - crash: state "dead"/"exited" (report or membership) or an "exit" event; confidence 0.95.
+//   - host frozen: the rank is frozen (above); confidence 0.9. Its own incident kind.
 //   - busy: the report says busy (still calling CUDA/NCCL or using CPU): not a hang; incident
 //     kind "busy", decision "none".
+//   - lagging: a laggard that is not known to be frozen (an older worker, or a poller stuck
+//     while the process runs); confidence 0.7, in the hang incident.
 //   - compute hang: some row has entered > started (the host issued work the GPU never
 //     reached: the GPU is stuck in the rank's own work); confidence 0.9.
 //   - host hang: nothing queued on the GPU, the host never entered (C, s); confidence 0.85.
@@ -30,8 +42,8 @@
 // Incidents (one attribution may give several; each incident's confidence is the lowest of
 // its suspects'):
 //   - one "hang" incident with every hang root as a suspect (independent hangs in different
-//     groups are one job-level event: the job stops or saves once), and likewise one "crash"
-//     and one "busy" incident;
+//     groups are one job-level event: the job stops or saves once), and likewise
+//     and one "host-frozen", one "crash" and one "busy" incident;
 //   - one "transport-hang" incident per communicator, suspects = all its members (or the pair
 //     for p2p), comm_id set; the message says whether the members share one node.
 // Ids are "<first_event_unix_ms>-<kind>[-<comm hex>]": deterministic, so a master that

@@ -7,11 +7,11 @@
 #include <unordered_map>
 
 namespace ft::master {
-namespace {
-
 bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "crash" || i.kind == "transport-hang";
+  return i.kind == "hang" || i.kind == "host-frozen" || i.kind == "crash" || i.kind == "transport-hang";
 }
+
+namespace {
 
 bool CannotSave(const std::string& state) {
   return state == "dead" || state == "exited" || state == "stopped" || state == "disabled";

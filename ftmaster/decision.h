@@ -3,7 +3,7 @@
 // save_deadline, then stops the job and adds evict_nodes to the eviction set.
 //
 // Rules:
-//   - Only "hang", "crash" and "transport-hang" incidents call for a decision; with none of
+//   - Only "hang", "host-frozen", "crash" and "transport-hang" incidents call for a decision; with none of
 //     them (busy, straggler only) the decision is "none".
 //   - Unhealthy ranks: every suspect of those incidents, plus every rank membership shows
 //     "dead", "exited" or "disabled" (no agent to save), plus, when membership is given, every
@@ -16,7 +16,7 @@
 //     "stop"); then all of them save.
 //   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard without a
 //     healthy replica.
-//   - Evict: the nodes of hang and crash suspects. A transport hang evicts its node when all
+//   - Evict: the nodes of hang, host-frozen and crash suspects. A transport hang evicts its node when all
 //     of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch),
 //     and no node when they span several: the snapshot cannot tell which link or NIC failed,
 //     and evicting every node of the comm would take healthy nodes out; the incident names
@@ -43,6 +43,10 @@ struct Decision {
   std::vector<std::string> evict_nodes;  // sorted
   std::string reason;                // for people, one line
 };
+
+// The incident kinds that stop the job (a stuck, frozen or dead rank, a hung transport); the
+// others (busy, straggler, sdc) are reported and watched.
+bool Acted(const proto::Incident& incident);
 
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
                 std::span<const proto::Membership> membership, bool sharded_optimizer);

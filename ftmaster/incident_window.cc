@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "ftmaster/attribution.h"
+#include "ftmaster/decision.h"
 #include "ftmaster/incident_window.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
@@ -22,9 +23,6 @@ bool OpensWindow(const std::string& kind) {
   return kind == "timeout" || kind == "exit" || kind == "error";
 }
 bool CollectedInWindow(const std::string& kind) { return OpensWindow(kind) || kind == "busy"; }
-bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "crash" || i.kind == "transport-hang";
-}
 
 void IncidentWindow::Add(proto::Event event) {
   if (events.size() >= kMaxEvents) return;

@@ -18,11 +18,10 @@
 
 namespace ft::master {
 
-// Event kinds that open a window, that a window collects, and incidents that call for a
-// decision (save/stop).
+// Event kinds that open a window, and that a window collects (the incidents that call for a
+// decision: decision.h's Acted).
 bool OpensWindow(const std::string& kind);
 bool CollectedInWindow(const std::string& kind);
-bool Acted(const proto::Incident& incident);
 
 struct IncidentWindow {
   static constexpr size_t kMaxEvents = 100000;

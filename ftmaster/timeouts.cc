@@ -20,6 +20,7 @@ TimeoutOptions TimeoutOptions::FromConfig(const Config& config) {
   TimeoutOptions o;
   o.floor_ms = ToMs(config.timeout_floor);
   o.ceiling_ms = std::max(o.floor_ms, ToMs(config.timeout_ceiling));
+  o.warmup_ms = ToMs(config.timeout_warmup);
   o.multiplier = static_cast<double>(std::max<int64_t>(1, config.timeout_multiplier));
   o.min_samples = static_cast<uint64_t>(std::max<int64_t>(0, config.timeout_min_samples));
   return o;
@@ -83,7 +84,7 @@ void TimeoutModel::Add(const proto::RankSummary& s) {
 bool TimeoutModel::Update(int64_t now_unix_ms) {
   const double step = step_.Max(newest_bucket_);
   proto::TimeoutTable next;
-  next.default_ms = step > 0 ? Clamp(options_.multiplier * step) : options_.ceiling_ms;
+  next.default_ms = Clamp(step > 0 ? options_.multiplier * step : options_.warmup_ms);
   std::map<Key, double> next_ms;
   for (const auto& [key, k] : keys_) {
     if (k.samples < options_.min_samples) continue;

@@ -6,7 +6,13 @@
 //   step      = max over the recent window of every summary's step_ms and step_p50_ms (0 while
 //               no rank knows its step)
 //   timeout   = clamp(multiplier * op_tail, floor, ceiling)
-//   default_ms = clamp(multiplier * step, floor, ceiling) once a step is known, else ceiling
+//   default_ms = clamp(multiplier * step, floor, ceiling) once a step is known, else
+//               clamp(warmup, floor, ceiling)
+// Before the job has a history (the first steps, no step time known) the default is the
+// warm-up timeout (FT_TIMEOUT_WARMUP, 50 s), not the ceiling: attribution needs no history to
+// tell a hang (peers wait on a member that never entered and is idle) from a slow first step
+// (the member is busy: compiling, loading data), so the timeout only decides how soon the
+// master looks. The ceiling would name a hang in the first steps after 10 minutes.
 // The step bounds only ops never seen yet (default_ms): an op with a history is timed by its
 // own tail, which already holds any legitimate wait for a slow peer's compute (a pipeline
 // bubble shows in the p2p ops' durations). Bounding every op by the step would put a 1 s-step
@@ -40,12 +46,13 @@ namespace ft::master {
 struct TimeoutOptions {
   double floor_ms = 1000;
   double ceiling_ms = 600000;
+  double warmup_ms = 50000;  // default_ms until a step time is known
   double multiplier = 4;
   uint64_t min_samples = 20;
   double change_ratio = 0.10;
   int64_t window_ms = 10 * 60 * 1000;
 
-  // timeout_floor, timeout_ceiling, timeout_multiplier, timeout_min_samples.
+  // timeout_floor, timeout_ceiling, timeout_warmup, timeout_multiplier, timeout_min_samples.
   static TimeoutOptions FromConfig(const Config& config);
 };
 

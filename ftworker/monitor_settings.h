@@ -11,11 +11,13 @@
 namespace ft::worker {
 
 struct MonitorSettings {
-  uint64_t timeout_warmup_ns = 60'000'000'000;  // FT_TIMEOUT_WARMUP: timeout before the master publishes
+  uint64_t timeout_warmup_ns = 50'000'000'000;  // FT_TIMEOUT_WARMUP: timeout before the master publishes
+  uint64_t frozen_after_ns = 3'000'000'000;     // FT_FROZEN_AFTER: heartbeat silence of a live process
   uint64_t busy_call_age_ns = 1'000'000'000;    // FT_BUSY_CALL_AGE
   double busy_cpu_pct = 30;                     // FT_BUSY_CPU_PCT
   double slowdown_pct = 25;                     // FT_SLOWDOWN_PCT
   int slowdown_steps = 5;                       // FT_SLOWDOWN_STEPS
+  double slowdown_floor_ms = 5;                 // FT_SLOWDOWN_FLOOR
   int warmup_steps = 10;                        // FT_WARMUP_STEPS
   int baseline_steps = 20;                      // steps after warm-up that set the baseline and its noise
 

@@ -50,6 +50,21 @@ class SystemProbe final : public ProcessProbe {
     return ParseProcStat(text);
   }
 
+  std::optional<uint64_t> ReadRunDelayNs(int pid) override {
+    if (pid <= 0) return std::nullopt;
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+    std::string text = ReadSmallFile(path);
+    // "<on-cpu ns> <run-queue wait ns> <timeslices>\n"
+    size_t first = text.find(' ');
+    if (first == std::string::npos) return std::nullopt;
+    size_t second = text.find(' ', first + 1);
+    if (second == std::string::npos) return std::nullopt;
+    uint64_t wait = 0;
+    if (!ParseU64(std::string_view(text).substr(first + 1, second - first - 1), &wait)) return std::nullopt;
+    return wait;
+  }
+
   uint64_t TicksPerSecond() override {
     static const long ticks = sysconf(_SC_CLK_TCK);
     return ticks > 0 ? static_cast<uint64_t>(ticks) : 100;

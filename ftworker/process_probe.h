@@ -29,6 +29,14 @@ class ProcessProbe {
   virtual bool PidExists(int pid) = 0;
   // nullopt when /proc/<pid>/stat cannot be read (gone, or another pid namespace).
   virtual std::optional<ProcStat> ReadStat(int pid) = 0;
+  // Nanoseconds the process's main thread has spent runnable but waiting for a CPU (the
+  // second field of /proc/<pid>/schedstat); nullopt when unknown. CPU use alone cannot tell a
+  // rank working on a host whose cores are oversubscribed from an idle one: both get little
+  // CPU, but only the working one waits on a run queue.
+  virtual std::optional<uint64_t> ReadRunDelayNs(int pid) {
+    (void)pid;
+    return std::nullopt;
+  }
   virtual uint64_t TicksPerSecond() = 0;
   // Boot time, Unix seconds (/proc/stat btime); 0 unknown.
   virtual int64_t BootTimeUnixS() = 0;

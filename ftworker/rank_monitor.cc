@@ -186,7 +186,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
     case RecordType::kOpEnter: {
       if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
       uint32_t op = static_cast<uint32_t>(r.a & 0xff);
-      steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns);
+      steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns, r.b);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
       if (!(r.flags & shm::kFlagP2P) && r.comm_id != 0 &&
@@ -327,8 +327,10 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   if (foreign_pid_ns_) return heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kForeignStaleNs);
   if (!probe_->PidExists(pid_)) return true;
   auto stat = probe_->ReadStat(pid_);
+  proc_state_ = 0;
   if (!stat) return false;  // exists, /proc hidden (hidepid): trust kill(2)
   if (stat->state == 'Z' || stat->state == 'X') return true;
+  proc_state_ = stat->state;
   if (!start_ticks_) {
     start_ticks_ = stat->start_ticks;
     // A process that started after the segment was created cannot have created it: the pid
@@ -350,19 +352,23 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   } else if (*start_ticks_ != stat->start_ticks) {
     return true;  // the pid was recycled while we watched
   }
-  SampleCpu(now_ns, stat->cpu_ticks);
+  SampleCpu(now_ns, stat->cpu_ticks, probe_->ReadRunDelayNs(pid_));
   return false;
 }
 
-void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks) {
-  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().first) return;
-  cpu_samples_.emplace_back(now_ns, cpu_ticks);
-  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].first >= kCpuWindowNs) cpu_samples_.pop_front();
-  const auto& base = cpu_samples_.front();
-  uint64_t span = now_ns - base.first;
-  if (span < kCpuMinSpanNs || cpu_ticks < base.second) return;
-  double cpu_s = static_cast<double>(cpu_ticks - base.second) / static_cast<double>(probe_->TicksPerSecond());
+void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns) {
+  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().now_ns) return;
+  cpu_samples_.push_back(CpuSample{now_ns, cpu_ticks, run_delay_ns});
+  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].now_ns >= kCpuWindowNs) cpu_samples_.pop_front();
+  const CpuSample& base = cpu_samples_.front();
+  uint64_t span = now_ns - base.now_ns;
+  if (span < kCpuMinSpanNs || cpu_ticks < base.cpu_ticks) return;
+  double cpu_s = static_cast<double>(cpu_ticks - base.cpu_ticks) / static_cast<double>(probe_->TicksPerSecond());
   cpu_pct_ = 100.0 * cpu_s / (static_cast<double>(span) / 1e9);
+  wait_pct_ = 0;
+  if (run_delay_ns && base.run_delay_ns && *run_delay_ns >= *base.run_delay_ns) {
+    wait_pct_ = 100.0 * static_cast<double>(*run_delay_ns - *base.run_delay_ns) / static_cast<double>(span);
+  }
 }
 
 void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
@@ -380,8 +386,18 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   p.blocked_ms = blocked_since == 0 ? 0 : AgeMs(now_ns, blocked_since);
   p.cpu_pct = finished() ? 0 : cpu_pct_;
   bool recent_call = last_call != 0 && (now_ns <= last_call || now_ns - last_call < settings_.busy_call_age_ns);
-  bool working_cpu = p.cpu_pct >= settings_.busy_cpu_pct && blocked_since == 0;
+  bool working_cpu = p.cpu_pct + (finished() ? 0 : wait_pct_) >= settings_.busy_cpu_pct && blocked_since == 0;
   p.busy = !finished() && (recent_call || working_cpu);
+  // Frozen: the process cannot run (stopped, traced) or its poller thread has stopped
+  // beating. Either way its table no longer moves: the master must not read what it shows in
+  // flight as a wait. A disabled libft.so stopped its poller on purpose.
+  uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
+  p.proc_state = proc_state_ != 0 && !finished() ? std::string(1, proc_state_) : std::string();
+  p.heartbeat_age_ms = heartbeat == 0 ? -1 : AgeMs(now_ns, heartbeat);
+  bool stopped = proc_state_ == 'T' || proc_state_ == 't';
+  bool silent = heartbeat != 0 && now_ns > heartbeat && now_ns - heartbeat > settings_.frozen_after_ns;
+  p.frozen = life_ == Life::kRunning && (stopped || silent);
+  if (p.frozen) p.busy = false;
   p.comms.clear();
   for (const auto& slot : slots_) {
     if (!slot) continue;

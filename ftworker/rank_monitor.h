@@ -13,7 +13,9 @@
 //     another pid namespace and the heartbeat alone decides (stale for 3 s = dead);
 //   - CPU % over the last ~1 s from utime + stime; last call age; blocked time; busy =
 //     last call younger than busy_call_age, or CPU >= busy_cpu_pct while not blocked in a
-//     synchronizing CUDA call;
+//     synchronizing CUDA call (CPU here counts the time its main thread waited for a CPU on
+//     an oversubscribed host: it wanted to work); frozen = the process is stopped or traced
+//     (/proc state T/t) or its poller's heartbeat is older than frozen_after (never busy then);
 //   - steps -> SlowdownDetector; in-flight ops -> TimeoutDetector.
 // A RankMonitor owns its Segment (the mapping stays valid after the file is unlinked).
 // Not thread-safe: the node monitor's thread drives it.
@@ -126,7 +128,7 @@ class RankMonitor {
   void LearnComm(uint64_t comm_id);
   void ReadSlots();
   bool CheckGone(uint64_t now_ns);
-  void SampleCpu(uint64_t now_ns, uint64_t cpu_ticks);
+  void SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns);
   void BuildProgress(uint64_t now_ns, int64_t now_unix_ms);
   void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
   void Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
@@ -156,8 +158,15 @@ class RankMonitor {
   uint64_t last_heartbeat_ = 0;
   uint64_t heartbeat_changed_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
-  std::deque<std::pair<uint64_t, uint64_t>> cpu_samples_;  // (now ns, cpu ticks)
+  char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
+  struct CpuSample {
+    uint64_t now_ns;
+    uint64_t cpu_ticks;
+    std::optional<uint64_t> run_delay_ns;
+  };
+  std::deque<CpuSample> cpu_samples_;
   double cpu_pct_ = 0;
+  double wait_pct_ = 0;  // of the last ~1 s, runnable but waiting for a CPU (main thread)
   bool warned_ring_ = false;
 
   // Communicators.

@@ -19,13 +19,14 @@ void SlowdownDetector::Signal::Reset() { *this = Signal(); }
 
 void SlowdownDetector::Signal::AddBaseline(double value) { baseline_.push_back(value); }
 
-void SlowdownDetector::Signal::Seal(double relative_margin) {
+void SlowdownDetector::Signal::Seal(double relative_margin, double floor_ms) {
   median_ = Median(baseline_);
   std::vector<double> deviations;
   deviations.reserve(baseline_.size());
   for (double v : baseline_) deviations.push_back(std::fabs(v - median_));
   const double noise = 1.4826 * Median(std::move(deviations));
-  margin_ = std::max(relative_margin * median_, kNoiseSigmas * noise);
+  margin_ = std::max({relative_margin * median_, kNoiseSigmas * noise, floor_ms});
+  judged_ = median_ >= floor_ms;
   baseline_.clear();
   ready_ = true;
 }
@@ -43,10 +44,19 @@ SlowdownDetector::SlowdownDetector(const MonitorSettings& settings)
     : warmup_steps_(std::max(settings.warmup_steps, 0)),
       baseline_steps_(std::max(settings.baseline_steps, 3)),
       relative_margin_(std::max(settings.slowdown_pct, 0.0) / 100),
+      floor_ms_(std::max(settings.slowdown_floor_ms, 0.0)),
       window_(static_cast<size_t>(std::max(settings.slowdown_steps, 1))) {}
 
-void SlowdownDetector::Reset(uint64_t generation) {
+bool SlowdownDetector::OtherBytes(uint64_t bytes) const {
+  if (bytes == pattern_bytes_) return false;
+  const double lo = static_cast<double>(std::min(bytes, pattern_bytes_));
+  const double hi = static_cast<double>(std::max(bytes, pattern_bytes_));
+  return hi > kBytesRatio * lo;
+}
+
+void SlowdownDetector::Reset(uint64_t generation, uint64_t bytes) {
   generation_ = generation;
+  pattern_bytes_ = bytes;
   seen_ = 0;
   step_.Reset();
   compute_.Reset();
@@ -54,15 +64,18 @@ void SlowdownDetector::Reset(uint64_t generation) {
 }
 
 std::optional<Slowdown> SlowdownDetector::OnStep(const StepSample& step) {
-  if (step.generation != generation_) Reset(step.generation);
+  if (step.generation != generation_ || seen_ == 0 || OtherBytes(step.bytes)) {
+    if (seen_ > 0) ++restarts_;
+    Reset(step.generation, step.bytes);
+  }
   ++seen_;
   if (seen_ <= warmup_steps_) return std::nullopt;
   if (!step_.ready()) {
     step_.AddBaseline(step.step_ms);
     compute_.AddBaseline(step.compute_ms);
     if (seen_ - warmup_steps_ >= baseline_steps_) {
-      step_.Seal(relative_margin_);
-      compute_.Seal(relative_margin_);
+      step_.Seal(relative_margin_, floor_ms_);
+      compute_.Seal(relative_margin_, floor_ms_);
     }
     return std::nullopt;
   }

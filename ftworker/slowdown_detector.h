@@ -14,9 +14,15 @@
 //   cleared    the median of the last `slowdown_steps` steps is back below m + margin / 2 for
 //              every signal (hysteresis: a rank hovering at the threshold raises one event,
 //              not one every few steps); only then can another Slowdown be raised.
-// A new step pattern (generation) starts over from warm-up: a different loop (evaluation, a
-// new phase of training) has a different step time. The baseline is not updated afterwards,
-// so a slow drift is caught too.
+//   floor      a signal whose baseline median is below floor_ms (FT_SLOWDOWN_FLOOR, 5 ms) is
+//              not judged at all, and the margin is never below floor_ms: a "step" of a
+//              fraction of a millisecond is ops enqueued back to back, not a training step,
+//              and +28000% over 0.0 ms says nothing.
+// A new step pattern starts over from warm-up: a new generation (a different loop:
+// evaluation, a new phase of training), or the same ops moving other amounts of data (bytes
+// entered per step off the pattern's first step by more than kBytesRatio: a message-size
+// sweep, a new sequence length), since either has a different step time. The baseline is not
+// updated afterwards, so a slow drift is caught too.
 //
 // Not thread-safe: one per rank.
 #ifndef FT_FTWORKER_SLOWDOWN_DETECTOR_H_
@@ -47,6 +53,8 @@ class SlowdownDetector {
   // Noise multiples a window median must move before it counts (with normal noise, a median
   // of five beyond 4 sigma of single steps is far out of reach of chance).
   static constexpr double kNoiseSigmas = 4;
+  // Bytes per step this far off the pattern's (either way) make it another pattern.
+  static constexpr double kBytesRatio = 1.5;
 
   explicit SlowdownDetector(const MonitorSettings& settings);
 
@@ -56,6 +64,8 @@ class SlowdownDetector {
   bool has_baseline() const { return step_.ready(); }
   double baseline_ms() const { return step_.median(); }
   bool slow() const { return slow_; }
+  // How many times a pattern change restarted the warm-up (not counting the first pattern).
+  uint64_t restarts() const { return restarts_; }
 
  private:
   // One signal's baseline and recent window.
@@ -63,29 +73,34 @@ class SlowdownDetector {
    public:
     void Reset();
     void AddBaseline(double value);
-    void Seal(double relative_margin);  // computes median, noise and thresholds
+    void Seal(double relative_margin, double floor_ms);  // median, noise and thresholds
     void AddRecent(double value, size_t window);
     bool ready() const { return ready_; }
     double median() const { return median_; }
     double recent_median() const;
-    bool over() const { return recent_median() > median_ + margin_; }
-    bool under_clear() const { return recent_median() <= median_ + margin_ / 2; }
+    bool over() const { return judged_ && recent_median() > median_ + margin_; }
+    bool under_clear() const { return !judged_ || recent_median() <= median_ + margin_ / 2; }
 
    private:
     std::vector<double> baseline_;
     std::deque<double> recent_;
     bool ready_ = false;
+    bool judged_ = false;  // the baseline is at least the floor
     double median_ = 0;
     double margin_ = 0;
   };
 
-  void Reset(uint64_t generation);
+  void Reset(uint64_t generation, uint64_t bytes);
+  bool OtherBytes(uint64_t bytes) const;
 
   int warmup_steps_;
   int baseline_steps_;
   double relative_margin_;
+  double floor_ms_;
   size_t window_;
   uint64_t generation_ = 0;
+  uint64_t pattern_bytes_ = 0;  // bytes entered in the pattern's first step
+  uint64_t restarts_ = 0;
   int seen_ = 0;  // steps of this generation
   Signal step_;
   Signal compute_;

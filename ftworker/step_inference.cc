@@ -55,23 +55,26 @@ uint64_t StepInference::Signature(uint64_t comm_id, uint32_t op_kind, int bucket
   return SplitMix64(comm_id ^ SplitMix64((uint64_t{op_kind} << 8) | static_cast<uint8_t>(bucket)));
 }
 
-void StepInference::Append(uint64_t signature, uint64_t time_ns) {
+void StepInference::Append(uint64_t signature, uint64_t time_ns, uint64_t bytes) {
   sigs_.push_back(signature);
   times_.push_back(time_ns);
+  bytes_.push_back(bytes);
   if (sigs_.size() > 2 * history_limit_) {
     size_t drop = sigs_.size() - history_limit_;
     sigs_.erase(sigs_.begin(), sigs_.begin() + static_cast<ptrdiff_t>(drop));
     times_.erase(times_.begin(), times_.begin() + static_cast<ptrdiff_t>(drop));
+    bytes_.erase(bytes_.begin(), bytes_.begin() + static_cast<ptrdiff_t>(drop));
   }
 }
 
-void StepInference::OnEnter(uint64_t signature, uint64_t time_ns) {
-  Append(signature, time_ns);
+void StepInference::OnEnter(uint64_t signature, uint64_t time_ns, uint64_t bytes) {
+  Append(signature, time_ns, bytes);
+  bytes_since_anchor_ += bytes;
   ++total_ops_;
   switch (state_) {
     case State::kLocked:
       if (pattern_[phase_] == signature) {
-        if (phase_ == 0) Anchor(time_ns);
+        if (phase_ == 0) Anchor(time_ns, bytes);
         phase_ = (phase_ + 1) % pattern_.size();
       } else if (!SwitchPeriod()) {
         StartResync();
@@ -101,6 +104,7 @@ void StepInference::OnGap() {
     // Periods must not be matched across lost ops.
     sigs_.clear();
     times_.clear();
+    bytes_.clear();
     std::fill(runs_.begin(), runs_.end(), 0);
     since_detect_ = 0;
     return;
@@ -206,6 +210,8 @@ void StepInference::Lock(size_t period) {
   // The newest anchor is already in the history: the first step ends at the next one.
   have_anchor_ = true;
   last_anchor_ns_ = times_[n - period + r];
+  bytes_since_anchor_ = 0;
+  for (size_t i = n - period + r; i < n; ++i) bytes_since_anchor_ += bytes_[i];
   state_ = State::kLocked;
   runs_valid_ = false;
   searched_ = 0;
@@ -243,7 +249,7 @@ void StepInference::ResyncWith(uint64_t signature) {
   if (candidates_.size() == 1 && resync_run_ >= std::min<size_t>(p, 2)) {
     phase_ = candidates_[0];
     state_ = State::kLocked;
-    if ((phase_ + p - 1) % p == 0) Anchor(times_.back());
+    if ((phase_ + p - 1) % p == 0) Anchor(times_.back(), bytes_.back());
     return;
   }
   if (resync_ops_ > std::max<size_t>(2 * p, 64)) {
@@ -259,10 +265,12 @@ void StepInference::ResyncWith(uint64_t signature) {
   }
 }
 
-void StepInference::Anchor(uint64_t time_ns) {
+void StepInference::Anchor(uint64_t time_ns, uint64_t bytes) {
+  // bytes_since_anchor_ already holds the new anchor's own bytes: they begin the next step.
   if (have_anchor_ && time_ns > last_anchor_ns_) {
-    pending_.push_back(PendingStep{last_anchor_ns_, time_ns, generation_});
+    pending_.push_back(PendingStep{last_anchor_ns_, time_ns, generation_, bytes_since_anchor_ - bytes});
   }
+  bytes_since_anchor_ = bytes;
   // Every step but the one just ended has had a whole step for its ops to complete.
   FinalizeBefore(time_ns);
   have_anchor_ = true;
@@ -304,6 +312,7 @@ void StepInference::FinalizeBefore(uint64_t time_ns) {
     sample.comm_ms = static_cast<double>(comm_ns) / 1e6;
     sample.compute_ms = sample.step_ms - sample.comm_ms;
     sample.generation = step.generation;
+    sample.bytes = step.bytes;
     ready_.push_back(sample);
     ++done;
   }

@@ -54,6 +54,7 @@ struct StepSample {
   double comm_ms = 0;        // union of the GPU intervals of the rank's ops inside the step
   double compute_ms = 0;     // step_ms - comm_ms
   uint64_t generation = 0;   // the pattern the step belongs to
+  uint64_t bytes = 0;        // bytes of the ops entered in the step (anchor included)
 };
 
 struct StepInferenceOptions {
@@ -70,7 +71,8 @@ class StepInference {
   // The signature of an op: (communicator, op kind, size bucket).
   static uint64_t Signature(uint64_t comm_id, uint32_t op_kind, int bucket);
 
-  void OnEnter(uint64_t signature, uint64_t time_ns);
+  // bytes: the op's size (0 when unknown); summed per step, never part of the signature.
+  void OnEnter(uint64_t signature, uint64_t time_ns, uint64_t bytes = 0);
   // The GPU interval of a completed op (observed start .. observed completion).
   void OnOpInterval(uint64_t begin_ns, uint64_t end_ns);
   // Records were lost before the next OnEnter: the position in the cycle is unknown.
@@ -96,9 +98,10 @@ class StepInference {
     uint64_t begin;
     uint64_t end;
     uint64_t generation;
+    uint64_t bytes;
   };
 
-  void Append(uint64_t signature, uint64_t time_ns);
+  void Append(uint64_t signature, uint64_t time_ns, uint64_t bytes);
   void Search();
   void RebuildRuns();
   void Detect();
@@ -107,7 +110,7 @@ class StepInference {
   void Lock(size_t period);
   void StartResync();
   void ResyncWith(uint64_t signature);
-  void Anchor(uint64_t time_ns);
+  void Anchor(uint64_t time_ns, uint64_t bytes);
   void FinalizeBefore(uint64_t time_ns);
   void PruneIntervals();
 
@@ -117,6 +120,7 @@ class StepInference {
   // Recent ops (signatures and enter times), oldest first; trimmed in halves.
   std::vector<uint64_t> sigs_;
   std::vector<uint64_t> times_;
+  std::vector<uint64_t> bytes_;
   size_t history_limit_;
   size_t since_detect_ = 0;
   uint64_t total_ops_ = 0;
@@ -140,6 +144,7 @@ class StepInference {
 
   bool have_anchor_ = false;
   uint64_t last_anchor_ns_ = 0;
+  uint64_t bytes_since_anchor_ = 0;  // the anchor op's and every op's entered after it
   std::vector<PendingStep> pending_;
   std::vector<Interval> intervals_;
   std::vector<StepSample> ready_;

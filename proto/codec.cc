@@ -43,6 +43,9 @@ void PutProgress(const RankProgress& p, OJson* j) {
   (*j)["blocked_ms"] = Finite(p.blocked_ms);
   (*j)["cpu_pct"] = Finite(p.cpu_pct);
   (*j)["busy"] = p.busy;
+  if (!p.proc_state.empty()) (*j)["proc_state"] = p.proc_state;
+  (*j)["heartbeat_age_ms"] = Finite(p.heartbeat_age_ms);
+  (*j)["frozen"] = p.frozen;
   OJson comms = OJson::array();
   for (const CommRow& r : p.comms) comms.push_back(CommRowJson(r));
   (*j)["comms"] = std::move(comms);
@@ -79,6 +82,9 @@ Status ReadProgress(const Reader& r, RankProgress* p) {
   FT_RETURN_IF_ERROR(r.Num("blocked_ms", Need::kOptional, &p->blocked_ms, 0));
   FT_RETURN_IF_ERROR(r.Num("cpu_pct", Need::kOptional, &p->cpu_pct, 0));
   FT_RETURN_IF_ERROR(r.Bool("busy", Need::kOptional, &p->busy));
+  FT_RETURN_IF_ERROR(r.Str("proc_state", Need::kOptional, &p->proc_state));
+  FT_RETURN_IF_ERROR(r.Num("heartbeat_age_ms", Need::kOptional, &p->heartbeat_age_ms, -1));
+  FT_RETURN_IF_ERROR(r.Bool("frozen", Need::kOptional, &p->frozen));
   return r.Objects("comms", Need::kOptional, &p->comms, ReadCommRow);
 }
 

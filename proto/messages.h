@@ -60,6 +60,14 @@ struct RankProgress {
   double blocked_ms = 0;         // how long the host has been inside a synchronizing call; 0 not
   double cpu_pct = 0;            // the process's CPU use over the last second (% of one core)
   bool busy = false;             // still working on the host: not stuck (see docs)
+  // The process as the kernel and libft.so's poller show it. proc_state: the state letter of
+  // /proc/<pid>/stat ("R", "S", "D", "T" stopped, "t" traced; empty unknown). heartbeat_age_ms:
+  // since the poller thread last advanced the segment's heartbeat (-1 never or unknown).
+  // frozen: the process cannot run (stopped by a signal or a debugger) or its poller has been
+  // silent past FT_FROZEN_AFTER: its table no longer moves, whatever it shows in flight.
+  std::string proc_state;
+  double heartbeat_age_ms = -1;
+  bool frozen = false;
   std::vector<CommRow> comms;
 
   bool operator==(const RankProgress&) const = default;

@@ -177,6 +177,139 @@ TEST(AttributionTest, TransportHangAllStartedNoneCompleted) {
   EXPECT_EQ(i.id, std::to_string(Job::kNow - 800) + "-transport-hang-7200000000000000");
 }
 
+// Frozen processes (issue: a SIGSTOPped rank was reported as a transport hang of its comm).
+
+void Freeze(Job& job, int rank, const char* proc_state = "T", double heartbeat_age_ms = 6000) {
+  job.Progress(rank).frozen = true;
+  job.Progress(rank).proc_state = proc_state;
+  job.Progress(rank).heartbeat_age_ms = heartbeat_age_ms;
+}
+
+TEST(AttributionTest, FrozenMemberInsideTheCollectiveIsHostFrozenNotATransportHang) {
+  // Every member's GPU reached #11 and none completed it, but rank 2's process is stopped:
+  // its GPU work cannot finish, the others wait on it.
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 4; ++r) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5000);
+  Freeze(job, 2);
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  const proto::Incident& i = incidents[0];
+  EXPECT_EQ(i.kind, "host-frozen");
+  ASSERT_EQ(i.suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(i.suspects[0].rank, 2);
+  EXPECT_EQ(i.suspects[0].node, "n1");
+  EXPECT_NE(i.suspects[0].why.find("host frozen: its process is stopped (state T"), std::string::npos)
+      << i.suspects[0].why;
+  EXPECT_NE(i.suspects[0].why.find("heartbeat silent for 6.0 s"), std::string::npos) << i.suspects[0].why;
+  EXPECT_NE(i.suspects[0].why.find("3 ranks wait on it directly"), std::string::npos) << i.suspects[0].why;
+  EXPECT_DOUBLE_EQ(i.confidence, 0.9);
+  EXPECT_EQ(i.id, std::to_string(Job::kNow - 800) + "-host-frozen");
+  EXPECT_EQ(Find(incidents, "transport-hang"), nullptr);
+}
+
+TEST(AttributionTest, FrozenMemberThatNeverEnteredIsHostFrozen) {
+  Job job = DpJobWaitingOn(2);
+  Freeze(job, 2, "S", 7500);  // running state, but its poller has been silent for 7.5 s
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("(state S) has not run libft.so's poller; heartbeat "
+                                               "silent for 7.5 s"),
+            std::string::npos) << incidents[0].suspects[0].why;
+}
+
+// The pattern of the report: every peer completed #11 and waits in #12; rank 2's table still
+// shows #11 in flight (its process stopped before it saw #11 end on its GPU).
+Job LaggardJob(int laggard) {
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 4; ++r) {
+    if (r == laggard) {
+      job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5300);
+    } else {
+      job.Set(r, job.DpComm(0, 0), 12, 12, 11, 5000);
+    }
+  }
+  return job;
+}
+
+TEST(AttributionTest, LaggardOfCompletedAndWaitingIsNamed) {
+  Job job = LaggardJob(2);  // no process state known (a worker from before): lagging
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "hang");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  const std::string& why = incidents[0].suspects[0].why;
+  EXPECT_NE(why.find("lagging: its table still shows allreduce #11 of comm 7200000000000000 in "
+                     "flight, which rank 0 (n0) completed"),
+            std::string::npos) << why;
+  EXPECT_NE(why.find("heartbeat unknown"), std::string::npos) << why;
+  EXPECT_NE(why.find("3 ranks wait on it directly"), std::string::npos) << why;
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.7);
+  EXPECT_EQ(Find(incidents, "transport-hang"), nullptr);
+}
+
+TEST(AttributionTest, RootedCollectiveCompletedOnSomeMembersIsNoLaggard) {
+  // A broadcast's root may finish before its receivers: rank 2 still in broadcast #11 while
+  // the others completed it is what a stalled transport looks like too. Not a laggard.
+  Job job = LaggardJob(2);
+  job.Row(2, job.DpComm(0, 0)).op = "broadcast";
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  for (const proto::Incident& i : incidents) {
+    for (const proto::Suspect& x : i.suspects) {
+      EXPECT_EQ(x.why.find("lagging"), std::string::npos) << Dump(incidents);
+    }
+  }
+  // Frozen, it is the root whatever the op.
+  Freeze(job, 2);
+  incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+}
+
+TEST(AttributionTest, FrozenLaggardIsHostFrozen) {
+  Job job = LaggardJob(3);
+  Freeze(job, 3, "t");
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 3);
+  const std::string& why = incidents[0].suspects[0].why;
+  EXPECT_NE(why.find("stopped by a tracer (state t: a debugger holds it)"), std::string::npos) << why;
+  EXPECT_NE(why.find("its table still shows allreduce #11"), std::string::npos) << why;
+  EXPECT_NE(incidents[0].message.find("1 rank frozen"), std::string::npos) << incidents[0].message;
+}
+
+TEST(AttributionTest, LaggardBehindADeadPeerIsNotALaggard) {
+  // Only a live member's completion proves the collective ended: a dead member's table is
+  // what it was when it died.
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 4; ++r) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5000);
+  job.Set(1, job.DpComm(0, 0), 12, 12, 11, 5000);
+  job.Progress(1).state = "dead";
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+}
+
+TEST(AttributionTest, FrozenP2pPeerIsHostFrozenNotATransportPair) {
+  Job job(1, 1, 4);
+  const uint64_t pp = job.PpComm(0, 0);
+  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
+  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
+  Freeze(job, 1);
+  auto incidents = Attribute(Input(job, {Timeout(2, pp, 21)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+}
+
 TEST(AttributionTest, TransportHangWithinOneNodeSaysSo) {
   Job job(4, 1, 1, 8);
   for (int r = 0; r < 4; ++r) job.Set(r, job.TpComm(0, 0), 11, 11, 10, 5000);

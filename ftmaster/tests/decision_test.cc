@@ -43,6 +43,16 @@ TEST(DecisionTest, ReplicaExistsSavesOneRankPerShard) {
   EXPECT_NE(incidents[0].message.find("saving from 4 ranks"), std::string::npos) << incidents[0].message;
 }
 
+TEST(DecisionTest, HostFrozenIsDecidedLikeAHang) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 4, 5}));
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "save-then-stop");
+}
+
 TEST(DecisionTest, PrefersReplicasOffEvictedNodes) {
   Job job(2, 2, 2, 2);
   // Rank 0 (n0) hangs: shard (0,0) saves from rank 2; shard (1,0) avoids rank 1 on n0.

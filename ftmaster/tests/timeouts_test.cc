@@ -14,6 +14,7 @@ TimeoutOptions Options() {
   TimeoutOptions o;  // the configuration table's defaults
   o.floor_ms = 1000;
   o.ceiling_ms = 600000;
+  o.warmup_ms = 50000;
   o.multiplier = 4;
   o.min_samples = 20;
   return o;
@@ -42,16 +43,20 @@ TEST(TimeoutsTest, OptionsComeFromTheConfigurationTable) {
   TimeoutOptions o = TimeoutOptions::FromConfig(Config::Defaults());
   EXPECT_DOUBLE_EQ(o.floor_ms, 1000);
   EXPECT_DOUBLE_EQ(o.ceiling_ms, 600000);
+  EXPECT_DOUBLE_EQ(o.warmup_ms, 50000);  // FT_TIMEOUT_WARMUP: under a minute, not 10
   EXPECT_DOUBLE_EQ(o.multiplier, 4);
   EXPECT_EQ(o.min_samples, 20u);
 }
 
-TEST(TimeoutsTest, WarmUpPublishesTheCeilingAndNoEntries) {
-  TimeoutModel m(Options());
+TEST(TimeoutsTest, WarmUpPublishesTheWarmUpTimeoutAndNoEntries) {
+  // Before any step is known the default is FT_TIMEOUT_WARMUP, so a hang in the first steps
+  // is looked at within a minute; the 10-minute ceiling would hide it that long.
+  TimeoutModel m(TimeoutOptions::FromConfig(Config::Defaults()));
   EXPECT_EQ(m.table().version, 0u);
   ASSERT_TRUE(m.Update(kT0));
   EXPECT_EQ(m.table().version, 1u);
-  EXPECT_DOUBLE_EQ(m.table().default_ms, 600000);
+  EXPECT_DOUBLE_EQ(m.table().default_ms, 50000);
+  EXPECT_LT(m.table().default_ms, 60000);
   EXPECT_TRUE(m.table().entries.empty());
   EXPECT_EQ(m.table().unix_ms, kT0);
   // Ten samples (fewer than 20) and no step: nothing changes.
@@ -59,6 +64,24 @@ TEST(TimeoutsTest, WarmUpPublishesTheCeilingAndNoEntries) {
   EXPECT_FALSE(m.Update(kT0 + 1000));
   EXPECT_EQ(m.table().version, 1u);
   EXPECT_TRUE(m.table().entries.empty());
+}
+
+TEST(TimeoutsTest, WarmUpTimeoutIsClampedAndGivesWayToTheStep) {
+  TimeoutOptions o = Options();
+  o.warmup_ms = 200;  // below the floor
+  TimeoutModel low(o);
+  ASSERT_TRUE(low.Update(kT0));
+  EXPECT_DOUBLE_EQ(low.table().default_ms, 1000);
+  o.warmup_ms = 3'600'000;  // above the ceiling
+  TimeoutModel high(o);
+  ASSERT_TRUE(high.Update(kT0));
+  EXPECT_DOUBLE_EQ(high.table().default_ms, 600000);
+  // Once a step is known the default follows it (here above the warm-up value).
+  TimeoutModel m(Options());
+  ASSERT_TRUE(m.Update(kT0));
+  m.Add(Summary(0, kT0 + 1000, 100, 20000, 1));
+  ASSERT_TRUE(m.Update(kT0 + 1000));
+  EXPECT_DOUBLE_EQ(m.table().default_ms, 80000);
 }
 
 TEST(TimeoutsTest, ConvergesToMultiplierTimesTail) {

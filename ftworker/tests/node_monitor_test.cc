@@ -375,6 +375,28 @@ TEST_F(NodeMonitorTest, SummariesOfDurations) {
 }
 
 // A rank driven through its segment: a tp allreduce per layer and a dp allreduce per step.
+// A rank working on an oversubscribed host (a first step compiling while the node's cores
+// are shared) gets little CPU, but its main thread waits on a run queue: busy, not idle.
+TEST_F(NodeMonitorTest, BusyWhenStarvedOfCpuButRunnable) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0};
+  probe_.procs[kPid0].run_delay_ns = 0;
+  for (int i = 0; i <= 10; ++i) {
+    probe_.procs[kPid0].stat.cpu_ticks = static_cast<uint64_t>(i) * 2;        // 20% CPU
+    probe_.procs[kPid0].run_delay_ns = static_cast<uint64_t>(i) * 70 * kMs;  // 70% waiting for one
+    TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
+  }
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_NEAR(p->cpu_pct, 20, 0.5);
+  EXPECT_TRUE(p->busy);
+  // Idle: sleeping, neither running nor waiting to.
+  for (int i = 11; i <= 25; ++i) TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
+  p = ProgressOf(0);
+  EXPECT_NEAR(p->cpu_pct, 0, 0.5);
+  EXPECT_FALSE(p->busy);
+}
+
 TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   FakeRank r(job_, 0, kPid0, "n1", {4096, 16});
   r.CommInit(kComm, 0, 2);
@@ -408,6 +430,84 @@ TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   EXPECT_GT(e->compute_ms, 100);
   EXPECT_LE(e->compute_ms, 120.01);
   EXPECT_EQ(e->progress.rank, 0);
+}
+
+// A message-size sweep (nccl-tests style) on one communicator: per size, 40 allreduces
+// enqueued back to back, then a synchronize. Large sizes are issued one at a time (the host
+// waits for each). No slowdown may come of it; a real slowdown afterwards still does.
+TEST_F(NodeMonitorTest, MessageSizeSweepRaisesNoSlowdown) {
+  FakeRank r(job_, 0, kPid0, "n1", {8192, 16});
+  r.CommInit(kComm, 0, 2);
+  uint64_t t = t0_;
+  uint64_t seq = 0;
+  std::vector<proto::Event> events;
+  auto gpu_ns = [](uint64_t bytes) { return 20'000 + bytes / 5;  /* 20 us + 5 GB/s */ };
+  for (uint64_t bytes = 8; bytes <= (uint64_t{1} << 30); bytes *= 2) {
+    const bool queued = bytes < (uint64_t{1} << 20);
+    uint64_t gpu = t;
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t enter = queued ? t + static_cast<uint64_t>(i) * 10'000 : gpu;
+      const uint64_t start = std::max(gpu, enter);
+      r.Collective(kComm, ++seq, Op(OpKind::kAllReduce), bytes, enter, start - enter, gpu_ns(bytes));
+      gpu = start + gpu_ns(bytes);
+    }
+    t = gpu + kMs;
+    monitor_.Tick(t, 0, &events);
+  }
+  EXPECT_EQ(CountEvents(events, "slowdown"), 0u) << (events.empty() ? "" : events[0].message);
+  // The same sweep's last size, then the same op slowed by half: one slowdown.
+  const uint64_t bytes = uint64_t{1} << 30;
+  for (int i = 0; i < 80; ++i) {
+    const uint64_t d = gpu_ns(bytes) * (i < 40 ? 2 : 3) / 2;
+    r.Collective(kComm, ++seq, Op(OpKind::kAllReduce), bytes, t, 0, d);
+    t += d;
+    if (i % 8 == 7) monitor_.Tick(t, 0, &events);
+  }
+  EXPECT_EQ(CountEvents(events, "slowdown"), 1u);
+}
+
+TEST_F(NodeMonitorTest, StoppedOrSilentProcessIsFrozen) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};  // /proc readable: state S
+  r.CommInit(kComm, 0, 2);
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->heartbeat_ns.store(now - 100 * kMs);
+  TickAt(now);
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->frozen);
+  EXPECT_EQ(p->proc_state, "S");
+  EXPECT_NEAR(p->heartbeat_age_ms, 100, 1e-6);
+  // SIGSTOP: the kernel says T at once, before the heartbeat has aged.
+  probe_.procs[kPid0].stat.state = 'T';
+  r.header()->last_call_ns.store(now);  // a call just now: would be busy, but cannot run
+  TickAt(now + 10 * kMs);
+  p = ProgressOf(0);
+  EXPECT_TRUE(p->frozen);
+  EXPECT_FALSE(p->busy);
+  EXPECT_EQ(p->proc_state, "T");
+  // Resumed (SIGCONT), beating again.
+  probe_.procs[kPid0].stat.state = 'R';
+  r.header()->heartbeat_ns.store(now + 20 * kMs);
+  TickAt(now + 30 * kMs);
+  EXPECT_FALSE(ProgressOf(0)->frozen);
+  // Running by the kernel's account, but the poller has not beaten for longer than
+  // frozen_after (3 s): a process stuck where the poller cannot run either.
+  probe_.procs[kPid0].stat.state = 'D';
+  TickAt(now + 3100 * kMs);
+  p = ProgressOf(0);
+  EXPECT_TRUE(p->frozen);
+  EXPECT_NEAR(p->heartbeat_age_ms, 3080, 1e-6);
+  EXPECT_EQ(p->proc_state, "D");
+}
+
+TEST_F(NodeMonitorTest, NoHeartbeatYetIsNotFrozen) {
+  FakeRank r(job_, 0, kPid0);
+  TickAt(t0_ + 60 * kSec);
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->frozen) << "a poller that never started says nothing";
+  EXPECT_EQ(p->heartbeat_age_ms, -1);
 }
 
 TEST_F(NodeMonitorTest, DisabledRankHasNoTimeouts) {

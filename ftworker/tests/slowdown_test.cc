@@ -121,6 +121,92 @@ TEST(Slowdown, NewPatternStartsOver) {
   EXPECT_NEAR(d.baseline_ms(), 400, 1e-9);
 }
 
+// A pattern whose "step" is a fraction of a millisecond (ops enqueued back to back: the
+// host's enqueue rate) has no baseline to judge: a sweep gave "+28787% over a 0.0 ms
+// baseline" about 50 times a second.
+TEST(Slowdown, ZeroBaselineNeverFires) {
+  SlowdownDetector d(Defaults());
+  uint64_t i = 0;
+  int raised = 0;
+  for (int k = 0; k < kBefore; ++k) raised += d.OnStep(Step(++i, 0.0)) ? 1 : 0;
+  for (int k = 0; k < 200; ++k) raised += d.OnStep(Step(++i, k % 2 ? 0.0 : 28.8)) ? 1 : 0;
+  for (int k = 0; k < 100; ++k) raised += d.OnStep(Step(++i, 50)) ? 1 : 0;
+  EXPECT_EQ(raised, 0);
+}
+
+TEST(Slowdown, BaselineBelowTheFloorIsNotJudged) {
+  SlowdownDetector d(Defaults());  // floor 5 ms
+  uint64_t i = 0;
+  int raised = 0;
+  for (int k = 0; k < kBefore; ++k) raised += d.OnStep(Step(++i, 2)) ? 1 : 0;
+  for (int k = 0; k < 50; ++k) raised += d.OnStep(Step(++i, 4.5)) ? 1 : 0;  // +125%
+  EXPECT_EQ(raised, 0);
+}
+
+TEST(Slowdown, MarginIsNeverBelowTheFloor) {
+  SlowdownDetector d(Defaults());
+  uint64_t i = 0;
+  int raised = 0;
+  // A noiseless 10 ms baseline: 25% is 2.5 ms, under the 5 ms floor.
+  for (int k = 0; k < kBefore; ++k) raised += d.OnStep(Step(++i, 10)) ? 1 : 0;
+  for (int k = 0; k < 20; ++k) raised += d.OnStep(Step(++i, 14)) ? 1 : 0;  // +40%, +4 ms
+  EXPECT_EQ(raised, 0);
+  for (int k = 0; k < 20; ++k) raised += d.OnStep(Step(++i, 16)) ? 1 : 0;  // +6 ms
+  EXPECT_EQ(raised, 1);
+}
+
+TEST(Slowdown, FloorComesFromTheSettings) {
+  MonitorSettings s = Defaults();
+  s.slowdown_floor_ms = 0;  // the old behaviour: a 2 ms baseline is judged by 25%
+  SlowdownDetector d(s);
+  uint64_t i = 0;
+  int raised = 0;
+  for (int k = 0; k < kBefore; ++k) raised += d.OnStep(Step(++i, 2)) ? 1 : 0;
+  for (int k = 0; k < 10; ++k) raised += d.OnStep(Step(++i, 4)) ? 1 : 0;
+  EXPECT_EQ(raised, 1);
+}
+
+StepSample StepOfBytes(uint64_t index, double ms, uint64_t bytes) {
+  StepSample s = Step(index, ms);
+  s.bytes = bytes;
+  return s;
+}
+
+// Same ops (one generation), other message sizes: a new pattern, judged only once it has
+// had its own warm-up and baseline.
+TEST(Slowdown, MessageSizeChangeRestartsTheBaseline) {
+  SlowdownDetector d(Defaults());
+  uint64_t i = 0;
+  for (int k = 0; k < kBefore + 10; ++k) ASSERT_FALSE(d.OnStep(StepOfBytes(++i, 100, 64 << 20)));
+  // Twice the bytes, twice the time: not a slowdown.
+  for (int k = 0; k < kBefore + 10; ++k) {
+    ASSERT_FALSE(d.OnStep(StepOfBytes(++i, 200, 128 << 20))) << "step " << k << " of the new size";
+  }
+  EXPECT_NEAR(d.baseline_ms(), 200, 1e-9);
+  EXPECT_EQ(d.restarts(), 1u);
+  // Sizes within the ratio are the same pattern: a real slowdown of it is caught.
+  int raised = 0;
+  for (int k = 0; k < 10; ++k) raised += d.OnStep(StepOfBytes(++i, 300, 120 << 20)) ? 1 : 0;
+  EXPECT_EQ(raised, 1);
+  EXPECT_EQ(d.restarts(), 1u);
+}
+
+// A sweep in the manner of nccl-tests: 8 B .. 1 GiB, doubling, 50 iterations each, time
+// proportional to size above a latency floor, 10% jitter.
+TEST(Slowdown, MessageSizeSweepRaisesNone) {
+  SlowdownDetector d(Defaults());
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<double> jitter(0.9, 1.1);
+  uint64_t i = 0;
+  int raised = 0;
+  for (uint64_t bytes = 8; bytes <= (uint64_t{1} << 30); bytes *= 2) {
+    const double ms = 0.02 + static_cast<double>(bytes) / 5e6;  // 5 GB/s
+    for (int k = 0; k < 50; ++k) raised += d.OnStep(StepOfBytes(++i, ms * jitter(rng), bytes)) ? 1 : 0;
+  }
+  EXPECT_EQ(raised, 0);
+  EXPECT_GE(d.restarts(), 20u);
+}
+
 TEST(Slowdown, Median) {
   EXPECT_EQ(Median({}), 0);
   EXPECT_EQ(Median({3, 1, 2}), 2);

@@ -71,7 +71,7 @@ struct Feeder {
           if (report_gaps) inf->OnGap();
           continue;
         }
-        inf->OnEnter(Sig(cycle[i]), enter);
+        inf->OnEnter(Sig(cycle[i]), enter, cycle[i].bytes);
         uint64_t d = std::min(cycle[i].gpu_ns, slot / 2);
         inf->OnOpInterval(enter + slot / 4, enter + slot / 4 + d);
         comm += d;
@@ -101,6 +101,20 @@ TEST(StepInference, TrainsimPatternLocksAndMeasuresSteps) {
   }
   // The anchor is the op occurring once per step: the dp allreduce.
   EXPECT_EQ(steps[1].begin_ns, steps[0].end_ns);
+}
+
+TEST(StepInference, StepsCarryTheBytesTheirOpsEntered) {
+  StepInference inf;
+  Feeder feed{&inf};
+  auto cycle = TrainsimStep(2, 3);
+  uint64_t per_step = 0;
+  for (const OpSpec& op : cycle) per_step += op.bytes;
+  feed.Feed(cycle, 20, 50 * kMs, 0, 0.02);  // stray ops: resyncs, still whole steps after
+  auto steps = inf.TakeSteps();
+  ASSERT_GE(steps.size(), 10u);
+  // The stray ops carry no bytes: every measured step, the first after the lock and those
+  // after a resync included, holds exactly its cycle's.
+  for (const auto& s : steps) EXPECT_EQ(s.bytes, per_step) << "step " << s.index;
 }
 
 TEST(StepInference, RunOfIdenticalOpsIsNotTakenForTheStep) {

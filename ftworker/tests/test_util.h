@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -189,6 +190,7 @@ class FakeProbe : public ProcessProbe {
     bool exists = true;
     ProcStat stat{'S', 1000, 0};
     bool has_stat = true;
+    std::optional<uint64_t> run_delay_ns;  // /proc/<pid>/schedstat's run-queue wait
   };
   std::map<int, Proc> procs;
   std::vector<std::pair<int, int>> signals;  // (pid, signal)
@@ -201,6 +203,11 @@ class FakeProbe : public ProcessProbe {
     auto it = procs.find(pid);
     if (it == procs.end() || !it->second.exists || !it->second.has_stat) return std::nullopt;
     return it->second.stat;
+  }
+  std::optional<uint64_t> ReadRunDelayNs(int pid) override {
+    auto it = procs.find(pid);
+    if (it == procs.end() || !it->second.exists) return std::nullopt;
+    return it->second.run_delay_ns;
   }
   uint64_t TicksPerSecond() override { return 100; }
   int64_t BootTimeUnixS() override { return 0; }

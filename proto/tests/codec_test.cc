@@ -428,6 +428,9 @@ TEST(CodecAcceptTest, MissingOptionalFieldsKeepDefaults) {
   EXPECT_EQ(p.comms[0].comm_rank, -1);
   EXPECT_EQ(p.comms[0].entered_age_ms, -1);
   EXPECT_EQ(p.last_call_age_ms, -1);
+  EXPECT_EQ(p.heartbeat_age_ms, -1);  // a worker from before these fields: unknown, not frozen
+  EXPECT_FALSE(p.frozen);
+  EXPECT_EQ(p.proc_state, "");
 
   Event e;
   s = Decode(R"({"v":1,"kind":"exit","rank":3,"node":"n","unix_ms":1,"code":-9})", &e);
@@ -446,7 +449,8 @@ TEST(CodecAcceptTest, FieldNamesOfTheSchema) {
   }
   EXPECT_EQ(row["comm"], "3fa2c0ffee000000");
   for (const char* f : {"rank", "node", "pid", "incarnation", "state", "observed_unix_ms",
-                        "last_call_age_ms", "blocked_ms", "cpu_pct", "busy", "comms"}) {
+                        "last_call_age_ms", "blocked_ms", "cpu_pct", "busy", "proc_state",
+                        "heartbeat_age_ms", "frozen", "comms"}) {
     EXPECT_TRUE(p.contains(f)) << f;
   }
   Json e = SampleEventJson();

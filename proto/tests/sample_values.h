@@ -38,6 +38,9 @@ inline RankProgress SampleProgress() {
   p.blocked_ms = 2000;
   p.cpu_pct = 99.5;
   p.busy = true;
+  p.proc_state = "T";
+  p.heartbeat_age_ms = 4500;
+  p.frozen = true;
   p.comms = {SampleCommRow(0), SampleCommRow(1), SampleCommRow(2)};
   return p;
 }
