@@ -188,11 +188,11 @@ TEST(Trust, UnverifiedProcessIsReadButNeverSignalled) {
   ASSERT_EQ(probe.verified.size(), 1u);
   EXPECT_EQ(probe.verified[0].pid, 3'900'205);
   EXPECT_EQ(probe.verified[0].uid, geteuid());
+  // Its heartbeat advances: a process in another pid namespace, monitored by its heartbeat.
+  ASSERT_EQ(m.Ranks(), std::vector<int>{0});
   Status s = m.StopRank(0, 1);
-  if (!m.Ranks().empty()) {
-    EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("not verified"), std::string_view::npos) << s.ToString();
-  }
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("not verified"), std::string_view::npos) << s.ToString();
   EXPECT_TRUE(probe.signals.empty());
 }
 
@@ -239,7 +239,9 @@ TEST(Trust, ReaderSurvivesAWriterMutatingTheSegment) {
     }
   });
   uint64_t t = t0;
-  for (int i = 0; i < 300; ++i) {
+  // Bounded in ticks and (on a loaded machine, where garbage ring heads make ticks long) time.
+  const uint64_t budget_end = MonoNs() + 3 * kSec;
+  for (int i = 0; i < 300 && (i < 20 || MonoNs() < budget_end); ++i) {
     t += 20 * kMs;
     Tick(m, t);
     (void)m.Progress();
