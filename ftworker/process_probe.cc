@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <charconv>
 #include <cstring>
 #include <string>
@@ -124,6 +126,8 @@ class SystemProbe final : public ProcessProbe {
             "that made it (a recycled pid)", claim.pid, started_s - created_s));
       }
     }
+    Status mapped = CheckMapped(claim);
+    if (!mapped.ok()) return mapped;
     if (fd >= 0 && syscall(SYS_pidfd_send_signal, fd, 0, nullptr, 0) != 0) {
       return Status::NotFound(fmt::format("process {} ended while it was checked", claim.pid));
     }
@@ -151,6 +155,41 @@ class SystemProbe final : public ProcessProbe {
   }
 
  private:
+  // The process has the segment mapped: a line of /proc/<pid>/maps with its inode and name.
+  Status CheckMapped(const ProcessClaim& claim) {
+    if (claim.inode == 0 || claim.file.empty()) return Status::Ok();  // nothing to look for
+    char path[64];
+    std::snprintf(path, sizeof(path), "/proc/%d/maps", claim.pid);
+    FILE* maps = std::fopen(path, "re");
+    if (maps == nullptr) {
+      return Status::NotFound(fmt::format("cannot read {} ({}) to prove it is the rank's process",
+                                          path, strerror(errno)));
+    }
+    char* line = nullptr;
+    size_t capacity = 0;
+    bool found = false;
+    const std::string inode = std::to_string(claim.inode);
+    while (!found && getline(&line, &capacity, maps) > 0) {
+      // address perms offset dev inode pathname
+      std::string_view rest(line);
+      for (int field = 0; field < 4 && !rest.empty(); ++field) {
+        size_t space = rest.find(' ');
+        rest = space == std::string_view::npos ? std::string_view() : rest.substr(space + 1);
+      }
+      size_t end = rest.find(' ');
+      if (end == std::string_view::npos || rest.substr(0, end) != inode) continue;
+      found = rest.find("/" + claim.file) != std::string_view::npos;
+    }
+    std::free(line);
+    std::fclose(maps);
+    if (!found) {
+      return Status::NotFound(fmt::format(
+          "process {} does not have the segment mapped: the pid is not the rank's here (another "
+          "pid namespace), or not the process that made it", claim.pid));
+    }
+    return Status::Ok();
+  }
+
   // The process's real or effective uid is the segment's owner (/proc/<pid>/status "Uid:").
   Status CheckOwner(const ProcessClaim& claim) {
     char path[64];

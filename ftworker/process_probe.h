@@ -6,11 +6,15 @@
 // pid its name and header agree on, whose process was checked to belong to the segment's
 // owner and to be no younger than the segment. A pidfd names one process, not a number, so a
 // pid that is recycled later, or a header rewritten later, can never redirect a signal.
+// The process must also have the segment itself mapped (/proc/<pid>/maps lists its file and
+// inode): a pid that only looks right — the same number in another pid namespace, a process
+// the segment's owner merely names — is not the rank's process.
 #ifndef FT_FTWORKER_PROCESS_PROBE_H_
 #define FT_FTWORKER_PROCESS_PROBE_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/status.h"
@@ -32,6 +36,8 @@ struct ProcessClaim {
   int pid = 0;
   uint32_t uid = 0;              // the segment file's owner
   uint64_t created_unix_ns = 0;  // the segment's incarnation (CLOCK_REALTIME at creation)
+  std::string file;              // the segment's file name ("ft.<job>.r<rank>.p<pid>")
+  uint64_t inode = 0;            // and inode: the process must have exactly this file mapped
 };
 
 // A verified process: its pid and, on the real probe, a pidfd (-1 in fakes, or where the
@@ -69,8 +75,9 @@ class ProcessProbe {
   // Boot time, Unix seconds (/proc/stat btime); 0 unknown.
   virtual int64_t BootTimeUnixS() = 0;
   // Opens and checks the process `claim` names (see the top of this file). kNotFound: no such
-  // pid here (gone, or in another pid namespace); kCorrupt: the claim is false: the pid is another
-  // user's process, or started after the segment was made (not its creator).
+  // pid here, or one without the segment mapped (gone, another pid namespace, or unprovable:
+  // read the rank, never signal it); kCorrupt: the claim is false: the pid is another user's
+  // process, or started after the segment was made (not its creator).
   virtual Status Verify(const ProcessClaim& claim, VerifiedProcess* out) = 0;
   // pidfd_send_signal to the verified process; kNotFound once it is gone.
   virtual Status Signal(const VerifiedProcess& process, int signal) = 0;

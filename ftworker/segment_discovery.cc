@@ -42,7 +42,7 @@ Status SegmentDiscovery::CheckTrust(const std::string& file, const shm::Segment&
     return Status::Corrupt(fmt::format("its header claims rank {} pid {}, its name rank {} pid {}",
                                        h.global_rank, h.pid, name_rank, name_pid));
   }
-  ProcessClaim claim{h.pid, segment.owner_uid(), h.incarnation};
+  ProcessClaim claim{h.pid, segment.owner_uid(), h.incarnation, file, segment.inode()};
   Status verified = options_.probe->Verify(claim, &out->process);
   if (verified.code() == StatusCode::kNotFound) {
     out->unverified = std::string(verified.message());  // read, never signalled

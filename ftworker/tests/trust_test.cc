@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -16,6 +17,7 @@
 
 #include "ftworker/node_monitor.h"
 #include "ftworker/tests/test_util.h"
+#include "shm/segment.h"
 
 namespace ft::worker {
 namespace {
@@ -58,6 +60,37 @@ bool EndedBy(pid_t pid, int signal) {
     usleep(10000);
   }
   return false;
+}
+
+// A child that maps its own segment of `job` (rank 0) once the parent has created it, as a
+// rank's process does: the parent writes a byte to `go` after creating the segment, the child
+// answers on `ready` once it has the segment mapped.
+struct Mapper {
+  pid_t pid = -1;
+  int go = -1, ready = -1;
+};
+
+Mapper SpawnMapper(const std::string& job) {
+  int go[2], ready[2];
+  if (pipe(go) != 0 || pipe(ready) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {
+    char byte;
+    if (read(go[0], &byte, 1) != 1) _exit(3);
+    std::unique_ptr<shm::Segment> segment;
+    if (!shm::Segment::Attach(shm::SegmentName(job, 0, getpid()), &segment).ok()) _exit(4);
+    if (write(ready[1], "r", 1) != 1) _exit(5);
+    for (;;) pause();
+  }
+  close(go[0]);
+  close(ready[1]);
+  return Mapper{pid, go[1], ready[0]};
+}
+
+// Lets the mapper map the segment just created and waits until it has.
+bool StartMapping(const Mapper& m) {
+  char byte;
+  return write(m.go, "g", 1) == 1 && read(m.ready, &byte, 1) == 1;
 }
 
 bool StillRunning(pid_t pid) {
@@ -158,13 +191,15 @@ TEST(Trust, ProcessOfAnotherUidIsRefusedAndNeverSignalled) {
 }
 
 TEST(Trust, StopSignalsTheVerifiedProcessNotWhatTheHeaderSaysLater) {
-  pid_t rank_process = SpawnSleeper();
+  std::string job = UniqueJob("pidfd");
+  Mapper mapper = SpawnMapper(job);
+  pid_t rank_process = mapper.pid;
   pid_t bystander = SpawnSleeper();
   ASSERT_GT(rank_process, 0);
   ASSERT_GT(bystander, 0);
-  std::string job = UniqueJob("pidfd");
   {
     FakeRank r(job, 0, rank_process);
+    ASSERT_TRUE(StartMapping(mapper));
     NodeMonitor m(Options(job, nullptr));  // the real probe
     Tick(m, MonoNs());
     ASSERT_EQ(m.Ranks(), std::vector<int>{0});
@@ -174,6 +209,28 @@ TEST(Trust, StopSignalsTheVerifiedProcessNotWhatTheHeaderSaysLater) {
   }
   EXPECT_TRUE(EndedBy(rank_process, SIGTERM));
   EXPECT_TRUE(StillRunning(bystander)) << "the worker signalled the pid the header claimed";
+  Reap(bystander);
+}
+
+// The pid the name and header agree on is a live process of the right uid, but not the one
+// that has the segment mapped (the same number in another pid namespace, or a process the
+// segment's owner merely names): it is read, never signalled.
+TEST(Trust, ProcessWithoutTheSegmentMappedIsNeverSignalled) {
+  LogCapture logs;
+  pid_t bystander = SpawnSleeper();
+  ASSERT_GT(bystander, 0);
+  std::string job = UniqueJob("unmapped");
+  {
+    FakeRank r(job, 0, bystander);
+    NodeMonitor m(Options(job, nullptr));  // the real probe
+    Tick(m, MonoNs());
+    ASSERT_EQ(m.Ranks(), std::vector<int>{0});
+    Status s = m.StopRank(0, 0);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("does not have the segment mapped"), std::string_view::npos) << s.ToString();
+    Tick(m, MonoNs() + 10 * kSec);
+  }
+  EXPECT_TRUE(StillRunning(bystander)) << "the worker signalled a process that does not map the segment";
   Reap(bystander);
 }
 
@@ -238,6 +295,8 @@ TEST(Trust, ReaderSurvivesAWriterMutatingTheSegment) {
       writes.fetch_add(1, std::memory_order_relaxed);
     }
   });
+  // The writer is running before the reader starts.
+  for (int i = 0; i < 10000 && writes.load() < 1000; ++i) usleep(1000);
   uint64_t t = t0;
   // Bounded in ticks and (on a loaded machine, where garbage ring heads make ticks long) time.
   const uint64_t budget_end = MonoNs() + 3 * kSec;
