@@ -45,6 +45,7 @@ const char* SettingTypeName(SettingType type) {
     case SettingType::kSize: return "size";
     case SettingType::kDuration: return "duration";
     case SettingType::kString: return "string";
+    case SettingType::kSecret: return "secret";
   }
   return "?";
 }
@@ -82,6 +83,14 @@ Status Config::Load(const Environment& env, Config* out, std::vector<std::string
 
 std::string Config::ValueText(const SettingInfo& info) const {
   std::string_view field = info.field;
+  if (info.type == SettingType::kSecret) {
+    std::string value;
+#define FT_SETTING(name, type, env_key, default_text, help) \
+  if (field == #name) value = FormatValue(name);
+#include "common/config_table.def"
+#undef FT_SETTING
+    return value.empty() ? "" : kRedacted;
+  }
 #define FT_SETTING(name, type, env_key, default_text, help) \
   if (field == #name) return FormatValue(name);
 #include "common/config_table.def"

@@ -14,7 +14,11 @@
 
 namespace ft {
 
-enum class SettingType { kBool, kInt, kSize, kDuration, kString };
+// kSecret is a string that is never shown: wherever a setting's value is printed (print-config,
+// logs, errors) a set secret reads kRedacted.
+enum class SettingType { kBool, kInt, kSize, kDuration, kString, kSecret };
+
+inline constexpr const char* kRedacted = "<redacted>";
 
 struct SettingInfo {
   const char* field;
@@ -33,6 +37,7 @@ const char* SettingTypeName(SettingType type);
 #define FT_SETTING_CPP_Size uint64_t
 #define FT_SETTING_CPP_Duration ::ft::Duration
 #define FT_SETTING_CPP_String std::string
+#define FT_SETTING_CPP_Secret std::string
 
 struct Config {
 #define FT_SETTING(field, type, env_key, default_text, help) FT_SETTING_CPP_##type field{};
@@ -45,7 +50,8 @@ struct Config {
   static Status Load(const Environment& env, Config* out, std::vector<std::string>* warnings);
   static Config Defaults();
 
-  // The current value of a setting as text in its own syntax ("500ms", "64mb", "1").
+  // The current value of a setting as text in its own syntax ("500ms", "64mb", "1"); a set
+  // secret is kRedacted, an empty one "".
   std::string ValueText(const SettingInfo& info) const;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "ftmaster/save_outcome.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
 #include "proto/codec.h"
@@ -70,6 +71,7 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
     writes.push_back({"HSET", keys_.MasterState(), "action", proto::Encode(next), "job_state",
                       "stopping"});
     if (!writer_.Run(writes)) return;
+    save_results_.clear();
     stats_.commands += static_cast<uint64_t>(asked);
     a = std::move(next);
     LoadPending();
@@ -86,6 +88,7 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
     } else {
       FT_LOG(Info, Master, "incident {}: every save target answered; stopping the job", a.incident);
     }
+    if (!RecordSaveOutcome(a)) return;
     a.phase = "stop";
     a.sent = false;
     pending_loaded_ = false;
@@ -145,6 +148,24 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
   }
 }
 
+bool MasterLoop::RecordSaveOutcome(const Action& a) {
+  SaveOutcome outcome = CountSaveOutcome(a.save, save_results_);
+  if (!writer_.Run({{"HSET", keys_.MasterState(), "checkpoint", EncodeSaveOutcome(a.incident, outcome)}})) {
+    return false;
+  }
+  std::string text = fmt::format("incident {}: {}", a.incident, DescribeSaveOutcome(outcome));
+  if (outcome.saved < outcome.shards) {
+    FT_LOG(Warn, Master, "{}", text);
+  } else {
+    FT_LOG(Info, Master, "{}", text);
+  }
+  if (options_.out != nullptr) {
+    std::fprintf(options_.out, "%s\n", text.c_str());
+    std::fflush(options_.out);
+  }
+  return true;
+}
+
 bool MasterLoop::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms) {
   if (!pending_loaded_) LoadPending();
   if (now >= next_acks_) {
@@ -177,6 +198,9 @@ void MasterLoop::ReadAcks() {
         ack.result = result ? *result : "?";
       }
       pending_acks_.erase(*id);
+      if (action_ && *id == fmt::format("{}-save-{}", action_->incident, ack.rank)) {
+        save_results_[ack.rank] = ack.result;
+      }
       if (ack.result == "not_supported") {
         FT_LOG(Info, Master, "{}: node {} rank {} answered not_supported ({}); counted as an "
                "answer", *id, ack.node, ack.rank, ack.message);

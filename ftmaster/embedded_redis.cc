@@ -188,21 +188,46 @@ void EmbeddedRedis::Stop() {
 }
 
 Status EmbeddedRedis::WriteEnvFile(const std::string& path) const {
+  // The password goes into a file only its owner reads. The temporary name is created, never
+  // opened as found: O_EXCL refuses a file someone planted there and O_NOFOLLOW a symlink
+  // aimed at a file of theirs (or ours). Every step that could leave the secret readable or
+  // half-written is an error.
   const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return Status::FromErrno(errno, "create " + tmp);
-  fchmod(fd, 0600);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int err = errno;
+    if (err == EEXIST || err == ELOOP) {
+      return Status::IoError(fmt::format(
+          "cannot create {}: it exists already ({}); a crashed ftmaster may have left it, or "
+          "someone placed it there: check who owns it, remove it and start again",
+          tmp, strerror(err)));
+    }
+    return Status::FromErrno(err, "create " + tmp);
+  }
+  auto fail = [&](int err, const std::string& what) {
+    close(fd);
+    unlink(tmp.c_str());
+    return Status::FromErrno(err, what + " " + tmp + " (it would hold the Redis password)");
+  };
+  // The umask may only narrow 0600, but make the mode explicit.
+  if (fchmod(fd, 0600) != 0) return fail(errno, "fchmod 0600");
   const std::string text =
       fmt::format("FT_REDIS={}\nFT_REDIS_PASSWORD={}\n", url(), password_);
-  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  int err = errno;
-  ok = close(fd) == 0 && ok;
-  if (!ok) {
+  size_t off = 0;
+  while (off < text.size()) {
+    ssize_t n = write(fd, text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(n < 0 ? errno : EIO, "write");
+    off += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0) return fail(errno, "fsync");
+  if (close(fd) != 0) {
+    int err = errno;
     unlink(tmp.c_str());
-    return Status::FromErrno(err, "write " + tmp);
+    return Status::FromErrno(err, "close " + tmp);
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
+    int err = errno;
     unlink(tmp.c_str());
     return Status::FromErrno(err, "rename to " + path);
   }

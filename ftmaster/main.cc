@@ -168,6 +168,9 @@ int main(int argc, char** argv) {
   s = ft::log::Configure(config.log_level, config.log_subsystems);
   if (!s.ok()) std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
   for (const auto& w : warnings) FT_LOG(Warn, Master, "{}", w);
+  if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
+    FT_LOG(Warn, Master, "{}", w);
+  }
 
   const std::string job = !flags.job.empty() ? flags.job : config.job;
   if (job.empty()) {

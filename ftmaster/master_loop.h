@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -144,6 +145,9 @@ class MasterLoop {
   // The acknowledgements of the action's commands, read every kAckPoll: true once none is
   // pending or the deadline has passed.
   bool AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms);
+  // At the end of a save phase: how many shards were saved, kept as `checkpoint` in the master
+  // state, logged and printed with the incidents. false when the write was fenced out.
+  bool RecordSaveOutcome(const Action& a);
   // summary_round.cc
   void SummaryRound(Clock::time_point now, int64_t unix_ms);
   void Stragglers(int64_t unix_ms);
@@ -183,6 +187,7 @@ class MasterLoop {
   IncidentWindow open_;
   std::optional<Action> action_;
   std::set<std::string> pending_acks_;
+  std::map<int, std::string> save_results_;  // rank -> ack result of the current save phase
   bool pending_loaded_ = false;
   std::string ack_cursor_;
   std::string job_state_;

@@ -19,6 +19,7 @@ namespace {
 constexpr uint64_t kMs = 1000000;
 constexpr uint64_t kHeartbeatNs = 1000 * kMs;
 constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands
+constexpr uint64_t kMembershipCheckNs = 1000 * kMs;
 
 uint64_t MonoNs() {
   timespec ts;
@@ -125,6 +126,27 @@ void Daemon::PollCommands(int64_t unix_ms) {
   for (const auto& ack : acks) reporter_.AddAck(ack);
 }
 
+void Daemon::CheckMembershipInRedis(uint64_t mono_ns) {
+  if (mono_ns < next_membership_check_ns_ || !store_->connected() || resend_membership_) return;
+  next_membership_check_ns_ = mono_ns + kMembershipCheckNs;
+  if (reporter_.pending() > 0) return;  // what is queued is not in Redis yet
+  std::vector<proto::Membership> memberships = monitor_->Memberships();
+  if (memberships.empty()) return;
+  redis::Argv argv{"HMGET", keys_.Ranks()};
+  for (const auto& m : memberships) argv.push_back(std::to_string(m.rank));
+  redis::Reply reply;
+  if (!store_->Run(argv, &reply).ok() || !reply.is_array()) return;
+  std::string missing;
+  for (size_t i = 0; i < reply.elements().size() && i < memberships.size(); ++i) {
+    if (reply.elements()[i].is_nil()) missing += (missing.empty() ? "" : ", ") + std::to_string(memberships[i].rank);
+  }
+  if (missing.empty()) return;
+  FT_LOG(Warn, Worker, "Redis no longer holds the membership of rank(s) {} of this node: it lost "
+         "its data (a restart without persistence, a failover, FLUSHALL); writing it again",
+         missing);
+  resend_membership_ = true;
+}
+
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -136,6 +158,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
     // After a reconnect too: a restarted Redis has lost what was written before.
     if (monitor_->TakeMembershipChanged() || resend_membership_) {
+      if (resend_membership_) reporter_.ForgetMemberships();  // unchanged values too
       resend_membership_ = false;
       for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
     }
@@ -156,6 +179,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  CheckMembershipInRedis(mono_ns);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);

@@ -1,9 +1,10 @@
 // ft::worker::Daemon: the loop of one ftworker. Every tick (FT_WORKER_TICK) it reads every
 // local rank through the NodeMonitor, queues what Redis should learn (events at once, progress
-// tables every FT_REPORT_INTERVAL, summaries every FT_SUMMARY_INTERVAL, membership on change,
-// a heartbeat every second), flushes, picks up new timeouts and commands from the master, and
-// runs the commands. Redis being away changes nothing but the flushing: detection goes on,
-// the reporter keeps what it must deliver, and the connection is retried with backoff.
+// tables every FT_REPORT_INTERVAL, summaries every FT_SUMMARY_INTERVAL, membership on change
+// and again whenever Redis turns out to have lost it, a heartbeat every second), flushes,
+// picks up new timeouts and commands from the master, and runs the commands. Redis being away
+// changes nothing but the flushing: detection goes on, the reporter keeps what it must
+// deliver, and the connection is retried with backoff.
 // Single-threaded: everything happens on the thread that calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
 #define FT_FTWORKER_DAEMON_H_
@@ -54,6 +55,9 @@ class Daemon {
   bool EnsureConnected(uint64_t mono_ns);
   void PollTimeouts();
   void PollCommands(int64_t unix_ms);
+  // Whether Redis still holds this node's memberships (one HMGET, every kMembershipCheckNs);
+  // when one is missing, Redis lost its data and everything is written again.
+  void CheckMembershipInRedis(uint64_t mono_ns);
 
   DaemonOptions options_;
   NodeMonitor* monitor_;
@@ -67,6 +71,7 @@ class Daemon {
   uint64_t next_summary_ns_ = 0;
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_master_poll_ns_ = 0;
+  uint64_t next_membership_check_ns_ = 0;
   std::string timeouts_version_;
   std::string command_cursor_;  // empty until read from Redis after a connect
 };

@@ -100,6 +100,9 @@ int main(int argc, char** argv) {
   s = ft::log::Configure(config.log_level, config.log_subsystems);
   if (!s.ok()) std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
   for (const auto& w : warnings) FT_LOG(Warn, Worker, "{}", w);
+  if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
+    FT_LOG(Warn, Worker, "{}", w);
+  }
 
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);

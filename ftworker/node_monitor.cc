@@ -16,6 +16,7 @@ NodeMonitorOptions NodeMonitorOptions::FromConfig(const Config& config, std::str
   o.job = std::move(job);
   o.node = std::move(node);
   o.settings = MonitorSettings::FromConfig(config);
+  o.segment_uid = config.segment_uid;
   return o;
 }
 
@@ -28,6 +29,8 @@ DiscoveryOptions MakeDiscovery(const NodeMonitorOptions& o) {
   d.dir = o.shm_dir;
   d.scan_interval_ns = o.scan_interval_ns;
   d.settle_ns = o.settle_ns;
+  d.owner_uid = o.segment_uid;
+  d.probe = o.probe;
   return d;
 }
 
@@ -63,7 +66,8 @@ void NodeMonitor::Tick(uint64_t now_mono_ns, int64_t now_unix_ms, std::vector<pr
   now_ns_ = now_mono_ns;
   for (AttachedSegment& found : discovery_.Scan(now_mono_ns)) {
     auto monitor = std::make_unique<RankMonitor>(std::move(found.segment), found.inode, options_.node,
-                                                 options_.settings, probe_);
+                                                 options_.settings, probe_, std::move(found.process),
+                                                 std::move(found.unverified));
     RankMonitor* previous = Current(monitor->rank());
     if (previous != nullptr && previous->incarnation() != monitor->incarnation()) {
       FT_LOG(Info, Worker, "rank {} has a new incarnation: pid {} (segment {}), before pid {}",
@@ -128,7 +132,7 @@ void NodeMonitor::SendKills(uint64_t now_ns) {
     if (now_ns < kill.deadline_ns) return false;
     for (const auto& m : monitors_) {
       if (m->name() != kill.segment || m->pid() != kill.pid || m->finished()) continue;
-      Status s = probe_->Signal(kill.pid, SIGKILL);
+      Status s = m->Signal(SIGKILL);
       if (s.ok()) {
         FT_LOG(Warn, Worker, "rank {} (pid {}) outlived its stop grace period: SIGKILL sent", m->rank(), kill.pid);
       } else {
@@ -214,7 +218,7 @@ Status NodeMonitor::StopRank(int rank, double grace_s) {
   if (m == nullptr) {
     return Status::NotFound(fmt::format("no live process of rank {} on node {}", rank, options_.node));
   }
-  FT_RETURN_IF_ERROR(probe_->Signal(m->pid(), SIGTERM));
+  FT_RETURN_IF_ERROR(m->Signal(SIGTERM));
   m->MarkStopSignalled();
   uint64_t grace_ns = grace_s > 0 ? static_cast<uint64_t>(grace_s * 1e9) : 0;
   uint64_t deadline = now_ns_ + grace_ns;

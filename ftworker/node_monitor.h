@@ -54,6 +54,7 @@ struct NodeMonitorOptions {
   uint64_t settle_ns = 2'000'000'000;       // an invalid file is ignored after this long
   uint64_t retain_ns = 60'000'000'000;      // an exited/dead rank stays visible this long
   ProcessProbe* probe = nullptr;            // nullptr: kill(2) and /proc
+  int64_t segment_uid = -1;                 // owner required of segments; -1: this process's euid
 
   static NodeMonitorOptions FromConfig(const Config& config, std::string job, std::string node);
 };

@@ -35,10 +35,6 @@ double AgeMs(uint64_t now_ns, uint64_t then_ns) {
   return now_ns > then_ns ? static_cast<double>(now_ns - then_ns) / 1e6 : 0.0;
 }
 
-std::string Bounded(const char (&field)[shm::kNameBytes]) {
-  return std::string(field, strnlen(field, sizeof(field)));
-}
-
 uint64_t PendingKey(const shm::Record& r) { return Mix64(r.comm_id ^ Mix64(r.a ^ Mix64(r.seq))); }
 
 double Percentile(std::vector<double>& sorted, double q) {
@@ -61,7 +57,8 @@ const char* LifeName(Life life) {
 }
 
 RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
-                         const MonitorSettings& settings, ProcessProbe* probe)
+                         const MonitorSettings& settings, ProcessProbe* probe,
+                         VerifiedProcess process, std::string unverified)
     : segment_(std::move(segment)),
       inode_(inode),
       node_(std::move(node)),
@@ -69,16 +66,19 @@ RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, 
       probe_(probe),
       reader_(*segment_),
       batch_(kBatchRecords),
+      process_(std::move(process)),
+      unverified_(std::move(unverified)),
       slowdown_(settings) {
-  const shm::SegmentHeader* h = segment_->header();
-  rank_ = h->global_rank;
-  local_rank_ = h->local_rank;
-  world_size_ = h->world_size;
-  pid_ = h->pid;
-  incarnation_ = h->incarnation;
-  record_version_ = shm::RecordVersionOf(*h);
-  host_ = Bounded(h->host);
-  if (node_.empty()) node_ = Bounded(h->node);
+  // Identity from the copy validated at attach time: the live header may say anything since.
+  const shm::HeaderCopy& h = segment_->info();
+  rank_ = h.global_rank;
+  local_rank_ = h.local_rank;
+  world_size_ = h.world_size;
+  pid_ = h.pid;
+  incarnation_ = h.incarnation;
+  record_version_ = h.record_version;
+  host_ = h.host;
+  if (node_.empty()) node_ = h.node;
   int previous = segment_->control()->reader_pid.exchange(getpid(), std::memory_order_relaxed);
   if (previous != 0 && previous != getpid() && probe_->PidExists(previous)) {
     FT_LOG(Warn, Worker,
@@ -86,6 +86,16 @@ RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, 
            "node split its records between them; run one ftworker per node (FT_NODE_ID)",
            name(), previous);
   }
+}
+
+Status RankMonitor::Signal(int signal) {
+  if (!process_.valid()) {
+    return Status::InvalidArgument(fmt::format(
+        "rank {}: its process (pid {}) was not verified when its segment was found ({}), so "
+        "this worker does not signal it; stop it through its launcher",
+        rank_, pid_, unverified_.empty() ? "no reason recorded" : unverified_));
+  }
+  return probe_->Signal(process_, signal);
 }
 
 void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy& timeouts,
@@ -262,7 +272,7 @@ void RankMonitor::OnError(const shm::Record& r, int64_t now_unix_ms, std::vector
 }
 
 void RankMonitor::ReadSlots() {
-  const uint32_t count = segment_->header()->comm_slot_count;
+  const uint32_t count = segment_->comm_slot_count();
   if (slots_.size() < count) slots_.resize(count);
   const shm::CommSlot* raw = segment_->comm_slots();
   uint32_t used = 0;

@@ -55,9 +55,12 @@ const char* LifeName(Life life);  // "running", "disabled", "exited", "dead", "s
 
 class RankMonitor {
  public:
-  // `node` names this worker's node in what it reports (empty: the segment's own).
+  // `node` names this worker's node in what it reports (empty: the segment's own). `process`
+  // is the verified process of the segment (SegmentDiscovery), invalid when it could not be
+  // verified (`unverified` says why): such a rank is read but never signalled.
   RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
-              const MonitorSettings& settings, ProcessProbe* probe);
+              const MonitorSettings& settings, ProcessProbe* probe,
+              VerifiedProcess process = {}, std::string unverified = {});
   RankMonitor(const RankMonitor&) = delete;
   RankMonitor& operator=(const RankMonitor&) = delete;
 
@@ -87,6 +90,8 @@ class RankMonitor {
   // This worker sent the process a stop signal: if it dies without a clean exit now, it was
   // stopped, not crashed.
   void MarkStopSignalled() { stop_signalled_ = true; }
+  // Signals the verified process through its pidfd; never a pid read from the segment.
+  Status Signal(int signal);
   uint64_t finished_ns() const { return finished_ns_; }
   bool pid_gone() const { return pid_gone_; }
 
@@ -142,6 +147,8 @@ class RankMonitor {
   ProcessProbe* probe_;
   shm::RingReader reader_;
   std::vector<shm::Record> batch_;
+  VerifiedProcess process_;
+  std::string unverified_;
 
   // Identity, copied from the validated header once.
   int rank_, local_rank_, world_size_, pid_;

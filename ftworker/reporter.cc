@@ -65,6 +65,10 @@ void Reporter::SetMembership(const proto::Membership& membership) {
   outbox_.Put(slot, {"HSET", keys_.Ranks(), std::to_string(membership.rank), value});
 }
 
+void Reporter::ForgetMemberships() {
+  std::erase_if(last_written_, [](const auto& entry) { return entry.first.starts_with("ranks:"); });
+}
+
 void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,
                          int64_t unix_ms) {
   proto::WorkerHeartbeat beat;

@@ -29,6 +29,9 @@ class Reporter {
   void SetProgress(const proto::RankProgress& progress);
   void SetSummary(const proto::RankSummary& summary);
   void SetMembership(const proto::Membership& membership);
+  // Forgets which memberships were written, so the next SetMembership of each rank writes
+  // again: for a Redis that lost them (restart without persistence, failover, FLUSHALL).
+  void ForgetMemberships();
   // The node's heartbeat key (TTL) and its entry in the workers set.
   void Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks, int64_t unix_ms);
 

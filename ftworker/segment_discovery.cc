@@ -9,12 +9,47 @@
 #include <cstring>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "common/log.h"
 
 namespace ft::worker {
 
 SegmentDiscovery::SegmentDiscovery(DiscoveryOptions options)
-    : options_(std::move(options)), prefix_(shm::SegmentPrefix(options_.job).substr(1)) {}
+    : options_(std::move(options)),
+      owner_uid_(options_.owner_uid >= 0 ? static_cast<uint32_t>(options_.owner_uid) : geteuid()),
+      prefix_(shm::SegmentPrefix(options_.job).substr(1)) {
+  if (options_.probe == nullptr) options_.probe = SystemProcessProbe();
+}
+
+Status SegmentDiscovery::CheckTrust(const std::string& file, const shm::Segment& segment, AttachedSegment* out) {
+  if (segment.owner_uid() != owner_uid_) {
+    return Status::Corrupt(fmt::format(
+        "the file belongs to uid {}, and this worker reads only segments of uid {} (set "
+        "FT_SEGMENT_UID when the ranks run as another user than ftworker)",
+        segment.owner_uid(), owner_uid_));
+  }
+  if ((segment.mode() & 022) != 0) {
+    return Status::Corrupt(fmt::format(
+        "the file is writable by other users (mode {:04o}; libft.so makes it 0600)", segment.mode()));
+  }
+  int name_rank = -1, name_pid = 0;
+  if (!shm::ParseSegmentName(file, &name_rank, &name_pid)) {
+    return Status::Corrupt("the name is not ft.<job>.r<rank>.p<pid>");
+  }
+  const shm::HeaderCopy& h = segment.info();
+  if (h.pid != name_pid || h.global_rank != name_rank) {
+    return Status::Corrupt(fmt::format("its header claims rank {} pid {}, its name rank {} pid {}",
+                                       h.global_rank, h.pid, name_rank, name_pid));
+  }
+  ProcessClaim claim{h.pid, segment.owner_uid(), h.incarnation, file, segment.inode()};
+  Status verified = options_.probe->Verify(claim, &out->process);
+  if (verified.code() == StatusCode::kNotFound) {
+    out->unverified = std::string(verified.message());  // read, never signalled
+    return Status::Ok();
+  }
+  return verified;
+}
 
 std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force) {
   std::vector<AttachedSegment> out;
@@ -58,17 +93,28 @@ std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force)
     std::unique_ptr<shm::Segment> segment;
     Status s = shm::Segment::Attach(name, &segment);
     if (s.ok()) {
-      const shm::SegmentHeader* h = segment->header();
-      std::string job(h->job, strnlen(h->job, sizeof(h->job)));
-      std::string node(h->node, strnlen(h->node, sizeof(h->node)));
+      const std::string& job = segment->info().job;
+      const std::string& node = segment->info().node;
       bool job_matches = options_.job.size() >= shm::kNameBytes || job == options_.job;
       if (!job_matches || (!options_.node.empty() && node != options_.node)) {
         FT_LOG(Debug, Worker, "segment {} belongs to job '{}' node '{}', not to this worker", file, job, node);
         k.kind = Known::Kind::kForeign;
         continue;
       }
+      AttachedSegment attached;
+      Status trusted = CheckTrust(file, *segment, &attached);
+      if (!trusted.ok()) {
+        k.kind = Known::Kind::kInvalid;
+        FT_LOG(Warn, Worker,
+               "segment {}/{} ignored: {}. Its rank is not monitored. If no process of job '{}' "
+               "made it, remove the file and find out who did",
+               options_.dir, file, trusted.message(), options_.job);
+        continue;
+      }
       k.kind = Known::Kind::kAttached;
-      out.push_back(AttachedSegment{std::move(segment), inode});
+      attached.segment = std::move(segment);
+      attached.inode = inode;
+      out.push_back(std::move(attached));
       continue;
     }
     if (s.code() == StatusCode::kNotFound) {

@@ -8,6 +8,14 @@
 // are skipped silently. Reclaim() unlinks the segment of a process that is gone, once its
 // monitor has reported the death.
 //
+// Trust: any local user can create a file with the job's prefix. A segment is attached only
+// when its file belongs to the worker's uid (or `owner_uid`) and is writable by no one else,
+// and its header's pid and rank are the ones its name encodes. Its process is then verified
+// (ProcessProbe::Verify: owned by that uid, no younger than the segment) and a pidfd kept:
+// the only way the worker ever signals it. A process that cannot be found (gone already, or
+// in another pid namespace) leaves the segment attached but unverified: read, never
+// signalled. A process that is someone else's gets the segment refused.
+//
 // Attach uses shm_open, which resolves names in /dev/shm on Linux; `dir` only changes where
 // names are listed (a test may list a copy). Not thread-safe.
 #ifndef FT_FTWORKER_SEGMENT_DISCOVERY_H_
@@ -20,6 +28,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ftworker/process_probe.h"
 #include "shm/segment.h"
 
 namespace ft::worker {
@@ -30,11 +39,15 @@ struct DiscoveryOptions {
   std::string dir = "/dev/shm";
   uint64_t scan_interval_ns = 200'000'000;
   uint64_t settle_ns = 2'000'000'000;   // how long a file may be invalid before it is ignored
+  int64_t owner_uid = -1;               // the uid segments must belong to; -1: this process's euid
+  ProcessProbe* probe = nullptr;        // nullptr: the system's
 };
 
 struct AttachedSegment {
   std::unique_ptr<shm::Segment> segment;
   uint64_t inode = 0;
+  VerifiedProcess process;   // invalid when the process could not be found (see above)
+  std::string unverified;    // why not, when invalid
 };
 
 class SegmentDiscovery {
@@ -60,7 +73,11 @@ class SegmentDiscovery {
     bool logged = false;  // a segment stuck in initialization was reported
   };
 
+  // Owner, mode, name and process checks of an attached segment; an error refuses it.
+  Status CheckTrust(const std::string& file, const shm::Segment& segment, AttachedSegment* out);
+
   DiscoveryOptions options_;
+  uint32_t owner_uid_;
   std::string prefix_;  // file name prefix, without the leading '/'
   uint64_t last_scan_ns_ = 0;
   bool scanned_ = false;

@@ -72,7 +72,7 @@ std::string LocalStatus(std::string_view job, const std::string& shm_dir, bool j
     const shm::SegmentHeader* h = segment->header();
     bool alive = kill(h->pid, 0) == 0 || errno == EPERM;
     std::string in_flight;
-    for (uint32_t i = 0; i < h->comm_slot_count; ++i) {
+    for (uint32_t i = 0; i < segment->comm_slot_count(); ++i) {  // the validated count
       auto p = shm::SnapshotCommSlot(*segment, i);
       if (!p || p->entered_seq <= p->completed_seq) continue;
       bool started = p->started_seq > p->completed_seq;

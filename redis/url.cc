@@ -159,6 +159,15 @@ std::string Redacted(const Endpoint& endpoint) {
   return out;
 }
 
+std::string PasswordInArgumentWarning(std::string_view url, std::string_view flag) {
+  Endpoint ep;
+  if (!ParseUrl(url, &ep).ok() || ep.password.empty()) return "";
+  return "the Redis password in " + std::string(flag) + " \"" + Shown(url) +
+         "\" is visible to every user of this host in the process list (ps, "
+         "/proc/<pid>/cmdline); pass the address without it and put the password in "
+         "FT_REDIS_PASSWORD (or the --redis-env file ftmaster writes, mode 0600)";
+}
+
 Status EndpointFromConfig(const Config& config, std::string_view url_override, Endpoint* out) {
   std::string_view url = url_override.empty() ? std::string_view(config.redis_url) : url_override;
   if (url.empty()) {

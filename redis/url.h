@@ -32,6 +32,12 @@ Status ParseUrl(std::string_view url, Endpoint* out);
 // "redis://user:***@host:port/db" (user, "***" and db only when set): safe for logs.
 std::string Redacted(const Endpoint& endpoint);
 
+// The warning for a URL passed on a command line (`flag`, e.g. "--redis") that carries a
+// password: every user of the host sees a process's arguments (ps, /proc/<pid>/cmdline).
+// Names the fix (FT_REDIS_PASSWORD, or an env file) and never the password. Empty when the
+// URL holds no password.
+std::string PasswordInArgumentWarning(std::string_view url, std::string_view flag);
+
 // The endpoint from the configuration: `url_override` (a --redis flag) when not empty, else
 // FT_REDIS; FT_REDIS_USER and FT_REDIS_PASSWORD, when set, replace what the URL says.
 // kNotFound when no address is configured at all (ftmaster then starts a local Redis).

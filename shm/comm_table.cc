@@ -39,7 +39,7 @@ bool ReadConsistently(const std::atomic<uint32_t>& version, Copy copy) {
 }  // namespace
 
 CommTableWriter::CommTableWriter(const Segment& segment)
-    : slots_(segment.comm_slots()), count_(segment.header()->comm_slot_count) {}
+    : slots_(segment.comm_slots()), count_(segment.comm_slot_count()) {}
 
 std::optional<uint32_t> CommTableWriter::Claim(uint64_t comm_id, int32_t comm_rank,
                                                int32_t comm_size, int32_t global_rank,
@@ -90,7 +90,7 @@ void CommTableWriter::Completed(uint32_t index, uint64_t seq, uint64_t now_ns, u
 }
 
 std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t index) {
-  if (index >= segment.header()->comm_slot_count) return std::nullopt;
+  if (index >= segment.comm_slot_count()) return std::nullopt;  // the validated copy
   const CommSlot& slot = segment.comm_slots()[index];
   CommProgress p;
   p.comm_id = slot.comm_id.load(std::memory_order_acquire);

@@ -76,7 +76,7 @@ void Dump(const Segment& segment, size_t records) {
               static_cast<unsigned long long>(h->ring_head.load()),
               static_cast<unsigned long long>(segment.control()->ring_tail.load()),
               static_cast<unsigned long long>(h->ring_dropped.load()));
-  for (uint32_t i = 0; i < h->comm_slot_count; ++i) {
+  for (uint32_t i = 0; i < segment.comm_slot_count(); ++i) {  // the validated count
     auto p = ft::shm::SnapshotCommSlot(segment, i);
     if (!p) continue;
     bool in_flight = p->entered_seq > p->completed_seq;

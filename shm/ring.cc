@@ -8,7 +8,7 @@ RingWriter::RingWriter(const Segment& segment)
     : header_(segment.header()),
       control_(segment.control()),
       records_(segment.ring()),
-      mask_(segment.header()->ring_capacity - 1),
+      mask_(segment.ring_capacity() - 1),
       head_(segment.header()->ring_head.load(std::memory_order_relaxed)),
       cached_tail_(segment.control()->ring_tail.load(std::memory_order_acquire)) {}
 
@@ -32,7 +32,7 @@ RingReader::RingReader(const Segment& segment)
     : header_(segment.header()),
       control_(segment.control()),
       records_(segment.ring()),
-      capacity_(segment.header()->ring_capacity) {}
+      capacity_(segment.ring_capacity()) {}
 
 Status RingReader::Poll(Record* out, size_t max, size_t* got) {
   *got = 0;

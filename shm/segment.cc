@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 
@@ -48,6 +49,30 @@ struct FdCloser {
   }
 };
 
+std::string Bounded(const char (&field)[kNameBytes]) { return std::string(field, strnlen(field, kNameBytes)); }
+
+// From the reader's private copy of the header, never from the mapping.
+HeaderCopy CopyOf(const SegmentHeader& h) {
+  HeaderCopy c;
+  c.segment_bytes = h.segment_bytes;
+  c.control_offset = h.control_offset;
+  c.comm_table_offset = h.comm_table_offset;
+  c.comm_slot_count = h.comm_slot_count;
+  c.ring_offset = h.ring_offset;
+  c.ring_capacity = h.ring_capacity;
+  c.global_rank = h.global_rank;
+  c.local_rank = h.local_rank;
+  c.world_size = h.world_size;
+  c.pid = h.pid;
+  c.incarnation = h.incarnation;
+  c.created_unix_ns = h.created_unix_ns;
+  c.record_version = RecordVersionOf(h);
+  c.job = Bounded(h.job);
+  c.node = Bounded(h.node);
+  c.host = Bounded(h.host);
+  return c;
+}
+
 }  // namespace
 
 std::string SegmentPrefix(std::string_view job) { return "/ft." + SafeJob(job) + "."; }
@@ -57,13 +82,43 @@ std::string SegmentName(std::string_view job, int rank, int pid) {
   return SegmentPrefix(job) + "r" + rank_text + ".p" + std::to_string(pid);
 }
 
+bool ParseSegmentName(std::string_view name, int* rank, int* pid) {
+  if (!name.empty() && name.front() == '/') name.remove_prefix(1);
+  if (!name.starts_with("ft.")) return false;
+  // The job holds no '.' (SafeJob), so the last two dots separate rank and pid.
+  size_t p_dot = name.rfind('.');
+  if (p_dot == std::string_view::npos || p_dot < 3) return false;
+  size_t r_dot = name.rfind('.', p_dot - 1);
+  if (r_dot == std::string_view::npos || r_dot < 3) return false;
+  std::string_view rank_text = name.substr(r_dot + 1, p_dot - r_dot - 1);
+  std::string_view pid_text = name.substr(p_dot + 1);
+  if (rank_text.size() < 2 || rank_text[0] != 'r' || pid_text.size() < 2 || pid_text[0] != 'p') return false;
+  auto number = [](std::string_view text, int* out) {
+    if (text.empty() || text.size() > 10 || (text.size() > 1 && text[0] == '0')) return false;
+    int64_t value = 0;
+    for (char c : text) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    if (value > INT32_MAX) return false;
+    *out = static_cast<int>(value);
+    return true;
+  };
+  int parsed_rank = -1, parsed_pid = 0;
+  if (rank_text != "rx" && !number(rank_text.substr(1), &parsed_rank)) return false;
+  if (!number(pid_text.substr(1), &parsed_pid) || parsed_pid <= 0) return false;
+  *rank = parsed_rank;
+  *pid = parsed_pid;
+  return true;
+}
+
 uint64_t SegmentBytes(const SegmentOptions& options) {
   uint64_t ring_offset =
       RoundUp(kHeaderBytes + kControlBytes + uint64_t{options.comm_slots} * kCommSlotBytes, kPage);
   return RoundUp(ring_offset + uint64_t{options.ring_capacity} * kRecordBytes, kPage);
 }
 
-Status ValidateHeader(const void* bytes, uint64_t size) {
+Status ValidateHeader(const void* bytes, uint64_t size, HeaderCopy* copy) {
   if (size < kHeaderBytes) {
     return Status::Corrupt("segment is " + std::to_string(size) + " bytes, smaller than its " +
                            std::to_string(kHeaderBytes) + "-byte header");
@@ -105,6 +160,7 @@ Status ValidateHeader(const void* bytes, uint64_t size) {
   if (state > static_cast<uint32_t>(ProcessState::kDisabled)) {
     return Status::Corrupt("unknown process state " + std::to_string(state));
   }
+  if (copy != nullptr) *copy = CopyOf(h);
   return Status::Ok();
 }
 
@@ -158,7 +214,14 @@ Status Segment::Create(std::string_view name, const Identity& identity, int pid,
   CopyName(h->host, identity.host);
   h->state.store(static_cast<uint32_t>(ProcessState::kRunning), std::memory_order_release);
 
-  out->reset(new Segment(segment_name, static_cast<uint8_t*>(base), size, /*writable=*/true));
+  struct stat st;
+  bool have_stat = fstat(fd, &st) == 0;
+  out->reset(new Segment(segment_name, static_cast<uint8_t*>(base), size, /*writable=*/true, CopyOf(*h)));
+  if (have_stat) {
+    (*out)->owner_uid_ = st.st_uid;
+    (*out)->mode_ = st.st_mode & 07777;
+    (*out)->inode_ = st.st_ino;
+  }
   return Status::Ok();
 }
 
@@ -175,7 +238,8 @@ Status Segment::Attach(std::string_view name, std::unique_ptr<Segment>* out) {
   }
   void* base = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   if (base == MAP_FAILED) return Status::FromErrno(errno, "mmap " + segment_name);
-  Status valid = ValidateHeader(base, size);
+  HeaderCopy info;
+  Status valid = ValidateHeader(base, size, &info);
   if (valid.ok() &&
       static_cast<const SegmentHeader*>(base)->state.load(std::memory_order_acquire) ==
           static_cast<uint32_t>(ProcessState::kInitializing)) {
@@ -193,7 +257,10 @@ Status Segment::Attach(std::string_view name, std::unique_ptr<Segment>* out) {
     munmap(base, size);
     return Status::FromErrno(err, "mmap control page of " + segment_name);
   }
-  out->reset(new Segment(segment_name, static_cast<uint8_t*>(base), size, /*writable=*/false));
+  out->reset(new Segment(segment_name, static_cast<uint8_t*>(base), size, /*writable=*/false, std::move(info)));
+  (*out)->owner_uid_ = st.st_uid;
+  (*out)->mode_ = st.st_mode & 07777;
+  (*out)->inode_ = st.st_ino;
   return Status::Ok();
 }
 

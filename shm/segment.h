@@ -2,8 +2,12 @@
 //
 // The producer (libft.so inside a training process) Create()s it: mode 0600, space reserved
 // up front so a too-small /dev/shm fails here and not later with SIGBUS, header written, then
-// state set to kRunning. A reader (ftworker, ftdump) Attach()es: the header is validated
-// before anything else is trusted, and everything but the control page is mapped read-only.
+// state set to kRunning. A reader (ftworker, ftdump) Attach()es: the header is copied once,
+// the copy validated, and from then on the reader uses only its copy (HeaderCopy) for sizes,
+// offsets and identity: the live header stays writable by whoever owns the file, and bytes
+// that changed after validation must never move a pointer. Everything but the control page is
+// mapped read-only. Attach also records the file's owner, mode and inode (fstat of the
+// descriptor it mapped) so the caller can decide whether to trust who wrote it.
 //
 // A Segment owns its mapping; the segment itself (the /dev/shm file) lives until Remove().
 // Not thread-safe as an object; the memory it maps is designed for concurrent access.
@@ -39,12 +43,34 @@ struct SegmentOptions {
 std::string SegmentName(std::string_view job, int rank, int pid);
 std::string SegmentPrefix(std::string_view job);
 
+// Parses "/ft.<job>.r<rank>.p<pid>" (the leading '/' optional): the rank (-1 for "rx") and
+// pid the name claims. false for any other shape.
+bool ParseSegmentName(std::string_view name, int* rank, int* pid);
+
+// The static part of a header as a reader copied it, once, before validating the copy.
+struct HeaderCopy {
+  uint64_t segment_bytes = 0;
+  uint32_t control_offset = 0;
+  uint32_t comm_table_offset = 0;
+  uint32_t comm_slot_count = 0;
+  uint64_t ring_offset = 0;
+  uint32_t ring_capacity = 0;  // a power of two
+  int32_t global_rank = -1;
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+  int32_t pid = 0;
+  uint64_t incarnation = 0;
+  uint64_t created_unix_ns = 0;
+  uint32_t record_version = 1;  // RecordVersionOf: 0 in the header reads as 1
+  std::string job, node, host;  // bounded by their fields, NUL or not
+};
+
 // Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version, record
-// format version (older ones pass: readers know them), sizes, offsets in bounds and not
-// overlapping, capacity a power of two. Unknown versions are kUnsupported with both versions
-// named; anything else wrong is kCorrupt. Reads only the first kHeaderBytes of `bytes` (size
-// may be smaller: then it is kCorrupt).
-Status ValidateHeader(const void* bytes, uint64_t size);
+// format version (older ones pass: readers know them), sizes, offsets in bounds and not overlapping, capacity a power of two. Unknown versions are
+// kUnsupported with both versions named; anything else wrong is kCorrupt. Reads only the
+// first kHeaderBytes of `bytes` (size may be smaller: then it is kCorrupt), once: what it
+// checked is what it returns in *copy (when not null, and only on success).
+Status ValidateHeader(const void* bytes, uint64_t size, HeaderCopy* copy = nullptr);
 
 // Bytes a segment with these options occupies.
 uint64_t SegmentBytes(const SegmentOptions& options);
@@ -66,19 +92,35 @@ class Segment {
   bool writable() const { return writable_; }
   uint64_t size() const { return size_; }
 
+  // The validated copy of the static header: geometry and identity. Readers take sizes,
+  // offsets, rank and pid from here, never from header().
+  const HeaderCopy& info() const { return info_; }
+  uint32_t comm_slot_count() const { return info_.comm_slot_count; }
+  uint32_t ring_capacity() const { return info_.ring_capacity; }
+  // Of the file as mapped (fstat of the same descriptor); the creator's for Create().
+  uint32_t owner_uid() const { return owner_uid_; }
+  uint32_t mode() const { return mode_; }  // permission bits
+  uint64_t inode() const { return inode_; }
+
+  // The live header: only its live fields (state, heartbeat, counters) mean anything to a
+  // reader, and they may hold anything.
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
-  ControlPage* control() const { return reinterpret_cast<ControlPage*>(base_ + header()->control_offset); }
-  CommSlot* comm_slots() const { return reinterpret_cast<CommSlot*>(base_ + header()->comm_table_offset); }
-  Record* ring() const { return reinterpret_cast<Record*>(base_ + header()->ring_offset); }
+  ControlPage* control() const { return reinterpret_cast<ControlPage*>(base_ + info_.control_offset); }
+  CommSlot* comm_slots() const { return reinterpret_cast<CommSlot*>(base_ + info_.comm_table_offset); }
+  Record* ring() const { return reinterpret_cast<Record*>(base_ + info_.ring_offset); }
 
  private:
-  Segment(std::string name, uint8_t* base, uint64_t size, bool writable)
-      : name_(std::move(name)), base_(base), size_(size), writable_(writable) {}
+  Segment(std::string name, uint8_t* base, uint64_t size, bool writable, HeaderCopy info)
+      : name_(std::move(name)), base_(base), size_(size), writable_(writable), info_(std::move(info)) {}
 
   std::string name_;
   uint8_t* base_;
   uint64_t size_;
   bool writable_;
+  HeaderCopy info_;
+  uint32_t owner_uid_ = 0;
+  uint32_t mode_ = 0;
+  uint64_t inode_ = 0;
 };
 
 }  // namespace ft::shm

@@ -71,5 +71,27 @@ TEST(ConfigTest, DescribeShowsCurrentValues) {
   EXPECT_NE(markdown.find("| `FT_ENABLE` | bool | `1` |"), std::string::npos);
 }
 
+TEST(ConfigTest, SecretsAreNeverPrinted) {
+  Config config;
+  std::vector<std::string> warnings;
+  ASSERT_TRUE(Config::Load(Env({{"FT_REDIS_PASSWORD", "hunter2-secret"}}), &config, &warnings).ok());
+  EXPECT_EQ(config.redis_password, "hunter2-secret");  // the value itself is there for Redis
+  std::string text = DescribeConfig(config, /*markdown=*/false);
+  EXPECT_EQ(text.find("hunter2"), std::string::npos) << text;
+  EXPECT_NE(text.find("FT_REDIS_PASSWORD secret   default=\"\"       value=<redacted>"), std::string::npos) << text;
+  // Every secret of the table, not just the one we know of today.
+  bool any_secret = false;
+  for (const SettingInfo& info : AllSettings()) {
+    if (info.type != SettingType::kSecret) continue;
+    any_secret = true;
+    EXPECT_EQ(config.ValueText(info), info.env_key == std::string_view("FT_REDIS_PASSWORD") ? kRedacted : "");
+  }
+  EXPECT_TRUE(any_secret) << "FT_REDIS_PASSWORD must be marked Secret in config_table.def";
+  // An empty secret shows that it is unset.
+  EXPECT_NE(DescribeConfig(Config::Defaults(), false).find("FT_REDIS_PASSWORD secret   default=\"\"       value=\n"),
+            std::string::npos);
+  EXPECT_NE(DescribeConfig(config, /*markdown=*/true).find("| `FT_REDIS_PASSWORD` | secret |"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ft

@@ -191,9 +191,11 @@ class FakeProbe : public ProcessProbe {
     ProcStat stat{'S', 1000, 0};
     bool has_stat = true;
     std::optional<uint64_t> run_delay_ns;  // /proc/<pid>/schedstat's run-queue wait
+    int64_t uid = -1;  // -1: whatever uid the segment claims
   };
   std::map<int, Proc> procs;
-  std::vector<std::pair<int, int>> signals;  // (pid, signal)
+  std::vector<std::pair<int, int>> signals;  // (verified pid, signal)
+  std::vector<ProcessClaim> verified;         // every Verify() call
 
   bool PidExists(int pid) override {
     auto it = procs.find(pid);
@@ -211,8 +213,19 @@ class FakeProbe : public ProcessProbe {
   }
   uint64_t TicksPerSecond() override { return 100; }
   int64_t BootTimeUnixS() override { return 0; }
-  Status Signal(int pid, int signal) override {
-    signals.emplace_back(pid, signal);
+  Status Verify(const ProcessClaim& claim, VerifiedProcess* out) override {
+    verified.push_back(claim);
+    auto it = procs.find(claim.pid);
+    if (it != procs.end() && !it->second.exists) return Status::NotFound("no such process");
+    if (it != procs.end() && it->second.uid >= 0 && it->second.uid != claim.uid) {
+      return Status::Corrupt("process " + std::to_string(claim.pid) + " belongs to uid " +
+                             std::to_string(it->second.uid));
+    }
+    *out = VerifiedProcess(claim.pid, -1, it != procs.end() ? it->second.stat.start_ticks : 0);
+    return Status::Ok();
+  }
+  Status Signal(const VerifiedProcess& process, int signal) override {
+    signals.emplace_back(process.pid(), signal);
     return Status::Ok();
   }
 };

@@ -119,6 +119,20 @@ TEST(UrlTest, ErrorsNeverShowThePassword) {
   }
 }
 
+TEST(UrlTest, PasswordInAnArgumentIsWarnedAbout) {
+  std::string w = PasswordInArgumentWarning("redis://alice:s3cret@h:7000", "--redis");
+  EXPECT_NE(w.find("--redis"), std::string::npos) << w;
+  EXPECT_NE(w.find("ps"), std::string::npos) << w;
+  EXPECT_NE(w.find("FT_REDIS_PASSWORD"), std::string::npos) << w;
+  EXPECT_NE(w.find("redis://alice:***@h:7000"), std::string::npos) << w;
+  EXPECT_EQ(w.find("s3cret"), std::string::npos) << w;
+  EXPECT_NE(PasswordInArgumentWarning("redis://:p%40ss@h", "--redis").find("***"), std::string::npos);
+  // No password, or no URL: nothing to warn about.
+  EXPECT_EQ(PasswordInArgumentWarning("redis://alice@h:7000", "--redis"), "");
+  EXPECT_EQ(PasswordInArgumentWarning("redis://h", "--redis"), "");
+  EXPECT_EQ(PasswordInArgumentWarning("", "--redis"), "");
+}
+
 TEST(UrlTest, RedactedHidesThePassword) {
   Endpoint ep = Parse("redis://alice:s3cret@h:7000/3");
   EXPECT_EQ(Redacted(ep), "redis://alice:***@h:7000/3");
