@@ -111,9 +111,8 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     }
     call->pending = capture == Capture::kNo ? BeginTiming(stream, cuda) : nullptr;
     if (call->pending == nullptr) {
-      // Untimed: completes at submit (post-hook).
-      call->pending = NewPending();
-      call->pending->stream = stream;
+      // Untimed: never reported complete on its own; its lane may vouch for it (post-hook).
+      call->pending = BeginUntimed(stream, capture == Capture::kNo, cuda);
       ref.flags |= kFlagUntimed;
     }
     call->pending->AddOp(ref);
@@ -130,7 +129,15 @@ void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
     Pending* p = call->pending;
     if (p == nullptr) return;
     AppCuda cuda;
-    if (result == ncclSuccess) {
+    if (!p->has_start) {
+      // Untimed. Issued in the background (ncclInProgress) or failed: nothing on the stream
+      // yet that a later event could vouch for.
+      if (result == ncclSuccess) {
+        NoteUntimed(p, cuda);
+      } else {
+        ReturnUnsubmitted(p);
+      }
+    } else if (result == ncclSuccess) {
       Submit(p, p->has_start, cuda);
     } else if (result == ncclInProgress) {
       p->await_comms.push_back(call->handle);
@@ -181,8 +188,8 @@ void* NcclGroupEndPre() noexcept {
           found = BeginTiming(op.stream, cuda);
         }
         if (found == nullptr) {
-          found = NewPending();
-          found->stream = op.stream;
+          DeviceScope scope(op.device, cuda);
+          found = BeginUntimed(op.stream, op.timed, cuda);
         }
         token->pendings.push_back(found);
       }
@@ -215,19 +222,24 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
     }
     AppCuda cuda;
     for (Pending* p : token->pendings) {
-      if (result == ncclSuccess) {
+      if (!p->has_start) {
+        // Untimed (see NcclPostOp): only work the outermost end put on the stream can be
+        // vouched for.
         p->await_comms.clear();
         p->await_infos.clear();
-        if (!p->has_start) p->FlagOps(kFlagUntimed);
+        if (result == ncclSuccess) {
+          DeviceScope scope(p->device, cuda);
+          NoteUntimed(p, cuda);
+        } else {
+          ReturnUnsubmitted(p);
+        }
+      } else if (result == ncclSuccess) {
+        p->await_comms.clear();
+        p->await_infos.clear();
         DeviceScope scope(p->device, cuda);
         Submit(p, p->has_start, cuda);
       } else if (result == ncclInProgress) {
         p->FlagOps(kFlagInProgress);
-        if (!p->has_start) {
-          p->await_comms.clear();
-          p->await_infos.clear();
-          p->FlagOps(kFlagUntimed);
-        }
         Submit(p, false, cuda);
       } else {
         p->failed = true;

@@ -24,10 +24,19 @@ struct PollerState {
   std::vector<Pending*> keep;   // scratch, reused every round
   std::vector<uint64_t> last_started;    // per comm slot
   std::vector<uint64_t> last_completed;  // per comm slot
-  // (stream, submitting thread) pairs with an op not finished this round: later ops of the
-  // same thread on the same stream were recorded after it, so they cannot be finished either
-  // and are not looked at (a round costs O(finished ops + streams), not O(ops in flight)).
-  std::vector<std::pair<cudaStream_t, uint32_t>> blocked;
+  // Lanes (runtime_state.h: one thread's ops on one device's stream) with an op not finished
+  // this round: the thread's later ops there were recorded after it, so they cannot be
+  // finished either and are not looked at (a round costs O(finished ops + lanes), not O(ops
+  // in flight)). Not the stream alone: two threads' records on one stream are ordered by when
+  // their calls reached the runtime, not by their order on the incoming stack; and
+  // cudaStreamPerThread and stream 0 are another stream on every thread and device.
+  struct LaneKey {
+    cudaStream_t stream;
+    uint32_t thread_tag;
+    int32_t device;
+    bool operator==(const LaneKey&) const = default;
+  };
+  std::vector<LaneKey> blocked;
   int device = -1;
   std::vector<shm::Record> records;  // this round's, pushed at its end
   uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
@@ -71,6 +80,83 @@ void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t 
   Emit(st, r);
 }
 
+// An untimed op vouched for by a later event of its lane: the table moves, no record (its
+// duration was not measured, and the lane keeps only the newest op per slot).
+void ProgressCovered(PollerState& st, const CoveredRef& op, uint64_t now) {
+  if (op.slot == kNoSlot || op.slot >= st.last_completed.size() || op.seq <= st.last_completed[op.slot]) {
+    return;
+  }
+  st.progressed = true;
+  st.last_completed[op.slot] = op.seq;
+  if (op.seq > st.last_started[op.slot]) {
+    st.last_started[op.slot] = op.seq;
+    g_rt->table->Started(op.slot, op.seq, now);
+  }
+  g_rt->table->Completed(op.slot, op.seq, now, 0);
+}
+
+// A timed op's start event completed: the lane's untimed ops before it are complete.
+void CompleteCovered(PollerState& st, Pending* p, uint64_t now) {
+  for (uint32_t i = 0; i < p->covered_count; ++i) ProgressCovered(st, p->covered[i], now);
+  p->covered_count = 0;
+}
+
+// What a lane published (Lane), read consistently; false while its thread writes it.
+struct LaneView {
+  uint32_t version = 0;
+  cudaEvent_t tail = nullptr;
+  uint32_t tail_count = 0;
+  CoveredRef tail_ops[kLaneSlots];
+  uint64_t gap_after = 0;
+  OpRef first;
+};
+
+bool ReadLane(const Lane& lane, LaneView* v) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint32_t before = lane.version.load(std::memory_order_acquire);
+    if (before & 1) continue;
+    v->version = before;
+    v->tail = lane.tail.load(std::memory_order_relaxed);
+    v->tail_count = std::min(lane.tail_count.load(std::memory_order_relaxed), kLaneSlots);
+    for (uint32_t i = 0; i < v->tail_count; ++i) {
+      v->tail_ops[i].slot = lane.tail_slot[i].load(std::memory_order_relaxed);
+      v->tail_ops[i].seq = lane.tail_seq[i].load(std::memory_order_relaxed);
+    }
+    v->gap_after = lane.gap_after.load(std::memory_order_relaxed);
+    v->first.slot = lane.first_slot.load(std::memory_order_relaxed);
+    v->first.flags = static_cast<uint16_t>(lane.first_flags.load(std::memory_order_relaxed));
+    v->first.comm_id = lane.first_comm_id.load(std::memory_order_relaxed);
+    v->first.seq = lane.first_seq.load(std::memory_order_relaxed);
+    v->first.record_seq = lane.first_record_seq.load(std::memory_order_relaxed);
+    v->first.record_a = lane.first_record_a.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (lane.version.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+// The lanes' untimed ops (Lane): the first of a gap started once the timed op before it
+// completed; all of them completed once the tail event recorded after the newest did.
+void PollLanes(PollerState& st, uint64_t now) {
+  auto query = FT_REAL_CUDA(cudaEventQuery);
+  for (Lane* lane = g_rt->lanes.load(std::memory_order_acquire); lane != nullptr;
+       lane = lane->all_next) {
+    if (lane->version.load(std::memory_order_relaxed) == lane->confirmed_version) continue;
+    LaneView v;
+    if (!ReadLane(*lane, &v)) continue;
+    if (v.gap_after != 0 && v.gap_after <= lane->done_timed && lane->started_after < v.gap_after) {
+      lane->started_after = v.gap_after;
+      if (v.first.slot < st.last_completed.size() && v.first.seq > st.last_completed[v.first.slot]) {
+        ProgressStarted(st, v.first, now);
+      }
+    }
+    if (v.tail != nullptr && query != nullptr && query(v.tail) == cudaSuccess) {
+      for (uint32_t i = 0; i < v.tail_count; ++i) ProgressCovered(st, v.tail_ops[i], now);
+      lane->confirmed_version = v.version;
+    }
+  }
+}
+
 void SetPollerDevice(PollerState& st, int device) {
   if (device < 0 || device == st.device) return;
   if (auto set = FT_REAL_CUDA(cudaSetDevice)) {
@@ -86,12 +172,27 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
     ++st.finished;
     return true;
   }
+  // Its events say the ops completed (or failed).
   auto finish = [&](uint16_t flags) {
     if (!p->started) {
       for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
       p->started_ns = now;
     }
     for (const OpRef& op : p->ops()) ProgressCompleted(st, op, now, now - p->started_ns, flags);
+    if (flags == 0) {
+      CompleteCovered(st, p, now);
+      // A late end (nonblocking comm) was recorded after work the thread issued later.
+      if (p->lane != nullptr && !p->late_end && p->lane_timed > p->lane->done_timed) {
+        p->lane->done_timed = p->lane_timed;
+      }
+    }
+    FreePending(p);
+    ++st.finished;
+    return true;
+  };
+  // Nothing can tell when its ops complete: they stay unknown (entered, never completed here;
+  // a later event of their lane may still vouch for them).
+  auto forget = [&]() {
     FreePending(p);
     ++st.finished;
     return true;
@@ -112,17 +213,26 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
       p->await_infos.erase(p->await_infos.begin() + i);
     }
     if (p->failed) return finish(kFlagError);
-    if (p->device < 0 || p->device >= kMaxDevices) return finish(kFlagUntimed);
+    if (p->device < 0 || p->device >= kMaxDevices) return forget();
     SetPollerDevice(st, p->device);
     auto record = FT_REAL_CUDA(cudaEventRecord);
     if (record == nullptr || !EnsureEvent(p, true, nullptr) || record(p->end, p->stream) != cudaSuccess) {
-      return finish(kFlagUntimed);
+      return forget();
     }
     p->has_end = true;
     p->late_end = true;
   }
   auto query = FT_REAL_CUDA(cudaEventQuery);
-  if (!p->has_end || query == nullptr) return finish(0);  // untimed: flagged at submit
+  if (query == nullptr) return forget();
+  if (!p->has_end) {
+    // Its end could not be recorded (flagged untimed at submit): its start still vouches for
+    // the untimed ops it covers.
+    if (p->covered_count == 0 || !p->has_start) return forget();
+    cudaError_t q = query(p->start);
+    if (q == cudaErrorNotReady) return false;
+    if (q == cudaSuccess) CompleteCovered(st, p, now);
+    return forget();
+  }
   // The end first: once it is reached, so is the start (stream order), and most ops are
   // finished by the time the poller first looks at them.
   cudaError_t q = query(p->end);
@@ -134,6 +244,7 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
       p->started = true;
       p->started_ns = now;
       for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
+      CompleteCovered(st, p, now);
     } else if (q != cudaErrorNotReady) {
       return finish(kFlagError);
     }
@@ -173,6 +284,7 @@ void FinalRound(PollerState& st) {
                     query(p->end) == cudaSuccess;
     if (complete) (void)Step(st, p, now);
   }
+  PollLanes(st, now);
   ReportLaunchCounts(now, &st.records);
   PushAll(st.records.data(), st.records.size());
 }
@@ -199,7 +311,7 @@ void PollerMain() {
       // Both events recorded by the app thread before it submitted: in stream order with the
       // thread's other ops on that stream.
       bool in_order = p->has_end && !p->late_end && p->await_comms.empty() && !p->failed;
-      std::pair<cudaStream_t, uint32_t> key{p->stream, p->thread_tag};
+      PollerState::LaneKey key{p->stream, p->thread_tag, p->device};
       if (in_order && std::find(st.blocked.begin(), st.blocked.end(), key) != st.blocked.end()) {
         st.keep.push_back(p);
         continue;
@@ -210,6 +322,8 @@ void PollerMain() {
       }
     }
     st.list.swap(st.keep);
+    // After the list: a gap's first op starts when the timed op before it was seen complete.
+    PollLanes(st, now);
     if (now >= st.next_count_report_ns) {
       ReportLaunchCounts(now, &st.records);
       st.next_count_report_ns = now + kLaunchCountPeriodNs;

@@ -77,6 +77,18 @@ struct OpRef {
 };
 static_assert(sizeof(OpRef) <= 64);
 
+namespace internal {
+struct Lane;
+}  // namespace internal
+
+// An op whose completion is vouched for by a later event of its lane (see Lane): only its
+// table slot and sequence number, the in-flight table being what it advances.
+struct CoveredRef {
+  uint32_t slot = internal::kNoSlot;
+  uint64_t seq = 0;
+};
+inline constexpr uint32_t kLaneSlots = 4;  // table slots one lane can vouch for
+
 // One timed unit (an op, a group's ops on one stream, a graph launch) from its submission
 // until the poller saw it complete. Recycled, never freed (NewPending / FreePending in
 // timing.h): the hot path does not allocate, and the events of a Pending stay with it from
@@ -112,6 +124,12 @@ struct alignas(64) Pending {
   uint64_t launched_ns = 0;
   cudaEvent_t timed_start = nullptr;
   cudaEvent_t timed_end = nullptr;
+  // Timed ops (BeginTiming): the lane they were issued on and their number there, and the
+  // untimed ops issued on the lane since its previous timed op, which `start` vouches for.
+  internal::Lane* lane = nullptr;
+  uint64_t lane_timed = 0;
+  uint32_t covered_count = 0;
+  CoveredRef covered[kLaneSlots];
 
   OpRef* ops_begin() { return op_count > 1 ? all_ops.data() : &first_op; }
   OpRef* ops_end() { return ops_begin() + op_count; }
@@ -146,6 +164,9 @@ struct alignas(64) Pending {
     device = -1;
     op_count = 0;
     has_start = has_end = failed = late_end = started = kernel_sample = false;
+    lane = nullptr;
+    lane_timed = 0;
+    covered_count = 0;
     if (!await_comms.empty()) await_comms.clear();
     if (!await_infos.empty()) await_infos.clear();
   }
@@ -154,6 +175,50 @@ struct alignas(64) Pending {
 static_assert(offsetof(Pending, first_op) == 64, "Pending's line 0 overflowed");
 
 namespace internal {
+
+// One app thread's ops on one (device, stream): the unit in which completion is known in
+// order. Why thread as well as stream: an event vouches for the work enqueued on its stream
+// before it was recorded; "before" is certain only in one thread's program order (an op's call
+// returned before the same thread recorded a later event). Two threads feeding one stream are
+// ordered by when their calls reached the runtime, which nothing here observes (a thread may
+// be preempted between its record and its submission). And cudaStreamPerThread and the
+// legacy stream 0 name a different stream on every thread and device.
+//
+// An op issued when no events can be had (too many in flight) is untimed: never reported
+// complete on its own. The lane vouches for it instead: (a) the thread's next timed op on the
+// lane carries it as covered (its start event follows it in the stream); (b) the lane's tail
+// event, re-recorded after every untimed op, covers every untimed op so far once it completes
+// (for a burst that ends without a later timed op); (c) the first untimed op after the lane's
+// timed op #n has started when #n completed. Made by its thread (LaneOf), never freed.
+struct alignas(64) Lane {
+  // Set before the lane is published on Runtime::lanes; never changed.
+  cudaStream_t stream = nullptr;
+  int32_t device = -1;
+  Lane* all_next = nullptr;
+  // The owning thread only.
+  uint64_t timed = 0;  // timed ops begun on this lane (Pending::lane_timed of the newest)
+  bool gap_open = false;  // untimed ops since the newest timed op
+  uint32_t gap_count = 0;
+  CoveredRef gap[kLaneSlots];  // per table slot, the newest untimed op since the timed op
+  // Published by the owning thread behind `version` (a seqlock: odd while written), read by
+  // the poller. Every untimed op vouched for moves the version.
+  alignas(64) std::atomic<uint32_t> version{0};
+  std::atomic<cudaEvent_t> tail{nullptr};  // recorded after the newest untimed op
+  std::atomic<uint32_t> tail_count{0};
+  std::atomic<uint32_t> tail_slot[kLaneSlots] = {};
+  std::atomic<uint64_t> tail_seq[kLaneSlots] = {};  // the newest untimed op per slot, ever
+  std::atomic<uint64_t> gap_after{0};  // the timed op the newest gap follows; 0 none
+  std::atomic<uint32_t> first_slot{kNoSlot};  // the first op of that gap (its kOpStart)
+  std::atomic<uint32_t> first_flags{0};
+  std::atomic<uint64_t> first_comm_id{0};
+  std::atomic<uint64_t> first_seq{0};
+  std::atomic<uint64_t> first_record_seq{0};
+  std::atomic<uint64_t> first_record_a{0};
+  // The poller only.
+  alignas(64) uint64_t done_timed = 0;  // newest timed op of the lane seen complete
+  uint64_t started_after = 0;           // gap_after whose first op was reported started
+  uint32_t confirmed_version = 0;       // version whose tail was seen complete
+};
 
 // Kernel launches on one stream, counted by app threads (one relaxed add per launch) and
 // reported by the poller. A slot is claimed by its first launch (key = stream handle + 1, so
@@ -189,6 +254,7 @@ struct Runtime {
   std::atomic<uint64_t> events_created{0};
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<Pending*> all_pendings{nullptr};  // never freed: reachable for leak checkers
+  std::atomic<Lane*> lanes{nullptr};            // every Lane ever made (never freed)
   uint64_t poll_ns = 1000000;
   uint64_t kernel_sample = 0;  // FT_KERNEL_SAMPLE: time every Nth launch of a thread; 0 none
   StreamLaunchCount stream_launches[kStreamSlots];  // kernel_launch.h

@@ -512,6 +512,56 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
+// Waits until the poller has run `rounds` more rounds (each advances the heartbeat): long
+// enough for anything it would report to be in the table.
+void WaitPollerRounds(uint64_t rounds) {
+  uint64_t until = Own().header()->heartbeat_count.load() + rounds;
+  for (int i = 0; i < 1000 && Own().header()->heartbeat_count.load() < until; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(Own().header()->heartbeat_count.load(), until);
+}
+
+// Far more ops in flight than libft.so has events for (a benchmark queueing collectives before
+// it synchronizes), on a stream that is stuck: none of them may read as completed, or a hang
+// hides; once the stream moves, the lane's tail event vouches for the untimed ones.
+TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  WaitCompleted(c.id, 1);
+  std::atomic<bool> release{false};
+  auto stuck_kernel = [](void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck_kernel, &release), cudaSuccess);
+  constexpr uint64_t kQueued = 10000;
+  for (uint64_t i = 0; i < kQueued; ++i) {
+    ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  }
+  WaitPollerRounds(20);
+  auto p = Slot(c.id);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->entered_seq, 1 + kQueued);
+  EXPECT_EQ(p->completed_seq, 1u) << "the stream is stuck before op 2: nothing after it completed";
+  EXPECT_EQ(p->started_seq, 1u);
+  size_t reported_complete = 0;
+  for (const auto& r : OfComm(c.id, RecordType::kOpEnd)) reported_complete += r.seq > 1 ? 1 : 0;
+  EXPECT_EQ(reported_complete, 0u) << "ops behind the stuck stream reported complete";
+  release.store(true);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  p = WaitCompleted(c.id, 1 + kQueued);
+  EXPECT_EQ(p->completed_seq, 1 + kQueued) << "the tail event vouches for the untimed ops";
+  EXPECT_EQ(p->started_seq, 1 + kQueued);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
 // What nvcc's generated code calls (crt/host_runtime.h declares them only inside generated
 // code), and the _ptsz launch the headers declare only under --default-stream per-thread.
 extern "C" {
