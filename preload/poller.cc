@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct PollerState {
   std::vector<Pending*> keep;   // scratch, reused every round
   std::vector<uint64_t> last_started;    // per comm slot
   std::vector<uint64_t> last_completed;  // per comm slot
+  // Per comm slot, the ops this poller knows are pending, oldest first, as (seq, entered ns):
+  // the timed ops it was handed and the first op of each lane gap (untimed ops in between are
+  // not known one by one). Its front is the table's pending_seq / pending_ns.
+  std::vector<std::deque<std::pair<uint64_t, uint64_t>>> known_pending;
+  std::vector<uint64_t> pending_written;  // per comm slot: the pending_seq last written
+  std::vector<uint32_t> pending_dirty;    // slots whose known_pending or completion moved
   // Lanes (runtime_state.h: one thread's ops on one device's stream) with an op not finished
   // this round: the thread's later ops there were recorded after it, so they cannot be
   // finished either and are not looked at (a round costs O(finished ops + lanes), not O(ops
@@ -49,6 +56,41 @@ struct PollerState {
 // then move between this core and the app threads' once per chunk, not once per record.
 void Emit(PollerState& st, const shm::Record& r) { st.records.push_back(r); }
 
+constexpr size_t kMaxKnownPending = 1 << 16;  // per slot: 1 MiB at most
+
+void MarkPendingDirty(PollerState& st, uint32_t slot) {
+  if (slot >= st.known_pending.size()) return;
+  if (std::find(st.pending_dirty.begin(), st.pending_dirty.end(), slot) == st.pending_dirty.end()) {
+    st.pending_dirty.push_back(slot);
+  }
+}
+
+// An op the poller learned was entered and is not known complete.
+void KnowPending(PollerState& st, uint32_t slot, uint64_t seq, uint64_t entered_ns) {
+  if (slot >= st.known_pending.size() || seq <= st.last_completed[slot]) return;
+  auto& known = st.known_pending[slot];
+  if (known.size() >= kMaxKnownPending) return;
+  // Usually the newest; a gap's first op can arrive after timed ops entered later.
+  auto at = known.end();
+  while (at != known.begin() && std::prev(at)->first > seq) --at;
+  if (at != known.begin() && std::prev(at)->first == seq) return;
+  known.insert(at, {seq, entered_ns});
+  MarkPendingDirty(st, slot);
+}
+
+// Writes the oldest known pending op of each slot that moved this round.
+void WriteOldestPending(PollerState& st) {
+  for (uint32_t slot : st.pending_dirty) {
+    auto& known = st.known_pending[slot];
+    while (!known.empty() && known.front().first <= st.last_completed[slot]) known.pop_front();
+    uint64_t seq = known.empty() ? 0 : known.front().first;
+    if (seq == st.pending_written[slot]) continue;
+    st.pending_written[slot] = seq;
+    g_rt->table->OldestPending(slot, seq, known.empty() ? 0 : known.front().second);
+  }
+  st.pending_dirty.clear();
+}
+
 void ProgressStarted(PollerState& st, const OpRef& op, uint64_t when) {
   st.progressed = true;
   if (op.slot != kNoSlot && op.slot < st.last_started.size() && op.seq > st.last_started[op.slot]) {
@@ -66,6 +108,7 @@ void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t 
   if (op.slot != kNoSlot && op.slot < st.last_completed.size() &&
       op.seq > st.last_completed[op.slot]) {
     st.last_completed[op.slot] = op.seq;
+    MarkPendingDirty(st, op.slot);
     if (op.seq > st.last_started[op.slot]) {
       st.last_started[op.slot] = op.seq;
       g_rt->table->Started(op.slot, op.seq, now - duration);
@@ -88,6 +131,7 @@ void ProgressCovered(PollerState& st, const CoveredRef& op, uint64_t now) {
   }
   st.progressed = true;
   st.last_completed[op.slot] = op.seq;
+  MarkPendingDirty(st, op.slot);
   if (op.seq > st.last_started[op.slot]) {
     st.last_started[op.slot] = op.seq;
     g_rt->table->Started(op.slot, op.seq, now);
@@ -129,6 +173,7 @@ bool ReadLane(const Lane& lane, LaneView* v) {
     v->first.seq = lane.first_seq.load(std::memory_order_relaxed);
     v->first.record_seq = lane.first_record_seq.load(std::memory_order_relaxed);
     v->first.record_a = lane.first_record_a.load(std::memory_order_relaxed);
+    v->first.entered_ns = lane.first_entered_ns.load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (lane.version.load(std::memory_order_relaxed) == before) return true;
   }
@@ -144,6 +189,9 @@ void PollLanes(PollerState& st, uint64_t now) {
     if (lane->version.load(std::memory_order_relaxed) == lane->confirmed_version) continue;
     LaneView v;
     if (!ReadLane(*lane, &v)) continue;
+    if (v.gap_after != 0 && v.first.slot != kNoSlot) {
+      KnowPending(st, v.first.slot, v.first.seq, v.first.entered_ns);
+    }
     if (v.gap_after != 0 && v.gap_after <= lane->done_timed && lane->started_after < v.gap_after) {
       lane->started_after = v.gap_after;
       if (v.first.slot < st.last_completed.size() && v.first.seq > st.last_completed[v.first.slot]) {
@@ -268,6 +316,10 @@ void TakeIncoming(PollerState& st) {
   st.fresh.clear();
   for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
   st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+  for (auto it = st.fresh.rbegin(); it != st.fresh.rend(); ++it) {
+    if ((*it)->kernel_sample) continue;
+    for (const OpRef& op : (*it)->ops()) KnowPending(st, op.slot, op.seq, op.entered_ns);
+  }
 }
 
 // At exit: the app usually synchronized just before, so its last ops are complete but may
@@ -297,6 +349,8 @@ void PollerMain() {
   uint32_t slots = g_rt->segment->header()->comm_slot_count;
   st.last_started.assign(slots, 0);
   st.last_completed.assign(slots, 0);
+  st.known_pending.resize(slots);
+  st.pending_written.assign(slots, 0);
   shm::SegmentHeader* header = g_rt->segment->header();
   while (!g_rt->stop.load(std::memory_order_acquire)) {
     header->heartbeat_ns.store(NowNs(), std::memory_order_relaxed);
@@ -324,6 +378,7 @@ void PollerMain() {
     st.list.swap(st.keep);
     // After the list: a gap's first op starts when the timed op before it was seen complete.
     PollLanes(st, now);
+    WriteOldestPending(st);
     if (now >= st.next_count_report_ns) {
       ReportLaunchCounts(now, &st.records);
       st.next_count_report_ns = now + kLaunchCountPeriodNs;

@@ -214,6 +214,7 @@ struct alignas(64) Lane {
   std::atomic<uint64_t> first_seq{0};
   std::atomic<uint64_t> first_record_seq{0};
   std::atomic<uint64_t> first_record_a{0};
+  std::atomic<uint64_t> first_entered_ns{0};
   // The poller only.
   alignas(64) uint64_t done_timed = 0;  // newest timed op of the lane seen complete
   uint64_t started_after = 0;           // gap_after whose first op was reported started

@@ -269,6 +269,7 @@ void NoteUntimed(Pending* p, AppCuda& cuda) {
         lane->first_seq.store(op.seq, std::memory_order_relaxed);
         lane->first_record_seq.store(op.record_seq, std::memory_order_relaxed);
         lane->first_record_a.store(op.record_a, std::memory_order_relaxed);
+        lane->first_entered_ns.store(op.entered_ns, std::memory_order_relaxed);
         lane->gap_after.store(lane->timed, std::memory_order_relaxed);
       }
     }

@@ -550,6 +550,9 @@ TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
   EXPECT_EQ(p->entered_seq, 1 + kQueued);
   EXPECT_EQ(p->completed_seq, 1u) << "the stream is stuck before op 2: nothing after it completed";
   EXPECT_EQ(p->started_seq, 1u);
+  EXPECT_EQ(p->pending_seq, 2u) << "the oldest pending op is the first behind the stuck kernel";
+  EXPECT_GT(p->pending_ns, 0u);
+  EXPECT_LE(p->pending_ns, p->entered_ns);
   size_t reported_complete = 0;
   for (const auto& r : OfComm(c.id, RecordType::kOpEnd)) reported_complete += r.seq > 1 ? 1 : 0;
   EXPECT_EQ(reported_complete, 0u) << "ops behind the stuck stream reported complete";
@@ -558,6 +561,8 @@ TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
   p = WaitCompleted(c.id, 1 + kQueued);
   EXPECT_EQ(p->completed_seq, 1 + kQueued) << "the tail event vouches for the untimed ops";
   EXPECT_EQ(p->started_seq, 1 + kQueued);
+  for (int i = 0; i < 100 && Slot(c.id)->pending_seq != 0; ++i) WaitPollerRounds(1);
+  EXPECT_EQ(Slot(c.id)->pending_seq, 0u) << "nothing pending";
   EXPECT_EQ(cudaFree(buf), cudaSuccess);
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
