@@ -70,10 +70,19 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     if (captured) {
       flags |= kFlagCaptured;
     } else if (p2p) {
-      SpinGuard guard(info->p2p_lock);
-      seq = ++info->p2p_counters[static_cast<int64_t>(peer) * 2 + (op == OpKind::kRecv ? 1 : 0)];
+      P2PCounters* counters = info->p2p_counters.load(std::memory_order_acquire);
+      if (counters == nullptr) {
+        auto* made = new P2PCounters(info->size);  // outside any lock; the loser frees its own
+        if (info->p2p_counters.compare_exchange_strong(counters, made, std::memory_order_acq_rel)) {
+          counters = made;
+        } else {
+          delete made;
+        }
+      }
+      seq = counters->Next((static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 1) |
+                           (op == OpKind::kRecv ? 1 : 0));
       slot = P2PSlot(info);
-      slot_seq = ++info->p2p_ops;
+      slot_seq = info->p2p_ops.fetch_add(1, std::memory_order_relaxed) + 1;
     } else {
       seq = info->coll_seq.fetch_add(1, std::memory_order_relaxed) + 1;
       slot_seq = seq;
@@ -347,15 +356,8 @@ void NcclEndComm(NcclSym sym, ncclComm_t comm, ncclResult_t result) noexcept {
   NoteCall();
   if (result != ncclSuccess && result != ncclInProgress) NcclApiError(sym, result, comm);
   try {
-    CommInfo* info = nullptr;
-    {
-      SpinGuard guard(g_rt->comms_lock);
-      auto it = g_rt->comms.find(comm);
-      if (it == g_rt->comms.end()) return;
-      info = it->second;
-      g_rt->comms.erase(it);
-      g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
-    }
+    CommInfo* info = UnregisterComm(comm);
+    if (info == nullptr) return;
     info->ended.store(true);  // the info itself stays: the poller may still refer to it
     auto r = MakeRecord(RecordType::kCommEnd, 0, info->slot, info->id, 0, NowNs());
     r.a = sym == NcclSym::k_ncclCommAbort ? 2 : 1;
@@ -368,9 +370,7 @@ void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
   if (g_rt == nullptr) return;
   uint64_t comm_id = 0;
   if (comm != nullptr) {
-    SpinGuard guard(g_rt->comms_lock);
-    auto it = g_rt->comms.find(comm);
-    if (it != g_rt->comms.end()) comm_id = it->second->id;
+    if (CommInfo* info = FindComm(comm)) comm_id = info->id;
   }
   auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
   r.a = static_cast<uint64_t>(ApiLibrary::kNccl);

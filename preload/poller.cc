@@ -1,5 +1,6 @@
 #include "preload/poller.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
@@ -345,6 +346,8 @@ void FinalRound(PollerState& st) {
 
 void PollerMain() {
   t_in_ft = true;
+  // Named, so a person (top -H, a debugger) and the tests can tell it from the app's threads.
+  pthread_setname_np(pthread_self(), "ft-poller");
   PollerState st;
   uint32_t slots = g_rt->segment->header()->comm_slot_count;
   st.last_started.assign(slots, 0);

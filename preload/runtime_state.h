@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +15,7 @@
 
 #include "common/config.h"
 #include "common/launcher_identity.h"
+#include "preload/record_queue.h"
 #include "preload/runtime.h"
 #include "preload/spin_lock.h"
 #include "shm/comm_table.h"
@@ -49,20 +51,59 @@ inline uint64_t Mix(uint64_t x) {
 
 }  // namespace internal
 
+// Per (peer, direction) Send/Recv counters of one communicator: open addressing over cells
+// made once (at its first p2p op, sized from the communicator), filled with compare-and-swap,
+// so threads issuing p2p ops take no lock and allocate nothing as peers appear. A table that
+// is full numbers the rest from one shared counter (never seen below 4 cells per peer).
+class P2PCounters {
+ public:
+  explicit P2PCounters(int comm_size) {
+    uint64_t want = std::max<uint64_t>(64, 4 * static_cast<uint64_t>(comm_size > 0 ? comm_size : 256));
+    capacity_ = 64;
+    while (capacity_ < want && capacity_ < (uint64_t{1} << 18)) capacity_ <<= 1;
+    cells_ = std::make_unique<Cell[]>(capacity_);
+  }
+
+  // The next sequence number of `key` (peer << 1 | direction), from 1.
+  uint64_t Next(uint64_t key) {
+    uint64_t at = MixId(key);
+    for (uint64_t i = 0; i < capacity_; ++i) {
+      Cell& cell = cells_[(at + i) & (capacity_ - 1)];
+      uint64_t seen = cell.key.load(std::memory_order_acquire);
+      if (seen == kEmpty && cell.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) {
+        seen = key;
+      }
+      if (seen == key) return cell.count.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
+    return overflow_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  struct Cell {
+    std::atomic<uint64_t> key{kEmpty};
+    std::atomic<uint64_t> count{0};
+  };
+  uint64_t capacity_ = 0;
+  std::unique_ptr<Cell[]> cells_;
+  std::atomic<uint64_t> overflow_{0};
+};
+
 struct CommInfo {
   uint64_t id = 0;
   int rank = -1;
   int size = 0;
   uint32_t slot = internal::kNoSlot;
-  uint32_t p2p_slot = internal::kNoSlot;
   bool slot_claimed = false;  // app thread(s) issuing on this comm
-  bool p2p_claimed = false;
   std::atomic<bool> ended{false};
   std::atomic<uint64_t> coll_seq{0};
   std::atomic<uint32_t> ordinals{0};  // splits and shrinks taken on this comm
-  internal::SpinLock p2p_lock;
-  uint64_t p2p_ops = 0;                                 // GUARDED_BY(p2p_lock)
-  std::unordered_map<int64_t, uint64_t> p2p_counters;   // GUARDED_BY(p2p_lock): peer*2+dir
+  // Send/Recv (comm_registry.h P2PSlot, nccl_hooks.cc): no lock, made at the first p2p op.
+  std::atomic<int> p2p_state{0};  // the p2p table slot: 0 unclaimed, 1 being claimed, 2 claimed
+  std::atomic<uint32_t> p2p_slot{internal::kNoSlot};
+  std::atomic<uint64_t> p2p_ops{0};
+  std::atomic<P2PCounters*> p2p_counters{nullptr};  // never freed (as the CommInfo)
+  CommInfo* all_next = nullptr;  // Runtime::all_comms
 };
 
 // One op of a Pending: what the poller needs to write its progress and records.
@@ -176,6 +217,115 @@ static_assert(offsetof(Pending, first_op) == 64, "Pending's line 0 overflowed");
 
 namespace internal {
 
+// Idle events of one device and kind, for reuse: a bounded multi-producer multi-consumer queue
+// (D. Vyukov's) in which no thread ever waits for another. Taking from it while a release is
+// half done, or releasing into it when full, fails: the caller then creates (or destroys) an
+// event instead.
+class EventPool {
+ public:
+  static constexpr uint64_t kCells = 16384;  // at least every event that can be in flight
+
+  EventPool() {
+    for (uint64_t i = 0; i < kCells; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool Put(cudaEvent_t event) {
+    uint64_t pos = put_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& cell = cells_[pos % kCells];
+      int64_t dif = static_cast<int64_t>(cell.seq.load(std::memory_order_acquire) - pos);
+      if (dif < 0) return false;  // full
+      if (dif > 0) {
+        pos = put_.load(std::memory_order_relaxed);
+      } else if (put_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        cell.event = event;
+        cell.seq.store(pos + 1, std::memory_order_release);
+        return true;
+      }
+    }
+  }
+
+  cudaEvent_t Take() {
+    uint64_t pos = take_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& cell = cells_[pos % kCells];
+      int64_t dif = static_cast<int64_t>(cell.seq.load(std::memory_order_acquire) - (pos + 1));
+      if (dif < 0) return nullptr;  // empty, or its release is half done
+      if (dif > 0) {
+        pos = take_.load(std::memory_order_relaxed);
+      } else if (take_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        cudaEvent_t event = cell.event;
+        cell.seq.store(pos + kCells, std::memory_order_release);
+        return event;
+      }
+    }
+  }
+
+ private:
+  struct Cell {
+    std::atomic<uint64_t> seq{0};
+    cudaEvent_t event = nullptr;
+  };
+  alignas(64) std::atomic<uint64_t> put_{0};
+  alignas(64) std::atomic<uint64_t> take_{0};
+  alignas(64) Cell cells_[kCells];
+};
+
+// A cell of Runtime::comms: key is the handle (0 empty, 1 ended, 2 being filled), published
+// after info.
+struct CommCell {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<CommInfo*> info{nullptr};
+};
+inline constexpr size_t kCommCells = 4096;
+
+// Live allocations made through the wrapped calls (pointer -> bytes), so that a free knows
+// what it returns: open addressing over cells made once, claimed with compare-and-swap; no
+// lock, no allocation per call. A pointer that finds no free cell nearby is not tracked (its
+// bytes never count in allocated_bytes).
+class AllocationTable {
+ public:
+  bool Insert(void* ptr, uint64_t bytes) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(ptr);
+    for (uint64_t i = 0, at = MixId(key); i < kProbes; ++i, ++at) {
+      Cell& cell = cells_[at % kCells];
+      uintptr_t seen = cell.key.load(std::memory_order_acquire);
+      if ((seen == kEmpty || seen == kFreed) &&
+          cell.key.compare_exchange_strong(seen, kClaiming, std::memory_order_acq_rel)) {
+        cell.bytes.store(bytes, std::memory_order_relaxed);
+        cell.key.store(key, std::memory_order_release);
+        return true;
+      }
+    }
+    return false;
+  }
+  // The bytes of a tracked pointer, forgotten; false when it was not tracked.
+  bool Remove(void* ptr, uint64_t* bytes) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(ptr);
+    for (uint64_t i = 0, at = MixId(key); i < kProbes; ++i, ++at) {
+      Cell& cell = cells_[at % kCells];
+      uintptr_t seen = cell.key.load(std::memory_order_acquire);
+      if (seen == key) {
+        *bytes = cell.bytes.load(std::memory_order_relaxed);
+        cell.key.store(kFreed, std::memory_order_release);
+        return true;
+      }
+      if (seen == kEmpty) return false;
+    }
+    return false;
+  }
+
+ private:
+  static constexpr uint64_t kCells = 1 << 16;  // 1 MiB
+  static constexpr uint64_t kProbes = 512;
+  static constexpr uintptr_t kEmpty = 0, kFreed = 1, kClaiming = 2;  // never device pointers
+  struct Cell {
+    std::atomic<uintptr_t> key{kEmpty};
+    std::atomic<uint64_t> bytes{0};
+  };
+  Cell cells_[kCells];
+};
+
 // One app thread's ops on one (device, stream): the unit in which completion is known in
 // order. Why thread as well as stream: an event vouches for the work enqueued on its stream
 // before it was recorded; "before" is certain only in one thread's program order (an op's call
@@ -240,18 +390,19 @@ struct Runtime {
   std::unique_ptr<shm::Segment> segment;
   std::unique_ptr<shm::RingWriter> ring;
   std::unique_ptr<shm::CommTableWriter> table;
-  alignas(64) SpinLock ring_lock;  // app threads and the poller
+  // Claims of in-flight table slots (app threads only, a few instructions, no allocation).
   alignas(64) SpinLock comms_lock;
-  std::unordered_map<ncclComm_t, CommInfo*> comms;  // GUARDED_BY(comms_lock)
+  // Live communicators, handle -> CommInfo (comm_registry.cc): open addressing, no lock.
+  CommCell comms[kCommCells];
   // Every CommInfo ever made, live or ended: the poller may still refer to an ended one, so
   // they live as long as the runtime (a few hundred bytes per communicator).
-  std::vector<std::unique_ptr<CommInfo>> comm_infos;  // GUARDED_BY(comms_lock)
-  alignas(64) SpinLock alloc_lock;
-  std::unordered_map<void*, uint64_t> allocations;  // GUARDED_BY(alloc_lock)
+  std::atomic<CommInfo*> all_comms{nullptr};
+  std::atomic<AllocationTable*> allocations{nullptr};  // TrackAllocation: made at first use
   std::atomic<uint64_t> allocated_bytes{0};
-  alignas(64) SpinLock pool_lock;
-  std::vector<cudaEvent_t> pool[kMaxDevices];         // GUARDED_BY(pool_lock): disabled timing
-  std::vector<cudaEvent_t> timing_pool[kMaxDevices];  // GUARDED_BY(pool_lock): timing-enabled
+  // Per device, made at its first use (timing.cc): disabled timing (progress) and
+  // timing-enabled events, shared by app threads and the poller without a lock.
+  std::atomic<EventPool*> pool[kMaxDevices] = {};
+  std::atomic<EventPool*> timing_pool[kMaxDevices] = {};
   std::atomic<uint64_t> events_created{0};
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<Pending*> all_pendings{nullptr};  // never freed: reachable for leak checkers
@@ -278,27 +429,29 @@ struct Runtime {
 // set once by Init, never freed (threads may outlive exit handlers)
 extern Runtime* g_rt;
 
+// App threads (cudaMalloc/cudaFree hooks): AllocationTable, made at its first use.
+bool TrackAllocation(void* ptr, uint64_t bytes);
+bool UntrackAllocation(void* ptr, uint64_t* bytes);
+
 // NCCL group nesting on this app thread (ncclGroupStart/End); defined in nccl_hooks.cc, reset
 // in a forked child. constinit: other files reach it directly, with no TLS init wrapper (whose
 // weak reference would otherwise appear in libft.so's dynamic symbol table).
 extern constinit thread_local int t_group_depth;
 
+// App threads: into the thread's own queue (record_queue.h), which the poller moves into the
+// ring; never a lock, never a wait.
 inline void Push(const shm::Record& record) {
   if (g_rt == nullptr || !g_rt->ring) return;
-  SpinGuard guard(g_rt->ring_lock);
-  g_rt->ring->Push(record);
+  EnqueueRecord(record);
 }
 
-// A round's records (the poller), a few per acquisition of the ring lock: the lock and the
-// ring head move to the poller's core once per chunk instead of once per record, and an app
-// thread never waits for more than a chunk.
+// The poller, the ring's only producer: the app threads' queued records first (an op's
+// kOpEnter was queued before the op was submitted, so it precedes its kOpStart/kOpEnd), then
+// the round's own.
 inline void PushAll(const shm::Record* records, size_t n) {
   if (g_rt == nullptr || !g_rt->ring) return;
-  constexpr size_t kChunk = 32;
-  for (size_t i = 0; i < n; i += kChunk) {
-    SpinGuard guard(g_rt->ring_lock);
-    for (size_t j = i; j < n && j < i + kChunk; ++j) g_rt->ring->Push(records[j]);
-  }
+  DrainRecordQueues(*g_rt->ring);
+  for (size_t i = 0; i < n; ++i) g_rt->ring->Push(records[i]);
 }
 
 inline shm::Record MakeRecord(RecordType type, uint16_t flags, uint32_t slot, uint64_t comm_id,

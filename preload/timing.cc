@@ -1,5 +1,7 @@
 #include "preload/timing.h"
 
+#include <new>
+
 namespace ft::preload::internal {
 
 namespace {
@@ -7,7 +9,7 @@ namespace {
 // Per device, kept for reuse. Large enough for every event that can be in flight (two per
 // pending op): a burst of ops must not create and destroy events in steady state (creating one
 // costs far more than recording it).
-constexpr size_t kMaxPooledEvents = 2 * kMaxPending + 256;
+static_assert(EventPool::kCells >= 2 * kMaxPending + 256);
 
 // This app thread's free Pendings, taken from Runtime::free_pendings in one exchange, and its
 // tag (poller.cc: ops of one thread on one stream complete in order). constinit: no TLS init
@@ -24,22 +26,26 @@ constinit thread_local Lane* t_last_lane = nullptr;
 
 cudaError_t Check(AppCuda* cuda, cudaError_t e) { return cuda != nullptr ? cuda->Check(e) : e; }
 
-std::vector<cudaEvent_t>& PoolOf(int device, EventKind kind) {
-  return kind == EventKind::kTiming ? g_rt->timing_pool[device] : g_rt->pool[device];
+// The device's pool, made at its first use (outside any lock; a thread that loses the race
+// to publish its pool frees it). nullptr when none can be made.
+EventPool* PoolOf(int device, EventKind kind) {
+  std::atomic<EventPool*>& slot =
+      kind == EventKind::kTiming ? g_rt->timing_pool[device] : g_rt->pool[device];
+  EventPool* pool = slot.load(std::memory_order_acquire);
+  if (pool != nullptr) return pool;
+  auto* made = new (std::nothrow) EventPool;
+  if (made == nullptr) return nullptr;
+  if (slot.compare_exchange_strong(pool, made, std::memory_order_acq_rel)) return made;
+  delete made;
+  return pool;
 }
 
 }  // namespace
 
 cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  {
-    SpinGuard guard(g_rt->pool_lock);
-    auto& pool = PoolOf(device, kind);
-    if (!pool.empty()) {
-      cudaEvent_t e = pool.back();
-      pool.pop_back();
-      return e;
-    }
+  if (EventPool* pool = PoolOf(device, kind)) {
+    if (cudaEvent_t e = pool->Take()) return e;
   }
   auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr) return nullptr;
@@ -53,12 +59,8 @@ cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind) {
 void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda, EventKind kind) {
   if (e == nullptr) return;
   if (device >= 0 && device < kMaxDevices) {
-    SpinGuard guard(g_rt->pool_lock);
-    auto& pool = PoolOf(device, kind);
-    if (pool.size() < kMaxPooledEvents) {
-      pool.push_back(e);
-      return;
-    }
+    EventPool* pool = PoolOf(device, kind);
+    if (pool != nullptr && pool->Put(e)) return;
   }
   if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) Check(cuda, destroy(e));
 }
