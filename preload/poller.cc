@@ -161,21 +161,20 @@ bool ReadLane(const Lane& lane, LaneView* v) {
     uint32_t before = lane.version.load(std::memory_order_acquire);
     if (before & 1) continue;
     v->version = before;
-    v->tail = lane.tail.load(std::memory_order_relaxed);
-    v->tail_count = std::min(lane.tail_count.load(std::memory_order_relaxed), kLaneSlots);
+    v->tail = lane.tail.load(std::memory_order_acquire);
+    v->tail_count = std::min(lane.tail_count.load(std::memory_order_acquire), kLaneSlots);
     for (uint32_t i = 0; i < v->tail_count; ++i) {
-      v->tail_ops[i].slot = lane.tail_slot[i].load(std::memory_order_relaxed);
-      v->tail_ops[i].seq = lane.tail_seq[i].load(std::memory_order_relaxed);
+      v->tail_ops[i].slot = lane.tail_slot[i].load(std::memory_order_acquire);
+      v->tail_ops[i].seq = lane.tail_seq[i].load(std::memory_order_acquire);
     }
-    v->gap_after = lane.gap_after.load(std::memory_order_relaxed);
-    v->first.slot = lane.first_slot.load(std::memory_order_relaxed);
-    v->first.flags = static_cast<uint16_t>(lane.first_flags.load(std::memory_order_relaxed));
-    v->first.comm_id = lane.first_comm_id.load(std::memory_order_relaxed);
-    v->first.seq = lane.first_seq.load(std::memory_order_relaxed);
-    v->first.record_seq = lane.first_record_seq.load(std::memory_order_relaxed);
-    v->first.record_a = lane.first_record_a.load(std::memory_order_relaxed);
-    v->first.entered_ns = lane.first_entered_ns.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+    v->gap_after = lane.gap_after.load(std::memory_order_acquire);
+    v->first.slot = lane.first_slot.load(std::memory_order_acquire);
+    v->first.flags = static_cast<uint16_t>(lane.first_flags.load(std::memory_order_acquire));
+    v->first.comm_id = lane.first_comm_id.load(std::memory_order_acquire);
+    v->first.seq = lane.first_seq.load(std::memory_order_acquire);
+    v->first.record_seq = lane.first_record_seq.load(std::memory_order_acquire);
+    v->first.record_a = lane.first_record_a.load(std::memory_order_acquire);
+    v->first.entered_ns = lane.first_entered_ns.load(std::memory_order_acquire);
     if (lane.version.load(std::memory_order_relaxed) == before) return true;
   }
   return false;

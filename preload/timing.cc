@@ -199,9 +199,11 @@ Pending* BeginUntimed(cudaStream_t stream, bool vouch, AppCuda& cuda) {
 
 namespace {
 
+// A seqlock without fences, as shm/comm_table.cc's (ThreadSanitizer understands it): the data
+// are stored with release and loaded with acquire, so a reader that sees any new value also
+// sees the odd version on its second read of it.
 void SeqlockBegin(std::atomic<uint32_t>& version) {
   version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
 }
 
 void SeqlockEnd(std::atomic<uint32_t>& version) {
@@ -253,7 +255,7 @@ void NoteUntimed(Pending* p, AppCuda& cuda) {
     return;
   }
   SeqlockBegin(lane->version);
-  lane->tail.store(tail, std::memory_order_relaxed);
+  lane->tail.store(tail, std::memory_order_release);
   uint32_t tail_count = lane->tail_count.load(std::memory_order_relaxed);
   for (const OpRef& op : p->ops()) {
     if (op.slot == kNoSlot) continue;
@@ -265,21 +267,21 @@ void NoteUntimed(Pending* p, AppCuda& cuda) {
     if (!lane->gap_open) {
       lane->gap_open = true;
       if (lane->timed > 0) {
-        lane->first_slot.store(op.slot, std::memory_order_relaxed);
-        lane->first_flags.store(op.flags, std::memory_order_relaxed);
-        lane->first_comm_id.store(op.comm_id, std::memory_order_relaxed);
-        lane->first_seq.store(op.seq, std::memory_order_relaxed);
-        lane->first_record_seq.store(op.record_seq, std::memory_order_relaxed);
-        lane->first_record_a.store(op.record_a, std::memory_order_relaxed);
-        lane->first_entered_ns.store(op.entered_ns, std::memory_order_relaxed);
-        lane->gap_after.store(lane->timed, std::memory_order_relaxed);
+        lane->first_slot.store(op.slot, std::memory_order_release);
+        lane->first_flags.store(op.flags, std::memory_order_release);
+        lane->first_comm_id.store(op.comm_id, std::memory_order_release);
+        lane->first_seq.store(op.seq, std::memory_order_release);
+        lane->first_record_seq.store(op.record_seq, std::memory_order_release);
+        lane->first_record_a.store(op.record_a, std::memory_order_release);
+        lane->first_entered_ns.store(op.entered_ns, std::memory_order_release);
+        lane->gap_after.store(lane->timed, std::memory_order_release);
       }
     }
     Newest(
         &lane->gap_count, op.slot, op.seq, [&](uint32_t i) -> auto& { return lane->gap[i].slot; },
         [&](uint32_t i) -> auto& { return lane->gap[i].seq; });
   }
-  lane->tail_count.store(tail_count, std::memory_order_relaxed);
+  lane->tail_count.store(tail_count, std::memory_order_release);
   SeqlockEnd(lane->version);
   ReturnUnsubmitted(p);
 }
