@@ -15,6 +15,10 @@ namespace ft::preload::internal {
 CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigin origin,
                    uint64_t parent_id, uint32_t ordinal, int color);
 CommInfo* Lookup(ncclComm_t handle);
+// The live communicator of `handle`, or nullptr (no lock, no registration).
+CommInfo* FindComm(ncclComm_t handle);
+// Takes `handle` out of the live communicators; its CommInfo (returned) stays.
+CommInfo* UnregisterComm(ncclComm_t handle);
 void FillIdentity(ncclComm_t handle, CommInfo* info);
 uint32_t P2PSlot(CommInfo* info);
 

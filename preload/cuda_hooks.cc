@@ -66,11 +66,8 @@ void CudaAllocPost(void** ptr, size_t bytes, cudaError_t result) noexcept {
   if (result != cudaSuccess || ptr == nullptr) return;
   try {
     MaybeFail(shm::HookPlace::kCudaAllocPost);
+    if (!TrackAllocation(*ptr, bytes)) return;  // no room: not tracked
     uint64_t total = g_rt->allocated_bytes.fetch_add(bytes) + bytes;
-    {
-      SpinGuard guard(g_rt->alloc_lock);
-      g_rt->allocations[*ptr] = bytes;
-    }
     auto r = MakeRecord(RecordType::kAlloc, 0, kNoSlot, 0, 0, NowNs());
     r.a = bytes;
     r.b = reinterpret_cast<uintptr_t>(*ptr);
@@ -87,13 +84,7 @@ void CudaFreePost(void* ptr, cudaError_t result) noexcept {
   try {
     MaybeFail(shm::HookPlace::kCudaFreePost);
     uint64_t bytes = 0;
-    {
-      SpinGuard guard(g_rt->alloc_lock);
-      auto it = g_rt->allocations.find(ptr);
-      if (it == g_rt->allocations.end()) return;
-      bytes = it->second;
-      g_rt->allocations.erase(it);
-    }
+    if (!UntrackAllocation(ptr, &bytes)) return;
     uint64_t total = g_rt->allocated_bytes.fetch_sub(bytes) - bytes;
     auto r = MakeRecord(RecordType::kAlloc, 1, kNoSlot, 0, 0, NowNs());
     r.b = reinterpret_cast<uintptr_t>(ptr);

@@ -83,10 +83,19 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     if (captured) {
       flags |= kFlagCaptured;
     } else if (p2p) {
-      SpinGuard guard(info->p2p_lock);
-      seq = ++info->p2p_counters[static_cast<int64_t>(peer) * 2 + (op == OpKind::kRecv ? 1 : 0)];
+      P2PCounters* counters = info->p2p_counters.load(std::memory_order_acquire);
+      if (counters == nullptr) {
+        auto* made = new P2PCounters(info->size);  // outside any lock; the loser frees its own
+        if (info->p2p_counters.compare_exchange_strong(counters, made, std::memory_order_acq_rel)) {
+          counters = made;
+        } else {
+          delete made;
+        }
+      }
+      seq = counters->Next((static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 1) |
+                           (op == OpKind::kRecv ? 1 : 0));
       slot = P2PSlot(info);
-      slot_seq = ++info->p2p_ops;
+      slot_seq = info->p2p_ops.fetch_add(1, std::memory_order_relaxed) + 1;
     } else {
       seq = info->coll_seq.fetch_add(1, std::memory_order_relaxed) + 1;
       slot_seq = seq;
@@ -124,9 +133,8 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
     }
     call->pending = capture == Capture::kNo ? BeginTiming(stream, cuda) : nullptr;
     if (call->pending == nullptr) {
-      // Untimed: completes at submit (post-hook).
-      call->pending = NewPending();
-      call->pending->stream = stream;
+      // Untimed: never reported complete on its own; its lane may vouch for it (post-hook).
+      call->pending = BeginUntimed(stream, capture == Capture::kNo, cuda);
       ref.flags |= kFlagUntimed;
     }
     call->pending->AddOp(ref);
@@ -145,7 +153,15 @@ void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
     Pending* p = call->pending;
     if (p == nullptr) return;
     AppCuda cuda;
-    if (result == ncclSuccess) {
+    if (!p->has_start) {
+      // Untimed. Issued in the background (ncclInProgress) or failed: nothing on the stream
+      // yet that a later event could vouch for.
+      if (result == ncclSuccess) {
+        NoteUntimed(p, cuda);
+      } else {
+        ReturnUnsubmitted(p);
+      }
+    } else if (result == ncclSuccess) {
       Submit(p, p->has_start, cuda);
     } else if (result == ncclInProgress) {
       p->await_comms.push_back(call->handle);
@@ -198,8 +214,8 @@ void* NcclGroupEndPre() noexcept {
           found = BeginTiming(op.stream, cuda);
         }
         if (found == nullptr) {
-          found = NewPending();
-          found->stream = op.stream;
+          DeviceScope scope(op.device, cuda);
+          found = BeginUntimed(op.stream, op.timed, cuda);
         }
         token->pendings.push_back(found);
       }
@@ -234,19 +250,24 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
     }
     AppCuda cuda;
     for (Pending* p : token->pendings) {
-      if (result == ncclSuccess) {
+      if (!p->has_start) {
+        // Untimed (see NcclPostOp): only work the outermost end put on the stream can be
+        // vouched for.
         p->await_comms.clear();
         p->await_infos.clear();
-        if (!p->has_start) p->FlagOps(kFlagUntimed);
+        if (result == ncclSuccess) {
+          DeviceScope scope(p->device, cuda);
+          NoteUntimed(p, cuda);
+        } else {
+          ReturnUnsubmitted(p);
+        }
+      } else if (result == ncclSuccess) {
+        p->await_comms.clear();
+        p->await_infos.clear();
         DeviceScope scope(p->device, cuda);
         Submit(p, p->has_start, cuda);
       } else if (result == ncclInProgress) {
         p->FlagOps(kFlagInProgress);
-        if (!p->has_start) {
-          p->await_comms.clear();
-          p->await_infos.clear();
-          p->FlagOps(kFlagUntimed);
-        }
         Submit(p, false, cuda);
       } else {
         p->failed = true;
@@ -363,15 +384,8 @@ void NcclShrinkPost(ncclResult_t result, ncclComm_t parent, uint32_t ordinal, co
 
 CommInfo* NcclEndCommPre(ncclComm_t comm) noexcept {
   NoteCall();
-  CommInfo* info = nullptr;
-  {
-    SpinGuard guard(g_rt->comms_lock);
-    auto it = g_rt->comms.find(comm);
-    if (it == g_rt->comms.end()) return nullptr;
-    info = it->second;
-    g_rt->comms.erase(it);  // a handle NCCL reuses later is a new comm
-    g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
-  }
+  CommInfo* info = UnregisterComm(comm);  // a handle NCCL reuses later is a new comm
+  if (info == nullptr) return nullptr;
   EndAndWaitForPoller(info);  // the info itself stays: the poller may still refer to it
   return info;
 }
@@ -390,9 +404,7 @@ void NcclApiError(NcclSym sym, ncclResult_t result, ncclComm_t comm) noexcept {
   if (g_rt == nullptr) return;
   uint64_t comm_id = 0;
   if (comm != nullptr) {
-    SpinGuard guard(g_rt->comms_lock);
-    auto it = g_rt->comms.find(comm);
-    if (it != g_rt->comms.end()) comm_id = it->second->id;
+    if (CommInfo* info = FindComm(comm)) comm_id = info->id;
   }
   ApiErrorRecord(sym, result, comm_id);
 }

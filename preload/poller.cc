@@ -1,8 +1,10 @@
 #include "preload/poller.h"
 
+#include <pthread.h>
 #include <time.h>
 
 #include <algorithm>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -25,10 +27,25 @@ struct PollerState {
   std::vector<Pending*> keep;   // scratch, reused every round
   std::vector<uint64_t> last_started;    // per comm slot
   std::vector<uint64_t> last_completed;  // per comm slot
-  // (stream, submitting thread) pairs with an op not finished this round: later ops of the
-  // same thread on the same stream were recorded after it, so they cannot be finished either
-  // and are not looked at (a round costs O(finished ops + streams), not O(ops in flight)).
-  std::vector<std::pair<cudaStream_t, uint32_t>> blocked;
+  // Per comm slot, the ops this poller knows are pending, oldest first, as (seq, entered ns):
+  // the timed ops it was handed and the first op of each lane gap (untimed ops in between are
+  // not known one by one). Its front is the table's pending_seq / pending_ns.
+  std::vector<std::deque<std::pair<uint64_t, uint64_t>>> known_pending;
+  std::vector<uint64_t> pending_written;  // per comm slot: the pending_seq last written
+  std::vector<uint32_t> pending_dirty;    // slots whose known_pending or completion moved
+  // Lanes (runtime_state.h: one thread's ops on one device's stream) with an op not finished
+  // this round: the thread's later ops there were recorded after it, so they cannot be
+  // finished either and are not looked at (a round costs O(finished ops + lanes), not O(ops
+  // in flight)). Not the stream alone: two threads' records on one stream are ordered by when
+  // their calls reached the runtime, not by their order on the incoming stack; and
+  // cudaStreamPerThread and stream 0 are another stream on every thread and device.
+  struct LaneKey {
+    cudaStream_t stream;
+    uint32_t thread_tag;
+    int32_t device;
+    bool operator==(const LaneKey&) const = default;
+  };
+  std::vector<LaneKey> blocked;
   int device = -1;
   std::vector<shm::Record> records;  // this round's, pushed at its end
   uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
@@ -41,6 +58,41 @@ struct PollerState {
 // The ring records of a round, pushed at its end in chunks (PushAll): the ring lock and head
 // then move between this core and the app threads' once per chunk, not once per record.
 void Emit(PollerState& st, const shm::Record& r) { st.records.push_back(r); }
+
+constexpr size_t kMaxKnownPending = 1 << 16;  // per slot: 1 MiB at most
+
+void MarkPendingDirty(PollerState& st, uint32_t slot) {
+  if (slot >= st.known_pending.size()) return;
+  if (std::find(st.pending_dirty.begin(), st.pending_dirty.end(), slot) == st.pending_dirty.end()) {
+    st.pending_dirty.push_back(slot);
+  }
+}
+
+// An op the poller learned was entered and is not known complete.
+void KnowPending(PollerState& st, uint32_t slot, uint64_t seq, uint64_t entered_ns) {
+  if (slot >= st.known_pending.size() || seq <= st.last_completed[slot]) return;
+  auto& known = st.known_pending[slot];
+  if (known.size() >= kMaxKnownPending) return;
+  // Usually the newest; a gap's first op can arrive after timed ops entered later.
+  auto at = known.end();
+  while (at != known.begin() && std::prev(at)->first > seq) --at;
+  if (at != known.begin() && std::prev(at)->first == seq) return;
+  known.insert(at, {seq, entered_ns});
+  MarkPendingDirty(st, slot);
+}
+
+// Writes the oldest known pending op of each slot that moved this round.
+void WriteOldestPending(PollerState& st) {
+  for (uint32_t slot : st.pending_dirty) {
+    auto& known = st.known_pending[slot];
+    while (!known.empty() && known.front().first <= st.last_completed[slot]) known.pop_front();
+    uint64_t seq = known.empty() ? 0 : known.front().first;
+    if (seq == st.pending_written[slot]) continue;
+    st.pending_written[slot] = seq;
+    g_rt->table->OldestPending(slot, seq, known.empty() ? 0 : known.front().second);
+  }
+  st.pending_dirty.clear();
+}
 
 void ProgressStarted(PollerState& st, const OpRef& op, uint64_t when) {
   st.progressed = true;
@@ -59,6 +111,7 @@ void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t 
   if (op.slot != kNoSlot && op.slot < st.last_completed.size() &&
       op.seq > st.last_completed[op.slot]) {
     st.last_completed[op.slot] = op.seq;
+    MarkPendingDirty(st, op.slot);
     if (op.seq > st.last_started[op.slot]) {
       st.last_started[op.slot] = op.seq;
       g_rt->table->Started(op.slot, op.seq, now - duration);
@@ -71,6 +124,87 @@ void ProgressCompleted(PollerState& st, const OpRef& op, uint64_t now, uint64_t 
   r.b = duration;
   r.c = op.entered_ns;
   Emit(st, r);
+}
+
+// An untimed op vouched for by a later event of its lane: the table moves, no record (its
+// duration was not measured, and the lane keeps only the newest op per slot).
+void ProgressCovered(PollerState& st, const CoveredRef& op, uint64_t now) {
+  if (op.slot == kNoSlot || op.slot >= st.last_completed.size() || op.seq <= st.last_completed[op.slot]) {
+    return;
+  }
+  st.progressed = true;
+  st.last_completed[op.slot] = op.seq;
+  MarkPendingDirty(st, op.slot);
+  if (op.seq > st.last_started[op.slot]) {
+    st.last_started[op.slot] = op.seq;
+    g_rt->table->Started(op.slot, op.seq, now);
+  }
+  g_rt->table->Completed(op.slot, op.seq, now, 0);
+}
+
+// A timed op's start event completed: the lane's untimed ops before it are complete.
+void CompleteCovered(PollerState& st, Pending* p, uint64_t now) {
+  for (uint32_t i = 0; i < p->covered_count; ++i) ProgressCovered(st, p->covered[i], now);
+  p->covered_count = 0;
+}
+
+// What a lane published (Lane), read consistently; false while its thread writes it.
+struct LaneView {
+  uint32_t version = 0;
+  cudaEvent_t tail = nullptr;
+  uint32_t tail_count = 0;
+  CoveredRef tail_ops[kLaneSlots];
+  uint64_t gap_after = 0;
+  OpRef first;
+};
+
+bool ReadLane(const Lane& lane, LaneView* v) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    uint32_t before = lane.version.load(std::memory_order_acquire);
+    if (before & 1) continue;
+    v->version = before;
+    v->tail = lane.tail.load(std::memory_order_acquire);
+    v->tail_count = std::min(lane.tail_count.load(std::memory_order_acquire), kLaneSlots);
+    for (uint32_t i = 0; i < v->tail_count; ++i) {
+      v->tail_ops[i].slot = lane.tail_slot[i].load(std::memory_order_acquire);
+      v->tail_ops[i].seq = lane.tail_seq[i].load(std::memory_order_acquire);
+    }
+    v->gap_after = lane.gap_after.load(std::memory_order_acquire);
+    v->first.slot = lane.first_slot.load(std::memory_order_acquire);
+    v->first.flags = static_cast<uint16_t>(lane.first_flags.load(std::memory_order_acquire));
+    v->first.comm_id = lane.first_comm_id.load(std::memory_order_acquire);
+    v->first.seq = lane.first_seq.load(std::memory_order_acquire);
+    v->first.record_seq = lane.first_record_seq.load(std::memory_order_acquire);
+    v->first.record_a = lane.first_record_a.load(std::memory_order_acquire);
+    v->first.entered_ns = lane.first_entered_ns.load(std::memory_order_acquire);
+    if (lane.version.load(std::memory_order_relaxed) == before) return true;
+  }
+  return false;
+}
+
+// The lanes' untimed ops (Lane): the first of a gap started once the timed op before it
+// completed; all of them completed once the tail event recorded after the newest did.
+void PollLanes(PollerState& st, uint64_t now) {
+  auto query = FT_REAL_CUDA(cudaEventQuery);
+  for (Lane* lane = g_rt->lanes.load(std::memory_order_acquire); lane != nullptr;
+       lane = lane->all_next) {
+    if (lane->version.load(std::memory_order_relaxed) == lane->confirmed_version) continue;
+    LaneView v;
+    if (!ReadLane(*lane, &v)) continue;
+    if (v.gap_after != 0 && v.first.slot != kNoSlot) {
+      KnowPending(st, v.first.slot, v.first.seq, v.first.entered_ns);
+    }
+    if (v.gap_after != 0 && v.gap_after <= lane->done_timed && lane->started_after < v.gap_after) {
+      lane->started_after = v.gap_after;
+      if (v.first.slot < st.last_completed.size() && v.first.seq > st.last_completed[v.first.slot]) {
+        ProgressStarted(st, v.first, now);
+      }
+    }
+    if (v.tail != nullptr && query != nullptr && query(v.tail) == cudaSuccess) {
+      for (uint32_t i = 0; i < v.tail_count; ++i) ProgressCovered(st, v.tail_ops[i], now);
+      lane->confirmed_version = v.version;
+    }
+  }
 }
 
 void SetPollerDevice(PollerState& st, int device) {
@@ -88,12 +222,27 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
     ++st.finished;
     return true;
   }
+  // Its events say the ops completed (or failed).
   auto finish = [&](uint16_t flags) {
     if (!p->started) {
       for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
       p->started_ns = now;
     }
     for (const OpRef& op : p->ops()) ProgressCompleted(st, op, now, now - p->started_ns, flags);
+    if (flags == 0) {
+      CompleteCovered(st, p, now);
+      // A late end (nonblocking comm) was recorded after work the thread issued later.
+      if (p->lane != nullptr && !p->late_end && p->lane_timed > p->lane->done_timed) {
+        p->lane->done_timed = p->lane_timed;
+      }
+    }
+    FreePending(p);
+    ++st.finished;
+    return true;
+  };
+  // Nothing can tell when its ops complete: they stay unknown (entered, never completed here;
+  // a later event of their lane may still vouch for them).
+  auto forget = [&]() {
     FreePending(p);
     ++st.finished;
     return true;
@@ -113,7 +262,7 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
       p->await_infos.erase(p->await_infos.begin() + i);
     }
     if (p->failed) return finish(kFlagError);
-    if (p->device < 0 || p->device >= kMaxDevices) return finish(kFlagUntimed);
+    if (p->device < 0 || p->device >= kMaxDevices) return forget();
     p->late_end = true;  // has_end still false: the end is the poller's to record
   }
   if (p->late_end && !p->has_end) {
@@ -123,12 +272,21 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
     if (!MayRecordInto(p->stream)) return false;
     auto record = FT_REAL_CUDA(cudaEventRecord);
     if (record == nullptr || !EnsureEvent(p, true, nullptr) || record(p->end, p->stream) != cudaSuccess) {
-      return finish(kFlagUntimed);
+      return forget();
     }
     p->has_end = true;
   }
   auto query = FT_REAL_CUDA(cudaEventQuery);
-  if (!p->has_end || query == nullptr) return finish(0);  // untimed: flagged at submit
+  if (query == nullptr) return forget();
+  if (!p->has_end) {
+    // Its end could not be recorded (flagged untimed at submit): its start still vouches for
+    // the untimed ops it covers.
+    if (p->covered_count == 0 || !p->has_start) return forget();
+    cudaError_t q = query(p->start);
+    if (q == cudaErrorNotReady) return false;
+    if (q == cudaSuccess) CompleteCovered(st, p, now);
+    return forget();
+  }
   // The end first: once it is reached, so is the start (stream order), and most ops are
   // finished by the time the poller first looks at them.
   cudaError_t q = query(p->end);
@@ -140,6 +298,7 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
       p->started = true;
       p->started_ns = now;
       for (const OpRef& op : p->ops()) ProgressStarted(st, op, now);
+      CompleteCovered(st, p, now);
     } else if (q != cudaErrorNotReady) {
       return finish(kFlagError);
     }
@@ -163,6 +322,10 @@ void TakeIncoming(PollerState& st) {
   st.fresh.clear();
   for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
   st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
+  for (auto it = st.fresh.rbegin(); it != st.fresh.rend(); ++it) {
+    if ((*it)->kernel_sample) continue;
+    for (const OpRef& op : (*it)->ops()) KnowPending(st, op.slot, op.seq, op.entered_ns);
+  }
 }
 
 // At exit: the app usually synchronized just before, so its last ops are complete but may
@@ -179,6 +342,7 @@ void FinalRound(PollerState& st) {
                     query(p->end) == cudaSuccess;
     if (complete) (void)Step(st, p, now);
   }
+  PollLanes(st, now);
   ReportLaunchCounts(now, &st.records);
   PushAll(st.records.data(), st.records.size());
 }
@@ -187,10 +351,14 @@ void FinalRound(PollerState& st) {
 
 void PollerMain() {
   t_in_ft = true;
+  // Named, so a person (top -H, a debugger) and the tests can tell it from the app's threads.
+  pthread_setname_np(pthread_self(), "ft-poller");
   PollerState st;
   uint32_t slots = g_rt->segment->header()->comm_slot_count;
   st.last_started.assign(slots, 0);
   st.last_completed.assign(slots, 0);
+  st.known_pending.resize(slots);
+  st.pending_written.assign(slots, 0);
   shm::SegmentHeader* header = g_rt->segment->header();
   while (!g_rt->stop.load(std::memory_order_acquire)) {
     header->heartbeat_ns.store(NowNs(), std::memory_order_relaxed);
@@ -210,7 +378,7 @@ void PollerMain() {
       // Both events recorded by the app thread before it submitted: in stream order with the
       // thread's other ops on that stream.
       bool in_order = p->has_end && !p->late_end && p->await_comms.empty() && !p->failed;
-      std::pair<cudaStream_t, uint32_t> key{p->stream, p->thread_tag};
+      PollerState::LaneKey key{p->stream, p->thread_tag, p->device};
       if (in_order && std::find(st.blocked.begin(), st.blocked.end(), key) != st.blocked.end()) {
         st.keep.push_back(p);
         continue;
@@ -221,6 +389,9 @@ void PollerMain() {
       }
     }
     st.list.swap(st.keep);
+    // After the list: a gap's first op starts when the timed op before it was seen complete.
+    PollLanes(st, now);
+    WriteOldestPending(st);
     if (now >= st.next_count_report_ns) {
       ReportLaunchCounts(now, &st.records);
       st.next_count_report_ns = now + kLaunchCountPeriodNs;

@@ -6,8 +6,10 @@
 // In kPassThrough every wrapper only forwards.
 //
 // Threads: app threads call the hooks (any number, concurrently); the poller thread observes
-// events, writes progress, heartbeat and mailbox acks. Every hook is noexcept and never blocks
-// on anything but a spinlock held for a few instructions (ring push, registry lookup).
+// events, writes progress, heartbeat and mailbox acks. Every hook is noexcept and never waits
+// on the poller: records go through a queue of the thread's own (record_queue.h), registries
+// and pools are lock-free tables; the one lock left, around in-flight table slot claims when a
+// communicator is made, is taken by app threads only, for a few instructions.
 #ifndef FT_PRELOAD_RUNTIME_H_
 #define FT_PRELOAD_RUNTIME_H_
 

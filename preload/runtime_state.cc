@@ -4,6 +4,8 @@
 
 #include <time.h>
 
+#include <new>
+
 #include "shm/segment.h"
 
 namespace ft::preload {
@@ -14,6 +16,30 @@ thread_local bool t_in_ft = false;
 namespace internal {
 
 Runtime* g_rt = nullptr;  // set once by Init, never freed (threads may outlive exit handlers)
+
+namespace {
+
+AllocationTable* Allocations() {
+  AllocationTable* table = g_rt->allocations.load(std::memory_order_acquire);
+  if (table != nullptr) return table;
+  auto* made = new (std::nothrow) AllocationTable;  // outside any lock; a loser frees its own
+  if (made == nullptr) return nullptr;
+  if (g_rt->allocations.compare_exchange_strong(table, made, std::memory_order_acq_rel)) return made;
+  delete made;
+  return table;
+}
+
+}  // namespace
+
+bool TrackAllocation(void* ptr, uint64_t bytes) {
+  AllocationTable* table = Allocations();
+  return table != nullptr && table->Insert(ptr, bytes);
+}
+
+bool UntrackAllocation(void* ptr, uint64_t* bytes) {
+  AllocationTable* table = g_rt->allocations.load(std::memory_order_acquire);
+  return table != nullptr && table->Remove(ptr, bytes);
+}
 
 }  // namespace internal
 

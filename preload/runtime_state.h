@@ -5,6 +5,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/launcher_identity.h"
+#include "preload/record_queue.h"
 #include "preload/runtime.h"
 #include "preload/spin_lock.h"
 #include "shm/comm_table.h"
@@ -45,21 +47,60 @@ inline uint64_t Mix(uint64_t x) {
 
 }  // namespace internal
 
+// Per (peer, direction) Send/Recv counters of one communicator: open addressing over cells
+// made once (at its first p2p op, sized from the communicator), filled with compare-and-swap,
+// so threads issuing p2p ops take no lock and allocate nothing as peers appear. A table that
+// is full numbers the rest from one shared counter (never seen below 4 cells per peer).
+class P2PCounters {
+ public:
+  explicit P2PCounters(int comm_size) {
+    uint64_t want = std::max<uint64_t>(64, 4 * static_cast<uint64_t>(comm_size > 0 ? comm_size : 256));
+    capacity_ = 64;
+    while (capacity_ < want && capacity_ < (uint64_t{1} << 18)) capacity_ <<= 1;
+    cells_ = std::make_unique<Cell[]>(capacity_);
+  }
+
+  // The next sequence number of `key` (peer << 1 | direction), from 1.
+  uint64_t Next(uint64_t key) {
+    uint64_t at = MixId(key);
+    for (uint64_t i = 0; i < capacity_; ++i) {
+      Cell& cell = cells_[(at + i) & (capacity_ - 1)];
+      uint64_t seen = cell.key.load(std::memory_order_acquire);
+      if (seen == kEmpty && cell.key.compare_exchange_strong(seen, key, std::memory_order_acq_rel)) {
+        seen = key;
+      }
+      if (seen == key) return cell.count.fetch_add(1, std::memory_order_relaxed) + 1;
+    }
+    return overflow_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+
+ private:
+  static constexpr uint64_t kEmpty = UINT64_MAX;
+  struct Cell {
+    std::atomic<uint64_t> key{kEmpty};
+    std::atomic<uint64_t> count{0};
+  };
+  uint64_t capacity_ = 0;
+  std::unique_ptr<Cell[]> cells_;
+  std::atomic<uint64_t> overflow_{0};
+};
+
 struct CommInfo {
   uint64_t id = 0;
   int rank = -1;
   int size = 0;
   uint32_t slot = internal::kNoSlot;
-  uint32_t p2p_slot = internal::kNoSlot;
   bool slot_claimed = false;  // app thread(s) issuing on this comm
-  bool p2p_claimed = false;
   std::atomic<bool> ended{false};          // destroy/abort began (poller_rules.h)
   std::atomic<bool> poller_inside{false};  // the poller is in an NCCL call on it
   std::atomic<uint64_t> coll_seq{0};
   std::atomic<uint32_t> ordinals{0};  // splits and shrinks taken on this comm
-  internal::SpinLock p2p_lock;
-  uint64_t p2p_ops = 0;                                 // GUARDED_BY(p2p_lock)
-  std::unordered_map<int64_t, uint64_t> p2p_counters;   // GUARDED_BY(p2p_lock): peer*2+dir
+  // Send/Recv (comm_registry.h P2PSlot, nccl_hooks.cc): no lock, made at the first p2p op.
+  std::atomic<int> p2p_state{0};  // the p2p table slot: 0 unclaimed, 1 being claimed, 2 claimed
+  std::atomic<uint32_t> p2p_slot{internal::kNoSlot};
+  std::atomic<uint64_t> p2p_ops{0};
+  std::atomic<P2PCounters*> p2p_counters{nullptr};  // never freed (as the CommInfo)
+  CommInfo* all_next = nullptr;  // Runtime::all_comms
 };
 
 // One op of a Pending: what the poller needs to write its progress and records.
@@ -73,6 +114,18 @@ struct OpRef {
   uint16_t flags = 0;
 };
 static_assert(sizeof(OpRef) <= 64);
+
+namespace internal {
+struct Lane;
+}  // namespace internal
+
+// An op whose completion is vouched for by a later event of its lane (see Lane): only its
+// table slot and sequence number, the in-flight table being what it advances.
+struct CoveredRef {
+  uint32_t slot = internal::kNoSlot;
+  uint64_t seq = 0;
+};
+inline constexpr uint32_t kLaneSlots = 4;  // table slots one lane can vouch for
 
 // One timed unit (an op, a group's ops on one stream, a graph launch) from its submission
 // until the poller saw it complete. Recycled, never freed (NewPending / FreePending in
@@ -109,6 +162,12 @@ struct alignas(64) Pending {
   uint64_t launched_ns = 0;
   cudaEvent_t timed_start = nullptr;
   cudaEvent_t timed_end = nullptr;
+  // Timed ops (BeginTiming): the lane they were issued on and their number there, and the
+  // untimed ops issued on the lane since its previous timed op, which `start` vouches for.
+  internal::Lane* lane = nullptr;
+  uint64_t lane_timed = 0;
+  uint32_t covered_count = 0;
+  CoveredRef covered[kLaneSlots];
 
   OpRef* ops_begin() { return op_count > 1 ? all_ops.data() : &first_op; }
   OpRef* ops_end() { return ops_begin() + op_count; }
@@ -143,6 +202,9 @@ struct alignas(64) Pending {
     device = -1;
     op_count = 0;
     has_start = has_end = failed = late_end = started = kernel_sample = false;
+    lane = nullptr;
+    lane_timed = 0;
+    covered_count = 0;
     if (!await_comms.empty()) await_comms.clear();
     if (!await_infos.empty()) await_infos.clear();
   }
@@ -151,6 +213,160 @@ struct alignas(64) Pending {
 static_assert(offsetof(Pending, first_op) == 64, "Pending's line 0 overflowed");
 
 namespace internal {
+
+// Idle events of one device and kind, for reuse: a bounded multi-producer multi-consumer queue
+// (D. Vyukov's) in which no thread ever waits for another. Taking from it while a release is
+// half done, or releasing into it when full, fails: the caller then creates (or destroys) an
+// event instead.
+class EventPool {
+ public:
+  static constexpr uint64_t kCells = 16384;  // at least every event that can be in flight
+
+  EventPool() {
+    for (uint64_t i = 0; i < kCells; ++i) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool Put(cudaEvent_t event) {
+    uint64_t pos = put_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& cell = cells_[pos % kCells];
+      int64_t dif = static_cast<int64_t>(cell.seq.load(std::memory_order_acquire) - pos);
+      if (dif < 0) return false;  // full
+      if (dif > 0) {
+        pos = put_.load(std::memory_order_relaxed);
+      } else if (put_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        cell.event = event;
+        cell.seq.store(pos + 1, std::memory_order_release);
+        return true;
+      }
+    }
+  }
+
+  cudaEvent_t Take() {
+    uint64_t pos = take_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& cell = cells_[pos % kCells];
+      int64_t dif = static_cast<int64_t>(cell.seq.load(std::memory_order_acquire) - (pos + 1));
+      if (dif < 0) return nullptr;  // empty, or its release is half done
+      if (dif > 0) {
+        pos = take_.load(std::memory_order_relaxed);
+      } else if (take_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+        cudaEvent_t event = cell.event;
+        cell.seq.store(pos + kCells, std::memory_order_release);
+        return event;
+      }
+    }
+  }
+
+ private:
+  struct Cell {
+    std::atomic<uint64_t> seq{0};
+    cudaEvent_t event = nullptr;
+  };
+  alignas(64) std::atomic<uint64_t> put_{0};
+  alignas(64) std::atomic<uint64_t> take_{0};
+  alignas(64) Cell cells_[kCells];
+};
+
+// A cell of Runtime::comms: key is the handle (0 empty, 1 ended, 2 being filled), published
+// after info.
+struct CommCell {
+  std::atomic<uintptr_t> key{0};
+  std::atomic<CommInfo*> info{nullptr};
+};
+inline constexpr size_t kCommCells = 4096;
+
+// Live allocations made through the wrapped calls (pointer -> bytes), so that a free knows
+// what it returns: open addressing over cells made once, claimed with compare-and-swap; no
+// lock, no allocation per call. A pointer that finds no free cell nearby is not tracked (its
+// bytes never count in allocated_bytes).
+class AllocationTable {
+ public:
+  bool Insert(void* ptr, uint64_t bytes) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(ptr);
+    for (uint64_t i = 0, at = MixId(key); i < kProbes; ++i, ++at) {
+      Cell& cell = cells_[at % kCells];
+      uintptr_t seen = cell.key.load(std::memory_order_acquire);
+      if ((seen == kEmpty || seen == kFreed) &&
+          cell.key.compare_exchange_strong(seen, kClaiming, std::memory_order_acq_rel)) {
+        cell.bytes.store(bytes, std::memory_order_relaxed);
+        cell.key.store(key, std::memory_order_release);
+        return true;
+      }
+    }
+    return false;
+  }
+  // The bytes of a tracked pointer, forgotten; false when it was not tracked.
+  bool Remove(void* ptr, uint64_t* bytes) {
+    uintptr_t key = reinterpret_cast<uintptr_t>(ptr);
+    for (uint64_t i = 0, at = MixId(key); i < kProbes; ++i, ++at) {
+      Cell& cell = cells_[at % kCells];
+      uintptr_t seen = cell.key.load(std::memory_order_acquire);
+      if (seen == key) {
+        *bytes = cell.bytes.load(std::memory_order_relaxed);
+        cell.key.store(kFreed, std::memory_order_release);
+        return true;
+      }
+      if (seen == kEmpty) return false;
+    }
+    return false;
+  }
+
+ private:
+  static constexpr uint64_t kCells = 1 << 16;  // 1 MiB
+  static constexpr uint64_t kProbes = 512;
+  static constexpr uintptr_t kEmpty = 0, kFreed = 1, kClaiming = 2;  // never device pointers
+  struct Cell {
+    std::atomic<uintptr_t> key{kEmpty};
+    std::atomic<uint64_t> bytes{0};
+  };
+  Cell cells_[kCells];
+};
+
+// One app thread's ops on one (device, stream): the unit in which completion is known in
+// order. Why thread as well as stream: an event vouches for the work enqueued on its stream
+// before it was recorded; "before" is certain only in one thread's program order (an op's call
+// returned before the same thread recorded a later event). Two threads feeding one stream are
+// ordered by when their calls reached the runtime, which nothing here observes (a thread may
+// be preempted between its record and its submission). And cudaStreamPerThread and the
+// legacy stream 0 name a different stream on every thread and device.
+//
+// An op issued when no events can be had (too many in flight) is untimed: never reported
+// complete on its own. The lane vouches for it instead: (a) the thread's next timed op on the
+// lane carries it as covered (its start event follows it in the stream); (b) the lane's tail
+// event, re-recorded after every untimed op, covers every untimed op so far once it completes
+// (for a burst that ends without a later timed op); (c) the first untimed op after the lane's
+// timed op #n has started when #n completed. Made by its thread (LaneOf), never freed.
+struct alignas(64) Lane {
+  // Set before the lane is published on Runtime::lanes; never changed.
+  cudaStream_t stream = nullptr;
+  int32_t device = -1;
+  Lane* all_next = nullptr;
+  // The owning thread only.
+  uint64_t timed = 0;  // timed ops begun on this lane (Pending::lane_timed of the newest)
+  bool gap_open = false;  // untimed ops since the newest timed op
+  uint32_t gap_count = 0;
+  CoveredRef gap[kLaneSlots];  // per table slot, the newest untimed op since the timed op
+  // Published by the owning thread behind `version` (a seqlock: odd while written), read by
+  // the poller. Every untimed op vouched for moves the version.
+  alignas(64) std::atomic<uint32_t> version{0};
+  std::atomic<cudaEvent_t> tail{nullptr};  // recorded after the newest untimed op
+  std::atomic<uint32_t> tail_count{0};
+  std::atomic<uint32_t> tail_slot[kLaneSlots] = {};
+  std::atomic<uint64_t> tail_seq[kLaneSlots] = {};  // the newest untimed op per slot, ever
+  std::atomic<uint64_t> gap_after{0};  // the timed op the newest gap follows; 0 none
+  std::atomic<uint32_t> first_slot{kNoSlot};  // the first op of that gap (its kOpStart)
+  std::atomic<uint32_t> first_flags{0};
+  std::atomic<uint64_t> first_comm_id{0};
+  std::atomic<uint64_t> first_seq{0};
+  std::atomic<uint64_t> first_record_seq{0};
+  std::atomic<uint64_t> first_record_a{0};
+  std::atomic<uint64_t> first_entered_ns{0};
+  // The poller only.
+  alignas(64) uint64_t done_timed = 0;  // newest timed op of the lane seen complete
+  uint64_t started_after = 0;           // gap_after whose first op was reported started
+  uint32_t confirmed_version = 0;       // version whose tail was seen complete
+};
 
 // Kernel launches on one stream, counted by app threads (one relaxed add per launch) and
 // reported by the poller. A slot is claimed by its first launch (key = stream handle + 1, so
@@ -171,21 +387,23 @@ struct Runtime {
   std::unique_ptr<shm::Segment> segment;
   std::unique_ptr<shm::RingWriter> ring;
   std::unique_ptr<shm::CommTableWriter> table;
-  alignas(64) SpinLock ring_lock;  // app threads and the poller
+  // Claims of in-flight table slots (app threads only, a few instructions, no allocation).
   alignas(64) SpinLock comms_lock;
-  std::unordered_map<ncclComm_t, CommInfo*> comms;  // GUARDED_BY(comms_lock)
+  // Live communicators, handle -> CommInfo (comm_registry.cc): open addressing, no lock.
+  CommCell comms[kCommCells];
   // Every CommInfo ever made, live or ended: the poller may still refer to an ended one, so
   // they live as long as the runtime (a few hundred bytes per communicator).
-  std::vector<std::unique_ptr<CommInfo>> comm_infos;  // GUARDED_BY(comms_lock)
-  alignas(64) SpinLock alloc_lock;
-  std::unordered_map<void*, uint64_t> allocations;  // GUARDED_BY(alloc_lock)
+  std::atomic<CommInfo*> all_comms{nullptr};
+  std::atomic<AllocationTable*> allocations{nullptr};  // TrackAllocation: made at first use
   std::atomic<uint64_t> allocated_bytes{0};
-  alignas(64) SpinLock pool_lock;
-  std::vector<cudaEvent_t> pool[kMaxDevices];         // GUARDED_BY(pool_lock): disabled timing
-  std::vector<cudaEvent_t> timing_pool[kMaxDevices];  // GUARDED_BY(pool_lock): timing-enabled
+  // Per device, made at its first use (timing.cc): disabled timing (progress) and
+  // timing-enabled events, shared by app threads and the poller without a lock.
+  std::atomic<EventPool*> pool[kMaxDevices] = {};
+  std::atomic<EventPool*> timing_pool[kMaxDevices] = {};
   std::atomic<uint64_t> events_created{0};
   std::atomic<uint64_t> graph_launches{0};
   std::atomic<Pending*> all_pendings{nullptr};  // never freed: reachable for leak checkers
+  std::atomic<Lane*> lanes{nullptr};            // every Lane ever made (never freed)
   uint64_t poll_ns = 1000000;
   uint64_t kernel_sample = 0;  // FT_KERNEL_SAMPLE: time every Nth launch of a thread; 0 none
   StreamLaunchCount stream_launches[kStreamSlots];  // kernel_launch.h
@@ -208,27 +426,29 @@ struct Runtime {
 // set once by Init, never freed (threads may outlive exit handlers)
 extern Runtime* g_rt;
 
+// App threads (cudaMalloc/cudaFree hooks): AllocationTable, made at its first use.
+bool TrackAllocation(void* ptr, uint64_t bytes);
+bool UntrackAllocation(void* ptr, uint64_t* bytes);
+
 // NCCL group nesting on this app thread (ncclGroupStart/End); defined in nccl_hooks.cc, reset
 // in a forked child. constinit: other files reach it directly, with no TLS init wrapper (whose
 // weak reference would otherwise appear in libft.so's dynamic symbol table).
 extern constinit thread_local int t_group_depth;
 
+// App threads: into the thread's own queue (record_queue.h), which the poller moves into the
+// ring; never a lock, never a wait.
 inline void Push(const shm::Record& record) {
   if (g_rt == nullptr || !g_rt->ring) return;
-  SpinGuard guard(g_rt->ring_lock);
-  g_rt->ring->Push(record);
+  EnqueueRecord(record);
 }
 
-// A round's records (the poller), a few per acquisition of the ring lock: the lock and the
-// ring head move to the poller's core once per chunk instead of once per record, and an app
-// thread never waits for more than a chunk.
+// The poller, the ring's only producer: the app threads' queued records first (an op's
+// kOpEnter was queued before the op was submitted, so it precedes its kOpStart/kOpEnd), then
+// the round's own.
 inline void PushAll(const shm::Record* records, size_t n) {
   if (g_rt == nullptr || !g_rt->ring) return;
-  constexpr size_t kChunk = 32;
-  for (size_t i = 0; i < n; i += kChunk) {
-    SpinGuard guard(g_rt->ring_lock);
-    for (size_t j = i; j < n && j < i + kChunk; ++j) g_rt->ring->Push(records[j]);
-  }
+  DrainRecordQueues(*g_rt->ring);
+  for (size_t i = 0; i < n; ++i) g_rt->ring->Push(records[i]);
 }
 
 inline shm::Record MakeRecord(RecordType type, uint16_t flags, uint32_t slot, uint64_t comm_id,

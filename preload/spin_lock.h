@@ -1,4 +1,5 @@
-// The spinlock shared by app threads and the poller (libft.so internal).
+// A spinlock for app threads (libft.so internal): in-flight table slot claims. Never taken by
+// the poller: an app thread must never wait on it.
 #ifndef FT_PRELOAD_SPIN_LOCK_H_
 #define FT_PRELOAD_SPIN_LOCK_H_
 
@@ -8,8 +9,8 @@
 
 namespace ft::preload::internal {
 
-// A lock held for a few instructions by app threads and the poller; never across a call
-// into CUDA, NCCL or the kernel.
+// A lock held for a few instructions; never across a call into CUDA, NCCL or the kernel, never
+// around an allocation.
 class SpinLock {
  public:
   void lock() noexcept {

@@ -1,5 +1,7 @@
 #include "preload/timing.h"
 
+#include <new>
+
 namespace ft::preload::internal {
 
 namespace {
@@ -7,7 +9,7 @@ namespace {
 // Per device, kept for reuse. Large enough for every event that can be in flight (two per
 // pending op): a burst of ops must not create and destroy events in steady state (creating one
 // costs far more than recording it).
-constexpr size_t kMaxPooledEvents = 2 * kMaxPending + 256;
+static_assert(EventPool::kCells >= 2 * kMaxPending + 256);
 
 // This app thread's free Pendings, taken from Runtime::free_pendings in one exchange, and its
 // tag (poller.cc: ops of one thread on one stream complete in order). constinit: no TLS init
@@ -15,25 +17,35 @@ constexpr size_t kMaxPooledEvents = 2 * kMaxPending + 256;
 constinit thread_local Pending* t_free_pendings = nullptr;
 constinit thread_local uint32_t t_thread_tag = 0;
 std::atomic<uint32_t> g_next_thread_tag{0};
+// This thread's lanes (Lane); a thread feeding more (device, stream) pairs than this leaves
+// its untimed ops on the others unknown.
+constexpr uint32_t kLanesPerThread = 16;
+constinit thread_local Lane* t_lanes[kLanesPerThread] = {};
+constinit thread_local uint32_t t_lane_count = 0;
+constinit thread_local Lane* t_last_lane = nullptr;
 
 cudaError_t Check(AppCuda* cuda, cudaError_t e) { return cuda != nullptr ? cuda->Check(e) : e; }
 
-std::vector<cudaEvent_t>& PoolOf(int device, EventKind kind) {
-  return kind == EventKind::kTiming ? g_rt->timing_pool[device] : g_rt->pool[device];
+// The device's pool, made at its first use (outside any lock; a thread that loses the race
+// to publish its pool frees it). nullptr when none can be made.
+EventPool* PoolOf(int device, EventKind kind) {
+  std::atomic<EventPool*>& slot =
+      kind == EventKind::kTiming ? g_rt->timing_pool[device] : g_rt->pool[device];
+  EventPool* pool = slot.load(std::memory_order_acquire);
+  if (pool != nullptr) return pool;
+  auto* made = new (std::nothrow) EventPool;
+  if (made == nullptr) return nullptr;
+  if (slot.compare_exchange_strong(pool, made, std::memory_order_acq_rel)) return made;
+  delete made;
+  return pool;
 }
 
 }  // namespace
 
 cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  {
-    SpinGuard guard(g_rt->pool_lock);
-    auto& pool = PoolOf(device, kind);
-    if (!pool.empty()) {
-      cudaEvent_t e = pool.back();
-      pool.pop_back();
-      return e;
-    }
+  if (EventPool* pool = PoolOf(device, kind)) {
+    if (cudaEvent_t e = pool->Take()) return e;
   }
   auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr) return nullptr;
@@ -47,12 +59,8 @@ cudaEvent_t AcquireEvent(int device, AppCuda* cuda, EventKind kind) {
 void ReleaseEvent(int device, cudaEvent_t e, AppCuda* cuda, EventKind kind) {
   if (e == nullptr) return;
   if (device >= 0 && device < kMaxDevices) {
-    SpinGuard guard(g_rt->pool_lock);
-    auto& pool = PoolOf(device, kind);
-    if (pool.size() < kMaxPooledEvents) {
-      pool.push_back(e);
-      return;
-    }
+    EventPool* pool = PoolOf(device, kind);
+    if (pool != nullptr && pool->Put(e)) return;
   }
   if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) Check(cuda, destroy(e));
 }
@@ -119,6 +127,32 @@ int CurrentDevice(AppCuda& cuda) {
   return device;
 }
 
+void ReturnUnsubmitted(Pending* p) {
+  p->next = t_free_pendings;
+  t_free_pendings = p;
+}
+
+Lane* LaneOf(int device, cudaStream_t stream) {
+  if (t_last_lane != nullptr && t_last_lane->stream == stream && t_last_lane->device == device) {
+    return t_last_lane;
+  }
+  for (uint32_t i = 0; i < t_lane_count; ++i) {
+    Lane* lane = t_lanes[i];
+    if (lane->stream == stream && lane->device == device) return t_last_lane = lane;
+  }
+  if (t_lane_count == kLanesPerThread) return nullptr;
+  auto* lane = new Lane;
+  lane->stream = stream;
+  lane->device = device;
+  Lane* head = g_rt->lanes.load(std::memory_order_relaxed);
+  do {
+    lane->all_next = head;
+  } while (!g_rt->lanes.compare_exchange_weak(head, lane, std::memory_order_release,
+                                              std::memory_order_relaxed));
+  t_lanes[t_lane_count++] = lane;
+  return t_last_lane = lane;
+}
+
 Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda) {
   // Both counters are read where they are written (the poller publishes `finished` once per
   // round), so this costs no cache-line transfer per op.
@@ -135,12 +169,121 @@ Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda) {
   p->stream = stream;
   if (!EnsureEvent(p, false, &cuda) || cuda.Check(record(p->start, stream)) != cudaSuccess) {
     // Nothing recorded: nothing can be pending on it; straight back to this thread's list.
-    p->next = t_free_pendings;
-    t_free_pendings = p;
+    ReturnUnsubmitted(p);
     return nullptr;
   }
   p->has_start = true;
+  if (Lane* lane = LaneOf(device, stream)) {
+    p->lane = lane;
+    p->lane_timed = ++lane->timed;
+    if (lane->gap_open) {
+      // The untimed ops since the lane's previous timed op precede this start event.
+      for (uint32_t i = 0; i < lane->gap_count; ++i) p->covered[i] = lane->gap[i];
+      p->covered_count = lane->gap_count;
+      lane->gap_open = false;
+      lane->gap_count = 0;
+    }
+  }
   return p;
+}
+
+Pending* BeginUntimed(cudaStream_t stream, bool vouch, AppCuda& cuda) {
+  Pending* p = NewPending();
+  p->stream = stream;
+  if (vouch) {
+    p->device = CurrentDevice(cuda);
+    if (p->device >= 0) p->lane = LaneOf(p->device, stream);
+  }
+  return p;
+}
+
+namespace {
+
+// A seqlock without fences, as shm/comm_table.cc's (ThreadSanitizer understands it): the data
+// are stored with release and loaded with acquire, so a reader that sees any new value also
+// sees the odd version on its second read of it.
+void SeqlockBegin(std::atomic<uint32_t>& version) {
+  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+
+void SeqlockEnd(std::atomic<uint32_t>& version) {
+  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+// Adds (slot, seq) to a per-slot table of the newest seq; false when it has no room.
+template <typename SlotAt, typename SeqAt>
+bool Newest(uint32_t* count, uint32_t slot, uint64_t seq, SlotAt slot_at, SeqAt seq_at) {
+  for (uint32_t i = 0; i < *count; ++i) {
+    if (slot_at(i) == slot) {
+      if (seq > seq_at(i)) seq_at(i) = seq;
+      return true;
+    }
+  }
+  if (*count == kLaneSlots) return false;
+  slot_at(*count) = slot;
+  seq_at(*count) = seq;
+  ++*count;
+  return true;
+}
+
+}  // namespace
+
+void NoteUntimed(Pending* p, AppCuda& cuda) {
+  Lane* lane = p->lane;
+  auto record = FT_REAL_CUDA(cudaEventRecord);
+  if (lane == nullptr || record == nullptr || p->op_count == 0) {
+    ReturnUnsubmitted(p);
+    return;
+  }
+  cudaEvent_t tail = lane->tail.load(std::memory_order_relaxed);
+  if (tail == nullptr) {
+    // Its own event, not the pool's: it is re-recorded for as long as the lane lives.
+    auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+    if (create == nullptr || cuda.Check(create(&tail, cudaEventDisableTiming)) != cudaSuccess) {
+      ReturnUnsubmitted(p);
+      return;
+    }
+    g_rt->events_created.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Recorded before it is published: a poller that sees the new version queries this record
+  // or a later one, and a later one completes only after this one (stream order).
+  if (cuda.Check(record(tail, p->stream)) != cudaSuccess) {
+    if (lane->tail.load(std::memory_order_relaxed) == nullptr) {
+      if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) cuda.Check(destroy(tail));
+    }
+    ReturnUnsubmitted(p);  // unknown: nothing will vouch for these ops
+    return;
+  }
+  SeqlockBegin(lane->version);
+  lane->tail.store(tail, std::memory_order_release);
+  uint32_t tail_count = lane->tail_count.load(std::memory_order_relaxed);
+  for (const OpRef& op : p->ops()) {
+    if (op.slot == kNoSlot) continue;
+    bool fits = Newest(
+        &tail_count, op.slot, op.seq,
+        [&](uint32_t i) -> auto& { return lane->tail_slot[i]; },
+        [&](uint32_t i) -> auto& { return lane->tail_seq[i]; });
+    if (!fits) continue;  // a fifth slot on one lane: unknown
+    if (!lane->gap_open) {
+      lane->gap_open = true;
+      if (lane->timed > 0) {
+        lane->first_slot.store(op.slot, std::memory_order_release);
+        lane->first_flags.store(op.flags, std::memory_order_release);
+        lane->first_comm_id.store(op.comm_id, std::memory_order_release);
+        lane->first_seq.store(op.seq, std::memory_order_release);
+        lane->first_record_seq.store(op.record_seq, std::memory_order_release);
+        lane->first_record_a.store(op.record_a, std::memory_order_release);
+        lane->first_entered_ns.store(op.entered_ns, std::memory_order_release);
+        lane->gap_after.store(lane->timed, std::memory_order_release);
+      }
+    }
+    Newest(
+        &lane->gap_count, op.slot, op.seq, [&](uint32_t i) -> auto& { return lane->gap[i].slot; },
+        [&](uint32_t i) -> auto& { return lane->gap[i].seq; });
+  }
+  lane->tail_count.store(tail_count, std::memory_order_release);
+  SeqlockEnd(lane->version);
+  ReturnUnsubmitted(p);
 }
 
 void Submit(Pending* p, bool record_end, AppCuda& cuda) {

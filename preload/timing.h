@@ -30,7 +30,9 @@ class AppCuda {
   bool had_prior_ = false;
 };
 
-inline constexpr uint64_t kMaxPending = 4096;  // beyond this, ops are entered but not timed
+// Beyond this many timed units in flight, ops are entered but untimed: their completion is
+// then known only through their lane (runtime_state.h, Lane), never claimed at submission.
+inline constexpr uint64_t kMaxPending = 4096;
 
 // Events come from a per-device pool, one for each kind: disabled timing (progress, the
 // cheap kind) and timing-enabled (sampled kernel durations only: ~10x the cost, FACTS.md).
@@ -81,9 +83,22 @@ class DeviceScope {
   bool switched_ = false;
 };
 
+// This thread's lane for (current device, stream), made at first use; nullptr when the thread
+// has too many lanes already (its untimed ops there stay unknown).
+Lane* LaneOf(int device, cudaStream_t stream);
+
 // A new pending op with its start event recorded on `stream`; nullptr when it cannot be timed
-// (too many in flight, no runtime, no event).
+// (too many in flight, no runtime, no event). It covers the lane's untimed ops before it.
 Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda);
+// A carrier for ops that get no events (never submitted): its device and lane, for
+// NoteUntimed after the call. `vouch`: the lane may record its tail on `stream` (false when
+// the stream may be capturing a graph).
+Pending* BeginUntimed(cudaStream_t stream, bool vouch, AppCuda& cuda);
+// After the untimed ops of `p` were issued successfully: their lane records its tail after
+// them and publishes them (Lane); then `p` goes back to this thread's free list.
+void NoteUntimed(Pending* p, AppCuda& cuda);
+// Back to this thread's free list, unsubmitted.
+void ReturnUnsubmitted(Pending* p);
 // Records the end event (when `record_end`) and hands the op to the poller.
 void Submit(Pending* p, bool record_end, AppCuda& cuda);
 

@@ -89,6 +89,14 @@ void CommTableWriter::Completed(uint32_t index, uint64_t seq, uint64_t now_ns, u
   EndWrite(slot.progress_version);
 }
 
+void CommTableWriter::OldestPending(uint32_t index, uint64_t seq, uint64_t entered_ns) {
+  CommSlot& slot = slots_[index];
+  BeginWrite(slot.progress_version);
+  slot.pending_seq.store(seq, std::memory_order_release);
+  slot.pending_ns.store(entered_ns, std::memory_order_release);
+  EndWrite(slot.progress_version);
+}
+
 std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t index) {
   if (index >= segment.comm_slot_count()) return std::nullopt;  // the validated copy
   const CommSlot& slot = segment.comm_slots()[index];
@@ -113,6 +121,8 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
     p.completed_seq = slot.completed_seq.load(std::memory_order_acquire);
     p.completed_ns = slot.completed_ns.load(std::memory_order_acquire);
     p.last_duration_ns = slot.last_duration_ns.load(std::memory_order_acquire);
+    p.pending_seq = slot.pending_seq.load(std::memory_order_acquire);
+    p.pending_ns = slot.pending_ns.load(std::memory_order_acquire);
   });
   if (!entered_ok || !progress_ok) return std::nullopt;
   return p;

@@ -29,6 +29,8 @@ struct CommProgress {
   uint64_t completed_seq = 0;
   uint64_t completed_ns = 0;
   uint64_t last_duration_ns = 0;
+  uint64_t pending_seq = 0;  // layout.h: the oldest op known pending, 0 none known
+  uint64_t pending_ns = 0;   // its entered time
 };
 
 // Producer side. Slot claiming happens on the app thread at communicator creation;
@@ -45,6 +47,8 @@ class CommTableWriter {
   void EnterOp(uint32_t slot, uint64_t seq, uint32_t op, uint64_t bytes, int64_t peer, uint64_t now_ns);
   void Started(uint32_t slot, uint64_t seq, uint64_t now_ns);
   void Completed(uint32_t slot, uint64_t seq, uint64_t now_ns, uint64_t duration_ns);
+  // The oldest op known pending (seq 0: none known). Same writer as Started/Completed.
+  void OldestPending(uint32_t slot, uint64_t seq, uint64_t entered_ns);
 
  private:
   CommSlot* slots_;

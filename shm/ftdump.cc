@@ -87,8 +87,23 @@ void Dump(const Segment& segment, size_t records) {
                 static_cast<unsigned long long>(p->started_seq),
                 static_cast<unsigned long long>(p->completed_seq));
     if (in_flight) {
-      std::printf(" IN FLIGHT op=%u bytes=%llu for %.2fs", p->enter_op,
-                  static_cast<unsigned long long>(p->entered_bytes), AgeSeconds(now, p->entered_ns));
+      // How long the oldest pending op has waited, which is what a hang is measured by (the
+      // newest entered op may be a moment old while the oldest has waited for minutes).
+      std::printf(" IN FLIGHT op=%u bytes=%llu", p->enter_op,
+                  static_cast<unsigned long long>(p->entered_bytes));
+      unsigned long long oldest = static_cast<unsigned long long>(p->completed_seq + 1);
+      if (p->pending_seq == p->completed_seq + 1) {
+        std::printf(" for %.2fs (oldest pending: #%llu)", AgeSeconds(now, p->pending_ns), oldest);
+      } else if (p->pending_seq > p->completed_seq + 1 && p->pending_seq <= p->entered_seq) {
+        std::printf(" for %.2fs or more (oldest pending: #%llu, entered before #%llu)",
+                    AgeSeconds(now, p->pending_ns), oldest,
+                    static_cast<unsigned long long>(p->pending_seq));
+      } else {
+        std::printf(" for %.2fs (since the newest entered, #%llu; the oldest pending, #%llu, has no "
+                    "known entry time)",
+                    AgeSeconds(now, p->entered_ns), static_cast<unsigned long long>(p->entered_seq),
+                    oldest);
+      }
     }
     std::printf("\n");
   }

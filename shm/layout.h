@@ -151,7 +151,13 @@ struct CommSlot {
   std::atomic<uint64_t> completed_seq;         // 152
   std::atomic<uint64_t> completed_ns;          // 160
   std::atomic<uint64_t> last_duration_ns;      // 168
-  uint8_t reserved3[256 - 176];
+  // The oldest op the process knows to be pending (entered, not completed) and when it was
+  // entered; 0 none known. pending_seq == completed_seq + 1 means it is the oldest pending
+  // op; a larger one is a bound (ops are numbered in entry order: the ones before it were
+  // entered earlier). Added within version 1 in bytes that were reserved zero.
+  std::atomic<uint64_t> pending_seq;           // 176
+  std::atomic<uint64_t> pending_ns;            // 184
+  uint8_t reserved3[256 - 192];
 };
 
 // One ring record. The meaning of a..d depends on type (docs/shm-format.md).

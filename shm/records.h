@@ -84,7 +84,9 @@ enum RecordFlags : uint16_t {
                          // no sequence number (it runs at each graph launch)
   kFlagInProgress = 8,   // nonblocking communicator: the call returned ncclInProgress
   kFlagError = 16,       // the op failed (its call or the stream); no start/duration
-  kFlagUntimed = 32,     // no events could be recorded (no runtime, too many in flight)
+  kFlagUntimed = 32,     // no events of its own (no runtime, too many in flight): never
+                         // reported complete by itself (no kOpEnd); a later event of its
+                         // stream may advance the table past it (docs/shm-format.md)
 };
 
 // Op kinds: CommSlot::enter_op and the low byte of kOpEnter's a.

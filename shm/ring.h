@@ -13,7 +13,8 @@
 
 namespace ft::shm {
 
-// Called from one producer thread at a time (libft.so serializes its producers).
+// Called from one producer thread at a time (in libft.so, the poller: app threads hand it
+// their records through queues of their own, preload/record_queue.h).
 class RingWriter {
  public:
   explicit RingWriter(const Segment& segment);

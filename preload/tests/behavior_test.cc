@@ -3,6 +3,9 @@
 // Single-rank communicators keep it one process; the multi-rank behaviour is the e2e tests'.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,9 +49,21 @@ shm::Segment& Own() {
   return *segment;
 }
 
-// Every record so far (consumed from the ring and kept).
+// Waits until the poller has run `rounds` more rounds (each advances the heartbeat): long
+// enough for anything it would report to be in the table.
+void WaitPollerRounds(uint64_t rounds) {
+  uint64_t until = Own().header()->heartbeat_count.load() + rounds;
+  for (int i = 0; i < 1000 && Own().header()->heartbeat_count.load() < until; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_GE(Own().header()->heartbeat_count.load(), until);
+}
+
+// Every record so far (consumed from the ring and kept). App threads' records reach the ring
+// at the poller's next round (record_queue.h): two rounds make sure this thread's are there.
 const std::vector<shm::Record>& Records() {
   static std::vector<shm::Record> all;
+  WaitPollerRounds(2);
   shm::RingReader reader(Own());
   shm::Record buf[256];
   size_t got = 0;
@@ -527,6 +542,144 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
     EXPECT_EQ(ncclCommDestroy(pair[i]), ncclSuccess);
   }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+// Far more ops in flight than libft.so has events for (a benchmark queueing collectives before
+// it synchronizes), on a stream that is stuck: none of them may read as completed, or a hang
+// hides; once the stream moves, the lane's tail event vouches for the untimed ones.
+TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  WaitCompleted(c.id, 1);
+  std::atomic<bool> release{false};
+  auto stuck_kernel = [](void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck_kernel, &release), cudaSuccess);
+  constexpr uint64_t kQueued = 10000;
+  for (uint64_t i = 0; i < kQueued; ++i) {
+    ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  }
+  WaitPollerRounds(20);
+  auto p = Slot(c.id);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->entered_seq, 1 + kQueued);
+  EXPECT_EQ(p->completed_seq, 1u) << "the stream is stuck before op 2: nothing after it completed";
+  EXPECT_EQ(p->started_seq, 1u);
+  EXPECT_EQ(p->pending_seq, 2u) << "the oldest pending op is the first behind the stuck kernel";
+  EXPECT_GT(p->pending_ns, 0u);
+  EXPECT_LE(p->pending_ns, p->entered_ns);
+  size_t reported_complete = 0;
+  for (const auto& r : OfComm(c.id, RecordType::kOpEnd)) reported_complete += r.seq > 1 ? 1 : 0;
+  EXPECT_EQ(reported_complete, 0u) << "ops behind the stuck stream reported complete";
+  release.store(true);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  p = WaitCompleted(c.id, 1 + kQueued);
+  EXPECT_EQ(p->completed_seq, 1 + kQueued) << "the tail event vouches for the untimed ops";
+  EXPECT_EQ(p->started_seq, 1 + kQueued);
+  for (int i = 0; i < 100 && Slot(c.id)->pending_seq != 0; ++i) WaitPollerRounds(1);
+  EXPECT_EQ(Slot(c.id)->pending_seq, 0u) << "nothing pending";
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
+// The poller thread (it names itself), or 0.
+pid_t PollerTid() {
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  pid_t found = 0;
+  while (struct dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::string comm;
+    if (FILE* f = fopen(("/proc/self/task/" + std::string(entry->d_name) + "/comm").c_str(), "r")) {
+      char buf[64] = {};
+      if (fgets(buf, sizeof(buf), f) != nullptr) comm = buf;
+      fclose(f);
+    }
+    if (comm == "ft-poller\n") found = static_cast<pid_t>(atoi(entry->d_name));
+  }
+  closedir(dir);
+  return found;
+}
+
+std::atomic<bool> g_hold_poller{false};
+
+// Runs on the poller thread: it stays here, wherever the signal caught it, until released.
+void HoldPoller(int) {
+  while (g_hold_poller.load()) {
+    struct timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+uint64_t ResidentBytes() {
+  long pages = 0, resident = 0;
+  if (FILE* f = fopen("/proc/self/statm", "r")) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return static_cast<uint64_t>(resident) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// DESIGN: nothing in the training process waits on libft.so's poller. With the poller held
+// still (a stalled thread: preempted, stopped in a debugger, stuck in a driver call), an app
+// thread's hooks complete; what cannot be handed over is dropped and counted, and memory stays
+// bounded (no record, op or event piles up without limit); once the poller runs again it
+// catches up from the table's evidence.
+TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  pid_t poller = PollerTid();
+  ASSERT_GT(poller, 0) << "no thread named ft-poller";
+  struct sigaction action {};
+  action.sa_handler = HoldPoller;
+  sigemptyset(&action.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR2, &action, nullptr), 0);
+  g_hold_poller.store(true);
+  ASSERT_EQ(syscall(SYS_tgkill, getpid(), poller, SIGUSR2), 0);
+  // Held once its heartbeat stops moving.
+  uint64_t beat = Own().header()->heartbeat_count.load();
+  for (int i = 0; i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    uint64_t now = Own().header()->heartbeat_count.load();
+    if (now == beat) break;
+    beat = now;
+  }
+  uint64_t dropped_before = Own().header()->ring_dropped.load();
+  uint64_t resident_before = ResidentBytes();
+  constexpr uint64_t kOps = 100000;
+  std::atomic<bool> done{false};
+  std::thread app([&] {
+    for (uint64_t i = 0; i < kOps; ++i) {
+      if (ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s) != ncclSuccess) break;
+      if (i % 1000 == 999 && cudaStreamSynchronize(s) != cudaSuccess) break;  // the GPU keeps up
+    }
+    done.store(true);
+  });
+  for (int i = 0; i < 6000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  bool finished = done.load();
+  uint64_t grown = ResidentBytes() - std::min(ResidentBytes(), resident_before);
+  uint64_t dropped = Own().header()->ring_dropped.load() - dropped_before;
+  EXPECT_EQ(Own().header()->heartbeat_count.load(), beat) << "the poller ran meanwhile";
+  g_hold_poller.store(false);
+  app.join();
+  EXPECT_TRUE(finished) << "an app thread waited for the stalled poller";
+  EXPECT_LT(grown, 16u << 20) << "memory grew by " << grown << " bytes for " << kOps << " ops";
+  EXPECT_GE(dropped, kOps - 2 * 4096) << "records that could not be handed over are counted";
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(WaitCompleted(c.id, kOps).completed_seq, kOps);
+  (void)Records();  // empties the ring, which later tests read their records from
   EXPECT_EQ(cudaFree(buf), cudaSuccess);
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }

@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 
 #include "preload/tests/forward_common.h"
@@ -138,11 +140,15 @@ TEST(SegmentActive, CountsCallsAndRecordsErrors) {
   ASSERT_TRUE(shm::Segment::Attach(OwnSegment(), &segment).ok());
   EXPECT_GT(segment->header()->call_count.load(), 0u);
   EXPECT_EQ(segment->header()->state.load(), static_cast<uint32_t>(shm::ProcessState::kRunning));
+  // App threads' records reach the ring at the poller's next round (record_queue.h).
   std::array<shm::Record, 4096> records;
-  size_t n = shm::RingReader(*segment).Peek(records.data(), records.size());
   size_t errors = 0;
-  for (size_t i = 0; i < n; ++i) {
-    errors += records[i].type == static_cast<uint16_t>(RecordType::kApiError);
+  for (int attempt = 0; attempt < 500 && errors == 0; ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    size_t n = shm::RingReader(*segment).Peek(records.data(), records.size());
+    for (size_t i = 0; i < n; ++i) {
+      errors += records[i].type == static_cast<uint16_t>(RecordType::kApiError);
+    }
   }
   EXPECT_GT(errors, 0u) << "fake failures produced no error record";
 }

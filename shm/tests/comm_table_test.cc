@@ -47,6 +47,12 @@ TEST(CommTableTest, ReaderSnapshotShowsEnteredStartedCompleted) {
   EXPECT_EQ(p->started_seq, 6u);
   EXPECT_EQ(p->completed_seq, 6u);
   EXPECT_EQ(p->last_duration_ns, 50u);
+  EXPECT_EQ(p->pending_seq, 0u) << "none known until the poller says";
+  writer.OldestPending(slot, 7, 990);
+  p = SnapshotCommSlot(*reader, slot);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->pending_seq, 7u);
+  EXPECT_EQ(p->pending_ns, 990u);
   EXPECT_FALSE(SnapshotCommSlot(*reader, 100000).has_value());
 }
 

@@ -64,6 +64,39 @@ TEST(FtdumpTest, ShowsAThreadBlockedInASynchronizingCall) {
   EXPECT_NE(out.find("blocked in a synchronizing call for 3."), std::string::npos) << out;
 }
 
+uint64_t NowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+// A hang is measured by its oldest pending op, not by the newest one entered.
+TEST(FtdumpTest, InFlightShowsTheOldestPendingOpsAge) {
+  ScopedSegment seg;
+  CommTableWriter table(seg.writer());
+  uint32_t slot = *table.Claim(0xabcdef, 1, 4, 3);
+  uint64_t now = NowNs();
+  table.Completed(slot, 9, now - 40000000000ull, 5);
+  table.EnterOp(slot, 12, 1, 1 << 20, -1, now - 1000000000ull);  // the newest: 1 s old
+  table.OldestPending(slot, 10, now - 30000000000ull);            // the oldest: 30 s old
+  std::string out;
+  ASSERT_EQ(RunFtdump(seg.name(), &out), 0) << out;
+  EXPECT_NE(out.find("IN FLIGHT op=1 bytes=1048576 for 30."), std::string::npos) << out;
+  EXPECT_NE(out.find("(oldest pending: #10)"), std::string::npos) << out;
+
+  // Only a later op's entry time known: a bound, said as one.
+  table.OldestPending(slot, 11, now - 20000000000ull);
+  ASSERT_EQ(RunFtdump(seg.name(), &out), 0) << out;
+  EXPECT_NE(out.find("for 20."), std::string::npos) << out;
+  EXPECT_NE(out.find("s or more (oldest pending: #10, entered before #11)"), std::string::npos) << out;
+
+  // None known (an older producer): the newest entered, named as such.
+  table.OldestPending(slot, 0, 0);
+  ASSERT_EQ(RunFtdump(seg.name(), &out), 0) << out;
+  EXPECT_NE(out.find("for 1."), std::string::npos) << out;
+  EXPECT_NE(out.find("since the newest entered, #12"), std::string::npos) << out;
+}
+
 TEST(FtdumpTest, RejectsGarbageAndUnknownFlags) {
   std::string name = "/ft." + UniqueTestJob() + ".r0.p1";
   int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);

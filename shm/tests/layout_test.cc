@@ -128,6 +128,8 @@ TEST(LayoutTest, CommSlotAndRecordOffsets) {
   EXPECT_EQ(offsetof(CommSlot, completed_seq), 152u);
   EXPECT_EQ(offsetof(CommSlot, completed_ns), 160u);
   EXPECT_EQ(offsetof(CommSlot, last_duration_ns), 168u);
+  EXPECT_EQ(offsetof(CommSlot, pending_seq), 176u);
+  EXPECT_EQ(offsetof(CommSlot, pending_ns), 184u);
   EXPECT_EQ(offsetof(Record, type), 0u);
   EXPECT_EQ(offsetof(Record, flags), 2u);
   EXPECT_EQ(offsetof(Record, comm_slot), 4u);
