@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "preload/records.h"
+#include "shm/records.h"
 #include "shm/hook_failures.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -31,6 +31,9 @@ extern "C" const char* gpusimNcclLastViolation();
 
 namespace ft::preload {
 namespace {
+
+using shm::RecordType;
+using enum shm::RecordFlags;
 
 constexpr char kJob[] = "preload_rules_test";  // FT_JOB, set by CTest
 
