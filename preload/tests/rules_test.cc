@@ -75,13 +75,6 @@ ncclComm_t NewComm(bool blocking) {
   return comm;
 }
 
-uint64_t LastCommId() {
-  for (auto it = Records().rbegin(); it != Records().rend(); ++it) {
-    if (Is(*it, RecordType::kCommInit)) return it->comm_id;
-  }
-  return 0;
-}
-
 // Waits (up to 10 s) until the poller has gone through `rounds` more rounds.
 void WaitPollerRounds(uint64_t rounds) {
   auto& beats = Own().header()->heartbeat_count;
@@ -90,6 +83,16 @@ void WaitPollerRounds(uint64_t rounds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   ASSERT_GE(beats.load(), target) << "the poller stopped";
+}
+
+// Records reach the ring through the poller (an app thread's queue is moved once per round):
+// two full rounds after the call, its kCommInit is there.
+uint64_t LastCommId() {
+  WaitPollerRounds(2);
+  for (auto it = Records().rbegin(); it != Records().rend(); ++it) {
+    if (Is(*it, RecordType::kCommInit)) return it->comm_id;
+  }
+  return 0;
 }
 
 // The kOpEnd records of a comm, waited for (up to 10 s) until there are n.
