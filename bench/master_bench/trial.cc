@@ -189,6 +189,8 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   master::ParseStreamId(found->id, &id_ms, &id_seq);
   out.incident_id = incident.id;
   const auto written_ms = static_cast<int64_t>(id_ms);
+  out.window_ms =
+      static_cast<double>(incident.window_closed_unix_ms - incident.first_event_unix_ms);
   out.close_to_written = static_cast<double>(written_ms - incident.window_closed_unix_ms);
   out.field_decide_ms = incident.decide_ms;
   out.first_to_written = static_cast<double>(written_ms - incident.first_event_unix_ms);
@@ -197,13 +199,14 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
 
   master.Stop();
   out.others_pct = others.Pct();
-  std::printf("bench: ranks=%d trial %d/%d: decide_ms=%.0f (window closed -> incident written), "
-              "incident decide_ms=%.0f (first event -> decided; window opened -> decided %.0f), "
-              "first event -> written %.0f ms; master cpu %.1f%% steady, %.1f%% first event -> "
+  std::printf("bench: ranks=%d trial %d/%d: window_ms=%.0f (first event -> window closed), "
+              "decide_ms=%.0f (window closed -> incident written), e2e_ms=%.0f (first event -> "
+              "written); incident decide_ms=%.0f (first event -> decided; window opened -> "
+              "decided %.0f); master cpu %.1f%% steady, %.1f%% first event -> "
               "written; %zu timeout events (timeout %.0f ms); rank %d named (%s, decision %s); "
               "setup %.0f ms, longest driver write %.0f ms; other processes %.0f%% of a core\n",
-              n, trial + 1, o.trials, out.close_to_written, out.field_decide_ms,
-              out.open_to_decided, out.first_to_written, out.steady_cpu_pct,
+              n, trial + 1, o.trials, out.window_ms, out.close_to_written, out.first_to_written,
+              out.field_decide_ms, out.open_to_decided, out.steady_cpu_pct,
               out.decision_cpu_pct, out.events, timeout_ms, hang.stopped, incident.kind.c_str(),
               incident.decision.c_str(), build_ms, driver.max_write_ms(), out.others_pct);
   std::fflush(stdout);
