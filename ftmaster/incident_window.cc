@@ -184,6 +184,7 @@ bool MasterLoop::ReadRanks(Clock::time_point now) {
     if (versioned && ranks_loaded_ && version.str() == ranks_version_read_) {
       next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period,
                                   MsSince(start));
+      OnRanksRead();  // a new term's models still need the membership it kept
       return true;
     }
     ranks_pass_version_ = versioned ? version.str() : "";
@@ -216,6 +217,11 @@ bool MasterLoop::ReadRanks(Clock::time_point now) {
   ++stats_.ranks_reads;
   const double cost = MsSince(start);
   next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period, cost);
+  OnRanksRead();
+  return true;
+}
+
+void MasterLoop::OnRanksRead() {
   if (ranks_.version() != ranks_version_seen_) {
     ranks_version_seen_ = ranks_.version();
     stragglers_.SetMembership(ranks_.values());
@@ -240,7 +246,6 @@ bool MasterLoop::ReadRanks(Clock::time_point now) {
     }
   }
   MaybeFinish();
-  return true;
 }
 
 void MasterLoop::MaybeFinish() {

@@ -137,6 +137,7 @@ class MasterLoop {
   void CloseIncident(const std::string& why);
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now);
+  void OnRanksRead();  // after a whole read (or a version check): what follows the membership
   AttributionInput Input(int64_t unix_ms) const;
   const Topology& CurrentTopology();
   // job_state running → finished once every rank exited cleanly (no window open, no action).
