@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ftmaster/text.h"
 
@@ -658,7 +659,10 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
   // Transport hangs: collectives nobody blocks, and p2p pairs waiting on each other.
   std::unordered_map<int, Builder> transports;  // by comm index
   std::vector<int> transport_order;
+  // Members per comm, collected with repeats and made unique once by sorting: a world-sized
+  // communicator must not cost members x members (131k ranks: minutes).
   std::unordered_map<int, std::vector<int>> transport_members;
+  std::unordered_set<int> whole_comm_listed;
   for (const Target& t : targets) {
     const bool pair = t.p2p && t.pair_peer >= 0;
     const bool stuck_collective = !t.p2p && t.blockers.empty() && t.unknown_members == 0;
@@ -678,16 +682,15 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
     }
     std::vector<int>& members = transport_members[t.comm];
     if (pair) {
-      for (int m : {t.waiters.front(), t.pair_peer}) {
-        if (std::find(members.begin(), members.end(), m) == members.end()) members.push_back(m);
-      }
+      members.push_back(t.waiters.front());
+      members.push_back(t.pair_peer);
       b.Evidence(fmt::format("{}; that peer's GPU is in the matching op toward it: neither "
                              "completes", writer.WaitLine(t)));
       b.pair = true;
       b.confidence = std::min(b.confidence, kConfTransport);
     } else {
-      for (int m : c.members) {
-        if (std::find(members.begin(), members.end(), m) == members.end()) members.push_back(m);
+      if (whole_comm_listed.insert(t.comm).second) {
+        members.insert(members.end(), c.members.begin(), c.members.end());
       }
       double ago = writer.StartedAgo(t);
       if (t.completed == 0) {
@@ -708,10 +711,12 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
     std::sort(members.begin(), members.end(), [&](int a, int c) {
       return ranks[static_cast<size_t>(a)].rank < ranks[static_cast<size_t>(c)].rank;
     });
-    std::vector<std::string> nodes;
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    std::unordered_set<std::string_view> node_set;
+    std::vector<std::string_view> nodes;
     for (int m : members) {
       const std::string& node = ranks[static_cast<size_t>(m)].node;
-      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+      if (node_set.insert(node).second) nodes.push_back(node);
     }
     int direct = 0, total = 0;
     graph.Reach(members, &direct, &total, &explained);

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <unordered_set>
 
 #include "common/log.h"
 #include "ftmaster/attribution.h"
@@ -120,6 +121,7 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
     if (!OpensWindow(event.kind)) return;  // busy alone: nothing is stuck yet
     open_ = IncidentWindow{};
     open_.open = true;
+    progress_.Clear();  // tables of an earlier window say nothing about this one
     open_.first_event_id = id;
     open_.first_unix_ms = event.unix_ms;
     open_.opened_unix_ms = unix_ms;
@@ -131,9 +133,39 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
 
 bool MasterLoop::ReadProgress(Clock::time_point now) {
   const auto start = Clock::now();
-  redis::Reply reply;
-  if (!store_->Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
-  progress_.Load(reply, &bad_);
+  if (!ranks_loaded_ || ranks_.empty()) {
+    // No membership (yet) to find the window's communicators by (workers not reporting it,
+    // or its first read not done): every table, as the only way to see who is in what.
+    redis::Reply reply;
+    if (!store_->Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
+    progress_.Load(reply, &bad_);
+    window_whole_ = true;
+  } else {
+    // The window's communicators' members only: read what is missing or older than the first
+    // event, follow the waits those tables show into other communicators, read again.
+    if (window_reads_for_ != ranks_.version()) {
+      window_reads_.Rebuild(ranks_.values());
+      window_reads_for_ = ranks_.version();
+    }
+    std::unordered_set<int> asked;
+    for (int round = 0; round < kMaxWindowReadRounds; ++round) {
+      const WindowReads::Plan plan = window_reads_.Make(progress_.values(), open_.events);
+      std::vector<std::string> fields;
+      for (int rank : plan.needed) {
+        if (asked.insert(rank).second) fields.push_back(std::to_string(rank));
+      }
+      if (fields.empty()) break;
+      redis::Argv argv = {"HMGET", keys_.Progress()};
+      argv.insert(argv.end(), fields.begin(), fields.end());
+      redis::Reply reply;
+      if (!store_->Run(argv, &reply).ok()) return false;
+      progress_.LoadFields(fields, reply, &bad_);
+      stats_.progress_rows_read += fields.size();
+    }
+    window_membership_ =
+        window_reads_.MembershipOf(window_reads_.Make(progress_.values(), open_.events).members);
+    window_whole_ = false;
+  }
   stats_.progress_read_ms = MsSince(start);
   next_progress_ = now + Spacing(options_.tick, stats_.progress_read_ms);
   return true;
@@ -141,11 +173,53 @@ bool MasterLoop::ReadProgress(Clock::time_point now) {
 
 bool MasterLoop::ReadRanks(Clock::time_point now) {
   const auto start = Clock::now();
+  if (ranks_cursor_.empty()) {
+    // Workers bump ranks:version with every membership write; unchanged, the hash is too.
+    // Without the key (older workers, or Redis lost it) the hash is read every time.
+    redis::Reply version;
+    if (!store_->Run({"GET", keys_.RanksVersion()}, &version).ok()) return false;
+    const bool versioned = version.is_string();
+    if (versioned && ranks_loaded_ && version.str() == ranks_version_read_) {
+      next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period,
+                                  MsSince(start));
+      OnRanksRead();  // a new term's models still need the membership it kept
+      return true;
+    }
+    ranks_pass_version_ = versioned ? version.str() : "";
+    ranks_.BeginPass();
+  }
+  // In HSCAN chunks, one per call: 131k members are ~40 MB, and one HGETALL of them would hold
+  // the loop (and the lease) for seconds.
+  const std::string cursor = ranks_cursor_.empty() ? std::string(1, '0') : ranks_cursor_;
   redis::Reply reply;
-  if (!store_->Run({"HGETALL", keys_.Ranks()}, &reply).ok()) return false;
-  ranks_.Load(reply, &bad_);
+  if (!store_->Run({"HSCAN", keys_.Ranks(), cursor, "COUNT", kRanksChunk}, &reply).ok()) {
+    return false;
+  }
+  if (!reply.is_array() || reply.size() != 2 || !reply[0].is_string()) {
+    bad_.Report(keys_.Ranks(), reply.DebugString().substr(0, 64),
+                Status::Corrupt("not an HSCAN reply (wrong key type?)"));
+    ranks_cursor_.clear();
+    next_ranks_ = now + options_.ranks_period;
+    return true;
+  }
+  ranks_.LoadPairs(reply[1], &bad_);
+  if (reply[0].str() != "0") {
+    ranks_cursor_ = reply[0].str();
+    next_ranks_ = now + Spacing(options_.tick, MsSince(start));
+    return true;
+  }
+  ranks_cursor_.clear();
+  ranks_.EndPass();
+  ranks_loaded_ = true;
+  ranks_version_read_ = ranks_pass_version_;
+  ++stats_.ranks_reads;
   const double cost = MsSince(start);
   next_ranks_ = now + Spacing(open_.open ? options_.tick : options_.ranks_period, cost);
+  OnRanksRead();
+  return true;
+}
+
+void MasterLoop::OnRanksRead() {
   if (ranks_.version() != ranks_version_seen_) {
     ranks_version_seen_ = ranks_.version();
     stragglers_.SetMembership(ranks_.values());
@@ -170,7 +244,6 @@ bool MasterLoop::ReadRanks(Clock::time_point now) {
     }
   }
   MaybeFinish();
-  return true;
 }
 
 void MasterLoop::MaybeFinish() {
@@ -201,7 +274,11 @@ const Topology& MasterLoop::CurrentTopology() {
 AttributionInput MasterLoop::Input(int64_t unix_ms) const {
   AttributionInput in;
   in.progress = progress_.values();
-  in.membership = ranks_.values();
+  if (window_whole_) {
+    in.membership = ranks_.values();
+  } else {
+    in.membership = window_membership_;
+  }
   in.events = open_.events;
   in.now_unix_ms = unix_ms;
   in.stale_ms = static_cast<double>(3 * ToMs(options_.config.report_interval) +

@@ -16,6 +16,11 @@ using Ms = std::chrono::milliseconds;
 inline constexpr size_t kEventBatch = 1000;           // stream entries per XRANGE
 inline constexpr int kMaxEventBatchesPerTick = 10;
 inline constexpr Ms kAckPoll{50};
+inline constexpr int kMaxWindowReadRounds = 16;        // HMGETs following waits, per read
+inline constexpr const char* kSummaryChunk = "4096";   // HSCAN COUNT of the summary pass
+inline constexpr const char* kRanksChunk = "8192";     // HSCAN COUNT of the membership pass
+// Steady reads (the summary pass) take at most about 1/kSteadyShare of the master's time.
+inline constexpr double kSteadyShare = 12;
 inline constexpr Ms kStatePoll{1000};
 
 inline int64_t ToMs(Duration d) { return std::chrono::duration_cast<Ms>(d).count(); }
@@ -24,9 +29,9 @@ inline double MsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Spaces a periodic read so it takes at most a third of the loop's time.
-inline Ms Spacing(Ms nominal, double cost_ms) {
-  return std::max(nominal, Ms(static_cast<int64_t>(3 * cost_ms)));
+// Spaces a periodic read so it takes at most 1/share (a third by default) of the loop's time.
+inline Ms Spacing(Ms nominal, double cost_ms, double share = 3) {
+  return std::max(nominal, Ms(static_cast<int64_t>(share * cost_ms)));
 }
 
 }  // namespace ft::master

@@ -106,6 +106,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   if (open_.open) CollectAndMaybeDecide(now, unix_ms);
   if (action_ && action_->phase != "done" && store_->connected()) RunAction(now, unix_ms);
   if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
+  if (!open_.open && now >= next_ranks_ && store_->connected()) (void)ReadRanks(now);
 }
 
 void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
@@ -134,6 +135,13 @@ void MasterLoop::Release() {
 void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   term_loaded_ = false;
   open_ = IncidentWindow{};
+  progress_.Clear();
+  // ranks_ stays: ReadRanks re-reads it when ranks:version moved (a re-read of 131k members
+  // at every new term would hold the loop for longer than a lease).
+  summary_cursor_.clear();
+  summary_passes_ = 0;
+  summaries_.Clear();  // the models start empty: the first pass gives them every summary
+  ranks_cursor_.clear();
   action_.reset();
   pending_acks_.clear();
   pending_loaded_ = false;

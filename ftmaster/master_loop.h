@@ -3,8 +3,8 @@
 //   - reads new events from ft:{J}:events after the cursor kept in the master hash
 //     (`events_cursor`), so a restarted or standby master continues where the last one stopped;
 //   - opens an incident window at the first timeout/exit/error event (`open_incident` in the master
-//     hash: its first event and time), collects events and the progress and membership hashes
-//     until WindowCanClose or hang_window, attributes (attribution.h), decides (decision.h),
+//     hash: its first event and time), collects events and the progress tables of the window's
+//     communicators' members (window_reads.h) until WindowCanClose or hang_window, attributes (attribution.h), decides (decision.h),
 //     and writes each incident exactly once: a Lua script fenced by the lease key does
 //     `HSETNX master decided:<id>` and, only when that succeeds, XADDs the incident, SADDs the
 //     evicted nodes and stores the action (`action`, `job_state`), all atomically;
@@ -13,7 +13,7 @@
 //     running → stopping → stopped. A new leader resumes an action where it stands;
 //   - busy outcomes (a rank others wait on is still working) are written when they change,
 //     re-evaluated every hang_window until the wait resolves or turns into a hang;
-//   - every ~500 ms reads the summary hash: adaptive timeouts (timeouts.h, published as
+//   - reads the summary hash in chunks, a pass every ~500 ms or longer: adaptive timeouts (timeouts.h, published as
 //     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
 //     per rank and episode, the episode kept as `straggler:<rank>` in the master hash);
 //   - once every rank has exited cleanly, job_state becomes "finished"; the topology inferred
@@ -21,9 +21,11 @@
 // Files by job: master_loop.cc (term, tick), incident_window.cc (events, the window, its
 // decision), action_runner.cc (carrying out a decision), summary_round.cc (timeouts and
 // stragglers), fenced_writer.h (every write, fenced by the lease).
-// Holds no state Redis does not have: every new lease term reloads it. Reads of large hashes
-// are spaced so that they take at most about a third of the loop's time (16k ranks on one
-// core). Garbled values are logged once and skipped (store.h).
+// Holds no state Redis does not have: every new lease term reloads it (the membership only
+// when ranks:version moved). Steady reads (summaries) are spaced so that they take about 1/12
+// of the loop's time, and no single read holds the loop for long (131k ranks on one core;
+// docs/redis-schema.md, "What the master reads"). Garbled values are logged once and skipped
+// (store.h).
 #ifndef FT_FTMASTER_MASTER_LOOP_H_
 #define FT_FTMASTER_MASTER_LOOP_H_
 
@@ -50,6 +52,7 @@
 #include "ftmaster/straggler.h"
 #include "ftmaster/timeouts.h"
 #include "ftmaster/topology.h"
+#include "ftmaster/window_reads.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
 #include "redis/store.h"
@@ -88,7 +91,9 @@ class MasterLoop {
     uint64_t fenced_out = 0;          // writes refused because the lease was not ours
     double last_close_to_written_ms = -1;  // window close decided → incident written
     double last_attribute_ms = -1;    // Attribute + Decide alone
-    double progress_read_ms = 0;      // the last HGETALL progress, transfer and decoding
+    double progress_read_ms = 0;      // the last read of the window's tables, with decoding
+    uint64_t progress_rows_read = 0;  // progress tables read by HMGET (the window's members)
+    uint64_t ranks_reads = 0;         // whole reads of the membership hash
   };
 
   // `endpoint`: the job's Redis (a RedisStore). Call Init() before the first Tick.
@@ -133,6 +138,7 @@ class MasterLoop {
   void CloseIncident(const std::string& why);
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now);
+  void OnRanksRead();  // after a whole read (or a version check): what follows the membership
   AttributionInput Input(int64_t unix_ms) const;
   const Topology& CurrentTopology();
   // job_state running → finished once every rank exited cleanly (no window open, no action).
@@ -182,6 +188,16 @@ class MasterLoop {
   DecodedHash<proto::Membership> ranks_{"ranks"};
   DecodedHash<proto::RankSummary> summaries_{"summary"};
   uint64_t ranks_version_seen_ = 0;
+  bool ranks_loaded_ = false;          // ranks_ read once (kept across terms, by version)
+  std::string ranks_version_read_;     // ranks:version at that read ("" none)
+  std::string ranks_cursor_;           // HSCAN cursor of the membership pass ("": none open)
+  std::string ranks_pass_version_;     // ranks:version when that pass began
+  WindowReads window_reads_;           // over ranks_.values(), rebuilt when they change
+  uint64_t window_reads_for_ = 0;      // the ranks_.version() it was built for
+  std::vector<proto::Membership> window_membership_;  // the open window's members
+  bool window_whole_ = false;          // progress_ holds every table (no membership known)
+  std::string summary_cursor_;         // HSCAN cursor of the pass under way ("": none open)
+  uint64_t summary_passes_ = 0;        // in this term
 
   std::string cursor_;            // last event id processed ("" none)
   IncidentWindow open_;

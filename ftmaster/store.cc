@@ -80,44 +80,37 @@ void DecodedHash<T>::Load(const redis::Reply& reply, BadValues* bad) {
     }
     return;
   }
+  BeginPass();
+  LoadPairs(reply, bad);
+  EndPass();
+}
+
+template <typename T>
+void DecodedHash<T>::BeginPass() {
   ++gen_;
-  bool any = false;
-  for (size_t i = 0; i + 1 < reply.size(); i += 2) {
-    const std::string& field = reply[i].str();
-    const std::string& raw = reply[i + 1].str();
-    Slot& slot = slots_[field];
-    const bool fresh_slot = slot.gen == 0;
-    slot.gen = gen_;
-    if (!fresh_slot && slot.raw == raw) continue;
-    slot.raw = raw;
-    any = true;
-    T value;
-    Status s = proto::Decode(raw, &value);
-    if (s.ok()) {
-      int rank = -1;
-      auto r = std::from_chars(field.data(), field.data() + field.size(), rank);
-      if (r.ec != std::errc() || r.ptr != field.data() + field.size() || rank != RankOf(value)) {
-        s = Status::Corrupt(fmt::format("hash field '{}' does not name the value's rank {}",
-                                        field.substr(0, 32), RankOf(value)));
-      }
+  changed_ = 0;
+}
+
+template <typename T>
+void DecodedHash<T>::LoadPairs(const redis::Reply& pairs, BadValues* bad) {
+  if (!pairs.is_array() || pairs.size() % 2 != 0) {
+    if (!pairs.is_nil()) {
+      bad->Report(what_, pairs.DebugString().substr(0, 64),
+                  Status::Corrupt("not a flat field/value array (wrong key type?)"));
     }
-    if (!s.ok()) {
-      bad->Report(fmt::format("{} field {}", what_, field.substr(0, 32)), raw, s);
-      if (slot.index >= 0) {
-        RemoveAt(slot.index);
-        slot.index = -1;
-      }
-      continue;
-    }
-    ++changed_;
-    if (slot.index >= 0) {
-      values_[static_cast<size_t>(slot.index)] = std::move(value);
-    } else {
-      slot.index = static_cast<int>(values_.size());
-      values_.push_back(std::move(value));
-      owners_.push_back(field);
-    }
+    return;
   }
+  changed_fields_.clear();
+  bool any = false;
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2) {
+    if (Take(pairs[i].str(), &pairs[i + 1].str(), bad)) any = true;
+  }
+  if (any) ++version_;
+}
+
+template <typename T>
+void DecodedHash<T>::EndPass() {
+  bool any = false;
   for (auto it = slots_.begin(); it != slots_.end();) {
     if (it->second.gen == gen_) {
       ++it;
@@ -128,6 +121,82 @@ void DecodedHash<T>::Load(const redis::Reply& reply, BadValues* bad) {
     it = slots_.erase(it);
   }
   if (any) ++version_;
+}
+
+template <typename T>
+void DecodedHash<T>::LoadFields(const std::vector<std::string>& fields, const redis::Reply& reply,
+                                BadValues* bad) {
+  changed_ = 0;
+  changed_fields_.clear();
+  if (!reply.is_array() || reply.size() != fields.size()) {
+    bad->Report(what_, reply.DebugString().substr(0, 64),
+                Status::Corrupt(fmt::format("not an HMGET reply for {} fields", fields.size())));
+    return;
+  }
+  changed_fields_.clear();
+  bool any = false;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const redis::Reply& value = reply[i];
+    if (Take(fields[i], value.is_string() ? &value.str() : nullptr, bad)) any = true;
+  }
+  if (any) ++version_;
+}
+
+template <typename T>
+bool DecodedHash<T>::Take(const std::string& field, const std::string* raw, BadValues* bad) {
+  if (raw == nullptr) {
+    auto it = slots_.find(field);
+    if (it == slots_.end()) return false;
+    if (it->second.index >= 0) RemoveAt(it->second.index);
+    slots_.erase(it);
+    return true;
+  }
+  Slot& slot = slots_[field];
+  const bool fresh_slot = slot.gen == 0;
+  slot.gen = gen_ == 0 ? ++gen_ : gen_;
+  if (!fresh_slot && slot.raw == *raw) return false;
+  slot.raw = *raw;
+  T value;
+  Status s = proto::Decode(*raw, &value);
+  if (s.ok()) {
+    int rank = -1;
+    auto r = std::from_chars(field.data(), field.data() + field.size(), rank);
+    if (r.ec != std::errc() || r.ptr != field.data() + field.size() || rank != RankOf(value)) {
+      s = Status::Corrupt(fmt::format("hash field '{}' does not name the value's rank {}",
+                                      field.substr(0, 32), RankOf(value)));
+    }
+  }
+  if (!s.ok()) {
+    bad->Report(fmt::format("{} field {}", what_, field.substr(0, 32)), *raw, s);
+    if (slot.index >= 0) {
+      RemoveAt(slot.index);
+      slot.index = -1;
+    }
+    return true;
+  }
+  ++changed_;
+  changed_fields_.push_back(field);
+  if (slot.index >= 0) {
+    values_[static_cast<size_t>(slot.index)] = std::move(value);
+  } else {
+    slot.index = static_cast<int>(values_.size());
+    values_.push_back(std::move(value));
+    owners_.push_back(field);
+  }
+  return true;
+}
+
+template <typename T>
+std::vector<const T*> DecodedHash<T>::ChangedValues() const {
+  std::vector<const T*> out;
+  out.reserve(changed_fields_.size());
+  for (const std::string& field : changed_fields_) {
+    auto it = slots_.find(field);
+    if (it != slots_.end() && it->second.index >= 0) {
+      out.push_back(&values_[static_cast<size_t>(it->second.index)]);
+    }
+  }
+  return out;
 }
 
 template <typename T>

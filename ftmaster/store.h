@@ -50,23 +50,42 @@ class BadValues {
   uint64_t count_ = 0;
 };
 
-// A hash of rank -> JSON value (progress, summary, ranks) as decoded values, read with
-// HGETALL. A value whose bytes equal the previous read's is not decoded again, so reading a
-// large hash often costs little more than the transfer. values() holds the valid values in
-// no particular order; changed() those decoded anew by the last Load.
+// A hash of rank -> JSON value (progress, summary, ranks) as decoded values, read whole
+// (HGETALL), in chunks (HSCAN: BeginPass, LoadPairs per chunk, EndPass) or field by field
+// (HMGET: LoadFields). A value whose bytes equal the previous read's is not decoded again, so
+// reading a large hash often costs little more than the transfer. values() holds the valid
+// values in no particular order; changed() those decoded anew since the last Load, LoadPairs
+// or LoadFields began.
 template <typename T>
 class DecodedHash {
  public:
   explicit DecodedHash(std::string what) : what_(std::move(what)) {}
 
   // `reply`: an HGETALL reply (a flat [field, value, ...] array; anything else is ignored and
-  // logged). Fields whose value is not a valid T for that rank are skipped.
+  // logged). Fields whose value is not a valid T for that rank are skipped; fields not in the
+  // reply are removed.
   void Load(const redis::Reply& reply, BadValues* bad);
+
+  // A whole hash in chunks: BeginPass, then LoadPairs with each chunk's flat [field, value,
+  // ...] array (an HSCAN reply's second element; a field may come twice), then EndPass, which
+  // removes the fields no chunk of the pass named.
+  void BeginPass();
+  void LoadPairs(const redis::Reply& pairs, BadValues* bad);
+  void EndPass();
+
+  // Only `fields`: `reply` is the HMGET reply for them (a nil removes the field). The other
+  // fields stay as they are.
+  void LoadFields(const std::vector<std::string>& fields, const redis::Reply& reply,
+                  BadValues* bad);
 
   const std::vector<T>& values() const { return values_; }
   size_t changed() const { return changed_; }
-  // Number of Loads whose content differed from the one before.
+  // The values decoded anew by the last Load, LoadPairs or LoadFields call (valid until the
+  // next call).
+  std::vector<const T*> ChangedValues() const;
+  // Changes whenever the values do (a read that changed, added or removed something).
   uint64_t version() const { return version_; }
+  bool empty() const { return values_.empty(); }
   void Clear();
 
  private:
@@ -75,12 +94,15 @@ class DecodedHash {
     int index = -1;  // into values_, -1 when the raw value is garbled
     uint64_t gen = 0;
   };
+  // One field's new value (nullptr: gone). True when anything changed.
+  bool Take(const std::string& field, const std::string* raw, BadValues* bad);
   void RemoveAt(int index);
 
   std::string what_;
   std::unordered_map<std::string, Slot> slots_;
   std::vector<T> values_;
   std::vector<std::string> owners_;  // field of each value, for swap-removal
+  std::vector<std::string> changed_fields_;  // by the last call
   uint64_t gen_ = 0;
   size_t changed_ = 0;
   uint64_t version_ = 0;

@@ -13,14 +13,39 @@ namespace ft::master {
 
 void MasterLoop::SummaryRound(Clock::time_point now, int64_t unix_ms) {
   const auto start = Clock::now();
+  // The summaries in chunks (HSCAN), one per round, each spaced so that the pass takes about
+  // 1/kSteadyShare of the master's time (the term's first pass, before any timeouts are
+  // published, 1/3): 131k summaries are ~150 MB, and a single HGETALL of them would hold the
+  // loop (and the lease) for seconds.
+  const double share = summary_passes_ == 0 ? 3 : kSteadyShare;
+  if (summary_cursor_.empty()) summaries_.BeginPass();
+  const std::string cursor = summary_cursor_.empty() ? std::string(1, '0') : summary_cursor_;
   redis::Reply reply;
-  if (!store_->Run({"HGETALL", keys_.Summaries()}, &reply).ok()) return;
-  summaries_.Load(reply, &bad_);
-  if (now >= next_ranks_ && !ReadRanks(now)) return;
-  for (const proto::RankSummary& s : summaries_.values()) {
-    timeouts_.Add(s);
-    stragglers_.Add(s);
+  if (!store_->Run({"HSCAN", keys_.Summaries(), cursor, "COUNT", kSummaryChunk}, &reply)
+           .ok()) {
+    return;
   }
+  if (!reply.is_array() || reply.size() != 2 || !reply[0].is_string()) {
+    bad_.Report(keys_.Summaries(), reply.DebugString().substr(0, 64),
+                Status::Corrupt("not an HSCAN reply (wrong key type?)"));
+    summary_cursor_.clear();
+    next_summary_ = now + options_.summary_period;
+    return;
+  }
+  summaries_.LoadPairs(reply[1], &bad_);
+  // Into the models as they come (they keep each rank's newest): no pass end that walks all.
+  for (const proto::RankSummary* s : summaries_.ChangedValues()) {
+    timeouts_.Add(*s);
+    stragglers_.Add(*s);
+  }
+  if (reply[0].str() != "0") {
+    summary_cursor_ = reply[0].str();
+    next_summary_ = now + Spacing(options_.tick, MsSince(start), share);
+    return;
+  }
+  summary_cursor_.clear();
+  summaries_.EndPass();
+  ++summary_passes_;
   if (timeouts_.Update(unix_ms)) unpublished_ = true;
   if (unpublished_) {
     const proto::TimeoutTable& table = timeouts_.table();
@@ -33,7 +58,7 @@ void MasterLoop::SummaryRound(Clock::time_point now, int64_t unix_ms) {
     }
   }
   Stragglers(unix_ms);
-  next_summary_ = now + Spacing(options_.summary_period, MsSince(start));
+  next_summary_ = now + Spacing(options_.summary_period, MsSince(start), share);
 }
 
 void MasterLoop::Stragglers(int64_t unix_ms) {

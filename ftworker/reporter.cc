@@ -63,6 +63,10 @@ void Reporter::SetMembership(const proto::Membership& membership) {
   std::string value = proto::Encode(membership);
   if (!Changed(last_written_, slot, value)) return;
   outbox_.Put(slot, {"HSET", keys_.Ranks(), std::to_string(membership.rank), value});
+  // ranks:version after the values (the outbox sends its slots in name order, "ranks:<n>"
+  // before "ranks:version", in one pipeline): a master that saw the version unchanged has
+  // seen every membership value; it re-reads the hash only on a bump.
+  outbox_.Put("ranks:version", {"INCR", keys_.RanksVersion()});
 }
 
 void Reporter::ForgetMemberships() {

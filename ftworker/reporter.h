@@ -28,6 +28,8 @@ class Reporter {
   // Written only when the value differs from the last one written for that rank.
   void SetProgress(const proto::RankProgress& progress);
   void SetSummary(const proto::RankSummary& summary);
+  // Written only when it changed, followed by a bump of ranks:version in the same pipeline
+  // (the master reads the membership hash only when that version moved).
   void SetMembership(const proto::Membership& membership);
   // Forgets which memberships were written, so the next SetMembership of each rank writes
   // again: for a Redis that lost them (restart without persistence, failover, FLUSHALL).

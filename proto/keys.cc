@@ -19,6 +19,7 @@ std::string Keys::Events() const { return prefix_ + "events"; }
 std::string Keys::Progress() const { return prefix_ + "progress"; }
 std::string Keys::Summaries() const { return prefix_ + "summary"; }
 std::string Keys::Ranks() const { return prefix_ + "ranks"; }
+std::string Keys::RanksVersion() const { return prefix_ + "ranks:version"; }
 std::string Keys::Workers() const { return prefix_ + "workers"; }
 std::string Keys::WorkerHeartbeat(std::string_view node) const {
   return prefix_ + "worker:" + SanitizeName(node);

@@ -19,6 +19,7 @@ class Keys {
   std::string Progress() const;                      // hash: rank -> RankProgress
   std::string Summaries() const;                     // hash: rank -> RankSummary
   std::string Ranks() const;                         // hash: rank -> Membership
+  std::string RanksVersion() const;                  // string: bumped at every Ranks() change
   std::string Workers() const;                       // set: node ids of workers ever seen
   std::string WorkerHeartbeat(std::string_view node) const;  // string with TTL
   std::string Timeouts() const;                      // string: TimeoutTable

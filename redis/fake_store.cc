@@ -170,6 +170,63 @@ Reply FakeRedis::Execute(const Argv& a) {
     }
     return Reply::Array(std::move(out));
   }
+  if (cmd == "HMGET") {
+    if (a.size() < 3) return WrongArgs("hmget");
+    Value* v = FindTyped(a[1], Type::kHash, &wrong);
+    if (wrong.is_error()) return wrong;
+    std::vector<Reply> out;
+    for (size_t i = 2; i < a.size(); ++i) {
+      if (v == nullptr) {
+        out.push_back(Reply::Nil());
+        continue;
+      }
+      auto it = v->hash.find(a[i]);
+      out.push_back(it != v->hash.end() ? Reply::String(it->second) : Reply::Nil());
+    }
+    return Reply::Array(std::move(out));
+  }
+  if (cmd == "HSCAN") {
+    // The cursor is the index of the next field in name order; COUNT as given (default 10).
+    int64_t cursor = 0, count = 10;
+    if (a.size() < 3 || !ToInt(a[2], &cursor) || cursor < 0) return WrongArgs("hscan");
+    for (size_t i = 3; i + 1 < a.size(); i += 2) {
+      if (Upper(a[i]) != "COUNT" || !ToInt(a[i + 1], &count) || count < 1) {
+        return WrongArgs("hscan");
+      }
+    }
+    Value* v = FindTyped(a[1], Type::kHash, &wrong);
+    if (wrong.is_error()) return wrong;
+    std::vector<Reply> pairs;
+    int64_t next = 0;
+    if (v != nullptr) {
+      int64_t i = 0;
+      for (const auto& [f, val] : v->hash) {
+        if (i++ < cursor) continue;
+        pairs.push_back(Reply::String(f));
+        pairs.push_back(Reply::String(val));
+        if (static_cast<int64_t>(pairs.size()) / 2 == count) break;
+      }
+      next = cursor + static_cast<int64_t>(pairs.size()) / 2;
+      if (next >= static_cast<int64_t>(v->hash.size())) next = 0;
+    }
+    std::vector<Reply> out;
+    out.push_back(Reply::String(std::to_string(next)));
+    out.push_back(Reply::Array(std::move(pairs)));
+    return Reply::Array(std::move(out));
+  }
+  if (cmd == "INCR") {
+    if (a.size() != 2) return WrongArgs("incr");
+    Value* v = FindTyped(a[1], Type::kString, &wrong);
+    if (wrong.is_error()) return wrong;
+    int64_t n = 0;
+    if (v == nullptr) {
+      v = &Create(a[1], Type::kString);
+    } else if (!ToInt(v->str, &n)) {
+      return Err("ERR value is not an integer or out of range");
+    }
+    v->str = std::to_string(++n);
+    return Reply::Integer(n);
+  }
   if (cmd == "SADD") {
     if (a.size() < 3) return WrongArgs("sadd");
     Value* v = FindTyped(a[1], Type::kSet, &wrong);

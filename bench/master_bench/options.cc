@@ -17,11 +17,12 @@ namespace ft::bench {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: master_bench [--ftmaster PATH] [--redis-server PATH] [--ranks 1024,4096,16384]\n"
+    "usage: master_bench [--ftmaster PATH] [--redis-server PATH] [--ranks 1024,4096,16384,131072]\n"
     "                    [--trials 5] [--steady-s 3] [--hang-window 1s] [--events peers|all]\n"
     "                    [--no-profile] [--no-pin] [--log-level info] [--keep-logs DIR]\n"
     "Drives the real ftmaster with synthetic workers through a private redis-server and prints\n"
-    "RESULT master ranks=<N> decide_ms=<median> cpu_pct=<median> per size (bench/README.md).\n"
+    "RESULT master ranks=<N> window_ms=.. decide_ms=.. e2e_ms=.. cpu_pct=.. per size (medians;\n"
+    "bench/README.md).\n"
     "  --ftmaster PATH     default: ../ftmaster/ftmaster next to this program\n"
     "  --events peers|all  which waiting ranks raise timeout events: the stopped rank's tp\n"
     "                      peers (default), or every rank that waits on it\n"

@@ -10,7 +10,7 @@ namespace ft::bench {
 struct Options {
   std::string ftmaster;
   std::string redis_server = "redis-server";
-  std::vector<int> ranks = {1024, 4096, 16384};
+  std::vector<int> ranks = {1024, 4096, 16384, 131072};
   int trials = 5;
   double steady_s = 3;
   std::string hang_window = "1s";

@@ -145,6 +145,7 @@ void SyntheticJob::MembershipCommands(std::vector<redis::Argv>* out) const {
       argv.push_back(membership_[static_cast<size_t>(r)]);
     }
     out->push_back(std::move(argv));
+    out->push_back({"INCR", keys_.RanksVersion()});  // as ftworker's reporter, with each write
   }
 }
 

@@ -95,5 +95,43 @@ TEST(ScaleTest, AttributesOneHungRankAmong16kOnOneCore) {
   EXPECT_EQ(t.pp(), 16);
 }
 
+// A transport hang on one communicator spanning the whole job (a world allreduce): every
+// member is a suspect, listed once and in rank order. Listing them used to compare each member
+// with every one listed before it (131k members: billions of comparisons, seconds); the time
+// is printed, the list asserted.
+TEST(ScaleTest, TransportHangOnAWorldCommunicatorListsEachMemberOnce) {
+  const int world = 131072;
+  Job job(1, world, 1, 8);  // dp = the world: one communicator of 131072 members, 16384 nodes
+  const uint64_t comm = job.DpComm(0, 0);
+  for (int r = 0; r < world; ++r) job.Set(r, comm, 11, 11, 10, 5000);
+  proto::Event event;
+  event.kind = "timeout";
+  event.rank = 5;
+  event.unix_ms = Job::kNow - 900;
+  event.comm_id = comm;
+  event.seq = 11;
+  event.started = true;
+  std::vector<proto::Event> events = {event};
+  AttributionInput in;
+  in.progress = job.progress;
+  in.membership = job.membership;
+  in.events = events;
+  in.now_unix_ms = Job::kNow;
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<proto::Incident> incidents = Attribute(in);
+  std::printf("[ scale    ] Attribute, transport hang on a %d-member communicator: %.1f ms\n",
+              world, MsSince(start));
+  ASSERT_EQ(incidents.size(), 1u);
+  const proto::Incident& i = incidents[0];
+  EXPECT_EQ(i.kind, "transport-hang");
+  EXPECT_EQ(i.comm_id, comm);
+  ASSERT_EQ(i.suspects.size(), static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(i.suspects[static_cast<size_t>(r)].rank, r) << "suspect " << r;
+  }
+  EXPECT_NE(i.message.find("131072 members spanning 16384 nodes"), std::string::npos) << i.message;
+}
+
 }  // namespace
 }  // namespace ft::master
