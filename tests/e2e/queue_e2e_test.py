@@ -5,11 +5,9 @@ queue_bench (4 ranks on 2 simulated nodes, one ftworker each, ftmaster, a real r
 enqueues --queue all-reduces per round before cudaStreamSynchronize: far more ops in flight
 than libft.so has events for. Rank 3 is stopped with SIGSTOP mid-run; its peers' GPUs wait in
 the collective it never entered. No op past the event pool may read as completed, so the
-peers' progress tables show the wait and an incident names rank 3 among its suspects.
-
-The incident's kind is not asserted: a stopped process is attributed on its own evidence
-(heartbeat, process state), and which kind that yields is the master's business; the point
-here is that the hang is not hidden.
+peers' progress tables show the wait, and the incident names rank 3 alone as a frozen host
+(its process state is "stopped" and its heartbeat silent), not a transport hang with every
+member suspect.
 """
 
 import argparse
@@ -64,7 +62,8 @@ def main():
             print("incident %s: kind=%s suspects=%s" % (inc["id"], inc["kind"], named))
             for line in inc.get("evidence", [])[:5]:
                 print("  evidence: " + line)
-            check(STOPPED in named, "the incident does not name the stopped rank %d: %s" % (STOPPED, named))
+            check(named == [STOPPED], "the incident does not name the stopped rank %d alone: %s" % (STOPPED, named))
+            check(inc["kind"] == "host-frozen", "a stopped process is a frozen host, not %s" % inc["kind"])
             for rank in range(4):
                 if rank == STOPPED:
                     continue
@@ -73,7 +72,7 @@ def main():
                       "rank %d's table reads as finished: %s" % (rank, rows))
         finally:
             os.kill(pid, signal.SIGCONT)
-        print("OK: %d collectives queued per round, rank %d stopped: an incident names it" % (QUEUE, STOPPED))
+        print("OK: %d collectives queued per round, rank %d stopped: named alone, host-frozen" % (QUEUE, STOPPED))
 
 
 if __name__ == "__main__":
