@@ -675,7 +675,13 @@ TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
   g_hold_poller.store(false);
   app.join();
   EXPECT_TRUE(finished) << "an app thread waited for the stalled poller";
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's quarantine keeps freed memory resident (256 MB by default), so resident growth says
+  // nothing about what libft.so keeps; the bound is checked by the plain build.
+  (void)grown;
+#else
   EXPECT_LT(grown, 16u << 20) << "memory grew by " << grown << " bytes for " << kOps << " ops";
+#endif
   EXPECT_GE(dropped, kOps - 2 * 4096) << "records that could not be handed over are counted";
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(WaitCompleted(c.id, kOps).completed_seq, kOps);

@@ -1,6 +1,8 @@
 // Stream capture and graphs. A capturing stream appends its Ops to a graph (a list, in
 // capture order: only single-stream capture is simulated); an instantiated graph is an
 // immutable list that cudaGraphLaunch queues as one GraphOp, replayed on the stream's worker.
+#include <cstring>
+
 #include "runtime.h"
 
 struct CUgraph_st {
@@ -217,8 +219,13 @@ using namespace gpusim;
 // Per thread: the mode CheckCaptureSafe applies to this thread's own calls.
 GPUSIM_API cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode* mode) {
   if (!mode) return Ret(cudaErrorInvalidValue);
-  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
-      *mode != cudaStreamCaptureModeRelaxed)
+  // The caller's bytes, read as an integer: an out-of-range value is the caller's error to
+  // report, not a load of an invalid enum value here.
+  int raw = 0;
+  static_assert(sizeof(raw) == sizeof(*mode));
+  std::memcpy(&raw, mode, sizeof(raw));
+  if (raw != cudaStreamCaptureModeGlobal && raw != cudaStreamCaptureModeThreadLocal &&
+      raw != cudaStreamCaptureModeRelaxed)
     return Ret(cudaErrorInvalidValue);
   std::swap(*mode, t_capture_mode);
   return cudaSuccess;
