@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "ftmaster/save_outcome.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
+#include "ftmaster/save_outcome.h"
 #include "proto/codec.h"
 
 namespace ft::master {

@@ -12,7 +12,6 @@
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/report.h"
-#include "ftmaster/save_outcome.h"
 #include "proto/codec.h"
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
