@@ -36,14 +36,8 @@
 
 namespace ft::worker {
 
-// Mailbox command types (shm::MailboxSlot::type) the worker posts to a rank. The payload is
-// the command's text, UTF-8, NUL-padded to 128 bytes (longer text is refused). libft.so acks
-// types it does not implement with kUnsupported ("not supported"), which the daemon reports
-// as result "not_supported". Values are part of the segment contract: never renumber.
-enum class MailboxCommand : uint32_t {
-  kMessage = 1,  // "message": text for the application (shown in its log by libft.so)
-  kSave = 2,     // "save": just-in-time checkpoint now; text = the master's save id
-};
+// Mailbox command types: shm/mailbox.h owns them (both sides of the segment use them).
+using MailboxCommand = shm::CommandType;
 
 struct NodeMonitorOptions {
   std::string job;

@@ -3,6 +3,7 @@
 #ifndef FT_PROTO_KEYS_H_
 #define FT_PROTO_KEYS_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -31,6 +32,11 @@ class Keys {
   std::string Evicted() const;                       // set: node ids
   std::string Leader() const;                        // string with PX: the leading master
   std::string MasterState() const;                   // hash: the master's durable state
+  std::string CkptSteps() const;                     // sorted set: steps with copies
+  std::string CkptStep(int64_t step) const;          // hash: rank -> CkptCopy
+  std::string CkptVerdicts() const;                  // hash: step -> StepVerdict
+  std::string Restore() const;                       // string: RestorePlan
+  std::string RestoreVersion() const;                // string: its version
 
  private:
   std::string prefix_;

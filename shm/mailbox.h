@@ -15,6 +15,24 @@
 
 namespace ft::shm {
 
+// Command types (MailboxSlot::type). The payload is the command's text, UTF-8, NUL-padded to
+// 128 bytes. libft.so acks types it does not implement with kUnsupported ("not supported"),
+// which ftworker reports as result "not_supported". Part of the segment contract: never
+// renumber.
+enum class CommandType : uint32_t {
+  kMessage = 1,     // text for the application (shown in its log by libft.so)
+  kSave = 2,        // just-in-time checkpoint now; text = the master's save id
+  kSaveAtStep = 3,  // a periodic save at the next ft_step_done; text = the request's id
+};
+
+// How the checkpoint agent acknowledges kSave / kSaveAtStep (docs/checkpoints.md):
+//   result 0, message "saved step=<S> digest=<hex16> torn=<0|1> bytes=<n> ms=<t>"
+//   result kNotFound, message "nothing registered"   (ftworker reports "nothing_registered")
+//   result kNotReady, message "scheduled for the next step"   (kSaveAtStep, before it ran)
+//   any other result: failed, the message says why.
+// A save command that arrives while a save runs is coalesced: it is acknowledged with the
+// running save's outcome.
+
 struct Command {
   uint64_t seq = 0;
   uint32_t type = 0;

@@ -1,0 +1,119 @@
+/* ft.h — the one public header of ft: a training program registers the state it wants saved
+ * just in time and restores it at start-up. Plain C, usable from C, C++ and ctypes.
+ *
+ * Every entry point is exported by libft.so (loaded with LD_PRELOAD or linked) and is
+ * fail-open: it returns an ft_result code, never aborts, never throws, never blocks longer
+ * than its comment says. A program that must also run without libft.so defines
+ * FT_WEAK_IMPORT before including this header: the declarations become weak, and
+ * ft_available() tells whether the library is there (every call is then guarded by it).
+ *
+ * Typical use (one rank):
+ *   ft_set_shard(tp_index, pp_index, dp_index);          // optional
+ *   ft_register("layer0.weight", dev_ptr, bytes);         // each tensor of model + optimizer
+ *   ft_register_end();                                    // sizes and pins the host arena
+ *   int64_t step = 0;
+ *   if (ft_restore(&step) == FT_OK) start_at = step;      // FT_NO_CHECKPOINT: from scratch
+ *   for (...) { ...; ft_update_begin(stream); optimizer(); sync; ft_step_done(++step); }
+ *
+ * Threads: every function may be called from any thread; registration and restore are meant
+ * for start-up, before the training loop. See docs/checkpoints.md.
+ */
+#ifndef FT_FT_H_
+#define FT_FT_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI version this header describes; ft_version() returns the library's. A library
+ * answers every call of an older header; a newer header's new calls are absent from an older
+ * library (weak imports then read as null). */
+#define FT_ABI_VERSION 1
+
+typedef enum ft_result {
+  FT_OK = 0,
+  FT_DISABLED = 1,          /* libft.so is not active (FT_ENABLE=0, no segment, fork child):
+                               nothing is registered, saved or restored */
+  FT_INVALID_ARGUMENT = 2,  /* a null or empty name, a null pointer, zero bytes, a duplicate
+                               name, registration after ft_register_end() */
+  FT_NO_SPACE = 3,          /* the host arena does not fit (arena directory full, or locking
+                               pinned memory refused); training runs on without saves */
+  FT_NO_CHECKPOINT = 4,     /* ft_restore: no restore plan, or the plan has no step: start
+                               from scratch */
+  FT_LAYOUT_MISMATCH = 5,   /* ft_restore: the saved buffers' names or sizes differ from the
+                               registered ones; nothing was restored */
+  FT_CORRUPT = 6,           /* ft_restore: every copy of the planned step failed verification
+                               or could not be read; nothing was restored */
+  FT_CUDA_ERROR = 7,        /* a CUDA call failed (message in ft_last_error) */
+  FT_TIMEOUT = 8,           /* ft_restore: no restore plan from the worker within
+                               FT_RESTORE_WAIT (is ftworker running on this node?) */
+  FT_INTERNAL = 9           /* a bug in ft: please report ft_last_error() */
+} ft_result;
+
+/* FT_ABI_VERSION of the loaded library. */
+int ft_version(void);
+
+/* A short English name of a result code ("FT_NO_SPACE: ..."); never null. */
+const char* ft_result_string(int result);
+
+/* The last error of the calling thread in words (what failed and what to do), or "". */
+const char* ft_last_error(void);
+
+/* Which model shard this rank holds: tensor- and pipeline-parallel index, and its
+ * data-parallel replica index. Optional: -1 (the default) lets ftmaster take it from its
+ * topology (--topology / --order) or from the communicators. Call before ft_register_end. */
+int ft_set_shard(int tp, int pp, int dp);
+
+/* Registers one buffer of state to save: device memory (cudaMalloc, cudaMallocAsync,
+ * managed) or host memory, told apart by cudaPointerGetAttributes. `name` is copied (at most
+ * 255 bytes); names must be unique; buffers are saved and restored in registration order.
+ * Cheap: the arena is sized by ft_register_end. Call from start-up code. */
+int ft_register(const char* name, const void* ptr, size_t bytes);
+
+/* Ends registration: creates (or re-opens, keeping a committed copy a previous incarnation of
+ * this rank left) the rank's host arena of the registered size in FT_CKPT_ARENA_DIR, reserves
+ * its space up front and pins it (cudaHostRegister). Takes about 0.1 s per GB pinned. Called
+ * implicitly by the first ft_step_done or ft_restore. FT_NO_SPACE when it does not fit. */
+int ft_register_end(void);
+
+/* Optional: the optimizer is about to update the registered state on `stream` (a
+ * cudaStream_t; null: the update may already be running). A save taken after the update's
+ * device work began and before the next ft_step_done is marked torn and never restored. */
+int ft_update_begin(void* stream);
+
+/* The optimizer step numbered `step` (the application's own number: what the checkpoint is
+ * labelled with) is complete on the device as far as the host knows (after a synchronize or
+ * an event the app waited on). Every FT_CKPT_EVERY steps, or when `ftmaster save` asked for
+ * one, this call also takes a periodic save and returns once the device-to-host copy into the
+ * pinned arena is done; everything after that runs in the background. */
+int ft_step_done(int64_t step);
+
+/* At start-up, after registration: asks this node's ftworker for the job's restore plan
+ * (waiting up to FT_RESTORE_WAIT for it), takes the fastest verified copy of the planned step
+ * for this rank's shard available on this node (its own arena, a same-node peer's arena, the
+ * local checkpoint directory, the remote directory), verifies every chunk, and copies all
+ * registered buffers back — all or none. FT_OK with *step = the restored step. */
+int ft_restore(int64_t* step);
+
+#ifdef FT_WEAK_IMPORT
+#pragma weak ft_version
+#pragma weak ft_result_string
+#pragma weak ft_last_error
+#pragma weak ft_set_shard
+#pragma weak ft_register
+#pragma weak ft_register_end
+#pragma weak ft_update_begin
+#pragma weak ft_step_done
+#pragma weak ft_restore
+/* True when libft.so is loaded and provides this ABI. */
+static inline int ft_available(void) { return ft_version != 0 && ft_version() >= 1; }
+#endif
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* FT_FT_H_ */

@@ -1,0 +1,72 @@
+// ft::ckpt::NodePlan: the restore plan as ftworker hands it to the training processes of its
+// node — a small text file the worker rewrites (temp + rename) whenever the master's plan in
+// Redis changes, and ft_restore reads. The training process never talks to Redis.
+//
+//   path  <arena_dir>/ft-plan.<job>.<node>   (0600; job and node sanitized)
+//
+//   ft-restore-plan 1
+//   job <job>
+//   node <node>
+//   version <the master's plan version>
+//   step <step>            or   step none      (no verified checkpoint: start from scratch)
+//   arena_dir <path>
+//   local_dir <path>       (absent when the worker has no local tier)
+//   remote_dir <path>      (absent when the worker has no remote tier)
+//   rank <r> <digest hex16> <src_rank>:<src_node>:<tier>[,<tier>...] [<src>...]
+//   ...                    one line per rank of the job: the verified copies of its shard
+//   end
+//
+// Tiers: arena, local, remote. Paths are absolute and may not contain newlines; node names are
+// sanitized ([A-Za-z0-9_.-]). Parsed defensively (fuzzed): unknown keys are an error, a newer
+// version is refused by name, a file without `end` is truncated.
+#ifndef FT_JITCKPT_NODE_PLAN_H_
+#define FT_JITCKPT_NODE_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ft::ckpt {
+
+inline constexpr uint32_t kNodePlanVersion = 1;
+
+struct PlanSource {
+  int rank = -1;
+  std::string node;
+  std::vector<std::string> tiers;  // "arena", "local", "remote"
+  bool operator==(const PlanSource&) const = default;
+};
+
+struct PlanRank {
+  int rank = -1;
+  uint64_t digest = 0;             // the verified content digest of the step for its shard
+  std::vector<PlanSource> sources; // verified copies, the rank's own first when it has one
+  bool operator==(const PlanRank&) const = default;
+};
+
+struct NodePlan {
+  std::string job;
+  std::string node;
+  int64_t version = 0;
+  int64_t step = -1;               // -1: none
+  std::string arena_dir, local_dir, remote_dir;
+  std::vector<PlanRank> ranks;     // sorted by rank
+
+  const PlanRank* Find(int rank) const;
+  bool operator==(const NodePlan&) const = default;
+};
+
+std::string NodePlanPath(std::string_view arena_dir, std::string_view job, std::string_view node);
+std::string EncodeNodePlan(const NodePlan& plan);
+Status ParseNodePlan(std::string_view text, NodePlan* out);
+// Temp file + rename, mode 0600.
+Status WriteNodePlan(const std::string& path, const NodePlan& plan);
+// NotFound when the file is absent; ParseNodePlan's errors otherwise.
+Status ReadNodePlan(const std::string& path, NodePlan* out);
+
+}  // namespace ft::ckpt
+
+#endif  // FT_JITCKPT_NODE_PLAN_H_

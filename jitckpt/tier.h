@@ -1,0 +1,75 @@
+// ft::ckpt tiers: committed copies on disk, written by ftworker, read by ft_restore.
+//
+//   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.data       the data region
+//   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.manifest   committed last
+//   ...*.tmp.<pid>                                                       being written
+//
+// A copy exists only once its manifest is in place (renamed last, after the data file was
+// fsynced and renamed, then the directory fsynced); anything else in the tree is uncommitted:
+// ignored by readers and removed by CleanUncommitted at the next worker start.
+//
+// Local tier (FT_CKPT_DIR, a node-local disk): O_DIRECT writes of whole 4 KiB-aligned blocks
+// from the arena's 2 MiB-aligned data region (falls back to buffered I/O, said once in the
+// log, where the file system refuses O_DIRECT, e.g. tmpfs). Remote tier (FT_CKPT_REMOTE_DIR,
+// a shared file system): buffered writes in 4 MiB chunks. Both: temp file, fsync, rename.
+// Thread-compatible: one writer per (dir, job) — the worker's persist thread.
+#ifndef FT_JITCKPT_TIER_H_
+#define FT_JITCKPT_TIER_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "jitckpt/manifest.h"
+
+namespace ft::ckpt {
+
+enum class TierKind { kLocal, kRemote };
+const char* TierName(TierKind kind);  // "local", "remote"
+
+struct CopyId {
+  int64_t step = -1;
+  int rank = -1;
+  bool operator==(const CopyId&) const = default;
+  auto operator<=>(const CopyId&) const = default;
+};
+
+std::string StepDir(std::string_view dir, std::string_view job, int64_t step);
+std::string DataPath(std::string_view dir, std::string_view job, CopyId id);
+std::string ManifestPath(std::string_view dir, std::string_view job, CopyId id);
+
+struct PersistStats {
+  uint64_t bytes = 0;
+  double seconds = 0;
+  bool direct_io = false;  // local tier: O_DIRECT was used
+};
+
+// Writes one committed copy: `data` is the data region (m.data_bytes bytes, 2 MiB-aligned
+// when it comes from an arena). `still_valid` is asked after the data is written and before
+// the manifest is committed (the arena's StillCommitted): false abandons the copy (Aborted
+// is reported as NotReady) and removes the temp files. IoError (with errno's words, e.g. "No
+// space left on device") leaves no partial copy behind.
+Status PersistCopy(TierKind kind, std::string_view dir, const Manifest& m, const uint8_t* data,
+                   const std::function<bool()>& still_valid, PersistStats* stats);
+
+// Reads the copy's manifest (ParseManifest's errors; NotFound when absent).
+Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manifest* m);
+// Reads its data into `dest` (capacity >= m.data_bytes), verifying every chunk as it lands:
+// Corrupt naming the first bad chunk and the file; IoError for a short or failed read.
+Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
+                uint64_t dest_capacity);
+
+// Committed copies of `job` in `dir`, sorted.
+std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job);
+// Keeps the newest `keep_steps` steps of `job` (by step number); removes older step dirs.
+Status Retain(std::string_view dir, std::string_view job, int keep_steps);
+// Removes temp files and data files without a manifest (a worker killed mid-persist); how
+// many files were removed goes to *removed.
+Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed);
+
+}  // namespace ft::ckpt
+
+#endif  // FT_JITCKPT_TIER_H_
