@@ -92,7 +92,8 @@ class Agent {
   std::condition_variable done_cv_;  // app threads wait for their request
   // Registration (mu_). Immutable once phase_ left kEnding.
   Phase phase_ = Phase::kOpen;
-  std::string arena_error_;  // kNoArena: why
+  std::string arena_error_;  // kNoArena: why (ft_last_error)
+  std::string arena_ack_;    // kNoArena: why, short enough for an ack (96 bytes)
   int tp_ = -1, pp_ = -1, dp_ = -1;
   std::vector<Registered> buffers_;
   ckpt::Manifest base_;  // identity and layout of every save
@@ -252,12 +253,14 @@ int Agent::RegisterEnd() {
       std::lock_guard<std::mutex> lock(mu_);
       phase_ = Phase::kNoArena;
       arena_error_ = message;
+      arena_ack_ = "no host arena for " + std::to_string(data_bytes) + " bytes (" +
+                   StatusCodeName(opened.code()) + "): no checkpoints, see the rank's log";
       queued.swap(jit_waiting_);
       queued.insert(queued.end(), at_step_waiting_.begin(), at_step_waiting_.end());
       at_step_waiting_.clear();
     }
     done_cv_.notify_all();
-    for (uint64_t seq : queued) AckNow(seq, opened.code(), message);
+    for (uint64_t seq : queued) AckNow(seq, opened.code(), arena_ack_);
     return Fail(FT_NO_SPACE, message);
   }
   int device = -1;
@@ -299,6 +302,7 @@ int Agent::RegisterEnd() {
     std::lock_guard<std::mutex> lock(mu_);
     phase_ = Phase::kNoArena;
     arena_error_ = "ft_register_end: cannot start the checkpoint thread";
+    arena_ack_ = "no checkpoint thread in this process";
     return Fail(FT_INTERNAL, arena_error_);
   }
   return FT_OK;
@@ -426,7 +430,7 @@ void Agent::HandOver(const shm::Command& command) {
         if (buffers_.empty() || !at_step) refusal = "nothing registered";
         break;
       case Phase::kNoArena:
-        refusal = arena_error_;
+        refusal = arena_ack_;
         code = StatusCode::kIoError;
         break;
       default:
