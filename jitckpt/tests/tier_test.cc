@@ -341,11 +341,32 @@ TEST_F(TierTest, ACorruptedChunkIsNamedWithItsFile) {
   RecordingOps ops;
   ASSERT_TRUE(Persist(ops, TierKind::kLocal, aligned_.get()).ok());
   ASSERT_TRUE(FlipBitInFile(DataFile(), m_.chunk_begin(2) + 17));
-  std::vector<uint8_t> back(m_.data_bytes);
-  Status st = ReadData(dir_, m_.job, m_, back.data(), back.size());
-  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
-  EXPECT_NE(st.message().find("chunk 2 "), std::string_view::npos) << st.ToString();
-  EXPECT_NE(st.message().find(DataFile()), std::string_view::npos) << st.ToString();
+  // Into an arena-like aligned buffer (O_DIRECT reads) and into any other (buffered reads).
+  for (size_t offset : {0, 8}) {
+    SCOPED_TRACE(offset == 0 ? "aligned destination" : "unaligned destination");
+    AlignedBytes back = AlignedCopy(std::vector<uint8_t>(m_.data_bytes), 2 << 20, offset);
+    Status st = ReadData(dir_, m_.job, m_, back.get() + offset, m_.data_bytes);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+    EXPECT_NE(st.message().find("chunk 2 "), std::string_view::npos) << st.ToString();
+    EXPECT_NE(st.message().find(DataFile()), std::string_view::npos) << st.ToString();
+    // The chunks before it landed and verified; the bad one is reported, never passed on.
+    EXPECT_EQ(std::memcmp(back.get() + offset, data_.data(), m_.chunk_end(1)), 0);
+  }
+}
+
+TEST_F(TierTest, ReadDataReadsIntoAlignedAndUnalignedDestinations) {
+  RecordingOps ops;
+  std::vector<uint8_t> big;
+  m_ = SampleManifest(&big, {(70u << 20) + 5}, 4u << 20);  // more than one 64 MiB read
+  AlignedBytes src = AlignedCopy(big, 2 << 20);
+  ASSERT_TRUE(Persist(ops, TierKind::kLocal, src.get()).ok());
+  for (size_t offset : {0, 8}) {
+    SCOPED_TRACE(offset == 0 ? "aligned destination" : "unaligned destination");
+    AlignedBytes back = AlignedCopy(std::vector<uint8_t>(m_.data_bytes), 2 << 20, offset);
+    Status st = ReadData(dir_, m_.job, m_, back.get() + offset, m_.data_bytes);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(std::memcmp(back.get() + offset, big.data(), big.size()), 0);
+  }
 }
 
 TEST_F(TierTest, ATruncatedOrMissingDataFileIsNeverAShortSuccess) {
