@@ -81,6 +81,8 @@ class Agent {
 
  private:
   void Run();
+  RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
+  void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
   SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda);
   void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
   bool TornNow();
@@ -503,46 +505,80 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
   for (uint64_t seq : waiters) Ack(seq, outcome);
 }
 
+// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
+// failure inside one piece of work fails that work — its app thread and its commands get an
+// answer — and the thread goes on.
 void Agent::Run() {
   t_in_ft = true;  // our CUDA calls are never the app's
   pthread_setname_np(pthread_self(), "ft-ckpt");
   AgentCuda cuda;
   for (;;) {
-    std::unique_lock<std::mutex> lock(mu_);
-    work_cv_.wait(lock, [&] { return !app_requests_.empty() || !jit_waiting_.empty(); });
     std::shared_ptr<AppRequest> request;
-    if (!app_requests_.empty()) {
-      request = app_requests_.front();
-      app_requests_.pop_front();
-    }
-    if (request && request->kind == AppRequest::Kind::kRestore) {
-      lock.unlock();
-      RestoreTarget target;
-      target.rank = base_.rank;
-      target.node = g_rt->identity.node;
-      target.buffers = &buffers_;
-      target.layout = base_.buffers;
-      target.arena = &arena_;
-      target.device = device_;
-      RestoreOutcome out = RestoreFromPlan(request->plan, target, &cuda);
-      lock.lock();
-      request->outcome = std::move(out);
-      request->finished = true;
-      lock.unlock();
-      done_cv_.notify_all();
-      continue;
-    }
-    // A save: it serves every save command waiting now (coalesced), and a periodic one also
-    // the kSaveAtStep commands.
     std::vector<uint64_t> waiters;
-    waiters.swap(jit_waiting_);
-    if (request) {
-      waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
-      at_step_waiting_.clear();
+    bool save = false;
+    try {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return !app_requests_.empty() || !jit_waiting_.empty(); });
+      if (!app_requests_.empty()) {
+        request = app_requests_.front();
+        app_requests_.pop_front();
+      }
+      if (request && request->kind == AppRequest::Kind::kRestore) {
+        lock.unlock();
+        RestoreOutcome out = Restore(*request, &cuda);
+        lock.lock();
+        request->outcome = std::move(out);
+        request->finished = true;
+        lock.unlock();
+        done_cv_.notify_all();
+        continue;
+      }
+      // A save: it serves every save command waiting now (coalesced), and a periodic one also
+      // the kSaveAtStep commands.
+      save = true;
+      waiters.swap(jit_waiting_);
+      if (request) {
+        waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
+        at_step_waiting_.clear();
+      }
+      saving_ = true;
+      lock.unlock();
+      SaveOutcome outcome = Save(request, &cuda);
+      FinishSave(std::move(waiters), outcome);
+    } catch (...) {
+      Failed(request, save ? &waiters : nullptr);
     }
-    saving_ = true;
-    lock.unlock();
-    FinishSave(std::move(waiters), Save(request, &cuda));
+  }
+}
+
+RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
+  RestoreTarget target;
+  target.rank = base_.rank;
+  target.node = g_rt->identity.node;
+  target.buffers = &buffers_;
+  target.layout = base_.buffers;
+  target.arena = &arena_;
+  target.device = device_;
+  return RestoreFromPlan(request.plan, target, cuda);
+}
+
+// After an exception in the agent thread: whoever waits for the work gets an answer.
+void Agent::Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept {
+  try {
+    FT_LOG(Warn, Ckpt, "the checkpoint agent failed on one piece of work; training is unaffected");
+    SaveOutcome outcome;
+    outcome.status = Status::Internal("checkpoint agent: internal error");
+    outcome.message = "checkpoint agent: internal error";
+    if (request) {
+      std::lock_guard<std::mutex> lock(mu_);
+      request->copied = true;
+      request->finished = true;
+      if (request->outcome.result == FT_OK) request->outcome.result = FT_INTERNAL;
+      request->outcome.message = "ft_restore/ft_step_done: the checkpoint agent failed (a bug in ft)";
+    }
+    done_cv_.notify_all();
+    if (waiters != nullptr) FinishSave(std::move(*waiters), outcome);
+  } catch (...) {
   }
 }
 
