@@ -80,6 +80,8 @@ class Agent {
   void HandOver(const shm::Command& command);
 
  private:
+  int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
+  void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
   void Run();
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
@@ -220,6 +222,32 @@ int Agent::RegisterEnd() {
     pp = pp_;
     dp = dp_;
   }
+  try {
+    return OpenArena(std::move(buffers), tp, pp, dp);
+  } catch (...) {
+    GiveUp("ft_register_end: internal error; training continues without checkpoints",
+           "checkpoint agent: internal error at registration", StatusCode::kInternal);
+    return Fail(FT_INTERNAL, "ft_register_end: internal error (a bug in ft)");
+  }
+}
+
+// kNoArena from now on; the save commands queued meanwhile are answered.
+void Agent::GiveUp(const std::string& message, const std::string& ack, StatusCode code) {
+  std::vector<uint64_t> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    phase_ = Phase::kNoArena;
+    arena_error_ = message;
+    arena_ack_ = ack;
+    queued.swap(jit_waiting_);
+    queued.insert(queued.end(), at_step_waiting_.begin(), at_step_waiting_.end());
+    at_step_waiting_.clear();
+  }
+  done_cv_.notify_all();
+  for (uint64_t seq : queued) AckNow(seq, code, ack);
+}
+
+int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   const Config& cfg = g_rt->config;
   const LauncherIdentity& id = g_rt->identity;
   std::vector<ckpt::BufferEntry> named, laid_out;
@@ -250,19 +278,10 @@ int Agent::RegisterEnd() {
                           " bytes: " + opened.ToString() +
                           "; training continues without checkpoints";
     FT_LOG(Warn, Ckpt, "{}", message);
-    std::vector<uint64_t> queued;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      phase_ = Phase::kNoArena;
-      arena_error_ = message;
-      arena_ack_ = "no host arena for " + std::to_string(data_bytes) + " bytes (" +
-                   StatusCodeName(opened.code()) + "): no checkpoints, see the rank's log";
-      queued.swap(jit_waiting_);
-      queued.insert(queued.end(), at_step_waiting_.begin(), at_step_waiting_.end());
-      at_step_waiting_.clear();
-    }
-    done_cv_.notify_all();
-    for (uint64_t seq : queued) AckNow(seq, opened.code(), arena_ack_);
+    GiveUp(message,
+           "no host arena for " + std::to_string(data_bytes) + " bytes (" +
+               StatusCodeName(opened.code()) + "): no checkpoints, see the rank's log",
+           opened.code());
     return Fail(FT_NO_SPACE, message);
   }
   int device = -1;
@@ -300,12 +319,12 @@ int Agent::RegisterEnd() {
   try {
     std::thread([this] { Run(); }).detach();
   } catch (...) {
-    // Cannot happen short of resource exhaustion; queued commands would never be answered.
-    std::lock_guard<std::mutex> lock(mu_);
-    phase_ = Phase::kNoArena;
-    arena_error_ = "ft_register_end: cannot start the checkpoint thread";
-    arena_ack_ = "no checkpoint thread in this process";
-    return Fail(FT_INTERNAL, arena_error_);
+    // Short of resource exhaustion this cannot happen; nothing would answer the commands.
+    std::string message = "ft_register_end: cannot start the checkpoint thread; training "
+                          "continues without checkpoints";
+    FT_LOG(Warn, Ckpt, "{}", message);
+    GiveUp(message, "no checkpoint thread in this process", StatusCode::kInternal);
+    return Fail(FT_INTERNAL, message);
   }
   return FT_OK;
 }
