@@ -191,6 +191,7 @@ TEST(ManifestTest, EveryStructuralCheckRejects) {
       {"chunk size 0", WithField<uint64_t>(valid, 64, 0), "chunk size 0"},
       {"data bytes", WithField<uint64_t>(valid, 72, m.data_bytes + 4096), "data region"},
       {"data too small", WithField<uint64_t>(valid, 72, 4096), "ends past the data region"},
+      {"data beyond any host", WithField<uint64_t>(valid, 72, ~0ull), "data region of"},
       {"buffer count storm", WithField<uint32_t>(valid, 80, 0xffffffffu), "cannot fit"},
       {"fewer buffers", WithField<uint32_t>(valid, 80, 2), "data region"},
       {"job length", WithField<uint32_t>(valid, 84, 200), ""},
@@ -237,6 +238,7 @@ TEST(ManifestTest, PlanLayoutRejectsBadNamesAndSizesAndLeavesOutputsAlone) {
       {{{"a", 8, 0}, {"a", 8, 0}}, "registered twice"},
       {{{"a", 0, 0}}, "zero bytes"},
       {{{"a", 8, 0}, {"b", ~0ull - 100, 0}}, "overflow"},
+      {{{"a", 1ull << 55, 0}, {"b", (1ull << 55) + 1, 0}}, "overflow"},
   };
   for (const Case& c : cases) {
     std::vector<BufferEntry> laid = {{"keep", 1, 1}};
