@@ -253,7 +253,7 @@ TEST_F(ArenaTest, TooLargeForTheDirectoryFailsFastNamingDirNeededAndFree) {
   EXPECT_NE(s.message().find("free"), std::string_view::npos) << s.ToString();
   EXPECT_FALSE(arena.is_open());
   EXPECT_TRUE(Files().empty());  // the file is removed
-  EXPECT_LT(seconds, 1.0);       // nothing was allocated first
+  EXPECT_LT(seconds, 5.0);       // nothing was allocated first (25 GB would take far longer)
 }
 
 TEST_F(ArenaTest, TooLargeForTheDirectoryRemovesAnOutdatedArenaToo) {
