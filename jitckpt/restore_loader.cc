@@ -200,10 +200,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
   if (plan.step < 0) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' has no verified step", plan.job));
   }
-  // (Not NodePlan::Find: this file must not need the plan file's codec.)
-  auto it = std::find_if(plan.ranks.begin(), plan.ranks.end(),
-                         [rank](const PlanRank& r) { return r.rank == rank; });
-  const PlanRank* line = it == plan.ranks.end() ? nullptr : &*it;
+  const PlanRank* line = plan.Find(rank);
   if (line == nullptr) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' (step {}) has no line for rank {}",
                                         plan.job, plan.step, rank));
