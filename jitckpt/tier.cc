@@ -1,6 +1,7 @@
 #include "jitckpt/tier.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,7 +75,45 @@ bool ParseRankFileName(std::string_view name, std::string_view suffix, int* rank
   return true;
 }
 
+// This host as temp file names carry it: a pid means something only on its own host, and the
+// remote tier's directory is shared by every node's worker.
+const std::string& ThisHost() {
+  static const std::string host = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0) return std::string("unknown-host");
+    return SafeNodeName(name);
+  }();
+  return host;
+}
+
+// A temp file another writer may still be writing: one of a live process on this host, or a
+// recent one of another host (whose processes cannot be asked). Everything else — the temps
+// of a dead worker, stale ones, names of another form — is left over.
+constexpr auto kForeignTempAge = std::chrono::minutes(10);
+
 bool IsTempName(std::string_view name) { return name.find(".tmp.") != std::string_view::npos; }
+
+bool TempMayBeLive(const std::string& path, std::string_view name) {
+  std::string_view tag = name.substr(name.rfind(".tmp.") + 5);  // "<host>.<pid>"
+  size_t dot = tag.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return false;
+  std::string_view host = tag.substr(0, dot), pid_text = tag.substr(dot + 1);
+  int64_t pid = 0;
+  if (pid_text.empty() || pid_text.size() > 9) return false;
+  for (char c : pid_text) {
+    if (c < '0' || c > '9') return false;
+    pid = pid * 10 + (c - '0');
+  }
+  if (pid <= 0) return false;
+  if (host == ThisHost()) {
+    return pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  const auto modified = std::chrono::system_clock::time_point(
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
+  return std::chrono::system_clock::now() - modified < kForeignTempAge;
+}
 
 // Steps of `job` in `dir` that have a step directory, with its path.
 std::vector<std::pair<int64_t, std::string>> StepDirs(std::string_view dir, std::string_view job) {
@@ -358,7 +397,7 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
   const std::string step_dir = StepDir(dir, m.job, m.step);
   const std::string data_path = DataPath(dir, m.job, id);
   const std::string manifest_path = ManifestPath(dir, m.job, id);
-  const std::string temp_suffix = fmt::format(".tmp.{}", ::getpid());
+  const std::string temp_suffix = fmt::format(".tmp.{}.{}", ThisHost(), ::getpid());
   const std::string manifest_bytes = EncodeManifest(m);
 
   FT_RETURN_IF_ERROR(MakeDirs(ops, step_dir));
@@ -371,6 +410,14 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
     const std::string data_temp = data_path + temp_suffix;
     FT_RETURN_IF_ERROR(WriteFile(ops, data_temp, data, m.data_bytes, try_direct, &pending,
                                  &used_direct));
+    // The manifest is not a whole number of blocks, so it goes through the page cache. It is
+    // written before either rename, so that the two renames follow each other closely: a
+    // data file without its manifest exists only for one directory fsync.
+    const std::string manifest_temp = manifest_path + temp_suffix;
+    bool manifest_direct = false;
+    FT_RETURN_IF_ERROR(WriteFile(ops, manifest_temp,
+                                 reinterpret_cast<const uint8_t*>(manifest_bytes.data()),
+                                 manifest_bytes.size(), false, &pending, &manifest_direct));
     if (still_valid && !still_valid()) {
       return Status::NotReady(fmt::format(
           "step {} rank {} was overwritten in the arena while it was persisted to {}; copy "
@@ -387,17 +434,12 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
     pending.Add(data_path);  // from here on, whatever data file is there goes on failure
     FT_RETURN_IF_ERROR(RenameInto(ops, data_temp, data_path));
     pending.Forget(data_temp);
+    // The data's rename is durable before the manifest's: the manifest, last, is what makes
+    // the copy exist.
     FT_RETURN_IF_ERROR(FsyncDir(ops, step_dir));
-    // The manifest is not a whole number of blocks, so it goes through the page cache; it is
-    // fsynced and renamed like the data, and last: it is what makes the copy exist.
-    const std::string manifest_temp = manifest_path + temp_suffix;
-    bool manifest_direct = false;
-    FT_RETURN_IF_ERROR(WriteFile(ops, manifest_temp,
-                                 reinterpret_cast<const uint8_t*>(manifest_bytes.data()),
-                                 manifest_bytes.size(), false, &pending, &manifest_direct));
+    pending.Add(manifest_path);
     FT_RETURN_IF_ERROR(RenameInto(ops, manifest_temp, manifest_path));
     pending.Forget(manifest_temp);
-    pending.Add(manifest_path);
     return FsyncDir(ops, step_dir);
   }();
   if (!status.ok()) {
@@ -551,18 +593,29 @@ Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed
     }
     if (ec) return IoFailure(ec.value(), "listing", step_dir);
     std::set<std::string> present(names.begin(), names.end());
+    // Another writer between its two renames: its data is in place, its manifest still a temp.
+    std::set<int> committing;
     for (const std::string& name : names) {
       int rank = -1;
-      bool drop = IsTempName(name);
-      // Data without its manifest: a persist killed between the two renames. A manifest
-      // without its data describes nothing readable either.
-      if (!drop && ParseRankFileName(name, ".data", &rank)) {
-        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank));
-      } else if (!drop && ParseRankFileName(name, ".manifest", &rank)) {
+      if (IsTempName(name) && TempMayBeLive(step_dir + "/" + name, name) &&
+          ParseRankFileName(std::string_view(name).substr(0, name.rfind(".tmp.")), ".manifest", &rank)) {
+        committing.insert(rank);
+      }
+    }
+    for (const std::string& name : names) {
+      const std::string path = step_dir + "/" + name;
+      int rank = -1;
+      bool drop = false;
+      if (IsTempName(name)) {
+        drop = !TempMayBeLive(path, name);
+      } else if (ParseRankFileName(name, ".data", &rank)) {
+        // Data without its manifest: a persist killed between the two renames.
+        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank);
+      } else if (ParseRankFileName(name, ".manifest", &rank)) {
+        // A manifest without its data describes nothing readable.
         drop = !present.contains(fmt::format("rank-{:06}.data", rank));
       }
       if (!drop) continue;
-      const std::string path = step_dir + "/" + name;
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         return IoFailure(errno, "removing uncommitted checkpoint file", path);
       }

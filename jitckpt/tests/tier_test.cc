@@ -10,6 +10,7 @@
 #include <map>
 
 #include "jitckpt/file_ops.h"
+#include "jitckpt/safe_name.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
 #include "jitckpt/tests/tier_test_util.h"
@@ -309,6 +310,26 @@ TEST_F(TierTest, ArenaOverwrittenDuringPersistAbandonsTheCopyAndKeepsTheEarlierO
   ExpectReadsBack(m_, data_);
 }
 
+std::string ThisHostTag() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return SafeNodeName(name);
+}
+
+TEST_F(TierTest, TempFilesCarryHostAndPidUntilTheRenames) {
+  RecordingOps ops;
+  std::vector<std::string> while_writing;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, aligned_.get(), nullptr, [&] {
+                while_writing = FilesUnder(dir_);
+                return true;
+              }).ok());
+  const std::string tag = fmt::format(".tmp.{}.{}", ThisHostTag(), ::getpid());
+  EXPECT_EQ(while_writing,
+            (std::vector<std::string>{"job-a/step-000000001200/rank-000003.data" + tag,
+                                      "job-a/step-000000001200/rank-000003.manifest" + tag}));
+  EXPECT_EQ(FilesUnder(dir_).size(), 2u);
+}
+
 TEST_F(TierTest, StillValidFalseOnAFreshCopyLeavesNoFiles) {
   RecordingOps ops;
   Status st = Persist(ops, TierKind::kRemote, aligned_.get(), nullptr, [] { return false; });
@@ -479,6 +500,37 @@ TEST_F(TierTest, CleanUncommittedRemovesTempsAndOrphansAndKeepsCopies) {
   EXPECT_EQ(removed, 0);
   ASSERT_TRUE(CleanUncommitted(scratch_.path() + "/nowhere", m_.job, &removed).ok());
   EXPECT_EQ(removed, 0);
+}
+
+TEST_F(TierTest, CleanUncommittedLeavesWhatAnotherWriterMayStillBeWriting) {
+  // The remote directory is shared: other nodes' workers, and on a test host other workers of
+  // this host, persist into it while this one starts.
+  std::filesystem::create_directories(StepDir(dir_, m_.job, m_.step));
+  auto touch = [&](int rank, const std::string& suffix) {
+    std::string path = DataPath(dir_, m_.job, {m_.step, rank}) + suffix;
+    std::ofstream(path) << "x";
+    return path;
+  };
+  const std::string host = ThisHostTag();
+  const std::string live_here = touch(1, fmt::format(".tmp.{}.{}", host, ::getpid()));
+  // Above any pid_max Linux allows: surely not running.
+  const std::string dead_here = touch(2, fmt::format(".tmp.{}.{}", host, 4194305 + 7));
+  const std::string recent_elsewhere = touch(3, ".tmp.other-node.42");
+  const std::string stale_elsewhere = touch(4, ".tmp.other-node.43");
+  const struct timespec an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, stale_elsewhere.c_str(), an_hour_ago, 0), 0);
+  // Between its renames: data in place, manifest still a live temp.
+  const std::string committing_data = touch(5, "");
+  std::ofstream(ManifestPath(dir_, m_.job, {m_.step, 5}) + fmt::format(".tmp.{}.{}", host, ::getpid()))
+      << "x";
+  int removed = -1;
+  ASSERT_TRUE(CleanUncommitted(dir_, m_.job, &removed).ok());
+  EXPECT_EQ(removed, 2);
+  EXPECT_TRUE(std::filesystem::exists(live_here));
+  EXPECT_FALSE(std::filesystem::exists(dead_here));
+  EXPECT_TRUE(std::filesystem::exists(recent_elsewhere));
+  EXPECT_FALSE(std::filesystem::exists(stale_elsewhere));
+  EXPECT_TRUE(std::filesystem::exists(committing_data));
 }
 
 }  // namespace
