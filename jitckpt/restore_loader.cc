@@ -179,7 +179,15 @@ class Loader {
     // -1 is "unknown to the app": the master's topology says which dp this rank is.
     if (src_rank != rank_) m.dp = -1;
     Status st = own_->Commit(m);
-    if (!st.ok()) return st.WithContext(fmt::format("committing into {}", own_->path()));
+    if (!st.ok()) {
+      // Not the caller's layout (that was checked): the arena reserved room for the manifest
+      // of this run's chunk size, and a copy saved with smaller chunks has more checksums.
+      // Another source may still fit, so this one is skipped, not the restore refused.
+      return Status::Unsupported(fmt::format(
+          "committing into {}: {} (the copy was saved with {}-byte chunks; was FT_CKPT_CHUNK "
+          "changed?)",
+          own_->path(), st.message(), m.chunk_bytes));
+    }
     *used = std::move(m);
     return Status::Ok();
   }
