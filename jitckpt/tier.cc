@@ -35,6 +35,7 @@ constexpr uint64_t kDirectWriteBytes = 64ull << 20;
 constexpr uint64_t kBounceBytes = 8ull << 20;
 // Buffered writes (remote tier, and the local tier where O_DIRECT is refused).
 constexpr uint64_t kBufferedWriteBytes = 4ull << 20;
+constexpr uint64_t kWritebackWindow = 32ull << 20;
 // A manifest is a few MiB at most (one checksum per chunk); anything larger is not one.
 constexpr uint64_t kMaxManifestFileBytes = 1ull << 30;
 constexpr mode_t kDirMode = 0700;
@@ -193,6 +194,31 @@ struct AlignedFree {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
+// Buffered writes stream out instead of piling up: when `end` (a multiple of the window) has
+// been written, writeback of the window just filled starts and the window before it, waited
+// for, leaves the page cache. A persist then holds at most two windows of dirty pages — on a
+// training node the page cache is the data loader's — and the final fsync has little left.
+// Errors that mean the data did not reach the file fail the persist; a file system that
+// cannot do ranges (EINVAL, ESPIPE) just writes back at fsync.
+Status StreamOut(int fd, const std::string& path, uint64_t end) {
+  const off64_t window = static_cast<off64_t>(kWritebackWindow);
+  const off64_t filled = static_cast<off64_t>(end) - window;
+  auto failed = [](int err) { return err == EIO || err == ENOSPC || err == EDQUOT; };
+  if (::sync_file_range(fd, filled, window, SYNC_FILE_RANGE_WRITE) != 0 && failed(errno)) {
+    return IoFailure(errno, "writing back", path);
+  }
+  if (filled < window) return Status::Ok();
+  const off64_t previous = filled - window;
+  if (::sync_file_range(fd, previous, window,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+      failed(errno)) {
+    return IoFailure(errno, "writing back", path);
+  }
+  ::posix_fadvise(fd, previous, window, POSIX_FADV_DONTNEED);
+  return Status::Ok();
+}
+
 // Writes `bytes` of `data` to `fd` from offset 0. With `direct`, each write is a whole number
 // of aligned blocks from an aligned address (the source itself when it is aligned, else a
 // bounce buffer). *refused is set when the file system turned O_DIRECT down with EINVAL.
@@ -224,9 +250,13 @@ Status WriteData(FileOps& ops, int fd, const std::string& path, const uint8_t* d
       return IoFailure(errno, "writing", path);
     }
     if (n == 0) return IoFailure(EIO, "writing (no progress)", path);
+    const uint64_t before = done;
     done += static_cast<uint64_t>(n);
     // A short O_DIRECT write leaves the next offset unaligned: the next write then fails
     // with EINVAL and the copy is written again through the page cache.
+    if (!direct && done / kWritebackWindow != before / kWritebackWindow) {
+      FT_RETURN_IF_ERROR(StreamOut(fd, path, done / kWritebackWindow * kWritebackWindow));
+    }
   }
   return Status::Ok();
 }
