@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -237,6 +240,41 @@ TEST_F(TierTest, RemoteTierWritesBufferedInChunksOfAtMost4MiB) {
   }
   EXPECT_GT(ops.writes.size(), 3u);
   EXPECT_EQ(total, m_.data_bytes + EncodeManifest(m_).size());
+  ExpectReadsBack(m_, big);
+}
+
+// Pages of [0, bytes) of `path` in the page cache.
+size_t ResidentPages(const std::string& path, uint64_t bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SIZE_MAX;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  size_t resident = SIZE_MAX;
+  if (::mincore(map, bytes, in_core.data()) == 0) {
+    resident = 0;
+    for (unsigned char c : in_core) resident += c & 1;
+  }
+  ::munmap(map, bytes);
+  return resident;
+}
+
+TEST_F(TierTest, BufferedWritesLeaveTheirPagesToTheRestOfTheNode) {
+  struct statfs fs;
+  ASSERT_EQ(::statfs(scratch_.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs pages are the file: nothing to drop";
+  std::vector<uint8_t> big;
+  m_ = SampleManifest(&big, {96u << 20}, 4u << 20);
+  AlignedBytes src = AlignedCopy(big, 2 << 20);
+  RecordingOps ops;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, src.get()).ok());
+  // The first 32 MiB were written back and dropped while the rest was written.
+  const uint64_t first = 32u << 20;
+  const size_t resident = ResidentPages(DataFile(), first);
+  const size_t pages = first / static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_LT(resident, pages / 10) << resident << " of " << pages << " pages still cached";
   ExpectReadsBack(m_, big);
 }
 
