@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <set>
 
 #include "common/log.h"
@@ -116,17 +115,28 @@ bool TempMayBeLive(const std::string& path, std::string_view name) {
   return std::chrono::system_clock::now() - modified < kForeignTempAge;
 }
 
+// The entries of a directory (none when it cannot be read). Never throws: a directory that
+// changes or vanishes while it is listed (another node's Retain) just ends the listing.
+std::vector<std::string> NamesIn(const std::string& dir, std::error_code* error = nullptr) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().native());
+  }
+  if (error != nullptr) *error = ec;
+  return names;
+}
+
 // Steps of `job` in `dir` that have a step directory, with its path.
 std::vector<std::pair<int64_t, std::string>> StepDirs(std::string_view dir, std::string_view job) {
   std::vector<std::pair<int64_t, std::string>> out;
-  std::error_code ec;
-  fs::directory_iterator it(JobDir(dir, job), ec);
-  if (ec) return out;
-  for (const fs::directory_entry& entry : it) {
+  for (const std::string& name : NamesIn(JobDir(dir, job))) {
     int64_t step = 0;
-    if (!ParseStepDirName(entry.path().filename().native(), &step)) continue;
-    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
-    out.emplace_back(step, entry.path().native());
+    if (!ParseStepDirName(name, &step)) continue;
+    std::string path = JoinPath(JobDir(dir, job), name);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;  // no symlinks
+    out.emplace_back(step, std::move(path));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -574,15 +584,12 @@ Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, u
 std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job) {
   std::vector<CopyId> out;
   for (const auto& [step, step_dir] : StepDirs(dir, job)) {
-    std::error_code ec;
-    fs::directory_iterator it(step_dir, ec);
-    if (ec) continue;
-    for (const fs::directory_entry& entry : it) {
+    for (const std::string& name : NamesIn(step_dir)) {
       int rank = -1;
-      if (!ParseRankFileName(entry.path().filename().native(), ".manifest", &rank)) continue;
+      if (!ParseRankFileName(name, ".manifest", &rank)) continue;
       // Committed: the manifest is in place, and so is the data it describes.
       CopyId id{step, rank};
-      if (IsRegularFile(entry.path().native()) && IsRegularFile(DataPath(dir, job, id))) {
+      if (IsRegularFile(step_dir + "/" + name) && IsRegularFile(DataPath(dir, job, id))) {
         out.push_back(id);
       }
     }
@@ -608,7 +615,8 @@ Status Retain(std::string_view dir, std::string_view job, int keep_steps) {
     if (step >= threshold) continue;
     std::error_code ec;
     fs::remove_all(step_dir, ec);
-    if (ec) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
+    // Another node's worker may be removing the same step of the shared remote directory.
+    if (ec && ec != std::errc::no_such_file_or_directory) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
   }
   return Status::Ok();
 }
@@ -617,10 +625,8 @@ Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed
   int count = 0;
   for (const auto& [step, step_dir] : StepDirs(dir, job)) {
     std::error_code ec;
-    std::vector<std::string> names;
-    for (fs::directory_iterator it(step_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      names.push_back(it->path().filename().native());
-    }
+    const std::vector<std::string> names = NamesIn(step_dir, &ec);
+    if (ec == std::errc::no_such_file_or_directory) continue;  // another worker's Retain
     if (ec) return IoFailure(ec.value(), "listing", step_dir);
     std::set<std::string> present(names.begin(), names.end());
     // Another writer between its two renames: its data is in place, its manifest still a temp.
