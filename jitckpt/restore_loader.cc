@@ -43,8 +43,8 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
   auto add_dir = [&](SourceKind kind, std::string_view tier, bool this_node_only) {
     seen.clear();
     for (const PlanSource& src : line.sources) {
-      if (!HasTier(src, tier) || !seen.insert(src.rank).second) continue;
-      if (this_node_only && SafeNodeName(src.node) != here) continue;
+      if (!HasTier(src, tier) || (this_node_only && SafeNodeName(src.node) != here)) continue;
+      if (!seen.insert(src.rank).second) continue;
       std::string name = src.rank == rank ? fmt::format("{} dir", tier)
                                           : fmt::format("{} dir (copy of rank {})", tier, src.rank);
       out.push_back({kind, src.rank, std::move(name)});
