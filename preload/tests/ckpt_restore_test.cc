@@ -5,6 +5,7 @@
 #include "include/ft/ft.h"
 
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -115,6 +116,32 @@ TEST(CkptRestore, NoPlanInTimeIsATimeoutAndAPlanWithoutStepIsNoCheckpoint) {
   EXPECT_EQ(RunSelf("CkptChild.NoPlan", {"FT_NODE_ID=node-without-worker", "FT_RESTORE_WAIT=300ms"}), 0);
   WritePlan(-1, 0);
   EXPECT_EQ(RunSelf("CkptChild.PlanWithoutStep", {}), 0);
+}
+
+// Last: it damages the arena's copy (and mends it after). A chunk that does not verify is
+// never copied to the device; with no other source, nothing is restored.
+TEST(CkptRestore, CopyThatDoesNotVerifyIsRefusedAndNothingRestored) {
+  State& s = Parent();
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  WritePlan(c->manifest.step, ckpt::ContentDigest(c->manifest));
+  // The data region ends the file: one byte of the first buffer, flipped in the file.
+  off_t at = static_cast<off_t>(c->arena.mapped_bytes() - c->arena.data_capacity() + 100);
+  int fd = open(ArenaPath().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t byte = 0;
+  ASSERT_EQ(pread(fd, &byte, 1, at), 1);
+  ASSERT_EQ(byte, c->data()[100]) << "the data region is where this test thinks";
+  uint8_t flipped = byte ^ 0x10;
+  ASSERT_EQ(pwrite(fd, &flipped, 1, at), 1);
+  FillDevice(s.param, kParamBytes, 11);
+  std::vector<uint8_t> before = DeviceBytes(s.param, kParamBytes);
+  int64_t step = -1;
+  EXPECT_EQ(ft_restore(&step), FT_CORRUPT) << ft_last_error();
+  EXPECT_EQ(step, -1);
+  EXPECT_TRUE(DeviceBytes(s.param, kParamBytes) == before) << "nothing restored";
+  ASSERT_EQ(pwrite(fd, &byte, 1, at), 1);
+  close(fd);
 }
 
 // ---- children: run by RunSelf only (FT_TEST_CKPT_CHILD=1) ----
