@@ -22,8 +22,6 @@ Agent& TheAgent() {
 
 namespace {
 
-constexpr uint64_t kMinChunkBytes = 64 << 10;
-
 bool ValidName(const char* name, std::string* why) {
   if (name == nullptr || name[0] == '\0') {
     *why = "ft_register: the name is null or empty";
@@ -170,12 +168,6 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     base.pp = pp;
     base.dp = dp;
     base.chunk_bytes = cfg.ckpt_chunk > 0 ? cfg.ckpt_chunk : ckpt::kDefaultChunkBytes;
-    if (base.chunk_bytes < kMinChunkBytes) {
-      // Tiny chunks only multiply events, checksums and manifest bytes.
-      FT_LOG(Warn, Ckpt, "FT_CKPT_CHUNK={} is below {} bytes; using {}", base.chunk_bytes,
-             kMinChunkBytes, kMinChunkBytes);
-      base.chunk_bytes = kMinChunkBytes;
-    }
     base.data_bytes = data_bytes;
     base.buffers = laid_out;
     opened = ckpt::Arena::OpenForWrite(
