@@ -317,6 +317,22 @@ int Agent::Restore(int64_t* step) {
       return Fail(FT_INVALID_ARGUMENT, "ft_restore: nothing registered (call ft_register first)");
     }
   }
+  // Until the restore ends, save commands wait: a save now would copy the state the app has
+  // not restored yet over the arena's copy the restore is about to use.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++restoring_;
+  }
+  struct RestoreEnds {
+    Agent* agent;
+    ~RestoreEnds() {
+      {
+        std::lock_guard<std::mutex> lock(agent->mu_);
+        --agent->restoring_;
+      }
+      agent->work_cv_.notify_all();
+    }
+  } ends{this};
   const LauncherIdentity& id = g_rt->identity;
   std::string path = ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node);
   auto request = std::make_shared<AppRequest>();
@@ -334,8 +350,7 @@ int Agent::Restore(int64_t* step) {
   done_cv_.wait(lock, [&] { return request->finished; });
   const RestoreOutcome& out = request->outcome;
   if (out.result != FT_OK) return Fail(out.result, out.message);
-  restored_step_.store(out.step, std::memory_order_release);
-  *step = out.step;
+  *step = out.step;  // the agent thread set the step label before any queued save ran
   return FT_OK;
 }
 

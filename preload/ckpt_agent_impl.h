@@ -103,6 +103,7 @@ class Agent {
   std::vector<uint64_t> at_step_waiting_;  // kSaveAtStep: served by the next periodic save
   std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
   bool saving_ = false;
+  int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
   // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
   std::atomic<int64_t> last_step_{kNoStep};
   std::atomic<int64_t> restored_step_{kNoStep};

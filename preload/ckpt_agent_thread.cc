@@ -145,7 +145,9 @@ void Agent::Run() {
     bool save = false;
     try {
       std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return !app_requests_.empty() || !jit_waiting_.empty(); });
+      work_cv_.wait(lock, [&] {
+        return !app_requests_.empty() || (!jit_waiting_.empty() && restoring_ == 0);
+      });
       if (!app_requests_.empty()) {
         request = app_requests_.front();
         app_requests_.pop_front();
@@ -153,6 +155,7 @@ void Agent::Run() {
       if (request && request->kind == AppRequest::Kind::kRestore) {
         lock.unlock();
         RestoreOutcome out = Restore(*request, &cuda);
+        if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
         lock.lock();
         request->outcome = std::move(out);
         request->finished = true;
