@@ -403,8 +403,12 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
     *out += fmt::format("no checkpoints reported for job {}\n", o.job);
     return Status::Ok();
   }
-  *out += fmt::format("{:>10}  {:<11}  {:>8}  {:>6}  {:<24}  {:<8}  {}\n", "STEP", "STATE", "SHARDS", "COPIES",
-                      "TIERS (arena/local/remote)", "SDC", "PLAN");
+  auto line = [&](std::string text) {
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    *out += text + "\n";
+  };
+  line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", "STEP", "STATE", "SHARDS", "COPIES",
+                   "TORN", "TIERS (arena/local/remote)", "SDC", "PLAN"));
   for (const Row& row : rows) {
     std::string shards = row.verdict ? fmt::format("{}/{}", row.verdict->verified_shards, row.verdict->shards) : "-";
     std::string tiers = fmt::format("{}/{}/{}", row.tiers.count("arena") ? row.tiers.at("arena") : 0,
@@ -412,13 +416,11 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
                                     row.tiers.count("remote") ? row.tiers.at("remote") : 0);
     std::string sdc = "-";
     if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
-    std::string copies = std::to_string(row.copies);
-    if (row.torn > 0) copies += fmt::format(" ({} torn)", row.torn);
-    *out += fmt::format("{:>10}  {:<11}  {:>8}  {:>6}  {:<24}  {:<8}  {}\n", row.step,
-                        row.verdict ? row.verdict->state : "unjudged", shards, copies, tiers, sdc,
-                        row.step == planned ? "<- restore" : "");
+    line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", row.step,
+                     row.verdict ? row.verdict->state : "unjudged", shards, row.copies, row.torn, tiers, sdc,
+                     row.step == planned ? "<- restore" : ""));
     if (row.verdict && !row.verdict->why.empty() && row.verdict->state != "verified") {
-      *out += fmt::format("{:>10}  {}\n", "", row.verdict->why);
+      line(fmt::format("{:>10}  {}", "", row.verdict->why));
     }
   }
   if (bad.count() > 0) {
