@@ -274,12 +274,20 @@ bool MasterLoop::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const
   }
   bool all = false;
   if (step >= 0 && now < *copies_deadline_) {
-    redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
-    argv.insert(argv.end(), done.begin(), done.end());
-    redis::Reply reply;
-    if (!store_->Run(argv, &reply).ok()) return false;
-    all = true;
-    for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
+    if (now < next_acks_) return false;
+    next_acks_ = now + kAckPoll;
+    // HLEN until the count is there (cheap at 16k ranks), then one HMGET to be sure they are
+    // the right ranks.
+    redis::Reply count;
+    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return false;
+    if (count.integer() >= static_cast<int64_t>(done.size())) {
+      redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
+      argv.insert(argv.end(), done.begin(), done.end());
+      redis::Reply reply;
+      if (!store_->Run(argv, &reply).ok()) return false;
+      all = true;
+      for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
+    }
   }
   if (!all && now < *copies_deadline_) return false;
   if (step < 0) {
