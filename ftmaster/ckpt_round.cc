@@ -93,6 +93,14 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
   for (auto it = ckpt_.begin(); it != ckpt_.end();) {
     if (std::find(steps.begin(), steps.end(), it->first) == steps.end()) {
       if (it->first == plan_.step) plan_dirty_ = true;
+      // Gone from the set (its last copy removed, FT_CKPT_KEEP): its verdict goes too, so the
+      // verdicts hash stays as small as the set. Merely older than the newest kCkptSteps: kept.
+      redis::Reply score;
+      if (!store_->Run({"ZSCORE", keys_.CkptSteps(), std::to_string(it->first)}, &score).ok()) return;
+      if (score.is_nil() &&
+          !writer_.Run({{"HDEL", keys_.CkptVerdicts(), std::to_string(it->first)}})) {
+        return;
+      }
       it = ckpt_.erase(it);
     } else {
       ++it;

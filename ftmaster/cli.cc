@@ -300,10 +300,9 @@ Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string*
 Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   BadValues bad;
-  redis::Reply steps_reply, plan_reply, verdicts_reply;
+  redis::Reply steps_reply, plan_reply;
   FT_RETURN_IF_ERROR(Run(client, {"ZREVRANGE", keys.CkptSteps(), "0", "-1"}, &steps_reply));
   FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptVerdicts()}, &verdicts_reply));
   proto::RestorePlan plan;
   bool have_plan = false;
   if (plan_reply.is_string()) {
@@ -314,16 +313,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       bad.Report(keys.Restore(), plan_reply.str(), s);
     }
   }
-  std::map<int64_t, proto::StepVerdict> verdicts;
-  for (size_t i = 0; i + 1 < verdicts_reply.size(); i += 2) {
-    proto::StepVerdict v;
-    Status s = proto::Decode(verdicts_reply[i + 1].str(), &v);
-    if (!s.ok()) {
-      bad.Report(keys.CkptVerdicts() + " " + verdicts_reply[i].str(), verdicts_reply[i + 1].str(), s);
-      continue;
-    }
-    verdicts[v.step] = std::move(v);
-  }
+  std::map<int64_t, proto::StepVerdict> verdicts;  // of the listed steps (HMGET below)
 
   struct Row {
     int64_t step = -1;
@@ -353,9 +343,28 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       if (c.torn) ++row.torn;
       for (const std::string& t : c.tiers) ++row.tiers[t];
     }
-    auto v = verdicts.find(row.step);
-    row.verdict = v == verdicts.end() ? nullptr : &v->second;
     rows.push_back(std::move(row));
+  }
+  if (!rows.empty()) {
+    redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
+    for (const Row& row : rows) argv.push_back(std::to_string(row.step));
+    redis::Reply got;
+    FT_RETURN_IF_ERROR(Run(client, argv, &got));
+    for (size_t k = 0; k < rows.size() && k < got.size(); ++k) {
+      if (!got[k].is_string()) continue;  // not judged yet
+      proto::StepVerdict v;
+      Status s = proto::Decode(got[k].str(), &v);
+      if (!s.ok() || v.step != rows[k].step) {
+        bad.Report(keys.CkptVerdicts() + " " + std::to_string(rows[k].step), got[k].str(),
+                   s.ok() ? Status::Corrupt("the verdict of another step") : s);
+        continue;
+      }
+      verdicts[v.step] = std::move(v);
+    }
+    for (Row& row : rows) {
+      auto v = verdicts.find(row.step);
+      row.verdict = v == verdicts.end() ? nullptr : &v->second;
+    }
   }
   const int64_t planned = have_plan ? plan.step : -1;
 

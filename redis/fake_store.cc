@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -20,6 +21,13 @@ bool ToInt(const std::string& s, int64_t* out) {
 }
 
 Reply Err(const std::string& message) { return Reply::Error(message); }
+
+// A score as Redis prints it: "100", "2.5" (%.17g drops what a double does not hold).
+std::string ScoreText(double score) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", score);
+  return buf;
+}
 Reply WrongArgs(const std::string& command) {
   return Err("ERR wrong number of arguments for '" + command + "' command");
 }
@@ -283,6 +291,13 @@ Reply FakeRedis::Execute(const Argv& a) {
       if (v->zset.empty()) data_.erase(a[1]);
     }
     return Reply::Integer(n);
+  }
+  if (cmd == "ZSCORE") {
+    if (a.size() != 3) return WrongArgs("zscore");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    if (v == nullptr || !v->zset.count(a[2])) return Reply::Nil();
+    return Reply::String(ScoreText(v->zset.at(a[2])));
   }
   if (cmd == "ZRANGE" || cmd == "ZREVRANGE") {
     // By index over (score, member), ascending or descending; no options.

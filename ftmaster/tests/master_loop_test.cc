@@ -512,6 +512,16 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_EQ(Verdict(400).state, "incomplete");
   EXPECT_EQ(Plan().step, 300);
 
+  // A step whose copies are all removed (retention) leaves the set, and its verdict goes.
+  PutCopy(50, 0, 0x50);
+  Run(1000, {&a});
+  EXPECT_EQ(Verdict(50).state, "incomplete");
+  server_.Execute({"DEL", keys_.CkptStep(50)});
+  server_.Execute({"ZREM", keys_.CkptSteps(), "50"});
+  Run(1000, {&a});
+  EXPECT_FALSE(server_.HGet(keys_.CkptVerdicts(), "50").has_value());
+  EXPECT_TRUE(server_.HGet(keys_.CkptVerdicts(), "100").has_value());
+
   // The CLI lists them, newest first, and names the planned step.
   const std::string text = Cli(CheckpointsCommand, false);
   EXPECT_NE(text.find("restore plan 2: step 300"), std::string::npos) << text;

@@ -182,6 +182,10 @@ inline void ContractSortedSetsAndHlen(Store& a, Store& b, const std::string& p) 
   EXPECT_EQ(r[0].str(), "20");
   ASSERT_TRUE(b.Run({"ZREVRANGE", p + "none", "0", "15"}, &r).ok());
   EXPECT_EQ(r.size(), 0u);
+  ASSERT_TRUE(b.Run({"ZSCORE", p + "z", "300"}, &r).ok());
+  EXPECT_EQ(r.str(), "300");
+  ASSERT_TRUE(b.Run({"ZSCORE", p + "z", "7"}, &r).ok());
+  EXPECT_TRUE(r.is_nil());
   ASSERT_TRUE(a.Run({"ZREM", p + "z", "20", "7"}, &r).ok());
   EXPECT_EQ(r.integer(), 1);
   ASSERT_TRUE(a.Run({"HSET", p + "h", "0", "x", "1", "y"}, &r).ok());
