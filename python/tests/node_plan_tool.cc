@@ -94,9 +94,10 @@ int main(int argc, char** argv) {
   plan.version = 1;
   if (none) plan.step = -1;
   for (int rank : ranks) {
+    if (none) break;  // a plan without a step names no ranks
     ft::ckpt::PlanRank line;
     line.rank = rank;
-    if (!none) {
+    {
       ft::ckpt::Manifest m;
       const std::string path = ft::ckpt::Arena::PathFor(plan.arena_dir, plan.job, rank);
       const ft::Status s = WaitForStep(path, plan.step, wait_s, &m);
