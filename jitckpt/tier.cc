@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "jitckpt/file_ops.h"
+#include "jitckpt/safe_name.h"
 
 namespace ft::ckpt {
 
@@ -38,20 +39,9 @@ constexpr uint64_t kMaxManifestFileBytes = 1ull << 30;
 constexpr mode_t kDirMode = 0700;
 constexpr mode_t kFileMode = 0600;
 
-// The job as one path component: what the segment names allow, and never "." or "..".
-std::string JobComponent(std::string_view job) {
-  std::string out;
-  for (char c : job.substr(0, 200)) {
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '.' || c == '-';
-    out += keep ? c : '_';
-  }
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out;
-}
-
+// The job spelled as in the arenas' file names: one path component that never climbs out.
 std::string JobDir(std::string_view dir, std::string_view job) {
-  return fmt::format("{}/{}", dir, JobComponent(job));
+  return JoinPath(dir, SafeJobName(job));
 }
 
 // Parses the decimal number that follows `prefix` and precedes `suffix` in `name`, accepting

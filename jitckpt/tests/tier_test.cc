@@ -11,6 +11,7 @@
 
 #include "jitckpt/file_ops.h"
 #include "jitckpt/tests/sample_manifest.h"
+#include "jitckpt/tests/temp_dir.h"
 #include "jitckpt/tests/tier_test_util.h"
 
 namespace ft::ckpt {
@@ -22,7 +23,7 @@ using testing::CapturedLog;
 using testing::FilesUnder;
 using testing::FlipBitInFile;
 using testing::SampleManifest;
-using testing::ScratchDir;
+using testing::TempDir;
 
 // The real calls, with what the tier asked for recorded and faults injected on demand. O_DIRECT
 // is recorded and its alignment rule enforced here (EINVAL, as the kernel does), then dropped
@@ -96,7 +97,7 @@ class RecordingOps : public FileOps {
 class TierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_FALSE(scratch_.path().empty());
+    ASSERT_TRUE(scratch_.ok());
     dir_ = scratch_.path() + "/ckpt";
     // 3 buffers over 5 chunks of 4 KiB: data_bytes is a multiple of 4096, as in an arena.
     m_ = SampleManifest(&data_, {5000, 8192, 123}, 4096);
@@ -124,7 +125,7 @@ class TierTest : public ::testing::Test {
   std::string DataFile() const { return DataPath(dir_, m_.job, {m_.step, m_.rank}); }
   std::string ManifestFile() const { return ManifestPath(dir_, m_.job, {m_.step, m_.rank}); }
 
-  ScratchDir scratch_;
+  TempDir scratch_{"/tmp"};  // a disk, where O_DIRECT is real
   std::string dir_;
   std::vector<uint8_t> data_;
   Manifest m_;
@@ -136,10 +137,12 @@ TEST_F(TierTest, PathsNameStepAndRankZeroPaddedAndKeepTheJobOneComponent) {
   EXPECT_EQ(DataPath("/d", "job-a", {42, 7}), "/d/job-a/step-000000000042/rank-000007.data");
   EXPECT_EQ(ManifestPath("/d", "job-a", {42, 7}),
             "/d/job-a/step-000000000042/rank-000007.manifest");
-  // A job name never climbs out of the directory or adds one.
-  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/.._x_y/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "..", 1), "/d/_../step-000000000001");
-  EXPECT_EQ(StepDir("/d", "", 1), "/d/_/step-000000000001");
+  EXPECT_EQ(StepDir("/d/", "job-a", 42), "/d/job-a/step-000000000042");
+  // A job name never climbs out of the directory or adds one; it is spelled as in the
+  // arenas' file names.
+  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/___x_y/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "..", 1), "/d/__/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "", 1), "/d/default/step-000000000001");
   EXPECT_STREQ(TierName(TierKind::kLocal), "local");
   EXPECT_STREQ(TierName(TierKind::kRemote), "remote");
 }
