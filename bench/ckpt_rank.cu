@@ -94,6 +94,10 @@ int main(int argc, char** argv) {
       Cuda(cudaMemcpy(static_cast<char*>(dev[b]) + off, stage.data(), n, cudaMemcpyHostToDevice), "cudaMemcpy");
     }
   }
+  // cudaMemset and cudaMemcpy may return before the device is done; the state must be complete
+  // before ft copies it from (or, restoring, to) the device on its own non-blocking stream,
+  // which is not ordered after the legacy default stream.
+  Cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   for (int b = 0; b < buffers; ++b) {
     Ft(ft_register(("state." + std::to_string(b)).c_str(), dev[b], per), "ft_register");
   }
@@ -127,7 +131,13 @@ int main(int argc, char** argv) {
       Cuda(cudaMemcpy(stage.data(), static_cast<char*>(dev[b]) + off, n, cudaMemcpyDeviceToHost), "cudaMemcpy");
       Pattern(b, off / 8, expect.data(), n / 8);
       if (std::memcmp(stage.data(), expect.data(), n) != 0) {
-        Fail("buffer " + std::to_string(b) + " differs from the saved pattern near offset " + std::to_string(off));
+        size_t w = 0;
+        while (stage[w] == expect[w]) ++w;
+        char what[160];
+        std::snprintf(what, sizeof(what), "buffer %d differs from the saved pattern at byte %llu: %016llx, expected %016llx",
+                      b, static_cast<unsigned long long>(off + 8 * w), static_cast<unsigned long long>(stage[w]),
+                      static_cast<unsigned long long>(expect[w]));
+        Fail(what);
       }
     }
   }

@@ -180,6 +180,10 @@ class Trainer {
   // With libft.so: registers the parameters and the optimizer's state, and restores the
   // planned checkpoint (training then starts at its step). Without it: nothing.
   void RegisterAndRestore() {
+    // ft copies the state on its own non-blocking stream, which is not ordered after the work
+    // still queued here (the default stream's memsets, the parameters' initialization): a
+    // restore must land after all of it, or the initialization overwrites the restored state.
+    CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<StateBuffer> state;
     for (int64_t l = 0; l < lps_; ++l) {
       state.push_back({"layers." + std::to_string(GlobalLayer(l)) + ".weight", params_ + l * shard_,
