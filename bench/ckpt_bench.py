@@ -8,7 +8,8 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   persist_ratio    local-tier PersistCopy throughput / `dd if=<arena> of=<file> bs=4M
                    oflag=direct` of the same bytes, same file system          target >= 0.8
   restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
-                   node plan file naming only that source, the restored bytes checked
+                   node plan file naming only that source, the directories' pages dropped from
+                   the page cache first (cold reads), the restored bytes checked
 
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
@@ -173,11 +174,26 @@ class Bench:
         with open(path) as f:
             return path, f.read()
 
+    def drop_tier_caches(self):
+        """Cold reads for every restore from a directory: the remote tier writes through the
+        page cache, and here it shares the local disk, so its copy would otherwise be read back
+        from memory. Only these files' pages are dropped (no machine-wide drop_caches)."""
+        for top in (self.local_dir, self.remote_dir):
+            for dirpath, _, files in os.walk(top):
+                for name in files:
+                    fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    finally:
+                        os.close(fd)
+
     def restore(self, plan_path, plan_text, drop_arena):
         secs = []
         for _ in range(max(3, RUNS // 2)):
             with open(plan_path, "w") as f:
                 f.write(plan_text)
+            self.drop_tier_caches()
             if drop_arena:
                 os.unlink(self.arena_path(0))
             p = subprocess.run([self.rank_bin, "--mode", "restore", "--bytes", str(BYTES)], env=self.env(0, 1),

@@ -110,6 +110,9 @@ int Memcpy(std::map<std::string, std::string>& a) {
   const int runs = std::atoi(a["--runs"].c_str());
   const uint64_t piece = std::min<uint64_t>(bytes, 256ull << 20);
   std::vector<std::vector<char>> src(threads, std::vector<char>(piece, 1)), dst(threads, std::vector<char>(piece, 2));
+  // One untimed pass first: the timed ones then see mapped, cached-in-TLB buffers, as the
+  // save's copy sees the arena it wrote before.
+  for (int t = 0; t < threads; ++t) std::memcpy(dst[t].data(), src[t].data(), piece);
   for (int run = 0; run < runs; ++run) {
     const auto t0 = Clock::now();
     std::vector<std::thread> pool;
