@@ -2,6 +2,7 @@
 
 #include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -78,6 +79,7 @@ class Agent {
   int StepDone(int64_t step);
   int Restore(int64_t* step);
   void HandOver(const shm::Command& command);
+  void FinishAtExit() noexcept;
 
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
@@ -316,6 +318,8 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     phase_ = Phase::kReady;
   }
   done_cv_.notify_all();
+  static std::once_flag exit_handler;
+  std::call_once(exit_handler, [] { atexit([] { TheAgent().FinishAtExit(); }); });
   try {
     std::thread([this] { Run(); }).detach();
   } catch (...) {
@@ -436,6 +440,24 @@ int Agent::Restore(int64_t* step) {
   return FT_OK;
 }
 
+// At a normal exit (the app returned from main or called exit): a save in progress, or asked
+// for, is finished first — typically the periodic save of the last step, whose commit runs
+// after ft_step_done returned; cut short, it would leave the arena without any committed
+// copy. Bounded: a copy stuck behind a dead device is given up after kExitWait.
+void Agent::FinishAtExit() noexcept {
+  constexpr auto kExitWait = std::chrono::seconds(10);
+  try {
+    if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
+    std::unique_lock<std::mutex> lock(mu_);
+    if (phase_ != Phase::kReady) return;
+    bool done = done_cv_.wait_for(lock, kExitWait, [&] {
+      return !saving_ && app_requests_.empty() && jit_waiting_.empty();
+    });
+    if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+  } catch (...) {
+  }
+}
+
 void Agent::HandOver(const shm::Command& command) {
   bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
   std::string refusal;
@@ -521,6 +543,7 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
     attached_.clear();
     saving_ = false;
   }
+  done_cv_.notify_all();  // an exiting process may wait for this save (FinishAtExit)
   for (uint64_t seq : waiters) Ack(seq, outcome);
 }
 

@@ -92,5 +92,28 @@ TEST(CkptPeriodic, SaveAtStepIsTakenAndAcknowledgedAtTheNextStep) {
   EXPECT_TRUE(Saved(*c, "param") == param3);
 }
 
+// Last: its child overwrites the arena. A process that exits right after the periodic save of
+// its last step returned from ft_step_done still commits it (the checksums and the commit run
+// after the copy, on the agent thread; the exit waits for them).
+TEST(CkptPeriodic, SaveOfTheLastStepIsCommittedAtExit) {
+  Parent();
+  ASSERT_EQ(RunSelf("CkptPeriodicChild.ExitsRightAfterAPeriodicSave", {}), 0);
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok()) << c->status.ToString();
+  EXPECT_EQ(c->manifest.step, 42);
+}
+
+TEST(CkptPeriodicChild, ExitsRightAfterAPeriodicSave) {
+  if (Env("FT_TEST_CKPT_CHILD").empty()) GTEST_SKIP() << "run by CkptPeriodic";
+  // A large host buffer: its checksums take long enough to outlast an exit that would not
+  // wait for them. Never freed: freeing it would slow the exit down.
+  auto* host = new std::vector<uint8_t>(256u << 20, 42);
+  if (ft_register("host.big", host->data(), host->size()) != FT_OK) _exit(2);
+  State s = Register("param", "state");
+  FillDevice(s.param, kParamBytes, 42);
+  if (ft_step_done(42) != FT_OK) _exit(3);
+  exit(0);
+}
+
 }  // namespace
 }  // namespace ft::preload::ckpt_test
