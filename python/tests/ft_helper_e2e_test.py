@@ -4,7 +4,10 @@ registers device memory (cudaMalloc through ctypes) and a host ctypes array as a
 dict, takes a periodic save (FT_CKPT_EVERY=1) at step_done(1), changes the buffers, points a
 node plan file at its own arena, and restore() brings back step 1 byte for byte. Before that,
 a plan with no step makes restore() return None; registering after register_end() raises
-FtError(FT_INVALID_ARGUMENT).
+FtError(FT_INVALID_ARGUMENT); update_begin takes a stream object with cuda_stream (as a
+torch.cuda.Stream) made with cudaStreamCreate. A second program with FT_ENABLE=0 (libft.so
+loaded but disabled) gets NOT_AVAILABLE from every call, with one warning, and its buffers
+untouched.
 
 usage: ft_helper_e2e_test.py --python-dir P --libft L --gpusim-dir G --plan-tool T
 """
@@ -20,6 +23,13 @@ import tempfile
 DEVICE_BYTES = 3 * 4096 + 100  # spans chunks of a small FT_CKPT_CHUNK, odd size
 HOST_BYTES = 5000
 H2D, D2H = 1, 2  # cudaMemcpyKind
+
+
+class Stream:
+    """What update_begin takes of a torch.cuda.Stream."""
+
+    def __init__(self, handle):
+        self.cuda_stream = handle
 
 
 class Buffer:
@@ -91,6 +101,10 @@ def child(args):
     print("OK: restore() with no checkpoint -> None", flush=True)
 
     check(ft.update_begin(None) == ft.OK, "update_begin(None)")
+    stream = ctypes.c_void_p()
+    check(cudart.cudaStreamCreateWithFlags(ctypes.byref(stream), 1) == 0, "cudaStreamCreateWithFlags")
+    check(ft.update_begin(Stream(stream.value)) == ft.OK, "update_begin(a stream object)")
+    check(ft.update_begin(stream.value) == ft.OK, "update_begin(a stream handle)")
     check(ft.step_done(1) == ft.OK, "step_done(1)")  # FT_CKPT_EVERY=1: a periodic save of step 1
     # Training goes on: the buffers change after the save.
     to_device(pattern(DEVICE_BYTES, 99))
@@ -105,6 +119,26 @@ def child(args):
     print("OK: restore() -> 1, device and host bytes are back", flush=True)
 
 
+def disabled_child(args):
+    """libft.so loaded, FT_ENABLE=0: every call NOT_AVAILABLE, one warning, nothing touched."""
+    import warnings
+    sys.path.insert(0, args.python_dir)
+    import ft
+    host = (ctypes.c_uint8 * 64)(*range(64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = [ft.register_state({"w": Buffer(ctypes.addressof(host), 64)}), ft.register_end(), ft.step_done(1),
+                   ft.restore()]
+    if not ft.available() or any(r is not ft.NOT_AVAILABLE for r in results):
+        print("FAIL: disabled: available=%s results=%r" % (ft.available(), results))
+        sys.exit(1)
+    ours = [str(w.message) for w in caught if "ft: not available" in str(w.message)]
+    if len(ours) != 1 or "disabled" not in ours[0] or bytes(host) != bytes(range(64)):
+        print("FAIL: disabled: warnings %r" % ours)
+        sys.exit(1)
+    print("OK: FT_ENABLE=0: every call NOT_AVAILABLE, one warning: %s" % ours[0], flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--python-dir", required=True)
@@ -112,9 +146,13 @@ def main():
     p.add_argument("--gpusim-dir", required=True)
     p.add_argument("--plan-tool", required=True)
     p.add_argument("--child", action="store_true")
+    p.add_argument("--disabled-child", action="store_true")
     args = p.parse_args()
     if args.child:
         child(args)
+        return
+    if args.disabled_child:
+        disabled_child(args)
         return
     tmp = tempfile.mkdtemp(prefix="ft-python-")
     arena_dir = tempfile.mkdtemp(prefix="ft-python-arena-", dir="/dev/shm")
@@ -134,12 +172,14 @@ def main():
         })
         cmd = [sys.executable, __file__, "--child", "--python-dir", args.python_dir, "--libft", args.libft,
                "--gpusim-dir", args.gpusim_dir, "--plan-tool", args.plan_tool]
-        r = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=120)
-        print(r.stdout)
-        print(r.stderr[-4000:])
-        if r.returncode != 0:
-            print("FAIL: the program exited %d" % r.returncode)
-            sys.exit(1)
+        for extra, flag in (({}, "--child"), ({"FT_ENABLE": "0"}, "--disabled-child")):
+            r = subprocess.run([c if c != "--child" else flag for c in cmd], env=dict(env, **extra), cwd=tmp,
+                               capture_output=True, text=True, timeout=120)
+            print(r.stdout)
+            print(r.stderr[-4000:])
+            if r.returncode != 0:
+                print("FAIL: the program (%s) exited %d" % (flag, r.returncode))
+                sys.exit(1)
         print("OK")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
