@@ -43,8 +43,8 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
   auto add_dir = [&](SourceKind kind, std::string_view tier, bool this_node_only) {
     seen.clear();
     for (const PlanSource& src : line.sources) {
-      if (!HasTier(src, tier) || !seen.insert(src.rank).second) continue;
-      if (this_node_only && SafeNodeName(src.node) != here) continue;
+      if (!HasTier(src, tier) || (this_node_only && SafeNodeName(src.node) != here)) continue;
+      if (!seen.insert(src.rank).second) continue;
       std::string name = src.rank == rank ? fmt::format("{} dir", tier)
                                           : fmt::format("{} dir (copy of rank {})", tier, src.rank);
       out.push_back({kind, src.rank, std::move(name)});
@@ -179,7 +179,15 @@ class Loader {
     // -1 is "unknown to the app": the master's topology says which dp this rank is.
     if (src_rank != rank_) m.dp = -1;
     Status st = own_->Commit(m);
-    if (!st.ok()) return st.WithContext(fmt::format("committing into {}", own_->path()));
+    if (!st.ok()) {
+      // Not the caller's layout (that was checked): the arena reserved room for the manifest
+      // of this run's chunk size, and a copy saved with smaller chunks has more checksums.
+      // Another source may still fit, so this one is skipped, not the restore refused.
+      return Status::Unsupported(fmt::format(
+          "committing into {}: {} (the copy was saved with {}-byte chunks; was FT_CKPT_CHUNK "
+          "changed?)",
+          own_->path(), st.message(), m.chunk_bytes));
+    }
     *used = std::move(m);
     return Status::Ok();
   }
@@ -200,10 +208,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
   if (plan.step < 0) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' has no verified step", plan.job));
   }
-  // (Not NodePlan::Find: this file must not need the plan file's codec.)
-  auto it = std::find_if(plan.ranks.begin(), plan.ranks.end(),
-                         [rank](const PlanRank& r) { return r.rank == rank; });
-  const PlanRank* line = it == plan.ranks.end() ? nullptr : &*it;
+  const PlanRank* line = plan.Find(rank);
   if (line == nullptr) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' (step {}) has no line for rank {}",
                                         plan.job, plan.step, rank));

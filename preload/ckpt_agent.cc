@@ -38,6 +38,7 @@ using internal::g_rt;
 using internal::kMaxDevices;
 
 constexpr int64_t kNoStep = INT64_MIN;
+constexpr uint64_t kMinChunkBytes = 64 << 10;
 
 // Where registration stands. kOpen → (ft_register_end) kEnding → kReady, kNoArena or kEmpty.
 enum class Phase { kOpen, kEnding, kReady, kNoArena, kEmpty };
@@ -269,6 +270,12 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     base.pp = pp;
     base.dp = dp;
     base.chunk_bytes = cfg.ckpt_chunk > 0 ? cfg.ckpt_chunk : ckpt::kDefaultChunkBytes;
+    if (base.chunk_bytes < kMinChunkBytes) {
+      // Tiny chunks only multiply events, checksums and manifest bytes.
+      FT_LOG(Warn, Ckpt, "FT_CKPT_CHUNK={} is below {} bytes; using {}", base.chunk_bytes,
+             kMinChunkBytes, kMinChunkBytes);
+      base.chunk_bytes = kMinChunkBytes;
+    }
     base.data_bytes = data_bytes;
     base.buffers = laid_out;
     opened = ckpt::Arena::OpenForWrite(

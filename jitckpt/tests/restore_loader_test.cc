@@ -295,6 +295,24 @@ TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
   EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
 }
 
+TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotFatal) {
+  // Saved with 512-byte chunks; this run's arena reserves a manifest of 64 KiB chunks.
+  saved_ = SampleManifest(&data_, {5000, 8192, 123}, 512);
+  saved_.job = plan_.job;
+  saved_.step = kStep;
+  plan_.ranks[0].digest = ContentDigest(saved_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank,
+                                  ManifestCapacity(registered_, saved_.data_bytes, 64 << 10),
+                                  saved_.data_bytes, &own_)
+                  .ok());
+  RestoreResult result;
+  Status st = Load(&result);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();  // every source failed
+  ASSERT_GT(result.skipped.size(), 2u);
+  EXPECT_NE(result.skipped[2].find("FT_CKPT_CHUNK"), std::string::npos) << result.skipped[2];
+}
+
 TEST_F(RestoreLoaderTest, APlanWithoutAStepOrWithoutThisRankIsNotFound) {
   OpenOwn();
   RestoreResult result;

@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <map>
 
 #include "jitckpt/file_ops.h"
+#include "jitckpt/safe_name.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
 #include "jitckpt/tests/tier_test_util.h"
@@ -239,6 +243,41 @@ TEST_F(TierTest, RemoteTierWritesBufferedInChunksOfAtMost4MiB) {
   ExpectReadsBack(m_, big);
 }
 
+// Pages of [0, bytes) of `path` in the page cache.
+size_t ResidentPages(const std::string& path, uint64_t bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SIZE_MAX;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  size_t resident = SIZE_MAX;
+  if (::mincore(map, bytes, in_core.data()) == 0) {
+    resident = 0;
+    for (unsigned char c : in_core) resident += c & 1;
+  }
+  ::munmap(map, bytes);
+  return resident;
+}
+
+TEST_F(TierTest, BufferedWritesLeaveTheirPagesToTheRestOfTheNode) {
+  struct statfs fs;
+  ASSERT_EQ(::statfs(scratch_.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs pages are the file: nothing to drop";
+  std::vector<uint8_t> big;
+  m_ = SampleManifest(&big, {96u << 20}, 4u << 20);
+  AlignedBytes src = AlignedCopy(big, 2 << 20);
+  RecordingOps ops;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, src.get()).ok());
+  // The first 32 MiB were written back and dropped while the rest was written.
+  const uint64_t first = 32u << 20;
+  const size_t resident = ResidentPages(DataFile(), first);
+  const size_t pages = first / static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_LT(resident, pages / 10) << resident << " of " << pages << " pages still cached";
+  ExpectReadsBack(m_, big);
+}
+
 TEST_F(TierTest, DiskFullAtAnyWriteIsAnIoErrorThatLeavesNothingBehindAndTheSourceUntouched) {
   const std::string base = dir_;
   for (TierKind kind : {TierKind::kLocal, TierKind::kRemote}) {
@@ -307,6 +346,26 @@ TEST_F(TierTest, ArenaOverwrittenDuringPersistAbandonsTheCopyAndKeepsTheEarlierO
   EXPECT_EQ(st.code(), StatusCode::kNotReady) << st.ToString();
   EXPECT_EQ(FilesUnder(dir_).size(), 2u);  // no temp left
   ExpectReadsBack(m_, data_);
+}
+
+std::string ThisHostTag() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return SafeNodeName(name);
+}
+
+TEST_F(TierTest, TempFilesCarryHostAndPidUntilTheRenames) {
+  RecordingOps ops;
+  std::vector<std::string> while_writing;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, aligned_.get(), nullptr, [&] {
+                while_writing = FilesUnder(dir_);
+                return true;
+              }).ok());
+  const std::string tag = fmt::format(".tmp.{}.{}", ThisHostTag(), ::getpid());
+  EXPECT_EQ(while_writing,
+            (std::vector<std::string>{"job-a/step-000000001200/rank-000003.data" + tag,
+                                      "job-a/step-000000001200/rank-000003.manifest" + tag}));
+  EXPECT_EQ(FilesUnder(dir_).size(), 2u);
 }
 
 TEST_F(TierTest, StillValidFalseOnAFreshCopyLeavesNoFiles) {
@@ -479,6 +538,37 @@ TEST_F(TierTest, CleanUncommittedRemovesTempsAndOrphansAndKeepsCopies) {
   EXPECT_EQ(removed, 0);
   ASSERT_TRUE(CleanUncommitted(scratch_.path() + "/nowhere", m_.job, &removed).ok());
   EXPECT_EQ(removed, 0);
+}
+
+TEST_F(TierTest, CleanUncommittedLeavesWhatAnotherWriterMayStillBeWriting) {
+  // The remote directory is shared: other nodes' workers, and on a test host other workers of
+  // this host, persist into it while this one starts.
+  std::filesystem::create_directories(StepDir(dir_, m_.job, m_.step));
+  auto touch = [&](int rank, const std::string& suffix) {
+    std::string path = DataPath(dir_, m_.job, {m_.step, rank}) + suffix;
+    std::ofstream(path) << "x";
+    return path;
+  };
+  const std::string host = ThisHostTag();
+  const std::string live_here = touch(1, fmt::format(".tmp.{}.{}", host, ::getpid()));
+  // Above any pid_max Linux allows: surely not running.
+  const std::string dead_here = touch(2, fmt::format(".tmp.{}.{}", host, 4194305 + 7));
+  const std::string recent_elsewhere = touch(3, ".tmp.other-node.42");
+  const std::string stale_elsewhere = touch(4, ".tmp.other-node.43");
+  const struct timespec an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, stale_elsewhere.c_str(), an_hour_ago, 0), 0);
+  // Between its renames: data in place, manifest still a live temp.
+  const std::string committing_data = touch(5, "");
+  std::ofstream(ManifestPath(dir_, m_.job, {m_.step, 5}) + fmt::format(".tmp.{}.{}", host, ::getpid()))
+      << "x";
+  int removed = -1;
+  ASSERT_TRUE(CleanUncommitted(dir_, m_.job, &removed).ok());
+  EXPECT_EQ(removed, 2);
+  EXPECT_TRUE(std::filesystem::exists(live_here));
+  EXPECT_FALSE(std::filesystem::exists(dead_here));
+  EXPECT_TRUE(std::filesystem::exists(recent_elsewhere));
+  EXPECT_FALSE(std::filesystem::exists(stale_elsewhere));
+  EXPECT_TRUE(std::filesystem::exists(committing_data));
 }
 
 }  // namespace

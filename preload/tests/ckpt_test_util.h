@@ -17,6 +17,11 @@
 #include <string>
 #include <vector>
 
+#ifndef FT_WEAK_IMPORT
+#define FT_WEAK_IMPORT
+#endif
+#include "include/ft/ft.h"
+
 #include "common/status.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
@@ -62,6 +67,10 @@ inline uint64_t Post(shm::CommandType type, const std::string& text) {
 inline std::optional<shm::Ack> WaitAck(uint64_t seq) {
   std::optional<shm::Ack> ack;
   test_util::WaitUntil([&] { return (ack = shm::PollAck(Own(), seq)).has_value(); });
+  // The ack reaches this thread through a second mapping of the segment, where ThreadSanitizer
+  // cannot pair libft.so's release with our acquire. Any ft_* call passes the agent's lock,
+  // which the agent released before acknowledging: a synchronization TSan sees.
+  if (ack && ft_available()) (void)ft_version(), (void)ft_set_shard(-1, -1, -1);
   return ack;
 }
 
