@@ -95,6 +95,11 @@ def main():
         print("OK: no room for the arena: a warning, training ran on")
     finally:
         shutil.rmtree(arena_dir, ignore_errors=True)
+        # Ranks that exited 1 (the failed restores) leave their segments: ftworker reclaims
+        # those of dead processes, and there is none here.
+        for name in os.listdir("/dev/shm"):
+            if name.startswith("ft.%s." % job):
+                os.unlink(os.path.join("/dev/shm", name))
 
 
 if __name__ == "__main__":
