@@ -48,7 +48,8 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
       monitor_(monitor),
       keys_(options_.job),
       reporter_(keys_, options_.node, static_cast<size_t>(std::max<int64_t>(options_.config.redis_buffer, 16))),
-      runner_(monitor, options_.node),
+      runner_(monitor, options_.node,
+              std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.save_deadline).count()),
       store_(std::move(store)) {}
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
