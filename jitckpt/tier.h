@@ -27,6 +27,8 @@
 
 namespace ft::ckpt {
 
+class FileOps;
+
 enum class TierKind { kLocal, kRemote };
 const char* TierName(TierKind kind);  // "local", "remote"
 
@@ -54,6 +56,10 @@ struct PersistStats {
 // space left on device") leaves no partial copy behind.
 Status PersistCopy(TierKind kind, std::string_view dir, const Manifest& m, const uint8_t* data,
                    const std::function<bool()>& still_valid, PersistStats* stats);
+// The same through `ops` (jitckpt/file_ops.h), the seam tests use to fail a write with ENOSPC.
+Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Manifest& m,
+                   const uint8_t* data, const std::function<bool()>& still_valid,
+                   PersistStats* stats);
 
 // Reads the copy's manifest (ParseManifest's errors; NotFound when absent).
 Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manifest* m);
