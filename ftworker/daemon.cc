@@ -231,6 +231,7 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // Redis is there.
   Tick(MonoNs(), UnixMs());
   if (EnsureConnected(MonoNs()) && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  plan_sync_.RemoveFile();
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());
 }

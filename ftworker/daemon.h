@@ -47,7 +47,7 @@ class Daemon {
   Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store);
 
   // Ticks until `stop` is set, then ticks once more (what the ranks did since) and flushes
-  // what it can (bounded by one connect timeout).
+  // what it can (bounded by one connect timeout), and removes the node's restore plan file.
   void Run(const std::atomic<bool>& stop);
 
   // One round; public for tests. `mono_ns` (CLOCK_MONOTONIC) is the only clock it reads.

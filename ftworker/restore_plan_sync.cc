@@ -1,6 +1,10 @@
 #include "ftworker/restore_plan_sync.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "common/log.h"
 
@@ -60,6 +64,15 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
     }
   }
   Write(ToNodePlan(plan, options_), current);
+}
+
+void RestorePlanSync::RemoveFile() {
+  if (files_written_ == 0) return;  // not ours: another worker may have written it
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks started before the "
+           "next worker runs may read it", path_, std::strerror(errno));
+  }
+  have_version_ = false;
 }
 
 void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& version) {

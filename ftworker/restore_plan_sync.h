@@ -4,7 +4,9 @@
 // this worker's) and rewrites the plan file ft_restore reads (jitckpt/node_plan.h). With no
 // plan in Redis it writes a `step none` plan, so ft_restore of a fresh job starts at once
 // instead of waiting FT_RESTORE_WAIT. A plan that does not decode is logged once and the
-// previous file is kept. The first poll runs as soon as Redis answers.
+// previous file is kept. The first poll runs as soon as Redis answers. A worker that stops
+// removes the file: ranks started before the next worker has read Redis then wait for its
+// plan instead of reading a stale one (e.g. `step none` from before a save).
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_
@@ -37,6 +39,9 @@ class RestorePlanSync {
 
   // Reads Redis when a poll is due; writes the file when the plan changed.
   void Poll(uint64_t mono_ns, redis::Commands& redis);
+
+  // Removes the plan file this worker wrote (at a clean stop).
+  void RemoveFile();
 
   const std::string& path() const { return path_; }
   int64_t files_written() const { return files_written_; }

@@ -117,7 +117,7 @@ class CkptE2eTest : public ::testing::Test {
 
 // No plan in Redis: a `step none` plan at once (ft_restore of a fresh job does not wait).
 // The master publishes one: the file follows, with this worker's tier directories. A plan
-// that does not decode is logged once and the file stays as it was.
+// that does not decode is logged once and the file stays as it was; a stopping worker removes it.
 TEST_F(CkptE2eTest, PlanFileFollowsTheMastersPlan) {
   LogCapture log;
   NodeMonitor monitor(MonitorOptions());
@@ -164,6 +164,11 @@ TEST_F(CkptE2eTest, PlanFileFollowsTheMastersPlan) {
   s = ckpt::ReadNodePlan(path, &plan);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(plan, good) << "the previous plan file is kept";
+
+  // A worker that stops removes its file: ranks started before the next one wait for it.
+  std::atomic<bool> stop{true};
+  daemon->Run(stop);
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 // The node's copies reach Redis through the daemon's write path: the rank's field in

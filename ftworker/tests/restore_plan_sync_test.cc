@@ -86,6 +86,12 @@ TEST_F(RestorePlanSyncTest, NoPlanInRedisIsStepNone) {
   EXPECT_TRUE(plan.ranks.empty());
   sync.Poll(3 * kSec, store_);
   EXPECT_EQ(sync.files_written(), 1) << "unchanged: not rewritten";
+
+  RestorePlanSync never_wrote(options_);  // e.g. a second worker that never reached Redis
+  never_wrote.RemoveFile();
+  EXPECT_TRUE(std::filesystem::exists(sync.path())) << "only the writer removes the file";
+  sync.RemoveFile();
+  EXPECT_FALSE(std::filesystem::exists(sync.path()));
 }
 
 TEST_F(RestorePlanSyncTest, FollowsThePlanAndKeepsTheFileWhenAPlanIsGarbled) {
