@@ -46,6 +46,9 @@ constexpr uint32_t kFlagTorn = 1u;
 // Smallest encoding of one buffer entry (a one-byte name) and of one checksum.
 constexpr uint64_t kMinBufferEntryBytes = 2 + 1 + 8 + 8;
 constexpr uint64_t kChecksumBytes = 8;
+// Far beyond any host's memory and far from overflow: every sum of offsets and sizes below
+// this bound is exact.
+constexpr uint64_t kMaxDataBytes = 1ull << 56;
 
 uint64_t AlignUp(uint64_t value, uint64_t align) { return (value + align - 1) / align * align; }
 
@@ -136,7 +139,7 @@ Status PlanLayout(std::span<const BufferEntry> named_sizes, std::vector<BufferEn
       return Status::InvalidArgument(fmt::format("buffer {}: name '{}' registered twice", i, b.name));
     }
     uint64_t offset = AlignUp(end, kBufferAlign);
-    if (b.bytes > UINT64_MAX - offset - kBufferAlign) {
+    if (b.bytes > kMaxDataBytes || offset + b.bytes > kMaxDataBytes) {
       return Status::InvalidArgument(fmt::format("buffer {} '{}': {} bytes overflow the layout", i,
                                                  b.name, b.bytes));
     }
@@ -254,6 +257,7 @@ Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
   if ((flags & ~kFlagTorn) != 0) return Damaged(fmt::format("unknown flags {:#x}", flags));
   m.torn = (flags & kFlagTorn) != 0;
   if (m.chunk_bytes == 0) return Damaged("chunk size 0");
+  if (m.data_bytes > kMaxDataBytes) return Damaged(fmt::format("data region of {} bytes", m.data_bytes));
   if (job_bytes > kMaxJobName) {
     return Damaged(fmt::format("job name of {} bytes (at most {})", job_bytes, kMaxJobName));
   }

@@ -1,6 +1,7 @@
 #include "jitckpt/tier.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,11 +13,11 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <optional>
 #include <set>
 
 #include "common/log.h"
 #include "jitckpt/file_ops.h"
+#include "jitckpt/safe_name.h"
 
 namespace ft::ckpt {
 
@@ -27,31 +28,21 @@ namespace fs = std::filesystem;
 // O_DIRECT needs offset, length and buffer aligned to the device's logical block size; 4 KiB
 // covers every block size in use (512 and 4096).
 constexpr uint64_t kDirectAlign = 4096;
-// One O_DIRECT write is synchronous to the device: large writes let the block layer keep many
-// requests in flight. Bounce buffer for a source that is not aligned.
+// One O_DIRECT write (or read) is synchronous to the device: large ones let the block layer
+// keep many requests in flight. Bounce buffer for a source that is not aligned.
 constexpr uint64_t kDirectWriteBytes = 64ull << 20;
 constexpr uint64_t kBounceBytes = 8ull << 20;
 // Buffered writes (remote tier, and the local tier where O_DIRECT is refused).
 constexpr uint64_t kBufferedWriteBytes = 4ull << 20;
+constexpr uint64_t kWritebackWindow = 32ull << 20;
 // A manifest is a few MiB at most (one checksum per chunk); anything larger is not one.
 constexpr uint64_t kMaxManifestFileBytes = 1ull << 30;
 constexpr mode_t kDirMode = 0700;
 constexpr mode_t kFileMode = 0600;
 
-// The job as one path component: what the segment names allow, and never "." or "..".
-std::string JobComponent(std::string_view job) {
-  std::string out;
-  for (char c : job.substr(0, 200)) {
-    bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                c == '_' || c == '.' || c == '-';
-    out += keep ? c : '_';
-  }
-  if (out.empty() || out == "." || out == "..") out = "_" + out;
-  return out;
-}
-
+// The job spelled as in the arenas' file names: one path component that never climbs out.
 std::string JobDir(std::string_view dir, std::string_view job) {
-  return fmt::format("{}/{}", dir, JobComponent(job));
+  return JoinPath(dir, SafeJobName(job));
 }
 
 // Parses the decimal number that follows `prefix` and precedes `suffix` in `name`, accepting
@@ -84,19 +75,68 @@ bool ParseRankFileName(std::string_view name, std::string_view suffix, int* rank
   return true;
 }
 
+// This host as temp file names carry it: a pid means something only on its own host, and the
+// remote tier's directory is shared by every node's worker.
+const std::string& ThisHost() {
+  static const std::string host = [] {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0) return std::string("unknown-host");
+    return SafeNodeName(name);
+  }();
+  return host;
+}
+
+// A temp file another writer may still be writing: one of a live process on this host, or a
+// recent one of another host (whose processes cannot be asked). Everything else — the temps
+// of a dead worker, stale ones, names of another form — is left over.
+constexpr auto kForeignTempAge = std::chrono::minutes(10);
+
 bool IsTempName(std::string_view name) { return name.find(".tmp.") != std::string_view::npos; }
+
+bool TempMayBeLive(const std::string& path, std::string_view name) {
+  std::string_view tag = name.substr(name.rfind(".tmp.") + 5);  // "<host>.<pid>"
+  size_t dot = tag.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return false;
+  std::string_view host = tag.substr(0, dot), pid_text = tag.substr(dot + 1);
+  int64_t pid = 0;
+  if (pid_text.empty() || pid_text.size() > 9) return false;
+  for (char c : pid_text) {
+    if (c < '0' || c > '9') return false;
+    pid = pid * 10 + (c - '0');
+  }
+  if (pid <= 0) return false;
+  if (host == ThisHost()) {
+    return pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  }
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return false;
+  const auto modified = std::chrono::system_clock::time_point(
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
+  return std::chrono::system_clock::now() - modified < kForeignTempAge;
+}
+
+// The entries of a directory (none when it cannot be read). Never throws: a directory that
+// changes or vanishes while it is listed (another node's Retain) just ends the listing.
+std::vector<std::string> NamesIn(const std::string& dir, std::error_code* error = nullptr) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().native());
+  }
+  if (error != nullptr) *error = ec;
+  return names;
+}
 
 // Steps of `job` in `dir` that have a step directory, with its path.
 std::vector<std::pair<int64_t, std::string>> StepDirs(std::string_view dir, std::string_view job) {
   std::vector<std::pair<int64_t, std::string>> out;
-  std::error_code ec;
-  fs::directory_iterator it(JobDir(dir, job), ec);
-  if (ec) return out;
-  for (const fs::directory_entry& entry : it) {
+  for (const std::string& name : NamesIn(JobDir(dir, job))) {
     int64_t step = 0;
-    if (!ParseStepDirName(entry.path().filename().native(), &step)) continue;
-    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
-    out.emplace_back(step, entry.path().native());
+    if (!ParseStepDirName(name, &step)) continue;
+    std::string path = JoinPath(JobDir(dir, job), name);
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;  // no symlinks
+    out.emplace_back(step, std::move(path));
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -164,6 +204,31 @@ struct AlignedFree {
   void operator()(uint8_t* p) const { std::free(p); }
 };
 
+// Buffered writes stream out instead of piling up: when `end` (a multiple of the window) has
+// been written, writeback of the window just filled starts and the window before it, waited
+// for, leaves the page cache. A persist then holds at most two windows of dirty pages — on a
+// training node the page cache is the data loader's — and the final fsync has little left.
+// Errors that mean the data did not reach the file fail the persist; a file system that
+// cannot do ranges (EINVAL, ESPIPE) just writes back at fsync.
+Status StreamOut(int fd, const std::string& path, uint64_t end) {
+  const off64_t window = static_cast<off64_t>(kWritebackWindow);
+  const off64_t filled = static_cast<off64_t>(end) - window;
+  auto failed = [](int err) { return err == EIO || err == ENOSPC || err == EDQUOT; };
+  if (::sync_file_range(fd, filled, window, SYNC_FILE_RANGE_WRITE) != 0 && failed(errno)) {
+    return IoFailure(errno, "writing back", path);
+  }
+  if (filled < window) return Status::Ok();
+  const off64_t previous = filled - window;
+  if (::sync_file_range(fd, previous, window,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+      failed(errno)) {
+    return IoFailure(errno, "writing back", path);
+  }
+  ::posix_fadvise(fd, previous, window, POSIX_FADV_DONTNEED);
+  return Status::Ok();
+}
+
 // Writes `bytes` of `data` to `fd` from offset 0. With `direct`, each write is a whole number
 // of aligned blocks from an aligned address (the source itself when it is aligned, else a
 // bounce buffer). *refused is set when the file system turned O_DIRECT down with EINVAL.
@@ -195,9 +260,13 @@ Status WriteData(FileOps& ops, int fd, const std::string& path, const uint8_t* d
       return IoFailure(errno, "writing", path);
     }
     if (n == 0) return IoFailure(EIO, "writing (no progress)", path);
+    const uint64_t before = done;
     done += static_cast<uint64_t>(n);
     // A short O_DIRECT write leaves the next offset unaligned: the next write then fails
     // with EINVAL and the copy is written again through the page cache.
+    if (!direct && done / kWritebackWindow != before / kWritebackWindow) {
+      FT_RETURN_IF_ERROR(StreamOut(fd, path, done / kWritebackWindow * kWritebackWindow));
+    }
   }
   return Status::Ok();
 }
@@ -368,7 +437,7 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
   const std::string step_dir = StepDir(dir, m.job, m.step);
   const std::string data_path = DataPath(dir, m.job, id);
   const std::string manifest_path = ManifestPath(dir, m.job, id);
-  const std::string temp_suffix = fmt::format(".tmp.{}", ::getpid());
+  const std::string temp_suffix = fmt::format(".tmp.{}.{}", ThisHost(), ::getpid());
   const std::string manifest_bytes = EncodeManifest(m);
 
   FT_RETURN_IF_ERROR(MakeDirs(ops, step_dir));
@@ -381,6 +450,14 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
     const std::string data_temp = data_path + temp_suffix;
     FT_RETURN_IF_ERROR(WriteFile(ops, data_temp, data, m.data_bytes, try_direct, &pending,
                                  &used_direct));
+    // The manifest is not a whole number of blocks, so it goes through the page cache. It is
+    // written before either rename, so that the two renames follow each other closely: a
+    // data file without its manifest exists only for one directory fsync.
+    const std::string manifest_temp = manifest_path + temp_suffix;
+    bool manifest_direct = false;
+    FT_RETURN_IF_ERROR(WriteFile(ops, manifest_temp,
+                                 reinterpret_cast<const uint8_t*>(manifest_bytes.data()),
+                                 manifest_bytes.size(), false, &pending, &manifest_direct));
     if (still_valid && !still_valid()) {
       return Status::NotReady(fmt::format(
           "step {} rank {} was overwritten in the arena while it was persisted to {}; copy "
@@ -397,17 +474,12 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
     pending.Add(data_path);  // from here on, whatever data file is there goes on failure
     FT_RETURN_IF_ERROR(RenameInto(ops, data_temp, data_path));
     pending.Forget(data_temp);
+    // The data's rename is durable before the manifest's: the manifest, last, is what makes
+    // the copy exist.
     FT_RETURN_IF_ERROR(FsyncDir(ops, step_dir));
-    // The manifest is not a whole number of blocks, so it goes through the page cache; it is
-    // fsynced and renamed like the data, and last: it is what makes the copy exist.
-    const std::string manifest_temp = manifest_path + temp_suffix;
-    bool manifest_direct = false;
-    FT_RETURN_IF_ERROR(WriteFile(ops, manifest_temp,
-                                 reinterpret_cast<const uint8_t*>(manifest_bytes.data()),
-                                 manifest_bytes.size(), false, &pending, &manifest_direct));
+    pending.Add(manifest_path);
     FT_RETURN_IF_ERROR(RenameInto(ops, manifest_temp, manifest_path));
     pending.Forget(manifest_temp);
-    pending.Add(manifest_path);
     return FsyncDir(ops, step_dir);
   }();
   if (!status.ok()) {
@@ -450,64 +522,74 @@ Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, u
     return Status::InvalidArgument(fmt::format("reading {}: {} bytes do not fit in {}", path,
                                                m.data_bytes, dest == nullptr ? 0 : dest_capacity));
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Into an arena (2 MiB-aligned), O_DIRECT reads straight from the disk: one copy fewer and
+  // a restore does not evict the data loader's page cache. Elsewhere, or where the file
+  // system refuses it, buffered reads.
+  bool direct = reinterpret_cast<uintptr_t>(dest) % kDirectAlign == 0 &&
+                m.data_bytes % kDirectAlign == 0;
+  int fd = direct ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
+  if (fd < 0) {
+    direct = false;
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  }
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
     return IoFailure(err, "opening", path);
   }
+  struct FdCloser {
+    int* fd;
+    ~FdCloser() { ::close(*fd); }
+  } closer{&fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return IoFailure(err, "stat of", path);
-  }
+  if (::fstat(fd, &st) != 0) return IoFailure(errno, "stat of", path);
   if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.data_bytes) {
-    ::close(fd);
     return Status::Corrupt(fmt::format("{} holds {} bytes, its manifest says {} (truncated?)",
                                        path, static_cast<int64_t>(st.st_size), m.data_bytes));
   }
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  for (size_t i = 0; i < m.chunk_count(); ++i) {
-    const uint64_t begin = m.chunk_begin(i), end = m.chunk_end(i);
-    uint64_t done = begin;
-    while (done < end) {
-      ssize_t n = ::pread(fd, dest + done, end - done, static_cast<off_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        int err = errno;
-        ::close(fd);
-        return IoFailure(err, "reading", path);
-      }
-      if (n == 0) {
-        ::close(fd);
-        return Status::IoError(fmt::format("reading {}: the file ended at byte {} of {}", path,
-                                           done, m.data_bytes));
-      }
-      done += static_cast<uint64_t>(n);
-    }
-    if (!ChunkVerifies(m, i, dest)) {
+  if (!direct) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  uint64_t done = 0;
+  size_t next_chunk = 0;
+  while (done < m.data_bytes) {
+    const uint64_t want = std::min(kDirectWriteBytes, m.data_bytes - done);
+    ssize_t n = ::pread(fd, dest + done, want, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && direct && errno == EINVAL) {
+      // Refused at read time (some FUSE), or a short read left the offset unaligned.
+      int buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (buffered < 0) return IoFailure(errno, "opening", path);
       ::close(fd);
-      return Status::Corrupt(fmt::format("{}: chunk {} (bytes {}..{}) does not match its checksum",
-                                         path, i, begin, end));
+      fd = buffered;
+      direct = false;
+      continue;
+    }
+    if (n < 0) return IoFailure(errno, "reading", path);
+    if (n == 0) {
+      return Status::IoError(fmt::format("reading {}: the file ended at byte {} of {}", path,
+                                         done, m.data_bytes));
+    }
+    done += static_cast<uint64_t>(n);
+    // Each chunk is verified as soon as all of it has landed.
+    for (; next_chunk < m.chunk_count() && m.chunk_end(next_chunk) <= done; ++next_chunk) {
+      if (!ChunkVerifies(m, next_chunk, dest)) {
+        return Status::Corrupt(fmt::format("{}: chunk {} (bytes {}..{}) does not match its checksum",
+                                           path, next_chunk, m.chunk_begin(next_chunk),
+                                           m.chunk_end(next_chunk)));
+      }
     }
   }
-  ::close(fd);
   return Status::Ok();
 }
 
 std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job) {
   std::vector<CopyId> out;
   for (const auto& [step, step_dir] : StepDirs(dir, job)) {
-    std::error_code ec;
-    fs::directory_iterator it(step_dir, ec);
-    if (ec) continue;
-    for (const fs::directory_entry& entry : it) {
+    for (const std::string& name : NamesIn(step_dir)) {
       int rank = -1;
-      if (!ParseRankFileName(entry.path().filename().native(), ".manifest", &rank)) continue;
+      if (!ParseRankFileName(name, ".manifest", &rank)) continue;
       // Committed: the manifest is in place, and so is the data it describes.
       CopyId id{step, rank};
-      if (IsRegularFile(entry.path().native()) && IsRegularFile(DataPath(dir, job, id))) {
+      if (IsRegularFile(step_dir + "/" + name) && IsRegularFile(DataPath(dir, job, id))) {
         out.push_back(id);
       }
     }
@@ -533,7 +615,8 @@ Status Retain(std::string_view dir, std::string_view job, int keep_steps) {
     if (step >= threshold) continue;
     std::error_code ec;
     fs::remove_all(step_dir, ec);
-    if (ec) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
+    // Another node's worker may be removing the same step of the shared remote directory.
+    if (ec && ec != std::errc::no_such_file_or_directory) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
   }
   return Status::Ok();
 }
@@ -542,24 +625,33 @@ Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed
   int count = 0;
   for (const auto& [step, step_dir] : StepDirs(dir, job)) {
     std::error_code ec;
-    std::vector<std::string> names;
-    for (fs::directory_iterator it(step_dir, ec), end; !ec && it != end; it.increment(ec)) {
-      names.push_back(it->path().filename().native());
-    }
+    const std::vector<std::string> names = NamesIn(step_dir, &ec);
+    if (ec == std::errc::no_such_file_or_directory) continue;  // another worker's Retain
     if (ec) return IoFailure(ec.value(), "listing", step_dir);
     std::set<std::string> present(names.begin(), names.end());
+    // Another writer between its two renames: its data is in place, its manifest still a temp.
+    std::set<int> committing;
     for (const std::string& name : names) {
       int rank = -1;
-      bool drop = IsTempName(name);
-      // Data without its manifest: a persist killed between the two renames. A manifest
-      // without its data describes nothing readable either.
-      if (!drop && ParseRankFileName(name, ".data", &rank)) {
-        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank));
-      } else if (!drop && ParseRankFileName(name, ".manifest", &rank)) {
+      if (IsTempName(name) && TempMayBeLive(step_dir + "/" + name, name) &&
+          ParseRankFileName(std::string_view(name).substr(0, name.rfind(".tmp.")), ".manifest", &rank)) {
+        committing.insert(rank);
+      }
+    }
+    for (const std::string& name : names) {
+      const std::string path = step_dir + "/" + name;
+      int rank = -1;
+      bool drop = false;
+      if (IsTempName(name)) {
+        drop = !TempMayBeLive(path, name);
+      } else if (ParseRankFileName(name, ".data", &rank)) {
+        // Data without its manifest: a persist killed between the two renames.
+        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank);
+      } else if (ParseRankFileName(name, ".manifest", &rank)) {
+        // A manifest without its data describes nothing readable.
         drop = !present.contains(fmt::format("rank-{:06}.data", rank));
       }
       if (!drop) continue;
-      const std::string path = step_dir + "/" + name;
       if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
         return IoFailure(errno, "removing uncommitted checkpoint file", path);
       }

@@ -2,7 +2,7 @@
 //
 //   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.data       the data region
 //   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.manifest   committed last
-//   ...*.tmp.<pid>                                                       being written
+//   ...*.tmp.<host>.<pid>                                                being written
 //
 // A copy exists only once its manifest is in place (renamed last, after the data file was
 // fsynced and renamed, then the directory fsynced); anything else in the tree is uncommitted:
@@ -73,7 +73,10 @@ std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job);
 // Keeps the newest `keep_steps` steps of `job` (by step number); removes older step dirs.
 Status Retain(std::string_view dir, std::string_view job, int keep_steps);
 // Removes temp files and data files without a manifest (a worker killed mid-persist); how
-// many files were removed goes to *removed.
+// many files were removed goes to *removed. The remote directory is shared by every node's
+// worker, so what another writer may still be writing stays: temps of a live process of this
+// host, temps of another host modified in the last 10 minutes, and a data file whose manifest
+// is such a temp.
 Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed);
 
 }  // namespace ft::ckpt

@@ -82,6 +82,39 @@ TEST_F(ArenaTest, FileIsPrivateFullyReservedAndItsDataRegionHugePageAligned) {
   EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});  // no temp file left
 }
 
+// Pins the header layout of docs/checkpoints.md ("Host arena"): ftworker and peers built at
+// another time read it.
+TEST_F(ArenaTest, HeaderLayoutIsPinned) {
+  Arena writer = OpenWriter(3 << 20, kManifestCapacity);
+  Manifest saved = SaveSample(&writer);
+  std::vector<char> header(4096);
+  std::ifstream(writer.path(), std::ios::binary).read(header.data(), 4096);
+  auto at = [&](size_t offset, auto value) {
+    decltype(value) stored;
+    std::memcpy(&stored, header.data() + offset, sizeof(stored));
+    return stored == value;
+  };
+  EXPECT_EQ(std::string(header.data(), 8), "CKARENA1");
+  EXPECT_TRUE(at(8, uint32_t{1}));
+  EXPECT_TRUE(at(12, uint32_t{4096}));
+  EXPECT_TRUE(at(16, uint64_t{kManifestCapacity}));
+  EXPECT_TRUE(at(24, uint64_t{2} << 20));  // roundup(4096 + 64 KiB, 2 MiB)
+  EXPECT_TRUE(at(32, uint64_t{4} << 20));  // 3 MiB rounded up to 2 MiB
+  EXPECT_TRUE(at(40, uint64_t{6} << 20));
+  EXPECT_TRUE(at(48, static_cast<uint32_t>(geteuid())));
+  EXPECT_TRUE(at(52, static_cast<uint32_t>(getpid())));
+  EXPECT_TRUE(at(64, uint64_t{2}));  // one save: odd while writing, even once committed
+  EXPECT_TRUE(at(72, static_cast<uint32_t>(ArenaState::kCommitted)));
+  std::string manifest = EncodeManifest(saved);
+  EXPECT_TRUE(at(80, uint64_t{manifest.size()}));
+  std::vector<char> region(manifest.size());
+  std::ifstream in(writer.path(), std::ios::binary);
+  in.seekg(4096);
+  in.read(region.data(), static_cast<std::streamsize>(region.size()));
+  EXPECT_EQ(std::string(region.data(), region.size()), manifest);
+  EXPECT_EQ(writer.mapped_bytes(), uint64_t{6} << 20);
+}
+
 TEST_F(ArenaTest, LeavesNoDescriptorOpen) {
   auto open_fds = [] {
     int n = 0;
@@ -220,7 +253,7 @@ TEST_F(ArenaTest, TooLargeForTheDirectoryFailsFastNamingDirNeededAndFree) {
   EXPECT_NE(s.message().find("free"), std::string_view::npos) << s.ToString();
   EXPECT_FALSE(arena.is_open());
   EXPECT_TRUE(Files().empty());  // the file is removed
-  EXPECT_LT(seconds, 1.0);       // nothing was allocated first
+  EXPECT_LT(seconds, 5.0);       // nothing was allocated first (25 GB would take far longer)
 }
 
 TEST_F(ArenaTest, TooLargeForTheDirectoryRemovesAnOutdatedArenaToo) {

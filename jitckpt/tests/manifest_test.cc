@@ -47,6 +47,46 @@ TEST(ManifestTest, RoundTripsEveryField) {
   EXPECT_LE(encoded.size(), ManifestCapacity(m.buffers, m.data_bytes, m.chunk_bytes));
 }
 
+// Pins the documented layout (docs/checkpoints.md, "Manifest format"): manifests written by one
+// build are read by another, so no field may move.
+TEST(ManifestTest, LayoutIsPinned) {
+  std::vector<uint8_t> data;
+  Manifest m = SampleManifest(&data);
+  m.torn = true;
+  std::string bytes = EncodeManifest(m);
+  auto at = [&](size_t offset, auto value) {
+    decltype(value) stored;
+    std::memcpy(&stored, bytes.data() + offset, sizeof(stored));
+    return stored == value;
+  };
+  EXPECT_EQ(bytes.substr(0, 8), "FTCKMANI");
+  EXPECT_TRUE(at(8, uint32_t{1}));
+  EXPECT_TRUE(at(12, uint32_t{96}));
+  EXPECT_TRUE(at(16, uint64_t{bytes.size()}));
+  EXPECT_TRUE(at(24, int32_t{3}));   // rank
+  EXPECT_TRUE(at(28, int32_t{8}));   // world size
+  EXPECT_TRUE(at(32, int32_t{1}));   // tp
+  EXPECT_TRUE(at(36, int32_t{0}));   // pp
+  EXPECT_TRUE(at(40, int32_t{1}));   // dp
+  EXPECT_TRUE(at(44, uint32_t{1}));  // flags: torn
+  EXPECT_TRUE(at(48, int64_t{1200}));
+  EXPECT_TRUE(at(56, m.created_unix_ns));
+  EXPECT_TRUE(at(64, uint64_t{4096}));
+  EXPECT_TRUE(at(72, uint64_t{16384}));
+  EXPECT_TRUE(at(80, uint32_t{3}));
+  EXPECT_TRUE(at(84, uint32_t{5}));
+  EXPECT_TRUE(at(88, uint64_t{4}));
+  EXPECT_EQ(bytes.substr(96, 5), "job-a");
+  EXPECT_TRUE(at(101, uint16_t{7}));
+  EXPECT_EQ(bytes.substr(103, 7), "param.0");
+  EXPECT_TRUE(at(110, uint64_t{5000}));
+  EXPECT_TRUE(at(118, uint64_t{0}));
+  const size_t checksums = 96 + 5 + 3 * (2 + 7 + 16);
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(at(checksums + 8 * i, m.chunk_checksums[i])) << i;
+  EXPECT_EQ(bytes.size(), checksums + 4 * 8 + 8);
+  EXPECT_TRUE(at(bytes.size() - 8, Checksum(bytes.data(), bytes.size() - 8)));
+}
+
 TEST(ManifestTest, EmptyManifestRoundTrips) {
   Manifest m;
   m.job = "j";
@@ -151,6 +191,7 @@ TEST(ManifestTest, EveryStructuralCheckRejects) {
       {"chunk size 0", WithField<uint64_t>(valid, 64, 0), "chunk size 0"},
       {"data bytes", WithField<uint64_t>(valid, 72, m.data_bytes + 4096), "data region"},
       {"data too small", WithField<uint64_t>(valid, 72, 4096), "ends past the data region"},
+      {"data beyond any host", WithField<uint64_t>(valid, 72, ~0ull), "data region of"},
       {"buffer count storm", WithField<uint32_t>(valid, 80, 0xffffffffu), "cannot fit"},
       {"fewer buffers", WithField<uint32_t>(valid, 80, 2), "data region"},
       {"job length", WithField<uint32_t>(valid, 84, 200), ""},
@@ -197,6 +238,7 @@ TEST(ManifestTest, PlanLayoutRejectsBadNamesAndSizesAndLeavesOutputsAlone) {
       {{{"a", 8, 0}, {"a", 8, 0}}, "registered twice"},
       {{{"a", 0, 0}}, "zero bytes"},
       {{{"a", 8, 0}, {"b", ~0ull - 100, 0}}, "overflow"},
+      {{{"a", 1ull << 55, 0}, {"b", (1ull << 55) + 1, 0}}, "overflow"},
   };
   for (const Case& c : cases) {
     std::vector<BufferEntry> laid = {{"keep", 1, 1}};

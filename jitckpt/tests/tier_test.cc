@@ -2,7 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <linux/magic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,7 +13,9 @@
 #include <map>
 
 #include "jitckpt/file_ops.h"
+#include "jitckpt/safe_name.h"
 #include "jitckpt/tests/sample_manifest.h"
+#include "jitckpt/tests/temp_dir.h"
 #include "jitckpt/tests/tier_test_util.h"
 
 namespace ft::ckpt {
@@ -22,7 +27,7 @@ using testing::CapturedLog;
 using testing::FilesUnder;
 using testing::FlipBitInFile;
 using testing::SampleManifest;
-using testing::ScratchDir;
+using testing::TempDir;
 
 // The real calls, with what the tier asked for recorded and faults injected on demand. O_DIRECT
 // is recorded and its alignment rule enforced here (EINVAL, as the kernel does), then dropped
@@ -96,7 +101,7 @@ class RecordingOps : public FileOps {
 class TierTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_FALSE(scratch_.path().empty());
+    ASSERT_TRUE(scratch_.ok());
     dir_ = scratch_.path() + "/ckpt";
     // 3 buffers over 5 chunks of 4 KiB: data_bytes is a multiple of 4096, as in an arena.
     m_ = SampleManifest(&data_, {5000, 8192, 123}, 4096);
@@ -124,7 +129,7 @@ class TierTest : public ::testing::Test {
   std::string DataFile() const { return DataPath(dir_, m_.job, {m_.step, m_.rank}); }
   std::string ManifestFile() const { return ManifestPath(dir_, m_.job, {m_.step, m_.rank}); }
 
-  ScratchDir scratch_;
+  TempDir scratch_{"/tmp"};  // a disk, where O_DIRECT is real
   std::string dir_;
   std::vector<uint8_t> data_;
   Manifest m_;
@@ -136,10 +141,12 @@ TEST_F(TierTest, PathsNameStepAndRankZeroPaddedAndKeepTheJobOneComponent) {
   EXPECT_EQ(DataPath("/d", "job-a", {42, 7}), "/d/job-a/step-000000000042/rank-000007.data");
   EXPECT_EQ(ManifestPath("/d", "job-a", {42, 7}),
             "/d/job-a/step-000000000042/rank-000007.manifest");
-  // A job name never climbs out of the directory or adds one.
-  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/.._x_y/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "..", 1), "/d/_../step-000000000001");
-  EXPECT_EQ(StepDir("/d", "", 1), "/d/_/step-000000000001");
+  EXPECT_EQ(StepDir("/d/", "job-a", 42), "/d/job-a/step-000000000042");
+  // A job name never climbs out of the directory or adds one; it is spelled as in the
+  // arenas' file names.
+  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/___x_y/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "..", 1), "/d/__/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "", 1), "/d/default/step-000000000001");
   EXPECT_STREQ(TierName(TierKind::kLocal), "local");
   EXPECT_STREQ(TierName(TierKind::kRemote), "remote");
 }
@@ -236,6 +243,41 @@ TEST_F(TierTest, RemoteTierWritesBufferedInChunksOfAtMost4MiB) {
   ExpectReadsBack(m_, big);
 }
 
+// Pages of [0, bytes) of `path` in the page cache.
+size_t ResidentPages(const std::string& path, uint64_t bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return SIZE_MAX;
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return SIZE_MAX;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core((bytes + page - 1) / page);
+  size_t resident = SIZE_MAX;
+  if (::mincore(map, bytes, in_core.data()) == 0) {
+    resident = 0;
+    for (unsigned char c : in_core) resident += c & 1;
+  }
+  ::munmap(map, bytes);
+  return resident;
+}
+
+TEST_F(TierTest, BufferedWritesLeaveTheirPagesToTheRestOfTheNode) {
+  struct statfs fs;
+  ASSERT_EQ(::statfs(scratch_.path().c_str(), &fs), 0);
+  if (fs.f_type == TMPFS_MAGIC) GTEST_SKIP() << "tmpfs pages are the file: nothing to drop";
+  std::vector<uint8_t> big;
+  m_ = SampleManifest(&big, {96u << 20}, 4u << 20);
+  AlignedBytes src = AlignedCopy(big, 2 << 20);
+  RecordingOps ops;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, src.get()).ok());
+  // The first 32 MiB were written back and dropped while the rest was written.
+  const uint64_t first = 32u << 20;
+  const size_t resident = ResidentPages(DataFile(), first);
+  const size_t pages = first / static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  EXPECT_LT(resident, pages / 10) << resident << " of " << pages << " pages still cached";
+  ExpectReadsBack(m_, big);
+}
+
 TEST_F(TierTest, DiskFullAtAnyWriteIsAnIoErrorThatLeavesNothingBehindAndTheSourceUntouched) {
   const std::string base = dir_;
   for (TierKind kind : {TierKind::kLocal, TierKind::kRemote}) {
@@ -306,6 +348,26 @@ TEST_F(TierTest, ArenaOverwrittenDuringPersistAbandonsTheCopyAndKeepsTheEarlierO
   ExpectReadsBack(m_, data_);
 }
 
+std::string ThisHostTag() {
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  return SafeNodeName(name);
+}
+
+TEST_F(TierTest, TempFilesCarryHostAndPidUntilTheRenames) {
+  RecordingOps ops;
+  std::vector<std::string> while_writing;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, aligned_.get(), nullptr, [&] {
+                while_writing = FilesUnder(dir_);
+                return true;
+              }).ok());
+  const std::string tag = fmt::format(".tmp.{}.{}", ThisHostTag(), ::getpid());
+  EXPECT_EQ(while_writing,
+            (std::vector<std::string>{"job-a/step-000000001200/rank-000003.data" + tag,
+                                      "job-a/step-000000001200/rank-000003.manifest" + tag}));
+  EXPECT_EQ(FilesUnder(dir_).size(), 2u);
+}
+
 TEST_F(TierTest, StillValidFalseOnAFreshCopyLeavesNoFiles) {
   RecordingOps ops;
   Status st = Persist(ops, TierKind::kRemote, aligned_.get(), nullptr, [] { return false; });
@@ -341,11 +403,32 @@ TEST_F(TierTest, ACorruptedChunkIsNamedWithItsFile) {
   RecordingOps ops;
   ASSERT_TRUE(Persist(ops, TierKind::kLocal, aligned_.get()).ok());
   ASSERT_TRUE(FlipBitInFile(DataFile(), m_.chunk_begin(2) + 17));
-  std::vector<uint8_t> back(m_.data_bytes);
-  Status st = ReadData(dir_, m_.job, m_, back.data(), back.size());
-  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
-  EXPECT_NE(st.message().find("chunk 2 "), std::string_view::npos) << st.ToString();
-  EXPECT_NE(st.message().find(DataFile()), std::string_view::npos) << st.ToString();
+  // Into an arena-like aligned buffer (O_DIRECT reads) and into any other (buffered reads).
+  for (size_t offset : {0, 8}) {
+    SCOPED_TRACE(offset == 0 ? "aligned destination" : "unaligned destination");
+    AlignedBytes back = AlignedCopy(std::vector<uint8_t>(m_.data_bytes), 2 << 20, offset);
+    Status st = ReadData(dir_, m_.job, m_, back.get() + offset, m_.data_bytes);
+    EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+    EXPECT_NE(st.message().find("chunk 2 "), std::string_view::npos) << st.ToString();
+    EXPECT_NE(st.message().find(DataFile()), std::string_view::npos) << st.ToString();
+    // The chunks before it landed and verified; the bad one is reported, never passed on.
+    EXPECT_EQ(std::memcmp(back.get() + offset, data_.data(), m_.chunk_end(1)), 0);
+  }
+}
+
+TEST_F(TierTest, ReadDataReadsIntoAlignedAndUnalignedDestinations) {
+  RecordingOps ops;
+  std::vector<uint8_t> big;
+  m_ = SampleManifest(&big, {(70u << 20) + 5}, 4u << 20);  // more than one 64 MiB read
+  AlignedBytes src = AlignedCopy(big, 2 << 20);
+  ASSERT_TRUE(Persist(ops, TierKind::kLocal, src.get()).ok());
+  for (size_t offset : {0, 8}) {
+    SCOPED_TRACE(offset == 0 ? "aligned destination" : "unaligned destination");
+    AlignedBytes back = AlignedCopy(std::vector<uint8_t>(m_.data_bytes), 2 << 20, offset);
+    Status st = ReadData(dir_, m_.job, m_, back.get() + offset, m_.data_bytes);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(std::memcmp(back.get() + offset, big.data(), big.size()), 0);
+  }
 }
 
 TEST_F(TierTest, ATruncatedOrMissingDataFileIsNeverAShortSuccess) {
@@ -455,6 +538,37 @@ TEST_F(TierTest, CleanUncommittedRemovesTempsAndOrphansAndKeepsCopies) {
   EXPECT_EQ(removed, 0);
   ASSERT_TRUE(CleanUncommitted(scratch_.path() + "/nowhere", m_.job, &removed).ok());
   EXPECT_EQ(removed, 0);
+}
+
+TEST_F(TierTest, CleanUncommittedLeavesWhatAnotherWriterMayStillBeWriting) {
+  // The remote directory is shared: other nodes' workers, and on a test host other workers of
+  // this host, persist into it while this one starts.
+  std::filesystem::create_directories(StepDir(dir_, m_.job, m_.step));
+  auto touch = [&](int rank, const std::string& suffix) {
+    std::string path = DataPath(dir_, m_.job, {m_.step, rank}) + suffix;
+    std::ofstream(path) << "x";
+    return path;
+  };
+  const std::string host = ThisHostTag();
+  const std::string live_here = touch(1, fmt::format(".tmp.{}.{}", host, ::getpid()));
+  // Above any pid_max Linux allows: surely not running.
+  const std::string dead_here = touch(2, fmt::format(".tmp.{}.{}", host, 4194305 + 7));
+  const std::string recent_elsewhere = touch(3, ".tmp.other-node.42");
+  const std::string stale_elsewhere = touch(4, ".tmp.other-node.43");
+  const struct timespec an_hour_ago[2] = {{::time(nullptr) - 3600, 0}, {::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, stale_elsewhere.c_str(), an_hour_ago, 0), 0);
+  // Between its renames: data in place, manifest still a live temp.
+  const std::string committing_data = touch(5, "");
+  std::ofstream(ManifestPath(dir_, m_.job, {m_.step, 5}) + fmt::format(".tmp.{}.{}", host, ::getpid()))
+      << "x";
+  int removed = -1;
+  ASSERT_TRUE(CleanUncommitted(dir_, m_.job, &removed).ok());
+  EXPECT_EQ(removed, 2);
+  EXPECT_TRUE(std::filesystem::exists(live_here));
+  EXPECT_FALSE(std::filesystem::exists(dead_here));
+  EXPECT_TRUE(std::filesystem::exists(recent_elsewhere));
+  EXPECT_FALSE(std::filesystem::exists(stale_elsewhere));
+  EXPECT_TRUE(std::filesystem::exists(committing_data));
 }
 
 }  // namespace

@@ -1,10 +1,9 @@
-// Helpers of the tier and restore-loader tests: a scratch directory, the files under it, a log
-// capture, and an aligned buffer (what an arena's data region looks like to PersistCopy).
+// Helpers of the tier and restore-loader tests: the files under a directory, a log capture, an
+// aligned buffer (what an arena's data region looks like to PersistCopy), a flipped bit.
 #ifndef FT_JITCKPT_TESTS_TIER_TEST_UTIL_H_
 #define FT_JITCKPT_TESTS_TIER_TEST_UTIL_H_
 
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,22 +21,6 @@
 #include "common/log.h"
 
 namespace ft::ckpt::testing {
-
-class ScratchDir {
- public:
-  ScratchDir() {
-    char name[] = "/tmp/ft-tier-test-XXXXXX";
-    if (::mkdtemp(name) != nullptr) path_ = name;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Regular files below `dir`, relative paths, sorted.
 inline std::vector<std::string> FilesUnder(const std::string& dir) {
