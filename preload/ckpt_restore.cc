@@ -35,6 +35,18 @@ Status CopyToBuffers(const RestoreTarget& target, AgentCuda* cuda) {
   if (Status s = cuda->Prepare(target.device); !s.ok()) return s;
   const uint8_t* data = target.arena->data();
   bool device_work = false;
+  bool any_device = false;
+  for (const Registered& b : *target.buffers) any_device |= b.where != Registered::Where::kHost;
+  if (any_device) {
+    // The agent's stream is non-blocking: nothing orders it after work the app already
+    // queued (initialisation kernels, a cudaMemset on the legacy stream), which would
+    // otherwise land on top of the restored bytes.
+    auto device_sync = FT_REAL_CUDA(cudaDeviceSynchronize);
+    if (device_sync == nullptr) return Status::Unavailable("cudaDeviceSynchronize not found");
+    if (Status s = CudaStatus(device_sync(), "cudaDeviceSynchronize (before restore)"); !s.ok()) {
+      return s;
+    }
+  }
   for (const Registered& b : *target.buffers) {
     if (b.where == Registered::Where::kHost) {
       std::memcpy(b.ptr, data + b.offset, b.bytes);

@@ -95,7 +95,9 @@ int ft_step_done(int64_t step);
  * (waiting up to FT_RESTORE_WAIT for it), takes the fastest verified copy of the planned step
  * for this rank's shard available on this node (its own arena, a same-node peer's arena, the
  * local checkpoint directory, the remote directory), verifies every chunk, and copies all
- * registered buffers back — all or none. FT_OK with *step = the restored step. */
+ * registered buffers back — all or none. Before the first device write it waits for the
+ * device's pending work (cudaDeviceSynchronize), so work the app queued earlier cannot land
+ * on top of the restored bytes. FT_OK with *step = the restored step. */
 int ft_restore(int64_t* step);
 
 #ifdef FT_WEAK_IMPORT

@@ -103,6 +103,24 @@ TEST(CkptRestore, RestoreBringsTheSavedStepBackToTheDevice) {
   EXPECT_TRUE(DeviceBytes(s.state, kStateBytes) == state);
 }
 
+// Work the app queued before ft_restore (a memset behind a slow op on the legacy stream,
+// as initialisation code leaves it) completes before the restored bytes are written, never
+// on top of them: the agent's own stream is non-blocking, so nothing else orders the two.
+TEST(CkptRestore, RestoreLandsAfterTheAppsQueuedWork) {
+  State& s = Parent();
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  std::vector<uint8_t> param = Saved(*c, "param");
+  WritePlan(3, ckpt::ContentDigest(c->manifest));
+  auto slow = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  ASSERT_EQ(cudaLaunchHostFunc(nullptr, slow, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(s.param, 0x77, kParamBytes, nullptr), cudaSuccess);
+  int64_t step = -1;
+  ASSERT_EQ(ft_restore(&step), FT_OK) << ft_last_error();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the memset has landed, wherever it went
+  EXPECT_TRUE(DeviceBytes(s.param, kParamBytes) == param);
+}
+
 // A restarted rank (a new process, same job and rank) finds the copy in its arena.
 TEST(CkptRestore, RestartedRankRestoresFromItsArena) {
   Parent();
