@@ -62,12 +62,13 @@ asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 300 -LE 'nvcc|e2e'
 
-# ThreadSanitizer build of the concurrent parts: common, shm, and libft.so inside a gpusim program.
+# ThreadSanitizer build of the concurrent parts: common, shm, and libft.so inside a gpusim program
+# (its poller and checkpoint agent threads).
 TSAN_BUILD ?= build-tsan
 tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test ft gpusim_cudart gpusim_nccl
-	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$'
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test ft gpusim_cudart gpusim_nccl
+	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_'
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
