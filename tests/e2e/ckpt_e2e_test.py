@@ -46,6 +46,9 @@ FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5"}
 # A small model: every copy is a few chunks, so a test spends its time on the protocol.
 SMALL = ["--param-bytes", "256kb", "--hidden", "4096"]
 CHUNK = {"FT_CKPT_CHUNK": "64kb"}
+# Periodic saves further apart than ftworker's arena scan (about a second): an arena holds one
+# copy, so an earlier step is kept only if the worker persisted it before the next save.
+SLOW_STEP_MS = "250"
 
 
 def parse_args():
@@ -239,8 +242,9 @@ def case_full_loop(args):
         check(rc != 0, "the hung job exited %d" % rc)
 
         # Every healthy rank saved the state after its last completed step, and said so.
-        saves = [a for a in c.acks("save") if a["result"] == "done"]
-        print("save acks: %s" % sorted((a["rank"], a["message"]) for a in saves))
+        acks = c.acks("save")
+        print("save acks: %s" % sorted((a["rank"], a["result"], a["message"]) for a in acks))
+        saves = [a for a in acks if a["result"] == "done"]
         saved = {a["rank"]: a for a in saves}
         healthy = [r for r in range(8) if r != hung]
         check(sorted(saved) == healthy, "ranks that acknowledged a save %s, expected %s" % (sorted(saved), healthy))
@@ -281,7 +285,7 @@ def case_sdc_majority(args):
     with CkptCluster(args, job="ck-sdc3", nodes=2, ranks_per_node=2) as c:
         c.start_master(["--topology", "dp=4,tp=1,pp=1"], FAST)
         c.start_ckpt_workers(FAST)
-        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "10", "--fault", "sdc",
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", SLOW_STEP_MS, "--fault", "sdc",
                                   "--fault-rank", str(corrupt), "--fault-step", "5"],
                          env={"FT_CKPT_EVERY": str(every)})
         rc = wait_job_exit(c, 90, "the job to finish")
@@ -320,7 +324,7 @@ def case_sdc_pair(args):
     with CkptCluster(args, job="ck-sdc2", nodes=2, ranks_per_node=1) as c:
         c.start_master(["--topology", "dp=2,tp=1,pp=1"], FAST)
         c.start_ckpt_workers(FAST)
-        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "10", "--fault", "sdc",
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", SLOW_STEP_MS, "--fault", "sdc",
                                   "--fault-rank", str(corrupt), "--fault-step", "15"],
                          env={"FT_CKPT_EVERY": str(every)})
         rc = wait_job_exit(c, 90, "the job to finish")
