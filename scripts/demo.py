@@ -216,7 +216,7 @@ def main():
             files = [os.path.join(d.arena_dir, "ft-plan.%s.%s" % (d.job, n)) for n in ("node0", "node1")]
             written = all(os.path.exists(f) and ("\nstep %d\n" % step) in open(f).read() for f in files)
             return step if step >= 0 and written else None
-        planned = wait_for(plan_step, 30, "a restore plan on both nodes")
+        planned = wait_for(plan_step, 30, "restore plan on both nodes")
         print("\n$ ftmaster incidents\n" + d.master_cli("incidents"), end="")
         print("\n$ ftmaster checkpoints\n" + d.master_cli("checkpoints"), end="")
         print("\n$ ftmaster status\n" + d.master_cli("status"), end="")
