@@ -56,8 +56,9 @@ class Arena {
   static Status OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
                              uint64_t manifest_capacity, uint64_t data_bytes, Arena* out);
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
-  // valid arena of this version or the file is shorter than its header claims; NotFound when
-  // there is no such file.
+  // valid arena or the file is shorter than its header claims or not owned by this user;
+  // Unsupported, naming both versions, for an arena of another version; NotFound when there
+  // is no such file.
   static Status OpenForRead(const std::string& path, Arena* out);
 
   bool is_open() const { return base_ != nullptr; }
@@ -74,7 +75,7 @@ class Arena {
   Status ReadCommitted(Manifest* m, uint64_t* generation) const;
   bool StillCommitted(uint64_t generation) const;
 
-  // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted.
+  // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted by rank.
   static std::vector<std::string> List(std::string_view arena_dir, std::string_view job);
   // The rank of an arena path, or -1.
   static int RankOf(std::string_view path);
@@ -84,6 +85,10 @@ class Arena {
   uint8_t* base_ = nullptr;
   uint64_t mapped_ = 0;
   bool writable_ = false;
+  // The geometry as validated at open: a reader never re-reads it from the shared header.
+  uint64_t manifest_capacity_ = 0;
+  uint64_t data_offset_ = 0;
+  uint64_t data_capacity_ = 0;
 };
 
 }  // namespace ft::ckpt

@@ -25,6 +25,7 @@ namespace ft::ckpt {
 inline constexpr uint32_t kManifestVersion = 1;
 inline constexpr uint64_t kBufferAlign = 4096;
 inline constexpr size_t kMaxBufferName = 255;
+inline constexpr size_t kMaxJobName = 255;  // ManifestCapacity reserves this much for the job
 inline constexpr uint64_t kDefaultChunkBytes = 4ull << 20;
 
 struct BufferEntry {

@@ -1,0 +1,469 @@
+// The arena file (docs/checkpoints.md, "Host arena"). The header's static fields are written
+// once, before the file gets its name (temp file + rename), so a reader never sees a
+// half-initialized arena; the commit word (generation, state, manifest length) is the seqlock
+// of arena.h, accessed only with atomics.
+#include "jitckpt/arena.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstring>
+#include <utility>
+
+#include "common/log.h"
+#include "jitckpt/safe_name.h"
+
+namespace ft::ckpt {
+namespace {
+
+constexpr uint32_t kHeaderBytes = 4096;
+constexpr std::string_view kFilePrefix = "ft-ckpt.";
+
+struct ArenaHeader {
+  // Static: written before the file is published, never changed after.
+  uint64_t magic;              // 0   kArenaMagic
+  uint32_t version;            // 8   kArenaVersion
+  uint32_t header_bytes;       // 12  4096
+  uint64_t manifest_capacity;  // 16
+  uint64_t data_offset;        // 24  AlignUp(4096 + manifest_capacity, 2 MiB)
+  uint64_t data_capacity;      // 32  a multiple of 2 MiB
+  uint64_t file_bytes;         // 40  data_offset + data_capacity
+  uint32_t owner_uid;          // 48
+  uint32_t writer_pid;         // 52  the last process that opened it for writing
+  uint64_t created_unix_ns;    // 56
+  // The commit word, on its own cache line.
+  uint64_t generation;         // 64  odd while a write is in progress
+  uint32_t state;              // 72  ArenaState
+  uint32_t reserved;           // 76
+  uint64_t manifest_bytes;     // 80  length of the committed manifest
+  uint64_t committed_unix_ns;  // 88
+};
+static_assert(offsetof(ArenaHeader, owner_uid) == 48);
+static_assert(offsetof(ArenaHeader, generation) == 64);
+static_assert(offsetof(ArenaHeader, manifest_bytes) == 80);
+static_assert(sizeof(ArenaHeader) == 96);
+
+struct Geometry {
+  uint64_t manifest_capacity = 0;
+  uint64_t data_offset = 0;
+  uint64_t data_capacity = 0;
+  uint64_t file_bytes = 0;
+};
+
+uint64_t AlignUp(uint64_t value, uint64_t align) { return (value + align - 1) / align * align; }
+
+// The geometry for these sizes, or false on overflow.
+bool GeometryFor(uint64_t manifest_capacity, uint64_t data_bytes, Geometry* g) {
+  constexpr uint64_t kLimit = 1ull << 56;  // far beyond any host, far from overflow
+  if (manifest_capacity == 0 || manifest_capacity > kLimit || data_bytes > kLimit) return false;
+  g->manifest_capacity = manifest_capacity;
+  g->data_offset = AlignUp(kHeaderBytes + manifest_capacity, kArenaDataAlign);
+  g->data_capacity = AlignUp(data_bytes, kArenaDataAlign);
+  g->file_bytes = g->data_offset + g->data_capacity;
+  return true;
+}
+
+uint64_t NowUnixNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string Human(uint64_t bytes) {
+  if (bytes >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+  if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
+  return fmt::format("{} bytes", bytes);
+}
+
+ArenaHeader* HeaderOf(uint8_t* base) { return reinterpret_cast<ArenaHeader*>(base); }
+
+// The commit word, read and written only through these (other processes read it).
+uint64_t LoadGeneration(const ArenaHeader* h, int order = __ATOMIC_ACQUIRE) {
+  return __atomic_load_n(&h->generation, order);
+}
+uint32_t LoadState(const ArenaHeader* h) { return __atomic_load_n(&h->state, __ATOMIC_RELAXED); }
+
+// Checks the static fields of a header read from a file of `file_size` bytes owned by
+// `file_uid`; fills the geometry on success.
+Status ValidateHeader(const ArenaHeader& h, uint64_t file_size, uid_t file_uid, Geometry* g) {
+  if (h.magic != kArenaMagic) return Status::Corrupt("not a checkpoint arena (bad magic)");
+  if (h.version != kArenaVersion) {
+    return Status::Unsupported(fmt::format("arena version {} is {} than this build's {}; {}", h.version,
+                                           h.version > kArenaVersion ? "newer" : "older", kArenaVersion,
+                                           h.version > kArenaVersion ? "upgrade ft" : "it is ignored"));
+  }
+  if (h.header_bytes != kHeaderBytes) return Status::Corrupt(fmt::format("header of {} bytes", h.header_bytes));
+  Geometry expected;
+  uint64_t data_bytes = h.data_capacity;
+  if (!GeometryFor(h.manifest_capacity, data_bytes, &expected) || expected.data_offset != h.data_offset ||
+      expected.data_capacity != h.data_capacity || expected.file_bytes != h.file_bytes) {
+    return Status::Corrupt(fmt::format("inconsistent geometry (manifest capacity {}, data at {}, {} data bytes, "
+                                       "{} in all)",
+                                       h.manifest_capacity, h.data_offset, h.data_capacity, h.file_bytes));
+  }
+  if (file_size != h.file_bytes) {
+    return Status::Corrupt(fmt::format("file of {} bytes, its header says {}", file_size, h.file_bytes));
+  }
+  if (h.owner_uid != file_uid) {
+    return Status::Corrupt(fmt::format("header names owner uid {}, the file's is {}", h.owner_uid, file_uid));
+  }
+  *g = expected;
+  return Status::Ok();
+}
+
+// Removes temp files a writer of `path` left behind when it died between create and rename.
+void RemoveStaleTemps(const std::string& path) {
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    std::string_view name = e->d_name;
+    if (name.starts_with(prefix)) unlinkat(dirfd(d), e->d_name, 0);
+  }
+  closedir(d);
+}
+
+// Fails fast when `dir` cannot hold `needed` more bytes: fallocate on a tmpfs would first take
+// pages up to the limit (starving everyone else of /dev/shm) before it gives up.
+Status CheckFreeSpace(const std::string& dir, const std::string& path, uint64_t needed) {
+  struct statvfs fs {};
+  if (statvfs(dir.c_str(), &fs) != 0) return Status::FromErrno(errno, fmt::format("statvfs {}", dir));
+  uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  if (needed > free_bytes) {
+    return Status::IoError(fmt::format(
+        "host arena {} needs {} more bytes ({}) in {}, which has {} bytes ({}) free; make room there, "
+        "set FT_CKPT_ARENA_DIR to a larger tmpfs, or register less state",
+        path, needed, Human(needed), dir, free_bytes, Human(free_bytes)));
+  }
+  return Status::Ok();
+}
+
+// Reserves every block of `fd` (the space check first), so a save never meets a full tmpfs.
+Status Reserve(int fd, const std::string& dir, const std::string& path, uint64_t file_bytes) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("fstat {}", path));
+  uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
+  FT_RETURN_IF_ERROR(CheckFreeSpace(dir, path, file_bytes > allocated ? file_bytes - allocated : 0));
+  int err = posix_fallocate(fd, 0, static_cast<off_t>(file_bytes));
+  if (err != 0) {
+    return Status::IoError(fmt::format("reserving {} bytes ({}) for host arena {} in {}: {}", file_bytes,
+                                       Human(file_bytes), path, dir, std::strerror(err)));
+  }
+  return Status::Ok();
+}
+
+Status MapWritable(int fd, const std::string& path, uint64_t bytes, uint8_t** base) {
+  // MAP_POPULATE: the pages are touched now, at registration, so a save runs at copy bandwidth.
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, fmt::format("mmap {}", path));
+  *base = static_cast<uint8_t*>(p);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Arena::~Arena() {
+  if (base_ != nullptr) munmap(base_, mapped_);
+}
+
+Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
+
+Arena& Arena::operator=(Arena&& other) noexcept {
+  if (this != &other) {
+    if (base_ != nullptr) munmap(base_, mapped_);
+    path_ = std::move(other.path_);
+    base_ = std::exchange(other.base_, nullptr);
+    mapped_ = std::exchange(other.mapped_, 0);
+    writable_ = std::exchange(other.writable_, false);
+    manifest_capacity_ = std::exchange(other.manifest_capacity_, 0);
+    data_offset_ = std::exchange(other.data_offset_, 0);
+    data_capacity_ = std::exchange(other.data_capacity_, 0);
+  }
+  return *this;
+}
+
+std::string Arena::PathFor(std::string_view arena_dir, std::string_view job, int rank) {
+  return JoinPath(arena_dir, fmt::format("{}{}.{}", kFilePrefix, SafeJobName(job), rank));
+}
+
+Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
+                           uint64_t manifest_capacity, uint64_t data_bytes, Arena* out) {
+  if (rank < 0) return Status::InvalidArgument(fmt::format("host arena for rank {}: no such rank", rank));
+  Geometry g;
+  if (!GeometryFor(manifest_capacity, data_bytes, &g)) {
+    return Status::InvalidArgument(fmt::format("host arena of {} manifest bytes and {} data bytes: out of range",
+                                               manifest_capacity, data_bytes));
+  }
+  const std::string dir(arena_dir);
+  const std::string path = PathFor(arena_dir, job, rank);
+  const uid_t uid = geteuid();
+
+  // An arena of exactly this geometry keeps its committed copy: a restarted rank restores it.
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    struct stat st {};
+    ArenaHeader h {};
+    Geometry found;
+    bool reusable = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid &&
+                    pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
+                    ValidateHeader(h, static_cast<uint64_t>(st.st_size), st.st_uid, &found).ok() &&
+                    found.manifest_capacity == g.manifest_capacity && found.data_capacity == g.data_capacity;
+    if (reusable) {
+      if ((st.st_mode & 07777) != 0600) fchmod(fd, 0600);
+      uint8_t* base = nullptr;
+      Status s = Reserve(fd, dir, path, g.file_bytes);
+      if (s.ok()) s = MapWritable(fd, path, g.file_bytes, &base);
+      close(fd);
+      FT_RETURN_IF_ERROR(s);
+      ArenaHeader* live = HeaderOf(base);
+      uint64_t gen = LoadGeneration(live);
+      if (gen % 2 != 0 || LoadState(live) == static_cast<uint32_t>(ArenaState::kWriting)) {
+        // The previous writer died inside a save: what is there is no copy.
+        __atomic_store_n(&live->state, static_cast<uint32_t>(ArenaState::kEmpty), __ATOMIC_RELAXED);
+        __atomic_store_n(&live->generation, gen + (gen % 2), __ATOMIC_RELEASE);
+      }
+      live->writer_pid = static_cast<uint32_t>(getpid());
+      if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
+        FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
+      }
+      Arena arena;
+      arena.path_ = path;
+      arena.base_ = base;
+      arena.mapped_ = g.file_bytes;
+      arena.writable_ = true;
+      arena.manifest_capacity_ = g.manifest_capacity;
+      arena.data_offset_ = g.data_offset;
+      arena.data_capacity_ = g.data_capacity;
+      *out = std::move(arena);
+      return Status::Ok();
+    }
+    close(fd);
+    // Any other file under that name is reset: unlinked, never truncated, so a reader that
+    // still maps it keeps valid pages (and its copy) until it lets go.
+    if (unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::FromErrno(errno, fmt::format("removing the outdated host arena {}", path));
+    }
+  } else if (errno != ENOENT) {
+    return Status::FromErrno(errno, fmt::format("opening host arena {}", path));
+  }
+
+  RemoveStaleTemps(path);
+  const std::string temp = fmt::format("{}.tmp.{}", path, getpid());
+  fd = open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::FromErrno(errno, fmt::format("creating host arena {}", temp));
+  auto fail = [&](Status s, uint8_t* base) {
+    if (base != nullptr) munmap(base, g.file_bytes);
+    if (fd >= 0) close(fd);
+    unlink(temp.c_str());
+    return s;
+  };
+  if (fchmod(fd, 0600) != 0) return fail(Status::FromErrno(errno, fmt::format("chmod {}", temp)), nullptr);
+  Status s = Reserve(fd, dir, path, g.file_bytes);
+  if (!s.ok()) return fail(s, nullptr);
+  uint8_t* base = nullptr;
+  s = MapWritable(fd, temp, g.file_bytes, &base);
+  if (!s.ok()) return fail(s, nullptr);
+  if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
+    FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
+  }
+  ArenaHeader* h = HeaderOf(base);
+  h->magic = kArenaMagic;
+  h->version = kArenaVersion;
+  h->header_bytes = kHeaderBytes;
+  h->manifest_capacity = g.manifest_capacity;
+  h->data_offset = g.data_offset;
+  h->data_capacity = g.data_capacity;
+  h->file_bytes = g.file_bytes;
+  h->owner_uid = static_cast<uint32_t>(uid);
+  h->writer_pid = static_cast<uint32_t>(getpid());
+  h->created_unix_ns = NowUnixNs();
+  h->state = static_cast<uint32_t>(ArenaState::kEmpty);
+  h->generation = 0;
+  h->manifest_bytes = 0;
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    return fail(Status::FromErrno(errno, fmt::format("renaming {} to {}", temp, path)), base);
+  }
+  close(fd);
+  Arena arena;
+  arena.path_ = path;
+  arena.base_ = base;
+  arena.mapped_ = g.file_bytes;
+  arena.writable_ = true;
+  arena.manifest_capacity_ = g.manifest_capacity;
+  arena.data_offset_ = g.data_offset;
+  arena.data_capacity_ = g.data_capacity;
+  *out = std::move(arena);
+  return Status::Ok();
+}
+
+Status Arena::OpenForRead(const std::string& path, Arena* out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::FromErrno(errno, fmt::format("opening host arena {}", path));
+  auto fail = [&](const Status& s) {
+    close(fd);
+    return s.WithContext(fmt::format("host arena {}", path));
+  };
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return fail(Status::FromErrno(errno, "fstat"));
+  if (!S_ISREG(st.st_mode)) return fail(Status::Corrupt("not a regular file"));
+  if (st.st_uid != geteuid()) {
+    return fail(Status::Corrupt(fmt::format("owned by uid {}, not by this user (uid {}): not trusted", st.st_uid,
+                                            geteuid())));
+  }
+  if (static_cast<uint64_t>(st.st_size) < kHeaderBytes) {
+    return fail(Status::Corrupt(fmt::format("{} bytes, shorter than an arena header", st.st_size)));
+  }
+  ArenaHeader h {};
+  if (pread(fd, &h, sizeof(h), 0) != static_cast<ssize_t>(sizeof(h))) {
+    return fail(Status::Corrupt("header unreadable"));
+  }
+  Geometry g;
+  Status valid = ValidateHeader(h, static_cast<uint64_t>(st.st_size), st.st_uid, &g);
+  if (!valid.ok()) return fail(valid);
+  void* p = mmap(nullptr, g.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap"));
+  close(fd);
+  Arena arena;
+  arena.path_ = path;
+  arena.base_ = static_cast<uint8_t*>(p);
+  arena.mapped_ = g.file_bytes;
+  arena.writable_ = false;
+  arena.manifest_capacity_ = g.manifest_capacity;
+  arena.data_offset_ = g.data_offset;
+  arena.data_capacity_ = g.data_capacity;
+  *out = std::move(arena);
+  return Status::Ok();
+}
+
+uint8_t* Arena::data() const { return base_ == nullptr ? nullptr : base_ + data_offset_; }
+
+uint64_t Arena::data_capacity() const { return data_capacity_; }
+
+void Arena::BeginWrite() {
+  if (!writable_) return;
+  ArenaHeader* h = HeaderOf(base_);
+  uint64_t gen = LoadGeneration(h, __ATOMIC_RELAXED);
+  if (gen % 2 != 0) return;  // already writing
+  __atomic_store_n(&h->state, static_cast<uint32_t>(ArenaState::kWriting), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->generation, gen + 1, __ATOMIC_RELAXED);
+  // The odd generation is visible before any byte of the new copy.
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+Status Arena::Commit(const Manifest& m) {
+  if (!writable_) return Status::InvalidArgument(fmt::format("host arena {} is open read-only", path_));
+  if (m.data_bytes > data_capacity_) {
+    return Status::InvalidArgument(fmt::format("manifest of {} data bytes, host arena {} holds {}", m.data_bytes,
+                                               path_, data_capacity_));
+  }
+  std::string bytes = EncodeManifest(m);
+  if (bytes.size() > manifest_capacity_) {
+    return Status::InvalidArgument(fmt::format("manifest of {} bytes, host arena {} reserves {}", bytes.size(),
+                                               path_, manifest_capacity_));
+  }
+  BeginWrite();  // no-op when the caller already did; the manifest region is overwritten next
+  ArenaHeader* h = HeaderOf(base_);
+  std::memcpy(base_ + kHeaderBytes, bytes.data(), bytes.size());
+  __atomic_store_n(&h->manifest_bytes, static_cast<uint64_t>(bytes.size()), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->committed_unix_ns, NowUnixNs(), __ATOMIC_RELAXED);
+  __atomic_store_n(&h->state, static_cast<uint32_t>(ArenaState::kCommitted), __ATOMIC_RELAXED);
+  uint64_t gen = LoadGeneration(h, __ATOMIC_RELAXED);
+  __atomic_store_n(&h->generation, gen + 1, __ATOMIC_RELEASE);
+  return Status::Ok();
+}
+
+Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
+  if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
+  const ArenaHeader* h = HeaderOf(base_);
+  uint64_t before = LoadGeneration(h);
+  uint32_t state = LoadState(h);
+  if (before % 2 != 0 || state == static_cast<uint32_t>(ArenaState::kWriting)) {
+    return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
+  }
+  if (state != static_cast<uint32_t>(ArenaState::kCommitted)) {
+    return Status::NotFound(fmt::format("host arena {} holds no committed copy", path_));
+  }
+  uint64_t length = __atomic_load_n(&h->manifest_bytes, __ATOMIC_RELAXED);
+  if (length > manifest_capacity_) {
+    return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
+                                       manifest_capacity_));
+  }
+  std::vector<uint8_t> bytes(base_ + kHeaderBytes, base_ + kHeaderBytes + length);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (LoadGeneration(h, __ATOMIC_RELAXED) != before) {
+    return Status::NotFound(fmt::format("host arena {}: a save began while its manifest was read", path_));
+  }
+  Manifest parsed;
+  Status s = ParseManifest(bytes, &parsed);
+  if (!s.ok()) return s.WithContext(fmt::format("host arena {}", path_));
+  if (parsed.data_bytes > data_capacity_) {
+    return Status::Corrupt(fmt::format("host arena {}: manifest of {} data bytes, the arena holds {}", path_,
+                                       parsed.data_bytes, data_capacity_));
+  }
+  *m = std::move(parsed);
+  *generation = before;
+  return Status::Ok();
+}
+
+bool Arena::StillCommitted(uint64_t generation) const {
+  if (base_ == nullptr) return false;
+  // Orders the caller's reads of the data before the check (the reader half of the seqlock).
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  return LoadGeneration(HeaderOf(base_), __ATOMIC_RELAXED) == generation;
+}
+
+std::vector<std::string> Arena::List(std::string_view arena_dir, std::string_view job) {
+  std::vector<std::pair<int, std::string>> found;
+  const std::string prefix = fmt::format("{}{}.", kFilePrefix, SafeJobName(job));
+  const std::string dir(arena_dir);
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string_view name = e->d_name;
+      if (!name.starts_with(prefix)) continue;
+      int rank = RankOf(name);
+      // The job part must be exactly ours ("a" must not list "a-b"'s arenas).
+      if (rank >= 0 && name.size() == prefix.size() + std::to_string(rank).size()) {
+        found.emplace_back(rank, JoinPath(arena_dir, name));
+      }
+    }
+    closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  paths.reserve(found.size());
+  for (auto& [rank, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+int Arena::RankOf(std::string_view path) {
+  size_t slash = path.rfind('/');
+  std::string_view name = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (!name.starts_with(kFilePrefix)) return -1;
+  name.remove_prefix(kFilePrefix.size());
+  size_t dot = name.rfind('.');
+  if (dot == std::string_view::npos || dot == 0) return -1;
+  std::string_view job = name.substr(0, dot);
+  std::string_view digits = name.substr(dot + 1);
+  if (SafeJobName(job) != job) return -1;  // temp files ("....3.tmp.77") and strangers
+  if (digits.empty() || digits.size() > 10 || (digits.size() > 1 && digits[0] == '0')) return -1;
+  int64_t rank = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+    rank = rank * 10 + (c - '0');
+  }
+  return rank > INT32_MAX ? -1 : static_cast<int>(rank);
+}
+
+}  // namespace ft::ckpt

@@ -1,0 +1,505 @@
+#include "jitckpt/arena.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "jitckpt/tests/sample_manifest.h"
+#include "jitckpt/tests/temp_dir.h"
+
+namespace ft::ckpt {
+namespace {
+
+using testing::SampleManifest;
+using testing::TempDir;
+
+constexpr uint64_t kManifestCapacity = 64 << 10;
+
+class ArenaTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(dir_.ok()); }
+
+  // Opens rank 3's arena for writing with room for `data_bytes`.
+  Arena OpenWriter(uint64_t data_bytes = 1 << 20, uint64_t manifest_capacity = kManifestCapacity) {
+    Arena arena;
+    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, manifest_capacity, data_bytes, &arena);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return arena;
+  }
+
+  // Saves a sample copy into `arena` as the agent does: BeginWrite, data, Commit.
+  Manifest SaveSample(Arena* arena, uint64_t seed = 1) {
+    std::vector<uint8_t> data;
+    Manifest m = SampleManifest(&data, {5000, 4096, 123}, 4096, seed);
+    arena->BeginWrite();
+    std::memcpy(arena->data(), data.data(), data.size());
+    Status s = arena->Commit(m);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return m;
+  }
+
+  std::vector<std::string> Files() const {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir_.path())) names.push_back(e.path().filename());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(ArenaTest, FileIsPrivateFullyReservedAndItsDataRegionHugePageAligned) {
+  Arena arena = OpenWriter(3 << 20);
+  ASSERT_TRUE(arena.is_open());
+  EXPECT_EQ(arena.path(), dir_.File("ft-ckpt.job-a.3"));
+  struct stat st {};
+  ASSERT_EQ(stat(arena.path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), arena.mapped_bytes());
+  // posix_fallocate reserved every block: nothing is left to allocate at save time.
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, arena.mapped_bytes());
+  EXPECT_GE(arena.data_capacity(), 3u << 20);
+  EXPECT_EQ(arena.data_capacity() % kArenaDataAlign, 0u);
+  // The data region starts 2 MiB into the file, so the mapping's data pointer keeps the
+  // file offset's alignment relative to the (page-aligned) mapping.
+  EXPECT_EQ((arena.mapped_bytes() - arena.data_capacity()) % kArenaDataAlign, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.data()) % 4096, 0u);
+  EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});  // no temp file left
+}
+
+// Pins the header layout of docs/checkpoints.md ("Host arena"): ftworker and peers built at
+// another time read it.
+TEST_F(ArenaTest, HeaderLayoutIsPinned) {
+  Arena writer = OpenWriter(3 << 20, kManifestCapacity);
+  Manifest saved = SaveSample(&writer);
+  std::vector<char> header(4096);
+  std::ifstream(writer.path(), std::ios::binary).read(header.data(), 4096);
+  auto at = [&](size_t offset, auto value) {
+    decltype(value) stored;
+    std::memcpy(&stored, header.data() + offset, sizeof(stored));
+    return stored == value;
+  };
+  EXPECT_EQ(std::string(header.data(), 8), "CKARENA1");
+  EXPECT_TRUE(at(8, uint32_t{1}));
+  EXPECT_TRUE(at(12, uint32_t{4096}));
+  EXPECT_TRUE(at(16, uint64_t{kManifestCapacity}));
+  EXPECT_TRUE(at(24, uint64_t{2} << 20));  // roundup(4096 + 64 KiB, 2 MiB)
+  EXPECT_TRUE(at(32, uint64_t{4} << 20));  // 3 MiB rounded up to 2 MiB
+  EXPECT_TRUE(at(40, uint64_t{6} << 20));
+  EXPECT_TRUE(at(48, static_cast<uint32_t>(geteuid())));
+  EXPECT_TRUE(at(52, static_cast<uint32_t>(getpid())));
+  EXPECT_TRUE(at(64, uint64_t{2}));  // one save: odd while writing, even once committed
+  EXPECT_TRUE(at(72, static_cast<uint32_t>(ArenaState::kCommitted)));
+  std::string manifest = EncodeManifest(saved);
+  EXPECT_TRUE(at(80, uint64_t{manifest.size()}));
+  std::vector<char> region(manifest.size());
+  std::ifstream in(writer.path(), std::ios::binary);
+  in.seekg(4096);
+  in.read(region.data(), static_cast<std::streamsize>(region.size()));
+  EXPECT_EQ(std::string(region.data(), region.size()), manifest);
+  EXPECT_EQ(writer.mapped_bytes(), uint64_t{6} << 20);
+}
+
+TEST_F(ArenaTest, LeavesNoDescriptorOpen) {
+  auto open_fds = [] {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  int before = open_fds();
+  Arena writer = OpenWriter();
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  EXPECT_EQ(open_fds(), before);  // the mappings outlive their descriptors
+}
+
+TEST_F(ArenaTest, CommittedCopyReadsBackInAnotherMapping) {
+  Arena writer = OpenWriter();
+  Manifest saved = SaveSample(&writer);
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  Manifest read;
+  uint64_t generation = 0;
+  ASSERT_TRUE(reader.ReadCommitted(&read, &generation).ok());
+  EXPECT_EQ(read, saved);
+  EXPECT_EQ(generation % 2, 0u);
+  EXPECT_GT(generation, 0u);
+  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, reader.data())) << i;
+  EXPECT_TRUE(reader.StillCommitted(generation));
+}
+
+TEST_F(ArenaTest, EmptyArenaHasNothingCommitted) {
+  Arena writer = OpenWriter();
+  Manifest m;
+  uint64_t generation = 0;
+  EXPECT_EQ(writer.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+}
+
+TEST_F(ArenaTest, ReopenWithTheSameGeometryKeepsTheCommittedCopy) {
+  Manifest saved;
+  {
+    Arena writer = OpenWriter();
+    saved = SaveSample(&writer, 9);
+  }  // the process "exits": the file stays
+  Arena again = OpenWriter();
+  Manifest read;
+  uint64_t generation = 0;
+  ASSERT_TRUE(again.ReadCommitted(&read, &generation).ok());
+  EXPECT_EQ(read, saved);
+  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, again.data())) << i;
+}
+
+TEST_F(ArenaTest, ReopenWithAnotherGeometryResetsToEmpty) {
+  {
+    Arena writer = OpenWriter(1 << 20);
+    SaveSample(&writer);
+  }
+  for (auto [data_bytes, manifest_capacity] : {std::pair<uint64_t, uint64_t>{5 << 20, kManifestCapacity},
+                                               {1 << 20, kManifestCapacity * 2}}) {
+    Arena again = OpenWriter(data_bytes, manifest_capacity);
+    Manifest m;
+    uint64_t generation = 0;
+    EXPECT_EQ(again.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+    EXPECT_GE(again.data_capacity(), data_bytes);
+    SaveSample(&again);
+  }
+  EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});
+}
+
+TEST_F(ArenaTest, ReopenAfterAWriterDiedInsideASaveHoldsNoCopy) {
+  {
+    Arena writer = OpenWriter();
+    SaveSample(&writer);
+    writer.BeginWrite();  // dies here, half the data overwritten
+    std::memset(writer.data(), 0xee, 100);
+  }
+  Arena again = OpenWriter();
+  Manifest m;
+  uint64_t generation = 0;
+  EXPECT_EQ(again.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+  SaveSample(&again);
+  EXPECT_TRUE(again.ReadCommitted(&m, &generation).ok());
+  EXPECT_EQ(generation % 2, 0u);
+}
+
+TEST_F(ArenaTest, AReaderSeesABeginWriteAndTheNextCommit) {
+  Arena writer = OpenWriter();
+  SaveSample(&writer, 1);
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(reader.ReadCommitted(&m, &generation).ok());
+  EXPECT_TRUE(reader.StillCommitted(generation));
+
+  writer.BeginWrite();
+  EXPECT_FALSE(reader.StillCommitted(generation));
+  Manifest during;
+  uint64_t during_generation = 0;
+  EXPECT_EQ(reader.ReadCommitted(&during, &during_generation).code(), StatusCode::kNotFound);
+
+  Manifest second = SaveSample(&writer, 2);
+  uint64_t next = 0;
+  ASSERT_TRUE(reader.ReadCommitted(&m, &next).ok());
+  EXPECT_EQ(m, second);
+  EXPECT_EQ(next, generation + 2);
+  EXPECT_FALSE(reader.StillCommitted(generation));
+  EXPECT_TRUE(reader.StillCommitted(next));
+}
+
+TEST_F(ArenaTest, CommitRefusesWhatDoesNotFit) {
+  Arena writer = OpenWriter(1 << 20, 4096);
+  std::vector<uint8_t> data;
+  Manifest big_data = SampleManifest(&data, {(3u << 20)});
+  EXPECT_EQ(writer.Commit(big_data).code(), StatusCode::kInvalidArgument);
+  Manifest long_manifest = SampleManifest(&data, {1 << 20}, 64);  // 16384 chunk checksums
+  Status s = writer.Commit(long_manifest);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("reserves 4096"), std::string_view::npos) << s.ToString();
+
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  Manifest small = SampleManifest(&data);
+  EXPECT_EQ(reader.Commit(small).code(), StatusCode::kInvalidArgument);  // read-only
+}
+
+TEST_F(ArenaTest, TooLargeForTheDirectoryFailsFastNamingDirNeededAndFree) {
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
+  uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+  uint64_t too_much = free_bytes + (1ull << 30);
+  auto start = std::chrono::steady_clock::now();
+  Arena arena;
+  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, too_much, &arena);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_NE(s.message().find(dir_.path()), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("needs"), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("free"), std::string_view::npos) << s.ToString();
+  EXPECT_FALSE(arena.is_open());
+  EXPECT_TRUE(Files().empty());  // the file is removed
+  EXPECT_LT(seconds, 5.0);       // nothing was allocated first (25 GB would take far longer)
+}
+
+TEST_F(ArenaTest, TooLargeForTheDirectoryRemovesAnOutdatedArenaToo) {
+  { Arena writer = OpenWriter(); }
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
+  Arena arena;
+  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity,
+                                 static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize * 2, &arena);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_TRUE(Files().empty());
+}
+
+// A failed posix_fallocate (here EFBIG from a file size limit, as ENOSPC would be on a full
+// disk) is a clear error and leaves no file behind. In a child: the limit is per process.
+TEST_F(ArenaTest, AFailedReservationIsAClearErrorAndRemovesTheFile) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {1 << 20, 1 << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    Arena arena;
+    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 8 << 20, &arena);
+    bool named = s.code() == StatusCode::kIoError && s.message().find("File too large") != std::string_view::npos &&
+                 s.message().find(dir_.path()) != std::string_view::npos;
+    bool removed = std::filesystem::is_empty(dir_.path());
+    _exit(named && removed ? 0 : (named ? 2 : 1));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: error not named, 2: file left behind";
+}
+
+TEST_F(ArenaTest, OpenForReadOfAMissingArenaIsNotFound) {
+  Arena reader;
+  EXPECT_EQ(Arena::OpenForRead(dir_.File("ft-ckpt.job-a.9"), &reader).code(), StatusCode::kNotFound);
+}
+
+TEST_F(ArenaTest, OpenForReadTrustsNothing) {
+  std::string valid_path;
+  {
+    Arena writer = OpenWriter();
+    SaveSample(&writer);
+    valid_path = writer.path();
+  }
+  std::vector<char> image(std::filesystem::file_size(valid_path));
+  {
+    std::ifstream in(valid_path, std::ios::binary);
+    in.read(image.data(), static_cast<std::streamsize>(image.size()));
+  }
+  auto write_file = [&](const std::string& name, const std::vector<char>& bytes) {
+    std::string path = dir_.File(name);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    chmod(path.c_str(), 0600);
+    return path;
+  };
+  auto patched = [&](size_t offset, auto value) {
+    std::vector<char> bytes = image;
+    std::memcpy(bytes.data() + offset, &value, sizeof(value));
+    return bytes;
+  };
+  std::mt19937_64 rng(3);
+  std::vector<char> garbage(image.size());
+  for (char& c : garbage) c = static_cast<char>(rng());
+  std::vector<char> short_file(image.begin(), image.begin() + 100);
+  std::vector<char> truncated(image.begin(), image.end() - 4096);
+
+  struct Case {
+    const char* what;
+    std::vector<char> bytes;
+    StatusCode code;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {"garbage", garbage, StatusCode::kCorrupt, "bad magic"},
+      {"short", short_file, StatusCode::kCorrupt, "shorter than an arena header"},
+      {"truncated", truncated, StatusCode::kCorrupt, "its header says"},
+      {"newer version", patched(8, uint32_t{2}), StatusCode::kUnsupported, "arena version 2 is newer than this build's 1"},
+      {"header size", patched(12, uint32_t{512}), StatusCode::kCorrupt, "header of 512 bytes"},
+      {"manifest capacity", patched(16, uint64_t{1} << 40), StatusCode::kCorrupt, "inconsistent geometry"},
+      {"data offset", patched(24, uint64_t{4096}), StatusCode::kCorrupt, "inconsistent geometry"},
+      {"data capacity", patched(32, uint64_t{1} << 62), StatusCode::kCorrupt, "inconsistent geometry"},
+      {"owner field", patched(48, uint32_t{4242}), StatusCode::kCorrupt, "owner uid 4242"},
+  };
+  for (const Case& c : cases) {
+    std::string path = write_file(std::string("ft-ckpt.bad.") + std::to_string(&c - cases.data()), c.bytes);
+    Arena reader;
+    Status s = Arena::OpenForRead(path, &reader);
+    EXPECT_EQ(s.code(), c.code) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(c.expect), std::string_view::npos) << c.what << ": " << s.ToString();
+    EXPECT_NE(s.message().find(path), std::string_view::npos) << c.what << ": " << s.ToString();
+    EXPECT_FALSE(reader.is_open());
+  }
+
+  // A symlink is not followed; a directory is not an arena.
+  std::string link = dir_.File("ft-ckpt.link.1");
+  ASSERT_EQ(symlink(valid_path.c_str(), link.c_str()), 0);
+  Arena reader;
+  EXPECT_FALSE(Arena::OpenForRead(link, &reader).ok());
+  EXPECT_EQ(Arena::OpenForRead(dir_.path(), &reader).code(), StatusCode::kCorrupt);
+}
+
+TEST_F(ArenaTest, OpenForReadRefusesAnotherUsersArena) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a file away needs root";
+  std::string path;
+  {
+    Arena writer = OpenWriter();
+    path = writer.path();
+  }
+  ASSERT_EQ(chown(path.c_str(), 4242, 4242), 0);
+  Arena reader;
+  Status s = Arena::OpenForRead(path, &reader);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("owned by uid 4242"), std::string_view::npos) << s.ToString();
+  // The writer does not adopt it either: it makes its own.
+  Arena writer = OpenWriter();
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, geteuid());
+}
+
+TEST_F(ArenaTest, ADamagedCommittedManifestIsCorrupt) {
+  Arena writer = OpenWriter();
+  SaveSample(&writer);
+  int fd = open(writer.path().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t byte = 0;
+  ASSERT_EQ(pread(fd, &byte, 1, 4096 + 40), 1);
+  byte ^= 0x40;
+  ASSERT_EQ(pwrite(fd, &byte, 1, 4096 + 40), 1);
+  close(fd);
+  Manifest m;
+  uint64_t generation = 0;
+  Status s = writer.ReadCommitted(&m, &generation);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.ToString();
+  EXPECT_NE(s.message().find(writer.path()), std::string_view::npos) << s.ToString();
+}
+
+TEST_F(ArenaTest, PathForSanitizesTheJob) {
+  EXPECT_EQ(Arena::PathFor("/dev/shm", "my job/../x", 3), "/dev/shm/ft-ckpt.my_job____x.3");
+  EXPECT_EQ(Arena::PathFor("/dev/shm/", "", 0), "/dev/shm/ft-ckpt.default.0");
+}
+
+TEST_F(ArenaTest, RankOfAcceptsOnlyArenaNames) {
+  EXPECT_EQ(Arena::RankOf("/dev/shm/ft-ckpt.job-a.3"), 3);
+  EXPECT_EQ(Arena::RankOf("ft-ckpt.job-a.0"), 0);
+  EXPECT_EQ(Arena::RankOf("/x/ft-ckpt.j.2147483647"), 2147483647);
+  for (const char* bad : {"/dev/shm/ft-ckpt.job-a.3.tmp.77", "/dev/shm/ft-ckpt.job-a.03", "/dev/shm/ft-ckpt.job-a.x",
+                          "/dev/shm/ft-ckpt.job-a.", "/dev/shm/ft-ckpt..3", "/dev/shm/ft-ckpt.3",
+                          "/dev/shm/ft-plan.job-a.3", "/dev/shm/ft-ckpt.j.2147483648", "/dev/shm/ft-ckpt.j b.3",
+                          "/dev/shm/ft-ckpt.job-a.-3", ""}) {
+    EXPECT_EQ(Arena::RankOf(bad), -1) << bad;
+  }
+}
+
+TEST_F(ArenaTest, ListFindsOneJobsArenasInRankOrder) {
+  for (int rank : {10, 0, 2}) {
+    Arena arena;
+    ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", rank, 4096, 4096, &arena).ok());
+  }
+  Arena other;
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a-b", 1, 4096, 4096, &other).ok());
+  for (const char* junk : {"ft-ckpt.job-a.3.tmp.77", "ft-ckpt.job-a.03", "ft-ckpt.job-a.x", "ft-plan.job-a.n1"}) {
+    std::ofstream(dir_.File(junk)) << "x";
+  }
+  EXPECT_EQ(Arena::List(dir_.path(), "job-a"),
+            (std::vector<std::string>{dir_.File("ft-ckpt.job-a.0"), dir_.File("ft-ckpt.job-a.2"),
+                                      dir_.File("ft-ckpt.job-a.10")}));
+  EXPECT_EQ(Arena::List(dir_.path(), "job-a-b"), std::vector<std::string>{dir_.File("ft-ckpt.job-a-b.1")});
+  EXPECT_TRUE(Arena::List(dir_.File("absent"), "job-a").empty());
+}
+
+TEST_F(ArenaTest, OpenForWriteCleansTempFilesOfADeadWriter) {
+  std::ofstream(dir_.File("ft-ckpt.job-a.3.tmp.999999")) << "x";
+  Arena writer = OpenWriter();
+  EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});
+}
+
+// The seqlock's promise under load: a copy that StillCommitted vouches for is never a mix of
+// two saves. The writer runs in another process (as it does in production) and saves
+// continuously; the reader copies and keeps only what the generation vouches for.
+TEST_F(ArenaTest, ACopyStillCommittedVouchesForIsNeverTorn) {
+  constexpr uint64_t kDataBytes = 256 << 10;
+  Arena writer = OpenWriter(kDataBytes);
+  SaveSample(&writer, 1);
+  std::string path = writer.path();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Each save fills the whole region with one byte value and checksums it.
+    std::vector<uint8_t> data(kDataBytes);
+    for (uint64_t seed = 2;; ++seed) {
+      std::vector<BufferEntry> named = {{"all", kDataBytes, 0}};
+      Manifest m;
+      m.step = static_cast<int64_t>(seed);
+      m.chunk_bytes = 64 << 10;
+      if (!PlanLayout(named, &m.buffers, &m.data_bytes).ok()) _exit(3);
+      writer.BeginWrite();
+      for (uint64_t at = 0; at < kDataBytes; at += 4096) std::memset(writer.data() + at, static_cast<int>(seed), 4096);
+      std::memset(data.data(), static_cast<int>(seed), kDataBytes);
+      for (size_t i = 0; i < m.chunk_count(); ++i) {
+        m.chunk_checksums.push_back(Checksum(data.data() + m.chunk_begin(i), m.chunk_end(i) - m.chunk_begin(i)));
+      }
+      if (!writer.Commit(m).ok()) _exit(4);
+      usleep(200);  // a gap between saves, in which whole copies can be read
+    }
+  }
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(path, &reader).ok());
+  std::vector<uint8_t> copy(kDataBytes);
+  int vouched = 0, discarded = 0, torn_but_vouched = 0;
+  std::set<uint64_t> generations;  // of vouched copies: proof the saves ran meanwhile
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline && (generations.size() < 100 || discarded < 100)) {
+    Manifest m;
+    uint64_t generation = 0;
+    if (!reader.ReadCommitted(&m, &generation).ok()) continue;
+    std::memcpy(copy.data(), reader.data(), m.data_bytes);
+    if (!reader.StillCommitted(generation)) {
+      ++discarded;
+      continue;
+    }
+    ++vouched;
+    generations.insert(generation);
+    for (size_t i = 0; i < m.chunk_count(); ++i) {
+      if (!ChunkVerifies(m, i, copy.data())) {
+        ++torn_but_vouched;
+        break;
+      }
+    }
+  }
+  int child_status = 0;
+  bool child_ended = waitpid(child, &child_status, WNOHANG) == child;
+  if (!child_ended) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+  }
+  EXPECT_FALSE(child_ended) << "the writer failed: status " << child_status;
+  EXPECT_EQ(torn_but_vouched, 0);
+  EXPECT_GT(generations.size(), 1u);
+  RecordProperty("discarded", discarded);
+  RecordProperty("vouched", vouched);
+  RecordProperty("generations", static_cast<int>(generations.size()));
+}
+
+}  // namespace
+}  // namespace ft::ckpt
