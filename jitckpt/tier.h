@@ -2,7 +2,7 @@
 //
 //   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.data       the data region
 //   <dir>/<job>/step-<step, 12 digits>/rank-<rank, 6 digits>.manifest   committed last
-//   ...*.tmp.<pid>                                                       being written
+//   ...*.tmp.<host>.<pid>                                                being written
 //
 // A copy exists only once its manifest is in place (renamed last, after the data file was
 // fsynced and renamed, then the directory fsynced); anything else in the tree is uncommitted:
@@ -26,6 +26,8 @@
 #include "jitckpt/manifest.h"
 
 namespace ft::ckpt {
+
+class FileOps;
 
 enum class TierKind { kLocal, kRemote };
 const char* TierName(TierKind kind);  // "local", "remote"
@@ -54,6 +56,10 @@ struct PersistStats {
 // space left on device") leaves no partial copy behind.
 Status PersistCopy(TierKind kind, std::string_view dir, const Manifest& m, const uint8_t* data,
                    const std::function<bool()>& still_valid, PersistStats* stats);
+// The same through `ops` (jitckpt/file_ops.h), the seam tests use to fail a write with ENOSPC.
+Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Manifest& m,
+                   const uint8_t* data, const std::function<bool()>& still_valid,
+                   PersistStats* stats);
 
 // Reads the copy's manifest (ParseManifest's errors; NotFound when absent).
 Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manifest* m);
@@ -67,7 +73,10 @@ std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job);
 // Keeps the newest `keep_steps` steps of `job` (by step number); removes older step dirs.
 Status Retain(std::string_view dir, std::string_view job, int keep_steps);
 // Removes temp files and data files without a manifest (a worker killed mid-persist); how
-// many files were removed goes to *removed.
+// many files were removed goes to *removed. The remote directory is shared by every node's
+// worker, so what another writer may still be writing stays: temps of a live process of this
+// host, temps of another host modified in the last 10 minutes, and a data file whose manifest
+// is such a temp.
 Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed);
 
 }  // namespace ft::ckpt

@@ -1,0 +1,258 @@
+#include "jitckpt/restore_loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
+
+#include "common/log.h"
+#include "jitckpt/checksum.h"
+#include "jitckpt/safe_name.h"
+#include "jitckpt/tier.h"
+
+namespace ft::ckpt {
+
+namespace {
+
+enum class SourceKind { kOwnArena, kPeerArena, kLocalDir, kRemoteDir };
+
+struct Candidate {
+  SourceKind kind;
+  int src_rank;
+  std::string name;  // what logs and RestoreResult::source call it
+};
+
+bool HasTier(const PlanSource& src, std::string_view tier) {
+  return std::find(src.tiers.begin(), src.tiers.end(), tier) != src.tiers.end();
+}
+
+// Fastest first: the own arena (nothing to copy), same-node peers' arenas (a memory copy),
+// the node-local directory, the shared remote directory.
+std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, int rank,
+                                  const std::string& node) {
+  std::vector<Candidate> out;
+  out.push_back({SourceKind::kOwnArena, rank, "own arena"});
+  const std::string here = SafeNodeName(node);
+  std::set<int> seen;
+  if (!plan.arena_dir.empty()) {
+    for (const PlanSource& src : line.sources) {
+      if (src.rank == rank || SafeNodeName(src.node) != here || !seen.insert(src.rank).second) continue;
+      out.push_back({SourceKind::kPeerArena, src.rank, fmt::format("arena of rank {}", src.rank)});
+    }
+  }
+  auto add_dir = [&](SourceKind kind, std::string_view tier, bool this_node_only) {
+    seen.clear();
+    for (const PlanSource& src : line.sources) {
+      if (!HasTier(src, tier) || (this_node_only && SafeNodeName(src.node) != here)) continue;
+      if (!seen.insert(src.rank).second) continue;
+      std::string name = src.rank == rank ? fmt::format("{} dir", tier)
+                                          : fmt::format("{} dir (copy of rank {})", tier, src.rank);
+      out.push_back({kind, src.rank, std::move(name)});
+    }
+  };
+  // The local directory is this node's disk: only copies persisted on this node are there.
+  if (!plan.local_dir.empty()) add_dir(SourceKind::kLocalDir, "local", true);
+  if (!plan.remote_dir.empty()) add_dir(SourceKind::kRemoteDir, "remote", false);
+  return out;
+}
+
+class Loader {
+ public:
+  Loader(const NodePlan& plan, const PlanRank& line, int rank,
+         const std::vector<BufferEntry>& registered, Arena* own)
+      : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own) {}
+
+  // OK: restored into the own arena, *used is its manifest. InvalidArgument: the planned copy
+  // does not fit the registered buffers (give up). Anything else: this source failed.
+  Status Try(const Candidate& c, Manifest* used) {
+    switch (c.kind) {
+      case SourceKind::kOwnArena: return TryOwnArena(used);
+      case SourceKind::kPeerArena: return TryPeerArena(c.src_rank, used);
+      case SourceKind::kLocalDir: return TryDir(plan_.local_dir, c.src_rank, used);
+      case SourceKind::kRemoteDir: return TryDir(plan_.remote_dir, c.src_rank, used);
+    }
+    return Status::Internal("unknown restore source");
+  }
+
+ private:
+  // Whether `m` is the planned copy: NotFound-ish reasons skip it, a layout that differs is
+  // the caller's error (every verified copy has the same digest, so the same layout).
+  Status Accept(const Manifest& m) const {
+    if (m.step != plan_.step) {
+      return Status::NotFound(fmt::format("holds step {}, the plan restores step {}", m.step, plan_.step));
+    }
+    if (m.torn) return Status::Corrupt("torn: saved while the state was being updated");
+    const uint64_t digest = ContentDigest(m);
+    if (digest != line_.digest) {
+      return Status::Corrupt(fmt::format("content digest {} differs from the verified {}",
+                                         DigestHex(digest), DigestHex(line_.digest)));
+    }
+    Status layout = LayoutMatches(m, registered_);
+    if (!layout.ok()) {
+      return Status::InvalidArgument(fmt::format(
+          "the checkpoint of step {} does not fit the registered buffers: {}", m.step,
+          layout.message()));
+    }
+    // The agent copies buffers out of the arena at the registered offsets, so they must agree
+    // too (they do whenever both came from PlanLayout; a hand-made manifest may not).
+    for (size_t i = 0; i < registered_.size(); ++i) {
+      if (m.buffers[i].offset != registered_[i].offset) {
+        return Status::InvalidArgument(fmt::format(
+            "the checkpoint of step {} places buffer {} ('{}') at offset {}, registration at {}",
+            m.step, i, m.buffers[i].name, m.buffers[i].offset, registered_[i].offset));
+      }
+    }
+    if (m.data_bytes > own_->data_capacity()) {
+      return Status::InvalidArgument(fmt::format(
+          "the checkpoint of step {} holds {} bytes, the arena has room for {}", m.step,
+          m.data_bytes, own_->data_capacity()));
+    }
+    return Status::Ok();
+  }
+
+  Status TryOwnArena(Manifest* used) {
+    Manifest m;
+    uint64_t generation = 0;
+    Status st = own_->ReadCommitted(&m, &generation);
+    if (!st.ok()) return Status::NotFound(fmt::format("{} holds no committed copy", own_->path()));
+    FT_RETURN_IF_ERROR(Accept(m));
+    for (size_t i = 0; i < m.chunk_count(); ++i) {
+      if (!ChunkVerifies(m, i, own_->data())) {
+        return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i));
+      }
+    }
+    *used = std::move(m);
+    return Status::Ok();
+  }
+
+  Status TryPeerArena(int src_rank, Manifest* used) {
+    const std::string path = Arena::PathFor(plan_.arena_dir, plan_.job, src_rank);
+    Arena peer;
+    FT_RETURN_IF_ERROR(Arena::OpenForRead(path, &peer));
+    Manifest m;
+    uint64_t generation = 0;
+    Status st = peer.ReadCommitted(&m, &generation);
+    if (!st.ok()) return Status::NotFound(fmt::format("{} holds no committed copy", path));
+    FT_RETURN_IF_ERROR(Accept(m));
+    if (m.data_bytes > peer.data_capacity()) {
+      return Status::Corrupt(fmt::format("{}: its manifest claims {} bytes, the arena holds {}",
+                                         path, m.data_bytes, peer.data_capacity()));
+    }
+    BeginOwnWrite();
+    for (size_t i = 0; i < m.chunk_count(); ++i) {
+      const uint64_t begin = m.chunk_begin(i), end = m.chunk_end(i);
+      std::memcpy(own_->data() + begin, peer.data() + begin, end - begin);
+      if (!ChunkVerifies(m, i, own_->data())) {
+        if (!peer.StillCommitted(generation)) return Overwritten(path);
+        return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i));
+      }
+    }
+    // The seqlock: a save that began while we copied may have changed chunks we had verified.
+    if (!peer.StillCommitted(generation)) return Overwritten(path);
+    return CommitOwn(std::move(m), src_rank, used);
+  }
+
+  Status TryDir(const std::string& dir, int src_rank, Manifest* used) {
+    Manifest m;
+    FT_RETURN_IF_ERROR(ReadManifest(dir, plan_.job, {plan_.step, src_rank}, &m));
+    FT_RETURN_IF_ERROR(Accept(m));
+    BeginOwnWrite();
+    FT_RETURN_IF_ERROR(ReadData(dir, plan_.job, m, own_->data(), own_->data_capacity()));
+    return CommitOwn(std::move(m), src_rank, used);
+  }
+
+  static Status Overwritten(const std::string& path) {
+    return Status::NotReady(fmt::format("{} was overwritten by a new save while it was read", path));
+  }
+
+  // Once the own arena's data is being replaced, its old copy is gone: a failed source
+  // leaves it empty (never committed over half-copied data).
+  void BeginOwnWrite() {
+    if (own_writing_) return;
+    own_->BeginWrite();
+    own_writing_ = true;
+  }
+
+  Status CommitOwn(Manifest m, int src_rank, Manifest* used) {
+    m.rank = rank_;
+    // A DP replica's copy: same shard (tp, pp) and content, but its dp index is the source's.
+    // -1 is "unknown to the app": the master's topology says which dp this rank is.
+    if (src_rank != rank_) m.dp = -1;
+    Status st = own_->Commit(m);
+    if (!st.ok()) {
+      // Not the caller's layout (that was checked): the arena reserved room for the manifest
+      // of this run's chunk size, and a copy saved with smaller chunks has more checksums.
+      // Another source may still fit, so this one is skipped, not the restore refused.
+      return Status::Unsupported(fmt::format(
+          "committing into {}: {} (the copy was saved with {}-byte chunks; was FT_CKPT_CHUNK "
+          "changed?)",
+          own_->path(), st.message(), m.chunk_bytes));
+    }
+    *used = std::move(m);
+    return Status::Ok();
+  }
+
+  const NodePlan& plan_;
+  const PlanRank& line_;
+  const int rank_;
+  const std::vector<BufferEntry>& registered_;
+  Arena* own_;
+  bool own_writing_ = false;
+};
+
+}  // namespace
+
+Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
+                      const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result) {
+  const auto start = std::chrono::steady_clock::now();
+  if (plan.step < 0) {
+    return Status::NotFound(fmt::format("the restore plan of job '{}' has no verified step", plan.job));
+  }
+  const PlanRank* line = plan.Find(rank);
+  if (line == nullptr) {
+    return Status::NotFound(fmt::format("the restore plan of job '{}' (step {}) has no line for rank {}",
+                                        plan.job, plan.step, rank));
+  }
+  if (own == nullptr || !own->is_open()) {
+    return Status::InvalidArgument(fmt::format("restoring rank {}: its arena is not open", rank));
+  }
+  const std::vector<Candidate> candidates = Candidates(plan, *line, rank, node);
+  Loader loader(plan, *line, rank, registered, own);
+  std::vector<std::string> skipped;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Candidate& c = candidates[i];
+    Manifest used;
+    Status st = loader.Try(c, &used);
+    if (st.ok()) {
+      result->step = plan.step;
+      result->source = c.name;
+      result->manifest = std::move(used);
+      result->seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      result->skipped = std::move(skipped);
+      FT_LOG(Info, Ckpt, "rank {} loaded step {} from {} ({} bytes, {:.3f} s)", rank, plan.step,
+             c.name, result->manifest.data_bytes, result->seconds);
+      return Status::Ok();
+    }
+    if (st.code() == StatusCode::kInvalidArgument) {
+      FT_LOG(Error, Ckpt,
+             "rank {} cannot restore step {} from {}: {}; nothing restored — register the same "
+             "buffers (names and sizes, in order) as the saved run did",
+             rank, plan.step, c.name, st.message());
+      result->skipped = std::move(skipped);
+      return st;
+    }
+    const std::string next = i + 1 < candidates.size() ? "trying " + candidates[i + 1].name + " next"
+                                                       : "no source left";
+    skipped.push_back(fmt::format("{}: {}", c.name, st.message()));
+    FT_LOG(Warn, Ckpt, "rank {} restoring step {}: {} skipped ({}); {}", rank, plan.step, c.name,
+           st.message(), next);
+  }
+  std::string why;
+  for (const std::string& line_text : skipped) why += (why.empty() ? "" : "; ") + line_text;
+  result->skipped = std::move(skipped);
+  return Status::Corrupt(fmt::format(
+      "rank {} found no usable copy of step {} on node {} ({})", rank, plan.step, node, why));
+}
+
+}  // namespace ft::ckpt

@@ -1,0 +1,361 @@
+#include "jitckpt/restore_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "jitckpt/checksum.h"
+#include "jitckpt/tests/sample_manifest.h"
+#include "jitckpt/tests/temp_dir.h"
+#include "jitckpt/tests/tier_test_util.h"
+#include "jitckpt/tier.h"
+
+namespace ft::ckpt {
+namespace {
+
+using testing::AlignedBytes;
+using testing::AlignedCopy;
+using testing::CapturedLog;
+using testing::FlipBitInFile;
+using testing::SampleManifest;
+using testing::TempDir;
+
+constexpr int kRank = 3;       // the rank that restores, on node n1
+constexpr int kPeer = 7;       // its DP replica on the same node
+constexpr int kFarPeer = 11;   // a DP replica on node n2
+constexpr int64_t kStep = 1200;
+
+class RestoreLoaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(scratch_.ok());
+    saved_ = SampleManifest(&data_, {5000, 8192, 123}, 4096);
+    saved_.job = "job-r";
+    saved_.step = kStep;
+    for (const BufferEntry& b : saved_.buffers) registered_.push_back(b);
+    plan_.job = saved_.job;
+    plan_.node = "n1";
+    plan_.version = 4;
+    plan_.step = kStep;
+    plan_.arena_dir = scratch_.path() + "/shm";
+    plan_.local_dir = scratch_.path() + "/local";
+    plan_.remote_dir = scratch_.path() + "/remote";
+    std::filesystem::create_directories(plan_.arena_dir);
+    PlanRank line;
+    line.rank = kRank;
+    line.digest = ContentDigest(saved_);
+    line.sources = {{kRank, "n1", {"arena", "local", "remote"}},
+                    {kPeer, "n1", {"arena", "local"}},
+                    {kFarPeer, "n2", {"arena", "local", "remote"}}};
+    plan_.ranks = {line};
+  }
+
+  uint64_t ManifestBytes() const {
+    return ManifestCapacity(registered_, saved_.data_bytes, saved_.chunk_bytes);
+  }
+
+  // The copy as `rank` saved it (its rank and dp in the manifest, the same content).
+  Manifest CopyOf(int rank) const {
+    Manifest m = saved_;
+    m.rank = rank;
+    m.dp = rank == kRank ? 1 : rank == kPeer ? 0 : 2;
+    return m;
+  }
+
+  // Commits `m` with `data` into `rank`'s arena, as that rank's agent would.
+  void SaveToArena(int rank, const Manifest& m, const std::vector<uint8_t>& data) {
+    Arena arena;
+    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, rank, ManifestBytes(), m.data_bytes, &arena);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    arena.BeginWrite();
+    std::memcpy(arena.data(), data.data(), data.size());
+    st = arena.Commit(m);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  void SaveToDir(const std::string& dir, const Manifest& m, const std::vector<uint8_t>& data) {
+    AlignedBytes src = AlignedCopy(data, 4096);
+    Status st = PersistCopy(TierKind::kRemote, dir, m, src.get(), nullptr, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  // The restoring rank's arena, opened as its agent opens it at registration.
+  void OpenOwn() {
+    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, &own_);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  Status Load(RestoreResult* result) {
+    return LoadForRestore(plan_, kRank, "n1", registered_, &own_, result);
+  }
+
+  // The own arena holds the saved step, committed as this rank's, byte for byte.
+  void ExpectOwnHoldsTheStep() {
+    Manifest m;
+    uint64_t generation = 0;
+    ASSERT_TRUE(own_.ReadCommitted(&m, &generation).ok());
+    EXPECT_EQ(m.step, kStep);
+    EXPECT_EQ(m.rank, kRank);
+    EXPECT_EQ(ContentDigest(m), ContentDigest(saved_));
+    EXPECT_EQ(std::memcmp(own_.data(), data_.data(), data_.size()), 0);
+  }
+
+  TempDir scratch_{"/tmp"};  // a disk, where O_DIRECT is real
+  std::vector<uint8_t> data_;
+  Manifest saved_;
+  std::vector<BufferEntry> registered_;
+  NodePlan plan_;
+  Arena own_;
+};
+
+TEST_F(RestoreLoaderTest, OwnArenaHoldingTheStepIsVerifiedInPlaceAndNothingIsCopied) {
+  SaveToArena(kRank, CopyOf(kRank), data_);
+  SaveToArena(kPeer, CopyOf(kPeer), data_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  Manifest before;
+  uint64_t generation_before = 0;
+  ASSERT_TRUE(own_.ReadCommitted(&before, &generation_before).ok());
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "own arena");
+  EXPECT_EQ(result.step, kStep);
+  EXPECT_EQ(result.manifest, CopyOf(kRank));
+  EXPECT_TRUE(result.skipped.empty());
+  Manifest after;
+  uint64_t generation_after = 0;
+  ASSERT_TRUE(own_.ReadCommitted(&after, &generation_after).ok());
+  EXPECT_EQ(generation_after, generation_before);  // not rewritten
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, SameNodePeerArenaIsNextAndTheCopyBecomesThisRanks) {
+  SaveToArena(kPeer, CopyOf(kPeer), data_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  OpenOwn();  // a fresh arena: nothing committed
+  CapturedLog log;
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "arena of rank 7");
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[0].find("own arena"), std::string::npos) << result.skipped[0];
+  EXPECT_EQ(log.Count({"own arena skipped", "trying arena of rank 7 next"}), 1u);
+  EXPECT_EQ(result.manifest.rank, kRank);
+  EXPECT_EQ(result.manifest.dp, -1);  // the peer's dp is not ours; the master's topology says
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, LocalDirectoryIsUsedWhenNoArenaHoldsTheStep) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "local dir");
+  EXPECT_EQ(result.skipped.size(), 2u);  // own arena, rank 7's arena (absent)
+  EXPECT_EQ(result.manifest, CopyOf(kRank));
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, RemoteDirectoryHoldsTheCopyOfAnotherNodesReplica) {
+  SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+  // Rank 11's arena and local copy are on node n2: even where this test's shared directories
+  // make them visible, they are not this node's and are not read.
+  SaveToArena(kFarPeer, CopyOf(kFarPeer), data_);
+  SaveToDir(plan_.local_dir, CopyOf(kFarPeer), data_);
+  OpenOwn();
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+  for (const std::string& line : result.skipped) {
+    EXPECT_EQ(line.find("rank 11"), std::string::npos) << line;
+  }
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, ACorruptedChunkInTheLocalCopySendsTheRestoreToTheRemoteOneAndIsLogged) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), saved_.chunk_begin(1) + 3));
+  OpenOwn();
+  CapturedLog log;
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "remote dir");
+  // own arena, rank 7's arena, the local copy (bad chunk), rank 7's local copy (absent)
+  ASSERT_EQ(result.skipped.size(), 4u);
+  EXPECT_NE(result.skipped[2].find("local dir: "), std::string::npos) << result.skipped[2];
+  EXPECT_NE(result.skipped[2].find("chunk 1 "), std::string::npos) << result.skipped[2];
+  EXPECT_EQ(log.Count({"W ft[ckpt]", "local dir skipped", "chunk 1 ",
+                       "trying local dir (copy of rank 7) next"}),
+            1u);
+  EXPECT_EQ(log.Count({"W ft[ckpt]", "local dir (copy of rank 7) skipped", "trying remote dir next"}), 1u);
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, ATruncatedLocalCopyIsSkipped) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  ASSERT_EQ(::truncate(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}).c_str(), 4096), 0);
+  OpenOwn();
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "remote dir");
+  ASSERT_GE(result.skipped.size(), 3u);
+  EXPECT_NE(result.skipped[2].find("truncated"), std::string::npos) << result.skipped[2];
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, ATornCopyIsSkipped) {
+  Manifest torn = CopyOf(kPeer);
+  torn.torn = true;
+  SaveToArena(kPeer, torn, data_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  ASSERT_TRUE(Load(&result).ok());
+  EXPECT_EQ(result.source, "local dir");
+  ASSERT_GT(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[1].find("arena of rank 7: torn"), std::string::npos) << result.skipped[1];
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, APeerArenaInTheMiddleOfANewSaveIsSkipped) {
+  SaveToArena(kPeer, CopyOf(kPeer), data_);
+  Arena peer_writer;  // rank 7's agent starts its next save
+  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kPeer, ManifestBytes(), saved_.data_bytes,
+                                  &peer_writer)
+                  .ok());
+  peer_writer.BeginWrite();
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  ASSERT_TRUE(Load(&result).ok());
+  EXPECT_EQ(result.source, "remote dir");
+  ASSERT_GT(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[1].find("arena of rank 7: "), std::string::npos) << result.skipped[1];
+  EXPECT_NE(result.skipped[1].find("no committed copy"), std::string::npos) << result.skipped[1];
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, ACopyWhoseDigestDiffersFromTheVerifiedOneIsSkipped) {
+  // Rank 7 holds step 1200 too, but with other bytes (the odd replica out).
+  std::vector<uint8_t> odd;
+  Manifest odd_m = SampleManifest(&odd, {5000, 8192, 123}, 4096, /*seed=*/5);
+  odd_m.job = plan_.job;
+  odd_m.step = kStep;
+  odd_m.rank = kPeer;
+  SaveToArena(kPeer, odd_m, odd);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  ASSERT_TRUE(Load(&result).ok());
+  EXPECT_EQ(result.source, "remote dir");
+  ASSERT_GT(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped[1].find("digest"), std::string::npos) << result.skipped[1];
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, ACopyOfAnotherStepIsSkipped) {
+  Manifest older = CopyOf(kRank);
+  older.step = 1100;
+  SaveToArena(kRank, older, data_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  ASSERT_TRUE(Load(&result).ok());
+  EXPECT_EQ(result.source, "local dir");
+  ASSERT_GT(result.skipped.size(), 0u);
+  EXPECT_NE(result.skipped[0].find("holds step 1100, the plan restores step 1200"), std::string::npos)
+      << result.skipped[0];
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), 0));
+  OpenOwn();
+  CapturedLog log;
+  RestoreResult result;
+  Status st = Load(&result);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();
+  // own arena, rank 7's arena, local dir (ours, rank 7's), remote dir (ours, rank 11's)
+  EXPECT_EQ(result.skipped.size(), 6u);
+  EXPECT_EQ(log.Count({"skipped", "no source left"}), 1u);
+  EXPECT_NE(st.message().find("chunk 0 "), std::string_view::npos) << st.ToString();
+  // The failed copy into the own arena left it empty, never half-written and committed.
+  Manifest m;
+  uint64_t generation = 0;
+  EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+}
+
+TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotFatal) {
+  // Saved with 512-byte chunks; this run's arena reserves a manifest of 64 KiB chunks.
+  saved_ = SampleManifest(&data_, {5000, 8192, 123}, 512);
+  saved_.job = plan_.job;
+  saved_.step = kStep;
+  plan_.ranks[0].digest = ContentDigest(saved_);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank,
+                                  ManifestCapacity(registered_, saved_.data_bytes, 64 << 10),
+                                  saved_.data_bytes, &own_)
+                  .ok());
+  RestoreResult result;
+  Status st = Load(&result);
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();  // every source failed
+  ASSERT_GT(result.skipped.size(), 2u);
+  EXPECT_NE(result.skipped[2].find("FT_CKPT_CHUNK"), std::string::npos) << result.skipped[2];
+}
+
+TEST_F(RestoreLoaderTest, APlanWithoutAStepOrWithoutThisRankIsNotFound) {
+  OpenOwn();
+  RestoreResult result;
+  plan_.step = -1;
+  EXPECT_EQ(Load(&result).code(), StatusCode::kNotFound);
+  plan_.step = kStep;
+  plan_.ranks[0].rank = 4;
+  EXPECT_EQ(Load(&result).code(), StatusCode::kNotFound);
+  EXPECT_EQ(result.step, -1);  // untouched
+}
+
+TEST_F(RestoreLoaderTest, ALayoutMismatchRestoresNothingAndLeavesTheOwnArenaAsItWas) {
+  SaveToArena(kRank, CopyOf(kRank), data_);
+  // Registered now: the same sizes, another name (same length, so the arena keeps its copy).
+  registered_[2].name = "parxm.2";
+  OpenOwn();
+  Manifest before;
+  uint64_t generation_before = 0;
+  ASSERT_TRUE(own_.ReadCommitted(&before, &generation_before).ok());
+  RestoreResult result;
+  Status st = Load(&result);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("param.2"), std::string_view::npos) << st.ToString();
+  EXPECT_NE(st.message().find("parxm.2"), std::string_view::npos) << st.ToString();
+  Manifest after;
+  uint64_t generation_after = 0;
+  ASSERT_TRUE(own_.ReadCommitted(&after, &generation_after).ok());
+  EXPECT_EQ(after, before);
+  EXPECT_EQ(generation_after, generation_before);
+  EXPECT_EQ(std::memcmp(own_.data(), data_.data(), data_.size()), 0);
+}
+
+TEST_F(RestoreLoaderTest, ALayoutMismatchOfADirectoryCopyDoesNotTouchTheOwnArena) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  registered_[0].name = "parxm.0";
+  OpenOwn();
+  RestoreResult result;
+  EXPECT_EQ(Load(&result).code(), StatusCode::kInvalidArgument);
+  // Own arena was empty and stays so; no write began.
+  Manifest m;
+  uint64_t generation = 0;
+  EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace ft::ckpt
