@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "preload/ckpt_agent.h"
 #include "preload/kernel_launch.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
@@ -53,6 +54,7 @@ struct PollerState {
   bool relaxed = false;     // in relaxed capture mode (poller_rules.h)
   bool progressed = false;  // this round saw a start or a completion
   int idle_rounds = 0;      // rounds in a row without progress, for the back-off
+  uint64_t mailbox_taken = 0;  // the last mailbox command taken (acked or handed over)
 };
 
 // The ring records of a round, pushed at its end in chunks (PushAll): the ring lock and head
@@ -306,8 +308,17 @@ bool Step(PollerState& st, Pending* p, uint64_t now) {
   return false;
 }
 
-void HandleMailbox() {
-  while (auto command = shm::TakeCommand(*g_rt->segment)) {
+// Save commands go to the checkpoint agent, which acknowledges them when their save ends:
+// until then they stay unacknowledged in the mailbox, so the poller takes only commands after
+// the last one it took. Every other type is answered at once.
+void HandleMailbox(PollerState& st) {
+  while (auto command = shm::TakeCommandAfter(*g_rt->segment, st.mailbox_taken)) {
+    st.mailbox_taken = command->seq;
+    if (command->type == static_cast<uint32_t>(shm::CommandType::kSave) ||
+        command->type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep)) {
+      agent::HandOverSaveCommand(*command);
+      continue;
+    }
     std::string message = "command type " + std::to_string(command->type) +
                           " not supported by this libft.so";
     shm::AckCommand(*g_rt->segment, command->seq, static_cast<int32_t>(StatusCode::kUnsupported),
@@ -398,7 +409,7 @@ void PollerMain() {
     }
     PushAll(st.records.data(), st.records.size());
     g_rt->finished.store(st.finished, std::memory_order_relaxed);
-    HandleMailbox();
+    HandleMailbox(st);
     // Ops in flight: poll at FT_POLL_INTERVAL while they progress; after 100 rounds in which
     // nothing moved (a hang, a long kernel) poll at 16x, so a stuck job costs the poller almost
     // nothing; the first progress restores the interval.

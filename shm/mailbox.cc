@@ -35,12 +35,14 @@ std::optional<Ack> PollAck(const Segment& segment, uint64_t seq) {
   return ack;
 }
 
-std::optional<Command> TakeCommand(const Segment& segment) {
+std::optional<Command> TakeCommand(const Segment& segment) { return TakeCommandAfter(segment, 0); }
+
+std::optional<Command> TakeCommandAfter(const Segment& segment, uint64_t after) {
   ControlPage* control = segment.control();
   std::optional<Command> oldest;
   for (const MailboxSlot& slot : control->mailbox) {
     uint64_t posted = slot.posted_seq.load(std::memory_order_acquire);
-    if (posted == slot.acked_seq.load(std::memory_order_relaxed)) continue;
+    if (posted == slot.acked_seq.load(std::memory_order_relaxed) || posted <= after) continue;
     if (oldest && oldest->seq < posted) continue;
     oldest.emplace();
     oldest->seq = posted;

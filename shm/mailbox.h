@@ -53,6 +53,9 @@ std::optional<Ack> PollAck(const Segment& segment, uint64_t seq);
 
 // Process side (the poller thread). Commands not yet acknowledged, oldest first.
 std::optional<Command> TakeCommand(const Segment& segment);
+// The oldest unacknowledged command with a sequence number above `after`: a process that hands
+// some commands to another thread (acknowledged later) takes the next ones past them.
+std::optional<Command> TakeCommandAfter(const Segment& segment, uint64_t after);
 void AckCommand(const Segment& segment, uint64_t seq, int32_t result, std::string_view message);
 
 }  // namespace ft::shm

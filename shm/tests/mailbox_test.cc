@@ -48,6 +48,27 @@ TEST(MailboxTest, CommandsAreTakenOldestFirstAndFullMailboxIsNotReady) {
   EXPECT_EQ(seq, kMailboxSlots + 1);
 }
 
+// A command handed to another thread stays unacknowledged; the process takes the ones after it.
+TEST(MailboxTest, TakeCommandAfterSkipsCommandsHandedOver) {
+  ScopedSegment seg;
+  uint64_t first = 0, second = 0;
+  ASSERT_TRUE(PostCommand(seg.writer(), 2, {}, &first).ok());
+  ASSERT_TRUE(PostCommand(seg.writer(), 1, {}, &second).ok());
+  auto taken = TakeCommandAfter(seg.writer(), 0);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->seq, first);
+  // Not acknowledged: TakeCommand keeps returning it, TakeCommandAfter moves on.
+  EXPECT_EQ(TakeCommand(seg.writer())->seq, first);
+  taken = TakeCommandAfter(seg.writer(), first);
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->seq, second);
+  EXPECT_EQ(taken->type, 1u);
+  AckCommand(seg.writer(), second, 0, "");
+  EXPECT_FALSE(TakeCommandAfter(seg.writer(), first).has_value());
+  AckCommand(seg.writer(), first, 0, "");
+  EXPECT_FALSE(TakeCommand(seg.writer()).has_value());
+}
+
 TEST(MailboxTest, OversizedPayloadAndLongMessage) {
   ScopedSegment seg;
   std::vector<uint8_t> big(kMailboxPayloadBytes + 1);

@@ -1,0 +1,40 @@
+// libft.so internal: the checkpoint agent behind include/ft/ft.h. It keeps the registration
+// table, owns the rank's host arena (jitckpt/arena.h) and runs one thread, "ft-ckpt", that
+// does every save and restore: just-in-time saves the mailbox asks for (shm/mailbox.h, kSave),
+// periodic saves at ft_step_done (FT_CKPT_EVERY, or a kSaveAtStep command), and ft_restore's
+// copies. One thread means a save and a restore never overlap on the arena, and every CUDA
+// call of the agent is made from a thread the app never captures a graph on.
+//
+// Threads: the Api* functions are called from app threads (ckpt_api.cc catches everything);
+// HandOverSaveCommand from the poller thread, which it never blocks beyond a short lock.
+// The agent's lock is never held across a CUDA call, a file operation or a wait.
+#ifndef FT_PRELOAD_CKPT_AGENT_H_
+#define FT_PRELOAD_CKPT_AGENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "shm/mailbox.h"
+
+namespace ft::preload::agent {
+
+// The calling thread's last error, for ft_last_error (ckpt_api.cc).
+void SetLastError(std::string message);
+
+// ft.h's entry points; each returns an ft_result and sets the last error on failure.
+int ApiSetShard(int tp, int pp, int dp);
+int ApiRegister(const char* name, const void* ptr, size_t bytes);
+int ApiRegisterEnd();
+int ApiUpdateBegin(void* stream);
+int ApiStepDone(int64_t step);
+int ApiRestore(int64_t* step);
+
+// Poller thread: a kSave or kSaveAtStep command taken from the mailbox. The agent
+// acknowledges it, at once (nothing registered, no arena) or when the save that serves it
+// ends; the poller must not take it again.
+void HandOverSaveCommand(const shm::Command& command) noexcept;
+
+}  // namespace ft::preload::agent
+
+#endif  // FT_PRELOAD_CKPT_AGENT_H_

@@ -1,0 +1,145 @@
+#include "preload/ckpt_save.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "jitckpt/checksum.h"
+#include "preload/real.h"
+
+namespace ft::preload::agent {
+
+namespace {
+
+uint64_t UnixNowNs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// The layout's gaps (alignment padding between buffers and at the end) are zero in every copy,
+// so replicas' chunk checksums agree whatever an earlier save or a peer left there.
+void ZeroGaps(const std::vector<Registered>& buffers, uint64_t data_bytes, uint8_t* data) {
+  uint64_t at = 0;
+  for (const Registered& b : buffers) {
+    if (b.offset > at) std::memset(data + at, 0, b.offset - at);
+    at = b.offset + b.bytes;
+  }
+  if (data_bytes > at) std::memset(data + at, 0, data_bytes - at);
+}
+
+class ChunkCopier {
+ public:
+  ChunkCopier(const SaveJob& job, AgentCuda* cuda) : job_(job), cuda_(cuda) {}
+
+  // Issues the copies of chunk c (host buffers are copied now); records the chunk's event
+  // when it has device work. Chunks must be issued in order.
+  Status Issue(size_t c, bool* has_device_work) {
+    const ckpt::Manifest& m = job_.manifest;
+    uint64_t begin = m.chunk_begin(c), end = m.chunk_end(c);
+    uint8_t* data = job_.arena->data();
+    const auto& buffers = *job_.buffers;
+    *has_device_work = false;
+    while (next_ < buffers.size() && buffers[next_].offset + buffers[next_].bytes <= begin) ++next_;
+    for (size_t i = next_; i < buffers.size() && buffers[i].offset < end; ++i) {
+      const Registered& b = buffers[i];
+      uint64_t lo = std::max(begin, b.offset), hi = std::min(end, b.offset + b.bytes);
+      if (lo >= hi) continue;
+      const uint8_t* from = b.ptr + (lo - b.offset);
+      if (b.where == Registered::Where::kHost) {
+        std::memcpy(data + lo, from, hi - lo);
+        continue;
+      }
+      auto copy = FT_REAL_CUDA(cudaMemcpyAsync);
+      if (copy == nullptr) return Status::Unavailable("cudaMemcpyAsync not found");
+      cudaMemcpyKind kind =
+          b.where == Registered::Where::kDevice ? cudaMemcpyDeviceToHost : cudaMemcpyDefault;
+      if (Status s = CudaStatus(copy(data + lo, from, hi - lo, kind, cuda_->stream()),
+                                "cudaMemcpyAsync (device to host)");
+          !s.ok()) {
+        return s;
+      }
+      *has_device_work = true;
+    }
+    if (*has_device_work) {
+      auto record = FT_REAL_CUDA(cudaEventRecord);
+      if (record == nullptr) return Status::Unavailable("cudaEventRecord not found");
+      return CudaStatus(record(cuda_->event(c), cuda_->stream()), "cudaEventRecord");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const SaveJob& job_;
+  AgentCuda* cuda_;
+  size_t next_ = 0;  // the first buffer that may overlap the next chunk
+};
+
+Status WaitForChunk(AgentCuda* cuda, size_t c) {
+  auto sync = FT_REAL_CUDA(cudaEventSynchronize);
+  if (sync == nullptr) return Status::Unavailable("cudaEventSynchronize not found");
+  return CudaStatus(sync(cuda->event(c)), "cudaEventSynchronize (a chunk's copy)");
+}
+
+void Checksum(SaveJob* job, size_t c) {
+  ckpt::Manifest& m = job->manifest;
+  uint64_t begin = m.chunk_begin(c);
+  m.chunk_checksums[c] = ckpt::Checksum(job->arena->data() + begin, m.chunk_end(c) - begin);
+}
+
+// Copies every chunk; `overlap`: checksum each as soon as it landed.
+Status CopyChunks(SaveJob* job, AgentCuda* cuda, bool overlap) {
+  size_t n = job->manifest.chunk_count();
+  ChunkCopier copier(*job, cuda);
+  std::vector<bool> device_work(kEventWindow, false);
+  size_t issued = 0;
+  for (size_t c = 0; c < n; ++c) {
+    // Keep kEventWindow chunks in flight: chunk `issued` reuses the event of chunk
+    // issued - kEventWindow, which has been waited for.
+    while (issued < n && issued < c + kEventWindow) {
+      bool has_device_work = false;
+      if (Status s = copier.Issue(issued, &has_device_work); !s.ok()) return s;
+      device_work[issued % kEventWindow] = has_device_work;
+      ++issued;
+    }
+    if (device_work[c % kEventWindow]) {
+      if (Status s = WaitForChunk(cuda, c); !s.ok()) return s;
+    }
+    if (overlap) Checksum(job, c);
+  }
+  return Status::Ok();
+}
+
+// After a failure: copies already issued must not land in the arena later, unnoticed.
+void DrainStream(AgentCuda* cuda) {
+  if (cuda->stream() == nullptr) return;
+  if (auto sync = FT_REAL_CUDA(cudaStreamSynchronize)) (void)sync(cuda->stream());
+}
+
+}  // namespace
+
+Status RunSave(SaveJob* job, AgentCuda* cuda) {
+  ckpt::Manifest& m = job->manifest;
+  Status prepared = cuda->Prepare(job->device);
+  if (!prepared.ok()) {
+    if (job->copied) job->copied(prepared);
+    return prepared;
+  }
+  job->arena->BeginWrite();
+  ZeroGaps(*job->buffers, m.data_bytes, job->arena->data());
+  m.chunk_checksums.assign(m.chunk_count(), 0);
+  Status copied = CopyChunks(job, cuda, !job->periodic);
+  if (!copied.ok()) DrainStream(cuda);
+  // Before `copied`: a periodic save's app thread moves on to its next update right after.
+  if (copied.ok()) m.torn = job->torn ? job->torn() : false;
+  if (job->copied) job->copied(copied);
+  if (!copied.ok()) return copied;
+  if (job->periodic) {
+    for (size_t c = 0; c < m.chunk_count(); ++c) Checksum(job, c);
+  }
+  m.created_unix_ns = UnixNowNs();
+  return job->arena->Commit(m);
+}
+
+}  // namespace ft::preload::agent

@@ -1,0 +1,106 @@
+// The checkpoint agent's edges, each its own process (CTest entries in CMakeLists.txt): a save
+// with nothing registered, an arena that does not fit, libft.so disabled.
+#define FT_WEAK_IMPORT
+#include "include/ft/ft.h"
+
+#include <cuda_runtime_api.h>
+#include <sys/stat.h>
+#include <nccl.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "preload/tests/ckpt_test_util.h"
+
+namespace ft::preload::ckpt_test {
+namespace {
+
+TEST(CkptNothing, SaveWithNothingRegisteredIsAnsweredNotFound) {
+  auto ack = WaitAck(Post(shm::CommandType::kSave, "save-1"));
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kNotFound));
+  EXPECT_EQ(ack->message, "nothing registered");
+  // Registration ended with nothing in it: still nothing to save, and no arena.
+  ASSERT_EQ(ft_register_end(), FT_OK);
+  ack = WaitAck(Post(shm::CommandType::kSave, "save-2"));
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kNotFound));
+  EXPECT_EQ(ack->message, "nothing registered");
+  ack = WaitAck(Post(shm::CommandType::kSaveAtStep, "periodic-1"));
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->message, "nothing registered");
+  EXPECT_EQ(access(ArenaPath().c_str(), F_OK), -1);
+  EXPECT_EQ(ft_step_done(1), FT_OK);
+}
+
+// FT_CKPT_ARENA_DIR is a small directory here: 1 PiB of registered state cannot fit. The
+// registration says so, nothing is allocated, and the app's CUDA and NCCL work on.
+TEST(CkptNoSpace, ArenaThatDoesNotFitIsRefusedAndTrainingRunsOn) {
+  mkdir(ArenaDir().c_str(), 0700);
+  unlink(ArenaPath().c_str());
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, 4096), cudaSuccess);
+  std::vector<uint8_t> host(4096);
+  ASSERT_EQ(ft_register("weights", dev, 4096), FT_OK);
+  // Registration only records the size; nothing is read before a save.
+  ASSERT_EQ(ft_register("huge", host.data(), size_t{1} << 50), FT_OK);
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(ft_register_end(), FT_NO_SPACE);
+  std::string why = ft_last_error();
+  EXPECT_NE(why.find("training continues without checkpoints"), std::string::npos) << why;
+  EXPECT_NE(why.find(ArenaDir()), std::string::npos) << why;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5))
+      << "refused by the size check, not by writing";
+  EXPECT_EQ(access(ArenaPath().c_str(), F_OK), -1) << "nothing allocated";
+  EXPECT_EQ(ft_register_end(), FT_NO_SPACE);
+  EXPECT_EQ(ft_step_done(1), FT_NO_SPACE);
+
+  // A save command is answered with the reason, never left hanging.
+  auto ack = WaitAck(Post(shm::CommandType::kSave, "save-1"));
+  ASSERT_TRUE(ack);
+  EXPECT_NE(ack->result, 0);
+  EXPECT_NE(ack->message.find("no host arena"), std::string::npos) << ack->message;
+
+  // The app's own calls: unchanged.
+  ncclComm_t comm;
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ASSERT_EQ(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<float> in(1024, 3.0f), out(1024, 0.0f);
+  ASSERT_EQ(ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(out[0], 3.0f);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+}
+
+// FT_ENABLE=0: every entry point answers FT_DISABLED and does nothing.
+TEST(CkptDisabled, EveryEntryPointAnswersDisabled) {
+  ASSERT_TRUE(ft_available());
+  EXPECT_EQ(ft_version(), FT_ABI_VERSION);
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, 64), cudaSuccess);
+  int64_t step = -5;
+  EXPECT_EQ(ft_set_shard(0, 0, 0), FT_DISABLED);
+  EXPECT_EQ(ft_register("w", dev, 64), FT_DISABLED);
+  EXPECT_NE(std::string(ft_last_error()).find("not active"), std::string::npos) << ft_last_error();
+  EXPECT_EQ(ft_register(nullptr, nullptr, 0), FT_DISABLED);
+  EXPECT_EQ(ft_register_end(), FT_DISABLED);
+  EXPECT_EQ(ft_update_begin(nullptr), FT_DISABLED);
+  EXPECT_EQ(ft_step_done(1), FT_DISABLED);
+  EXPECT_EQ(ft_restore(&step), FT_DISABLED);
+  EXPECT_EQ(ft_restore(nullptr), FT_DISABLED);
+  EXPECT_EQ(step, -5);
+  for (int r = 0; r <= 10; ++r) EXPECT_NE(ft_result_string(r), nullptr);
+  EXPECT_EQ(access(ArenaPath().c_str(), F_OK), -1);
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+}
+
+}  // namespace
+}  // namespace ft::preload::ckpt_test
