@@ -10,18 +10,23 @@ namespace {
 
 // A process that does not answer its mailbox within this is reported, not waited on forever:
 // it may be the hung rank itself.
-constexpr int64_t kAckTimeoutMs = 10000;
-
-std::string ResultOf(int32_t result) {
-  if (result == 0) return "done";
-  if (result == static_cast<int32_t>(StatusCode::kUnsupported)) return "not_supported";
-  return "failed";
-}
+constexpr int64_t kMessageAckMs = 10000;
+// A save at the next step boundary waits for that step: as long as the longest step we expect
+// (PyTorch's and Megatron's collective timeouts are 10 min; a step cannot take longer).
+constexpr int64_t kSaveAtStepAckMs = 10 * 60 * 1000;
 
 }  // namespace
 
-CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node)
-    : monitor_(monitor), node_(std::move(node)) {}
+std::string AckResultName(int32_t result) {
+  if (result == 0) return "done";
+  if (result == static_cast<int32_t>(StatusCode::kUnsupported)) return "not_supported";
+  if (result == static_cast<int32_t>(StatusCode::kNotFound)) return "nothing_registered";
+  if (result == static_cast<int32_t>(StatusCode::kNotReady)) return "scheduled";
+  return "failed";
+}
+
+CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms)
+    : monitor_(monitor), node_(std::move(node)), save_deadline_ms_(save_deadline_ms) {}
 
 proto::CommandAck CommandRunner::MakeAck(const proto::Command& command, int rank,
                                          std::string result, std::string message,
@@ -81,10 +86,15 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
       continue;
     }
     MailboxCommand type;
+    int64_t wait_ms = kMessageAckMs;
     if (command.kind == "message") {
       type = MailboxCommand::kMessage;
     } else if (command.kind == "save") {
       type = MailboxCommand::kSave;
+      wait_ms = save_deadline_ms_;
+    } else if (command.kind == "save-at-step") {
+      type = MailboxCommand::kSaveAtStep;
+      wait_ms = kSaveAtStepAckMs;
     } else {
       acks->push_back(MakeAck(command, rank, "not_supported",
                               fmt::format("unknown command kind '{}'", command.kind), now_unix_ms));
@@ -96,7 +106,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
       acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
       continue;
     }
-    waiting_.push_back(Waiting{command, rank, seq, now_unix_ms});
+    waiting_.push_back(Waiting{command, rank, seq, now_unix_ms, wait_ms});
   }
 }
 
@@ -105,11 +115,12 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     Waiting& w = waiting_[i];
     auto ack = monitor_->PollAck(w.rank, w.seq);
     if (ack) {
-      acks->push_back(MakeAck(w.command, w.rank, ResultOf(ack->result), ack->message, now_unix_ms));
-    } else if (now_unix_ms - w.since_unix_ms > kAckTimeoutMs) {
+      acks->push_back(MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message,
+                              now_unix_ms));
+    } else if (now_unix_ms - w.since_unix_ms > w.wait_ms) {
       acks->push_back(MakeAck(w.command, w.rank, "failed",
-                              fmt::format("rank {} did not acknowledge within {} s (hung or gone)",
-                                          w.rank, kAckTimeoutMs / 1000),
+                              fmt::format("rank {} did not acknowledge the {} within {} s (hung or "
+                                          "gone)", w.rank, w.command.kind, w.wait_ms / 1000.0),
                               now_unix_ms));
     } else {
       ++i;

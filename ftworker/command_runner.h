@@ -3,6 +3,14 @@
 // executed at most once, also across a worker restart (the daemon persists the stream cursor).
 // Mailbox commands complete when the process acknowledges them, in a later Poll(); nothing
 // here blocks. Not thread-safe: the daemon loop owns it.
+//
+// Kinds and the mailbox command each becomes: "message" -> kMessage, "save" -> kSave (a
+// just-in-time checkpoint now), "save-at-step" -> kSaveAtStep (a checkpoint at the rank's next
+// ft_step_done); "stop" signals the rank. How long the process's acknowledgement is waited for
+// depends on the kind: a message 10 s, a save FT_SAVE_DEADLINE (a save copies the whole state),
+// a save at the next step 10 min (the next step may be a long one away). The process's result
+// becomes the ack's result (AckResultName); its message passes through unchanged (a save's
+// carries the step and the digest).
 #ifndef FT_FTWORKER_COMMAND_RUNNER_H_
 #define FT_FTWORKER_COMMAND_RUNNER_H_
 
@@ -16,15 +24,21 @@
 
 namespace ft::worker {
 
+// The ack result a mailbox result code becomes: 0 "done", kUnsupported "not_supported",
+// kNotFound "nothing_registered" (a save with no state registered), kNotReady "scheduled" (a
+// save-at-step accepted for the next step), anything else "failed".
+std::string AckResultName(int32_t result);
+
 class CommandRunner {
  public:
-  CommandRunner(NodeMonitor* monitor, std::string node);
+  // `save_deadline_ms`: how long a "save" waits for the process's acknowledgement.
+  CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms = 30000);
 
   // Starts `command`; acknowledgements that are ready now are appended to *acks.
   void Execute(const proto::Command& command, int64_t now_unix_ms,
                std::vector<proto::CommandAck>* acks);
   // Acknowledgements of mailbox commands the processes answered since the last call, and of
-  // those that waited longer than `ack_timeout_ms`.
+  // those that waited longer than their kind allows (see above).
   void Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks);
 
   size_t in_flight() const { return waiting_.size(); }
@@ -35,6 +49,7 @@ class CommandRunner {
     int rank;
     uint64_t seq;
     int64_t since_unix_ms;
+    int64_t wait_ms;  // failed when not acknowledged within this
   };
 
   proto::CommandAck MakeAck(const proto::Command& command, int rank, std::string result,
@@ -43,6 +58,7 @@ class CommandRunner {
 
   NodeMonitor* monitor_;
   std::string node_;
+  int64_t save_deadline_ms_;
   std::set<std::string> executed_;
   std::vector<Waiting> waiting_;
 };

@@ -48,7 +48,21 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
       monitor_(monitor),
       keys_(options_.job),
       reporter_(keys_, options_.node, static_cast<size_t>(std::max<int64_t>(options_.config.redis_buffer, 16))),
-      runner_(monitor, options_.node),
+      runner_(monitor, options_.node,
+              std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.save_deadline).count()),
+      keeper_(std::make_unique<CkptKeeper>(CkptKeeperOptions{
+          .job = options_.job,
+          .node = options_.node,
+          .arena_dir = options_.config.ckpt_arena_dir,
+          .local_dir = options_.config.ckpt_dir,
+          .remote_dir = options_.config.ckpt_remote_dir,
+          .keep = static_cast<int>(std::max<int64_t>(options_.config.ckpt_keep, 1)),
+          .persist = options_.persist})),
+      plan_sync_(RestorePlanSyncOptions{.job = options_.job,
+                                        .node = options_.node,
+                                        .arena_dir = options_.config.ckpt_arena_dir,
+                                        .local_dir = options_.config.ckpt_dir,
+                                        .remote_dir = options_.config.ckpt_remote_dir}),
       store_(std::move(store)) {}
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
@@ -158,7 +172,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
     // After a reconnect too: a restarted Redis has lost what was written before.
     if (monitor_->TakeMembershipChanged() || resend_membership_) {
-      if (resend_membership_) reporter_.ForgetMemberships();  // unchanged values too
+      if (resend_membership_) {
+        reporter_.ForgetMemberships();  // unchanged values too
+        keeper_->ReportAll();           // and the node's checkpoint copies
+      }
       resend_membership_ = false;
       for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
     }
@@ -175,11 +192,20 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::CommandAck> acks;
   runner_.Poll(unix_ms, &acks);
   for (const auto& ack : acks) reporter_.AddAck(ack);
+  keeper_->Tick(mono_ns, unix_ms, monitor_->Ranks());
+  for (const CkptReport& report : keeper_->TakeReports()) {
+    if (report.removed) {
+      reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
+    } else {
+      reporter_.SetCkptCopy(report.copy);
+    }
+  }
 
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   CheckMembershipInRedis(mono_ns);
+  if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);
@@ -205,6 +231,7 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // Redis is there.
   Tick(MonoNs(), UnixMs());
   if (EnsureConnected(MonoNs()) && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  plan_sync_.RemoveFile();
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());
 }

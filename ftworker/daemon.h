@@ -5,7 +5,11 @@
 // picks up new timeouts and commands from the master, and runs the commands. Redis being away
 // changes nothing but the flushing: detection goes on, the reporter keeps what it must
 // deliver, and the connection is retried with backoff.
-// Single-threaded: everything happens on the thread that calls Run().
+//
+// Checkpoints: the CkptKeeper reports the node's committed copies (and persists them on its
+// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis.
+// Single-threaded: everything but the keeper's persist thread happens on the thread that
+// calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
 #define FT_FTWORKER_DAEMON_H_
 
@@ -15,9 +19,11 @@
 #include <string>
 
 #include "common/config.h"
+#include "ftworker/ckpt_keeper.h"
 #include "ftworker/command_runner.h"
 #include "ftworker/node_monitor.h"
 #include "ftworker/reporter.h"
+#include "ftworker/restore_plan_sync.h"
 #include "proto/keys.h"
 #include "redis/store.h"
 #include "redis/url.h"
@@ -30,6 +36,7 @@ struct DaemonOptions {
   std::string host;
   redis::Endpoint endpoint;
   Config config;
+  PersistFn persist;  // tests: a failing disk; empty: ckpt::PersistCopy
 };
 
 class Daemon {
@@ -40,7 +47,7 @@ class Daemon {
   Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store);
 
   // Ticks until `stop` is set, then ticks once more (what the ranks did since) and flushes
-  // what it can (bounded by one connect timeout).
+  // what it can (bounded by one connect timeout), and removes the node's restore plan file.
   void Run(const std::atomic<bool>& stop);
 
   // One round; public for tests. `mono_ns` (CLOCK_MONOTONIC) is the only clock it reads.
@@ -48,6 +55,8 @@ class Daemon {
 
   bool connected() { return store_->connected(); }
   const Reporter& reporter() const { return reporter_; }
+  CkptKeeper& keeper() { return *keeper_; }
+  const RestorePlanSync& plan_sync() const { return plan_sync_; }
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -64,6 +73,8 @@ class Daemon {
   proto::Keys keys_;
   Reporter reporter_;
   CommandRunner runner_;
+  std::unique_ptr<CkptKeeper> keeper_;
+  RestorePlanSync plan_sync_;
   std::unique_ptr<redis::Store> store_;
   bool was_connected_ = false;
   bool resend_membership_ = false;

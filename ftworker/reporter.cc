@@ -86,6 +86,32 @@ void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int
   outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
 }
 
+namespace {
+
+// KEYS: ckpt:<step>, ckpt:steps. ARGV: rank, value, step.
+constexpr const char* kSetCopyScript =
+    "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
+    "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[3]) return 1";
+// KEYS: ckpt:<step>, ckpt:steps. ARGV: rank, step.
+constexpr const char* kRemoveCopyScript =
+    "redis.call('HDEL', KEYS[1], ARGV[1]) "
+    "if redis.call('HLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[2]) end return 1";
+
+std::string CopySlot(int64_t step, int rank) { return fmt::format("ckpt:{}:{}", step, rank); }
+
+}  // namespace
+
+void Reporter::SetCkptCopy(const proto::CkptCopy& copy) {
+  outbox_.Put(CopySlot(copy.step, copy.rank),
+              {"EVAL", kSetCopyScript, "2", keys_.CkptStep(copy.step), keys_.CkptSteps(),
+               std::to_string(copy.rank), proto::Encode(copy), std::to_string(copy.step)});
+}
+
+void Reporter::RemoveCkptCopy(int64_t step, int rank) {
+  outbox_.Put(CopySlot(step, rank), {"EVAL", kRemoveCopyScript, "2", keys_.CkptStep(step),
+                                     keys_.CkptSteps(), std::to_string(rank), std::to_string(step)});
+}
+
 Status Reporter::Flush(redis::Commands& client) { return outbox_.Flush(client); }
 
 }  // namespace ft::worker

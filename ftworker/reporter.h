@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/messages.h"
 #include "redis/store.h"
@@ -36,6 +37,14 @@ class Reporter {
   void ForgetMemberships();
   // The node's heartbeat key (TTL) and its entry in the workers set.
   void Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks, int64_t unix_ms);
+
+  // A checkpoint copy of this node (docs/redis-schema.md, "Checkpoints"): the rank's field in
+  // ckpt:<step> and the step in ckpt:steps, written together (one script, atomic). A newer
+  // value of the same (step, rank) replaces a pending one.
+  void SetCkptCopy(const proto::CkptCopy& copy);
+  // The copy is gone from every tier: its field is removed, and the step leaves ckpt:steps
+  // when no rank's copy of it is left (atomic, so a concurrent report of another node keeps it).
+  void RemoveCkptCopy(int64_t step, int rank);
 
   // Sends everything pending; what the server did not take stays for the next call.
   Status Flush(redis::Commands& client);

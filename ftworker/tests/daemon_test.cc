@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ftworker/daemon.h"
+#include "ftworker/tests/ckpt_test_util.h"
 #include "ftworker/tests/test_util.h"
 #include "proto/codec.h"
 #include "redis/fake_store.h"
@@ -42,6 +43,7 @@ class DaemonTest : public ::testing::Test {
     o.node = "n1";
     o.host = "host-n1";
     o.config = Config::Defaults();
+    o.config.ckpt_arena_dir = arena_dir_.path();  // the restore plan file goes there
     auto store = std::make_unique<redis::FakeStore>(&server_, "worker");
     redis::FakeStore* raw = store.get();
     *out = std::make_unique<Daemon>(o, &monitor_, std::move(store));
@@ -99,6 +101,7 @@ class DaemonTest : public ::testing::Test {
   using Reply = redis::Reply;
   std::string job_;
   proto::Keys keys_;
+  TempDir arena_dir_{"daemon"};
   FakeProbe probe_;
   NodeMonitor monitor_;
   redis::FakeRedis server_;

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/tests/sample_values.h"
 
@@ -127,11 +128,41 @@ struct Traits<OpenIncident> {
   }
 };
 
+template <>
+struct Traits<CkptCopy> {
+  static CkptCopy Sample() { return SampleCkptCopy(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/step", "step"},     {"/rank", "rank"},   {"/node", "node"},
+            {"/digest", "digest"}, {"/bytes", "bytes"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+template <>
+struct Traits<StepVerdict> {
+  static StepVerdict Sample() { return SampleVerdict(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/step", "step"},     {"/state", "state"},   {"/shards", "shards"},
+            {"/verified_shards", "verified_shards"}, {"/copies", "copies"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+template <>
+struct Traits<RestorePlan> {
+  static RestorePlan Sample() { return SamplePlan(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/version", "version"},
+            {"/step", "step"},
+            {"/unix_ms", "unix_ms"},
+            {"/ranks/1/rank", "ranks[1].rank"},
+            {"/ranks/0/digest", "ranks[0].digest"},
+            {"/ranks/1/sources/1/rank", "ranks[1].sources[1].rank"},
+            {"/ranks/0/sources/0/node", "ranks[0].sources[0].node"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
-                                  OpenIncident>;
+                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -532,6 +563,102 @@ TEST(MasterCodecTest, OlderActionWithoutOptionalListsDecodes) {
   EXPECT_TRUE(a.save.empty());
   EXPECT_TRUE(a.nodes.empty());
   EXPECT_EQ(a.phase, "stop");
+}
+
+// --- Checkpoint values (ckpt_codec.h) ---------------------------------------------------------
+
+// Sets `pointer` in `sample`'s encoding to `value` and returns the decode's message (empty: ok).
+template <typename T>
+std::string DecodeWith(const T& sample, const std::string& pointer, const Json& value) {
+  Json j = Json::parse(Encode(sample));
+  j[Json::json_pointer(pointer)] = value;
+  T out{};
+  Status s = Decode(j.dump(), &out);
+  if (!s.ok()) {
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.ToString();
+    EXPECT_TRUE(out == T{}) << "output set on failure";
+  }
+  return s.ok() ? std::string() : std::string(s.message());
+}
+
+TEST(CkptCodecTest, DigestsAreSixteenHexDigits) {
+  std::string text = Encode(SampleCkptCopy());
+  EXPECT_NE(text.find("\"digest\":\"fedcba9876543210\""), std::string::npos) << text;
+  EXPECT_EQ(DecodeWith(SampleCkptCopy(), "/digest", "FEDCBA9876543210"), "");
+  EXPECT_EQ(DecodeWith(SampleCkptCopy(), "/digest", "fedcba987654321"), "digest: expected 16 hex digits");
+  EXPECT_EQ(DecodeWith(SampleCkptCopy(), "/digest", "fedcba98765432100"), "digest: expected 16 hex digits");
+  EXPECT_EQ(DecodeWith(SampleCkptCopy(), "/digest", "fedcba987654321g"), "digest: expected 16 hex digits");
+  EXPECT_EQ(DecodeWith(SampleCkptCopy(), "/digest", 12345).rfind("digest: expected a digest string", 0), 0u);
+  EXPECT_EQ(DecodeWith(SamplePlan(), "/ranks/1/digest", "xyz"), "ranks[1].digest: expected 16 hex digits");
+}
+
+TEST(CkptCodecTest, BadCopyFieldsAreNamed) {
+  const CkptCopy c = SampleCkptCopy();
+  EXPECT_EQ(DecodeWith(c, "/step", -1), "step: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(c, "/rank", -2), "rank: must not be negative, got -2");
+  EXPECT_EQ(DecodeWith(c, "/node", ""), "node: must not be empty");
+  EXPECT_EQ(DecodeWith(c, "/tp", -1), "");  // unknown: the topology says
+  EXPECT_EQ(DecodeWith(c, "/tp", -2).rfind("tp: -2 is out of range [-1, ", 0), 0u);
+  EXPECT_EQ(DecodeWith(c, "/dp", 1.5).rfind("dp: expected an integer", 0), 0u);
+  EXPECT_EQ(DecodeWith(c, "/bytes", -1), "bytes: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(c, "/torn", 1).rfind("torn: expected a boolean", 0), 0u);
+  EXPECT_EQ(DecodeWith(c, "/tiers/1", "tape"), "tiers[1]: unknown tier 'tape' (arena, local, remote)");
+  EXPECT_EQ(DecodeWith(c, "/tiers/0", ""), "tiers[0]: must not be empty");
+  EXPECT_EQ(DecodeWith(c, "/tiers", "arena").rfind("tiers: expected a list", 0), 0u);
+  EXPECT_EQ(DecodeWith(c, "/error", 3).rfind("error: expected a string", 0), 0u);
+}
+
+TEST(CkptCodecTest, BadVerdictFieldsAreNamed) {
+  const StepVerdict v = SampleVerdict();
+  EXPECT_EQ(DecodeWith(v, "/state", "fine"), "state: unknown state 'fine' (verified, untrusted, incomplete)");
+  for (const char* state : {"verified", "untrusted", "incomplete"}) EXPECT_EQ(DecodeWith(v, "/state", state), "");
+  EXPECT_EQ(DecodeWith(v, "/verified_shards", 5), "verified_shards: 5 is more than the 4 shards");
+  EXPECT_EQ(DecodeWith(v, "/shards", -1), "shards: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(v, "/copies", -1), "copies: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(v, "/sdc_ranks/1", -9), "sdc_ranks[1]: must not be negative, got -9");
+  EXPECT_EQ(DecodeWith(v, "/sdc_ranks/0", "3").rfind("sdc_ranks[0]: expected an integer", 0), 0u);
+}
+
+TEST(CkptCodecTest, BadPlanFieldsAreNamed) {
+  const RestorePlan p = SamplePlan();
+  EXPECT_EQ(DecodeWith(p, "/version", -1), "version: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(p, "/step", -2).rfind("step: -2 is out of range [-1, ", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/step", -1), "ranks: a plan with no step (-1) names no ranks");
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/sources/1/tiers/0", "nvme"),
+            "ranks[0].sources[1].tiers[0]: unknown tier 'nvme' (arena, local, remote)");
+  EXPECT_EQ(DecodeWith(p, "/ranks/1/sources/0/node", ""), "ranks[1].sources[0].node: must not be empty");
+  EXPECT_EQ(DecodeWith(p, "/ranks/1/sources", Json::object()).rfind("ranks[1].sources: expected a list", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/ranks/0", 7).rfind("ranks[0]: expected an object", 0), 0u);
+}
+
+TEST(CkptCodecTest, NoPlanAndEmptyListsDecode) {
+  RestorePlan none;
+  none.version = 1;
+  none.unix_ms = 5;
+  RestorePlan out;
+  ASSERT_TRUE(Decode(Encode(none), &out).ok());
+  EXPECT_TRUE(out == none);
+  CkptCopy c;
+  Status s = Decode(R"({"v":1,"step":7,"rank":2,"node":"n","digest":"00000000000000ff","bytes":9,"unix_ms":1})", &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(c.tp, -1);
+  EXPECT_EQ(c.digest, 0xffu);
+  EXPECT_FALSE(c.torn);
+  EXPECT_TRUE(c.tiers.empty());
+}
+
+TEST(CkptCodecTest, PinnedEncoding) {
+  EXPECT_EQ(Encode(SampleVerdict()),
+            R"({"v":1,"step":1200,"state":"verified","shards":4,"verified_shards":4,"copies":7,)"
+            R"("sdc_ranks":[3,9],"why":"4/4 shards verified; rank 3 disagrees with its 2 replicas",)"
+            R"("unix_ms":1763800001100})");
+  CkptCopy c = SampleCkptCopy();
+  c.tiers = {"arena"};
+  c.error = "";
+  EXPECT_EQ(Encode(c),
+            R"({"v":1,"step":1200,"rank":5,"node":"node1","tp":1,"pp":0,"dp":2,)"
+            R"("digest":"fedcba9876543210","torn":true,"bytes":1099511627779,"tiers":["arena"],)"
+            R"("error":"","unix_ms":1763800001000})");
 }
 
 TEST(CommIdHexTest, RoundTrip) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "proto/codec.h"
+#include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/tests/sample_values.h"
 
@@ -59,6 +60,9 @@ std::vector<Kind> AllKinds() {
       {"WorkerHeartbeat", Encode(SampleHeartbeat()), DecodeChecked<WorkerHeartbeat>},
       {"MasterAction", Encode(SampleAction()), DecodeChecked<MasterAction>},
       {"OpenIncident", Encode(SampleOpenIncident()), DecodeChecked<OpenIncident>},
+      {"CkptCopy", Encode(SampleCkptCopy()), DecodeChecked<CkptCopy>},
+      {"StepVerdict", Encode(SampleVerdict()), DecodeChecked<StepVerdict>},
+      {"RestorePlan", Encode(SamplePlan()), DecodeChecked<RestorePlan>},
   };
 }
 

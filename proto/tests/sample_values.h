@@ -3,6 +3,7 @@
 #ifndef FT_PROTO_TESTS_SAMPLE_VALUES_H_
 #define FT_PROTO_TESTS_SAMPLE_VALUES_H_
 
+#include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 
@@ -194,6 +195,51 @@ inline OpenIncident SampleOpenIncident() {
   o.last_outcome = "busy:3,5";
   o.watching = true;
   return o;
+}
+
+inline CkptCopy SampleCkptCopy() {
+  CkptCopy c;
+  c.step = 1200;
+  c.rank = 5;
+  c.node = "node1";
+  c.tp = 1;
+  c.pp = 0;
+  c.dp = 2;
+  c.digest = 0xfedcba9876543210ULL;
+  c.torn = true;
+  c.bytes = (uint64_t{1} << 40) + 3;
+  c.tiers = {"arena", "local", "remote"};
+  c.error = "local: No space left on device";
+  c.unix_ms = 1763800001000;
+  return c;
+}
+
+inline StepVerdict SampleVerdict() {
+  StepVerdict v;
+  v.step = 1200;
+  v.state = "verified";
+  v.shards = 4;
+  v.verified_shards = 4;
+  v.copies = 7;
+  v.sdc_ranks = {3, 9};
+  v.why = "4/4 shards verified; rank 3 disagrees with its 2 replicas";
+  v.unix_ms = 1763800001100;
+  return v;
+}
+
+inline RestorePlan SamplePlan() {
+  RestorePlan p;
+  p.version = 3;
+  p.step = 1200;
+  for (int r = 0; r < 2; ++r) {
+    RestoreRank rr;
+    rr.rank = r;
+    rr.digest = 0x0123456789abcdefULL + static_cast<uint64_t>(r);
+    rr.sources = {{r, "node0", {"arena", "local"}}, {r + 2, "node1", {"remote"}}};
+    p.ranks.push_back(rr);
+  }
+  p.unix_ms = 1763800001200;
+  return p;
 }
 
 }  // namespace ft::proto::testing

@@ -1,0 +1,154 @@
+// ft::worker::CkptKeeper: what ftworker does with its node's checkpoints. It notices a newly
+// committed copy in a rank's arena, reports it at once (tiers ["arena"]), persists it to the
+// local tier (FT_CKPT_DIR) then the remote tier (FT_CKPT_REMOTE_DIR), keeps the newest
+// FT_CKPT_KEEP steps per tier, and reports per (step, rank) which tiers hold a committed copy
+// as that changes. A copy no tier holds any more is reported removed.
+//
+// Threads: Tick() and TakeReports() are called by the daemon loop and never wait for I/O
+// beyond reading arena headers (Tick lists the arena directory about once a second, not every
+// tick). Everything that touches the tiers — cleaning at start, listing, persisting,
+// retention — runs on the keeper's own persist thread, so neither the loop's detection nor a
+// rank ever waits for a disk.
+//
+// Only arenas of this node's ranks: several nodes' arenas may share one directory (simulated
+// nodes in tests share /dev/shm), so an arena is read only once its rank was seen on this node
+// (Tick's `node_ranks`, the ranks whose segments this worker reads). A rank stays this node's
+// for the keeper's lifetime, also after its process exited.
+//
+// A persist that fails (disk full, I/O error) is logged (Warn, what to do), goes into
+// CkptCopy.error, and the copy stays reported in the tiers that still hold it (the arena).
+// A copy overwritten in the arena while it was being persisted is dropped; the newer one is
+// persisted instead. Torn copies are reported but never persisted: they are never restored,
+// and writing them would push older, restorable steps out of retention.
+#ifndef FT_FTWORKER_CKPT_KEEPER_H_
+#define FT_FTWORKER_CKPT_KEEPER_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "jitckpt/manifest.h"
+#include "jitckpt/tier.h"
+#include "proto/ckpt_codec.h"
+
+namespace ft::worker {
+
+// ckpt::PersistCopy's signature: the seam tests use to inject a failing disk.
+using PersistFn = std::function<Status(ckpt::TierKind kind, std::string_view dir,
+                                       const ckpt::Manifest& m, const uint8_t* data,
+                                       const std::function<bool()>& still_valid,
+                                       ckpt::PersistStats* stats)>;
+
+struct CkptKeeperOptions {
+  std::string job;
+  std::string node;
+  std::string arena_dir;   // FT_CKPT_ARENA_DIR
+  std::string local_dir;   // FT_CKPT_DIR; empty: no local tier
+  std::string remote_dir;  // FT_CKPT_REMOTE_DIR; empty: no remote tier
+  int keep = 2;            // FT_CKPT_KEEP, per tier
+  uint64_t scan_interval_ns = 1'000'000'000;
+  PersistFn persist;       // empty: ckpt::PersistCopy
+};
+
+// One change for Redis: the copy as it is held now, or (removed) that no tier holds it.
+struct CkptReport {
+  proto::CkptCopy copy;
+  bool removed = false;
+};
+
+class CkptKeeper {
+ public:
+  // Starts the persist thread, whose first task is the tiers at start: uncommitted files (a
+  // worker killed mid-persist) removed and logged, the local tier's committed copies reported.
+  explicit CkptKeeper(CkptKeeperOptions options);
+  // Finishes the persist in progress (a copy is never left half-committed), drops the queue.
+  ~CkptKeeper();
+  CkptKeeper(const CkptKeeper&) = delete;
+  CkptKeeper& operator=(const CkptKeeper&) = delete;
+
+  // Daemon loop, every tick: adopts `node_ranks`; every scan_interval reads the arenas of this
+  // node's ranks and reports and queues new commits.
+  void Tick(uint64_t mono_ns, int64_t unix_ms, const std::vector<int>& node_ranks);
+  // Changes since the last call, by (step, rank). Any thread.
+  std::vector<CkptReport> TakeReports();
+  // Makes the next TakeReports() report every copy held: for a Redis that lost its data.
+  void ReportAll();
+
+  // Tests: waits until the persist thread has nothing queued or running.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+
+ private:
+  // A copy this node holds somewhere. tiers/error in `copy` are recomputed when reported.
+  struct Held {
+    proto::CkptCopy copy;
+    bool arena = false, local = false, remote = false;
+    std::string local_error, remote_error;
+  };
+  struct Task {
+    enum class Kind { kStart, kPersist, kAdoptRemote } kind;
+    std::string arena_path;  // kPersist
+    uint64_t generation = 0; // kPersist
+    int rank = -1;           // kPersist, kAdoptRemote
+  };
+  // A commit is known by its generation and its manifest's step and creation time: a rank
+  // that re-registers with another geometry gets a new file whose generations start again.
+  struct ArenaSeen {
+    uint64_t generation = 0;
+    uint64_t created_unix_ns = 0;
+    ckpt::CopyId id;
+    bool Same(uint64_t gen, const ckpt::Manifest& m) const {
+      return generation == gen && created_unix_ns == m.created_unix_ns && id.step == m.step;
+    }
+  };
+
+  void ScanArenas(int64_t unix_ms);
+  void ArenaHolds(const std::string& path, uint64_t generation, const ckpt::Manifest& m, int64_t unix_ms);
+  void ArenaLost(const std::string& path);
+  void Enqueue(Task task);
+
+  void PersistLoop();
+  void StartTiers();
+  void AdoptRemote(int rank);
+  void Persist(const Task& task);
+  // Retention of one tier after a commit, and what it removed, reported.
+  void Retain(ckpt::TierKind kind, const std::string& dir);
+  // Reads a tier's committed copies of `rank` (-1: all) and records them as held there.
+  void RecordTier(ckpt::TierKind kind, const std::string& dir, int rank);
+
+  Held& EntryLocked(const ckpt::Manifest& m, int64_t unix_ms);
+  static bool& TierFlag(Held& held, ckpt::TierKind kind);
+  static std::string& TierError(Held& held, ckpt::TierKind kind);
+  const std::string& TierDir(ckpt::TierKind kind) const;
+
+  const CkptKeeperOptions options_;
+  PersistFn persist_;
+
+  // Daemon loop only.
+  std::set<int> owned_ranks_;
+  std::map<std::string, ArenaSeen> arenas_;  // path -> the commit it holds
+  std::set<std::string> warned_;             // paths whose trouble was logged once
+  uint64_t next_scan_ns_ = 0;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<ckpt::CopyId, Held> held_;  // guarded by mu_
+  std::set<ckpt::CopyId> dirty_;       // guarded by mu_
+  std::deque<Task> tasks_;             // guarded by mu_
+  bool busy_ = false;                  // guarded by mu_
+  bool stop_ = false;                  // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_CKPT_KEEPER_H_

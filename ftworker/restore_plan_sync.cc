@@ -1,0 +1,98 @@
+#include "ftworker/restore_plan_sync.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/log.h"
+
+namespace ft::worker {
+
+ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncOptions& options) {
+  ckpt::NodePlan out;
+  out.job = options.job;
+  out.node = proto::SanitizeName(options.node);
+  out.version = plan.version;
+  out.step = plan.step < 0 ? -1 : plan.step;
+  out.arena_dir = options.arena_dir;
+  out.local_dir = options.local_dir;
+  out.remote_dir = options.remote_dir;
+  if (out.step < 0) return out;  // nothing to restore: no sources either
+  for (const proto::RestoreRank& rank : plan.ranks) {
+    ckpt::PlanRank r;
+    r.rank = rank.rank;
+    r.digest = rank.digest;
+    for (const proto::RestoreSource& source : rank.sources) {
+      r.sources.push_back(ckpt::PlanSource{source.rank, proto::SanitizeName(source.node), source.tiers});
+    }
+    out.ranks.push_back(std::move(r));
+  }
+  std::sort(out.ranks.begin(), out.ranks.end(),
+            [](const ckpt::PlanRank& a, const ckpt::PlanRank& b) { return a.rank < b.rank; });
+  return out;
+}
+
+RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
+    : options_(std::move(options)),
+      keys_(options_.job),
+      path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
+
+void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
+  if (mono_ns < next_poll_ns_) return;
+  redis::Reply version;
+  if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
+  next_poll_ns_ = mono_ns + options_.poll_interval_ns;
+  const std::string current = version.is_string() ? version.str() : "";
+  if (have_version_ && current == version_) return;
+
+  proto::RestorePlan plan;  // default: step -1, version 0 — `step none`
+  if (!current.empty()) {
+    redis::Reply value;
+    if (!redis.Run({"GET", keys_.Restore()}, &value).ok()) return;
+    if (value.is_string()) {
+      Status s = proto::Decode(value.str(), &plan);
+      if (!s.ok()) {
+        FT_LOG(Warn, Worker, "the master's restore plan (version {}) in {} is unreadable: {}; "
+               "keeping the plan file {} as it is until the master publishes another",
+               current, keys_.Restore(), s.message(), path_);
+        have_version_ = true;  // logged once: the same bad value is not read again
+        version_ = current;
+        return;
+      }
+    }
+  }
+  Write(ToNodePlan(plan, options_), current);
+}
+
+void RestorePlanSync::RemoveFile() {
+  if (files_written_ == 0) return;  // not ours: another worker may have written it
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks started before the "
+           "next worker runs may read it", path_, std::strerror(errno));
+  }
+  have_version_ = false;
+}
+
+void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& version) {
+  Status s = ckpt::WriteNodePlan(path_, plan);
+  if (!s.ok()) {
+    FT_LOG(Warn, Worker, "could not write the restore plan file {}: {}; ft_restore on this node "
+           "waits for it (FT_RESTORE_WAIT). Check that FT_CKPT_ARENA_DIR is writable; retrying",
+           path_, s.message());
+    return;  // have_version_ stays as it was: the next poll tries again
+  }
+  have_version_ = true;
+  version_ = version;
+  ++files_written_;
+  if (plan.step < 0) {
+    FT_LOG(Info, Worker, "restore plan{}: no verified checkpoint (step none) written to {}",
+           version.empty() ? "" : " version " + version, path_);
+  } else {
+    FT_LOG(Info, Worker, "restore plan version {}: step {} for {} rank(s) written to {}",
+           plan.version, plan.step, plan.ranks.size(), path_);
+  }
+}
+
+}  // namespace ft::worker

@@ -1,0 +1,311 @@
+// ftworker's checkpoint duties against a real redis-server on loopback: the restore plan file
+// follows the master's plan in Redis (step none without one, a garbled plan keeps the old
+// file), the node's copies reach ckpt:<step> / ckpt:steps and leave them with retention, and a
+// real ftworker process killed while persisting a large arena leaves nothing a restarted one
+// reports or lists.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "ftworker/daemon.h"
+#include "ftworker/tests/ckpt_test_util.h"
+#include "ftworker/tests/test_util.h"
+#include "jitckpt/node_plan.h"
+#include "jitckpt/tier.h"
+#include "proto/ckpt_codec.h"
+#include "redis/client.h"
+#include "redis/redis_store.h"
+#include "redis/tests/redis_server.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+using namespace std::chrono_literals;
+
+constexpr int kFakePid = 3'900'301;  // FakeProbe answers for it
+
+class CkptE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Status s = server_.Start();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = client_.Connect(server_.endpoint(), 1000ms);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  NodeMonitorOptions MonitorOptions() {
+    NodeMonitorOptions o;
+    o.job = job_;
+    o.node = "n1";
+    o.scan_interval_ns = 0;
+    o.settle_ns = 0;
+    o.probe = &probe_;
+    return o;
+  }
+
+  std::unique_ptr<Daemon> NewDaemon(NodeMonitor* monitor, int keep = 2) {
+    DaemonOptions o;
+    o.job = job_;
+    o.node = "n1";
+    o.host = "host-n1";
+    o.endpoint = server_.endpoint();
+    o.config = Config::Defaults();
+    o.config.ckpt_arena_dir = arena_dir_;
+    o.config.ckpt_dir = local_;
+    o.config.ckpt_keep = keep;
+    return std::make_unique<Daemon>(o, monitor);
+  }
+
+  // Ticks the daemon on the real clock until `done` or `timeout`.
+  bool TickUntil(Daemon& daemon, const std::function<bool()>& done,
+                 std::chrono::milliseconds timeout = 10s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      daemon.Tick(MonoNs(), UnixMs());
+      if (done()) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  static int64_t UnixMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+
+  std::optional<std::string> Get(const std::vector<std::string>& argv) {
+    redis::Reply r;
+    Status s = client_.Run(argv, &r);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (!r.is_string()) return std::nullopt;
+    return r.str();
+  }
+  std::optional<proto::CkptCopy> Copy(int64_t step, int rank) {
+    auto v = Get({"HGET", keys_.CkptStep(step), std::to_string(rank)});
+    if (!v) return std::nullopt;
+    proto::CkptCopy c;
+    Status s = proto::Decode(*v, &c);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return c;
+  }
+  bool StepListed(int64_t step) {
+    return Get({"ZSCORE", keys_.CkptSteps(), std::to_string(step)}).has_value();
+  }
+  void Set(const std::string& key, const std::string& value) {
+    redis::Reply r;
+    ASSERT_TRUE(client_.Run({"SET", key, value}, &r).ok());
+  }
+
+  redis::testing::RedisServer server_;
+  redis::Client client_;
+  std::string job_ = UniqueJob("ce");
+  proto::Keys keys_{job_};
+  TempDir tmp_{"ckpt-e2e"};
+  std::string arena_dir_ = tmp_.Sub("shm");
+  std::string local_ = tmp_.Sub("local");
+  FakeProbe probe_;
+};
+
+// No plan in Redis: a `step none` plan at once (ft_restore of a fresh job does not wait).
+// The master publishes one: the file follows, with this worker's tier directories. A plan
+// that does not decode is logged once and the file stays as it was; a stopping worker removes it.
+TEST_F(CkptE2eTest, PlanFileFollowsTheMastersPlan) {
+  LogCapture log;
+  NodeMonitor monitor(MonitorOptions());
+  auto daemon = NewDaemon(&monitor);
+  const std::string path = ckpt::NodePlanPath(arena_dir_, job_, "n1");
+  ASSERT_TRUE(TickUntil(*daemon, [&] { return daemon->plan_sync().files_written() >= 1; }));
+  ckpt::NodePlan plan;
+  Status s = ckpt::ReadNodePlan(path, &plan);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.job, job_);
+  EXPECT_EQ(plan.node, "n1");
+
+  proto::RestorePlan published;
+  published.version = 3;
+  published.step = 12;
+  published.unix_ms = UnixMs();
+  published.ranks.push_back({1, 0x1111222233334444ull, {{1, "n1", {"arena", "local"}}}});
+  published.ranks.push_back({0, 0xaaaabbbbccccddddull,
+                             {{0, "n1", {"arena"}}, {2, "n2", {"remote"}}}});
+  Set(keys_.Restore(), proto::Encode(published));
+  Set(keys_.RestoreVersion(), "3");
+  ASSERT_TRUE(TickUntil(*daemon, [&] { return daemon->plan_sync().files_written() >= 2; }));
+  s = ckpt::ReadNodePlan(path, &plan);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(plan.version, 3);
+  EXPECT_EQ(plan.step, 12);
+  EXPECT_EQ(plan.arena_dir, arena_dir_);
+  EXPECT_EQ(plan.local_dir, local_);
+  EXPECT_EQ(plan.remote_dir, "");
+  ASSERT_EQ(plan.ranks.size(), 2u);
+  EXPECT_EQ(plan.ranks[0].rank, 0) << "sorted by rank";
+  EXPECT_EQ(plan.ranks[0].digest, 0xaaaabbbbccccddddull);
+  ASSERT_EQ(plan.ranks[0].sources.size(), 2u);
+  EXPECT_EQ(plan.ranks[0].sources[1], (ckpt::PlanSource{2, "n2", {"remote"}}));
+  const ckpt::NodePlan good = plan;
+
+  Set(keys_.Restore(), "{\"v\":1,\"version\":4,\"step\":\"garbage");
+  Set(keys_.RestoreVersion(), "4");
+  ASSERT_TRUE(TickUntil(*daemon, [&] { return log.Count({"restore plan", "unreadable"}) >= 1; }));
+  TickUntil(*daemon, [] { return false; }, 2500ms);  // two more polls
+  EXPECT_EQ(log.Count({"restore plan", "unreadable"}), 1u) << "logged once";
+  EXPECT_EQ(daemon->plan_sync().files_written(), 2);
+  s = ckpt::ReadNodePlan(path, &plan);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(plan, good) << "the previous plan file is kept";
+
+  // A worker that stops removes its file: ranks started before the next one wait for it.
+  std::atomic<bool> stop{true};
+  daemon->Run(stop);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The node's copies reach Redis through the daemon's write path: the rank's field in
+// ckpt:<step> and the step in ckpt:steps; with FT_CKPT_KEEP=1 the older step leaves both; a
+// Redis that lost its data gets them again.
+TEST_F(CkptE2eTest, CopiesAreReportedAndRetentionRemovesThem) {
+  FakeRank rank(job_, 0, kFakePid, "n1");
+  NodeMonitor monitor(MonitorOptions());
+  auto daemon = NewDaemon(&monitor, /*keep=*/1);
+  FakeArena arena(arena_dir_, job_, 0, 256 << 10, 64 << 10);
+  const ckpt::Manifest m5 = arena.Save(5, 0x11);
+  ASSERT_TRUE(TickUntil(*daemon, [&] {
+    auto c = Copy(5, 0);
+    return c && c->tiers == std::vector<std::string>{"arena", "local"} && StepListed(5);
+  })) << (Copy(5, 0) ? proto::Encode(*Copy(5, 0)) : "no copy of step 5");
+  EXPECT_EQ(Copy(5, 0)->digest, ckpt::ContentDigest(m5));
+  EXPECT_EQ(Copy(5, 0)->node, "n1");
+
+  arena.Save(6, 0x22);
+  ASSERT_TRUE(TickUntil(*daemon, [&] {
+    auto c = Copy(6, 0);
+    return c && c->tiers == std::vector<std::string>{"arena", "local"} && !StepListed(5);
+  }));
+  EXPECT_FALSE(Copy(5, 0).has_value());
+  EXPECT_TRUE(StepListed(6));
+
+  // Redis restarts without its data: the worker writes the node's copies again.
+  server_.Stop();
+  ASSERT_TRUE(server_.Restart().ok());
+  ASSERT_TRUE(client_.Connect(server_.endpoint(), 1000ms).ok());
+  ASSERT_FALSE(Copy(6, 0).has_value());
+  ASSERT_TRUE(TickUntil(*daemon, [&] { return Copy(6, 0).has_value() && StepListed(6); }, 20s));
+  EXPECT_EQ(Copy(6, 0)->tiers, (std::vector<std::string>{"arena", "local"}));
+}
+
+// ---- A real ftworker process killed while it persists ----
+
+class WorkerProcess {
+ public:
+  WorkerProcess(const std::string& log_path, const std::vector<std::string>& env,
+                const std::vector<std::string>& args) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> argv{const_cast<char*>(FTWORKER_BIN)};
+      for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(FTWORKER_BIN, argv.data());
+      _exit(127);
+    }
+  }
+  ~WorkerProcess() { Kill(SIGKILL); }
+  void Kill(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The temp file a persist is writing, if any.
+std::optional<std::filesystem::path> TempFile(const std::string& dir) {
+  std::error_code ec;
+  for (std::filesystem::recursive_directory_iterator it(dir, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) return it->path();
+  }
+  return std::nullopt;
+}
+
+TEST_F(CkptE2eTest, WorkerKilledMidPersistLeavesNothingUncommitted) {
+  FakeRank rank(job_, 0, getpid(), "n1");  // this test process plays rank 0 of node n1
+  FakeArena arena(arena_dir_, job_, 0, 512ull << 20);
+  const ckpt::Manifest m = arena.Save(3, 0x5a);
+  const std::vector<std::string> env = {
+      "FT_REDIS_PASSWORD=" + server_.password(), "FT_CKPT_ARENA_DIR=" + arena_dir_,
+      "FT_CKPT_DIR=" + local_, "FT_LOG_LEVEL=info"};
+  const std::vector<std::string> args = {"--job", job_, "--node", "n1", "--redis", server_.url()};
+  const std::string log1 = tmp_.path() + "/worker1.log", log2 = tmp_.path() + "/worker2.log";
+
+  std::optional<std::filesystem::path> temp;
+  {
+    WorkerProcess worker(log1, env, args);
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (!(temp = TempFile(local_)) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(temp.has_value()) << "no persist seen; worker log:\n" << ReadFile(log1);
+    worker.Kill(SIGKILL);
+  }
+  ASSERT_TRUE(std::filesystem::exists(*temp)) << "the kill left the temp file " << *temp;
+  EXPECT_TRUE(ckpt::ListCommitted(local_, job_).empty());
+  auto reported = Copy(3, 0);
+  if (reported) {
+    EXPECT_EQ(reported->tiers, std::vector<std::string>{"arena"}) << "nothing uncommitted reported";
+  }
+
+  WorkerProcess restarted(log2, env, args);
+  auto deadline = std::chrono::steady_clock::now() + 120s;
+  bool committed = false;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto c = Copy(3, 0);
+    // Whatever the restarted worker reports in the local tier is committed there.
+    if (c && c->tiers == std::vector<std::string>{"arena", "local"}) {
+      EXPECT_EQ(ckpt::ListCommitted(local_, job_), (std::vector<ckpt::CopyId>{{3, 0}}));
+      committed = true;
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(committed) << "worker log:\n" << ReadFile(log2);
+  EXPECT_FALSE(std::filesystem::exists(*temp)) << "the killed worker's temp file was removed";
+  const std::string log = ReadFile(log2);
+  EXPECT_NE(log.find("uncommitted file"), std::string::npos) << log;
+  EXPECT_NE(log.find("removed "), std::string::npos) << log;
+  ckpt::Manifest back;
+  ASSERT_TRUE(ckpt::ReadManifest(local_, job_, {3, 0}, &back).ok());
+  std::vector<uint8_t> data(back.data_bytes);
+  Status s = ckpt::ReadData(local_, job_, back, data.data(), data.size());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(ckpt::ContentDigest(back), ckpt::ContentDigest(m));
+}
+
+}  // namespace
+}  // namespace ft::worker
