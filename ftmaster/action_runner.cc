@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
@@ -72,6 +73,8 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
                       "stopping"});
     if (!writer_.Run(writes)) return;
     save_results_.clear();
+    save_messages_.clear();
+    copies_deadline_.reset();
     stats_.commands += static_cast<uint64_t>(asked);
     a = std::move(next);
     LoadPending();
@@ -80,15 +83,23 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
            ToMs(options_.config.save_deadline));
   }
   if (a.phase == "save") {
-    if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
-    if (!pending_acks_.empty()) {
-      FT_LOG(Warn, Master, "incident {}: {} save acknowledgement{} missing at the deadline "
-             "(FT_SAVE_DEADLINE); stopping anyway, the checkpoint may be incomplete",
-             a.incident, pending_acks_.size(), pending_acks_.size() == 1 ? "" : "s");
-    } else {
-      FT_LOG(Info, Master, "incident {}: every save target answered; stopping the job", a.incident);
+    if (!copies_deadline_) {
+      if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
+      if (!pending_acks_.empty()) {
+        FT_LOG(Warn, Master, "incident {}: {} save acknowledgement{} missing at the deadline "
+               "(FT_SAVE_DEADLINE); the checkpoint may be incomplete",
+               a.incident, pending_acks_.size(), pending_acks_.size() == 1 ? "" : "s");
+      } else {
+        FT_LOG(Info, Master, "incident {}: every save target answered; verifying the copies, then "
+               "stopping the job", a.incident);
+      }
     }
-    if (!RecordSaveOutcome(a)) return;
+    // The copies of the ranks that answered done, compared across replicas (bounded by
+    // copy_wait), and the restore plan published before the job is stopped.
+    const StepJudgement* judged = nullptr;
+    if (!SaveCopiesSettled(now, unix_ms, &judged)) return;
+    if (!RecordSaveOutcome(a, judged)) return;
+    copies_deadline_.reset();
     a.phase = "stop";
     a.sent = false;
     pending_loaded_ = false;
@@ -148,9 +159,20 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
   }
 }
 
-bool MasterLoop::RecordSaveOutcome(const Action& a) {
-  SaveOutcome outcome = CountSaveOutcome(a.save, save_results_);
-  if (!writer_.Run({{"HSET", keys_.MasterState(), "checkpoint", EncodeSaveOutcome(a.incident, outcome)}})) {
+bool MasterLoop::RecordSaveOutcome(const Action& a, const StepJudgement* judged) {
+  const Topology& topology = CurrentTopology();
+  std::function<ShardId(int)> shard_of;
+  if (topology.known()) {
+    const bool sharded = options_.config.sharded_optimizer;
+    shard_of = [&topology, sharded](int rank) {
+      return rank >= 0 && rank < topology.world_size() ? ShardOfRank(rank, topology, sharded) : ShardId{rank, -1, -1};
+    };
+  }
+  SaveOutcome outcome = CountSaveOutcome(a.save, save_results_, shard_of);
+  if (judged != nullptr) AddVerification(*judged, &outcome);
+  // `checkpoint`: the last save; `checkpoint:<incident>`: each incident's, for `ftmaster incidents`.
+  const std::string value = EncodeSaveOutcome(a.incident, outcome);
+  if (!writer_.Run({{"HSET", keys_.MasterState(), "checkpoint", value, "checkpoint:" + a.incident, value}})) {
     return false;
   }
   std::string text = fmt::format("incident {}: {}", a.incident, DescribeSaveOutcome(outcome));
@@ -200,6 +222,7 @@ void MasterLoop::ReadAcks() {
       pending_acks_.erase(*id);
       if (action_ && *id == fmt::format("{}-save-{}", action_->incident, ack.rank)) {
         save_results_[ack.rank] = ack.result;
+        save_messages_[ack.rank] = ack.message;
       }
       if (ack.result == "not_supported") {
         FT_LOG(Info, Master, "{}: node {} rank {} answered not_supported ({}); counted as an "

@@ -1,15 +1,21 @@
 #include "ftmaster/cli.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
+#include <set>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/log.h"
 #include "ftmaster/report.h"
+#include "ftmaster/save_outcome.h"
 #include "ftmaster/store.h"
 #include "ftmaster/text.h"
 #include "ftmaster/topology.h"
+#include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/keys.h"
 
@@ -26,7 +32,7 @@ Json AsJson(const T& value) {
   return Json::parse(proto::Encode(value), nullptr, false);
 }
 
-Status Run(redis::Client& client, const redis::Argv& argv, redis::Reply* reply) {
+Status Run(redis::Commands& client, const redis::Argv& argv, redis::Reply* reply) {
   return client.Run(argv, reply).WithContext(argv[0]);
 }
 
@@ -37,7 +43,7 @@ std::string Age(int64_t now, int64_t then) {
 
 }  // namespace
 
-Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   BadValues bad;
   redis::Reply reply;
@@ -185,7 +191,7 @@ Status StatusCommand(redis::Client& client, const CliOptions& o, std::string* ou
   return Status::Ok();
 }
 
-Status IncidentsCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   BadValues bad;
   std::string start = "-";
@@ -195,6 +201,7 @@ Status IncidentsCommand(redis::Client& client, const CliOptions& o, std::string*
     FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Incidents(), start, "+", "COUNT", "1000"}, &reply));
     std::vector<StreamEntry> entries;
     ParseStream(reply, &entries);
+    std::vector<proto::Incident> batch;
     for (const StreamEntry& e : entries) {
       start = "(" + e.id;
       const std::string* json = e.Get("json");
@@ -204,12 +211,35 @@ Status IncidentsCommand(redis::Client& client, const CliOptions& o, std::string*
         bad.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(), s);
         continue;
       }
+      batch.push_back(std::move(incident));
+    }
+    // The save outcome of each incident whose save ran (`checkpoint:<id>`, master hash).
+    std::vector<std::string> outcomes(batch.size());
+    if (!batch.empty()) {
+      redis::Argv argv = {"HMGET", keys.MasterState()};
+      for (const proto::Incident& i : batch) argv.push_back("checkpoint:" + i.id);
+      redis::Reply got;
+      FT_RETURN_IF_ERROR(Run(client, argv, &got));
+      for (size_t k = 0; k < batch.size() && k < got.size(); ++k) {
+        if (got[k].is_string()) outcomes[k] = got[k].str();
+      }
+    }
+    for (size_t k = 0; k < batch.size(); ++k) {
+      const proto::Incident& incident = batch[k];
+      SaveOutcome outcome;
+      const bool saved = !outcomes[k].empty() && DecodeSaveOutcome(outcomes[k], &outcome);
+      if (!outcomes[k].empty() && !saved) {
+        bad.Report(fmt::format("checkpoint:{}", incident.id), outcomes[k], Status::Corrupt("not a save outcome"));
+      }
       ++shown;
       if (o.json) {
-        *out += proto::Encode(incident);
+        Json j = AsJson(incident);
+        if (saved) j["checkpoint"] = Json::parse(outcomes[k], nullptr, false);
+        *out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
         *out += "\n";
       } else {
         *out += IncidentBlock(incident, {});
+        if (saved) *out += fmt::format("   checkpoint: {}\n", DescribeSaveOutcome(outcome));
       }
     }
     if (entries.size() < 1000) break;
@@ -218,7 +248,7 @@ Status IncidentsCommand(redis::Client& client, const CliOptions& o, std::string*
   return Status::Ok();
 }
 
-Status TimeoutsCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+Status TimeoutsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply reply;
   FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Timeouts()}, &reply));
@@ -250,7 +280,7 @@ Status TimeoutsCommand(redis::Client& client, const CliOptions& o, std::string* 
   return Status::Ok();
 }
 
-Status EvictedCommand(redis::Client& client, const CliOptions& o, std::string* out) {
+Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply reply;
   FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Evicted()}, &reply));
@@ -264,6 +294,188 @@ Status EvictedCommand(redis::Client& client, const CliOptions& o, std::string* o
   }
   if (nodes.empty()) *out += fmt::format("no nodes evicted for job {}\n", o.job);
   for (const std::string& n : nodes) *out += n + "\n";
+  return Status::Ok();
+}
+
+Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  BadValues bad;
+  redis::Reply steps_reply, plan_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"ZREVRANGE", keys.CkptSteps(), "0", "-1"}, &steps_reply));
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
+  proto::RestorePlan plan;
+  bool have_plan = false;
+  if (plan_reply.is_string()) {
+    Status s = proto::Decode(plan_reply.str(), &plan);
+    if (s.ok()) {
+      have_plan = true;
+    } else {
+      bad.Report(keys.Restore(), plan_reply.str(), s);
+    }
+  }
+  std::map<int64_t, proto::StepVerdict> verdicts;  // of the listed steps (HMGET below)
+
+  struct Row {
+    int64_t step = -1;
+    const proto::StepVerdict* verdict = nullptr;
+    int copies = 0, torn = 0;
+    std::map<std::string, int> tiers;  // tier -> copies it holds
+  };
+  std::vector<Row> rows;
+  for (const redis::Reply& r : steps_reply.elements()) {
+    Row row;
+    const std::string text = r.is_string() ? r.str() : std::string();
+    auto parsed = std::from_chars(text.data(), text.data() + text.size(), row.step);
+    if (text.empty() || parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() || row.step < 0) {
+      bad.Report(keys.CkptSteps(), text, Status::Corrupt("not a step number"));
+      continue;
+    }
+    redis::Reply copies;
+    FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &copies));
+    for (size_t i = 0; i + 1 < copies.size(); i += 2) {
+      proto::CkptCopy c;
+      Status s = proto::Decode(copies[i + 1].str(), &c);
+      if (!s.ok()) {
+        bad.Report(keys.CkptStep(row.step) + " " + copies[i].str(), copies[i + 1].str(), s);
+        continue;
+      }
+      ++row.copies;
+      if (c.torn) ++row.torn;
+      for (const std::string& t : c.tiers) ++row.tiers[t];
+    }
+    rows.push_back(std::move(row));
+  }
+  if (!rows.empty()) {
+    redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
+    for (const Row& row : rows) argv.push_back(std::to_string(row.step));
+    redis::Reply got;
+    FT_RETURN_IF_ERROR(Run(client, argv, &got));
+    for (size_t k = 0; k < rows.size() && k < got.size(); ++k) {
+      if (!got[k].is_string()) continue;  // not judged yet
+      proto::StepVerdict v;
+      Status s = proto::Decode(got[k].str(), &v);
+      if (!s.ok() || v.step != rows[k].step) {
+        bad.Report(keys.CkptVerdicts() + " " + std::to_string(rows[k].step), got[k].str(),
+                   s.ok() ? Status::Corrupt("the verdict of another step") : s);
+        continue;
+      }
+      verdicts[v.step] = std::move(v);
+    }
+    for (Row& row : rows) {
+      auto v = verdicts.find(row.step);
+      row.verdict = v == verdicts.end() ? nullptr : &v->second;
+    }
+  }
+  const int64_t planned = have_plan ? plan.step : -1;
+
+  if (o.json) {
+    Json j = Json::object();
+    j["job"] = o.job;
+    Json p = Json::object();
+    p["version"] = have_plan ? Json(plan.version) : Json(nullptr);
+    p["step"] = planned >= 0 ? Json(planned) : Json(nullptr);
+    p["ranks"] = have_plan ? Json(plan.ranks.size()) : Json(0);
+    j["plan"] = std::move(p);
+    Json list = Json::array();
+    for (const Row& row : rows) {
+      Json r = Json::object();
+      r["step"] = row.step;
+      r["state"] = row.verdict ? Json(row.verdict->state) : Json("unjudged");
+      r["shards"] = row.verdict ? Json(row.verdict->shards) : Json(nullptr);
+      r["verified_shards"] = row.verdict ? Json(row.verdict->verified_shards) : Json(nullptr);
+      r["copies"] = row.copies;
+      r["torn"] = row.torn;
+      Json tiers = Json::object();
+      for (const char* t : {"arena", "local", "remote"}) tiers[t] = row.tiers.count(t) ? row.tiers.at(t) : 0;
+      r["tiers"] = std::move(tiers);
+      r["sdc_ranks"] = row.verdict ? Json(row.verdict->sdc_ranks) : Json::array();
+      r["why"] = row.verdict ? Json(row.verdict->why) : Json("");
+      r["planned"] = row.step == planned;
+      list.push_back(std::move(r));
+    }
+    j["steps"] = std::move(list);
+    j["garbled_values"] = bad.count();
+    *out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    *out += "\n";
+    return Status::Ok();
+  }
+
+  if (planned >= 0) {
+    *out += fmt::format("restore plan {}: step {} for {} ranks (published {})\n", plan.version, planned,
+                        plan.ranks.size(), Age(o.now_unix_ms, plan.unix_ms));
+  } else if (have_plan) {
+    *out += fmt::format("restore plan {}: no restorable checkpoint\n", plan.version);
+  } else {
+    *out += "no restore plan published\n";
+  }
+  if (rows.empty()) {
+    *out += fmt::format("no checkpoints reported for job {}\n", o.job);
+    return Status::Ok();
+  }
+  auto line = [&](std::string text) {
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    *out += text + "\n";
+  };
+  line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", "STEP", "STATE", "SHARDS", "COPIES",
+                   "TORN", "TIERS (arena/local/remote)", "SDC", "PLAN"));
+  for (const Row& row : rows) {
+    std::string shards = row.verdict ? fmt::format("{}/{}", row.verdict->verified_shards, row.verdict->shards) : "-";
+    std::string tiers = fmt::format("{}/{}/{}", row.tiers.count("arena") ? row.tiers.at("arena") : 0,
+                                    row.tiers.count("local") ? row.tiers.at("local") : 0,
+                                    row.tiers.count("remote") ? row.tiers.at("remote") : 0);
+    std::string sdc = "-";
+    if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
+    line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", row.step,
+                     row.verdict ? row.verdict->state : "unjudged", shards, row.copies, row.torn, tiers, sdc,
+                     row.step == planned ? "<- restore" : ""));
+    if (row.verdict && !row.verdict->why.empty() && row.verdict->state != "verified") {
+      line(fmt::format("{:>10}  {}", "", row.verdict->why));
+    }
+  }
+  if (bad.count() > 0) {
+    *out += fmt::format("{} garbled value{} skipped (see the warnings above)\n", bad.count(),
+                        bad.count() == 1 ? "" : "s");
+  }
+  return Status::Ok();
+}
+
+Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply members;
+  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Workers()}, &members));
+  std::set<std::string> nodes;
+  for (const redis::Reply& m : members.elements()) {
+    if (m.is_string() && !m.str().empty()) nodes.insert(m.str());
+  }
+  if (nodes.empty()) {
+    return Status::NotFound(fmt::format("no workers have registered for job {} (ft:{{{}}}:workers is empty)",
+                                        o.job, proto::SanitizeName(o.job)));
+  }
+  // One id for the request: each worker passes it to its ranks, whose acks name it.
+  const std::string id = fmt::format("{}-save-at-step", o.now_unix_ms);
+  for (const std::string& node : nodes) {
+    proto::Command command;
+    command.id = id + "-" + node;
+    command.kind = "save-at-step";
+    command.rank = -1;
+    command.text = id;
+    command.unix_ms = o.now_unix_ms;
+    redis::Reply added;
+    FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(node), "MAXLEN", "~", "1000", "*", "kind",
+                                    "save-at-step", "rank", "-1", "json", proto::Encode(command)},
+                           &added));
+  }
+  if (o.json) {
+    Json j = Json::object();
+    j["id"] = id;
+    j["nodes"] = Json(std::vector<std::string>(nodes.begin(), nodes.end()));
+    *out += j.dump();
+    *out += "\n";
+    return Status::Ok();
+  }
+  *out += fmt::format("save requested: {} (sent to {} node{}); every rank saves at its next step "
+                      "boundary — see `ftmaster checkpoints`\n",
+                      id, nodes.size(), nodes.size() == 1 ? "" : "s");
   return Status::Ok();
 }
 

@@ -7,6 +7,15 @@
 //   incidents  the incident stream, oldest first. --json: one Incident per line.
 //   timeouts   the published timeout table. --json: the TimeoutTable.
 //   evicted    the eviction set. --json: an array of node names.
+//   checkpoints the checkpoint steps, newest first: state, shards verified/total, copies, tiers
+//              holding copies (counts), sdc ranks, and the step the restore plan names.
+//              --json: one object {job, plan: {version, step}, steps: [...]}.
+//   save       asks every worker of the job (ft:{J}:workers) for a periodic save at the next
+//              step boundary (a "save-at-step" command, rank -1) and prints the request's id.
+//              --json: {"id": ..., "nodes": [...]}. The one command here that writes.
+// An incident whose save ran shows its outcome (incidents: "checkpoint: saved S of N shards,
+// verified V, step T"; --json: a "checkpoint" object in the incident's line), read from
+// `checkpoint:<incident id>` in the master hash.
 #ifndef FT_FTMASTER_CLI_H_
 #define FT_FTMASTER_CLI_H_
 
@@ -14,7 +23,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "redis/client.h"
+#include "redis/store.h"
 
 namespace ft::master {
 
@@ -26,10 +35,12 @@ struct CliOptions {
   int64_t now_unix_ms = 0;
 };
 
-Status StatusCommand(redis::Client& client, const CliOptions& options, std::string* out);
-Status IncidentsCommand(redis::Client& client, const CliOptions& options, std::string* out);
-Status TimeoutsCommand(redis::Client& client, const CliOptions& options, std::string* out);
-Status EvictedCommand(redis::Client& client, const CliOptions& options, std::string* out);
+Status StatusCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+Status IncidentsCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+Status TimeoutsCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+Status EvictedCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+Status CheckpointsCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+Status SaveCommand(redis::Commands& client, const CliOptions& options, std::string* out);
 
 }  // namespace ft::master
 

@@ -105,30 +105,27 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
         }
         continue;
       }
-      int chosen = -1;
+      // Every healthy replica saves: their digests are compared (ckpt_verify.h), which is what
+      // catches a replica whose bytes silently differ.
+      const size_t before = d.save.size();
       for (int r : replicas) {
-        if (!healthy(r)) continue;
-        if (chosen < 0) chosen = r;
-        if (!evict.count(node_of(r))) {
-          chosen = r;
-          break;
-        }
+        if (healthy(r)) d.save.push_back(SaveTarget{r, node_of(r)});
       }
-      if (chosen < 0) {
+      if (d.save.size() == before) {
         d.save.clear();
         d.reason = fmt::format(
             "no healthy DP replica of shard tp={} pp={} (ranks {}..): no full checkpoint, "
             "stopping without saving", tp, pp, replicas.front()) + evict_note;
         return d;
       }
-      d.save.push_back(SaveTarget{chosen, node_of(chosen)});
     }
   }
   std::sort(d.save.begin(), d.save.end(),
             [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
   d.decision = "save-then-stop";
   d.reason = fmt::format(
-      "{} shards ({}) have a healthy {}: saving from {} ranks, then stopping{}",
+      "{} shards ({}) have a healthy {}: saving from {} ranks (every healthy replica, to be "
+      "compared), then stopping{}",
       topology.tp() * topology.pp(), topology.Describe(),
       sharded_optimizer ? "full DP group (sharded optimizer)" : "DP replica", d.save.size(),
       evict_note);

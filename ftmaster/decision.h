@@ -10,8 +10,10 @@
 //     rank it does not list.
 //   - Topology unknown, or a suspect rank outside it: "stop".
 //   - Replicated optimizer (sharded_optimizer false): a full checkpoint exists when every model
-//     shard (tp, pp) has at least one healthy DP replica. Save from one replica per shard: the
-//     lowest dp index whose node is not being evicted, else the lowest healthy one.
+//     shard (tp, pp) has at least one healthy DP replica. Every healthy DP replica of every
+//     shard saves, so that their digests can be compared (ckpt_verify.h: a replica whose
+//     bytes differ from its peers' is silent data corruption, and two that disagree make the
+//     step untrusted).
 //   - Sharded optimizer: every DP rank of every shard must be healthy (so any suspect means
 //     "stop"); then all of them save.
 //   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard without a

@@ -233,10 +233,18 @@ void MasterLoop::OnRanksRead() {
         if (m.state == "running" &&
             (job_state_ == "finished" ||
              static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms)) {
-          if (writer_.Run({{"HSET", keys_.MasterState(), "job_state", "running"}})) {
+          // The finished action goes (its outcome stays in `checkpoint:<incident>`), so the
+          // new run is watched and decided like a first one.
+          const std::string was = job_state_;
+          if (writer_.Run({{"HSET", keys_.MasterState(), "job_state", "running"},
+                           {"HDEL", keys_.MasterState(), "action"}})) {
             job_state_ = "running";
-            FT_LOG(Info, Master, "rank {} on {} started after the job was {}: watching the "
-                   "job again", m.rank, m.node, job_state_ == "running" ? "over" : job_state_);
+            action_.reset();
+            pending_acks_.clear();
+            pending_loaded_ = false;
+            progress_.Clear();
+            FT_LOG(Info, Master, "rank {} on {} (a new incarnation) started after the job was {}: "
+                   "watching the job again", m.rank, m.node, was);
           }
           break;
         }

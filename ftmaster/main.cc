@@ -2,7 +2,8 @@
 // means for the job and carries the decision out through Redis.
 //   ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]
 //                [--id NAME] [--redis-env FILE] [--exit-when-stopped]
-//   ftmaster status|incidents|timeouts|evicted --job J [--redis URL] [--redis-env FILE] [--json]
+//   ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]
+//            [--redis-env FILE] [--json]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB and
 // FT_REDIS. The password belongs in FT_REDIS_PASSWORD (or the --redis-env file), never in a
 // URL on the command line.
@@ -35,8 +36,8 @@ void OnSignal(int) { g_stop.store(true); }
 constexpr const char* kUsage =
     "usage: ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]\n"
     "                    [--id NAME] [--redis-env FILE] [--exit-when-stopped]\n"
-    "       ftmaster status|incidents|timeouts|evicted --job J [--redis URL] [--redis-env FILE]\n"
-    "                    [--json]\n"
+    "       ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]\n"
+    "                    [--redis-env FILE] [--json]\n"
     "\n"
     "  run        lead the job (or stand by while another master leads): adaptive timeouts,\n"
     "             hang/crash/straggler incidents, save-then-stop decisions, evictions\n"
@@ -44,6 +45,9 @@ constexpr const char* kUsage =
     "  incidents  the incident stream (--json: one Incident per line)\n"
     "  timeouts   the published timeout table\n"
     "  evicted    the nodes a scheduler should not use again\n"
+    "  checkpoints  checkpoint steps, newest first: verdict, shards verified, copies, tiers,\n"
+    "             sdc ranks, and the step the restore plan names\n"
+    "  save       ask every rank for a checkpoint at its next step boundary (prints the id)\n"
     "\n"
     "  --job J              the job (default: FT_JOB)\n"
     "  --redis URL          redis://[user@]host:port[/db] (default: FT_REDIS); the password goes\n"
@@ -79,7 +83,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   if (i < argc && argv[i][0] != '-') {
     flags->command = argv[i++];
     if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
-        flags->command != "timeouts" && flags->command != "evicted") {
+        flags->command != "timeouts" && flags->command != "evicted" &&
+        flags->command != "checkpoints" && flags->command != "save") {
       return Usage("unknown command '" + flags->command + "'");
     }
   }
@@ -128,9 +133,11 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     }
     if (!value(target)) return Usage(arg + " needs a value");
   }
-  if (flags->command.empty()) return Usage("no command given: run, status, incidents, timeouts or evicted");
+  if (flags->command.empty()) {
+    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints or save");
+  }
   const bool run = flags->command == "run";
-  if (run && flags->json) return Usage("--json applies to status, incidents, timeouts and evicted");
+  if (run && flags->json) return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints and save");
   if (!run && flags->exit_when_stopped) return Usage("--exit-when-stopped applies to run");
   if (!run && !flags->id.empty()) return Usage("--id applies to run");
   return 0;
@@ -218,6 +225,10 @@ int main(int argc, char** argv) {
       s = ft::master::IncidentsCommand(client, options, &out);
     } else if (flags.command == "timeouts") {
       s = ft::master::TimeoutsCommand(client, options, &out);
+    } else if (flags.command == "checkpoints") {
+      s = ft::master::CheckpointsCommand(client, options, &out);
+    } else if (flags.command == "save") {
+      s = ft::master::SaveCommand(client, options, &out);
     } else {
       s = ft::master::EvictedCommand(client, options, &out);
     }

@@ -105,6 +105,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   if (open_.open) CollectAndMaybeDecide(now, unix_ms);
   if (action_ && action_->phase != "done" && store_->connected()) RunAction(now, unix_ms);
   if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
+  if (now >= next_ckpt_ && store_->connected()) CkptRound(now, unix_ms);
   if (!open_.open && now >= next_ranks_ && store_->connected()) (void)ReadRanks(now);
 }
 
@@ -143,6 +144,11 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   ranks_cursor_.clear();
   action_.reset();
   pending_acks_.clear();
+  copies_deadline_.reset();
+  ckpt_.clear();
+  ckpt_topology_.clear();
+  sdc_reported_.clear();
+  plan_loaded_ = false;
   pending_loaded_ = false;
   cursor_.clear();
   timeouts_ = TimeoutModel(TimeoutOptions::FromConfig(options_.config));
@@ -268,7 +274,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
     timeouts_.Restore(t);
   }
 
-  next_progress_ = next_ranks_ = next_summary_ = next_acks_ = now;
+  next_progress_ = next_ranks_ = next_summary_ = next_acks_ = next_ckpt_ = now;
   term_loaded_ = true;
   FT_LOG(Info, Master, "state loaded: job {}, events after {}, timeouts version {}{}{}",
          job_state_, cursor_.empty() ? "the start" : cursor_, timeouts_.table().version,

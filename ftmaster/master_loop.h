@@ -44,6 +44,7 @@
 
 #include "common/config.h"
 #include "ftmaster/attribution.h"
+#include "ftmaster/ckpt_verify.h"
 #include "ftmaster/decision.h"
 #include "ftmaster/fenced_writer.h"
 #include "ftmaster/incident_window.h"
@@ -70,6 +71,9 @@ struct MasterOptions {
   std::chrono::milliseconds tick{20};
   std::chrono::milliseconds summary_period{500};  // timeouts and stragglers
   std::chrono::milliseconds ranks_period{2000};   // membership while no incident is open
+  std::chrono::milliseconds ckpt_period{500};     // checkpoint steps: which changed
+  std::chrono::milliseconds ckpt_refresh{2000};   // re-read of the planned step (tier changes)
+  std::chrono::milliseconds copy_wait{5000};      // after a save: its copies' reports awaited
   double stop_grace_s = 10;       // the stop command's SIGTERM → SIGKILL grace
   std::FILE* out = stdout;        // decided incidents for people; nullptr: not printed
 };
@@ -94,6 +98,8 @@ class MasterLoop {
     double progress_read_ms = 0;      // the last read of the window's tables, with decoding
     uint64_t progress_rows_read = 0;  // progress tables read by HMGET (the window's members)
     uint64_t ranks_reads = 0;         // whole reads of the membership hash
+    uint64_t ckpt_step_reads = 0;     // whole reads of a step's copies (ft:{J}:ckpt:<step>)
+    uint64_t plans_published = 0;
   };
 
   // `endpoint`: the job's Redis (a RedisStore). Call Init() before the first Tick.
@@ -153,7 +159,18 @@ class MasterLoop {
   bool AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms);
   // At the end of a save phase: how many shards were saved, kept as `checkpoint` in the master
   // state, logged and printed with the incidents. false when the write was fenced out.
-  bool RecordSaveOutcome(const Action& a);
+  bool RecordSaveOutcome(const Action& a, const StepJudgement* judged);
+  // ckpt_round.cc: checkpoint steps → verdicts, sdc incidents and the restore plan.
+  void CkptRound(Clock::time_point now, int64_t unix_ms);
+  // Reads `step`'s copies again and judges them (verdict, sdc incidents). False when Redis failed.
+  bool ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms);
+  bool ReportSdc(const StepJudgement& judged, int64_t unix_ms);
+  // The newest restorable step's plan, published when it differs from the last one.
+  bool PublishPlan(int64_t unix_ms);
+  void LoadPlan();  // at a new term: the published plan and its version
+  // After the save acks settled: true once the ranks that answered done have reported their
+  // copies (or copy_wait passed); then the step is judged and *judged set (nullptr: none).
+  bool SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged);
   // summary_round.cc
   void SummaryRound(Clock::time_point now, int64_t unix_ms);
   void Stragglers(int64_t unix_ms);
@@ -204,6 +221,26 @@ class MasterLoop {
   std::optional<Action> action_;
   std::set<std::string> pending_acks_;
   std::map<int, std::string> save_results_;  // rank -> ack result of the current save phase
+  std::map<int, std::string> save_messages_; // rank -> ack message ("saved step=<S> ...")
+  std::optional<Clock::time_point> copies_deadline_;  // waiting for the saved copies' reports
+
+  struct CkptStep {
+    DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
+    std::vector<proto::CkptCopy> of_step;  // the copies that name this step
+    int64_t fields = -1;                   // HLEN at the last read
+    std::optional<StepJudgement> judged;   // points into of_step
+    std::string verdict;                   // as last written (without its time)
+    Clock::time_point refresh_at{};
+  };
+  std::map<int64_t, std::unique_ptr<CkptStep>> ckpt_;  // the newest kCkptSteps steps
+  std::string ckpt_topology_;          // the topology the verdicts were judged with
+  std::set<std::string> sdc_reported_; // incident ids written (or found written)
+  proto::RestorePlan plan_;            // as published
+  bool plan_loaded_ = false;
+  bool plan_dirty_ = true;             // a step was judged anew or the membership moved
+  uint64_t plan_ranks_version_ = 0;    // ranks_.version() the plan's node order used
+  bool ckpt_topology_warned_ = false;
+  Clock::time_point next_ckpt_{};
   bool pending_loaded_ = false;
   std::string ack_cursor_;
   std::string job_state_;

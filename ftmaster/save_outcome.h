@@ -1,37 +1,58 @@
-// ft::master::SaveOutcome: what a just-in-time save achieved, counted from the save targets
-// and their acknowledgements, so an incident never reads "saved" when nothing was. A target
-// is saved only when its rank answered "done"; "not_supported" (a libft.so without
-// checkpoints), "failed", no node known for the rank (no membership), and no answer by the
-// deadline all count as not saved. Pure logic; the master loop records and prints it.
+// ft::master::SaveOutcome: what a just-in-time save achieved, counted from the save targets,
+// their acknowledgements and the verification of the copies they reported, so an incident
+// never reads "saved" when nothing was. Every healthy DP replica of a shard is a target
+// (decision.h); a shard is saved when one of its replicas answered "done", and verified when
+// the cross-replica check (ckpt_verify.h) accepted its digest. Rank answers other than "done":
+// "not_supported" (a libft.so without checkpoints), "nothing_registered" (the application
+// never called ft_register), "failed", no node known for the rank (no membership), no answer
+// by the deadline. Pure logic; the master loop records and prints it.
 #ifndef FT_FTMASTER_SAVE_OUTCOME_H_
 #define FT_FTMASTER_SAVE_OUTCOME_H_
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 
+#include "ftmaster/ckpt_verify.h"
 #include "ftmaster/decision.h"
 
 namespace ft::master {
 
 struct SaveOutcome {
-  int shards = 0;         // save targets: one per model shard (all DP ranks when sharded)
-  int saved = 0;          // answered "done"
-  int not_supported = 0;  // answered "not_supported"
-  int failed = 0;         // answered anything else
-  int unreachable = 0;    // no node known: never asked
-  int unanswered = 0;     // asked, no answer by the deadline
+  int shards = 0;              // model shards the targets cover
+  int saved = 0;               // shards with a replica that answered "done"
+  int verified = 0;            // shards the verification accepted (0 until verified)
+  int64_t step = -1;           // the step the ranks saved (-1: none known)
+  std::string verdict;         // that step's verdict state ("" not judged)
+  int ranks = 0;               // save targets (ranks asked)
+  int done = 0;                // ranks that answered "done"
+  int not_supported = 0;       // ranks
+  int nothing_registered = 0;  // ranks
+  int failed = 0;              // ranks that answered anything else
+  int unreachable = 0;         // ranks with no node known: never asked
+  int unanswered = 0;          // ranks asked, no answer by the deadline
+  bool operator==(const SaveOutcome&) const = default;
 };
 
-// `results`: the ack result per rank, for the targets that answered.
-SaveOutcome CountSaveOutcome(std::span<const SaveTarget> targets, const std::map<int, std::string>& results);
+// `results`: the ack result per rank, for the targets that answered. `shard_of(rank)`: the
+// shard a target saves (ShardOfRank); empty: every target is its own shard.
+SaveOutcome CountSaveOutcome(std::span<const SaveTarget> targets, const std::map<int, std::string>& results,
+                             const std::function<ShardId(int)>& shard_of = {});
 
-// One line for people: "saved 0 of 4 shards (4 answered not_supported); the job is stopped
-// without a checkpoint".
+// Adds what the verification of `step` found.
+void AddVerification(const StepJudgement& judged, SaveOutcome* outcome);
+
+// One line for people: "saved 4 of 4 shards (7 ranks answered done), verified 4 at step 120;
+// the checkpoint is complete", "saved 0 of 4 shards (...); the job is stopped without a
+// checkpoint: nothing is registered — call ft_register".
 std::string DescribeSaveOutcome(const SaveOutcome& outcome);
 
-// The JSON kept in ft:{J}:master as `checkpoint` (docs/redis-schema.md).
+// The JSON kept in ft:{J}:master as `checkpoint` and `checkpoint:<incident>`
+// (docs/redis-schema.md); Decode reads it back (for `ftmaster incidents`).
 std::string EncodeSaveOutcome(const std::string& incident, const SaveOutcome& outcome);
+bool DecodeSaveOutcome(std::string_view json, SaveOutcome* outcome);
 
 }  // namespace ft::master
 

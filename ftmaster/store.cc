@@ -67,6 +67,7 @@ namespace {
 int RankOf(const proto::RankProgress& v) { return v.rank; }
 int RankOf(const proto::RankSummary& v) { return v.rank; }
 int RankOf(const proto::Membership& v) { return v.rank; }
+int RankOf(const proto::CkptCopy& v) { return v.rank; }
 
 }  // namespace
 
@@ -224,6 +225,7 @@ void DecodedHash<T>::Clear() {
 template class DecodedHash<proto::RankProgress>;
 template class DecodedHash<proto::RankSummary>;
 template class DecodedHash<proto::Membership>;
+template class DecodedHash<proto::CkptCopy>;
 
 Status DecodeEventEntry(const StreamEntry& entry, proto::Event* out) {
   const std::string* json = entry.Get("json");

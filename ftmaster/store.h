@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "proto/ckpt_codec.h"
 #include "proto/messages.h"
 #include "redis/reply.h"
 
@@ -111,6 +112,7 @@ class DecodedHash {
 extern template class DecodedHash<proto::RankProgress>;
 extern template class DecodedHash<proto::RankSummary>;
 extern template class DecodedHash<proto::Membership>;
+extern template class DecodedHash<proto::CkptCopy>;
 
 // Decodes one event entry of ft:{J}:events (its `json` field); the other fields must agree
 // with it. Errors name the stream id.

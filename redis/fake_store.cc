@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace ft::redis {
@@ -19,6 +21,13 @@ bool ToInt(const std::string& s, int64_t* out) {
 }
 
 Reply Err(const std::string& message) { return Reply::Error(message); }
+
+// A score as Redis prints it: "100", "2.5" (%.17g drops what a double does not hold).
+std::string ScoreText(double score) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.17g", score);
+  return buf;
+}
 Reply WrongArgs(const std::string& command) {
   return Err("ERR wrong number of arguments for '" + command + "' command");
 }
@@ -244,6 +253,70 @@ Reply FakeRedis::Execute(const Argv& a) {
     if (v != nullptr) {
       for (const std::string& m : v->set) out.push_back(Reply::String(m));
     }
+    return Reply::Array(std::move(out));
+  }
+  if (cmd == "HLEN") {
+    if (a.size() != 2) return WrongArgs("hlen");
+    Value* v = FindTyped(a[1], Type::kHash, &wrong);
+    if (wrong.is_error()) return wrong;
+    return Reply::Integer(v == nullptr ? 0 : static_cast<int64_t>(v->hash.size()));
+  }
+  if (cmd == "ZADD") {
+    // ZADD key score member [score member ...] (no flags: ft uses none).
+    if (a.size() < 4 || (a.size() % 2) != 0) return WrongArgs("zadd");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    std::vector<std::pair<double, std::string>> adds;
+    for (size_t i = 2; i + 1 < a.size(); i += 2) {
+      char* end = nullptr;
+      const double score = std::strtod(a[i].c_str(), &end);
+      if (end == a[i].c_str() || *end != '\0') return Err("ERR value is not a valid float");
+      adds.emplace_back(score, a[i + 1]);
+    }
+    if (v == nullptr) v = &Create(a[1], Type::kZset);
+    int64_t n = 0;
+    for (const auto& [score, member] : adds) {
+      n += v->zset.count(member) ? 0 : 1;
+      v->zset[member] = score;
+    }
+    return Reply::Integer(n);
+  }
+  if (cmd == "ZREM") {
+    if (a.size() < 3) return WrongArgs("zrem");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    int64_t n = 0;
+    if (v != nullptr) {
+      for (size_t i = 2; i < a.size(); ++i) n += static_cast<int64_t>(v->zset.erase(a[i]));
+      if (v->zset.empty()) data_.erase(a[1]);
+    }
+    return Reply::Integer(n);
+  }
+  if (cmd == "ZSCORE") {
+    if (a.size() != 3) return WrongArgs("zscore");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    if (v == nullptr || !v->zset.count(a[2])) return Reply::Nil();
+    return Reply::String(ScoreText(v->zset.at(a[2])));
+  }
+  if (cmd == "ZRANGE" || cmd == "ZREVRANGE") {
+    // By index over (score, member), ascending or descending; no options.
+    int64_t start = 0, stop = 0;
+    if (a.size() != 4 || !ToInt(a[2], &start) || !ToInt(a[3], &stop)) return WrongArgs(cmd == "ZRANGE" ? "zrange" : "zrevrange");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    std::vector<std::pair<double, std::string>> sorted;
+    if (v != nullptr) {
+      for (const auto& [member, score] : v->zset) sorted.emplace_back(score, member);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    if (cmd == "ZREVRANGE") std::reverse(sorted.begin(), sorted.end());
+    const int64_t n = static_cast<int64_t>(sorted.size());
+    if (start < 0) start = std::max<int64_t>(0, n + start);
+    if (stop < 0) stop = n + stop;
+    stop = std::min(stop, n - 1);
+    std::vector<Reply> out;
+    for (int64_t i = start; i <= stop; ++i) out.push_back(Reply::String(sorted[static_cast<size_t>(i)].second));
     return Reply::Array(std::move(out));
   }
   if (cmd == "XADD") return XAdd(a);

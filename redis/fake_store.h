@@ -67,12 +67,13 @@ class FakeRedis {
   uint64_t executed() const { return executed_; }
 
  private:
-  enum class Type { kString, kHash, kSet, kStream };
+  enum class Type { kString, kHash, kSet, kStream, kZset };
   struct Value {
     Type type = Type::kString;
     std::string str;
     std::map<std::string, std::string> hash;
     std::set<std::string> set;
+    std::map<std::string, double> zset;  // member -> score
     std::vector<StreamEntry> stream;
     uint64_t last_ms = 0, last_seq = 0;
     int64_t expires_unix_ms = 0;  // 0: never

@@ -30,17 +30,18 @@ std::vector<int> Ranks(const Decision& d) {
 }
 
 // tp=2 dp=2 pp=2 on four nodes of two ranks each: n0 {0,1}, n1 {2,3}, n2 {4,5}, n3 {6,7}.
-TEST(DecisionTest, ReplicaExistsSavesOneRankPerShard) {
+// Every healthy DP replica of every shard saves, so their digests can be compared.
+TEST(DecisionTest, ReplicaExistsSavesEveryHealthyReplica) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
   EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
-  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.save[0].node, "n0");
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
   ApplyDecision(d, incidents);
   EXPECT_EQ(incidents[0].decision, "save-then-stop");
-  EXPECT_NE(incidents[0].message.find("saving from 4 ranks"), std::string::npos) << incidents[0].message;
+  EXPECT_NE(incidents[0].message.find("saving from 7 ranks"), std::string::npos) << incidents[0].message;
 }
 
 TEST(DecisionTest, HostFrozenIsDecidedLikeAHang) {
@@ -48,18 +49,20 @@ TEST(DecisionTest, HostFrozenIsDecidedLikeAHang) {
   std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
   EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
-  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 4, 5}));
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
   ApplyDecision(d, incidents);
   EXPECT_EQ(incidents[0].decision, "save-then-stop");
 }
 
-TEST(DecisionTest, PrefersReplicasOffEvictedNodes) {
+TEST(DecisionTest, HealthyRanksOnAnEvictedNodeSaveToo) {
   Job job(2, 2, 2, 2);
-  // Rank 0 (n0) hangs: shard (0,0) saves from rank 2; shard (1,0) avoids rank 1 on n0.
+  // Rank 0 (n0) hangs: shard (0,0) saves from rank 2 alone; rank 1, healthy on the evicted
+  // n0, still saves (its copy is compared with rank 3's, and its tiers may outlive the node).
   std::vector<proto::Incident> incidents = {Incident("hang", {{0, "n0", ""}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
   EXPECT_EQ(d.decision, "save-then-stop");
-  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
 }
 
 TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
@@ -116,7 +119,7 @@ TEST(DecisionTest, TransportHangEvictsOnlyASingleNode) {
   d = Decide(std::vector<proto::Incident>{inside}, Grid(2, 2, 2), job.membership, false);
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
   EXPECT_EQ(d.decision, "save-then-stop");
-  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5}));
+  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5, 6, 7}));
 }
 
 TEST(DecisionTest, UnnamedStuckRankStops) {
@@ -125,12 +128,13 @@ TEST(DecisionTest, UnnamedStuckRankStops) {
   EXPECT_EQ(Decide(incidents, Grid(1, 2, 1), job.membership, false).decision, "stop");
 }
 
-TEST(DecisionTest, PureDataParallelSavesOneRank) {
+TEST(DecisionTest, PureDataParallelSavesEveryHealthyRank) {
   Job job(1, 8, 1, 4);
+  job.membership[6].state = "exited";  // no agent left to save
   std::vector<proto::Incident> incidents = {Incident("crash", {{0, "n0", ""}})};
   Decision d = Decide(incidents, Grid(1, 8, 1), job.membership, false);
   EXPECT_EQ(d.decision, "save-then-stop");
-  EXPECT_EQ(Ranks(d), (std::vector<int>{4}));  // off the evicted node n0
+  EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 7}));
 }
 
 }  // namespace

@@ -166,6 +166,37 @@ inline void ContractStreams(Store& a, Store& b, const std::string& p) {
   EXPECT_EQ(replies[2].str(), "v");
 }
 
+// The checkpoint keys' commands: a sorted set of steps read newest first, and HLEN.
+inline void ContractSortedSetsAndHlen(Store& a, Store& b, const std::string& p) {
+  Reply r;
+  ASSERT_TRUE(a.Run({"ZADD", p + "z", "100", "100", "20", "20"}, &r).ok());
+  EXPECT_EQ(r.integer(), 2);
+  ASSERT_TRUE(a.Run({"ZADD", p + "z", "300", "300", "100", "100"}, &r).ok());
+  EXPECT_EQ(r.integer(), 1) << "an existing member is not added again";
+  ASSERT_TRUE(b.Run({"ZREVRANGE", p + "z", "0", "1"}, &r).ok());
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].str(), "300");
+  EXPECT_EQ(r[1].str(), "100");
+  ASSERT_TRUE(b.Run({"ZRANGE", p + "z", "0", "-1"}, &r).ok());
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].str(), "20");
+  ASSERT_TRUE(b.Run({"ZREVRANGE", p + "none", "0", "15"}, &r).ok());
+  EXPECT_EQ(r.size(), 0u);
+  ASSERT_TRUE(b.Run({"ZSCORE", p + "z", "300"}, &r).ok());
+  EXPECT_EQ(r.str(), "300");
+  ASSERT_TRUE(b.Run({"ZSCORE", p + "z", "7"}, &r).ok());
+  EXPECT_TRUE(r.is_nil());
+  ASSERT_TRUE(a.Run({"ZREM", p + "z", "20", "7"}, &r).ok());
+  EXPECT_EQ(r.integer(), 1);
+  ASSERT_TRUE(a.Run({"HSET", p + "h", "0", "x", "1", "y"}, &r).ok());
+  ASSERT_TRUE(b.Run({"HLEN", p + "h"}, &r).ok());
+  EXPECT_EQ(r.integer(), 2);
+  ASSERT_TRUE(b.Run({"HLEN", p + "absent"}, &r).ok());
+  EXPECT_EQ(r.integer(), 0);
+  EXPECT_FALSE(b.Run({"HLEN", p + "z"}, &r).ok()) << "WRONGTYPE";
+  EXPECT_FALSE(b.Run({"ZADD", p + "h", "1", "m"}, &r).ok()) << "WRONGTYPE";
+}
+
 }  // namespace ft::redis::testing
 
 #endif  // FT_REDIS_TESTS_STORE_CONTRACT_H_

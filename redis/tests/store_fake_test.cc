@@ -24,6 +24,7 @@ TEST_F(FakeStoreTest, FencedRun) { ContractFencedRun(a_, b_, "t:"); }
 TEST_F(FakeStoreTest, Lease) { ContractLease(a_, b_, "t:"); }
 TEST_F(FakeStoreTest, GatedAppend) { ContractGatedAppend(a_, b_, "t:"); }
 TEST_F(FakeStoreTest, StreamsHashesPipelines) { ContractStreams(a_, b_, "t:"); }
+TEST_F(FakeStoreTest, SortedSetsAndHlen) { ContractSortedSetsAndHlen(a_, b_, "t:"); }
 
 TEST_F(FakeStoreTest, KeysExpireByTheServersClock) {
   Reply r;

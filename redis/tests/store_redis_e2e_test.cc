@@ -32,6 +32,7 @@ TEST_F(RedisStoreTest, FencedRun) { ContractFencedRun(*a_, *b_, "t:"); }
 TEST_F(RedisStoreTest, Lease) { ContractLease(*a_, *b_, "t:"); }
 TEST_F(RedisStoreTest, GatedAppend) { ContractGatedAppend(*a_, *b_, "t:"); }
 TEST_F(RedisStoreTest, StreamsHashesPipelines) { ContractStreams(*a_, *b_, "t:"); }
+TEST_F(RedisStoreTest, SortedSetsAndHlen) { ContractSortedSetsAndHlen(*a_, *b_, "t:"); }
 
 }  // namespace
 }  // namespace ft::redis

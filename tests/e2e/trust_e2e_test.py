@@ -74,7 +74,7 @@ def case_redis_flush(args):
         check(outcome["saved"] == 0, "saved %d, but this libft.so cannot checkpoint" % outcome["saved"])
         check(outcome["unreachable"] == 0, "%d save targets had no node: membership was not "
               "re-asserted" % outcome["unreachable"])
-        check(outcome["not_supported"] == outcome["shards"], "not every target answered not_supported")
+        check(outcome["not_supported"] == outcome["ranks"], "not every target answered not_supported")
         c.wait_for(lambda: c.job_proc.poll() is not None, 60, "the job stopped by the master")
         log = c.master_log()
         check("no node is known" not in log, "the master found no node for a save target")

@@ -1,0 +1,318 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <unordered_map>
+
+#include "common/log.h"
+#include "ftmaster/loop_util.h"
+#include "ftmaster/master_loop.h"
+#include "proto/ckpt_codec.h"
+
+// The master loop's checkpoint round: which steps' copies changed (ft:{J}:ckpt:steps, then
+// HLEN per step: O(steps) per round, a step's copies read only when their count moved, and
+// the planned step re-read on a spaced refresh for tier changes), their verdicts
+// (ckpt_verify.h) into ft:{J}:ckpt:verdicts, an `sdc` incident per odd replica, and the restore
+// plan (ft:{J}:restore, ft:{J}:restore:version) whenever its content changes.
+
+namespace ft::master {
+namespace {
+
+constexpr int kCkptSteps = 16;  // newest steps looked at; workers keep FT_CKPT_KEEP per tier
+
+bool ParseStep(std::string_view text, int64_t* step) {
+  auto r = std::from_chars(text.data(), text.data() + text.size(), *step);
+  return r.ec == std::errc() && r.ptr == text.data() + text.size() && *step >= 0;
+}
+
+// "saved step=<S> digest=..." (shm/mailbox.h): the step a rank saved, or -1.
+int64_t StepOfAck(const std::string& message) {
+  const size_t at = message.find("step=");
+  if (at == std::string::npos) return -1;
+  size_t end = at + 5;
+  while (end < message.size() && message[end] >= '0' && message[end] <= '9') ++end;
+  int64_t step = -1;
+  if (!ParseStep(std::string_view(message).substr(at + 5, end - at - 5), &step)) return -1;
+  return step;
+}
+
+}  // namespace
+
+void MasterLoop::LoadPlan() {
+  redis::Reply plan, version;
+  if (!store_->Run({"GET", keys_.Restore()}, &plan).ok()) return;
+  if (!store_->Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;
+  plan_ = NoPlan();
+  if (plan.is_string()) {
+    Status s = proto::Decode(plan.str(), &plan_);
+    if (!s.ok()) {
+      bad_.Report(keys_.Restore(), plan.str(), s.WithContext("unreadable; a new plan replaces it"));
+      plan_ = NoPlan();
+      plan_.step = -2;  // differs from every plan: the next one is published
+    }
+  }
+  int64_t published = 0;
+  if (version.ToInt(&published) && published > plan_.version) plan_.version = published;
+  plan_loaded_ = true;
+  plan_dirty_ = true;
+}
+
+void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
+  const auto start = Clock::now();
+  next_ckpt_ = now + options_.ckpt_period;
+  const Topology& topology = CurrentTopology();
+  if (!topology.known()) {
+    if (!ckpt_topology_warned_) {
+      FT_LOG(Info, Master, "checkpoints are not judged while the topology is {}", topology.Describe());
+      ckpt_topology_warned_ = true;
+    }
+    return;
+  }
+  ckpt_topology_warned_ = false;
+  const std::string shape =
+      fmt::format("{}/{}/{}", topology.sizes(), topology.order(), options_.config.sharded_optimizer);
+  const bool reshaped = shape != ckpt_topology_;
+  ckpt_topology_ = shape;
+  if (!plan_loaded_) {
+    LoadPlan();
+    if (!plan_loaded_) return;
+  }
+
+  redis::Reply reply;
+  if (!store_->Run({"ZREVRANGE", keys_.CkptSteps(), "0", std::to_string(kCkptSteps - 1)}, &reply).ok()) return;
+  std::vector<int64_t> steps;
+  for (const redis::Reply& r : reply.elements()) {
+    int64_t step = -1;
+    if (r.is_string() && ParseStep(r.str(), &step)) {
+      steps.push_back(step);
+    } else {
+      bad_.Report(keys_.CkptSteps(), r.DebugString().substr(0, 64), Status::Corrupt("not a step number"));
+    }
+  }
+  for (auto it = ckpt_.begin(); it != ckpt_.end();) {
+    if (std::find(steps.begin(), steps.end(), it->first) == steps.end()) {
+      if (it->first == plan_.step) plan_dirty_ = true;
+      // Gone from the set (its last copy removed, FT_CKPT_KEEP): its verdict goes too, so the
+      // verdicts hash stays as small as the set. Merely older than the newest kCkptSteps: kept.
+      redis::Reply score;
+      if (!store_->Run({"ZSCORE", keys_.CkptSteps(), std::to_string(it->first)}, &score).ok()) return;
+      if (score.is_nil() &&
+          !writer_.Run({{"HDEL", keys_.CkptVerdicts(), std::to_string(it->first)}})) {
+        return;
+      }
+      it = ckpt_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (int64_t step : steps) {
+    redis::Reply count;
+    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return;
+    auto it = ckpt_.find(step);
+    const bool known = it != ckpt_.end() && it->second->judged;
+    const bool changed = !known || it->second->fields != count.integer();
+    const bool refresh = known && step == plan_.step && now >= it->second->refresh_at;
+    if (reshaped || changed || refresh) {
+      if (!ReadAndJudgeStep(step, now, unix_ms)) return;
+    }
+  }
+  if (ranks_.version() != plan_ranks_version_) plan_dirty_ = true;
+  if (plan_dirty_) (void)PublishPlan(unix_ms);
+  next_ckpt_ = now + Spacing(options_.ckpt_period, MsSince(start), kSteadyShare);
+}
+
+bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms) {
+  const auto start = Clock::now();
+  redis::Reply reply;
+  if (!store_->Run({"HGETALL", keys_.CkptStep(step)}, &reply).ok()) return false;
+  ++stats_.ckpt_step_reads;
+  std::unique_ptr<CkptStep>& slot = ckpt_[step];
+  if (!slot) slot = std::make_unique<CkptStep>();
+  CkptStep& s = *slot;
+  s.copies.Load(reply, &bad_);
+  s.fields = static_cast<int64_t>(reply.size() / 2);
+  s.judged.reset();  // points into of_step, rebuilt below
+  s.of_step.clear();
+  for (const proto::CkptCopy& c : s.copies.values()) {
+    if (c.step == step) {
+      s.of_step.push_back(c);
+    } else {
+      bad_.Report(keys_.CkptStep(step), proto::Encode(c),
+                  Status::Corrupt(fmt::format("a copy of step {} in the hash of step {}", c.step, step)));
+    }
+  }
+  std::sort(s.of_step.begin(), s.of_step.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  s.judged = JudgeStep(step, s.of_step, CurrentTopology(), options_.config.sharded_optimizer, unix_ms);
+  s.refresh_at = now + Spacing(options_.ckpt_refresh, MsSince(start), kSteadyShare);
+  plan_dirty_ = true;
+
+  proto::StepVerdict timeless = s.judged->verdict;
+  timeless.unix_ms = 0;
+  std::string verdict = proto::Encode(timeless);
+  if (verdict != s.verdict) {
+    if (!writer_.Run({{"HSET", keys_.CkptVerdicts(), std::to_string(step), proto::Encode(s.judged->verdict)}})) {
+      return false;
+    }
+    s.verdict = std::move(verdict);
+    const proto::StepVerdict& v = s.judged->verdict;
+    if (v.state == "verified") {
+      FT_LOG(Info, Master, "checkpoint step {}: {} ({} copies): {}", step, v.state, v.copies, v.why);
+    } else {
+      FT_LOG(Warn, Master, "checkpoint step {}: {} ({} copies): {}", step, v.state, v.copies, v.why);
+    }
+  }
+  return ReportSdc(*s.judged, unix_ms);
+}
+
+bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
+  std::vector<proto::Incident> incidents;
+  for (const SdcFinding& f : judged.sdc) {
+    const std::string id = fmt::format("sdc-step{}-rank{}", judged.verdict.step, f.rank);
+    if (sdc_reported_.count(id)) continue;
+    proto::Incident i;
+    i.id = id;
+    i.kind = "sdc";
+    i.suspects.push_back(proto::Suspect{
+        f.rank, f.node,
+        fmt::format("its checkpoint of step {} differs from its {} DP replicas'", judged.verdict.step, f.agreeing)});
+    std::vector<int> agreeing;
+    const ShardCheck& shard = judged.shards.at(f.shard);
+    for (const proto::CkptCopy* c : shard.holders) agreeing.push_back(c->rank);
+    i.evidence.push_back(fmt::format("step {}: rank {} on {} holds digest {:016x}", judged.verdict.step, f.rank,
+                                     f.node, f.digest));
+    i.evidence.push_back(fmt::format("step {}: ranks {} (same shard) hold digest {:016x}", judged.verdict.step,
+                                     fmt::join(agreeing, ", "), f.majority));
+    i.confidence = static_cast<double>(f.agreeing) / static_cast<double>(shard.copies);
+    i.first_event_unix_ms = unix_ms;
+    i.window_closed_unix_ms = unix_ms;
+    i.decided_unix_ms = unix_ms;
+    i.decision = "none";
+    i.message = fmt::format(
+        "silent data corruption suspected on rank {} (node {}): its bytes of step {} differ from "
+        "the {} replicas that agree; their copy is used for the restore. Node {} is an eviction "
+        "candidate (not evicted automatically: check its GPU, e.g. with DCGM diagnostics)",
+        f.rank, f.node, judged.verdict.step, f.agreeing, f.node);
+    incidents.push_back(std::move(i));
+  }
+  if (incidents.empty()) return true;
+  auto won = writer_.WriteIncidents(incidents, unix_ms, {}, {}, {}, {});
+  if (!won) return false;
+  for (size_t k = 0; k < incidents.size(); ++k) {
+    sdc_reported_.insert(incidents[k].id);
+    if ((*won)[k]) Print(incidents[k], {});
+  }
+  return true;
+}
+
+bool MasterLoop::PublishPlan(int64_t unix_ms) {
+  const Topology& topology = CurrentTopology();
+  if (!topology.known() || !plan_loaded_) return false;
+  const CkptStep* chosen = nullptr;
+  std::vector<int64_t> skipped;
+  for (auto it = ckpt_.rbegin(); it != ckpt_.rend(); ++it) {
+    const CkptStep& s = *it->second;
+    if (!s.judged) continue;
+    if (s.judged->restorable) {
+      chosen = &s;
+      break;
+    }
+    if (s.judged->verdict.state == "untrusted") skipped.push_back(it->first);
+  }
+  std::unordered_map<int, const proto::Membership*> member;
+  for (const proto::Membership& m : ranks_.values()) {
+    auto [at, inserted] = member.emplace(m.rank, &m);
+    if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
+  }
+  auto node_of = [&](int rank) -> std::string {
+    auto it = member.find(rank);
+    return it == member.end() ? std::string() : it->second->node;
+  };
+  proto::RestorePlan plan =
+      chosen ? BuildPlan(*chosen->judged, topology, options_.config.sharded_optimizer, node_of) : NoPlan();
+  plan_ranks_version_ = ranks_.version();
+  plan_dirty_ = false;
+  if (!chosen && plan_.step == -1) return true;  // nothing to restore, and none was said
+  if (SamePlanContent(plan, plan_)) return true;
+  plan.version = plan_.version + 1;
+  plan.unix_ms = unix_ms;
+  if (!writer_.Run({{"SET", keys_.Restore(), proto::Encode(plan)},
+                    {"SET", keys_.RestoreVersion(), std::to_string(plan.version)}})) {
+    plan_dirty_ = true;
+    return false;
+  }
+  ++stats_.plans_published;
+  if (chosen) {
+    FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks{}", plan.version, plan.step, plan.ranks.size(),
+           skipped.empty() ? "" : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
+                                               fmt::join(skipped, ", ")));
+  } else {
+    FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more", plan.version);
+  }
+  plan_ = std::move(plan);
+  return true;
+}
+
+bool MasterLoop::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
+  *judged = nullptr;
+  std::vector<std::string> done;
+  std::map<int64_t, int> steps;  // step -> ranks that said they saved it
+  for (const auto& [rank, result] : save_results_) {
+    if (result != "done") continue;
+    done.push_back(std::to_string(rank));
+    auto m = save_messages_.find(rank);
+    const int64_t step = m == save_messages_.end() ? -1 : StepOfAck(m->second);
+    if (step >= 0) ++steps[step];
+  }
+  if (done.empty()) return true;  // nothing saved: nothing to verify
+  if (!copies_deadline_) copies_deadline_ = now + options_.copy_wait;
+  int64_t step = -1;
+  int votes = 0;
+  for (const auto& [s, n] : steps) {
+    if (n > votes || (n == votes && s > step)) {
+      step = s;
+      votes = n;
+    }
+  }
+  if (step < 0) {
+    // The acks did not say (an older worker): the newest step reported.
+    redis::Reply newest;
+    if (!store_->Run({"ZREVRANGE", keys_.CkptSteps(), "0", "0"}, &newest).ok()) return false;
+    if (newest.size() == 1 && newest[0].is_string()) (void)ParseStep(newest[0].str(), &step);
+  }
+  bool all = false;
+  if (step >= 0 && now < *copies_deadline_) {
+    if (now < next_acks_) return false;
+    next_acks_ = now + kAckPoll;
+    // HLEN until the count is there (cheap at 16k ranks), then one HMGET to be sure they are
+    // the right ranks.
+    redis::Reply count;
+    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return false;
+    if (count.integer() >= static_cast<int64_t>(done.size())) {
+      redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
+      argv.insert(argv.end(), done.begin(), done.end());
+      redis::Reply reply;
+      if (!store_->Run(argv, &reply).ok()) return false;
+      all = true;
+      for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
+    }
+  }
+  if (!all && now < *copies_deadline_) return false;
+  if (step < 0) {
+    FT_LOG(Warn, Master, "{} rank{} answered done but no checkpoint step is reported: not verified",
+           done.size(), done.size() == 1 ? "" : "s");
+    return true;
+  }
+  if (!all) {
+    FT_LOG(Warn, Master, "step {}: not every saved copy was reported within {} ms; judging what is there",
+           step, options_.copy_wait.count());
+  }
+  if (!CurrentTopology().known()) return true;
+  if (!ReadAndJudgeStep(step, now, unix_ms)) return false;
+  (void)PublishPlan(unix_ms);
+  auto it = ckpt_.find(step);
+  if (it != ckpt_.end() && it->second->judged) *judged = &*it->second->judged;
+  return true;
+}
+
+}  // namespace ft::master

@@ -1,0 +1,208 @@
+#include "ftmaster/ckpt_verify.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+namespace ft::master {
+namespace {
+
+std::string ShardName(const ShardId& s) {
+  return s.dp >= 0 ? fmt::format("tp={} pp={} dp={}", s.tp, s.pp, s.dp) : fmt::format("tp={} pp={}", s.tp, s.pp);
+}
+
+// Where a copy belongs, or false when the topology has no place for it.
+bool ShardOfCopy(const proto::CkptCopy& c, const Topology& t, bool sharded, ShardId* out) {
+  const bool in_world = c.rank >= 0 && c.rank < t.world_size();
+  Coord coord;
+  if (in_world) coord = t.CoordOf(c.rank);
+  if (c.tp >= 0 && c.pp >= 0) {
+    if (c.tp >= t.tp() || c.pp >= t.pp()) return false;
+    coord.tp = c.tp;
+    coord.pp = c.pp;
+    if (c.dp >= 0) {
+      if (c.dp >= t.dp()) return false;
+      coord.dp = c.dp;
+    } else if (!in_world) {
+      if (sharded) return false;  // no dp: the shard cannot be named
+    }
+  } else if (!in_world) {
+    return false;
+  }
+  *out = ShardId{coord.tp, coord.pp, sharded ? coord.dp : -1};
+  return true;
+}
+
+}  // namespace
+
+ShardId ShardOfRank(int rank, const Topology& t, bool sharded) {
+  Coord c = t.CoordOf(rank);
+  return ShardId{c.tp, c.pp, sharded ? c.dp : -1};
+}
+
+StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, const Topology& t,
+                        bool sharded, int64_t unix_ms) {
+  StepJudgement j;
+  proto::StepVerdict& v = j.verdict;
+  v.step = step;
+  v.unix_ms = unix_ms;
+  if (!t.known()) {
+    v.state = "incomplete";
+    for (const proto::CkptCopy& c : copies) v.copies += c.torn ? 0 : 1;
+    v.why = "topology " + t.Describe() + ": the shards cannot be named, so no copy can be checked";
+    return j;
+  }
+  for (int pp = 0; pp < t.pp(); ++pp) {
+    for (int tp = 0; tp < t.tp(); ++tp) {
+      if (!sharded) {
+        j.shards[ShardId{tp, pp, -1}];
+        continue;
+      }
+      for (int dp = 0; dp < t.dp(); ++dp) j.shards[ShardId{tp, pp, dp}];
+    }
+  }
+  v.shards = static_cast<int>(j.shards.size());
+
+  std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
+  int torn = 0, outside = 0;
+  for (const proto::CkptCopy& c : copies) {
+    if (c.torn) {
+      ++torn;
+      continue;
+    }
+    ShardId s;
+    if (!ShardOfCopy(c, t, sharded, &s)) {
+      ++outside;
+      continue;
+    }
+    ++v.copies;
+    by_shard[s].push_back(&c);
+  }
+
+  int missing = 0, untrusted = 0, single = 0, sourceless = 0;
+  std::string first_missing, first_untrusted;
+  for (auto& [id, check] : j.shards) {
+    auto it = by_shard.find(id);
+    if (it == by_shard.end()) {
+      ++missing;
+      if (first_missing.empty()) first_missing = ShardName(id);
+      continue;
+    }
+    std::vector<const proto::CkptCopy*>& list = it->second;
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
+    check.copies = static_cast<int>(list.size());
+    std::map<uint64_t, int> votes;
+    for (const proto::CkptCopy* c : list) ++votes[c->digest];
+    auto best = std::max_element(votes.begin(), votes.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    const bool all_equal = votes.size() == 1;
+    const bool majority = list.size() >= 3 && 2 * best->second > check.copies;
+    if (!all_equal && !majority) {
+      check.state = ShardCheck::State::kUntrusted;
+      ++untrusted;
+      if (first_untrusted.empty()) {
+        std::vector<std::string> held;
+        for (const proto::CkptCopy* c : list) held.push_back(fmt::format("rank {} {:016x}", c->rank, c->digest));
+        first_untrusted = fmt::format("{} ({})", ShardName(id), fmt::join(held, ", "));
+      }
+      continue;
+    }
+    check.state = ShardCheck::State::kAccepted;
+    check.digest = best->first;
+    check.agreeing = best->second;
+    if (list.size() == 1) ++single;
+    bool any_source = false;
+    for (const proto::CkptCopy* c : list) {
+      if (c->digest == check.digest) {
+        check.holders.push_back(c);
+        any_source = any_source || !c->tiers.empty();
+        continue;
+      }
+      j.sdc.push_back(SdcFinding{c->rank, c->node, c->digest, check.digest, check.agreeing, id});
+    }
+    if (!any_source) ++sourceless;
+  }
+  std::sort(j.sdc.begin(), j.sdc.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  for (const SdcFinding& f : j.sdc) v.sdc_ranks.push_back(f.rank);
+  v.verified_shards = v.shards - missing - untrusted;
+
+  std::vector<std::string> why;
+  if (untrusted > 0) {
+    v.state = "untrusted";
+    why.push_back(fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
+                              "is not trusted and an earlier one is restored",
+                              untrusted, untrusted == 1 ? "" : "s", first_untrusted));
+  }
+  if (missing > 0) {
+    why.push_back(fmt::format("{} of {} shard{} have no copy (first {})", missing, v.shards,
+                              v.shards == 1 ? "" : "s", first_missing));
+  }
+  if (sourceless > 0) {
+    why.push_back(fmt::format("{} shard{} no tier holds any more", sourceless, sourceless == 1 ? "" : "s"));
+  }
+  j.restorable = untrusted == 0 && missing == 0 && sourceless == 0;
+  if (untrusted == 0) v.state = j.restorable ? "verified" : "incomplete";
+  if (j.restorable) {
+    why.insert(why.begin(), fmt::format("{} of {} shard{} accepted", v.verified_shards, v.shards,
+                                        v.shards == 1 ? "" : "s"));
+  }
+  if (!j.sdc.empty()) {
+    std::vector<std::string> odd;
+    for (const SdcFinding& f : j.sdc) {
+      odd.push_back(fmt::format("rank {} on {} holds {:016x} where {} replica{} agree on {:016x}", f.rank,
+                                f.node, f.digest, f.agreeing, f.agreeing == 1 ? "" : "s", f.majority));
+    }
+    why.push_back(fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
+  }
+  if (single > 0) {
+    why.push_back(fmt::format("{} shard{} from a single replica, not cross-checked", single,
+                              single == 1 ? "" : "s"));
+  }
+  if (sharded) why.push_back("sharded optimizer: every rank is its own shard, nothing to compare");
+  if (torn > 0) why.push_back(fmt::format("{} torn cop{} ignored", torn, torn == 1 ? "y" : "ies"));
+  if (outside > 0) {
+    why.push_back(fmt::format("{} cop{} outside the topology ignored", outside, outside == 1 ? "y" : "ies"));
+  }
+  v.why = fmt::format("{}", fmt::join(why, "; "));
+  return j;
+}
+
+proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& t, bool sharded,
+                             const std::function<std::string(int)>& node_of) {
+  proto::RestorePlan plan;
+  plan.step = judged.verdict.step;
+  for (int rank = 0; rank < t.world_size(); ++rank) {
+    auto it = judged.shards.find(ShardOfRank(rank, t, sharded));
+    if (it == judged.shards.end()) continue;
+    const ShardCheck& check = it->second;
+    proto::RestoreRank rr;
+    rr.rank = rank;
+    rr.digest = check.digest;
+    const std::string node = node_of(rank);
+    std::vector<const proto::CkptCopy*> order;
+    for (const proto::CkptCopy* c : check.holders) {
+      if (!c->tiers.empty()) order.push_back(c);
+    }
+    // Own copy, then same node, then the rest by rank (holders are by rank already).
+    auto rank_of_source = [&](const proto::CkptCopy* c) {
+      if (c->rank == rank) return 0;
+      if (!node.empty() && c->node == node) return 1;
+      return 2;
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](auto* a, auto* b) { return rank_of_source(a) < rank_of_source(b); });
+    if (order.size() > kMaxPlanSources) order.resize(kMaxPlanSources);
+    for (const proto::CkptCopy* c : order) rr.sources.push_back(proto::RestoreSource{c->rank, c->node, c->tiers});
+    plan.ranks.push_back(std::move(rr));
+  }
+  return plan;
+}
+
+proto::RestorePlan NoPlan() { return proto::RestorePlan{}; }
+
+bool SamePlanContent(const proto::RestorePlan& a, const proto::RestorePlan& b) {
+  return a.step == b.step && a.ranks == b.ranks;
+}
+
+}  // namespace ft::master

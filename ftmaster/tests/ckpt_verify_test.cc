@@ -1,0 +1,187 @@
+#include "ftmaster/ckpt_verify.h"
+
+#include <gtest/gtest.h>
+
+namespace ft::master {
+namespace {
+
+Topology Grid(int tp, int dp, int pp) {
+  Topology t;
+  EXPECT_TRUE(Topology::FromSizes(tp, dp, pp, "", &t).ok());
+  return t;
+}
+
+// Rank r of a tp-dp-pp grid on nodes of two ranks ("n<r/2>"), holding `digest`.
+proto::CkptCopy Copy(int rank, uint64_t digest, std::vector<std::string> tiers = {"arena"}) {
+  proto::CkptCopy c;
+  c.step = 100;
+  c.rank = rank;
+  c.node = "n" + std::to_string(rank / 2);
+  c.digest = digest;
+  c.bytes = 64;
+  c.tiers = std::move(tiers);
+  return c;
+}
+
+// tp=1 dp=4: one shard, four replicas.
+TEST(CkptVerifyTest, AllEqualIsVerified) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7), Copy(2, 7), Copy(3, 7)};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 4, 1), false, 5);
+  EXPECT_TRUE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.shards, 1);
+  EXPECT_EQ(j.verdict.verified_shards, 1);
+  EXPECT_EQ(j.verdict.copies, 4);
+  EXPECT_TRUE(j.verdict.sdc_ranks.empty());
+  EXPECT_EQ(j.verdict.unix_ms, 5);
+  EXPECT_EQ(j.shards.begin()->second.agreeing, 4);
+}
+
+TEST(CkptVerifyTest, OddOneOfThreeIsSdcAndTheMajorityIsAccepted) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7)};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
+  EXPECT_TRUE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.sdc_ranks, (std::vector<int>{1}));
+  ASSERT_EQ(j.sdc.size(), 1u);
+  EXPECT_EQ(j.sdc[0].node, "n0");
+  EXPECT_EQ(j.sdc[0].digest, 9u);
+  EXPECT_EQ(j.sdc[0].majority, 7u);
+  EXPECT_EQ(j.shards.begin()->second.digest, 7u);
+  EXPECT_NE(j.verdict.why.find("silent data corruption"), std::string::npos) << j.verdict.why;
+}
+
+TEST(CkptVerifyTest, TwoThatDisagreeMakeTheStepUntrusted) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9)};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
+  EXPECT_FALSE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "untrusted");
+  EXPECT_EQ(j.verdict.verified_shards, 0);
+  EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "no majority names nobody";
+  // Four split two and two: no strict majority either.
+  copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7), Copy(3, 9)};
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 4, 1), false, 5).verdict.state, "untrusted");
+}
+
+TEST(CkptVerifyTest, TornCopiesNeverCount) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7)};
+  copies[1].torn = true;
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
+  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.copies, 2);
+  EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "a torn copy is not corruption";
+  EXPECT_NE(j.verdict.why.find("1 torn copy ignored"), std::string::npos) << j.verdict.why;
+  // Only torn copies: the shard has none.
+  copies = {Copy(0, 7)};
+  copies[0].torn = true;
+  j = JudgeStep(100, copies, Grid(1, 1, 1), false, 5);
+  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_FALSE(j.restorable);
+}
+
+TEST(CkptVerifyTest, SingleReplicaIsAcceptedAndSaidSo) {
+  std::vector<proto::CkptCopy> copies = {Copy(1, 7)};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
+  EXPECT_TRUE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_NE(j.verdict.why.find("single replica, not cross-checked"), std::string::npos) << j.verdict.why;
+}
+
+TEST(CkptVerifyTest, MissingShardIsIncomplete) {
+  // tp=2 dp=2: shard tp=1 (ranks 1, 3) has no copy.
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(2, 7)};
+  StepJudgement j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
+  EXPECT_FALSE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_EQ(j.verdict.shards, 2);
+  EXPECT_EQ(j.verdict.verified_shards, 1);
+  EXPECT_NE(j.verdict.why.find("1 of 2 shards have no copy (first tp=1 pp=0)"), std::string::npos) << j.verdict.why;
+}
+
+TEST(CkptVerifyTest, ShardFromTheManifestWinsOverTheTopology) {
+  // Rank 0 says it holds shard tp=1: it is compared with rank 1, not rank 2.
+  std::vector<proto::CkptCopy> copies = {Copy(0, 9), Copy(1, 9), Copy(2, 7), Copy(3, 9)};
+  copies[0].tp = 1;
+  copies[0].pp = 0;
+  StepJudgement j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
+  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.shards.at(ShardId{1, 0, -1}).copies, 3);
+  EXPECT_EQ(j.shards.at(ShardId{0, 0, -1}).copies, 1);
+  // Outside the topology: ignored.
+  copies[0].tp = 5;
+  j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
+  EXPECT_EQ(j.verdict.copies, 3);
+  EXPECT_NE(j.verdict.why.find("outside the topology"), std::string::npos) << j.verdict.why;
+}
+
+TEST(CkptVerifyTest, ShardedOptimizerComparesNothing) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9)};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), true, 5);
+  EXPECT_TRUE(j.restorable);
+  EXPECT_EQ(j.verdict.shards, 2);
+  EXPECT_TRUE(j.verdict.sdc_ranks.empty());
+  copies.pop_back();
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, "incomplete");
+}
+
+TEST(CkptVerifyTest, UnknownTopologyJudgesNothing) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7)};
+  StepJudgement j = JudgeStep(100, copies, Topology::Unknown("no grid"), false, 5);
+  EXPECT_FALSE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_NE(j.verdict.why.find("no grid"), std::string::npos);
+}
+
+TEST(CkptVerifyTest, CopiesNoTierHoldsAreNoSource) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7, {}), Copy(1, 7, {})};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
+  EXPECT_FALSE(j.restorable);
+  EXPECT_EQ(j.verdict.state, "incomplete");
+}
+
+// The plan: per rank the accepted digest and its holders, own first, then same node, then the
+// rest; the odd replica is no source; a rank without a copy (the hung one) restores from a peer.
+TEST(CkptVerifyTest, PlanOrdersSourcesOwnThenSameNode) {
+  // tp=1 dp=4 on n0 {0,1}, n1 {2,3}; rank 3 hung (no copy), rank 1 odd.
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7, {"arena", "local"}), Copy(1, 9), Copy(2, 7)};
+  Topology t = Grid(1, 4, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); });
+  EXPECT_EQ(plan.step, 100);
+  ASSERT_EQ(plan.ranks.size(), 4u);
+  for (const proto::RestoreRank& rr : plan.ranks) EXPECT_EQ(rr.digest, 7u);
+  auto sources = [&](int rank) {
+    std::vector<int> out;
+    for (const proto::RestoreSource& s : plan.ranks[static_cast<size_t>(rank)].sources) out.push_back(s.rank);
+    return out;
+  };
+  EXPECT_EQ(sources(0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(sources(1), (std::vector<int>{0, 2})) << "the odd copy of rank 1 is no source, its node peer is";
+  EXPECT_EQ(sources(2), (std::vector<int>{2, 0}));
+  EXPECT_EQ(sources(3), (std::vector<int>{2, 0})) << "the hung rank's node peer first";
+  EXPECT_EQ(plan.ranks[0].sources[0].tiers, (std::vector<std::string>{"arena", "local"}));
+  EXPECT_EQ(plan.ranks[0].sources[0].node, "n0");
+  proto::RestorePlan again = plan;
+  again.version = 9;
+  again.unix_ms = 1;
+  EXPECT_TRUE(SamePlanContent(plan, again));
+  again.ranks[0].sources[0].tiers.pop_back();
+  EXPECT_FALSE(SamePlanContent(plan, again));
+}
+
+TEST(CkptVerifyTest, PlanListsAtMostKMaxPlanSources) {
+  std::vector<proto::CkptCopy> copies;
+  for (int r = 0; r < 8; ++r) copies.push_back(Copy(r, 7));
+  Topology t = Grid(1, 8, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); });
+  ASSERT_EQ(plan.ranks.size(), 8u);
+  ASSERT_EQ(plan.ranks[5].sources.size(), kMaxPlanSources);
+  EXPECT_EQ(plan.ranks[5].sources[0].rank, 5);
+  EXPECT_EQ(plan.ranks[5].sources[1].rank, 4);  // same node n2
+  EXPECT_EQ(plan.ranks[5].sources[2].rank, 0);
+}
+
+}  // namespace
+}  // namespace ft::master
