@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master soak clean
+.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt soak clean
 
 all: build
 
@@ -50,6 +50,12 @@ bench-master: build
 # takes from its timeout threshold to the event in Redis (RESULT worker ...).
 bench-worker: build
 	@python3 bench/worker_bench.py $(BUILD)
+
+# What a checkpoint costs on the stand-ins, 1 GiB per rank (and a 4-rank run): JIT save against
+# memcpy, periodic save blocking, local-tier persist against dd oflag=direct, restore from each
+# source (RESULT ckpt save_ratio block_s persist_ratio restore_arena_s restore_dir_s restore_remote_s).
+bench-ckpt: build
+	@python3 bench/ckpt_bench.py $(BUILD)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
 # programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).

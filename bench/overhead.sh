@@ -22,6 +22,11 @@ if [ "${BENCH_REAL:-0}" != 1 ]; then
   export GPUSIM_KERNEL_LIBS=$root/$work/libtrainsim_kernels.so
 fi
 export FT_JOB=bench-overhead-$$
+# trainsim registers its state with libft.so (--ft save: no ftworker here, so no restore plan
+# to ask for); the arenas, which outlive the ranks by design, go to a directory removed at exit.
+FT_CKPT_ARENA_DIR=$(mktemp -d /dev/shm/ft-bench-overhead.XXXXXX)
+export FT_CKPT_ARENA_DIR
+trap 'rm -rf "$FT_CKPT_ARENA_DIR"' EXIT
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -43,7 +48,7 @@ echo "bench: kernel launch ${lo} ns without, ${lw} ns with; ncclAllReduce enqueu
 # Median step time (ms) over every rank's steps after the first two.
 step_ms() {
   python3 tests/workloads/trainsim/launch.py --nodes 2 --ranks-per-node 4 --timeout 300 -- \
-    "$work/trainsim" --dp 2 --tp 2 --pp 2 --steps 12 --compute-ms 100 --verbose 2>/dev/null |
+    "$work/trainsim" --dp 2 --tp 2 --pp 2 --steps 12 --compute-ms 100 --verbose --ft save 2>/dev/null |
     grep -o 'step=[0-9]* ms=[0-9.]*' | awk -F'[= ]' '$2 >= 2 { print $4 }' | median
 }
 ratios=() steps_with=() steps_without=()

@@ -26,7 +26,15 @@ constexpr FaultEntry kFaults[] = {
     {"hang-host", FaultKind::kHangHost}, {"crash-kill", FaultKind::kCrashKill},
     {"crash-segv", FaultKind::kCrashSegv}, {"crash-abort", FaultKind::kCrashAbort},
     {"slow", FaultKind::kSlow},          {"pause", FaultKind::kPause},
+    {"sdc", FaultKind::kSdc},
 };
+
+struct FtModeEntry {
+  const char* name;
+  FtMode mode;
+};
+constexpr FtModeEntry kFtModes[] = {
+    {"restore", FtMode::kRestore}, {"save", FtMode::kSave}, {"off", FtMode::kOff}};
 
 bool ParseInt64(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
@@ -116,7 +124,7 @@ const std::vector<Flag>& Flags() {
        IntFlag(&Config::bootstrap_port)},
       {"--fault", "KIND", false,
        "inject a fault: hang-kernel, hang-host, crash-kill, crash-segv,\n"
-       "crash-abort, slow, pause (see below)",
+       "crash-abort, slow, pause, sdc (see below)",
        [](Config* c, const std::string& v) {
          for (const FaultEntry& f : kFaults) {
            if (v == f.name) {
@@ -132,6 +140,19 @@ const std::vector<Flag>& Flags() {
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->slow_factor); }},
       {"--pause-s", "T", false, "pause: host pause in seconds at the fault step (default 20)",
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->pause_s); }},
+      {"--ft", "MODE", false,
+       "with libft.so loaded: restore (default: register parameters and optimizer\n"
+       "state, restore the planned checkpoint at start), save (register, start from\n"
+       "scratch: a run without an ftworker), off (call nothing of ft)",
+       [](Config* c, const std::string& v) {
+         for (const FtModeEntry& m : kFtModes) {
+           if (v == m.name) {
+             c->ft = m.mode;
+             return true;
+           }
+         }
+         return false;
+       }},
   };
   return flags;
 }
@@ -141,6 +162,13 @@ const std::vector<Flag>& Flags() {
 const char* FaultName(FaultKind kind) {
   for (const FaultEntry& f : kFaults) {
     if (f.kind == kind) return f.name;
+  }
+  return "?";
+}
+
+const char* FtModeName(FtMode mode) {
+  for (const FtModeEntry& m : kFtModes) {
+    if (m.mode == mode) return m.name;
   }
   return "?";
 }
@@ -184,8 +212,14 @@ std::string HelpText(bool reference) {
          "  crash-abort   abort()\n"
          "  slow          from the fault step on, compute takes --slow-factor times longer\n"
          "  pause         busy host work (CPU, no CUDA/NCCL call) for --pause-s seconds once, then carry on\n"
+         "  sdc           silent data corruption: flip one bit of one parameter on the device, train on\n"
+         "                (its data-parallel replicas now disagree)\n"
          "Peers of a faulting rank simply block in their collectives.\n"
-         "\nexit status: 0 done, 1 CUDA/NCCL/bootstrap error, 2 bad command line\n";
+         "\nwith libft.so (LD_PRELOAD), unless --ft off: registers each layer's parameters\n"
+         "(layers.<global layer>.weight) and the optimizer's step counter (optimizer.steps),\n"
+         "reports every completed step (ft_step_done), and with --ft restore starts at the\n"
+         "restored step, printing 'trainsim rank=<r> restored step=<s>'; a failed restore exits 1.\n"
+         "\nexit status: 0 done, 1 CUDA/NCCL/bootstrap/restore error, 2 bad command line\n";
   }
   return s;
 }

@@ -8,7 +8,15 @@
 
 namespace trainsim {
 
-enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause };
+enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause, kSdc };
+
+// What trainsim asks of libft.so when it is loaded (--ft): kRestore registers the state and
+// restores the planned checkpoint at start; kSave registers (saves work) but starts from
+// scratch without asking for a plan (a run with no ftworker on the node); kOff calls nothing,
+// as if libft.so were absent.
+enum class FtMode { kRestore, kSave, kOff };
+
+const char* FtModeName(FtMode mode);
 
 const char* FaultName(FaultKind kind);
 
@@ -30,6 +38,7 @@ struct Config {
   int fault_step = 0;
   double slow_factor = 1.5;
   double pause_s = 20.0;
+  FtMode ft = FtMode::kRestore;
 
   // Derived by Finish().
   int world() const { return dp * tp * pp; }

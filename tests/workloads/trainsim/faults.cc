@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -56,9 +58,21 @@ void InjectHostFault(const Config& c, int rank) {
       break;
     case FaultKind::kHangKernel:
     case FaultKind::kSlow:
+    case FaultKind::kSdc:
     case FaultKind::kNone:
       break;
   }
+}
+
+bool FlipParameterBit(float v, float* flipped, int* bit) {
+  if (!(v >= 2.0f && v < 256.0f) || v != static_cast<float>(static_cast<int>(v))) return false;
+  uint32_t word = 0;
+  std::memcpy(&word, &v, sizeof(word));
+  const int exponent = static_cast<int>((word >> 23) & 0xff) - 127;  // 1..7 for [2, 256)
+  *bit = 23 - exponent;  // the mantissa bit of weight 2^0
+  word ^= uint32_t{1} << *bit;
+  std::memcpy(flipped, &word, sizeof(word));
+  return true;
 }
 
 }  // namespace trainsim

@@ -11,6 +11,12 @@ namespace trainsim {
 // process dies), pause (busy host work for pause_s, no CUDA/NCCL call, then returns). Other kinds return at once.
 void InjectHostFault(const Config& config, int rank);
 
+// Silent data corruption of one parameter: flips one bit of v's float representation such that
+// the result stays a value of the model's domain (an integer in [0, 256), so the arithmetic
+// stays exact and the corruption persists as a difference of one): the lowest mantissa bit
+// that weighs 1. Needs v >= 2 (a binade with two integers); false for any other v.
+bool FlipParameterBit(float v, float* flipped, int* bit);
+
 }  // namespace trainsim
 
 #endif  // TRAINSIM_FAULTS_H_

@@ -17,6 +17,7 @@
 #include "bootstrap.h"
 #include "config.h"
 #include "faults.h"
+#include "ft_state.h"
 #include "kernel_list.h"
 #include "trainsim_math.h"
 
@@ -167,6 +168,8 @@ class Trainer {
     CUDA_CHECK(cudaMalloc(&gbuf_, 2 * hidden_ * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&hang_flag_, sizeof(int)));
     CUDA_CHECK(cudaMemset(hang_flag_, 0, sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&opt_steps_, sizeof(int64_t)));
+    CUDA_CHECK(cudaMemset(opt_steps_, 0, sizeof(int64_t)));
     for (int64_t l = 0; l < lps_; ++l) {
       LAUNCH(init_params, shard_, params_ + l * shard_, ParamKey(c_.seed, GlobalLayer(l)),
              int64_t{co_.tp} * shard_, shard_);
@@ -174,8 +177,27 @@ class Trainer {
     CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
+  // With libft.so: registers the parameters and the optimizer's state, and restores the
+  // planned checkpoint (training then starts at its step). Without it: nothing.
+  void RegisterAndRestore() {
+    // ft copies the state on its own non-blocking stream, which is not ordered after the work
+    // still queued here (the default stream's memsets, the parameters' initialization): a
+    // restore must land after all of it, or the initialization overwrites the restored state.
+    CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<StateBuffer> state;
+    for (int64_t l = 0; l < lps_; ++l) {
+      state.push_back({"layers." + std::to_string(GlobalLayer(l)) + ".weight", params_ + l * shard_,
+                       static_cast<size_t>(shard_) * sizeof(float)});
+    }
+    state.push_back({"optimizer.steps", opt_steps_, sizeof(int64_t)});
+    ft_ = FtRegisterAndRestore(c_, co_, state);
+    if (!ft_.warning.empty()) std::fprintf(stderr, "trainsim rank=%d: warning: %s\n", rank_, ft_.warning.c_str());
+    if (!ft_.error.empty()) Die(__FILE__, __LINE__, "restore", ft_.error);
+    if (ft_.restored) std::printf("trainsim rank=%d restored step=%lld\n", rank_, static_cast<long long>(ft_.step));
+  }
+
   void Run() {
-    for (int step = 0; step < c_.steps; ++step) {
+    for (int step = static_cast<int>(ft_.step); step < c_.steps; ++step) {
       const bool faulting = c_.fault != FaultKind::kNone && rank_ == c_.fault_rank;
       if (faulting && step == c_.fault_step) InjectFault(step);
       const double t0 = NowS();
@@ -183,9 +205,21 @@ class Trainer {
       if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step) compute_ms *= c_.slow_factor;
       Step(step, static_cast<int64_t>(compute_ms * 1e6));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
+      FtStepDone(ft_, step + 1);  // the label is the number of steps completed
       if (c_.verbose) {
         std::printf("trainsim rank=%d step=%d ms=%.3f\n", rank_, step, (NowS() - t0) * 1e3);
       }
+    }
+  }
+
+  // The optimizer counted every update it applied, restored ones included: anything but
+  // --steps means the state came back from two different steps.
+  void CheckOptimizerSteps() {
+    int64_t applied = -1;
+    CUDA_CHECK(cudaMemcpy(&applied, opt_steps_, sizeof(applied), cudaMemcpyDeviceToHost));
+    if (applied != c_.steps) {
+      Die(__FILE__, __LINE__, "optimizer.steps",
+          "the optimizer applied " + std::to_string(applied) + " updates, expected " + std::to_string(c_.steps));
     }
   }
 
@@ -202,7 +236,8 @@ class Trainer {
     NCCL_CHECK(ncclCommDestroy(dp_));
     NCCL_CHECK(ncclCommDestroy(world_));
     for (void* p : {static_cast<void*>(params_), static_cast<void*>(grads_), static_cast<void*>(acts_),
-                    static_cast<void*>(part_), static_cast<void*>(gbuf_), static_cast<void*>(hang_flag_)}) {
+                    static_cast<void*>(part_), static_cast<void*>(gbuf_), static_cast<void*>(hang_flag_),
+                    static_cast<void*>(opt_steps_)}) {
       CUDA_CHECK(cudaFree(p));
     }
     CUDA_CHECK(cudaStreamDestroy(stream_));
@@ -222,9 +257,29 @@ class Trainer {
     if (c_.fault == FaultKind::kHangKernel) {
       hang_forever<<<1, 1, 0, stream_>>>(hang_flag_);
       CUDA_CHECK(cudaGetLastError());
+    } else if (c_.fault == FaultKind::kSdc) {
+      CorruptOneParameter();
     } else {
       InjectHostFault(c_, rank_);
     }
+  }
+
+  // Silent data corruption: one bit of the first parameter that can take a flip within the
+  // model's domain (faults.h), changed on the device behind the program's back. The stream is
+  // idle here (the previous step was synchronized), so plain cudaMemcpy sees its final state.
+  void CorruptOneParameter() {
+    std::vector<float> head(static_cast<size_t>(std::min<int64_t>(shard_, 4096)));
+    CUDA_CHECK(cudaMemcpy(head.data(), params_, head.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < head.size(); ++i) {
+      float flipped = 0;
+      int bit = 0;
+      if (!FlipParameterBit(head[i], &flipped, &bit)) continue;
+      CUDA_CHECK(cudaMemcpy(params_ + i, &flipped, sizeof(float), cudaMemcpyHostToDevice));
+      std::fprintf(stderr, "trainsim rank=%d: sdc: layers.%lld.weight[%zu] %g -> %g (bit %d)\n", rank_,
+                   static_cast<long long>(GlobalLayer(0)), i, head[i], flipped, bit);
+      return;
+    }
+    Die(__FILE__, __LINE__, "sdc", "no parameter >= 2 among the first " + std::to_string(head.size()));
   }
 
   void AllReduceTp(float* buf) {
@@ -310,8 +365,10 @@ class Trainer {
     // Data parallelism: sum, then scale to the average over the global batch.
     const int64_t nparams = lps_ * shard_;
     if (c_.dp > 1) NCCL_CHECK(ncclAllReduce(grads_, grads_, nparams, ncclFloat, ncclSum, dp_, stream_));
+    FtUpdateBegin(ft_, stream_);  // a save from here to the next step's end would be torn
     LAUNCH(scale, nparams, grads_, AverageFactor(int64_t{c_.dp} * mbs), nparams);
     LAUNCH(optimizer_step, nparams, params_, grads_, kLearningRate, nparams);
+    LAUNCH(count_steps, 1, opt_steps_, 1);
   }
 
   const Config c_;
@@ -335,6 +392,8 @@ class Trainer {
   float* part_ = nullptr;    // [hidden]: partial sums, tp all-reduced in place
   float* gbuf_ = nullptr;    // [2][hidden]: activation gradients of alternate micro-batches
   int* hang_flag_ = nullptr;
+  int64_t* opt_steps_ = nullptr;  // [1]: the optimizer's update count (its checkpointed state)
+  FtStart ft_;
 };
 
 }  // namespace trainsim
@@ -386,7 +445,9 @@ int main(int argc, char** argv) {
                 rank, world, co.dp, co.tp, co.pp, config.layers_per_stage(),
                 static_cast<long long>(config.shard_len()), static_cast<long long>(config.hidden));
   }
+  trainer.RegisterAndRestore();
   trainer.Run();
+  trainer.CheckOptimizerSteps();
   const uint64_t checksum = trainer.Checksum();
   std::printf("%s\n", ChecksumLine(config, rank, checksum).c_str());
   trainer.Shutdown();

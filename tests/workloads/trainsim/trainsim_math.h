@@ -157,6 +157,11 @@ TS_HD inline void optimizer_step_at(int64_t i, float* w, const float* grad, floa
   w[i] = Byte(U(w[i]) - step);
 }
 
+// The optimizer's own state: how many updates it applied (one element). Checkpointed with the
+// parameters, so a restore that brought back the parameters of one step and the counter of
+// another shows at the end; it never enters the parameters' arithmetic.
+TS_HD inline void count_steps_at(int64_t i, int64_t* counter) { counter[i] += 1; }
+
 // ---- Host-only helpers ----
 
 // The factor scale_at applies to the summed gradients: one over the global batch.

@@ -16,6 +16,12 @@ echo "$needed" | grep -q 'cudart_static' && fail "trainsim links the static runt
 if strings -a "$TRAINSIM" | grep -i 'gpusim'; then
   fail "trainsim contains the strings above"
 fi
+# ft's checkpoint API is imported weakly (FT_WEAK_IMPORT): trainsim calls it when libft.so is
+# preloaded and runs without it, so it must neither need libft.so nor hold a strong reference.
+echo "$needed" | grep -q 'libft' && fail "trainsim needs libft.so"
+for sym in ft_version ft_register ft_register_end ft_restore ft_step_done ft_update_begin ft_set_shard; do
+  nm -D "$TRAINSIM" | grep -Eq "^ +w $sym\$" || fail "trainsim does not import $sym weakly: $(nm -D "$TRAINSIM" | grep " $sym\$")"
+done
 # Its kernels are real device code (for sm_80 and sm_90, where cuobjdump can tell).
 readelf -S "$TRAINSIM" | grep -q '\.nv_fatbin' || fail "trainsim has no device code (.nv_fatbin)"
 if command -v cuobjdump >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/cuobjdump ]; then

@@ -40,6 +40,10 @@ expect 1 "cannot listen on 192.0.2.1:29999" env WORLD_SIZE=2 RANK=0 MASTER_ADDR=
 expect 0 "tp varies fastest, then dp" "$TRAINSIM" --help
 expect 0 "hang-kernel" "$TRAINSIM" --help
 expect 0 "crash-segv" "$TRAINSIM" --help
+expect 0 "sdc  *silent data corruption" "$TRAINSIM" --help
+expect 0 "restored step=" "$TRAINSIM" --help
+expect 2 "bad value 'maybe' for --ft" "$TRAINSIM" --ft maybe
+expect 2 "outside the world" env WORLD_SIZE=2 RANK=0 MASTER_PORT=1 "$TRAINSIM" --fault sdc --fault-rank 5
 expect 0 "trainsim_reference" "$REFERENCE" --help
 expect 0 "trainsim rank=3 dp=1 tp=1 pp=0 steps=2 checksum=" "$REFERENCE" --dp 2 --tp 2 --pp 2 --steps 2 --param-bytes 64k
 

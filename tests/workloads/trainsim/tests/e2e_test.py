@@ -4,7 +4,12 @@
   --case 3d            8 ranks, dp=2 tp=2 pp=2, 50 steps, 2 nodes x 4: under 30 s wall
   --case dp8           8 ranks, dp=8, a short run
   --case microbatches  4 ranks, dp=2 pp=2, 3 micro-batches (grouped send/recv in flight)
+
+Every case runs without libft.so: trainsim imports ft's API weakly and must then train exactly
+as before, with no trace of ft in its output.
 """
+
+import os
 
 import trainsim_common as tc
 
@@ -19,6 +24,7 @@ CASES = {
 
 def main():
     args = tc.parse_paths()
+    tc.check("libft" not in os.environ.get("LD_PRELOAD", ""), "run these without libft.so preloaded")
     nodes, per_node, model, extra, limit = CASES[args.case]
     rc, out, err, secs = tc.run_job(args, nodes, per_node, model + extra)
     if rc != 0:
@@ -27,6 +33,7 @@ def main():
     tc.check(rc == 0, "launcher exited %d" % rc)
     tc.check(secs < limit, "took %.1f s, limit %.0f s" % (secs, limit))
     got = tc.checksums(out)
+    tc.check("restored step" not in out and "ft_" not in err, "ft output without libft.so:\n%s" % err[-2000:])
     tc.verify_against_reference(args, got, model, nodes * per_node)
     if "--verbose" in extra:
         steps = {}

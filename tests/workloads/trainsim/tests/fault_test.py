@@ -12,6 +12,10 @@
   --case crash-signals  crash-segv and crash-abort: reported as SIGSEGV / SIGABRT (139 / 134).
   --case slow         one rank's compute gets 10x longer from step 3: its steps (and its peers')
                       slow down by that much, and the results stay exact.
+  --case sdc          one rank flips a bit of one parameter at step 4 and trains on: the run
+                      completes, that rank's checksum differs from its data-parallel replica's
+                      (what ftmaster's digest comparison catches), the other stage's replicas
+                      still agree with each other.
 """
 
 import os
@@ -202,10 +206,31 @@ def slow(args):
     print("OK: slow rank slowed its steps by %dx, results exact" % factor)
 
 
+def sdc(args):
+    fault_rank, fault_step = 1, 4  # dp=1 pp=0; its data-parallel replica is rank 0
+    rc, out, err, _ = tc.run_job(
+        args, 2, 2, MODEL + ["--fault", "sdc", "--fault-rank", str(fault_rank), "--fault-step", str(fault_step)],
+        timeout=60)
+    tc.check(rc == 0, "launcher exited %d:\n%s\n%s" % (rc, out[-3000:], err[-3000:]))
+    m = re.search(r"\[rank %d\] trainsim rank=%d: sdc: layers\.0\.weight\[(\d+)\] (\d+) -> (\d+) \(bit (\d+)\)" %
+                  (fault_rank, fault_rank), err)
+    tc.check(m, "no sdc message from rank %d:\n%s" % (fault_rank, err[-3000:]))
+    before, after = int(m.group(2)), int(m.group(3))
+    tc.check(abs(before - after) == 1, "the flip changed %d to %d, expected one unit" % (before, after))
+    tc.check(err.count(": sdc: ") == 1, "more than one rank corrupted a parameter")
+    got = tc.checksums(out)
+    tc.check(sorted(got) == list(range(WORLD)), "checksum lines for ranks %s" % sorted(got))
+    ref = tc.reference(args, MODEL)
+    tc.check(got[fault_rank][4] != got[0][4], "replicas of pp=0 agree despite the corruption: %s" % got)
+    tc.check(got[fault_rank] != ref[fault_rank], "the corrupted rank matches the reference")
+    tc.check(got[2][4] == got[3][4], "replicas of pp=1 disagree: %s" % got)
+    print("OK: sdc on rank %d (%d -> %d): its replica disagrees, the run completed" % (fault_rank, before, after))
+
+
 def main():
     args = tc.parse_paths()
     {"hang-kernel": hang_kernel, "crash-kill": crash_kill, "pause": pause, "hang-host": hang_host,
-     "crash-signals": crash_signals, "slow": slow}[args.case](args)
+     "crash-signals": crash_signals, "slow": slow, "sdc": sdc}[args.case](args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "config.h"
+#include "faults.h"
 #include "gpusim/kernels.h"
 #include "reference.h"
 #include "trainsim_math.h"
@@ -191,6 +193,63 @@ TEST(TrainsimConfig, Flags) {
   EXPECT_EQ(Parse({"--help"}, &c, &error), ParseResult::kHelp);
 }
 
+TEST(TrainsimConfig, SdcFaultAndFtModes) {
+  Config c;
+  std::string error;
+  EXPECT_EQ(c.ft, FtMode::kRestore);  // with libft.so, restoring is the default
+  ASSERT_EQ(Parse({"--fault", "sdc", "--fault-rank", "1", "--fault-step", "3", "--ft", "save"}, &c, &error),
+            ParseResult::kOk)
+      << error;
+  EXPECT_EQ(c.fault, FaultKind::kSdc);
+  EXPECT_STREQ(FaultName(c.fault), "sdc");
+  EXPECT_EQ(c.fault_rank, 1);
+  EXPECT_EQ(c.fault_step, 3);
+  EXPECT_EQ(c.ft, FtMode::kSave);
+  ASSERT_EQ(Parse({"--ft=off"}, &c, &error), ParseResult::kOk) << error;
+  EXPECT_EQ(c.ft, FtMode::kOff);
+  EXPECT_STREQ(FtModeName(c.ft), "off");
+  EXPECT_EQ(Parse({"--ft", "maybe"}, &c, &error), ParseResult::kError);
+  EXPECT_NE(error.find("bad value 'maybe' for --ft"), std::string::npos) << error;
+  const std::string help = HelpText(false);
+  EXPECT_NE(help.find("sdc"), std::string::npos);
+  EXPECT_NE(help.find("restored step="), std::string::npos);
+  EXPECT_EQ(HelpText(true).find("--ft "), std::string::npos);  // the reference ignores it
+}
+
+// The bit flip of --fault sdc: exactly one bit of the float changes, and the value stays an
+// integer in [0, 256) one away from the original, so the corrupted replica keeps training
+// exactly and stays different from its peers.
+TEST(TrainsimFaults, FlipParameterBitFlipsOneBitWithinTheDomain) {
+  int flips = 0;
+  for (int v = 0; v < 256; ++v) {
+    float flipped = -1;
+    int bit = -1;
+    const bool ok = FlipParameterBit(static_cast<float>(v), &flipped, &bit);
+    if (v < 2) {
+      EXPECT_FALSE(ok) << v;
+      continue;
+    }
+    ASSERT_TRUE(ok) << v;
+    ++flips;
+    uint32_t a = 0, b = 0;
+    const float fv = static_cast<float>(v);
+    std::memcpy(&a, &fv, 4);
+    std::memcpy(&b, &flipped, 4);
+    EXPECT_EQ(__builtin_popcount(a ^ b), 1) << v;
+    EXPECT_EQ(a ^ b, 1u << bit) << v;
+    EXPECT_EQ(flipped, static_cast<float>(static_cast<int>(flipped))) << v;
+    EXPECT_GE(flipped, 0.0f);
+    EXPECT_LT(flipped, 256.0f);
+    EXPECT_EQ(std::abs(flipped - fv), 1.0f) << v;
+  }
+  EXPECT_EQ(flips, 254);
+  float out = 0;
+  int bit = 0;
+  EXPECT_FALSE(FlipParameterBit(2.5f, &out, &bit));
+  EXPECT_FALSE(FlipParameterBit(300.0f, &out, &bit));
+  EXPECT_FALSE(FlipParameterBit(-4.0f, &out, &bit));
+}
+
 TEST(TrainsimConfig, Finish) {
   std::string error;
   Config c;
@@ -263,6 +322,7 @@ TEST_F(KernelLibrary, RegistersEveryKernelWithItsArgumentSizes) {
       {"trainsim::backward_finish", {8, 8, 8, 8}},
       {"trainsim::scale", {8, 4, 8}},
       {"trainsim::optimizer_step", {8, 8, 4, 8}},
+      {"trainsim::count_steps", {8, 8}},
       {"trainsim::compute_spin", {8}},
       {"trainsim::hang_forever", {8}},
   };
@@ -292,6 +352,14 @@ TEST_F(KernelLibrary, BodiesComputeTheElementFunctions) {
   int64_t count = shard;
   Run("trainsim::init_params", {&p, &key, &off, &count});
   for (int64_t i = 0; i < shard; ++i) ASSERT_EQ(params[i], ByteValue(key, offset + i));
+}
+
+TEST_F(KernelLibrary, CountStepsCountsOneUpdate) {
+  int64_t counter = 41;
+  int64_t* c = &counter;
+  int64_t n = 1;
+  Run("trainsim::count_steps", {&c, &n});
+  EXPECT_EQ(counter, 42);
 }
 
 TEST_F(KernelLibrary, ComputeSpinTakesItsTime) {

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""make bench-ckpt: what a checkpoint costs, on the gpusim stand-ins, each figure against a
+baseline taken in the same run (see bench/README.md, "make bench-ckpt").
+
+  save_ratio       JIT save throughput (kSave posted on the rank's segment as ftworker does,
+                   to its ack) / a plain memcpy of the same bytes            target >= 0.9
+  block_s          what a periodic save (FT_CKPT_EVERY=1) blocks inside ft_step_done
+  persist_ratio    local-tier PersistCopy throughput / `dd if=<arena> of=<file> bs=4M
+                   oflag=direct` of the same bytes, same file system          target >= 0.8
+  restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
+                   node plan file naming only that source, the directories' pages dropped from
+                   the page cache first (cold reads), the restored bytes checked
+
+1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
+(CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
+(default /var/tmp: a real disk, not tmpfs). Ends with one line:
+RESULT ckpt save_ratio=... block_s=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=...
+
+usage: ckpt_bench.py BUILD_DIR
+"""
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BYTES = int(os.environ.get("CKPT_BYTES", str(1 << 30)))
+RUNS = int(os.environ.get("RUNS", "5"))
+RANKS4 = int(os.environ.get("CKPT_RANKS4", "4"))
+DISK_DIR = os.environ.get("CKPT_DISK_DIR", "/var/tmp")
+STEPS = 4
+
+
+def die(msg):
+    print("bench-ckpt: FAIL: " + msg, flush=True)
+    sys.exit(1)
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def values(text, key):
+    return [float(v) for v in re.findall(r"\b%s=([0-9.]+)" % key, text)]
+
+
+class Bench:
+    def __init__(self, build):
+        b = os.path.abspath(build)
+        self.libft = os.path.join(b, "preload", "libft.so")
+        self.gpusim = os.path.join(b, "gpusim")
+        self.rank_bin = os.path.join(b, "bench", "ckpt_bench_rank")
+        self.tool = os.path.join(b, "bench", "ckpt_bench_tool")
+        self.plan_tool = os.path.join(b, "python", "node_plan_tool")
+        for p in (self.libft, self.rank_bin, self.tool, self.plan_tool, os.path.join(self.gpusim, "libcudart.so.13")):
+            if not os.path.exists(p):
+                die("%s is missing: build first (make bench-ckpt builds it)" % p)
+        self.job = "bench-ckpt-%d" % os.getpid()
+        self.node = "node0"
+        self.arena_dir = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir="/dev/shm")
+        self.disk = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=DISK_DIR)
+        self.local_dir = os.path.join(self.disk, "local")
+        self.remote_dir = os.path.join(self.disk, "remote")
+
+    def cleanup(self):
+        shutil.rmtree(self.arena_dir, ignore_errors=True)
+        shutil.rmtree(self.disk, ignore_errors=True)
+
+    def env(self, rank, world):
+        e = dict(os.environ)
+        e.update({"LD_PRELOAD": self.libft, "LD_LIBRARY_PATH": self.gpusim, "FT_JOB": self.job,
+                  "FT_NODE_ID": self.node, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank),
+                  "FT_CKPT_ARENA_DIR": self.arena_dir, "FT_CKPT_EVERY": "1", "FT_RESTORE_WAIT": "30s",
+                  "FT_LOG_LEVEL": os.environ.get("FT_LOG_LEVEL", "warn")})
+        return e
+
+    def tool_run(self, *args):
+        p = subprocess.run([self.tool] + [str(a) for a in args], capture_output=True, text=True, timeout=900)
+        if p.returncode != 0:
+            die("ckpt_bench_tool %s: %s%s" % (" ".join(map(str, args)), p.stdout, p.stderr))
+        return p.stdout
+
+    def start_savers(self, world):
+        """world ranks in save mode; returns (procs, {rank: pid}, text of their output so far)."""
+        procs = [subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps", str(STEPS)],
+                                  env=self.env(r, world), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for r in range(world)]
+        pids, text = {}, ""
+        for r, p in enumerate(procs):
+            for line in p.stdout:
+                text += line
+                m = re.match(r"ready pid=(\d+)", line)
+                if m:
+                    pids[r] = int(m.group(1))
+                    break
+            else:
+                die("rank %d exited %s before it was ready:\n%s" % (r, p.wait(), text))
+        self.tool_run("wait", "--arena-dir", self.arena_dir, "--job", self.job, "--ranks",
+                      ",".join(map(str, range(world))), "--step", STEPS)
+        return procs, pids, text
+
+    def stop(self, procs):
+        for p in procs:
+            p.stdin.close()
+        for p in procs:
+            if p.wait(timeout=60) != 0:
+                die("a saving rank exited %d" % p.returncode)
+
+    def saves_vs_memcpy(self, pids, threads):
+        ranks = ",".join("%d:%d" % (r, pid) for r, pid in sorted(pids.items()))
+        save_s, memcpy_s, acks = [], [], ""
+        for i in range(RUNS):
+            order = ("save", "memcpy") if i % 2 == 0 else ("memcpy", "save")
+            for what in order:
+                if what == "save":
+                    out = self.tool_run("save", "--job", self.job, "--ranks", ranks, "--runs", 1)
+                    save_s += values(out, "save_s")
+                    acks = out
+                else:
+                    memcpy_s += values(self.tool_run("memcpy", "--bytes", BYTES, "--threads", threads, "--runs", 1),
+                                       "memcpy_s")
+        print("bench: %d rank(s): JIT save %s s, memcpy %s s; last ack: %s" %
+              (threads, fmt(save_s), fmt(memcpy_s), acks.strip()), flush=True)
+        return median(memcpy_s) / median(save_s), save_s, memcpy_s
+
+    def persist_vs_dd(self):
+        persist_s, dd_s, direct = [], [], None
+        dd_file = os.path.join(self.disk, "dd.bin")
+        arena = self.arena_path(0)
+        for i in range(RUNS):
+            order = ("persist", "dd") if i % 2 == 0 else ("dd", "persist")
+            for what in order:
+                if what == "persist":
+                    shutil.rmtree(self.local_dir, ignore_errors=True)
+                    out = self.tool_run("persist", "--arena-dir", self.arena_dir, "--job", self.job, "--rank", 0,
+                                        "--dir", self.local_dir, "--tier", "local")
+                    persist_s += values(out, "persist_s")
+                    direct = re.search(r"direct_io=(\d)", out).group(1)
+                    offset = int(re.search(r"data_offset=(\d+)", out).group(1))
+                    data_bytes = int(re.search(r"bytes=(\d+)", out).group(1))
+                else:
+                    if not persist_s:
+                        continue  # the first dd needs the data region's offset and size
+                    t0 = time.monotonic()
+                    p = subprocess.run(["dd", "if=" + arena, "of=" + dd_file, "bs=4M", "oflag=direct",
+                                        "iflag=skip_bytes,count_bytes", "skip=%d" % offset, "count=%d" % data_bytes],
+                                       capture_output=True, text=True)
+                    dd_s.append(time.monotonic() - t0)
+                    if p.returncode != 0:
+                        die("dd: " + p.stderr)
+                    os.unlink(dd_file)
+        print("bench: local tier (%s, O_DIRECT=%s) PersistCopy %s s, dd oflag=direct %s s" %
+              (DISK_DIR, direct, fmt(persist_s), fmt(dd_s)), flush=True)
+        return median(dd_s) / median(persist_s)
+
+    def arena_path(self, rank):
+        names = [n for n in os.listdir(self.arena_dir) if n.startswith("ft-ckpt.") and n.endswith(".%d" % rank)]
+        if len(names) != 1:
+            die("arena of rank %d not found in %s: %s" % (rank, self.arena_dir, os.listdir(self.arena_dir)))
+        return os.path.join(self.arena_dir, names[0])
+
+    def plan(self, tiers):
+        args = ["--arena-dir", self.arena_dir, "--job", self.job, "--node", self.node, "--ranks", "0",
+                "--step", str(STEPS), "--tiers", tiers, "--local-dir", self.local_dir, "--remote-dir", self.remote_dir]
+        p = subprocess.run([self.plan_tool] + args, capture_output=True, text=True, timeout=60)
+        if p.returncode != 0:
+            die("node_plan_tool: " + p.stdout + p.stderr)
+        path = re.search(r"plan (\S+)", p.stdout).group(1)
+        with open(path) as f:
+            return path, f.read()
+
+    def drop_tier_caches(self):
+        """Cold reads for every restore from a directory: the remote tier writes through the
+        page cache, and here it shares the local disk, so its copy would otherwise be read back
+        from memory. Only these files' pages are dropped (no machine-wide drop_caches)."""
+        for top in (self.local_dir, self.remote_dir):
+            for dirpath, _, files in os.walk(top):
+                for name in files:
+                    fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+                    try:
+                        os.fsync(fd)
+                        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    finally:
+                        os.close(fd)
+
+    def restore(self, plan_path, plan_text, drop_arena):
+        secs = []
+        for _ in range(max(3, RUNS // 2)):
+            with open(plan_path, "w") as f:
+                f.write(plan_text)
+            self.drop_tier_caches()
+            if drop_arena:
+                os.unlink(self.arena_path(0))
+            p = subprocess.run([self.rank_bin, "--mode", "restore", "--bytes", str(BYTES)], env=self.env(0, 1),
+                               capture_output=True, text=True, timeout=600)
+            if p.returncode != 0 or "verified=1" not in p.stdout:
+                die("restore (%s): exit %d\n%s%s" % (plan_text.splitlines()[-2], p.returncode, p.stdout, p.stderr))
+            step = re.search(r"step=(\d+)", p.stdout.split("restore_s=")[1]).group(1)
+            if int(step) != STEPS:
+                die("restored step %s, expected %d" % (step, STEPS))
+            secs += values(p.stdout, "restore_s")
+        return secs
+
+
+def fmt(xs):
+    return "[" + " ".join("%.3f" % x for x in xs) + "]"
+
+
+def main():
+    if len(sys.argv) != 2:
+        die("usage: ckpt_bench.py BUILD_DIR")
+    b = Bench(sys.argv[1])
+    try:
+        print("bench: %d MiB per rank, %d runs, arenas in %s, disk tiers in %s" %
+              (BYTES >> 20, RUNS, b.arena_dir, b.disk), flush=True)
+        procs, pids, text = b.start_savers(1)
+        block = values(text, "block_s")
+        print("bench: 1 rank: register_s=%s (sizes, reserves, pins the arena); periodic saves blocked "
+              "ft_step_done %s s" % (values(text, "register_s")[0], fmt(block)), flush=True)
+        save_ratio, _, _ = b.saves_vs_memcpy(pids, 1)
+        persist_ratio = b.persist_vs_dd()
+        b.tool_run("persist", "--arena-dir", b.arena_dir, "--job", b.job, "--rank", 0, "--dir", b.remote_dir,
+                   "--tier", "remote")
+        plans = {t: b.plan(t) for t in ("arena", "local", "remote")}
+        b.stop(procs)
+        restore = {}
+        for tier in ("arena", "local", "remote"):
+            path, text_ = plans[tier]
+            restore[tier] = b.restore(path, text_, drop_arena=(tier != "arena"))
+            print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
+        if RANKS4 > 1:
+            os.unlink(b.arena_path(0))
+            procs, pids, text = b.start_savers(RANKS4)
+            block4 = values(text, "block_s")
+            ratio4, _, _ = b.saves_vs_memcpy(pids, RANKS4)
+            b.stop(procs)
+            print("bench: %d ranks: save_ratio=%.3f (all ranks' saves at once vs %d memcpy threads) "
+                  "block_s=%.4f (median of every rank's periodic saves)" % (RANKS4, ratio4, RANKS4, median(block4)),
+                  flush=True)
+        print("RESULT ckpt save_ratio=%.3f block_s=%.4f persist_ratio=%.3f restore_arena_s=%.3f restore_dir_s=%.3f "
+              "restore_remote_s=%.3f" % (save_ratio, median(block), persist_ratio, median(restore["arena"]),
+                                         median(restore["local"]), median(restore["remote"])), flush=True)
+    finally:
+        b.cleanup()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""python/ft without libft.so: flattening of state dicts, and the not-available path (every
+call a no-op returning NOT_AVAILABLE, one warning). No build, no GPU stand-in needed.
+
+usage: ft_helper_unit_test.py PYTHON_DIR
+"""
+
+import os
+import sys
+import unittest
+import warnings
+
+sys.path.insert(0, sys.argv.pop(1))
+os.environ["FT_LIBRARY"] = "/nonexistent/libft.so"
+import ft  # noqa: E402
+from ft._flatten import flatten  # noqa: E402
+
+
+class FakeTensor:
+    """What register_state needs of a torch.Tensor."""
+
+    def __init__(self, ptr, nbytes, contiguous=True):
+        self.ptr, self.nbytes, self.contiguous = ptr, nbytes, contiguous
+
+    def data_ptr(self):
+        return self.ptr
+
+    def is_contiguous(self):
+        return self.contiguous
+
+
+class Flatten(unittest.TestCase):
+    def test_model_and_optimizer_state_dicts_flatten_with_dotted_names(self):
+        state = {
+            "model": {"layer0.weight": FakeTensor(0x1000, 64), "layer0.bias": FakeTensor(0x2000, 8)},
+            "optim": {
+                "state": {0: {"step": FakeTensor(0x3000, 4), "exp_avg": FakeTensor(0x4000, 64)}},
+                "param_groups": [{"lr": 0.1, "params": [0, 1], "betas": (0.9, 0.99)}],
+            },
+        }
+        self.assertEqual(flatten(state), [
+            ("model.layer0.weight", 0x1000, 64),
+            ("model.layer0.bias", 0x2000, 8),
+            ("optim.state.0.step", 0x3000, 4),
+            ("optim.state.0.exp_avg", 0x4000, 64),
+        ])
+
+    def test_prefix_lists_and_empty_tensors(self):
+        self.assertEqual(flatten({"w": [FakeTensor(1, 4), FakeTensor(2, 0)]}, prefix="rank3"),
+                         [("rank3.w.0", 1, 4)])
+        self.assertEqual(flatten({}), [])
+
+    def test_a_non_contiguous_tensor_is_refused_by_name(self):
+        with self.assertRaisesRegex(ValueError, "'m.w' is not contiguous"):
+            flatten({"m": {"w": FakeTensor(1, 4, contiguous=False)}})
+
+
+class NotAvailable(unittest.TestCase):
+    def test_every_call_is_a_falsy_no_op_with_one_warning(self):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertFalse(ft.available())
+            results = [
+                ft.version(),
+                ft.set_shard(0, 0, 0),
+                ft.register("w", 0x1000, 4),
+                ft.register_state({"w": FakeTensor(0x1000, 4)}),
+                ft.register_end(),
+                ft.update_begin(None),
+                ft.step_done(1),
+                ft.restore(),
+            ]
+        for r in results:
+            self.assertIs(r, ft.NOT_AVAILABLE)
+            self.assertFalse(r)
+        self.assertEqual((ft.restore() or 0), 0)
+        ours = [w for w in caught if "ft: not available" in str(w.message)]
+        self.assertEqual(len(ours), 1, [str(w.message) for w in caught])
+        self.assertIn("/nonexistent/libft.so", str(ours[0].message))
+
+    def test_ft_error_carries_code_name_and_message(self):
+        e = ft.FtError(3, "FT_NO_SPACE", "arena does not fit")
+        self.assertEqual((e.code, e.name, e.message), (3, "FT_NO_SPACE", "arena does not fit"))
+        self.assertIn("FT_NO_SPACE (3): arena does not fit", str(e))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
