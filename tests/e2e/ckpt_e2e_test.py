@@ -59,12 +59,12 @@ def parse_args():
 
 
 class CkptCluster(Cluster):
-    """A Cluster whose workers and ranks share a private arena directory and checkpoint tiers."""
+    """A Cluster whose workers keep checkpoint tiers: a local directory per node, one remote
+    directory (the ranks and workers share the cluster's private arena directory)."""
 
     def __init__(self, paths, job, **kw):
         super().__init__(paths, job, **kw)
-        self.root = tempfile.mkdtemp(prefix="ft-ckpt-e2e-")
-        self.arena_dir = tempfile.mkdtemp(prefix="ft-ckpt-e2e-", dir="/dev/shm")
+        self.root = tempfile.mkdtemp(prefix="ft-ckpt-e2e-")  # the disk tiers (the arenas: Cluster)
         self.remote_dir = os.path.join(self.root, "remote")
         self.runs = []  # the job logs of earlier runs (a relaunch writes a new one)
 
@@ -75,7 +75,6 @@ class CkptCluster(Cluster):
                 print("---- earlier run's job log: %s" % path, flush=True)
             print("---- arena dir %s: %s" % (self.arena_dir, sorted(os.listdir(self.arena_dir))), flush=True)
         result = super().__exit__(exc_type, exc, tb)
-        shutil.rmtree(self.arena_dir, ignore_errors=True)  # never leave arenas in /dev/shm
         if not failed:
             shutil.rmtree(self.root, ignore_errors=True)
             for path in self.runs:
@@ -89,7 +88,7 @@ class CkptCluster(Cluster):
         return os.path.join(self.root, "local-" + node)
 
     def ckpt_env(self, extra=None):
-        env = {"FT_CKPT_ARENA_DIR": self.arena_dir, **CHUNK}
+        env = dict(CHUNK)
         env.update(extra or {})
         return env
 
