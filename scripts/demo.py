@@ -232,7 +232,8 @@ def main():
         job2 = d.start_job("job-run2", flags)
         wait_for(lambda: job2.poll() is not None, 120, "the relaunched job to finish")
         log2 = d.job_log("job-run2")
-        restored = {int(r): int(s) for r, s in re.findall(r"trainsim rank=(\d+) restored step=(\d+)", log2)}
+        restored = dict(sorted((int(r), int(s)) for r, s in
+                               re.findall(r"trainsim rank=(\d+) restored step=(\d+)", log2)))
         resumed = min(restored.values()) if restored and len(set(restored.values())) == 1 else -1
         seconds = [restore_seconds(log2, r) for r in range(8)]
         restore_s = max(s for s in seconds if s is not None) if any(s is not None for s in seconds) else -1.0
