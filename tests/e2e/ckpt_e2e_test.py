@@ -26,6 +26,10 @@ directory.
                         removed, rank 0's local copy corrupted and rank 1's truncated: both
                         restore from the remote directory (each skip logged) and end with the
                         reference checksums
+  --case save-now       dp=2, a running job, `ftmaster save`: both ranks save at their next
+                        step boundary (acknowledged done with the step), a saved step is
+                        planned; stopped and relaunched, the job resumes there and ends with the
+                        reference checksums
 """
 
 import argparse
@@ -438,11 +442,51 @@ def case_tier_fallback(args):
               "reference checksums")
 
 
+def case_save_now(args):
+    model = ["--dp", "2"] + SMALL
+    with CkptCluster(args, job="ck-savenow", nodes=2, ranks_per_node=1) as c:
+        c.start_master(["--topology", "dp=2,tp=1,pp=1"], FAST)
+        c.start_ckpt_workers(FAST)
+        c.start_ckpt_job(model + ["--steps", "100000", "--compute-ms", "20"])
+        c.wait_for(lambda: c.db.command("HLEN", c.key("ranks")) == 2, 60, "both ranks running")
+        check(c.steps() == [], "a checkpoint before any was asked for: %s" % c.steps())
+        print("$ ftmaster save\n" + c.master_cli("save"), end="")
+        # Each rank saves at its next step boundary and acknowledges with the step it saved.
+        def saved():
+            acks = [a for a in c.acks("save-at-step") if a["result"] == "done"]
+            return acks if sorted(a["rank"] for a in acks) == [0, 1] else None
+        acks = c.wait_for(saved, 60, "both ranks' acknowledgements of the save")
+        print("save-at-step acks: %s" % sorted((a["rank"], a["result"], a["message"]) for a in acks))
+        acked = {int(re.search(r"step=(\d+)", a["message"]).group(1)) for a in acks}
+        if len(acked) > 1:  # the two workers delivered the request on either side of a step boundary
+            print("note: the replicas saved different steps %s: no step of this request is cross-checked"
+                  % sorted(acked))
+        for s in sorted(acked):  # every copy reported and judged: the plan has settled
+            c.wait_for(lambda: c.verdict(s), 30, "the verdict of step %d" % s)
+        step = c.wait_for(lambda: (c.plan() or {}).get("step", -1) >= 0 and c.plan(), 30, "a restore plan")["step"]
+        check(step == max(acked), "the plan names step %d, not the newest the request saved (%s)" % (step, sorted(acked)))
+        verdict = c.verdict(step)
+        print("step %d: %s" % (step, verdict))
+        check(verdict["state"] == "verified", "step %d: %s" % (step, verdict))
+        wait_planned(c, step, [0, 1], tiers=("remote",))  # what the relaunch reads on either node
+        show_checkpoints(c)
+        c.stop_job()  # the operator stops the job; the next launch resumes at the saved step
+        more = step + 10
+        c.start_ckpt_job(model + ["--steps", str(more), "--compute-ms", "20"])
+        rc = wait_job_exit(c, 90, "the relaunched job to finish")
+        check(rc == 0, "the relaunched job exited %d" % rc)
+        check(c.restored() == {0: step, 1: step}, "restored %s, expected step %d" % (c.restored(), step))
+        check_reference(c, args, model + ["--steps", str(more)], 2)
+        print("OK: `ftmaster save` -> the ranks saved at a step boundary (%s) -> step %d verified -> "
+              "restored -> reference checksums" % (sorted(acked), step))
+
+
 def main():
     args = parse_args()
     cases = {
         "full-loop": case_full_loop, "sdc-majority": case_sdc_majority, "sdc-pair": case_sdc_pair,
         "nothing-registered": case_nothing_registered, "tier-fallback": case_tier_fallback,
+        "save-now": case_save_now,
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)
