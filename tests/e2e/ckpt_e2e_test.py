@@ -78,6 +78,10 @@ class CkptCluster(Cluster):
             for path in self.runs:
                 print("---- earlier run's job log: %s" % path, flush=True)
             print("---- arena dir %s: %s" % (self.arena_dir, sorted(os.listdir(self.arena_dir))), flush=True)
+            for name in sorted(os.listdir(self.arena_dir)):
+                if name.startswith("ft-plan."):
+                    with open(os.path.join(self.arena_dir, name)) as f:
+                        print("---- %s\n%s" % (name, f.read()), end="", flush=True)
         result = super().__exit__(exc_type, exc, tb)
         if not failed:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -203,8 +207,9 @@ def wait_job_exit(c, timeout, what):
 
 
 def wait_planned(c, step, ranks, tiers=("arena",)):
-    """Waits until the master's plan names `step` and every node's plan file does too, with
-    each rank having a source in one of `tiers`; returns the plan."""
+    """Waits until the master's plan names `step`, with each rank having a source in one of
+    `tiers`, and every node's plan file is that version of it (a worker reads the plan about
+    once a second: a rank started before then reads the previous one); returns the plan."""
     def ready():
         plan = c.plan()
         if not plan or plan.get("step") != step:
@@ -215,7 +220,8 @@ def wait_planned(c, step, ranks, tiers=("arena",)):
                 return None
         for k in range(c.nodes):
             f = c.plan_file("node%d" % k)
-            if not f or f.get("step") != str(step) or not set(ranks) <= set(f["ranks"]):
+            if not f or f.get("step") != str(step) or f.get("version") != str(plan["version"]) or \
+                    not set(ranks) <= set(f["ranks"]):
                 return None
         return plan
     return c.wait_for(ready, 60, "a restore plan of step %d on every node (ranks %s, tiers %s)" % (step, ranks, tiers),
