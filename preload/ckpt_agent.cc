@@ -1,129 +1,26 @@
+// The app-facing half of the checkpoint agent (ckpt_agent_impl.h): registration and the
+// host arena, ft_update_begin's marker, ft_step_done's periodic saves, ft_restore's plan.
 #include "preload/ckpt_agent.h"
 
-#include <pthread.h>
-#include <time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <memory>
-#include <mutex>
 #include <thread>
-#include <vector>
 
 #include "common/log.h"
 #include "include/ft/ft.h"
-#include "jitckpt/arena.h"
-#include "jitckpt/checksum.h"
-#include "jitckpt/manifest.h"
-#include "jitckpt/node_plan.h"
-#include "preload/ckpt_cuda.h"
-#include "preload/ckpt_restore.h"
-#include "preload/ckpt_save.h"
+#include "preload/ckpt_agent_impl.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
-#include "preload/runtime_state.h"
-#include "preload/timing.h"
 
 namespace ft::preload::agent {
 
-namespace {
-
-using internal::AppCuda;
-using internal::g_rt;
-using internal::kMaxDevices;
-
-constexpr int64_t kNoStep = INT64_MIN;
-
-// Where registration stands. kOpen → (ft_register_end) kEnding → kReady, kNoArena or kEmpty.
-enum class Phase { kOpen, kEnding, kReady, kNoArena, kEmpty };
-
-// What an app thread asks of the agent thread and waits for.
-struct AppRequest {
-  enum class Kind { kPeriodic, kRestore };
-  Kind kind = Kind::kPeriodic;
-  int64_t step = 0;     // periodic: the step saved
-  ckpt::NodePlan plan;  // restore
-  // Answers, under Agent::mu_.
-  bool copied = false;    // periodic: the device-to-host copy ended (the app may go on)
-  bool finished = false;  // restore: done
-  RestoreOutcome outcome;
-};
-
-struct SaveOutcome {
-  Status status;
-  std::string message;  // the ack's words
-};
-
-void Ack(uint64_t seq, const SaveOutcome& o) {
-  if (g_rt == nullptr || !g_rt->segment) return;
-  int32_t result = o.status.ok() ? 0 : static_cast<int32_t>(o.status.code());
-  shm::AckCommand(*g_rt->segment, seq, result, o.message);
-}
-
-void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
-  if (g_rt == nullptr || !g_rt->segment) return;
-  shm::AckCommand(*g_rt->segment, seq, static_cast<int32_t>(code), message);
-}
-
-class Agent {
- public:
-  int SetShard(int tp, int pp, int dp);
-  int Register(const char* name, const void* ptr, size_t bytes);
-  int RegisterEnd();
-  int UpdateBegin(cudaStream_t stream);
-  int StepDone(int64_t step);
-  int Restore(int64_t* step);
-  void HandOver(const shm::Command& command);
-  void FinishAtExit() noexcept;
-
- private:
-  int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
-  void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
-  void Run();
-  RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
-  void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
-  SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda);
-  void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
-  bool TornNow();
-  int64_t StepLabel() const;
-  cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
-
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // the agent thread waits for work
-  std::condition_variable done_cv_;  // app threads wait for their request
-  // Registration (mu_). Immutable once phase_ left kEnding.
-  Phase phase_ = Phase::kOpen;
-  std::string arena_error_;  // kNoArena: why (ft_last_error)
-  std::string arena_ack_;    // kNoArena: why, short enough for an ack (96 bytes)
-  int tp_ = -1, pp_ = -1, dp_ = -1;
-  std::vector<Registered> buffers_;
-  ckpt::Manifest base_;  // identity and layout of every save
-  ckpt::Arena arena_;
-  int device_ = -1;
-  // Work (mu_).
-  std::deque<std::shared_ptr<AppRequest>> app_requests_;
-  std::vector<uint64_t> jit_waiting_;      // kSave commands not yet served
-  std::vector<uint64_t> at_step_waiting_;  // kSaveAtStep: served by the next periodic save
-  std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
-  bool saving_ = false;
-  // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
-  std::atomic<int64_t> last_step_{kNoStep};
-  std::atomic<int64_t> restored_step_{kNoStep};
-  std::atomic<bool> update_open_{false};  // ft_update_begin after the last ft_step_done
-  std::atomic<cudaEvent_t> update_event_{nullptr};  // null: the update may have begun
-  std::atomic<cudaEvent_t> device_events_[kMaxDevices] = {};
-};
-
 Agent& TheAgent() {
-  // Never destroyed: the agent thread and the poller may outlive static destruction.
   static Agent* agent = new Agent;
   return *agent;
 }
+
+namespace {
 
 bool ValidName(const char* name, std::string* why) {
   if (name == nullptr || name[0] == '\0') {
@@ -136,6 +33,8 @@ bool ValidName(const char* name, std::string* why) {
   }
   return true;
 }
+
+}  // namespace
 
 int Fail(int result, std::string message) {
   SetLastError(std::move(message));
@@ -418,6 +317,22 @@ int Agent::Restore(int64_t* step) {
       return Fail(FT_INVALID_ARGUMENT, "ft_restore: nothing registered (call ft_register first)");
     }
   }
+  // Until the restore ends, save commands wait: a save now would copy the state the app has
+  // not restored yet over the arena's copy the restore is about to use.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++restoring_;
+  }
+  struct RestoreEnds {
+    Agent* agent;
+    ~RestoreEnds() {
+      {
+        std::lock_guard<std::mutex> lock(agent->mu_);
+        --agent->restoring_;
+      }
+      agent->work_cv_.notify_all();
+    }
+  } ends{this};
   const LauncherIdentity& id = g_rt->identity;
   std::string path = ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node);
   auto request = std::make_shared<AppRequest>();
@@ -435,196 +350,9 @@ int Agent::Restore(int64_t* step) {
   done_cv_.wait(lock, [&] { return request->finished; });
   const RestoreOutcome& out = request->outcome;
   if (out.result != FT_OK) return Fail(out.result, out.message);
-  restored_step_.store(out.step, std::memory_order_release);
-  *step = out.step;
+  *step = out.step;  // the agent thread set the step label before any queued save ran
   return FT_OK;
 }
-
-// At a normal exit (the app returned from main or called exit): a save in progress, or asked
-// for, is finished first — typically the periodic save of the last step, whose commit runs
-// after ft_step_done returned; cut short, it would leave the arena without any committed
-// copy. Bounded: a copy stuck behind a dead device is given up after kExitWait.
-void Agent::FinishAtExit() noexcept {
-  constexpr auto kExitWait = std::chrono::seconds(10);
-  try {
-    if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
-    std::unique_lock<std::mutex> lock(mu_);
-    if (phase_ != Phase::kReady) return;
-    bool done = done_cv_.wait_for(lock, kExitWait, [&] {
-      return !saving_ && app_requests_.empty() && jit_waiting_.empty();
-    });
-    if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
-  } catch (...) {
-  }
-}
-
-void Agent::HandOver(const shm::Command& command) {
-  bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
-  std::string refusal;
-  StatusCode code = StatusCode::kNotFound;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    switch (phase_) {
-      case Phase::kEmpty:
-        refusal = "nothing registered";
-        break;
-      case Phase::kOpen:
-        // A periodic save waits for the next ft_step_done, which ends registration.
-        if (buffers_.empty() || !at_step) refusal = "nothing registered";
-        break;
-      case Phase::kNoArena:
-        refusal = arena_ack_;
-        code = StatusCode::kIoError;
-        break;
-      default:
-        break;
-    }
-    if (refusal.empty()) {
-      if (at_step) {
-        at_step_waiting_.push_back(command.seq);
-      } else if (saving_) {
-        attached_.push_back(command.seq);  // coalesced with the save that runs
-      } else {
-        jit_waiting_.push_back(command.seq);
-        work_cv_.notify_one();
-      }
-      return;
-    }
-  }
-  AckNow(command.seq, code, refusal);
-}
-
-SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda) {
-  auto start = std::chrono::steady_clock::now();
-  SaveJob job;
-  job.buffers = &buffers_;
-  job.manifest = base_;
-  job.manifest.step = periodic ? periodic->step : StepLabel();
-  job.arena = &arena_;
-  job.device = device_;
-  job.periodic = periodic != nullptr;
-  if (periodic) {
-    job.copied = [&](const Status& s) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        periodic->copied = true;
-        if (!s.ok()) {
-          periodic->outcome.result = FT_CUDA_ERROR;
-          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
-        }
-      }
-      done_cv_.notify_all();
-    };
-  } else {
-    job.torn = [this] { return TornNow(); };
-  }
-  SaveOutcome out;
-  out.status = RunSave(&job, cuda);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-  const ckpt::Manifest& m = job.manifest;
-  if (out.status.ok()) {
-    out.message = "saved step=" + std::to_string(m.step) +
-                  " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
-                  " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
-                  " ms=" + std::to_string(ms);
-    FT_LOG(Info, Ckpt, "{} save: {}", periodic ? "periodic" : "just-in-time", out.message);
-  } else {
-    out.message = std::string(out.status.message());
-    FT_LOG(Warn, Ckpt, "save of step {} failed: {}; the previous copy is lost, training is unaffected",
-           m.step, out.status.ToString());
-  }
-  return out;
-}
-
-void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    waiters.insert(waiters.end(), attached_.begin(), attached_.end());
-    attached_.clear();
-    saving_ = false;
-  }
-  done_cv_.notify_all();  // an exiting process may wait for this save (FinishAtExit)
-  for (uint64_t seq : waiters) Ack(seq, outcome);
-}
-
-// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
-// failure inside one piece of work fails that work — its app thread and its commands get an
-// answer — and the thread goes on.
-void Agent::Run() {
-  t_in_ft = true;  // our CUDA calls are never the app's
-  pthread_setname_np(pthread_self(), "ft-ckpt");
-  AgentCuda cuda;
-  for (;;) {
-    std::shared_ptr<AppRequest> request;
-    std::vector<uint64_t> waiters;
-    bool save = false;
-    try {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return !app_requests_.empty() || !jit_waiting_.empty(); });
-      if (!app_requests_.empty()) {
-        request = app_requests_.front();
-        app_requests_.pop_front();
-      }
-      if (request && request->kind == AppRequest::Kind::kRestore) {
-        lock.unlock();
-        RestoreOutcome out = Restore(*request, &cuda);
-        lock.lock();
-        request->outcome = std::move(out);
-        request->finished = true;
-        lock.unlock();
-        done_cv_.notify_all();
-        continue;
-      }
-      // A save: it serves every save command waiting now (coalesced), and a periodic one also
-      // the kSaveAtStep commands.
-      save = true;
-      waiters.swap(jit_waiting_);
-      if (request) {
-        waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
-        at_step_waiting_.clear();
-      }
-      saving_ = true;
-      lock.unlock();
-      SaveOutcome outcome = Save(request, &cuda);
-      FinishSave(std::move(waiters), outcome);
-    } catch (...) {
-      Failed(request, save ? &waiters : nullptr);
-    }
-  }
-}
-
-RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
-  RestoreTarget target;
-  target.rank = base_.rank;
-  target.node = g_rt->identity.node;
-  target.buffers = &buffers_;
-  target.layout = base_.buffers;
-  target.arena = &arena_;
-  target.device = device_;
-  return RestoreFromPlan(request.plan, target, cuda);
-}
-
-// After an exception in the agent thread: whoever waits for the work gets an answer.
-void Agent::Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept {
-  try {
-    FT_LOG(Warn, Ckpt, "the checkpoint agent failed on one piece of work; training is unaffected");
-    SaveOutcome outcome;
-    outcome.status = Status::Internal("checkpoint agent: internal error");
-    outcome.message = "checkpoint agent: internal error";
-    if (request) {
-      std::lock_guard<std::mutex> lock(mu_);
-      request->copied = true;
-      request->finished = true;
-      if (request->outcome.result == FT_OK) request->outcome.result = FT_INTERNAL;
-      request->outcome.message = "ft_restore/ft_step_done: the checkpoint agent failed (a bug in ft)";
-    }
-    done_cv_.notify_all();
-    if (waiters != nullptr) FinishSave(std::move(*waiters), outcome);
-  } catch (...) {
-  }
-}
-
-}  // namespace
 
 int ApiSetShard(int tp, int pp, int dp) { return TheAgent().SetShard(tp, pp, dp); }
 int ApiRegister(const char* name, const void* ptr, size_t bytes) { return TheAgent().Register(name, ptr, bytes); }
@@ -632,13 +360,5 @@ int ApiRegisterEnd() { return TheAgent().RegisterEnd(); }
 int ApiUpdateBegin(void* stream) { return TheAgent().UpdateBegin(static_cast<cudaStream_t>(stream)); }
 int ApiStepDone(int64_t step) { return TheAgent().StepDone(step); }
 int ApiRestore(int64_t* step) { return TheAgent().Restore(step); }
-
-void HandOverSaveCommand(const shm::Command& command) noexcept {
-  try {
-    TheAgent().HandOver(command);
-  } catch (...) {
-    AckNow(command.seq, StatusCode::kInternal, "the checkpoint agent failed to take the command");
-  }
-}
 
 }  // namespace ft::preload::agent

@@ -18,7 +18,7 @@ Status CudaStatus(cudaError_t error, const char* what) {
   std::string message = std::string(what) + ": ";
   if (words != nullptr) message += words(error);
   message += " (CUDA error " + std::to_string(static_cast<int>(error)) + ")";
-  return Status::Internal(message);
+  return Status::IoError(message);  // the device refused, as the OS does; not a bug of ours
 }
 
 Status AgentCuda::Prepare(int device) {

@@ -12,7 +12,8 @@
 
 namespace ft::preload::agent {
 
-// A CUDA error as a Status: "cudaMemcpyAsync: <the runtime's words> (CUDA error N)".
+// A CUDA error as a Status (IoError: the device refused): "cudaMemcpyAsync: <the runtime's
+// words> (CUDA error N)".
 Status CudaStatus(cudaError_t error, const char* what);
 
 // How many chunk copies the save keeps in flight (one event each).

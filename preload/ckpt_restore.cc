@@ -66,9 +66,7 @@ RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& 
   ckpt::RestoreResult loaded;
   Status s = ckpt::LoadForRestore(plan, target.rank, target.node, target.layout, target.arena,
                                   &loaded);
-  for (const std::string& skipped : loaded.skipped) {
-    FT_LOG(Warn, Ckpt, "restore: skipped a copy: {}", skipped);
-  }
+  // The loader logs each source it skipped, and why.
   if (!s.ok()) {
     out.message = "ft_restore: " + s.ToString();
     switch (s.code()) {

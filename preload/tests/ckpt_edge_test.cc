@@ -4,6 +4,7 @@
 #include "include/ft/ft.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <nccl.h>
 
@@ -99,6 +100,48 @@ TEST(CkptDisabled, EveryEntryPointAnswersDisabled) {
   EXPECT_EQ(step, -5);
   for (int r = 0; r <= 10; ++r) EXPECT_NE(ft_result_string(r), nullptr);
   EXPECT_EQ(access(ArenaPath().c_str(), F_OK), -1);
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+}
+
+// A device-to-host copy that fails (cuda_fail_shim.cc, preloaded after libft.so, stands for
+// a GPU fault): the save is acknowledged as failed with the runtime's words, the arena holds
+// no copy (never a half-written one), the app's own calls are untouched, and the next save
+// works again.
+TEST(CkptCudaError, FailedCopyIsAFailedSaveAndTheArenaStaysUncommitted) {
+  using Arm = void (*)(int);
+  auto arm = reinterpret_cast<Arm>(dlsym(RTLD_DEFAULT, "gpusim_shim_fail_d2h"));
+  ASSERT_NE(arm, nullptr) << "cuda_fail_shim.so is not preloaded";
+  unlink(ArenaPath().c_str());
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, 3 << 20), cudaSuccess);
+  FillDevice(dev, 3 << 20, 5);
+  ASSERT_EQ(ft_register("w", dev, 3 << 20), FT_OK);
+  ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_step_done(1), FT_OK);
+  auto ack = WaitAck(Post(shm::CommandType::kSave, "save-1"));
+  ASSERT_TRUE(ack && ack->result == 0) << (ack ? ack->message : "no ack");
+  ASSERT_TRUE(ReadArena()->status.ok());
+
+  arm(1);
+  ack = WaitAck(Post(shm::CommandType::kSave, "save-2"));
+  ASSERT_TRUE(ack);
+  EXPECT_NE(ack->result, 0);
+  EXPECT_NE(ack->message.find("cudaMemcpyAsync"), std::string::npos) << ack->message;
+  EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound) << "a failed save leaves no copy";
+  // A periodic save's failure (FT_CKPT_EVERY=10 here) is ft_step_done's.
+  EXPECT_EQ(ft_step_done(10), FT_CUDA_ERROR);
+  EXPECT_NE(std::string(ft_last_error()).find("cudaMemcpyAsync"), std::string::npos) << ft_last_error();
+  EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound);
+  arm(0);
+
+  ack = WaitAck(Post(shm::CommandType::kSave, "save-3"));
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->result, 0) << ack->message;
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  EXPECT_EQ(c->manifest.step, 10);
+  EXPECT_TRUE(DeviceBytes(dev, 3 << 20) == std::vector<uint8_t>(c->data() + c->manifest.buffers[0].offset,
+                                                               c->data() + c->manifest.buffers[0].offset + (3 << 20)));
   ASSERT_EQ(cudaFree(dev), cudaSuccess);
 }
 

@@ -5,11 +5,15 @@
 #include "include/ft/ft.h"
 
 #include <cuda_runtime_api.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -117,6 +121,39 @@ TEST(CkptRestore, NoPlanInTimeIsATimeoutAndAPlanWithoutStepIsNoCheckpoint) {
   EXPECT_EQ(RunSelf("CkptChild.PlanWithoutStep", {}), 0);
 }
 
+// A save command that arrives while ft_restore waits for its plan waits for the restore: run
+// first, it would copy the state not yet restored over the copy the restore is about to load.
+TEST(CkptRestore, SaveCommandDuringARestoreWaitsForIt) {
+  Parent();
+  EXPECT_EQ(RunSelf("CkptChild.SaveWaitsForTheRestore", {"FT_NODE_ID=late-plan-node"}), 0);
+}
+
+// Last: it damages the arena's copy (and mends it after). A chunk that does not verify is
+// never copied to the device; with no other source, nothing is restored.
+TEST(CkptRestore, CopyThatDoesNotVerifyIsRefusedAndNothingRestored) {
+  State& s = Parent();
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  WritePlan(c->manifest.step, ckpt::ContentDigest(c->manifest));
+  // The data region ends the file: one byte of the first buffer, flipped in the file.
+  off_t at = static_cast<off_t>(c->arena.mapped_bytes() - c->arena.data_capacity() + 100);
+  int fd = open(ArenaPath().c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  uint8_t byte = 0;
+  ASSERT_EQ(pread(fd, &byte, 1, at), 1);
+  ASSERT_EQ(byte, c->data()[100]) << "the data region is where this test thinks";
+  uint8_t flipped = byte ^ 0x10;
+  ASSERT_EQ(pwrite(fd, &flipped, 1, at), 1);
+  FillDevice(s.param, kParamBytes, 11);
+  std::vector<uint8_t> before = DeviceBytes(s.param, kParamBytes);
+  int64_t step = -1;
+  EXPECT_EQ(ft_restore(&step), FT_CORRUPT) << ft_last_error();
+  EXPECT_EQ(step, -1);
+  EXPECT_TRUE(DeviceBytes(s.param, kParamBytes) == before) << "nothing restored";
+  ASSERT_EQ(pwrite(fd, &byte, 1, at), 1);
+  close(fd);
+}
+
 // ---- children: run by RunSelf only (FT_TEST_CKPT_CHILD=1) ----
 
 bool IsChild() { return !Env("FT_TEST_CKPT_CHILD").empty(); }
@@ -148,6 +185,43 @@ TEST(CkptChild, LayoutMismatch) {
   EXPECT_EQ(step, -1);
   EXPECT_TRUE(DeviceBytes(s.param, kParamBytes) == param) << "nothing restored";
   EXPECT_TRUE(DeviceBytes(s.state, kStateBytes) == state) << "nothing restored";
+}
+
+TEST(CkptChild, SaveWaitsForTheRestore) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptRestore.SaveCommandDuringARestoreWaitsForIt";
+  unlink(ckpt::NodePlanPath(ArenaDir(), Job(), Env("FT_NODE_ID")).c_str());  // an earlier run's
+  State s = Register("param", "state");
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  ASSERT_EQ(c->manifest.step, 3);
+  std::vector<uint8_t> param = Saved(*c, "param");
+  FillDevice(s.param, kParamBytes, 13);
+  std::atomic<bool> restoring{false};
+  uint64_t seq = 0;
+  bool acked_early = true;
+  std::thread worker([&] {
+    // The part of ftworker: a save command, then (later) the plan. ft_restore has no
+    // observable "waiting" state: the margin lets it reach its wait for the plan.
+    while (!restoring.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    seq = Post(shm::CommandType::kSave, "save-during-restore");
+    uint64_t rounds = Own().header()->heartbeat_count.load() + 5;
+    test_util::WaitUntil([&] { return Own().header()->heartbeat_count.load() >= rounds; });
+    acked_early = shm::PollAck(Own(), seq).has_value();
+    WritePlan(3, ckpt::ContentDigest(c->manifest));
+  });
+  restoring.store(true);
+  int64_t step = -1;
+  int r = ft_restore(&step);
+  worker.join();
+  EXPECT_EQ(r, FT_OK) << ft_last_error();
+  EXPECT_FALSE(acked_early) << "the save ran before the restore";
+  EXPECT_EQ(step, 3);
+  EXPECT_TRUE(DeviceBytes(s.param, kParamBytes) == param);
+  auto ack = WaitAck(seq);
+  ASSERT_TRUE(ack);
+  EXPECT_TRUE(StartsWith(ack->message, "saved step=3 ")) << "labelled with the restored step: "
+                                                          << ack->message;
 }
 
 TEST(CkptChild, NoPlan) {

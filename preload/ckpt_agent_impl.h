@@ -1,0 +1,121 @@
+// libft.so internal: the checkpoint agent's state, shared by its two halves — the app-facing
+// calls (ckpt_agent.cc: registration, ft_update_begin, ft_step_done, ft_restore) and the
+// ft-ckpt thread (ckpt_agent_thread.cc: saves, restores, the commands the poller hands over).
+// The lock mu_ guards registration and the work queue; it is never held across a CUDA call, a
+// file operation or a wait.
+#ifndef FT_PRELOAD_CKPT_AGENT_IMPL_H_
+#define FT_PRELOAD_CKPT_AGENT_IMPL_H_
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/manifest.h"
+#include "jitckpt/node_plan.h"
+#include "preload/ckpt_cuda.h"
+#include "preload/ckpt_restore.h"
+#include "preload/ckpt_save.h"
+#include "preload/runtime_state.h"
+#include "preload/timing.h"
+#include "shm/mailbox.h"
+
+namespace ft::preload::agent {
+
+using internal::AppCuda;
+using internal::g_rt;
+using internal::kMaxDevices;
+
+constexpr int64_t kNoStep = INT64_MIN;  // no step known yet
+
+// Where registration stands. kOpen → (ft_register_end) kEnding → kReady, kNoArena or kEmpty.
+enum class Phase { kOpen, kEnding, kReady, kNoArena, kEmpty };
+
+// What an app thread asks of the agent thread and waits for.
+struct AppRequest {
+  enum class Kind { kPeriodic, kRestore };
+  Kind kind = Kind::kPeriodic;
+  int64_t step = 0;     // periodic: the step saved
+  ckpt::NodePlan plan;  // restore
+  // Answers, under Agent::mu_.
+  bool copied = false;    // periodic: the device-to-host copy ended (the app may go on)
+  bool finished = false;  // restore: done
+  RestoreOutcome outcome;
+};
+
+struct SaveOutcome {
+  Status status;
+  std::string message;  // the ack's words
+};
+
+// Acknowledges a save command with a save's outcome, or with a refusal.
+void Ack(uint64_t seq, const SaveOutcome& o);
+void AckNow(uint64_t seq, StatusCode code, const std::string& message);
+
+// Sets the calling thread's last error and returns `result`.
+int Fail(int result, std::string message);
+
+class Agent {
+ public:
+  int SetShard(int tp, int pp, int dp);
+  int Register(const char* name, const void* ptr, size_t bytes);
+  int RegisterEnd();
+  int UpdateBegin(cudaStream_t stream);
+  int StepDone(int64_t step);
+  int Restore(int64_t* step);
+  void HandOver(const shm::Command& command);
+  void FinishAtExit() noexcept;
+
+ private:
+  int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
+  void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
+  void Run();
+  RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
+  void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
+  SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda);
+  void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
+  bool TornNow();
+  int64_t StepLabel() const;
+  cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
+
+  std::mutex mu_;
+  std::condition_variable work_cv_;  // the agent thread waits for work
+  std::condition_variable done_cv_;  // app threads wait for their request
+  // Registration (mu_). Immutable once phase_ left kEnding.
+  Phase phase_ = Phase::kOpen;
+  std::string arena_error_;  // kNoArena: why (ft_last_error)
+  std::string arena_ack_;    // kNoArena: why, short enough for an ack (96 bytes)
+  int tp_ = -1, pp_ = -1, dp_ = -1;
+  std::vector<Registered> buffers_;
+  ckpt::Manifest base_;  // identity and layout of every save
+  ckpt::Arena arena_;
+  int device_ = -1;
+  // Work (mu_).
+  std::deque<std::shared_ptr<AppRequest>> app_requests_;
+  std::vector<uint64_t> jit_waiting_;      // kSave commands not yet served
+  std::vector<uint64_t> at_step_waiting_;  // kSaveAtStep: served by the next periodic save
+  std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
+  bool saving_ = false;
+  int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
+  // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
+  std::atomic<int64_t> last_step_{kNoStep};
+  std::atomic<int64_t> restored_step_{kNoStep};
+  std::atomic<bool> update_open_{false};  // ft_update_begin after the last ft_step_done
+  std::atomic<cudaEvent_t> update_event_{nullptr};  // null: the update may have begun
+  std::atomic<cudaEvent_t> device_events_[kMaxDevices] = {};
+};
+
+// The process's one agent, made at first use and never destroyed (the agent thread and the
+// poller may outlive static destruction).
+Agent& TheAgent();
+
+}  // namespace ft::preload::agent
+
+#endif  // FT_PRELOAD_CKPT_AGENT_IMPL_H_

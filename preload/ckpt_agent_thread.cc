@@ -1,0 +1,223 @@
+// The ft-ckpt thread's half of the checkpoint agent (ckpt_agent_impl.h): the save commands
+// the poller hands over, the work loop (just-in-time and periodic saves, restores), the
+// acknowledgements, and the wait for a save in progress at exit.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "common/log.h"
+#include "include/ft/ft.h"
+#include "jitckpt/checksum.h"
+#include "preload/ckpt_agent.h"
+#include "preload/ckpt_agent_impl.h"
+
+namespace ft::preload::agent {
+
+void Ack(uint64_t seq, const SaveOutcome& o) {
+  if (g_rt == nullptr || !g_rt->segment) return;
+  int32_t result = o.status.ok() ? 0 : static_cast<int32_t>(o.status.code());
+  shm::AckCommand(*g_rt->segment, seq, result, o.message);
+}
+
+void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
+  if (g_rt == nullptr || !g_rt->segment) return;
+  shm::AckCommand(*g_rt->segment, seq, static_cast<int32_t>(code), message);
+}
+
+// At a normal exit (the app returned from main or called exit): a save in progress, or asked
+// for, is finished first — typically the periodic save of the last step, whose commit runs
+// after ft_step_done returned; cut short, it would leave the arena without any committed
+// copy. Bounded: a copy stuck behind a dead device is given up after kExitWait.
+void Agent::FinishAtExit() noexcept {
+  constexpr auto kExitWait = std::chrono::seconds(10);
+  try {
+    if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
+    std::unique_lock<std::mutex> lock(mu_);
+    if (phase_ != Phase::kReady) return;
+    bool done = done_cv_.wait_for(lock, kExitWait, [&] {
+      return !saving_ && app_requests_.empty() && jit_waiting_.empty();
+    });
+    if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+  } catch (...) {
+  }
+}
+
+void Agent::HandOver(const shm::Command& command) {
+  bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
+  std::string refusal;
+  StatusCode code = StatusCode::kNotFound;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    switch (phase_) {
+      case Phase::kEmpty:
+        refusal = "nothing registered";
+        break;
+      case Phase::kOpen:
+        // A periodic save waits for the next ft_step_done, which ends registration.
+        if (buffers_.empty() || !at_step) refusal = "nothing registered";
+        break;
+      case Phase::kNoArena:
+        refusal = arena_ack_;
+        code = StatusCode::kIoError;
+        break;
+      default:
+        break;
+    }
+    if (refusal.empty()) {
+      if (at_step) {
+        at_step_waiting_.push_back(command.seq);
+      } else if (saving_) {
+        attached_.push_back(command.seq);  // coalesced with the save that runs
+      } else {
+        jit_waiting_.push_back(command.seq);
+        work_cv_.notify_one();
+      }
+      return;
+    }
+  }
+  AckNow(command.seq, code, refusal);
+}
+
+SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda) {
+  auto start = std::chrono::steady_clock::now();
+  SaveJob job;
+  job.buffers = &buffers_;
+  job.manifest = base_;
+  job.manifest.step = periodic ? periodic->step : StepLabel();
+  job.arena = &arena_;
+  job.device = device_;
+  job.periodic = periodic != nullptr;
+  if (periodic) {
+    job.copied = [&](const Status& s) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        periodic->copied = true;
+        if (!s.ok()) {
+          periodic->outcome.result = FT_CUDA_ERROR;
+          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
+        }
+      }
+      done_cv_.notify_all();
+    };
+  } else {
+    job.torn = [this] { return TornNow(); };
+  }
+  SaveOutcome out;
+  out.status = RunSave(&job, cuda);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  const ckpt::Manifest& m = job.manifest;
+  if (out.status.ok()) {
+    out.message = "saved step=" + std::to_string(m.step) +
+                  " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
+                  " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
+                  " ms=" + std::to_string(ms);
+    FT_LOG(Info, Ckpt, "{} save: {}", periodic ? "periodic" : "just-in-time", out.message);
+  } else {
+    out.message = std::string(out.status.message());
+    FT_LOG(Warn, Ckpt, "save of step {} failed: {}; the previous copy is lost, training is unaffected",
+           m.step, out.status.ToString());
+  }
+  return out;
+}
+
+void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters.insert(waiters.end(), attached_.begin(), attached_.end());
+    attached_.clear();
+    saving_ = false;
+  }
+  done_cv_.notify_all();  // an exiting process may wait for this save (FinishAtExit)
+  for (uint64_t seq : waiters) Ack(seq, outcome);
+}
+
+// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
+// failure inside one piece of work fails that work — its app thread and its commands get an
+// answer — and the thread goes on.
+void Agent::Run() {
+  t_in_ft = true;  // our CUDA calls are never the app's
+  pthread_setname_np(pthread_self(), "ft-ckpt");
+  AgentCuda cuda;
+  for (;;) {
+    std::shared_ptr<AppRequest> request;
+    std::vector<uint64_t> waiters;
+    bool save = false;
+    try {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] {
+        return !app_requests_.empty() || (!jit_waiting_.empty() && restoring_ == 0);
+      });
+      if (!app_requests_.empty()) {
+        request = app_requests_.front();
+        app_requests_.pop_front();
+      }
+      if (request && request->kind == AppRequest::Kind::kRestore) {
+        lock.unlock();
+        RestoreOutcome out = Restore(*request, &cuda);
+        if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
+        lock.lock();
+        request->outcome = std::move(out);
+        request->finished = true;
+        lock.unlock();
+        done_cv_.notify_all();
+        continue;
+      }
+      // A save: it serves every save command waiting now (coalesced), and a periodic one also
+      // the kSaveAtStep commands.
+      save = true;
+      waiters.swap(jit_waiting_);
+      if (request) {
+        waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
+        at_step_waiting_.clear();
+      }
+      saving_ = true;
+      lock.unlock();
+      SaveOutcome outcome = Save(request, &cuda);
+      FinishSave(std::move(waiters), outcome);
+    } catch (...) {
+      Failed(request, save ? &waiters : nullptr);
+    }
+  }
+}
+
+RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
+  RestoreTarget target;
+  target.rank = base_.rank;
+  target.node = g_rt->identity.node;
+  target.buffers = &buffers_;
+  target.layout = base_.buffers;
+  target.arena = &arena_;
+  target.device = device_;
+  return RestoreFromPlan(request.plan, target, cuda);
+}
+
+// After an exception in the agent thread: whoever waits for the work gets an answer.
+void Agent::Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept {
+  try {
+    FT_LOG(Warn, Ckpt, "the checkpoint agent failed on one piece of work; training is unaffected");
+    SaveOutcome outcome;
+    outcome.status = Status::Internal("checkpoint agent: internal error");
+    outcome.message = "checkpoint agent: internal error";
+    if (request) {
+      std::lock_guard<std::mutex> lock(mu_);
+      request->copied = true;
+      request->finished = true;
+      if (request->outcome.result == FT_OK) request->outcome.result = FT_INTERNAL;
+      request->outcome.message = "ft_restore/ft_step_done: the checkpoint agent failed (a bug in ft)";
+    }
+    done_cv_.notify_all();
+    if (waiters != nullptr) FinishSave(std::move(*waiters), outcome);
+  } catch (...) {
+  }
+}
+
+void HandOverSaveCommand(const shm::Command& command) noexcept {
+  try {
+    TheAgent().HandOver(command);
+  } catch (...) {
+    AckNow(command.seq, StatusCode::kInternal, "the checkpoint agent failed to take the command");
+  }
+}
+
+}  // namespace ft::preload::agent
