@@ -79,6 +79,9 @@ class CkptKeeper {
   // Daemon loop, every tick: adopts `node_ranks`; every scan_interval reads the arenas of this
   // node's ranks and reports and queues new commits.
   void Tick(uint64_t mono_ns, int64_t unix_ms, const std::vector<int>& node_ranks);
+  // The next Tick scans the arenas whatever the interval: a rank just acknowledged a save, and
+  // the master is waiting for its copy.
+  void ScanSoon() { next_scan_ns_ = 0; }
   // Changes since the last call, by (step, rank). Any thread.
   std::vector<CkptReport> TakeReports();
   // Makes the next TakeReports() report every copy held: for a Redis that lost its data.

@@ -192,6 +192,9 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::CommandAck> acks;
   runner_.Poll(unix_ms, &acks);
   for (const auto& ack : acks) reporter_.AddAck(ack);
+  // A rank answered (a save, most likely): its copy is reported with the ack, not up to a scan
+  // interval later — the master counts the copies of a save before it stops the job.
+  if (!acks.empty()) keeper_->ScanSoon();
   keeper_->Tick(mono_ns, unix_ms, monitor_->Ranks());
   for (const CkptReport& report : keeper_->TakeReports()) {
     if (report.removed) {

@@ -5,10 +5,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "common/log.h"
 
 namespace ft::worker {
+
+namespace {
+
+std::string Absolute(const std::string& dir) {
+  if (dir.empty()) return dir;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec);
+  return ec ? dir : p.lexically_normal().string();
+}
+
+}  // namespace
 
 ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncOptions& options) {
   ckpt::NodePlan out;
@@ -16,9 +28,10 @@ ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncO
   out.node = proto::SanitizeName(options.node);
   out.version = plan.version;
   out.step = plan.step < 0 ? -1 : plan.step;
-  out.arena_dir = options.arena_dir;
-  out.local_dir = options.local_dir;
-  out.remote_dir = options.remote_dir;
+  // The ranks may run in another working directory: the file names absolute paths.
+  out.arena_dir = Absolute(options.arena_dir);
+  out.local_dir = Absolute(options.local_dir);
+  out.remote_dir = Absolute(options.remote_dir);
   if (out.step < 0) return out;  // nothing to restore: no sources either
   for (const proto::RestoreRank& rank : plan.ranks) {
     ckpt::PlanRank r;
@@ -77,12 +90,25 @@ void RestorePlanSync::RemoveFile() {
 
 void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& version) {
   Status s = ckpt::WriteNodePlan(path_, plan);
+  if (s.code() == StatusCode::kInvalidArgument) {
+    // A plan the file format refuses: writing it again will not help.
+    FT_LOG(Warn, Worker, "the master's restore plan{} cannot be handed to this node's ranks: {}; "
+           "keeping the plan file {} as it is until the master publishes another",
+           version.empty() ? "" : " (version " + version + ")", s.message(), path_);
+    have_version_ = true;
+    version_ = version;
+    return;
+  }
   if (!s.ok()) {
-    FT_LOG(Warn, Worker, "could not write the restore plan file {}: {}; ft_restore on this node "
-           "waits for it (FT_RESTORE_WAIT). Check that FT_CKPT_ARENA_DIR is writable; retrying",
-           path_, s.message());
+    if (!write_failing_) {
+      FT_LOG(Warn, Worker, "could not write the restore plan file {}: {}; ft_restore on this node "
+             "waits for it (FT_RESTORE_WAIT). Check that FT_CKPT_ARENA_DIR is writable; retrying "
+             "every poll", path_, s.message());
+    }
+    write_failing_ = true;
     return;  // have_version_ stays as it was: the next poll tries again
   }
+  write_failing_ = false;
   have_version_ = true;
   version_ = version;
   ++files_written_;

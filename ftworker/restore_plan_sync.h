@@ -56,6 +56,7 @@ class RestorePlanSync {
   bool have_version_ = false;
   std::string version_;  // restore:version of the plan last handled ("" when absent)
   int64_t files_written_ = 0;
+  bool write_failing_ = false;  // the last write failed (logged once until one succeeds)
 };
 
 }  // namespace ft::worker

@@ -22,9 +22,11 @@
 #include "jitckpt/node_plan.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
+#include "proto/codec.h"
 #include "redis/client.h"
 #include "redis/redis_store.h"
 #include "redis/tests/redis_server.h"
+#include "shm/mailbox.h"
 
 namespace ft::worker {
 namespace {
@@ -202,6 +204,47 @@ TEST_F(CkptE2eTest, CopiesAreReportedAndRetentionRemovesThem) {
   ASSERT_FALSE(Copy(6, 0).has_value());
   ASSERT_TRUE(TickUntil(*daemon, [&] { return Copy(6, 0).has_value() && StepListed(6); }, 20s));
   EXPECT_EQ(Copy(6, 0)->tiers, (std::vector<std::string>{"arena", "local"}));
+}
+
+// A rank acknowledges a save: its copy reaches Redis with the ack, not a scan interval later.
+// The daemon's clock is driven here and never reaches the next scan.
+TEST_F(CkptE2eTest, CopyOfASaveIsReportedWithItsAck) {
+  FakeRank rank(job_, 0, kFakePid, "n1");
+  NodeMonitor monitor(MonitorOptions());
+  auto daemon = NewDaemon(&monitor);
+  FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  uint64_t mono = MonoNs();
+  const int64_t unix_ms = UnixMs();
+  auto tick = [&](uint64_t advance_ms) {
+    mono += advance_ms * kMs;
+    daemon->Tick(mono, unix_ms);
+  };
+  for (int i = 0; i < 20 && !daemon->connected(); ++i) tick(1);  // connected; first scan done
+  ASSERT_TRUE(daemon->connected());
+
+  proto::Command save;
+  save.id = "inc-7";
+  save.kind = "save";
+  save.rank = 0;
+  save.text = "inc-7";
+  redis::Reply r;
+  ASSERT_TRUE(client_.Run({"XADD", keys_.Commands("n1"), "*", "kind", "save", "rank", "0", "json",
+                           proto::Encode(save)}, &r).ok());
+  std::optional<shm::Command> posted;
+  for (int i = 0; i < 30 && !posted; ++i) {
+    tick(10);  // commands are polled every 100 ms
+    posted = shm::TakeCommand(rank.seg());
+  }
+  ASSERT_TRUE(posted.has_value());
+  EXPECT_EQ(posted->type, static_cast<uint32_t>(shm::CommandType::kSave));
+  const ckpt::Manifest m = arena.Save(8, 0x42);  // the agent saves, then acknowledges
+  shm::AckCommand(rank.seg(), posted->seq, 0,
+                  "saved step=8 digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) + " torn=0");
+  tick(10);
+  auto copy = Copy(8, 0);
+  ASSERT_TRUE(copy.has_value()) << "the copy did not arrive with the ack";
+  EXPECT_EQ(copy->digest, ckpt::ContentDigest(m));
+  EXPECT_TRUE(StepListed(8));
 }
 
 // ---- A real ftworker process killed while it persists ----

@@ -129,6 +129,35 @@ TEST_F(RestorePlanSyncTest, FollowsThePlanAndKeepsTheFileWhenAPlanIsGarbled) {
   EXPECT_EQ(ReadPlan(sync), good);
 }
 
+// Relative tier directories are resolved against the worker's directory: the ranks may run
+// elsewhere, and the file format takes absolute paths only.
+TEST_F(RestorePlanSyncTest, RelativeDirectoriesBecomeAbsolute) {
+  options_.local_dir = "ckpt/local";
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(sync.files_written(), 1);
+  EXPECT_EQ(ReadPlan(sync).local_dir, (std::filesystem::current_path() / "ckpt/local").string());
+}
+
+// A plan the file format refuses (two lines for one rank) is logged once and not retried.
+TEST_F(RestorePlanSyncTest, PlanTheFileRefusesIsLoggedOnce) {
+  LogCapture log;
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(sync.files_written(), 1);
+  proto::RestorePlan published;
+  published.version = 5;
+  published.step = 30;
+  published.ranks.push_back({0, 0x1ull, {{0, "node_1", {"arena"}}}});
+  published.ranks.push_back({0, 0x2ull, {{0, "node_1", {"local"}}}});
+  Publish(published);
+  sync.Poll(3 * kSec, store_);
+  sync.Poll(5 * kSec, store_);
+  EXPECT_EQ(log.Count({"restore plan (version 5) cannot be handed"}), 1u) << log.All();
+  EXPECT_EQ(sync.files_written(), 1);
+  EXPECT_EQ(ReadPlan(sync).step, -1) << "the previous file is kept";
+}
+
 TEST_F(RestorePlanSyncTest, WritesNothingWhileRedisIsAway) {
   RestorePlanSync sync(options_);
   store_.Drop();
