@@ -35,7 +35,7 @@ FtStart FtRegisterAndRestore(const Config& config, const Coord& coord,
   if (r == FT_DISABLED) return start;
   if (r != FT_OK) {
     // FT_NO_SPACE: the arena does not fit. No saves, hence nothing of ours to restore either.
-    start.warning = "ft_register_end: " + FtError(r) + "; training continues without checkpoints";
+    start.warning = "ft_register_end: " + FtError(r);  // ft's words say training goes on
     return start;
   }
   start.active = true;

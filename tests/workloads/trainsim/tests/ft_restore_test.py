@@ -10,6 +10,8 @@ worker would write), 2 ranks dp=2 on node0, FT_CKPT_EVERY=4, arenas in a private
   4. the same plan again, but the arenas now hold step 12: no verified copy of step 8 exists,
      so ft_restore fails and trainsim exits 1 saying so, without training from scratch.
   5. --ft restore and no plan file at all (no worker): FT_TIMEOUT after FT_RESTORE_WAIT, exit 1.
+  6. an arena directory that cannot hold the arena: registration fails, trainsim warns and
+     trains on to the reference's checksums (no restore is attempted).
 """
 
 import argparse
@@ -84,8 +86,20 @@ def main():
         tc.check("restore: FT_TIMEOUT" in err, "no FT_TIMEOUT without a plan file:\n" + err[-2000:])
         tc.check(not tc.checksums(out), "a rank trained without a plan")
         print("OK: no plan file (no worker): FT_TIMEOUT, exit 1")
+
+        env["FT_CKPT_ARENA_DIR"] = os.path.join(arena_dir, "missing", "dir")
+        out, err = run(MODEL)
+        tc.check(re.search(r"trainsim rank=\d: warning: ft_register_end: FT_NO_SPACE", err),
+                 "no warning about the arena:\n" + err[-2000:])
+        tc.verify_against_reference(args, tc.checksums(out), MODEL, 2)
+        print("OK: no room for the arena: a warning, training ran on")
     finally:
         shutil.rmtree(arena_dir, ignore_errors=True)
+        # Ranks that exited 1 (the failed restores) leave their segments: ftworker reclaims
+        # those of dead processes, and there is none here.
+        for name in os.listdir("/dev/shm"):
+            if name.startswith("ft.%s." % job):
+                os.unlink(os.path.join("/dev/shm", name))
 
 
 if __name__ == "__main__":
