@@ -206,10 +206,12 @@ def wait_job_exit(c, timeout, what):
     return c.job_proc.returncode
 
 
-def wait_planned(c, step, ranks, tiers=("arena",)):
+def wait_planned(c, step, ranks, tiers=("arena",), own=()):
     """Waits until the master's plan names `step`, with each rank having a source in one of
     `tiers`, and every node's plan file is that version of it (a worker reads the plan about
-    once a second: a rank started before then reads the previous one); returns the plan."""
+    once a second: a rank started before then reads the previous one). `own`: tiers each rank's
+    own copy must be listed in (the master refreshes the planned step's tiers every few
+    seconds). Returns the plan."""
     def ready():
         plan = c.plan()
         if not plan or plan.get("step") != step:
@@ -217,6 +219,8 @@ def wait_planned(c, step, ranks, tiers=("arena",)):
         listed = {r["rank"]: r for r in plan.get("ranks", [])}
         for rank in ranks:
             if rank not in listed or not any(set(tiers) & set(s.get("tiers", [])) for s in listed[rank]["sources"]):
+                return None
+            if own and not any(s["rank"] == rank and set(own) <= set(s["tiers"]) for s in listed[rank]["sources"]):
                 return None
         for k in range(c.nodes):
             f = c.plan_file("node%d" % k)
@@ -344,7 +348,7 @@ def case_sdc_pair(args):
         check(bad["state"] == "untrusted", "step %d (two replicas disagree) is %s, not untrusted" % (steps, bad["state"]))
         check(not bad.get("sdc_ranks"), "two replicas cannot outvote each other, yet sdc ranks %s" % bad["sdc_ranks"])
         # Step 20's copies are in the arenas; step 10's only on disk now.
-        plan = wait_planned(c, every, [0, 1], tiers=("local", "remote"))
+        plan = wait_planned(c, every, [0, 1], tiers=("remote",))  # readable from either node
         print("plan: step %d version %d" % (plan["step"], plan["version"]))
         text = show_checkpoints(c)
         check("untrusted" in text, "`ftmaster checkpoints` does not show step %d untrusted" % steps)
@@ -417,7 +421,7 @@ def case_tier_fallback(args):
             copies = c.copies(steps)
             return len(copies) == 2 and all({"arena", "local", "remote"} <= set(v["tiers"]) for v in copies.values())
         c.wait_for(in_every_tier, 60, "step %d's copies in the arena, local and remote tiers" % steps, poll=0.2)
-        wait_planned(c, steps, [0, 1], tiers=("remote",))
+        wait_planned(c, steps, [0, 1], tiers=("remote",), own=("local", "remote"))
         for name in os.listdir(c.arena_dir):  # the node lost its memory (a reboot)
             if name.startswith("ft-ckpt."):
                 os.unlink(os.path.join(c.arena_dir, name))
