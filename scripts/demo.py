@@ -16,9 +16,9 @@ every rank's final checksum must equal trainsim_reference's. Ends with one line:
               resumed_step=<step> ok=<0|1>
 
 Every program is the real one; the demo reads what happened with `ftmaster incidents/
-checkpoints/status/evicted`, as an operator would. Its files (logs, the local and remote
-checkpoint tiers) are in a temporary directory it names; the arenas are in a private directory
-under /dev/shm, removed at the end.
+checkpoints/status/evicted`, as an operator would. Its logs stay in a temporary directory it
+names, with the local and remote checkpoint tiers when the demo failed (removed when it
+succeeded); the arenas are in a private directory under /dev/shm, removed at the end.
 """
 
 import argparse
@@ -266,6 +266,11 @@ def main():
         print("demo: %s; logs in %s" % (e, d.dir), file=sys.stderr)
     finally:
         d.stop_all()
+    if ok:  # the copies served their purpose; the logs stay
+        for name in os.listdir(d.dir):
+            if name == "remote" or name.startswith("local-"):
+                shutil.rmtree(os.path.join(d.dir, name), ignore_errors=True)
+    print("demo: logs in %s" % d.dir)
     print("RESULT demo detect_s=%.2f save_s=%.2f restore_s=%.3f resumed_step=%d ok=%d"
           % (detect_s, save_s, restore_s, resumed, ok))
     return 0 if ok else 1
