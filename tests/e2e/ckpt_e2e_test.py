@@ -274,6 +274,12 @@ def case_full_loop(args):
         text = show_checkpoints(c)
         check(str(hang_step) in text, "`ftmaster checkpoints` does not list step %d" % hang_step)
         print("$ ftmaster incidents\n" + c.master_cli("incidents"), end="")
+        # The incident records the save's outcome: every shard saved and verified, at that step.
+        recorded = [json.loads(line) for line in c.master_cli("incidents", "--json").splitlines() if line.strip()]
+        outcome = next((i.get("checkpoint") for i in recorded if i["id"] == inc["id"]), None)
+        print("incident's checkpoint: %s" % outcome)
+        check(outcome and outcome["saved"] == outcome["verified"] == outcome["shards"] == 4 and
+              outcome["step"] == hang_step, "the incident records the save as %s" % outcome)
 
         # Relaunch on the same nodes, workers and master: every rank restores the saved step.
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"])
