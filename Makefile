@@ -31,7 +31,9 @@ soak: build
 	@ctest --test-dir $(BUILD) --verbose --timeout 900 -L soak
 
 # The main job: a simulated two-node training job on the CPU stand-ins, protected by ft, with
-# a hang injected: ftmaster (embedded Redis) names the rank, decides and stops the job.
+# a hang injected: ftmaster (embedded Redis) names the rank, the healthy ranks save just in time,
+# the job is stopped and relaunched, every rank restores the saved step and ends with the
+# reference checksums (RESULT demo ... ok=1).
 demo: build
 	@python3 scripts/demo.py --build $(BUILD)
 

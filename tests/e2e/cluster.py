@@ -10,9 +10,11 @@ launch.py under LD_PRELOAD=libft.so. Python 3 standard library only.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -47,6 +49,10 @@ class Cluster:
         self.t_job_start = None
         self.log_dir = log_dir or os.environ.get("FT_TEST_LOG_DIR") or "/tmp"
         self.worker_logs = {}
+        # trainsim registers its state under libft.so, so every rank has a checkpoint arena
+        # (and every worker a restore plan file): a private directory in shared memory per
+        # run, like the default /dev/shm, removed at the end — nothing left in /dev/shm.
+        self.arena_dir = tempfile.mkdtemp(prefix="ft-e2e-arenas-", dir="/dev/shm")
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self):
@@ -71,6 +77,7 @@ class Cluster:
                     proc.wait()
         self.redis.stop()
         self.cleanup_segments()
+        shutil.rmtree(self.arena_dir, ignore_errors=True)
         if not failed:  # a failed run's logs stay for a closer look
             for path in self.log_paths():
                 try:
@@ -114,6 +121,7 @@ class Cluster:
         env = dict(os.environ)
         env["FT_REDIS_PASSWORD"] = self.redis.password
         env["FT_JOB"] = self.job
+        env["FT_CKPT_ARENA_DIR"] = self.arena_dir
         if extra:
             env.update(extra)
         return env
