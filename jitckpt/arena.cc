@@ -171,6 +171,13 @@ Status Reserve(int fd, const std::string& dir, const std::string& path, uint64_t
   return Status::Ok();
 }
 
+// Best effort: the data region on huge pages where the tmpfs offers them.
+void AdviseHugePages(const std::string& path, uint8_t* base, const Geometry& g) {
+  if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
+    FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
+  }
+}
+
 Status MapWritable(int fd, const std::string& path, uint64_t bytes, uint8_t** base) {
   // MAP_POPULATE: the pages are touched now, at registration, so a save runs at copy bandwidth.
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
@@ -242,18 +249,8 @@ Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int
         __atomic_store_n(&live->generation, gen + (gen % 2), __ATOMIC_RELEASE);
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
-      if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
-        FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
-      }
-      Arena arena;
-      arena.path_ = path;
-      arena.base_ = base;
-      arena.mapped_ = g.file_bytes;
-      arena.writable_ = true;
-      arena.manifest_capacity_ = g.manifest_capacity;
-      arena.data_offset_ = g.data_offset;
-      arena.data_capacity_ = g.data_capacity;
-      *out = std::move(arena);
+      AdviseHugePages(path, base, g);
+      *out = Arena(path, base, true, g.file_bytes, g.manifest_capacity, g.data_offset, g.data_capacity);
       return Status::Ok();
     }
     close(fd);
@@ -282,9 +279,7 @@ Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int
   uint8_t* base = nullptr;
   s = MapWritable(fd, temp, g.file_bytes, &base);
   if (!s.ok()) return fail(s, nullptr);
-  if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
-    FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
-  }
+  AdviseHugePages(path, base, g);
   ArenaHeader* h = HeaderOf(base);
   h->magic = kArenaMagic;
   h->version = kArenaVersion;
@@ -303,15 +298,7 @@ Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int
     return fail(Status::FromErrno(errno, fmt::format("renaming {} to {}", temp, path)), base);
   }
   close(fd);
-  Arena arena;
-  arena.path_ = path;
-  arena.base_ = base;
-  arena.mapped_ = g.file_bytes;
-  arena.writable_ = true;
-  arena.manifest_capacity_ = g.manifest_capacity;
-  arena.data_offset_ = g.data_offset;
-  arena.data_capacity_ = g.data_capacity;
-  *out = std::move(arena);
+  *out = Arena(path, base, true, g.file_bytes, g.manifest_capacity, g.data_offset, g.data_capacity);
   return Status::Ok();
 }
 
@@ -342,15 +329,8 @@ Status Arena::OpenForRead(const std::string& path, Arena* out) {
   void* p = mmap(nullptr, g.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap"));
   close(fd);
-  Arena arena;
-  arena.path_ = path;
-  arena.base_ = static_cast<uint8_t*>(p);
-  arena.mapped_ = g.file_bytes;
-  arena.writable_ = false;
-  arena.manifest_capacity_ = g.manifest_capacity;
-  arena.data_offset_ = g.data_offset;
-  arena.data_capacity_ = g.data_capacity;
-  *out = std::move(arena);
+  *out = Arena(path, static_cast<uint8_t*>(p), false, g.file_bytes, g.manifest_capacity, g.data_offset,
+               g.data_capacity);
   return Status::Ok();
 }
 

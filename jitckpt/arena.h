@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -81,6 +82,13 @@ class Arena {
   static int RankOf(std::string_view path);
 
  private:
+  // Takes a mapping whose geometry the caller wrote or validated.
+  Arena(std::string path, uint8_t* base, bool writable, uint64_t mapped, uint64_t manifest_capacity,
+        uint64_t data_offset, uint64_t data_capacity)
+      : path_(std::move(path)), base_(base), mapped_(mapped), writable_(writable),
+        manifest_capacity_(manifest_capacity), data_offset_(data_offset),
+        data_capacity_(data_capacity) {}
+
   std::string path_;
   uint8_t* base_ = nullptr;
   uint64_t mapped_ = 0;
