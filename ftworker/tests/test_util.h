@@ -9,7 +9,6 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
+#include "tests/util/log_capture.h"
 
 namespace ft::worker::testing {
 
@@ -152,36 +152,7 @@ class FakeRank {
   std::map<uint64_t, uint32_t> p2p_slots_;
 };
 
-class LogCapture : public LogSink {
- public:
-  LogCapture() { log::SetSink(this); }
-  ~LogCapture() override { log::SetSink(nullptr); }
-  void Write(std::string_view line) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(line);
-  }
-  // Lines containing every one of `parts`.
-  size_t Count(std::initializer_list<std::string_view> parts) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const std::string& line : lines_) {
-      bool all = true;
-      for (std::string_view p : parts) all = all && line.find(p) != std::string::npos;
-      n += all ? 1 : 0;
-    }
-    return n;
-  }
-  std::string All() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::string out;
-    for (const auto& l : lines_) out += l;
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using LogCapture = test_util::LogCapture;
 
 // Processes as the test says they are; unknown pids are alive with no /proc entry.
 class FakeProbe : public ProcessProbe {

@@ -15,7 +15,7 @@ namespace {
 
 using testing::AlignedBytes;
 using testing::AlignedCopy;
-using testing::CapturedLog;
+using testing::LogCapture;
 using testing::FlipBitInFile;
 using testing::SampleManifest;
 using testing::TempDir;
@@ -134,7 +134,7 @@ TEST_F(RestoreLoaderTest, SameNodePeerArenaIsNextAndTheCopyBecomesThisRanks) {
   SaveToArena(kPeer, CopyOf(kPeer), data_);
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   OpenOwn();  // a fresh arena: nothing committed
-  CapturedLog log;
+  LogCapture log;
   RestoreResult result;
   Status st = Load(&result);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -182,7 +182,7 @@ TEST_F(RestoreLoaderTest, ACorruptedChunkInTheLocalCopySendsTheRestoreToTheRemot
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
   ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), saved_.chunk_begin(1) + 3));
   OpenOwn();
-  CapturedLog log;
+  LogCapture log;
   RestoreResult result;
   Status st = Load(&result);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -281,7 +281,7 @@ TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), 0));
   OpenOwn();
-  CapturedLog log;
+  LogCapture log;
   RestoreResult result;
   Status st = Load(&result);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();

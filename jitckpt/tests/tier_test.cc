@@ -23,7 +23,7 @@ namespace {
 
 using testing::AlignedBytes;
 using testing::AlignedCopy;
-using testing::CapturedLog;
+using testing::LogCapture;
 using testing::FilesUnder;
 using testing::FlipBitInFile;
 using testing::SampleManifest;
@@ -206,7 +206,7 @@ TEST_F(TierTest, LocalTierUsesODirectOnARealFileSystemThatOffersIt) {
 }
 
 TEST_F(TierTest, RefusedODirectFallsBackToBufferedWritesAndSaysSoOnce) {
-  CapturedLog log;
+  LogCapture log;
   for (bool at_open : {true, false}) {
     SCOPED_TRACE(at_open ? "refused at open" : "refused at write");
     RecordingOps ops;

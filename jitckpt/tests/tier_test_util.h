@@ -1,4 +1,4 @@
-// Helpers of the tier and restore-loader tests: the files under a directory, a log capture, an
+// Helpers of the tier and restore-loader tests: the files under a directory, the log capture, an
 // aligned buffer (what an arena's data region looks like to PersistCopy), a flipped bit.
 #ifndef FT_JITCKPT_TESTS_TIER_TEST_UTIL_H_
 #define FT_JITCKPT_TESTS_TIER_TEST_UTIL_H_
@@ -11,14 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <initializer_list>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "common/log.h"
+#include "tests/util/log_capture.h"
 
 namespace ft::ckpt::testing {
 
@@ -34,30 +31,7 @@ inline std::vector<std::string> FilesUnder(const std::string& dir) {
   return out;
 }
 
-class CapturedLog : public LogSink {
- public:
-  CapturedLog() { log::SetSink(this); }
-  ~CapturedLog() override { log::SetSink(nullptr); }
-  void Write(std::string_view line) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    lines_.emplace_back(line);
-  }
-  // Lines containing every one of `parts`.
-  size_t Count(std::initializer_list<std::string_view> parts) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    size_t n = 0;
-    for (const std::string& line : lines_) {
-      bool all = true;
-      for (std::string_view p : parts) all = all && line.find(p) != std::string::npos;
-      n += all ? 1 : 0;
-    }
-    return n;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
+using test_util::LogCapture;
 
 struct FreeDeleter {
   void operator()(uint8_t* p) const { std::free(p); }
