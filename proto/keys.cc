@@ -42,5 +42,7 @@ std::string Keys::CkptStep(int64_t step) const { return prefix_ + "ckpt:" + std:
 std::string Keys::CkptVerdicts() const { return prefix_ + "ckpt:verdicts"; }
 std::string Keys::Restore() const { return prefix_ + "restore"; }
 std::string Keys::RestoreVersion() const { return prefix_ + "restore:version"; }
+std::string Keys::TransferSecret() const { return prefix_ + "transfer:secret"; }
+std::string Keys::Endpoints() const { return prefix_ + "endpoints"; }
 
 }  // namespace ft::proto

@@ -37,6 +37,8 @@ class Keys {
   std::string CkptVerdicts() const;                  // hash: step -> StepVerdict
   std::string Restore() const;                       // string: RestorePlan
   std::string RestoreVersion() const;                // string: its version
+  std::string TransferSecret() const;                // string: the job's peer-transfer secret (hex)
+  std::string Endpoints() const;                     // hash: node -> TransferEndpoint
 
  private:
   std::string prefix_;
