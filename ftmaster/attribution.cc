@@ -25,6 +25,7 @@ constexpr double kConfMissing = 0.5;
 constexpr double kStaleFactor = 0.6;
 constexpr double kConfTransport = 0.7;
 constexpr double kConfTransportOdd = 0.5;
+constexpr int64_t kClockSlackMs = 1000;  // two workers' clocks are compared no finer than this
 constexpr double kConfCycle = 0.3;
 
 bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
@@ -49,6 +50,9 @@ struct RankInfo {
   const proto::Event* exit_event = nullptr;
   std::string node;
   bool dead = false;
+  // Dead through its normal exit path: its last table is final, and what it shows completed
+  // did complete (NCCL's finalize waited for it), unlike the table of a process that died.
+  bool clean_exit = false;
   bool frozen = false;            // alive but cannot run: its table no longer moves
   bool stale = false;
   double report_age_ms = 0;
@@ -125,6 +129,10 @@ class Snapshot {
       if (r.node.empty() && r.member != nullptr) r.node = r.member->node;
       r.dead = r.exit_event != nullptr || (r.progress && IsGone(r.progress->state)) ||
                (r.member && IsGone(r.member->state));
+      r.clean_exit = r.dead && (r.exit_event != nullptr
+                                    ? r.exit_event->clean
+                                    : (r.progress ? r.progress->state == "exited"
+                                                  : r.member && r.member->state == "exited"));
       r.frozen = !r.dead && r.progress != nullptr && r.progress->frozen;
     }
     // Communicators: membership first, then the rows themselves.
@@ -221,6 +229,7 @@ class Graph {
         // A frozen rank waits on nothing: what its table shows in flight is where it stopped
         // looking, not what it waits for. It is a root if others wait on it.
         if (r.frozen) continue;
+        if (row.p2p && PeerExitedAfterTheExchange(r, ci, row)) continue;
         r.waits = true;
         r.waited_ms = std::max(r.waited_ms, WaitedMs(r, row, in.now_unix_ms));
         if (row.p2p) {
@@ -304,6 +313,10 @@ class Graph {
       }
       const RankInfo& rb = ranks[static_cast<size_t>(b)];
       const proto::CommRow* row = c.coll[k];
+      if (rb.clean_exit && row != nullptr && row->completed_seq >= seq) {
+        ++t.completed;  // it finished the collective, then its program ended normally
+        continue;
+      }
       if (rb.dead || rb.progress == nullptr || row == nullptr || row->started_seq < seq ||
           (rb.frozen && row->completed_seq < seq)) {
         t.blockers.push_back(b);
@@ -346,7 +359,28 @@ class Graph {
     }
   }
 
-  // Per communicator, the highest collective any live member has completed, and that member.
+  // A peer that exited cleanly with no p2p op in flight, seen waiting on by a table taken
+  // before it exited (a second of slack for the two workers' clocks): the exchange ended and
+  // the waiter's next report will say so. A table taken after the exit that still waits is a
+  // rank left waiting on a peer that is gone.
+  bool PeerExitedAfterTheExchange(const RankInfo& waiter, int ci, const proto::CommRow& row) const {
+    const CommInfo& c = snap_.comms()[static_cast<size_t>(ci)];
+    if (row.peer < 0 || row.peer >= static_cast<int64_t>(c.members.size())) return false;
+    const int p = c.members[static_cast<size_t>(row.peer)];
+    if (p < 0) return false;
+    const RankInfo& peer = snap_.ranks()[static_cast<size_t>(p)];
+    const proto::CommRow* peer_row = c.p2p[static_cast<size_t>(row.peer)];
+    if (!peer.clean_exit || peer_row == nullptr || peer_row->started_seq > peer_row->completed_seq) {
+      return false;
+    }
+    const int64_t exited_unix_ms = peer.exit_event != nullptr ? peer.exit_event->unix_ms
+                                   : peer.progress != nullptr ? peer.progress->observed_unix_ms
+                                                              : 0;
+    return waiter.progress->observed_unix_ms <= exited_unix_ms + kClockSlackMs;
+  }
+
+  // Per communicator, the highest collective any live or cleanly exited member has completed,
+  // and that member.
   void FindMostCompleted() {
     const std::vector<CommInfo>& comms = snap_.comms();
     const std::vector<RankInfo>& ranks = snap_.ranks();
@@ -356,7 +390,9 @@ class Graph {
       for (size_t k = 0; k < c.coll.size(); ++k) {
         const proto::CommRow* row = c.coll[k];
         const int m = c.members[k];
-        if (row == nullptr || m < 0 || ranks[static_cast<size_t>(m)].dead) continue;
+        if (row == nullptr || m < 0) continue;
+        const RankInfo& rm = ranks[static_cast<size_t>(m)];
+        if (rm.dead && !rm.clean_exit) continue;
         if (row->completed_seq > most_completed_[ci].first) most_completed_[ci] = {row->completed_seq, m};
       }
     }

@@ -20,10 +20,16 @@ std::string EventKey(const proto::Event& e) {
 
 }  // namespace
 
-bool OpensWindow(const std::string& kind) {
-  return kind == "timeout" || kind == "exit" || kind == "error";
+bool OpensWindow(const proto::Event& event) {
+  // A clean exit is how every rank of a finished job ends: alone it says nothing is stuck. A
+  // rank that returned early leaves its peers waiting, and their timeouts open the window
+  // (with this exit in it as evidence).
+  if (event.kind == "exit") return !event.clean;
+  return event.kind == "timeout" || event.kind == "error";
 }
-bool CollectedInWindow(const std::string& kind) { return OpensWindow(kind) || kind == "busy"; }
+bool CollectedInWindow(const std::string& kind) {
+  return kind == "timeout" || kind == "exit" || kind == "error" || kind == "busy";
+}
 
 void IncidentWindow::Add(proto::Event event) {
   if (events.size() >= kMaxEvents) return;
@@ -118,7 +124,7 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
     return;
   }
   if (!open_.open) {
-    if (!OpensWindow(event.kind)) return;  // busy alone: nothing is stuck yet
+    if (!OpensWindow(event)) return;  // busy or a clean exit alone: nothing is stuck yet
     open_ = IncidentWindow{};
     open_.open = true;
     progress_.Clear();  // tables of an earlier window say nothing about this one

@@ -20,7 +20,7 @@ namespace ft::master {
 
 // Event kinds that open a window, and that a window collects (the incidents that call for a
 // decision: decision.h's Acted).
-bool OpensWindow(const std::string& kind);
+bool OpensWindow(const proto::Event& event);
 bool CollectedInWindow(const std::string& kind);
 
 struct IncidentWindow {

@@ -128,6 +128,68 @@ TEST(AttributionTest, ExitEventMakesACrashEvenWithARunningReport) {
   EXPECT_NE(incidents[0].suspects[0].why.find("exited (code -9)"), std::string::npos);
 }
 
+// The end of a job: rank 1 finished allreduce #11 and exited through its normal path; the
+// others' tables, taken a moment earlier, still show #11 in flight. Nothing is stuck.
+proto::Event CleanExit(Job& job, int rank, int64_t at) {
+  job.Progress(rank).state = "exited";
+  job.Progress(rank).observed_unix_ms = at;
+  job.membership[static_cast<size_t>(rank)].state = "exited";
+  proto::Event e;
+  e.kind = "exit";
+  e.rank = rank;
+  e.node = job.Progress(rank).node;
+  e.unix_ms = at;
+  e.code = 0;
+  e.clean = true;
+  e.progress = job.Progress(rank);
+  return e;
+}
+
+TEST(AttributionTest, CleanExitAfterCompletingTheCollectiveIsNoCrash) {
+  Job job = DpJobWaitingOn(1);
+  job.Set(1, job.DpComm(0, 0), 11, 11, 11, 5000);
+  auto incidents = Attribute(Input(job, {CleanExit(job, 1, Job::kNow - 50)}));
+  EXPECT_TRUE(incidents.empty()) << Dump(incidents);
+}
+
+TEST(AttributionTest, CleanExitBeforeTheCollectiveIsACrash) {
+  Job job = DpJobWaitingOn(1);  // rank 1 returned after #10: the others wait in #11 for good
+  auto incidents = Attribute(Input(job, {CleanExit(job, 1, Job::kNow - 50)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  EXPECT_NE(incidents[0].suspects[0].why.find("exited (code 0, clean)"), std::string::npos)
+      << incidents[0].suspects[0].why;
+}
+
+// Stage 1 waits to receive from stage 0, which exited cleanly with no p2p op in flight.
+Job RecvFromExitedStage(int64_t waiter_observed, proto::Event* exit) {
+  Job job(1, 1, 2);
+  const uint64_t pp = job.PpComm(0, 0);
+  job.Set(1, pp, 21, 21, 20, 3000, "recv", 0);
+  job.Set(0, pp, 21, 21, 21, 3000, "send", 1);
+  job.Progress(1).observed_unix_ms = waiter_observed;
+  *exit = CleanExit(job, 0, Job::kNow - 2500);
+  return job;
+}
+
+TEST(AttributionTest, P2pTableTakenBeforeThePeersCleanExitIsNoCrash) {
+  proto::Event exit;
+  Job job = RecvFromExitedStage(Job::kNow - 2600, &exit);
+  auto incidents = Attribute(Input(job, {exit}));
+  EXPECT_TRUE(incidents.empty()) << Dump(incidents);
+}
+
+TEST(AttributionTest, P2pStillWaitingAfterThePeersCleanExitIsACrash) {
+  proto::Event exit;
+  Job job = RecvFromExitedStage(Job::kNow - 100, &exit);  // 2.4 s after the exit, still waiting
+  auto incidents = Attribute(Input(job, {exit}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  EXPECT_EQ(incidents[0].suspects[0].rank, 0);
+}
+
 // pp=4 pipeline with p2p rows: stage 2 stopped (its GPU never reached its send to stage 3);
 // stage 3 waits to receive from it, stage 1 waits to send to it, stage 0 waits on stage 1.
 TEST(AttributionTest, HangPropagatesDownAPipeline) {

@@ -208,6 +208,21 @@ TEST_F(MasterLoopTest, LeadsAndMarksTheJobRunning) {
   EXPECT_FALSE(a.loop->incident_open());
 }
 
+// One rank exits cleanly while the others run on (the end of a job, seen one rank at a
+// time): no window, no incident. A crash opens one at once (below).
+TEST_F(MasterLoopTest, ACleanExitAloneOpensNoWindow) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  Run(100, {&a});
+  Exit(3, true, 0);
+  Run(kTickMs, {&a});
+  EXPECT_FALSE(a.loop->incident_open());
+  EXPECT_TRUE(State("open_incident").empty());
+  Run(2000, {&a});
+  EXPECT_EQ(a.loop->stats().windows, 0u) << "nothing to attribute";
+  EXPECT_TRUE(server_.Stream(keys_.Incidents()).empty());
+}
+
 // A crash opens a window; when it closes the incident is written once, the save goes to the
 // healthy replica's node, and with no acknowledgement the stop follows at the save deadline.
 TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
