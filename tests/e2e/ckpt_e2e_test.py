@@ -77,11 +77,13 @@ class CkptCluster(Cluster):
         if failed:
             for path in self.runs:
                 print("---- earlier run's job log: %s" % path, flush=True)
-            print("---- arena dir %s: %s" % (self.arena_dir, sorted(os.listdir(self.arena_dir))), flush=True)
-            for name in sorted(os.listdir(self.arena_dir)):
-                if name.startswith("ft-plan."):
-                    with open(os.path.join(self.arena_dir, name)) as f:
-                        print("---- %s\n%s" % (name, f.read()), end="", flush=True)
+            for node in sorted(os.listdir(self.arena_root)):
+                where = os.path.join(self.arena_root, node)
+                print("---- arena dir of %s %s: %s" % (node, where, sorted(os.listdir(where))), flush=True)
+                for name in sorted(os.listdir(where)):
+                    if name.startswith("ft-plan."):
+                        with open(os.path.join(where, name)) as f:
+                            print("---- %s\n%s" % (name, f.read()), end="", flush=True)
         result = super().__exit__(exc_type, exc, tb)
         if not failed:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -92,27 +94,26 @@ class CkptCluster(Cluster):
                     pass
         return result
 
-    def local_dir(self, node):
-        return os.path.join(self.root, "local-" + node)
-
     def ckpt_env(self, extra=None):
         env = dict(CHUNK)
         env.update(extra or {})
         return env
 
-    def start_ckpt_workers(self, env=None):
-        for k in range(self.nodes):
-            node = "node%d" % k
-            self.start_worker(node, {**self.ckpt_env(env), "FT_CKPT_DIR": self.local_dir(node),
-                                     "FT_CKPT_REMOTE_DIR": self.remote_dir})
+    def start_ckpt_worker(self, node, env=None):
+        return self.start_worker(node, {**self.ckpt_env(env), "FT_CKPT_REMOTE_DIR": self.remote_dir},
+                                 local_tier=True)
 
-    def start_ckpt_job(self, flags, env=None, timeout=120):
+    def start_ckpt_workers(self, env=None):
+        for node in self.node_names:
+            self.start_ckpt_worker(node, env)
+
+    def start_ckpt_job(self, flags, env=None, timeout=120, node_names=None):
         if self.job_out is not None:  # keep the earlier run's log: a relaunch reuses the name
             self.job_out.flush()
             kept = self.job_out.name.replace(".log", "-run%d.log" % (len(self.runs) + 1))
             os.rename(self.job_out.name, kept)
             self.runs.append(kept)
-        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout)
+        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout, node_names=node_names)
 
     # -- what the checkpoint machinery wrote --------------------------------------------------
     def copies(self, step):
@@ -131,7 +132,7 @@ class CkptCluster(Cluster):
 
     def plan_file(self, node):
         """The node plan ftworker wrote for its ranks, as {key: value} plus `ranks`."""
-        path = os.path.join(self.arena_dir, "ft-plan.%s.%s" % (self.job, node))
+        path = os.path.join(self.arena_dir(node), "ft-plan.%s.%s" % (self.job, node))
         try:
             with open(path) as f:
                 text = f.read()
@@ -222,8 +223,8 @@ def wait_planned(c, step, ranks, tiers=("arena",), own=()):
                 return None
             if own and not any(s["rank"] == rank and set(own) <= set(s["tiers"]) for s in listed[rank]["sources"]):
                 return None
-        for k in range(c.nodes):
-            f = c.plan_file("node%d" % k)
+        for node in c.node_names:
+            f = c.plan_file(node)
             if not f or f.get("step") != str(step) or f.get("version") != str(plan["version"]) or \
                     not set(ranks) <= set(f["ranks"]):
                 return None
@@ -293,6 +294,10 @@ def case_full_loop(args):
         check(any(re.search(r"rank 7\b", line) and "arena" in line for line in lines5),
               "rank %d's log does not say it restored from rank 7's arena: %s" % (hung, lines5))
         check_reference(c, args, model + ["--steps", str(steps)], 8)
+        c.check_namespaces()
+        where = {r: v["node"] for r, v in c.copies(hang_step).items()}
+        check(where == {r: c.node_of_rank(r) for r in where},
+              "copies of step %d reported from the wrong nodes: %s" % (hang_step, where))
         print("OK: hang -> %d ranks saved step %d -> verified -> stopped -> relaunched -> all restored "
               "(rank %d from rank 7's arena) -> reference checksums" % (len(saved), hang_step, hung))
 
@@ -428,9 +433,10 @@ def case_tier_fallback(args):
             return len(copies) == 2 and all({"arena", "local", "remote"} <= set(v["tiers"]) for v in copies.values())
         c.wait_for(in_every_tier, 60, "step %d's copies in the arena, local and remote tiers" % steps, poll=0.2)
         wait_planned(c, steps, [0, 1], tiers=("remote",), own=("local", "remote"))
-        for name in os.listdir(c.arena_dir):  # the node lost its memory (a reboot)
-            if name.startswith("ft-ckpt."):
-                os.unlink(os.path.join(c.arena_dir, name))
+        for node in c.node_names:  # the nodes lost their memory (a reboot)
+            for name in os.listdir(c.arena_dir(node)):
+                if name.startswith("ft-ckpt."):
+                    os.unlink(os.path.join(c.arena_dir(node), name))
         step_dir = "step-%012d" % steps
         data = {r: os.path.join(c.local_dir("node%d" % r), c.job, step_dir, "rank-%06d.data" % r) for r in (0, 1)}
         for r, path in data.items():
