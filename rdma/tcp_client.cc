@@ -144,11 +144,11 @@ Status Connection::Handshake(const std::string& secret) {
   return Status::Ok();
 }
 
-Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out) {
+Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out, uint32_t flags) {
   if (name.empty() || name.size() > wire::kMaxNameBytes)
     return Status::InvalidArgument(fmt::format("region name of {} bytes (1..{})", name.size(),
                                                wire::kMaxNameBytes));
-  FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({name})));
+  FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({flags, name})));
   wire::FrameHeader header;
   std::string payload;
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));

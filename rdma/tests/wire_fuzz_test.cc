@@ -76,7 +76,7 @@ std::vector<std::string> ValidFrames() {
           EncodeResponse({mac}),
           EncodeAuthOk({mac}),
           EncodeAuthRefused(),
-          EncodeOpen({"arena/12/3"}),
+          EncodeOpen({0, "arena/12/3"}),
           EncodeOpenReply({2, 1ull << 33, std::string(300, 'm'), "offer-blob"}),
           EncodeFastConnect({2, "request-blob"}),
           EncodeFastConnectReply({"reply-blob"}),

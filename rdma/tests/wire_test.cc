@@ -46,7 +46,8 @@ TEST(WireTest, HeaderLayoutIsPinned) {
 }
 
 TEST(WireTest, EveryMessageLayoutIsPinned) {
-  EXPECT_EQ(Hex(EncodeOpen({"arena/7/3"})), "46545258010006000b000000" "0900" "6172656e612f372f33");
+  EXPECT_EQ(Hex(EncodeOpen({kOpenWantsFastPath, "arena/7/3"})),
+            "46545258010006000f000000" "01000000" "0900" "6172656e612f372f33");
   EXPECT_EQ(Hex(EncodeRead({2, 0x0102030405060708ull, 0x00400000, 0x1122334455667788ull})),
             "4654525801000a0018000000" "02000000" "0807060504030201" "00004000"
             "8877665544332211");
@@ -141,12 +142,13 @@ TEST(WireTest, EveryLengthIsBounded) {
   EXPECT_EQ(ParseHeader(header, &h).code(), StatusCode::kCorrupt);
 
   Open open;
-  EXPECT_TRUE(DecodeOpen(Payload(EncodeOpen({std::string(256, 'n')})), &open).ok());
-  Status s = DecodeOpen(Payload(EncodeOpen({std::string(257, 'n')})), &open);
+  EXPECT_TRUE(DecodeOpen(Payload(EncodeOpen({0, std::string(256, 'n')})), &open).ok());
+  Status s = DecodeOpen(Payload(EncodeOpen({0, std::string(257, 'n')})), &open);
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_NE(s.message().find("region name of 257 bytes exceeds the limit of 256"), std::string_view::npos)
       << s.ToString();
-  EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({""})), &open).code(), StatusCode::kCorrupt);
+  EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({0, ""})), &open).code(), StatusCode::kCorrupt);
+  EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({2, "a"})), &open).code(), StatusCode::kCorrupt);
 
   Read read;
   EXPECT_EQ(DecodeRead(Payload(EncodeRead({0, 0, 0, 1})), &read).code(), StatusCode::kCorrupt);
