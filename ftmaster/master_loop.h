@@ -16,6 +16,8 @@
 //   - reads the summary hash in chunks, a pass every ~500 ms or longer: adaptive timeouts (timeouts.h, published as
 //     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
 //     per rank and episode, the episode kept as `straggler:<rank>` in the master hash);
+//   - keeps the job's peer-transfer secret (ft:{J}:transfer:secret) in Redis: created when
+//     absent, never replaced, never printed;
 //   - once every rank has exited cleanly, job_state becomes "finished"; the topology inferred
 //     while the ranks ran is kept (`inferred_topology`), not re-inferred from departed ranks.
 // Files by job: master_loop.cc (term, tick), incident_window.cc (events, the window, its
@@ -134,6 +136,10 @@ class MasterLoop {
  private:
   // master_loop.cc
   void StartTerm(Clock::time_point now, int64_t unix_ms);
+  // The job's peer-transfer secret (transfer_secret.h): created with SET NX when absent — at
+  // the start of every term and, should Redis lose it (flushed, restarted without
+  // persistence), at the next check (kSecretCheck). An existing secret is kept as it is.
+  void EnsureTransferSecret(Clock::time_point now);
   void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
   // incident_window.cc
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
@@ -249,6 +255,8 @@ class MasterLoop {
   Clock::time_point next_ranks_{};
   Clock::time_point next_summary_{};
   Clock::time_point next_state_poll_{};
+  Clock::time_point next_secret_check_{};
+  bool secret_seen_ = false;  // the transfer secret was there at a check of this master's
   Clock::time_point next_acks_{};
   Clock::time_point tick_started_{};  // by the real clock: what a tick has cost so far
   Stats stats_;

@@ -15,11 +15,13 @@
 #include "ftmaster/master_loop.h"
 #include "ftmaster/save_outcome.h"
 #include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/transfer_secret.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
 #include "redis/fake_store.h"
+#include "tests/util/log_capture.h"
 
 namespace ft::master {
 namespace {
@@ -713,6 +715,83 @@ TEST_F(MasterLoopTest, SaveCommandAsksEveryWorker) {
   EXPECT_EQ(j["nodes"], nlohmann::json::array({"n0", "n1"}));
   EXPECT_EQ(CommandsFor("n0").size(), 2u);
   EXPECT_EQ(CommandsFor("n0")[1].text, j["id"]);
+}
+
+// ---- the job's transfer secret -----------------------------------------------------------------
+
+// The leader creates ft:{J}:transfer:secret (64 lowercase hex characters) at the start of its
+// term; a standby does not write it; a successor and a restarted master keep it; no log line
+// and no CLI output carries it.
+TEST_F(MasterLoopTest, TransferSecretIsCreatedOnceKeptByEverySuccessorAndNeverPrinted) {
+  ASSERT_TRUE(log::Configure("debug", "").ok());
+  test_util::LogCapture log;
+  Master a = MakeMaster("a");
+  Master b = MakeMaster("b");
+  Run(200, {&a, &b});
+  ASSERT_TRUE(a.loop->leading(Now()));
+  const std::string secret = server_.Get(keys_.TransferSecret()).value_or("");
+  ASSERT_EQ(secret.size(), 64u);
+  EXPECT_TRUE(IsTransferSecret(secret)) << "not lowercase hex";
+  EXPECT_EQ(log.Count({"transfer secret", keys_.TransferSecret()}), 1u) << log.All();
+
+  a.loop->Release();  // b takes over: a new term, the same secret
+  Run(500, {&b});
+  ASSERT_TRUE(b.loop->leading(Now()));
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), secret);
+
+  b.loop->Release();
+  b.loop.reset();
+  Master restarted = MakeMaster("a");  // the same id, a fresh process
+  Run(500, {&restarted});
+  ASSERT_TRUE(restarted.loop->leading(Now()));
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), secret);
+
+  Report();
+  // (`ftmaster status` needs XLEN, which the fake does not speak: the e2e test reads it.)
+  for (auto* command : {CheckpointsCommand, EvictedCommand, IncidentsCommand, TimeoutsCommand}) {
+    for (bool json : {false, true}) {
+      const std::string out = Cli(command, json);
+      EXPECT_EQ(out.find(secret), std::string::npos) << out;
+    }
+  }
+  EXPECT_EQ(log.All().find(secret), std::string::npos) << "the secret was logged";
+  ASSERT_TRUE(log::Configure("info", "").ok());
+}
+
+// Two fresh secrets differ (getrandom, not a fixed seed).
+TEST(TransferSecretTest, FreshSecretsAreHexAndDiffer) {
+  std::string one, two;
+  ASSERT_TRUE(NewTransferSecret(&one).ok());
+  ASSERT_TRUE(NewTransferSecret(&two).ok());
+  EXPECT_TRUE(IsTransferSecret(one)) << one;
+  EXPECT_TRUE(IsTransferSecret(two)) << two;
+  EXPECT_NE(one, two);
+  EXPECT_FALSE(IsTransferSecret(std::string(64, 'A')));
+  EXPECT_FALSE(IsTransferSecret(std::string(63, 'a')));
+}
+
+// Redis loses the secret (flushed, restarted without persistence): the leader creates a new
+// one at its next check, and says so. A value it did not make is kept, with a warning.
+TEST_F(MasterLoopTest, LostTransferSecretIsCreatedAgainAndAForeignOneIsKept) {
+  ASSERT_TRUE(log::Configure("info", "").ok());
+  test_util::LogCapture log;
+  Master a = MakeMaster("a");
+  Run(200, {&a});
+  const std::string first = server_.Get(keys_.TransferSecret()).value_or("");
+  ASSERT_TRUE(IsTransferSecret(first));
+  server_.Execute({"DEL", keys_.TransferSecret()});
+  Run(6000, {&a});
+  const std::string second = server_.Get(keys_.TransferSecret()).value_or("");
+  EXPECT_TRUE(IsTransferSecret(second));
+  EXPECT_NE(second, first);
+  EXPECT_EQ(log.Count({"was gone from Redis"}), 1u) << log.All();
+
+  a.loop->Release();
+  server_.Execute({"SET", keys_.TransferSecret(), "operator-chosen"});
+  Master b = MakeMaster("b");
+  Run(6000, {&b});
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), "operator-chosen");
+  EXPECT_EQ(log.Count({"holds 15 bytes"}), 1u) << log.All();
 }
 
 }  // namespace

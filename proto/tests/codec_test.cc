@@ -10,6 +10,7 @@
 
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "proto/prefetch_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -158,11 +159,26 @@ struct Traits<RestorePlan> {
   }
 };
 
+template <>
+struct Traits<PrefetchReport> {
+  static PrefetchReport Sample() { return SamplePrefetch(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/node", "node"},
+            {"/step", "step"},
+            {"/state", "state"},
+            {"/started_unix_ms", "started_unix_ms"},
+            {"/ranks/1/rank", "ranks[1].rank"},
+            {"/ranks/0/outcome", "ranks[0].outcome"},
+            {"/ranks/2/ok", "ranks[2].ok"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
-                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan>;
+                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan,
+                                  PrefetchReport>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -677,6 +693,29 @@ TEST(CommIdHexTest, RoundTrip) {
 TEST(SuspectsFieldTest, RankAtNode) {
   EXPECT_EQ(SuspectsField({}), "");
   EXPECT_EQ(SuspectsField(SampleIncident().suspects), "5@node1,6@node2");
+}
+
+TEST(PrefetchCodecTest, BadReportFieldsAreNamed) {
+  const PrefetchReport p = SamplePrefetch();
+  EXPECT_EQ(DecodeWith(p, "/state", "paused"), "state: unknown state 'paused' (running, done)");
+  EXPECT_EQ(DecodeWith(p, "/state", "running"), "");
+  EXPECT_EQ(DecodeWith(p, "/step", -1), "step: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(p, "/pull_s", -0.5).rfind("pull_s: ", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/outcome", "maybe"),
+            "ranks[0].outcome: unknown outcome 'maybe' (pulled, kept, local, failed, running)");
+  EXPECT_EQ(DecodeWith(p, "/ranks/1/ok", 1).rfind("ranks[1].ok: expected a boolean", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/bytes", -3), "ranks[0].bytes: must not be negative, got -3");
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/source_rank", -1), "");  // none
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/source_rank", -2).rfind("ranks[0].source_rank: -2 is out of range", 0), 0u);
+}
+
+TEST(PrefetchCodecTest, ARunningReportWithoutRanksDecodes) {
+  PrefetchReport out;
+  Status s = Decode(R"({"v":1,"node":"n2","step":40,"state":"running","started_unix_ms":7})", &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.step, 40);
+  EXPECT_EQ(out.done_unix_ms, 0);
+  EXPECT_TRUE(out.ranks.empty());
 }
 
 }  // namespace

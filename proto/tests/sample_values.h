@@ -4,6 +4,7 @@
 #define FT_PROTO_TESTS_SAMPLE_VALUES_H_
 
 #include "proto/ckpt_codec.h"
+#include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 
@@ -239,6 +240,21 @@ inline RestorePlan SamplePlan() {
     p.ranks.push_back(rr);
   }
   p.unix_ms = 1763800001200;
+  return p;
+}
+
+inline PrefetchReport SamplePrefetch() {
+  PrefetchReport p;
+  p.node = "node2";
+  p.step = 1200;
+  p.state = "done";
+  p.started_unix_ms = 1763800002000;
+  p.done_unix_ms = 1763800003500;
+  p.pull_s = 1.5;
+  PrefetchRank pulled{4, "pulled", true, 67108864, 1.25, "node0", 0, "tcp", ""};
+  PrefetchRank failed{5, "failed", false, 0, 0.5, "", -1, "", "no source on another node answered"};
+  PrefetchRank local{6, "local", true, 0, 0, "", -1, "", ""};
+  p.ranks = {pulled, failed, local};
   return p;
 }
 
