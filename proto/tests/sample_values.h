@@ -6,6 +6,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
+#include "proto/transfer_codec.h"
 
 namespace ft::proto::testing {
 
@@ -240,6 +241,16 @@ inline RestorePlan SamplePlan() {
   }
   p.unix_ms = 1763800001200;
   return p;
+}
+
+inline TransferEndpoint SampleEndpoint() {
+  TransferEndpoint e;
+  e.node = "node1";
+  e.address = "10.1.2.3";
+  e.port = 45123;
+  e.transports = {"verbs", "tcp"};
+  e.unix_ms = 1763800002000;
+  return e;
 }
 
 }  // namespace ft::proto::testing
