@@ -173,12 +173,21 @@ struct Traits<PrefetchReport> {
   }
 };
 
+template <>
+struct Traits<TransferEndpoint> {
+  static TransferEndpoint Sample() { return SampleEndpoint(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    // "transports" is required too (a list: BadEndpointFieldsAreNamed).
+    return {{"/node", "node"}, {"/address", "address"}, {"/port", "port"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
                                   OpenIncident, CkptCopy, StepVerdict, RestorePlan,
-                                  PrefetchReport>;
+                                  PrefetchReport, TransferEndpoint>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -716,6 +725,33 @@ TEST(PrefetchCodecTest, ARunningReportWithoutRanksDecodes) {
   EXPECT_EQ(out.step, 40);
   EXPECT_EQ(out.done_unix_ms, 0);
   EXPECT_TRUE(out.ranks.empty());
+}
+
+}  // namespace
+}  // namespace ft::proto
+
+namespace ft::proto {
+namespace {
+
+TEST(TransferCodecTest, BadEndpointFieldsAreNamed) {
+  const TransferEndpoint e = SampleEndpoint();
+  EXPECT_EQ(DecodeWith(e, "/port", 0), "port: 0 is out of range [1, 65535]");
+  EXPECT_EQ(DecodeWith(e, "/port", 65536), "port: 65536 is out of range [1, 65535]");
+  EXPECT_EQ(DecodeWith(e, "/port", -1), "port: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(e, "/port", 65535), "");
+  EXPECT_EQ(DecodeWith(e, "/address", ""), "address: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/node", ""), "node: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/transports/0", "ucx"), "transports[0]: unknown transport 'ucx' (tcp, verbs)");
+  EXPECT_EQ(DecodeWith(e, "/transports/1", ""), "transports[1]: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/transports", Json::array({"verbs"})),
+            "transports: no \"tcp\" (every connection starts on the TCP control channel)");
+  EXPECT_EQ(DecodeWith(e, "/transports", Json::array({"tcp"})), "");
+  EXPECT_EQ(DecodeWith(e, "/transports", 1).rfind("transports: expected a list", 0), 0u);
+  Json j = Json::parse(Encode(e));
+  j.erase("transports");
+  TransferEndpoint out;
+  EXPECT_EQ(Decode(j.dump(), &out).message(), "transports: missing (required)");
+  EXPECT_EQ(DecodeWith(e, "/unix_ms", -5), "unix_ms: must not be negative, got -5");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/prefetch_codec.h"
+#include "proto/transfer_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -65,6 +66,7 @@ std::vector<Kind> AllKinds() {
       {"StepVerdict", Encode(SampleVerdict()), DecodeChecked<StepVerdict>},
       {"RestorePlan", Encode(SamplePlan()), DecodeChecked<RestorePlan>},
       {"PrefetchReport", Encode(SamplePrefetch()), DecodeChecked<PrefetchReport>},
+      {"TransferEndpoint", Encode(SampleEndpoint()), DecodeChecked<TransferEndpoint>},
   };
 }
 

@@ -7,6 +7,7 @@
 #include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
+#include "proto/transfer_codec.h"
 
 namespace ft::proto::testing {
 
@@ -256,6 +257,16 @@ inline PrefetchReport SamplePrefetch() {
   PrefetchRank local{6, "local", true, 0, 0, "", -1, "", ""};
   p.ranks = {pulled, failed, local};
   return p;
+}
+
+inline TransferEndpoint SampleEndpoint() {
+  TransferEndpoint e;
+  e.node = "node1";
+  e.address = "10.1.2.3";
+  e.port = 45123;
+  e.transports = {"verbs", "tcp"};
+  e.unix_ms = 1763800002000;
+  return e;
 }
 
 }  // namespace ft::proto::testing
