@@ -43,6 +43,9 @@ struct Server::Impl {
   ServerOptions options;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // The acceptor's handlers and Stop()'s close run on one strand: an acceptor is not safe for
+  // concurrent use.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   uint16_t bound_port = 0;
@@ -429,7 +432,7 @@ Status Server::Start() {
     return Status::InvalidArgument(fmt::format("transfer server: cannot resolve listen address {}: {}",
                                                s.options.listen_address, ec.message()));
   tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  tcp::acceptor acceptor(s.io);
+  tcp::acceptor acceptor(s.accept_strand);
   if (acceptor.open(endpoint.protocol(), ec) ||
       acceptor.set_option(tcp::acceptor::reuse_address(true), ec) || acceptor.bind(endpoint, ec) ||
       acceptor.listen(asio::socket_base::max_listen_connections, ec)) {
@@ -454,7 +457,7 @@ void Server::Stop() {
   Impl& s = *impl_;
   if (!s.started) return;
   s.started = false;
-  asio::post(s.io, [&s] {
+  asio::post(s.accept_strand, [&s] {
     boost::system::error_code ignored;
     s.acceptor->close(ignored);
   });
