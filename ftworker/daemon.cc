@@ -75,6 +75,21 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                       return keeper->ArenaPathOf(id);
                                     }},
       .make_server = options_.make_transfer_server});
+  std::vector<int> node_ranks;
+  if (Status s = ParseNodeRanks(options_.config.node_ranks, &node_ranks); !s.ok()) {
+    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; no prefetch for this node", s.message());
+  } else if (!node_ranks.empty()) {
+    PrefetcherOptions prefetch;
+    prefetch.job = options_.job;
+    prefetch.node = options_.node;
+    prefetch.ranks = std::move(node_ranks);
+    prefetch.arena_dir = options_.config.ckpt_arena_dir;
+    prefetch.local_dir = options_.config.ckpt_dir;
+    prefetch.remote_dir = options_.config.ckpt_remote_dir;
+    prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+    prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
+    plan_sync_.SetGate(prefetcher_.get());
+  }
 }
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
@@ -217,6 +232,13 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     } else {
       reporter_.SetCkptCopy(report.copy);
     }
+  }
+
+  // A replacement node's prefetch runs on its own threads; the plan file follows it even while
+  // Redis is away.
+  if (prefetcher_ != nullptr) {
+    prefetcher_->Tick(mono_ns, unix_ms, store_->connected() ? store_.get() : nullptr);
+    plan_sync_.Refresh();
   }
 
   if (!EnsureConnected(mono_ns)) return;

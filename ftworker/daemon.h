@@ -8,7 +8,9 @@
 //
 // Checkpoints: the TransferService serves the node's committed copies to peers (its server on
 // its own threads); the CkptKeeper reports the node's committed copies (and persists them on its
-// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis.
+// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis. With
+// FT_NODE_RANKS, the Prefetcher pulls those ranks' planned shards from other nodes (on its own
+// threads) and the plan file waits for it.
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
 // calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
@@ -23,6 +25,7 @@
 #include "ftworker/ckpt_keeper.h"
 #include "ftworker/command_runner.h"
 #include "ftworker/node_monitor.h"
+#include "ftworker/prefetcher.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
 #include "ftworker/transfer_service.h"
@@ -41,6 +44,7 @@ struct DaemonOptions {
   PersistFn persist;  // tests: a failing disk; empty: ckpt::PersistCopy
   std::string listen_address;  // the transfer server's (ChooseListenAddress); empty: 127.0.0.1
   TransferServerFactory make_transfer_server;  // tests: a fake; empty: rdma::Server
+  std::shared_ptr<PullEngine> pull_engine;     // tests: a fake; empty: rdma::Stat/Pull (prefetch)
 };
 
 class Daemon {
@@ -62,6 +66,7 @@ class Daemon {
   CkptKeeper& keeper() { return *keeper_; }
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
   const TransferService& transfer() const { return *transfer_; }
+  Prefetcher* prefetcher() { return prefetcher_.get(); }  // null without FT_NODE_RANKS
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -81,6 +86,7 @@ class Daemon {
   std::unique_ptr<CkptKeeper> keeper_;
   RestorePlanSync plan_sync_;
   std::unique_ptr<TransferService> transfer_;
+  std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;
   bool was_connected_ = false;
   bool resend_membership_ = false;

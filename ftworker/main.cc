@@ -1,6 +1,6 @@
 // ftworker: one per node. Reads the segments of every local rank of a job, detects Error,
 // Timeout and Slowdown, reports through Redis, runs the master's commands.
-//   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID]
+//   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID] [--ranks 4-7]
 //   ftworker status [--job J] [--json]
 //   ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB, FT_REDIS,
@@ -21,6 +21,7 @@
 #include "ftworker/daemon.h"
 #include "ftworker/listen_address.h"
 #include "ftworker/node_monitor.h"
+#include "ftworker/prefetcher.h"
 #include "ftworker/pull_command.h"
 #include "ftworker/status_view.h"
 #include "redis/url.h"
@@ -32,7 +33,7 @@ std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
 constexpr const char* kUsage =
-    "usage: ftworker --job J [--redis URL] [--node ID]\n"
+    "usage: ftworker --job J [--redis URL] [--node ID] [--ranks R]\n"
     "       ftworker status [--job J] [--json]\n"
     "       ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]\n"
     "                     [--secret-file F] [--connections N]\n"
@@ -42,6 +43,8 @@ constexpr const char* kUsage =
     "               FT_REDIS_PASSWORD so no process listing shows it\n"
     "  --node ID    this node's name in reports (default: FT_NODE_ID, else the host name)\n"
     "  --shm-dir D  where POSIX shared memory lives (default /dev/shm)\n"
+    "  --ranks R    the global ranks the scheduler will start on this node, e.g. 4-7 (default:\n"
+    "               FT_NODE_RANKS): their planned shards are pulled from other nodes first\n"
     "  --json       status: one JSON object per rank\n"
     "  pull         fetch one checkpoint copy (arena/<step>/<rank> or local/<step>/<rank>) from\n"
     "               NODE's worker with the job's secret (from Redis, or the first line of F),\n"
@@ -52,7 +55,7 @@ struct Flags {
   bool status = false;
   bool pull = false;
   bool json = false;
-  std::string job, redis, node, shm_dir = "/dev/shm";
+  std::string job, redis, node, shm_dir = "/dev/shm", ranks;
   std::string from, region, out, secret_file, connections = "4";
 };
 
@@ -86,6 +89,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       if (!value(&flags->node)) return false;
     } else if (arg == "--shm-dir") {
       if (!value(&flags->shm_dir)) return false;
+    } else if (arg == "--ranks") {
+      if (!value(&flags->ranks)) return false;
     } else if (flags->pull && arg == "--from") {
       if (!value(&flags->from)) return false;
     } else if (flags->pull && arg == "--region") {
@@ -159,6 +164,13 @@ int main(int argc, char** argv) {
   options.node = node;
   options.host = host;
   options.config = config;
+  if (!flags.ranks.empty()) options.config.node_ranks = flags.ranks;
+  std::vector<int> node_ranks;
+  s = ft::worker::ParseNodeRanks(options.config.node_ranks, &node_ranks);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftworker: --ranks / FT_NODE_RANKS: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   ft::worker::ListenChoice listen =
       ft::worker::ChooseListenAddress(config.listen, host, ft::worker::ResolveHost(host));
   if (!listen.warning.empty()) FT_LOG(Warn, Worker, "{}", listen.warning);

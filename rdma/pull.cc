@@ -236,7 +236,9 @@ void PullState::Round(const PullSource& source) {
     SetCause(Status::Corrupt(fmt::format("{} on {}: size differs", source.region, peer.node)));
     return;
   }
-  if (first_meta_ && *first_meta_ != reply.meta) {
+  const bool same_copy = request_.accepts_meta ? request_.accepts_meta(reply.meta)
+                                              : !first_meta_ || *first_meta_ == reply.meta;
+  if (!same_copy) {
     Note(fmt::format("{}: {} has a different manifest than the first source; skipped", peer.node,
                      source.region));
     SetCause(Status::Corrupt(fmt::format("{} on {}: manifest differs", source.region, peer.node)));
