@@ -87,6 +87,11 @@ class CkptKeeper {
   // Makes the next TakeReports() report every copy held: for a Redis that lost its data.
   void ReportAll();
 
+  // The arena file that held this node's committed copy (step, rank) at the last scan, or ""
+  // when no arena of this node's ranks does (the copy server resolves "arena/<step>/<rank>"
+  // through it and re-checks the arena itself: it may have been overwritten since). Any thread.
+  std::string ArenaPathOf(ckpt::CopyId id);
+
   // Tests: waits until the persist thread has nothing queued or running.
   bool WaitIdle(std::chrono::milliseconds timeout);
 
@@ -95,6 +100,7 @@ class CkptKeeper {
   struct Held {
     proto::CkptCopy copy;
     bool arena = false, local = false, remote = false;
+    std::string arena_path;  // while arena
     std::string local_error, remote_error;
   };
   struct Task {

@@ -63,7 +63,19 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .arena_dir = options_.config.ckpt_arena_dir,
                                         .local_dir = options_.config.ckpt_dir,
                                         .remote_dir = options_.config.ckpt_remote_dir}),
-      store_(std::move(store)) {}
+      store_(std::move(store)) {
+  transfer_ = std::make_unique<TransferService>(TransferServiceOptions{
+      .job = options_.job,
+      .node = options_.node,
+      .listen_address = options_.listen_address.empty() ? "127.0.0.1" : options_.listen_address,
+      .port = options_.config.transfer_port,
+      .copies = CopyProviderOptions{.job = options_.job,
+                                    .local_dir = options_.config.ckpt_dir,
+                                    .arena_path_of = [keeper = keeper_.get()](ckpt::CopyId id) {
+                                      return keeper->ArenaPathOf(id);
+                                    }},
+      .make_server = options_.make_transfer_server});
+}
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
   // CLOCK_MONOTONIC is steady_clock's clock on Linux: the reconnect backoff runs on the tick's time.
@@ -195,7 +207,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // A rank answered (a save, most likely): its copy is reported with the ack, not up to a scan
   // interval later — the master counts the copies of a save before it stops the job.
   if (!acks.empty()) keeper_->ScanSoon();
-  keeper_->Tick(mono_ns, unix_ms, monitor_->Ranks());
+  // The ranks Redis records on this node count too: a restarted worker serves their arenas.
+  std::vector<int> node_ranks = monitor_->Ranks();
+  node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
+  keeper_->Tick(mono_ns, unix_ms, node_ranks);
   for (const CkptReport& report : keeper_->TakeReports()) {
     if (report.removed) {
       reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
@@ -209,6 +224,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   CheckMembershipInRedis(mono_ns);
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
+  if (store_->connected()) transfer_->Tick(mono_ns, unix_ms, *store_);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);
@@ -233,7 +249,9 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // reason the worker is being stopped — is reported), then whatever is pending, once, if
   // Redis is there.
   Tick(MonoNs(), UnixMs());
-  if (EnsureConnected(MonoNs()) && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  const bool up = EnsureConnected(MonoNs());
+  if (up && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  transfer_->Stop(up ? store_.get() : nullptr);
   plan_sync_.RemoveFile();
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());

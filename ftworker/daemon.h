@@ -6,7 +6,8 @@
 // changes nothing but the flushing: detection goes on, the reporter keeps what it must
 // deliver, and the connection is retried with backoff.
 //
-// Checkpoints: the CkptKeeper reports the node's committed copies (and persists them on its
+// Checkpoints: the TransferService serves the node's committed copies to peers (its server on
+// its own threads); the CkptKeeper reports the node's committed copies (and persists them on its
 // own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis.
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
 // calls Run().
@@ -24,6 +25,7 @@
 #include "ftworker/node_monitor.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
+#include "ftworker/transfer_service.h"
 #include "proto/keys.h"
 #include "redis/store.h"
 #include "redis/url.h"
@@ -37,6 +39,8 @@ struct DaemonOptions {
   redis::Endpoint endpoint;
   Config config;
   PersistFn persist;  // tests: a failing disk; empty: ckpt::PersistCopy
+  std::string listen_address;  // the transfer server's (ChooseListenAddress); empty: 127.0.0.1
+  TransferServerFactory make_transfer_server;  // tests: a fake; empty: rdma::Server
 };
 
 class Daemon {
@@ -57,6 +61,7 @@ class Daemon {
   const Reporter& reporter() const { return reporter_; }
   CkptKeeper& keeper() { return *keeper_; }
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
+  const TransferService& transfer() const { return *transfer_; }
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -75,6 +80,7 @@ class Daemon {
   CommandRunner runner_;
   std::unique_ptr<CkptKeeper> keeper_;
   RestorePlanSync plan_sync_;
+  std::unique_ptr<TransferService> transfer_;
   std::unique_ptr<redis::Store> store_;
   bool was_connected_ = false;
   bool resend_membership_ = false;
