@@ -115,7 +115,10 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
     auto it = ckpt_.find(step);
     const bool known = it != ckpt_.end() && it->second->judged;
     const bool changed = !known || it->second->fields != count.integer();
-    const bool refresh = known && step == plan_.step && now >= it->second->refresh_at;
+    // The planned step, and a newer restorable one not planned (held only on gone evicted
+    // nodes): a tier change (a copy reaching the remote directory) rewrites a field, not HLEN.
+    const bool candidate = step == plan_.step || (step > plan_.step && known && it->second->judged->restorable);
+    const bool refresh = known && candidate && now >= it->second->refresh_at;
     if (reshaped || changed || refresh) {
       if (!ReadAndJudgeStep(step, now, unix_ms)) return;
     }
@@ -212,9 +215,14 @@ bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
 bool MasterLoop::ReadEvicted() {
   redis::Reply reply;
   if (!store_->Run({"SMEMBERS", keys_.Evicted()}, &reply).ok()) return false;
-  std::set<std::string> evicted;
+  EvictedNodes evicted;
   for (const redis::Reply& r : reply.elements()) {
-    if (r.is_string()) evicted.insert(r.str());
+    if (r.is_string()) evicted.nodes.insert(r.str());
+  }
+  for (const std::string& node : evicted.nodes) {  // a handful: one EXISTS each
+    redis::Reply alive;
+    if (!store_->Run({"EXISTS", keys_.WorkerHeartbeat(node)}, &alive).ok()) return false;
+    if (alive.integer() > 0) evicted.serving.insert(node);
   }
   if (evicted != evicted_) {
     // The sources' order and tiers depend on it: the plan is rebuilt and, when that changed
@@ -242,7 +250,7 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   bool chosen = false;
   proto::RestorePlan plan = NoPlan();
   std::vector<int64_t> skipped;
-  std::vector<std::string> only_evicted;  // "step S (rank R)"
+  std::vector<std::string> only_evicted;  // "step S (rank R)": held only on gone evicted nodes
   for (auto it = ckpt_.rbegin(); it != ckpt_.rend() && !chosen; ++it) {
     const CkptStep& s = *it->second;
     if (!s.judged) continue;
@@ -261,6 +269,13 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   }
   plan_ranks_version_ = ranks_.version();
   plan_dirty_ = false;
+  if (!only_evicted.empty() && only_evicted != unplannable_) {
+    FT_LOG(Warn, Master, "verified but not restorable: {} — some shard is held only on evicted node{} {} whose "
+           "worker is gone, with no remote copy{}", fmt::join(only_evicted, ", "),
+           evicted_.nodes.size() == 1 ? "" : "s", fmt::join(evicted_.nodes, ", "),
+           chosen ? fmt::format("; step {} is planned instead", plan.step) : "");
+  }
+  unplannable_ = std::move(only_evicted);
   if (!chosen && plan_.step == -1) return true;  // nothing to restore, and none was said
   if (SamePlanContent(plan, plan_)) return true;
   plan.version = plan_.version + 1;
@@ -271,17 +286,14 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
     return false;
   }
   ++stats_.plans_published;
-  std::string notes;
-  if (!skipped.empty()) {
-    notes += fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s", fmt::join(skipped, ", "));
-  }
-  if (!only_evicted.empty()) {
-    notes += fmt::format(" (verified but held only on evicted node{} {} without a remote copy: {})",
-                         evicted_.size() == 1 ? "" : "s", fmt::join(evicted_, ", "), fmt::join(only_evicted, ", "));
-  }
+  const std::string notes =
+      skipped.empty() ? ""
+                      : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
+                                    fmt::join(skipped, ", "));
   if (chosen) {
     FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks{}{}", plan.version, plan.step, plan.ranks.size(),
-           evicted_.empty() ? "" : fmt::format(", evicted {} last", fmt::join(evicted_, ", ")), notes);
+           evicted_.nodes.empty() ? "" : fmt::format(", copies on evicted {} last", fmt::join(evicted_.nodes, ", ")),
+           notes);
   } else {
     FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more{}", plan.version, notes);
   }

@@ -170,10 +170,12 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
 
 namespace {
 
-// The tiers of a copy that outlive its node's eviction: only the remote directory's.
-std::vector<std::string> TiersSurvivingEviction(const std::vector<std::string>& tiers) {
+// The tiers of a copy on an evicted node that can still be read: all of them while its worker
+// serves, else only the remote directory's (shared storage, not on the node).
+std::vector<std::string> TiersOfEvicted(const proto::CkptCopy& c, const EvictedNodes& evicted) {
+  if (evicted.serving.count(c.node)) return c.tiers;
   std::vector<std::string> out;
-  for (const std::string& tier : tiers) {
+  for (const std::string& tier : c.tiers) {
     if (tier == "remote") out.push_back(tier);
   }
   return out;
@@ -183,10 +185,10 @@ std::vector<std::string> TiersSurvivingEviction(const std::vector<std::string>& 
 
 proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& t, bool sharded,
                              const std::function<std::string(int)>& node_of,
-                             const std::set<std::string>& evicted) {
+                             const EvictedNodes& evicted) {
   proto::RestorePlan plan;
   plan.step = judged.verdict.step;
-  auto is_evicted = [&](const std::string& node) { return !node.empty() && evicted.count(node) > 0; };
+  auto is_evicted = [&](const std::string& node) { return !node.empty() && evicted.nodes.count(node) > 0; };
 
   // Pass 1: which ranks must pull (no copy of their own on their node, or their node is
   // evicted) and, per shard, their index among its pulling ranks (by rank).
@@ -210,8 +212,8 @@ proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& t, boo
 
   // Pass 2: per rank, its own copy (on its node, not evicted), copies on its node, copies on
   // other healthy nodes — rotated for a pulling rank, so the pulls of one shard, and of
-  // neighbouring shards, start on different replicas — and last the copies on evicted nodes,
-  // by their remote tier alone.
+  // neighbouring shards, start on different replicas — and last the copies on evicted nodes
+  // (TiersOfEvicted).
   for (int rank = 0; rank < t.world_size(); ++rank) {
     const ShardId shard = ShardOfRank(rank, t, sharded);
     auto it = judged.shards.find(shard);
@@ -245,7 +247,7 @@ proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& t, boo
       }
     }
     for (const proto::CkptCopy* c : on_evicted) {
-      std::vector<std::string> tiers = TiersSurvivingEviction(c->tiers);
+      std::vector<std::string> tiers = TiersOfEvicted(*c, evicted);
       if (!tiers.empty() && rr.sources.size() < kMaxPlanSources) {
         rr.sources.push_back(proto::RestoreSource{c->rank, c->node, std::move(tiers)});
       }

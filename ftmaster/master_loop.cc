@@ -151,7 +151,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   ckpt_topology_.clear();
   sdc_reported_.clear();
   plan_loaded_ = false;
-  evicted_.clear();
+  evicted_ = EvictedNodes{};
   pending_loaded_ = false;
   cursor_.clear();
   timeouts_ = TimeoutModel(TimeoutOptions::FromConfig(options_.config));

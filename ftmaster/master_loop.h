@@ -173,7 +173,8 @@ class MasterLoop {
   bool ReportSdc(const StepJudgement& judged, int64_t unix_ms);
   // The newest restorable step's plan, published when it differs from the last one.
   bool PublishPlan(int64_t unix_ms);
-  // ft:{J}:evicted into evicted_; a change makes the plan dirty. False when Redis failed.
+  // ft:{J}:evicted, and which of those nodes' workers still serve (their heartbeat keys), into
+  // evicted_; a change makes the plan dirty. False when Redis failed.
   bool ReadEvicted();
   void LoadPlan();  // at a new term: the published plan and its version
   // After the save acks settled: true once the ranks that answered done have reported their
@@ -244,7 +245,8 @@ class MasterLoop {
   std::string ckpt_topology_;          // the topology the verdicts were judged with
   std::set<std::string> sdc_reported_; // incident ids written (or found written)
   proto::RestorePlan plan_;            // as published
-  std::set<std::string> evicted_;      // ft:{J}:evicted as last read (the plan puts them last)
+  EvictedNodes evicted_;               // as last read (the plan puts their copies last)
+  std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
   bool plan_loaded_ = false;
   bool plan_dirty_ = true;             // a step was judged anew or the membership moved
   uint64_t plan_ranks_version_ = 0;    // ranks_.version() the plan's node order used

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace ft::master {
 namespace {
 
@@ -190,7 +193,10 @@ std::vector<int> SourceRanks(const proto::RestorePlan& plan, int rank) {
   return out;
 }
 
-// tp=1 dp=3, one rank per node (n0, n1, n2). n0 is evicted: its copy goes last for every rank,
+// Evicted nodes whose workers are gone (no heartbeat): their memory and disks with them.
+EvictedNodes Gone(std::set<std::string> nodes) { return EvictedNodes{std::move(nodes), {}}; }
+
+// tp=1 dp=3, one rank per node (n0, n1, n2). n0 is evicted and gone: its copy goes last for every rank,
 // by its remote tier alone; rank 0 (on n0) has no own copy any more and pulls from n1 first.
 // Evicting n1 too drops its copy (no remote tier) from every rank's list.
 TEST(CkptVerifyTest, EvictedNodesCopiesGoLastByTheirRemoteTierAlone) {
@@ -202,7 +208,7 @@ TEST(CkptVerifyTest, EvictedNodesCopiesGoLastByTheirRemoteTierAlone) {
   ASSERT_TRUE(j.restorable);
   auto node_of = [](int r) { return "n" + std::to_string(r); };
 
-  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, {"n0"});
+  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, Gone({"n0"}));
   EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{1, 2, 0}));
   EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 2, 0}));
   EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 1, 0}));
@@ -213,10 +219,17 @@ TEST(CkptVerifyTest, EvictedNodesCopiesGoLastByTheirRemoteTierAlone) {
   EXPECT_EQ(plan.ranks[0].sources[1].tiers, (std::vector<std::string>{"arena", "remote"}));
   EXPECT_EQ(FirstRankWithoutSource(plan), -1);
 
-  plan = BuildPlan(j, t, false, node_of, {"n0", "n1"});
+  plan = BuildPlan(j, t, false, node_of, Gone({"n0", "n1"}));
   EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{2, 0}));
   EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{2, 0})) << "n1's arena-only copy is gone with n1";
   EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 0}));
+
+  // n0 evicted but its worker still serving (not replaced yet): its copy is still last for
+  // every rank, with every tier it has.
+  plan = BuildPlan(j, t, false, node_of, EvictedNodes{{"n0"}, {"n0"}});
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(plan.ranks[2].sources.back().tiers, (std::vector<std::string>{"arena", "local", "remote"}));
 
   // Nothing evicted: the order of before (own, then the others by rank).
   plan = BuildPlan(j, t, false, node_of);
@@ -224,16 +237,20 @@ TEST(CkptVerifyTest, EvictedNodesCopiesGoLastByTheirRemoteTierAlone) {
   EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 0, 1}));
 }
 
-// Every copy of the shard on an evicted node without a remote tier: the plan has a rank with
-// no source, which the master never publishes (an older step, or none).
+// Every copy of the shard on an evicted node without a remote tier: once its worker is gone
+// the plan has a rank with no source, which the master never publishes (an older step, or
+// none); while it serves, its arena is the last resort.
 TEST(CkptVerifyTest, ShardHeldOnlyInEvictedMemoryLeavesARankWithoutSource) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7)};  // both on n0, arena only
   Topology t = Grid(1, 2, 1);
   StepJudgement j = JudgeStep(100, copies, t, false, 5);
   ASSERT_TRUE(j.restorable);
-  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, {"n0"});
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, Gone({"n0"}));
   EXPECT_TRUE(plan.ranks[0].sources.empty());
   EXPECT_EQ(FirstRankWithoutSource(plan), 0);
+  plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, EvictedNodes{{"n0"}, {"n0"}});
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(FirstRankWithoutSource(plan), -1);
 }
 
 // tp=1 dp=4, one rank per node; n2 and n3 are evicted (their ranks hung before saving): ranks
@@ -245,7 +262,7 @@ TEST(CkptVerifyTest, PullingRanksOfAShardStartOnDifferentReplicas) {
   StepJudgement j = JudgeStep(100, copies, t, false, 5);
   ASSERT_TRUE(j.restorable);
   auto node_of = [](int r) { return "n" + std::to_string(r); };
-  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, {"n2", "n3"});
+  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, Gone({"n2", "n3"}));
   EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 1}));
   EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 0}));
   EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{0, 1})) << "first pulling rank: rotated by 0";
@@ -267,7 +284,7 @@ TEST(CkptVerifyTest, PullsOfNeighbouringShardsStartOnDifferentNodes) {
   Topology t = Grid(2, 3, 1);
   StepJudgement j = JudgeStep(100, copies, t, false, 5);
   ASSERT_TRUE(j.restorable);
-  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, {"n2"});
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, Gone({"n2"}));
   EXPECT_EQ(SourceRanks(plan, 4), (std::vector<int>{0, 2, 4}));
   EXPECT_EQ(SourceRanks(plan, 5), (std::vector<int>{3, 1, 5}));
   EXPECT_EQ(plan.ranks[4].sources[0].node, "n0");

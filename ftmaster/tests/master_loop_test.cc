@@ -434,12 +434,14 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
 }
 
 // tp=2 dp=2 on n0 {0,1}, n1 {2,3}: n1 joins the evicted set (a scheduler or the master wrote
-// it) → the plan is republished with n1's arena copies no source; ranks 2 and 3 pull from n0.
-// When every replica of the newest step is in evicted memory, the older step with a remote
-// copy is planned instead.
+// it) → republished with n1's copies last; once n1's worker is gone (its heartbeat expired)
+// → republished with n1's arena copies no source: ranks 2 and 3 pull from n0. When every
+// replica of the newest step is in gone evicted memory, the older step with a remote copy is
+// planned instead.
 TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   Report();
+  for (const char* node : {"n0", "n1"}) server_.Execute({"SET", keys_.WorkerHeartbeat(node), "{}"});
   for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
   Run(1000, {&a});
   ASSERT_EQ(Plan().version, 1);
@@ -450,6 +452,15 @@ TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
   Run(1000, {&a});
   proto::RestorePlan plan = Plan();
   EXPECT_EQ(plan.version, 2) << "the evicted set moved: republished";
+  ASSERT_EQ(plan.ranks[2].sources.size(), 2u);
+  EXPECT_EQ(plan.ranks[2].sources[0].rank, 0) << "n1's copies last";
+  EXPECT_EQ(plan.ranks[2].sources[1].rank, 2);
+  EXPECT_EQ(plan.ranks[2].sources[1].tiers, (std::vector<std::string>{"arena"})) << "n1's worker still serves";
+
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});
+  Run(1000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.version, 3) << "n1's worker is gone: republished";
   EXPECT_EQ(plan.step, 100);
   for (int r = 0; r < 4; ++r) {
     ASSERT_EQ(plan.ranks[static_cast<size_t>(r)].sources.size(), 1u) << "rank " << r;
@@ -457,16 +468,25 @@ TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
     EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].node, "n0");
   }
   Run(1000, {&a});
-  EXPECT_EQ(Plan().version, 2) << "nothing moved: not republished";
+  EXPECT_EQ(Plan().version, 3) << "nothing moved: not republished";
 
   // Step 99's copies reached the remote directory; step 100's only n0's and n1's memory.
   for (int r = 0; r < 4; ++r) PutCopy(99, r, r % 2 == 0 ? 0x90 : 0x91, {"remote"});
   server_.Execute({"SADD", keys_.Evicted(), "n0"});
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n0")});
   Run(1000, {&a});
   plan = Plan();
-  EXPECT_EQ(plan.version, 3);
-  EXPECT_EQ(plan.step, 99) << "step 100 is held only in evicted memory";
+  EXPECT_EQ(plan.version, 4);
+  EXPECT_EQ(plan.step, 99) << "step 100 is held only in gone evicted memory";
   EXPECT_EQ(plan.ranks[3].sources[0].tiers, (std::vector<std::string>{"remote"}));
+
+  // Step 100's copies reach the remote directory too (a field rewritten, HLEN unchanged): the
+  // master re-reads the newer restorable step and plans it.
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1, {"arena", "remote"});
+  Run(3000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.step, 100);
+  EXPECT_EQ(plan.ranks[0].sources[0].tiers, (std::vector<std::string>{"remote"}));
 }
 
 // tp=1 dp=4: one replica of four differs → an sdc incident naming it (once), the majority's

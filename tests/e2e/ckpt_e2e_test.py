@@ -269,16 +269,17 @@ def case_full_loop(args):
               "step %d not verified over 4 shards: %s" % (hang_step, verdict))
         check(not verdict.get("sdc_ranks"), "sdc ranks in a clean save: %s" % verdict)
         plan = wait_planned(c, hang_step, list(range(8)))
-        # node1 is evicted: every rank's sources on node1 come last, by their remote tier alone
-        # (its memory and local disk go with the node), and the ranks of node1 start on node0.
+        # node1 is evicted: every rank's sources on node1 come last. Its worker still serves, so
+        # its arenas stay listed (pp=1's shards are held on node1 alone: tp-dp-pp puts both DP
+        # replicas of a stage on one node), and rank 5 is offered rank 7's arena.
         evicted = c.db.command("SMEMBERS", c.key("evicted"))
         check(evicted == ["node1"], "evicted %s, expected node1" % evicted)
         for r in plan["ranks"]:
             nodes = [s["node"] for s in r["sources"]]
             check(nodes == sorted(nodes, key=lambda n: n == "node1"), "rank %d: node1 not last: %s" % (r["rank"], r))
-            check(all(s["tiers"] == ["remote"] for s in r["sources"] if s["node"] == "node1"),
-                  "rank %d: node1's arena or local copy offered: %s" % (r["rank"], r))
-            check(r["sources"][0]["node"] == "node0", "rank %d does not start on node0: %s" % (r["rank"], r))
+        rank5 = next(r for r in plan["ranks"] if r["rank"] == hung)
+        check(any(s["rank"] == 7 and s["node"] == "node1" and "arena" in s["tiers"] for s in rank5["sources"]),
+              "the plan does not offer rank 7's arena on node1 to rank 5: %s" % rank5)
         text = show_checkpoints(c)
         check(str(hang_step) in text, "`ftmaster checkpoints` does not list step %d" % hang_step)
         print("$ ftmaster incidents\n" + c.master_cli("incidents"), end="")
@@ -291,21 +292,19 @@ def case_full_loop(args):
 
         # Relaunch on the same nodes, workers and master: node1 is returned to service (an
         # operator who checked it removes it from the evicted set), the plan is republished with
-        # its arenas again, and every rank restores the saved step.
+        # each of node1's ranks' own copy first again, and every rank restores the saved step.
         version = plan["version"]
         check(c.db.command("SREM", c.key("evicted"), "node1") == 1, "node1 was not in the evicted set")
         def node1_back():
             p = c.plan()
             if not p or p["version"] <= version:
                 return None
-            rank5 = next(r for r in p["ranks"] if r["rank"] == hung)
-            if not any(s["rank"] == 7 and s["node"] == "node1" and "arena" in s["tiers"] for s in rank5["sources"]):
-                return None
-            return p
-        plan = c.wait_for(node1_back, 30, "the plan republished with node1's arenas after its eviction was lifted",
-                          poll=0.2)
-        print("plan %d after node1 returned: rank %d's sources %s" % (
-            plan["version"], hung, next(r for r in plan["ranks"] if r["rank"] == hung)["sources"]))
+            rank6 = next(r for r in p["ranks"] if r["rank"] == 6)
+            return p if rank6["sources"] and rank6["sources"][0]["rank"] == 6 else None
+        plan = c.wait_for(node1_back, 30, "the plan republished with rank 6's own copy first after node1's "
+                          "eviction was lifted", poll=0.2)
+        print("plan %d after node1 returned: rank 6's sources %s" % (
+            plan["version"], next(r for r in plan["ranks"] if r["rank"] == 6)["sources"]))
         wait_planned(c, hang_step, list(range(8)))  # every node's plan file at that version
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"])
         rc = wait_job_exit(c, 90, "the relaunched job to finish")
