@@ -159,6 +159,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     wire::FrameHeader header;
     Status parsed = wire::ParseHeader(header_.data(), &header);
     if (!parsed.ok()) {
+      // A peer speaking another version learns that much (a rolling upgrade must be told
+      // clearly), and nothing else: it is still refused.
+      if (state_ != State::kAuthenticated && parsed.code() == StatusCode::kUnsupported)
+        return Refuse(parsed.message(), wire::EncodeError({wire::ErrorCode::kUnsupportedVersion, 0,
+                                                           std::string(parsed.message())}));
       if (state_ != State::kAuthenticated) return Refuse(parsed.message());
       return Fail(parsed.code() == StatusCode::kUnsupported ? wire::ErrorCode::kUnsupportedVersion
                                                             : wire::ErrorCode::kProtocol,
@@ -323,11 +328,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   // An unauthenticated peer: one frame saying no, nothing else, then close.
-  void Refuse(std::string_view why) {
+  void Refuse(std::string_view why, std::string frame = wire::EncodeAuthRefused()) {
     if (refused_) return Shutdown();
     refused_ = true;
     server_->NoteRefused(peer_, why);
-    Send(wire::EncodeAuthRefused(), [](Session* self) { self->Linger(); });
+    Send(std::move(frame), [](Session* self) { self->Linger(); });
   }
 
   // Ends a connection whose last frame must reach the peer. Closing at once with the peer's
