@@ -43,6 +43,9 @@ struct Server::Impl {
   ServerOptions options;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // The acceptor's handlers and Stop()'s close run on one strand: an acceptor is not safe for
+  // concurrent use.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   uint16_t bound_port = 0;
@@ -156,6 +159,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     wire::FrameHeader header;
     Status parsed = wire::ParseHeader(header_.data(), &header);
     if (!parsed.ok()) {
+      // A peer speaking another version learns that much (a rolling upgrade must be told
+      // clearly), and nothing else: it is still refused.
+      if (state_ != State::kAuthenticated && parsed.code() == StatusCode::kUnsupported)
+        return Refuse(parsed.message(), wire::EncodeError({wire::ErrorCode::kUnsupportedVersion, 0,
+                                                           std::string(parsed.message())}));
       if (state_ != State::kAuthenticated) return Refuse(parsed.message());
       return Fail(parsed.code() == StatusCode::kUnsupported ? wire::ErrorCode::kUnsupportedVersion
                                                             : wire::ErrorCode::kProtocol,
@@ -320,11 +328,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   // An unauthenticated peer: one frame saying no, nothing else, then close.
-  void Refuse(std::string_view why) {
+  void Refuse(std::string_view why, std::string frame = wire::EncodeAuthRefused()) {
     if (refused_) return Shutdown();
     refused_ = true;
     server_->NoteRefused(peer_, why);
-    Send(wire::EncodeAuthRefused(), [](Session* self) { self->Linger(); });
+    Send(std::move(frame), [](Session* self) { self->Linger(); });
   }
 
   // Ends a connection whose last frame must reach the peer. Closing at once with the peer's
@@ -429,7 +437,7 @@ Status Server::Start() {
     return Status::InvalidArgument(fmt::format("transfer server: cannot resolve listen address {}: {}",
                                                s.options.listen_address, ec.message()));
   tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  tcp::acceptor acceptor(s.io);
+  tcp::acceptor acceptor(s.accept_strand);
   if (acceptor.open(endpoint.protocol(), ec) ||
       acceptor.set_option(tcp::acceptor::reuse_address(true), ec) || acceptor.bind(endpoint, ec) ||
       acceptor.listen(asio::socket_base::max_listen_connections, ec)) {
@@ -454,7 +462,7 @@ void Server::Stop() {
   Impl& s = *impl_;
   if (!s.started) return;
   s.started = false;
-  asio::post(s.io, [&s] {
+  asio::post(s.accept_strand, [&s] {
     boost::system::error_code ignored;
     s.acceptor->close(ignored);
   });

@@ -79,6 +79,28 @@ TEST_F(ServerTest, WrongProofGetsAuthRefusedAndNothingElse) {
   EXPECT_EQ(server_->stats().bytes_sent, 0u);
 }
 
+TEST_F(ServerTest, AnotherVersionIsToldWhichAndRefused) {
+  StartServer();
+  RawSocket raw(server_->port());
+  std::string hello = wire::EncodeHello({2, {}});
+  hello[4] = 2;  // the frame's version
+  ASSERT_TRUE(raw.Send(hello));
+  wire::FrameHeader h;
+  std::string payload;
+  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
+  ASSERT_EQ(h.type, wire::MessageType::kError);
+  wire::Error error;
+  ASSERT_TRUE(wire::DecodeError(payload, &error).ok());
+  EXPECT_EQ(error.code, wire::ErrorCode::kUnsupportedVersion);
+  EXPECT_NE(error.text.find("version 2 is not supported (this side speaks version 1)"),
+            std::string::npos)
+      << error.text;
+  bool eof = false;
+  EXPECT_EQ(raw.ReceiveAll(&eof), "");
+  EXPECT_TRUE(eof);
+  EXPECT_EQ(server_->stats().auth_refused, 1u);
+}
+
 TEST_F(ServerTest, SilentPeerIsRefusedAtTheHandshakeDeadline) {
   StartServer(std::chrono::milliseconds(200));
   test_util::LogCapture log;
