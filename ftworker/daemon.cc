@@ -74,6 +74,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                     .arena_path_of = [keeper = keeper_.get()](ckpt::CopyId id) {
                                       return keeper->ArenaPathOf(id);
                                     }},
+      .fast_path = options_.fast_path,
       .make_server = options_.make_transfer_server});
 }
 
@@ -219,12 +220,14 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     }
   }
 
+  // Redis is asked only while connected; the served arenas are looked after either way.
+  transfer_->Tick(mono_ns, unix_ms, *store_);
+
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   CheckMembershipInRedis(mono_ns);
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
-  if (store_->connected()) transfer_->Tick(mono_ns, unix_ms, *store_);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);

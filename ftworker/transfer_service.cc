@@ -43,9 +43,10 @@ void TransferService::Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& stor
     if (!secret_.empty() && mono_ns >= next_start_ns_) StartServer(mono_ns, unix_ms);
     if (server_ == nullptr) return;
   }
-  if (mono_ns >= next_endpoint_ns_ && store.connected()) {
+  if (mono_ns >= next_endpoint_ns_) {
     next_endpoint_ns_ = mono_ns + kEndpointCheckNs;
-    CheckEndpoint(store);
+    if (store.connected()) CheckEndpoint(store);
+    provider_.Prune();  // as often: a removed arena's memory is freed within a second
   }
   LogStats(mono_ns, false);
 }
@@ -88,6 +89,7 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   so.port = static_cast<uint16_t>(options_.port);
   so.secret = secret_;
   so.provider = &provider_;
+  so.fast_path = options_.fast_path;
   std::unique_ptr<TransferServer> server =
       options_.make_server ? options_.make_server(so) : MakeRdmaServer(so);
   Status s = server->Start();
@@ -103,14 +105,15 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   e.node = options_.node;
   e.address = options_.listen_address;
   e.port = port_;
-  e.transports = {"tcp"};
+  if (options_.fast_path != nullptr) e.transports.push_back(options_.fast_path->kind());
+  e.transports.push_back("tcp");
   e.unix_ms = unix_ms;
   endpoint_json_ = proto::Encode(e);
   endpoint_written_ = false;
   next_endpoint_ns_ = 0;
   next_stats_log_ns_ = mono_ns + kStatsLogNs;
-  FT_LOG(Info, Worker, "serving this node's checkpoint copies to peers on {}:{} (tcp)",
-         options_.listen_address, port_);
+  FT_LOG(Info, Worker, "serving this node's checkpoint copies to peers on {}:{} ({})",
+         options_.listen_address, port_, fmt::join(e.transports, ", "));
 }
 
 void TransferService::CheckEndpoint(redis::Store& store) {

@@ -53,6 +53,9 @@ struct TransferServiceOptions {
   std::string listen_address;  // chosen already (ChooseListenAddress)
   int64_t port = 0;            // FT_TRANSFER_PORT
   CopyProviderOptions copies;
+  // The fast path offered to peers next to TCP (rdma/verbs_transport.h's VerbsServer where
+  // the node has a device); published as the endpoint's first transport. Null: TCP only.
+  rdma::FastPathServer* fast_path = nullptr;
   TransferServerFactory make_server;  // empty: MakeRdmaServer
 };
 
@@ -61,7 +64,7 @@ class TransferService {
   explicit TransferService(TransferServiceOptions options);
   ~TransferService();  // stops the server (the endpoint stays: Stop() removes it)
 
-  // Daemon loop, on every tick while Redis is connected.
+  // Daemon loop, every tick; Redis is asked only while `store` is connected.
   void Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& store);
   // Stops the server and, when Redis is there, removes the endpoint.
   void Stop(redis::Store* store);
