@@ -216,6 +216,32 @@ TEST_F(TransferServiceTest, TheEndpointIsWrittenAgainAfterRedisLostItAndRemovedA
   EXPECT_FALSE(server_.HGet(keys_.Endpoints(), "n1").has_value()) << "a clean stop removes the endpoint";
 }
 
+// Redis lost the secret and the master made a new one: the server is restarted with it, on the
+// port peers know. A secret merely missing for a while changes nothing.
+TEST_F(TransferServiceTest, ANewSecretRestartsTheServerOnItsPort) {
+  test_util::LogCapture logs;
+  server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  Start();
+  TickFor(1000);
+  ASSERT_EQ(log_.made.size(), 1u);
+  server_.FlushAll();
+  TickFor(5000);
+  EXPECT_EQ(log_.made.size(), 1u) << "no secret in Redis for a while: keep serving with the known one";
+  EXPECT_TRUE(log_.running);
+  const std::string fresh(64, 'b');
+  server_.Execute({"SET", keys_.TransferSecret(), fresh});
+  TickFor(2500);
+  ASSERT_EQ(log_.made.size(), 2u);
+  EXPECT_EQ(log_.stops, 1);
+  EXPECT_TRUE(log_.running);
+  EXPECT_EQ(log_.made[1].secret, fresh);
+  EXPECT_EQ(log_.made[1].port, 45678) << "restarted on the port the endpoint names";
+  EXPECT_EQ(logs.Count({"transfer secret", "changed: restarting the transfer server"}), 1u) << logs.All();
+  EXPECT_EQ(logs.All().find(fresh), std::string::npos);
+  ASSERT_TRUE(Endpoint().has_value());
+  EXPECT_EQ(Endpoint()->port, 45678);
+}
+
 TEST_F(TransferServiceTest, RefusedPeersAreLogged) {
   test_util::LogCapture logs;
   server_.Execute({"SET", keys_.TransferSecret(), kSecret});

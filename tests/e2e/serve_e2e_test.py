@@ -9,8 +9,8 @@ redis-server; nothing but loopback.
                 and listens on 127.0.0.1 only; `ftworker pull --from node0` gets rank 0's arena
                 copy and its local-tier copy, every chunk verified, bytes equal to the copy the
                 worker persisted; a wrong secret gets nothing and the worker logs the refusal;
-                another node's rank and a step never saved are refused; a clean stop removes
-                the endpoint; the worker restarted after its rank exited serves the arena again.
+                another node's rank and a step never saved are refused; a new secret in Redis
+                is taken up on the same port; a clean stop removes the endpoint; the worker restarted after its rank exited serves the arena again.
 """
 
 import argparse
@@ -131,6 +131,17 @@ def case_pull(args):
                   "pulling %s from node0 exited %d: %s%s" % (region, r.returncode, r.stdout, r.stderr))
         r = pull(c, "arena/%d/0/../1" % STEP, out)
         check(r.returncode == 2, "a malformed region name exited %d" % r.returncode)
+
+        # Redis lost the secret and the master made a new one: the worker serves with it, on the
+        # same port, within a few seconds.
+        c.db.command("SET", c.key("transfer:secret"), os.urandom(32).hex())
+        out = os.path.join(scratch, "new-secret")
+
+        def pulled_with_new_secret():
+            return pull(c, "arena/%d/0" % STEP, out).returncode == 0
+        c.wait_for(pulled_with_new_secret, 20, "a pull with the job's new secret", poll=0.5)
+        check(endpoint(c, "node0")["port"] == e["port"], "the port changed with the secret")
+        check("changed: restarting the transfer server" in c.worker_log("node0"), "the restart is not logged")
 
         # A clean stop removes the endpoint; a worker started after its rank exited serves the
         # arena again (Redis records the rank on node0).
