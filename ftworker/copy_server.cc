@@ -70,6 +70,15 @@ Status CopyProvider::Open(std::string_view name, std::shared_ptr<const rdma::Reg
   return parsed.place == CopyPlace::kArena ? OpenArena(id, out) : OpenLocal(id, out);
 }
 
+void CopyProvider::Prune() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = mappings_.begin(); it != mappings_.end();) {
+    struct stat st {};
+    const bool same = stat(it->first.c_str(), &st) == 0 && st.st_dev == it->second->dev && st.st_ino == it->second->ino;
+    it = same ? std::next(it) : mappings_.erase(it);
+  }
+}
+
 size_t CopyProvider::mapped_arenas() {
   std::lock_guard<std::mutex> lock(mu_);
   return mappings_.size();

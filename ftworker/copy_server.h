@@ -50,6 +50,11 @@ class CopyProvider : public rdma::RegionProvider {
 
   Status Open(std::string_view name, std::shared_ptr<const rdma::Region>* out) override;
 
+  // Lets go of the mappings of arena files that were removed or replaced since they were
+  // mapped: a mapping pins an unlinked file's pages in memory (a tmpfs arena of many GB) until
+  // it is unmapped. Regions still being read keep theirs until they are done. Any thread;
+  // the transfer service calls it about once a second.
+  void Prune();
   // Arena files currently kept mapped (tests).
   size_t mapped_arenas();
 

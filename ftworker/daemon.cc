@@ -74,6 +74,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                     .arena_path_of = [keeper = keeper_.get()](ckpt::CopyId id) {
                                       return keeper->ArenaPathOf(id);
                                     }},
+      .fast_path = options_.fast_path,
       .make_server = options_.make_transfer_server});
   std::vector<int> node_ranks;
   if (Status s = ParseNodeRanks(options_.config.node_ranks, &node_ranks); !s.ok()) {
@@ -87,6 +88,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
     prefetch.local_dir = options_.config.ckpt_dir;
     prefetch.remote_dir = options_.config.ckpt_remote_dir;
     prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+    prefetch.pull.fast_path = options_.pull_fast_path;
     prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
     plan_sync_.SetGate(prefetcher_.get());
   }
@@ -234,6 +236,9 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     }
   }
 
+  // Redis is asked only while connected; the served arenas are looked after either way.
+  transfer_->Tick(mono_ns, unix_ms, *store_);
+
   // A replacement node's prefetch runs on its own threads; the plan file follows it even while
   // Redis is away.
   if (prefetcher_ != nullptr) {
@@ -246,7 +251,6 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   CheckMembershipInRedis(mono_ns);
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
-  if (store_->connected()) transfer_->Tick(mono_ns, unix_ms, *store_);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);

@@ -44,7 +44,9 @@ struct DaemonOptions {
   PersistFn persist;  // tests: a failing disk; empty: ckpt::PersistCopy
   std::string listen_address;  // the transfer server's (ChooseListenAddress); empty: 127.0.0.1
   TransferServerFactory make_transfer_server;  // tests: a fake; empty: rdma::Server
+  rdma::FastPathServer* fast_path = nullptr;   // offered next to TCP (verbs); null: TCP only
   std::shared_ptr<PullEngine> pull_engine;     // tests: a fake; empty: rdma::Stat/Pull (prefetch)
+  rdma::FastPathClient* pull_fast_path = nullptr;  // the prefetch's (verbs); null: TCP only
 };
 
 class Daemon {

@@ -237,6 +237,10 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
     RankWork work;
     work.rank = line.rank;
     work.digest = line.digest;
+    // An evicted node's copies come after every healthy node's: the master keeps them in the
+    // plan while that node's worker still serves (a shard with no other replica), but the node
+    // just failed. Its bytes are verified like any other's.
+    std::vector<rdma::PullSource> evicted_sources;
     for (const proto::RestoreSource& source : line.sources) {
       const std::string node = proto::SanitizeName(source.node);
       if (node == here) {
@@ -246,10 +250,6 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
       // The remote directory is shared: a copy there is readable whatever became of its node.
       if (HasTier(source, "remote")) work.remote_ranks.push_back(source.rank);
       if (!HasTier(source, "arena") && !HasTier(source, "local")) continue;
-      if (evicted_nodes.contains(node)) {
-        work.left_out.push_back(fmt::format("rank {} on {}: the node is evicted", source.rank, node));
-        continue;
-      }
       auto endpoint = by_node.find(node);
       if (endpoint == by_node.end()) {
         work.left_out.push_back(fmt::format("rank {} on {}: its worker published no transfer endpoint",
@@ -258,12 +258,14 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
       }
       const rdma::Peer peer{source.node, endpoint->second.address, endpoint->second.port};
       // The arena (memory) before the local tier (a disk) of the same node.
+      std::vector<rdma::PullSource>& into = evicted_nodes.contains(node) ? evicted_sources : work.sources;
       for (CopyPlace place : {CopyPlace::kArena, CopyPlace::kLocal}) {
         if (HasTier(source, CopyPlaceName(place))) {
-          work.sources.push_back({peer, FormatRegionName(place, plan->step, source.rank)});
+          into.push_back({peer, FormatRegionName(place, plan->step, source.rank)});
         }
       }
     }
+    work.sources.insert(work.sources.end(), evicted_sources.begin(), evicted_sources.end());
     job->work.push_back(std::move(work));
   }
   job->results.resize(job->work.size());

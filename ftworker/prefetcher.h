@@ -5,9 +5,9 @@
 // When the master's restore plan names a step, for each of the node's ranks with a line in
 // the plan: a rank that already has the planned copy on this node (its own arena, its local-
 // tier copy, a same-node replica the plan lists) needs nothing. Otherwise its sources are the
-// plan's copies of its shard on other nodes that are not evicted and whose worker published a
-// transfer endpoint (ft:{J}:endpoints), in the plan's order (the master orders them to spread
-// the pulls); the first that answers rdma::Stat with the planned copy (step, content digest,
+// plan's copies of its shard on other nodes whose worker published a transfer endpoint
+// (ft:{J}:endpoints), in the plan's order (the master orders them to spread the pulls), those
+// on evicted nodes (ft:{J}:evicted) after all others; the first that answers rdma::Stat with the planned copy (step, content digest,
 // not torn) gives the manifest; the bytes are pulled (rdma::Pull: every chunk verified against
 // the manifest, a bad or missing chunk fetched from the next source, then from the remote
 // directory) into the prefetch arena <arena_dir>/ft-prefetch.<job>.<rank>, which is then

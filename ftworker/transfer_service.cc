@@ -13,6 +13,7 @@ namespace {
 
 constexpr uint64_t kMs = 1000000;
 constexpr uint64_t kSecretPollNs = 500 * kMs;
+constexpr uint64_t kSecretCheckNs = 2000 * kMs;  // while serving: has the master made a new one?
 constexpr uint64_t kStartRetryNs = 5000 * kMs;
 constexpr uint64_t kEndpointCheckNs = 1000 * kMs;
 constexpr uint64_t kStatsCheckNs = 1000 * kMs;
@@ -37,30 +38,52 @@ TransferService::~TransferService() {
 }
 
 void TransferService::Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& store) {
-  if (!ranks_read_ && store.connected()) ReadRecordedRanks(store);
+  if (!ranks_read_ && mono_ns >= next_ranks_ns_ && store.connected()) {
+    next_ranks_ns_ = mono_ns + kEndpointCheckNs;  // a failed read is retried, not every tick
+    ReadRecordedRanks(store);
+  }
   if (server_ == nullptr) {
-    if (secret_.empty() && mono_ns >= next_secret_ns_ && store.connected()) ReadSecret(store, mono_ns);
+    if (secret_.empty() && mono_ns >= next_secret_ns_ && store.connected()) {
+      next_secret_ns_ = mono_ns + kSecretPollNs;
+      FetchSecret(store, &secret_);
+    }
     if (!secret_.empty() && mono_ns >= next_start_ns_) StartServer(mono_ns, unix_ms);
     if (server_ == nullptr) return;
+  } else if (mono_ns >= next_secret_ns_ && store.connected()) {
+    next_secret_ns_ = mono_ns + kSecretCheckNs;
+    std::string now;
+    if (FetchSecret(store, &now) && now != secret_) {
+      // Redis lost the key and the master made a new one: peers now prove the new one, which
+      // this server would refuse. Restarted on the same port, so the endpoint stays valid.
+      FT_LOG(Warn, Worker, "the job's transfer secret ({}) changed: restarting the transfer server "
+             "with the new one", keys_.TransferSecret());
+      secret_ = std::move(now);
+      server_->Stop();
+      server_.reset();
+      restart_port_ = port_;
+      next_start_ns_ = 0;
+      StartServer(mono_ns, unix_ms);
+      if (server_ == nullptr) return;
+    }
   }
-  if (mono_ns >= next_endpoint_ns_ && store.connected()) {
+  if (mono_ns >= next_endpoint_ns_) {
     next_endpoint_ns_ = mono_ns + kEndpointCheckNs;
-    CheckEndpoint(store);
+    if (store.connected()) CheckEndpoint(store);
+    provider_.Prune();  // as often: a removed arena's memory is freed within a second
   }
   LogStats(mono_ns, false);
 }
 
-void TransferService::ReadSecret(redis::Store& store, uint64_t mono_ns) {
-  next_secret_ns_ = mono_ns + kSecretPollNs;
+bool TransferService::FetchSecret(redis::Store& store, std::string* out) {
   redis::Reply reply;
-  if (!store.Run({"GET", keys_.TransferSecret()}, &reply).ok()) return;
+  if (!store.Run({"GET", keys_.TransferSecret()}, &reply).ok()) return false;
   if (!reply.is_string()) {
-    if (!waiting_logged_) {
+    if (server_ == nullptr && !waiting_logged_) {
       FT_LOG(Info, Worker, "waiting for the job's transfer secret ({}, written by ftmaster) before "
              "serving checkpoint copies to peers", keys_.TransferSecret());
       waiting_logged_ = true;
     }
-    return;
+    return false;
   }
   if (!IsSecret(reply.str())) {
     if (!bad_secret_warned_) {
@@ -70,9 +93,10 @@ void TransferService::ReadSecret(redis::Store& store, uint64_t mono_ns) {
              keys_.TransferSecret(), reply.str().size(), kSecretHexDigits);
       bad_secret_warned_ = true;
     }
-    return;
+    return false;
   }
-  secret_ = reply.str();
+  *out = reply.str();
+  return true;
 }
 
 void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
@@ -85,16 +109,19 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   }
   rdma::ServerOptions so;
   so.listen_address = options_.listen_address;
-  so.port = static_cast<uint16_t>(options_.port);
+  // A restart keeps the port peers know, once; should it be taken meanwhile, FT_TRANSFER_PORT.
+  so.port = restart_port_ != 0 ? restart_port_ : static_cast<uint16_t>(options_.port);
+  restart_port_ = 0;
   so.secret = secret_;
   so.provider = &provider_;
+  so.fast_path = options_.fast_path;
   std::unique_ptr<TransferServer> server =
       options_.make_server ? options_.make_server(so) : MakeRdmaServer(so);
   Status s = server->Start();
   if (!s.ok()) {
     FT_LOG(Warn, Worker, "the transfer server could not listen on {}:{}: {}; retrying in 5 s (check "
            "FT_LISTEN and FT_TRANSFER_PORT); peers pull this node's copies from others meanwhile",
-           options_.listen_address, options_.port, s.message());
+           options_.listen_address, so.port, s.message());
     return;
   }
   server_ = std::move(server);
@@ -103,14 +130,16 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   e.node = options_.node;
   e.address = options_.listen_address;
   e.port = port_;
-  e.transports = {"tcp"};
+  if (options_.fast_path != nullptr) e.transports.push_back(options_.fast_path->kind());
+  e.transports.push_back("tcp");
   e.unix_ms = unix_ms;
   endpoint_json_ = proto::Encode(e);
   endpoint_written_ = false;
   next_endpoint_ns_ = 0;
   next_stats_log_ns_ = mono_ns + kStatsLogNs;
-  FT_LOG(Info, Worker, "serving this node's checkpoint copies to peers on {}:{} (tcp)",
-         options_.listen_address, port_);
+  next_secret_ns_ = mono_ns + kSecretCheckNs;
+  FT_LOG(Info, Worker, "serving this node's checkpoint copies to peers on {}:{} ({})",
+         options_.listen_address, port_, fmt::join(e.transports, ", "));
 }
 
 void TransferService::CheckEndpoint(redis::Store& store) {

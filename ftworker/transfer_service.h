@@ -7,7 +7,9 @@
 //      threads, and logs the bound address and port; a failed start is retried every 5 s.
 //   3. Publishes the endpoint (ft:{J}:endpoints, field = node) and checks once a second that
 //      Redis still holds it (rewritten after Redis lost its data, or another writer's value).
-//   4. Stop(): the server stops, the endpoint is removed (a clean stop only).
+//   4. Re-reads the secret every 2 s while serving: when Redis lost it and the master made a
+//      new one, the server is restarted with it on the same port.
+//   5. Stop(): the server stops, the endpoint is removed (a clean stop only).
 // It also reads, once, the ranks Redis records on this node (ft:{J}:ranks, node field): a worker
 // restarted on a node whose ranks already exited has never seen their segments, yet their
 // arenas are still there to serve (RecordedRanks, which the daemon hands to the keeper).
@@ -53,6 +55,9 @@ struct TransferServiceOptions {
   std::string listen_address;  // chosen already (ChooseListenAddress)
   int64_t port = 0;            // FT_TRANSFER_PORT
   CopyProviderOptions copies;
+  // The fast path offered to peers next to TCP (rdma/verbs_transport.h's VerbsServer where
+  // the node has a device); published as the endpoint's first transport. Null: TCP only.
+  rdma::FastPathServer* fast_path = nullptr;
   TransferServerFactory make_server;  // empty: MakeRdmaServer
 };
 
@@ -61,7 +66,7 @@ class TransferService {
   explicit TransferService(TransferServiceOptions options);
   ~TransferService();  // stops the server (the endpoint stays: Stop() removes it)
 
-  // Daemon loop, on every tick while Redis is connected.
+  // Daemon loop, every tick; Redis is asked only while `store` is connected.
   void Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& store);
   // Stops the server and, when Redis is there, removes the endpoint.
   void Stop(redis::Store* store);
@@ -72,7 +77,8 @@ class TransferService {
   const std::set<int>& RecordedRanks() const { return recorded_ranks_; }
 
  private:
-  void ReadSecret(redis::Store& store, uint64_t mono_ns);
+  // The secret in Redis when it is there and well formed (a bad one is warned about once).
+  bool FetchSecret(redis::Store& store, std::string* out);
   void StartServer(uint64_t mono_ns, int64_t unix_ms);
   void CheckEndpoint(redis::Store& store);
   void ReadRecordedRanks(redis::Store& store);
@@ -84,6 +90,7 @@ class TransferService {
   std::string secret_;  // never logged
   std::unique_ptr<TransferServer> server_;
   uint16_t port_ = 0;
+  uint16_t restart_port_ = 0;  // the port to keep when restarting for a new secret
   std::string endpoint_json_;  // what this worker published; empty before the server is up
   bool endpoint_written_ = false;
   bool ranks_read_ = false;
@@ -91,6 +98,7 @@ class TransferService {
   bool bad_secret_warned_ = false;
   bool waiting_logged_ = false;
   uint64_t next_secret_ns_ = 0;
+  uint64_t next_ranks_ns_ = 0;
   uint64_t next_start_ns_ = 0;
   uint64_t next_endpoint_ns_ = 0;
   uint64_t next_stats_check_ns_ = 0;

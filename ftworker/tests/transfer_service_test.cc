@@ -82,6 +82,7 @@ class TransferServiceTest : public ::testing::Test {
     o.config.ckpt_arena_dir = arena_dir_.path();
     o.config.transfer_port = port_;
     o.listen_address = "10.1.2.3";
+    o.fast_path = fast_path_;
     o.make_transfer_server = [this](const rdma::ServerOptions& so) {
       log_.made.push_back(so);
       return std::make_unique<FakeServer>(&log_);
@@ -118,6 +119,7 @@ class TransferServiceTest : public ::testing::Test {
   std::unique_ptr<Daemon> daemon_;
   ServerLog log_;
   int64_t port_ = 0;
+  rdma::FastPathServer* fast_path_ = nullptr;
   const uint64_t t0_ = MonoNs();
   uint64_t now_ = t0_;
 };
@@ -149,7 +151,7 @@ TEST_F(TransferServiceTest, WaitsForTheSecretThenServesAndPublishesItsEndpoint) 
   EXPECT_EQ(e->port, 45678);
   EXPECT_EQ(e->transports, std::vector<std::string>{"tcp"});
   EXPECT_GT(e->unix_ms, 0);
-  EXPECT_EQ(logs.Count({"serving this node's checkpoint copies to peers on 10.1.2.3:45678"}), 1u) << logs.All();
+  EXPECT_EQ(logs.Count({"serving this node's checkpoint copies to peers on 10.1.2.3:45678 (tcp)"}), 1u) << logs.All();
   EXPECT_EQ(logs.All().find(kSecret), std::string::npos) << "the secret was logged";
 }
 
@@ -214,6 +216,32 @@ TEST_F(TransferServiceTest, TheEndpointIsWrittenAgainAfterRedisLostItAndRemovedA
   EXPECT_FALSE(server_.HGet(keys_.Endpoints(), "n1").has_value()) << "a clean stop removes the endpoint";
 }
 
+// Redis lost the secret and the master made a new one: the server is restarted with it, on the
+// port peers know. A secret merely missing for a while changes nothing.
+TEST_F(TransferServiceTest, ANewSecretRestartsTheServerOnItsPort) {
+  test_util::LogCapture logs;
+  server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  Start();
+  TickFor(1000);
+  ASSERT_EQ(log_.made.size(), 1u);
+  server_.FlushAll();
+  TickFor(5000);
+  EXPECT_EQ(log_.made.size(), 1u) << "no secret in Redis for a while: keep serving with the known one";
+  EXPECT_TRUE(log_.running);
+  const std::string fresh(64, 'b');
+  server_.Execute({"SET", keys_.TransferSecret(), fresh});
+  TickFor(2500);
+  ASSERT_EQ(log_.made.size(), 2u);
+  EXPECT_EQ(log_.stops, 1);
+  EXPECT_TRUE(log_.running);
+  EXPECT_EQ(log_.made[1].secret, fresh);
+  EXPECT_EQ(log_.made[1].port, 45678) << "restarted on the port the endpoint names";
+  EXPECT_EQ(logs.Count({"transfer secret", "changed: restarting the transfer server"}), 1u) << logs.All();
+  EXPECT_EQ(logs.All().find(fresh), std::string::npos);
+  ASSERT_TRUE(Endpoint().has_value());
+  EXPECT_EQ(Endpoint()->port, 45678);
+}
+
 TEST_F(TransferServiceTest, RefusedPeersAreLogged) {
   test_util::LogCapture logs;
   server_.Execute({"SET", keys_.TransferSecret(), kSecret});
@@ -226,6 +254,27 @@ TEST_F(TransferServiceTest, RefusedPeersAreLogged) {
   log_.stats.auth_refused = 3;
   TickFor(1500);
   EXPECT_EQ(logs.Count({"refused 1 connection(s)"}), 1u) << logs.All();
+}
+
+// A node with a fast path (verbs) offers it to the server and names it first in its endpoint.
+class FakeFastPath : public rdma::FastPathServer {
+ public:
+  const char* kind() const override { return "verbs"; }
+  std::string Offer(const rdma::Region&) override { return "offer"; }
+  Status Accept(const rdma::Region&, std::string_view, std::string*) override { return Status::Ok(); }
+};
+
+TEST_F(TransferServiceTest, AFastPathIsOfferedAndPublishedFirst) {
+  FakeFastPath verbs;
+  fast_path_ = &verbs;
+  server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  Start();
+  TickFor(1000);
+  ASSERT_EQ(log_.made.size(), 1u);
+  EXPECT_EQ(log_.made[0].fast_path, &verbs);
+  auto e = Endpoint();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
 }
 
 // A worker restarted on a node whose ranks already exited never sees their segments; Redis
