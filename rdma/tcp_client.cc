@@ -117,6 +117,11 @@ Status Connection::Handshake(const std::string& secret) {
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));
   if (header.type == wire::MessageType::kAuthRefused)
     return Status::Unavailable(fmt::format("{} refused the handshake", Where(peer_)));
+  if (header.type == wire::MessageType::kError) {  // e.g. it speaks another version
+    wire::Error error;
+    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
+    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
+  }
   if (header.type != wire::MessageType::kChallenge)
     return Status::Corrupt(fmt::format("{} answered hello with {}", Where(peer_),
                                        wire::MessageTypeName(header.type)));
