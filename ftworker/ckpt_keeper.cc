@@ -105,6 +105,15 @@ std::string CkptKeeper::ArenaPathOf(ckpt::CopyId id) {
   return it != held_.end() && it->second.arena ? it->second.arena_path : std::string();
 }
 
+std::vector<std::string> CkptKeeper::ArenaPaths() {
+  std::set<std::string> paths;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, held] : held_) {
+    if (held.arena) paths.insert(held.arena_path);
+  }
+  return {paths.begin(), paths.end()};
+}
+
 void CkptKeeper::ReportAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, held] : held_) dirty_.insert(id);

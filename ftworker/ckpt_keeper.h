@@ -91,6 +91,8 @@ class CkptKeeper {
   // when no arena of this node's ranks does (the copy server resolves "arena/<step>/<rank>"
   // through it and re-checks the arena itself: it may have been overwritten since). Any thread.
   std::string ArenaPathOf(ckpt::CopyId id);
+  // Every arena file holding a committed copy of this node's ranks at the last scan. Any thread.
+  std::vector<std::string> ArenaPaths();
 
   // Tests: waits until the persist thread has nothing queued or running.
   bool WaitIdle(std::chrono::milliseconds timeout);

@@ -79,6 +79,14 @@ void CopyProvider::Prune() {
   }
 }
 
+void CopyProvider::Warm() {
+  if (!options_.arena_paths) return;
+  for (const std::string& path : options_.arena_paths()) {
+    std::shared_ptr<const Mapping> mapping;
+    (void)MappingOf(path, &mapping);  // an unreadable arena is the keeper's to report
+  }
+}
+
 size_t CopyProvider::mapped_arenas() {
   std::lock_guard<std::mutex> lock(mu_);
   return mappings_.size();
@@ -106,6 +114,8 @@ Status CopyProvider::MappingOf(const std::string& path, std::shared_ptr<const Ma
     mapping->dev = st.st_dev;
     mapping->ino = st.st_ino;
   }
+  if (options_.mapped) options_.mapped(mapping->arena.data(), mapping->arena.data_capacity());
+  mapping->unmapped = options_.unmapped;
   std::lock_guard<std::mutex> lock(mu_);
   mappings_[path] = mapping;
   *out = std::move(mapping);

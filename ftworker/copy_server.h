@@ -42,6 +42,14 @@ struct CopyProviderOptions {
   std::string local_dir;  // FT_CKPT_DIR; empty: no local tier, local/... is NotFound
   // The arena file holding this node's copy (step, rank), "" when none (CkptKeeper::ArenaPathOf).
   std::function<std::string(ckpt::CopyId)> arena_path_of;
+  // Every arena file of this node's ranks now (CkptKeeper::ArenaPaths): Warm() maps them ahead
+  // of any request, so a peer's restore never waits for a mapping or a registration. Empty: none.
+  std::function<std::vector<std::string>()> arena_paths;
+  // Called when an arena's data region is mapped, and when its mapping's last user let go: a
+  // fast path registers the memory with its NIC there, once per arena (rdma/verbs_transport.h,
+  // VerbsServer::Register and Forget). Empty: nothing to do.
+  std::function<void(const uint8_t* data, uint64_t bytes)> mapped;
+  std::function<void(const uint8_t* data, uint64_t bytes)> unmapped;
 };
 
 class CopyProvider : public rdma::RegionProvider {
@@ -55,6 +63,9 @@ class CopyProvider : public rdma::RegionProvider {
   // it is unmapped. Regions still being read keep theirs until they are done. Any thread;
   // the transfer service calls it about once a second.
   void Prune();
+  // Maps the arenas of options.arena_paths not mapped yet (or replaced). Any thread; the
+  // transfer service calls it about once a second.
+  void Warm();
   // Arena files currently kept mapped (tests).
   size_t mapped_arenas();
 
@@ -65,6 +76,10 @@ class CopyProvider : public rdma::RegionProvider {
     ckpt::Arena arena;
     dev_t dev = 0;
     ino_t ino = 0;
+    std::function<void(const uint8_t*, uint64_t)> unmapped;
+    ~Mapping() {
+      if (unmapped && arena.is_open()) unmapped(arena.data(), arena.data_capacity());
+    }
   };
 
   Status OpenArena(ckpt::CopyId id, std::shared_ptr<const rdma::Region>* out);

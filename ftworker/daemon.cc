@@ -73,7 +73,10 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                     .local_dir = options_.config.ckpt_dir,
                                     .arena_path_of = [keeper = keeper_.get()](ckpt::CopyId id) {
                                       return keeper->ArenaPathOf(id);
-                                    }},
+                                    },
+                                    .arena_paths = [keeper = keeper_.get()] { return keeper->ArenaPaths(); },
+                                    .mapped = nullptr,
+                                    .unmapped = nullptr},
       .fast_path = options_.fast_path,
       .make_server = options_.make_transfer_server});
   std::vector<int> node_ranks;

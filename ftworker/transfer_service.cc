@@ -70,6 +70,7 @@ void TransferService::Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& stor
     next_endpoint_ns_ = mono_ns + kEndpointCheckNs;
     if (store.connected()) CheckEndpoint(store);
     provider_.Prune();  // as often: a removed arena's memory is freed within a second
+    provider_.Warm();   // and a new one is mapped before any peer asks for it
   }
   LogStats(mono_ns, false);
 }

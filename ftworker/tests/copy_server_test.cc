@@ -117,11 +117,18 @@ class CopyProviderTest : public ::testing::Test {
   }
 
   CopyProvider Provider(std::string local_dir = "") {
-    return CopyProvider(CopyProviderOptions{
-        .job = job_, .local_dir = std::move(local_dir), .arena_path_of = [this](ckpt::CopyId id) {
-          return keeper_ ? keeper_->ArenaPathOf(id) : std::string();
-        }});
+    CopyProviderOptions o;
+    o.job = job_;
+    o.local_dir = std::move(local_dir);
+    o.arena_path_of = [this](ckpt::CopyId id) { return keeper_ ? keeper_->ArenaPathOf(id) : std::string(); };
+    o.arena_paths = [this] { return keeper_ ? keeper_->ArenaPaths() : std::vector<std::string>(); };
+    o.mapped = [this](const uint8_t* data, uint64_t bytes) { mapped_.emplace_back(data, bytes); };
+    o.unmapped = [this](const uint8_t* data, uint64_t bytes) { unmapped_.emplace_back(data, bytes); };
+    return CopyProvider(std::move(o));
   }
+
+  // What the fast-path hooks were told, in order (a verbs server registers and forgets these).
+  std::vector<std::pair<const uint8_t*, uint64_t>> mapped_, unmapped_;
 
   static std::shared_ptr<const rdma::Region> MustOpen(CopyProvider& p, const std::string& name) {
     std::shared_ptr<const rdma::Region> region;
@@ -179,7 +186,9 @@ TEST_F(CopyProviderTest, RefusesWhatThisNodeDoesNotHold) {
   EXPECT_EQ(p.Open("arena/5/3/", &region).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(p.Open("tier/5/3", &region).code(), StatusCode::kInvalidArgument);
   // Without a keeper's word even an arena of the right name is not served.
-  CopyProvider blind(CopyProviderOptions{.job = job_, .local_dir = "", .arena_path_of = nullptr});
+  CopyProviderOptions no_keeper;
+  no_keeper.job = job_;
+  CopyProvider blind(std::move(no_keeper));
   EXPECT_EQ(blind.Open("arena/5/3", &region).code(), StatusCode::kNotFound);
 }
 
@@ -188,8 +197,10 @@ TEST_F(CopyProviderTest, AForeignArenaUnderThisNodesNameIsRefused) {
   // rank's copy (renamed, or a lying index) is never served under this name.
   FakeArena foreign(arena_dir_, job_ + "x", 7, 1 << 20);
   foreign.Save(5, 9);
-  CopyProvider p(CopyProviderOptions{.job = job_, .local_dir = "",
-                                     .arena_path_of = [&](ckpt::CopyId) { return foreign.path(); }});
+  CopyProviderOptions o;
+  o.job = job_;
+  o.arena_path_of = [&](ckpt::CopyId) { return foreign.path(); };
+  CopyProvider p(std::move(o));
   std::shared_ptr<const rdma::Region> region;
   Status s = p.Open("arena/5/7", &region);
   EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
@@ -278,6 +289,35 @@ TEST_F(CopyProviderTest, ARemovedArenaIsUnmappedOnceItsReadersAreDone) {
   p.Prune();
   EXPECT_EQ(p.mapped_arenas(), 0u) << "a removed arena's pages must not stay pinned by the worker";
   EXPECT_EQ(region->data()[0], 0x77) << "a reader in progress keeps its mapping";
+}
+
+// The keeper's arenas are mapped ahead of any request, and the fast-path hooks hear of each
+// mapping once — where a verbs server registers it — and again when it is gone.
+TEST_F(CopyProviderTest, WarmMapsTheKeepersArenasAheadAndTellsTheHooksOnce) {
+  auto arena = std::make_unique<FakeArena>(arena_dir_, job_, 3, 1 << 20);
+  arena->Save(1, 0x31);
+  FakeArena other(arena_dir_, job_, 4, 1 << 20);  // not this node's
+  other.Save(1, 0x41);
+  Keep({3});
+  CopyProvider p = Provider();
+  p.Warm();
+  EXPECT_EQ(p.mapped_arenas(), 1u);
+  ASSERT_EQ(mapped_.size(), 1u);
+  p.Warm();
+  auto region = MustOpen(p, "arena/1/3");
+  EXPECT_EQ(mapped_.size(), 1u) << "mapped (and registered) once, not per request";
+  EXPECT_EQ(mapped_[0].first, region->data());
+  EXPECT_GE(mapped_[0].second, region->size());
+  EXPECT_TRUE(unmapped_.empty());
+
+  const std::string path = arena->path();
+  arena.reset();
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  p.Prune();
+  EXPECT_TRUE(unmapped_.empty()) << "a reader still holds it";
+  region.reset();
+  ASSERT_EQ(unmapped_.size(), 1u);
+  EXPECT_EQ(unmapped_[0], mapped_[0]);
 }
 
 TEST_F(CopyProviderTest, ServesALocalTierCopy) {
