@@ -19,6 +19,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/keys.h"
+#include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "redis/fake_store.h"
 #include "tests/util/log_capture.h"
@@ -771,6 +772,61 @@ TEST_F(MasterLoopTest, SaveCommandAsksEveryWorker) {
   EXPECT_EQ(j["nodes"], nlohmann::json::array({"n0", "n1"}));
   EXPECT_EQ(CommandsFor("n0").size(), 2u);
   EXPECT_EQ(CommandsFor("n0")[1].text, j["id"]);
+}
+
+// `ftmaster checkpoints` with ft:{J}:prefetch: one line per replacement node (done or running,
+// ranks ready, bytes and sources), one per failed rank, a report of another step than the
+// plan's said to be stale, a garbled report skipped; --json carries the reports as they are.
+TEST_F(MasterLoopTest, CheckpointsShowThePrefetchOfReplacementNodes) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  EXPECT_EQ(Cli(CheckpointsCommand, false).find("prefetch"), std::string::npos) << "no reports: nothing said";
+  EXPECT_EQ(nlohmann::json::parse(Cli(CheckpointsCommand, true))["prefetch"], nlohmann::json::array());
+
+  proto::PrefetchReport done;
+  done.node = "n2";
+  done.step = 100;
+  done.state = "done";
+  done.started_unix_ms = UnixMs() - 3000;
+  done.done_unix_ms = UnixMs() - 1200;
+  done.pull_s = 1.8;
+  for (int r = 2; r < 4; ++r) {
+    done.ranks.push_back(proto::PrefetchRank{r, "pulled", true, 3u << 20, 1.7, "n0", r - 2, "tcp", ""});
+  }
+  proto::PrefetchReport running;
+  running.node = "n3";
+  running.step = 100;
+  running.state = "running";
+  running.started_unix_ms = UnixMs() - 2500;
+  running.ranks.push_back(proto::PrefetchRank{4, "running", false, 0, 0, "", -1, "", ""});
+  running.ranks.push_back(proto::PrefetchRank{5, "failed", false, 0, 0.2, "", -1, "", "n0: connection refused"});
+  proto::PrefetchReport old = done;
+  old.node = "n4";
+  old.step = 90;
+  server_.Execute({"HSET", keys_.Prefetch(), "n2", proto::Encode(done), "n3", proto::Encode(running), "n4",
+                   proto::Encode(old), "n5", "{\"v\":1,\"node\":\"n5\"}"});
+
+  const std::string text = Cli(CheckpointsCommand, false);
+  EXPECT_NE(text.find("prefetch on replacement nodes:\n"
+                      "  n2: done in 1.8 s, step 100: 2 of 2 ranks ready (2 pulled); 6.0 MiB pulled from n0 over tcp\n"
+                      "  n3: running for 2.5 s, step 100: 0 of 2 ranks ready (1 failed, 1 running)\n"
+                      "    rank 5 failed: n0: connection refused; its restore reads another source\n"
+                      "  n4: done in 1.8 s, step 90: 2 of 2 ranks ready (2 pulled); 6.0 MiB pulled from n0 over tcp"
+                      " — stale: the plan names step 100\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("n5"), std::string::npos) << "a garbled report is skipped";
+  nlohmann::json j = nlohmann::json::parse(Cli(CheckpointsCommand, true));
+  ASSERT_EQ(j["prefetch"].size(), 3u);
+  EXPECT_EQ(j["prefetch"][0]["node"], "n2");
+  EXPECT_EQ(j["prefetch"][0]["ranks"][1]["source"], "n0");
+  EXPECT_EQ(j["prefetch"][1]["state"], "running");
+  EXPECT_EQ(j["prefetch"][1]["ranks"][1]["error"], "n0: connection refused");
+  EXPECT_EQ(j["prefetch"][2]["step"], 90);
+  EXPECT_EQ(j["garbled_values"], 1);
 }
 
 // ---- the job's transfer secret -----------------------------------------------------------------
