@@ -332,6 +332,7 @@ def case_full_loop(args):
               "rank %d's log does not say it restored from rank 7's arena: %s" % (hung, lines5))
         check_reference(c, args, model + ["--steps", str(steps)], 8)
         c.check_namespaces()
+        c.check_membership()
         where = {r: v["node"] for r, v in c.copies(hang_step).items()}
         check(where == {r: c.node_of_rank(r) for r in where},
               "copies of step %d reported from the wrong nodes: %s" % (hang_step, where))
@@ -619,6 +620,7 @@ def case_replace_node(args):
         # node2 saw nothing of node1's: its arenas are its ranks' own and the prefetched copies.
         spaces = c.check_namespaces()
         check("node1" not in spaces, "node1's namespace came back: %s" % spaces)
+        print("ranks adopted by: %s" % c.check_membership())
         check_reference(c, args, model + ["--steps", str(steps)], 8)
         print("OK: hang on rank %d -> saved step %d -> node1 evicted and wiped -> node2 pulled ranks %s from "
               "node0 over tcp (%d bytes, %.3f s) -> restored from the prefetched copies -> reference checksums"

@@ -21,7 +21,8 @@ SegmentDiscovery) — it never reads another node's ring, progress table or mail
 and plan files are found only by listing the node's own arena directory, and the local tier
 only in the node's own local directory, so a worker never sees another node's copies;
 check_namespaces() asserts it after a run (every arena in a node's directory belongs to a
-rank launched on that node, and Redis reports each copy from the node that holds it).
+rank launched on that node) and check_membership() that each rank was adopted by its own
+node's worker (ft:{J}:ranks names the node it was launched on).
 
 The ranks get their node's namespace through launch.py (--node-names, --node-env with
 {node}); start_job(node_names=...) relaunches a job with a replacement node in an evicted
@@ -181,6 +182,22 @@ class Cluster:
                   "(the job's nodes: %s)" % (node, sorted(set(ranks) - set(want)), nodes))
             seen[node] = ranks
         return seen
+
+    def check_membership(self):
+        """Every rank of the current job is reported (ft:{J}:ranks) by the worker of the node
+        it was launched on: no worker adopted another node's segment. Waits for the
+        relaunched incarnations (each rank's pid from launch.py's log)."""
+        want = {r: (self.node_of_rank(r), p) for r, p in self.rank_pids().items()}
+
+        def reported():
+            raw = self.db.command("HGETALL", self.key("ranks")) or []
+            got = {int(k): json.loads(v) for k, v in zip(raw[0::2], raw[1::2])}
+            return got if all(r in got and got[r].get("pid") == p for r, (_, p) in want.items()) else None
+        got = self.wait_for(reported, 30, "membership of every rank's current incarnation")
+        wrong = {r: got[r]["node"] for r, (node, _) in want.items() if got[r]["node"] != node}
+        check(not wrong, "ranks reported by another node's worker: %s (launched on %s)" %
+              (wrong, {r: want[r][0] for r in wrong}))
+        return {r: got[r]["node"] for r in want}
 
     def redis_url(self):
         return "redis://127.0.0.1:%d" % self.redis.port
