@@ -660,6 +660,10 @@ def case_replace_node_fallback(args):
             check(x["source"] == alive and x["transport"] == "tcp",
                   "rank %d pulled from %s over %s, expected the live replica on %s over tcp (%s's worker is dead)"
                   % (r, x["source"], x["transport"], alive, dead))
+        tried = [line for line in c.worker_log("node3").splitlines() if "rank 2:" in line and dead in line]
+        print("node3's worker on rank 2's first source: %s" % tried)
+        check(any("not used" in line for line in tried),
+              "node3's worker does not say it tried %s's copy of rank 2 first and could not use it" % dead)
         check_reference(c, args, model + ["--steps", str(steps)], 6)
         print("OK: %s's worker dead (listed first for rank 2) -> node3 pulled ranks %s from %s over tcp -> "
               "restored from the prefetched copies -> reference checksums" % (dead, moved, alive))
