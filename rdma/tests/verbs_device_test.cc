@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 
 #include "rdma/tests/fake_verbs.h"
 #include "rdma/tests/verbs_test_util.h"
 #include "rdma/verbs_api.h"
 #include "rdma/verbs_device.h"
+#include "rdma/verbs_setup.h"
 
 namespace ft::rdma::testing {
 namespace {
@@ -189,6 +191,49 @@ TEST(verbs_real_device, LoopbackPullMovesTheBytes) {
   EXPECT_EQ(landed, 16u);
   EXPECT_TRUE(left.empty());
   EXPECT_EQ(dest, region.bytes());
+}
+
+}  // namespace
+}  // namespace ft::rdma::testing
+
+namespace ft::rdma::testing {
+namespace {
+
+Config RdmaConfig(std::initializer_list<std::pair<const char*, const char*>> vars) {
+  std::map<std::string, std::string, std::less<>> env;
+  for (auto& [k, v] : vars) env[k] = v;
+  Config config;
+  std::vector<std::string> warnings;
+  Status s = Config::Load(Environment(env), &config, &warnings);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_TRUE(warnings.empty());
+  return config;
+}
+
+TEST(verbs_setup, SettingsReachTheTransport) {
+  FakeVerbs fake;
+  VerbsTransport transport;
+  Config config = RdmaConfig({{"FT_RDMA_DEVICE", "fake1"}, {"FT_RDMA_QPS", "2"}, {"FT_RDMA_READS_PER_QP", "8"}});
+  ASSERT_TRUE(OpenVerbsTransport(config, &fake.api(), &transport).ok());
+  EXPECT_EQ(transport.device->name(), "fake1");
+  VerbsOptions options = VerbsOptionsFromConfig(config);
+  EXPECT_EQ(options.qps, 2);
+  EXPECT_EQ(options.reads_per_qp, 8);
+  EXPECT_EQ(options.gid_index, -1);
+  EXPECT_NE(transport.server, nullptr);
+  EXPECT_NE(transport.client, nullptr);
+}
+
+TEST(verbs_setup, OffOrBadSettingsAreExplained) {
+  FakeVerbs fake;
+  VerbsTransport transport;
+  Status off = OpenVerbsTransport(RdmaConfig({{"FT_RDMA_VERBS", "0"}}), &fake.api(), &transport);
+  EXPECT_EQ(off.code(), StatusCode::kUnavailable);
+  EXPECT_NE(off.message().find("FT_RDMA_VERBS=0"), std::string_view::npos);
+  Status bad = OpenVerbsTransport(RdmaConfig({{"FT_RDMA_QPS", "0"}}), &fake.api(), &transport);
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(transport.device, nullptr);
+  EXPECT_EQ(fake.live_objects(), 0u);
 }
 
 }  // namespace
