@@ -177,7 +177,7 @@ TEST(verbs_real_device, LoopbackPullMovesTheBytes) {
   if (!opened.ok()) GTEST_SKIP() << opened.ToString();
   VerbsServer server(device, options);
   VerbsClient client(device, options);
-  BufferRegion region(Pattern(64 << 20, 11));
+  BufferRegion region(RandomBytes(64 << 20, 11));
   std::vector<uint8_t> dest(region.size());
   std::string offer = server.Offer(region);
   ASSERT_FALSE(offer.empty());

@@ -42,7 +42,7 @@ class ViewRegion : public Region {
   uint64_t size_;
 };
 
-inline std::vector<uint8_t> Pattern(size_t n, uint64_t seed) {
+inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
   std::vector<uint8_t> out(n);
   std::mt19937_64 rng(seed);
   for (auto& b : out) b = static_cast<uint8_t>(rng());

@@ -54,7 +54,7 @@ TEST(verbs_connect, BothSidesReachRtsWithMatchingAttributes) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  BufferRegion region(Pattern(1 << 20, 1));
+  BufferRegion region(RandomBytes(1 << 20, 1));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   Status s = pair.Connect(region, dest.data(), dest.size(), &path);
@@ -99,7 +99,7 @@ TEST(verbs_connect, RoceAddressesThePeerThroughItsGid) {
   FakeVerbs fake(config);
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  BufferRegion region(Pattern(300000, 2));
+  BufferRegion region(RandomBytes(300000, 2));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -117,7 +117,7 @@ TEST(verbs_connect, BadOffersRepliesAndRequestsFailWithoutLeaks) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  BufferRegion region(Pattern(100000, 3));
+  BufferRegion region(RandomBytes(100000, 3));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   Exchange refuse = [](std::string_view, std::string*) { return Status::Unavailable("peer closed"); };
@@ -204,7 +204,7 @@ TEST(verbs_post, KeepsManyReadsInFlightOnEveryQp) {
   options.max_read_bytes = 65536;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern(8 << 20, 4));
+  BufferRegion region(RandomBytes(8 << 20, 4));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -227,7 +227,7 @@ TEST(verbs_complete, BytesLandAndEachPieceIsReportedOnceAfterItsLastRead) {
   options.max_read_bytes = 100000;  // pieces of 256 KiB take three reads, the last one short
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern((3 << 20) + 123, 5));
+  BufferRegion region(RandomBytes((3 << 20) + 123, 5));
   std::vector<uint8_t> dest(region.size(), 0xee);
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -265,7 +265,7 @@ TEST(verbs_complete, MemoryIsRegisteredOnceAcrossConnectionsAndInsideAnArena) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  std::vector<uint8_t> arena = Pattern(1 << 20, 6);
+  std::vector<uint8_t> arena = RandomBytes(1 << 20, 6);
   ASSERT_TRUE(pair.server->Register(arena.data(), arena.size()).ok());  // at arena creation
   EXPECT_EQ(fake.registrations(), 1u);
   ViewRegion data(arena.data() + 4096, arena.size() - 8192);  // the arena's data inside its mapping
@@ -294,7 +294,7 @@ TEST(verbs_complete, PiecesAcrossMemoryRegionBoundariesAreSplit) {
   options.max_read_bytes = 8 << 20;  // only the memory regions cut the reads
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern((7 << 19) + 1, 7));  // 3.5 MiB + 1: four MRs
+  BufferRegion region(RandomBytes((7 << 19) + 1, 7));  // 3.5 MiB + 1: four MRs
   // The destination sits 300000 bytes into a buffer registered ahead, so the client's MR
   // boundaries fall elsewhere than the server's: a read must stop at both.
   std::vector<uint8_t> buffer(region.size() + 300000);
@@ -342,7 +342,7 @@ TEST(verbs_error_completion, PathEndsAndHandsBackExactlyTheUnlandedPieces) {
   options.max_read_bytes = 65536;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern(4 << 20, 8));
+  BufferRegion region(RandomBytes(4 << 20, 8));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -359,7 +359,7 @@ TEST(verbs_error_completion, QpGoingToErrorFlushesAndHandsBack) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  BufferRegion region(Pattern(2 << 20, 9));
+  BufferRegion region(RandomBytes(2 << 20, 9));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -376,7 +376,7 @@ TEST(verbs_error_completion, SilentPathGivesUpAfterTheCompletionTimeout) {
   options.completion_timeout = milliseconds(100);
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern(1 << 20, 10));
+  BufferRegion region(RandomBytes(1 << 20, 10));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
@@ -394,7 +394,7 @@ TEST(verbs_error_completion, ServerDroppingAnOldConnectionEndsThatClientsPath) {
   options.max_server_connections = 1;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api(), options).ok());
-  BufferRegion region(Pattern(1 << 20, 12));
+  BufferRegion region(RandomBytes(1 << 20, 12));
   std::vector<uint8_t> first(region.size()), second(region.size());
   std::unique_ptr<PiecePath> old_path, new_path;
   ASSERT_TRUE(pair.Connect(region, first.data(), first.size(), &old_path).ok());
@@ -417,7 +417,7 @@ TEST(verbs_fallback, HandedBackPiecesFinishOverTheOtherPath) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
-  BufferRegion region(Pattern(6 << 20, 13));
+  BufferRegion region(RandomBytes(6 << 20, 13));
   std::vector<uint8_t> dest(region.size());
   std::unique_ptr<PiecePath> path;
   ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
