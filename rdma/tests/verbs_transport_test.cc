@@ -413,7 +413,7 @@ TEST(verbs_error_completion, ServerDroppingAnOldConnectionEndsThatClientsPath) {
 // What the engine does with a failing fast path, at this level: batches go over verbs until
 // it fails; what it hands back, and every later batch, go over the other path (here a copy
 // standing in for TCP); the result is the whole region, each piece delivered once.
-TEST(verbs_fallback, HandedBackPiecesFinishOverTheOtherPath) {
+TEST(verbs_error_completion, HandedBackPiecesFinishOverAnotherPath) {
   FakeVerbs fake;
   VerbsPair pair;
   ASSERT_TRUE(pair.Open(fake.api()).ok());
