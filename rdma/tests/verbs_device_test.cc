@@ -167,32 +167,6 @@ TEST(verbs_device, CacheRegistersARangeOnceAndReusesItForSubranges) {
   EXPECT_EQ(fake.live_mrs(), 0u);
 }
 
-// Needs a real NIC: pulls 64 MiB from itself (server and client on the same device, loopback).
-TEST(verbs_real_device, LoopbackPullMovesTheBytes) {
-  const VerbsApi* api = nullptr;
-  if (!HasRealDevice(&api)) GTEST_SKIP() << "no RDMA device on this host";
-  VerbsOptions options;
-  std::shared_ptr<VerbsDevice> device;
-  Status opened = VerbsDevice::Open(*api, options, &device);
-  if (!opened.ok()) GTEST_SKIP() << opened.ToString();
-  VerbsServer server(device, options);
-  VerbsClient client(device, options);
-  BufferRegion region(RandomBytes(64 << 20, 11));
-  std::vector<uint8_t> dest(region.size());
-  std::string offer = server.Offer(region);
-  ASSERT_FALSE(offer.empty());
-  Exchange exchange = [&](std::string_view request, std::string* reply) { return server.Accept(region, request, reply); };
-  std::unique_ptr<PiecePath> path;
-  ASSERT_TRUE(client.Connect(offer, dest.data(), dest.size(), exchange, &path).ok());
-  std::vector<size_t> left;
-  size_t landed = 0;
-  Status s = path->Fetch(Pieces(dest.size(), 4 << 20), [&](size_t) { ++landed; }, &left);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(landed, 16u);
-  EXPECT_TRUE(left.empty());
-  EXPECT_EQ(dest, region.bytes());
-}
-
 }  // namespace
 }  // namespace ft::rdma::testing
 
