@@ -47,6 +47,9 @@ TEST(verbs_device_absent, RealLibraryWithoutDevicesIsUnavailable) {
   const VerbsApi* again = nullptr;
   ASSERT_TRUE(LoadVerbs(&again).ok());
   EXPECT_EQ(again, api) << "loaded once, shared";
+  // Every entry is filled: a missing symbol would have made the load Unavailable instead.
+  const void* const* entries = reinterpret_cast<const void* const*>(api);
+  for (size_t i = 0; i < sizeof(VerbsApi) / sizeof(void*); ++i) EXPECT_NE(entries[i], nullptr) << "entry " << i;
   const VerbsApi* probe = nullptr;
   if (HasRealDevice(&probe)) GTEST_SKIP() << "this host has an RDMA device";
   std::shared_ptr<VerbsDevice> device;
