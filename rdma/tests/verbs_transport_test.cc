@@ -410,6 +410,43 @@ TEST(verbs_error_completion, ServerDroppingAnOldConnectionEndsThatClientsPath) {
   EXPECT_EQ(second, region.bytes());
 }
 
+// An offer whose key or bounds no longer match the server's registration (the arena was
+// re-registered since) is refused by the responder NIC: the path ends, nothing is lost.
+TEST(verbs_error_completion, StaleRkeyOrBoundsAreRemoteAccessErrors) {
+  for (int variant = 0; variant < 2; ++variant) {
+    FakeVerbs fake;
+    VerbsPair pair;
+    ASSERT_TRUE(pair.Open(fake.api()).ok());
+    BufferRegion region(RandomBytes(1 << 20, 14));
+    VerbsOffer offer;
+    ASSERT_TRUE(ParseVerbsOffer(pair.server->Offer(region), &offer).ok());
+    if (variant == 0) {
+      offer.segments[0].rkey += 1;
+    } else {
+      offer.segments[0].addr += 4096;  // reads run past the registered end
+    }
+    std::vector<uint8_t> dest(region.size());
+    Exchange exchange = [&](std::string_view request, std::string* reply) {
+      return pair.server->Accept(region, request, reply);
+    };
+    std::unique_ptr<PiecePath> path;
+    ASSERT_TRUE(pair.client->Connect(EncodeVerbsOffer(offer), dest.data(), dest.size(), exchange, &path).ok());
+    std::vector<Piece> pieces = Pieces(dest.size(), 65536);
+    FetchOutcome out = Fetch(path.get(), pieces);
+    EXPECT_EQ(out.status.code(), StatusCode::kUnavailable);
+    EXPECT_NE(out.status.message().find("remote access error"), std::string_view::npos) << out.status.ToString();
+    // With a bad key nothing lands; shifted, the read past the registered end is refused (what
+    // lands before it is wrong bytes, which the engine's chunk verification rejects).
+    if (variant == 0) {
+      EXPECT_TRUE(out.landed.empty());
+    } else {
+      EXPECT_NE(std::find(out.left.begin(), out.left.end(), pieces.size() - 1), out.left.end());
+    }
+    EXPECT_FALSE(out.left.empty());
+    EXPECT_EQ(out.landed.size() + out.left.size(), pieces.size());
+  }
+}
+
 // What the engine does with a failing fast path, at this level: batches go over verbs until
 // it fails; what it hands back, and every later batch, go over the other path (here a copy
 // standing in for TCP); the result is the whole region, each piece delivered once.
