@@ -256,8 +256,9 @@ Status VerbsServer::Accept(const Region& region, std::string_view request_bytes,
   auto connection = std::make_unique<Connection>();
   FT_RETURN_IF_ERROR(memory_.Get(region.data(), region.size(), &connection->memory));
   FT_RETURN_IF_ERROR(VerbsQps::Create(device_, static_cast<int>(request.qps.size()), 1, &connection->qps));
-  // As responder a QP serves up to max_qp_rd_atom reads at once; the client sizes its window to it.
-  const uint8_t responder_depth = Depth(device_->attr().max_qp_rd_atom);
+  // Responder resources for as many reads at once as the client asked for and our NIC serves
+  // (max_qp_rd_atom); the client sizes its window to the answer.
+  const uint8_t responder_depth = std::min(request.rd_atomic, Depth(device_->attr().max_qp_rd_atom));
   FT_RETURN_IF_ERROR(connection->qps->ToInit(IBV_ACCESS_REMOTE_READ));
   FT_RETURN_IF_ERROR(connection->qps->ToRtr(request.address, request.qps, responder_depth));
   FT_RETURN_IF_ERROR(connection->qps->ToRts(1));

@@ -93,6 +93,30 @@ TEST(verbs_connect, BothSidesReachRtsWithMatchingAttributes) {
   EXPECT_EQ(pair.server->connections(), 1u);
 }
 
+TEST(verbs_connect, ReadsInFlightAreTheFewestBothSidesAllow) {
+  for (int want : {4, 64}) {
+    FakeVerbs fake;  // its NICs allow 16 reads per QP as initiator and as responder
+    VerbsOptions options;
+    options.reads_per_qp = want;
+    VerbsPair pair;
+    ASSERT_TRUE(pair.Open(fake.api(), options).ok());
+    BufferRegion region(RandomBytes(1 << 20, 15));
+    std::vector<uint8_t> dest(region.size());
+    std::unique_ptr<PiecePath> path;
+    ASSERT_TRUE(pair.Connect(region, dest.data(), dest.size(), &path).ok());
+    const int expected = std::min(want, 16);
+    for (uint32_t c : ClientQps(fake)) {
+      FakeVerbs::QpView cv = fake.qp(c);
+      EXPECT_EQ(cv.attr.max_rd_atomic, expected) << "want " << want;
+      EXPECT_EQ(fake.qp(cv.attr.dest_qp_num).attr.max_dest_rd_atomic, expected) << "want " << want;
+      EXPECT_EQ(cv.max_send_wr, static_cast<uint32_t>(want)) << "more may wait in the send queue";
+    }
+    FetchOutcome out = Fetch(path.get(), Pieces(dest.size(), 16384));
+    ASSERT_TRUE(out.status.ok()) << out.status.ToString();
+    EXPECT_EQ(dest, region.bytes());
+  }
+}
+
 TEST(verbs_connect, RoceAddressesThePeerThroughItsGid) {
   FakeNicConfig config;
   config.link_layer = IBV_LINK_LAYER_ETHERNET;
