@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,6 +43,9 @@ struct DaemonOptions {
   std::string listen_address;  // the transfer server's (ChooseListenAddress); empty: 127.0.0.1
   TransferServerFactory make_transfer_server;  // tests: a fake; empty: rdma::Server
   rdma::FastPathServer* fast_path = nullptr;   // offered next to TCP (verbs); null: TCP only
+  // Told of each served arena's data region once it is mapped, and when it is let go (the
+  // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
+  std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
 };
 
 class Daemon {
