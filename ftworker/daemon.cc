@@ -75,8 +75,8 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                       return keeper->ArenaPathOf(id);
                                     },
                                     .arena_paths = [keeper = keeper_.get()] { return keeper->ArenaPaths(); },
-                                    .mapped = nullptr,
-                                    .unmapped = nullptr},
+                                    .mapped = options_.arena_mapped,
+                                    .unmapped = options_.arena_unmapped},
       .fast_path = options_.fast_path,
       .make_server = options_.make_transfer_server});
   std::vector<int> node_ranks;

@@ -23,6 +23,7 @@
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
 #include "ftworker/pull_command.h"
+#include "rdma/verbs_setup.h"
 #include "ftworker/status_view.h"
 #include "redis/url.h"
 
@@ -175,6 +176,29 @@ int main(int argc, char** argv) {
       ft::worker::ChooseListenAddress(config.listen, host, ft::worker::ResolveHost(host));
   if (!listen.warning.empty()) FT_LOG(Warn, Worker, "{}", listen.warning);
   options.listen_address = listen.address;
+  // The verbs fast path where this node has an RDMA device (libibverbs loaded at run time);
+  // otherwise, said once, TCP alone. Each served arena is registered with the NIC when the
+  // worker first maps it, never while a peer waits.
+  ft::rdma::VerbsTransport verbs;
+  s = ft::rdma::OpenVerbsTransport(config, nullptr, &verbs);
+  if (s.ok()) {
+    FT_LOG(Info, Worker, "RDMA device {}: peers pull this node's copies over RDMA READ, TCP as the "
+           "fallback", verbs.device->name());
+    options.fast_path = verbs.server.get();
+    options.arena_mapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
+      ft::Status r = server->Register(data, bytes);
+      if (!r.ok()) {
+        FT_LOG(Warn, Worker, "registering an arena with the RDMA device failed: {}; peers pull it "
+               "over TCP", r.message());
+      }
+    };
+    options.arena_unmapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
+      server->Forget(data, bytes);
+    };
+  } else {
+    FT_LOG(Info, Worker, "no RDMA verbs for serving ({}): peers pull this node's copies over TCP",
+           s.message());
+  }
   s = ft::redis::EndpointFromConfig(config, flags.redis, &options.endpoint);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());

@@ -16,6 +16,8 @@
 #include "ftworker/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs_setup.h"
 #include "redis/fake_store.h"
 #include "tests/util/log_capture.h"
 
@@ -83,6 +85,8 @@ class TransferServiceTest : public ::testing::Test {
     o.config.transfer_port = port_;
     o.listen_address = "10.1.2.3";
     o.fast_path = fast_path_;
+    o.arena_mapped = arena_mapped_;
+    o.arena_unmapped = arena_unmapped_;
     o.make_transfer_server = [this](const rdma::ServerOptions& so) {
       log_.made.push_back(so);
       return std::make_unique<FakeServer>(&log_);
@@ -120,6 +124,7 @@ class TransferServiceTest : public ::testing::Test {
   ServerLog log_;
   int64_t port_ = 0;
   rdma::FastPathServer* fast_path_ = nullptr;
+  std::function<void(const uint8_t*, uint64_t)> arena_mapped_, arena_unmapped_;
   const uint64_t t0_ = MonoNs();
   uint64_t now_ = t0_;
 };
@@ -275,6 +280,50 @@ TEST_F(TransferServiceTest, AFastPathIsOfferedAndPublishedFirst) {
   auto e = Endpoint();
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
+}
+
+// The real verbs server on the fake NIC (rdma/tests/fake_verbs.h), wired as ftworker's main
+// wires it: each arena the worker serves is registered once, when first mapped — before any
+// peer asks — and offered to peers from that registration; the endpoint names verbs first.
+TEST_F(TransferServiceTest, TheVerbsServerRegistersEachServedArenaOnceAheadOfAnyPeer) {
+  rdma::testing::FakeVerbs nic;
+  rdma::VerbsTransport verbs;
+  Status opened = rdma::OpenVerbsTransport(Config::Defaults(), &nic.api(), &verbs);
+  ASSERT_TRUE(opened.ok()) << opened.ToString();
+  fast_path_ = verbs.server.get();
+  int forgotten = 0;
+  arena_mapped_ = [&](const uint8_t* data, uint64_t bytes) {
+    Status r = verbs.server->Register(data, bytes);
+    EXPECT_TRUE(r.ok()) << r.ToString();
+  };
+  arena_unmapped_ = [&](const uint8_t* data, uint64_t bytes) {
+    verbs.server->Forget(data, bytes);
+    ++forgotten;
+  };
+  FakeArena arena(arena_dir_.path(), job_, 3, 2 << 20);
+  arena.Save(30, 0x30);
+  proto::Membership m;
+  m.rank = 3;
+  m.node = "n1";
+  m.host = "h";
+  server_.Execute({"HSET", keys_.Ranks(), "3", proto::Encode(m)});
+  server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  Start();
+  TickFor(2500);
+  ASSERT_EQ(log_.made.size(), 1u);
+  EXPECT_EQ(log_.made[0].fast_path, verbs.server.get());
+  EXPECT_EQ(verbs.server->registrations(), 1u) << "registered when first mapped, before any request";
+  auto e = Endpoint();
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
+  std::shared_ptr<const rdma::Region> region;
+  Status s = log_.made[0].provider->Open("arena/30/3", &region);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(verbs.server->Offer(*region).empty()) << "offered from the registration";
+  EXPECT_EQ(verbs.server->registrations(), 1u) << "no registration on the restore path";
+  region.reset();
+  daemon_.reset();  // the worker stops: its mapping goes, and the NIC forgets the memory
+  EXPECT_EQ(forgotten, 1);
 }
 
 // A worker restarted on a node whose ranks already exited never sees their segments; Redis

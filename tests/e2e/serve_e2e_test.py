@@ -96,7 +96,12 @@ def case_pull(args):
         bound = listeners(e["port"])
         check(bound == ["0100007F"], "port %d listens on %s, expected 127.0.0.1 only" % (e["port"], bound))
         check(secret not in c.worker_log("node0"), "the worker logged the secret")
-        check("serving this node's checkpoint copies to peers on 127.0.0.1:%d" % e["port"] in c.worker_log("node0"),
+        # Verbs where the node has an RDMA device (named first), TCP alone otherwise — said once.
+        log = c.worker_log("node0")
+        with_verbs = "peers pull this node's copies over RDMA READ" in log
+        check(with_verbs or "no RDMA verbs for serving" in log, "the worker does not say how it serves")
+        check((e["transports"][0] == "verbs") == with_verbs, "endpoint transports %s" % e["transports"])
+        check("serving this node's checkpoint copies to peers on 127.0.0.1:%d" % e["port"] in log,
               "the worker does not log where it serves")
 
         want = tier_data(c, "node0", STEP, 0)
