@@ -31,9 +31,11 @@ soak: build
 	@ctest --test-dir $(BUILD) --verbose --timeout 900 -L soak
 
 # The main job: a simulated two-node training job on the CPU stand-ins, protected by ft, with
-# a hang injected: ftmaster (embedded Redis) names the rank, the healthy ranks save just in time,
-# the job is stopped and relaunched, every rank restores the saved step and ends with the
-# reference checksums (RESULT demo ... ok=1).
+# a hang injected on node1: ftmaster (embedded Redis) names the rank, the healthy ranks save just
+# in time, the job is stopped and node1 evicted; node2 replaces it with nothing in its memory or
+# on its disk, its worker pulls ranks 4-7's shards from node0's arenas over TCP, the relaunched
+# ranks restore the saved step and end with the reference checksums (RESULT demo detect_s save_s
+# pull_s restore_s fault_to_resume_s ok=1; fault -> resumed within 30 s).
 demo: build
 	@python3 scripts/demo.py --build $(BUILD)
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 #include <unordered_map>
 
 #include "common/log.h"
@@ -14,7 +15,9 @@
 // HLEN per step: O(steps) per round, a step's copies read only when their count moved, and
 // the planned step re-read on a spaced refresh for tier changes), their verdicts
 // (ckpt_verify.h) into ft:{J}:ckpt:verdicts, an `sdc` incident per odd replica, and the restore
-// plan (ft:{J}:restore, ft:{J}:restore:version) whenever its content changes.
+// plan (ft:{J}:restore, ft:{J}:restore:version) whenever its content changes — also when the
+// evicted set (ft:{J}:evicted, read every round: a handful of nodes) moves, since the sources'
+// order and tiers depend on it.
 
 namespace ft::master {
 namespace {
@@ -112,11 +115,15 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
     auto it = ckpt_.find(step);
     const bool known = it != ckpt_.end() && it->second->judged;
     const bool changed = !known || it->second->fields != count.integer();
-    const bool refresh = known && step == plan_.step && now >= it->second->refresh_at;
+    // The planned step, and a newer restorable one not planned (held only on gone evicted
+    // nodes): a tier change (a copy reaching the remote directory) rewrites a field, not HLEN.
+    const bool candidate = step == plan_.step || (step > plan_.step && known && it->second->judged->restorable);
+    const bool refresh = known && candidate && now >= it->second->refresh_at;
     if (reshaped || changed || refresh) {
       if (!ReadAndJudgeStep(step, now, unix_ms)) return;
     }
   }
+  if (!ReadEvicted()) return;
   if (ranks_.version() != plan_ranks_version_) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
   next_ckpt_ = now + Spacing(options_.ckpt_period, MsSince(start), kSteadyShare);
@@ -205,20 +212,30 @@ bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
   return true;
 }
 
+bool MasterLoop::ReadEvicted() {
+  redis::Reply reply;
+  if (!store_->Run({"SMEMBERS", keys_.Evicted()}, &reply).ok()) return false;
+  EvictedNodes evicted;
+  for (const redis::Reply& r : reply.elements()) {
+    if (r.is_string()) evicted.nodes.insert(r.str());
+  }
+  for (const std::string& node : evicted.nodes) {  // a handful: one EXISTS each
+    redis::Reply alive;
+    if (!store_->Run({"EXISTS", keys_.WorkerHeartbeat(node)}, &alive).ok()) return false;
+    if (alive.integer() > 0) evicted.serving.insert(node);
+  }
+  if (evicted != evicted_) {
+    // The sources' order and tiers depend on it: the plan is rebuilt and, when that changed
+    // it, republished.
+    evicted_ = std::move(evicted);
+    plan_dirty_ = true;
+  }
+  return true;
+}
+
 bool MasterLoop::PublishPlan(int64_t unix_ms) {
   const Topology& topology = CurrentTopology();
   if (!topology.known() || !plan_loaded_) return false;
-  const CkptStep* chosen = nullptr;
-  std::vector<int64_t> skipped;
-  for (auto it = ckpt_.rbegin(); it != ckpt_.rend(); ++it) {
-    const CkptStep& s = *it->second;
-    if (!s.judged) continue;
-    if (s.judged->restorable) {
-      chosen = &s;
-      break;
-    }
-    if (s.judged->verdict.state == "untrusted") skipped.push_back(it->first);
-  }
   std::unordered_map<int, const proto::Membership*> member;
   for (const proto::Membership& m : ranks_.values()) {
     auto [at, inserted] = member.emplace(m.rank, &m);
@@ -228,10 +245,37 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
     auto it = member.find(rank);
     return it == member.end() ? std::string() : it->second->node;
   };
-  proto::RestorePlan plan =
-      chosen ? BuildPlan(*chosen->judged, topology, options_.config.sharded_optimizer, node_of) : NoPlan();
+  // The newest restorable step whose every rank keeps a source once the evicted nodes'
+  // arenas and local files are discounted.
+  bool chosen = false;
+  proto::RestorePlan plan = NoPlan();
+  std::vector<int64_t> skipped;
+  std::vector<std::string> only_evicted;  // "step S (rank R)": held only on gone evicted nodes
+  for (auto it = ckpt_.rbegin(); it != ckpt_.rend() && !chosen; ++it) {
+    const CkptStep& s = *it->second;
+    if (!s.judged) continue;
+    if (!s.judged->restorable) {
+      if (s.judged->verdict.state == "untrusted") skipped.push_back(it->first);
+      continue;
+    }
+    plan = BuildPlan(*s.judged, topology, options_.config.sharded_optimizer, node_of, evicted_);
+    const int stranded = FirstRankWithoutSource(plan);
+    if (stranded < 0) {
+      chosen = true;
+    } else {
+      only_evicted.push_back(fmt::format("step {} (rank {})", it->first, stranded));
+      plan = NoPlan();
+    }
+  }
   plan_ranks_version_ = ranks_.version();
   plan_dirty_ = false;
+  if (!only_evicted.empty() && only_evicted != unplannable_) {
+    FT_LOG(Warn, Master, "verified but not restorable: {} — some shard is held only on evicted node{} {} whose "
+           "worker is gone, with no remote copy{}", fmt::join(only_evicted, ", "),
+           evicted_.nodes.size() == 1 ? "" : "s", fmt::join(evicted_.nodes, ", "),
+           chosen ? fmt::format("; step {} is planned instead", plan.step) : "");
+  }
+  unplannable_ = std::move(only_evicted);
   if (!chosen && plan_.step == -1) return true;  // nothing to restore, and none was said
   if (SamePlanContent(plan, plan_)) return true;
   plan.version = plan_.version + 1;
@@ -242,12 +286,16 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
     return false;
   }
   ++stats_.plans_published;
+  const std::string notes =
+      skipped.empty() ? ""
+                      : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
+                                    fmt::join(skipped, ", "));
   if (chosen) {
-    FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks{}", plan.version, plan.step, plan.ranks.size(),
-           skipped.empty() ? "" : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
-                                               fmt::join(skipped, ", ")));
+    FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks{}{}", plan.version, plan.step, plan.ranks.size(),
+           evicted_.nodes.empty() ? "" : fmt::format(", copies on evicted {} last", fmt::join(evicted_.nodes, ", ")),
+           notes);
   } else {
-    FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more", plan.version);
+    FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more{}", plan.version, notes);
   }
   plan_ = std::move(plan);
   return true;
@@ -309,6 +357,7 @@ bool MasterLoop::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const
   }
   if (!CurrentTopology().known()) return true;
   if (!ReadAndJudgeStep(step, now, unix_ms)) return false;
+  if (!ReadEvicted()) return false;  // the incident's evictions shape the plan published here
   (void)PublishPlan(unix_ms);
   auto it = ckpt_.find(step);
   if (it != ckpt_.end() && it->second->judged) *judged = &*it->second->judged;

@@ -168,35 +168,100 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   return j;
 }
 
+namespace {
+
+// The tiers of a copy on an evicted node that can still be read: all of them while its worker
+// serves, else only the remote directory's (shared storage, not on the node).
+std::vector<std::string> TiersOfEvicted(const proto::CkptCopy& c, const EvictedNodes& evicted) {
+  if (evicted.serving.count(c.node)) return c.tiers;
+  std::vector<std::string> out;
+  for (const std::string& tier : c.tiers) {
+    if (tier == "remote") out.push_back(tier);
+  }
+  return out;
+}
+
+}  // namespace
+
 proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& t, bool sharded,
-                             const std::function<std::string(int)>& node_of) {
+                             const std::function<std::string(int)>& node_of,
+                             const EvictedNodes& evicted) {
   proto::RestorePlan plan;
   plan.step = judged.verdict.step;
+  auto is_evicted = [&](const std::string& node) { return !node.empty() && evicted.nodes.count(node) > 0; };
+
+  // Pass 1: which ranks must pull (no copy of their own on their node, or their node is
+  // evicted) and, per shard, their index among its pulling ranks (by rank).
+  std::vector<std::string> nodes(static_cast<size_t>(t.world_size()));
+  std::vector<int> pull_index(static_cast<size_t>(t.world_size()), -1);
+  std::map<ShardId, int> pulling_of_shard;
   for (int rank = 0; rank < t.world_size(); ++rank) {
-    auto it = judged.shards.find(ShardOfRank(rank, t, sharded));
+    const ShardId shard = ShardOfRank(rank, t, sharded);
+    auto it = judged.shards.find(shard);
+    if (it == judged.shards.end()) continue;
+    const std::string& node = nodes[static_cast<size_t>(rank)] = node_of(rank);
+    bool own = false;
+    for (const proto::CkptCopy* c : it->second.holders) {
+      own = own || (c->rank == rank && !c->tiers.empty() && (node.empty() || c->node == node) &&
+                    !is_evicted(c->node));
+    }
+    if (!own) pull_index[static_cast<size_t>(rank)] = pulling_of_shard[shard]++;
+  }
+  std::map<ShardId, int> ordinal;  // the shard's place in the topology's order
+  for (const auto& [id, check] : judged.shards) ordinal.emplace(id, static_cast<int>(ordinal.size()));
+
+  // Pass 2: per rank, its own copy (on its node, not evicted), copies on its node, copies on
+  // other healthy nodes — rotated for a pulling rank, so the pulls of one shard, and of
+  // neighbouring shards, start on different replicas — and last the copies on evicted nodes
+  // (TiersOfEvicted).
+  for (int rank = 0; rank < t.world_size(); ++rank) {
+    const ShardId shard = ShardOfRank(rank, t, sharded);
+    auto it = judged.shards.find(shard);
     if (it == judged.shards.end()) continue;
     const ShardCheck& check = it->second;
     proto::RestoreRank rr;
     rr.rank = rank;
     rr.digest = check.digest;
-    const std::string node = node_of(rank);
-    std::vector<const proto::CkptCopy*> order;
-    for (const proto::CkptCopy* c : check.holders) {
-      if (!c->tiers.empty()) order.push_back(c);
+    const std::string& node = nodes[static_cast<size_t>(rank)];
+    std::vector<const proto::CkptCopy*> own, same_node, others, on_evicted;
+    for (const proto::CkptCopy* c : check.holders) {  // by rank
+      if (c->tiers.empty()) continue;
+      if (is_evicted(c->node)) {
+        on_evicted.push_back(c);
+      } else if (c->rank == rank && (node.empty() || c->node == node)) {
+        own.push_back(c);
+      } else if (!node.empty() && c->node == node) {
+        same_node.push_back(c);
+      } else {
+        others.push_back(c);
+      }
     }
-    // Own copy, then same node, then the rest by rank (holders are by rank already).
-    auto rank_of_source = [&](const proto::CkptCopy* c) {
-      if (c->rank == rank) return 0;
-      if (!node.empty() && c->node == node) return 1;
-      return 2;
-    };
-    std::stable_sort(order.begin(), order.end(),
-                     [&](auto* a, auto* b) { return rank_of_source(a) < rank_of_source(b); });
-    if (order.size() > kMaxPlanSources) order.resize(kMaxPlanSources);
-    for (const proto::CkptCopy* c : order) rr.sources.push_back(proto::RestoreSource{c->rank, c->node, c->tiers});
+    const int k = pull_index[static_cast<size_t>(rank)];
+    if (k >= 0 && others.size() > 1) {
+      const size_t by = static_cast<size_t>(ordinal[shard] + k) % others.size();
+      std::rotate(others.begin(), others.begin() + static_cast<std::ptrdiff_t>(by), others.end());
+    }
+    for (const auto* group : {&own, &same_node, &others}) {
+      for (const proto::CkptCopy* c : *group) {
+        if (rr.sources.size() < kMaxPlanSources) rr.sources.push_back(proto::RestoreSource{c->rank, c->node, c->tiers});
+      }
+    }
+    for (const proto::CkptCopy* c : on_evicted) {
+      std::vector<std::string> tiers = TiersOfEvicted(*c, evicted);
+      if (!tiers.empty() && rr.sources.size() < kMaxPlanSources) {
+        rr.sources.push_back(proto::RestoreSource{c->rank, c->node, std::move(tiers)});
+      }
+    }
     plan.ranks.push_back(std::move(rr));
   }
   return plan;
+}
+
+int FirstRankWithoutSource(const proto::RestorePlan& plan) {
+  for (const proto::RestoreRank& rr : plan.ranks) {
+    if (rr.sources.empty()) return rr.rank;
+  }
+  return -1;
 }
 
 proto::RestorePlan NoPlan() { return proto::RestorePlan{}; }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <tuple>
@@ -69,15 +70,39 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
 // The shard a rank restores from.
 ShardId ShardOfRank(int rank, const Topology& topology, bool sharded_optimizer);
 
+// The nodes in ft:{J}:evicted, and those of them whose worker still serves (its heartbeat key
+// is alive): an evicted node is being replaced, and its memory is gone once it is.
+struct EvictedNodes {
+  std::set<std::string> nodes;
+  std::set<std::string> serving;  // a subset of nodes
+  bool operator==(const EvictedNodes&) const = default;
+};
+
 // The plan for a restorable step: per rank of the topology, its shard's accepted digest and
-// the copies holding it (only those some tier still holds): the rank's own first, then those
-// on the rank's node (`node_of(rank)`, "" unknown), then the others by rank; at most
-// kMaxPlanSources of them (with dp=128 every rank listing every replica would make a 16k-rank
-// plan ~100 MB; a restore reads one source and falls back to the next). `version` and
-// `unix_ms` are the caller's.
+// the copies holding it (only those some tier still holds), in the order a restore tries them
+// (docs/checkpoints.md, "The order of a rank's sources"):
+//   1. its own copy, when it is on the rank's node (`node_of(rank)`, "" unknown) and that node
+//      is not evicted;
+//   2. copies on the rank's node (same-node arenas and local files: no network);
+//   3. copies on other nodes that are not evicted, by rank — for a rank that must pull (no
+//      copy under 1.) rotated left by (s + k) mod n: s the shard's ordinal in the topology,
+//      k the rank's index among its shard's pulling ranks, n the number of such copies; so the
+//      pulling ranks of one shard, and those of neighbouring shards, start on different
+//      replicas instead of all on the first;
+//   4. copies on evicted nodes, by rank: with all their tiers while the node's worker still
+//      serves, by their `remote` tier alone once it is gone (its memory and local disk went
+//      with it), and not at all without one.
+// At most kMaxPlanSources of them (with dp=128 every rank listing every replica would make a
+// 16k-rank plan ~100 MB; a restore reads one source and falls back to the next). A rank whose
+// every copy was on gone evicted nodes without a remote tier has no source
+// (FirstRankWithoutSource). `version` and `unix_ms` are the caller's.
 inline constexpr size_t kMaxPlanSources = 4;
 proto::RestorePlan BuildPlan(const StepJudgement& judged, const Topology& topology,
-                             bool sharded_optimizer, const std::function<std::string(int)>& node_of);
+                             bool sharded_optimizer, const std::function<std::string(int)>& node_of,
+                             const EvictedNodes& evicted = {});
+
+// The first rank of `plan` with no source, or -1: a plan that cannot be restored as a whole.
+int FirstRankWithoutSource(const proto::RestorePlan& plan);
 
 // The plan with no checkpoint (step -1, no ranks).
 proto::RestorePlan NoPlan();

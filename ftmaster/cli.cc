@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "ftmaster/prefetch_view.h"
 #include "ftmaster/report.h"
 #include "ftmaster/save_outcome.h"
 #include "ftmaster/store.h"
@@ -18,6 +19,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/keys.h"
+#include "proto/prefetch_codec.h"
 
 namespace ft::master {
 namespace {
@@ -313,6 +315,21 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       bad.Report(keys.Restore(), plan_reply.str(), s);
     }
   }
+  // What replacement nodes' workers prefetched (written only where FT_NODE_RANKS is set).
+  redis::Reply prefetch_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Prefetch()}, &prefetch_reply));
+  std::vector<proto::PrefetchReport> prefetch;  // by node (HGETALL order is not)
+  for (size_t i = 0; i + 1 < prefetch_reply.size(); i += 2) {
+    proto::PrefetchReport r;
+    Status s = proto::Decode(prefetch_reply[i + 1].str(), &r);
+    if (s.ok() && r.node != prefetch_reply[i].str()) s = Status::Corrupt("the report of another node");
+    if (!s.ok()) {
+      bad.Report(keys.Prefetch() + " " + prefetch_reply[i].str(), prefetch_reply[i + 1].str(), s);
+      continue;
+    }
+    prefetch.push_back(std::move(r));
+  }
+  std::sort(prefetch.begin(), prefetch.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
   std::map<int64_t, proto::StepVerdict> verdicts;  // of the listed steps (HMGET below)
 
   struct Row {
@@ -394,6 +411,9 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       list.push_back(std::move(r));
     }
     j["steps"] = std::move(list);
+    Json reports = Json::array();
+    for (const proto::PrefetchReport& r : prefetch) reports.push_back(AsJson(r));
+    j["prefetch"] = std::move(reports);
     j["garbled_values"] = bad.count();
     *out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
     *out += "\n";
@@ -408,6 +428,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
   } else {
     *out += "no restore plan published\n";
   }
+  *out += PrefetchText(prefetch, planned, o.now_unix_ms);
   if (rows.empty()) {
     *out += fmt::format("no checkpoints reported for job {}\n", o.job);
     return Status::Ok();

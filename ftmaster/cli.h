@@ -9,7 +9,10 @@
 //   evicted    the eviction set. --json: an array of node names.
 //   checkpoints the checkpoint steps, newest first: state, shards verified/total, copies, tiers
 //              holding copies (counts), sdc ranks, and the step the restore plan names.
-//              --json: one object {job, plan: {version, step}, steps: [...]}.
+//              With reports in ft:{J}:prefetch: what each replacement node's worker
+//              prefetched (state, ranks ready, bytes, sources, failures; a report of another
+//              step than the plan's is stale). --json: one object {job, plan: {version, step},
+//              steps: [...], prefetch: [PrefetchReport...]}.
 //   save       asks every worker of the job (ft:{J}:workers) for a periodic save at the next
 //              step boundary (a "save-at-step" command, rank -1) and prints the request's id.
 //              --json: {"id": ..., "nodes": [...]}. The one command here that writes.

@@ -22,6 +22,7 @@ inline constexpr const char* kRanksChunk = "8192";     // HSCAN COUNT of the mem
 // Steady reads (the summary pass) take at most about 1/kSteadyShare of the master's time.
 inline constexpr double kSteadyShare = 12;
 inline constexpr Ms kStatePoll{1000};
+inline constexpr Ms kSecretCheck{5000};  // STRLEN of the transfer secret (lost when Redis is)
 
 inline int64_t ToMs(Duration d) { return std::chrono::duration_cast<Ms>(d).count(); }
 

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/report.h"
+#include "ftmaster/transfer_secret.h"
 #include "proto/codec.h"
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
@@ -107,6 +108,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
   if (now >= next_ckpt_ && store_->connected()) CkptRound(now, unix_ms);
   if (!open_.open && now >= next_ranks_ && store_->connected()) (void)ReadRanks(now);
+  if (now >= next_secret_check_ && store_->connected()) EnsureTransferSecret(now);
 }
 
 void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
@@ -149,6 +151,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   ckpt_topology_.clear();
   sdc_reported_.clear();
   plan_loaded_ = false;
+  evicted_ = EvictedNodes{};
   pending_loaded_ = false;
   cursor_.clear();
   timeouts_ = TimeoutModel(TimeoutOptions::FromConfig(options_.config));
@@ -274,12 +277,51 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
     timeouts_.Restore(t);
   }
 
+  EnsureTransferSecret(now);  // not a condition of the term: a failure is retried at the next check
   next_progress_ = next_ranks_ = next_summary_ = next_acks_ = next_ckpt_ = now;
   term_loaded_ = true;
   FT_LOG(Info, Master, "state loaded: job {}, events after {}, timeouts version {}{}{}",
          job_state_, cursor_.empty() ? "the start" : cursor_, timeouts_.table().version,
          open_.open ? ", an incident window open" : "",
          action_ && action_->phase != "done" ? ", an action in progress" : "");
+}
+
+void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
+  next_secret_check_ = now + kSecretCheck;
+  const std::string key = keys_.TransferSecret();
+  // STRLEN, not GET: the value never needs to pass through the master once it is there.
+  redis::Reply length;
+  if (!store_->Run({"STRLEN", key}, &length).ok()) return;
+  if (length.integer() > 0) {
+    if (!secret_seen_ && length.integer() != static_cast<int64_t>(2 * kTransferSecretBytes)) {
+      FT_LOG(Warn, Master, "{} holds {} bytes, not a {}-hex-character secret: workers use it as it is; "
+             "DEL it and the leading master creates a proper one", key, length.integer(),
+             2 * kTransferSecretBytes);
+    }
+    secret_seen_ = true;
+    return;
+  }
+  std::string secret;
+  Status s = NewTransferSecret(&secret);
+  if (!s.ok()) {
+    FT_LOG(Error, Master, "cannot create the job's transfer secret: {}; peers cannot authenticate "
+           "(checkpoint pulls fall back to the remote directory) until it exists; retrying in {} s",
+           s.ToString(), kSecretCheck.count() / 1000);
+    return;
+  }
+  const bool written = writer_.Run({{"SET", key, secret, "NX"}});
+  std::fill(secret.begin(), secret.end(), '\0');
+  if (!written) return;
+  // SET NX inside the fenced script: had another writer raced us, its secret stands and ours
+  // is dropped. Logged by key, never by value.
+  if (secret_seen_) {
+    FT_LOG(Warn, Master, "the job's transfer secret was gone from Redis (flushed, or restarted without "
+           "persistence): a new one is in {}; workers holding the old one must read it again", key);
+  } else {
+    FT_LOG(Info, Master, "the job's transfer secret is in {} (created if absent; its value is never printed)",
+           key);
+  }
+  secret_seen_ = true;
 }
 
 void MasterLoop::Print(const proto::Incident& incident, const std::vector<std::string>& evicted) {

@@ -16,6 +16,8 @@
 //   - reads the summary hash in chunks, a pass every ~500 ms or longer: adaptive timeouts (timeouts.h, published as
 //     ft:{J}:timeouts then ft:{J}:timeouts:version) and stragglers (straggler.h, one incident
 //     per rank and episode, the episode kept as `straggler:<rank>` in the master hash);
+//   - keeps the job's peer-transfer secret (ft:{J}:transfer:secret) in Redis: created when
+//     absent, never replaced, never printed;
 //   - once every rank has exited cleanly, job_state becomes "finished"; the topology inferred
 //     while the ranks ran is kept (`inferred_topology`), not re-inferred from departed ranks.
 // Files by job: master_loop.cc (term, tick), incident_window.cc (events, the window, its
@@ -134,6 +136,10 @@ class MasterLoop {
  private:
   // master_loop.cc
   void StartTerm(Clock::time_point now, int64_t unix_ms);
+  // The job's peer-transfer secret (transfer_secret.h): created with SET NX when absent — at
+  // the start of every term and, should Redis lose it (flushed, restarted without
+  // persistence), at the next check (kSecretCheck). An existing secret is kept as it is.
+  void EnsureTransferSecret(Clock::time_point now);
   void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
   // incident_window.cc
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
@@ -167,6 +173,9 @@ class MasterLoop {
   bool ReportSdc(const StepJudgement& judged, int64_t unix_ms);
   // The newest restorable step's plan, published when it differs from the last one.
   bool PublishPlan(int64_t unix_ms);
+  // ft:{J}:evicted, and which of those nodes' workers still serve (their heartbeat keys), into
+  // evicted_; a change makes the plan dirty. False when Redis failed.
+  bool ReadEvicted();
   void LoadPlan();  // at a new term: the published plan and its version
   // After the save acks settled: true once the ranks that answered done have reported their
   // copies (or copy_wait passed); then the step is judged and *judged set (nullptr: none).
@@ -236,6 +245,8 @@ class MasterLoop {
   std::string ckpt_topology_;          // the topology the verdicts were judged with
   std::set<std::string> sdc_reported_; // incident ids written (or found written)
   proto::RestorePlan plan_;            // as published
+  EvictedNodes evicted_;               // as last read (the plan puts their copies last)
+  std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
   bool plan_loaded_ = false;
   bool plan_dirty_ = true;             // a step was judged anew or the membership moved
   uint64_t plan_ranks_version_ = 0;    // ranks_.version() the plan's node order used
@@ -249,6 +260,8 @@ class MasterLoop {
   Clock::time_point next_ranks_{};
   Clock::time_point next_summary_{};
   Clock::time_point next_state_poll_{};
+  Clock::time_point next_secret_check_{};
+  bool secret_seen_ = false;  // the transfer secret was there at a check of this master's
   Clock::time_point next_acks_{};
   Clock::time_point tick_started_{};  // by the real clock: what a tick has cost so far
   Stats stats_;

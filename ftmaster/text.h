@@ -20,6 +20,19 @@ inline std::string HumanMs(double ms) {
   return fmt::format("{:.1f} min", ms / 60000);
 }
 
+// "512 B", "4.0 KiB", "1.5 GiB".
+inline std::string HumanBytes(uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  const char* units[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit < 3) {
+    value /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", value, units[unit]);
+}
+
 }  // namespace ft::master
 
 #endif  // FT_FTMASTER_TEXT_H_

@@ -99,6 +99,21 @@ std::vector<CkptReport> CkptKeeper::TakeReports() {
   return out;
 }
 
+std::string CkptKeeper::ArenaPathOf(ckpt::CopyId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(id);
+  return it != held_.end() && it->second.arena ? it->second.arena_path : std::string();
+}
+
+std::vector<std::string> CkptKeeper::ArenaPaths() {
+  std::set<std::string> paths;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, held] : held_) {
+    if (held.arena) paths.insert(held.arena_path);
+  }
+  return {paths.begin(), paths.end()};
+}
+
 void CkptKeeper::ReportAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, held] : held_) dirty_.insert(id);
@@ -165,7 +180,9 @@ void CkptKeeper::ArenaHolds(const std::string& path, uint64_t generation,
   arenas_[path] = ArenaSeen{generation, m.created_unix_ns, ckpt::CopyId{m.step, m.rank}};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    EntryLocked(m, unix_ms).arena = true;
+    Held& held = EntryLocked(m, unix_ms);
+    held.arena = true;
+    held.arena_path = path;
   }
   FT_LOG(Info, Worker, "rank {} committed step {} in its arena ({} bytes, digest {}{})", m.rank,
          m.step, m.data_bytes, ckpt::DigestHex(ckpt::ContentDigest(m)), m.torn ? ", torn" : "");
@@ -187,6 +204,7 @@ void CkptKeeper::ArenaLost(const std::string& path) {
   auto held = held_.find(id);
   if (held == held_.end() || !held->second.arena) return;
   held->second.arena = false;
+  held->second.arena_path.clear();
   dirty_.insert(id);
 }
 

@@ -87,6 +87,13 @@ class CkptKeeper {
   // Makes the next TakeReports() report every copy held: for a Redis that lost its data.
   void ReportAll();
 
+  // The arena file that held this node's committed copy (step, rank) at the last scan, or ""
+  // when no arena of this node's ranks does (the copy server resolves "arena/<step>/<rank>"
+  // through it and re-checks the arena itself: it may have been overwritten since). Any thread.
+  std::string ArenaPathOf(ckpt::CopyId id);
+  // Every arena file holding a committed copy of this node's ranks at the last scan. Any thread.
+  std::vector<std::string> ArenaPaths();
+
   // Tests: waits until the persist thread has nothing queued or running.
   bool WaitIdle(std::chrono::milliseconds timeout);
 
@@ -95,6 +102,7 @@ class CkptKeeper {
   struct Held {
     proto::CkptCopy copy;
     bool arena = false, local = false, remote = false;
+    std::string arena_path;  // while arena
     std::string local_error, remote_error;
   };
   struct Task {

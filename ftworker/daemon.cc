@@ -63,7 +63,39 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .arena_dir = options_.config.ckpt_arena_dir,
                                         .local_dir = options_.config.ckpt_dir,
                                         .remote_dir = options_.config.ckpt_remote_dir}),
-      store_(std::move(store)) {}
+      store_(std::move(store)) {
+  transfer_ = std::make_unique<TransferService>(TransferServiceOptions{
+      .job = options_.job,
+      .node = options_.node,
+      .listen_address = options_.listen_address.empty() ? "127.0.0.1" : options_.listen_address,
+      .port = options_.config.transfer_port,
+      .copies = CopyProviderOptions{.job = options_.job,
+                                    .local_dir = options_.config.ckpt_dir,
+                                    .arena_path_of = [keeper = keeper_.get()](ckpt::CopyId id) {
+                                      return keeper->ArenaPathOf(id);
+                                    },
+                                    .arena_paths = [keeper = keeper_.get()] { return keeper->ArenaPaths(); },
+                                    .mapped = options_.arena_mapped,
+                                    .unmapped = options_.arena_unmapped},
+      .fast_path = options_.fast_path,
+      .make_server = options_.make_transfer_server});
+  std::vector<int> node_ranks;
+  if (Status s = ParseNodeRanks(options_.config.node_ranks, &node_ranks); !s.ok()) {
+    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; no prefetch for this node", s.message());
+  } else if (!node_ranks.empty()) {
+    PrefetcherOptions prefetch;
+    prefetch.job = options_.job;
+    prefetch.node = options_.node;
+    prefetch.ranks = std::move(node_ranks);
+    prefetch.arena_dir = options_.config.ckpt_arena_dir;
+    prefetch.local_dir = options_.config.ckpt_dir;
+    prefetch.remote_dir = options_.config.ckpt_remote_dir;
+    prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+    prefetch.pull.fast_path = options_.pull_fast_path;
+    prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
+    plan_sync_.SetGate(prefetcher_.get());
+  }
+}
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
   // CLOCK_MONOTONIC is steady_clock's clock on Linux: the reconnect backoff runs on the tick's time.
@@ -195,13 +227,26 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // A rank answered (a save, most likely): its copy is reported with the ack, not up to a scan
   // interval later — the master counts the copies of a save before it stops the job.
   if (!acks.empty()) keeper_->ScanSoon();
-  keeper_->Tick(mono_ns, unix_ms, monitor_->Ranks());
+  // The ranks Redis records on this node count too: a restarted worker serves their arenas.
+  std::vector<int> node_ranks = monitor_->Ranks();
+  node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
+  keeper_->Tick(mono_ns, unix_ms, node_ranks);
   for (const CkptReport& report : keeper_->TakeReports()) {
     if (report.removed) {
       reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
     } else {
       reporter_.SetCkptCopy(report.copy);
     }
+  }
+
+  // Redis is asked only while connected; the served arenas are looked after either way.
+  transfer_->Tick(mono_ns, unix_ms, *store_);
+
+  // A replacement node's prefetch runs on its own threads; the plan file follows it even while
+  // Redis is away.
+  if (prefetcher_ != nullptr) {
+    prefetcher_->Tick(mono_ns, unix_ms, store_->connected() ? store_.get() : nullptr);
+    plan_sync_.Refresh();
   }
 
   if (!EnsureConnected(mono_ns)) return;
@@ -233,7 +278,9 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   // reason the worker is being stopped — is reported), then whatever is pending, once, if
   // Redis is there.
   Tick(MonoNs(), UnixMs());
-  if (EnsureConnected(MonoNs()) && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  const bool up = EnsureConnected(MonoNs());
+  if (up && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  transfer_->Stop(up ? store_.get() : nullptr);
   plan_sync_.RemoveFile();
   FT_LOG(Info, Worker, "ftworker stopped ({} events reported, {} dropped)", reporter_.events_added(),
          reporter_.dropped());

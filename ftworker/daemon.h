@@ -6,8 +6,11 @@
 // changes nothing but the flushing: detection goes on, the reporter keeps what it must
 // deliver, and the connection is retried with backoff.
 //
-// Checkpoints: the CkptKeeper reports the node's committed copies (and persists them on its
-// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis.
+// Checkpoints: the TransferService serves the node's committed copies to peers (its server on
+// its own threads); the CkptKeeper reports the node's committed copies (and persists them on its
+// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis. With
+// FT_NODE_RANKS, the Prefetcher pulls those ranks' planned shards from other nodes (on its own
+// threads) and the plan file waits for it.
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
 // calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
@@ -15,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,8 +26,10 @@
 #include "ftworker/ckpt_keeper.h"
 #include "ftworker/command_runner.h"
 #include "ftworker/node_monitor.h"
+#include "ftworker/prefetcher.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
+#include "ftworker/transfer_service.h"
 #include "proto/keys.h"
 #include "redis/store.h"
 #include "redis/url.h"
@@ -37,6 +43,14 @@ struct DaemonOptions {
   redis::Endpoint endpoint;
   Config config;
   PersistFn persist;  // tests: a failing disk; empty: ckpt::PersistCopy
+  std::string listen_address;  // the transfer server's (ChooseListenAddress); empty: 127.0.0.1
+  TransferServerFactory make_transfer_server;  // tests: a fake; empty: rdma::Server
+  rdma::FastPathServer* fast_path = nullptr;   // offered next to TCP (verbs); null: TCP only
+  std::shared_ptr<PullEngine> pull_engine;     // tests: a fake; empty: rdma::Stat/Pull (prefetch)
+  rdma::FastPathClient* pull_fast_path = nullptr;  // the prefetch's (verbs); null: TCP only
+  // Told of each served arena's data region once it is mapped, and when it is let go (the
+  // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
+  std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
 };
 
 class Daemon {
@@ -57,6 +71,8 @@ class Daemon {
   const Reporter& reporter() const { return reporter_; }
   CkptKeeper& keeper() { return *keeper_; }
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
+  const TransferService& transfer() const { return *transfer_; }
+  Prefetcher* prefetcher() { return prefetcher_.get(); }  // null without FT_NODE_RANKS
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -75,6 +91,8 @@ class Daemon {
   CommandRunner runner_;
   std::unique_ptr<CkptKeeper> keeper_;
   RestorePlanSync plan_sync_;
+  std::unique_ptr<TransferService> transfer_;
+  std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;
   bool was_connected_ = false;
   bool resend_membership_ = false;

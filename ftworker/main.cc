@@ -1,7 +1,8 @@
 // ftworker: one per node. Reads the segments of every local rank of a job, detects Error,
 // Timeout and Slowdown, reports through Redis, runs the master's commands.
-//   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID]
+//   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID] [--ranks 4-7]
 //   ftworker status [--job J] [--json]
+//   ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB, FT_REDIS,
 // FT_NODE_ID. The password belongs in FT_REDIS_PASSWORD, not in the URL on the command line.
 #include <signal.h>
@@ -18,7 +19,11 @@
 #include "common/launcher_identity.h"
 #include "common/log.h"
 #include "ftworker/daemon.h"
+#include "ftworker/listen_address.h"
 #include "ftworker/node_monitor.h"
+#include "ftworker/prefetcher.h"
+#include "ftworker/pull_command.h"
+#include "rdma/verbs_setup.h"
 #include "ftworker/status_view.h"
 #include "redis/url.h"
 
@@ -29,27 +34,39 @@ std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
 
 constexpr const char* kUsage =
-    "usage: ftworker --job J [--redis URL] [--node ID]\n"
+    "usage: ftworker --job J [--redis URL] [--node ID] [--ranks R]\n"
     "       ftworker status [--job J] [--json]\n"
+    "       ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]\n"
+    "                     [--secret-file F] [--connections N]\n"
     "\n"
     "  --job J      the job (default: FT_JOB, else the launcher's job id)\n"
     "  --redis URL  redis://[user@]host:port[/db] (default: FT_REDIS); the password goes in\n"
     "               FT_REDIS_PASSWORD so no process listing shows it\n"
     "  --node ID    this node's name in reports (default: FT_NODE_ID, else the host name)\n"
     "  --shm-dir D  where POSIX shared memory lives (default /dev/shm)\n"
+    "  --ranks R    the global ranks the scheduler will start on this node, e.g. 4-7 (default:\n"
+    "               FT_NODE_RANKS): their planned shards are pulled from other nodes first\n"
     "  --json       status: one JSON object per rank\n"
+    "  pull         fetch one checkpoint copy (arena/<step>/<rank> or local/<step>/<rank>) from\n"
+    "               NODE's worker with the job's secret (from Redis, or the first line of F),\n"
+    "               every chunk verified, into FILE and FILE.manifest\n"
     "Every FT_* setting is listed by ft-print-config and in docs/configuration.md.\n";
 
 struct Flags {
   bool status = false;
+  bool pull = false;
   bool json = false;
-  std::string job, redis, node, shm_dir = "/dev/shm";
+  std::string job, redis, node, shm_dir = "/dev/shm", ranks;
+  std::string from, region, out, secret_file, connections = "4";
 };
 
 bool ParseFlags(int argc, char** argv, Flags* flags) {
   int i = 1;
   if (i < argc && std::strcmp(argv[i], "status") == 0) {
     flags->status = true;
+    ++i;
+  } else if (i < argc && std::strcmp(argv[i], "pull") == 0) {
+    flags->pull = true;
     ++i;
   }
   for (; i < argc; ++i) {
@@ -73,6 +90,18 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       if (!value(&flags->node)) return false;
     } else if (arg == "--shm-dir") {
       if (!value(&flags->shm_dir)) return false;
+    } else if (arg == "--ranks") {
+      if (!value(&flags->ranks)) return false;
+    } else if (flags->pull && arg == "--from") {
+      if (!value(&flags->from)) return false;
+    } else if (flags->pull && arg == "--region") {
+      if (!value(&flags->region)) return false;
+    } else if (flags->pull && arg == "--out") {
+      if (!value(&flags->out)) return false;
+    } else if (flags->pull && arg == "--secret-file") {
+      if (!value(&flags->secret_file)) return false;
+    } else if (flags->pull && arg == "--connections") {
+      if (!value(&flags->connections)) return false;
     } else if (arg == "--json") {
       flags->json = true;
     } else {
@@ -115,11 +144,61 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  if (flags.pull) {
+    ft::worker::PullCommand pull;
+    pull.job = job;
+    pull.from = flags.from;
+    pull.region = flags.region;
+    pull.out = flags.out;
+    pull.secret_file = flags.secret_file;
+    pull.connections = std::atoi(flags.connections.c_str());
+    s = ft::redis::EndpointFromConfig(config, flags.redis, &pull.redis);
+    if (!s.ok()) {
+      std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    return ft::worker::RunPull(pull);
+  }
+
   ft::worker::DaemonOptions options;
   options.job = job;
   options.node = node;
   options.host = host;
   options.config = config;
+  if (!flags.ranks.empty()) options.config.node_ranks = flags.ranks;
+  std::vector<int> node_ranks;
+  s = ft::worker::ParseNodeRanks(options.config.node_ranks, &node_ranks);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftworker: --ranks / FT_NODE_RANKS: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  ft::worker::ListenChoice listen =
+      ft::worker::ChooseListenAddress(config.listen, host, ft::worker::ResolveHost(host));
+  if (!listen.warning.empty()) FT_LOG(Warn, Worker, "{}", listen.warning);
+  options.listen_address = listen.address;
+  // The verbs fast path where this node has an RDMA device (libibverbs loaded at run time);
+  // otherwise, said once, TCP alone. Each served arena is registered with the NIC when the
+  // worker first maps it, never while a peer waits.
+  ft::rdma::VerbsTransport verbs;
+  s = ft::rdma::OpenVerbsTransport(config, nullptr, &verbs);
+  if (s.ok()) {
+    FT_LOG(Info, Worker, "RDMA device {}: peers pull this node's copies over RDMA READ, TCP as the "
+           "fallback", verbs.device->name());
+    options.fast_path = verbs.server.get();
+    options.arena_mapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
+      ft::Status r = server->Register(data, bytes);
+      if (!r.ok()) {
+        FT_LOG(Warn, Worker, "registering an arena with the RDMA device failed: {}; peers pull it "
+               "over TCP", r.message());
+      }
+    };
+    options.arena_unmapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
+      server->Forget(data, bytes);
+    };
+  } else {
+    FT_LOG(Info, Worker, "no RDMA verbs for serving ({}): peers pull this node's copies over TCP",
+           s.message());
+  }
   s = ft::redis::EndpointFromConfig(config, flags.redis, &options.endpoint);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());

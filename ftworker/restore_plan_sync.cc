@@ -76,7 +76,48 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
       }
     }
   }
-  Write(ToNodePlan(plan, options_), current);
+  plan_ = ToNodePlan(plan, options_);
+  plan_version_ = current;
+  have_plan_ = true;
+  if (gate_ != nullptr) gate_->OnPlan(plan, redis);
+  WriteCurrent(current);
+}
+
+void RestorePlanSync::Refresh() {
+  if (gate_ == nullptr || !have_plan_ || gate_->generation() == gate_generation_) return;
+  WriteCurrent(plan_version_);
+}
+
+void RestorePlanSync::WriteCurrent(const std::string& version) {
+  ckpt::NodePlan shaped = plan_;
+  if (gate_ != nullptr) {
+    gate_generation_ = gate_->generation();
+    if (!gate_->Shape(&shaped)) {
+      Withhold(shaped, version);
+      return;
+    }
+  }
+  withholding_ = false;
+  Write(shaped, version);
+}
+
+void RestorePlanSync::Withhold(const ckpt::NodePlan& plan, const std::string& version) {
+  // A file from before (an older plan, a worker that died) would send a rank that starts now
+  // to a source the gate is about to replace: none is better, ft_restore waits for it.
+  if (::unlink(path_.c_str()) == 0) {
+    FT_LOG(Info, Worker, "removed the restore plan file {} while this node's copies are prefetched", path_);
+  } else if (errno != ENOENT) {
+    FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks starting now may read an "
+           "outdated plan", path_, std::strerror(errno));
+  }
+  if (!withholding_ || version != version_) {
+    FT_LOG(Info, Worker, "restore plan version {} (step {}) withheld from this node's ranks until the "
+           "prefetch of their copies ends; ft_restore waits for it (FT_RESTORE_WAIT)",
+           plan.version, plan.step);
+  }
+  withholding_ = true;
+  have_version_ = true;
+  version_ = version;
 }
 
 void RestorePlanSync::RemoveFile() {

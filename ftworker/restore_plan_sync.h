@@ -7,6 +7,10 @@
 // previous file is kept. The first poll runs as soon as Redis answers. A worker that stops
 // removes the file: ranks started before the next worker has read Redis then wait for its
 // plan instead of reading a stale one (e.g. `step none` from before a save).
+// A PlanGate (the node's Prefetcher, when FT_NODE_RANKS is set) sees every new plan first and
+// may withhold the file (the pulls for this node's ranks are running: a rank that read the
+// plan now would pick a worse source) or add sources to it (the prefetched copies); whenever
+// its generation() changes the file is shaped and written again, without waiting for Redis.
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_
@@ -20,6 +24,19 @@
 #include "redis/store.h"
 
 namespace ft::worker {
+
+// Decides, for the node's plan file, what the master's plan alone does not know. The daemon's
+// thread calls everything.
+class PlanGate {
+ public:
+  virtual ~PlanGate() = default;
+  // A plan from the master that differs from the last one (its version changed).
+  virtual void OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) = 0;
+  // False: withhold the file for now. True: write *plan, to which the gate may add sources.
+  virtual bool Shape(ckpt::NodePlan* plan) = 0;
+  // Changes whenever Shape's answer may have changed.
+  virtual uint64_t generation() const = 0;
+};
 
 struct RestorePlanSyncOptions {
   std::string job;
@@ -37,17 +54,26 @@ class RestorePlanSync {
  public:
   explicit RestorePlanSync(RestorePlanSyncOptions options);
 
+  // Not owned; null: the master's plan is written as it is.
+  void SetGate(PlanGate* gate) { gate_ = gate; }
+
   // Reads Redis when a poll is due; writes the file when the plan changed.
   void Poll(uint64_t mono_ns, redis::Commands& redis);
+  // Writes the file again when the gate's generation changed (no Redis needed).
+  void Refresh();
 
   // Removes the plan file this worker wrote (at a clean stop).
   void RemoveFile();
 
   const std::string& path() const { return path_; }
   int64_t files_written() const { return files_written_; }
+  bool withholding() const { return withholding_; }
 
  private:
+  // Shapes the last plan through the gate, then writes or withholds it.
+  void WriteCurrent(const std::string& version);
   void Write(const ckpt::NodePlan& plan, const std::string& version);
+  void Withhold(const ckpt::NodePlan& plan, const std::string& version);
 
   RestorePlanSyncOptions options_;
   proto::Keys keys_;
@@ -57,6 +83,12 @@ class RestorePlanSync {
   std::string version_;  // restore:version of the plan last handled ("" when absent)
   int64_t files_written_ = 0;
   bool write_failing_ = false;  // the last write failed (logged once until one succeeds)
+  PlanGate* gate_ = nullptr;
+  uint64_t gate_generation_ = 0;  // the gate's generation the file was last shaped at
+  bool have_plan_ = false;        // plan_ holds the last plan decoded
+  ckpt::NodePlan plan_;
+  std::string plan_version_;      // its restore:version
+  bool withholding_ = false;
 };
 
 }  // namespace ft::worker

@@ -35,6 +35,7 @@ namespace {
 
 constexpr uint32_t kHeaderBytes = 4096;
 constexpr std::string_view kFilePrefix = "ft-ckpt.";
+constexpr std::string_view kPrefetchPrefix = "ft-prefetch.";
 
 struct ArenaHeader {
   // Static: written before the file is published, never changed after.
@@ -212,16 +213,25 @@ std::string Arena::PathFor(std::string_view arena_dir, std::string_view job, int
   return JoinPath(arena_dir, fmt::format("{}{}.{}", kFilePrefix, SafeJobName(job), rank));
 }
 
+std::string Arena::PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank) {
+  return JoinPath(arena_dir, fmt::format("{}{}.{}", kPrefetchPrefix, SafeJobName(job), rank));
+}
+
 Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
                            uint64_t manifest_capacity, uint64_t data_bytes, Arena* out) {
   if (rank < 0) return Status::InvalidArgument(fmt::format("host arena for rank {}: no such rank", rank));
+  return OpenForWriteAt(PathFor(arena_dir, job, rank), manifest_capacity, data_bytes, out);
+}
+
+Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
+                             Arena* out) {
   Geometry g;
   if (!GeometryFor(manifest_capacity, data_bytes, &g)) {
     return Status::InvalidArgument(fmt::format("host arena of {} manifest bytes and {} data bytes: out of range",
                                                manifest_capacity, data_bytes));
   }
-  const std::string dir(arena_dir);
-  const std::string path = PathFor(arena_dir, job, rank);
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
   const uid_t uid = geteuid();
 
   // An arena of exactly this geometry keeps its committed copy: a restarted rank restores it.

@@ -48,6 +48,10 @@ class Arena {
   Arena& operator=(Arena&&) noexcept;
 
   static std::string PathFor(std::string_view arena_dir, std::string_view job, int rank);
+  // Where ftworker keeps a copy of `rank`'s shard it pulled from another node before the rank
+  // started (ftworker/prefetcher.h): <arena_dir>/ft-prefetch.<job>.<rank>. The same format as
+  // the rank's own arena, which stays untouched; List (and so the keeper) never sees it.
+  static std::string PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank);
 
   // Writer: opens the rank's arena, creating or resizing it to hold a manifest of
   // manifest_capacity bytes and data_bytes of data. An existing arena of exactly that geometry
@@ -56,6 +60,10 @@ class Arena {
   // the bytes missing when it does not fit (the file is then removed). Huge pages advised.
   static Status OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
                              uint64_t manifest_capacity, uint64_t data_bytes, Arena* out);
+  // The same at an explicit path (the prefetch arena): same geometry rules, 0600, reserved up
+  // front with the free space of the path's directory checked first.
+  static Status OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
+                               Arena* out);
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
   // valid arena or the file is shorter than its header claims or not owned by this user;
   // Unsupported, naming both versions, for an arena of another version; NotFound when there

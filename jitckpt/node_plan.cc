@@ -48,7 +48,11 @@ bool IsNodeName(std::string_view node) {
          std::all_of(node.begin(), node.end(), IsNodeNameChar);
 }
 
-bool IsTier(std::string_view tier) { return tier == "arena" || tier == "local" || tier == "remote"; }
+// "prefetched": the copy ftworker pulled from another node into this node's prefetch arena
+// (Arena::PrefetchPathFor); only the worker of the node adds it, never the master.
+bool IsTier(std::string_view tier) {
+  return tier == "arena" || tier == "local" || tier == "remote" || tier == "prefetched";
+}
 
 std::vector<std::string_view> Split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
@@ -75,7 +79,7 @@ Status ParseSource(size_t line, std::string_view text, PlanSource* out) {
   source.node = std::string(parts[1]);
   for (std::string_view tier : Split(parts[2], ',')) {
     if (!IsTier(tier)) {
-      return LineError(line, fmt::format("source '{}': unknown tier '{}' (arena, local or remote)", text, tier));
+      return LineError(line, fmt::format("source '{}': unknown tier '{}' (arena, local, remote or prefetched)", text, tier));
     }
     if (std::find(source.tiers.begin(), source.tiers.end(), tier) != source.tiers.end()) {
       return LineError(line, fmt::format("source '{}': tier '{}' twice", text, tier));
@@ -96,12 +100,14 @@ Status ParseRankLine(size_t line, std::string_view value, PlanRank* out) {
   if (!ParseDigest(tokens[1], &rank.digest)) {
     return LineError(line, fmt::format("bad digest '{}' (16 lowercase hex digits)", tokens[1]));
   }
-  std::set<int> source_ranks;
+  // A source is a (rank, node) pair: the rank's own copy on the node it ran on and the copy
+  // prefetched onto the node it runs on now are two sources of one rank.
+  std::set<std::pair<int, std::string>> sources;
   for (size_t i = 2; i < tokens.size(); ++i) {
     PlanSource source;
     FT_RETURN_IF_ERROR(ParseSource(line, tokens[i], &source));
-    if (!source_ranks.insert(source.rank).second) {
-      return LineError(line, fmt::format("source rank {} listed twice", source.rank));
+    if (!sources.insert({source.rank, source.node}).second) {
+      return LineError(line, fmt::format("source rank {} on node {} listed twice", source.rank, source.node));
     }
     rank.sources.push_back(std::move(source));
   }

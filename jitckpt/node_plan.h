@@ -16,7 +16,9 @@
 //   ...                    one line per rank of the job: the verified copies of its shard
 //   end
 //
-// Tiers: arena, local, remote. Paths are absolute and may not contain newlines; node names are
+// Tiers: arena, local, remote, and prefetched (a copy this node's worker pulled from another
+// node into <arena_dir>/ft-prefetch.<job>.<rank>, listed as <rank>:<this node>:prefetched; the
+// master never plans it). A source is a (rank, node) pair, listed once. Paths are absolute and may not contain newlines; node names are
 // sanitized ([A-Za-z0-9_.-]). Parsed defensively (fuzzed): unknown keys are an error, a newer
 // version is refused by name, a file without `end` is truncated.
 #ifndef FT_JITCKPT_NODE_PLAN_H_
@@ -36,7 +38,7 @@ inline constexpr uint32_t kNodePlanVersion = 1;
 struct PlanSource {
   int rank = -1;
   std::string node;
-  std::vector<std::string> tiers;  // "arena", "local", "remote"
+  std::vector<std::string> tiers;  // "arena", "local", "remote", "prefetched"
   bool operator==(const PlanSource&) const = default;
 };
 

@@ -14,7 +14,7 @@ namespace ft::ckpt {
 
 namespace {
 
-enum class SourceKind { kOwnArena, kPeerArena, kLocalDir, kRemoteDir };
+enum class SourceKind { kOwnArena, kPrefetched, kPeerArena, kLocalDir, kRemoteDir };
 
 struct Candidate {
   SourceKind kind;
@@ -26,8 +26,9 @@ bool HasTier(const PlanSource& src, std::string_view tier) {
   return std::find(src.tiers.begin(), src.tiers.end(), tier) != src.tiers.end();
 }
 
-// Fastest first: the own arena (nothing to copy), same-node peers' arenas (a memory copy),
-// the node-local directory, the shared remote directory.
+// Fastest first: the own arena (nothing to copy), the copy this node's worker prefetched from
+// another node and same-node peers' arenas (a memory copy), the node-local directory, the
+// shared remote directory.
 std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, int rank,
                                   const std::string& node) {
   std::vector<Candidate> out;
@@ -35,6 +36,12 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
   const std::string here = SafeNodeName(node);
   std::set<int> seen;
   if (!plan.arena_dir.empty()) {
+    for (const PlanSource& src : line.sources) {
+      if (src.rank == rank && SafeNodeName(src.node) == here && HasTier(src, "prefetched")) {
+        out.push_back({SourceKind::kPrefetched, rank, "prefetched copy"});
+        break;
+      }
+    }
     for (const PlanSource& src : line.sources) {
       if (src.rank == rank || SafeNodeName(src.node) != here || !seen.insert(src.rank).second) continue;
       out.push_back({SourceKind::kPeerArena, src.rank, fmt::format("arena of rank {}", src.rank)});
@@ -67,7 +74,10 @@ class Loader {
   Status Try(const Candidate& c, Manifest* used) {
     switch (c.kind) {
       case SourceKind::kOwnArena: return TryOwnArena(used);
-      case SourceKind::kPeerArena: return TryPeerArena(c.src_rank, used);
+      case SourceKind::kPrefetched:
+        return TryArenaFile(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, rank_), used);
+      case SourceKind::kPeerArena:
+        return TryArenaFile(Arena::PathFor(plan_.arena_dir, plan_.job, c.src_rank), used);
       case SourceKind::kLocalDir: return TryDir(plan_.local_dir, c.src_rank, used);
       case SourceKind::kRemoteDir: return TryDir(plan_.remote_dir, c.src_rank, used);
     }
@@ -125,8 +135,9 @@ class Loader {
     return Status::Ok();
   }
 
-  Status TryPeerArena(int src_rank, Manifest* used) {
-    const std::string path = Arena::PathFor(plan_.arena_dir, plan_.job, src_rank);
+  // Another arena file on this node: a same-node peer's, or the prefetched copy (whose
+  // manifest names the rank it was pulled from).
+  Status TryArenaFile(const std::string& path, Manifest* used) {
     Arena peer;
     FT_RETURN_IF_ERROR(Arena::OpenForRead(path, &peer));
     Manifest m;
@@ -149,6 +160,7 @@ class Loader {
     }
     // The seqlock: a save that began while we copied may have changed chunks we had verified.
     if (!peer.StillCommitted(generation)) return Overwritten(path);
+    const int src_rank = m.rank;
     return CommitOwn(std::move(m), src_rank, used);
   }
 

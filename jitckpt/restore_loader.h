@@ -3,7 +3,9 @@
 // verified chunk by chunk. The agent then copies the arena's buffers to the device.
 //
 // Sources, fastest first: the rank's own arena (already holding the step: verified in place,
-// nothing copied), a same-node peer's arena (plan sources on this node), the local directory,
+// nothing copied), the copy ftworker prefetched for it from another node (a plan source
+// <rank>:<this node>:prefetched: the arena file Arena::PrefetchPathFor, opened read-only), a
+// same-node peer's arena (plan sources on this node), the local directory,
 // the remote directory (plan sources whose copy is in that tier). A source is used only when
 // its manifest's step and content digest equal the plan's and it is not torn; a source that
 // fails (absent, overwritten while read, a chunk that does not verify, unreadable) is logged
@@ -24,7 +26,7 @@ namespace ft::ckpt {
 
 struct RestoreResult {
   int64_t step = -1;
-  std::string source;            // e.g. "own arena", "arena of rank 4", "local dir", "remote dir"
+  std::string source;            // e.g. "own arena", "prefetched copy", "arena of rank 4", "local dir"
   Manifest manifest;             // the restored copy's manifest (now committed in `own`)
   double seconds = 0;
   std::vector<std::string> skipped;  // one line per source that was tried and failed, and why

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "jitckpt/checksum.h"
 #include "jitckpt/file_ops.h"
 #include "jitckpt/safe_name.h"
 
@@ -576,6 +577,54 @@ Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, u
                                            path, next_chunk, m.chunk_begin(next_chunk),
                                            m.chunk_end(next_chunk)));
       }
+    }
+  }
+  return Status::Ok();
+}
+
+Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest& m, uint64_t offset,
+                     uint64_t len, uint8_t* dest) {
+  const std::string path = DataPath(dir, job, {m.step, m.rank});
+  const uint64_t chunk = m.chunk_bytes;
+  const bool aligned = chunk > 0 && offset % chunk == 0 && (len % chunk == 0 || offset + len == m.data_bytes);
+  if (dest == nullptr || len == 0 || offset > m.data_bytes || len > m.data_bytes - offset || !aligned) {
+    return Status::InvalidArgument(fmt::format(
+        "reading bytes {}..{} of {}: not whole chunks of {} bytes within its {} bytes", offset,
+        offset + len, path, chunk, m.data_bytes));
+  }
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
+    return IoFailure(err, "opening", path);
+  }
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return IoFailure(errno, "stat of", path);
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.data_bytes) {
+    return Status::Corrupt(fmt::format("{} holds {} bytes, its manifest says {} (truncated?)",
+                                       path, static_cast<int64_t>(st.st_size), m.data_bytes));
+  }
+  uint64_t done = 0;
+  while (done < len) {
+    const uint64_t want = std::min(kDirectWriteBytes, len - done);
+    ssize_t n = ::pread(fd, dest + done, want, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return IoFailure(errno, "reading", path);
+    if (n == 0) {
+      return Status::IoError(fmt::format("reading {}: the file ended at byte {} of {}", path,
+                                         offset + done, m.data_bytes));
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  for (size_t i = offset / chunk; i < m.chunk_count() && m.chunk_begin(i) < offset + len; ++i) {
+    const uint64_t begin = m.chunk_begin(i), end = m.chunk_end(i);
+    if (Checksum(dest + (begin - offset), end - begin) != m.chunk_checksums[i]) {
+      return Status::Corrupt(fmt::format("{}: chunk {} (bytes {}..{}) does not match its checksum",
+                                         path, i, begin, end));
     }
   }
   return Status::Ok();

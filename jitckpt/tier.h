@@ -68,6 +68,14 @@ Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manif
 Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
                 uint64_t dest_capacity);
 
+// Reads bytes [offset, offset + len) of the copy's data into dest[0, len), verifying every
+// chunk in the range: the range must begin at a chunk boundary and end at one or at
+// m.data_bytes (InvalidArgument otherwise). The prefetcher's last resort for a chunk no peer
+// delivered. Corrupt naming the chunk and the file; NotFound without a data file; IoError for
+// a short or failed read.
+Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest& m, uint64_t offset,
+                     uint64_t len, uint8_t* dest);
+
 // Committed copies of `job` in `dir`, sorted.
 std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job);
 // Keeps the newest `keep_steps` steps of `job` (by step number); removes older step dirs.

@@ -44,5 +44,6 @@ std::string Keys::Restore() const { return prefix_ + "restore"; }
 std::string Keys::RestoreVersion() const { return prefix_ + "restore:version"; }
 std::string Keys::TransferSecret() const { return prefix_ + "transfer:secret"; }
 std::string Keys::Endpoints() const { return prefix_ + "endpoints"; }
+std::string Keys::Prefetch() const { return prefix_ + "prefetch"; }
 
 }  // namespace ft::proto

@@ -39,6 +39,7 @@ class Keys {
   std::string RestoreVersion() const;                // string: its version
   std::string TransferSecret() const;                // string: the job's peer-transfer secret (hex)
   std::string Endpoints() const;                     // hash: node -> TransferEndpoint
+  std::string Prefetch() const;                      // hash: node -> PrefetchReport
 
  private:
   std::string prefix_;

@@ -138,6 +138,12 @@ struct PullRequest {
   // Last resort for a chunk no source delivered verified: reads it into `dest` (e.g. from the
   // remote directory). Empty: that chunk fails the pull.
   std::function<Status(uint64_t offset, uint64_t len, uint8_t* dest)> fallback;
+  // Whether a source's meta (its open reply's manifest) describes these bytes. The verified DP
+  // replicas of a shard hold the same bytes under manifests that differ (each names its own
+  // rank and dp), so a puller that knows the content digest says which it accepts. A source it
+  // refuses is skipped with a note. Empty: every source's meta must equal the first's, byte
+  // for byte.
+  std::function<bool(std::string_view meta)> accepts_meta;
 };
 
 struct PullResult {

@@ -108,6 +108,12 @@ Reply FakeRedis::Execute(const Argv& a) {
     if (wrong.is_error()) return wrong;
     return v ? Reply::String(v->str) : Reply::Nil();
   }
+  if (cmd == "STRLEN") {
+    if (a.size() != 2) return WrongArgs("strlen");
+    Value* v = FindTyped(a[1], Type::kString, &wrong);
+    if (wrong.is_error()) return wrong;
+    return Reply::Integer(v ? static_cast<int64_t>(v->str.size()) : 0);
+  }
   if (cmd == "SET") return Set(a);
   if (cmd == "DEL") {
     int64_t n = 0;

@@ -8,7 +8,7 @@ packages=(
   g++ make cmake ninja-build pkg-config binutils procps python3
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libhiredis-dev libboost-dev libibverbs-dev nlohmann-json3-dev libsimdjson-dev
-  libxxhash-dev
+  libxxhash-dev libssl-dev
   redis-server
 )
 

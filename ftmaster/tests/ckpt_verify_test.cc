@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 namespace ft::master {
 namespace {
 
@@ -181,6 +184,127 @@ TEST(CkptVerifyTest, PlanListsAtMostKMaxPlanSources) {
   EXPECT_EQ(plan.ranks[5].sources[0].rank, 5);
   EXPECT_EQ(plan.ranks[5].sources[1].rank, 4);  // same node n2
   EXPECT_EQ(plan.ranks[5].sources[2].rank, 0);
+}
+
+// The source ranks of one rank of a plan, and their tiers.
+std::vector<int> SourceRanks(const proto::RestorePlan& plan, int rank) {
+  std::vector<int> out;
+  for (const proto::RestoreSource& s : plan.ranks.at(static_cast<size_t>(rank)).sources) out.push_back(s.rank);
+  return out;
+}
+
+// Evicted nodes whose workers are gone (no heartbeat): their memory and disks with them.
+EvictedNodes Gone(std::set<std::string> nodes) { return EvictedNodes{std::move(nodes), {}}; }
+
+// tp=1 dp=3, one rank per node (n0, n1, n2). n0 is evicted and gone: its copy goes last for every rank,
+// by its remote tier alone; rank 0 (on n0) has no own copy any more and pulls from n1 first.
+// Evicting n1 too drops its copy (no remote tier) from every rank's list.
+TEST(CkptVerifyTest, EvictedNodesCopiesGoLastByTheirRemoteTierAlone) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7, {"arena", "local", "remote"}), Copy(1, 7, {"arena"}),
+                                         Copy(2, 7, {"arena", "remote"})};
+  for (proto::CkptCopy& c : copies) c.node = "n" + std::to_string(c.rank);
+  Topology t = Grid(1, 3, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  auto node_of = [](int r) { return "n" + std::to_string(r); };
+
+  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, Gone({"n0"}));
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 1, 0}));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources.back().tiers, (std::vector<std::string>{"remote"}))
+        << "rank " << r << ": the evicted node's arena and local file are not offered";
+  }
+  EXPECT_EQ(plan.ranks[0].sources[1].tiers, (std::vector<std::string>{"arena", "remote"}));
+  EXPECT_EQ(FirstRankWithoutSource(plan), -1);
+
+  plan = BuildPlan(j, t, false, node_of, Gone({"n0", "n1"}));
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{2, 0}));
+  EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{2, 0})) << "n1's arena-only copy is gone with n1";
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 0}));
+
+  // n0 evicted but its worker still serving (not replaced yet): its copy is still last for
+  // every rank, with every tier it has.
+  plan = BuildPlan(j, t, false, node_of, EvictedNodes{{"n0"}, {"n0"}});
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{1, 2, 0}));
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(plan.ranks[2].sources.back().tiers, (std::vector<std::string>{"arena", "local", "remote"}));
+
+  // Nothing evicted: the order of before (own, then the others by rank).
+  plan = BuildPlan(j, t, false, node_of);
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{2, 0, 1}));
+}
+
+// Every copy of the shard on an evicted node without a remote tier: once its worker is gone
+// the plan has a rank with no source, which the master never publishes (an older step, or
+// none); while it serves, its arena is the last resort.
+TEST(CkptVerifyTest, ShardHeldOnlyInEvictedMemoryLeavesARankWithoutSource) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7)};  // both on n0, arena only
+  Topology t = Grid(1, 2, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, Gone({"n0"}));
+  EXPECT_TRUE(plan.ranks[0].sources.empty());
+  EXPECT_EQ(FirstRankWithoutSource(plan), 0);
+  plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, EvictedNodes{{"n0"}, {"n0"}});
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(FirstRankWithoutSource(plan), -1);
+}
+
+// tp=1 dp=4, one rank per node; n2 and n3 are evicted (their ranks hung before saving): ranks
+// 2 and 3 both pull the one shard from n0 and n1 — rank 2 starting on n0, rank 3 on n1.
+TEST(CkptVerifyTest, PullingRanksOfAShardStartOnDifferentReplicas) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7)};
+  for (proto::CkptCopy& c : copies) c.node = "n" + std::to_string(c.rank);
+  Topology t = Grid(1, 4, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  auto node_of = [](int r) { return "n" + std::to_string(r); };
+  proto::RestorePlan plan = BuildPlan(j, t, false, node_of, Gone({"n2", "n3"}));
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 1}));
+  EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 0}));
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{0, 1})) << "first pulling rank: rotated by 0";
+  EXPECT_EQ(SourceRanks(plan, 3), (std::vector<int>{1, 0})) << "second pulling rank: rotated by 1";
+  // Not evicted, merely without a copy of their own (hung before saving): the same spread.
+  EXPECT_EQ(BuildPlan(j, t, false, node_of), plan);
+}
+
+// tp=2 dp=3 (tp-dp-pp: rank = tp + 2 dp), two ranks per node: n0 {0,1}, n1 {2,3}, n2 {4,5}.
+// n2 is evicted: rank 4 (shard tp=0, ordinal 0) starts on n0, rank 5 (shard tp=1, ordinal 1)
+// on n1 — the replacement node's two pulls go to two different nodes. Its own copies, with a
+// remote tier, come last.
+TEST(CkptVerifyTest, PullsOfNeighbouringShardsStartOnDifferentNodes) {
+  std::vector<proto::CkptCopy> copies;
+  for (int r = 0; r < 6; ++r) {
+    copies.push_back(Copy(r, r % 2 == 0 ? 0xa0 : 0xb1, r >= 4 ? std::vector<std::string>{"arena", "remote"}
+                                                               : std::vector<std::string>{"arena"}));
+  }
+  Topology t = Grid(2, 3, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return "n" + std::to_string(r / 2); }, Gone({"n2"}));
+  EXPECT_EQ(SourceRanks(plan, 4), (std::vector<int>{0, 2, 4}));
+  EXPECT_EQ(SourceRanks(plan, 5), (std::vector<int>{3, 1, 5}));
+  EXPECT_EQ(plan.ranks[4].sources[0].node, "n0");
+  EXPECT_EQ(plan.ranks[5].sources[0].node, "n1");
+  EXPECT_EQ(plan.ranks[5].sources[2].tiers, (std::vector<std::string>{"remote"}));
+  EXPECT_EQ(SourceRanks(plan, 0), (std::vector<int>{0, 2, 4})) << "healthy ranks: own first, no rotation";
+  EXPECT_EQ(SourceRanks(plan, 3), (std::vector<int>{3, 1, 5}));
+}
+
+// A rank whose membership moved to another node (relaunched elsewhere) no longer counts the
+// copy it left behind as its own: it pulls, and that copy is one replica among others.
+TEST(CkptVerifyTest, ACopyLeftOnAnotherNodeIsNotTheRanksOwn) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7), Copy(2, 7)};
+  for (proto::CkptCopy& c : copies) c.node = "n" + std::to_string(c.rank);
+  Topology t = Grid(1, 3, 1);
+  StepJudgement j = JudgeStep(100, copies, t, false, 5);
+  ASSERT_TRUE(j.restorable);
+  proto::RestorePlan plan = BuildPlan(j, t, false, [](int r) { return r == 2 ? "n9" : "n" + std::to_string(r); });
+  EXPECT_EQ(SourceRanks(plan, 2), (std::vector<int>{0, 1, 2})) << "its old copy on n2 is a peer now, not first";
+  EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 0, 2}));
 }
 
 }  // namespace

@@ -15,11 +15,14 @@
 #include "ftmaster/master_loop.h"
 #include "ftmaster/save_outcome.h"
 #include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/transfer_secret.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/keys.h"
+#include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "redis/fake_store.h"
+#include "tests/util/log_capture.h"
 
 namespace ft::master {
 namespace {
@@ -446,6 +449,62 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
   EXPECT_EQ(Plan().version, 3);
 }
 
+// tp=2 dp=2 on n0 {0,1}, n1 {2,3}: n1 joins the evicted set (a scheduler or the master wrote
+// it) → republished with n1's copies last; once n1's worker is gone (its heartbeat expired)
+// → republished with n1's arena copies no source: ranks 2 and 3 pull from n0. When every
+// replica of the newest step is in gone evicted memory, the older step with a remote copy is
+// planned instead.
+TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (const char* node : {"n0", "n1"}) server_.Execute({"SET", keys_.WorkerHeartbeat(node), "{}"});
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().version, 1);
+  ASSERT_EQ(Plan().ranks[2].sources.size(), 2u);
+  EXPECT_EQ(Plan().ranks[2].sources[0].rank, 2);
+
+  server_.Execute({"SADD", keys_.Evicted(), "n1"});
+  Run(1000, {&a});
+  proto::RestorePlan plan = Plan();
+  EXPECT_EQ(plan.version, 2) << "the evicted set moved: republished";
+  ASSERT_EQ(plan.ranks[2].sources.size(), 2u);
+  EXPECT_EQ(plan.ranks[2].sources[0].rank, 0) << "n1's copies last";
+  EXPECT_EQ(plan.ranks[2].sources[1].rank, 2);
+  EXPECT_EQ(plan.ranks[2].sources[1].tiers, (std::vector<std::string>{"arena"})) << "n1's worker still serves";
+
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});
+  Run(1000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.version, 3) << "n1's worker is gone: republished";
+  EXPECT_EQ(plan.step, 100);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(plan.ranks[static_cast<size_t>(r)].sources.size(), 1u) << "rank " << r;
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].rank, r % 2) << "rank " << r;
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].node, "n0");
+  }
+  Run(1000, {&a});
+  EXPECT_EQ(Plan().version, 3) << "nothing moved: not republished";
+
+  // Step 99's copies reached the remote directory; step 100's only n0's and n1's memory.
+  for (int r = 0; r < 4; ++r) PutCopy(99, r, r % 2 == 0 ? 0x90 : 0x91, {"remote"});
+  server_.Execute({"SADD", keys_.Evicted(), "n0"});
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n0")});
+  Run(1000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.version, 4);
+  EXPECT_EQ(plan.step, 99) << "step 100 is held only in gone evicted memory";
+  EXPECT_EQ(plan.ranks[3].sources[0].tiers, (std::vector<std::string>{"remote"}));
+
+  // Step 100's copies reach the remote directory too (a field rewritten, HLEN unchanged): the
+  // master re-reads the newer restorable step and plans it.
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1, {"arena", "remote"});
+  Run(3000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.step, 100);
+  EXPECT_EQ(plan.ranks[0].sources[0].tiers, (std::vector<std::string>{"remote"}));
+}
+
 // tp=1 dp=4: one replica of four differs → an sdc incident naming it (once), the majority's
 // digest planned, the odd copy no source.
 TEST_F(MasterLoopTest, OddReplicaIsAnSdcIncidentAndTheMajorityIsPlanned) {
@@ -728,6 +787,138 @@ TEST_F(MasterLoopTest, SaveCommandAsksEveryWorker) {
   EXPECT_EQ(j["nodes"], nlohmann::json::array({"n0", "n1"}));
   EXPECT_EQ(CommandsFor("n0").size(), 2u);
   EXPECT_EQ(CommandsFor("n0")[1].text, j["id"]);
+}
+
+// `ftmaster checkpoints` with ft:{J}:prefetch: one line per replacement node (done or running,
+// ranks ready, bytes and sources), one per failed rank, a report of another step than the
+// plan's said to be stale, a garbled report skipped; --json carries the reports as they are.
+TEST_F(MasterLoopTest, CheckpointsShowThePrefetchOfReplacementNodes) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  EXPECT_EQ(Cli(CheckpointsCommand, false).find("prefetch"), std::string::npos) << "no reports: nothing said";
+  EXPECT_EQ(nlohmann::json::parse(Cli(CheckpointsCommand, true))["prefetch"], nlohmann::json::array());
+
+  proto::PrefetchReport done;
+  done.node = "n2";
+  done.step = 100;
+  done.state = "done";
+  done.started_unix_ms = UnixMs() - 3000;
+  done.done_unix_ms = UnixMs() - 1200;
+  done.pull_s = 1.8;
+  for (int r = 2; r < 4; ++r) {
+    done.ranks.push_back(proto::PrefetchRank{r, "pulled", true, 3u << 20, 1.7, "n0", r - 2, "tcp", ""});
+  }
+  proto::PrefetchReport running;
+  running.node = "n3";
+  running.step = 100;
+  running.state = "running";
+  running.started_unix_ms = UnixMs() - 2500;
+  running.ranks.push_back(proto::PrefetchRank{4, "running", false, 0, 0, "", -1, "", ""});
+  running.ranks.push_back(proto::PrefetchRank{5, "failed", false, 0, 0.2, "", -1, "", "n0: connection refused"});
+  proto::PrefetchReport old = done;
+  old.node = "n4";
+  old.step = 90;
+  server_.Execute({"HSET", keys_.Prefetch(), "n2", proto::Encode(done), "n3", proto::Encode(running), "n4",
+                   proto::Encode(old), "n5", "{\"v\":1,\"node\":\"n5\"}"});
+
+  const std::string text = Cli(CheckpointsCommand, false);
+  EXPECT_NE(text.find("prefetch on replacement nodes:\n"
+                      "  n2: done in 1.8 s, step 100: 2 of 2 ranks ready (2 pulled); 6.0 MiB pulled from n0 over tcp\n"
+                      "  n3: running for 2.5 s, step 100: 0 of 2 ranks ready (1 failed, 1 running)\n"
+                      "    rank 5 failed: n0: connection refused; its restore reads another source\n"
+                      "  n4: done in 1.8 s, step 90: 2 of 2 ranks ready (2 pulled); 6.0 MiB pulled from n0 over tcp"
+                      " — stale: the plan names step 100\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("n5"), std::string::npos) << "a garbled report is skipped";
+  nlohmann::json j = nlohmann::json::parse(Cli(CheckpointsCommand, true));
+  ASSERT_EQ(j["prefetch"].size(), 3u);
+  EXPECT_EQ(j["prefetch"][0]["node"], "n2");
+  EXPECT_EQ(j["prefetch"][0]["ranks"][1]["source"], "n0");
+  EXPECT_EQ(j["prefetch"][1]["state"], "running");
+  EXPECT_EQ(j["prefetch"][1]["ranks"][1]["error"], "n0: connection refused");
+  EXPECT_EQ(j["prefetch"][2]["step"], 90);
+  EXPECT_EQ(j["garbled_values"], 1);
+}
+
+// ---- the job's transfer secret -----------------------------------------------------------------
+
+// The leader creates ft:{J}:transfer:secret (64 lowercase hex characters) at the start of its
+// term; a standby does not write it; a successor and a restarted master keep it; no log line
+// and no CLI output carries it.
+TEST_F(MasterLoopTest, TransferSecretIsCreatedOnceKeptByEverySuccessorAndNeverPrinted) {
+  ASSERT_TRUE(log::Configure("debug", "").ok());
+  test_util::LogCapture log;
+  Master a = MakeMaster("a");
+  Master b = MakeMaster("b");
+  Run(200, {&a, &b});
+  ASSERT_TRUE(a.loop->leading(Now()));
+  const std::string secret = server_.Get(keys_.TransferSecret()).value_or("");
+  ASSERT_EQ(secret.size(), 64u);
+  EXPECT_TRUE(IsTransferSecret(secret)) << "not lowercase hex";
+  EXPECT_EQ(log.Count({"transfer secret", keys_.TransferSecret()}), 1u) << log.All();
+
+  a.loop->Release();  // b takes over: a new term, the same secret
+  Run(500, {&b});
+  ASSERT_TRUE(b.loop->leading(Now()));
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), secret);
+
+  b.loop->Release();
+  b.loop.reset();
+  Master restarted = MakeMaster("a");  // the same id, a fresh process
+  Run(500, {&restarted});
+  ASSERT_TRUE(restarted.loop->leading(Now()));
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), secret);
+
+  Report();
+  // (`ftmaster status` needs XLEN, which the fake does not speak: the e2e test reads it.)
+  for (auto* command : {CheckpointsCommand, EvictedCommand, IncidentsCommand, TimeoutsCommand}) {
+    for (bool json : {false, true}) {
+      const std::string out = Cli(command, json);
+      EXPECT_EQ(out.find(secret), std::string::npos) << out;
+    }
+  }
+  EXPECT_EQ(log.All().find(secret), std::string::npos) << "the secret was logged";
+  ASSERT_TRUE(log::Configure("info", "").ok());
+}
+
+// Two fresh secrets differ (getrandom, not a fixed seed).
+TEST(TransferSecretTest, FreshSecretsAreHexAndDiffer) {
+  std::string one, two;
+  ASSERT_TRUE(NewTransferSecret(&one).ok());
+  ASSERT_TRUE(NewTransferSecret(&two).ok());
+  EXPECT_TRUE(IsTransferSecret(one)) << one;
+  EXPECT_TRUE(IsTransferSecret(two)) << two;
+  EXPECT_NE(one, two);
+  EXPECT_FALSE(IsTransferSecret(std::string(64, 'A')));
+  EXPECT_FALSE(IsTransferSecret(std::string(63, 'a')));
+}
+
+// Redis loses the secret (flushed, restarted without persistence): the leader creates a new
+// one at its next check, and says so. A value it did not make is kept, with a warning.
+TEST_F(MasterLoopTest, LostTransferSecretIsCreatedAgainAndAForeignOneIsKept) {
+  ASSERT_TRUE(log::Configure("info", "").ok());
+  test_util::LogCapture log;
+  Master a = MakeMaster("a");
+  Run(200, {&a});
+  const std::string first = server_.Get(keys_.TransferSecret()).value_or("");
+  ASSERT_TRUE(IsTransferSecret(first));
+  server_.Execute({"DEL", keys_.TransferSecret()});
+  Run(6000, {&a});
+  const std::string second = server_.Get(keys_.TransferSecret()).value_or("");
+  EXPECT_TRUE(IsTransferSecret(second));
+  EXPECT_NE(second, first);
+  EXPECT_EQ(log.Count({"was gone from Redis"}), 1u) << log.All();
+
+  a.loop->Release();
+  server_.Execute({"SET", keys_.TransferSecret(), "operator-chosen"});
+  Master b = MakeMaster("b");
+  Run(6000, {&b});
+  EXPECT_EQ(server_.Get(keys_.TransferSecret()).value_or(""), "operator-chosen");
+  EXPECT_EQ(log.Count({"holds 15 bytes"}), 1u) << log.All();
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 // follows the master's plan in Redis (step none without one, a garbled plan keeps the old
 // file), the node's copies reach ckpt:<step> / ckpt:steps and leave them with retention, and a
 // real ftworker process killed while persisting a large arena leaves nothing a restarted one
-// reports or lists.
+// reports or lists; a replacement node's worker pulls its ranks' shards from a peer worker.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,9 +20,12 @@
 #include "ftworker/tests/ckpt_test_util.h"
 #include "ftworker/tests/test_util.h"
 #include "jitckpt/node_plan.h"
+#include "jitckpt/restore_loader.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
+#include "proto/prefetch_codec.h"
+#include "proto/transfer_codec.h"
 #include "redis/client.h"
 #include "redis/redis_store.h"
 #include "redis/tests/redis_server.h"
@@ -348,6 +351,112 @@ TEST_F(CkptE2eTest, WorkerKilledMidPersistLeavesNothingUncommitted) {
   Status s = ckpt::ReadData(local_, job_, back, data.data(), data.size());
   EXPECT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(ckpt::ContentDigest(back), ckpt::ContentDigest(m));
+}
+
+// ---- A replacement node's worker pulls from a peer node's worker ----
+
+// Two real ftworker processes: node0's serves the arenas of its ranks 0 and 1 (recorded on
+// node0 in ft:{J}:ranks); node2 replaces the evicted node1 and is told it will run ranks 4-5
+// (--ranks). Each node has its own arena directory. The test plays the master (secret, plan).
+// node2's worker withholds its plan file, pulls both shards over TCP, then writes the file
+// with the prefetched copies first; ft_restore's loader then restores rank 4 from it.
+TEST_F(CkptE2eTest, AReplacementNodesWorkerPullsItsRanksShardsFromAPeerWorker) {
+  const std::string node0_dir = tmp_.Sub("node0"), node2_dir = tmp_.Sub("node2");
+  FakeArena rank0(node0_dir, job_, 0, (6u << 20) + 300);
+  FakeArena rank1(node0_dir, job_, 1, (6u << 20) + 300);
+  const ckpt::Manifest m0 = rank0.Save(30, 0x10);
+  const ckpt::Manifest m1 = rank1.Save(30, 0x11);
+  for (int rank : {0, 1}) {
+    proto::Membership m;
+    m.rank = rank;
+    m.node = "node0";
+    m.state = "exited";
+    redis::Reply r;
+    ASSERT_TRUE(client_.Run({"HSET", keys_.Ranks(), std::to_string(rank), proto::Encode(m)}, &r).ok());
+  }
+  Set(keys_.TransferSecret(), std::string(64, '7'));
+  redis::Reply r;
+  ASSERT_TRUE(client_.Run({"SADD", keys_.Evicted(), "node1"}, &r).ok());
+
+  const std::vector<std::string> common = {"FT_REDIS_PASSWORD=" + server_.password(), "FT_LISTEN=127.0.0.1",
+                                           "FT_LOG_LEVEL=info"};
+  std::vector<std::string> env0 = common, env2 = common;
+  env0.push_back("FT_CKPT_ARENA_DIR=" + node0_dir);
+  env2.push_back("FT_CKPT_ARENA_DIR=" + node2_dir);
+  const std::string log0 = tmp_.path() + "/node0.log", log2 = tmp_.path() + "/node2.log";
+  WorkerProcess node0(log0, env0, {"--job", job_, "--node", "node0", "--redis", server_.url()});
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  // node0 serves once its keeper found both arenas (they are reported as copies then).
+  while (!(Get({"HGET", keys_.Endpoints(), "node0"}) && Copy(30, 0) && Copy(30, 1)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(Get({"HGET", keys_.Endpoints(), "node0"}).has_value()) << ReadFile(log0);
+
+  proto::RestorePlan plan;
+  plan.version = 1;
+  plan.step = 30;
+  plan.ranks.push_back({4, ckpt::ContentDigest(m0), {{0, "node0", {"arena"}}, {4, "node1", {"arena"}}}});
+  plan.ranks.push_back({5, ckpt::ContentDigest(m1), {{1, "node0", {"arena"}}}});
+  Set(keys_.Restore(), proto::Encode(plan));
+  Set(keys_.RestoreVersion(), "1");
+
+  const std::string plan_path = ckpt::NodePlanPath(node2_dir, job_, "node2");
+  WorkerProcess node2(log2, env2, {"--job", job_, "--node", "node2", "--ranks", "4-5", "--redis", server_.url()});
+  ckpt::NodePlan file;
+  deadline = std::chrono::steady_clock::now() + 30s;
+  while (!ckpt::ReadNodePlan(plan_path, &file).ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(file.step, 30) << ReadFile(log2);
+  // The first plan file node2 ever wrote already names the prefetched copies: it was withheld
+  // until the pulls ended.
+  ASSERT_NE(file.Find(4), nullptr);
+  EXPECT_EQ(file.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}})) << ReadFile(log2);
+  EXPECT_EQ(file.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+
+  std::optional<std::string> report;
+  deadline = std::chrono::steady_clock::now() + 10s;
+  proto::PrefetchReport decoded;
+  while (std::chrono::steady_clock::now() < deadline) {
+    report = Get({"HGET", keys_.Prefetch(), "node2"});
+    if (report && proto::Decode(*report, &decoded).ok() && decoded.state == "done") break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(decoded.state, "done") << ReadFile(log2);
+  ASSERT_EQ(decoded.ranks.size(), 2u);
+  for (const proto::PrefetchRank& rank : decoded.ranks) {
+    EXPECT_EQ(rank.outcome, "pulled") << rank.error;
+    EXPECT_EQ(rank.source, "node0");
+    EXPECT_EQ(rank.transport, "tcp");
+    EXPECT_EQ(rank.bytes, m0.data_bytes);
+  }
+  EXPECT_GT(decoded.pull_s, 0);
+  const std::string log = ReadFile(log2);
+  EXPECT_NE(log.find("withheld from this node's ranks"), std::string::npos) << log;
+  EXPECT_NE(log.find("rank 4: prefetched step 30"), std::string::npos) << log;
+
+  // ft_restore's host half on node2, rank 4: from the prefetched copy, verified.
+  std::vector<ckpt::BufferEntry> layout = m0.buffers;
+  ckpt::Arena own;
+  ASSERT_TRUE(ckpt::Arena::OpenForWrite(node2_dir, job_, 4,
+                                        ckpt::ManifestCapacity(layout, m0.data_bytes, m0.chunk_bytes),
+                                        m0.data_bytes, &own)
+                  .ok());
+  ckpt::RestoreResult restored;
+  Status s = ckpt::LoadForRestore(file, 4, "node2", layout, &own, &restored);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(restored.source, "prefetched copy");
+  EXPECT_EQ(std::vector<uint8_t>(own.data(), own.data() + m0.data_bytes), std::vector<uint8_t>(m0.data_bytes, 0x10));
+
+  // Its own arena holds the step now: the worker removes the prefetched copy.
+  deadline = std::chrono::steady_clock::now() + 10s;
+  while (std::filesystem::exists(ckpt::Arena::PrefetchPathFor(node2_dir, job_, 4)) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_FALSE(std::filesystem::exists(ckpt::Arena::PrefetchPathFor(node2_dir, job_, 4))) << ReadFile(log2);
+  EXPECT_TRUE(std::filesystem::exists(ckpt::Arena::PrefetchPathFor(node2_dir, job_, 5)));
 }
 
 }  // namespace

@@ -428,6 +428,47 @@ TEST_F(ArenaTest, ListFindsOneJobsArenasInRankOrder) {
   EXPECT_TRUE(Arena::List(dir_.File("absent"), "job-a").empty());
 }
 
+// ftworker's prefetch arena: the same format beside the rank's own arena, which it never
+// touches, and invisible to List (the keeper reports and persists only the ranks' own copies).
+TEST_F(ArenaTest, APrefetchArenaIsAnArenaOfItsOwnNameThatListDoesNotSee) {
+  EXPECT_EQ(Arena::PrefetchPathFor("/dev/shm", "my job", 5), "/dev/shm/ft-prefetch.my_job.5");
+  Arena own = OpenWriter();
+  Manifest own_copy = SaveSample(&own, 1);
+  Arena prefetch;
+  const std::string path = Arena::PrefetchPathFor(dir_.path(), "job-a", 3);
+  Status s = Arena::OpenForWriteAt(path, kManifestCapacity, 1 << 20, &prefetch);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  Manifest pulled = SaveSample(&prefetch, 2);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, prefetch.mapped_bytes());
+  EXPECT_EQ(Files(), (std::vector<std::string>{"ft-ckpt.job-a.3", "ft-prefetch.job-a.3"}));
+  EXPECT_EQ(Arena::List(dir_.path(), "job-a"), std::vector<std::string>{dir_.File("ft-ckpt.job-a.3")});
+  EXPECT_EQ(Arena::RankOf(path), -1);
+
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(path, &reader).ok());
+  Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(reader.ReadCommitted(&m, &generation).ok());
+  EXPECT_EQ(m, pulled);
+  Arena own_reader;
+  ASSERT_TRUE(Arena::OpenForRead(own.path(), &own_reader).ok());
+  ASSERT_TRUE(own_reader.ReadCommitted(&m, &generation).ok());
+  EXPECT_EQ(m, own_copy);  // untouched
+
+  // Too large for its directory: refused up front, the file removed, as for an own arena.
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
+  Arena huge;
+  s = Arena::OpenForWriteAt(dir_.File("ft-prefetch.job-a.4"), kManifestCapacity,
+                            static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize * 2, &huge);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_NE(s.message().find(dir_.path()), std::string_view::npos) << s.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir_.File("ft-prefetch.job-a.4")));
+}
+
 TEST_F(ArenaTest, OpenForWriteCleansTempFilesOfADeadWriter) {
   std::ofstream(dir_.File("ft-ckpt.job-a.3.tmp.999999")) << "x";
   Arena writer = OpenWriter();

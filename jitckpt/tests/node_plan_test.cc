@@ -30,7 +30,7 @@ NodePlan SamplePlan() {
   plan.remote_dir = "/mnt/shared/ckpt";
   plan.ranks = {
       {0, 0x0123456789abcdefull, {{0, "node-1.cluster", {"arena", "local", "remote"}}, {4, "node-2", {"remote"}}}},
-      {3, 0xfedcba9876543210ull, {{7, "node-2", {"arena"}}}},
+      {3, 0xfedcba9876543210ull, {{3, "node-1.cluster", {"prefetched"}}, {7, "node-2", {"arena"}}}},
       {4, 0x0123456789abcdefull, {}},
   };
   return plan;
@@ -52,7 +52,7 @@ TEST(NodePlanTest, EncodesTheDocumentedFormat) {
             "local_dir /var/lib/ft ckpt\n"
             "remote_dir /mnt/shared/ckpt\n"
             "rank 0 0123456789abcdef 0:node-1.cluster:arena,local,remote 4:node-2:remote\n"
-            "rank 3 fedcba9876543210 7:node-2:arena\n"
+            "rank 3 fedcba9876543210 3:node-1.cluster:prefetched 7:node-2:arena\n"
             "rank 4 0123456789abcdef\n"
             "end\n");
 }
@@ -128,7 +128,7 @@ TEST(NodePlanTest, EveryErrorNamesItsLine) {
       {head + "rank 1 0000000000000001 2:n/x:arena\nend\n", "bad node name 'n/x'"},
       {head + "rank 1 0000000000000001 2:..:arena\nend\n", "bad node name '..'"},
       {head + "rank 1 0000000000000001 x:n:arena\nend\n", "bad rank 'x'"},
-      {head + "rank 1 0000000000000001 2:n:arena 2:m:local\nend\n", "source rank 2 listed twice"},
+      {head + "rank 1 0000000000000001 2:n:arena 2:n:local\nend\n", "source rank 2 on node n listed twice"},
       {head + "rank 1 0000000000000001  2:n:arena\nend\n", "source ''"},
       {head + "rank 1 0000000000000001\nrank 1 0000000000000002\nend\n", "line 8: rank 1 twice"},
       {head + "end\nrank 1 0000000000000001\n", "line 8: text after 'end'"},
@@ -153,6 +153,20 @@ TEST(NodePlanTest, EveryErrorNamesItsLine) {
     EXPECT_NE(s.message().find(c.expect), std::string_view::npos) << "want '" << c.expect << "', got " << s.ToString();
     EXPECT_EQ(out.job, "untouched");
   }
+}
+
+// A replacement node's worker lists the copy it prefetched for rank 5 next to rank 5's own
+// copy on the node it ran on before: one rank, two nodes, two sources.
+TEST(NodePlanTest, TheSameRankOnTwoNodesIsTwoSources) {
+  const std::string text =
+      "ft-restore-plan 1\njob j\nnode n2\nversion 1\nstep 5\narena_dir /a\n"
+      "rank 5 0000000000000001 5:n2:prefetched 5:n1:local,remote 1:n0:arena\nend\n";
+  NodePlan plan;
+  ASSERT_TRUE(ParseNodePlan(text, &plan).ok());
+  ASSERT_EQ(plan.ranks.size(), 1u);
+  ASSERT_EQ(plan.ranks[0].sources.size(), 3u);
+  EXPECT_EQ(plan.ranks[0].sources[0], (PlanSource{5, "n2", {"prefetched"}}));
+  EXPECT_EQ(plan.ranks[0].sources[1], (PlanSource{5, "n1", {"local", "remote"}}));
 }
 
 TEST(NodePlanTest, NewerFormatIsRefusedByName) {

@@ -357,5 +357,117 @@ TEST_F(RestoreLoaderTest, ALayoutMismatchOfADirectoryCopyDoesNotTouchTheOwnArena
   EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
 }
 
+
+// A replacement node n9: rank 3 ran on n1 before (its remote copy remains), its DP replica
+// rank 11 is on n2, and n9's worker prefetched rank 11's copy from n2 before rank 3 started.
+class PrefetchedRestoreTest : public RestoreLoaderTest {
+ protected:
+  void SetUp() override {
+    RestoreLoaderTest::SetUp();
+    plan_.node = "n9";
+    plan_.ranks[0].sources = {{kRank, "n9", {"prefetched"}},
+                              {kRank, "n1", {"remote"}},
+                              {kFarPeer, "n2", {"arena", "local", "remote"}}};
+  }
+
+  // The prefetch arena as ftworker's prefetcher commits it: the pulled manifest, as is.
+  void SaveToPrefetch(const Manifest& m, const std::vector<uint8_t>& data) {
+    Arena arena;
+    Status st = Arena::OpenForWriteAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank),
+                                      ManifestBytes(), m.data_bytes, &arena);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    arena.BeginWrite();
+    std::memcpy(arena.data(), data.data(), data.size());
+    st = arena.Commit(m);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
+  // Flips a bit of the prefetch arena's data after its commit (a bad page).
+  void CorruptPrefetched(uint64_t offset) {
+    Arena arena;
+    Status st = Arena::OpenForWriteAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank),
+                                      ManifestBytes(), saved_.data_bytes, &arena);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    arena.data()[offset] ^= 0x20;
+  }
+
+  Status LoadOnN9(RestoreResult* result) {
+    return LoadForRestore(plan_, kRank, "n9", registered_, &own_, result);
+  }
+};
+
+TEST_F(PrefetchedRestoreTest, ThePrefetchedCopyIsReadLocallyVerifiedAndBecomesThisRanks) {
+  SaveToPrefetch(CopyOf(kFarPeer), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+  OpenOwn();
+  RestoreResult result;
+  Status st = LoadOnN9(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "prefetched copy");
+  ASSERT_EQ(result.skipped.size(), 1u);  // the own arena, empty on a new node
+  EXPECT_EQ(result.manifest.rank, kRank);
+  EXPECT_EQ(result.manifest.dp, -1);  // rank 11's dp is not ours
+  ExpectOwnHoldsTheStep();
+  // Read-only: the prefetched copy is still committed, unchanged.
+  Arena prefetched;
+  ASSERT_TRUE(Arena::OpenForRead(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank), &prefetched).ok());
+  Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(prefetched.ReadCommitted(&m, &generation).ok());
+  EXPECT_EQ(m, CopyOf(kFarPeer));
+}
+
+TEST_F(PrefetchedRestoreTest, ACorruptedPrefetchedChunkSendsTheRestoreToTheNextSource) {
+  SaveToPrefetch(CopyOf(kFarPeer), data_);
+  CorruptPrefetched(saved_.chunk_begin(2) + 9);
+  SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+  OpenOwn();
+  LogCapture log;
+  RestoreResult result;
+  Status st = LoadOnN9(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+  ASSERT_GE(result.skipped.size(), 2u);
+  EXPECT_NE(result.skipped[1].find("prefetched copy: "), std::string::npos) << result.skipped[1];
+  EXPECT_NE(result.skipped[1].find("chunk 2 "), std::string::npos) << result.skipped[1];
+  EXPECT_EQ(log.Count({"W ft[ckpt]", "prefetched copy skipped", "chunk 2 "}), 1u);
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(PrefetchedRestoreTest, APrefetchedCopyOfAnotherStepOrDigestOrTornIsSkipped) {
+  Manifest other_step = CopyOf(kFarPeer);
+  other_step.step = kStep - 100;
+  Manifest torn = CopyOf(kFarPeer);
+  torn.torn = true;
+  Manifest other_digest = CopyOf(kFarPeer);
+  other_digest.chunk_checksums[0] ^= 1;
+  for (const Manifest& m : {other_step, torn, other_digest}) {
+    SaveToPrefetch(m, data_);
+    SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+    OpenOwn();
+    RestoreResult result;
+    Status st = LoadOnN9(&result);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+    ASSERT_GE(result.skipped.size(), 2u);
+    EXPECT_NE(result.skipped[1].find("prefetched copy: "), std::string::npos) << result.skipped[1];
+    ExpectOwnHoldsTheStep();
+    own_ = Arena();
+    ASSERT_EQ(::unlink(Arena::PathFor(plan_.arena_dir, plan_.job, kRank).c_str()), 0);
+  }
+}
+
+TEST_F(PrefetchedRestoreTest, APrefetchFileThePlanDoesNotListIsNotRead) {
+  SaveToPrefetch(CopyOf(kFarPeer), data_);  // e.g. left from an earlier plan
+  SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+  plan_.ranks[0].sources.erase(plan_.ranks[0].sources.begin());
+  OpenOwn();
+  RestoreResult result;
+  Status st = LoadOnN9(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+  for (const std::string& line : result.skipped) EXPECT_EQ(line.find("prefetched"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace ft::ckpt

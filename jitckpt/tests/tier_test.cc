@@ -452,6 +452,49 @@ TEST_F(TierTest, ReadDataRefusesADestinationTooSmall) {
   EXPECT_EQ(ReadData(dir_, m_.job, m_, back.data(), back.size()).code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(TierTest, ReadDataRangeReadsWholeChunksAndVerifiesThem) {
+  RecordingOps ops;
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, aligned_.get()).ok());
+  // Chunks 1 and 2, then the last chunk alone.
+  std::vector<uint8_t> back(2 * m_.chunk_bytes);
+  Status st = ReadDataRange(dir_, m_.job, m_, m_.chunk_begin(1), back.size(), back.data());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::memcmp(back.data(), data_.data() + m_.chunk_begin(1), back.size()), 0);
+  const size_t last = m_.chunk_count() - 1;
+  std::vector<uint8_t> tail(m_.chunk_end(last) - m_.chunk_begin(last));
+  ASSERT_TRUE(ReadDataRange(dir_, m_.job, m_, m_.chunk_begin(last), tail.size(), tail.data()).ok());
+  EXPECT_EQ(std::memcmp(tail.data(), data_.data() + m_.chunk_begin(last), tail.size()), 0);
+
+  // Not whole chunks, or beyond the data: refused before anything is read.
+  EXPECT_EQ(ReadDataRange(dir_, m_.job, m_, 100, 4096, back.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadDataRange(dir_, m_.job, m_, 0, 100, back.data()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadDataRange(dir_, m_.job, m_, m_.data_bytes, 4096, back.data()).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadDataRange(dir_, m_.job, m_, 0, 0, back.data()).code(), StatusCode::kInvalidArgument);
+
+  // A bad bit in chunk 2 fails a range holding it, and only such a range.
+  ASSERT_TRUE(FlipBitInFile(DataFile(), m_.chunk_begin(2) + 5));
+  st = ReadDataRange(dir_, m_.job, m_, m_.chunk_begin(1), back.size(), back.data());
+  EXPECT_EQ(st.code(), StatusCode::kCorrupt);
+  EXPECT_NE(st.message().find("chunk 2 "), std::string_view::npos) << st.ToString();
+  EXPECT_TRUE(ReadDataRange(dir_, m_.job, m_, 0, m_.chunk_bytes, back.data()).ok());
+
+  ASSERT_EQ(::unlink(DataFile().c_str()), 0);
+  EXPECT_EQ(ReadDataRange(dir_, m_.job, m_, 0, m_.chunk_bytes, back.data()).code(), StatusCode::kNotFound);
+}
+
+TEST_F(TierTest, ReadDataRangeTakesAShorterLastChunk) {
+  RecordingOps ops;
+  m_ = SampleManifest(&data_, {5000, 8192, 123}, 8192);  // 20480 bytes: chunks of 8, 8, 4 KiB
+  ASSERT_NE(m_.data_bytes % m_.chunk_bytes, 0u);
+  aligned_ = AlignedCopy(data_, 2 << 20);
+  ASSERT_TRUE(Persist(ops, TierKind::kRemote, aligned_.get()).ok());
+  std::vector<uint8_t> back(m_.data_bytes - m_.chunk_bytes);
+  Status st = ReadDataRange(dir_, m_.job, m_, m_.chunk_bytes, back.size(), back.data());
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(std::memcmp(back.data(), data_.data() + m_.chunk_bytes, back.size()), 0);
+}
+
 TEST_F(TierTest, ReadManifestReportsAbsentGarbledAndMisplacedManifests) {
   Manifest m;
   EXPECT_EQ(ReadManifest(dir_, m_.job, {m_.step, m_.rank}, &m).code(), StatusCode::kNotFound);

@@ -10,6 +10,7 @@
 
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "proto/prefetch_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -158,11 +159,35 @@ struct Traits<RestorePlan> {
   }
 };
 
+template <>
+struct Traits<PrefetchReport> {
+  static PrefetchReport Sample() { return SamplePrefetch(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/node", "node"},
+            {"/step", "step"},
+            {"/state", "state"},
+            {"/started_unix_ms", "started_unix_ms"},
+            {"/ranks/1/rank", "ranks[1].rank"},
+            {"/ranks/0/outcome", "ranks[0].outcome"},
+            {"/ranks/2/ok", "ranks[2].ok"}};
+  }
+};
+
+template <>
+struct Traits<TransferEndpoint> {
+  static TransferEndpoint Sample() { return SampleEndpoint(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    // "transports" is required too (a list: BadEndpointFieldsAreNamed).
+    return {{"/node", "node"}, {"/address", "address"}, {"/port", "port"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
-                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan>;
+                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan,
+                                  PrefetchReport, TransferEndpoint>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -677,6 +702,56 @@ TEST(CommIdHexTest, RoundTrip) {
 TEST(SuspectsFieldTest, RankAtNode) {
   EXPECT_EQ(SuspectsField({}), "");
   EXPECT_EQ(SuspectsField(SampleIncident().suspects), "5@node1,6@node2");
+}
+
+TEST(PrefetchCodecTest, BadReportFieldsAreNamed) {
+  const PrefetchReport p = SamplePrefetch();
+  EXPECT_EQ(DecodeWith(p, "/state", "paused"), "state: unknown state 'paused' (running, done)");
+  EXPECT_EQ(DecodeWith(p, "/state", "running"), "");
+  EXPECT_EQ(DecodeWith(p, "/step", -1), "step: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(p, "/pull_s", -0.5).rfind("pull_s: ", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/outcome", "maybe"),
+            "ranks[0].outcome: unknown outcome 'maybe' (pulled, kept, local, failed, running)");
+  EXPECT_EQ(DecodeWith(p, "/ranks/1/ok", 1).rfind("ranks[1].ok: expected a boolean", 0), 0u);
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/bytes", -3), "ranks[0].bytes: must not be negative, got -3");
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/source_rank", -1), "");  // none
+  EXPECT_EQ(DecodeWith(p, "/ranks/0/source_rank", -2).rfind("ranks[0].source_rank: -2 is out of range", 0), 0u);
+}
+
+TEST(PrefetchCodecTest, ARunningReportWithoutRanksDecodes) {
+  PrefetchReport out;
+  Status s = Decode(R"({"v":1,"node":"n2","step":40,"state":"running","started_unix_ms":7})", &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.step, 40);
+  EXPECT_EQ(out.done_unix_ms, 0);
+  EXPECT_TRUE(out.ranks.empty());
+}
+
+}  // namespace
+}  // namespace ft::proto
+
+namespace ft::proto {
+namespace {
+
+TEST(TransferCodecTest, BadEndpointFieldsAreNamed) {
+  const TransferEndpoint e = SampleEndpoint();
+  EXPECT_EQ(DecodeWith(e, "/port", 0), "port: 0 is out of range [1, 65535]");
+  EXPECT_EQ(DecodeWith(e, "/port", 65536), "port: 65536 is out of range [1, 65535]");
+  EXPECT_EQ(DecodeWith(e, "/port", -1), "port: must not be negative, got -1");
+  EXPECT_EQ(DecodeWith(e, "/port", 65535), "");
+  EXPECT_EQ(DecodeWith(e, "/address", ""), "address: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/node", ""), "node: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/transports/0", "ucx"), "transports[0]: unknown transport 'ucx' (tcp, verbs)");
+  EXPECT_EQ(DecodeWith(e, "/transports/1", ""), "transports[1]: must not be empty");
+  EXPECT_EQ(DecodeWith(e, "/transports", Json::array({"verbs"})),
+            "transports: no \"tcp\" (every connection starts on the TCP control channel)");
+  EXPECT_EQ(DecodeWith(e, "/transports", Json::array({"tcp"})), "");
+  EXPECT_EQ(DecodeWith(e, "/transports", 1).rfind("transports: expected a list", 0), 0u);
+  Json j = Json::parse(Encode(e));
+  j.erase("transports");
+  TransferEndpoint out;
+  EXPECT_EQ(Decode(j.dump(), &out).message(), "transports: missing (required)");
+  EXPECT_EQ(DecodeWith(e, "/unix_ms", -5), "unix_ms: must not be negative, got -5");
 }
 
 }  // namespace

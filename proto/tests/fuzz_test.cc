@@ -12,6 +12,8 @@
 #include "proto/codec.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "proto/prefetch_codec.h"
+#include "proto/transfer_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -63,6 +65,8 @@ std::vector<Kind> AllKinds() {
       {"CkptCopy", Encode(SampleCkptCopy()), DecodeChecked<CkptCopy>},
       {"StepVerdict", Encode(SampleVerdict()), DecodeChecked<StepVerdict>},
       {"RestorePlan", Encode(SamplePlan()), DecodeChecked<RestorePlan>},
+      {"PrefetchReport", Encode(SamplePrefetch()), DecodeChecked<PrefetchReport>},
+      {"TransferEndpoint", Encode(SampleEndpoint()), DecodeChecked<TransferEndpoint>},
   };
 }
 

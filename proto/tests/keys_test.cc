@@ -25,6 +25,7 @@ TEST(KeysTest, EveryKeyOfTheSchema) {
   EXPECT_EQ(k.Evicted(), "ft:{llama}:evicted");
   EXPECT_EQ(k.Leader(), "ft:{llama}:leader");
   EXPECT_EQ(k.MasterState(), "ft:{llama}:master");
+  EXPECT_EQ(k.Prefetch(), "ft:{llama}:prefetch");
 }
 
 TEST(KeysTest, NamesAreSanitized) {

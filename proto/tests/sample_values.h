@@ -4,8 +4,10 @@
 #define FT_PROTO_TESTS_SAMPLE_VALUES_H_
 
 #include "proto/ckpt_codec.h"
+#include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
+#include "proto/transfer_codec.h"
 
 namespace ft::proto::testing {
 
@@ -240,6 +242,31 @@ inline RestorePlan SamplePlan() {
   }
   p.unix_ms = 1763800001200;
   return p;
+}
+
+inline PrefetchReport SamplePrefetch() {
+  PrefetchReport p;
+  p.node = "node2";
+  p.step = 1200;
+  p.state = "done";
+  p.started_unix_ms = 1763800002000;
+  p.done_unix_ms = 1763800003500;
+  p.pull_s = 1.5;
+  PrefetchRank pulled{4, "pulled", true, 67108864, 1.25, "node0", 0, "tcp", ""};
+  PrefetchRank failed{5, "failed", false, 0, 0.5, "", -1, "", "no source on another node answered"};
+  PrefetchRank local{6, "local", true, 0, 0, "", -1, "", ""};
+  p.ranks = {pulled, failed, local};
+  return p;
+}
+
+inline TransferEndpoint SampleEndpoint() {
+  TransferEndpoint e;
+  e.node = "node1";
+  e.address = "10.1.2.3";
+  e.port = 45123;
+  e.transports = {"verbs", "tcp"};
+  e.unix_ms = 1763800002000;
+  return e;
 }
 
 }  // namespace ft::proto::testing

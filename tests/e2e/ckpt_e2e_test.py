@@ -30,6 +30,19 @@ directory.
                         step boundary (acknowledged done with the step), a saved step is
                         planned; stopped and relaunched, the job resumes there and ends with the
                         reference checksums
+  --case replace-node   dp=2 tp=4 (rank r and r+4 hold one shard, on node0 and node1), rank 5's
+                        kernel hangs: the healthy ranks save, the job is stopped and node1
+                        evicted; node1 is gone (worker stopped, its shared memory and disk
+                        wiped); node2's worker starts empty with FT_NODE_RANKS=4-7, the job is
+                        relaunched on node0,node2; node2's worker pulls ranks 4-7's shards from
+                        node0 over TCP before they start, they restore the saved step from the
+                        prefetched copies and the job ends with the reference checksums
+  --case replace-node-fallback
+                        dp=3 tp=2 on three nodes (three replicas per shard), rank 3 hangs, node1
+                        is evicted and replaced by node3; the worker the plan lists first for
+                        rank 2's shard is SIGKILLed (its endpoint stays, its port refuses): node3
+                        pulls ranks 2-3 from the other live replica over TCP, they restore from
+                        the prefetched copies and end with the reference checksums
 """
 
 import argparse
@@ -37,6 +50,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,11 +91,13 @@ class CkptCluster(Cluster):
         if failed:
             for path in self.runs:
                 print("---- earlier run's job log: %s" % path, flush=True)
-            print("---- arena dir %s: %s" % (self.arena_dir, sorted(os.listdir(self.arena_dir))), flush=True)
-            for name in sorted(os.listdir(self.arena_dir)):
-                if name.startswith("ft-plan."):
-                    with open(os.path.join(self.arena_dir, name)) as f:
-                        print("---- %s\n%s" % (name, f.read()), end="", flush=True)
+            for node in sorted(os.listdir(self.arena_root)):
+                where = os.path.join(self.arena_root, node)
+                print("---- arena dir of %s %s: %s" % (node, where, sorted(os.listdir(where))), flush=True)
+                for name in sorted(os.listdir(where)):
+                    if name.startswith("ft-plan."):
+                        with open(os.path.join(where, name)) as f:
+                            print("---- %s\n%s" % (name, f.read()), end="", flush=True)
         result = super().__exit__(exc_type, exc, tb)
         if not failed:
             shutil.rmtree(self.root, ignore_errors=True)
@@ -92,27 +108,26 @@ class CkptCluster(Cluster):
                     pass
         return result
 
-    def local_dir(self, node):
-        return os.path.join(self.root, "local-" + node)
-
     def ckpt_env(self, extra=None):
         env = dict(CHUNK)
         env.update(extra or {})
         return env
 
-    def start_ckpt_workers(self, env=None):
-        for k in range(self.nodes):
-            node = "node%d" % k
-            self.start_worker(node, {**self.ckpt_env(env), "FT_CKPT_DIR": self.local_dir(node),
-                                     "FT_CKPT_REMOTE_DIR": self.remote_dir})
+    def start_ckpt_worker(self, node, env=None):
+        return self.start_worker(node, {**self.ckpt_env(env), "FT_CKPT_REMOTE_DIR": self.remote_dir},
+                                 local_tier=True)
 
-    def start_ckpt_job(self, flags, env=None, timeout=120):
+    def start_ckpt_workers(self, env=None):
+        for node in self.node_names:
+            self.start_ckpt_worker(node, env)
+
+    def start_ckpt_job(self, flags, env=None, timeout=120, node_names=None):
         if self.job_out is not None:  # keep the earlier run's log: a relaunch reuses the name
             self.job_out.flush()
             kept = self.job_out.name.replace(".log", "-run%d.log" % (len(self.runs) + 1))
             os.rename(self.job_out.name, kept)
             self.runs.append(kept)
-        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout)
+        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout, node_names=node_names)
 
     # -- what the checkpoint machinery wrote --------------------------------------------------
     def copies(self, step):
@@ -131,7 +146,7 @@ class CkptCluster(Cluster):
 
     def plan_file(self, node):
         """The node plan ftworker wrote for its ranks, as {key: value} plus `ranks`."""
-        path = os.path.join(self.arena_dir, "ft-plan.%s.%s" % (self.job, node))
+        path = os.path.join(self.arena_dir(node), "ft-plan.%s.%s" % (self.job, node))
         try:
             with open(path) as f:
                 text = f.read()
@@ -222,8 +237,8 @@ def wait_planned(c, step, ranks, tiers=("arena",), own=()):
                 return None
             if own and not any(s["rank"] == rank and set(own) <= set(s["tiers"]) for s in listed[rank]["sources"]):
                 return None
-        for k in range(c.nodes):
-            f = c.plan_file("node%d" % k)
+        for node in c.node_names:
+            f = c.plan_file(node)
             if not f or f.get("step") != str(step) or f.get("version") != str(plan["version"]) or \
                     not set(ranks) <= set(f["ranks"]):
                 return None
@@ -268,6 +283,14 @@ def case_full_loop(args):
               "step %d not verified over 4 shards: %s" % (hang_step, verdict))
         check(not verdict.get("sdc_ranks"), "sdc ranks in a clean save: %s" % verdict)
         plan = wait_planned(c, hang_step, list(range(8)))
+        # node1 is evicted: every rank's sources on node1 come last. Its worker still serves, so
+        # its arenas stay listed (pp=1's shards are held on node1 alone: tp-dp-pp puts both DP
+        # replicas of a stage on one node), and rank 5 is offered rank 7's arena.
+        evicted = c.db.command("SMEMBERS", c.key("evicted"))
+        check(evicted == ["node1"], "evicted %s, expected node1" % evicted)
+        for r in plan["ranks"]:
+            nodes = [s["node"] for s in r["sources"]]
+            check(nodes == sorted(nodes, key=lambda n: n == "node1"), "rank %d: node1 not last: %s" % (r["rank"], r))
         rank5 = next(r for r in plan["ranks"] if r["rank"] == hung)
         check(any(s["rank"] == 7 and s["node"] == "node1" and "arena" in s["tiers"] for s in rank5["sources"]),
               "the plan does not offer rank 7's arena on node1 to rank 5: %s" % rank5)
@@ -281,7 +304,22 @@ def case_full_loop(args):
         check(outcome and outcome["saved"] == outcome["verified"] == outcome["shards"] == 4 and
               outcome["step"] == hang_step, "the incident records the save as %s" % outcome)
 
-        # Relaunch on the same nodes, workers and master: every rank restores the saved step.
+        # Relaunch on the same nodes, workers and master: node1 is returned to service (an
+        # operator who checked it removes it from the evicted set), the plan is republished with
+        # each of node1's ranks' own copy first again, and every rank restores the saved step.
+        version = plan["version"]
+        check(c.db.command("SREM", c.key("evicted"), "node1") == 1, "node1 was not in the evicted set")
+        def node1_back():
+            p = c.plan()
+            if not p or p["version"] <= version:
+                return None
+            rank6 = next(r for r in p["ranks"] if r["rank"] == 6)
+            return p if rank6["sources"] and rank6["sources"][0]["rank"] == 6 else None
+        plan = c.wait_for(node1_back, 30, "the plan republished with rank 6's own copy first after node1's "
+                          "eviction was lifted", poll=0.2)
+        print("plan %d after node1 returned: rank 6's sources %s" % (
+            plan["version"], next(r for r in plan["ranks"] if r["rank"] == 6)["sources"]))
+        wait_planned(c, hang_step, list(range(8)))  # every node's plan file at that version
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"])
         rc = wait_job_exit(c, 90, "the relaunched job to finish")
         check(rc == 0, "the relaunched job exited %d" % rc)
@@ -293,6 +331,11 @@ def case_full_loop(args):
         check(any(re.search(r"rank 7\b", line) and "arena" in line for line in lines5),
               "rank %d's log does not say it restored from rank 7's arena: %s" % (hung, lines5))
         check_reference(c, args, model + ["--steps", str(steps)], 8)
+        c.check_namespaces()
+        c.check_membership()
+        where = {r: v["node"] for r, v in c.copies(hang_step).items()}
+        check(where == {r: c.node_of_rank(r) for r in where},
+              "copies of step %d reported from the wrong nodes: %s" % (hang_step, where))
         print("OK: hang -> %d ranks saved step %d -> verified -> stopped -> relaunched -> all restored "
               "(rank %d from rank 7's arena) -> reference checksums" % (len(saved), hang_step, hung))
 
@@ -428,9 +471,10 @@ def case_tier_fallback(args):
             return len(copies) == 2 and all({"arena", "local", "remote"} <= set(v["tiers"]) for v in copies.values())
         c.wait_for(in_every_tier, 60, "step %d's copies in the arena, local and remote tiers" % steps, poll=0.2)
         wait_planned(c, steps, [0, 1], tiers=("remote",), own=("local", "remote"))
-        for name in os.listdir(c.arena_dir):  # the node lost its memory (a reboot)
-            if name.startswith("ft-ckpt."):
-                os.unlink(os.path.join(c.arena_dir, name))
+        for node in c.node_names:  # the nodes lost their memory (a reboot)
+            for name in os.listdir(c.arena_dir(node)):
+                if name.startswith("ft-ckpt."):
+                    os.unlink(os.path.join(c.arena_dir(node), name))
         step_dir = "step-%012d" % steps
         data = {r: os.path.join(c.local_dir("node%d" % r), c.job, step_dir, "rank-%06d.data" % r) for r in (0, 1)}
         for r, path in data.items():
@@ -497,12 +541,141 @@ def case_save_now(args):
               "restored -> reference checksums" % (sorted(acked), step))
 
 
+def prefetch_report(c, node):
+    value = c.db.command("HGET", c.key("prefetch"), node)
+    return json.loads(value) if value else None
+
+
+def hang_save_evict(c, model, hung, hang_step, steps, topology, evicted_node):
+    """Run 1 of a replacement loop: rank `hung` hangs, the healthy ranks save, the master
+    verifies the step, stops the job and evicts the rank's node. Returns the plan once it names
+    the step with a remote copy for every rank (what the variants fall back on)."""
+    c.start_master(["--topology", topology, "--order", "tp-dp-pp"], FAST)
+    c.start_ckpt_workers(FAST)
+    c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "hang-kernel",
+                              "--fault-rank", str(hung), "--fault-step", str(hang_step)])
+    inc = c.wait_for(lambda: c.incidents("hang"), 60, "hang incident")[0]
+    print("incident %s: %s suspects=%s decision=%s" % (inc["id"], inc["kind"], suspects(inc), inc["decision"]))
+    check(suspects(inc) == [(hung, evicted_node)], "suspects %s, expected rank %d on %s" %
+          (suspects(inc), hung, evicted_node))
+    check(inc["decision"] == "save-then-stop", "decision %s" % inc["decision"])
+    rc = wait_job_exit(c, 60, "the job stopped by the master")
+    check(rc != 0, "the hung job exited %d" % rc)
+    verdict = c.wait_for(lambda: c.verdict(hang_step), 30, "the verdict of step %d" % hang_step)
+    check(verdict["state"] == "verified" and verdict["verified_shards"] == verdict["shards"],
+          "step %d not verified: %s" % (hang_step, verdict))
+    evicted = c.wait_for(lambda: c.db.command("SMEMBERS", c.key("evicted")), 30, "an evicted node")
+    check(sorted(evicted) == [evicted_node], "evicted %s, expected %s" % (sorted(evicted), evicted_node))
+    plan = wait_planned(c, hang_step, list(range(c.nodes * c.ranks_per_node)), tiers=("remote",))
+    c.check_namespaces()
+    return plan
+
+
+def prefetched(c, node, moved, hang_step):
+    """Checks every rank in `moved` restored from the copy `node`'s worker prefetched, and
+    returns {rank: PrefetchRank} of the node's report."""
+    for r in moved:
+        lines = [line for line in c.rank_log(r) if "restored" in line and "ft[" in line]
+        print("rank %d: %s" % (r, lines))
+        check(any("prefetched" in line for line in lines),
+              "rank %d (on %s) did not restore from the prefetched copy: %s" % (r, node, lines))
+    report = c.wait_for(lambda: prefetch_report(c, node), 10, "%s's prefetch report" % node)
+    print("%s's prefetch: %s" % (node, json.dumps(report)))
+    check(report["state"] == "done" and report["step"] == hang_step,
+          "%s's prefetch is %s at step %s, expected done at step %d" % (node, report["state"], report["step"],
+                                                                       hang_step))
+    check(report["pull_s"] > 0, "%s's pull_s %s" % (node, report["pull_s"]))
+    pulled = {x["rank"]: x for x in report["ranks"]}
+    check(sorted(pulled) == moved, "%s prefetched ranks %s, expected %s" % (node, sorted(pulled), moved))
+    for r, x in sorted(pulled.items()):
+        check(x["outcome"] == "pulled" and x["ok"] and x["bytes"] > 0,
+              "rank %d's prefetch: %s, expected pulled, ok, bytes > 0" % (r, x))
+    return pulled
+
+
+def case_replace_node(args):
+    steps, hang_step, hung = 60, 30, 5
+    model = ["--dp", "2", "--tp", "4"] + SMALL  # tp-dp-pp: rank r and r+4 hold one shard
+    moved = [4, 5, 6, 7]  # node1's ranks, node2's after the relaunch
+    with CkptCluster(args, job="ck-replace") as c:
+        plan = hang_save_evict(c, model, hung, hang_step, steps, "dp=2,tp=4,pp=1", "node1")
+        for r in moved:
+            line = next(x for x in plan["ranks"] if x["rank"] == r)
+            check(any(s["node"] == "node0" and "arena" in s["tiers"] for s in line["sources"]),
+                  "the plan offers rank %d no arena on node0: %s" % (r, line))
+        # node1 is gone; node2 replaces it with nothing in its memory or on its disk.
+        c.drop_node("node1")
+        c.start_ckpt_worker("node2", {**FAST, "FT_NODE_RANKS": "4-7"})
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"], node_names=["node0", "node2"])
+        rc = wait_job_exit(c, 120, "the relaunched job to finish")
+        check(rc == 0, "the relaunched job exited %d" % rc)
+        restored = c.restored()
+        check(restored == {r: hang_step for r in range(8)},
+              "restored steps %s, expected step %d on every rank" % (restored, hang_step))
+        pulled = prefetched(c, "node2", moved, hang_step)
+        for r, x in sorted(pulled.items()):
+            check(x["source"] == "node0" and x["source_rank"] == r - 4 and x["transport"] == "tcp",
+                  "rank %d pulled from %s rank %s over %s, expected node0 rank %d over tcp" %
+                  (r, x["source"], x["source_rank"], x["transport"], r - 4))
+        # node2 saw nothing of node1's: its arenas are its ranks' own and the prefetched copies.
+        spaces = c.check_namespaces()
+        check("node1" not in spaces, "node1's namespace came back: %s" % spaces)
+        print("ranks adopted by: %s" % c.check_membership())
+        check_reference(c, args, model + ["--steps", str(steps)], 8)
+        print("OK: hang on rank %d -> saved step %d -> node1 evicted and wiped -> node2 pulled ranks %s from "
+              "node0 over tcp (%d bytes, %.3f s) -> restored from the prefetched copies -> reference checksums"
+              % (hung, hang_step, moved, sum(x["bytes"] for x in pulled.values()),
+                 prefetch_report(c, "node2")["pull_s"]))
+
+
+def case_replace_node_fallback(args):
+    """Three replicas per shard (dp=3 tp=2 on three nodes of two ranks: rank r, r+2, r+4 hold
+    one shard). Rank 3 hangs, node1 is evicted and node3 takes its place; the worker of the
+    node the plan lists first for rank 2's shard is killed (SIGKILL: its endpoint stays in
+    Redis, its port refuses), so node3's pull of rank 2 must fall back to the other replica."""
+    steps, hang_step, hung = 60, 30, 3
+    model = ["--dp", "3", "--tp", "2"] + SMALL
+    moved = [2, 3]
+    with CkptCluster(args, job="ck-replace-fb", nodes=3, ranks_per_node=2) as c:
+        plan = hang_save_evict(c, model, hung, hang_step, steps, "dp=3,tp=2,pp=1", "node1")
+        line = next(x for x in plan["ranks"] if x["rank"] == 2)
+        order = [s["node"] for s in line["sources"] if s["node"] in ("node0", "node2") and "arena" in s["tiers"]]
+        check(sorted(set(order)) == ["node0", "node2"], "rank 2's plan lacks arenas on node0 and node2: %s" % line)
+        dead, alive = order[0], ("node2" if order[0] == "node0" else "node0")
+        print("rank 2's sources in the plan: %s; killing %s's worker (SIGKILL)" % (order, dead))
+        c.drop_node("node1")
+        c.stop_worker(dead, sig=signal.SIGKILL)
+        c.start_ckpt_worker("node3", {**FAST, "FT_NODE_RANKS": "2-3"})
+        c.wait_for(lambda: (prefetch_report(c, "node3") or {}).get("state") == "done", 60,
+                   "node3's prefetch to end", poll=0.2)
+        c.start_ckpt_worker(dead, FAST)  # back for its own ranks in the relaunch
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"], node_names=["node0", "node3", "node2"])
+        rc = wait_job_exit(c, 120, "the relaunched job to finish")
+        check(rc == 0, "the relaunched job exited %d" % rc)
+        restored = c.restored()
+        check(restored == {r: hang_step for r in range(6)},
+              "restored steps %s, expected step %d on every rank" % (restored, hang_step))
+        pulled = prefetched(c, "node3", moved, hang_step)
+        for r, x in sorted(pulled.items()):
+            check(x["source"] == alive and x["transport"] == "tcp",
+                  "rank %d pulled from %s over %s, expected the live replica on %s over tcp (%s's worker is dead)"
+                  % (r, x["source"], x["transport"], alive, dead))
+        tried = [line for line in c.worker_log("node3").splitlines() if "rank 2:" in line and dead in line]
+        print("node3's worker on rank 2's first source: %s" % tried)
+        check(any("not used" in line for line in tried),
+              "node3's worker does not say it tried %s's copy of rank 2 first and could not use it" % dead)
+        check_reference(c, args, model + ["--steps", str(steps)], 6)
+        print("OK: %s's worker dead (listed first for rank 2) -> node3 pulled ranks %s from %s over tcp -> "
+              "restored from the prefetched copies -> reference checksums" % (dead, moved, alive))
+
+
 def main():
     args = parse_args()
     cases = {
         "full-loop": case_full_loop, "sdc-majority": case_sdc_majority, "sdc-pair": case_sdc_pair,
         "nothing-registered": case_nothing_registered, "tier-fallback": case_tier_fallback,
-        "save-now": case_save_now,
+        "save-now": case_save_now, "replace-node": case_replace_node,
+        "replace-node-fallback": case_replace_node_fallback,
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)

@@ -6,6 +6,27 @@ launch.py under LD_PRELOAD=libft.so. Python 3 standard library only.
         c.start_workers(env={"FT_TIMEOUT_WARMUP": "1s"})
         c.start_job(["--dp", "2", "--tp", "2", "--pp", "2", "--fault", "hang-kernel", ...])
         ev = c.wait_for(lambda: c.events(kind="timeout"), timeout=30, what="a timeout event")
+
+Each simulated node is a namespace of its own, as separate hosts would be: the node's worker
+and its ranks share a host-arena directory in shared memory (FT_CKPT_ARENA_DIR =
+<arena root>/<node>: the ranks' checkpoint arenas, the worker's restore plan file, what a
+worker prefetched) and, where a test gives the worker a local checkpoint tier, a local
+directory (FT_CKPT_DIR = <root>/local-<node>); no node's worker or rank is told another
+node's directories, and a node whose namespace was removed (drop_node) starts empty again.
+The remote tier stays one shared directory, like a shared file system. The per-process
+segments are the one thing that cannot be split this way (POSIX shm names are flat:
+/dev/shm/ft.<job>.<rank>.<pid> for every node): a worker opens each of its job's segments
+once to read the header, and adopts it only when the header's node is its own (ftworker's
+SegmentDiscovery) — it never reads another node's ring, progress table or mailbox. Arenas
+and plan files are found only by listing the node's own arena directory, and the local tier
+only in the node's own local directory, so a worker never sees another node's copies;
+check_namespaces() asserts it after a run (every arena in a node's directory belongs to a
+rank launched on that node) and check_membership() that each rank was adopted by its own
+node's worker (ft:{J}:ranks names the node it was launched on).
+
+The ranks get their node's namespace through launch.py (--node-names, --node-env with
+{node}); start_job(node_names=...) relaunches a job with a replacement node in an evicted
+one's place.
 """
 
 import json
@@ -49,10 +70,14 @@ class Cluster:
         self.t_job_start = None
         self.log_dir = log_dir or os.environ.get("FT_TEST_LOG_DIR") or "/tmp"
         self.worker_logs = {}
+        self.node_names = ["node%d" % k for k in range(nodes)]  # of the current (or next) job
         # trainsim registers its state under libft.so, so every rank has a checkpoint arena
         # (and every worker a restore plan file): a private directory in shared memory per
-        # run, like the default /dev/shm, removed at the end — nothing left in /dev/shm.
-        self.arena_dir = tempfile.mkdtemp(prefix="ft-e2e-arenas-", dir="/dev/shm")
+        # run, like the default /dev/shm, with one subdirectory per simulated node (its
+        # namespace), removed at the end — nothing left in /dev/shm.
+        self.arena_root = tempfile.mkdtemp(prefix="ft-e2e-arenas-", dir="/dev/shm")
+        # A local tier per node, when a test asks for one (local_dir): the node's "disk".
+        self.disk_root = tempfile.mkdtemp(prefix="ft-e2e-disk-")
 
     # -- lifecycle ---------------------------------------------------------------------------
     def __enter__(self):
@@ -77,7 +102,9 @@ class Cluster:
                     proc.wait()
         self.redis.stop()
         self.cleanup_segments()
-        shutil.rmtree(self.arena_dir, ignore_errors=True)
+        shutil.rmtree(self.arena_root, ignore_errors=True)
+        if not failed:
+            shutil.rmtree(self.disk_root, ignore_errors=True)
         if not failed:  # a failed run's logs stay for a closer look
             for path in self.log_paths():
                 try:
@@ -114,6 +141,64 @@ class Cluster:
                 except OSError:
                     pass
 
+    # -- per-node namespaces ------------------------------------------------------------------
+    def arena_dir(self, node):
+        """The node's host-arena directory (its "shared memory"), created on first use."""
+        path = os.path.join(self.arena_root, node)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        return path
+
+    def local_dir(self, node):
+        """The node's local checkpoint tier (its "disk"); a worker uses it when started with
+        local_tier=True."""
+        return os.path.join(self.disk_root, "local-" + node)
+
+    def drop_node(self, node):
+        """The node is gone (evicted, replaced): its worker stopped, its shared memory and its
+        local disk wiped. A worker later started under the same name starts empty."""
+        if node in self.workers:
+            self.stop_worker(node)
+        shutil.rmtree(os.path.join(self.arena_root, node), ignore_errors=True)
+        shutil.rmtree(self.local_dir(node), ignore_errors=True)
+
+    def node_of_rank(self, rank):
+        return self.node_names[rank // self.ranks_per_node]
+
+    def check_namespaces(self, job_nodes=None):
+        """Every arena in a node's directory is of a rank launched on that node (by the job
+        whose nodes are `job_nodes`, default the current one): no rank created or wrote
+        another node's arena. Returns {node: [ranks with an arena there]}."""
+        nodes = job_nodes or self.node_names
+        seen = {}
+        for node in sorted(os.listdir(self.arena_root)):
+            ranks = []  # arenas and prefetched copies: both are of the node's ranks
+            for prefix in ("ft-ckpt.%s." % self.job, "ft-prefetch.%s." % self.job):
+                ranks += [int(n[len(prefix):]) for n in os.listdir(os.path.join(self.arena_root, node))
+                          if n.startswith(prefix) and n[len(prefix):].isdigit()]
+            ranks = sorted(set(ranks))
+            want = [r for r in ranks if r // self.ranks_per_node < len(nodes)
+                    and nodes[r // self.ranks_per_node] == node]
+            check(ranks == want, "node %s's arena directory holds arenas of ranks %s launched on other nodes "
+                  "(the job's nodes: %s)" % (node, sorted(set(ranks) - set(want)), nodes))
+            seen[node] = ranks
+        return seen
+
+    def check_membership(self):
+        """Every rank of the current job is reported (ft:{J}:ranks) by the worker of the node
+        it was launched on: no worker adopted another node's segment. Waits for the
+        relaunched incarnations (each rank's pid from launch.py's log)."""
+        want = {r: (self.node_of_rank(r), p) for r, p in self.rank_pids().items()}
+
+        def reported():
+            raw = self.db.command("HGETALL", self.key("ranks")) or []
+            got = {int(k): json.loads(v) for k, v in zip(raw[0::2], raw[1::2])}
+            return got if all(r in got and got[r].get("pid") == p for r, (_, p) in want.items()) else None
+        got = self.wait_for(reported, 30, "membership of every rank's current incarnation")
+        wrong = {r: got[r]["node"] for r, (node, _) in want.items() if got[r]["node"] != node}
+        check(not wrong, "ranks reported by another node's worker: %s (launched on %s)" %
+              (wrong, {r: want[r][0] for r in wrong}))
+        return {r: got[r]["node"] for r in want}
+
     def redis_url(self):
         return "redis://127.0.0.1:%d" % self.redis.port
 
@@ -121,22 +206,32 @@ class Cluster:
         env = dict(os.environ)
         env["FT_REDIS_PASSWORD"] = self.redis.password
         env["FT_JOB"] = self.job
-        env["FT_CKPT_ARENA_DIR"] = self.arena_dir
+        # Nobody outside a node's namespace gets one: a tool run by the test (the ftmaster CLI)
+        # needs none, the ranks and workers get their node's below.
+        env.pop("FT_CKPT_ARENA_DIR", None)
+        env.pop("FT_CKPT_DIR", None)
         if extra:
             env.update(extra)
         return env
 
-    def start_worker(self, node, env=None):
-        log = open(os.path.join(self.log_dir, "ftworker-%s-%s.log" % (self.job, node)), "w")
+    def start_worker(self, node, env=None, local_tier=False):
+        """The worker of `node`, in the node's namespace (its arena directory; its local
+        directory as FT_CKPT_DIR when local_tier). A restarted worker of a node appends to the
+        node's log."""
+        mode = "a" if node in self.worker_logs else "w"
+        log = open(os.path.join(self.log_dir, "ftworker-%s-%s.log" % (self.job, node)), mode)
         self.worker_logs[node] = log.name
         cmd = [self.paths.ftworker, "--job", self.job, "--node", node, "--redis", self.redis_url()]
-        self.workers[node] = subprocess.Popen(cmd, env=self.base_env(env), stdout=log,
+        own = {"FT_CKPT_ARENA_DIR": self.arena_dir(node)}
+        if local_tier:
+            own["FT_CKPT_DIR"] = self.local_dir(node)
+        self.workers[node] = subprocess.Popen(cmd, env=self.base_env({**(env or {}), **own}), stdout=log,
                                               stderr=subprocess.STDOUT)
         return self.workers[node]
 
-    def start_workers(self, env=None):
-        for k in range(self.nodes):
-            self.start_worker("node%d" % k, env)
+    def start_workers(self, env=None, local_tier=False):
+        for node in self.node_names:
+            self.start_worker(node, env, local_tier=local_tier)
 
     def stop_worker(self, node, sig=signal.SIGTERM):
         p = self.workers.pop(node)
@@ -178,8 +273,17 @@ class Cluster:
         with open(self.worker_logs[node]) as f:
             return f.read()
 
-    def start_job(self, trainsim_flags, env=None, rank_env=None, timeout=120):
-        """rank_env: {rank: {VAR: value}} applied to single ranks through a shell wrapper."""
+    def start_job(self, trainsim_flags, env=None, rank_env=None, timeout=120, node_names=None):
+        """rank_env: {rank: {VAR: value}} applied to single ranks through a shell wrapper.
+        node_names: the nodes the job runs on, in rank order (default: the current ones;
+        a relaunch names a replacement node in an evicted one's place). Every rank gets its
+        node's arena directory, and its local directory as FT_CKPT_DIR (what its worker uses
+        when it has a local tier)."""
+        if node_names is not None:
+            check(len(node_names) == self.nodes, "%d node names for %d nodes" % (len(node_names), self.nodes))
+            self.node_names = list(node_names)
+        for node in self.node_names:
+            self.arena_dir(node)
         program = [self.paths.trainsim] + list(trainsim_flags)
         if rank_env:
             script = ""
@@ -188,7 +292,10 @@ class Cluster:
                 script += 'if [ "$RANK" = "%d" ]; then export %s; fi; ' % (rank, exports)
             program = ["/bin/sh", "-c", script + 'exec "$0" "$@"'] + program
         cmd = [sys.executable, self.paths.launch, "--nodes", str(self.nodes), "--ranks-per-node",
-               str(self.ranks_per_node), "--keep-going", "--timeout", str(timeout), "--"] + program
+               str(self.ranks_per_node), "--keep-going", "--timeout", str(timeout),
+               "--node-names", ",".join(self.node_names),
+               "--node-env", "FT_CKPT_ARENA_DIR=" + os.path.join(self.arena_root, "{node}"),
+               "--node-env", "FT_CKPT_DIR=" + os.path.join(self.disk_root, "local-{node}"), "--"] + program
         job_env = self.base_env(env)
         job_env["LD_PRELOAD"] = self.paths.libft
         self.job_out = open(os.path.join(self.log_dir, "job-%s.log" % self.job), "w+")
@@ -214,7 +321,7 @@ class Cluster:
     def rank_pids(self):
         import re
         return {int(r): int(p) for r, p in
-                re.findall(r"\[launch\] rank (\d+) node\d+ local \d+ pid (\d+)", self.job_output())}
+                re.findall(r"\[launch\] rank (\d+) \S+ local \d+ pid (\d+)", self.job_output())}
 
     # -- reading Redis -----------------------------------------------------------------------
     def key(self, suffix):

@@ -10,11 +10,18 @@
                       embedded Redis's env file is created, never opened as found: a symlink
                       planted at its temporary name makes ftmaster fail and writes nothing
                       through it; the file it writes is mode 0600
+  --case transfer-secret
+                      the leading master creates ft:{J}:transfer:secret (64 lowercase hex
+                      characters) in the embedded Redis and in a given one; a standby, a
+                      successor and a restarted master keep it; no master log line, no
+                      `ftmaster status|checkpoints|evicted` output (text or --json) and no
+                      process's argv carries it
 """
 
 import argparse
 import json
 import os
+import re
 import socket
 import stat
 import subprocess
@@ -24,6 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import Cluster, check, fail  # noqa: E402
+from redis_fixture import RedisError, RedisServer, RespClient  # noqa: E402
 
 MODEL = ["--dp", "2", "--tp", "2", "--pp", "2"]
 TOPOLOGY = ["--topology", "dp=2,tp=2,pp=2", "--order", "tp-dp-pp"]
@@ -147,9 +155,147 @@ def case_secrets(args):
     print("OK: password redacted, URL password warned about, env file created safely")
 
 
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    fail("timed out after %.0f s waiting for %s" % (timeout, what))
+
+
+def read_env_file(path):
+    values = {}
+    with open(path) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.strip().split("=", 1)
+                values[k] = v.strip("'\"")
+    return values
+
+
+def argv_of(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def every_argv():
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            out.append(argv_of(int(name)))
+    return "\n".join(out)
+
+
+def start_master(args, env, job, log_path, extra=()):
+    log = open(log_path, "w")
+    proc = subprocess.Popen([args.ftmaster, "run", "--job", job] + list(extra), env=env,
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    log.close()
+    return proc
+
+
+def stop(proc):
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def cli_outputs(args, env, job, extra):
+    text = ""
+    for command in ("status", "checkpoints", "evicted"):
+        for json_flag in ([], ["--json"]):
+            out = subprocess.run([args.ftmaster, command, "--job", job] + extra + json_flag, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            check(out.returncode == 0, "ftmaster %s failed: %s" % (command, out.stdout + out.stderr))
+            text += out.stdout + out.stderr
+    return text
+
+
+def case_transfer_secret(args):
+    job = "tr-transfer-%d" % os.getpid()
+    key = "ft:{%s}:transfer:secret" % job
+    env = dict(os.environ)
+    for k in ("FT_REDIS", "FT_REDIS_PASSWORD"):
+        env.pop(k, None)
+    env["FT_LOG_LEVEL"] = "debug"  # every line a master can write, for the check below
+    with tempfile.TemporaryDirectory() as d:
+        # 1. The embedded Redis: the master that starts it creates the secret there.
+        env_file = os.path.join(d, "job.redis.env")
+        logs = [os.path.join(d, "embedded.log")]
+        proc = start_master(args, env, job, logs[0], ["--redis-env", env_file])
+        try:
+            wait_until(lambda: os.path.exists(env_file) or proc.poll() is not None, 30, "the env file")
+            conf = read_env_file(env_file)
+            port = int(conf["FT_REDIS"].rsplit(":", 1)[1].split("/")[0])
+            def secret_there():
+                try:
+                    with RespClient("127.0.0.1", port, conf["FT_REDIS_PASSWORD"], timeout=2) as c:
+                        return c.command("GET", key)
+                except (OSError, RedisError):
+                    return None
+            embedded = wait_until(secret_there, 30, "the transfer secret in the embedded Redis")
+            check(re.fullmatch(r"[0-9a-f]{64}", embedded) is not None, "secret is not 64 hex chars")
+            seen = every_argv()
+            text = cli_outputs(args, env, job, ["--redis-env", env_file])
+        finally:
+            stop(proc)
+        check(embedded not in seen, "a process's argv carries the secret")
+        check(embedded not in text, "the CLI printed the secret")
+        print("embedded Redis: secret created (64 hex chars), not in argv or CLI output")
+
+        # 2. A given Redis: a standby, a successor and a restarted master keep the secret.
+        with RedisServer() as redis:
+            env2 = dict(env, FT_REDIS=redis.url, FT_REDIS_PASSWORD=redis.password)
+            with redis.client() as db:
+                logs += [os.path.join(d, n + ".log") for n in ("m1", "m2", "m3")]
+                m1 = start_master(args, env2, job, logs[1], ["--id", "m1"])
+                m2 = None
+                try:
+                    secret = wait_until(lambda: db.command("GET", key), 30, "the transfer secret")
+                    check(re.fullmatch(r"[0-9a-f]{64}", secret) is not None, "secret is not 64 hex chars")
+                    check(secret != embedded, "two jobs' Redis got the same secret")
+                    m2 = start_master(args, env2, job, logs[2], ["--id", "m2"])
+                    time.sleep(1.0)  # the standby runs a while: it must not touch the secret
+                    check(db.command("GET", key) == secret, "a standby replaced the secret")
+                    stop(m1)  # clean exit: the lease is released and m2 takes over
+                    wait_until(lambda: db.command("GET", "ft:{%s}:leader" % job) == "m2", 30,
+                               "m2 leading")
+                    wait_until(lambda: "state loaded" in open(logs[2]).read(), 30, "m2's term loaded")
+                    check(db.command("GET", key) == secret, "the successor replaced the secret")
+                    stop(m2)
+                    m1 = start_master(args, env2, job, logs[3], ["--id", "m1"])
+                    wait_until(lambda: "state loaded" in open(logs[3]).read(), 30,
+                               "the restarted master's term loaded")
+                    check(db.command("GET", key) == secret, "the restarted master replaced the secret")
+                    seen = every_argv()
+                    text = cli_outputs(args, env2, job, [])
+                finally:
+                    stop(m1)
+                    if m2 is not None:
+                        stop(m2)
+            check(secret not in seen, "a process's argv carries the secret")
+            check(secret not in text, "the CLI printed the secret")
+        for path in logs:
+            with open(path) as f:
+                log = f.read()
+            check(embedded not in log and secret not in log, "%s carries the secret" % path)
+        check("transfer secret" in open(logs[0]).read(), "the embedded master did not say where the secret is")
+    print("OK: secret created once per job, kept by standby, successor and restarted master; "
+          "never in a log, the CLI or argv")
+
+
 def main():
     args = parse_args()
-    cases = {"redis-flush": case_redis_flush, "secrets": case_secrets}
+    cases = {"redis-flush": case_redis_flush, "secrets": case_secrets, "transfer-secret": case_transfer_secret}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
     cases[args.case](args)

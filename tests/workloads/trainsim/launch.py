@@ -7,9 +7,14 @@ starts N*R processes of PROGRAM grouped into N simulated nodes. Each gets the en
 torchrun gives its workers (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
 GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME, MASTER_ADDR, MASTER_PORT,
 TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS) plus
-FT_NODE_ID=node<k>, on top of the launcher's own environment (so LD_LIBRARY_PATH and
+FT_NODE_ID=<node name>, on top of the launcher's own environment (so LD_LIBRARY_PATH and
 LD_PRELOAD reach every rank). Output lines are prefixed with "[rank r]", or written to
 <log-dir>/rank<r>.log.
+
+The nodes are named node0, node1, ... unless --node-names names them (a relaunch that puts
+node2 in node1's place: --node-names node0,node2). --node-env KEY=VALUE (repeatable) gives
+every rank of a node KEY=VALUE with {node} replaced by its node's name: each simulated node
+its own namespace, e.g. --node-env FT_CKPT_ARENA_DIR=/dev/shm/job/{node}.
 
 Exit status: 0 when every rank exits 0; otherwise the first failure's code (a rank killed by
 signal S counts as 128+S); 124 when --timeout expired; 128+S when the launcher itself got
@@ -83,11 +88,34 @@ def parse_args(argv):
     p.add_argument("--kill-after", type=float, default=3.0,
                    help="seconds between SIGTERM and SIGKILL (default 3)")
     p.add_argument("--run-id", default=None, help="TORCHELASTIC_RUN_ID (default: random)")
+    p.add_argument("--node-names", default=None,
+                   help="comma-separated names of the nodes, in rank order (default node0,node1,...)")
+    p.add_argument("--node-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="set KEY=VALUE for every rank, {node} in VALUE replaced by its node's name "
+                        "(repeatable)")
     args = p.parse_args(mine)
     if not program:
         p.error("no program given (put it after --)")
     if args.nodes < 1 or args.ranks_per_node < 1:
         p.error("--nodes and --ranks-per-node must be positive")
+    if args.node_names is None:
+        args.node_names = ["node%d" % k for k in range(args.nodes)]
+    else:
+        args.node_names = args.node_names.split(",")
+        if len(args.node_names) != args.nodes:
+            p.error("--node-names names %d nodes, --nodes is %d" % (len(args.node_names), args.nodes))
+        if len(set(args.node_names)) != len(args.node_names) or not all(
+                n and "/" not in n and "{" not in n and not any(c.isspace() for c in n)
+                for n in args.node_names):
+            p.error("--node-names: names must be distinct, non-empty, without '/', '{' or spaces: %s" %
+                    ",".join(args.node_names))
+    node_env = []
+    for item in args.node_env:
+        key, eq, value = item.partition("=")
+        if not eq or not key or not key.replace("_", "").isalnum():
+            p.error("--node-env wants KEY=VALUE, got '%s'" % item)
+        node_env.append((key, value))
+    args.node_env = node_env
     args.program = program
     return args
 
@@ -146,8 +174,10 @@ class Launcher:
             "TORCHELASTIC_RUN_ID": run_id,
             "TORCHELASTIC_RESTART_COUNT": "0",
             "TORCHELASTIC_MAX_RESTARTS": "0",
-            "FT_NODE_ID": "node%d" % r.node,
+            "FT_NODE_ID": self.args.node_names[r.node],
         })
+        for key, value in self.args.node_env:
+            env[key] = value.replace("{node}", self.args.node_names[r.node])
         if "OMP_NUM_THREADS" not in os.environ and self.args.ranks_per_node > 1:
             env["OMP_NUM_THREADS"] = "1"  # as torchrun does
         return env
@@ -184,7 +214,8 @@ class Launcher:
                     self.sel.register(r.proc.stdout, selectors.EVENT_READ, (r, self.out))
                     self.sel.register(r.proc.stderr, selectors.EVENT_READ, (r, self.err))
                 self.ranks.append(r)
-                log("rank %d node%d local %d pid %d" % (r.rank, r.node, r.local, r.proc.pid))
+                log("rank %d %s local %d pid %d" % (r.rank, self.args.node_names[r.node], r.local,
+                                                    r.proc.pid))
         return True
 
     def emit(self, r, sink, data, final=False):
@@ -240,7 +271,7 @@ class Launcher:
             r.code, words = describe_status(rc)
             if rc == 0:
                 continue
-            log("rank %d (node%d, pid %d) %s" % (r.rank, r.node, r.proc.pid, words))
+            log("rank %d (%s, pid %d) %s" % (r.rank, self.args.node_names[r.node], r.proc.pid, words))
             if self.first_failure is None:
                 self.first_failure = (r.rank, r.code)
                 if not self.args.keep_going and self.got_signal is None:

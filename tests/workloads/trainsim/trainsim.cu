@@ -119,6 +119,14 @@ double NowS() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Wall-clock milliseconds: the fault and resume lines carry them so a harness on the same host
+// can time "fault injected -> training resumed" across a relaunch (monotonic clocks are per boot,
+// but the processes of two launches share nothing else).
+long long UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // ---------------------------------------------------------------------------------------------
 
 class Trainer {
@@ -206,6 +214,10 @@ class Trainer {
       Step(step, static_cast<int64_t>(compute_ms * 1e6));
       CUDA_CHECK(cudaStreamSynchronize(stream_));
       FtStepDone(ft_, step + 1);  // the label is the number of steps completed
+      if (ft_.restored && step == static_cast<int>(ft_.step)) {
+        std::printf("trainsim rank=%d resumed step=%d unix_ms=%lld\n", rank_, step + 1, UnixMs());
+        std::fflush(stdout);
+      }
       if (c_.verbose) {
         std::printf("trainsim rank=%d step=%d ms=%.3f\n", rank_, step, (NowS() - t0) * 1e3);
       }
@@ -251,7 +263,8 @@ class Trainer {
   int64_t ShardOffset() const { return int64_t{co_.tp} * shard_; }
 
   void InjectFault(int step) {
-    std::fprintf(stderr, "trainsim rank=%d: injecting fault %s at step %d\n", rank_, FaultName(c_.fault), step);
+    std::fprintf(stderr, "trainsim rank=%d: injecting fault %s at step %d unix_ms=%lld\n", rank_,
+                 FaultName(c_.fault), step, UnixMs());
     std::fflush(stdout);
     std::fflush(stderr);
     if (c_.fault == FaultKind::kHangKernel) {

@@ -158,7 +158,8 @@ def hang_host(args):
         logs = read_logs(log_dir)
     print(err[-2000:])
     tc.check(rc == 124, "launcher exited %d, expected 124 (timeout)" % rc)
-    tc.check("injecting fault hang-host" in logs[fault_rank], "no fault message:\n" + logs[fault_rank])
+    tc.check(re.search(r"injecting fault hang-host at step %d unix_ms=\d{13}\b" % fault_step, logs[fault_rank]),
+             "no fault message with the step and the wall-clock time it was injected:\n" + logs[fault_rank])
     for r in range(WORLD):
         tc.check(not tc.checksums(logs[r]), "rank %d finished despite the hang" % r)
         tc.check(steps_done(logs[r]) == list(range(fault_step)),

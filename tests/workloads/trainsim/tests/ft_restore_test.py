@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import trainsim_common as tc
 
@@ -72,6 +73,9 @@ def main():
             tc.check("trainsim rank=%d restored step=8" % r in out, "rank %d did not restore step 8:\n%s" % (r, out))
             steps = [int(s) for s in re.findall(r"trainsim rank=%d step=(\d+) ms=" % r, out)]
             tc.check(steps == list(range(8, 12)), "rank %d ran steps %s, expected 8..11" % (r, steps))
+            resumed = re.search(r"trainsim rank=%d resumed step=(\d+) unix_ms=(\d+)" % r, out)
+            tc.check(resumed and resumed.group(1) == "9" and abs(int(resumed.group(2)) / 1e3 - time.time()) < 120,
+                     "rank %d did not say when its first step after the restore (step 9) completed:\n%s" % (r, out))
         tc.verify_against_reference(args, tc.checksums(out), longer, 2)
         print("OK: restored step 8, ran 8..11, checksums of 12 steps", flush=True)
 

@@ -27,7 +27,7 @@ def launch(launcher_args, program, timeout=30, env=None):
 
 
 def pids_from(stderr):
-    return {int(r): int(p) for r, p in re.findall(r"\[launch\] rank (\d+) node\d+ local \d+ pid (\d+)", stderr)}
+    return {int(r): int(p) for r, p in re.findall(r"\[launch\] rank (\d+) \S+ local \d+ pid (\d+)", stderr)}
 
 
 def exists(pid):
@@ -72,6 +72,26 @@ class LaunchTest(unittest.TestCase):
             ports.add(e["MASTER_PORT"])
         self.assertEqual(len(ports), 1)
         self.assertTrue(0 < int(ports.pop()) < 65536)
+
+    def test_node_names_and_per_node_environment(self):
+        prog = ("import os, json; print(json.dumps({k: os.environ.get(k) for k in "
+                "['FT_NODE_ID', 'GROUP_RANK', 'FT_CKPT_ARENA_DIR', 'FT_CKPT_DIR', 'PLAIN']}))")
+        rc, out, err, _ = launch(["--nodes", "2", "--ranks-per-node", "2", "--node-names", "node0,node2",
+                                  "--node-env", "FT_CKPT_ARENA_DIR=/dev/shm/j/{node}",
+                                  "--node-env", "FT_CKPT_DIR=/tmp/{node}/local-{node}",
+                                  "--node-env", "PLAIN=a=b"], prog)
+        self.assertEqual(rc, 0, err)
+        seen = {int(m.group(1)): json.loads(m.group(2)) for m in re.finditer(r"^\[rank (\d+)\] (.*)$", out, re.M)}
+        self.assertEqual(sorted(seen), [0, 1, 2, 3])
+        for rank, e in seen.items():
+            node = ["node0", "node2"][rank // 2]
+            self.assertEqual(e["FT_NODE_ID"], node)
+            self.assertEqual(e["GROUP_RANK"], str(rank // 2))  # the position, not the name
+            self.assertEqual(e["FT_CKPT_ARENA_DIR"], "/dev/shm/j/" + node)
+            self.assertEqual(e["FT_CKPT_DIR"], "/tmp/%s/local-%s" % (node, node))
+            self.assertEqual(e["PLAIN"], "a=b")
+        self.assertEqual(sorted(pids_from(err)), [0, 1, 2, 3])
+        self.assertIn("rank 3 node2 local 1 pid", err)
 
     def test_master_port_and_log_dir(self):
         with tempfile.TemporaryDirectory() as d:
@@ -175,6 +195,12 @@ class LaunchTest(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("cannot start", p.stderr)
+        for bad, words in ((["--node-names", "a"], "names 1 nodes"), (["--node-names", "a,a"], "distinct"),
+                           (["--node-env", "NOVALUE"], "KEY=VALUE")):
+            p = subprocess.run([PY, LAUNCH, "--nodes", "2", "--ranks-per-node", "1"] + bad + ["--", PY, "-c", "0"],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, bad)
+            self.assertIn(words, p.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,140 @@
+// ft::worker::Prefetcher: on a replacement node, pulls the planned shards of the ranks the
+// scheduler will start here (FT_NODE_RANKS) from verified replicas on other nodes, before
+// those ranks start, so that ft_restore reads them from this node's memory.
+//
+// When the master's restore plan names a step, for each of the node's ranks with a line in
+// the plan: a rank that already has the planned copy on this node (its own arena, its local-
+// tier copy, a same-node replica the plan lists) needs nothing. Otherwise its sources are the
+// plan's copies of its shard on other nodes whose worker published a transfer endpoint
+// (ft:{J}:endpoints), in the plan's order (the master orders them to spread the pulls), those
+// on evicted nodes (ft:{J}:evicted) after all others; the first that answers rdma::Stat with the planned copy (step, content digest,
+// not torn) gives the manifest; the bytes are pulled (rdma::Pull: every chunk verified against
+// the manifest, a bad or missing chunk fetched from the next source, then from the remote
+// directory) into the prefetch arena <arena_dir>/ft-prefetch.<job>.<rank>, which is then
+// committed. Ranks are pulled in parallel, one thread each; the daemon loop never waits.
+//
+// The node's plan file (RestorePlanSync, through PlanGate) is withheld while the pulls run, so
+// a rank that starts meanwhile cannot pick a worse source; then it is written with
+// <rank>:<this node>:prefetched as the first source of each rank that was pulled. A failed pull
+// is logged and left out of the plan (ft_restore then reads the remote directory, or fails
+// clearly). Once a rank's own arena holds the planned step (it restored), its prefetched copy
+// is removed and the plan file rewritten without it.
+//
+// What happened goes to ft:{J}:prefetch (proto/prefetch_codec.h): per rank bytes, seconds,
+// source node and transport; started, done and pull_s for the node.
+//
+// Threads: OnPlan, Shape, generation and Tick on the daemon's thread; the pulls on the
+// prefetcher's own threads, which the destructor waits for.
+#ifndef FT_FTWORKER_PREFETCHER_H_
+#define FT_FTWORKER_PREFETCHER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "ftworker/restore_plan_sync.h"
+#include "proto/ckpt_codec.h"
+#include "proto/keys.h"
+#include "proto/prefetch_codec.h"
+#include "rdma/transfer.h"
+#include "redis/store.h"
+
+namespace ft::worker {
+
+// The transfer engine as the prefetcher uses it (rdma/transfer.h); tests put in a fake.
+// Called from the prefetcher's threads, several at once.
+class PullEngine {
+ public:
+  virtual ~PullEngine() = default;
+  virtual Status Stat(const rdma::PullOptions& options, const rdma::Peer& peer, const std::string& region,
+                      rdma::RegionInfo* out) = 0;
+  virtual Status Pull(const rdma::PullOptions& options, const rdma::PullRequest& request,
+                      rdma::PullResult* result) = 0;
+};
+
+// rdma::Stat and rdma::Pull (ftworker/prefetch_engine.cc).
+std::shared_ptr<PullEngine> MakeTransferEngine();
+
+// "4-7", "4,5,6,7", "0-3,8": sorted, each rank once. InvalidArgument naming the bad part.
+// Empty text: no ranks.
+Status ParseNodeRanks(std::string_view text, std::vector<int>* out);
+// The other way, for logs: "4-7", "0-3,8".
+std::string FormatNodeRanks(const std::vector<int>& ranks);
+
+struct PrefetcherOptions {
+  std::string job;
+  std::string node;
+  std::vector<int> ranks;      // FT_NODE_RANKS, sorted
+  std::string arena_dir;       // FT_CKPT_ARENA_DIR: own arenas, prefetch arenas
+  std::string local_dir;       // FT_CKPT_DIR ("" none)
+  std::string remote_dir;      // FT_CKPT_REMOTE_DIR ("" none): the last resort of a pull
+  rdma::PullOptions pull;      // the secret is read from Redis
+  std::shared_ptr<PullEngine> engine;
+  std::chrono::nanoseconds cleanup_interval = std::chrono::seconds(1);
+};
+
+class Prefetcher : public PlanGate {
+ public:
+  explicit Prefetcher(PrefetcherOptions options);
+  ~Prefetcher() override;  // waits for the pulls under way
+  Prefetcher(const Prefetcher&) = delete;
+  Prefetcher& operator=(const Prefetcher&) = delete;
+
+  // PlanGate (the daemon's thread).
+  void OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) override;
+  bool Shape(ckpt::NodePlan* plan) override;
+  uint64_t generation() const override { return generation_.load(std::memory_order_acquire); }
+
+  // The daemon's thread, every tick: starts a prefetch that waits for Redis, reaps a finished
+  // one, publishes the report when it changed, removes prefetched copies no longer needed.
+  // `redis` may be null (Redis away): the rest still happens.
+  void Tick(uint64_t mono_ns, int64_t unix_ms, redis::Commands* redis);
+
+  // Tests: blocks until no pull runs, then reaps.
+  void WaitIdle();
+  proto::PrefetchReport report() const;
+  bool busy() const;  // a prefetch waits to start or runs
+
+ private:
+  struct RankWork;
+  struct Job;
+
+  // Reads the secret, endpoints and evicted nodes and starts the pending plan's prefetch.
+  // False when Redis did not answer (retried next tick).
+  bool TryStart(redis::Commands& redis);
+  void Reap();
+  proto::PrefetchRank PrefetchRank(const Job& job, const RankWork& work);
+  // Stat, then pull into the prefetch arena and commit it; fills *out's source fields.
+  Status Pull(const Job& job, const RankWork& work, proto::PrefetchRank* out);
+  // Where the planned copy already is on this node ("" none), e.g. "own arena".
+  std::string LocalCopy(const Job& job, const RankWork& work) const;
+  bool OwnArenaHolds(int rank, int64_t step, uint64_t digest) const;
+  void Cleanup();
+
+  const PrefetcherOptions options_;
+  const proto::Keys keys_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex mu_;
+  // The plan whose prefetch waits for Redis (TryStart), if any.
+  std::unique_ptr<proto::RestorePlan> pending_;
+  std::shared_ptr<Job> job_;  // the last prefetch started (running or done)
+  std::vector<std::thread> threads_;  // job_'s, joined by Reap
+  std::condition_variable cv_;  // a job's last rank finished
+  uint64_t report_revision_ = 0;  // bumped at every change of report()
+  uint64_t published_revision_ = 0;  // the daemon's thread only
+  uint64_t next_cleanup_ns_ = 0;
+};
+
+}  // namespace ft::worker
+
+#endif  // FT_FTWORKER_PREFETCHER_H_

@@ -1,0 +1,661 @@
+// The Prefetcher with a fake transfer engine that serves real arena files of "other nodes"
+// (directories standing for their /dev/shm) and an in-memory Redis: which ranks are pulled,
+// which sources are used, skipped or refused, the prefetch arena, the plan file withheld and
+// then written with "prefetched", the report in Redis, the cleanup after the restore.
+#include "ftworker/prefetcher.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include "ftworker/daemon.h"
+#include "ftworker/restore_plan_sync.h"
+#include "ftworker/tests/ckpt_test_util.h"
+#include "ftworker/tests/test_util.h"
+#include "jitckpt/tier.h"
+#include "proto/transfer_codec.h"
+#include "redis/fake_store.h"
+#include "tests/util/log_capture.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+
+constexpr int64_t kStep = 40;
+constexpr uint64_t kBytes = (3u << 20) + 5;  // 4 chunks of 1 MiB, the last one short
+constexpr uint64_t kSec = 1'000'000'000;
+
+// Serves the committed arenas of each fake node's arena directory under "arena/<step>/<rank>"
+// (and "local/<step>/<rank>" from its local directory), moving bytes chunk by chunk the way
+// rdma::Pull does: the sources in order, a chunk that does not verify fetched from the next,
+// then through the fallback.
+class FakeEngine : public PullEngine {
+ public:
+  struct Node {
+    std::string arena_dir;
+    std::string local_dir;
+    bool unreachable = false;
+    std::set<uint64_t> corrupt_chunks;  // served with one byte flipped
+  };
+
+  FakeEngine(std::string job) : job_(std::move(job)) {}
+
+  void AddNode(const std::string& name, Node node) { nodes_[name] = std::move(node); }
+  Node& node(const std::string& name) { return nodes_.at(name); }
+
+  // Pulls wait until Release() while held (the ranks "start" meanwhile).
+  void Hold() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+
+  std::vector<std::string> stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  std::vector<std::string> secrets() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return secrets_;
+  }
+
+  Status Stat(const rdma::PullOptions& options, const rdma::Peer& peer, const std::string& region,
+              rdma::RegionInfo* out) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.push_back(peer.node + ":" + region);
+      secrets_.push_back(options.secret);
+    }
+    Served served;
+    FT_RETURN_IF_ERROR(Open(peer, region, &served));
+    out->size = served.manifest.data_bytes;
+    out->meta = ckpt::EncodeManifest(served.manifest);
+    return Status::Ok();
+  }
+
+  Status Pull(const rdma::PullOptions&, const rdma::PullRequest& request, rdma::PullResult* result) override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !held_; });
+    }
+    std::vector<Served> open(request.sources.size());
+    std::vector<bool> usable(request.sources.size());
+    for (size_t s = 0; s < request.sources.size(); ++s) {
+      Status st = Open(request.sources[s].peer, request.sources[s].region, &open[s]);
+      usable[s] = st.ok();
+      if (!st.ok()) result->notes.push_back(request.sources[s].peer.node + ": " + std::string(st.message()));
+    }
+    const uint64_t chunks = (request.bytes + request.chunk_bytes - 1) / request.chunk_bytes;
+    for (uint64_t c = 0; c < chunks; ++c) {
+      const uint64_t begin = c * request.chunk_bytes;
+      const uint64_t len = std::min(request.chunk_bytes, request.bytes - begin);
+      uint8_t* dest = request.dest + begin;
+      bool landed = false;
+      for (size_t s = 0; s < request.sources.size() && !landed; ++s) {
+        if (!usable[s]) continue;
+        std::memcpy(dest, open[s].arena.data() + begin, len);
+        if (nodes_.at(request.sources[s].peer.node).corrupt_chunks.contains(c)) dest[len / 2] ^= 0x40;
+        landed = request.verify(c, dest, len);
+        if (landed) {
+          result->bytes_by_source[request.sources[s].peer.node + "/tcp"] += len;
+        } else {
+          ++result->refetched_chunks;
+        }
+      }
+      if (!landed && request.fallback) {
+        Status st = request.fallback(begin, len, dest);
+        landed = st.ok() && request.verify(c, dest, len);
+        if (landed) {
+          result->bytes_by_source["fallback"] += len;
+          ++result->fallback_chunks;
+        }
+      }
+      if (!landed) return Status::Corrupt("chunk " + std::to_string(c) + " came verified from no source");
+    }
+    result->bytes = request.bytes;
+    return Status::Ok();
+  }
+
+ private:
+  struct Served {
+    ckpt::Arena arena;
+    ckpt::Manifest manifest;
+  };
+
+  Status Open(const rdma::Peer& peer, const std::string& region, Served* out) {
+    auto it = nodes_.find(peer.node);
+    if (it == nodes_.end() || it->second.unreachable) {
+      return Status::Unavailable("connecting to " + peer.address + ":" + std::to_string(peer.port) +
+                                 ": Connection refused");
+    }
+    int64_t step = 0;
+    int rank = 0;
+    char tier[16] = {};
+    if (std::sscanf(region.c_str(), "%15[a-z]/%ld/%d", tier, &step, &rank) != 3 || std::string(tier) != "arena") {
+      return Status::NotFound("no region " + region);
+    }
+    FT_RETURN_IF_ERROR(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(it->second.arena_dir, job_, rank), &out->arena));
+    uint64_t generation = 0;
+    FT_RETURN_IF_ERROR(out->arena.ReadCommitted(&out->manifest, &generation));
+    if (out->manifest.step != step) return Status::NotFound("no region " + region);
+    return Status::Ok();
+  }
+
+  const std::string job_;
+  std::map<std::string, Node> nodes_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  std::vector<std::string> stats_;
+  std::vector<std::string> secrets_;
+};
+
+// Node "node2" replaces "node1", which ran ranks 4-5 and was evicted. Ranks 0-1 (the DP
+// replicas of ranks 4-5's shards) run on node0; rank 4's shard also has a replica, rank 6, on
+// node3.
+class PrefetcherTest : public ::testing::Test {
+ protected:
+  PrefetcherTest() {
+    here_dir_ = tmp_.Sub("node2");
+    remote_dir_ = tmp_.Sub("remote");
+    node0_dir_ = tmp_.Sub("node0");
+    node3_dir_ = tmp_.Sub("node3");
+    engine_ = std::make_shared<FakeEngine>(job_);
+    engine_->AddNode("node0", {node0_dir_, "", false, {}});
+    engine_->AddNode("node3", {node3_dir_, "", false, {}});
+    options_.job = job_;
+    options_.node = "node2";
+    options_.ranks = {4, 5};
+    options_.arena_dir = here_dir_;
+    options_.remote_dir = remote_dir_;
+    options_.engine = engine_;
+    (void)store_.Ensure(redis::Store::Clock::now());
+    server_.Execute({"SET", keys_.TransferSecret(), std::string(64, 'a')});
+    server_.Execute({"SADD", keys_.Evicted(), "node1"});
+    PublishEndpoint("node0", 7000);
+    PublishEndpoint("node3", 7003);
+    PublishEndpoint("node1", 7001);  // left behind by the evicted node's worker
+  }
+
+  void PublishEndpoint(const std::string& node, uint16_t port) {
+    proto::TransferEndpoint e{node, "127.0.0.1", port, {"tcp"}, 1};
+    server_.Execute({"HSET", keys_.Endpoints(), node, proto::Encode(e)});
+  }
+
+  // A committed copy of kStep in `rank`'s arena in `dir`, all bytes `fill`.
+  ckpt::Manifest SaveArena(const std::string& dir, int rank, uint8_t fill, int64_t step = kStep) {
+    FakeArena arena(dir, job_, rank, kBytes);
+    return arena.Save(step, fill);
+  }
+
+  // The plan: rank 4's shard is held by rank 4 (node1, evicted, also in the remote dir), rank 0
+  // on node0 and rank 6 on node3; rank 5's by rank 5 (node1) and rank 1 (node0).
+  proto::RestorePlan Plan(int64_t version = 1) {
+    proto::RestorePlan plan;
+    plan.version = version;
+    plan.step = kStep;
+    plan.ranks.push_back({0, digest4_, {{0, "node0", {"arena", "local"}}}});
+    plan.ranks.push_back({4, digest4_, {{4, "node1", {"arena", "remote"}}, {0, "node0", {"arena"}}, {6, "node3", {"arena"}}}});
+    plan.ranks.push_back({5, digest5_, {{5, "node1", {"arena"}}, {1, "node0", {"arena"}}}});
+    return plan;
+  }
+
+  void SaveReplicas() {
+    digest4_ = ckpt::ContentDigest(SaveArena(node0_dir_, 0, 0x44));
+    digest5_ = ckpt::ContentDigest(SaveArena(node0_dir_, 1, 0x55));
+    SaveArena(node3_dir_, 6, 0x44);
+  }
+
+  // The prefetch arena of `rank` holds kStep with every byte `fill`.
+  void ExpectPrefetched(int rank, uint8_t fill) {
+    ckpt::Arena arena;
+    Status s = ckpt::Arena::OpenForRead(ckpt::Arena::PrefetchPathFor(here_dir_, job_, rank), &arena);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok());
+    EXPECT_EQ(m.step, kStep);
+    for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ckpt::ChunkVerifies(m, i, arena.data())) << i;
+    std::vector<uint8_t> expected(kBytes, fill);
+    EXPECT_EQ(std::memcmp(arena.data(), expected.data(), kBytes), 0);
+  }
+
+  bool PrefetchFileExists(int rank) {
+    return std::filesystem::exists(ckpt::Arena::PrefetchPathFor(here_dir_, job_, rank));
+  }
+
+  const proto::PrefetchRank* Result(const proto::PrefetchReport& report, int rank) {
+    for (const auto& r : report.ranks) {
+      if (r.rank == rank) return &r;
+    }
+    return nullptr;
+  }
+
+  RestorePlanSyncOptions SyncOptions() const {
+    RestorePlanSyncOptions o;
+    o.job = job_;
+    o.node = "node2";
+    o.arena_dir = here_dir_;
+    o.remote_dir = remote_dir_;
+    return o;
+  }
+
+  // The node plan as RestorePlanSync hands it over, shaped by `p`.
+  ckpt::NodePlan Shaped(Prefetcher& p, bool* written) {
+    ckpt::NodePlan plan = ToNodePlan(Plan(), SyncOptions());
+    *written = p.Shape(&plan);
+    return plan;
+  }
+
+  std::string job_ = UniqueJob("pf");
+  proto::Keys keys_{job_};
+  TempDir tmp_{"prefetch"};
+  std::string here_dir_, remote_dir_, node0_dir_, node3_dir_;
+  std::shared_ptr<FakeEngine> engine_;
+  PrefetcherOptions options_;
+  redis::FakeRedis server_;
+  redis::FakeStore store_{&server_, "worker"};
+  uint64_t digest4_ = 0, digest5_ = 0;
+};
+
+TEST(NodeRanksTest, RangesAndListsParseSortedAndOnce) {
+  std::vector<int> ranks;
+  ASSERT_TRUE(ParseNodeRanks("4-7", &ranks).ok());
+  EXPECT_EQ(ranks, (std::vector<int>{4, 5, 6, 7}));
+  ASSERT_TRUE(ParseNodeRanks("7,5,6,4", &ranks).ok());
+  EXPECT_EQ(ranks, (std::vector<int>{4, 5, 6, 7}));
+  ASSERT_TRUE(ParseNodeRanks("8,0-2,1", &ranks).ok());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 8}));
+  ASSERT_TRUE(ParseNodeRanks("", &ranks).ok());
+  EXPECT_TRUE(ranks.empty());
+  EXPECT_EQ(FormatNodeRanks({0, 1, 2, 8, 10, 11}), "0-2,8,10-11");
+  for (const char* bad : {"x", "4-", "-4", "7-4", "4,,5", "4,", "04", "4 ", "1-99999999", "2147483648"}) {
+    Status s = ParseNodeRanks(bad, &ranks);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("e.g. \"4-7\""), std::string_view::npos) << s.ToString();
+  }
+}
+
+TEST_F(PrefetcherTest, PullsEachRanksShardFromTheFirstLiveSourceWhileThePlanIsWithheld) {
+  SaveReplicas();
+  Prefetcher prefetcher(options_);
+  engine_->Hold();
+  prefetcher.OnPlan(Plan(), store_);
+  bool written = true;
+  Shaped(prefetcher, &written);
+  EXPECT_FALSE(written) << "the plan file waits for the pulls";
+  EXPECT_TRUE(prefetcher.busy());
+  engine_->Release();
+  prefetcher.WaitIdle();
+
+  ExpectPrefetched(4, 0x44);
+  ExpectPrefetched(5, 0x55);
+  ckpt::NodePlan plan = Shaped(prefetcher, &written);
+  ASSERT_TRUE(written);
+  // The prefetched copy first; the master's sources after it, unchanged.
+  EXPECT_EQ(plan.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+  EXPECT_EQ(plan.Find(4)->sources.size(), 4u);
+  EXPECT_EQ(plan.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+  EXPECT_EQ(plan.Find(0)->sources.size(), 1u) << "rank 0 is not this node's";
+  ckpt::NodePlan parsed;
+  ASSERT_TRUE(ckpt::ParseNodePlan(ckpt::EncodeNodePlan(plan), &parsed).ok()) << "a plan the file accepts";
+
+  // The evicted node1 was never asked; node0 answered first for both.
+  EXPECT_EQ(engine_->stats().size(), 2u);
+  for (const std::string& stat : engine_->stats()) EXPECT_EQ(stat.rfind("node0:arena/40/", 0), 0u) << stat;
+  for (const std::string& secret : engine_->secrets()) EXPECT_EQ(secret, std::string(64, 'a'));
+
+  proto::PrefetchReport report = prefetcher.report();
+  EXPECT_EQ(report.state, "done");
+  EXPECT_EQ(report.step, kStep);
+  EXPECT_GT(report.done_unix_ms, 0);
+  EXPECT_GE(report.done_unix_ms, report.started_unix_ms);
+  ASSERT_NE(Result(report, 4), nullptr);
+  EXPECT_EQ(Result(report, 4)->outcome, "pulled");
+  EXPECT_TRUE(Result(report, 4)->ok);
+  EXPECT_EQ(Result(report, 4)->source, "node0");
+  EXPECT_EQ(Result(report, 4)->source_rank, 0);
+  EXPECT_EQ(Result(report, 4)->transport, "tcp");
+  EXPECT_EQ(Result(report, 4)->bytes, (kBytes + 4095) / 4096 * 4096);  // the manifest's data bytes
+  EXPECT_EQ(Result(report, 5)->source_rank, 1);
+}
+
+TEST_F(PrefetcherTest, RanksThatHoldTheirCopyOnThisNodeAreNotPulled) {
+  SaveReplicas();
+  SaveArena(here_dir_, 4, 0x44);  // rank 4 ran here before: its own arena holds the step
+  // Rank 5's copy in this node's local tier.
+  options_.local_dir = tmp_.Sub("local");
+  ckpt::Manifest m5 = SaveArena(tmp_.Sub("scratch"), 5, 0x55);
+  {
+    ckpt::Arena a;
+    ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(tmp_.Sub("scratch"), job_, 5), &a).ok());
+    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, options_.local_dir, m5, a.data(), nullptr, nullptr).ok());
+  }
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  EXPECT_TRUE(engine_->stats().empty()) << "nothing asked of any peer";
+  EXPECT_FALSE(PrefetchFileExists(4));
+  EXPECT_FALSE(PrefetchFileExists(5));
+  proto::PrefetchReport report = prefetcher.report();
+  EXPECT_EQ(Result(report, 4)->outcome, "local");
+  EXPECT_EQ(Result(report, 5)->outcome, "local");
+  bool written = false;
+  ckpt::NodePlan plan = Shaped(prefetcher, &written);
+  EXPECT_TRUE(written);
+  EXPECT_EQ(plan.Find(4)->sources.front().node, "node1") << "the master's plan, unchanged";
+}
+
+TEST_F(PrefetcherTest, SourcesOnEvictedUnreachableOrUnpublishedNodesAreSkippedAndTheNextUsed) {
+  SaveReplicas();
+  engine_->node("node0").unreachable = true;  // its worker died
+  Prefetcher prefetcher(options_);
+  test_util::LogCapture log;
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  // Rank 4: node0 refused the connection, node3 served it; node1 (evicted) was not needed.
+  ExpectPrefetched(4, 0x44);
+  proto::PrefetchReport report = prefetcher.report();
+  EXPECT_EQ(Result(report, 4)->source, "node3");
+  EXPECT_EQ(Result(report, 4)->source_rank, 6);
+  // Rank 5: node0 was its only live replica.
+  EXPECT_EQ(Result(report, 5)->outcome, "failed");
+  EXPECT_FALSE(Result(report, 5)->ok);
+  EXPECT_NE(Result(report, 5)->error.find("Connection refused"), std::string::npos) << Result(report, 5)->error;
+  EXPECT_FALSE(PrefetchFileExists(5));
+  // The evicted node comes last although the plan lists it first, and only for rank 5, which
+  // had no other live replica (its worker is gone too: nobody answers there either).
+  std::vector<std::string> rank5;
+  for (const std::string& stat : engine_->stats()) {
+    if (stat.find("arena/40/5") != std::string::npos || stat.find("arena/40/1") != std::string::npos) {
+      rank5.push_back(stat);
+    }
+    EXPECT_NE(stat, "node1:arena/40/4");
+  }
+  EXPECT_EQ(rank5, (std::vector<std::string>{"node0:arena/40/1", "node1:arena/40/5"}));
+  EXPECT_EQ(log.Count({"W ft[worker]", "rank 5: prefetching step 40 failed"}), 1u);
+
+  bool written = false;
+  ckpt::NodePlan plan = Shaped(prefetcher, &written);
+  ASSERT_TRUE(written) << "a failed prefetch does not hold the plan back";
+  EXPECT_EQ(plan.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+  EXPECT_EQ(plan.Find(5)->sources.front().node, "node1") << "rank 5 restores from what the master planned";
+}
+
+TEST_F(PrefetcherTest, AnEvictedNodeWhoseWorkerStillServesIsTheLastResort) {
+  SaveReplicas();
+  const std::string node1_dir = tmp_.Sub("node1");
+  SaveArena(node1_dir, 5, 0x55);  // node1's worker still runs and serves rank 5's arena
+  engine_->AddNode("node1", {node1_dir, "", false, {}});
+  engine_->node("node0").unreachable = true;
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  ExpectPrefetched(5, 0x55);
+  EXPECT_EQ(Result(prefetcher.report(), 5)->source, "node1");
+  EXPECT_EQ(Result(prefetcher.report(), 4)->source, "node3") << "a healthy replica before the evicted node";
+}
+
+TEST_F(PrefetcherTest, ANodeWithoutAnEndpointIsNotAsked) {
+  SaveReplicas();
+  server_.Execute({"HDEL", keys_.Endpoints(), "node0"});
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  for (const std::string& stat : engine_->stats()) EXPECT_NE(stat.rfind("node0:", 0), 0u) << stat;
+  proto::PrefetchReport report = prefetcher.report();
+  EXPECT_EQ(Result(report, 4)->source, "node3");
+  EXPECT_NE(Result(report, 5)->error.find("node0: its worker published no transfer endpoint"), std::string::npos)
+      << Result(report, 5)->error;
+}
+
+TEST_F(PrefetcherTest, ACopyWhoseDigestDiffersFromThePlansIsRefused) {
+  SaveReplicas();
+  SaveArena(node0_dir_, 0, 0x45);  // node0 now holds other bytes under rank 0's step
+  Prefetcher prefetcher(options_);
+  test_util::LogCapture log;
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  ExpectPrefetched(4, 0x44);  // from node3, the next source
+  EXPECT_EQ(Result(prefetcher.report(), 4)->source, "node3");
+  EXPECT_EQ(log.Count({"rank 4: arena/40/0 on node0 refused: content digest", "differs from the verified"}), 1u);
+
+  // With no other source: refused, nothing prefetched.
+  SaveArena(node3_dir_, 6, 0x46);
+  std::filesystem::remove(ckpt::Arena::PrefetchPathFor(here_dir_, job_, 4));
+  Prefetcher again(options_);
+  again.OnPlan(Plan(), store_);
+  again.WaitIdle();
+  EXPECT_EQ(Result(again.report(), 4)->outcome, "failed");
+  EXPECT_NE(Result(again.report(), 4)->error.find("differs from the verified"), std::string::npos);
+  EXPECT_FALSE(PrefetchFileExists(4));
+}
+
+TEST_F(PrefetcherTest, ACorruptedChunkIsFetchedFromTheNextSourceThenFromTheRemoteDirectory) {
+  SaveReplicas();
+  engine_->node("node0").corrupt_chunks = {1};
+  engine_->node("node3").corrupt_chunks = {1};
+  // Rank 4's own copy, persisted to the remote directory by node1's worker before it was evicted.
+  ckpt::Manifest m4 = SaveArena(tmp_.Sub("node1"), 4, 0x44);
+  {
+    ckpt::Arena a;
+    ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(tmp_.Sub("node1"), job_, 4), &a).ok());
+    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kRemote, remote_dir_, m4, a.data(), nullptr, nullptr).ok());
+  }
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  ExpectPrefetched(4, 0x44);
+  const proto::PrefetchReport report = prefetcher.report();
+  const proto::PrefetchRank* r4 = Result(report, 4);
+  EXPECT_EQ(r4->outcome, "pulled");
+  EXPECT_EQ(r4->source, "node0");
+  EXPECT_EQ(r4->transport, "tcp+fallback");
+  // Rank 5 has no remote copy: chunk 1 is bad on its only source, so the pull fails whole.
+  EXPECT_EQ(Result(prefetcher.report(), 5)->outcome, "failed");
+  EXPECT_FALSE(PrefetchFileExists(5));
+}
+
+TEST_F(PrefetcherTest, WithoutTheJobsSecretNothingIsPulled) {
+  SaveReplicas();
+  server_.Execute({"DEL", keys_.TransferSecret()});
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  EXPECT_TRUE(engine_->stats().empty());
+  EXPECT_NE(Result(prefetcher.report(), 4)->error.find("transfer secret is not in Redis"), std::string::npos);
+}
+
+TEST_F(PrefetcherTest, ANewPlanVersionOfTheSameCopiesPullsNothingAgainAndARestartKeepsThePrefetch) {
+  SaveReplicas();
+  {
+    Prefetcher prefetcher(options_);
+    prefetcher.OnPlan(Plan(1), store_);
+    prefetcher.WaitIdle();
+    EXPECT_EQ(engine_->stats().size(), 2u);
+    uint64_t generation = prefetcher.generation();
+    prefetcher.OnPlan(Plan(2), store_);  // the master refreshed the tiers
+    EXPECT_FALSE(prefetcher.busy());
+    EXPECT_EQ(prefetcher.generation(), generation);
+    EXPECT_EQ(engine_->stats().size(), 2u);
+  }
+  // A restarted worker finds the prefetched copies in place.
+  Prefetcher restarted(options_);
+  restarted.OnPlan(Plan(2), store_);
+  restarted.WaitIdle();
+  EXPECT_EQ(engine_->stats().size(), 2u);
+  EXPECT_EQ(Result(restarted.report(), 4)->outcome, "kept");
+  bool written = false;
+  ckpt::NodePlan plan = Shaped(restarted, &written);
+  ASSERT_TRUE(written);
+  EXPECT_EQ(plan.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+}
+
+TEST_F(PrefetcherTest, APlanWithNothingForThisNodeIsWrittenAtOnce) {
+  Prefetcher prefetcher(options_);
+  proto::RestorePlan none;
+  prefetcher.OnPlan(none, store_);
+  EXPECT_FALSE(prefetcher.busy());
+  proto::RestorePlan others = Plan();
+  others.ranks.erase(others.ranks.begin() + 1, others.ranks.end());  // rank 0 only
+  prefetcher.OnPlan(others, store_);
+  EXPECT_FALSE(prefetcher.busy());
+  bool written = false;
+  Shaped(prefetcher, &written);
+  EXPECT_TRUE(written);
+  EXPECT_TRUE(engine_->stats().empty());
+}
+
+TEST_F(PrefetcherTest, RedisAwayAtThePlanDefersTheStartAndWithholdsThePlan) {
+  SaveReplicas();
+  Prefetcher prefetcher(options_);
+  store_.FailCommand("HGETALL", Status::Unavailable("connection reset"));
+  prefetcher.OnPlan(Plan(), store_);
+  EXPECT_TRUE(prefetcher.busy());
+  bool written = true;
+  Shaped(prefetcher, &written);
+  EXPECT_FALSE(written);
+  store_.ClearFaults();
+  prefetcher.Tick(1 * kSec, 0, &store_);
+  prefetcher.WaitIdle();
+  ExpectPrefetched(4, 0x44);
+}
+
+// RestorePlanSync with the Prefetcher as its gate, through the daemon's calls: the file is
+// withheld (an old one removed), written with the prefetched copies once they are in, and
+// rewritten without them after the ranks restored; the report reaches Redis.
+TEST_F(PrefetcherTest, ThePlanFileIsWithheldThenWrittenWithPrefetchedThenCleanedUp) {
+  SaveReplicas();
+  proto::RestorePlan plan = Plan();
+  server_.Execute({"SET", keys_.Restore(), proto::Encode(plan)});
+  server_.Execute({"SET", keys_.RestoreVersion(), "1"});
+  RestorePlanSync sync(SyncOptions());
+  Prefetcher prefetcher(options_);
+  sync.SetGate(&prefetcher);
+  // A stale file from an earlier worker on this node.
+  ckpt::NodePlan stale = ToNodePlan(proto::RestorePlan{}, SyncOptions());
+  ASSERT_TRUE(ckpt::WriteNodePlan(sync.path(), stale).ok());
+
+  engine_->Hold();
+  sync.Poll(1 * kSec, store_);
+  EXPECT_TRUE(sync.withholding());
+  EXPECT_FALSE(std::filesystem::exists(sync.path())) << "ft_restore waits instead of reading the stale plan";
+  prefetcher.Tick(1 * kSec, 0, &store_);
+  sync.Refresh();
+  EXPECT_FALSE(std::filesystem::exists(sync.path()));
+  redis::Reply running;
+  ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &running).ok());
+  proto::PrefetchReport report;
+  ASSERT_TRUE(proto::Decode(running.str(), &report).ok());
+  EXPECT_EQ(report.state, "running");
+
+  engine_->Release();
+  prefetcher.WaitIdle();
+  sync.Refresh();  // no Redis needed
+  EXPECT_FALSE(sync.withholding());
+  ckpt::NodePlan file;
+  ASSERT_TRUE(ckpt::ReadNodePlan(sync.path(), &file).ok());
+  EXPECT_EQ(file.version, 1);
+  EXPECT_EQ(file.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+  EXPECT_EQ(file.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+  prefetcher.Tick(2 * kSec, 0, &store_);
+  redis::Reply done;
+  ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &done).ok());
+  ASSERT_TRUE(proto::Decode(done.str(), &report).ok());
+  EXPECT_EQ(report.state, "done");
+  EXPECT_EQ(report.ranks.size(), 2u);
+  EXPECT_GE(report.pull_s, 0);
+
+  // Rank 4 restored: its own arena holds the step, so its prefetched copy goes, and the
+  // file no longer names it. Rank 5 has not restored yet.
+  SaveArena(here_dir_, 4, 0x44);
+  prefetcher.Tick(3 * kSec, 0, &store_);
+  EXPECT_FALSE(PrefetchFileExists(4));
+  EXPECT_TRUE(PrefetchFileExists(5));
+  sync.Refresh();
+  ASSERT_TRUE(ckpt::ReadNodePlan(sync.path(), &file).ok());
+  EXPECT_EQ(file.Find(4)->sources.front().node, "node1");
+  EXPECT_EQ(file.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+
+  // The master then lists rank 4's own copy on node2: still one source per (rank, node).
+  plan.version = 2;
+  plan.ranks[1].sources.push_back({4, "node2", {"arena"}});
+  plan.ranks[2].sources.push_back({5, "node2", {"arena"}});
+  server_.Execute({"SET", keys_.Restore(), proto::Encode(plan)});
+  server_.Execute({"SET", keys_.RestoreVersion(), "2"});
+  sync.Poll(5 * kSec, store_);
+  ASSERT_TRUE(ckpt::ReadNodePlan(sync.path(), &file).ok());
+  EXPECT_EQ(file.version, 2);
+  EXPECT_EQ(file.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"arena", "prefetched"}}));
+  EXPECT_EQ(engine_->stats().size(), 2u) << "the same copies: nothing pulled again";
+}
+
+// The daemon's hook: with FT_NODE_RANKS the worker withholds its plan file while its prefetch
+// runs and writes it, with the prefetched copies, as soon as the pulls ended.
+class IdleServer : public TransferServer {
+ public:
+  Status Start() override { return Status::Ok(); }
+  uint16_t port() const override { return 45000; }
+  void Stop() override {}
+  rdma::ServerStats stats() const override { return {}; }
+};
+
+TEST_F(PrefetcherTest, TheDaemonWithNodeRanksWritesThePlanFileOnceThePullsEnded) {
+  SaveReplicas();
+  proto::RestorePlan plan = Plan();
+  server_.Execute({"SET", keys_.Restore(), proto::Encode(plan)});
+  server_.Execute({"SET", keys_.RestoreVersion(), "1"});
+  FakeProbe probe;
+  NodeMonitorOptions mo;
+  mo.job = job_;
+  mo.node = "node2";
+  mo.scan_interval_ns = 0;
+  mo.settle_ns = 0;
+  mo.probe = &probe;
+  NodeMonitor monitor(mo);
+  DaemonOptions o;
+  o.job = job_;
+  o.node = "node2";
+  o.host = "host-node2";
+  o.config = Config::Defaults();
+  o.config.ckpt_arena_dir = here_dir_;
+  o.config.ckpt_remote_dir = remote_dir_;
+  o.config.node_ranks = "4-5";
+  o.pull_engine = engine_;
+  o.make_transfer_server = [](const rdma::ServerOptions&) { return std::make_unique<IdleServer>(); };
+  Daemon daemon(o, &monitor, std::make_unique<redis::FakeStore>(&server_, "worker"));
+  ASSERT_NE(daemon.prefetcher(), nullptr);
+  const std::string path = daemon.plan_sync().path();
+
+  engine_->Hold();
+  uint64_t now = MonoNs();
+  for (int i = 0; i < 20; ++i) daemon.Tick(now += 10 * kMs, 1'700'000'000'000);
+  EXPECT_TRUE(daemon.prefetcher()->busy());
+  EXPECT_FALSE(std::filesystem::exists(path)) << "withheld while the pulls run";
+  engine_->Release();
+  daemon.prefetcher()->WaitIdle();
+  daemon.Tick(now += 10 * kMs, 1'700'000'000'000);
+  ckpt::NodePlan file;
+  Status s = ckpt::ReadNodePlan(path, &file);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(file.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+  EXPECT_EQ(file.Find(5)->sources.front(), (ckpt::PlanSource{5, "node2", {"prefetched"}}));
+  redis::Reply report;
+  ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &report).ok());
+  proto::PrefetchReport decoded;
+  ASSERT_TRUE(proto::Decode(report.str(), &decoded).ok()) << report.str();
+  EXPECT_EQ(decoded.state, "done");
+}
+
+}  // namespace
+}  // namespace ft::worker

@@ -1,0 +1,178 @@
+// The Prefetcher over the real transfer engine: in-process rdma::Servers on loopback serve
+// arena files of two "other nodes" (temporary directories standing for their /dev/shm) through
+// the worker's own CopyProvider, with the job's secret; a third endpoint has nobody listening.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "ftworker/copy_server.h"
+#include "ftworker/prefetcher.h"
+#include "ftworker/tests/ckpt_test_util.h"
+#include "ftworker/tests/test_util.h"
+#include "proto/transfer_codec.h"
+#include "redis/fake_store.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+
+constexpr int64_t kStep = 12;
+constexpr uint64_t kBytes = (5u << 20) + 100;  // 6 chunks of 1 MiB
+const std::string kSecret(64, 'c');
+
+// One node's transfer server over the arenas in `dir`.
+class PeerNode {
+ public:
+  PeerNode(const std::string& job, const std::string& dir)
+      : provider_(CopyProviderOptions{
+            .job = job,
+            .local_dir = "",
+            .arena_path_of = [job, dir](ckpt::CopyId id) { return ckpt::Arena::PathFor(dir, job, id.rank); }}) {
+    rdma::ServerOptions options;
+    options.listen_address = "127.0.0.1";
+    options.secret = kSecret;
+    options.provider = &provider_;
+    server_ = std::make_unique<rdma::Server>(options);
+    Status s = server_->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  uint16_t port() const { return server_->port(); }
+  rdma::ServerStats stats() const { return server_->stats(); }
+
+ private:
+  CopyProvider provider_;
+  std::unique_ptr<rdma::Server> server_;
+};
+
+class PrefetcherTransferTest : public ::testing::Test {
+ protected:
+  PrefetcherTransferTest() {
+    here_ = tmp_.Sub("node2");
+    node0_ = tmp_.Sub("node0");
+    node3_ = tmp_.Sub("node3");
+    (void)store_.Ensure(redis::Store::Clock::now());
+    server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  }
+
+  void Publish(const std::string& node, uint16_t port) {
+    proto::TransferEndpoint e{node, "127.0.0.1", port, {"tcp"}, 1};
+    server_.Execute({"HSET", keys_.Endpoints(), node, proto::Encode(e)});
+  }
+
+  ckpt::Manifest Save(const std::string& dir, int rank, uint8_t fill) {
+    FakeArena arena(dir, job_, rank, kBytes);
+    return arena.Save(kStep, fill);
+  }
+
+  PrefetcherOptions Options() {
+    PrefetcherOptions o;
+    o.job = job_;
+    o.node = "node2";
+    o.ranks = {4};
+    o.arena_dir = here_;
+    o.engine = MakeTransferEngine();
+    o.pull.connections = 2;
+    o.pull.piece_bytes = 256 << 10;
+    o.pull.connect_timeout = std::chrono::milliseconds(1000);
+    o.pull.io_timeout = std::chrono::milliseconds(3000);
+    return o;
+  }
+
+  // Rank 4 (evicted node1) has DP replicas rank 0 on node0 and rank 6 on node3; node9 is gone.
+  proto::RestorePlan Plan(uint64_t digest) {
+    proto::RestorePlan plan;
+    plan.version = 1;
+    plan.step = kStep;
+    plan.ranks.push_back({4, digest, {{9, "node9", {"arena"}}, {0, "node0", {"arena"}}, {6, "node3", {"arena"}}}});
+    return plan;
+  }
+
+  std::vector<uint8_t> Prefetched(ckpt::Manifest* m) {
+    ckpt::Arena arena;
+    EXPECT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PrefetchPathFor(here_, job_, 4), &arena).ok());
+    uint64_t generation = 0;
+    EXPECT_TRUE(arena.ReadCommitted(m, &generation).ok());
+    return std::vector<uint8_t>(arena.data(), arena.data() + m->data_bytes);
+  }
+
+  std::string job_ = UniqueJob("pft");
+  proto::Keys keys_{job_};
+  TempDir tmp_{"prefetch-tcp"};
+  std::string here_, node0_, node3_;
+  redis::FakeRedis server_;
+  redis::FakeStore store_{&server_, "worker"};
+};
+
+TEST_F(PrefetcherTransferTest, PullsOverTcpSkippingADeadNodeAndRefetchesACorruptedChunkFromTheNextReplica) {
+  const ckpt::Manifest saved = Save(node0_, 0, 0x21);
+  Save(node3_, 6, 0x21);
+  // A bad page in node0's copy of chunk 3: node0 serves it as it is, the chunk fails its
+  // checksum here and comes from node3 instead.
+  {
+    ckpt::Arena arena;
+    ASSERT_TRUE(ckpt::Arena::OpenForWriteAt(ckpt::Arena::PathFor(node0_, job_, 0),
+                                            ckpt::ManifestCapacity(saved.buffers, saved.data_bytes, saved.chunk_bytes),
+                                            saved.data_bytes, &arena)
+                    .ok());
+    arena.data()[saved.chunk_begin(3) + 77] ^= 0x01;
+  }
+  PeerNode node0(job_, node0_);
+  PeerNode node3(job_, node3_);
+  Publish("node0", node0.port());
+  Publish("node3", node3.port());
+  {
+    PeerNode gone(job_, tmp_.Sub("node9"));
+    Publish("node9", gone.port());
+  }  // stopped: its port refuses connections now
+
+  Prefetcher prefetcher(Options());
+  prefetcher.OnPlan(Plan(ckpt::ContentDigest(saved)), store_);
+  prefetcher.WaitIdle();
+
+  const proto::PrefetchReport report = prefetcher.report();
+  ASSERT_EQ(report.ranks.size(), 1u);
+  const proto::PrefetchRank& r = report.ranks[0];
+  ASSERT_EQ(r.outcome, "pulled") << r.error;
+  EXPECT_EQ(r.source, "node0");
+  EXPECT_EQ(r.source_rank, 0);
+  EXPECT_EQ(r.transport, "tcp");
+  EXPECT_EQ(r.bytes, saved.data_bytes);
+  ckpt::Manifest m;
+  std::vector<uint8_t> bytes = Prefetched(&m);
+  EXPECT_EQ(ckpt::ContentDigest(m), ckpt::ContentDigest(saved));
+  EXPECT_EQ(bytes, std::vector<uint8_t>(saved.data_bytes, 0x21));
+  EXPECT_GT(node3.stats().bytes_sent, 0u) << "the bad chunk came from node3";
+
+  bool written = false;
+  ckpt::NodePlan plan;
+  plan.job = job_;
+  plan.node = "node2";
+  plan.step = kStep;
+  plan.arena_dir = here_;
+  plan.ranks.push_back({4, ckpt::ContentDigest(saved), {{0, "node0", {"arena"}}}});
+  written = prefetcher.Shape(&plan);
+  ASSERT_TRUE(written);
+  EXPECT_EQ(plan.ranks[0].sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+}
+
+TEST_F(PrefetcherTransferTest, AWrongSecretGetsNothing) {
+  const ckpt::Manifest saved = Save(node0_, 0, 0x33);
+  PeerNode node0(job_, node0_);
+  Publish("node0", node0.port());
+  server_.Execute({"SET", keys_.TransferSecret(), std::string(64, 'd')});  // another job's
+  Prefetcher prefetcher(Options());
+  prefetcher.OnPlan(Plan(ckpt::ContentDigest(saved)), store_);
+  prefetcher.WaitIdle();
+  const proto::PrefetchReport report = prefetcher.report();
+  ASSERT_EQ(report.ranks.size(), 1u);
+  EXPECT_EQ(report.ranks[0].outcome, "failed");
+  EXPECT_FALSE(std::filesystem::exists(ckpt::Arena::PrefetchPathFor(here_, job_, 4)));
+  EXPECT_EQ(node0.stats().bytes_sent, 0u);
+  EXPECT_GE(node0.stats().auth_refused, 1u);
+}
+
+}  // namespace
+}  // namespace ft::worker

@@ -1,0 +1,35 @@
+#include "rdma/auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <string>
+
+namespace ft::rdma::auth {
+
+Status RandomNonce(wire::Nonce* out) {
+  if (RAND_bytes(out->data(), static_cast<int>(out->size())) != 1)
+    return Status::Internal("the OpenSSL random generator failed to produce a nonce");
+  return Status::Ok();
+}
+
+wire::Mac ComputeMac(std::string_view secret, Role role, const wire::Nonce& server_nonce,
+                     const wire::Nonce& client_nonce) {
+  std::string message = role == Role::kClient ? "ft-transfer/1 client" : "ft-transfer/1 server";
+  message.append(reinterpret_cast<const char*>(server_nonce.data()), server_nonce.size());
+  message.append(reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size());
+  wire::Mac mac{};
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac.data(), &len);
+  return mac;
+}
+
+bool VerifyMac(std::string_view secret, Role role, const wire::Nonce& server_nonce,
+               const wire::Nonce& client_nonce, const wire::Mac& mac) {
+  wire::Mac expected = ComputeMac(secret, role, server_nonce, client_nonce);
+  return CRYPTO_memcmp(expected.data(), mac.data(), mac.size()) == 0;
+}
+
+}  // namespace ft::rdma::auth

@@ -1,0 +1,29 @@
+// Challenge and response between two holders of the job's transfer secret (HMAC-SHA256). Each
+// side sends a fresh random nonce; each proves the secret with a MAC over both nonces and a
+// context string naming its role, so neither side's proof can be replayed (new nonces every
+// connection) or reflected (the roles differ). The client checks the server's proof too: a
+// process that merely listens on a peer's port cannot feed a client bytes.
+#ifndef FT_RDMA_AUTH_H_
+#define FT_RDMA_AUTH_H_
+
+#include <string_view>
+
+#include "common/status.h"
+#include "rdma/wire.h"
+
+namespace ft::rdma::auth {
+
+enum class Role { kClient, kServer };
+
+// A nonce from the OS's cryptographic generator.
+Status RandomNonce(wire::Nonce* out);
+// HMAC-SHA256(secret, "ft-transfer/1 <role>" || server_nonce || client_nonce).
+wire::Mac ComputeMac(std::string_view secret, Role role, const wire::Nonce& server_nonce,
+                     const wire::Nonce& client_nonce);
+// Constant-time comparison against the expected proof.
+bool VerifyMac(std::string_view secret, Role role, const wire::Nonce& server_nonce,
+               const wire::Nonce& client_nonce, const wire::Mac& mac);
+
+}  // namespace ft::rdma::auth
+
+#endif  // FT_RDMA_AUTH_H_

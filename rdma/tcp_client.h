@@ -1,0 +1,62 @@
+// ft::rdma::Connection: the client's end of one authenticated transfer connection (internal to
+// rdma/; Pull and Stat use it). Plain blocking sockets, one thread per connection: a pull keeps
+// a few connections per peer busy, each with its own thread, so blocking reads straight into
+// the destination are the simplest fast path (no event loop between the socket and dest).
+//
+// Every wait is bounded: connecting by PullOptions::connect_timeout, every receive and send by
+// io_timeout of silence (SO_RCVTIMEO/SO_SNDTIMEO), so a stopped peer costs one io_timeout.
+// Not thread-safe except Abort(), which any thread may call to end a blocked receive.
+#ifndef FT_RDMA_TCP_CLIENT_H_
+#define FT_RDMA_TCP_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "rdma/transfer.h"
+#include "rdma/wire.h"
+
+namespace ft::rdma {
+
+class Connection {
+ public:
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Connects and authenticates (both ways): Unavailable when the peer is unreachable or
+  // refuses our proof, Corrupt when its own proof is wrong (not a peer of this job).
+  static Status Open(const PullOptions& options, const Peer& peer, std::unique_ptr<Connection>* out);
+
+  // NotFound/NotReady/... from the peer's Error reply; the connection stays usable after one.
+  Status OpenRegion(const std::string& name, wire::OpenReply* out, uint32_t flags = 0);
+  Status FastConnect(uint32_t handle, std::string_view request, std::string* reply);
+
+  Status SendRead(const wire::Read& read);
+  // The next frame must be Data: its header. An Error frame becomes its Status, with the
+  // Read's tag in *error_tag.
+  Status ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag);
+  // Exactly len bytes straight into dest.
+  Status ReceiveBytes(uint8_t* dest, uint64_t len);
+
+  // Says goodbye (best effort) and closes.
+  void Close();
+  // Any thread: makes blocked and later calls fail at once.
+  void Abort();
+
+  const Peer& peer() const { return peer_; }
+
+ private:
+  Connection(int fd, Peer peer) : fd_(fd), peer_(std::move(peer)) {}
+  Status Handshake(const std::string& secret);
+  Status SendAll(std::string_view bytes);
+  Status ReceiveFrame(wire::FrameHeader* header, std::string* payload);
+
+  int fd_;
+  Peer peer_;
+};
+
+}  // namespace ft::rdma
+
+#endif  // FT_RDMA_TCP_CLIENT_H_

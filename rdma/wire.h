@@ -1,0 +1,181 @@
+// The transfer engine's wire protocol (docs/transfer-protocol.md): framed little-endian messages
+// on a TCP connection. Every frame is a 12-byte header (magic, version, type, payload length)
+// followed by the payload. This file owns the byte layout: encoders build whole frames, the
+// decoders take a payload that a FrameHeader admitted and refuse anything malformed with a
+// Status that says what was wrong. Pure functions, no sockets: any thread.
+//
+// Bytes from the network are hostile: every length is bounded before anything is allocated
+// (a frame's payload by MaxPayload(type), a region name by kMaxNameBytes, meta by kMaxMetaBytes,
+// a read by kMaxReadBytes), and an unknown magic, version or type is refused by name.
+#ifndef FT_RDMA_WIRE_H_
+#define FT_RDMA_WIRE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "rdma/transfer.h"
+
+namespace ft::rdma::wire {
+
+inline constexpr uint32_t kMagic = 0x58525446;  // "FTRX" in little-endian bytes
+inline constexpr size_t kHeaderBytes = 12;
+inline constexpr size_t kNonceBytes = 32;
+inline constexpr size_t kMacBytes = 32;            // HMAC-SHA256
+inline constexpr size_t kMaxNameBytes = 256;
+inline constexpr uint64_t kMaxReadBytes = 64ull << 20;
+inline constexpr size_t kMaxOfferBytes = 64 << 10;  // fast-path offer / connect blobs
+inline constexpr size_t kMaxErrorTextBytes = 1024;
+inline constexpr size_t kDataHeaderBytes = 20;     // tag, offset, len before the data bytes
+
+enum class MessageType : uint16_t {
+  kHello = 1,           // client -> server: version, client nonce
+  kChallenge = 2,       // server -> client: server nonce
+  kResponse = 3,        // client -> server: client's MAC
+  kAuthOk = 4,          // server -> client: server's MAC (the client checks the server too)
+  kAuthRefused = 5,     // server -> client: nothing else (no name, no size)
+  kOpen = 6,            // open a region by name
+  kOpenReply = 7,       // handle, size, meta, fast-path offer
+  kFastConnect = 8,     // handle, fast-path request blob
+  kFastConnectReply = 9,// fast-path reply blob
+  kRead = 10,           // handle, offset, len, tag
+  kData = 11,           // tag, offset, len, then len bytes
+  kError = 12,          // code, tag, text
+  kClose = 13,          // either side, nothing follows
+};
+inline constexpr uint16_t kMaxMessageType = 13;
+
+// Why a request failed, sent in an Error frame. Stable numbers (the protocol's), never reused.
+enum class ErrorCode : uint16_t {
+  kProtocol = 1,          // malformed or unexpected frame: the connection closes
+  kUnsupportedVersion = 2,
+  kNotFound = 3,          // no such region on this node
+  kNotReady = 4,          // the region changed under the reader (a newer save): try another copy
+  kBadHandle = 5,
+  kOutOfRange = 6,        // offset/len outside the region or a read above kMaxReadBytes
+  kNoFastPath = 7,        // fast connect on a region without an offer, or Accept failed
+  kTooManyOpen = 8,
+  kInternal = 9,
+};
+const char* ErrorCodeName(ErrorCode code);
+// The Status a client reports for an Error frame (NotFound, NotReady, ...).
+Status StatusFromError(ErrorCode code, std::string_view text);
+
+const char* MessageTypeName(MessageType type);
+// Largest payload a frame of `type` may carry; the header parser enforces it.
+uint64_t MaxPayload(MessageType type);
+
+struct FrameHeader {
+  uint16_t version = 0;
+  MessageType type = MessageType::kClose;
+  uint32_t length = 0;  // payload bytes after the header
+};
+
+// Checks magic, version (== `version`), type and the length bound of `type`.
+Status ParseHeader(const uint8_t* bytes /* kHeaderBytes */, FrameHeader* out,
+                   uint32_t version = kProtocolVersion);
+void EncodeHeader(MessageType type, uint32_t length, uint8_t* out /* kHeaderBytes */,
+                  uint32_t version = kProtocolVersion);
+
+using Nonce = std::array<uint8_t, kNonceBytes>;
+using Mac = std::array<uint8_t, kMacBytes>;
+
+struct Hello {
+  uint32_t max_version = 0;  // highest version the client speaks
+  Nonce client_nonce{};
+  bool operator==(const Hello&) const = default;
+};
+struct Challenge {
+  Nonce server_nonce{};
+  bool operator==(const Challenge&) const = default;
+};
+struct Response {
+  Mac mac{};
+  bool operator==(const Response&) const = default;
+};
+struct AuthOk {
+  Mac mac{};
+  bool operator==(const AuthOk&) const = default;
+};
+inline constexpr uint32_t kOpenWantsFastPath = 1;  // Open::flags: put the fast-path offer in the reply
+struct Open {
+  uint32_t flags = 0;
+  std::string name;
+  bool operator==(const Open&) const = default;
+};
+struct OpenReply {
+  uint32_t handle = 0;
+  uint64_t size = 0;
+  std::string meta;
+  std::string offer;
+  bool operator==(const OpenReply&) const = default;
+};
+struct FastConnect {
+  uint32_t handle = 0;
+  std::string request;
+  bool operator==(const FastConnect&) const = default;
+};
+struct FastConnectReply {
+  std::string reply;
+  bool operator==(const FastConnectReply&) const = default;
+};
+struct Read {
+  uint32_t handle = 0;
+  uint64_t offset = 0;
+  uint32_t len = 0;
+  uint64_t tag = 0;
+  bool operator==(const Read&) const = default;
+};
+struct DataHeader {
+  uint64_t tag = 0;
+  uint64_t offset = 0;
+  uint32_t len = 0;
+  bool operator==(const DataHeader&) const = default;
+};
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  uint64_t tag = 0;  // the Read's tag when the error answers one; 0 otherwise
+  std::string text;
+  bool operator==(const Error&) const = default;
+};
+
+// Whole frames (header + payload), version kProtocolVersion unless told.
+std::string EncodeHello(const Hello& m);
+std::string EncodeChallenge(const Challenge& m);
+std::string EncodeResponse(const Response& m);
+std::string EncodeAuthOk(const AuthOk& m);
+std::string EncodeAuthRefused();
+std::string EncodeOpen(const Open& m);
+std::string EncodeOpenReply(const OpenReply& m);
+std::string EncodeFastConnect(const FastConnect& m);
+std::string EncodeFastConnectReply(const FastConnectReply& m);
+std::string EncodeRead(const Read& m);
+std::string EncodeError(const Error& m);
+std::string EncodeClose();
+// The header and data header of a Data frame (kHeaderBytes + kDataHeaderBytes); the len data
+// bytes follow on the wire, sent from the region without a copy.
+void EncodeDataPrefix(const DataHeader& m, uint8_t* out /* kHeaderBytes + kDataHeaderBytes */);
+
+// Payload decoders (the bytes after a header ParseHeader admitted for that type). Corrupt on
+// any length mismatch, bound or bad value; *out is set only on success.
+Status DecodeHello(std::string_view payload, Hello* out);
+Status DecodeChallenge(std::string_view payload, Challenge* out);
+Status DecodeResponse(std::string_view payload, Response* out);
+Status DecodeAuthOk(std::string_view payload, AuthOk* out);
+Status DecodeOpen(std::string_view payload, Open* out);
+Status DecodeOpenReply(std::string_view payload, OpenReply* out);
+Status DecodeFastConnect(std::string_view payload, FastConnect* out);
+Status DecodeFastConnectReply(std::string_view payload, FastConnectReply* out);
+Status DecodeRead(std::string_view payload, Read* out);
+// The first kDataHeaderBytes of a Data payload; checks len == payload_length - kDataHeaderBytes.
+Status DecodeDataHeader(std::string_view prefix, uint32_t payload_length, DataHeader* out);
+Status DecodeError(std::string_view payload, Error* out);
+// AuthRefused and Close carry nothing.
+Status DecodeEmpty(std::string_view payload, MessageType type);
+
+}  // namespace ft::rdma::wire
+
+#endif  // FT_RDMA_WIRE_H_
