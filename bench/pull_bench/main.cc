@@ -12,6 +12,8 @@
 //   engine4  the same with 4 connections, then the restore's last step: the whole copy to
 //            device memory through the CUDA runtime (device_copy.h); restore_s = Stat + Pull +
 //            verify + host-to-device
+// It also prints each kind's CPU seconds per GiB on both sides (cpu_time.h), which say where the
+// time goes when wall seconds are blurred by other work on the machine,
 // and checks, untimed, that every destination holds the right bytes (the socket copy against
 // the manifest, the device buffer's first and last chunk read back).
 //
@@ -19,10 +21,12 @@
 //   RESULT pull ratio=<socket s / engine4 s> ratio_1conn=<socket s / engine1 s>
 //        engine_gbps=<engine4> engine_1conn_gbps=<engine1> socket_gbps=<socket>
 //        first_byte_ms=<engine4> restore_s=<engine4 + host-to-device> bytes=<N> runs=<R>
-// medians over the runs; gbps are gigabits (1e9 bits) per second, as network links are rated.
+// medians over the runs; the ratios are medians of each run's own ratio (its socket copy against
+// its engine pulls, taken back to back, so load that comes and goes moves both sides of a ratio);
+// gbps are gigabits (1e9 bits) per second, as network links are rated.
 //
 // usage: pull_bench [--bytes N] [--runs R] [--connections C] [--piece-bytes P] [--in-flight K]
-//                   [--server-io-threads T] [--address A]
+//                   [--server-io-threads T] [--address A] [--verify 0 (diagnostic)]
 //        pull_bench serve ...   (the server process; started by the above)
 #include <unistd.h>
 
@@ -37,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/pull_bench/cpu_time.h"
 #include "bench/pull_bench/device_copy.h"
 #include "bench/pull_bench/memory.h"
 #include "bench/pull_bench/server.h"
@@ -75,6 +80,7 @@ struct Options {
   int in_flight = rdma::PullOptions{}.pieces_in_flight;
   int server_io_threads = rdma::ServerOptions{}.io_threads;
   std::string address = "127.0.0.1";
+  bool verify = true;  // --verify 0: a diagnostic (what verification costs); never the figure
 };
 
 bool ParseFlags(int argc, char** argv, int first, Options* o, std::string* why) {
@@ -96,6 +102,7 @@ bool ParseFlags(int argc, char** argv, int first, Options* o, std::string* why) 
     else if (flag == "--in-flight") o->in_flight = std::atoi(v);
     else if (flag == "--server-io-threads") o->server_io_threads = std::atoi(v);
     else if (flag == "--address") o->address = v;
+    else if (flag == "--verify") o->verify = std::strcmp(v, "0") != 0;
     else {
       *why = "unknown flag " + flag;
       return false;
@@ -133,6 +140,7 @@ int64_t FirstBadChunk(const ckpt::Manifest& m, const uint8_t* data) {
 // figure; it says what verification costs the engine on this machine).
 struct SocketRun : SocketCopyResult {
   double checksum_s = 0;
+  double client_cpu_s = 0, server_cpu_s = 0;
 };
 
 struct EngineRun {
@@ -141,6 +149,7 @@ struct EngineRun {
   double first_chunk_ms = 0; // Pull called -> first chunk verified
   double restore_s = 0;      // seconds + host-to-device (when asked)
   double h2d_s = 0;
+  double client_cpu_s = 0, server_cpu_s = 0;  // Stat + Pull
 };
 
 class Client {
@@ -150,7 +159,10 @@ class Client {
 
   bool Socket(SocketRun* out, std::string* why) {
     std::memset(dest_->data(), 0, dest_->size());
+    const CpuMeter cpu(server_.pid());
     if (!ReceiveCopy(o_.address, server_.socket_port(), dest_->data(), o_.bytes, out, why)) return false;
+    out->client_cpu_s = cpu.client_s();
+    out->server_cpu_s = cpu.server_s();
     if (manifest_.chunk_count() > 0) {
       const auto t0 = Clock::now();
       const int64_t bad = FirstBadChunk(manifest_, dest_->data());
@@ -172,6 +184,7 @@ class Client {
     po.pieces_in_flight = o_.in_flight;
     const rdma::Peer peer{"server", o_.address, server_.engine_port()};
 
+    const CpuMeter cpu(server_.pid());
     const auto t0 = Clock::now();
     rdma::RegionInfo info;
     Status s = rdma::Stat(po, peer, server_.region(), &info);
@@ -188,7 +201,7 @@ class Client {
     req.chunk_bytes = m.chunk_bytes;
     std::atomic<int64_t> first_chunk_ns{-1};
     const auto pull_start = Clock::now();
-    req.verify = [&](uint64_t index, const uint8_t* data, uint64_t len) {
+    if (o_.verify) req.verify = [&](uint64_t index, const uint8_t* data, uint64_t len) {
       int64_t none = -1;
       first_chunk_ns.compare_exchange_strong(
           none, std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - pull_start).count());
@@ -198,6 +211,8 @@ class Client {
     rdma::PullResult result;
     s = rdma::Pull(po, req, &result);
     out->seconds = Since(t0);
+    out->client_cpu_s = cpu.client_s();
+    out->server_cpu_s = cpu.server_s();
     if (!s.ok()) {
       std::string notes;
       for (const std::string& n : result.notes) notes += "\n  " + n;
@@ -260,9 +275,10 @@ int Measure(const Options& o) {
   DeviceCopy device;
   if (!device.Open(dest.data(), dest.size(), &why)) return Fail(why);
   std::printf("bench: %.2f GiB on %s, server process ready in %.1f s (%s), %d runs, engine: %d connections, "
-              "%llu-byte pieces, %d in flight per connection, %d server I/O threads\n",
+              "%llu-byte pieces, %d in flight per connection, %d server I/O threads%s\n",
               static_cast<double>(o.bytes) / (1ull << 30), o.address.c_str(), Since(t0), server.ready_line().c_str(),
-              o.runs, o.connections, static_cast<unsigned long long>(o.piece_bytes), o.in_flight, o.server_io_threads);
+              o.runs, o.connections, static_cast<unsigned long long>(o.piece_bytes), o.in_flight, o.server_io_threads,
+              o.verify ? "" : "; DIAGNOSTIC: chunks not verified (--verify 0), the figures are not the engine's");
   std::fflush(stdout);
 
   Client client(o, secret, server, &dest, &device);
@@ -272,7 +288,11 @@ int Measure(const Options& o) {
   EngineRun eng;
   if (!client.Engine(o.connections, true, &eng, &why) || !client.Socket(&sock, &why)) return Fail(why);
 
-  std::vector<double> socket_s, socket_fb, checksum_s, engine1_s, engine4_s, first_byte, first_chunk, restore_s, h2d_s, pair_ratio;
+  std::vector<double> socket_s, socket_fb, checksum_s, engine1_s, engine4_s, first_byte, first_chunk, restore_s, h2d_s,
+      pair_ratio, pair_ratio_1conn;
+  // CPU seconds per GiB moved, client + server, per transfer kind.
+  std::vector<double> socket_cpu_c, socket_cpu_s, e1_cpu_c, e1_cpu_s, e4_cpu_c, e4_cpu_s;
+  const double gib = static_cast<double>(o.bytes) / (1ull << 30);
   for (int run = 0; run < o.runs; ++run) {
     SocketRun sr;
     EngineRun e1, e4;
@@ -293,6 +313,13 @@ int Measure(const Options& o) {
     restore_s.push_back(e4.restore_s);
     h2d_s.push_back(e4.h2d_s);
     pair_ratio.push_back(sr.seconds / e4.seconds);
+    pair_ratio_1conn.push_back(sr.seconds / e1.seconds);
+    socket_cpu_c.push_back(sr.client_cpu_s / gib);
+    socket_cpu_s.push_back(sr.server_cpu_s / gib);
+    e1_cpu_c.push_back(e1.client_cpu_s / gib);
+    e1_cpu_s.push_back(e1.server_cpu_s / gib);
+    e4_cpu_c.push_back(e4.client_cpu_s / gib);
+    e4_cpu_s.push_back(e4.server_cpu_s / gib);
     std::printf("run %d: socket %.3f s (%.2f Gb/s), engine 1 conn %.3f s (%.2f Gb/s), engine %d conn %.3f s "
                 "(%.2f Gb/s, first byte %.2f ms, first chunk verified %.2f ms), restore %.3f s (host-to-device %.3f s)\n",
                 run + 1, sr.seconds, Gbps(o.bytes, sr.seconds), e1.seconds, Gbps(o.bytes, e1.seconds), o.connections,
@@ -302,18 +329,25 @@ int Measure(const Options& o) {
   if (!server.Stop()) return Fail("the server process did not exit cleanly");
 
   const double sock_med = Median(socket_s), e1_med = Median(engine1_s), e4_med = Median(engine4_s);
-  std::printf("bench: medians: socket %.3f s, engine 1 conn %.3f s, engine %d conn %.3f s; per-run ratio (socket / "
-              "engine %d conn) %.3f..%.3f; socket first byte %.2f ms; engine first chunk verified %.2f ms; "
-              "host-to-device %.3f s; XXH3 of the whole copy on one thread %.3f s\n",
-              sock_med, e1_med, o.connections, e4_med, o.connections,
-              *std::min_element(pair_ratio.begin(), pair_ratio.end()),
-              *std::max_element(pair_ratio.begin(), pair_ratio.end()), Median(socket_fb), Median(first_chunk),
-              Median(h2d_s), Median(checksum_s));
+  std::printf("bench: medians: socket %.3f s, engine 1 conn %.3f s, engine %d conn %.3f s (ratios of the medians: "
+              "%.3f with %d connections, %.3f with 1); per-run ratios (socket / engine) %d conn %.3f..%.3f, 1 conn "
+              "%.3f..%.3f; socket first byte %.2f ms; engine first chunk verified %.2f ms; host-to-device %.3f s; XXH3 "
+              "of the whole copy on one thread %.3f s\n",
+              sock_med, e1_med, o.connections, e4_med, sock_med / e4_med, o.connections, sock_med / e1_med,
+              o.connections, *std::min_element(pair_ratio.begin(), pair_ratio.end()),
+              *std::max_element(pair_ratio.begin(), pair_ratio.end()),
+              *std::min_element(pair_ratio_1conn.begin(), pair_ratio_1conn.end()),
+              *std::max_element(pair_ratio_1conn.begin(), pair_ratio_1conn.end()), Median(socket_fb),
+              Median(first_chunk), Median(h2d_s), Median(checksum_s));
+  std::printf("bench: CPU seconds per GiB (client + server, medians): socket %.3f + %.3f, engine 1 conn %.3f + %.3f, "
+              "engine %d conn %.3f + %.3f\n",
+              Median(socket_cpu_c), Median(socket_cpu_s), Median(e1_cpu_c), Median(e1_cpu_s), o.connections,
+              Median(e4_cpu_c), Median(e4_cpu_s));
   std::printf("RESULT pull ratio=%.3f ratio_1conn=%.3f engine_gbps=%.2f engine_1conn_gbps=%.2f socket_gbps=%.2f "
-              "first_byte_ms=%.2f restore_s=%.3f bytes=%llu runs=%d\n",
-              sock_med / e4_med, sock_med / e1_med, Gbps(o.bytes, e4_med), Gbps(o.bytes, e1_med),
+              "first_byte_ms=%.2f restore_s=%.3f bytes=%llu runs=%d%s\n",
+              Median(pair_ratio), Median(pair_ratio_1conn), Gbps(o.bytes, e4_med), Gbps(o.bytes, e1_med),
               Gbps(o.bytes, sock_med), Median(first_byte), Median(restore_s), static_cast<unsigned long long>(o.bytes),
-              o.runs);
+              o.runs, o.verify ? "" : " verified=0");
   return 0;
 }
 
@@ -338,7 +372,7 @@ int main(int argc, char** argv) {
   std::string why;
   if (!ft::bench::ParseFlags(argc, argv, 1, &o, &why)) {
     std::fprintf(stderr, "pull_bench: %s\nusage: pull_bench [--bytes N] [--runs R] [--connections C] "
-                 "[--piece-bytes P] [--in-flight K] [--server-io-threads T] [--address A]\n", why.c_str());
+                 "[--piece-bytes P] [--in-flight K] [--server-io-threads T] [--address A] [--verify 0]\n", why.c_str());
     return 2;
   }
   return ft::bench::Measure(o);

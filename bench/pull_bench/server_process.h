@@ -22,6 +22,7 @@ class ServerProcess {
   // Runs `self serve <args>`, hands it the secret and waits for its ready line.
   bool Start(const std::string& self, const std::vector<std::string>& args, const std::string& secret,
              std::string* why);
+  pid_t pid() const { return pid_; }
   uint16_t engine_port() const { return engine_port_; }
   uint16_t socket_port() const { return socket_port_; }
   const std::string& region() const { return region_; }
