@@ -223,7 +223,8 @@ void PullState::Round(const PullSource& source) {
   std::unique_ptr<Connection> control;
   Status s = Connection::Open(options_, peer, &control);
   wire::OpenReply reply;
-  if (s.ok()) s = control->OpenRegion(source.region, &reply);
+  if (s.ok())
+    s = control->OpenRegion(source.region, &reply, options_.fast_path ? wire::kOpenWantsFastPath : 0);
   if (!s.ok()) {
     Note(fmt::format("{}: source given up: {}", peer.node, s.ToString()));
     SetCause(s);

@@ -117,6 +117,11 @@ Status Connection::Handshake(const std::string& secret) {
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));
   if (header.type == wire::MessageType::kAuthRefused)
     return Status::Unavailable(fmt::format("{} refused the handshake", Where(peer_)));
+  if (header.type == wire::MessageType::kError) {  // e.g. it speaks another version
+    wire::Error error;
+    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
+    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
+  }
   if (header.type != wire::MessageType::kChallenge)
     return Status::Corrupt(fmt::format("{} answered hello with {}", Where(peer_),
                                        wire::MessageTypeName(header.type)));
@@ -144,11 +149,11 @@ Status Connection::Handshake(const std::string& secret) {
   return Status::Ok();
 }
 
-Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out) {
+Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out, uint32_t flags) {
   if (name.empty() || name.size() > wire::kMaxNameBytes)
     return Status::InvalidArgument(fmt::format("region name of {} bytes (1..{})", name.size(),
                                                wire::kMaxNameBytes));
-  FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({name})));
+  FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({flags, name})));
   wire::FrameHeader header;
   std::string payload;
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));

@@ -30,7 +30,7 @@ class Connection {
   static Status Open(const PullOptions& options, const Peer& peer, std::unique_ptr<Connection>* out);
 
   // NotFound/NotReady/... from the peer's Error reply; the connection stays usable after one.
-  Status OpenRegion(const std::string& name, wire::OpenReply* out);
+  Status OpenRegion(const std::string& name, wire::OpenReply* out, uint32_t flags = 0);
   Status FastConnect(uint32_t handle, std::string_view request, std::string* reply);
 
   Status SendRead(const wire::Read& read);

@@ -33,6 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxOpenRegions = 64;
 constexpr auto kRefusalLogInterval = std::chrono::seconds(60);
+constexpr auto kLinger = std::chrono::milliseconds(2000);
 
 }  // namespace
 
@@ -42,6 +43,9 @@ struct Server::Impl {
   ServerOptions options;
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // The acceptor's handlers and Stop()'s close run on one strand: an acceptor is not safe for
+  // concurrent use.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> threads;
   uint16_t bound_port = 0;
@@ -129,7 +133,9 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     timer_.async_wait([self = shared_from_this(), generation = ++timer_generation_](
                           boost::system::error_code ec) {
       if (ec || self->closed_ || generation != self->timer_generation_) return;
-      if (self->state_ != State::kAuthenticated) {
+      if (self->lingering_) {
+        self->Shutdown();
+      } else if (self->state_ != State::kAuthenticated) {
         self->Refuse("no valid response before the handshake deadline");
       } else {
         FT_LOG(Debug, Rdma, "closing idle transfer connection from {}", self->peer_);
@@ -139,7 +145,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   }
 
   void ReadHeader() {
-    if (closed_) return;
+    if (closed_ || lingering_) return;
     asio::async_read(socket_, asio::buffer(header_),
                      asio::bind_executor(strand_, [self = shared_from_this()](
                                                       boost::system::error_code ec, size_t) {
@@ -153,6 +159,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     wire::FrameHeader header;
     Status parsed = wire::ParseHeader(header_.data(), &header);
     if (!parsed.ok()) {
+      // A peer speaking another version learns that much (a rolling upgrade must be told
+      // clearly), and nothing else: it is still refused.
+      if (state_ != State::kAuthenticated && parsed.code() == StatusCode::kUnsupported)
+        return Refuse(parsed.message(), wire::EncodeError({wire::ErrorCode::kUnsupportedVersion, 0,
+                                                           std::string(parsed.message())}));
       if (state_ != State::kAuthenticated) return Refuse(parsed.message());
       return Fail(parsed.code() == StatusCode::kUnsupported ? wire::ErrorCode::kUnsupportedVersion
                                                             : wire::ErrorCode::kProtocol,
@@ -245,7 +256,9 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     reply.handle = static_cast<uint32_t>(regions_.size());
     reply.size = region->size();
     reply.meta = std::string(region->meta());
-    if (server_->options.fast_path) {
+    // Only the connection that will exchange the fast-path connect asks for the offer; the
+    // plain data connections of the same pull do not make the fast path describe itself again.
+    if (server_->options.fast_path && (open.flags & wire::kOpenWantsFastPath)) {
       reply.offer = server_->options.fast_path->Offer(*region);
       if (reply.offer.size() > wire::kMaxOfferBytes) reply.offer.clear();
     }
@@ -297,7 +310,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
           self->server_->reads.fetch_add(1, std::memory_order_relaxed);
           if (!region->StillValid())
             return self->Fail(wire::ErrorCode::kNotReady, read.tag,
-                              "the copy changed while this piece was sent: discard it");
+                              "the copy changed while this piece was sent: trust it only if it verifies");
           self->ReadHeader();
         }));
   }
@@ -311,15 +324,38 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   void Fail(wire::ErrorCode code, uint64_t tag, std::string text) {
     FT_LOG(Debug, Rdma, "transfer request from {} refused ({}): {}", peer_,
            wire::ErrorCodeName(code), text);
-    Send(wire::EncodeError({code, tag, std::move(text)}), [](Session* self) { self->Shutdown(); });
+    Send(wire::EncodeError({code, tag, std::move(text)}), [](Session* self) { self->Linger(); });
   }
 
   // An unauthenticated peer: one frame saying no, nothing else, then close.
-  void Refuse(std::string_view why) {
+  void Refuse(std::string_view why, std::string frame = wire::EncodeAuthRefused()) {
     if (refused_) return Shutdown();
     refused_ = true;
     server_->NoteRefused(peer_, why);
-    Send(wire::EncodeAuthRefused(), [](Session* self) { self->Shutdown(); });
+    Send(std::move(frame), [](Session* self) { self->Linger(); });
+  }
+
+  // Ends a connection whose last frame must reach the peer. Closing at once with the peer's
+  // pipelined requests unread would make the kernel answer with RST, and an RST discards what
+  // the peer has not read yet — our last frame included. So: stop sending, read and drop
+  // whatever still comes until the peer closes, for at most kLinger.
+  void Linger() {
+    if (closed_) return;
+    lingering_ = true;
+    boost::system::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    ArmTimer(kLinger);
+    Drain();
+  }
+
+  void Drain() {
+    if (closed_) return;
+    socket_.async_read_some(asio::buffer(drain_),
+                            asio::bind_executor(strand_, [self = shared_from_this()](
+                                                             boost::system::error_code ec, size_t) {
+                              if (ec) return self->Shutdown();
+                              self->Drain();
+                            }));
   }
 
   template <typename Then>
@@ -343,6 +379,8 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   State state_ = State::kExpectHello;
   bool closed_ = false;
   bool refused_ = false;
+  bool lingering_ = false;
+  std::array<uint8_t, 4096> drain_{};
   uint64_t timer_generation_ = 0;
   std::array<uint8_t, wire::kHeaderBytes> header_{};
   wire::MessageType type_ = wire::MessageType::kClose;
@@ -399,7 +437,7 @@ Status Server::Start() {
     return Status::InvalidArgument(fmt::format("transfer server: cannot resolve listen address {}: {}",
                                                s.options.listen_address, ec.message()));
   tcp::endpoint endpoint = endpoints.begin()->endpoint();
-  tcp::acceptor acceptor(s.io);
+  tcp::acceptor acceptor(s.accept_strand);
   if (acceptor.open(endpoint.protocol(), ec) ||
       acceptor.set_option(tcp::acceptor::reuse_address(true), ec) || acceptor.bind(endpoint, ec) ||
       acceptor.listen(asio::socket_base::max_listen_connections, ec)) {
@@ -424,7 +462,7 @@ void Server::Stop() {
   Impl& s = *impl_;
   if (!s.started) return;
   s.started = false;
-  asio::post(s.io, [&s] {
+  asio::post(s.accept_strand, [&s] {
     boost::system::error_code ignored;
     s.acceptor->close(ignored);
   });

@@ -180,7 +180,7 @@ uint64_t MaxPayload(MessageType type) {
     case MessageType::kAuthOk: return kMacBytes;
     case MessageType::kAuthRefused:
     case MessageType::kClose: return 0;
-    case MessageType::kOpen: return 2 + kMaxNameBytes;
+    case MessageType::kOpen: return 4 + 2 + kMaxNameBytes;
     case MessageType::kOpenReply: return 4 + 8 + 4 + kMaxMetaBytes + 4 + kMaxOfferBytes;
     case MessageType::kFastConnect: return 4 + 4 + kMaxOfferBytes;
     case MessageType::kFastConnectReply: return 4 + kMaxOfferBytes;
@@ -238,6 +238,7 @@ std::string EncodeAuthOk(const AuthOk& m) {
 std::string EncodeAuthRefused() { return FrameWriter(MessageType::kAuthRefused).Finish(); }
 std::string EncodeOpen(const Open& m) {
   return FrameWriter(MessageType::kOpen)
+      .U32(m.flags)
       .U16(static_cast<uint16_t>(m.name.size()))
       .Raw(m.name)
       .Finish();
@@ -326,7 +327,10 @@ Status DecodeAuthOk(std::string_view payload, AuthOk* out) {
 Status DecodeOpen(std::string_view payload, Open* out) {
   PayloadReader r(payload, "open");
   Open m;
-  if (r.String16(kMaxNameBytes, "region name", &m.name) && m.name.empty()) r.Fail("empty region name");
+  if (r.U32(&m.flags) && r.String16(kMaxNameBytes, "region name", &m.name)) {
+    if (m.name.empty()) r.Fail("empty region name");
+    if (m.flags & ~kOpenWantsFastPath) r.Fail(fmt::format("unknown flags {:#x}", m.flags));
+  }
   FT_RETURN_IF_ERROR(r.Done());
   *out = std::move(m);
   return Status::Ok();

@@ -100,7 +100,9 @@ struct AuthOk {
   Mac mac{};
   bool operator==(const AuthOk&) const = default;
 };
+inline constexpr uint32_t kOpenWantsFastPath = 1;  // Open::flags: put the fast-path offer in the reply
 struct Open {
+  uint32_t flags = 0;
   std::string name;
   bool operator==(const Open&) const = default;
 };

@@ -159,6 +159,34 @@ TEST_F(LoopbackTest, AllSourcesFailThenFallbackFillsEveryChunk) {
   EXPECT_EQ(result.notes.size(), 2u);
 }
 
+// Replicas are only interchangeable if they hold the same copy: a source whose size or manifest
+// differs from the first one opened is skipped, not mixed in.
+TEST_F(LoopbackTest, SourceWithAnotherSizeOrManifestIsSkipped) {
+  std::vector<uint8_t> bad = expected_.bytes;
+  bad[kChunk + 5] ^= 1;  // chunk 1 fails verification on the first source
+  provider_.Add("bad", std::make_shared<MemoryRegion>(bad, "manifest-7"));
+  provider_.Add("other-manifest", std::make_shared<MemoryRegion>(expected_.bytes, "manifest-8"));
+  std::vector<uint8_t> shorter(expected_.bytes.begin(), expected_.bytes.end() - 1);
+  provider_.Add("other-size", std::make_shared<MemoryRegion>(shorter, "manifest-7"));
+  PullOptions options;
+  options.secret = kSecret;
+  std::vector<uint8_t> dest;
+  PullRequest request = Request(&dest);
+  request.sources = {{ThePeer(), "bad"},
+                     {ThePeer(), "other-manifest"},
+                     {ThePeer(), "other-size"},
+                     {ThePeer(), "arena/10/3"}};
+  PullResult result;
+  Status s = Pull(options, request, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(dest, expected_.bytes);
+  EXPECT_EQ(result.refetched_chunks, 1u);
+  ASSERT_EQ(result.notes.size(), 3u);
+  EXPECT_NE(result.notes[0].find("chunk 1 failed verification"), std::string::npos) << result.notes[0];
+  EXPECT_NE(result.notes[1].find("different manifest"), std::string::npos) << result.notes[1];
+  EXPECT_NE(result.notes[2].find("not the"), std::string::npos) << result.notes[2];
+}
+
 TEST_F(LoopbackTest, WithoutFallbackAFailedPullSaysWhy) {
   PullOptions options;
   options.secret = kSecret;
