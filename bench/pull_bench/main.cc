@@ -117,6 +117,19 @@ bool ParseFlags(int argc, char** argv, int first, Options* o, std::string* why) 
   return true;
 }
 
+// The kernel's TCP congestion control: it paces (bbr) or bursts (cubic) the sender, which
+// changes how often a sender wakes up per byte, so the figures depend on it.
+std::string CongestionControl() {
+  std::FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  char name[64] = {};
+  if (f == nullptr) return "unknown";
+  const bool got = std::fgets(name, sizeof(name), f) != nullptr;
+  std::fclose(f);
+  std::string s = got ? name : "unknown";
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
 std::string RandomSecret() {
   std::random_device rd;
   std::string s;
@@ -275,10 +288,10 @@ int Measure(const Options& o) {
   DeviceCopy device;
   if (!device.Open(dest.data(), dest.size(), &why)) return Fail(why);
   std::printf("bench: %.2f GiB on %s, server process ready in %.1f s (%s), %d runs, engine: %d connections, "
-              "%llu-byte pieces, %d in flight per connection, %d server I/O threads%s\n",
+              "%llu-byte pieces, %d in flight per connection, %d server I/O threads, TCP congestion control %s%s\n",
               static_cast<double>(o.bytes) / (1ull << 30), o.address.c_str(), Since(t0), server.ready_line().c_str(),
               o.runs, o.connections, static_cast<unsigned long long>(o.piece_bytes), o.in_flight, o.server_io_threads,
-              o.verify ? "" : "; DIAGNOSTIC: chunks not verified (--verify 0), the figures are not the engine's");
+              CongestionControl().c_str(), o.verify ? "" : "; DIAGNOSTIC: chunks not verified (--verify 0), the figures are not the engine's");
   std::fflush(stdout);
 
   Client client(o, secret, server, &dest, &device);
