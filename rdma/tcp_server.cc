@@ -34,6 +34,15 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxOpenRegions = 64;
 constexpr auto kRefusalLogInterval = std::chrono::seconds(60);
 constexpr auto kLinger = std::chrono::milliseconds(2000);
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
+constexpr auto kAcceptWarningInterval = std::chrono::seconds(10);
+
+// async_write's default completion condition (transfer_all) hands the kernel at most 64 KiB per
+// writev: 64 system calls and 64 short pushes for one 4 MiB piece, which cost more CPU than the
+// copy itself on a fast link. This one lets each writev offer everything that is left.
+std::size_t TransferAllInLargeWrites(const boost::system::error_code& ec, std::size_t) {
+  return ec ? 0 : wire::kHeaderBytes + wire::kDataHeaderBytes + wire::kMaxReadBytes;
+}
 
 }  // namespace
 
@@ -47,6 +56,8 @@ struct Server::Impl {
   // concurrent use.
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(io)};
   std::optional<tcp::acceptor> acceptor;
+  asio::steady_timer accept_retry{accept_strand};  // on accept_strand, like the acceptor
+  Clock::time_point last_accept_warning{};
   std::vector<std::thread> threads;
   uint16_t bound_port = 0;
   bool started = false;
@@ -301,7 +312,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     std::array<asio::const_buffer, 2> buffers{asio::buffer(prefix_),
                                               asio::buffer(region->data() + read.offset, read.len)};
     asio::async_write(
-        socket_, buffers,
+        socket_, buffers, TransferAllInLargeWrites,
         asio::bind_executor(strand_, [self = shared_from_this(), read, region](
                                          boost::system::error_code ec, size_t) {
           if (self->closed_) return;
@@ -406,11 +417,23 @@ void Server::Impl::Accept() {
         sessions.push_back(session);
       }
       session->Start();
-    } else {
-      FT_LOG(Warn, Rdma, "accepting a transfer connection failed: {}; still listening",
-             ec.message());
+      Accept();
+      return;
     }
-    Accept();
+    // Out of file descriptors (a flood of connections, a leak elsewhere in the process): the
+    // error repeats at once until one closes, so pause instead of spinning, and say it rarely.
+    Clock::time_point now = Clock::now();
+    if (now - last_accept_warning >= kAcceptWarningInterval) {
+      FT_LOG(Warn, Rdma,
+             "accepting a transfer connection failed: {}; retrying every {} ms. If it says too "
+             "many open files, raise the worker's descriptor limit (ulimit -n)",
+             ec.message(), kAcceptRetry.count());
+      last_accept_warning = now;
+    }
+    accept_retry.expires_after(kAcceptRetry);
+    accept_retry.async_wait([this](boost::system::error_code wait_ec) {
+      if (!wait_ec && acceptor->is_open()) Accept();
+    });
   });
 }
 
@@ -465,6 +488,7 @@ void Server::Stop() {
   asio::post(s.accept_strand, [&s] {
     boost::system::error_code ignored;
     s.acceptor->close(ignored);
+    s.accept_retry.cancel();
   });
   {
     std::lock_guard<std::mutex> lock(s.sessions_mu);

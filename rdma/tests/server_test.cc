@@ -2,7 +2,9 @@
 // being a server, asking out of range, or sending garbage after authenticating. Also: where it
 // listens, and a copy that changes under a reader.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
+#include <sys/resource.h>
 
 #include <fstream>
 #include <random>
@@ -239,6 +241,43 @@ TEST_F(ServerTest, ChangedCopyIsNotReadyAndTheNextSourceServes) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(dest, expected_.bytes);
   EXPECT_EQ(result.refetched_chunks, 4u);
+}
+
+// Out of descriptors, accept fails at once and again at once: the server must pause, warn once
+// and serve again when descriptors are back, not spin a core writing warnings.
+TEST_F(ServerTest, OutOfDescriptorsPausesAcceptingAndRecovers) {
+  StartServer();
+  test_util::LogCapture log;
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int open_fds = 0;
+  for (int fd = 0; fd < 4096; ++fd) open_fds += fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(open_fds + 8);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<std::unique_ptr<RawSocket>> clients;
+  for (int i = 0; i < 16; ++i) {
+    auto raw = std::make_unique<RawSocket>(server_->port(), 200);
+    if (raw->fd() < 0) break;  // this process's own limit reached too
+    clients.push_back(std::move(raw));
+  }
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // what a spinning acceptor would burn
+  getrusage(RUSAGE_SELF, &after);
+  auto cpu_ms = [](const rusage& r) {
+    return (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1000.0 +
+           (r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1000.0;
+  };
+  EXPECT_LT(cpu_ms(after) - cpu_ms(before), 250) << "the acceptor spins";
+  EXPECT_EQ(log.Count({"accepting a transfer connection failed"}), 1u) << log.All();
+  clients.clear();
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  PullOptions options;
+  options.secret = kSecret;
+  RegionInfo info;
+  Status s = Stat(options, ThePeer(), "arena/10/3", &info);
+  EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 // A region that stays valid for its first `valid_checks` StillValid() calls: overwritten while
