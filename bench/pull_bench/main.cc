@@ -237,6 +237,10 @@ class Client {
                      std::to_string(result.fallback_chunks) + ": not a clean pull",
                  why);
     }
+    if (!o_.verify) {  // the diagnostic still checks what landed, untimed
+      const int64_t bad = FirstBadChunk(m, dest_->data());
+      if (bad >= 0) return Err("the pull's chunk " + std::to_string(bad) + " does not match the manifest", why);
+    }
     out->first_byte_ms = result.first_byte_ms;
     out->first_chunk_ms = static_cast<double>(first_chunk_ns.load()) / 1e6;
     if (manifest_.chunk_count() == 0) manifest_ = m;
