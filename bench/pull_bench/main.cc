@@ -130,6 +130,16 @@ std::string CongestionControl() {
   return s;
 }
 
+// The 1-minute load average: on a machine shared with builds, the figures are the contention's
+// as much as the code's, and the reader should see how much there was.
+std::string LoadAverage() {
+  double one = 0;
+  if (getloadavg(&one, 1) != 1) return "unknown";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f", one);
+  return text;
+}
+
 std::string RandomSecret() {
   std::random_device rd;
   std::string s;
@@ -292,10 +302,11 @@ int Measure(const Options& o) {
   DeviceCopy device;
   if (!device.Open(dest.data(), dest.size(), &why)) return Fail(why);
   std::printf("bench: %.2f GiB on %s, server process ready in %.1f s (%s), %d runs, engine: %d connections, "
-              "%llu-byte pieces, %d in flight per connection, %d server I/O threads, TCP congestion control %s%s\n",
+              "%llu-byte pieces, %d in flight per connection, %d server I/O threads, TCP congestion control %s, load "
+              "average %s%s\n",
               static_cast<double>(o.bytes) / (1ull << 30), o.address.c_str(), Since(t0), server.ready_line().c_str(),
               o.runs, o.connections, static_cast<unsigned long long>(o.piece_bytes), o.in_flight, o.server_io_threads,
-              CongestionControl().c_str(), o.verify ? "" : "; DIAGNOSTIC: chunks not verified (--verify 0), the figures are not the engine's");
+              CongestionControl().c_str(), LoadAverage().c_str(), o.verify ? "" : "; DIAGNOSTIC: chunks not verified (--verify 0), the figures are not the engine's");
   std::fflush(stdout);
 
   Client client(o, secret, server, &dest, &device);
@@ -344,6 +355,7 @@ int Measure(const Options& o) {
     std::fflush(stdout);
   }
   if (!server.Stop()) return Fail("the server process did not exit cleanly");
+  std::printf("bench: load average %s at the end\n", LoadAverage().c_str());
 
   const double sock_med = Median(socket_s), e1_med = Median(engine1_s), e4_med = Median(engine4_s);
   std::printf("bench: medians: socket %.3f s, engine 1 conn %.3f s, engine %d conn %.3f s (ratios of the medians: "
