@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt soak clean
+.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt bench-pull soak clean
 
 all: build
 
@@ -58,6 +58,16 @@ bench-worker: build
 # source (RESULT ckpt save_ratio block_s persist_ratio restore_arena_s restore_dir_s restore_remote_s).
 bench-ckpt: build
 	@python3 bench/ckpt_bench.py $(BUILD)
+
+# How fast a replacement node pulls a checkpoint copy from a peer's memory: 2 GiB from a server
+# process on loopback through the transfer engine (TCP; 1 and 4 connections, every chunk verified)
+# against a plain single-stream socket copy of the same bytes, time to first byte, and pull +
+# verify + host-to-device restore (RESULT pull ratio ratio_1conn engine_gbps socket_gbps
+# first_byte_ms restore_s). On gpusim's libcudart by default; BENCH_REAL=1 uses the runtime the
+# loader finds (a GPU host). PULL_ARGS passes flags (pull_bench --help).
+bench-pull: build
+	@$(if $(filter 1,$(BENCH_REAL)),,LD_LIBRARY_PATH=$(abspath $(BUILD))/gpusim$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}) \
+	  $(BUILD)/bench/pull_bench $(PULL_ARGS)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
 # programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).
