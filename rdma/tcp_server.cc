@@ -186,6 +186,13 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
                                                                : wire::MessageType::kResponse;
     if (state_ != State::kAuthenticated && header.type != expected)
       return Refuse(fmt::format("sent {} before authenticating", wire::MessageTypeName(header.type)));
+    // After it, only what a client sends: a frame of a server's type is refused on its header,
+    // before a payload of up to 64 MiB is read for nothing.
+    if (state_ == State::kAuthenticated && header.type != wire::MessageType::kOpen &&
+        header.type != wire::MessageType::kFastConnect && header.type != wire::MessageType::kRead &&
+        header.type != wire::MessageType::kClose)
+      return Fail(wire::ErrorCode::kProtocol, 0,
+                  fmt::format("a client does not send {}", wire::MessageTypeName(header.type)));
     type_ = header.type;
     payload_.resize(header.length);
     if (header.length == 0) return OnPayload({});

@@ -2,6 +2,8 @@
 // with 1 and 4 connections, Stat, authentication both ways, region errors, fallback.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "rdma/tests/test_regions.h"
 #include "rdma/transfer.h"
 #include "tests/util/log_capture.h"
@@ -80,6 +82,34 @@ TEST_P(LoopbackConnectionsTest, PullsTheRegionBytesIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Connections, LoopbackConnectionsTest, ::testing::Values(1, 4));
+
+// A worker serves every rank of a replacement node at once: concurrent pulls of one region, each
+// over several connections, all land identical bytes.
+TEST_F(LoopbackTest, ConcurrentPullsOfOneRegionAllLandIdenticalBytes) {
+  constexpr int kPulls = 4;
+  std::vector<std::vector<uint8_t>> dests(kPulls);
+  std::vector<Status> statuses(kPulls);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kPulls; ++i) {
+    threads.emplace_back([&, i] {
+      PullOptions options;
+      options.secret = kSecret;
+      options.connections = 3;
+      options.piece_bytes = 512 << 10;
+      dests[i].assign(kBytes, 0);
+      PullRequest request = Request(&dests[i]);
+      PullResult result;
+      statuses[i] = Pull(options, request, &result);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kPulls; ++i) {
+    EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].ToString();
+    EXPECT_TRUE(dests[i] == expected_.bytes) << i;
+  }
+  EXPECT_EQ(server_->stats().bytes_sent, kPulls * kBytes);
+  EXPECT_EQ(server_->stats().connections, static_cast<uint64_t>(kPulls * 3));
+}
 
 TEST_F(LoopbackTest, StatReturnsSizeAndMetaOnly) {
   PullOptions options;

@@ -216,6 +216,25 @@ TEST_F(ServerTest, ReadOutsideTheRegionIsAnErrorNotBytes) {
   EXPECT_EQ(server_->stats().bytes_sent, 0u);
 }
 
+TEST_F(ServerTest, ServerMessagesFromAClientAreRefusedOnTheirHeader) {
+  StartServer();
+  RawSocket raw(server_->port());
+  ASSERT_TRUE(raw.Authenticate(kSecret));
+  // A data frame header announcing 64 MiB, and nothing after it: the server answers at once.
+  uint8_t header[wire::kHeaderBytes];
+  wire::EncodeHeader(wire::MessageType::kData,
+                     static_cast<uint32_t>(wire::kDataHeaderBytes + wire::kMaxReadBytes), header);
+  ASSERT_TRUE(raw.Send(std::string_view(reinterpret_cast<char*>(header), sizeof(header))));
+  wire::FrameHeader h;
+  std::string payload;
+  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
+  ASSERT_EQ(h.type, wire::MessageType::kError);
+  wire::Error error;
+  ASSERT_TRUE(wire::DecodeError(payload, &error).ok());
+  EXPECT_EQ(error.code, wire::ErrorCode::kProtocol);
+  EXPECT_NE(error.text.find("a client does not send data"), std::string::npos) << error.text;
+}
+
 // A copy overwritten by a newer save: the reader is told NotReady and goes to the next source.
 TEST_F(ServerTest, ChangedCopyIsNotReadyAndTheNextSourceServes) {
   StartServer();
