@@ -30,7 +30,10 @@ class PeerNode {
       : provider_(CopyProviderOptions{
             .job = job,
             .local_dir = "",
-            .arena_path_of = [job, dir](ckpt::CopyId id) { return ckpt::Arena::PathFor(dir, job, id.rank); }}) {
+            .arena_path_of = [job, dir](ckpt::CopyId id) { return ckpt::Arena::PathFor(dir, job, id.rank); },
+            .arena_paths = {},
+            .mapped = {},
+            .unmapped = {}}) {
     rdma::ServerOptions options;
     options.listen_address = "127.0.0.1";
     options.secret = kSecret;
