@@ -149,22 +149,28 @@ Status Connection::Handshake(const std::string& secret) {
   return Status::Ok();
 }
 
+Status Connection::ReceiveReply(wire::MessageType expected, std::string_view request,
+                                std::string* payload) {
+  wire::FrameHeader header;
+  FT_RETURN_IF_ERROR(ReceiveFrame(&header, payload));
+  if (header.type == wire::MessageType::kError) {
+    wire::Error error;
+    FT_RETURN_IF_ERROR(wire::DecodeError(*payload, &error));
+    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
+  }
+  if (header.type != expected)
+    return Status::Corrupt(fmt::format("{} answered {} with {}", Where(peer_), request,
+                                       wire::MessageTypeName(header.type)));
+  return Status::Ok();
+}
+
 Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out, uint32_t flags) {
   if (name.empty() || name.size() > wire::kMaxNameBytes)
     return Status::InvalidArgument(fmt::format("region name of {} bytes (1..{})", name.size(),
                                                wire::kMaxNameBytes));
   FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({flags, name})));
-  wire::FrameHeader header;
   std::string payload;
-  FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));
-  if (header.type == wire::MessageType::kError) {
-    wire::Error error;
-    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
-    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
-  }
-  if (header.type != wire::MessageType::kOpenReply)
-    return Status::Corrupt(fmt::format("{} answered open with {}", Where(peer_),
-                                       wire::MessageTypeName(header.type)));
+  FT_RETURN_IF_ERROR(ReceiveReply(wire::MessageType::kOpenReply, "open", &payload));
   return wire::DecodeOpenReply(payload, out);
 }
 
@@ -172,17 +178,8 @@ Status Connection::FastConnect(uint32_t handle, std::string_view request, std::s
   if (request.size() > wire::kMaxOfferBytes)
     return Status::InvalidArgument("fast-path request above the protocol's limit");
   FT_RETURN_IF_ERROR(SendAll(wire::EncodeFastConnect({handle, std::string(request)})));
-  wire::FrameHeader header;
   std::string payload;
-  FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));
-  if (header.type == wire::MessageType::kError) {
-    wire::Error error;
-    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
-    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
-  }
-  if (header.type != wire::MessageType::kFastConnectReply)
-    return Status::Corrupt(fmt::format("{} answered fast-connect with {}", Where(peer_),
-                                       wire::MessageTypeName(header.type)));
+  FT_RETURN_IF_ERROR(ReceiveReply(wire::MessageType::kFastConnectReply, "fast-connect", &payload));
   wire::FastConnectReply decoded;
   FT_RETURN_IF_ERROR(wire::DecodeFastConnectReply(payload, &decoded));
   *reply = std::move(decoded.reply);

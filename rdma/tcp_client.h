@@ -52,6 +52,8 @@ class Connection {
   Status Handshake(const std::string& secret);
   Status SendAll(std::string_view bytes);
   Status ReceiveFrame(wire::FrameHeader* header, std::string* payload);
+  // The reply to `request`: a frame of type `expected`, or the peer's error frame as a Status.
+  Status ReceiveReply(wire::MessageType expected, std::string_view request, std::string* payload);
 
   int fd_;
   Peer peer_;

@@ -206,6 +206,9 @@ class Cluster:
         env = dict(os.environ)
         env["FT_REDIS_PASSWORD"] = self.redis.password
         env["FT_JOB"] = self.job
+        # Every simulated node is on this host: the workers' transfer servers listen on
+        # loopback, never on the host's cluster address.
+        env["FT_LISTEN"] = "127.0.0.1"
         # Nobody outside a node's namespace gets one: a tool run by the test (the ftmaster CLI)
         # needs none, the ranks and workers get their node's below.
         env.pop("FT_CKPT_ARENA_DIR", None)
