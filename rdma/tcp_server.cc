@@ -324,8 +324,9 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
                                          boost::system::error_code ec, size_t) {
           if (self->closed_) return;
           if (ec) return self->Shutdown();
-          self->server_->bytes_sent.fetch_add(read.len, std::memory_order_relaxed);
+          // reads first, bytes_sent with release: whoever sees the bytes sees the read too.
           self->server_->reads.fetch_add(1, std::memory_order_relaxed);
+          self->server_->bytes_sent.fetch_add(read.len, std::memory_order_release);
           if (!region->StillValid())
             return self->Fail(wire::ErrorCode::kNotReady, read.tag,
                               "the copy changed while this piece was sent: trust it only if it verifies");
@@ -514,7 +515,7 @@ ServerStats Server::stats() const {
   ServerStats out;
   out.connections = s.connections.load(std::memory_order_relaxed);
   out.auth_refused = s.auth_refused.load(std::memory_order_relaxed);
-  out.bytes_sent = s.bytes_sent.load(std::memory_order_relaxed);
+  out.bytes_sent = s.bytes_sent.load(std::memory_order_acquire);
   out.reads = s.reads.load(std::memory_order_relaxed);
   return out;
 }

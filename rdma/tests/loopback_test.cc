@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "rdma/tests/settled_stats.h"
 #include "rdma/tests/test_regions.h"
 #include "rdma/transfer.h"
 #include "tests/util/log_capture.h"
@@ -74,7 +75,7 @@ TEST_P(LoopbackConnectionsTest, PullsTheRegionBytesIdentical) {
   EXPECT_EQ(result.refetched_chunks, 0u);
   EXPECT_EQ(result.fallback_chunks, 0u);
   EXPECT_GE(result.first_byte_ms, 0);
-  ServerStats stats = server_->stats();
+  ServerStats stats = testing::StatsOnceSent(*server_, kBytes);
   EXPECT_EQ(stats.bytes_sent, kBytes);
   EXPECT_EQ(stats.connections, static_cast<uint64_t>(GetParam()));
   EXPECT_EQ(stats.auth_refused, 0u);
@@ -107,8 +108,9 @@ TEST_F(LoopbackTest, ConcurrentPullsOfOneRegionAllLandIdenticalBytes) {
     EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].ToString();
     EXPECT_TRUE(dests[i] == expected_.bytes) << i;
   }
-  EXPECT_EQ(server_->stats().bytes_sent, kPulls * kBytes);
-  EXPECT_EQ(server_->stats().connections, static_cast<uint64_t>(kPulls * 3));
+  ServerStats stats = testing::StatsOnceSent(*server_, kPulls * kBytes);
+  EXPECT_EQ(stats.bytes_sent, kPulls * kBytes);
+  EXPECT_EQ(stats.connections, static_cast<uint64_t>(kPulls * 3));
 }
 
 TEST_F(LoopbackTest, StatReturnsSizeAndMetaOnly) {
