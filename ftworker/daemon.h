@@ -48,6 +48,10 @@ struct DaemonOptions {
   rdma::FastPathServer* fast_path = nullptr;   // offered next to TCP (verbs); null: TCP only
   std::shared_ptr<PullEngine> pull_engine;     // tests: a fake; empty: rdma::Stat/Pull (prefetch)
   rdma::FastPathClient* pull_fast_path = nullptr;  // the prefetch's (verbs); null: TCP only
+  // Told of each prefetch arena's data region before its pull and before it is unmapped (the
+  // verbs client registers and forgets it there: PrefetcherOptions::destination_mapped).
+  std::function<void(uint8_t*, uint64_t)> prefetch_arena_mapped;
+  std::function<void(const uint8_t*, uint64_t)> prefetch_arena_unmapped;
   // Told of each served arena's data region once it is mapped, and when it is let go (the
   // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
   std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;

@@ -195,8 +195,21 @@ int main(int argc, char** argv) {
     options.arena_unmapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
       server->Forget(data, bytes);
     };
+    // A replacement node's prefetch reads over RDMA from peers that offer it, straight into
+    // its prefetch arenas, each registered when mapped and forgotten before it is unmapped.
+    options.pull_fast_path = verbs.client.get();
+    options.prefetch_arena_mapped = [client = verbs.client.get()](uint8_t* data, uint64_t bytes) {
+      ft::Status r = client->Register(data, bytes);
+      if (!r.ok()) {
+        FT_LOG(Warn, Worker, "registering a prefetch arena with the RDMA device failed: {}; its "
+               "pull runs over TCP", r.message());
+      }
+    };
+    options.prefetch_arena_unmapped = [client = verbs.client.get()](const uint8_t* data, uint64_t bytes) {
+      client->Forget(data, bytes);
+    };
   } else {
-    FT_LOG(Info, Worker, "no RDMA verbs for serving ({}): peers pull this node's copies over TCP",
+    FT_LOG(Info, Worker, "no RDMA verbs ({}): this node serves and pulls copies over TCP",
            s.message());
   }
   s = ft::redis::EndpointFromConfig(config, flags.redis, &options.endpoint);

@@ -565,6 +565,16 @@ Status Prefetcher::Pull(const Job& job, const RankWork& work, proto::PrefetchRan
                                          m.data_bytes, &arena);
   FT_RETURN_IF_ERROR(s);
   arena.BeginWrite();
+  if (options_.destination_mapped) options_.destination_mapped(arena.data(), m.data_bytes);
+  // Declared after the arena, so it runs before the arena is unmapped, on every way out.
+  struct ForgetDestination {
+    const std::function<void(const uint8_t*, uint64_t)>& unmapped;
+    const uint8_t* data;
+    uint64_t bytes;
+    ~ForgetDestination() {
+      if (unmapped) unmapped(data, bytes);
+    }
+  } forget_destination{options_.destination_unmapped, arena.data(), m.data_bytes};
 
   rdma::PullRequest request;
   request.sources.assign(work.sources.begin() + static_cast<std::ptrdiff_t>(first), work.sources.end());

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,8 +77,15 @@ struct PrefetcherOptions {
   std::string arena_dir;       // FT_CKPT_ARENA_DIR: own arenas, prefetch arenas
   std::string local_dir;       // FT_CKPT_DIR ("" none)
   std::string remote_dir;      // FT_CKPT_REMOTE_DIR ("" none): the last resort of a pull
-  rdma::PullOptions pull;      // the secret is read from Redis
+  rdma::PullOptions pull;      // the secret is read from Redis; fast_path: verbs or null
   std::shared_ptr<PullEngine> engine;
+  // Told of each prefetch arena's data region once it is mapped, before its pull, and before
+  // it is unmapped. The verbs client registers the destination with the NIC there and must
+  // forget it: a registration outliving the mapping pins the old pages, and a later arena
+  // mapped at the same address would receive RDMA READs into memory nobody reads
+  // (rdma::VerbsClient::Register, Forget). Empty: nothing to do.
+  std::function<void(uint8_t*, uint64_t)> destination_mapped;
+  std::function<void(const uint8_t*, uint64_t)> destination_unmapped;
   std::chrono::nanoseconds cleanup_interval = std::chrono::seconds(1);
 };
 

@@ -12,7 +12,9 @@
 #include "ftworker/tests/ckpt_test_util.h"
 #include "ftworker/tests/test_util.h"
 #include "proto/transfer_codec.h"
+#include "rdma/tests/fake_verbs.h"
 #include "rdma/tests/settled_stats.h"
+#include "rdma/verbs_transport.h"
 #include "redis/fake_store.h"
 
 namespace ft::worker {
@@ -27,7 +29,7 @@ const std::string kSecret(64, 'c');
 // One node's transfer server over the arenas in `dir`.
 class PeerNode {
  public:
-  PeerNode(const std::string& job, const std::string& dir)
+  PeerNode(const std::string& job, const std::string& dir, rdma::FastPathServer* fast_path = nullptr)
       : provider_(CopyProviderOptions{
             .job = job,
             .local_dir = "",
@@ -39,6 +41,7 @@ class PeerNode {
     options.listen_address = "127.0.0.1";
     options.secret = kSecret;
     options.provider = &provider_;
+    options.fast_path = fast_path;
     server_ = std::make_unique<rdma::Server>(options);
     Status s = server_->Start();
     EXPECT_TRUE(s.ok()) << s.ToString();
@@ -61,8 +64,8 @@ class PrefetcherTransferTest : public ::testing::Test {
     server_.Execute({"SET", keys_.TransferSecret(), kSecret});
   }
 
-  void Publish(const std::string& node, uint16_t port) {
-    proto::TransferEndpoint e{node, "127.0.0.1", port, {"tcp"}, 1};
+  void Publish(const std::string& node, uint16_t port, std::vector<std::string> transports = {"tcp"}) {
+    proto::TransferEndpoint e{node, "127.0.0.1", port, std::move(transports), 1};
     server_.Execute({"HSET", keys_.Endpoints(), node, proto::Encode(e)});
   }
 
@@ -160,6 +163,63 @@ TEST_F(PrefetcherTransferTest, PullsOverTcpSkippingADeadNodeAndRefetchesACorrupt
   written = prefetcher.Shape(&plan);
   ASSERT_TRUE(written);
   EXPECT_EQ(plan.ranks[0].sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+}
+
+// Both nodes have an RDMA device (two NICs of the fake fabric): the shard moves by RDMA READ
+// straight into the prefetch arena, nothing over TCP, and the arena's registration is given
+// back before the arena is unmapped, every time.
+TEST_F(PrefetcherTransferTest, PullsOverRdmaWhereBothNodesHaveADeviceAndReleasesTheArenaEachTime) {
+  rdma::testing::FakeVerbs fake;
+  std::shared_ptr<rdma::VerbsDevice> nic0, nic2;
+  rdma::VerbsOptions verbs;
+  verbs.device = "fake0";
+  ASSERT_TRUE(rdma::VerbsDevice::Open(fake.api(), verbs, &nic0).ok());
+  rdma::VerbsServer serving(nic0, verbs);
+  verbs.device = "fake1";
+  ASSERT_TRUE(rdma::VerbsDevice::Open(fake.api(), verbs, &nic2).ok());
+  rdma::VerbsClient pulling(nic2, verbs);
+
+  FakeArena source(node0_, job_, 0, kBytes);
+  PeerNode node0(job_, node0_, &serving);
+  Publish("node0", node0.port(), {"verbs", "tcp"});
+  PrefetcherOptions options = Options();
+  options.pull.fast_path = &pulling;
+  int registered = 0, released = 0;
+  options.destination_mapped = [&](uint8_t* data, uint64_t bytes) {
+    ++registered;
+    EXPECT_TRUE(pulling.Register(data, bytes).ok());
+  };
+  options.destination_unmapped = [&](const uint8_t* data, uint64_t bytes) {
+    ++released;
+    pulling.Forget(data, bytes);
+  };
+  Prefetcher prefetcher(std::move(options));
+
+  // Two relaunches in a row, each restoring a newer step into the same prefetch arena.
+  for (int64_t step : {kStep, kStep + 1}) {
+    const uint8_t fill = static_cast<uint8_t>(0x40 + step);
+    const ckpt::Manifest saved = source.Save(step, fill);
+    proto::RestorePlan plan;
+    plan.version = static_cast<uint64_t>(step);
+    plan.step = step;
+    plan.ranks.push_back({4, ckpt::ContentDigest(saved), {{0, "node0", {"arena"}}}});
+    prefetcher.OnPlan(plan, store_);
+    prefetcher.WaitIdle();
+
+    const proto::PrefetchReport report = prefetcher.report();
+    ASSERT_EQ(report.ranks.size(), 1u);
+    ASSERT_EQ(report.ranks[0].outcome, "pulled") << report.ranks[0].error;
+    EXPECT_EQ(report.ranks[0].transport, "verbs") << "step " << step;
+    ckpt::Manifest m;
+    EXPECT_EQ(Prefetched(&m), std::vector<uint8_t>(saved.data_bytes, fill)) << "step " << step;
+    EXPECT_EQ(m.step, step);
+    EXPECT_EQ(pulling.registrations(), 0u) << "the arena's registration outlived the pull";
+  }
+  EXPECT_EQ(registered, 2);
+  EXPECT_EQ(released, 2);
+  EXPECT_EQ(node0.stats().bytes_sent, 0u) << "no data over TCP";
+  EXPECT_GT(fake.reads_executed(), 0u);
+  EXPECT_EQ(fake.stale_reads(), 0u);
 }
 
 TEST_F(PrefetcherTransferTest, AWrongSecretGetsNothing) {

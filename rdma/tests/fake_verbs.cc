@@ -23,9 +23,52 @@ struct FakeContext {
   int device = 0;
 };
 
+// Which file page backs an address: registration pins pages, so a NIC keeps reading and
+// writing the pages that were mapped at registration even after the address is unmapped and
+// something else is mapped there. The fake can tell only for file-backed memory (an arena in
+// /dev/shm): anonymous memory has no name to compare.
+struct FilePage {
+  unsigned long dev_major = 0, dev_minor = 0, inode = 0;
+  uint64_t offset = 0;  // of the address in the file
+  bool operator==(const FilePage&) const = default;
+};
+
+// Reads /proc/self/maps. False when `addr` is not in a file-backed mapping (or unreadable).
+bool FilePageAt(uint64_t addr, FilePage* out) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return false;
+  char line[512];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof(line), maps) != nullptr) {
+    unsigned long long start = 0, end = 0, offset = 0;
+    unsigned long major = 0, minor = 0, inode = 0;
+    if (std::sscanf(line, "%llx-%llx %*s %llx %lx:%lx %lu", &start, &end, &offset, &major, &minor, &inode) != 6) {
+      continue;
+    }
+    if (addr < start || addr >= end) continue;
+    found = true;
+    if (inode == 0) {
+      std::fclose(maps);
+      return false;
+    }
+    *out = FilePage{major, minor, inode, offset + (addr - start)};
+  }
+  std::fclose(maps);
+  return found;
+}
+
 struct FakeMr {
   ibv_mr mr{};
   int access = 0;
+  bool file_backed = false;
+  FilePage pinned;  // the page the MR's first byte was mapped from at registration
+
+  // True when the address still shows the pages this MR pinned.
+  bool StillMapped() const {
+    if (!file_backed) return true;
+    FilePage now;
+    return FilePageAt(reinterpret_cast<uint64_t>(mr.addr), &now) && now == pinned;
+  }
 };
 
 struct FakeCq {
@@ -85,6 +128,7 @@ struct FakeVerbs::State {
   uint64_t break_after = 0;  // 0: none
   bool hold = false;
   uint64_t registrations = 0;
+  uint64_t stale_reads = 0;
   bool overrun = false;
 
   uint16_t Lid(int device) const { return static_cast<uint16_t>(1 + device); }
@@ -162,6 +206,12 @@ struct FakeVerbs::State {
     const uint64_t lbase = reinterpret_cast<uint64_t>(lm.addr);
     if (r.local_addr < lbase || r.local_addr - lbase > lm.length || r.len > lm.length - (r.local_addr - lbase)) {
       return IBV_WC_LOC_PROT_ERR;
+    }
+    // A registration that outlived its mapping: the NIC moves bytes between the pages it
+    // pinned, which nobody sees through these addresses any more. The read still succeeds.
+    if (!remote->second->StillMapped() || !local->second->StillMapped()) {
+      ++stale_reads;
+      return IBV_WC_SUCCESS;
     }
     std::memmove(reinterpret_cast<void*>(r.local_addr), reinterpret_cast<const void*>(r.remote_addr), r.len);
     return IBV_WC_SUCCESS;
@@ -395,6 +445,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, int access) {
   mr->mr.lkey = mr->mr.rkey = s.next_key;
   s.next_key += 0x101;
   mr->access = access;
+  mr->file_backed = FilePageAt(reinterpret_cast<uint64_t>(addr), &mr->pinned);
   ibv_mr* raw = &mr->mr;
   s.mrs[raw->lkey] = std::move(mr);
   ++s.registrations;
@@ -618,6 +669,11 @@ uint64_t FakeVerbs::reads_executed() const {
 uint64_t FakeVerbs::registrations() const {
   std::lock_guard lock(state_->mutex);
   return state_->registrations;
+}
+
+uint64_t FakeVerbs::stale_reads() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->stale_reads;
 }
 
 size_t FakeVerbs::live_mrs() const {

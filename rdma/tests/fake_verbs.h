@@ -7,9 +7,12 @@
 // are checked as a real one would: QP transitions RESET -> INIT -> RTR -> RTS with exactly the
 // required (and allowed optional) attribute masks; posting on a QP not in RTS fails (in ERR it
 // is flushed); a full send queue refuses the post; rkeys, lkeys, bounds, access flags, PSNs
-// and addressing are checked at execution and give error completions; an error completion
-// moves the QP to ERR and flushes what it still had queued. Work makes progress when the CQ
-// is polled (reads_per_poll requests per QP per poll), so reads really are outstanding.
+// and addressing are checked at execution and give error completions; registration pins the
+// pages: an MR over a file mapping (an arena) whose address now maps other pages moves the
+// bytes between the pinned pages, invisible here, and completes successfully (stale_reads);
+// an error completion moves the QP to ERR and flushes what it still had queued. Work makes
+// progress when the CQ is polled (reads_per_poll requests per QP per poll), so reads really
+// are outstanding.
 //
 // Fault injection: an error completion on the Nth read, a QP going to the error state after N
 // reads, reads that stall. One FakeVerbs may exist at a time (the table's plain function
@@ -71,6 +74,7 @@ class FakeVerbs {
   std::vector<std::string> transitions() const;  // "qp 17 RESET->INIT", and refused ones "... refused: why"
   uint64_t reads_executed() const;
   uint64_t registrations() const;  // reg_mr calls that succeeded, ever
+  uint64_t stale_reads() const;    // reads through an MR whose mapping was replaced
   size_t live_mrs() const;
   size_t live_objects() const;     // contexts, PDs, MRs, CQs, QPs not yet released
   bool cq_overrun() const;

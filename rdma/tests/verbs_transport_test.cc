@@ -9,6 +9,9 @@
 #include <cstring>
 #include <set>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "rdma/tests/fake_verbs.h"
@@ -308,6 +311,54 @@ TEST(verbs_complete, MemoryIsRegisteredOnceAcrossConnectionsAndInsideAnArena) {
   EXPECT_EQ(pair.server->registrations(), 1u);
   pair.server->Forget(arena.data(), arena.size());
   EXPECT_EQ(pair.server->registrations(), 0u);
+}
+
+// Registration pins pages: a destination unmapped and replaced by another file at the same
+// address (a prefetch arena removed and created again) is not where the NIC writes. The fake
+// NIC keeps that rule, so the client must Forget the memory before it is unmapped.
+TEST(verbs_complete, ARegistrationOutlivingItsMappingLandsNothingUntilForgotten) {
+  FakeVerbs fake;
+  VerbsPair pair;
+  ASSERT_TRUE(pair.Open(fake.api()).ok());
+  BufferRegion region(RandomBytes(1 << 20, 9));
+  const size_t bytes = region.size();
+  auto map_file = [&](void* at) {
+    int fd = memfd_create("verbs-dest", MFD_CLOEXEC);
+    EXPECT_GE(fd, 0);
+    EXPECT_EQ(ftruncate(fd, static_cast<off_t>(bytes)), 0);
+    void* p = mmap(at, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (at != nullptr ? MAP_FIXED : 0), fd, 0);
+    close(fd);
+    EXPECT_NE(p, MAP_FAILED);
+    return static_cast<uint8_t*>(p);
+  };
+  auto pull = [&](uint8_t* dest) {
+    std::unique_ptr<PiecePath> path;
+    Status s = pair.Connect(region, dest, bytes, &path);
+    if (!s.ok()) return s;
+    return Fetch(path.get(), Pieces(bytes, 256 << 10)).status;
+  };
+  uint8_t* dest = map_file(nullptr);
+  ASSERT_TRUE(pair.client->Register(dest, bytes).ok());
+  ASSERT_TRUE(pull(dest).ok());
+  EXPECT_TRUE(std::equal(dest, dest + bytes, region.bytes().begin()));
+  EXPECT_EQ(fake.stale_reads(), 0u);
+
+  // Another file at the same address, the registration kept: every read "succeeds" and
+  // nothing arrives.
+  ASSERT_EQ(map_file(dest), dest);
+  ASSERT_TRUE(pull(dest).ok());
+  EXPECT_GT(fake.stale_reads(), 0u);
+  EXPECT_TRUE(std::all_of(dest, dest + bytes, [](uint8_t b) { return b == 0; }));
+
+  // Forgotten, the next connection registers the new pages and the bytes land.
+  const uint64_t registered = fake.registrations();
+  const uint64_t stale = fake.stale_reads();
+  pair.client->Forget(dest, bytes);
+  ASSERT_TRUE(pull(dest).ok());
+  EXPECT_EQ(fake.registrations(), registered + 1);
+  EXPECT_EQ(fake.stale_reads(), stale);
+  EXPECT_TRUE(std::equal(dest, dest + bytes, region.bytes().begin()));
+  munmap(dest, bytes);
 }
 
 TEST(verbs_complete, PiecesAcrossMemoryRegionBoundariesAreSplit) {
