@@ -92,6 +92,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
     prefetch.remote_dir = options_.config.ckpt_remote_dir;
     prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
     prefetch.pull.fast_path = options_.pull_fast_path;
+    prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
     prefetch.destination_mapped = options_.prefetch_arena_mapped;
     prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
     prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));

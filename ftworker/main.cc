@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
     pull.out = flags.out;
     pull.secret_file = flags.secret_file;
     pull.connections = std::atoi(flags.connections.c_str());
+    pull.min_bytes_per_second = config.pull_min_rate;
     s = ft::redis::EndpointFromConfig(config, flags.redis, &pull.redis);
     if (!s.ok()) {
       std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());

@@ -89,6 +89,7 @@ int RunPull(const PullCommand& c) {
 
   rdma::PullOptions options;
   options.connections = std::max(1, c.connections);
+  options.min_bytes_per_second = c.min_bytes_per_second;
   if (!c.secret_file.empty()) {
     if (Status s = ReadSecretFile(c.secret_file, &options.secret); !s.ok()) return Fail(s, 2);
   } else {

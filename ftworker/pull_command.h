@@ -26,6 +26,7 @@ struct PullCommand {
   std::string out;          // file
   std::string secret_file;  // empty: the secret in Redis
   int connections = 4;
+  uint64_t min_bytes_per_second = 1ull << 20;  // FT_PULL_MIN_RATE
   redis::Endpoint redis;
 };
 

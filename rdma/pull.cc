@@ -5,9 +5,9 @@
 // each: a round opens the region on the source, hands the pending chunks' pieces to the fast
 // path when both sides have one, and fetches the rest over `connections` TCP connections with
 // `pieces_in_flight` requests outstanding on each. A chunk is verified the moment its last
-// byte lands. Whatever a round did not deliver verified (a dead, silent or refusing peer, a
-// chunk that failed its checksum) is pending for the next round; after the last source,
-// request.fallback reads it. Rounds never overlap, so no two sources write the same chunk at
+// byte lands. Whatever a round did not deliver verified (a dead, silent or refusing peer, one
+// trickling below min_bytes_per_second (rdma/rate_floor.h), a chunk that failed its checksum)
+// is pending for the next round; after the last source, request.fallback reads it. Rounds never overlap, so no two sources write the same chunk at
 // once: a round ends only when every one of its connections has finished or given up.
 #include <fmt/format.h>
 
@@ -155,6 +155,7 @@ void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connectio
     std::deque<size_t> outstanding;
     uint64_t delivered = 0;
     Status failure;
+    RateFloor floor(options_.min_bytes_per_second, options_.io_timeout, Clock::now());
     while (true) {
       size_t next = 0;
       while (static_cast<int>(outstanding.size()) < options_.pieces_in_flight && next_piece(&next)) {
@@ -167,7 +168,7 @@ void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connectio
       if (!failure.ok() || outstanding.empty()) break;
       wire::DataHeader header;
       uint64_t error_tag = 0;
-      failure = connection->ReceiveDataHeader(&header, &error_tag);
+      failure = connection->ReceiveDataHeader(&header, &error_tag, &floor);
       if (!failure.ok()) break;
       const Piece& expected = pieces[outstanding.front()].piece;
       if (header.tag != outstanding.front() || header.offset != expected.offset ||
@@ -178,7 +179,7 @@ void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connectio
         break;
       }
       NoteFirstByte();
-      failure = connection->ReceiveBytes(request_.dest + expected.offset, expected.len);
+      failure = connection->ReceiveBytes(request_.dest + expected.offset, expected.len, &floor);
       if (!failure.ok()) break;
       delivered += expected.len;
       AddBytes(key, expected.len);

@@ -188,9 +188,9 @@ Status Connection::FastConnect(uint32_t handle, std::string_view request, std::s
 
 Status Connection::SendRead(const wire::Read& read) { return SendAll(wire::EncodeRead(read)); }
 
-Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag) {
+Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag, RateFloor* floor) {
   uint8_t prefix[wire::kHeaderBytes + wire::kDataHeaderBytes];
-  FT_RETURN_IF_ERROR(ReceiveBytes(prefix, wire::kHeaderBytes));
+  FT_RETURN_IF_ERROR(ReceiveBytes(prefix, wire::kHeaderBytes, floor));
   wire::FrameHeader header;
   FT_RETURN_IF_ERROR(wire::ParseHeader(prefix, &header));
   if (header.type == wire::MessageType::kError) {
@@ -206,19 +206,25 @@ Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag)
                                        wire::MessageTypeName(header.type)));
   if (header.length < wire::kDataHeaderBytes)
     return Status::Corrupt(fmt::format("{} sent a data frame of {} bytes", Where(peer_), header.length));
-  FT_RETURN_IF_ERROR(ReceiveBytes(prefix + wire::kHeaderBytes, wire::kDataHeaderBytes));
+  FT_RETURN_IF_ERROR(ReceiveBytes(prefix + wire::kHeaderBytes, wire::kDataHeaderBytes, floor));
   return wire::DecodeDataHeader(
       std::string_view(reinterpret_cast<const char*>(prefix + wire::kHeaderBytes),
                        wire::kDataHeaderBytes),
       header.length, out);
 }
 
-Status Connection::ReceiveBytes(uint8_t* dest, uint64_t len) {
+Status Connection::ReceiveBytes(uint8_t* dest, uint64_t len, RateFloor* floor) {
   uint64_t got = 0;
   while (got < len) {
+    // MSG_WAITALL returns early with what it has once the receive timeout (the I/O timeout,
+    // counted over the whole call) expires: a trickling peer is checked at least that often.
     ssize_t n = recv(fd_, dest + got, len - got, MSG_WAITALL);
     if (n > 0) {
       got += static_cast<uint64_t>(n);
+      if (floor != nullptr) {
+        Status s = floor->Add(static_cast<uint64_t>(n), RateFloor::Clock::now());
+        if (!s.ok()) return s.WithContext(Where(peer_));
+      }
       continue;
     }
     if (n == 0)

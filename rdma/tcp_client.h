@@ -4,7 +4,8 @@
 // the destination are the simplest fast path (no event loop between the socket and dest).
 //
 // Every wait is bounded: connecting by PullOptions::connect_timeout, every receive and send by
-// io_timeout of silence (SO_RCVTIMEO/SO_SNDTIMEO), so a stopped peer costs one io_timeout.
+// io_timeout of silence (SO_RCVTIMEO/SO_SNDTIMEO), so a stopped peer costs one io_timeout;
+// while data flows, a RateFloor (PullOptions::min_bytes_per_second) gives up a peer that trickles.
 // Not thread-safe except Abort(), which any thread may call to end a blocked receive.
 #ifndef FT_RDMA_TCP_CLIENT_H_
 #define FT_RDMA_TCP_CLIENT_H_
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "rdma/rate_floor.h"
 #include "rdma/transfer.h"
 #include "rdma/wire.h"
 
@@ -35,10 +37,11 @@ class Connection {
 
   Status SendRead(const wire::Read& read);
   // The next frame must be Data: its header. An Error frame becomes its Status, with the
-  // Read's tag in *error_tag.
-  Status ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag);
-  // Exactly len bytes straight into dest.
-  Status ReceiveBytes(uint8_t* dest, uint64_t len);
+  // Read's tag in *error_tag. `floor` (may be null) counts the bytes against the data phase's
+  // rate floor.
+  Status ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag, RateFloor* floor = nullptr);
+  // Exactly len bytes straight into dest; Timeout when `floor` (may be null) says too slow.
+  Status ReceiveBytes(uint8_t* dest, uint64_t len, RateFloor* floor = nullptr);
 
   // Says goodbye (best effort) and closes.
   void Close();

@@ -111,6 +111,9 @@ struct PullOptions {
   int pieces_in_flight = 4;                // per connection (pipelining)
   std::chrono::milliseconds connect_timeout{3000};
   std::chrono::milliseconds io_timeout{10000};  // a peer silent this long is given up
+  // A connection delivering less than this per second over an io_timeout window is given up
+  // too (a trickling peer: rdma/rate_floor.h); its pieces go to the next source. 0: no floor.
+  uint64_t min_bytes_per_second = 1ull << 20;
   FastPathClient* fast_path = nullptr;     // e.g. verbs; null: TCP only
 };
 

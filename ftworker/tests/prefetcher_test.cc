@@ -68,6 +68,10 @@ class FakeEngine : public PullEngine {
     std::lock_guard<std::mutex> lock(mu_);
     return secrets_;
   }
+  std::vector<uint64_t> min_rates() {  // PullOptions::min_bytes_per_second of each pull
+    std::lock_guard<std::mutex> lock(mu_);
+    return min_rates_;
+  }
 
   Status Stat(const rdma::PullOptions& options, const rdma::Peer& peer, const std::string& region,
               rdma::RegionInfo* out) override {
@@ -83,10 +87,11 @@ class FakeEngine : public PullEngine {
     return Status::Ok();
   }
 
-  Status Pull(const rdma::PullOptions&, const rdma::PullRequest& request, rdma::PullResult* result) override {
+  Status Pull(const rdma::PullOptions& options, const rdma::PullRequest& request, rdma::PullResult* result) override {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return !held_; });
+      min_rates_.push_back(options.min_bytes_per_second);
     }
     std::vector<Served> open(request.sources.size());
     std::vector<bool> usable(request.sources.size());
@@ -158,6 +163,7 @@ class FakeEngine : public PullEngine {
   bool held_ = false;
   std::vector<std::string> stats_;
   std::vector<std::string> secrets_;
+  std::vector<uint64_t> min_rates_;
 };
 
 // Node "node2" replaces "node1", which ran ranks 4-5 and was evicted. Ranks 0-1 (the DP
@@ -631,6 +637,7 @@ TEST_F(PrefetcherTest, TheDaemonWithNodeRanksWritesThePlanFileOnceThePullsEnded)
   o.config.ckpt_arena_dir = here_dir_;
   o.config.ckpt_remote_dir = remote_dir_;
   o.config.node_ranks = "4-5";
+  o.config.pull_min_rate = 3 << 20;  // FT_PULL_MIN_RATE=3mb
   o.pull_engine = engine_;
   o.make_transfer_server = [](const rdma::ServerOptions&) { return std::make_unique<IdleServer>(); };
   Daemon daemon(o, &monitor, std::make_unique<redis::FakeStore>(&server_, "worker"));
@@ -655,6 +662,7 @@ TEST_F(PrefetcherTest, TheDaemonWithNodeRanksWritesThePlanFileOnceThePullsEnded)
   proto::PrefetchReport decoded;
   ASSERT_TRUE(proto::Decode(report.str(), &decoded).ok()) << report.str();
   EXPECT_EQ(decoded.state, "done");
+  EXPECT_EQ(engine_->min_rates(), (std::vector<uint64_t>{3 << 20, 3 << 20})) << "FT_PULL_MIN_RATE reaches each pull";
 }
 
 }  // namespace

@@ -124,6 +124,23 @@ TEST_F(PeerE2eTest, SlowPeerIsGivenUpAfterTheIoTimeout) {
   EXPECT_LT(seconds, 30);
 }
 
+// Never silent for an io_timeout, but far below the floor: at most 1 MiB per 200 ms per I/O
+// thread, while a healthy loopback peer serves hundreds of MiB/s. Given up after a window; the
+// healthy replica finishes the pull.
+TEST_F(PeerE2eTest, TricklingPeerIsGivenUpBelowTheRateFloor) {
+  auto trickling = Start({"--pause-per-check-ms", "100"});
+  auto healthy = Start();
+  options_.min_bytes_per_second = 16ull << 20;
+  PullResult result;
+  Status s = Pull(options_, Request({{"node0", trickling.get()}, {"node1", healthy.get()}}), &result);
+  ASSERT_TRUE(s.ok()) << s.ToString() << "\n" << Notes(result);
+  EXPECT_TRUE(dest_ == expected_.bytes);
+  EXPECT_TRUE(AnyNote(result, {"node0/tcp", "below the floor"})) << Notes(result);
+  EXPECT_FALSE(AnyNote(result, {"node0/tcp", "I/O timeout"})) << "trickling, not silent: " << Notes(result);
+  EXPECT_GT(result.bytes_by_source["node1/tcp"], 0u);
+  EXPECT_LT(result.bytes_by_source["node0/tcp"], kBytes / 2) << "given up after one window";
+}
+
 TEST_F(PeerE2eTest, AllSourcesFailThenTheFallbackIsUsed) {
   auto dying = Start({"--kill-at-check", "1"});
   auto frozen = Start({"--stop-at-check", "1"});

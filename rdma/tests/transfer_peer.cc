@@ -1,11 +1,13 @@
 // transfer_peer: a transfer Server in its own process, serving one deterministic region
 // (testing::Pattern(seed, bytes)) under a name, for the multi-process tests. It can be told to
 // misbehave the way real peers do: die (SIGKILL itself) or freeze (SIGSTOP itself) in the middle
-// of serving, or serve a copy with one flipped byte. Prints "PORT <n>" once listening, then
+// of serving, trickle (pause before and after every piece), or serve a copy with one flipped
+// byte. Prints "PORT <n>" once listening, then
 // serves until SIGTERM.
 //
 //   transfer_peer --secret S --seed N --bytes B [--name arena/1/0] [--listen 127.0.0.1]
-//                 [--kill-at-check K] [--stop-at-check K] [--corrupt-offset X]
+//                 [--kill-at-check K] [--stop-at-check K] [--pause-per-check-ms M]
+//                 [--corrupt-offset X]
 //
 // A "check" is one Region::StillValid() call: the server makes one before and one after each
 // piece it sends, so K = 2n-1 lands inside the n-th piece.
@@ -13,10 +15,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "rdma/tests/test_regions.h"
 #include "rdma/transfer.h"
@@ -25,8 +29,8 @@ namespace {
 
 class MisbehavingRegion : public ft::rdma::Region {
  public:
-  MisbehavingRegion(std::vector<uint8_t> bytes, std::string meta, long kill_at, long stop_at)
-      : bytes_(std::move(bytes)), meta_(std::move(meta)), kill_at_(kill_at), stop_at_(stop_at) {}
+  MisbehavingRegion(std::vector<uint8_t> bytes, std::string meta, long kill_at, long stop_at, long pause_ms)
+      : bytes_(std::move(bytes)), meta_(std::move(meta)), kill_at_(kill_at), stop_at_(stop_at), pause_ms_(pause_ms) {}
   const uint8_t* data() const override { return bytes_.data(); }
   uint64_t size() const override { return bytes_.size(); }
   std::string_view meta() const override { return meta_; }
@@ -34,13 +38,15 @@ class MisbehavingRegion : public ft::rdma::Region {
     long check = ++checks_;
     if (check == kill_at_) raise(SIGKILL);
     if (check == stop_at_) raise(SIGSTOP);
+    // On the server's I/O thread: every piece waits, the peer trickles but is never silent long.
+    if (pause_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms_));
     return true;
   }
 
  private:
   std::vector<uint8_t> bytes_;
   std::string meta_;
-  long kill_at_, stop_at_;
+  long kill_at_, stop_at_, pause_ms_;
   mutable std::atomic<long> checks_{0};
 };
 
@@ -64,7 +70,7 @@ class OneRegion : public ft::rdma::RegionProvider {
 int main(int argc, char** argv) {
   std::string secret, name = "arena/1/0", listen = "127.0.0.1";
   uint64_t seed = 1, bytes = 1 << 20;
-  long kill_at = -1, stop_at = -1;
+  long kill_at = -1, stop_at = -1, pause_ms = 0;
   long long corrupt = -1;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
     else if (flag == "--listen") listen = value;
     else if (flag == "--kill-at-check") kill_at = std::strtol(value, nullptr, 10);
     else if (flag == "--stop-at-check") stop_at = std::strtol(value, nullptr, 10);
+    else if (flag == "--pause-per-check-ms") pause_ms = std::strtol(value, nullptr, 10);
     else if (flag == "--corrupt-offset") corrupt = std::strtoll(value, nullptr, 10);
     else {
       std::fprintf(stderr, "transfer_peer: unknown flag %s\n", flag.c_str());
@@ -85,7 +92,7 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> data = ft::rdma::testing::Pattern(seed, bytes);
   if (corrupt >= 0 && static_cast<uint64_t>(corrupt) < bytes) data[corrupt] ^= 0x5a;
   auto region = std::make_shared<MisbehavingRegion>(std::move(data), "seed=" + std::to_string(seed),
-                                                    kill_at, stop_at);
+                                                    kill_at, stop_at, pause_ms);
   OneRegion provider(name, region);
 
   // SIGTERM is taken with sigwait, so block it before the server's threads inherit the mask.
