@@ -93,6 +93,9 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
     prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
     prefetch.pull.fast_path = options_.pull_fast_path;
     prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
+    // Tries again only while the ranks, which wait FT_RESTORE_WAIT for the plan file, are
+    // still likely to be starting.
+    prefetch.retry_for = std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.restore_wait) / 2;
     prefetch.destination_mapped = options_.prefetch_arena_mapped;
     prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
     prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));

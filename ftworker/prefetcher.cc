@@ -115,20 +115,32 @@ std::string FormatNodeRanks(const std::vector<int>& ranks) {
 struct Prefetcher::RankWork {
   int rank = -1;
   uint64_t digest = 0;
+  rdma::PullOptions pull;                 // with the job's secret as last read
   std::vector<rdma::PullSource> sources;  // copies on other nodes, the plan's order
   std::vector<std::string> left_out;      // plan sources not pulled from, and why
   std::vector<int> same_node_ranks;       // plan copies on this node
   std::vector<int> remote_ranks;          // plan copies in the remote directory
 };
 
+// Who serves copies, as last read from Redis: the job's secret, the workers' endpoints, the
+// evicted nodes.
+struct Prefetcher::Peers {
+  std::string secret;
+  std::map<std::string, proto::TransferEndpoint> endpoints;  // by node (sanitized)
+  std::set<std::string> evicted;
+};
+
 struct Prefetcher::Job {
   int64_t step = -1;
   std::string key;  // the step and this node's ranks' digests: a plan with the same key needs no new pull
-  rdma::PullOptions pull;
+  std::vector<proto::RestoreRank> lines;  // the plan's line of each rank pulled, as work
   std::vector<RankWork> work;
   int64_t started_unix_ms = 0;
   std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point retry_until;  // no new attempt starts after this
   // Guarded by Prefetcher::mu_.
+  Peers peers;          // refreshed by Tick while a rank waits to try again
+  size_t retrying = 0;  // ranks waiting to try again
   std::vector<proto::PrefetchRank> results;
   std::vector<bool> removed;  // the prefetched copy was removed (the own arena holds the step)
   size_t remaining = 0;
@@ -155,10 +167,11 @@ std::string KeyOf(const proto::RestorePlan& plan, const std::vector<int>& ranks)
 Prefetcher::Prefetcher(PrefetcherOptions options) : options_(std::move(options)), keys_(options_.job) {}
 
 Prefetcher::~Prefetcher() {
-  stopping_.store(true);
   std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true);
+    cv_.notify_all();  // a rank waiting to try again gives up
     threads.swap(threads_);
   }
   for (std::thread& t : threads) t.join();
@@ -190,22 +203,15 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
   (void)TryStart(redis);
 }
 
-bool Prefetcher::TryStart(redis::Commands& redis) {
-  std::unique_ptr<proto::RestorePlan> plan;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (pending_ == nullptr) return true;
-    if (job_ != nullptr && job_->remaining > 0) return false;  // one prefetch at a time: same files
-  }
-  Reap();
-
+bool Prefetcher::ReadPeers(redis::Commands& redis, Peers* out) const {
   redis::Reply secret, endpoints, evicted;
   if (!redis.Run({"GET", keys_.TransferSecret()}, &secret).ok() ||
       !redis.Run({"HGETALL", keys_.Endpoints()}, &endpoints).ok() ||
       !redis.Run({"SMEMBERS", keys_.Evicted()}, &evicted).ok()) {
-    return false;  // Redis went away: the next tick tries again
+    return false;
   }
-  std::map<std::string, proto::TransferEndpoint> by_node;
+  out->secret = secret.is_string() ? secret.str() : "";
+  out->endpoints.clear();
   const auto& fields = endpoints.elements();
   for (size_t i = 0; i + 1 < fields.size(); i += 2) {
     if (!fields[i].is_string() || !fields[i + 1].is_string()) continue;
@@ -216,12 +222,65 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
              fields[i].str(), keys_.Endpoints(), s.message());
       continue;
     }
-    by_node[proto::SanitizeName(fields[i].str())] = std::move(endpoint);
+    out->endpoints[proto::SanitizeName(fields[i].str())] = std::move(endpoint);
   }
-  std::set<std::string> evicted_nodes;
+  out->evicted.clear();
   for (const redis::Reply& node : evicted.elements()) {
-    if (node.is_string()) evicted_nodes.insert(proto::SanitizeName(node.str()));
+    if (node.is_string()) out->evicted.insert(proto::SanitizeName(node.str()));
   }
+  return true;
+}
+
+Prefetcher::RankWork Prefetcher::BuildRankWork(const proto::RestoreRank& line, int64_t step, const Peers& peers) const {
+  const std::string here = proto::SanitizeName(options_.node);
+  RankWork work;
+  work.rank = line.rank;
+  work.digest = line.digest;
+  work.pull = options_.pull;
+  work.pull.secret = peers.secret;
+  // An evicted node's copies come after every healthy node's: the master keeps them in the
+  // plan while that node's worker still serves (a shard with no other replica), but the node
+  // just failed. Its bytes are verified like any other's.
+  std::vector<rdma::PullSource> evicted_sources;
+  for (const proto::RestoreSource& source : line.sources) {
+    const std::string node = proto::SanitizeName(source.node);
+    if (node == here) {
+      work.same_node_ranks.push_back(source.rank);
+      continue;
+    }
+    // The remote directory is shared: a copy there is readable whatever became of its node.
+    if (HasTier(source, "remote")) work.remote_ranks.push_back(source.rank);
+    if (!HasTier(source, "arena") && !HasTier(source, "local")) continue;
+    auto endpoint = peers.endpoints.find(node);
+    if (endpoint == peers.endpoints.end()) {
+      work.left_out.push_back(fmt::format("rank {} on {}: its worker published no transfer endpoint",
+                                          source.rank, node));
+      continue;
+    }
+    const rdma::Peer peer{source.node, endpoint->second.address, endpoint->second.port};
+    // The arena (memory) before the local tier (a disk) of the same node.
+    std::vector<rdma::PullSource>& into = peers.evicted.contains(node) ? evicted_sources : work.sources;
+    for (CopyPlace place : {CopyPlace::kArena, CopyPlace::kLocal}) {
+      if (HasTier(source, CopyPlaceName(place))) {
+        into.push_back({peer, FormatRegionName(place, step, source.rank)});
+      }
+    }
+  }
+  work.sources.insert(work.sources.end(), evicted_sources.begin(), evicted_sources.end());
+  return work;
+}
+
+bool Prefetcher::TryStart(redis::Commands& redis) {
+  std::unique_ptr<proto::RestorePlan> plan;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (pending_ == nullptr) return true;
+    if (job_ != nullptr && job_->remaining > 0) return false;  // one prefetch at a time: same files
+  }
+  Reap();
+
+  Peers peers;
+  if (!ReadPeers(redis, &peers)) return false;  // Redis went away: the next tick tries again
 
   std::lock_guard<std::mutex> lock(mu_);
   if (pending_ == nullptr) return true;  // a plan with nothing for us came in meanwhile
@@ -229,45 +288,12 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
   auto job = std::make_shared<Job>();
   job->step = plan->step;
   job->key = KeyOf(*plan, options_.ranks);
-  job->pull = options_.pull;
-  job->pull.secret = secret.is_string() ? secret.str() : "";
-  const std::string here = proto::SanitizeName(options_.node);
   for (const proto::RestoreRank& line : plan->ranks) {
     if (!std::binary_search(options_.ranks.begin(), options_.ranks.end(), line.rank)) continue;
-    RankWork work;
-    work.rank = line.rank;
-    work.digest = line.digest;
-    // An evicted node's copies come after every healthy node's: the master keeps them in the
-    // plan while that node's worker still serves (a shard with no other replica), but the node
-    // just failed. Its bytes are verified like any other's.
-    std::vector<rdma::PullSource> evicted_sources;
-    for (const proto::RestoreSource& source : line.sources) {
-      const std::string node = proto::SanitizeName(source.node);
-      if (node == here) {
-        work.same_node_ranks.push_back(source.rank);
-        continue;
-      }
-      // The remote directory is shared: a copy there is readable whatever became of its node.
-      if (HasTier(source, "remote")) work.remote_ranks.push_back(source.rank);
-      if (!HasTier(source, "arena") && !HasTier(source, "local")) continue;
-      auto endpoint = by_node.find(node);
-      if (endpoint == by_node.end()) {
-        work.left_out.push_back(fmt::format("rank {} on {}: its worker published no transfer endpoint",
-                                            source.rank, node));
-        continue;
-      }
-      const rdma::Peer peer{source.node, endpoint->second.address, endpoint->second.port};
-      // The arena (memory) before the local tier (a disk) of the same node.
-      std::vector<rdma::PullSource>& into = evicted_nodes.contains(node) ? evicted_sources : work.sources;
-      for (CopyPlace place : {CopyPlace::kArena, CopyPlace::kLocal}) {
-        if (HasTier(source, CopyPlaceName(place))) {
-          into.push_back({peer, FormatRegionName(place, plan->step, source.rank)});
-        }
-      }
-    }
-    work.sources.insert(work.sources.end(), evicted_sources.begin(), evicted_sources.end());
-    job->work.push_back(std::move(work));
+    job->lines.push_back(line);
+    job->work.push_back(BuildRankWork(line, plan->step, peers));
   }
+  job->peers = std::move(peers);
   job->results.resize(job->work.size());
   job->removed.assign(job->work.size(), false);
   for (size_t i = 0; i < job->work.size(); ++i) {
@@ -276,6 +302,7 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
   }
   job->remaining = job->work.size();
   job->started = std::chrono::steady_clock::now();
+  job->retry_until = job->started + options_.retry_for;
   job->started_unix_ms = UnixMsNow();
   job_ = job;
   ++report_revision_;
@@ -284,7 +311,7 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
          FormatNodeRanks(options_.ranks));
   for (size_t i = 0; i < job->work.size(); ++i) {
     threads_.emplace_back([this, job, i] {
-      proto::PrefetchRank result = PrefetchRank(*job, job->work[i]);
+      proto::PrefetchRank result = PrefetchRankWithRetries(job.get(), i);
       std::lock_guard<std::mutex> done(mu_);
       job->results[i] = std::move(result);
       if (--job->remaining > 0) return;
@@ -303,6 +330,31 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
     });
   }
   return true;
+}
+
+proto::PrefetchRank Prefetcher::PrefetchRankWithRetries(Job* job, size_t i) {
+  RankWork work = job->work[i];
+  auto backoff = std::chrono::milliseconds(500);
+  for (int attempt = 1;; ++attempt) {
+    proto::PrefetchRank result = PrefetchRank(*job, work);
+    if (result.outcome != "failed") return result;
+    if (stopping_.load() || std::chrono::steady_clock::now() + backoff > job->retry_until) {
+      if (attempt > 1) result.error = fmt::format("{} attempts, the last: {}", attempt, result.error);
+      FT_LOG(Warn, Worker, "rank {}: prefetching step {} failed: {}; its ft_restore reads another source "
+             "(the remote directory) or fails saying why", work.rank, job->step, result.error);
+      return result;
+    }
+    // A peer's worker restarting with the job (a new port, its arenas not mapped yet), the
+    // secret not written yet: worth another try while the ranks are still starting.
+    FT_LOG(Info, Worker, "rank {}: prefetching step {} failed ({}); trying again in {} ms with the endpoints "
+           "and secret then in Redis", work.rank, job->step, result.error, backoff.count());
+    std::unique_lock<std::mutex> lock(mu_);
+    ++job->retrying;
+    cv_.wait_for(lock, backoff, [&] { return stopping_.load(); });
+    --job->retrying;
+    work = BuildRankWork(job->lines[i], job->step, job->peers);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
+  }
 }
 
 void Prefetcher::Reap() {
@@ -382,6 +434,7 @@ void Prefetcher::Tick(uint64_t mono_ns, int64_t /*unix_ms*/, redis::Commands* re
     waiting = pending_ != nullptr;
   }
   if (waiting && redis != nullptr && redis->connected()) (void)TryStart(*redis);
+  RefreshPeers(mono_ns, redis);
   if (mono_ns >= next_cleanup_ns_) {
     Cleanup();
     next_cleanup_ns_ = mono_ns + static_cast<uint64_t>(options_.cleanup_interval.count());
@@ -398,6 +451,21 @@ void Prefetcher::Tick(uint64_t mono_ns, int64_t /*unix_ms*/, redis::Commands* re
   if (redis->Run({"HSET", keys_.Prefetch(), options_.node, proto::Encode(report())}, &ignored).ok()) {
     published_revision_ = revision;
   }
+}
+
+void Prefetcher::RefreshPeers(uint64_t mono_ns, redis::Commands* redis) {
+  std::shared_ptr<Job> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job_ == nullptr || job_->retrying == 0) return;
+    job = job_;
+  }
+  if (redis == nullptr || !redis->connected() || mono_ns < next_peers_refresh_ns_) return;
+  next_peers_refresh_ns_ = mono_ns + kPeersRefreshNs;
+  Peers peers;
+  if (!ReadPeers(*redis, &peers)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  job->peers = std::move(peers);
 }
 
 bool Prefetcher::OwnArenaHolds(int rank, int64_t step, uint64_t digest) const {
@@ -464,8 +532,6 @@ proto::PrefetchRank Prefetcher::PrefetchRank(const Job& job, const RankWork& wor
     out.outcome = "failed";
     out.error = std::move(why);
     out.seconds = SecondsSince(start);
-    FT_LOG(Warn, Worker, "rank {}: prefetching step {} failed: {}; its ft_restore reads another source "
-           "(the remote directory) or fails saying why", work.rank, job.step, out.error);
     return out;
   };
 
@@ -498,7 +564,7 @@ proto::PrefetchRank Prefetcher::PrefetchRank(const Job& job, const RankWork& wor
     return fail(work.left_out.empty() ? "the plan lists no copy of its shard on another node"
                                       : "no copy on another node can be pulled (" + Joined(work.left_out) + ")");
   }
-  if (job.pull.secret.empty()) {
+  if (work.pull.secret.empty()) {
     return fail(fmt::format("the job's transfer secret is not in Redis ({}): is ftmaster running?",
                             keys_.TransferSecret()));
   }
@@ -524,7 +590,7 @@ Status Prefetcher::Pull(const Job& job, const RankWork& work, proto::PrefetchRan
     const rdma::PullSource& source = work.sources[i];
     const std::string where = fmt::format("{} on {}", source.region, source.peer.node);
     rdma::RegionInfo info;
-    Status s = options_.engine->Stat(job.pull, source.peer, source.region, &info);
+    Status s = options_.engine->Stat(work.pull, source.peer, source.region, &info);
     if (!s.ok()) {
       notes.push_back(fmt::format("{}: {}", where, s.message()));
       FT_LOG(Info, Worker, "rank {}: {} not used: {}", work.rank, where, s.message());
@@ -619,7 +685,7 @@ Status Prefetcher::Pull(const Job& job, const RankWork& work, proto::PrefetchRan
     };
   }
   rdma::PullResult result;
-  s = options_.engine->Pull(job.pull, request, &result);
+  s = options_.engine->Pull(work.pull, request, &result);
   for (const std::string& note : result.notes) notes.push_back(note);
   if (!s.ok()) {
     return Status::Unavailable(fmt::format("{}{}", s.message(), notes.empty() ? "" : " (" + Joined(notes) + ")"));

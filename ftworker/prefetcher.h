@@ -16,7 +16,9 @@
 // The node's plan file (RestorePlanSync, through PlanGate) is withheld while the pulls run, so
 // a rank that starts meanwhile cannot pick a worse source; then it is written with
 // <rank>:<this node>:prefetched as the first source of each rank that was pulled. A failed pull
-// is logged and left out of the plan (ft_restore then reads the remote directory, or fails
+// is tried again while PrefetcherOptions::retry_for allows, with the peers as Redis then has
+// them (a peer's worker restarted with the job on another port); a rank that still fails is
+// logged and left out of the plan (ft_restore then reads the remote directory, or fails
 // clearly). Once a rank's own arena holds the planned step (it restored), its prefetched copy
 // is removed and the plan file rewritten without it.
 //
@@ -87,6 +89,10 @@ struct PrefetcherOptions {
   std::function<void(uint8_t*, uint64_t)> destination_mapped;
   std::function<void(const uint8_t*, uint64_t)> destination_unmapped;
   std::chrono::nanoseconds cleanup_interval = std::chrono::seconds(1);
+  // A rank whose pull failed is tried again (0.5, 1, 2, 2... s apart, with the endpoints and
+  // secret then in Redis) while this long has not passed since the prefetch started; the
+  // node's plan file waits meanwhile. The daemon: half of FT_RESTORE_WAIT. 0: one attempt.
+  std::chrono::milliseconds retry_for{0};
 };
 
 class Prefetcher : public PlanGate {
@@ -113,11 +119,21 @@ class Prefetcher : public PlanGate {
 
  private:
   struct RankWork;
+  struct Peers;
   struct Job;
+  static constexpr uint64_t kPeersRefreshNs = 1'000'000'000;
 
   // Reads the secret, endpoints and evicted nodes and starts the pending plan's prefetch.
   // False when Redis did not answer (retried next tick).
   bool TryStart(redis::Commands& redis);
+  // The secret, endpoints and evicted nodes; false when Redis did not answer.
+  bool ReadPeers(redis::Commands& redis, Peers* out) const;
+  // What pulling `line`'s rank takes: its sources on other nodes that serve, in order.
+  RankWork BuildRankWork(const proto::RestoreRank& line, int64_t step, const Peers& peers) const;
+  // The daemon's thread: while a rank waits to try again, reads the peers anew (once a second).
+  void RefreshPeers(uint64_t mono_ns, redis::Commands* redis);
+  // PrefetchRank, tried again while the job's retry_until allows (a rank's thread).
+  proto::PrefetchRank PrefetchRankWithRetries(Job* job, size_t i);
   void Reap();
   proto::PrefetchRank PrefetchRank(const Job& job, const RankWork& work);
   // Stat, then pull into the prefetch arena and commit it; fills *out's source fields.
@@ -141,6 +157,7 @@ class Prefetcher : public PlanGate {
   uint64_t report_revision_ = 0;  // bumped at every change of report()
   uint64_t published_revision_ = 0;  // the daemon's thread only
   uint64_t next_cleanup_ns_ = 0;
+  uint64_t next_peers_refresh_ns_ = 0;  // the daemon's thread only
 };
 
 }  // namespace ft::worker

@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "ftworker/daemon.h"
 #include "ftworker/restore_plan_sync.h"
@@ -480,6 +481,77 @@ TEST_F(PrefetcherTest, WithoutTheJobsSecretNothingIsPulled) {
   prefetcher.WaitIdle();
   EXPECT_TRUE(engine_->stats().empty());
   EXPECT_NE(Result(prefetcher.report(), 4)->error.find("transfer secret is not in Redis"), std::string::npos);
+}
+
+// The ranks' peers restart with the job: when the prefetch starts, the secret is not written
+// yet and node0's worker has not published its endpoint. The ranks are tried again with what
+// Redis holds then, and the plan file waits for them.
+TEST_F(PrefetcherTest, AFailedRankIsTriedAgainWithTheEndpointsAndSecretRedisHasThen) {
+  SaveReplicas();
+  server_.Execute({"DEL", keys_.TransferSecret()});
+  server_.Execute({"HDEL", keys_.Endpoints(), "node0"});
+  options_.retry_for = std::chrono::seconds(20);
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  auto tick = [&] {
+    prefetcher.Tick(MonoNs(), 1'700'000'000'000, &store_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  };
+  for (int i = 0; i < 30; ++i) tick();
+  ASSERT_TRUE(prefetcher.busy()) << "the failed ranks wait to try again";
+  bool written = true;
+  (void)Shaped(prefetcher, &written);
+  EXPECT_FALSE(written) << "the plan file waits for the retries";
+
+  server_.Execute({"SET", keys_.TransferSecret(), std::string(64, 'a')});
+  PublishEndpoint("node0", 7000);
+  while (prefetcher.busy() && std::chrono::steady_clock::now() < deadline) tick();
+  ASSERT_FALSE(prefetcher.busy());
+  const proto::PrefetchReport report = prefetcher.report();
+  for (int rank : {4, 5}) {
+    const proto::PrefetchRank* r = Result(report, rank);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->outcome, "pulled") << rank << ": " << r->error;
+    EXPECT_EQ(r->source, "node0") << rank;
+  }
+  ExpectPrefetched(4, 0x44);
+  ExpectPrefetched(5, 0x55);
+  (void)Shaped(prefetcher, &written);
+  EXPECT_TRUE(written);
+}
+
+// Tries again only within retry_for, then says how many attempts failed; a stopping worker
+// does not wait for the next attempt.
+TEST_F(PrefetcherTest, RetriesEndAtTheirDeadlineOrWhenTheWorkerStops) {
+  SaveReplicas();
+  server_.Execute({"DEL", keys_.TransferSecret()});
+  options_.retry_for = std::chrono::milliseconds(1200);
+  {
+    Prefetcher prefetcher(options_);
+    const auto start = std::chrono::steady_clock::now();
+    prefetcher.OnPlan(Plan(), store_);
+    while (prefetcher.busy() && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) {
+      prefetcher.Tick(MonoNs(), 1'700'000'000'000, &store_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_FALSE(prefetcher.busy());
+    // At 0 and 0.5 s; the next, 1 s later, would start after the 1.2 s.
+    const proto::PrefetchReport report = prefetcher.report();
+    const proto::PrefetchRank* r = Result(report, 4);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->outcome, "failed");
+    EXPECT_NE(r->error.find("2 attempts, the last: "), std::string::npos) << r->error;
+    EXPECT_NE(r->error.find("transfer secret is not in Redis"), std::string::npos) << r->error;
+  }
+  options_.retry_for = std::chrono::seconds(60);
+  auto prefetcher = std::make_unique<Prefetcher>(options_);
+  prefetcher->OnPlan(Plan(), store_);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(prefetcher->busy());
+  const auto stopping = std::chrono::steady_clock::now();
+  prefetcher.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(5)) << "waited for the next attempt";
 }
 
 TEST_F(PrefetcherTest, ANewPlanVersionOfTheSameCopiesPullsNothingAgainAndARestartKeepsThePrefetch) {
