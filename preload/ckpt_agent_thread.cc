@@ -4,13 +4,16 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 #include "common/log.h"
 #include "include/ft/ft.h"
 #include "jitckpt/checksum.h"
 #include "preload/ckpt_agent.h"
 #include "preload/ckpt_agent_impl.h"
+#include "preload/ckpt_checksummer.h"
 
 namespace ft::preload::agent {
 
@@ -88,6 +91,8 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.arena = &arena_;
   job.device = device_;
   job.periodic = periodic != nullptr;
+  job.checksum_threads = ChecksumThreads(g_rt != nullptr ? g_rt->config.ckpt_checksum_threads : 0,
+                                         std::thread::hardware_concurrency());
   if (periodic) {
     job.copied = [&](const Status& s) {
       {
@@ -112,7 +117,8 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
                   " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
                   " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
                   " ms=" + std::to_string(ms);
-    FT_LOG(Info, Ckpt, "{} save: {}", periodic ? "periodic" : "just-in-time", out.message);
+    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s))", periodic ? "periodic" : "just-in-time",
+           out.message, std::max(job.checksum_threads, 1));
   } else {
     out.message = std::string(out.status.message());
     FT_LOG(Warn, Ckpt, "save of step {} failed: {}; the previous copy is lost, training is unaffected",

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "jitckpt/checksum.h"
+#include "preload/ckpt_checksummer.h"
 #include "preload/real.h"
 
 namespace ft::preload::agent {
@@ -82,14 +82,8 @@ Status WaitForChunk(AgentCuda* cuda, size_t c) {
   return CudaStatus(sync(cuda->event(c)), "cudaEventSynchronize (a chunk's copy)");
 }
 
-void Checksum(SaveJob* job, size_t c) {
-  ckpt::Manifest& m = job->manifest;
-  uint64_t begin = m.chunk_begin(c);
-  m.chunk_checksums[c] = ckpt::Checksum(job->arena->data() + begin, m.chunk_end(c) - begin);
-}
-
-// Copies every chunk; `overlap`: checksum each as soon as it landed.
-Status CopyChunks(SaveJob* job, AgentCuda* cuda, bool overlap) {
+// Copies every chunk; `sums` (may be null): checksums each as soon as it landed.
+Status CopyChunks(SaveJob* job, AgentCuda* cuda, ChunkChecksummer* sums) {
   size_t n = job->manifest.chunk_count();
   ChunkCopier copier(*job, cuda);
   std::vector<bool> device_work(kEventWindow, false);
@@ -106,7 +100,7 @@ Status CopyChunks(SaveJob* job, AgentCuda* cuda, bool overlap) {
     if (device_work[c % kEventWindow]) {
       if (Status s = WaitForChunk(cuda, c); !s.ok()) return s;
     }
-    if (overlap) Checksum(job, c);
+    if (sums != nullptr) sums->Add(c);
   }
   return Status::Ok();
 }
@@ -129,15 +123,17 @@ Status RunSave(SaveJob* job, AgentCuda* cuda) {
   job->arena->BeginWrite();
   ZeroGaps(*job->buffers, m.data_bytes, job->arena->data());
   m.chunk_checksums.assign(m.chunk_count(), 0);
-  Status copied = CopyChunks(job, cuda, !job->periodic);
+  ChunkChecksummer sums(&m, job->arena->data(), job->checksum_threads);
+  Status copied = CopyChunks(job, cuda, job->periodic ? nullptr : &sums);
   if (!copied.ok()) DrainStream(cuda);
   // Before `copied`: a periodic save's app thread moves on to its next update right after.
   if (copied.ok()) m.torn = job->torn ? job->torn() : false;
   if (job->copied) job->copied(copied);
-  if (!copied.ok()) return copied;
+  if (!copied.ok()) return copied;  // the helpers finish their chunks first (~ChunkChecksummer)
   if (job->periodic) {
-    for (size_t c = 0; c < m.chunk_count(); ++c) Checksum(job, c);
+    for (size_t c = 0; c < m.chunk_count(); ++c) sums.Add(c);
   }
+  sums.Finish();
   m.created_unix_ns = UnixNowNs();
   return job->arena->Commit(m);
 }

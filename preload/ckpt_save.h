@@ -40,6 +40,7 @@ struct SaveJob {
   bool periodic = false;
   std::function<void(const Status&)> copied;  // once the device-to-host copy ended (or failed)
   std::function<bool()> torn;                 // asked once every chunk has landed
+  int checksum_threads = 1;  // helpers for the chunk checksums (preload/ckpt_checksummer.h)
 };
 
 // Copies, checksums and commits. On error (a CUDA call failed) the arena stays uncommitted

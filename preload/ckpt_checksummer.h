@@ -1,0 +1,60 @@
+// libft.so internal: checksums a save's chunks on helper threads while the agent thread waits
+// for the next device-to-host copies.
+//
+// On a GPU host the copy is the DMA engine's (tens of GB/s per GPU) and the CPU only
+// checksums; one core's XXH3 over memory the DMA just wrote runs at about 10 GB/s, so a save on
+// one thread is bound by its checksums. With `threads` helpers the chunks handed in are
+// checksummed in parallel, each chunk by one thread into its own slot of the manifest. With
+// threads <= 1, or when no helper thread can be started, Add checksums on the caller's thread
+// (what a small host wants: its cores also run the copies). Fail-open: a save never fails for
+// want of a thread.
+#ifndef FT_PRELOAD_CKPT_CHECKSUMMER_H_
+#define FT_PRELOAD_CKPT_CHECKSUMMER_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "jitckpt/manifest.h"
+
+namespace ft::preload::agent {
+
+class ChunkChecksummer {
+ public:
+  // Checksums chunks of `data` (the arena's data region) into manifest->chunk_checksums, which
+  // must already hold one slot per chunk.
+  ChunkChecksummer(ckpt::Manifest* manifest, const uint8_t* data, int threads);
+  ~ChunkChecksummer();  // Finish()
+  ChunkChecksummer(const ChunkChecksummer&) = delete;
+  ChunkChecksummer& operator=(const ChunkChecksummer&) = delete;
+
+  // Chunk c has landed: checksum it (now, or on a helper).
+  void Add(size_t c);
+  // Returns once every chunk added so far is checksummed; stops the helpers.
+  void Finish();
+  size_t helpers() const { return helpers_.size(); }
+
+ private:
+  void Checksum(size_t c);
+  void Help();
+
+  ckpt::Manifest* const manifest_;
+  const uint8_t* const data_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<size_t> queue_;  // GUARDED_BY(mu_)
+  bool finishing_ = false;    // GUARDED_BY(mu_)
+  std::vector<std::thread> helpers_;
+};
+
+// How many helpers a save uses: FT_CKPT_CHECKSUM_THREADS when set (> 0), otherwise one per 16
+// hardware threads, at least 1 and at most 4 (the host's GPUs save at once and share the cores).
+int ChecksumThreads(int64_t configured, unsigned hardware_threads);
+
+}  // namespace ft::preload::agent
+
+#endif  // FT_PRELOAD_CKPT_CHECKSUMMER_H_
