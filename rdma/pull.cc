@@ -7,8 +7,9 @@
 // `pieces_in_flight` requests outstanding on each. A chunk is verified the moment its last
 // byte lands. Whatever a round did not deliver verified (a dead, silent or refusing peer, one
 // trickling below min_bytes_per_second (rdma/rate_floor.h), a chunk that failed its checksum)
-// is pending for the next round; after the last source, request.fallback reads it. Rounds never overlap, so no two sources write the same chunk at
-// once: a round ends only when every one of its connections has finished or given up.
+// is pending for the next round; after the last source, request.fallback reads it. Rounds
+// never overlap, so no two sources write the same chunk at once: a round ends only when
+// every one of its connections has finished or given up.
 #include <fmt/format.h>
 
 #include <algorithm>
