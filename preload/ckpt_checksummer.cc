@@ -8,10 +8,13 @@
 namespace ft::preload::agent {
 
 ChunkChecksummer::ChunkChecksummer(ckpt::Manifest* manifest, const uint8_t* data, int threads)
-    : manifest_(manifest), data_(data) {
-  if (threads <= 1) return;
+    : manifest_(manifest), data_(data), threads_(threads) {}
+
+void ChunkChecksummer::StartHelpers() {
+  started_ = true;
+  if (threads_ <= 1) return;
   try {
-    for (int i = 0; i < threads; ++i) helpers_.emplace_back([this] { Help(); });
+    for (int i = 0; i < threads_; ++i) helpers_.emplace_back([this] { Help(); });
   } catch (const std::system_error&) {
     // Fewer helpers than asked (none, at worst: Add then checksums inline).
   }
@@ -25,6 +28,7 @@ void ChunkChecksummer::Checksum(size_t c) {
 }
 
 void ChunkChecksummer::Add(size_t c) {
+  if (!started_) StartHelpers();
   if (helpers_.empty()) return Checksum(c);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -47,6 +51,7 @@ void ChunkChecksummer::Help() {
 }
 
 void ChunkChecksummer::Finish() {
+  started_ = true;  // a chunk added later is checksummed inline
   {
     std::lock_guard<std::mutex> lock(mu_);
     finishing_ = true;

@@ -7,7 +7,10 @@
 // checksummed in parallel, each chunk by one thread into its own slot of the manifest. With
 // threads <= 1, or when no helper thread can be started, Add checksums on the caller's thread
 // (what a small host wants: its cores also run the copies). Fail-open: a save never fails for
-// want of a thread.
+// want of a thread. The helpers start at the first Add, so a periodic save, which checksums
+// only after the copy the app waits for, starts no thread while the app waits.
+//
+// Threads: Add and Finish on one thread (the agent's).
 #ifndef FT_PRELOAD_CKPT_CHECKSUMMER_H_
 #define FT_PRELOAD_CKPT_CHECKSUMMER_H_
 
@@ -36,14 +39,17 @@ class ChunkChecksummer {
   void Add(size_t c);
   // Returns once every chunk added so far is checksummed; stops the helpers.
   void Finish();
-  size_t helpers() const { return helpers_.size(); }
+  size_t helpers() const { return helpers_.size(); }  // running now
 
  private:
+  void StartHelpers();
   void Checksum(size_t c);
   void Help();
 
   ckpt::Manifest* const manifest_;
   const uint8_t* const data_;
+  const int threads_;
+  bool started_ = false;  // the caller's thread only
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<size_t> queue_;  // GUARDED_BY(mu_)

@@ -42,12 +42,13 @@ TEST(ChunkChecksummerTest, HelpersGiveEveryChunkTheChecksumOneThreadWould) {
   for (int threads : {0, 1, 2, 5}) {
     Copy c = MakeCopy((9u << 20) + 777, 256 << 10);  // 37 chunks, the last one short
     ChunkChecksummer sums(&c.manifest, c.data.data(), threads);
-    EXPECT_EQ(sums.helpers(), threads > 1 ? static_cast<size_t>(threads) : 0u);
+    EXPECT_EQ(sums.helpers(), 0u) << "no thread before the first chunk";
     // Out of order, as landed chunks may be handed in by another caller.
     std::vector<size_t> order(c.manifest.chunk_count());
     std::iota(order.begin(), order.end(), 0);
     std::shuffle(order.begin(), order.end(), std::mt19937(threads));
     for (size_t i : order) sums.Add(i);
+    EXPECT_EQ(sums.helpers(), threads > 1 ? static_cast<size_t>(threads) : 0u);
     sums.Finish();
     EXPECT_EQ(c.manifest.chunk_checksums, OneThread(c)) << threads << " threads";
     for (size_t i = 0; i < c.manifest.chunk_count(); ++i) {
@@ -57,6 +58,7 @@ TEST(ChunkChecksummerTest, HelpersGiveEveryChunkTheChecksumOneThreadWould) {
     c.manifest.chunk_checksums[3] = 0;
     sums.Add(3);
     EXPECT_EQ(c.manifest.chunk_checksums, OneThread(c));
+    EXPECT_EQ(sums.helpers(), 0u);
   }
 }
 
