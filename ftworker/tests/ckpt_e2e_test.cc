@@ -48,16 +48,6 @@ class CkptE2eTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
 
-  NodeMonitorOptions MonitorOptions() {
-    NodeMonitorOptions o;
-    o.job = job_;
-    o.node = "n1";
-    o.scan_interval_ns = 0;
-    o.settle_ns = 0;
-    o.probe = &probe_;
-    return o;
-  }
-
   std::unique_ptr<Daemon> NewDaemon(NodeMonitor* monitor, int keep = 2) {
     DaemonOptions o;
     o.job = job_;
@@ -125,7 +115,7 @@ class CkptE2eTest : public ::testing::Test {
 // that does not decode is logged once and the file stays as it was; a stopping worker removes it.
 TEST_F(CkptE2eTest, PlanFileFollowsTheMastersPlan) {
   LogCapture log;
-  NodeMonitor monitor(MonitorOptions());
+  NodeMonitor monitor(MonitorOptions(job_, &probe_));
   auto daemon = NewDaemon(&monitor);
   const std::string path = ckpt::NodePlanPath(arena_dir_, job_, "n1");
   ASSERT_TRUE(TickUntil(*daemon, [&] { return daemon->plan_sync().files_written() >= 1; }));
@@ -181,7 +171,7 @@ TEST_F(CkptE2eTest, PlanFileFollowsTheMastersPlan) {
 // Redis that lost its data gets them again.
 TEST_F(CkptE2eTest, CopiesAreReportedAndRetentionRemovesThem) {
   FakeRank rank(job_, 0, kFakePid, "n1");
-  NodeMonitor monitor(MonitorOptions());
+  NodeMonitor monitor(MonitorOptions(job_, &probe_));
   auto daemon = NewDaemon(&monitor, /*keep=*/1);
   FakeArena arena(arena_dir_, job_, 0, 256 << 10, 64 << 10);
   const ckpt::Manifest m5 = arena.Save(5, 0x11);
@@ -213,7 +203,7 @@ TEST_F(CkptE2eTest, CopiesAreReportedAndRetentionRemovesThem) {
 // The daemon's clock is driven here and never reaches the next scan.
 TEST_F(CkptE2eTest, CopyOfASaveIsReportedWithItsAck) {
   FakeRank rank(job_, 0, kFakePid, "n1");
-  NodeMonitor monitor(MonitorOptions());
+  NodeMonitor monitor(MonitorOptions(job_, &probe_));
   auto daemon = NewDaemon(&monitor);
   FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
   uint64_t mono = MonoNs();

@@ -21,19 +21,9 @@ constexpr int64_t kT0 = 1'700'000'000'000;
 
 class CommandRunnerTest : public ::testing::Test {
  protected:
-  CommandRunnerTest() : job_(UniqueJob("cr")), rank_(job_, 0, kPid, "n1"), monitor_(Options()) {
+  CommandRunnerTest() : job_(UniqueJob("cr")), rank_(job_, 0, kPid, "n1"), monitor_(MonitorOptions(job_, &probe_)) {
     std::vector<proto::Event> events;
     monitor_.Tick(MonoNs(), kT0, &events);
-  }
-
-  NodeMonitorOptions Options() {
-    NodeMonitorOptions o;
-    o.job = job_;
-    o.node = "n1";
-    o.scan_interval_ns = 0;
-    o.settle_ns = 0;
-    o.probe = &probe_;
-    return o;
   }
 
   static proto::Command Make(const std::string& kind, const std::string& id) {

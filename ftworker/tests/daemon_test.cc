@@ -21,16 +21,6 @@ using namespace ft::worker::testing;
 constexpr int kPid0 = 3'900'101;  // fake pids: FakeProbe answers for them
 constexpr uint64_t kTickNs = 10 * kMs;
 
-NodeMonitorOptions MonitorOptions(const std::string& job, ProcessProbe* probe) {
-  NodeMonitorOptions o;
-  o.job = job;
-  o.node = "n1";
-  o.scan_interval_ns = 0;
-  o.settle_ns = 0;
-  o.probe = probe;
-  return o;
-}
-
 class DaemonTest : public ::testing::Test {
  protected:
   DaemonTest() : job_(UniqueJob("dm")), keys_(job_), monitor_(MonitorOptions(job_, &probe_)) {

@@ -14,16 +14,6 @@ namespace {
 
 using namespace ft::worker::testing;
 
-NodeMonitorOptions Options(const std::string& job, ProcessProbe* probe) {
-  NodeMonitorOptions o;
-  o.job = job;
-  o.node = "n1";
-  o.scan_interval_ns = 0;
-  o.settle_ns = 0;
-  o.probe = probe;
-  return o;
-}
-
 bool FileExists(const std::string& segment_name) {
   return access(("/dev/shm" + segment_name).c_str(), F_OK) == 0;
 }
@@ -57,7 +47,7 @@ TEST(Discovery, LateSegmentIsFound) {
   LogCapture logs;
   FakeProbe probe;
   std::string job = UniqueJob("late");
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   uint64_t t = MonoNs();
   EXPECT_TRUE(Tick(m, t).empty());
   EXPECT_TRUE(m.Ranks().empty());
@@ -71,7 +61,7 @@ TEST(Discovery, LateSegmentIsFound) {
 TEST(Discovery, ScanIntervalBoundsListing) {
   FakeProbe probe;
   std::string job = UniqueJob("interval");
-  NodeMonitorOptions o = Options(job, &probe);
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
   o.scan_interval_ns = 500 * kMs;
   NodeMonitor m(o);
   uint64_t t = MonoNs();
@@ -87,7 +77,7 @@ TEST(Discovery, NewIncarnationOfARank) {
   LogCapture logs;
   FakeProbe probe;
   std::string job = UniqueJob("incarnation");
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   uint64_t t = MonoNs();
   FakeRank old_rank(job, 1, 3'900'020);
   Tick(m, t);
@@ -113,7 +103,7 @@ TEST(Discovery, NewIncarnationOfARank) {
 TEST(Discovery, ReplacedFileUnderTheSameName) {
   FakeProbe probe;
   std::string job = UniqueJob("replaced");
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   uint64_t t = MonoNs();
   uint64_t first_incarnation = 0;
   {
@@ -132,7 +122,7 @@ TEST(Discovery, ReplacedFileUnderTheSameName) {
 TEST(Discovery, OtherNodesAndJobsAreSkipped) {
   FakeProbe probe;
   std::string job = UniqueJob("other");
-  NodeMonitor m(Options(job + "_x", &probe));
+  NodeMonitor m(MonitorOptions(job + "_x", &probe));
   FakeRank other_node(job + "_x", 0, 3'900'040, "n2");
   FakeRank other_job(job + ".x", 1, 3'900'041);  // same file prefix, another job
   FakeRank mine(job + "_x", 2, 3'900'042);
@@ -144,7 +134,7 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
   LogCapture logs;
   FakeProbe probe;
   std::string job = UniqueJob("corrupt");
-  NodeMonitorOptions o = Options(job, &probe);
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
   o.settle_ns = 1 * kSec;
   NodeMonitor m(o);
   std::string garbage_name = shm::SegmentName(job, 7, 3'900'050);
@@ -178,7 +168,7 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
 TEST(Discovery, KilledProcessIsReportedAtOnceAndReclaimed) {
   LogCapture logs;
   std::string job = UniqueJob("killed");
-  NodeMonitor m(Options(job, nullptr));  // the real kill(2) and /proc
+  NodeMonitor m(MonitorOptions(job, nullptr));  // the real kill(2) and /proc
   pid_t reaped = SpawnSleeper();
   pid_t zombie = SpawnSleeper();
   ASSERT_GT(reaped, 0);
@@ -221,7 +211,7 @@ TEST(Discovery, KilledProcessIsReportedAtOnceAndReclaimed) {
 TEST(Discovery, CleanExitThenReclaimOnceThePidIsGone) {
   FakeProbe probe;
   std::string job = UniqueJob("clean");
-  NodeMonitorOptions o = Options(job, &probe);
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
   o.retain_ns = 1 * kSec;
   NodeMonitor m(o);
   FakeRank r(job, 0, 3'900'060);
@@ -246,7 +236,7 @@ TEST(Discovery, CleanExitThenReclaimOnceThePidIsGone) {
 TEST(Discovery, RecycledPidIsADeath) {
   FakeProbe probe;
   std::string job = UniqueJob("recycled");
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   FakeRank r(job, 0, 3'900'070);
   probe.procs[3'900'070].stat = ProcStat{'S', 1000, 0};
   uint64_t t = MonoNs();
@@ -262,7 +252,7 @@ TEST(Discovery, ProcessInAnotherPidNamespaceLivesByItsHeartbeat) {
   LogCapture logs;
   FakeProbe probe;
   std::string job = UniqueJob("pidns");
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   FakeRank r(job, 0, 3'900'080);
   probe.procs[3'900'080].exists = false;
   uint64_t t = MonoNs();

@@ -36,13 +36,7 @@ TEST(Fuzz, MutatedSegmentFilesAreIgnoredOrReadSafely) {
   }
   ASSERT_GT(valid.size(), 8192u);
 
-  NodeMonitorOptions o;
-  o.job = job;
-  o.node = "n1";
-  o.scan_interval_ns = 0;
-  o.settle_ns = 0;
-  o.probe = &probe;
-  NodeMonitor m(o);
+  NodeMonitor m(MonitorOptions(job, &probe));
   proto::TimeoutTable table;
   table.version = 1;
   table.default_ms = 1;

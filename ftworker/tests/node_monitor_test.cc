@@ -17,12 +17,7 @@ constexpr int kPid0 = 3'900'001;  // fake pids: FakeProbe answers for them
 constexpr int kPid1 = 3'900'002;
 
 NodeMonitorOptions Options(const std::string& job, ProcessProbe* probe) {
-  NodeMonitorOptions o;
-  o.job = job;
-  o.node = "n1";
-  o.scan_interval_ns = 0;
-  o.settle_ns = 0;
-  o.probe = probe;
+  NodeMonitorOptions o = MonitorOptions(job, probe);
   o.settings.timeout_warmup_ns = 3 * kSec;
   return o;
 }

@@ -694,13 +694,7 @@ TEST_F(PrefetcherTest, TheDaemonWithNodeRanksWritesThePlanFileOnceThePullsEnded)
   server_.Execute({"SET", keys_.Restore(), proto::Encode(plan)});
   server_.Execute({"SET", keys_.RestoreVersion(), "1"});
   FakeProbe probe;
-  NodeMonitorOptions mo;
-  mo.job = job_;
-  mo.node = "node2";
-  mo.scan_interval_ns = 0;
-  mo.settle_ns = 0;
-  mo.probe = &probe;
-  NodeMonitor monitor(mo);
+  NodeMonitor monitor(MonitorOptions(job_, &probe, "node2"));
   DaemonOptions o;
   o.job = job_;
   o.node = "node2";

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "common/log.h"
+#include "ftworker/node_monitor.h"
 #include "ftworker/process_probe.h"
 #include "ftworker/rank_monitor.h"
 #include "proto/messages.h"
@@ -34,6 +35,19 @@ inline uint64_t MonoNs() {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// A NodeMonitor as the tests drive it: every Tick scans and adopts new segments at once.
+// `probe` null: the real kill(2) and /proc.
+inline NodeMonitorOptions MonitorOptions(const std::string& job, ProcessProbe* probe,
+                                         const std::string& node = "n1") {
+  NodeMonitorOptions o;
+  o.job = job;
+  o.node = node;
+  o.scan_interval_ns = 0;
+  o.settle_ns = 0;
+  o.probe = probe;
+  return o;
 }
 
 inline constexpr uint64_t kMs = 1'000'000;

@@ -63,17 +63,7 @@ class FakeServer : public TransferServer {
 
 class TransferServiceTest : public ::testing::Test {
  protected:
-  TransferServiceTest() : job_(UniqueJob("ts")), keys_(job_), monitor_(Monitor()) {}
-
-  NodeMonitorOptions Monitor() {
-    NodeMonitorOptions o;
-    o.job = job_;
-    o.node = "n1";
-    o.scan_interval_ns = 0;
-    o.settle_ns = 0;
-    o.probe = &probe_;
-    return o;
-  }
+  TransferServiceTest() : job_(UniqueJob("ts")), keys_(job_), monitor_(MonitorOptions(job_, &probe_)) {}
 
   void Start() {
     DaemonOptions o;

@@ -26,16 +26,6 @@ using namespace ft::worker::testing;
 
 constexpr int kNobody = 65534;
 
-NodeMonitorOptions Options(const std::string& job, ProcessProbe* probe) {
-  NodeMonitorOptions o;
-  o.job = job;
-  o.node = "n1";
-  o.scan_interval_ns = 0;
-  o.settle_ns = 0;
-  o.probe = probe;
-  return o;
-}
-
 void Tick(NodeMonitor& m, uint64_t t) {
   std::vector<proto::Event> events;
   m.Tick(t, static_cast<int64_t>(t / kMs), &events);
@@ -117,7 +107,7 @@ TEST(Trust, SegmentOwnedByAnotherUidIsRefused) {
   std::string job = UniqueJob("owner");
   FakeRank r(job, 0, 3'900'200);
   ASSERT_EQ(chown(("/dev/shm" + r.name()).c_str(), kNobody, kNobody), 0) << strerror(errno);
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   Tick(m, MonoNs());
   EXPECT_TRUE(m.Ranks().empty());
   EXPECT_EQ(logs.Count({"ignored", r.name().substr(1), "belongs to uid 65534"}), 1u) << logs.All();
@@ -125,7 +115,7 @@ TEST(Trust, SegmentOwnedByAnotherUidIsRefused) {
   EXPECT_TRUE(probe.signals.empty());
 
   // The uid the worker accepts can be configured (ranks running as another user).
-  NodeMonitorOptions o = Options(job, &probe);
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
   o.segment_uid = kNobody;
   NodeMonitor accepting(o);
   Tick(accepting, MonoNs());
@@ -138,7 +128,7 @@ TEST(Trust, SegmentWritableByOthersIsRefused) {
   std::string job = UniqueJob("mode");
   FakeRank r(job, 0, 3'900'201);
   ASSERT_EQ(chmod(("/dev/shm" + r.name()).c_str(), 0666), 0);
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   Tick(m, MonoNs());
   EXPECT_TRUE(m.Ranks().empty());
   EXPECT_EQ(logs.Count({"ignored", r.name().substr(1), "writable by other users"}), 1u) << logs.All();
@@ -152,7 +142,7 @@ TEST(Trust, HeaderPidNotMatchingTheNameIsRefused) {
   r.header()->pid = 3'900'203;  // the name says 3900202
   FakeRank other_rank(job, 1, 3'900'204);
   other_rank.header()->global_rank = 5;  // the name says rank 1
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   Tick(m, MonoNs());
   EXPECT_TRUE(m.Ranks().empty());
   EXPECT_EQ(logs.Count({"ignored", r.name().substr(1), "claims rank 0 pid 3900203"}), 1u) << logs.All();
@@ -179,7 +169,7 @@ TEST(Trust, ProcessOfAnotherUidIsRefusedAndNeverSignalled) {
   std::string job = UniqueJob("victim");
   {
     FakeRank r(job, 0, victim);  // a root-owned segment naming another user's process
-    NodeMonitor m(Options(job, nullptr));  // the real probe: pidfd, /proc
+    NodeMonitor m(MonitorOptions(job, nullptr));  // the real probe: pidfd, /proc
     Tick(m, MonoNs());
     EXPECT_TRUE(m.Ranks().empty());
     EXPECT_EQ(logs.Count({"ignored", r.name().substr(1), "belongs to uid 65534"}), 1u) << logs.All();
@@ -200,7 +190,7 @@ TEST(Trust, StopSignalsTheVerifiedProcessNotWhatTheHeaderSaysLater) {
   {
     FakeRank r(job, 0, rank_process);
     ASSERT_TRUE(StartMapping(mapper));
-    NodeMonitor m(Options(job, nullptr));  // the real probe
+    NodeMonitor m(MonitorOptions(job, nullptr));  // the real probe
     Tick(m, MonoNs());
     ASSERT_EQ(m.Ranks(), std::vector<int>{0});
     // The owner of the segment rewrites the header's pid after it was verified.
@@ -222,7 +212,7 @@ TEST(Trust, ProcessWithoutTheSegmentMappedIsNeverSignalled) {
   std::string job = UniqueJob("unmapped");
   {
     FakeRank r(job, 0, bystander);
-    NodeMonitor m(Options(job, nullptr));  // the real probe
+    NodeMonitor m(MonitorOptions(job, nullptr));  // the real probe
     Tick(m, MonoNs());
     ASSERT_EQ(m.Ranks(), std::vector<int>{0});
     Status s = m.StopRank(0, 0);
@@ -240,7 +230,7 @@ TEST(Trust, UnverifiedProcessIsReadButNeverSignalled) {
   std::string job = UniqueJob("unverified");
   FakeRank r(job, 0, 3'900'205);
   r.header()->heartbeat_ns.store(MonoNs());
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   Tick(m, MonoNs());
   ASSERT_EQ(probe.verified.size(), 1u);
   EXPECT_EQ(probe.verified[0].pid, 3'900'205);
@@ -267,7 +257,7 @@ TEST(Trust, ReaderSurvivesAWriterMutatingTheSegment) {
   r.CommInit(0xabc, 0, 2);
   r.P2PSlot(0xabc, true);
   for (uint64_t s = 1; s <= 40; ++s) r.Collective(0xabc, s, Op(OpKind::kAllReduce), 4096, t0 + s * kMs, 0, kMs / 2);
-  NodeMonitor m(Options(job, &probe));
+  NodeMonitor m(MonitorOptions(job, &probe));
   proto::TimeoutTable table;
   table.version = 1;
   table.default_ms = 1;
