@@ -27,6 +27,19 @@ using testing::RawSocket;
 constexpr char kSecret[] = "server-test-secret";
 constexpr uint64_t kBytes = 1ull << 20;
 
+// The next frame from the server, which must be an error frame, decoded into *out.
+::testing::AssertionResult ReceiveError(RawSocket& raw, wire::Error* out) {
+  wire::FrameHeader h;
+  std::string payload;
+  if (!raw.ReceiveFrame(&h, &payload)) return ::testing::AssertionFailure() << "no frame";
+  if (h.type != wire::MessageType::kError) {
+    return ::testing::AssertionFailure() << "a " << wire::MessageTypeName(h.type) << " frame, not an error";
+  }
+  Status s = wire::DecodeError(payload, out);
+  if (!s.ok()) return ::testing::AssertionFailure() << s.ToString();
+  return ::testing::AssertionSuccess();
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void StartServer(std::chrono::milliseconds handshake_timeout = std::chrono::milliseconds(5000)) {
@@ -87,12 +100,8 @@ TEST_F(ServerTest, AnotherVersionIsToldWhichAndRefused) {
   std::string hello = wire::EncodeHello({2, {}});
   hello[4] = 2;  // the frame's version
   ASSERT_TRUE(raw.Send(hello));
-  wire::FrameHeader h;
-  std::string payload;
-  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
-  ASSERT_EQ(h.type, wire::MessageType::kError);
   wire::Error error;
-  ASSERT_TRUE(wire::DecodeError(payload, &error).ok());
+  ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kUnsupportedVersion);
   EXPECT_NE(error.text.find("version 2 is not supported (this side speaks version 1)"),
             std::string::npos)
@@ -207,10 +216,8 @@ TEST_F(ServerTest, ReadOutsideTheRegionIsAnErrorNotBytes) {
   ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
   ASSERT_EQ(h.type, wire::MessageType::kOpenReply);
   ASSERT_TRUE(raw.Send(wire::EncodeRead({0, kBytes - 10, 11, 5})));
-  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
-  ASSERT_EQ(h.type, wire::MessageType::kError);
   wire::Error error;
-  ASSERT_TRUE(wire::DecodeError(payload, &error).ok());
+  ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kOutOfRange);
   EXPECT_EQ(error.tag, 5u);
   EXPECT_EQ(server_->stats().bytes_sent, 0u);
@@ -225,12 +232,8 @@ TEST_F(ServerTest, ServerMessagesFromAClientAreRefusedOnTheirHeader) {
   wire::EncodeHeader(wire::MessageType::kData,
                      static_cast<uint32_t>(wire::kDataHeaderBytes + wire::kMaxReadBytes), header);
   ASSERT_TRUE(raw.Send(std::string_view(reinterpret_cast<char*>(header), sizeof(header))));
-  wire::FrameHeader h;
-  std::string payload;
-  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
-  ASSERT_EQ(h.type, wire::MessageType::kError);
   wire::Error error;
-  ASSERT_TRUE(wire::DecodeError(payload, &error).ok());
+  ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kProtocol);
   EXPECT_NE(error.text.find("a client does not send data"), std::string::npos) << error.text;
 }
