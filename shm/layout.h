@@ -79,6 +79,13 @@ struct SegmentHeader {
   // Live part, one cache line per writer.
   alignas(64) std::atomic<uint32_t> state;        // 320: ProcessState
   std::atomic<int32_t> exit_status;               // 324: set with kExited
+  // The signal that told the process to terminate (SIGTERM from a launcher, a scheduler's
+  // preemption; FT_CKPT_ON_SIGNAL) and when (CLOCK_REALTIME ns), written by libft.so's handler
+  // before its termination save: a death that follows was asked for, not a crash. 0 = none.
+  // Added within version 1 in bytes that were reserved zero.
+  std::atomic<int32_t> terminate_signal;          // 328
+  uint32_t reserved_live0;                        // 332
+  std::atomic<uint64_t> terminate_unix_ns;        // 336
   alignas(64) std::atomic<uint64_t> heartbeat_ns;  // 384: advanced by the poller thread
   std::atomic<uint64_t> heartbeat_count;           // 392
   alignas(64) std::atomic<uint64_t> last_call_ns;  // 448: the app's last CUDA/NCCL call

@@ -46,6 +46,8 @@ TEST(LayoutTest, SegmentHeaderOffsets) {
   EXPECT_EQ(offsetof(SegmentHeader, host), 216u);
   EXPECT_EQ(offsetof(SegmentHeader, state), 320u);
   EXPECT_EQ(offsetof(SegmentHeader, exit_status), 324u);
+  EXPECT_EQ(offsetof(SegmentHeader, terminate_signal), 328u);
+  EXPECT_EQ(offsetof(SegmentHeader, terminate_unix_ns), 336u);
   EXPECT_EQ(offsetof(SegmentHeader, heartbeat_ns), 384u);
   EXPECT_EQ(offsetof(SegmentHeader, heartbeat_count), 392u);
   EXPECT_EQ(offsetof(SegmentHeader, last_call_ns), 448u);
