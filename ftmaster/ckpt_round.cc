@@ -129,13 +129,16 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
   next_ckpt_ = now + Spacing(options_.ckpt_period, MsSince(start), kSteadyShare);
 }
 
-bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms) {
+bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {
   const auto start = Clock::now();
   redis::Reply reply;
   if (!store_->Run({"HGETALL", keys_.CkptStep(step)}, &reply).ok()) return false;
   ++stats_.ckpt_step_reads;
   std::unique_ptr<CkptStep>& slot = ckpt_[step];
-  if (!slot) slot = std::make_unique<CkptStep>();
+  if (!slot) {
+    slot = std::make_unique<CkptStep>();
+    slot->first_seen = now;
+  }
   CkptStep& s = *slot;
   s.copies.Load(reply, &bad_);
   s.fields = static_cast<int64_t>(reply.size() / 2);
@@ -152,6 +155,25 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   std::sort(s.of_step.begin(), s.of_step.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   s.judged = JudgeStep(step, s.of_step, CurrentTopology(), options_.config.sharded_optimizer, unix_ms);
   s.refresh_at = now + Spacing(options_.ckpt_refresh, MsSince(start), kSteadyShare);
+  // A verdict on the copies that happen to be in (replicas save at the same moment and report
+  // a few milliseconds apart) could accept a corrupted copy as a single replica before its
+  // twin arrives: until every replica reported or copy_wait passed, the step stays unjudged
+  // (re-read every round, never planned).
+  const bool deadline_passed = now >= s.first_seen + options_.copy_wait;
+  if (!settled && !s.judged->every_replica_reported && !deadline_passed) {
+    if (!s.held_logged) {
+      FT_LOG(Debug, Master, "checkpoint step {}: {} of {} replicas reported; judged when the rest are in or in {} ms",
+             step, s.judged->reported, s.judged->expected, options_.copy_wait.count());
+      s.held_logged = true;
+    }
+    s.judged.reset();
+    return true;
+  }
+  if (!s.judged->every_replica_reported) {
+    s.judged->verdict.why += fmt::format("; judged with {} of {} replicas reported ({})", s.judged->reported,
+                                         s.judged->expected,
+                                         settled ? "the save's acknowledged copies are in" : "the deadline passed");
+  }
   plan_dirty_ = true;
 
   proto::StepVerdict timeless = s.judged->verdict;
@@ -356,7 +378,7 @@ bool MasterLoop::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const
            step, options_.copy_wait.count());
   }
   if (!CurrentTopology().known()) return true;
-  if (!ReadAndJudgeStep(step, now, unix_ms)) return false;
+  if (!ReadAndJudgeStep(step, now, unix_ms, /*settled=*/true)) return false;
   if (!ReadEvicted()) return false;  // the incident's evictions shape the plan published here
   (void)PublishPlan(unix_ms);
   auto it = ckpt_.find(step);

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
 
 namespace ft::master {
 namespace {
@@ -63,16 +64,20 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     }
   }
   v.shards = static_cast<int>(j.shards.size());
+  j.expected = t.world_size();
 
   std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
+  std::set<int> reporters;
   int torn = 0, outside = 0;
   for (const proto::CkptCopy& c : copies) {
+    ShardId s;
+    const bool inside = ShardOfCopy(c, t, sharded, &s);
+    if (inside && c.rank >= 0 && c.rank < t.world_size()) reporters.insert(c.rank);
     if (c.torn) {
       ++torn;
       continue;
     }
-    ShardId s;
-    if (!ShardOfCopy(c, t, sharded, &s)) {
+    if (!inside) {
       ++outside;
       continue;
     }
@@ -123,6 +128,8 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     }
     if (!any_source) ++sourceless;
   }
+  j.reported = static_cast<int>(reporters.size());
+  j.every_replica_reported = j.reported >= j.expected;
   std::sort(j.sdc.begin(), j.sdc.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   for (const SdcFinding& f : j.sdc) v.sdc_ranks.push_back(f.rank);
   v.verified_shards = v.shards - missing - untrusted;

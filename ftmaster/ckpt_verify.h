@@ -15,6 +15,8 @@
 //     and every shard has a source left (a copy some tier still holds).
 //   - Verdict state: "untrusted" when a shard is untrusted, else "verified" when restorable,
 //     else "incomplete".
+//   - The judgement says whether every replica reported (every_replica_reported): the caller
+//     judges for good only then or at a deadline, never on whichever copy arrives first.
 #ifndef FT_FTMASTER_CKPT_VERIFY_H_
 #define FT_FTMASTER_CKPT_VERIFY_H_
 
@@ -59,6 +61,12 @@ struct SdcFinding {
 struct StepJudgement {
   proto::StepVerdict verdict;
   bool restorable = false;
+  // Every replica the topology has of every shard reported a copy (torn ones count: they
+  // will not come again). Until then a verdict is provisional: the master waits for the rest
+  // or a deadline before it writes one (a copy judged alone was never compared).
+  bool every_replica_reported = false;
+  int reported = 0;   // copies in the topology, torn included
+  int expected = 0;   // replicas the topology has: world size
   std::map<ShardId, ShardCheck> shards;  // every shard of the topology
   std::vector<SdcFinding> sdc;           // by rank
 };

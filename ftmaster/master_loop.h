@@ -35,6 +35,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -152,6 +153,11 @@ class MasterLoop {
   bool ReadRanks(Clock::time_point now);
   void OnRanksRead();  // after a whole read (or a version check): what follows the membership
   AttributionInput Input(int64_t unix_ms) const;
+  // Clean exits (not after a terminate signal) that tell a dying job's teardown from a crash
+  // (attribution.h): NoteCleanExit keeps those read in the events (within the teardown
+  // horizon), CollectCleanExits adds the membership's and fills clean_exit_times_ for Input.
+  void NoteCleanExit(int64_t unix_ms);
+  void CollectCleanExits();
   const Topology& CurrentTopology();
   // job_state running → finished once every rank exited cleanly (no window open, no action).
   void MaybeFinish();
@@ -169,7 +175,9 @@ class MasterLoop {
   // ckpt_round.cc: checkpoint steps → verdicts, sdc incidents and the restore plan.
   void CkptRound(Clock::time_point now, int64_t unix_ms);
   // Reads `step`'s copies again and judges them (verdict, sdc incidents). False when Redis failed.
-  bool ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms);
+  // `settled`: the caller knows every copy it waits for is in (a save round's acknowledged
+  // copies), so the step is judged now even if some replica never reported.
+  bool ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled = false);
   bool ReportSdc(const StepJudgement& judged, int64_t unix_ms);
   // The newest restorable step's plan, published when it differs from the last one.
   bool PublishPlan(int64_t unix_ms);
@@ -225,6 +233,9 @@ class MasterLoop {
   std::string summary_cursor_;         // HSCAN cursor of the pass under way ("": none open)
   uint64_t summary_passes_ = 0;        // in this term
 
+  static constexpr size_t kMaxCleanExits = 4096;
+  std::deque<int64_t> clean_exits_;        // unix_ms of clean exits read in the events
+  std::vector<int64_t> clean_exit_times_;  // Input()'s, by CollectCleanExits
   std::string cursor_;            // last event id processed ("" none)
   IncidentWindow open_;
   std::optional<Action> action_;
@@ -237,7 +248,10 @@ class MasterLoop {
     DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
     std::vector<proto::CkptCopy> of_step;  // the copies that name this step
     int64_t fields = -1;                   // HLEN at the last read
-    std::optional<StepJudgement> judged;   // points into of_step
+    std::optional<StepJudgement> judged;   // points into of_step; empty while provisional
+    Clock::time_point first_seen{};        // when this master first read the step: the
+                                           // deadline for its missing replicas starts there
+    bool held_logged = false;              // "waiting for replicas" said once
     std::string verdict;                   // as last written (without its time)
     Clock::time_point refresh_at{};
   };

@@ -444,7 +444,7 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
   EXPECT_EQ(Plan().version, 2);
   PutCopy(101, 0, 0xa0);
   PutCopy(101, 1, 0xb1);
-  Run(1000, {&b});
+  Run(6000, {&b});  // one replica per shard: judged at copy_wait
   EXPECT_EQ(Plan().step, 101);
   EXPECT_EQ(Plan().version, 3);
 }
@@ -583,12 +583,17 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
 
   PutCopy(400, 0, 0x400);
   Run(1000, {&a});
+  EXPECT_FALSE(server_.HGet(keys_.CkptVerdicts(), "400").has_value())
+      << "1 of 4 replicas reported: no verdict before copy_wait";
+  Run(5000, {&a});
   EXPECT_EQ(Verdict(400).state, "incomplete");
+  EXPECT_NE(Verdict(400).why.find("judged with 1 of 4 replicas reported (the deadline passed)"), std::string::npos)
+      << Verdict(400).why;
   EXPECT_EQ(Plan().step, 300);
 
   // A step whose copies are all removed (retention) leaves the set, and its verdict goes.
   PutCopy(50, 0, 0x50);
-  Run(1000, {&a});
+  Run(6000, {&a});
   EXPECT_EQ(Verdict(50).state, "incomplete");
   server_.Execute({"DEL", keys_.CkptStep(50)});
   server_.Execute({"ZREM", keys_.CkptSteps(), "50"});
@@ -612,6 +617,34 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_EQ(j["steps"][1]["tiers"]["arena"], 4);
   EXPECT_EQ(j["steps"][2]["state"], "untrusted");
   EXPECT_EQ(j["steps"][3]["verified_shards"], 2);
+}
+
+// tp=1 dp=2: the replicas of a periodic save report a moment apart. The first copy alone is not
+// judged (it would be accepted as a single replica, never compared); once its twin is in, the
+// two are compared: they disagree, so the step is untrusted and the earlier step stays planned.
+TEST_F(MasterLoopTest, AStepIsJudgedWhenEveryReplicaReportedNotOnTheFirstCopy) {
+  Master a = MakeMaster("a", "tp=1,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 2; ++r) PutCopy(10, r, 0x10);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 10);
+  EXPECT_EQ(Verdict(10).why.find("replicas reported"), std::string::npos) << "both were in: " << Verdict(10).why;
+
+  PutCopy(20, 0, 0x20);
+  Run(3000, {&a});
+  EXPECT_FALSE(server_.HGet(keys_.CkptVerdicts(), "20").has_value()) << "judged on one of two replicas";
+  EXPECT_EQ(Plan().step, 10);
+  PutCopy(20, 1, 0x2f);
+  Run(1000, {&a});
+  EXPECT_EQ(Verdict(20).state, "untrusted") << Verdict(20).why;
+  EXPECT_EQ(Plan().step, 10);
+
+  // A torn copy is a report too: the other replica's copy is judged at once, as a single one.
+  PutCopy(30, 0, 0x30);
+  PutCopy(30, 1, 0x3f, {"arena"}, /*torn=*/true);
+  Run(1000, {&a});
+  EXPECT_EQ(Verdict(30).state, "verified") << Verdict(30).why;
+  EXPECT_EQ(Plan().step, 30);
 }
 
 // The just-in-time save: every healthy replica saves; their copies are verified and the plan
