@@ -1,6 +1,7 @@
 """ft: just-in-time checkpoints of a training process, from Python (pure Python over ctypes).
 
     import ft
+    ft.init_optimizer_state(optimizer)   # its lazily created state, training unchanged
     ft.register_state({"model": model.state_dict(), "optim": optimizer.state_dict()})
     ft.register_end()
     start = ft.restore() or 0            # the restored step, or None: from scratch
@@ -20,10 +21,12 @@ import ctypes
 import threading
 import warnings
 
-from ._flatten import flatten
+from ._flatten import uninitialized_optimizers, walk
+from ._optim import init_optimizer_state
 
 __all__ = ["FtError", "NOT_AVAILABLE", "available", "version", "set_shard", "register",
-           "register_state", "register_end", "update_begin", "step_done", "restore"]
+           "register_state", "register_end", "update_begin", "step_done", "restore",
+           "init_optimizer_state"]
 
 # ft_result codes (include/ft/ft.h).
 OK = 0
@@ -126,21 +129,54 @@ def register(name, ptr, nbytes):
 
 
 def register_state(mapping, prefix=""):
-    """Registers every buffer of `mapping` (anything with data_ptr() and nbytes, e.g. a
-    PyTorch state dict of a model and an optimizer), nested mappings and lists flattened with
-    dotted names under `prefix`. Returns the names registered, in order, or NOT_AVAILABLE.
-    Every rank of a data-parallel group must register the same names and sizes in the same
-    order (a state dict's order is deterministic)."""
+    """Registers every buffer of `mapping` (anything with data_ptr(), e.g. a PyTorch state
+    dict of a model and an optimizer; its size is element_size() * nelement(), else nbytes),
+    nested mappings and lists flattened with dotted names under `prefix`. Returns the names
+    registered, in order, or NOT_AVAILABLE. Every rank of a data-parallel group must register
+    the same names and sizes in the same order (a state dict's order is deterministic).
+
+    ValueError, before anything is registered: a non-contiguous tensor, a buffer whose size
+    cannot be taken, or a mapping that holds buffers of which none has a byte to register
+    (nothing would be saved, and restore() would fail later), or an optimizer's state dict
+    whose state is still empty (its first step creates it: call init_optimizer_state first,
+    or a restore would leave the optimizer's state at zero under restored parameters).
+
+    Every registered object is kept alive for the life of the process (libft.so may copy it
+    until the process is gone, interpreter shutdown included)."""
     if _lib() is None:
         return _not_available(_state["why"])
-    buffers = flatten(mapping, prefix)
+    found = walk(mapping, prefix)
+    empty = uninitialized_optimizers(mapping, prefix)
+    if empty:
+        raise ValueError("ft.register_state: %s is an optimizer's state dict without state (PyTorch creates it "
+                         "in the first step): call ft.init_optimizer_state(optimizer) before taking the state "
+                         "dict (an optimizer that keeps no state: leave its state dict out)" % " and ".join(repr(n or "the mapping") for n in empty))
+    buffers = [b for b in found if b[2] > 0]
+    if found and not buffers:
+        raise ValueError("ft.register_state: the mapping holds %d tensors (%s) but none has a byte to register: "
+                         "nothing would be saved" % (len(found), ", ".join(b[0] for b in found[:5]) +
+                                                    (", ..." if len(found) > 5 else "")))
     names = []
-    for name, ptr, nbytes in buffers:
+    for name, ptr, nbytes, value in buffers:
         result = register(name, ptr, nbytes)
         if result is NOT_AVAILABLE:
             return NOT_AVAILABLE
+        _keep_forever(value)
         names.append(name)
     return names
+
+
+def _keep_forever(value):
+    """libft.so may copy a registered buffer at any moment until the process is gone: a save
+    the master asks for, or one at termination, can come while the interpreter is shutting
+    down after an uncaught exception, when it frees every tensor (and the allocator writes into
+    the freed memory). A registered tensor therefore holds one reference that is never
+    released: its memory stays the state it held after the last step for the life of the
+    process (there is no unregistering in ft.h either)."""
+    incref = ctypes.pythonapi.Py_IncRef
+    incref.argtypes = [ctypes.py_object]
+    incref.restype = None
+    incref(value)
 
 
 def register_end():

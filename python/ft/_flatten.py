@@ -1,19 +1,42 @@
 """Flattening a state mapping (a PyTorch state dict of a model and its optimizer, possibly
-nested) into named buffers: anything with data_ptr() and nbytes is a buffer; mappings and
-lists are walked with dotted names; every other value (learning rates, flags, None) is
-configuration, not state, and skipped."""
+nested) into named buffers: anything with data_ptr() is a buffer (its size: element_size() *
+nelement(), which every PyTorch has, else nbytes); mappings and lists are walked with dotted
+names; every other value (learning rates, flags, None) is configuration, not state, and
+skipped."""
 
 from collections.abc import Mapping
 
 
 def is_buffer(value):
-    return callable(getattr(value, "data_ptr", None)) and hasattr(value, "nbytes")
+    return callable(getattr(value, "data_ptr", None))
+
+
+def buffer_bytes(value, name):
+    """The size of a buffer in bytes. PyTorch before 2.1 has no Tensor.nbytes: element_size()
+    times nelement() is what every version has (for a contiguous tensor, exactly the bytes
+    from data_ptr() on). A buffer with neither is a ValueError: skipping it would register
+    nothing and say nothing."""
+    element_size = getattr(value, "element_size", None)
+    nelement = getattr(value, "nelement", None)
+    if callable(element_size) and callable(nelement):
+        return int(element_size()) * int(nelement())
+    nbytes = getattr(value, "nbytes", None)
+    if nbytes is not None:
+        return int(nbytes)
+    raise ValueError("ft: %r has data_ptr() but no size (neither element_size()/nelement() nor nbytes): "
+                     "register it with ft.register(name, ptr, nbytes)" % name)
 
 
 def flatten(mapping, prefix=""):
     """[(name, pointer, bytes)] in the mapping's iteration order (a state dict's order is
     deterministic, and ranks must register in the same order). A non-contiguous tensor is a
-    ValueError: its bytes are not one range."""
+    ValueError: its bytes are not one range. Zero-byte buffers are left out."""
+    return [(name, ptr, nbytes) for name, ptr, nbytes, _ in walk(mapping, prefix) if nbytes > 0]
+
+
+def walk(mapping, prefix=""):
+    """Like flatten, zero-byte buffers included, each with its object:
+    [(name, pointer, bytes, buffer)]."""
     out = []
     _walk(mapping, prefix, out)
     return out
@@ -30,12 +53,36 @@ def _walk(value, name, out):
         if callable(contiguous) and not contiguous():
             raise ValueError("ft: %r is not contiguous: register a contiguous tensor (.contiguous() "
                              "copies it; register the copy the program updates)" % name)
-        nbytes = int(value.nbytes)
-        if nbytes > 0:  # nothing to save; ft_register refuses zero bytes
-            out.append((name, int(value.data_ptr()), nbytes))
+        nbytes = buffer_bytes(value, name)
+        out.append((name, int(value.data_ptr()) if nbytes > 0 else 0, nbytes, value))
     elif isinstance(value, Mapping):
         for key, item in value.items():
             _walk(item, _join(name, key), out)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _walk(item, _join(name, i), out)
+
+
+def uninitialized_optimizers(mapping, prefix=""):
+    """Names of the mappings in `mapping` (itself included) that look like a PyTorch
+    optimizer's state dict ("state" and "param_groups") with parameters but no state yet.
+    Plain SGD (momentum 0: SGD's groups are the ones with "nesterov") keeps no state."""
+    out = []
+    _find_optimizers(mapping, prefix, out)
+    return out
+
+
+def _find_optimizers(value, name, out):
+    if isinstance(value, Mapping):
+        state, groups = value.get("state"), value.get("param_groups")
+        if isinstance(state, Mapping) and isinstance(groups, (list, tuple)):
+            stateful = [g for g in groups if isinstance(g, Mapping) and g.get("params") and
+                        not ("nesterov" in g and not g.get("momentum"))]
+            if stateful and not state:
+                out.append(name)
+            return
+        for key, item in value.items():
+            _find_optimizers(item, _join(name, key), out)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _find_optimizers(item, _join(name, i), out)
