@@ -276,18 +276,22 @@ class Cluster:
         with open(self.worker_logs[node]) as f:
             return f.read()
 
-    def start_job(self, trainsim_flags, env=None, rank_env=None, timeout=120, node_names=None):
+    def start_job(self, trainsim_flags, env=None, rank_env=None, timeout=120, node_names=None, program=None,
+                  launch_args=("--keep-going",)):
         """rank_env: {rank: {VAR: value}} applied to single ranks through a shell wrapper.
         node_names: the nodes the job runs on, in rank order (default: the current ones;
         a relaunch names a replacement node in an evicted one's place). Every rank gets its
         node's arena directory, and its local directory as FT_CKPT_DIR (what its worker uses
-        when it has a local tier)."""
+        when it has a local tier). program: the command each rank runs instead of trainsim
+        (trainsim_flags follow it), e.g. [python, train.py]. launch_args: launch.py's options
+        for a failing rank (default --keep-going: the test decides; ["--grace", "0.1"]: the
+        others SIGTERMed 0.1 s later, as torchrun's agent does)."""
         if node_names is not None:
             check(len(node_names) == self.nodes, "%d node names for %d nodes" % (len(node_names), self.nodes))
             self.node_names = list(node_names)
         for node in self.node_names:
             self.arena_dir(node)
-        program = [self.paths.trainsim] + list(trainsim_flags)
+        program = list(program or [self.paths.trainsim]) + list(trainsim_flags)
         if rank_env:
             script = ""
             for rank, vars_ in rank_env.items():
@@ -295,7 +299,7 @@ class Cluster:
                 script += 'if [ "$RANK" = "%d" ]; then export %s; fi; ' % (rank, exports)
             program = ["/bin/sh", "-c", script + 'exec "$0" "$@"'] + program
         cmd = [sys.executable, self.paths.launch, "--nodes", str(self.nodes), "--ranks-per-node",
-               str(self.ranks_per_node), "--keep-going", "--timeout", str(timeout),
+               str(self.ranks_per_node)] + list(launch_args) + ["--timeout", str(timeout),
                "--node-names", ",".join(self.node_names),
                "--node-env", "FT_CKPT_ARENA_DIR=" + os.path.join(self.arena_root, "{node}"),
                "--node-env", "FT_CKPT_DIR=" + os.path.join(self.disk_root, "local-{node}"), "--"] + program
