@@ -107,6 +107,14 @@ class RegisterState(WithRecorder):
         ft.register_state({"optim": plain.state_dict(), "w": model[0].weight})
         self.assertEqual([n for n, _, _ in self.lib.registered], ["w"])
 
+    def test_registered_tensors_outlive_the_program_s_references(self):
+        # libft.so may copy them while the interpreter shuts down (a save asked for after an
+        # uncaught exception): freed, their memory would hold the allocator's bookkeeping.
+        w, e = torch.ones(4), torch.zeros(0)
+        before = (sys.getrefcount(w), sys.getrefcount(e))
+        ft.register_state({"w": w, "e": e})
+        self.assertEqual((sys.getrefcount(w), sys.getrefcount(e)), (before[0] + 1, before[1]))
+
     def test_empty_tensors_next_to_others_are_left_out(self):
         w = torch.ones(4)
         self.assertEqual(ft.register_state({"e": torch.zeros(0), "w": w}), ["w"])
