@@ -47,6 +47,14 @@ struct PollerState {
     bool operator==(const LaneKey&) const = default;
   };
   std::vector<LaneKey> blocked;
+  // Closed gaps whose first op has not been reported started: it starts when the lane's timed
+  // op #after completes (Pending::gap_after). Oldest first; at most one per timed op in flight.
+  struct GapStart {
+    Lane* lane;
+    uint64_t after;
+    OpRef first;
+  };
+  std::deque<GapStart> gap_starts;
   int device = -1;
   std::vector<shm::Record> records;  // this round's, pushed at its end
   uint64_t finished = 0;             // Pendings handed back (published to Runtime::finished)
@@ -182,6 +190,26 @@ bool ReadLane(const Lane& lane, LaneView* v) {
     if (lane.version.load(std::memory_order_relaxed) == before) return true;
   }
   return false;
+}
+
+// The first ops of closed gaps (Pending::gap_after): started once the timed op before each
+// completed. Before PollLanes, which reports the newest gap's: a lane's older gaps start first.
+void StartClosedGaps(PollerState& st, uint64_t now) {
+  for (size_t i = 0; i < st.gap_starts.size();) {
+    PollerState::GapStart& g = st.gap_starts[i];
+    const OpRef& op = g.first;
+    if (op.slot >= st.last_completed.size() || op.seq <= st.last_completed[op.slot]) {
+      st.gap_starts.erase(st.gap_starts.begin() + static_cast<std::ptrdiff_t>(i));  // done already
+      continue;
+    }
+    if (g.after > g.lane->done_timed) {
+      ++i;
+      continue;
+    }
+    if (op.seq > st.last_started[op.slot]) ProgressStarted(st, op, now);
+    g.lane->started_after = std::max(g.lane->started_after, g.after);
+    st.gap_starts.erase(st.gap_starts.begin() + static_cast<std::ptrdiff_t>(i));
+  }
 }
 
 // The lanes' untimed ops (Lane): the first of a gap started once the timed op before it
@@ -334,8 +362,14 @@ void TakeIncoming(PollerState& st) {
   for (; taken != nullptr; taken = taken->next) st.fresh.push_back(taken);
   st.list.insert(st.list.end(), st.fresh.rbegin(), st.fresh.rend());
   for (auto it = st.fresh.rbegin(); it != st.fresh.rend(); ++it) {
-    if ((*it)->kernel_sample) continue;
-    for (const OpRef& op : (*it)->ops()) KnowPending(st, op.slot, op.seq, op.entered_ns);
+    Pending* p = *it;
+    if (p->kernel_sample) continue;
+    if (p->lane != nullptr && p->gap_after != 0 && p->gap_first.slot != kNoSlot) {
+      KnowPending(st, p->gap_first.slot, p->gap_first.seq, p->gap_first.entered_ns);
+      if (st.gap_starts.size() >= kMaxPending) st.gap_starts.pop_front();  // bounded; never seen
+      st.gap_starts.push_back(PollerState::GapStart{p->lane, p->gap_after, p->gap_first});
+    }
+    for (const OpRef& op : p->ops()) KnowPending(st, op.slot, op.seq, op.entered_ns);
   }
 }
 
@@ -353,6 +387,7 @@ void FinalRound(PollerState& st) {
                     query(p->end) == cudaSuccess;
     if (complete) (void)Step(st, p, now);
   }
+  StartClosedGaps(st, now);
   PollLanes(st, now);
   ReportLaunchCounts(now, &st.records);
   PushAll(st.records.data(), st.records.size());
@@ -401,6 +436,7 @@ void PollerMain() {
     }
     st.list.swap(st.keep);
     // After the list: a gap's first op starts when the timed op before it was seen complete.
+    StartClosedGaps(st, now);
     PollLanes(st, now);
     WriteOldestPending(st);
     if (now >= st.next_count_report_ns) {

@@ -168,6 +168,12 @@ struct alignas(64) Pending {
   uint64_t lane_timed = 0;
   uint32_t covered_count = 0;
   CoveredRef covered[kLaneSlots];
+  // The gap this timed op closes: its first untimed op, which started once the lane's timed op
+  // #gap_after completed (0: no such gap). The lane's own copy (Lane::first_*) belongs to its
+  // newest gap and is overwritten by the next one, possibly before the poller saw this one's
+  // start: in a deep queue the GPU may be stuck inside an older gap.
+  uint64_t gap_after = 0;
+  OpRef gap_first;
 
   OpRef* ops_begin() { return op_count > 1 ? all_ops.data() : &first_op; }
   OpRef* ops_end() { return ops_begin() + op_count; }
@@ -205,6 +211,7 @@ struct alignas(64) Pending {
     lane = nullptr;
     lane_timed = 0;
     covered_count = 0;
+    gap_after = 0;
     if (!await_comms.empty()) await_comms.clear();
     if (!await_infos.empty()) await_infos.clear();
   }

@@ -180,6 +180,18 @@ Pending* BeginTiming(cudaStream_t stream, AppCuda& cuda) {
       // The untimed ops since the lane's previous timed op precede this start event.
       for (uint32_t i = 0; i < lane->gap_count; ++i) p->covered[i] = lane->gap[i];
       p->covered_count = lane->gap_count;
+      // And the gap's first op, whose start the poller reports when the timed op before the
+      // gap completes (this thread wrote these fields: relaxed loads see its own stores).
+      p->gap_after = lane->gap_after.load(std::memory_order_relaxed);
+      if (p->gap_after != 0) {
+        p->gap_first.slot = lane->first_slot.load(std::memory_order_relaxed);
+        p->gap_first.flags = static_cast<uint16_t>(lane->first_flags.load(std::memory_order_relaxed));
+        p->gap_first.comm_id = lane->first_comm_id.load(std::memory_order_relaxed);
+        p->gap_first.seq = lane->first_seq.load(std::memory_order_relaxed);
+        p->gap_first.record_seq = lane->first_record_seq.load(std::memory_order_relaxed);
+        p->gap_first.record_a = lane->first_record_a.load(std::memory_order_relaxed);
+        p->gap_first.entered_ns = lane->first_entered_ns.load(std::memory_order_relaxed);
+      }
       lane->gap_open = false;
       lane->gap_count = 0;
     }

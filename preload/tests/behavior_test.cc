@@ -591,6 +591,68 @@ TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
   EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
+// A deep queue in which the event pool ran out twice: timed ops, a gap of untimed ones (gap 1),
+// timed ops again once some completed, a second gap. The stream is stuck inside gap 1 when the
+// timed op before gap 1 completes: the table must show gap 1's first op started (the stream is
+// in it), not started == completed with nothing in flight — which is how a survivor stuck
+// behind a dead or frozen peer deep in a 100,000-op queue looked like a finished rank. The
+// lane's own note of a gap's first op belongs to its newest gap (gap 2 here); the timed op
+// that closed gap 1 carries gap 1's.
+TEST(Behavior, AStreamStuckInsideAnOlderGapShowsAnOpInFlight) {
+  constexpr uint64_t kPool = 4096;  // preload/timing.h kMaxPending: timed ops in flight
+  Comm c = NewComm();
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  float* buf;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  WaitCompleted(c.id, 1);
+  auto stuck = [](void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  std::atomic<bool> release0{false}, release_mid{false}, release1{false};
+  uint64_t seq = 1;
+  auto enqueue = [&](uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i, ++seq) {
+      ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+    }
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release0), cudaSuccess);
+  enqueue(kPool / 2);  // timed
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release_mid), cudaSuccess);
+  enqueue(kPool / 2);  // timed: the pool is used up
+  const uint64_t before_gap1 = seq;
+  enqueue(5);  // gap 1
+  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release1), cudaSuccess);
+  enqueue(5);  // gap 1, behind the third stuck function
+  // The first half completes: timed ops can be had again. Then timed ops (the first closes gap
+  // 1) until the pool is used up again, and gap 2.
+  release0.store(true);
+  WaitCompleted(c.id, 1 + kPool / 2);
+  ASSERT_TRUE(WaitPollRounds(3)) << "the poller stopped";
+  enqueue(kPool / 2 + 10);
+  // The stream runs up to the third stuck function, inside gap 1.
+  release_mid.store(true);
+  WaitCompleted(c.id, before_gap1);
+  ASSERT_TRUE(WaitPollRounds(5)) << "the poller stopped";
+  auto p = Slot(c.id);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->entered_seq, seq);
+  EXPECT_EQ(p->completed_seq, before_gap1) << "nothing in gap 1 has evidence of completion";
+  EXPECT_EQ(p->started_seq, before_gap1 + 1) << "the stream is inside gap 1: its first op started";
+  EXPECT_EQ(p->pending_seq, before_gap1 + 1);
+  release1.store(true);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  p = WaitCompleted(c.id, seq);
+  EXPECT_EQ(p->completed_seq, seq);
+  EXPECT_EQ(p->started_seq, seq);
+  (void)Records();  // empties the ring, which later tests read their records from
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
+  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+}
+
 // The poller thread (it names itself), or 0.
 pid_t PollerTid() {
   DIR* dir = opendir("/proc/self/task");
