@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt bench-pull soak clean
+.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt bench-pull gpu-dryrun soak clean
 
 all: build
 
@@ -68,6 +68,12 @@ bench-ckpt: build
 bench-pull: build
 	@$(if $(filter 1,$(BENCH_REAL)),,LD_LIBRARY_PATH=$(abspath $(BUILD))/gpusim$${LD_LIBRARY_PATH:+:$$LD_LIBRARY_PATH}) \
 	  $(BUILD)/bench/pull_bench $(PULL_ARGS)
+
+# The kit for a machine with one GPU (bench/gpu/README.md), end to end on the stand-ins:
+# prepare.sh gathers it from the build into a temporary folder, run.sh runs it in quick mode on
+# gpusim. `make test` runs the same as the CTest bench.gpu_dryrun.
+gpu-dryrun: build
+	@bench/gpu/dryrun.sh $(BUILD)
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of everything, running the suites whose
 # programs are built by our compiler (nvcc-built workloads are not instrumented; label nvcc).
