@@ -48,12 +48,16 @@ struct RankInfo {
   const proto::RankProgress* progress = nullptr;
   const proto::Membership* member = nullptr;
   const proto::Event* exit_event = nullptr;
+  const proto::Event* frozen_event = nullptr;  // the newest "frozen" event of the rank
   std::string node;
   bool dead = false;
   // Dead through its normal exit path: its last table is final, and what it shows completed
   // did complete (NCCL's finalize waited for it), unlike the table of a process that died.
   bool clean_exit = false;
   bool frozen = false;            // alive but cannot run: its table no longer moves
+  // Gone after a signal told it to terminate (libft.so wrote it: a launcher's or scheduler's
+  // SIGTERM), or stopped by its worker: asked to end, never a crash root.
+  bool asked_to_end = false;
   bool stale = false;
   double report_age_ms = 0;
   bool waits = false;             // has a row on the GPU waiting on others
@@ -118,6 +122,9 @@ class Snapshot {
     for (const proto::Event& e : in.events) {
       if (e.kind == "exit" && e.rank >= 0) {
         ranks_[static_cast<size_t>(IndexOf(e.rank))].exit_event = &e;
+      } else if (e.kind == "frozen" && e.rank >= 0) {
+        const proto::Event*& f = ranks_[static_cast<size_t>(IndexOf(e.rank))].frozen_event;
+        if (f == nullptr || e.unix_ms >= f->unix_ms) f = &e;
       }
     }
     for (RankInfo& r : ranks_) {
@@ -134,6 +141,10 @@ class Snapshot {
                                     : (r.progress ? r.progress->state == "exited"
                                                   : r.member && r.member->state == "exited"));
       r.frozen = !r.dead && r.progress != nullptr && r.progress->frozen;
+      r.asked_to_end = r.dead && !r.clean_exit &&
+                       ((r.exit_event != nullptr && (r.exit_event->terminated_by_signal != 0 ||
+                                                     r.exit_event->progress.state == "stopped")) ||
+                        (r.progress != nullptr && r.progress->state == "stopped"));
     }
     // Communicators: membership first, then the rows themselves.
     for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -486,6 +497,12 @@ struct Builder {
   int max_evidence = 20;
   bool pair = false;  // transport hang between two p2p peers
 
+  // Once: an event line the incident already shows (its first events) is not repeated.
+  void EvidenceOnce(std::string line) {
+    if (std::find(incident.evidence.begin(), incident.evidence.end(), line) == incident.evidence.end()) {
+      Evidence(std::move(line));
+    }
+  }
   void Evidence(std::string line) {
     if (static_cast<int>(incident.evidence.size()) < max_evidence) {
       incident.evidence.push_back(std::move(line));
@@ -530,7 +547,16 @@ std::string EventLine(const proto::Event& e) {
                        e.started ? "GPU waiting on peers" : "GPU had not reached it");
   }
   if (e.kind == "exit") {
-    return fmt::format("exit of {}: code {}{}", who, e.code, e.clean ? " (clean)" : "");
+    return fmt::format("exit of {}: code {}{}{}", who, e.code, e.clean ? " (clean)" : "",
+                       e.terminated_by_signal != 0
+                           ? fmt::format(" after signal {} told it to terminate", e.terminated_by_signal)
+                           : std::string());
+  }
+  if (e.kind == "frozen") {
+    return fmt::format("frozen: {} for {} (process state {}, heartbeat silent {})", who,
+                       HumanMs(e.age_ms), e.progress.proc_state.empty() ? "?" : e.progress.proc_state,
+                       e.progress.heartbeat_age_ms >= 0 ? HumanMs(e.progress.heartbeat_age_ms)
+                                                        : std::string("?"));
   }
   if (e.kind == "error") {
     return fmt::format("error from {}: {} {} returned {}", who, e.api, e.call, e.code);
@@ -540,7 +566,8 @@ std::string EventLine(const proto::Event& e) {
 
 }  // namespace
 
-std::vector<proto::Incident> Attribute(const AttributionInput& in) {
+std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* why_none) {
+  if (why_none != nullptr) why_none->clear();
   Snapshot snap(in);
   Graph graph(snap, in);
   Writer writer(snap, in);
@@ -586,6 +613,39 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
   busy.incident.decision = "none";
   std::vector<std::string> hang_summary, crash_summary, frozen_summary, busy_summary;
 
+  // Deaths that are a teardown, not a crash: asked to end (a terminate signal, a stop by the
+  // worker), or after another rank's clean exit (the job finishing, its launcher tearing down
+  // the rest). The clean exits: the caller's, and those in the window.
+  std::vector<int64_t> clean_exits(in.clean_exit_unix_ms.begin(), in.clean_exit_unix_ms.end());
+  for (const proto::Event& e : in.events) {
+    if (e.kind == "exit" && e.clean && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
+  }
+  std::sort(clean_exits.begin(), clean_exits.end());
+  auto finishing = [&](const RankInfo& r) {
+    if (r.exit_event == nullptr) return false;
+    const int64_t died = r.exit_event->unix_ms;
+    auto it = std::lower_bound(clean_exits.begin(), clean_exits.end(), died - in.finish_teardown_ms);
+    return it != clean_exits.end() && *it <= died;
+  };
+  std::vector<std::string> teardown;  // "5@node1 (signal 15)"
+  std::vector<char> set_aside(ranks.size(), 0);
+  auto teardown_death = [&](int x) {
+    const RankInfo& r = ranks[static_cast<size_t>(x)];
+    if (!r.dead || r.clean_exit) return false;
+    if (!r.asked_to_end && !finishing(r)) return false;
+    if (!set_aside[static_cast<size_t>(x)]) {
+      set_aside[static_cast<size_t>(x)] = 1;
+      std::string how = r.asked_to_end
+                            ? (r.exit_event != nullptr && r.exit_event->terminated_by_signal != 0
+                                   ? fmt::format("signal {}", r.exit_event->terminated_by_signal)
+                                   : std::string("stopped by its worker"))
+                            : std::string("after a clean exit");
+      teardown.push_back(fmt::format("{}@{} ({})", r.rank, r.node, how));
+    }
+    return true;
+  };
+  std::vector<char> named(ranks.size(), 0);  // a suspect already (of any incident)
+
   for (int x : roots) {
     RankInfo& r = ranks[static_cast<size_t>(x)];
     int direct = 0, total = 0;
@@ -593,6 +653,8 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
     double longest = 0;
     for (int ti : r.blocks) longest = std::max(longest, targets[static_cast<size_t>(ti)].longest_wait_ms);
     if (longest < in.min_wait_ms) continue;  // peers only just arrived: a healthy collective
+    if (teardown_death(x)) continue;  // its waiters are explained: the job is being ended
+    named[static_cast<size_t>(x)] = 1;
     const Target& t = targets[static_cast<size_t>(r.blocks.front())];
     const std::string what = writer.Blocked(t);
     const std::string waiting =
@@ -688,6 +750,48 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
      : into == &frozen ? frozen_summary
                        : hang_summary)
         .push_back(entry);
+  }
+
+  // Dead or frozen on their own: an incident whether or not a peer is seen waiting on them
+  // (in NCCL): peers may wait elsewhere, or be between collectives.
+  std::vector<int> alone;
+  for (size_t x = 0; x < ranks.size(); ++x) {
+    if (!named[x]) alone.push_back(static_cast<int>(x));
+  }
+  std::sort(alone.begin(), alone.end(),
+            [&](int a, int b) { return ranks[static_cast<size_t>(a)].rank < ranks[static_cast<size_t>(b)].rank; });
+  for (int x : alone) {
+    const RankInfo& r = ranks[static_cast<size_t>(x)];
+    if (r.dead && !r.clean_exit && r.exit_event != nullptr && !teardown_death(x)) {
+      const proto::Event& e = *r.exit_event;
+      crash.Suspect(
+          r.rank, r.node,
+          fmt::format("process gone without a clean exit (code {}) while the job ran; no peer is "
+                      "seen waiting on it inside NCCL (peers may wait outside it: a CPU collective, "
+                      "a store barrier, a data loader; or be between collectives), and the job cannot "
+                      "go on without it",
+                      e.code),
+          kConfCrash);
+      crash.EvidenceOnce(EventLine(e));
+      crash_summary.push_back(fmt::format("{}@{} (gone)", r.rank, r.node));
+    } else if (r.frozen && r.frozen_event != nullptr && r.progress != nullptr) {
+      frozen.Suspect(
+          r.rank, r.node,
+          fmt::format("host frozen: {}; frozen for {} when its worker raised the event; no peer is "
+                      "seen waiting on it inside NCCL yet, but it cannot make progress and its peers "
+                      "wait on it wherever they meet it next",
+                      FrozenHow(*r.progress), HumanMs(r.frozen_event->age_ms)),
+          r.stale ? kConfFrozen * kStaleFactor : kConfFrozen);
+      frozen.EvidenceOnce(EventLine(*r.frozen_event));
+      frozen_summary.push_back(fmt::format("{}@{} (frozen)", r.rank, r.node));
+    }
+  }
+  if (!teardown.empty() && !crash.incident.suspects.empty()) {
+    std::string list;
+    for (size_t i = 0; i < teardown.size() && i < 8; ++i) list += (i ? ", " : "") + teardown[i];
+    if (teardown.size() > 8) list += fmt::format(", and {} more", teardown.size() - 8);
+    crash.Evidence(fmt::format("not roots: {} ended after being told to (a launcher's teardown): {}",
+                               teardown.size(), list));
   }
 
   std::vector<proto::Incident> out;
@@ -810,20 +914,31 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
     if (parts.size() > 8) text += fmt::format(", and {} more", parts.size() - 8);
     return text;
   };
+  auto waited_on = [](const std::vector<std::string>& summary) {
+    for (const std::string& s : summary) {
+      if (s.find("(gone)") == std::string::npos && s.find("(frozen)") == std::string::npos) return true;
+    }
+    return false;
+  };
   if (!crash.incident.suspects.empty()) {
-    crash.incident.message = fmt::format("{} rank{} gone while others wait on {}: {}",
-                                         crash.incident.suspects.size(),
-                                         crash.incident.suspects.size() == 1 ? "" : "s",
-                                         crash.incident.suspects.size() == 1 ? "it" : "them",
-                                         summarize(crash_summary));
+    const size_t n = crash.incident.suspects.size();
+    crash.incident.message =
+        waited_on(crash_summary)
+            ? fmt::format("{} rank{} gone while others wait on {}: {}", n, n == 1 ? "" : "s",
+                          n == 1 ? "it" : "them", summarize(crash_summary))
+            : fmt::format("{} rank{} of the running job gone without a clean exit: {}", n,
+                          n == 1 ? "" : "s", summarize(crash_summary));
     out.push_back(crash.Finish());
   }
   if (!frozen.incident.suspects.empty()) {
-    frozen.incident.message = fmt::format(
-        "{} rank{} frozen (alive, but {} cannot run) while others wait on {}: {}",
-        frozen.incident.suspects.size(), frozen.incident.suspects.size() == 1 ? "" : "s",
-        frozen.incident.suspects.size() == 1 ? "it" : "they",
-        frozen.incident.suspects.size() == 1 ? "it" : "them", summarize(frozen_summary));
+    const size_t n = frozen.incident.suspects.size();
+    frozen.incident.message =
+        waited_on(frozen_summary)
+            ? fmt::format("{} rank{} frozen (alive, but {} cannot run) while others wait on {}: {}",
+                          n, n == 1 ? "" : "s", n == 1 ? "it" : "they", n == 1 ? "it" : "them",
+                          summarize(frozen_summary))
+            : fmt::format("{} rank{} frozen past FT_FROZEN_AFTER (alive, but {} cannot run): {}", n,
+                          n == 1 ? "" : "s", n == 1 ? "it" : "they", summarize(frozen_summary));
     out.push_back(frozen.Finish());
   }
   if (!hang.incident.suspects.empty() || unexplained > 0) {
@@ -842,6 +957,11 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in) {
         "others wait on {} busy rank{} (not a hang; no action): {}", busy.incident.suspects.size(),
         busy.incident.suspects.size() == 1 ? "" : "s", summarize(busy_summary));
     out.push_back(busy.Finish());
+  }
+  if (out.empty() && why_none != nullptr && !teardown.empty()) {
+    *why_none = fmt::format("{} rank{} ended after being told to or after a clean exit of the job "
+                            "(a teardown, not a crash): {}",
+                            teardown.size(), teardown.size() == 1 ? "" : "s", summarize(teardown));
   }
   return out;
 }

@@ -35,6 +35,19 @@
 //   - host hang: nothing queued on the GPU, the host never entered (C, s); confidence 0.85.
 //   - missing report (no progress for a blocking rank): a suspect with confidence 0.5.
 //   A stale report (older than stale_ms) multiplies the suspect's confidence by 0.6.
+// Ranks dead or frozen on their own (an incident whether or not anyone is seen waiting on
+// them: peers may wait outside NCCL — a CPU collective, a store barrier, a data loader — or be
+// between collectives):
+//   - a rank whose "exit" event in the window says it died without a clean exit is a crash
+//     suspect (confidence 0.95) unless it was asked to end: libft.so recorded a terminate signal
+//     (terminated_by_signal: SIGTERM from a launcher or scheduler, teardown), the worker stopped
+//     it (state "stopped"), or another rank of the job exited cleanly at most
+//     finish_teardown_ms before it died (the job was finishing and its launcher tore down the
+//     rest). Those are never crash roots, also when others wait on them; when nothing else is
+//     named the attribution is empty and `why_none` says why (every rank SIGTERMed by a
+//     preemption or scancel is no incident: the termination save is libft.so's business).
+//   - a rank with a "frozen" event in the window whose newest report still says frozen is a
+//     host-frozen suspect (confidence 0.9).
 // Waiters that reach no root and no transport hang (a wait-for cycle: reports taken at
 // different moments) make their blocking ranks suspects of the hang incident with
 // confidence 0.3.
@@ -58,6 +71,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "proto/messages.h"
@@ -83,10 +97,17 @@ struct AttributionInput {
   double min_wait_ms = 1000;
   // Cap on evidence lines per incident.
   int max_evidence = 20;
+  // When ranks of the job exited cleanly (Unix ms by their workers' clocks; not those that had
+  // been told to terminate), any order: a rank dying at most finish_teardown_ms after one of
+  // them died in the job's teardown. Clean exit events in `events` count too.
+  std::span<const int64_t> clean_exit_unix_ms;
+  int64_t finish_teardown_ms = 60000;
 };
 
-// Attributes the current state. Empty when nothing waits (the hang resolved itself).
-std::vector<proto::Incident> Attribute(const AttributionInput& input);
+// Attributes the current state. Empty when nothing waits (the hang resolved itself) and no
+// rank died or froze on its own; then *why_none (when given) says what was set aside (ranks
+// that were told to terminate, or that died while the job finished), else stays empty.
+std::vector<proto::Incident> Attribute(const AttributionInput& input, std::string* why_none = nullptr);
 
 // Whether the collection window opened by the first event may close now: true once
 // hang_window_ms has passed since the first event, or once every member of every involved

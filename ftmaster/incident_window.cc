@@ -23,12 +23,13 @@ std::string EventKey(const proto::Event& e) {
 bool OpensWindow(const proto::Event& event) {
   // A clean exit is how every rank of a finished job ends: alone it says nothing is stuck. A
   // rank that returned early leaves its peers waiting, and their timeouts open the window
-  // (with this exit in it as evidence).
+  // (with this exit in it as evidence). A death or a freeze is an incident on its own, seen
+  // waited on or not (attribution.h says which deaths are a teardown).
   if (event.kind == "exit") return !event.clean;
-  return event.kind == "timeout" || event.kind == "error";
+  return event.kind == "timeout" || event.kind == "error" || event.kind == "frozen";
 }
 bool CollectedInWindow(const std::string& kind) {
-  return kind == "timeout" || kind == "exit" || kind == "error" || kind == "busy";
+  return kind == "timeout" || kind == "exit" || kind == "error" || kind == "busy" || kind == "frozen";
 }
 
 void IncidentWindow::Add(proto::Event event) {
@@ -118,6 +119,7 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
     FT_LOG(Debug, Master, "event {} of kind '{}' ignored", id, event.kind);
     return;
   }
+  if (event.kind == "exit" && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
   if (job_state_ != "running") {
     FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
            event.rank, job_state_);
@@ -298,7 +300,17 @@ AttributionInput MasterLoop::Input(int64_t unix_ms) const {
   in.stale_ms = static_cast<double>(3 * ToMs(options_.config.report_interval) +
                                     ToMs(options_.config.hang_window) + 1000);
   in.min_wait_ms = static_cast<double>(ToMs(options_.config.timeout_floor));
+  in.clean_exit_unix_ms = clean_exit_times_;
   return in;
+}
+
+void MasterLoop::CollectCleanExits() {
+  // Clean exits this master read in the events, and (for those before its term, or whose
+  // events it never read) the membership's exited ranks, by the time their worker saw it.
+  clean_exit_times_.assign(clean_exits_.begin(), clean_exits_.end());
+  for (const proto::Membership& m : ranks_.values()) {
+    if (m.state == "exited" && m.unix_ms > 0) clean_exit_times_.push_back(m.unix_ms);
+  }
 }
 
 void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
@@ -329,14 +341,18 @@ void MasterLoop::CollectAndMaybeDecide(Clock::time_point now, int64_t unix_ms) {
 
 void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   const int64_t window_ms = ToMs(options_.config.hang_window);
-  std::vector<proto::Incident> incidents = Attribute(Input(unix_ms));
+  CollectCleanExits();
+  std::string why_none;
+  std::vector<proto::Incident> incidents = Attribute(Input(unix_ms), &why_none);
   // Decided now, after the last reads and the attribution: the tick's time plus what the tick
   // has taken so far (at 16k ranks, a few hundred ms).
   const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(tick_started_));
   ++stats_.windows;
   if (incidents.empty()) {
-    CloseIncident(fmt::format("resolved: nothing waits any more ({} event{} in the window)",
-                              open_.events.size(), open_.events.size() == 1 ? "" : "s"));
+    CloseIncident(why_none.empty()
+                      ? fmt::format("resolved: nothing waits any more ({} event{} in the window)",
+                                    open_.events.size(), open_.events.size() == 1 ? "" : "s")
+                      : "no incident: " + why_none);
     return;
   }
   const int64_t first = open_.first_unix_ms;
@@ -436,6 +452,14 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
       job_state_ = state.str();
     }
   }
+}
+
+void MasterLoop::NoteCleanExit(int64_t unix_ms) {
+  // Only those within the teardown horizon of the newest matter; a few suffice (one before a
+  // death is enough to call it the job's teardown).
+  const int64_t horizon = AttributionInput{}.finish_teardown_ms;
+  while (!clean_exits_.empty() && clean_exits_.front() < unix_ms - horizon) clean_exits_.pop_front();
+  if (clean_exits_.size() < kMaxCleanExits) clean_exits_.push_back(unix_ms);
 }
 
 void MasterLoop::CloseIncident(const std::string& why) {

@@ -73,7 +73,7 @@ struct RankProgress {
   bool operator==(const RankProgress&) const = default;
 };
 
-// An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy".
+// An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy", "frozen".
 struct Event {
   std::string kind;
   int rank = -1;
@@ -84,7 +84,7 @@ struct Event {
   uint64_t comm_id = 0;
   std::string op;
   uint64_t seq = 0;
-  double age_ms = 0;
+  double age_ms = 0;              // timeout: the op's age; frozen: how long the process has been frozen
   double timeout_ms = 0;
   bool started = false;          // the GPU had reached it (waiting on peers), else not
   // error: the failed call; exit: how the process ended.
@@ -92,6 +92,11 @@ struct Event {
   std::string call;              // the symbol
   int64_t code = 0;              // error: its return code; exit: exit status or -signal
   bool clean = false;            // exit: the process ended through its normal exit path
+  // exit: a signal told the process to terminate before it ended (libft.so wrote it into the
+  // segment header: SIGTERM from a launcher or scheduler), and when (Unix ms); 0 none. A death
+  // that follows was asked for: a teardown, not a crash.
+  int terminated_by_signal = 0;
+  int64_t terminate_unix_ms = 0;
   // slowdown: step time now against the rank's own baseline.
   double step_ms = 0;
   double baseline_ms = 0;

@@ -488,6 +488,169 @@ TEST(AttributionTest, NothingWaitingGivesNothing) {
   EXPECT_TRUE(Attribute(Input(job)).empty());
 }
 
+// ---- deaths and freezes nobody is seen waiting on (issue 15 item 2) ----------------------
+
+// An unclean death as its worker reports it: "dead" in its progress, "exit" not clean.
+proto::Event Death(Job& job, int rank, int64_t at, int signal = 0) {
+  job.Progress(rank).state = "dead";
+  job.Progress(rank).observed_unix_ms = at;
+  job.membership[static_cast<size_t>(rank)].state = "dead";
+  proto::Event e;
+  e.kind = "exit";
+  e.rank = rank;
+  e.node = job.Progress(rank).node;
+  e.unix_ms = at;
+  e.code = signal != 0 ? -signal : 0;
+  e.terminated_by_signal = signal;
+  e.terminate_unix_ms = signal != 0 ? at - 20 : 0;
+  e.progress = job.Progress(rank);
+  return e;
+}
+
+proto::Event Frozen(Job& job, int rank, int64_t at, double frozen_ms) {
+  proto::RankProgress& p = job.Progress(rank);
+  p.frozen = true;
+  p.proc_state = "T";
+  p.heartbeat_age_ms = frozen_ms;
+  proto::Event e;
+  e.kind = "frozen";
+  e.rank = rank;
+  e.node = p.node;
+  e.unix_ms = at;
+  e.age_ms = frozen_ms;
+  e.progress = p;
+  return e;
+}
+
+// Its peers wait somewhere libft.so does not see (a CPU collective, a store barrier) or are
+// between collectives: no NCCL op of theirs is in flight. The dead rank is the incident.
+TEST(AttributionTest, DeathWithNobodySeenWaitingIsACrash) {
+  Job job(1, 4, 1, 2);
+  std::string why_none;
+  auto incidents = Attribute(Input(job, {Death(job, 2, Job::kNow - 300)}), &why_none);
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_EQ(incidents[0].suspects[0].node, "n1");
+  EXPECT_NE(incidents[0].suspects[0].why.find("no peer is seen waiting on it inside NCCL"), std::string::npos)
+      << incidents[0].suspects[0].why;
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.95);
+  EXPECT_NE(incidents[0].message.find("gone without a clean exit"), std::string::npos) << incidents[0].message;
+  EXPECT_EQ(std::count(incidents[0].evidence.begin(), incidents[0].evidence.end(),
+                       "exit of rank 2 (n1): code 0"), 1) << Dump(incidents);
+  EXPECT_TRUE(why_none.empty());
+}
+
+// A launcher's or scheduler's SIGTERM (libft.so wrote it into the segment): a teardown.
+TEST(AttributionTest, DeathAfterATerminateSignalIsNoCrash) {
+  Job job(1, 4, 1, 2);
+  std::string why_none;
+  auto incidents = Attribute(Input(job, {Death(job, 2, Job::kNow - 300, 15)}), &why_none);
+  EXPECT_TRUE(incidents.empty()) << Dump(incidents);
+  EXPECT_NE(why_none.find("2@n1 (signal 15)"), std::string::npos) << why_none;
+}
+
+// Preemption, scancel: every rank SIGTERMed, some still alive (saving) with a collective in
+// flight on those already gone. No crash incident naming whichever died first.
+TEST(AttributionTest, EveryRankTerminatedIsNoIncident) {
+  Job job = DpJobWaitingOn(3);
+  std::vector<proto::Event> events = {Death(job, 3, Job::kNow - 900, 15), Death(job, 2, Job::kNow - 850, 15)};
+  std::string why_none;
+  auto incidents = Attribute(Input(job, events), &why_none);
+  EXPECT_TRUE(incidents.empty()) << Dump(incidents);
+  EXPECT_NE(why_none.find("2 ranks ended"), std::string::npos) << why_none;
+}
+
+// torchrun's agent after a crash: the rest SIGTERMed 0.1 s later. Only the crash is a root,
+// whether the others died or still wait on the dead.
+TEST(AttributionTest, TeardownAfterACrashNamesOnlyTheCrash) {
+  Job job = DpJobWaitingOn(1);
+  std::vector<proto::Event> events = {Death(job, 1, Job::kNow - 900), Death(job, 2, Job::kNow - 800, 15),
+                                      Death(job, 3, Job::kNow - 790, 15)};
+  auto incidents = Attribute(Input(job, events));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "crash");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  bool noted = false;
+  for (const std::string& e : incidents[0].evidence) noted |= e.find("not roots: 2 ended") != std::string::npos;
+  EXPECT_TRUE(noted) << Dump(incidents);
+  // All three dead, nobody left waiting: the same.
+  job.Progress(0).state = "dead";
+  events.push_back(Death(job, 0, Job::kNow - 780, 15));
+  incidents = Attribute(Input(job, events));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+}
+
+// The job finishing: rank 0 exited cleanly, its launcher tore down the rest (no signal
+// recorded: a libft.so without the handler, or SIGKILL).
+TEST(AttributionTest, DeathsAfterACleanExitAreTheJobFinishing) {
+  Job job(1, 4, 1, 2);
+  const std::vector<proto::Event> deaths = {Death(job, 1, Job::kNow - 1500), Death(job, 3, Job::kNow - 1400)};
+  auto attribute = [&](std::vector<int64_t> clean, std::string* why_none = nullptr) {
+    AttributionInput in = Input(job, deaths);
+    in.clean_exit_unix_ms = clean;
+    return Attribute(in, why_none);
+  };
+  std::string why_none;
+  EXPECT_TRUE(attribute({Job::kNow - 2000}, &why_none).empty());
+  EXPECT_NE(why_none.find("after a clean exit"), std::string::npos) << why_none;
+  // The clean exit as an event of the window instead.
+  std::vector<proto::Event> with_exit = deaths;
+  with_exit.push_back(CleanExit(job, 0, Job::kNow - 2000));
+  EXPECT_TRUE(Attribute(Input(job, with_exit)).empty());
+  // A clean exit after the death (an app's SIGTERM handler calling exit(0) in the teardown of
+  // a crash), or one from long before (another run's), says nothing about it.
+  auto incidents = attribute({Job::kNow - 1450});
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  incidents = attribute({Job::kNow - 120000});
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects.size(), 2u) << Dump(incidents);
+}
+
+TEST(AttributionTest, RankStoppedByItsWorkerIsNoCrash) {
+  Job job(1, 4, 1, 2);
+  proto::Event e = Death(job, 2, Job::kNow - 300);
+  e.progress.state = "stopped";
+  job.Progress(2).state = "stopped";
+  EXPECT_TRUE(Attribute(Input(job, {e})).empty());
+}
+
+TEST(AttributionTest, FrozenRankWithNobodySeenWaitingIsHostFrozen) {
+  Job job(1, 4, 1, 2);
+  auto incidents = Attribute(Input(job, {Frozen(job, 2, Job::kNow - 200, 3500)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 2);
+  EXPECT_NE(incidents[0].suspects[0].why.find("stopped (state T"), std::string::npos) << incidents[0].suspects[0].why;
+  EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.9);
+  EXPECT_NE(incidents[0].message.find("frozen past FT_FROZEN_AFTER"), std::string::npos) << incidents[0].message;
+  // Running again by its newest report (SIGCONT): nothing.
+  job.Progress(2).frozen = false;
+  job.Progress(2).proc_state = "S";
+  job.Progress(2).observed_unix_ms = Job::kNow - 50;
+  proto::Event old = Frozen(job, 2, Job::kNow - 200, 3500);
+  old.progress.observed_unix_ms = Job::kNow - 200;
+  job.Progress(2).frozen = false;
+  EXPECT_TRUE(Attribute(Input(job, {old})).empty()) << Dump(Attribute(Input(job, {old})));
+}
+
+// Frozen and waited on: named once, as the root it is.
+TEST(AttributionTest, FrozenRootIsNamedOnce) {
+  Job job = DpJobWaitingOn(2);
+  auto incidents = Attribute(Input(job, {Frozen(job, 2, Job::kNow - 200, 3500), Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "host-frozen");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_NE(incidents[0].suspects[0].why.find("others wait on it"), std::string::npos);
+}
+
 TEST(AttributionTest, WaitForCycleIsALowConfidenceHang) {
   Job job(2, 2, 1);
   // 0 waits on dp (blocked by 2), 2 on tp (blocked by 3), 3 on dp (blocked by 1), 1 on tp

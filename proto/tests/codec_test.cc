@@ -537,6 +537,39 @@ TEST(CodecAcceptTest, EventWritesOnlyItsKindsFields) {
   EXPECT_FALSE(j.contains("clean"));
 }
 
+// An exit after a launcher's SIGTERM says so (the master does not read it as a crash); the
+// fields appear only when set, and a reader from before them ignores them.
+TEST(CodecAcceptTest, ExitAfterATerminateSignal) {
+  Event e;
+  e.kind = "exit";
+  e.rank = 3;
+  e.node = "n";
+  e.unix_ms = 9;
+  Json j = Json::parse(Encode(e));
+  EXPECT_FALSE(j.contains("terminated_by_signal"));
+  EXPECT_FALSE(j.contains("terminate_unix_ms"));
+  e.code = -15;
+  e.terminated_by_signal = 15;
+  e.terminate_unix_ms = 1763800000123;
+  j = Json::parse(Encode(e));
+  EXPECT_EQ(j["terminated_by_signal"], 15);
+  EXPECT_EQ(j["terminate_unix_ms"], 1763800000123);
+  Event back;
+  ASSERT_TRUE(Decode(Encode(e), &back).ok());
+  EXPECT_EQ(back, e);
+  j["terminated_by_signal"] = 999;
+  EXPECT_FALSE(Decode(j.dump(), &back).ok()) << "not a signal number";
+  // A frozen event: how long in age_ms.
+  Event f;
+  f.kind = "frozen";
+  f.rank = 3;
+  f.node = "n";
+  f.unix_ms = 9;
+  f.age_ms = 3100;
+  ASSERT_TRUE(Decode(Encode(f), &back).ok());
+  EXPECT_EQ(back, f);
+}
+
 // The layout of one value, pinned: other programs (and people with redis-cli) read it.
 TEST(CodecAcceptTest, PinnedEncoding) {
   EXPECT_EQ(Encode(SampleCommand()),
