@@ -121,6 +121,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   } else {
     life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
     BuildProgress(now_ns, now_unix_ms);
+    CheckFrozen(now_ns, now_unix_ms, events);
   }
   OnSteps(now_unix_ms, events);
   // A disabled libft.so stopped updating its table: what it shows in flight is stale.
@@ -430,6 +431,45 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   }
 }
 
+void RankMonitor::CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events) {
+  const bool stopped = proc_state_ == 'T' || proc_state_ == 't';
+  if (!stopped) {
+    stopped_since_ns_ = 0;
+  } else if (stopped_since_ns_ == 0) {
+    stopped_since_ns_ = now_ns;
+  }
+  if (!progress_.frozen) {
+    frozen_raised_ = false;  // running again (SIGCONT, a debugger detached): a new episode may come
+    return;
+  }
+  if (frozen_raised_) return;
+  // How long it has been frozen: stopped that long by the kernel's account, or its poller
+  // silent that long (a stopped process's poller is silent since it was stopped).
+  uint64_t frozen_ns = stopped ? now_ns - stopped_since_ns_ : 0;
+  const uint64_t heartbeat = segment_->header()->heartbeat_ns.load(std::memory_order_acquire);
+  if (heartbeat != 0 && now_ns > heartbeat) frozen_ns = std::max(frozen_ns, now_ns - heartbeat);
+  if (frozen_ns < settings_.frozen_after_ns) return;
+  // A process told to terminate (a launcher's SIGTERM) may stop beating while it ends; its
+  // death follows and says what happened.
+  if (segment_->header()->terminate_signal.load(std::memory_order_acquire) != 0) return;
+  frozen_raised_ = true;
+  proto::Event e = MakeEvent("frozen", now_unix_ms);
+  e.age_ms = static_cast<double>(frozen_ns) / 1e6;
+  const std::string how =
+      proc_state_ == 'T'   ? "its process is stopped (state T: SIGSTOP/SIGTSTP or a job-control stop)"
+      : proc_state_ == 't' ? "its process is stopped by a tracer (state t: a debugger holds it)"
+                           : fmt::format("its process (state {}) has not run libft.so's poller thread",
+                                         proc_state_ != 0 ? std::string(1, proc_state_) : std::string("?"));
+  e.message = fmt::format(
+      "rank {} (pid {}) is frozen: {}, heartbeat silent for {:.1f} s (FT_FROZEN_AFTER {:.1f} s). It "
+      "cannot make progress and its peers will wait on it, inside NCCL or not; send SIGCONT if it "
+      "was stopped on purpose, else the master stops the job",
+      rank_, pid_, how, progress_.heartbeat_age_ms >= 0 ? progress_.heartbeat_age_ms / 1e3 : e.age_ms / 1e3,
+      static_cast<double>(settings_.frozen_after_ns) / 1e9);
+  FT_LOG(Warn, Worker, "{}", e.message);
+  events->push_back(std::move(e));
+}
+
 std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
   std::vector<InFlightOp> ops;
   for (const auto& slot : slots_) {
@@ -499,16 +539,36 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   life_ = life;
   finished_ns_ = now_ns;
   BuildProgress(now_ns, now_unix_ms);
-  int32_t status = segment_->header()->exit_status.load(std::memory_order_acquire);
+  const shm::SegmentHeader* h = segment_->header();
+  int32_t status = h->exit_status.load(std::memory_order_acquire);
   proto::Event e = MakeEvent("exit", now_unix_ms);
   e.clean = life == Life::kExited;
+  // libft.so's signal handler writes these before anything else when a launcher or scheduler
+  // asks the process to end (SIGTERM): what follows is a teardown. Only a real signal number
+  // counts (the bytes are the process's to write).
+  const int32_t term = h->terminate_signal.load(std::memory_order_acquire);
+  if (term > 0 && term < 128) {
+    e.terminated_by_signal = term;
+    const uint64_t at = h->terminate_unix_ns.load(std::memory_order_acquire);
+    e.terminate_unix_ms = static_cast<int64_t>(std::min<uint64_t>(at / 1'000'000, INT64_MAX));
+  }
+  const std::string asked =
+      term > 0 && term < 128
+          ? fmt::format("; it had been told to terminate by signal {} ({}), so this is a teardown "
+                        "(a launcher or scheduler ending it), not a crash",
+                        term, strsignal(term))
+          : std::string();
   if (e.clean) {
     e.code = status;
-    e.message = fmt::format("rank {} (pid {}) exited cleanly with status {}", rank_, pid_, status);
+    e.message = fmt::format("rank {} (pid {}) exited cleanly with status {}{}", rank_, pid_, status, asked);
     FT_LOG(Info, Worker, "{}", e.message);
   } else if (life == Life::kStopped) {
     e.code = status;
     e.message = fmt::format("rank {} (pid {}) stopped by this worker (a stop command)", rank_, pid_);
+    FT_LOG(Info, Worker, "{}", e.message);
+  } else if (!asked.empty()) {
+    e.code = status != 0 ? status : -term;
+    e.message = fmt::format("rank {} (pid {}) is gone without a clean exit{}", rank_, pid_, asked);
     FT_LOG(Info, Worker, "{}", e.message);
   } else if (status != 0) {
     e.code = status;

@@ -8,7 +8,9 @@
 //     communicator, and reported under that communicator with p2p = true);
 //   - checks the process: alive when kill(pid, 0) finds it and /proc/<pid>/stat shows the same
 //     start time and no zombie; a pid gone without state kExited is a death, reported at once
-//     ("exit", clean = false); kExited is a clean exit with the header's exit_status. If the
+//     ("exit", clean = false); kExited is a clean exit with the header's exit_status. Either
+//     carries terminated_by_signal when libft.so recorded that a signal (SIGTERM from a
+//     launcher) asked the process to end: a teardown, not a crash. If the
 //     pid is invisible from the start while the heartbeat advances, the process lives in
 //     another pid namespace and the heartbeat alone decides (stale for 3 s = dead);
 //   - CPU % over the last ~1 s from utime + stime; last call age; blocked time; busy =
@@ -16,6 +18,10 @@
 //     synchronizing CUDA call (CPU here counts the time its main thread waited for a CPU on
 //     an oversubscribed host: it wanted to work); frozen = the process is stopped or traced
 //     (/proc state T/t) or its poller's heartbeat is older than frozen_after (never busy then);
+//     once it has been frozen for frozen_after (stopped that long, or the heartbeat silent that
+//     long), a "frozen" event, once per episode: a frozen rank is an incident on its own, whether
+//     or not a peer is seen waiting on it (peers may wait outside NCCL). Not for a process that
+//     was told to terminate (the segment's terminate_signal): it is on its way out;
 //   - steps -> SlowdownDetector; in-flight ops -> TimeoutDetector.
 // A RankMonitor owns its Segment (the mapping stays valid after the file is unlinked).
 // Not thread-safe: the node monitor's thread drives it.
@@ -135,6 +141,7 @@ class RankMonitor {
   bool CheckGone(uint64_t now_ns);
   void SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns);
   void BuildProgress(uint64_t now_ns, int64_t now_unix_ms);
+  void CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
   void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
   void Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
   std::vector<InFlightOp> InFlight(uint64_t now_ns) const;
@@ -166,6 +173,8 @@ class RankMonitor {
   uint64_t heartbeat_changed_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
   char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
+  uint64_t stopped_since_ns_ = 0;  // first tick that saw it stopped (T/t) in a row; 0 not stopped
+  bool frozen_raised_ = false;     // a frozen event was raised for the current episode
   struct CpuSample {
     uint64_t now_ns;
     uint64_t cpu_ticks;

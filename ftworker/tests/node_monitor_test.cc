@@ -1,5 +1,7 @@
 #include "ftworker/node_monitor.h"
 
+#include <signal.h>
+
 #include <gtest/gtest.h>
 
 #include "ftworker/op_names.h"
@@ -494,6 +496,131 @@ TEST_F(NodeMonitorTest, StoppedOrSilentProcessIsFrozen) {
   EXPECT_TRUE(p->frozen);
   EXPECT_NEAR(p->heartbeat_age_ms, 3080, 1e-6);
   EXPECT_EQ(p->proc_state, "D");
+}
+
+size_t CountKind(const std::vector<proto::Event>& events, const std::string& kind) {
+  return static_cast<size_t>(std::count_if(events.begin(), events.end(),
+                                           [&](const proto::Event& e) { return e.kind == kind; }));
+}
+
+// SIGSTOP: frozen at once in the progress table (the master must not read its table as a
+// wait), a "frozen" event once it has been stopped for frozen_after (3 s here): a frozen rank
+// is an incident on its own, whether or not a peer waits on it. One event per episode.
+TEST_F(NodeMonitorTest, StoppedPastFrozenAfterRaisesOneFrozenEvent) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->heartbeat_ns.store(now);
+  EXPECT_EQ(CountKind(TickAt(now), "frozen"), 0u);
+  probe_.procs[kPid0].stat.state = 'T';  // stopped just after its last beat
+  std::vector<proto::Event> events;
+  for (uint64_t t = now + 100 * kMs; t < now + 2900 * kMs; t += 100 * kMs) {
+    auto e = TickAt(t);
+    events.insert(events.end(), e.begin(), e.end());
+  }
+  EXPECT_EQ(CountKind(events, "frozen"), 0u) << "stopped 2.9 s: not yet";
+  EXPECT_TRUE(ProgressOf(0)->frozen);
+  events = TickAt(now + 3050 * kMs);
+  ASSERT_EQ(CountKind(events, "frozen"), 1u);
+  const proto::Event& e = events[0];
+  EXPECT_EQ(e.rank, 0);
+  EXPECT_GE(e.age_ms, 3000);
+  EXPECT_TRUE(e.progress.frozen);
+  EXPECT_EQ(e.progress.proc_state, "T");
+  EXPECT_NE(e.message.find("stopped (state T"), std::string::npos) << e.message;
+  EXPECT_EQ(CountKind(TickAt(now + 5 * kSec), "frozen"), 0u) << "once per episode";
+  // SIGCONT, beating again; stopped again later: a new episode.
+  probe_.procs[kPid0].stat.state = 'S';
+  r.header()->heartbeat_ns.store(now + 6 * kSec);
+  EXPECT_EQ(CountKind(TickAt(now + 6 * kSec + kMs), "frozen"), 0u);
+  EXPECT_FALSE(ProgressOf(0)->frozen);
+  probe_.procs[kPid0].stat.state = 'T';
+  EXPECT_EQ(CountKind(TickAt(now + 7 * kSec), "frozen"), 0u);
+  EXPECT_EQ(CountKind(TickAt(now + 9100 * kMs), "frozen"), 1u);
+}
+
+// Running by the kernel's account but its poller silent past frozen_after (a process stuck
+// where libft.so's thread cannot run either): frozen, and an event.
+TEST_F(NodeMonitorTest, SilentHeartbeatPastFrozenAfterRaisesAFrozenEvent) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};
+  probe_.procs[kPid0].stat.state = 'D';
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->heartbeat_ns.store(now - 2900 * kMs);
+  EXPECT_EQ(CountKind(TickAt(now), "frozen"), 0u);
+  auto events = TickAt(now + 200 * kMs);
+  ASSERT_EQ(CountKind(events, "frozen"), 1u);
+  EXPECT_NE(events[0].message.find("state D"), std::string::npos) << events[0].message;
+}
+
+// A healthy rank in a long host phase (evaluation on the CPU, a data loader, a checkpoint being
+// written: no CUDA/NCCL call for a minute, 100% CPU): its poller keeps beating, so it is busy,
+// never frozen.
+TEST_F(NodeMonitorTest, LongHostPauseWithABeatingPollerIsNeverFrozen) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};
+  probe_.procs[kPid0].stat.state = 'R';
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->last_call_ns.store(now);
+  std::vector<proto::Event> events;
+  for (uint64_t t = now; t < now + 60 * kSec; t += 250 * kMs) {
+    r.header()->heartbeat_ns.store(t - 40 * kMs);  // a poller 40 ms late on a loaded host
+    probe_.procs[kPid0].stat.cpu_ticks += 25;       // one core busy (100 ticks/s)
+    auto e = TickAt(t);
+    events.insert(events.end(), e.begin(), e.end());
+    ASSERT_FALSE(ProgressOf(0)->frozen) << "at " << (t - now) / kMs << " ms";
+  }
+  EXPECT_EQ(CountKind(events, "frozen"), 0u);
+  EXPECT_TRUE(ProgressOf(0)->busy);
+}
+
+// A process told to terminate (the segment's terminate_signal, written by libft.so's handler)
+// may stop beating while it saves and ends: its death will say what happened, no frozen event.
+TEST_F(NodeMonitorTest, TerminatingProcessRaisesNoFrozenEvent) {
+  FakeRank r(job_, 0, kPid0);
+  probe_.procs[kPid0] = FakeProbe::Proc{};
+  uint64_t now = t0_ + 10 * kSec;
+  r.header()->heartbeat_ns.store(now - 10 * kSec);
+  r.header()->terminate_signal.store(SIGTERM);
+  EXPECT_EQ(CountKind(TickAt(now), "frozen"), 0u);
+}
+
+// A death after a terminate signal is a teardown: the exit event says which signal and when.
+TEST_F(NodeMonitorTest, ExitAfterATerminateSignalSaysSo) {
+  FakeRank dies(job_, 0, kPid0);
+  FakeRank exits(job_, 1, kPid1);
+  probe_.procs[kPid0] = FakeProbe::Proc{};
+  probe_.procs[kPid1] = FakeProbe::Proc{};
+  TickAt(t0_);
+  for (FakeRank* r : {&dies, &exits}) {
+    r->header()->terminate_signal.store(SIGTERM);
+    r->header()->terminate_unix_ns.store(1'763'800'000'123'000'000ull);
+  }
+  probe_.procs[kPid0].exists = false;  // the signal's default action, or re-raised after a save
+  exits.Exit(0);                        // the app's handler called exit(0)
+  auto events = TickAt(t0_ + 10 * kMs);
+  ASSERT_EQ(CountKind(events, "exit"), 2u);
+  for (const proto::Event& e : events) {
+    EXPECT_EQ(e.terminated_by_signal, SIGTERM) << e.rank;
+    EXPECT_EQ(e.terminate_unix_ms, 1'763'800'000'123) << e.rank;
+    EXPECT_NE(e.message.find("teardown"), std::string::npos) << e.message;
+    if (e.rank == 0) {
+      EXPECT_FALSE(e.clean);
+      EXPECT_EQ(e.code, -SIGTERM);
+    } else {
+      EXPECT_TRUE(e.clean);
+      EXPECT_EQ(e.code, 0);
+    }
+  }
+  // Without one: a crash, as before.
+  FakeRank crashes(job_, 2, kPid0 + 7);
+  probe_.procs[kPid0 + 7] = FakeProbe::Proc{};
+  TickAt(t0_ + 20 * kMs);
+  probe_.procs[kPid0 + 7].exists = false;
+  events = TickAt(t0_ + 30 * kMs);
+  ASSERT_EQ(CountKind(events, "exit"), 1u);
+  EXPECT_EQ(events[0].terminated_by_signal, 0);
+  EXPECT_FALSE(events[0].clean);
 }
 
 TEST_F(NodeMonitorTest, NoHeartbeatYetIsNotFrozen) {
