@@ -160,7 +160,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   // twin arrives: until every replica reported or copy_wait passed, the step stays unjudged
   // (re-read every round, never planned).
   const bool deadline_passed = now >= s.first_seen + options_.copy_wait;
-  if (!settled && !s.judged->every_replica_reported && !deadline_passed) {
+  if (!settled && !s.settled && !s.judged->every_replica_reported && !deadline_passed) {
     if (!s.held_logged) {
       FT_LOG(Debug, Master, "checkpoint step {}: {} of {} replicas reported; judged when the rest are in or in {} ms",
              step, s.judged->reported, s.judged->expected, options_.copy_wait.count());
@@ -169,6 +169,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
     s.judged.reset();
     return true;
   }
+  s.settled = true;  // a plan published on it is never withdrawn for want of a replica
   if (!s.judged->every_replica_reported) {
     s.judged->verdict.why += fmt::format("; judged with {} of {} replicas reported ({})", s.judged->reported,
                                          s.judged->expected,

@@ -252,6 +252,7 @@ class MasterLoop {
     Clock::time_point first_seen{};        // when this master first read the step: the
                                            // deadline for its missing replicas starts there
     bool held_logged = false;              // "waiting for replicas" said once
+    bool settled = false;                  // judged for good once: never provisional again
     std::string verdict;                   // as last written (without its time)
     Clock::time_point refresh_at{};
   };

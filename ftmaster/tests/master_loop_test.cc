@@ -673,6 +673,15 @@ TEST_F(MasterLoopTest, SaveIsVerifiedAndPlannedBeforeTheStop) {
   ASSERT_EQ(plan.ranks.size(), 4u);
   EXPECT_EQ(plan.ranks[3].sources[0].rank, 1) << "the crashed rank restores from its replica";
   EXPECT_EQ(Verdict(50).state, "verified");
+  // Re-read on the planned step's refresh (3 of 4 replicas, copy_wait not over) while the
+  // plan is rebuilt (n0 evicted too): judged for good by the save round, the step stays
+  // planned — republished once, for the new source order, never withdrawn.
+  for (const char* node : {"n0", "n1"}) server_.Execute({"SET", keys_.WorkerHeartbeat(node), "{}"});
+  Run(2500, {&a});
+  server_.Execute({"SADD", keys_.Evicted(), "n0"});
+  Run(500, {&a});
+  EXPECT_EQ(Plan().step, 50) << "withdrawn";
+  EXPECT_EQ(Plan().version, plan.version + 1);
   SaveOutcome outcome;
   ASSERT_TRUE(DecodeSaveOutcome(State("checkpoint:" + action.incident), &outcome))
       << State("checkpoint:" + action.incident);
