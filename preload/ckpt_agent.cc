@@ -12,6 +12,7 @@
 #include "preload/ckpt_agent_impl.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
+#include "preload/term_signal.h"
 
 namespace ft::preload::agent {
 
@@ -219,6 +220,14 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   done_cv_.notify_all();
   static std::once_flag exit_handler;
   std::call_once(exit_handler, [] { atexit([] { TheAgent().FinishAtExit(); }); });
+  // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
+  std::vector<int> signals;
+  Status parsed = term::ParseSignals(cfg.ckpt_on_signal, &signals);
+  if (parsed.ok()) {
+    term::Arm(signals);
+  } else {
+    FT_LOG(Warn, Ckpt, "{}: no save at termination", parsed.message());
+  }
   try {
     std::thread([this] { Run(); }).detach();
   } catch (...) {
@@ -247,6 +256,8 @@ cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) {
 }
 
 int Agent::UpdateBegin(cudaStream_t stream) {
+  update_windows_.fetch_add(1, std::memory_order_acq_rel);
+  if (term_hold_.load(std::memory_order_acquire)) WaitWhileTermHold();
   cudaEvent_t marked = nullptr;
   if (stream != nullptr && internal::MayRecordInto(stream)) {
     AppCuda cuda;
@@ -282,6 +293,7 @@ int64_t Agent::StepLabel() const {
 }
 
 int Agent::StepDone(int64_t step) {
+  steps_done_.fetch_add(1, std::memory_order_acq_rel);
   last_step_.store(step, std::memory_order_release);
   update_open_.store(false, std::memory_order_release);
   Phase phase;

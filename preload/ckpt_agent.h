@@ -35,6 +35,10 @@ int ApiRestore(int64_t* step);
 // ends; the poller must not take it again.
 void HandOverSaveCommand(const shm::Command& command) noexcept;
 
+// The "ft-term" thread (term_signal.h): `sig` asked the process to terminate; saves the state
+// of the last completed step into the arena, bounded by FT_CKPT_TERM_GRACE. Never throws.
+void SaveForTermination(int sig) noexcept;
+
 }  // namespace ft::preload::agent
 
 #endif  // FT_PRELOAD_CKPT_AGENT_H_

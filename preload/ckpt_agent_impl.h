@@ -53,7 +53,12 @@ struct AppRequest {
 struct SaveOutcome {
   Status status;
   std::string message;  // the ack's words
+  int64_t step = kNoStep;  // what was committed (status ok)
+  bool torn = false;
 };
+
+// Why a save runs: said in the log and in the manifest (docs/checkpoints.md, "origin").
+enum class SaveOrigin { kPeriodic, kJustInTime, kTermination };
 
 // Acknowledges a save command with a save's outcome, or with a refusal.
 void Ack(uint64_t seq, const SaveOutcome& o);
@@ -72,6 +77,9 @@ class Agent {
   int Restore(int64_t* step);
   void HandOver(const shm::Command& command);
   void FinishAtExit() noexcept;
+  // ckpt_agent_term.cc: the save a termination signal asks for (term_signal.h), on the
+  // "ft-term" thread; returns when it committed, failed or the grace ran out.
+  void SaveForTermination(int sig);
 
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
@@ -79,9 +87,13 @@ class Agent {
   void Run();
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
-  SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda);
+  SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin);
   void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
+  // The optimizer's work may have begun: an update window is open and its device marker was
+  // reached (or there is none to ask).
   bool TornNow();
+  // ft_update_begin and ft_step_done wait here while a termination save holds the state.
+  void WaitWhileTermHold();
   int64_t StepLabel() const;
   cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
 
@@ -104,6 +116,18 @@ class Agent {
   std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
   bool saving_ = false;
   int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
+  int64_t committed_step_ = kNoStep;  // the last save this process committed, not torn
+  // The termination save (mu_): asked of the agent thread, and its answer.
+  bool term_requested_ = false;
+  bool term_finished_ = false;
+  SaveOutcome term_outcome_;
+  // Set while a termination save waits for the state to hold still and copies it: the next
+  // ft_update_begin waits (bounded by the grace), so the copy is one step.
+  std::atomic<bool> term_hold_{false};
+  // Update windows opened and steps completed, ever: a copy during which either moved holds
+  // two steps' bytes and is torn, whatever the open flag reads at its end.
+  std::atomic<uint64_t> update_windows_{0};
+  std::atomic<uint64_t> steps_done_{0};
   // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
   std::atomic<int64_t> last_step_{kNoStep};
   std::atomic<int64_t> restored_step_{kNoStep};

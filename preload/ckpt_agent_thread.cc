@@ -82,8 +82,10 @@ void Agent::HandOver(const shm::Command& command) {
   AckNow(command.seq, code, refusal);
 }
 
-SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda) {
+SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin) {
   auto start = std::chrono::steady_clock::now();
+  const uint64_t windows_at_start = update_windows_.load(std::memory_order_acquire);
+  const uint64_t steps_at_start = steps_done_.load(std::memory_order_acquire);
   SaveJob job;
   job.buffers = &buffers_;
   job.manifest = base_;
@@ -106,23 +108,33 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       done_cv_.notify_all();
     };
   } else {
-    job.torn = [this] { return TornNow(); };
+    // Torn when the optimizer's work may be running now, or when an update window opened or
+    // a step completed at any moment of the copy (a whole window inside it leaves no open
+    // flag behind).
+    job.torn = [this, windows_at_start, steps_at_start] {
+      return TornNow() || update_windows_.load(std::memory_order_acquire) != windows_at_start ||
+             steps_done_.load(std::memory_order_acquire) != steps_at_start;
+    };
   }
   SaveOutcome out;
   out.status = RunSave(&job, cuda);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   const ckpt::Manifest& m = job.manifest;
+  static constexpr const char* kOriginName[] = {"periodic", "just-in-time", "termination"};
+  const char* origin_name = kOriginName[static_cast<int>(origin)];
   if (out.status.ok()) {
+    out.step = m.step;
+    out.torn = m.torn;
     out.message = "saved step=" + std::to_string(m.step) +
                   " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
                   " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
                   " ms=" + std::to_string(ms);
-    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s))", periodic ? "periodic" : "just-in-time",
-           out.message, std::max(job.checksum_threads, 1));
+    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s))", origin_name, out.message,
+           std::max(job.checksum_threads, 1));
   } else {
     out.message = std::string(out.status.message());
-    FT_LOG(Warn, Ckpt, "save of step {} failed: {}; the previous copy is lost, training is unaffected",
-           m.step, out.status.ToString());
+    FT_LOG(Warn, Ckpt, "{} save of step {} failed: {}; the previous copy is lost, training is unaffected",
+           origin_name, m.step, out.status.ToString());
   }
   return out;
 }
@@ -130,6 +142,8 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
 void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // A failed save began writing over the committed copy: none is left.
+    committed_step_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
     waiters.insert(waiters.end(), attached_.begin(), attached_.end());
     attached_.clear();
     saving_ = false;
@@ -152,7 +166,7 @@ void Agent::Run() {
     try {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] {
-        return !app_requests_.empty() || (!jit_waiting_.empty() && restoring_ == 0);
+        return !app_requests_.empty() || ((!jit_waiting_.empty() || term_requested_) && restoring_ == 0);
       });
       if (!app_requests_.empty()) {
         request = app_requests_.front();
@@ -170,17 +184,32 @@ void Agent::Run() {
         continue;
       }
       // A save: it serves every save command waiting now (coalesced), and a periodic one also
-      // the kSaveAtStep commands.
+      // the kSaveAtStep commands; a just-in-time one also a termination save asked for.
       save = true;
       waiters.swap(jit_waiting_);
+      bool termination = false;
       if (request) {
         waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
         at_step_waiting_.clear();
+      } else {
+        termination = term_requested_;
+        term_requested_ = false;
       }
       saving_ = true;
       lock.unlock();
-      SaveOutcome outcome = Save(request, &cuda);
+      const SaveOrigin origin = request       ? SaveOrigin::kPeriodic
+                                : termination ? SaveOrigin::kTermination
+                                              : SaveOrigin::kJustInTime;
+      SaveOutcome outcome = Save(request, &cuda, origin);
       FinishSave(std::move(waiters), outcome);
+      if (termination) {
+        {
+          std::lock_guard<std::mutex> done(mu_);
+          term_outcome_ = outcome;
+          term_finished_ = true;
+        }
+        done_cv_.notify_all();
+      }
     } catch (...) {
       Failed(request, save ? &waiters : nullptr);
     }

@@ -1,0 +1,109 @@
+// The checkpoint agent's termination save (ckpt_agent_impl.h, term_signal.h): a launcher or a
+// scheduler asked the process to end; the state of the last completed step goes into the arena
+// before the signal takes effect, within FT_CKPT_TERM_GRACE.
+//
+// One step, never a mix: the copy waits until no optimizer update is running (no update window
+// open, or its device marker not reached: the GPU has not begun it), and while it copies, the
+// next ft_update_begin waits. A copy during which a window opened or a step completed anyway
+// (a program without ft_update_begin) is marked torn and never restored.
+#include <signal.h>
+#include <string.h>
+
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+#include "preload/ckpt_agent.h"
+#include "preload/ckpt_agent_impl.h"
+
+namespace ft::preload::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Lets the waiting update go on whichever way SaveForTermination returns.
+struct HoldReleased {
+  std::atomic<bool>* hold;
+  std::condition_variable* cv;
+  ~HoldReleased() {
+    hold->store(false, std::memory_order_release);
+    cv->notify_all();
+  }
+};
+
+}  // namespace
+
+void Agent::WaitWhileTermHold() {
+  const auto grace = g_rt != nullptr ? g_rt->config.ckpt_term_grace : std::chrono::seconds(10);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait_for(lock, grace, [&] { return !term_hold_.load(std::memory_order_acquire); });
+}
+
+void Agent::SaveForTermination(int sig) {
+  const auto start = Clock::now();
+  const auto grace = g_rt->config.ckpt_term_grace;
+  const auto deadline = start + grace;
+  const std::string name = sigabbrev_np(sig) != nullptr ? std::string("SIG") + sigabbrev_np(sig) : "signal";
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (phase_ != Phase::kReady) return;  // nothing to save; Arm runs only once ready
+  }
+  if (last_step_.load(std::memory_order_acquire) == kNoStep) {
+    // Nothing this process computed: the arena's copy (restored from, or older) stays as is.
+    FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved; the signal goes on", name);
+    return;
+  }
+  term_hold_.store(true, std::memory_order_release);
+  HoldReleased release{&term_hold_, &done_cv_};
+
+  // A step boundary: the update in progress (if any) reaches ft_step_done. Half the grace at
+  // most; past it the committed copy is worth more than a torn one.
+  const auto settle_by = start + grace / 2;
+  while (TornNow()) {
+    if (Clock::now() >= settle_by) {
+      FT_LOG(Warn, Ckpt,
+             "{}: the optimizer update of step {} was still running after {:.1f} s; no termination save "
+             "(the arena keeps its committed copy), the signal goes on",
+             name, last_step_.load() + 1, Seconds(Clock::now() - start));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
+  if (!done_cv_.wait_until(lock, deadline, [&] { return !saving_; })) {
+    FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s); the signal goes on", name,
+           Seconds(grace));
+    return;
+  }
+  const int64_t step = last_step_.load(std::memory_order_acquire);
+  if (committed_step_ == step) {
+    FT_LOG(Info, Ckpt, "{}: step {} is already committed in the arena; nothing more to save", name, step);
+    return;
+  }
+  term_requested_ = true;
+  term_finished_ = false;
+  work_cv_.notify_one();
+  if (!done_cv_.wait_until(lock, deadline, [&] { return term_finished_; })) {
+    FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s); the "
+           "signal goes on", name, Seconds(grace));
+    return;
+  }
+  const SaveOutcome& out = term_outcome_;
+  if (out.status.ok()) {
+    FT_LOG(Info, Ckpt, "{}: termination save committed ({}) {:.3f} s after the signal", name, out.message,
+           Seconds(Clock::now() - start));
+  }
+}
+
+void SaveForTermination(int sig) noexcept {
+  try {
+    TheAgent().SaveForTermination(sig);
+  } catch (...) {
+  }
+}
+
+}  // namespace ft::preload::agent

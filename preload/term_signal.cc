@@ -1,0 +1,326 @@
+// The termination save's signal side (term_signal.h): the interposed sigaction/signal, our
+// handler, the chain to the app's disposition, and the "ft-term" thread that runs the save and
+// delivers the signal again.
+#include "preload/term_signal.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "common/log.h"
+#include "preload/ckpt_agent.h"
+#include "preload/runtime.h"
+#include "preload/runtime_state.h"
+#include "preload/spin_lock.h"
+
+namespace ft::preload::term {
+namespace {
+
+using SigactionFn = int (*)(int, const struct sigaction*, struct sigaction*);
+
+constexpr int kMaxSignal = 65;  // signal numbers 1..64
+
+SigactionFn RealSigaction() {
+  static std::atomic<SigactionFn> real{nullptr};
+  SigactionFn fn = real.load(std::memory_order_acquire);
+  if (fn == nullptr) {
+    fn = reinterpret_cast<SigactionFn>(dlsym(RTLD_NEXT, "sigaction"));
+    real.store(fn, std::memory_order_release);
+  }
+  return fn;
+}
+
+int CallRealSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  SigactionFn fn = RealSigaction();
+  if (fn == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  return fn(sig, act, old);
+}
+
+// Where the save stands: one termination save per process.
+enum SaveState : int { kIdle = 0, kSaving = 1, kDone = 2 };
+
+// The app's disposition of each armed signal, double-buffered so the handler reads a whole
+// one without a lock: writers (app threads, under g_lock with every signal blocked) fill the
+// slot not in use, then publish it.
+struct Dispositions {
+  struct sigaction slots[2][kMaxSignal];
+  std::atomic<int> current[kMaxSignal];
+  std::atomic<bool> armed[kMaxSignal];
+};
+Dispositions g_app;
+internal::SpinLock g_lock;  // writers of g_app; also orders Arm against the app's calls
+
+std::atomic<int> g_state{kIdle};
+pid_t g_owner = 0;
+sem_t g_wake;
+// The first signal, as it arrived (written by the handler that moved g_state to kSaving).
+std::atomic<int> g_first_signal{0};
+siginfo_t g_first_info;
+std::atomic<pid_t> g_first_tid{0};
+std::atomic<uint64_t> g_merged{0};  // bit s: signal s arrived while the save ran
+
+// Runs `fn` with every signal blocked on this thread and g_lock held: a handler can never
+// interrupt a writer on its own thread, so it never spins on a lock its thread holds.
+template <typename Fn>
+void Locked(Fn&& fn) {
+  sigset_t all, saved;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &saved);
+  g_lock.lock();
+  fn();
+  g_lock.unlock();
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+}
+
+struct sigaction AppAction(int sig) {
+  return g_app.slots[g_app.current[sig].load(std::memory_order_acquire)][sig];
+}
+
+// Under Locked: publish `a` as the app's disposition.
+void SetAppAction(int sig, const struct sigaction& a) {
+  const int next = 1 - g_app.current[sig].load(std::memory_order_relaxed);
+  g_app.slots[next][sig] = a;
+  g_app.current[sig].store(next, std::memory_order_release);
+}
+
+void Handler(int sig, siginfo_t* info, void* context);
+
+// Ours as the kernel holds it: the app's SA_RESTART and SA_ONSTACK, so a system call the
+// signal interrupts behaves as the app asked (Python wants EINTR, most C code a restart).
+struct sigaction OursFor(const struct sigaction& app) {
+  struct sigaction ours;
+  std::memset(&ours, 0, sizeof ours);
+  ours.sa_sigaction = Handler;
+  sigemptyset(&ours.sa_mask);
+  ours.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK));
+  return ours;
+}
+
+void MarkTerminating(int sig) {
+  internal::Runtime* rt = internal::g_rt;
+  if (rt == nullptr || !rt->segment) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  shm::SegmentHeader* h = rt->segment->header();
+  h->terminate_unix_ns.store(static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec),
+                             std::memory_order_relaxed);
+  h->terminate_signal.store(sig, std::memory_order_release);
+}
+
+// What the signal would have done without ft. Async-signal-safe.
+void Chain(int sig, siginfo_t* info, void* context) {
+  struct sigaction app = AppAction(sig);
+  const bool with_info = (app.sa_flags & SA_SIGINFO) != 0;
+  if (!with_info && app.sa_handler == SIG_IGN) return;
+  if (!with_info && app.sa_handler == SIG_DFL) {
+    // Every signal we arm terminates by default: hand it to the kernel's default action. The
+    // signal is blocked while this handler runs, so the raise lands when it returns.
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    CallRealSigaction(sig, &dfl, nullptr);
+    raise(sig);
+    return;
+  }
+  if (app.sa_flags & SA_RESETHAND) {
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    Locked([&] { SetAppAction(sig, dfl); });
+  }
+  sigset_t saved;
+  pthread_sigmask(SIG_BLOCK, &app.sa_mask, &saved);
+  if (with_info) {
+    app.sa_sigaction(sig, info, context);
+  } else {
+    app.sa_handler(sig);
+  }
+  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+}
+
+void Handler(int sig, siginfo_t* info, void* context) {
+  const int saved_errno = errno;
+  if (getpid() != g_owner) {  // a forked child: the save is the parent's
+    Chain(sig, info, context);
+    errno = saved_errno;
+    return;
+  }
+  int expected = kIdle;
+  if (g_state.compare_exchange_strong(expected, kSaving, std::memory_order_acq_rel)) {
+    if (info != nullptr) g_first_info = *info;
+    g_first_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
+    g_first_signal.store(sig, std::memory_order_release);
+    MarkTerminating(sig);
+    sem_post(&g_wake);
+  } else if (expected == kSaving) {
+    if (sig != g_first_signal.load(std::memory_order_acquire)) {
+      g_merged.fetch_or(uint64_t{1} << sig, std::memory_order_relaxed);
+    }
+  } else {
+    Chain(sig, info, context);
+  }
+  errno = saved_errno;
+}
+
+// Sends the first signal again to the thread it hit, with its siginfo where the kernel allows
+// (a thread other than the main one may only queue a negative si_code: SI_QUEUE, keeping the
+// sender's pid and uid); to the process when that thread is gone.
+void Redeliver(int sig) {
+  const pid_t pid = getpid();
+  const pid_t tid = g_first_tid.load(std::memory_order_relaxed);
+  siginfo_t info = g_first_info;
+  info.si_signo = sig;
+  if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &info) == 0) return;
+  if (errno == EPERM) {
+    info.si_code = SI_QUEUE;
+    if (syscall(SYS_rt_tgsigqueueinfo, pid, tid, sig, &info) == 0) return;
+  }
+  if (syscall(SYS_tgkill, pid, tid, sig) == 0) return;
+  kill(pid, sig);
+}
+
+void Watch(std::vector<int> signals) {
+  sigset_t mine;
+  sigemptyset(&mine);
+  for (int sig : signals) sigaddset(&mine, sig);
+  pthread_sigmask(SIG_BLOCK, &mine, nullptr);  // our handler runs on the app's threads
+  pthread_setname_np(pthread_self(), "ft-term");
+  t_in_ft = true;
+  while (sem_wait(&g_wake) != 0) {
+    if (errno != EINTR) return;  // cannot happen with a valid semaphore; never save then
+  }
+  const int sig = g_first_signal.load(std::memory_order_acquire);
+  agent::SaveForTermination(sig);
+  g_state.store(kDone, std::memory_order_release);
+  Redeliver(sig);
+  const uint64_t merged = g_merged.exchange(0, std::memory_order_acq_rel);
+  for (int s = 1; s < kMaxSignal; ++s) {
+    if (merged & (uint64_t{1} << s)) kill(getpid(), s);
+  }
+}
+
+struct SignalName {
+  const char* name;
+  int number;
+};
+constexpr SignalName kTerminationSignals[] = {
+    {"HUP", SIGHUP}, {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"USR1", SIGUSR1},
+    {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"XCPU", SIGXCPU}, {"PWR", SIGPWR},
+};
+
+}  // namespace
+
+Status ParseSignals(std::string_view text, std::vector<int>* out) {
+  std::vector<int> signals;
+  auto trim = [](std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+  };
+  text = trim(text);
+  if (text.empty() || text == "none") {
+    out->clear();
+    return Status();
+  }
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view item = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    std::string_view bare = item.substr(0, 3) == "SIG" ? item.substr(3) : item;
+    int number = 0;
+    for (const SignalName& s : kTerminationSignals) {
+      if (bare == s.name) number = s.number;
+    }
+    if (number == 0) {
+      return Status::InvalidArgument(
+          "FT_CKPT_ON_SIGNAL: '" + std::string(item) +
+          "' is not a termination signal ft can save on (HUP, INT, QUIT, USR1, USR2, TERM, XCPU, PWR)");
+    }
+    bool seen = false;
+    for (int s : signals) seen = seen || s == number;
+    if (!seen) signals.push_back(number);
+  }
+  *out = std::move(signals);
+  return Status();
+}
+
+void Arm(const std::vector<int>& signals) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    if (signals.empty() || RealSigaction() == nullptr) return;
+    g_owner = getpid();
+    if (sem_init(&g_wake, 0, 0) != 0) return;
+    try {
+      std::thread(Watch, signals).detach();
+    } catch (...) {
+      FT_LOG(Warn, Ckpt, "no termination save: the ft-term thread cannot start");
+      return;
+    }
+    for (int sig : signals) {
+      Locked([&] {
+        struct sigaction app;
+        if (CallRealSigaction(sig, nullptr, &app) != 0) return;
+        SetAppAction(sig, app);
+        struct sigaction ours = OursFor(app);
+        if (CallRealSigaction(sig, &ours, nullptr) != 0) return;
+        g_app.armed[sig].store(true, std::memory_order_release);
+      });
+    }
+    FT_LOG(Debug, Ckpt, "termination save armed for {} signal(s)", signals.size());
+  });
+}
+
+int AppSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (sig <= 0 || sig >= kMaxSignal) return CallRealSigaction(sig, act, old);
+  int result = 0;
+  int saved_errno = 0;
+  Locked([&] {
+    if (!g_app.armed[sig].load(std::memory_order_acquire)) {
+      result = CallRealSigaction(sig, act, old);
+      saved_errno = errno;
+      return;
+    }
+    struct sigaction previous = AppAction(sig);
+    if (act != nullptr) {
+      SetAppAction(sig, *act);
+      struct sigaction ours = OursFor(*act);
+      CallRealSigaction(sig, &ours, nullptr);
+    }
+    if (old != nullptr) *old = previous;
+  });
+  if (result != 0) errno = saved_errno;
+  return result;
+}
+
+}  // namespace ft::preload::term
+
+// The libc entry points, exported (libft.map). Only the signals FT_CKPT_ON_SIGNAL arms, once
+// armed, are virtualized; every other call goes straight to libc's.
+extern "C" __attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction* act,
+                                                                struct sigaction* old) noexcept {
+  return ft::preload::term::AppSigaction(sig, act, old);
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  // glibc's signal(): BSD semantics (SA_RESTART, the handler stays installed).
+  struct sigaction act, old;
+  std::memset(&act, 0, sizeof act);
+  act.sa_handler = handler;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESTART;
+  if (ft::preload::term::AppSigaction(sig, &act, &old) != 0) return SIG_ERR;
+  return old.sa_handler;
+}

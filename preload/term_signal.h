@@ -1,0 +1,43 @@
+// libft.so internal: the termination save's signal side. When a launcher, a scheduler or a
+// preemption tells a rank to end (SIGTERM by default, FT_CKPT_ON_SIGNAL), the rank's registered
+// state is saved into its arena first, and then the signal does exactly what it would have
+// done without ft: the app's own handler runs (once, on the thread the signal first hit), or
+// the default action (the process ends by that signal) follows.
+//
+//   Arm        called once the arena is ready (ft_register_end): takes the app's current
+//              disposition of each signal as its own and installs ours in the kernel. Before
+//              it (nothing registered, no arena, FT_ENABLE=0) nothing is changed.
+//   handler    async-signal-safe: marks the segment header (terminate_signal), wakes the
+//              "ft-term" thread and returns at once; a signal arriving while the save runs is
+//              merged into the first (as the kernel merges a pending standard signal).
+//   ft-term    runs the save (bounded by FT_CKPT_TERM_GRACE), then sends the first signal
+//              again, with its siginfo, to the thread it hit; our handler then chains.
+//   chaining   the app's sigaction/signal calls for an armed signal are virtualized: they
+//              read and write the app's disposition, never ours (so the app cannot lose its
+//              handler nor remove ours); SA_RESETHAND and sa_mask are honoured when chaining.
+// A forked child chains at once (it owns no save); an exec'd program starts clean.
+#ifndef FT_PRELOAD_TERM_SIGNAL_H_
+#define FT_PRELOAD_TERM_SIGNAL_H_
+
+#include <csignal>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ft::preload::term {
+
+// FT_CKPT_ON_SIGNAL: "SIGTERM,USR1" → {15, 10}; "" or "none" → {}. InvalidArgument naming the
+// entry for an unknown signal or one that cannot be a termination request (KILL, SEGV...).
+Status ParseSignals(std::string_view text, std::vector<int>* out);
+
+// Installs the handler for `signals` (once per process; later calls do nothing). App thread.
+void Arm(const std::vector<int>& signals);
+
+// What the interposed sigaction/signal do; exported by term_signal.cc as the libc names.
+int AppSigaction(int sig, const struct sigaction* act, struct sigaction* old);
+
+}  // namespace ft::preload::term
+
+#endif  // FT_PRELOAD_TERM_SIGNAL_H_

@@ -1,0 +1,174 @@
+// A training loop with host state for the termination-save tests (term_signal_test.py), run
+// under LD_PRELOAD=libft.so, and the check of what its arena holds afterwards.
+//
+//   term_app run [--handler none|app|ign|info] [--handler-after] [--register 0|1]
+//                [--kib N] [--step-ms M] [--update-ms U] [--fork-child]
+//     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
+//     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
+//     "step <s>" printed, M ms of "forward/backward". The app's own handler of SIGTERM (and
+//     SIGINT), installed before ft_register_end or after (--handler-after), prints
+//     "app handler sig=<s> count=<n> code=<si_code> pid=<si_pid>" and ends the loop: the
+//     program exits 0 after "exiting count=<n>".
+//   term_app check --arena-dir D --job J --rank R
+//     prints "arena step=<s> torn=<0|1> content=<ok|mixed>": content ok when every byte
+//     of the state is the fill of the step the manifest names.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "include/ft/ft.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/manifest.h"
+
+namespace {
+
+std::atomic<int> g_handled{0};
+
+void Say(const char* text) {
+  ssize_t ignored = write(1, text, strlen(text));
+  (void)ignored;
+}
+
+void PlainHandler(int sig) {
+  int n = g_handled.fetch_add(1) + 1;
+  char line[128];
+  snprintf(line, sizeof line, "app handler sig=%d count=%d code=none pid=none\n", sig, n);
+  Say(line);
+}
+
+void InfoHandler(int sig, siginfo_t* info, void*) {
+  int n = g_handled.fetch_add(1) + 1;
+  char line[128];
+  snprintf(line, sizeof line, "app handler sig=%d count=%d code=%d pid=%d\n", sig, n, info->si_code,
+           static_cast<int>(info->si_pid));
+  Say(line);
+}
+
+void Install(const std::string& kind) {
+  struct sigaction a;
+  memset(&a, 0, sizeof a);
+  sigemptyset(&a.sa_mask);
+  if (kind == "app") {
+    a.sa_handler = PlainHandler;
+  } else if (kind == "info") {
+    a.sa_sigaction = InfoHandler;
+    a.sa_flags = SA_SIGINFO;
+  } else if (kind == "ign") {
+    a.sa_handler = SIG_IGN;
+  } else {
+    return;
+  }
+  sigaction(SIGTERM, &a, nullptr);
+  sigaction(SIGINT, &a, nullptr);
+  // What the app reads back is its own disposition, whatever libft.so installed.
+  struct sigaction back;
+  sigaction(SIGTERM, nullptr, &back);
+  const bool same = (kind == "info") ? back.sa_sigaction == InfoHandler
+                    : (kind == "app") ? back.sa_handler == PlainHandler
+                                      : back.sa_handler == SIG_IGN;
+  printf("handler %s reads back %s\n", kind.c_str(), same ? "its own" : "another");
+}
+
+void Sleep(int ms) {
+  struct timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+int Run(int argc, char** argv) {
+  std::string handler = "none";
+  bool after = false, reg = true, fork_child = false;
+  int kib = 256, step_ms = 20, update_ms = 0;
+  for (int i = 2; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--handler") handler = next();
+    else if (a == "--handler-after") after = true;
+    else if (a == "--register") reg = next() != "0";
+    else if (a == "--kib") kib = atoi(next().c_str());
+    else if (a == "--step-ms") step_ms = atoi(next().c_str());
+    else if (a == "--update-ms") update_ms = atoi(next().c_str());
+    else if (a == "--fork-child") fork_child = true;
+    else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
+  }
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::vector<unsigned char> state(static_cast<size_t>(kib) * 1024, 0);
+  if (!after) Install(handler);
+  if (reg) {
+    if (ft_register("state", state.data(), state.size()) != FT_OK || ft_register_end() != FT_OK) {
+      printf("ft: %s\n", ft_last_error());
+    }
+  }
+  if (after) Install(handler);
+  for (int step = 1; g_handled.load() == 0; ++step) {
+    ft_update_begin(nullptr);
+    const unsigned char fill = static_cast<unsigned char>(step & 0xff);
+    if (update_ms > 0) {
+      // The update is slow: half the bytes now, the rest after update_ms.
+      memset(state.data(), fill, state.size() / 2);
+      Sleep(update_ms);
+    }
+    memset(state.data(), fill, state.size());
+    ft_step_done(step);
+    printf("step %d\n", step);
+    if (step == 1) {
+      printf("ready pid=%d\n", static_cast<int>(getpid()));
+      if (fork_child) {
+        pid_t child = fork();
+        if (child == 0) {
+          for (;;) Sleep(1000);
+        }
+        printf("child pid=%d\n", static_cast<int>(child));
+      }
+    }
+    Sleep(step_ms);
+  }
+  printf("exiting count=%d\n", g_handled.load());
+  return 0;
+}
+
+int Check(int argc, char** argv) {
+  std::string dir, job;
+  int rank = 0;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--arena-dir") dir = argv[i + 1];
+    else if (a == "--job") job = argv[i + 1];
+    else if (a == "--rank") rank = atoi(argv[i + 1]);
+  }
+  ft::ckpt::Arena arena;
+  ft::Status s = ft::ckpt::Arena::OpenForRead(ft::ckpt::Arena::PathFor(dir, job, rank), &arena);
+  ft::ckpt::Manifest m;
+  uint64_t generation = 0;
+  if (s.ok()) s = arena.ReadCommitted(&m, &generation);
+  if (!s.ok()) {
+    printf("arena none: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  // The data region of a committed copy: the reader's view of the writer's data().
+  const unsigned char* data = arena.data();
+  const unsigned char fill = static_cast<unsigned char>(m.step & 0xff);
+  bool ok = !m.buffers.empty();
+  for (const ft::ckpt::BufferEntry& b : m.buffers) {
+    for (uint64_t i = 0; i < b.bytes && ok; ++i) ok = data[b.offset + i] == fill;
+  }
+  printf("arena step=%lld torn=%d content=%s\n", static_cast<long long>(m.step), m.torn ? 1 : 0,
+         ok ? "ok" : "mixed");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "run") return Run(argc, argv);
+  if (argc >= 2 && std::string(argv[1]) == "check") return Check(argc, argv);
+  fprintf(stderr, "usage: term_app run|check ...\n");
+  return 2;
+}

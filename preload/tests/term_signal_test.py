@@ -1,0 +1,240 @@
+#!/usr/bin/env python3
+"""The termination save (preload/term_signal.h) against what launchers and schedulers do:
+term_app (a loop with 256 KiB of registered host state, every byte = the step) under
+LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send it.
+
+  default            no handler: the state of a completed step is committed, then the process
+                     dies by SIGTERM (exit status -15), as it would without ft
+  app-handler        the app's SIGTERM handler, installed before ft_register_end, runs once
+                     after the save and the app exits 0; it reads back its own handler
+  app-handler-after  the same with the handler installed after ft armed the signal
+  ignored            SIG_IGN: saved, and the process runs on
+  siginfo-handler    an SA_SIGINFO handler sees the sender's pid
+  second-signal      two SIGTERMs 5 ms apart: one save, one death by SIGTERM
+  nothing-registered nothing registered: SIGTERM kills at once, no arena
+  disabled           FT_ENABLE=0: SIGTERM kills at once, no arena
+  forked-child       a fork()ed child dies by SIGTERM at once (the save is the parent's);
+                     the parent then saves as usual
+  off                FT_CKPT_ON_SIGNAL=none: SIGTERM kills at once, nothing saved
+  update-running     the update takes 200 ms of every 205: the save waits for ft_step_done,
+                     the copy is one step (every byte the fill of the step it names)
+"""
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+class App:
+    def __init__(self, args, flags, env_extra=None):
+        self.dir = tempfile.mkdtemp(prefix="ft-term-")
+        self.job = "term-%d" % os.getpid()
+        env = dict(os.environ, LD_PRELOAD=args.libft, FT_JOB=self.job, FT_RANK="0", FT_WORLD_SIZE="1",
+                   FT_CKPT_ARENA_DIR=self.dir, FT_CKPT_PIN="0")
+        env.update(env_extra or {})
+        self.args = args
+        self.lines = []
+        self.cv = threading.Condition()
+        self.proc = subprocess.Popen([args.app, "run"] + flags, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.cv:
+                self.lines.append(line.rstrip("\n"))
+                self.cv.notify_all()
+
+    def wait_line(self, prefix, timeout=20):
+        deadline = time.time() + timeout
+        with self.cv:
+            while True:
+                for line in self.lines:
+                    if line.startswith(prefix):
+                        return line
+                left = deadline - time.time()
+                if left <= 0:
+                    fail("no line '%s' within %d s; output:\n%s" % (prefix, timeout, "\n".join(self.lines[-30:])))
+                self.cv.wait(min(left, 0.2))
+
+    def last_step(self):
+        with self.cv:
+            steps = [int(l.split()[1]) for l in self.lines if l.startswith("step ")]
+        return steps[-1] if steps else 0
+
+    def wait_exit(self, timeout=20):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("the process did not end within %d s; output:\n%s" % (timeout, "\n".join(self.lines[-30:])))
+        time.sleep(0.1)  # the reader takes the last lines
+        return rc
+
+    def output(self):
+        with self.cv:
+            return "\n".join(self.lines)
+
+    def arena(self):
+        out = subprocess.run([self.args.app, "check", "--arena-dir", self.dir, "--job", self.job, "--rank", "0"],
+                             capture_output=True, text=True).stdout.strip()
+        print("arena: " + out)
+        if not out.startswith("arena step="):
+            return None
+        fields = dict(kv.split("=") for kv in out.split()[1:])
+        return int(fields["step"]), fields["torn"] == "1", fields["content"]
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def signal_after_steps(app, steps=5, sig=signal.SIGTERM):
+    app.wait_line("step %d" % steps)
+    before = app.last_step()
+    sent = time.time()
+    app.proc.send_signal(sig)
+    return before, sent
+
+
+def check_saved(app, before, after):
+    got = app.arena()
+    check(got is not None, "no committed copy in the arena; output:\n" + app.output()[-3000:])
+    step, torn, content = got
+    check(not torn, "the termination save is torn")
+    check(content == "ok", "the copy of step %d holds bytes of another step" % step)
+    check(before <= step <= after, "saved step %d, not between the last step before the signal (%d) and the "
+          "last completed (%d)" % (step, before, after))
+    check("termination save committed" in app.output(), "the log does not say the termination save committed")
+    print("saved step %d (last step before the signal %d, last completed %d)" % (step, before, after))
+    return step
+
+
+def check_killed_at_once(app, sent):
+    rc = app.wait_exit(5)
+    took = time.time() - sent
+    print("exit status %d after %.3f s" % (rc, took))
+    check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15)" % rc)
+    check(took < 2, "took %.1f s to die: something held the signal back" % took)
+
+
+def run_case(args):
+    c = args.case
+    if c in ("default", "second-signal", "update-running"):
+        flags = ["--update-ms", "200", "--step-ms", "5"] if c == "update-running" else []
+        app = App(args, flags)
+        try:
+            before, _ = signal_after_steps(app, 3 if c == "update-running" else 5)
+            if c == "second-signal":
+                time.sleep(0.005)
+                app.proc.send_signal(signal.SIGTERM)
+            rc = app.wait_exit()
+            check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15)" % rc)
+            check_saved(app, before, app.last_step())
+            saves = app.output().count("termination save:")
+            check(saves == 1, "%d termination saves, expected one" % saves)
+        finally:
+            app.close()
+    elif c in ("app-handler", "app-handler-after", "siginfo-handler"):
+        flags = ["--handler", "info" if c == "siginfo-handler" else "app"]
+        if c == "app-handler-after":
+            flags.append("--handler-after")
+        app = App(args, flags)
+        try:
+            check("reads back its own" in app.wait_line("handler "), "the app reads back another handler")
+            before, _ = signal_after_steps(app)
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == 0, "exit status %d, expected 0 (the app's handler ends the loop)\n%s" % (rc, out[-2000:]))
+            ran = [l for l in out.splitlines() if l.startswith("app handler")]
+            print("\n".join(ran))
+            check(len(ran) == 1 and "count=1" in ran[0], "the app's handler ran %d times, expected once" % len(ran))
+            check("exiting count=1" in out, "the app did not end after its handler")
+            if c == "siginfo-handler":
+                check(" pid=%d" % os.getpid() in ran[0], "the handler does not see the sender's pid %d: %s" %
+                      (os.getpid(), ran[0]))
+            check_saved(app, before, app.last_step())
+        finally:
+            app.close()
+    elif c == "ignored":
+        app = App(args, ["--handler", "ign"])
+        try:
+            before, _ = signal_after_steps(app)
+            app.wait_line("step %d" % (before + 30))  # it runs on
+            check(app.proc.poll() is None, "the process ended although it ignores SIGTERM")
+            check_saved(app, before, before + 30)
+        finally:
+            app.close()
+    elif c in ("nothing-registered", "disabled", "off"):
+        flags = ["--register", "0"] if c == "nothing-registered" else []
+        env = {"FT_ENABLE": "0"} if c == "disabled" else {"FT_CKPT_ON_SIGNAL": "none"} if c == "off" else {}
+        app = App(args, flags, env)
+        try:
+            _, sent = signal_after_steps(app)
+            check_killed_at_once(app, sent)
+            check(app.arena() is None, "a copy was committed")
+        finally:
+            app.close()
+    elif c == "forked-child":
+        app = App(args, ["--fork-child"])
+        child = int(app.wait_line("child pid=").split("=")[1])
+        try:
+            sent = time.time()
+            os.kill(child, signal.SIGTERM)
+            deadline = time.time() + 2
+            while time.time() < deadline:
+                try:  # term_app never reaps it: dead, it is a zombie of the parent
+                    with open("/proc/%d/stat" % child) as f:
+                        if f.read().split(")")[1].split()[0] == "Z":
+                            break
+                except FileNotFoundError:
+                    break
+                time.sleep(0.01)
+            else:
+                fail("the forked child still runs 2 s after SIGTERM")
+            print("the child ended %.3f s after SIGTERM" % (time.time() - sent))
+            check("termination save" not in app.output(), "the child's SIGTERM made a save")
+            check(app.proc.poll() is None, "the parent ended with its child")
+            before, _ = signal_after_steps(app, app.last_step() + 2)
+            rc = app.wait_exit()
+            check(rc == -signal.SIGTERM, "the parent's exit status %d, expected -15" % rc)
+            check_saved(app, before, app.last_step())
+        finally:
+            try:
+                os.kill(child, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            app.close()
+    else:
+        fail("unknown case " + c)
+    print("PASS " + c)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--app", required=True)
+    p.add_argument("--libft", required=True)
+    p.add_argument("--case", required=True)
+    run_case(p.parse_args())
+
+
+if __name__ == "__main__":
+    main()
