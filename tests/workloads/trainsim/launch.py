@@ -18,8 +18,11 @@ its own namespace, e.g. --node-env FT_CKPT_ARENA_DIR=/dev/shm/job/{node}.
 
 Exit status: 0 when every rank exits 0; otherwise the first failure's code (a rank killed by
 signal S counts as 128+S); 124 when --timeout expired; 128+S when the launcher itself got
-SIGINT/SIGTERM. When a rank fails, the others get SIGTERM after --grace seconds and SIGKILL
---kill-after seconds later, unless --keep-going (fault tests: an outer harness decides).
+SIGINT/SIGTERM (it then SIGTERMs every rank, SIGKILL --kill-after later, as srun and torchrun
+forward a scheduler's SIGTERM). When a rank fails, the others get SIGTERM after --grace seconds
+and SIGKILL --kill-after seconds later, unless --keep-going (fault tests: an outer harness
+decides). --teardown torchrun|slurm|kubernetes|mpirun sets both as that launcher does;
+--preempt-after S SIGTERMs every rank after S seconds (a preemption, scancel, a pod eviction).
 Ranks die with the launcher (PR_SET_PDEATHSIG), even if it is SIGKILLed.
 
 Python 3 standard library only.
@@ -62,6 +65,19 @@ def free_port(addr):
         return s.getsockname()[1]
 
 
+# How launchers tear a job down (FACTS.md, "How jobs are torn down"): seconds from the first
+# failed rank to SIGTERM to the others, seconds from SIGTERM to SIGKILL, and what it models.
+TEARDOWNS = {
+    "default": (5.0, 3.0, "SIGTERM 5 s after a failure, SIGKILL 3 s later"),
+    "torchrun": (0.1, 30.0, "torchrun's agent: SIGTERM to the rest 0.1 s after a failure (its monitor "
+                 "interval), SIGKILL 30 s later"),
+    "slurm": (0.0, 30.0, "srun --kill-on-bad-exit: SIGTERM to every task at once, SIGKILL after KillWait (30 s)"),
+    "kubernetes": (0.0, 30.0, "a pod deleted or evicted: SIGTERM, SIGKILL after "
+                   "terminationGracePeriodSeconds (30 s)"),
+    "mpirun": (1.0, 3.0, "Open MPI's mpirun: the other ranks killed about 1 s after one dies"),
+}
+
+
 def parse_args(argv):
     if "--" in argv:
         cut = argv.index("--")
@@ -83,10 +99,16 @@ def parse_args(argv):
                    help="when a rank fails, leave the others running")
     p.add_argument("--timeout", type=float, default=0,
                    help="kill everything after this many seconds and exit 124")
-    p.add_argument("--grace", type=float, default=5.0,
+    p.add_argument("--grace", type=float, default=None,
                    help="seconds between the first failure and SIGTERM to the others (default 5)")
-    p.add_argument("--kill-after", type=float, default=3.0,
+    p.add_argument("--kill-after", type=float, default=None,
                    help="seconds between SIGTERM and SIGKILL (default 3)")
+    p.add_argument("--teardown", choices=sorted(TEARDOWNS), default=None,
+                   help="tear down as this launcher does (--grace and --kill-after override): " +
+                        "; ".join("%s: %s" % (k, v[2]) for k, v in sorted(TEARDOWNS.items())))
+    p.add_argument("--preempt-after", type=float, default=0,
+                   help="after this many seconds, SIGTERM every rank as a scheduler's preemption, "
+                        "scancel or a pod eviction does (SIGKILL --kill-after later); exit 143")
     p.add_argument("--run-id", default=None, help="TORCHELASTIC_RUN_ID (default: random)")
     p.add_argument("--node-names", default=None,
                    help="comma-separated names of the nodes, in rank order (default node0,node1,...)")
@@ -94,6 +116,11 @@ def parse_args(argv):
                    help="set KEY=VALUE for every rank, {node} in VALUE replaced by its node's name "
                         "(repeatable)")
     args = p.parse_args(mine)
+    grace, kill_after, _ = TEARDOWNS[args.teardown or "default"]
+    if args.grace is None:
+        args.grace = grace
+    if args.kill_after is None:
+        args.kill_after = kill_after
     if not program:
         p.error("no program given (put it after --)")
     if args.nodes < 1 or args.ranks_per_node < 1:
@@ -294,11 +321,18 @@ class Launcher:
         if not self.start():
             return 1
         deadline = started + self.args.timeout if self.args.timeout > 0 else None
+        preempt_at = started + self.args.preempt_after if self.args.preempt_after > 0 else None
         timed_out = False
         while self.alive():
             self.pump(0.05)
             self.reap()
             now = time.monotonic()
+            if preempt_at is not None and now >= preempt_at:
+                preempt_at = None
+                log("preemption after %.1f s: SIGTERM to every rank, SIGKILL %.1f s later" %
+                    (self.args.preempt_after, self.args.kill_after))
+                self.got_signal = signal.SIGTERM
+                self.terminate_at = now
             if deadline is not None and now >= deadline and not timed_out:
                 timed_out = True
                 log("timeout after %.1f s: stopping %d ranks" % (self.args.timeout, len(self.alive())))

@@ -187,6 +187,40 @@ class LaunchTest(unittest.TestCase):
         for pid in pids.values():
             self.assertFalse(exists(pid), pid)
 
+    def test_torchrun_teardown_terms_the_rest_a_tenth_of_a_second_after_a_failure(self):
+        # Rank 0 fails at once; the others note when SIGTERM came and exit 0 on it: the launcher
+        # reports the failure, and SIGTERM reached them within about 0.1 s (+ the poll period),
+        # and not the SIGKILL 30 s later.
+        prog = ("import os, signal, sys, time\n"
+                "t0 = time.time()\n"
+                "if os.environ['RANK'] == '0': sys.exit(3)\n"
+                "def on_term(s, f):\n"
+                "    print('term after %.2f' % (time.time() - t0), flush=True); sys.exit(0)\n"
+                "signal.signal(signal.SIGTERM, on_term)\n"
+                "time.sleep(20)\n")
+        rc, out, err, secs = launch(["--nodes", "2", "--ranks-per-node", "2", "--teardown", "torchrun"], prog)
+        self.assertEqual(rc, 3, err)
+        waits = [float(x) for x in re.findall(r"term after ([0-9.]+)", out)]
+        self.assertEqual(len(waits), 3, out + err)
+        self.assertLess(secs, 10, "SIGTERM did not end them: %s" % err)
+        self.assertIn("stopping the other ranks in 0.1 s", err)
+
+    def test_preemption_terms_every_rank_and_kills_what_outlives_the_grace(self):
+        # Every rank gets SIGTERM at once; one ignores it and is SIGKILLed --kill-after later.
+        prog = ("import os, signal, sys, time\n"
+                "if os.environ['RANK'] == '1': signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                "print('up', flush=True)\n"
+                "time.sleep(30)\n")
+        rc, out, err, secs = launch(["--nodes", "1", "--ranks-per-node", "2", "--teardown", "slurm",
+                                     "--kill-after", "1", "--preempt-after", "1"], prog)
+        self.assertEqual(rc, 128 + signal.SIGTERM, err)
+        self.assertIn("preemption after 1.0 s", err)
+        self.assertIn("SIGKILL to 1 ranks that outlived SIGTERM", err)
+        self.assertIn("rank 0 (node0, pid", err)
+        self.assertRegex(err, r"rank 0 .*killed by signal SIGTERM")
+        self.assertRegex(err, r"rank 1 .*killed by signal SIGKILL")
+        self.assertLess(secs, 10)
+
     def test_usage_errors(self):
         p = subprocess.run([PY, LAUNCH, "--nodes", "1", "--ranks-per-node", "1"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
