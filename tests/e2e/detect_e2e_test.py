@@ -11,6 +11,17 @@ real redis-server, ftmaster deciding.
   --case busy-first-step  rank 3 works on the host for 25 s at step 1 (3x the warm-up) while
                           its peers wait: the job finishes and no hang, host-frozen, crash or
                           transport-hang incident is written (a "busy" one may be)
+
+Ranks that die or freeze while nobody waits inside NCCL (issue 15 item 2): dp=2 tp=2 on two
+nodes of two ranks; at step 5 every rank stops issuing work and sleeps, as peers waiting in a
+CPU collective or a store barrier do (trainsim --fault hang-host --fault-rank all):
+  --case crash-outside-nccl   rank 3 (node1) is SIGKILLed: a crash incident names it alone,
+                              save-then-stop
+  --case frozen-outside-nccl  rank 3 is SIGSTOPped: a host-frozen incident names it alone within
+                              FT_FROZEN_AFTER (3 s) + 12 s, save-then-stop
+  --case finish-teardown      rank 0 ends cleanly (exit(0)) at step 5 and the launcher tears down
+                              the rest 0.2 s after its exit (SIGKILL to rank 1, SIGTERM to ranks
+                              2 and 3): no incident
 """
 
 import argparse
@@ -137,10 +148,115 @@ def case_busy_first_step(args):
         print("OK: %d s of busy host work in step 1: no hang incident" % (3 * WARMUP_S + 1))
 
 
+# dp=2 tp=2: ranks 0, 1 (node0) and 2, 3 (node1); rank 3's shard (tp=1) has rank 1 as replica.
+SMALL = ["--dp", "2", "--tp", "2"]
+SMALL_TOPOLOGY = ["--topology", "dp=2,tp=2,pp=1", "--order", "tp-dp-pp"]
+FAULT_STEP = 5
+FROZEN_AFTER_S = 3  # FT_FROZEN_AFTER's default
+
+
+def start_outside_nccl(c):
+    """Every rank past its first steps and asleep outside NCCL (nothing in flight)."""
+    c.start_master(SMALL_TOPOLOGY)
+    c.start_workers()
+    c.start_job(SMALL + ["--steps", "100000", "--compute-ms", "20", "--fault", "hang-host",
+                         "--fault-rank", "all", "--fault-step", str(FAULT_STEP)], timeout=240)
+    c.wait_for(lambda: c.job_output().count("injecting fault hang-host") >= 4, 90,
+               "every rank asleep outside NCCL")
+    time.sleep(1.5)  # their last reports in, a master round
+    early = [(i["kind"], suspects(i)) for i in c.incidents()]
+    check(not early, "incidents while every rank sleeps outside NCCL: %s" % early)
+    in_flight = [(r, row) for r in range(4) for row in (c.progress(r) or {}).get("comms", [])
+                 if row["started"] > row["completed"]]
+    check(not in_flight, "ops in flight, the case needs none: %s" % in_flight)
+    return c.wait_for(lambda: c.rank_pids().get(3), 10, "rank 3's pid")
+
+
+def named_alone(c, kind, t_fault, what):
+    inc = c.wait_for(lambda: [i for i in c.incidents() if i["kind"] in ACTED], 15 + FROZEN_AFTER_S,
+                     "incident after the %s" % what)[0]
+    show(inc)
+    check(inc["kind"] == kind, "incident kind %s, expected %s" % (inc["kind"], kind))
+    check(suspects(inc) == [(3, "node1")], "suspects %s, expected rank 3 on node1" % suspects(inc))
+    check(inc["decision"] == "save-then-stop", "decision %s: every shard has a healthy replica" % inc["decision"])
+    ms = inc["decided_unix_ms"] - t_fault * 1000
+    time.sleep(1)
+    others = [(i["kind"], suspects(i)) for i in c.incidents() if i["id"] != inc["id"] and i["kind"] in ACTED]
+    check(not others, "other incidents: %s" % others)
+    return inc, ms
+
+
+def case_crash_outside_nccl(args):
+    with Cluster(args, job="dt-crash-out", nodes=2, ranks_per_node=2) as c:
+        pid = start_outside_nccl(c)
+        os.kill(pid, signal.SIGKILL)
+        t_kill = time.time()
+        print("rank 3 (pid %d) killed with SIGKILL while every rank sleeps outside NCCL" % pid)
+        inc, ms = named_alone(c, "crash", t_kill, "SIGKILL")
+        check("no peer is seen waiting" in inc["suspects"][0]["why"], "why: " + inc["suspects"][0]["why"])
+        print("RESULT detect_crash_outside_nccl kill_to_decided_ms=%.0f" % ms)
+
+
+def case_frozen_outside_nccl(args):
+    with Cluster(args, job="dt-frozen-out", nodes=2, ranks_per_node=2) as c:
+        pid = start_outside_nccl(c)
+        os.kill(pid, signal.SIGSTOP)
+        t_stop = time.time()
+        print("rank 3 (pid %d) stopped with SIGSTOP while every rank sleeps outside NCCL" % pid)
+        try:
+            inc, ms = named_alone(c, "host-frozen", t_stop, "SIGSTOP")
+            check("stopped (state T" in inc["suspects"][0]["why"], "why: " + inc["suspects"][0]["why"])
+            frozen = c.events(kind="frozen", rank=3)
+            check(frozen, "no frozen event for rank 3")
+            check(frozen[0]["age_ms"] >= FROZEN_AFTER_S * 1000, "frozen event before FT_FROZEN_AFTER: %s" % frozen[0])
+            print("frozen event %.0f ms after the stop (age %.0f ms)" % (frozen[0]["unix_ms"] - t_stop * 1000,
+                                                                        frozen[0]["age_ms"]))
+            print("RESULT detect_frozen_outside_nccl stop_to_decided_ms=%.0f frozen_after_ms=%d" % (ms, FROZEN_AFTER_S * 1000))
+            check(ms <= (FROZEN_AFTER_S + 12) * 1000, "named %.0f ms after the stop (limit FT_FROZEN_AFTER + 12 s)" % ms)
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)  # so the stop reaches it
+            except OSError:
+                pass
+
+
+def case_finish_teardown(args):
+    # Timeouts far off: between rank 0's exit and the teardown its peers wait in a collective
+    # for it; that rank 0 returned early while they wait would be a hang of its own.
+    quiet = {"FT_TIMEOUT_FLOOR": "60s"}
+    with Cluster(args, job="dt-finish", nodes=2, ranks_per_node=2) as c:
+        c.start_master(SMALL_TOPOLOGY, quiet)
+        c.start_workers(quiet)
+        c.start_job(SMALL + ["--steps", "100000", "--compute-ms", "20", "--fault", "exit",
+                             "--fault-rank", "0", "--fault-step", str(FAULT_STEP)], timeout=240)
+        pids = c.wait_for(lambda: len(c.rank_pids()) == 4 and c.rank_pids(), 60, "every rank's pid")
+        exit0 = c.wait_for(lambda: c.events(kind="exit", rank=0), 90, "rank 0's exit")[0]
+        check(exit0["clean"] and exit0["code"] == 0, "rank 0's exit: %s" % exit0)
+        time.sleep(0.2)  # the launcher notices, then tears the rest down: SIGTERM (libft.so
+        # records it), and one SIGKILL (nothing recorded: only the clean exit before says why)
+        for r, sig in ((1, signal.SIGKILL), (2, signal.SIGTERM), (3, signal.SIGTERM)):
+            try:
+                os.kill(pids[r], sig)
+            except OSError:
+                pass
+        print("rank 0 exited cleanly; 0.2 s later rank 1 got SIGKILL, ranks 2 and 3 SIGTERM")
+        c.wait_exits(range(4))
+        c.wait_for(c.master_caught_up, 30, "the master caught up")
+        time.sleep(2)
+        exits = {e["rank"]: (e["clean"], e["code"], e.get("terminated_by_signal", 0)) for e in c.events(kind="exit")}
+        print("exits (clean, code, terminated_by_signal): %s" % exits)
+        bad = [(i["kind"], suspects(i)) for i in c.incidents() if i["kind"] in ACTED]
+        check(not bad, "a clean exit and the launcher's teardown gave incidents: %s" % bad)
+        print("OK: no incident for a job ending with its launcher's teardown")
+
+
 def main():
     args = parse_args()
     cases = {"frozen": case_frozen, "early-hang": case_early_hang,
-             "busy-first-step": case_busy_first_step}
+             "busy-first-step": case_busy_first_step,
+             "crash-outside-nccl": case_crash_outside_nccl,
+             "frozen-outside-nccl": case_frozen_outside_nccl,
+             "finish-teardown": case_finish_teardown}
     cases[args.case](args)
     print("PASS")
 

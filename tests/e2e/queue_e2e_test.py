@@ -8,12 +8,20 @@ the collective it never entered. No op past the event pool may read as completed
 peers' progress tables show the wait, and the incident names rank 3 alone as a frozen host
 (its process state is "stopped" and its heartbeat silent), not a transport hang with every
 member suspect.
+
+  --case stop        (the default) as above, 10,000 all-reduces per round
+  --case deep-kill   100,000 per round; rank 3 SIGKILLed once its GPU is 20,000 ops into a round
+                     (far past the event pool, where timed ops and gaps of untimed ones
+                     alternate): a crash incident names it alone, and every survivor's table
+                     shows an op in flight (started > completed), not a finished rank
+  --case deep-stop   the same with SIGSTOP: a host-frozen incident names it alone
 """
 
 import argparse
 import os
 import signal
 import sys
+import time
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +38,7 @@ def parse_args():
     p = argparse.ArgumentParser()
     for name in ("launch", "queue-bench", "libft", "ftworker", "ftmaster"):
         p.add_argument("--" + name, required=True)
+    p.add_argument("--case", default="stop")
     return p.parse_args()
 
 
@@ -40,10 +49,67 @@ def completed(c, rank):
     return max([r["completed"] for r in progress["comms"] if not r["p2p"]] or [0])
 
 
+def rows(c, rank):
+    progress = c.progress(rank)
+    return [r for r in (progress or {}).get("comms", []) if not r["p2p"]]
+
+
+DEEP_QUEUE = 100000
+DEEP = 20000
+
+
+def case_deep(paths, sig):
+    kill = sig == signal.SIGKILL
+    with Cluster(paths, job="qb-deep-%s" % ("kill" if kill else "stop"), nodes=2, ranks_per_node=2) as c:
+        c.start_master(["--topology", "dp=4,tp=1,pp=1"], TIMEOUTS)
+        c.start_workers(TIMEOUTS)
+        c.start_job(["--queue", str(DEEP_QUEUE), "--rounds", "100000"], timeout=300)
+        # Deep in the first round: every rank enqueued it all, the GPUs are DEEP ops into it.
+        c.wait_for(lambda: all((rows(c, r) or [{}])[0].get("entered", 0) >= DEEP_QUEUE for r in range(4))
+                   and completed(c, STOPPED) >= DEEP, 150, "rank %d's GPU %d ops deep" % (STOPPED, DEEP), poll=0.2)
+        pid = c.wait_for(lambda: c.rank_pids().get(STOPPED), 10, "rank %d's pid" % STOPPED)
+        early = [(i["kind"], i["suspects"]) for i in c.incidents()]
+        check(not early, "incidents before any rank was stopped: %s" % early)
+        os.kill(pid, sig)
+        t_fault = time.time()
+        print("%s rank %d (pid %d) with %d collectives completed of %d entered" % (
+            "killed" if kill else "stopped", STOPPED, pid, completed(c, STOPPED), rows(c, STOPPED)[0]["entered"]))
+        try:
+            inc = c.wait_for(lambda: c.incidents(), 30, "incident", poll=0.2)[0]
+            named = sorted(s["rank"] for s in inc["suspects"])
+            print("incident %s: kind=%s suspects=%s, %.0f ms after the %s" % (
+                inc["id"], inc["kind"], named, inc["decided_unix_ms"] - t_fault * 1000, "kill" if kill else "stop"))
+            for line in inc.get("evidence", [])[:5]:
+                print("  evidence: " + line)
+            check(named == [STOPPED], "the incident does not name rank %d alone: %s" % (STOPPED, named))
+            want = "crash" if kill else "host-frozen"
+            check(inc["kind"] == want, "kind %s, expected %s" % (inc["kind"], want))
+            # Each survivor's GPU waits in the collective rank 3 never joined, however deep: its
+            # table must show that op started and not completed (the wait the master reads).
+            def stuck():
+                return all(any(r["started"] > r["completed"] for r in rows(c, rank))
+                           for rank in range(4) if rank != STOPPED)
+            shown = c.poll_until(stuck, 10, poll=0.2)
+            for rank in range(4):
+                print("rank %d: %s" % (rank, [(r["entered"], r["started"], r["completed"]) for r in rows(c, rank)]))
+            check(shown, "a survivor's table reads as finished (started == completed) while its GPU waits")
+            print("RESULT queue_deep_%s fault_to_decided_ms=%.0f" % ("kill" if kill else "stop",
+                                                                   inc["decided_unix_ms"] - t_fault * 1000))
+        finally:
+            if not kill:
+                os.kill(pid, signal.SIGCONT)
+        print("OK: %d collectives queued per round, rank %d %s %d deep: named alone, survivors show the wait" % (
+            DEEP_QUEUE, STOPPED, "killed" if kill else "stopped", DEEP))
+
+
 def main():
     args = parse_args()
     paths = types.SimpleNamespace(launch=args.launch, trainsim=args.queue_bench, libft=args.libft,
                                   ftworker=args.ftworker, ftmaster=args.ftmaster)
+    if args.case in ("deep-kill", "deep-stop"):
+        case_deep(paths, signal.SIGKILL if args.case == "deep-kill" else signal.SIGSTOP)
+        return
+    check(args.case == "stop", "unknown case %s" % args.case)
     with Cluster(paths, job="qb-stop", nodes=2, ranks_per_node=2) as c:
         c.start_master(["--topology", "dp=4,tp=1,pp=1"], TIMEOUTS)
         c.start_workers(TIMEOUTS)

@@ -26,7 +26,7 @@ constexpr FaultEntry kFaults[] = {
     {"hang-host", FaultKind::kHangHost}, {"crash-kill", FaultKind::kCrashKill},
     {"crash-segv", FaultKind::kCrashSegv}, {"crash-abort", FaultKind::kCrashAbort},
     {"slow", FaultKind::kSlow},          {"pause", FaultKind::kPause},
-    {"sdc", FaultKind::kSdc},
+    {"sdc", FaultKind::kSdc},            {"exit", FaultKind::kExit},
 };
 
 struct FtModeEntry {
@@ -134,7 +134,14 @@ const std::vector<Flag>& Flags() {
          }
          return false;
        }},
-      {"--fault-rank", "R", false, "the rank that faults (default 0)", IntFlag(&Config::fault_rank)},
+      {"--fault-rank", "R", false, "the rank that faults, or all (default 0)",
+       [](Config* c, const std::string& v) {
+         if (v == "all") {
+           c->fault_rank = kAllRanks;
+           return true;
+         }
+         return IntFlag(&Config::fault_rank)(c, v) && c->fault_rank >= 0;
+       }},
       {"--fault-step", "S", false, "the step at which it faults (default 0)", IntFlag(&Config::fault_step)},
       {"--slow-factor", "F", false, "slow: compute takes F times longer from then on (default 1.5)",
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->slow_factor); }},
@@ -204,12 +211,13 @@ std::string HelpText(bool reference) {
   }
   s += "  --help                print this text\n";
   if (!reference) {
-    s += "\nfaults (on --fault-rank at --fault-step):\n"
+    s += "\nfaults (on --fault-rank at --fault-step; --fault-rank all: every rank):\n"
          "  hang-kernel   launch a kernel that never finishes (spins on a flag never set)\n"
          "  hang-host     stop issuing work and sleep forever (like a dataloader hang)\n"
          "  crash-kill    raise(SIGKILL)\n"
          "  crash-segv    store to an inaccessible page (SIGSEGV)\n"
          "  crash-abort   abort()\n"
+         "  exit          exit(0): the rank's program ends cleanly there (its peers block)\n"
          "  slow          from the fault step on, compute takes --slow-factor times longer\n"
          "  pause         busy host work (CPU, no CUDA/NCCL call) for --pause-s seconds once, then carry on\n"
          "  sdc           silent data corruption: flip one bit of one parameter on the device, train on\n"
@@ -302,7 +310,7 @@ bool Finish(Config* c, int world_size, std::string* error) {
   if (c->compute_ms < 0) return fail("--compute-ms must be >= 0");
   if (c->bootstrap_port < 0 || c->bootstrap_port > 65535) return fail("--bootstrap-port out of range");
   if (c->fault != FaultKind::kNone) {
-    if (c->fault_rank < 0 || c->fault_rank >= c->world()) {
+    if (c->fault_rank != kAllRanks && (c->fault_rank < 0 || c->fault_rank >= c->world())) {
       return fail("--fault-rank=" + std::to_string(c->fault_rank) + " outside the world of " +
                   std::to_string(c->world()));
     }

@@ -8,7 +8,10 @@
 
 namespace trainsim {
 
-enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause, kSdc };
+enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause, kSdc, kExit };
+
+// --fault-rank all: every rank faults.
+inline constexpr int kAllRanks = -1;
 
 // What trainsim asks of libft.so when it is loaded (--ft): kRestore registers the state and
 // restores the planned checkpoint at start; kSave registers (saves work) but starts from
@@ -34,7 +37,7 @@ struct Config {
   bool verbose = false;
   int bootstrap_port = 0;  // 0: MASTER_PORT
   FaultKind fault = FaultKind::kNone;
-  int fault_rank = 0;
+  int fault_rank = 0;  // kAllRanks: every rank
   int fault_step = 0;
   double slow_factor = 1.5;
   double pause_s = 20.0;

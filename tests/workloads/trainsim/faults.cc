@@ -52,6 +52,9 @@ void InjectHostFault(const Config& c, int rank) {
       Segfault();
     case FaultKind::kCrashAbort:
       std::abort();
+    case FaultKind::kExit:
+      std::fflush(nullptr);
+      std::exit(0);
     case FaultKind::kPause:
       HostWork(c.pause_s);
       std::fprintf(stderr, "trainsim rank=%d: pause over, resuming\n", rank);

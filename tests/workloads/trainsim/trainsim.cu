@@ -206,7 +206,7 @@ class Trainer {
 
   void Run() {
     for (int step = static_cast<int>(ft_.step); step < c_.steps; ++step) {
-      const bool faulting = c_.fault != FaultKind::kNone && rank_ == c_.fault_rank;
+      const bool faulting = c_.fault != FaultKind::kNone && (rank_ == c_.fault_rank || c_.fault_rank == kAllRanks);
       if (faulting && step == c_.fault_step) InjectFault(step);
       const double t0 = NowS();
       double compute_ms = c_.compute_ms;

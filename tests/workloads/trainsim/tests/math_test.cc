@@ -193,6 +193,19 @@ TEST(TrainsimConfig, Flags) {
   EXPECT_EQ(Parse({"--help"}, &c, &error), ParseResult::kHelp);
 }
 
+// Every rank in a host hang (peers waiting outside NCCL, like a TCPStore barrier), a clean exit.
+TEST(TrainsimConfig, FaultOnEveryRankAndExit) {
+  Config c;
+  std::string error;
+  ASSERT_EQ(Parse({"--fault", "hang-host", "--fault-rank", "all"}, &c, &error), ParseResult::kOk) << error;
+  EXPECT_EQ(c.fault_rank, kAllRanks);
+  EXPECT_TRUE(Finish(&c, 4, &error)) << error;
+  ASSERT_EQ(Parse({"--fault", "exit", "--fault-rank", "2"}, &c, &error), ParseResult::kOk) << error;
+  EXPECT_EQ(c.fault, FaultKind::kExit);
+  EXPECT_STREQ(FaultName(c.fault), "exit");
+  EXPECT_EQ(Parse({"--fault-rank", "-1"}, &c, &error), ParseResult::kError);
+}
+
 TEST(TrainsimConfig, SdcFaultAndFtModes) {
   Config c;
   std::string error;
