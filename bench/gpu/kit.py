@@ -436,7 +436,7 @@ def section_trainsim(out):
     ratios, without, with_ = [], [], []
     last = 10.0
     for i in range(pairs):
-        if left_s() < 2 * last + 5:
+        if left_s() < last + 5:
             say("trainsim: %d pairs done, no time for more" % i)
             break
         t = time.monotonic()
@@ -614,7 +614,7 @@ def section_ckpt(out):
                   fmt(first.get("jit_gbps", float("nan")) / copy["d2h_gbps"]), fields,
                   "committed" if term.startswith("committed") else "none"))
     rows = "\n".join("| %d | %s | %s | %s | %s | %s |" % (t, fmt(r.get("register_s")), fmt(r.get("block_s")), fmt(r.get("save_s")),
-                                                      fmt(r.get("jit_gbps")), fmt(r.get("restore_gbps")))
+                                                      fmt(r.get("jit_gbps")), fmt(r.get("restore_gbps")) if t == 1 else "-")
                      for t, r in sorted(per_threads.items()))
     out.note("ckpt", "Checkpoint of %d MiB of device memory per rank (arenas in %s). Same run, `kit_bench copy`: "
              "`cudaMemcpyAsync` device→host into `cudaHostAlloc` memory **%.2f GB/s**, host→device %.2f GB/s, device→host "
@@ -697,7 +697,7 @@ def detect_case(out, cfg, fault, fault_step, compute_ms):
                               "--ranks-per-node", "1", "--node-names", "node0,node1", "--keep-going", "--timeout", "150",
                               "--node-env", "FT_CKPT_ARENA_DIR=" + os.path.join(arenas, "{node}"),
                               "--node-env", "NCCL_HOSTID=ft-kit-{node}", "--",
-                              os.path.join(BIN, "trainsim"), "--dp", "2", "--steps", "100000", "--compute-ms",
+                              os.path.join(BIN, "trainsim"), "--verbose", "--dp", "2", "--steps", "100000", "--compute-ms",
                               str(compute_ms), "--fault", fault, "--fault-rank", "1", "--fault-step", str(fault_step),
                               "--ft", "save"], job_env)
         inc, early, fault_ms = None, {}, None
@@ -824,11 +824,11 @@ def section_torch(out):
     arenas = out.tmp("torch-arenas-")
     ratios = {"eager": [], "graphs": []}
     ms = {"eager": {False: [], True: []}, "graphs": {False: [], True: []}}
-    notes = set()
+    notes, seen = set(), []
     last = 40.0
     pairs = 4
     for i in range(pairs):
-        if left_s() < 2 * last + 5:
+        if left_s() < last + 5:
             say("torch: %d pairs done, no time for more" % i)
             break
         t = time.monotonic()
@@ -838,13 +838,19 @@ def section_torch(out):
             env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GPU_KIT_")}
             env.pop("LD_PRELOAD", None)
             env.update({"FT_JOB": "kit-torch-%d" % os.getpid(), "FT_CKPT_ARENA_DIR": arenas, "FT_LOG_LEVEL": "warn",
-                        "PYTHONPATH": os.path.join(KIT, "python")})
+                        "PYTHONPATH": os.path.join(KIT, "python"), "KIT_FTDUMP": os.path.join(BIN, "ftdump"),
+                        "KIT_LIB": LIB})
             if preload:
                 env["LD_PRELOAD"] = LIBFT
             rc, text = run([sys.executable, os.path.join(KIT, "torch_gpt.py")], env=env, timeout=min(150, left_s() - 2))
             out.log("torch", "---- pair %d preload=%s exit %d\n%s" % (i, preload, rc, text))
             got[preload] = {m.group(1): float(m.group(2)) for m in re.finditer(r"^torch mode=(\w+) step_ms=([0-9.]+)", text, re.M)}
             notes.update(re.findall(r"^torch note: (.*)$", text, re.M))
+            if preload:  # what libft.so saw of the process (its segment, by ftdump)
+                calls = [int(x) for x in re.findall(r"^torch ftdump: .*\bcalls=(\d+)", text, re.M)]
+                entered = [int(x) for x in re.findall(r"^torch ftdump: .*\bentered=(\d+)", text, re.M)]
+                seen.append("%s calls, %d collectives entered on %d communicators" % (
+                    "+".join(map(str, calls)) or "no segment: 0", sum(entered), len(entered)))
             if rc != 0:
                 say("torch_gpt.py (preload=%s) exit %d:\n%s" % (preload, rc, text[-3000:]))
         last = time.monotonic() - t
@@ -861,7 +867,10 @@ def section_torch(out):
             fields.append("%s_ratio=%.4f %s_spread=%s %s_ms=%.3f" % (mode, median(rs), mode, spread(rs), mode, median(ms[mode][False])))
         else:
             fields.append("%s=failed" % mode)
-    out.result("gpu_overhead_torch %s pairs=%d torch=%s" % (" ".join(fields), max(len(r) for r in ratios.values()), info["torch"]))
+    first = re.search(r"^(\S+) calls, (\d+) collectives", seen[0]) if seen else None
+    out.result("gpu_overhead_torch %s pairs=%d torch=%s libft_calls=%s libft_collectives=%s" % (
+        " ".join(fields), max(len(r) for r in ratios.values()), info["torch"], first.group(1) if first else "?",
+        first.group(2) if first else "?"))
     rows = "\n".join("| %s | %d | %.3f | %.3f | %.4f | %s |" % (mode, len(rs), median(ms[mode][False]), median(ms[mode][True]),
                                                             median(rs), spread(rs)) for mode, rs in ratios.items() if rs)
     out.note("torch", "PyTorch %s (CUDA %s, NCCL %s): `torch_gpt.py`, a GPT built in the script (random weights, bf16, "
@@ -869,7 +878,9 @@ def section_torch(out):
              "alternating blocks within each process; pairs of processes without and with `LD_PRELOAD=libft.so`, order "
              "alternating. Median step time and the per-pair ratio with/without:\n\n| mode | pairs | ms without | ms with "
              "| ratio (median) | spread |\n|---|---|---|---|---|---|\n%s%s"
-             % (info["torch"], info["cuda"], info["nccl"], rows, ("\n\nNotes: " + "; ".join(sorted(notes))) if notes else ""))
+             % (info["torch"], info["cuda"], info["nccl"], rows, ("\n\nNotes: " + "; ".join(sorted(notes))) if notes else "")
+             + ("\n\nWhat libft.so saw of each preloaded process before it exited (its segment, by `ftdump`): %s."
+                % "; ".join(seen) if seen else ""))
     return 0 if any(ratios.values()) else 1
 
 

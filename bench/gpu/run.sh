@@ -10,6 +10,7 @@
 #                                   searched: ldconfig, CUDA toolkit folders, the PyTorch wheel's)
 #   FT_GPU_KIT_QUICK=1              the dry run: few steps, small sizes (make gpu-dryrun)
 #   FT_GPU_KIT_SECTIONS="env ..."   run only these sections (env always runs first)
+#   FT_GPU_KIT_BOX_<section>=S      another time box for a section (e.g. FT_GPU_KIT_BOX_torch=150)
 # Needs python3 (standard library), a CUDA 13 driver; PyTorch with CUDA for the torch section.
 set -u
 kit=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +35,8 @@ wanted=${FT_GPU_KIT_SECTIONS:-env preload smallop trainsim ckpt detect torch}
 echo "run.sh: kit $kit, results in $out, budget ${budget} s, quick=${FT_GPU_KIT_QUICK:-0}"
 for entry in "${sections[@]}"; do
   name=${entry% *} box=${entry#* }
+  override=FT_GPU_KIT_BOX_$name
+  box=${!override:-$box}
   case " env $wanted " in *" $name "*) ;; *) continue ;; esac
   left=$((budget - 10 - ($(date +%s) - start)))
   if [ "$left" -lt 8 ]; then
