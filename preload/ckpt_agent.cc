@@ -293,8 +293,11 @@ int64_t Agent::StepLabel() const {
 }
 
 int Agent::StepDone(int64_t step) {
-  steps_done_.fetch_add(1, std::memory_order_acq_rel);
+  const uint64_t now_ns = internal::NowNs();
+  const uint64_t previous_ns = last_step_done_ns_.exchange(now_ns, std::memory_order_acq_rel);
+  if (previous_ns != 0) step_interval_ns_.store(now_ns - previous_ns, std::memory_order_relaxed);
   last_step_.store(step, std::memory_order_release);
+  steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
   Phase phase;
   {

@@ -128,6 +128,10 @@ class Agent {
   // two steps' bytes and is torn, whatever the open flag reads at its end.
   std::atomic<uint64_t> update_windows_{0};
   std::atomic<uint64_t> steps_done_{0};
+  // When the last ft_step_done came and how long the step before it took (steady ns): how
+  // long a termination save waits for an update in flight to finish.
+  std::atomic<uint64_t> last_step_done_ns_{0};
+  std::atomic<uint64_t> step_interval_ns_{0};
   // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
   std::atomic<int64_t> last_step_{kNoStep};
   std::atomic<int64_t> restored_step_{kNoStep};

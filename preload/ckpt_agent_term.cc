@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <string.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -57,6 +58,22 @@ void Agent::SaveForTermination(int sig) {
   }
   term_hold_.store(true, std::memory_order_release);
   HoldReleased release{&term_hold_, &done_cv_};
+
+  // An update already begun on the host finishes first when the device gets to it, within
+  // about two step times: on a preemption every rank is stopped at the step it was finishing,
+  // so replicas and the other shards save one step more often alike. A device stuck behind a
+  // dead peer never gets there: the state is still the last completed step's, saved after the
+  // wait (the marker not reached means the optimizer has not touched it).
+  if (update_open_.load(std::memory_order_acquire)) {
+    const uint64_t interval = step_interval_ns_.load(std::memory_order_relaxed);
+    const auto finish_wait = std::clamp<Clock::duration>(std::chrono::nanoseconds(2 * interval),
+                                                         std::chrono::milliseconds(50), grace / 4);
+    const uint64_t steps = steps_done_.load(std::memory_order_acquire);
+    const auto until = start + finish_wait;
+    while (steps_done_.load(std::memory_order_acquire) == steps && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
 
   // A step boundary: the update in progress (if any) reaches ft_step_done. Half the grace at
   // most; past it the committed copy is worth more than a torn one.

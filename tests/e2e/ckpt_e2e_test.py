@@ -37,6 +37,13 @@ directory.
                         relaunched on node0,node2; node2's worker pulls ranks 4-7's shards from
                         node0 over TCP before they start, they restore the saved step from the
                         prefetched copies and the job ends with the reference checksums
+  --case crash-teardown dp=2 tp=2 on 2 nodes, rank 3 SIGKILLed at step 30, the rest SIGTERMed 0.1 s
+                        later (launch.py --teardown torchrun): the survivors' termination saves
+                        commit step 30, the master verifies them after the job is gone, the
+                        relaunch restores step 30 (FT_CKPT_EVERY=20 had step 20) and ends with
+                        the reference checksums
+  --case preemption     the same job SIGTERMed as a whole at step ~60 (--teardown slurm): every
+                        rank saves the step it completed, the relaunch restores it
   --case replace-node-fallback
                         dp=3 tp=2 on three nodes (three replicas per shard), rank 3 hangs, node1
                         is evicted and replaced by node3; the worker the plan lists first for
@@ -117,17 +124,24 @@ class CkptCluster(Cluster):
         return self.start_worker(node, {**self.ckpt_env(env), "FT_CKPT_REMOTE_DIR": self.remote_dir},
                                  local_tier=True)
 
-    def start_ckpt_workers(self, env=None):
-        for node in self.node_names:
-            self.start_ckpt_worker(node, env)
+    def start_ckpt_workers(self, env=None, node_ranks=False):
+        """node_ranks: each worker is told the ranks its node runs (FT_NODE_RANKS), as a
+        deployment does, so it prefetches a rank's planned copy from another node."""
+        for k, node in enumerate(self.node_names):
+            extra = dict(env or {})
+            if node_ranks:
+                first = k * self.ranks_per_node
+                extra["FT_NODE_RANKS"] = "%d-%d" % (first, first + self.ranks_per_node - 1)
+            self.start_ckpt_worker(node, extra)
 
-    def start_ckpt_job(self, flags, env=None, timeout=120, node_names=None):
+    def start_ckpt_job(self, flags, env=None, timeout=120, node_names=None, launch_args=("--keep-going",)):
         if self.job_out is not None:  # keep the earlier run's log: a relaunch reuses the name
             self.job_out.flush()
             kept = self.job_out.name.replace(".log", "-run%d.log" % (len(self.runs) + 1))
             os.rename(self.job_out.name, kept)
             self.runs.append(kept)
-        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout, node_names=node_names)
+        return self.start_job(flags, env=self.ckpt_env(env), timeout=timeout, node_names=node_names,
+                              launch_args=launch_args)
 
     # -- what the checkpoint machinery wrote --------------------------------------------------
     def copies(self, step):
@@ -338,6 +352,105 @@ def case_full_loop(args):
               "copies of step %d reported from the wrong nodes: %s" % (hang_step, where))
         print("OK: hang -> %d ranks saved step %d -> verified -> stopped -> relaunched -> all restored "
               "(rank %d from rank 7's arena) -> reference checksums" % (len(saved), hang_step, hung))
+
+
+def termination_saves(c, ranks):
+    """{rank: step} the ranks' logs say their termination save committed (libft.so's line)."""
+    out = {}
+    for r in ranks:
+        for line in c.rank_log(r):
+            # Its own copy, or the master's just-in-time save of the same step, joined.
+            m = re.search(r"termination save committed \(saved step=(\d+) .*torn=0|"
+                          r"step (\d+) is already committed in the arena", line)
+            if m:
+                out[r] = int(m.group(1) or m.group(2))
+    return out
+
+
+def relaunch_restores(c, args, model, steps, step, world):
+    """Relaunches the job as it was: every rank restores `step` and ends with the reference."""
+    wait_planned(c, step, list(range(world)))
+    c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"])
+    rc = wait_job_exit(c, 90, "the relaunched job to finish")
+    check(rc == 0, "the relaunched job exited %d" % rc)
+    restored = c.restored()
+    check(restored == {r: step for r in range(world)}, "restored steps %s, expected step %d on every rank" %
+          (restored, step))
+    check_reference(c, args, model + ["--steps", str(steps)], world)
+
+
+def case_crash_teardown(args):
+    """A rank SIGKILLed; the launcher tears the rest down 0.1 s later, as torchrun's agent does
+    (SIGKILL 30 s after): each survivor's termination save commits the step it completed, the
+    master verifies the replicas after the job is gone, and the relaunch restores that step."""
+    steps, crash_step, crashed, every = 60, 30, 3, 20
+    model = ["--dp", "2", "--tp", "2"] + SMALL
+    with CkptCluster(args, job="ck-teardown", nodes=2, ranks_per_node=2) as c:
+        c.start_master(["--topology", "dp=2,tp=2,pp=1"], FAST)
+        c.start_ckpt_workers(FAST, node_ranks=True)
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "crash-kill",
+                                  "--fault-rank", str(crashed), "--fault-step", str(crash_step)],
+                         env={"FT_CKPT_EVERY": str(every)}, launch_args=["--teardown", "torchrun"])
+        rc = wait_job_exit(c, 90, "the job torn down by the launcher")
+        check(rc != 0, "the crashed job exited %d" % rc)
+        survivors = [r for r in range(4) if r != crashed]
+        saved = termination_saves(c, survivors)
+        print("termination saves: %s (the crashed rank died at step %d; last periodic save %d)" %
+              (saved, crash_step, every))
+        check(saved == {r: crash_step for r in survivors},
+              "termination saves %s, expected step %d on every survivor" % (saved, crash_step))
+        verdict = c.wait_for(lambda: c.verdict(crash_step), 30, "the verdict of step %d" % crash_step)
+        print("verdict: %s" % verdict)
+        check(verdict["state"] == "verified" and verdict["verified_shards"] == verdict["shards"],
+              "step %d not verified: %s" % (crash_step, verdict))
+        show_checkpoints(c)
+        relaunch_restores(c, args, model, steps, crash_step, 4)
+        print("OK: crash at step %d, teardown 0.1 s later -> survivors saved step %d on SIGTERM -> relaunch "
+              "restored step %d (0 steps lost; the periodic save had step %d) -> reference checksums" %
+              (crash_step, crash_step, crash_step, every))
+
+
+def case_preemption(args):
+    """Every rank SIGTERMed mid-run (a preemption, scancel, a pod eviction; SIGKILL 30 s later):
+    each saves the step it completed, and the relaunch restores it."""
+    steps, every = 200, 50
+    model = ["--dp", "2", "--tp", "2"] + SMALL
+    with CkptCluster(args, job="ck-preempt", nodes=2, ranks_per_node=2) as c:
+        c.start_master(["--topology", "dp=2,tp=2,pp=1"], FAST)
+        c.start_ckpt_workers(FAST, node_ranks=True)
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--verbose"],
+                         env={"FT_CKPT_EVERY": str(every)}, launch_args=["--teardown", "slurm"])
+        c.wait_for(lambda: re.search(r"trainsim rank=\d+ step=60 ", c.job_output()), 90, "step 60")
+        c.job_proc.send_signal(signal.SIGTERM)  # srun/kubelet forward it to every rank
+        rc = wait_job_exit(c, 60, "the preempted job")
+        check(rc == 128 + signal.SIGTERM, "the preempted job exited %d, expected %d" % (rc, 128 + signal.SIGTERM))
+        reached = {}
+        for r, st in re.findall(r"trainsim rank=(\d+) step=(\d+) ", c.job_output()):
+            reached[int(r)] = max(reached.get(int(r), 0), int(st) + 1)
+        saved = termination_saves(c, range(4))
+        print("termination saves %s; steps reached %s; last periodic save %d" % (saved, reached, every))
+        missing = {r: [l for l in c.rank_log(r) if "ft[ckpt]" in l][-3:] for r in range(4) if r not in saved}
+        check(not missing, "ranks without a termination save, their last checkpoint lines: %s" % missing)
+        # A rank saves the step it completed, or the one before when its update had not reached
+        # the device (the copy is then that step's, and the rank completed one more after it).
+        check(all(reached[r] - 1 <= saved[r] <= reached[r] for r in saved),
+              "a save is not the step its rank completed: saves %s, reached %s" % (saved, reached))
+        # Ranks are at most a step apart when the signal lands; the newest step every shard
+        # (tp-dp-pp: shard = rank % 2) holds is restored. An arena holds one copy, so when one
+        # shard's replicas both saved the older step and another's the newer, neither is whole
+        # and the periodic step (in the disk tiers) is restored: a limit until arenas keep two
+        # slots, printed, not hidden.
+        held = lambda st: all(any(saved[r] == st for r in range(4) if r % 2 == shard) for shard in (0, 1))
+        step = max([st for st in set(saved.values()) if held(st)], default=None)
+        if step is None:
+            step = every * (min(reached.values()) // every)
+            print("LIMIT: no step held by every shard (saves %s): the periodic step %d is restored" % (saved, step))
+        verdict = c.wait_for(lambda: c.verdict(step), 30, "the verdict of step %d" % step)
+        check(verdict["state"] == "verified", "step %d not verified: %s" % (step, verdict))
+        relaunch_restores(c, args, model, steps, step, 4)
+        print("OK: preempted at steps %s -> saved %s on SIGTERM -> relaunch restored step %d, %d step(s) "
+              "lost (the periodic save had step %d) -> reference checksums" %
+              (reached, saved, step, max(reached.values()) - step, every * (step // every)))
 
 
 def case_sdc_majority(args):
@@ -676,6 +789,7 @@ def main():
         "nothing-registered": case_nothing_registered, "tier-fallback": case_tier_fallback,
         "save-now": case_save_now, "replace-node": case_replace_node,
         "replace-node-fallback": case_replace_node_fallback,
+        "crash-teardown": case_crash_teardown, "preemption": case_preemption,
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)
