@@ -273,8 +273,11 @@ def case_full_loop(args):
     with CkptCluster(args, job="ck-loop") as c:
         c.start_master(["--topology", "dp=2,tp=2,pp=2", "--order", "tp-dp-pp"], FAST)
         c.start_ckpt_workers(FAST)
+        # No termination save: the stop's SIGTERM would let the hung rank save its own (intact,
+        # verified) copy, and this case shows a rank restored from a replica's arena.
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "hang-kernel",
-                                  "--fault-rank", str(hung), "--fault-step", str(hang_step)])
+                                  "--fault-rank", str(hung), "--fault-step", str(hang_step)],
+                         env={"FT_CKPT_ON_SIGNAL": "none"})
         inc = c.wait_for(lambda: c.incidents("hang"), 60, "hang incident")[0]
         print("incident %s: %s suspects=%s decision=%s" % (inc["id"], inc["kind"], suspects(inc), inc["decision"]))
         check(suspects(inc) == [(hung, "node1")], "suspects %s, expected rank %d on node1" % (suspects(inc), hung))
