@@ -10,11 +10,14 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
                    node plan file naming only that source, the directories' pages dropped from
                    the page cache first (cold reads), the restored bytes checked
+  term_save_s      the termination save: SIGTERM to a rank (no periodic save) until its copy
+                   is committed, as libft.so measures it                     target <= 1 s/GiB
+  term_exit_s      SIGTERM until the process is gone (the save, then the signal's default action)
 
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... block_s=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=...
+RESULT ckpt save_ratio=... block_s=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -22,6 +25,7 @@ usage: ckpt_bench.py BUILD_DIR
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -207,6 +211,39 @@ class Bench:
         return secs
 
 
+    def termination_saves(self, runs):
+        """A saving rank with no periodic save (FT_CKPT_EVERY=0) after one step, then SIGTERM:
+        seconds from the signal to the committed copy (libft.so's own line), and to the process
+        gone (the signal's default action after the save)."""
+        commit_s, gone_s = [], []
+        for _ in range(runs):
+            env = self.env(0, 1)
+            env.update({"FT_CKPT_EVERY": "0", "FT_LOG_LEVEL": "info"})
+            p = subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps", "1"],
+                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
+            for line in p.stdout:
+                if line.startswith("ready"):
+                    break
+            else:
+                die("the terminating rank exited %s before it was ready: %s" % (p.wait(), p.stderr.read()))
+            t0 = time.monotonic()
+            p.send_signal(signal.SIGTERM)
+            rc = p.wait(timeout=120)
+            gone_s.append(time.monotonic() - t0)
+            err = p.stderr.read()
+            p.stdin.close()
+            m = re.search(r"termination save committed .* ([0-9.]+) s after the signal", err)
+            if rc != -signal.SIGTERM or not m:
+                die("termination save: exit %s, no committed copy said:\n%s" % (rc, err[-2000:]))
+            commit_s.append(float(m.group(1)))
+            self.tool_run("wait", "--arena-dir", self.arena_dir, "--job", self.job, "--ranks", "0", "--step", 1,
+                          "--timeout-s", 5)
+        print("bench: termination save of %d MiB: committed %s s after SIGTERM, process gone after %s s" %
+              (BYTES >> 20, fmt(commit_s), fmt(gone_s)), flush=True)
+        return median(commit_s), median(gone_s)
+
+
 def fmt(xs):
     return "[" + " ".join("%.3f" % x for x in xs) + "]"
 
@@ -233,6 +270,8 @@ def main():
             path, text_ = plans[tier]
             restore[tier] = b.restore(path, text_, drop_arena=(tier != "arena"))
             print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
+        os.unlink(b.arena_path(0))
+        term_s, term_gone_s = b.termination_saves(RUNS)
         if RANKS4 > 1:
             os.unlink(b.arena_path(0))
             procs, pids, text = b.start_savers(RANKS4)
@@ -243,8 +282,9 @@ def main():
                   "block_s=%.4f (median of every rank's periodic saves)" % (RANKS4, ratio4, RANKS4, median(block4)),
                   flush=True)
         print("RESULT ckpt save_ratio=%.3f block_s=%.4f persist_ratio=%.3f restore_arena_s=%.3f restore_dir_s=%.3f "
-              "restore_remote_s=%.3f" % (save_ratio, median(block), persist_ratio, median(restore["arena"]),
-                                         median(restore["local"]), median(restore["remote"])), flush=True)
+              "restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f" %
+              (save_ratio, median(block), persist_ratio, median(restore["arena"]), median(restore["local"]),
+               median(restore["remote"]), term_s, term_gone_s), flush=True)
     finally:
         b.cleanup()
 
