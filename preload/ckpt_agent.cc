@@ -257,7 +257,16 @@ cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) {
 
 int Agent::UpdateBegin(cudaStream_t stream) {
   update_windows_.fetch_add(1, std::memory_order_acq_rel);
-  if (term_hold_.load(std::memory_order_acquire)) WaitWhileTermHold();
+  updates_entering_.fetch_add(1, std::memory_order_seq_cst);
+  if (term_hold_.load(std::memory_order_seq_cst)) {
+    updates_entering_.fetch_sub(1, std::memory_order_seq_cst);
+    WaitWhileTermHold();
+    updates_entering_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  struct Entered {
+    std::atomic<int>* n;
+    ~Entered() { n->fetch_sub(1, std::memory_order_seq_cst); }
+  } entered{&updates_entering_};
   cudaEvent_t marked = nullptr;
   if (stream != nullptr && internal::MayRecordInto(stream)) {
     AppCuda cuda;

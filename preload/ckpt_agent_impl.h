@@ -57,8 +57,7 @@ struct SaveOutcome {
   bool torn = false;
 };
 
-// Why a save runs: said in the log and in the manifest (docs/checkpoints.md, "origin").
-enum class SaveOrigin { kPeriodic, kJustInTime, kTermination };
+using ckpt::SaveOrigin;  // why a save runs: in the log and the manifest
 
 // Acknowledges a save command with a save's outcome, or with a refusal.
 void Ack(uint64_t seq, const SaveOutcome& o);
@@ -124,6 +123,10 @@ class Agent {
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};
+  // App threads between entering ft_update_begin and publishing update_open_: a termination
+  // save that set term_hold_ waits for them before it reads update_open_ (each side stores
+  // its flag, then reads the other's, seq_cst: one of them sees the other).
+  std::atomic<int> updates_entering_{0};
   // Update windows opened and steps completed, ever: a copy during which either moved holds
   // two steps' bytes and is torn, whatever the open flag reads at its end.
   std::atomic<uint64_t> update_windows_{0};

@@ -56,8 +56,12 @@ void Agent::SaveForTermination(int sig) {
     FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved; the signal goes on", name);
     return;
   }
-  term_hold_.store(true, std::memory_order_release);
+  term_hold_.store(true, std::memory_order_seq_cst);
   HoldReleased release{&term_hold_, &done_cv_};
+  // An ft_update_begin that passed the hold before it was set publishes its window first.
+  while (updates_entering_.load(std::memory_order_seq_cst) > 0 && Clock::now() < start + grace / 4) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 
   // An update already begun on the host finishes first when the device gets to it, within
   // about two step times: on a preemption every rank is stopped at the step it was finishing,

@@ -14,6 +14,7 @@
 #include "preload/ckpt_agent.h"
 #include "preload/ckpt_agent_impl.h"
 #include "preload/ckpt_checksummer.h"
+#include "preload/term_signal.h"
 
 namespace ft::preload::agent {
 
@@ -44,6 +45,7 @@ void Agent::FinishAtExit() noexcept {
     if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
   } catch (...) {
   }
+  term::FinishAtExit();
 }
 
 void Agent::HandOver(const shm::Command& command) {
@@ -90,6 +92,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.buffers = &buffers_;
   job.manifest = base_;
   job.manifest.step = periodic ? periodic->step : StepLabel();
+  job.manifest.origin = origin;
   job.arena = &arena_;
   job.device = device_;
   job.periodic = periodic != nullptr;
@@ -120,8 +123,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   out.status = RunSave(&job, cuda);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
   const ckpt::Manifest& m = job.manifest;
-  static constexpr const char* kOriginName[] = {"periodic", "just-in-time", "termination"};
-  const char* origin_name = kOriginName[static_cast<int>(origin)];
+  const char* origin_name = ckpt::SaveOriginName(origin);
   if (out.status.ok()) {
     out.step = m.step;
     out.torn = m.torn;
@@ -158,6 +160,7 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
 void Agent::Run() {
   t_in_ft = true;  // our CUDA calls are never the app's
   pthread_setname_np(pthread_self(), "ft-ckpt");
+  term::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
   AgentCuda cuda;
   for (;;) {
     std::shared_ptr<AppRequest> request;

@@ -20,6 +20,7 @@
 #include "preload/poller.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
+#include "preload/term_signal.h"
 #include "shm/comm_table.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
@@ -78,6 +79,7 @@ void OnForkChild() {
 // counts the failure, marks the segment disabled — readers then judge nothing by it — and
 // turns itself into a pass-through.
 void RunPoller() {
+  term::BlockTerminationSignals();  // a termination signal is the app's threads' to take
   try {
     PollerMain();
     return;

@@ -4,13 +4,17 @@
 #include "preload/term_signal.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 #include <mutex>
@@ -65,6 +69,10 @@ internal::SpinLock g_lock;  // writers of g_app; also orders Arm against the app
 std::atomic<int> g_state{kIdle};
 pid_t g_owner = 0;
 sem_t g_wake;
+// Written once the save ended (ft-term): the handler of a signal whose action is the default
+// one waits on it, so the thread it hit never returns into the app (below).
+int g_done_pipe[2] = {-1, -1};
+int64_t g_wait_ms = 11000;  // the grace, and a second for the save's end
 // The first signal, as it arrived (written by the handler that moved g_state to kSaving).
 std::atomic<int> g_first_signal{0};
 siginfo_t g_first_info;
@@ -97,15 +105,38 @@ void SetAppAction(int sig, const struct sigaction& a) {
 
 void Handler(int sig, siginfo_t* info, void* context);
 
-// Ours as the kernel holds it: the app's SA_RESTART and SA_ONSTACK, so a system call the
-// signal interrupts behaves as the app asked (Python wants EINTR, most C code a restart).
+bool RunsAFunction(const struct sigaction& a) {
+  return (a.sa_flags & SA_SIGINFO) != 0 || (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN);
+}
+
+// Ours as the kernel holds it. With an app handler, the app's SA_RESTART and SA_ONSTACK, so a
+// system call the signal interrupts behaves as the app asked (Python wants EINTR, most C code a
+// restart). With none (default or ignore), SA_RESTART: without ft no call of the app would
+// have been interrupted at all.
 struct sigaction OursFor(const struct sigaction& app) {
   struct sigaction ours;
   std::memset(&ours, 0, sizeof ours);
   ours.sa_sigaction = Handler;
   sigemptyset(&ours.sa_mask);
-  ours.sa_flags = SA_SIGINFO | (app.sa_flags & (SA_RESTART | SA_ONSTACK));
+  ours.sa_flags = SA_SIGINFO | (app.sa_flags & SA_ONSTACK) |
+                  (RunsAFunction(app) ? (app.sa_flags & SA_RESTART) : SA_RESTART);
   return ours;
+}
+
+int64_t MonotonicMs() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+// Until ft-term says the save ended, or the grace (and a second) passed. Async-signal-safe.
+void WaitForTheSave() {
+  const int64_t until = MonotonicMs() + g_wait_ms;
+  struct pollfd fd{g_done_pipe[0], POLLIN, 0};
+  for (int64_t left = g_wait_ms; left > 0; left = until - MonotonicMs()) {
+    int n = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (n > 0) return;
+  }
 }
 
 void MarkTerminating(int sig) {
@@ -165,6 +196,8 @@ void Handler(int sig, siginfo_t* info, void* context) {
     g_first_signal.store(sig, std::memory_order_release);
     MarkTerminating(sig);
     sem_post(&g_wake);
+    // Back into the app, which goes on until the save is in (its next ft_update_begin waits
+    // for it): this thread may be the one that finishes the update the save waits for.
   } else if (expected == kSaving) {
     if (sig != g_first_signal.load(std::memory_order_acquire)) {
       g_merged.fetch_or(uint64_t{1} << sig, std::memory_order_relaxed);
@@ -205,6 +238,9 @@ void Watch(std::vector<int> signals) {
   const int sig = g_first_signal.load(std::memory_order_acquire);
   agent::SaveForTermination(sig);
   g_state.store(kDone, std::memory_order_release);
+  const char done = 1;
+  ssize_t ignored = write(g_done_pipe[1], &done, 1);
+  (void)ignored;
   Redeliver(sig);
   const uint64_t merged = g_merged.exchange(0, std::memory_order_acq_rel);
   for (int s = 1; s < kMaxSignal; ++s) {
@@ -263,6 +299,11 @@ void Arm(const std::vector<int>& signals) {
     if (signals.empty() || RealSigaction() == nullptr) return;
     g_owner = getpid();
     if (sem_init(&g_wake, 0, 0) != 0) return;
+    if (pipe2(g_done_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+    if (internal::g_rt != nullptr) {
+      g_wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(internal::g_rt->config.ckpt_term_grace).count() +
+                  1000;
+    }
     try {
       std::thread(Watch, signals).detach();
     } catch (...) {
@@ -281,6 +322,31 @@ void Arm(const std::vector<int>& signals) {
     }
     FT_LOG(Debug, Ckpt, "termination save armed for {} signal(s)", signals.size());
   });
+}
+
+void FinishAtExit() noexcept {
+  if (g_owner != getpid() || g_state.load(std::memory_order_acquire) == kIdle) return;
+  // The app reached exit() while its termination save ran (an interrupted call took an error
+  // path): the save finishes, then the signal acts as it would have without ft — with the
+  // default action the process ends by the signal, not with exit's status.
+  if (g_state.load(std::memory_order_acquire) == kSaving) WaitForTheSave();
+  const int sig = g_first_signal.load(std::memory_order_acquire);
+  if (sig > 0 && sig < kMaxSignal && !RunsAFunction(AppAction(sig))) {
+    siginfo_t info = g_first_info;
+    Chain(sig, &info, nullptr);
+  }
+}
+
+void BlockTerminationSignals() noexcept {
+  try {
+    std::vector<int> signals;
+    if (internal::g_rt == nullptr || !ParseSignals(internal::g_rt->config.ckpt_on_signal, &signals).ok()) return;
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : signals) sigaddset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  } catch (...) {
+  }
 }
 
 int AppSigaction(int sig, const struct sigaction* act, struct sigaction* old) {

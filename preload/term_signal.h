@@ -8,8 +8,12 @@
 //              disposition of each signal as its own and installs ours in the kernel. Before
 //              it (nothing registered, no arena, FT_ENABLE=0) nothing is changed.
 //   handler    async-signal-safe: marks the segment header (terminate_signal), wakes the
-//              "ft-term" thread and returns at once; a signal arriving while the save runs is
-//              merged into the first (as the kernel merges a pending standard signal).
+//              "ft-term" thread and returns at once (the thread it hit may be the one whose
+//              update the save waits for). Installed with SA_RESTART when the app has no
+//              handler, so no call of the app is interrupted that would not have been; an app
+//              that reaches exit() meanwhile still ends by the signal (FinishAtExit). A
+//              signal arriving while the save runs is merged into the first (as the kernel
+//              merges a pending standard signal).
 //   ft-term    runs the save (bounded by FT_CKPT_TERM_GRACE), then sends the first signal
 //              again, with its siginfo, to the thread it hit; our handler then chains.
 //   chaining   the app's sigaction/signal calls for an armed signal are virtualized: they
@@ -34,6 +38,15 @@ Status ParseSignals(std::string_view text, std::vector<int>* out);
 
 // Installs the handler for `signals` (once per process; later calls do nothing). App thread.
 void Arm(const std::vector<int>& signals);
+
+// At exit(), after the agent's own wait: a termination save in progress is waited for (the
+// grace), then a default action the signal still owes is taken (the process ends by it).
+void FinishAtExit() noexcept;
+
+// Blocks FT_CKPT_ON_SIGNAL's signals in the calling thread: libft.so's own threads (the poller,
+// the agent and its checksum helpers) never take one, so the handler always runs on an app
+// thread and never on a thread the save needs.
+void BlockTerminationSignals() noexcept;
 
 // What the interposed sigaction/signal do; exported by term_signal.cc as the libc names.
 int AppSigaction(int sig, const struct sigaction* act, struct sigaction* old);

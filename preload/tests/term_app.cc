@@ -2,13 +2,14 @@
 // under LD_PRELOAD=libft.so, and the check of what its arena holds afterwards.
 //
 //   term_app run [--handler none|app|ign|info] [--handler-after] [--register 0|1]
-//                [--kib N] [--step-ms M] [--update-ms U] [--fork-child]
+//                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
 //     "step <s>" printed, M ms of "forward/backward". The app's own handler of SIGTERM (and
 //     SIGINT), installed before ft_register_end or after (--handler-after), prints
 //     "app handler sig=<s> count=<n> code=<si_code> pid=<si_pid>" and ends the loop: the
-//     program exits 0 after "exiting count=<n>".
+//     program exits 0 after "exiting count=<n>". --block-read: after step 3 it blocks in
+//     read(stdin) and exits 0 when the read returns (EOF or an interrupted call).
 //   term_app check --arena-dir D --job J --rank R
 //     prints "arena step=<s> torn=<0|1> content=<ok|mixed>": content ok when every byte
 //     of the state is the fill of the step the manifest names.
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,7 +86,7 @@ void Sleep(int ms) {
 
 int Run(int argc, char** argv) {
   std::string handler = "none";
-  bool after = false, reg = true, fork_child = false;
+  bool after = false, reg = true, fork_child = false, block_read = false;
   int kib = 256, step_ms = 20, update_ms = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
@@ -96,6 +98,7 @@ int Run(int argc, char** argv) {
     else if (a == "--step-ms") step_ms = atoi(next().c_str());
     else if (a == "--update-ms") update_ms = atoi(next().c_str());
     else if (a == "--fork-child") fork_child = true;
+    else if (a == "--block-read") block_read = true;
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -129,6 +132,13 @@ int Run(int argc, char** argv) {
       }
     }
     Sleep(step_ms);
+    if (block_read && step == 3) {
+      // Waits on stdin like a server loop; an interrupted read ends the program with 0.
+      char c;
+      ssize_t n = read(0, &c, 1);
+      printf("read returned %zd (%s): exiting 0\n", n, n < 0 ? strerror(errno) : "eof");
+      return 0;
+    }
   }
   printf("exiting count=%d\n", g_handled.load());
   return 0;

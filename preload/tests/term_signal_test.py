@@ -18,6 +18,9 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   off                FT_CKPT_ON_SIGNAL=none: SIGTERM kills at once, nothing saved
   update-running     the update takes 200 ms of every 205: the save waits for ft_step_done,
                      the copy is one step (every byte the fill of the step it names)
+  blocked-read       the app waits in read(stdin) and exits 0 if the read is interrupted:
+                     without ft SIGTERM kills it there, so with ft it must too (our handler
+                     restarts the call), after saving step 3
 """
 
 import argparse
@@ -51,8 +54,8 @@ class App:
         self.args = args
         self.lines = []
         self.cv = threading.Condition()
-        self.proc = subprocess.Popen([args.app, "run"] + flags, env=env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen([args.app, "run"] + flags, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -172,6 +175,19 @@ def run_case(args):
                 check(" pid=%d" % os.getpid() in ran[0], "the handler does not see the sender's pid %d: %s" %
                       (os.getpid(), ran[0]))
             check_saved(app, before, app.last_step())
+        finally:
+            app.close()
+    elif c == "blocked-read":
+        app = App(args, ["--block-read"])
+        try:
+            app.wait_line("step 3")
+            time.sleep(0.2)  # into the read
+            app.proc.send_signal(signal.SIGTERM)
+            rc = app.wait_exit()
+            check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15); output:\n%s" %
+                  (rc, app.output()[-1500:]))
+            check("exiting 0" not in app.output(), "the app's read was interrupted: it took its exit path")
+            check_saved(app, 3, 3)
         finally:
             app.close()
     elif c == "ignored":
