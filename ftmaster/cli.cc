@@ -336,7 +336,8 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
     int64_t step = -1;
     const proto::StepVerdict* verdict = nullptr;
     int copies = 0, torn = 0;
-    std::map<std::string, int> tiers;  // tier -> copies it holds
+    std::map<std::string, int> tiers;    // tier -> copies it holds
+    std::map<std::string, int> origins;  // what took the copies -> how many
   };
   std::vector<Row> rows;
   for (const redis::Reply& r : steps_reply.elements()) {
@@ -358,6 +359,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       }
       ++row.copies;
       if (c.torn) ++row.torn;
+      ++row.origins[c.origin.empty() ? "unknown" : c.origin];
       for (const std::string& t : c.tiers) ++row.tiers[t];
     }
     rows.push_back(std::move(row));
@@ -405,6 +407,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
       Json tiers = Json::object();
       for (const char* t : {"arena", "local", "remote"}) tiers[t] = row.tiers.count(t) ? row.tiers.at(t) : 0;
       r["tiers"] = std::move(tiers);
+      r["origins"] = row.origins;
       r["sdc_ranks"] = row.verdict ? Json(row.verdict->sdc_ranks) : Json::array();
       r["why"] = row.verdict ? Json(row.verdict->why) : Json("");
       r["planned"] = row.step == planned;
@@ -437,8 +440,8 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
     while (!text.empty() && text.back() == ' ') text.pop_back();
     *out += text + "\n";
   };
-  line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", "STEP", "STATE", "SHARDS", "COPIES",
-                   "TORN", "TIERS (arena/local/remote)", "SDC", "PLAN"));
+  line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", "STEP", "STATE", "SHARDS",
+                   "COPIES", "TORN", "TIERS (arena/local/remote)", "SDC", "PLAN", "SAVED BY"));
   for (const Row& row : rows) {
     std::string shards = row.verdict ? fmt::format("{}/{}", row.verdict->verified_shards, row.verdict->shards) : "-";
     std::string tiers = fmt::format("{}/{}/{}", row.tiers.count("arena") ? row.tiers.at("arena") : 0,
@@ -446,9 +449,11 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
                                     row.tiers.count("remote") ? row.tiers.at("remote") : 0);
     std::string sdc = "-";
     if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
-    line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {}", row.step,
+    std::vector<std::string> origins;  // "termination 3, periodic 1"
+    for (const auto& [origin, n] : row.origins) origins.push_back(fmt::format("{} {}", origin, n));
+    line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", row.step,
                      row.verdict ? row.verdict->state : "unjudged", shards, row.copies, row.torn, tiers, sdc,
-                     row.step == planned ? "<- restore" : ""));
+                     row.step == planned ? "<- restore" : "", fmt::join(origins, ", ")));
     if (row.verdict && !row.verdict->why.empty() && row.verdict->state != "verified") {
       line(fmt::format("{:>10}  {}", "", row.verdict->why));
     }

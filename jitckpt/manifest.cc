@@ -1,4 +1,5 @@
-// The manifest's binary format (docs/checkpoints.md, "Manifest format"), version 1:
+// The manifest's binary format (docs/checkpoints.md, "Manifest format"), version 2 (version 1
+// is the same without the origin bits, and is read too):
 //
 //   offset  size  field
 //        0     8  magic "FTCKMANI"
@@ -6,7 +7,7 @@
 //       12     4  header_bytes (96)
 //       16     8  total_bytes: the whole encoding, trailing checksum included
 //       24  4 x 5 rank, world_size, tp, pp, dp (int32)
-//       44     4  flags (bit 0: torn)
+//       44     4  flags (bit 0: torn; format 2: bits 1-2 the SaveOrigin)
 //       48     8  step (int64)
 //       56     8  created_unix_ns
 //       64     8  chunk_bytes
@@ -43,6 +44,8 @@ static_assert(std::endian::native == std::endian::little,
 constexpr uint64_t kMagic = 0x494e414d4b435446ull;  // "FTCKMANI" read as bytes
 constexpr uint32_t kHeaderBytes = 96;
 constexpr uint32_t kFlagTorn = 1u;
+constexpr uint32_t kOriginShift = 1;
+constexpr uint32_t kOriginMask = 3u << kOriginShift;
 // Smallest encoding of one buffer entry (a one-byte name) and of one checksum.
 constexpr uint64_t kMinBufferEntryBytes = 2 + 1 + 8 + 8;
 constexpr uint64_t kChecksumBytes = 8;
@@ -171,6 +174,16 @@ uint64_t ContentDigest(const Manifest& m) {
   return Checksum(w.out().data(), w.out().size());
 }
 
+const char* SaveOriginName(SaveOrigin origin) {
+  switch (origin) {
+    case SaveOrigin::kPeriodic: return "periodic";
+    case SaveOrigin::kJustInTime: return "just-in-time";
+    case SaveOrigin::kTermination: return "termination";
+    case SaveOrigin::kUnknown: break;
+  }
+  return "";
+}
+
 std::string EncodeManifest(const Manifest& m) {
   Writer w;
   w.Put<uint64_t>(kMagic);
@@ -182,7 +195,9 @@ std::string EncodeManifest(const Manifest& m) {
   w.Put<int32_t>(m.tp);
   w.Put<int32_t>(m.pp);
   w.Put<int32_t>(m.dp);
-  w.Put<uint32_t>(m.torn ? kFlagTorn : 0u);
+  uint32_t flags = m.torn ? kFlagTorn : 0u;
+  if (m.format_version >= 2) flags |= (static_cast<uint32_t>(m.origin) << kOriginShift) & kOriginMask;
+  w.Put<uint32_t>(flags);
   w.Put<int64_t>(m.step);
   w.Put<uint64_t>(m.created_unix_ns);
   w.Put<uint64_t>(m.chunk_bytes);
@@ -237,7 +252,7 @@ Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
                                            version, kManifestVersion));
   }
   if (header_bytes != kHeaderBytes) {
-    return Damaged(fmt::format("header of {} bytes (format 1 has {})", header_bytes, kHeaderBytes));
+    return Damaged(fmt::format("header of {} bytes (formats 1 and 2 have {})", header_bytes, kHeaderBytes));
   }
   // From here on the bytes are intact as written; a writer of this format could still have
   // written nonsense, so every count and offset is checked against the bytes present before
@@ -254,8 +269,10 @@ Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
       !b.Get(&m.data_bytes) || !b.Get(&buffer_count) || !b.Get(&job_bytes) || !b.Get(&chunk_count)) {
     return Damaged("truncated header");
   }
-  if ((flags & ~kFlagTorn) != 0) return Damaged(fmt::format("unknown flags {:#x}", flags));
+  const uint32_t known = version >= 2 ? kFlagTorn | kOriginMask : kFlagTorn;
+  if ((flags & ~known) != 0) return Damaged(fmt::format("unknown flags {:#x}", flags));
   m.torn = (flags & kFlagTorn) != 0;
+  m.origin = static_cast<SaveOrigin>((flags & kOriginMask) >> kOriginShift);
   if (m.chunk_bytes == 0) return Damaged("chunk size 0");
   if (m.data_bytes > kMaxDataBytes) return Damaged(fmt::format("data region of {} bytes", m.data_bytes));
   if (job_bytes > kMaxJobName) {

@@ -22,7 +22,9 @@
 
 namespace ft::ckpt {
 
-inline constexpr uint32_t kManifestVersion = 1;
+// 2: flags bits 1-2 say what took the copy (SaveOrigin). A version 1 manifest reads as
+// origin kUnknown.
+inline constexpr uint32_t kManifestVersion = 2;
 inline constexpr uint64_t kBufferAlign = 4096;
 inline constexpr size_t kMaxBufferName = 255;
 inline constexpr size_t kMaxJobName = 255;  // ManifestCapacity reserves this much for the job
@@ -35,6 +37,11 @@ struct BufferEntry {
   bool operator==(const BufferEntry&) const = default;
 };
 
+// What took a copy (said in the worker's report, `ftmaster checkpoints` and the verdicts).
+enum class SaveOrigin : uint8_t { kUnknown = 0, kPeriodic = 1, kJustInTime = 2, kTermination = 3 };
+// "periodic", "just-in-time", "termination"; "" for kUnknown.
+const char* SaveOriginName(SaveOrigin origin);
+
 struct Manifest {
   uint32_t format_version = kManifestVersion;
   std::string job;
@@ -43,6 +50,7 @@ struct Manifest {
   int32_t tp = -1, pp = -1, dp = -1;  // -1: unknown to the app (the master's topology says)
   int64_t step = -1;                  // the application's step number
   bool torn = false;                  // saved while the state was being updated: never restored
+  SaveOrigin origin = SaveOrigin::kUnknown;  // format 2; not part of the content digest
   uint64_t created_unix_ns = 0;
   uint64_t chunk_bytes = kDefaultChunkBytes;
   uint64_t data_bytes = 0;

@@ -56,6 +56,7 @@ std::string Encode(const CkptCopy& c) {
   j["dp"] = c.dp;
   j["digest"] = CommIdHex(c.digest);
   j["torn"] = c.torn;
+  if (!c.origin.empty()) j["origin"] = c.origin;
   j["bytes"] = c.bytes;
   j["tiers"] = TiersJson(c.tiers);
   j["error"] = c.error;
@@ -73,6 +74,10 @@ Status Decode(std::string_view json, CkptCopy* out) {
     FT_RETURN_IF_ERROR(r.Int("dp", Need::kOptional, &c->dp, -1));
     FT_RETURN_IF_ERROR(CheckDigest(r, "digest", &c->digest));
     FT_RETURN_IF_ERROR(r.Bool("torn", Need::kOptional, &c->torn));
+    FT_RETURN_IF_ERROR(r.Str("origin", Need::kOptional, &c->origin));
+    if (!c->origin.empty() && c->origin != "periodic" && c->origin != "just-in-time" && c->origin != "termination") {
+      return Status::Corrupt("origin '" + c->origin.substr(0, 32) + "' is not periodic, just-in-time or termination");
+    }
     FT_RETURN_IF_ERROR(r.Int("bytes", Need::kRequired, &c->bytes));
     FT_RETURN_IF_ERROR(CheckTiers(r, &c->tiers));
     FT_RETURN_IF_ERROR(r.Str("error", Need::kOptional, &c->error));

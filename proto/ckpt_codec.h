@@ -28,6 +28,7 @@ struct CkptCopy {
   int tp = -1, pp = -1, dp = -1;  // from the manifest; -1 unknown (the master's topology says)
   uint64_t digest = 0;            // ft::ckpt::ContentDigest
   bool torn = false;
+  std::string origin;             // what took it: "periodic", "just-in-time", "termination"; "" unknown
   uint64_t bytes = 0;             // data bytes
   std::vector<std::string> tiers; // "arena", "local", "remote": where a committed copy is now
   std::string error;              // the last persist failure, e.g. "local: No space left on device"

@@ -146,6 +146,7 @@ class MasterLoopTest : public ::testing::Test {
     c.node = job_.membership[static_cast<size_t>(rank)].node;
     c.digest = digest;
     c.torn = torn;
+    c.origin = torn ? "just-in-time" : "periodic";
     c.bytes = 4096;
     c.tiers = std::move(tiers);
     c.unix_ms = UnixMs();
@@ -607,6 +608,8 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_LT(text.find("       400  incomplete"), text.find("       300  verified")) << text;
   EXPECT_NE(text.find("<- restore"), std::string::npos) << text;
   EXPECT_NE(text.find("untrusted"), std::string::npos) << text;
+  EXPECT_NE(text.find("SAVED BY"), std::string::npos) << text;
+  EXPECT_NE(text.find("just-in-time 1, periodic 3"), std::string::npos) << "step 300's copies: " << text;
   nlohmann::json j = nlohmann::json::parse(Cli(CheckpointsCommand, true));
   EXPECT_EQ(j["plan"]["step"], 300);
   ASSERT_EQ(j["steps"].size(), 4u);
@@ -615,6 +618,8 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_EQ(j["steps"][1]["planned"], true);
   EXPECT_EQ(j["steps"][1]["torn"], 1);
   EXPECT_EQ(j["steps"][1]["tiers"]["arena"], 4);
+  EXPECT_EQ(j["steps"][1]["origins"]["periodic"], 3);
+  EXPECT_EQ(j["steps"][1]["origins"]["just-in-time"], 1);
   EXPECT_EQ(j["steps"][2]["state"], "untrusted");
   EXPECT_EQ(j["steps"][3]["verified_shards"], 2);
 }

@@ -53,6 +53,7 @@ TEST(ManifestTest, LayoutIsPinned) {
   std::vector<uint8_t> data;
   Manifest m = SampleManifest(&data);
   m.torn = true;
+  m.origin = SaveOrigin::kTermination;
   std::string bytes = EncodeManifest(m);
   auto at = [&](size_t offset, auto value) {
     decltype(value) stored;
@@ -60,7 +61,7 @@ TEST(ManifestTest, LayoutIsPinned) {
     return stored == value;
   };
   EXPECT_EQ(bytes.substr(0, 8), "FTCKMANI");
-  EXPECT_TRUE(at(8, uint32_t{1}));
+  EXPECT_TRUE(at(8, uint32_t{2}));
   EXPECT_TRUE(at(12, uint32_t{96}));
   EXPECT_TRUE(at(16, uint64_t{bytes.size()}));
   EXPECT_TRUE(at(24, int32_t{3}));   // rank
@@ -68,7 +69,7 @@ TEST(ManifestTest, LayoutIsPinned) {
   EXPECT_TRUE(at(32, int32_t{1}));   // tp
   EXPECT_TRUE(at(36, int32_t{0}));   // pp
   EXPECT_TRUE(at(40, int32_t{1}));   // dp
-  EXPECT_TRUE(at(44, uint32_t{1}));  // flags: torn
+  EXPECT_TRUE(at(44, uint32_t{1 | 3 << 1}));  // flags: torn, origin termination
   EXPECT_TRUE(at(48, int64_t{1200}));
   EXPECT_TRUE(at(56, m.created_unix_ns));
   EXPECT_TRUE(at(64, uint64_t{4096}));
@@ -156,6 +157,29 @@ TEST(ManifestTest, TruncationAtEveryLengthIsCorrupt) {
   EXPECT_EQ(Parse(padded).code(), StatusCode::kCorrupt);
 }
 
+// Format 2 says what took the copy; a format 1 manifest (written before) reads as unknown, and
+// its flags may not carry origin bits.
+TEST(ManifestTest, OriginRoundTripsAndFormatOneReadsAsUnknown) {
+  std::vector<uint8_t> data;
+  Manifest m = SampleManifest(&data);
+  for (SaveOrigin o : {SaveOrigin::kPeriodic, SaveOrigin::kJustInTime, SaveOrigin::kTermination}) {
+    m.origin = o;
+    m.torn = o == SaveOrigin::kTermination;
+    Manifest out;
+    ASSERT_TRUE(ParseManifest(Bytes(EncodeManifest(m)), &out).ok());
+    EXPECT_EQ(out.origin, o);
+    EXPECT_EQ(out.torn, m.torn);
+    EXPECT_EQ(ContentDigest(out), ContentDigest(Manifest(m))) << "the origin is not content";
+  }
+  EXPECT_STREQ(SaveOriginName(SaveOrigin::kTermination), "termination");
+  EXPECT_STREQ(SaveOriginName(SaveOrigin::kUnknown), "");
+  m.format_version = 1;
+  Manifest v1;
+  ASSERT_TRUE(ParseManifest(Bytes(EncodeManifest(m)), &v1).ok());
+  EXPECT_EQ(v1.origin, SaveOrigin::kUnknown);
+  EXPECT_EQ(v1.format_version, 1u);
+}
+
 TEST(ManifestTest, NewerFormatIsRefusedByName) {
   std::vector<uint8_t> data;
   Manifest m = SampleManifest(&data);
@@ -163,7 +187,7 @@ TEST(ManifestTest, NewerFormatIsRefusedByName) {
   Manifest out;
   Status s = ParseManifest(Bytes(EncodeManifest(m)), &out);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.message(), "manifest format 7 is newer than this build's 1; upgrade ft");
+  EXPECT_EQ(s.message(), "manifest format 7 is newer than this build's 2; upgrade ft");
   EXPECT_EQ(out, Manifest{});
   m.format_version = 0;
   EXPECT_EQ(Parse(Bytes(EncodeManifest(m))).code(), StatusCode::kCorrupt);
@@ -187,7 +211,7 @@ TEST(ManifestTest, EveryStructuralCheckRejects) {
       {"magic", WithField<uint64_t>(valid, 0, 0x1122334455667788ull), "magic"},
       {"header size", WithField<uint32_t>(valid, 12, 64), "header of 64 bytes"},
       {"total bytes", WithField<uint64_t>(valid, 16, valid.size() + 8), "header says"},
-      {"flags", WithField<uint32_t>(valid, 44, 6), "unknown flags"},
+      {"flags", WithField<uint32_t>(valid, 44, 8), "unknown flags"},
       {"chunk size 0", WithField<uint64_t>(valid, 64, 0), "chunk size 0"},
       {"data bytes", WithField<uint64_t>(valid, 72, m.data_bytes + 4096), "data region"},
       {"data too small", WithField<uint64_t>(valid, 72, 4096), "ends past the data region"},

@@ -655,6 +655,8 @@ TEST(CkptCodecTest, BadCopyFieldsAreNamed) {
   EXPECT_EQ(DecodeWith(c, "/step", -1), "step: must not be negative, got -1");
   EXPECT_EQ(DecodeWith(c, "/rank", -2), "rank: must not be negative, got -2");
   EXPECT_EQ(DecodeWith(c, "/node", ""), "node: must not be empty");
+  EXPECT_EQ(DecodeWith(c, "/origin", "mystery"), "origin 'mystery' is not periodic, just-in-time or termination");
+  EXPECT_EQ(DecodeWith(c, "/origin", "periodic"), "");
   EXPECT_EQ(DecodeWith(c, "/tp", -1), "");  // unknown: the topology says
   EXPECT_EQ(DecodeWith(c, "/tp", -2).rfind("tp: -2 is out of range [-1, ", 0), 0u);
   EXPECT_EQ(DecodeWith(c, "/dp", 1.5).rfind("dp: expected an integer", 0), 0u);
@@ -715,8 +717,10 @@ TEST(CkptCodecTest, PinnedEncoding) {
   c.error = "";
   EXPECT_EQ(Encode(c),
             R"({"v":1,"step":1200,"rank":5,"node":"node1","tp":1,"pp":0,"dp":2,)"
-            R"("digest":"fedcba9876543210","torn":true,"bytes":1099511627779,"tiers":["arena"],)"
-            R"("error":"","unix_ms":1763800001000})");
+            R"("digest":"fedcba9876543210","torn":true,"origin":"termination","bytes":1099511627779,)"
+            R"("tiers":["arena"],"error":"","unix_ms":1763800001000})");
+  c.origin = "";  // unknown (a manifest of format 1): not written
+  EXPECT_EQ(Encode(c).find("origin"), std::string::npos);
 }
 
 TEST(CommIdHexTest, RoundTrip) {

@@ -209,6 +209,7 @@ inline CkptCopy SampleCkptCopy() {
   c.dp = 2;
   c.digest = 0xfedcba9876543210ULL;
   c.torn = true;
+  c.origin = "termination";
   c.bytes = (uint64_t{1} << 40) + 3;
   c.tiers = {"arena", "local", "remote"};
   c.error = "local: No space left on device";

@@ -406,6 +406,13 @@ def case_crash_teardown(args):
         print("verdict: %s" % verdict)
         check(verdict["state"] == "verified" and verdict["verified_shards"] == verdict["shards"],
               "step %d not verified: %s" % (crash_step, verdict))
+        listed = json.loads(c.master_cli("checkpoints", "--json"))
+        origins = next(st["origins"] for st in listed["steps"] if st["step"] == crash_step)
+        print("step %d saved by %s" % (crash_step, origins))
+        # The master's crash incident may ask for a just-in-time save before the teardown's
+        # SIGTERM lands: the termination save then joins it (the step is already committed).
+        check(origins.get("termination", 0) + origins.get("just-in-time", 0) == len(survivors),
+              "`ftmaster checkpoints` says step %d was saved by %s" % (crash_step, origins))
         show_checkpoints(c)
         relaunch_restores(c, args, model, steps, crash_step, 4)
         print("OK: crash at step %d, teardown 0.1 s later -> survivors saved step %d on SIGTERM -> relaunch "
@@ -432,7 +439,9 @@ def case_preemption(args):
             reached[int(r)] = max(reached.get(int(r), 0), int(st) + 1)
         saved = termination_saves(c, range(4))
         print("termination saves %s; steps reached %s; last periodic save %d" % (saved, reached, every))
-        missing = {r: [l for l in c.rank_log(r) if "ft[ckpt]" in l][-3:] for r in range(4) if r not in saved}
+        missing = {r: [l for l in c.rank_log(r) if "ft[ckpt]" in l][-3:] + c.rank_log(r)[-4:] +
+                   [l for l in c.job_output().splitlines() if l.startswith("[launch] rank %d " % r)]
+                   for r in range(4) if r not in saved}
         check(not missing, "ranks without a termination save, their last checkpoint lines: %s" % missing)
         # A rank saves the step it completed, or the one before when its update had not reached
         # the device (the copy is then that step's, and the rank completed one more after it).
@@ -450,6 +459,14 @@ def case_preemption(args):
             print("LIMIT: no step held by every shard (saves %s): the periodic step %d is restored" % (saved, step))
         verdict = c.wait_for(lambda: c.verdict(step), 30, "the verdict of step %d" % step)
         check(verdict["state"] == "verified", "step %d not verified: %s" % (step, verdict))
+        if step in saved.values():
+            listed = json.loads(c.master_cli("checkpoints", "--json"))
+            origins = next(st["origins"] for st in listed["steps"] if st["step"] == step)
+            holders = sum(1 for v in saved.values() if v == step)
+            check(origins == {"termination": holders},
+                  "`ftmaster checkpoints` says step %d was saved by %s, not %d termination saves" %
+                  (step, origins, holders))
+            check("termination %d" % holders in show_checkpoints(c), "the table does not say SAVED BY termination")
         relaunch_restores(c, args, model, steps, step, 4)
         print("OK: preempted at steps %s -> saved %s on SIGTERM -> relaunch restored step %d, %d step(s) "
               "lost (the periodic save had step %d) -> reference checksums" %
