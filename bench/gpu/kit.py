@@ -504,6 +504,7 @@ def section_ckpt(out):
     tool = os.path.join(BIN, "ckpt_bench_tool")
     per_threads = {}
     term = "not measured"
+    term_save_s = float("nan")
     arena_dir = tempfile.mkdtemp(prefix="ft-kit-ckpt-", dir=base)
     try:
         for threads in ((1, 2) if QUICK else (1, 2, 4)):
@@ -573,13 +574,14 @@ def section_ckpt(out):
                 "restore %s s (%s GB/s)" % (threads, r["register_s"], r["block_s"], fmt(r.get("save_s")),
                                            fmt(r.get("jit_gbps")), fmt(r.get("restore_s")), fmt(r.get("restore_gbps"))))
             remove_arenas(arena_dir, job)
+        term_save_s = float("nan")
         # The termination save: SIGTERM after a step, no periodic save; is a copy of the step
         # committed when the process is gone, and how long did it take to go?
         if left_s() > 15:
             job = "kit-ckpt-%d-term" % os.getpid()
             env = kit_env(cfg, preload=True, extra={
                 "FT_JOB": job, "FT_NODE_ID": "node0", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                "FT_CKPT_ARENA_DIR": arena_dir, "FT_CKPT_EVERY": "0"})
+                "FT_CKPT_ARENA_DIR": arena_dir, "FT_CKPT_EVERY": "0", "FT_LOG_LEVEL": "info"})
             saver = spawn([os.path.join(BIN, "ckpt_bench_rank"), "--mode", "save", "--bytes", str(nbytes),
                            "--steps", "1"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
@@ -596,10 +598,15 @@ def section_ckpt(out):
             except subprocess.TimeoutExpired:
                 stop(saver)
                 exit_s = float("nan")
+            rest = saver.stdout.read() if saver.stdout else ""
+            said = re.search(r"termination save committed .* ([0-9.]+) s after the signal", rest)
+            term_save_s = float(said.group(1)) if said else float("nan")
             rc, text = run([tool, "wait", "--arena-dir", arena_dir, "--job", job, "--ranks", "0", "--step", "1",
                             "--timeout-s", "3"], env=kit_env(cfg), timeout=10)
-            out.log("ckpt", "---- termination: exit %s after %.3f s; wait: %s\n" % (saver.returncode, exit_s, text))
-            term = ("committed step 1, process gone %.3f s after SIGTERM" % exit_s if rc == 0 else
+            out.log("ckpt", "---- termination: exit %s after %.3f s; wait: %s\n%s\n" % (saver.returncode, exit_s, text,
+                                                                                        rest[-2000:]))
+            term = ("committed step 1 %.3f s after SIGTERM (libft.so's figure), process gone %.3f s after it"
+                    % (term_save_s, exit_s) if rc == 0 else
                     "no copy committed (the process was gone %.3f s after SIGTERM, exit %s): no termination save" % (exit_s, saver.returncode))
             say("termination: " + term)
     finally:
@@ -608,11 +615,11 @@ def section_ckpt(out):
     fields += " restore_gbps=%s" % fmt(per_threads.get(1, {}).get("restore_gbps"))
     first = per_threads.get(1, {})
     out.result("gpu_ckpt bytes=%d d2h_gbps=%.2f h2d_gbps=%.2f pin_alloc_s_per_gib=%.3f pin_register_s_per_gib=%.3f "
-               "arena_register_s_per_gib=%s block_s=%s save_ratio_t1=%s %s term_save=%s"
+               "arena_register_s_per_gib=%s block_s=%s save_ratio_t1=%s %s term_save=%s term_save_s=%s"
                % (nbytes, copy["d2h_gbps"], copy["h2d_gbps"], copy["host_alloc_s_per_gib"], copy["host_register_s_per_gib"],
                   fmt(first.get("register_s", float("nan")) / gib), fmt(first.get("block_s")),
                   fmt(first.get("jit_gbps", float("nan")) / copy["d2h_gbps"]), fields,
-                  "committed" if term.startswith("committed") else "none"))
+                  "committed" if term.startswith("committed") else "none", fmt(term_save_s)))
     rows = "\n".join("| %d | %s | %s | %s | %s | %s |" % (t, fmt(r.get("register_s")), fmt(r.get("block_s")), fmt(r.get("save_s")),
                                                       fmt(r.get("jit_gbps")), fmt(r.get("restore_gbps")) if t == 1 else "-")
                      for t, r in sorted(per_threads.items()))
