@@ -83,13 +83,13 @@ asan: deps
 	@ctest --test-dir $(ASAN_BUILD) --output-on-failure --timeout 300 -LE 'nvcc|e2e'
 
 # ThreadSanitizer build of the concurrent parts: common, shm, libft.so inside a gpusim program
-# (its poller and checkpoint agent threads), the transfer engine (server I/O threads, a pull's
+# (its poller and checkpoint agent threads) and under termination signals (the ft-term thread), the transfer engine (server I/O threads, a pull's
 # connection threads) and the prefetcher (one thread per rank, retries, the daemon's refresh).
 TSAN_BUILD ?= build-tsan
 tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test
-	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_'
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_term_app ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test
+	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_'
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)

@@ -256,7 +256,6 @@ cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) {
 }
 
 int Agent::UpdateBegin(cudaStream_t stream) {
-  update_windows_.fetch_add(1, std::memory_order_acq_rel);
   updates_entering_.fetch_add(1, std::memory_order_seq_cst);
   if (term_hold_.load(std::memory_order_seq_cst)) {
     updates_entering_.fetch_sub(1, std::memory_order_seq_cst);
@@ -267,6 +266,8 @@ int Agent::UpdateBegin(cudaStream_t stream) {
     std::atomic<int>* n;
     ~Entered() { n->fetch_sub(1, std::memory_order_seq_cst); }
   } entered{&updates_entering_};
+  // Counted once it opens: one that waited out a termination save's copy did not overlap it.
+  update_windows_.fetch_add(1, std::memory_order_acq_rel);
   cudaEvent_t marked = nullptr;
   if (stream != nullptr && internal::MayRecordInto(stream)) {
     AppCuda cuda;

@@ -81,15 +81,17 @@ std::atomic<uint64_t> g_merged{0};  // bit s: signal s arrived while the save ra
 
 // Runs `fn` with every signal blocked on this thread and g_lock held: a handler can never
 // interrupt a writer on its own thread, so it never spins on a lock its thread holds.
+// The mask is set with the system call itself: a sanitizer runtime intercepts
+// pthread_sigmask and may call in here before it is initialized.
 template <typename Fn>
 void Locked(Fn&& fn) {
   sigset_t all, saved;
   sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, &saved);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &saved, _NSIG / 8);
   g_lock.lock();
   fn();
   g_lock.unlock();
-  pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, nullptr, _NSIG / 8);
 }
 
 struct sigaction AppAction(int sig) {
