@@ -24,12 +24,17 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Lets the waiting update go on whichever way SaveForTermination returns.
+// Lets the waiting update go on whichever way SaveForTermination returns. Stored under the
+// lock the waiter checks it with, so the wake-up cannot fall between its check and its wait.
 struct HoldReleased {
   std::atomic<bool>* hold;
+  std::mutex* mu;
   std::condition_variable* cv;
   ~HoldReleased() {
-    hold->store(false, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(*mu);
+      hold->store(false, std::memory_order_release);
+    }
     cv->notify_all();
   }
 };
@@ -57,7 +62,7 @@ void Agent::SaveForTermination(int sig) {
     return;
   }
   term_hold_.store(true, std::memory_order_seq_cst);
-  HoldReleased release{&term_hold_, &done_cv_};
+  HoldReleased release{&term_hold_, &mu_, &done_cv_};
   // An ft_update_begin that passed the hold before it was set publishes its window first.
   while (updates_entering_.load(std::memory_order_seq_cst) > 0 && Clock::now() < start + grace / 4) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -70,8 +75,9 @@ void Agent::SaveForTermination(int sig) {
   // wait (the marker not reached means the optimizer has not touched it).
   if (update_open_.load(std::memory_order_acquire)) {
     const uint64_t interval = step_interval_ns_.load(std::memory_order_relaxed);
-    const auto finish_wait = std::clamp<Clock::duration>(std::chrono::nanoseconds(2 * interval),
-                                                         std::chrono::milliseconds(50), grace / 4);
+    const Clock::duration floor = std::chrono::milliseconds(50);
+    const auto finish_wait = std::clamp<Clock::duration>(std::chrono::nanoseconds(2 * interval), floor,
+                                                         std::max<Clock::duration>(floor, grace / 4));
     const uint64_t steps = steps_done_.load(std::memory_order_acquire);
     const auto until = start + finish_wait;
     while (steps_done_.load(std::memory_order_acquire) == steps && Clock::now() < until) {

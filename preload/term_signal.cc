@@ -201,7 +201,7 @@ void Handler(int sig, siginfo_t* info, void* context) {
     // Back into the app, which goes on until the save is in (its next ft_update_begin waits
     // for it): this thread may be the one that finishes the update the save waits for.
   } else if (expected == kSaving) {
-    if (sig != g_first_signal.load(std::memory_order_acquire)) {
+    if (sig != g_first_signal.load(std::memory_order_acquire) && sig < 64) {
       g_merged.fetch_or(uint64_t{1} << sig, std::memory_order_relaxed);
     }
   } else {
@@ -245,7 +245,7 @@ void Watch(std::vector<int> signals) {
   (void)ignored;
   Redeliver(sig);
   const uint64_t merged = g_merged.exchange(0, std::memory_order_acq_rel);
-  for (int s = 1; s < kMaxSignal; ++s) {
+  for (int s = 1; s < 64; ++s) {
     if (merged & (uint64_t{1} << s)) kill(getpid(), s);
   }
 }
