@@ -3,13 +3,15 @@
 //
 //   term_app run [--handler none|app|ign|info] [--handler-after] [--register 0|1]
 //                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
+//                [--max-steps S]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
 //     "step <s>" printed, M ms of "forward/backward". The app's own handler of SIGTERM (and
 //     SIGINT), installed before ft_register_end or after (--handler-after), prints
 //     "app handler sig=<s> count=<n> code=<si_code> pid=<si_pid>" and ends the loop: the
 //     program exits 0 after "exiting count=<n>". --block-read: after step 3 it blocks in
-//     read(stdin) and exits 0 when the read returns (EOF or an interrupted call).
+//     read(stdin) and exits 0 when the read returns (EOF or an interrupted call). --max-steps:
+//     after step S it idles (prints "idle after step S") until a handler of its own ran.
 //   term_app check --arena-dir D --job J --rank R
 //     prints "arena step=<s> torn=<0|1> content=<ok|mixed>": content ok when every byte
 //     of the state is the fill of the step the manifest names.
@@ -87,7 +89,7 @@ void Sleep(int ms) {
 int Run(int argc, char** argv) {
   std::string handler = "none";
   bool after = false, reg = true, fork_child = false, block_read = false;
-  int kib = 256, step_ms = 20, update_ms = 0;
+  int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -99,6 +101,7 @@ int Run(int argc, char** argv) {
     else if (a == "--update-ms") update_ms = atoi(next().c_str());
     else if (a == "--fork-child") fork_child = true;
     else if (a == "--block-read") block_read = true;
+    else if (a == "--max-steps") max_steps = atoi(next().c_str());
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -132,6 +135,11 @@ int Run(int argc, char** argv) {
       }
     }
     Sleep(step_ms);
+    if (max_steps > 0 && step == max_steps) {
+      printf("idle after step %d\n", step);  // alive, no more updates: waits for signals
+      while (g_handled.load() == 0) Sleep(10);
+      break;
+    }
     if (block_read && step == 3) {
       // Waits on stdin like a server loop; an interrupted read ends the program with 0.
       char c;

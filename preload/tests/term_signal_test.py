@@ -18,6 +18,9 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   off                FT_CKPT_ON_SIGNAL=none: SIGTERM kills at once, nothing saved
   update-running     the update takes 200 ms of every 205: the save waits for ft_step_done,
                      the copy is one step (every byte the fill of the step it names)
+  joins-save         a just-in-time save command (posted as ftworker posts it) and SIGTERM on
+                     an idle app holding 64 MiB, SIGTERM after the command's save or racing it:
+                     one save of the step, not two
   blocked-read       the app waits in read(stdin) and exits 0 if the read is interrupted:
                      without ft SIGTERM kills it there, so with ft it must too (our handler
                      restarts the call), after saving step 3
@@ -25,6 +28,7 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -177,6 +181,43 @@ def run_case(args):
             check_saved(app, before, app.last_step())
         finally:
             app.close()
+    elif c == "joins-save":
+        # First the command's save ends before SIGTERM (the step is committed: nothing more to
+        # save); then SIGTERM a few ms after the command, the two saves racing.
+        for signal_after_s in (None, 0.003, 0.02):
+            app = App(args, ["--max-steps", "5", "--kib", "65536"])
+            try:
+                pid = int(app.wait_line("ready pid=").split("=")[1])
+                app.wait_line("idle after step 5")
+                tool = subprocess.Popen([args.tool, "save", "--job", app.job, "--ranks", "0:%d" % pid, "--runs",
+                                         "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                if signal_after_s is None:
+                    tool_out = tool.communicate(timeout=30)[0]
+                    check(tool.returncode == 0, "the save command failed: %s" % tool_out)
+                else:
+                    time.sleep(signal_after_s)
+                app.proc.send_signal(signal.SIGTERM)
+                rc = app.wait_exit()
+                try:  # the process may be gone before it acknowledged the command
+                    tool.communicate(timeout=5)
+                except subprocess.TimeoutExpired:
+                    tool.kill()
+                    tool.communicate()
+                check(rc == -signal.SIGTERM, "exit status %d, expected -15" % rc)
+                out = app.output()
+                saves = [l for l in out.splitlines() if re.search(r"(just-in-time|termination) save: saved step=", l)]
+                print("SIGTERM %s: %s" % ("after the command's ack" if signal_after_s is None else
+                                          "%.3f s after the command" % signal_after_s,
+                                          "; ".join(l.split(": ", 1)[1][:60] for l in saves)))
+                check(len(saves) == 1, "%d saves of step 5, expected one (joined, not doubled)" % len(saves))
+                if signal_after_s is None:
+                    check("step 5 is already committed in the arena" in out,
+                          "the termination save did not see the committed step")
+                got = app.arena()
+                check(got is not None and got[0] == 5 and not got[1] and got[2] == "ok",
+                      "the arena holds %s, expected step 5 intact" % (got,))
+            finally:
+                app.close()
     elif c == "blocked-read":
         app = App(args, ["--block-read"])
         try:
@@ -249,6 +290,7 @@ def main():
     p.add_argument("--app", required=True)
     p.add_argument("--libft", required=True)
     p.add_argument("--case", required=True)
+    p.add_argument("--tool", help="ckpt_bench_tool (joins-save posts a save command with it)")
     run_case(p.parse_args())
 
 
