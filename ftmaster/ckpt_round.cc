@@ -114,7 +114,11 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
     if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return;
     auto it = ckpt_.find(step);
     const bool known = it != ckpt_.end() && it->second->judged;
-    const bool changed = !known || it->second->fields != count.integer();
+    // A step waiting for its replicas is read again when another copy came or its deadline
+    // passed, not every round (HGETALL of every rank's copy, at 131k ranks megabytes).
+    const bool held = it != ckpt_.end() && !it->second->judged && !it->second->settled;
+    const bool changed = held ? it->second->fields != count.integer() || now >= it->second->first_seen + options_.copy_wait
+                              : !known || it->second->fields != count.integer();
     // The planned step, and a newer restorable one not planned (held only on gone evicted
     // nodes): a tier change (a copy reaching the remote directory) rewrites a field, not HLEN.
     const bool candidate = step == plan_.step || (step > plan_.step && known && it->second->judged->restorable);

@@ -636,8 +636,11 @@ TEST_F(MasterLoopTest, AStepIsJudgedWhenEveryReplicaReportedNotOnTheFirstCopy) {
   EXPECT_EQ(Verdict(10).why.find("replicas reported"), std::string::npos) << "both were in: " << Verdict(10).why;
 
   PutCopy(20, 0, 0x20);
+  const uint64_t reads = a.loop->stats().ckpt_step_reads;
   Run(3000, {&a});
   EXPECT_FALSE(server_.HGet(keys_.CkptVerdicts(), "20").has_value()) << "judged on one of two replicas";
+  EXPECT_LE(a.loop->stats().ckpt_step_reads, reads + 3) << "a waiting step is read again only when a copy comes "
+                                                           "(and the planned step on its refresh)";
   EXPECT_EQ(Plan().step, 10);
   PutCopy(20, 1, 0x2f);
   Run(1000, {&a});
