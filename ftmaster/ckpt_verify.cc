@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <set>
 
 namespace ft::master {
 namespace {
@@ -67,12 +66,12 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   j.expected = t.world_size();
 
   std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
-  std::set<int> reporters;
   int torn = 0, outside = 0;
   for (const proto::CkptCopy& c : copies) {
     ShardId s;
     const bool inside = ShardOfCopy(c, t, sharded, &s);
-    if (inside && c.rank >= 0 && c.rank < t.world_size()) reporters.insert(c.rank);
+    // One copy per rank (the field of the step's hash): counting them counts the reporters.
+    if (inside && c.rank >= 0 && c.rank < t.world_size()) ++j.reported;
     if (c.torn) {
       ++torn;
       continue;
@@ -128,7 +127,6 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     }
     if (!any_source) ++sourceless;
   }
-  j.reported = static_cast<int>(reporters.size());
   j.every_replica_reported = j.reported >= j.expected;
   std::sort(j.sdc.begin(), j.sdc.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   for (const SdcFinding& f : j.sdc) v.sdc_ranks.push_back(f.rank);

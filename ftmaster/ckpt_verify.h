@@ -65,7 +65,7 @@ struct StepJudgement {
   // will not come again). Until then a verdict is provisional: the master waits for the rest
   // or a deadline before it writes one (a copy judged alone was never compared).
   bool every_replica_reported = false;
-  int reported = 0;   // copies in the topology, torn included
+  int reported = 0;   // ranks of the topology with a copy, torn included (one copy per rank)
   int expected = 0;   // replicas the topology has: world size
   std::map<ShardId, ShardCheck> shards;  // every shard of the topology
   std::vector<SdcFinding> sdc;           // by rank

@@ -116,10 +116,9 @@ class Agent {
   bool saving_ = false;
   int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
   int64_t committed_step_ = kNoStep;  // the last save this process committed, not torn
-  // The termination save (mu_): asked of the agent thread, and its answer.
+  // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
+  // save's result is committed_step_ once saving_ is false again.
   bool term_requested_ = false;
-  bool term_finished_ = false;
-  SaveOutcome term_outcome_;
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};

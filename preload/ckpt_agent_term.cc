@@ -112,18 +112,17 @@ void Agent::SaveForTermination(int sig) {
     return;
   }
   term_requested_ = true;
-  term_finished_ = false;
   work_cv_.notify_one();
-  if (!done_cv_.wait_until(lock, deadline, [&] { return term_finished_; })) {
+  // Taken (the flag cleared) and finished (FinishSave cleared saving_ and set committed_step_).
+  if (!done_cv_.wait_until(lock, deadline, [&] { return !term_requested_ && !saving_; })) {
     FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s); the "
            "signal goes on", name, Seconds(grace));
     return;
   }
-  const SaveOutcome& out = term_outcome_;
-  if (out.status.ok()) {
-    FT_LOG(Info, Ckpt, "{}: termination save committed ({}) {:.3f} s after the signal", name, out.message,
+  if (committed_step_ == step) {
+    FT_LOG(Info, Ckpt, "{}: termination save committed step={} {:.3f} s after the signal", name, step,
            Seconds(Clock::now() - start));
-  }
+  }  // else the save said why (failed or torn: "termination save ... failed", torn=1)
 }
 
 void SaveForTermination(int sig) noexcept {

@@ -205,14 +205,6 @@ void Agent::Run() {
                                               : SaveOrigin::kJustInTime;
       SaveOutcome outcome = Save(request, &cuda, origin);
       FinishSave(std::move(waiters), outcome);
-      if (termination) {
-        {
-          std::lock_guard<std::mutex> done(mu_);
-          term_outcome_ = outcome;
-          term_finished_ = true;
-        }
-        done_cv_.notify_all();
-      }
     } catch (...) {
       Failed(request, save ? &waiters : nullptr);
     }

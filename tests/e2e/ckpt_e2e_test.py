@@ -363,7 +363,7 @@ def termination_saves(c, ranks):
     for r in ranks:
         for line in c.rank_log(r):
             # Its own copy, or the master's just-in-time save of the same step, joined.
-            m = re.search(r"termination save committed \(saved step=(\d+) .*torn=0|"
+            m = re.search(r"termination save committed step=(\d+) |"
                           r"step (\d+) is already committed in the arena", line)
             if m:
                 out[r] = int(m.group(1) or m.group(2))
