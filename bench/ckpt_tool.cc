@@ -163,14 +163,16 @@ int Persist(std::map<std::string, std::string>& a) {
   ft::ckpt::PersistStats stats;
   const auto t0 = Clock::now();
   s = ft::ckpt::PersistCopy(tier == "local" ? ft::ckpt::TierKind::kLocal : ft::ckpt::TierKind::kRemote, a["--dir"], m,
-                            arena.data(), [&] { return arena.StillCommitted(gen); }, &stats);
+                            arena.data(gen), [&] { return arena.StillCommitted(gen); }, &stats);
   const double secs = Since(t0);
   if (!s.ok()) return Fail("PersistCopy: " + s.ToString());
-  // data_offset: where the data region starts in the arena file (it is the file's tail), for
-  // the dd baseline that copies the same bytes.
+  // data_offset: where the committed copy's data starts in the arena file (the slots are the
+  // file's tail), for the dd baseline that copies the same bytes.
+  const uint64_t data_offset = arena.mapped_bytes() - arena.slots_bytes() +
+                               static_cast<uint64_t>(arena.data(gen) - arena.slots_data());
   std::printf("persist_s=%.4f bytes=%llu direct_io=%d step=%lld data_offset=%llu\n", secs,
               static_cast<unsigned long long>(stats.bytes), stats.direct_io ? 1 : 0, static_cast<long long>(m.step),
-              static_cast<unsigned long long>(arena.mapped_bytes() - arena.data_capacity()));
+              static_cast<unsigned long long>(data_offset));
   return 0;
 }
 

@@ -333,7 +333,7 @@ void CkptKeeper::Persist(const Task& task) {
       if (it != held_.end() && TierFlag(it->second, kind) && it->second.copy.digest == digest) continue;
     }
     ckpt::PersistStats stats;
-    s = persist_(kind, dir, m, arena.data(), [&] { return arena.StillCommitted(generation); },
+    s = persist_(kind, dir, m, arena.data(generation), [&] { return arena.StillCommitted(generation); },
                  &stats);
     if (s.code() == StatusCode::kNotReady) {
       FT_LOG(Info, Worker, "step {} of rank {} was overwritten in its arena while being "

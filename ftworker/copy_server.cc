@@ -21,7 +21,7 @@ class ArenaRegion : public rdma::Region {
               uint64_t bytes, std::string meta)
       : keep_(std::move(keep)), arena_(arena), generation_(generation), bytes_(bytes),
         meta_(std::move(meta)) {}
-  const uint8_t* data() const override { return arena_->data(); }
+  const uint8_t* data() const override { return arena_->data(generation_); }
   uint64_t size() const override { return bytes_; }
   std::string_view meta() const override { return meta_; }
   bool StillValid() const override { return arena_->StillCommitted(generation_); }
@@ -114,7 +114,7 @@ Status CopyProvider::MappingOf(const std::string& path, std::shared_ptr<const Ma
     mapping->dev = st.st_dev;
     mapping->ino = st.st_ino;
   }
-  if (options_.mapped) options_.mapped(mapping->arena.data(), mapping->arena.data_capacity());
+  if (options_.mapped) options_.mapped(mapping->arena.slots_data(), mapping->arena.slots_bytes());
   mapping->unmapped = options_.unmapped;
   std::lock_guard<std::mutex> lock(mu_);
   mappings_[path] = mapping;

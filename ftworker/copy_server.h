@@ -78,7 +78,7 @@ class CopyProvider : public rdma::RegionProvider {
     ino_t ino = 0;
     std::function<void(const uint8_t*, uint64_t)> unmapped;
     ~Mapping() {
-      if (unmapped && arena.is_open()) unmapped(arena.data(), arena.data_capacity());
+      if (unmapped && arena.is_open()) unmapped(arena.slots_data(), arena.slots_bytes());
     }
   };
 

@@ -626,12 +626,13 @@ Status Prefetcher::Pull(const Job& job, const RankWork& work, proto::PrefetchRan
     return Status::Unavailable("no copy on another node answered with the verified copy (" + Joined(notes) + ")");
   }
 
+  // One slot: a staging copy for the rank's restore, nothing older in it is worth keeping.
   ckpt::Arena arena;
   Status s = ckpt::Arena::OpenForWriteAt(path, ckpt::ManifestCapacity(m.buffers, m.data_bytes, m.chunk_bytes),
-                                         m.data_bytes, &arena);
+                                         m.data_bytes, /*slots=*/1, &arena);
   FT_RETURN_IF_ERROR(s);
-  arena.BeginWrite();
-  if (options_.destination_mapped) options_.destination_mapped(arena.data(), m.data_bytes);
+  uint8_t* dest = arena.BeginWrite();
+  if (options_.destination_mapped) options_.destination_mapped(dest, m.data_bytes);
   // Declared after the arena, so it runs before the arena is unmapped, on every way out.
   struct ForgetDestination {
     const std::function<void(const uint8_t*, uint64_t)>& unmapped;
@@ -640,11 +641,11 @@ Status Prefetcher::Pull(const Job& job, const RankWork& work, proto::PrefetchRan
     ~ForgetDestination() {
       if (unmapped) unmapped(data, bytes);
     }
-  } forget_destination{options_.destination_unmapped, arena.data(), m.data_bytes};
+  } forget_destination{options_.destination_unmapped, dest, m.data_bytes};
 
   rdma::PullRequest request;
   request.sources.assign(work.sources.begin() + static_cast<std::ptrdiff_t>(first), work.sources.end());
-  request.dest = arena.data();
+  request.dest = dest;
   request.bytes = m.data_bytes;
   request.chunk_bytes = m.chunk_bytes;
   request.verify = [&m](uint64_t index, const uint8_t* data, uint64_t len) {

@@ -1,7 +1,7 @@
 // The arena file (docs/checkpoints.md, "Host arena"). The header's static fields are written
 // once, before the file gets its name (temp file + rename), so a reader never sees a
-// half-initialized arena; the commit word (generation, state, manifest length) is the seqlock
-// of arena.h, accessed only with atomics.
+// half-initialized arena; the commit words (which slot is committed; per slot its sequence,
+// manifest length and commit time) are the seqlocks of arena.h, accessed only with atomics.
 #include "jitckpt/arena.h"
 
 #include <dirent.h>
@@ -37,31 +37,46 @@ constexpr uint32_t kHeaderBytes = 4096;
 constexpr std::string_view kFilePrefix = "ft-ckpt.";
 constexpr std::string_view kPrefetchPrefix = "ft-prefetch.";
 
+constexpr uint32_t kNoSlot = 0xffffffffu;
+
+// One slot's commit word, on its own cache line (the writer updates one slot while readers
+// poll the other).
+struct SlotWord {
+  uint64_t sequence;           // odd while a write into the slot is in progress
+  uint64_t manifest_bytes;     // length of the slot's manifest once committed
+  uint64_t committed_unix_ns;
+  uint64_t reserved[5];
+};
+static_assert(sizeof(SlotWord) == 64);
+
 struct ArenaHeader {
   // Static: written before the file is published, never changed after.
   uint64_t magic;              // 0   kArenaMagic
   uint32_t version;            // 8   kArenaVersion
   uint32_t header_bytes;       // 12  4096
-  uint64_t manifest_capacity;  // 16
-  uint64_t data_offset;        // 24  AlignUp(4096 + manifest_capacity, 2 MiB)
-  uint64_t data_capacity;      // 32  a multiple of 2 MiB
-  uint64_t file_bytes;         // 40  data_offset + data_capacity
+  uint64_t manifest_capacity;  // 16  per slot
+  uint64_t data_offset;        // 24  AlignUp(4096 + slots * manifest_capacity, 2 MiB)
+  uint64_t data_capacity;      // 32  per slot, a multiple of 2 MiB
+  uint64_t file_bytes;         // 40  data_offset + slots * data_capacity
   uint32_t owner_uid;          // 48
   uint32_t writer_pid;         // 52  the last process that opened it for writing
   uint64_t created_unix_ns;    // 56
-  // The commit word, on its own cache line.
-  uint64_t generation;         // 64  odd while a write is in progress
-  uint32_t state;              // 72  ArenaState
-  uint32_t reserved;           // 76
-  uint64_t manifest_bytes;     // 80  length of the committed manifest
-  uint64_t committed_unix_ns;  // 88
+  uint32_t slot_count;         // 64  1 or 2
+  uint32_t reserved0;          // 68
+  uint64_t reserved1[7];       // 72
+  // The committed slot, on its own cache line.
+  uint32_t committed_slot;     // 128 kNoSlot when the arena holds no copy
+  uint32_t reserved2[15];      // 132
+  SlotWord slots[kArenaMaxSlots];  // 192, 256
 };
 static_assert(offsetof(ArenaHeader, owner_uid) == 48);
-static_assert(offsetof(ArenaHeader, generation) == 64);
-static_assert(offsetof(ArenaHeader, manifest_bytes) == 80);
-static_assert(sizeof(ArenaHeader) == 96);
+static_assert(offsetof(ArenaHeader, slot_count) == 64);
+static_assert(offsetof(ArenaHeader, committed_slot) == 128);
+static_assert(offsetof(ArenaHeader, slots) == 192);
+static_assert(sizeof(ArenaHeader) == 320);
 
 struct Geometry {
+  int slots = 0;
   uint64_t manifest_capacity = 0;
   uint64_t data_offset = 0;
   uint64_t data_capacity = 0;
@@ -70,14 +85,17 @@ struct Geometry {
 
 uint64_t AlignUp(uint64_t value, uint64_t align) { return (value + align - 1) / align * align; }
 
-// The geometry for these sizes, or false on overflow.
-bool GeometryFor(uint64_t manifest_capacity, uint64_t data_bytes, Geometry* g) {
+// The geometry for these sizes, or false on overflow or a slot count other than 1 or 2.
+bool GeometryFor(int slots, uint64_t manifest_capacity, uint64_t data_bytes, Geometry* g) {
   constexpr uint64_t kLimit = 1ull << 56;  // far beyond any host, far from overflow
+  if (slots < 1 || slots > kArenaMaxSlots) return false;
   if (manifest_capacity == 0 || manifest_capacity > kLimit || data_bytes > kLimit) return false;
+  const auto n = static_cast<uint64_t>(slots);
+  g->slots = slots;
   g->manifest_capacity = manifest_capacity;
-  g->data_offset = AlignUp(kHeaderBytes + manifest_capacity, kArenaDataAlign);
+  g->data_offset = AlignUp(kHeaderBytes + n * manifest_capacity, kArenaDataAlign);
   g->data_capacity = AlignUp(data_bytes, kArenaDataAlign);
-  g->file_bytes = g->data_offset + g->data_capacity;
+  g->file_bytes = g->data_offset + n * g->data_capacity;
   return true;
 }
 
@@ -95,11 +113,21 @@ std::string Human(uint64_t bytes) {
 
 ArenaHeader* HeaderOf(uint8_t* base) { return reinterpret_cast<ArenaHeader*>(base); }
 
-// The commit word, read and written only through these (other processes read it).
-uint64_t LoadGeneration(const ArenaHeader* h, int order = __ATOMIC_ACQUIRE) {
-  return __atomic_load_n(&h->generation, order);
+// The commit words, read and written only through these (other processes read them).
+uint64_t LoadSequence(const ArenaHeader* h, int slot, int order = __ATOMIC_ACQUIRE) {
+  return __atomic_load_n(&h->slots[slot].sequence, order);
 }
-uint32_t LoadState(const ArenaHeader* h) { return __atomic_load_n(&h->state, __ATOMIC_RELAXED); }
+void StoreSequence(ArenaHeader* h, int slot, uint64_t value, int order) {
+  __atomic_store_n(&h->slots[slot].sequence, value, order);
+}
+uint32_t LoadCommittedSlot(const ArenaHeader* h) { return __atomic_load_n(&h->committed_slot, __ATOMIC_ACQUIRE); }
+void StoreCommittedSlot(ArenaHeader* h, uint32_t slot) {
+  __atomic_store_n(&h->committed_slot, slot, __ATOMIC_RELEASE);
+}
+
+// A reader's name for a committed copy: the slot's (even) sequence and the slot.
+uint64_t GenerationOf(uint64_t sequence, int slot) { return sequence << 1 | static_cast<uint64_t>(slot); }
+uint64_t SequenceOf(uint64_t generation) { return generation >> 1; }
 
 // Checks the static fields of a header read from a file of `file_size` bytes owned by
 // `file_uid`; fills the geometry on success.
@@ -113,11 +141,16 @@ Status ValidateHeader(const ArenaHeader& h, uint64_t file_size, uid_t file_uid, 
   if (h.header_bytes != kHeaderBytes) return Status::Corrupt(fmt::format("header of {} bytes", h.header_bytes));
   Geometry expected;
   uint64_t data_bytes = h.data_capacity;
-  if (!GeometryFor(h.manifest_capacity, data_bytes, &expected) || expected.data_offset != h.data_offset ||
+  if (h.slot_count < 1 || h.slot_count > kArenaMaxSlots) {
+    return Status::Corrupt(fmt::format("{} slots (1 or 2 expected)", h.slot_count));
+  }
+  if (!GeometryFor(static_cast<int>(h.slot_count), h.manifest_capacity, data_bytes, &expected) ||
+      expected.data_offset != h.data_offset ||
       expected.data_capacity != h.data_capacity || expected.file_bytes != h.file_bytes) {
-    return Status::Corrupt(fmt::format("inconsistent geometry (manifest capacity {}, data at {}, {} data bytes, "
-                                       "{} in all)",
-                                       h.manifest_capacity, h.data_offset, h.data_capacity, h.file_bytes));
+    return Status::Corrupt(fmt::format("inconsistent geometry ({} slots of {} manifest bytes and {} data bytes, "
+                                       "data at {}, {} in all)",
+                                       h.slot_count, h.manifest_capacity, h.data_capacity, h.data_offset,
+                                       h.file_bytes));
   }
   if (file_size != h.file_bytes) {
     return Status::Corrupt(fmt::format("file of {} bytes, its header says {}", file_size, h.file_bytes));
@@ -174,7 +207,7 @@ Status Reserve(int fd, const std::string& dir, const std::string& path, uint64_t
 
 // Best effort: the data region on huge pages where the tmpfs offers them.
 void AdviseHugePages(const std::string& path, uint8_t* base, const Geometry& g) {
-  if (madvise(base + g.data_offset, g.data_capacity, MADV_HUGEPAGE) != 0) {
+  if (madvise(base + g.data_offset, g.file_bytes - g.data_offset, MADV_HUGEPAGE) != 0) {
     FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
   }
 }
@@ -202,6 +235,8 @@ Arena& Arena::operator=(Arena&& other) noexcept {
     base_ = std::exchange(other.base_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
     writable_ = std::exchange(other.writable_, false);
+    writing_slot_ = std::exchange(other.writing_slot_, -1);
+    slots_ = std::exchange(other.slots_, 0);
     manifest_capacity_ = std::exchange(other.manifest_capacity_, 0);
     data_offset_ = std::exchange(other.data_offset_, 0);
     data_capacity_ = std::exchange(other.data_capacity_, 0);
@@ -218,24 +253,26 @@ std::string Arena::PrefetchPathFor(std::string_view arena_dir, std::string_view 
 }
 
 Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
-                           uint64_t manifest_capacity, uint64_t data_bytes, Arena* out) {
+                           uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out) {
   if (rank < 0) return Status::InvalidArgument(fmt::format("host arena for rank {}: no such rank", rank));
-  return OpenForWriteAt(PathFor(arena_dir, job, rank), manifest_capacity, data_bytes, out);
+  return OpenForWriteAt(PathFor(arena_dir, job, rank), manifest_capacity, data_bytes, slots, out);
 }
 
 Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
-                             Arena* out) {
+                             int slots, Arena* out) {
   Geometry g;
-  if (!GeometryFor(manifest_capacity, data_bytes, &g)) {
-    return Status::InvalidArgument(fmt::format("host arena of {} manifest bytes and {} data bytes: out of range",
-                                               manifest_capacity, data_bytes));
+  if (!GeometryFor(slots, manifest_capacity, data_bytes, &g)) {
+    return Status::InvalidArgument(fmt::format(
+        "host arena of {} slot(s) of {} manifest bytes and {} data bytes: out of range", slots,
+        manifest_capacity, data_bytes));
   }
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
   const uid_t uid = geteuid();
 
   // An arena of exactly this geometry keeps its committed copy: a restarted rank restores it.
-  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO planted under the name must not hang the open (it is then refused).
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd >= 0) {
     struct stat st {};
     ArenaHeader h {};
@@ -243,7 +280,8 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
     bool reusable = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == uid &&
                     pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
                     ValidateHeader(h, static_cast<uint64_t>(st.st_size), st.st_uid, &found).ok() &&
-                    found.manifest_capacity == g.manifest_capacity && found.data_capacity == g.data_capacity;
+                    found.slots == g.slots && found.manifest_capacity == g.manifest_capacity &&
+                    found.data_capacity == g.data_capacity;
     if (reusable) {
       if ((st.st_mode & 07777) != 0600) fchmod(fd, 0600);
       uint8_t* base = nullptr;
@@ -252,15 +290,19 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
       close(fd);
       FT_RETURN_IF_ERROR(s);
       ArenaHeader* live = HeaderOf(base);
-      uint64_t gen = LoadGeneration(live);
-      if (gen % 2 != 0 || LoadState(live) == static_cast<uint32_t>(ArenaState::kWriting)) {
-        // The previous writer died inside a save: what is there is no copy.
-        __atomic_store_n(&live->state, static_cast<uint32_t>(ArenaState::kEmpty), __ATOMIC_RELAXED);
-        __atomic_store_n(&live->generation, gen + (gen % 2), __ATOMIC_RELEASE);
+      const uint32_t committed = LoadCommittedSlot(live);
+      if (committed != kNoSlot && committed >= static_cast<uint32_t>(g.slots)) StoreCommittedSlot(live, kNoSlot);
+      for (int slot = 0; slot < g.slots; ++slot) {
+        const uint64_t seq = LoadSequence(live, slot);
+        if (seq % 2 == 0) continue;
+        // The previous writer died inside a save: that slot holds no copy. With two slots it
+        // is the other one than the committed copy's, which stays.
+        if (LoadCommittedSlot(live) == static_cast<uint32_t>(slot)) StoreCommittedSlot(live, kNoSlot);
+        StoreSequence(live, slot, seq + 1, __ATOMIC_RELEASE);
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
       AdviseHugePages(path, base, g);
-      *out = Arena(path, base, true, g.file_bytes, g.manifest_capacity, g.data_offset, g.data_capacity);
+      *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
       return Status::Ok();
     }
     close(fd);
@@ -301,19 +343,20 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   h->owner_uid = static_cast<uint32_t>(uid);
   h->writer_pid = static_cast<uint32_t>(getpid());
   h->created_unix_ns = NowUnixNs();
-  h->state = static_cast<uint32_t>(ArenaState::kEmpty);
-  h->generation = 0;
-  h->manifest_bytes = 0;
+  h->slot_count = static_cast<uint32_t>(g.slots);
+  h->committed_slot = kNoSlot;  // the slot words are zero: sequence 0, nothing written
   if (rename(temp.c_str(), path.c_str()) != 0) {
     return fail(Status::FromErrno(errno, fmt::format("renaming {} to {}", temp, path)), base);
   }
   close(fd);
-  *out = Arena(path, base, true, g.file_bytes, g.manifest_capacity, g.data_offset, g.data_capacity);
+  *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
   return Status::Ok();
 }
 
 Status Arena::OpenForRead(const std::string& path, Arena* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO planted under the name would otherwise wait for a writer
+  // forever; it is refused below as not a regular file.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("opening host arena {}", path));
   auto fail = [&](const Status& s) {
     close(fd);
@@ -339,24 +382,29 @@ Status Arena::OpenForRead(const std::string& path, Arena* out) {
   void* p = mmap(nullptr, g.file_bytes, PROT_READ, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return fail(Status::FromErrno(errno, "mmap"));
   close(fd);
-  *out = Arena(path, static_cast<uint8_t*>(p), false, g.file_bytes, g.manifest_capacity, g.data_offset,
+  *out = Arena(path, static_cast<uint8_t*>(p), false, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset,
                g.data_capacity);
   return Status::Ok();
 }
 
-uint8_t* Arena::data() const { return base_ == nullptr ? nullptr : base_ + data_offset_; }
-
-uint64_t Arena::data_capacity() const { return data_capacity_; }
-
-void Arena::BeginWrite() {
-  if (!writable_) return;
+uint8_t* Arena::BeginWrite() {
+  if (!writable_) return nullptr;
+  if (writing_slot_ >= 0) return write_data();  // already writing
   ArenaHeader* h = HeaderOf(base_);
-  uint64_t gen = LoadGeneration(h, __ATOMIC_RELAXED);
-  if (gen % 2 != 0) return;  // already writing
-  __atomic_store_n(&h->state, static_cast<uint32_t>(ArenaState::kWriting), __ATOMIC_RELAXED);
-  __atomic_store_n(&h->generation, gen + 1, __ATOMIC_RELAXED);
-  // The odd generation is visible before any byte of the new copy.
+  // Two slots: the one not holding the committed copy. One: the only one (its copy is lost).
+  const uint32_t committed = LoadCommittedSlot(h);
+  const int slot = slots_ == 1 || committed != 0 ? 0 : 1;
+  const uint64_t seq = LoadSequence(h, slot, __ATOMIC_RELAXED);
+  StoreSequence(h, slot, seq + 1 + (seq % 2), __ATOMIC_RELAXED);  // odd
+  // The odd sequence is visible before any byte of the new copy.
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  writing_slot_ = slot;
+  return write_data();
+}
+
+uint8_t* Arena::write_data() const {
+  if (writing_slot_ < 0) return nullptr;
+  return base_ + data_offset_ + static_cast<uint64_t>(writing_slot_) * data_capacity_;
 }
 
 Status Arena::Commit(const Manifest& m) {
@@ -370,55 +418,83 @@ Status Arena::Commit(const Manifest& m) {
     return Status::InvalidArgument(fmt::format("manifest of {} bytes, host arena {} reserves {}", bytes.size(),
                                                path_, manifest_capacity_));
   }
-  BeginWrite();  // no-op when the caller already did; the manifest region is overwritten next
+  BeginWrite();  // no-op when the caller already did; the slot's manifest region is overwritten next
+  const int slot = writing_slot_;
   ArenaHeader* h = HeaderOf(base_);
-  std::memcpy(base_ + kHeaderBytes, bytes.data(), bytes.size());
-  __atomic_store_n(&h->manifest_bytes, static_cast<uint64_t>(bytes.size()), __ATOMIC_RELAXED);
-  __atomic_store_n(&h->committed_unix_ns, NowUnixNs(), __ATOMIC_RELAXED);
-  __atomic_store_n(&h->state, static_cast<uint32_t>(ArenaState::kCommitted), __ATOMIC_RELAXED);
-  uint64_t gen = LoadGeneration(h, __ATOMIC_RELAXED);
-  __atomic_store_n(&h->generation, gen + 1, __ATOMIC_RELEASE);
+  SlotWord* word = &h->slots[slot];
+  std::memcpy(base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_, bytes.data(), bytes.size());
+  __atomic_store_n(&word->manifest_bytes, static_cast<uint64_t>(bytes.size()), __ATOMIC_RELAXED);
+  __atomic_store_n(&word->committed_unix_ns, NowUnixNs(), __ATOMIC_RELAXED);
+  StoreSequence(h, slot, LoadSequence(h, slot, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);  // even
+  StoreCommittedSlot(h, static_cast<uint32_t>(slot));
+  writing_slot_ = -1;
   return Status::Ok();
+}
+
+void Arena::AbandonWrite() {
+  if (!writable_ || writing_slot_ < 0) return;
+  ArenaHeader* h = HeaderOf(base_);
+  // With one slot the committed copy was being overwritten: none is left.
+  if (LoadCommittedSlot(h) == static_cast<uint32_t>(writing_slot_)) StoreCommittedSlot(h, kNoSlot);
+  StoreSequence(h, writing_slot_, LoadSequence(h, writing_slot_, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);
+  writing_slot_ = -1;
 }
 
 Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
   if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
   const ArenaHeader* h = HeaderOf(base_);
-  uint64_t before = LoadGeneration(h);
-  uint32_t state = LoadState(h);
-  if (before % 2 != 0 || state == static_cast<uint32_t>(ArenaState::kWriting)) {
-    return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
+  // A few tries: with two slots a reader can meet the writer flipping the committed slot and
+  // starting the next save in the slot it just left.
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint32_t committed = LoadCommittedSlot(h);
+    if (committed == kNoSlot) {
+      if (slots_ == 1 && LoadSequence(h, 0) % 2 != 0) {
+        return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
+      }
+      return Status::NotFound(fmt::format("host arena {} holds no committed copy", path_));
+    }
+    if (committed >= static_cast<uint32_t>(slots_)) {
+      return Status::Corrupt(fmt::format("host arena {}: committed slot {} of {}", path_, committed, slots_));
+    }
+    const int slot = static_cast<int>(committed);
+    const uint64_t before = LoadSequence(h, slot);
+    if (before % 2 != 0) {
+      if (slots_ == 1) return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
+      continue;
+    }
+    const uint64_t length = __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED);
+    if (length > manifest_capacity_) {
+      return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
+                                         manifest_capacity_));
+    }
+    const uint8_t* region = base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_;
+    std::vector<uint8_t> bytes(region, region + length);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (LoadSequence(h, slot, __ATOMIC_RELAXED) != before) continue;  // a save began in that slot
+    Manifest parsed;
+    Status s = ParseManifest(bytes, &parsed);
+    if (!s.ok()) return s.WithContext(fmt::format("host arena {}", path_));
+    if (parsed.data_bytes > data_capacity_) {
+      return Status::Corrupt(fmt::format("host arena {}: manifest of {} data bytes, the arena holds {}", path_,
+                                         parsed.data_bytes, data_capacity_));
+    }
+    *m = std::move(parsed);
+    *generation = GenerationOf(before, slot);
+    return Status::Ok();
   }
-  if (state != static_cast<uint32_t>(ArenaState::kCommitted)) {
-    return Status::NotFound(fmt::format("host arena {} holds no committed copy", path_));
-  }
-  uint64_t length = __atomic_load_n(&h->manifest_bytes, __ATOMIC_RELAXED);
-  if (length > manifest_capacity_) {
-    return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
-                                       manifest_capacity_));
-  }
-  std::vector<uint8_t> bytes(base_ + kHeaderBytes, base_ + kHeaderBytes + length);
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  if (LoadGeneration(h, __ATOMIC_RELAXED) != before) {
-    return Status::NotFound(fmt::format("host arena {}: a save began while its manifest was read", path_));
-  }
-  Manifest parsed;
-  Status s = ParseManifest(bytes, &parsed);
-  if (!s.ok()) return s.WithContext(fmt::format("host arena {}", path_));
-  if (parsed.data_bytes > data_capacity_) {
-    return Status::Corrupt(fmt::format("host arena {}: manifest of {} data bytes, the arena holds {}", path_,
-                                       parsed.data_bytes, data_capacity_));
-  }
-  *m = std::move(parsed);
-  *generation = before;
-  return Status::Ok();
+  return Status::NotFound(fmt::format("host arena {}: saves began while its manifest was read", path_));
+}
+
+const uint8_t* Arena::data(uint64_t generation) const {
+  if (base_ == nullptr || SlotOf(generation) >= slots_) return nullptr;
+  return base_ + data_offset_ + static_cast<uint64_t>(SlotOf(generation)) * data_capacity_;
 }
 
 bool Arena::StillCommitted(uint64_t generation) const {
-  if (base_ == nullptr) return false;
+  if (base_ == nullptr || SlotOf(generation) >= slots_) return false;
   // Orders the caller's reads of the data before the check (the reader half of the seqlock).
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return LoadGeneration(HeaderOf(base_), __ATOMIC_RELAXED) == generation;
+  return LoadSequence(HeaderOf(base_), SlotOf(generation), __ATOMIC_RELAXED) == SequenceOf(generation);
 }
 
 std::vector<std::string> Arena::List(std::string_view arena_dir, std::string_view job) {

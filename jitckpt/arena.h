@@ -4,16 +4,23 @@
 //
 //   name      <arena_dir>/ft-ckpt.<job>.<rank>     (job sanitized as segment names)
 //   mode      0600, owned by the training user; readers check owner and size
-//   offset 0  ArenaHeader (4 KiB)                  magic, version, geometry, commit word
-//   4096      manifest region (manifest_capacity)  the committed manifest's bytes
-//   data_off  data region (data_capacity)          aligned to 2 MiB (huge pages, O_DIRECT)
+//   offset 0  ArenaHeader (4 KiB)                  magic, version, geometry, commit words
+//   4096      one manifest region per slot         a committed manifest's bytes
+//   data_off  one data region per slot             each aligned to 2 MiB (huge pages, O_DIRECT)
 //
-// Commit protocol (a seqlock over the whole copy): the writer calls BeginWrite (generation
-// becomes odd, state kWriting), fills the data region, then Commit(manifest) writes the
-// manifest bytes and publishes generation+1 (even) with state kCommitted, release. A reader
-// takes ReadCommitted (manifest + generation, acquire), copies what it needs, then checks
-// StillCommitted(generation): false means a new save overwrote the data meanwhile and the
-// copy must be discarded. Chunk checksums catch what the generation cannot (a bad page).
+// Two slots (FT_CKPT_ARENA_SLOTS=2, the default): a save writes the slot that does not hold the
+// committed copy and its commit flips which slot does, so a committed copy is only ever
+// replaced by a newer committed one — a save that fails, is given up, or dies with its process
+// (SIGKILL mid-save) leaves the previous copy committed and readable. One slot halves the
+// memory; then a save overwrites the committed copy in place and a failed save leaves none.
+//
+// Commit protocol, per slot a seqlock: BeginWrite picks the slot (its sequence becomes odd),
+// the writer fills the slot's data, then Commit(manifest) writes the slot's manifest, makes its
+// sequence even again and publishes the slot as the committed one (release). A reader takes
+// ReadCommitted (manifest + a generation naming the slot and its sequence, acquire), reads
+// data(generation), then checks StillCommitted(generation): false means a newer save began
+// writing that slot meanwhile and the copy must be discarded. Chunk checksums catch what the
+// sequence cannot (a bad page).
 //
 // One writer (the rank's agent thread); any number of readers in other processes. The space
 // is reserved up front with posix_fallocate, so a full /dev/shm is an error at creation,
@@ -33,10 +40,9 @@
 namespace ft::ckpt {
 
 inline constexpr uint64_t kArenaMagic = 0x31414e4552414b43ull;  // "CKARENA1" read as bytes
-inline constexpr uint32_t kArenaVersion = 1;
+inline constexpr uint32_t kArenaVersion = 2;  // 1: one slot, no slot words (never read)
+inline constexpr int kArenaMaxSlots = 2;
 inline constexpr uint64_t kArenaDataAlign = 2ull << 20;
-
-enum class ArenaState : uint32_t { kEmpty = 0, kWriting = 1, kCommitted = 2 };
 
 class Arena {
  public:
@@ -53,17 +59,18 @@ class Arena {
   // the rank's own arena, which stays untouched; List (and so the keeper) never sees it.
   static std::string PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank);
 
-  // Writer: opens the rank's arena, creating or resizing it to hold a manifest of
-  // manifest_capacity bytes and data_bytes of data. An existing arena of exactly that geometry
-  // keeps its committed copy (a restarted rank restores from it); any other is reset to
-  // kEmpty. The whole file is reserved with posix_fallocate: IoError naming the directory and
-  // the bytes missing when it does not fit (the file is then removed). Huge pages advised.
+  // Writer: opens the rank's arena, creating or resizing it to hold `slots` (1 or 2) copies,
+  // each a manifest of manifest_capacity bytes and data_bytes of data. An existing arena of
+  // exactly that geometry keeps its committed copy (a restarted rank restores it); a slot a
+  // dead writer left half-written is dropped. Any other geometry is reset to empty. The whole
+  // file is reserved with posix_fallocate: IoError naming the directory and the bytes missing
+  // when it does not fit (the file is then removed). Huge pages advised.
   static Status OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
-                             uint64_t manifest_capacity, uint64_t data_bytes, Arena* out);
+                             uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out);
   // The same at an explicit path (the prefetch arena): same geometry rules, 0600, reserved up
   // front with the free space of the path's directory checked first.
   static Status OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
-                               Arena* out);
+                               int slots, Arena* out);
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
   // valid arena or the file is shorter than its header claims or not owned by this user;
   // Unsupported, naming both versions, for an arena of another version; NotFound when there
@@ -72,16 +79,26 @@ class Arena {
 
   bool is_open() const { return base_ != nullptr; }
   const std::string& path() const { return path_; }
-  uint8_t* data() const;             // writer: the data region (pinned by the agent)
-  uint64_t data_capacity() const;
+  int slot_count() const { return slots_; }
+  uint64_t data_capacity() const { return data_capacity_; }  // the bytes one copy can hold
+  // Every slot's data region, contiguous: what the agent pins and the NIC registers.
+  uint8_t* slots_data() const { return base_ == nullptr ? nullptr : base_ + data_offset_; }
+  uint64_t slots_bytes() const { return data_capacity_ * static_cast<uint64_t>(slots_); }
   uint64_t mapped_bytes() const { return mapped_; }
 
-  // Writer side of the commit protocol.
-  void BeginWrite();
-  Status Commit(const Manifest& m);  // InvalidArgument when the manifest does not fit
+  // Writer side of the commit protocol. BeginWrite returns the data region the new copy goes
+  // to (the same one again while a write is open). Commit publishes it: InvalidArgument when
+  // the manifest does not fit. AbandonWrite gives the write up: with two slots the committed
+  // copy stays, with one the arena holds none.
+  uint8_t* BeginWrite();
+  uint8_t* write_data() const;  // the slot being written; nullptr when no write is open
+  Status Commit(const Manifest& m);
+  void AbandonWrite();
 
-  // Reader side. NotFound when nothing is committed (empty, or a write in progress).
+  // Reader side. NotFound when nothing is committed (empty, or with one slot a write in
+  // progress). The generation names the copy: data(generation) is its data region.
   Status ReadCommitted(Manifest* m, uint64_t* generation) const;
+  const uint8_t* data(uint64_t generation) const;
   bool StillCommitted(uint64_t generation) const;
 
   // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted by rank.
@@ -91,19 +108,23 @@ class Arena {
 
  private:
   // Takes a mapping whose geometry the caller wrote or validated.
-  Arena(std::string path, uint8_t* base, bool writable, uint64_t mapped, uint64_t manifest_capacity,
-        uint64_t data_offset, uint64_t data_capacity)
-      : path_(std::move(path)), base_(base), mapped_(mapped), writable_(writable),
+  Arena(std::string path, uint8_t* base, bool writable, uint64_t mapped, int slots,
+        uint64_t manifest_capacity, uint64_t data_offset, uint64_t data_capacity)
+      : path_(std::move(path)), base_(base), mapped_(mapped), writable_(writable), slots_(slots),
         manifest_capacity_(manifest_capacity), data_offset_(data_offset),
         data_capacity_(data_capacity) {}
+
+  int SlotOf(uint64_t generation) const { return static_cast<int>(generation & 1); }
 
   std::string path_;
   uint8_t* base_ = nullptr;
   uint64_t mapped_ = 0;
   bool writable_ = false;
+  int writing_slot_ = -1;  // writer: the slot BeginWrite opened, -1 when none
   // The geometry as validated at open: a reader never re-reads it from the shared header.
-  uint64_t manifest_capacity_ = 0;
-  uint64_t data_offset_ = 0;
+  int slots_ = 0;
+  uint64_t manifest_capacity_ = 0;  // per slot
+  uint64_t data_offset_ = 0;        // slot 0's data; slot i's is i * data_capacity_ further
   uint64_t data_capacity_ = 0;
 };
 

@@ -84,6 +84,12 @@ class Loader {
     return Status::Internal("unknown restore source");
   }
 
+  // After the last source failed: the write is given up (two slots: the committed copy stays).
+  void GiveUp() {
+    if (own_writing_) own_->AbandonWrite();
+    own_writing_ = false;
+  }
+
  private:
   // Whether `m` is the planned copy: NotFound-ish reasons skip it, a layout that differs is
   // the caller's error (every verified copy has the same digest, so the same layout).
@@ -126,8 +132,9 @@ class Loader {
     Status st = own_->ReadCommitted(&m, &generation);
     if (!st.ok()) return Status::NotFound(fmt::format("{} holds no committed copy", own_->path()));
     FT_RETURN_IF_ERROR(Accept(m));
+    const uint8_t* data = own_->data(generation);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
-      if (!ChunkVerifies(m, i, own_->data())) {
+      if (!ChunkVerifies(m, i, data)) {
         return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i));
       }
     }
@@ -149,11 +156,12 @@ class Loader {
       return Status::Corrupt(fmt::format("{}: its manifest claims {} bytes, the arena holds {}",
                                          path, m.data_bytes, peer.data_capacity()));
     }
-    BeginOwnWrite();
+    uint8_t* dest = BeginOwnWrite();
+    const uint8_t* from = peer.data(generation);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
       const uint64_t begin = m.chunk_begin(i), end = m.chunk_end(i);
-      std::memcpy(own_->data() + begin, peer.data() + begin, end - begin);
-      if (!ChunkVerifies(m, i, own_->data())) {
+      std::memcpy(dest + begin, from + begin, end - begin);
+      if (!ChunkVerifies(m, i, dest)) {
         if (!peer.StillCommitted(generation)) return Overwritten(path);
         return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i));
       }
@@ -168,8 +176,8 @@ class Loader {
     Manifest m;
     FT_RETURN_IF_ERROR(ReadManifest(dir, plan_.job, {plan_.step, src_rank}, &m));
     FT_RETURN_IF_ERROR(Accept(m));
-    BeginOwnWrite();
-    FT_RETURN_IF_ERROR(ReadData(dir, plan_.job, m, own_->data(), own_->data_capacity()));
+    uint8_t* dest = BeginOwnWrite();
+    FT_RETURN_IF_ERROR(ReadData(dir, plan_.job, m, dest, own_->data_capacity()));
     return CommitOwn(std::move(m), src_rank, used);
   }
 
@@ -177,12 +185,12 @@ class Loader {
     return Status::NotReady(fmt::format("{} was overwritten by a new save while it was read", path));
   }
 
-  // Once the own arena's data is being replaced, its old copy is gone: a failed source
-  // leaves it empty (never committed over half-copied data).
-  void BeginOwnWrite() {
-    if (own_writing_) return;
-    own_->BeginWrite();
+  // The slot a copy from another source goes to; the next source starts over in it. With two
+  // slots the own arena's committed copy stays until a source commits; with one it is gone
+  // from here on (never committed over half-copied data).
+  uint8_t* BeginOwnWrite() {
     own_writing_ = true;
+    return own_->BeginWrite();
   }
 
   Status CommitOwn(Manifest m, int src_rank, Manifest* used) {
@@ -191,6 +199,7 @@ class Loader {
     // -1 is "unknown to the app": the master's topology says which dp this rank is.
     if (src_rank != rank_) m.dp = -1;
     Status st = own_->Commit(m);
+    if (st.ok()) own_writing_ = false;  // refused, the slot is still open for the next source
     if (!st.ok()) {
       // Not the caller's layout (that was checked): the arena reserved room for the manifest
       // of this run's chunk size, and a copy saved with smaller chunks has more checksums.
@@ -247,6 +256,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
       return Status::Ok();
     }
     if (st.code() == StatusCode::kInvalidArgument) {
+      loader.GiveUp();
       FT_LOG(Error, Ckpt,
              "rank {} cannot restore step {} from {}: {}; nothing restored — register the same "
              "buffers (names and sizes, in order) as the saved run did",
@@ -260,6 +270,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
     FT_LOG(Warn, Ckpt, "rank {} restoring step {}: {} skipped ({}); {}", rank, plan.step, c.name,
            st.message(), next);
   }
+  loader.GiveUp();
   std::string why;
   for (const std::string& line_text : skipped) why += (why.empty() ? "" : "; ") + line_text;
   result->skipped = std::move(skipped);

@@ -9,8 +9,9 @@
 // the remote directory (plan sources whose copy is in that tier). A source is used only when
 // its manifest's step and content digest equal the plan's and it is not torn; a source that
 // fails (absent, overwritten while read, a chunk that does not verify, unreadable) is logged
-// with why and the next one is tried. All or nothing: on error the own arena holds no
-// committed copy it did not hold before... except that a failed copy into it leaves it empty.
+// with why and the next one is tried. All or nothing: a copy is committed into the own arena
+// only once every chunk verified; on error the own arena keeps its committed copy when it has
+// two slots (with one, a failed copy into it leaves it empty).
 #ifndef FT_JITCKPT_RESTORE_LOADER_H_
 #define FT_JITCKPT_RESTORE_LOADER_H_
 

@@ -35,6 +35,14 @@ bool ValidName(const char* name, std::string* why) {
   return true;
 }
 
+// FT_CKPT_ARENA_SLOTS: 1 or 2; anything else is said once and taken as the default, 2.
+int ArenaSlots(const Config& cfg) {
+  if (cfg.ckpt_arena_slots == 1 || cfg.ckpt_arena_slots == 2) return static_cast<int>(cfg.ckpt_arena_slots);
+  FT_LOG(Warn, Ckpt, "FT_CKPT_ARENA_SLOTS={} is neither 1 nor 2; the arena holds 2 copies",
+         cfg.ckpt_arena_slots);
+  return 2;
+}
+
 }  // namespace
 
 int Fail(int result, std::string message) {
@@ -173,7 +181,7 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     base.buffers = laid_out;
     opened = ckpt::Arena::OpenForWrite(
         cfg.ckpt_arena_dir, id.job, rank,
-        ckpt::ManifestCapacity(laid_out, data_bytes, base.chunk_bytes), data_bytes, &arena);
+        ckpt::ManifestCapacity(laid_out, data_bytes, base.chunk_bytes), data_bytes, ArenaSlots(cfg), &arena);
   }
   if (!opened.ok()) {
     std::string message = "ft_register_end: no host arena for " + std::to_string(data_bytes) +
@@ -198,12 +206,12 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     AppCuda cuda;
     cudaError_t e = host_register == nullptr
                         ? cudaErrorSharedObjectSymbolNotFound
-                        : cuda.Check(host_register(arena.data(), arena.data_capacity(),
+                        : cuda.Check(host_register(arena.slots_data(), arena.slots_bytes(),
                                                    cudaHostRegisterDefault));
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (e == cudaSuccess) {
-      FT_LOG(Info, Ckpt, "host arena {}: {} bytes pinned in {:.3f} s", arena.path(),
-             arena.data_capacity(), seconds);
+      FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) pinned in {:.3f} s", arena.path(),
+             arena.slots_bytes(), arena.slot_count(), seconds);
     } else {
       FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower)",
              arena.path(), CudaStatus(e, "cudaHostRegister").ToString());
@@ -293,6 +301,11 @@ bool Agent::TornNow() {
   if (e == nullptr) return true;
   auto query = FT_REAL_CUDA(cudaEventQuery);
   return query == nullptr || query(e) != cudaErrorNotReady;
+}
+
+bool Agent::NothingToSaveYet() const {
+  return last_step_.load(std::memory_order_acquire) == kNoStep &&
+         restored_step_.load(std::memory_order_acquire) == kNoStep;
 }
 
 int64_t Agent::StepLabel() const {

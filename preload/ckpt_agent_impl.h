@@ -94,6 +94,10 @@ class Agent {
   // ft_update_begin and ft_step_done wait here while a termination save holds the state.
   void WaitWhileTermHold();
   int64_t StepLabel() const;
+  // Neither a step completed nor a restore done in this process: the registered state is what
+  // the app initialised, not a checkpoint, and a save of it would commit it as a step over the
+  // copy a restore is about to need (applications spend minutes before ft_restore).
+  bool NothingToSaveYet() const;
   cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
 
   std::mutex mu_;

@@ -48,6 +48,10 @@ void Agent::FinishAtExit() noexcept {
   term::FinishAtExit();
 }
 
+namespace {
+constexpr const char* kNothingToSave = "no step completed or restored yet: nothing to save";
+}  // namespace
+
 void Agent::HandOver(const shm::Command& command) {
   bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
   std::string refusal;
@@ -67,6 +71,11 @@ void Agent::HandOver(const shm::Command& command) {
         code = StatusCode::kIoError;
         break;
       default:
+        // A restore under way may still give the state a step: the command waits for it.
+        if (!at_step && restoring_ == 0 && NothingToSaveYet()) {
+          refusal = kNothingToSave;
+          code = StatusCode::kNotReady;
+        }
         break;
     }
     if (refusal.empty()) {
@@ -135,8 +144,9 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
            std::max(job.checksum_threads, 1));
   } else {
     out.message = std::string(out.status.message());
-    FT_LOG(Warn, Ckpt, "{} save of step {} failed: {}; the previous copy is lost, training is unaffected",
-           origin_name, m.step, out.status.ToString());
+    FT_LOG(Warn, Ckpt, "{} save of step {} failed: {}; {}, training is unaffected", origin_name, m.step,
+           out.status.ToString(),
+           arena_.slot_count() > 1 ? "the arena keeps its committed copy" : "the previous copy is lost (one slot)");
   }
   return out;
 }
@@ -144,8 +154,13 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
 void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // A failed save began writing over the committed copy: none is left.
-    committed_step_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+    // A torn copy is committed but never restored. A failed save keeps the committed copy with
+    // two slots; with one it began writing over it, and none is left.
+    if (outcome.status.ok()) {
+      committed_step_ = outcome.torn ? kNoStep : outcome.step;
+    } else if (arena_.slot_count() < 2) {
+      committed_step_ = kNoStep;
+    }
     waiters.insert(waiters.end(), attached_.begin(), attached_.end());
     attached_.clear();
     saving_ = false;
@@ -188,6 +203,15 @@ void Agent::Run() {
       }
       // A save: it serves every save command waiting now (coalesced), and a periodic one also
       // the kSaveAtStep commands; a just-in-time one also a termination save asked for.
+      if (!request && NothingToSaveYet()) {
+        // Commands that waited for a restore that restored nothing.
+        std::vector<uint64_t> refused;
+        refused.swap(jit_waiting_);
+        term_requested_ = false;
+        lock.unlock();
+        for (uint64_t seq : refused) AckNow(seq, StatusCode::kNotReady, kNothingToSave);
+        continue;
+      }
       save = true;
       waiters.swap(jit_waiting_);
       bool termination = false;

@@ -33,7 +33,11 @@ namespace {
 
 Status CopyToBuffers(const RestoreTarget& target, AgentCuda* cuda) {
   if (Status s = cuda->Prepare(target.device); !s.ok()) return s;
-  const uint8_t* data = target.arena->data();
+  // The copy the loader just committed (this process is the arena's only writer).
+  ckpt::Manifest committed;
+  uint64_t generation = 0;
+  if (Status s = target.arena->ReadCommitted(&committed, &generation); !s.ok()) return s;
+  const uint8_t* data = target.arena->data(generation);
   bool device_work = false;
   bool any_device = false;
   for (const Registered& b : *target.buffers) any_device |= b.where != Registered::Where::kHost;

@@ -38,7 +38,7 @@ class ChunkCopier {
   Status Issue(size_t c, bool* has_device_work) {
     const ckpt::Manifest& m = job_.manifest;
     uint64_t begin = m.chunk_begin(c), end = m.chunk_end(c);
-    uint8_t* data = job_.arena->data();
+    uint8_t* data = job_.arena->write_data();
     const auto& buffers = *job_.buffers;
     *has_device_work = false;
     while (next_ < buffers.size() && buffers[next_].offset + buffers[next_].bytes <= begin) ++next_;
@@ -120,22 +120,34 @@ Status RunSave(SaveJob* job, AgentCuda* cuda) {
     if (job->copied) job->copied(prepared);
     return prepared;
   }
-  job->arena->BeginWrite();
-  ZeroGaps(*job->buffers, m.data_bytes, job->arena->data());
+  // With two slots the copy goes to the slot the committed copy is not in: whatever happens to
+  // this save, that copy stays until Commit replaces it with this one.
+  uint8_t* data = job->arena->BeginWrite();
+  ZeroGaps(*job->buffers, m.data_bytes, data);
   m.chunk_checksums.assign(m.chunk_count(), 0);
-  ChunkChecksummer sums(&m, job->arena->data(), job->checksum_threads);
-  Status copied = CopyChunks(job, cuda, job->periodic ? nullptr : &sums);
-  if (!copied.ok()) DrainStream(cuda);
-  // Before `copied`: a periodic save's app thread moves on to its next update right after.
-  if (copied.ok()) m.torn = job->torn ? job->torn() : false;
-  if (job->copied) job->copied(copied);
-  if (!copied.ok()) return copied;  // the helpers finish their chunks first (~ChunkChecksummer)
-  if (job->periodic) {
-    for (size_t c = 0; c < m.chunk_count(); ++c) sums.Add(c);
+  Status copied;
+  {
+    ChunkChecksummer sums(&m, data, job->checksum_threads);
+    copied = CopyChunks(job, cuda, job->periodic ? nullptr : &sums);
+    if (!copied.ok()) DrainStream(cuda);
+    // Before `copied`: a periodic save's app thread moves on to its next update right after.
+    if (copied.ok()) m.torn = job->torn ? job->torn() : false;
+    if (job->copied) job->copied(copied);
+    if (copied.ok()) {
+      if (job->periodic) {
+        for (size_t c = 0; c < m.chunk_count(); ++c) sums.Add(c);
+      }
+      sums.Finish();
+    }
+  }  // the helpers finish their chunks before the slot is given up (~ChunkChecksummer)
+  if (!copied.ok()) {
+    job->arena->AbandonWrite();
+    return copied;
   }
-  sums.Finish();
   m.created_unix_ns = UnixNowNs();
-  return job->arena->Commit(m);
+  Status committed = job->arena->Commit(m);
+  if (!committed.ok()) job->arena->AbandonWrite();
+  return committed;
 }
 
 }  // namespace ft::preload::agent

@@ -431,13 +431,17 @@ TEST_F(CkptE2eTest, AReplacementNodesWorkerPullsItsRanksShardsFromAPeerWorker) {
   ckpt::Arena own;
   ASSERT_TRUE(ckpt::Arena::OpenForWrite(node2_dir, job_, 4,
                                         ckpt::ManifestCapacity(layout, m0.data_bytes, m0.chunk_bytes),
-                                        m0.data_bytes, &own)
+                                        m0.data_bytes, 2, &own)
                   .ok());
   ckpt::RestoreResult restored;
   Status s = ckpt::LoadForRestore(file, 4, "node2", layout, &own, &restored);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(restored.source, "prefetched copy");
-  EXPECT_EQ(std::vector<uint8_t>(own.data(), own.data() + m0.data_bytes), std::vector<uint8_t>(m0.data_bytes, 0x10));
+  ckpt::Manifest own_copy;
+  uint64_t own_generation = 0;
+  ASSERT_TRUE(own.ReadCommitted(&own_copy, &own_generation).ok());
+  EXPECT_EQ(std::vector<uint8_t>(own.data(own_generation), own.data(own_generation) + m0.data_bytes),
+            std::vector<uint8_t>(m0.data_bytes, 0x10));
 
   // Its own arena holds the step now: the worker removes the prefetched copy.
   deadline = std::chrono::steady_clock::now() + 10s;

@@ -188,12 +188,13 @@ TEST_F(CkptKeeperTest, ReadsOnlyArenasOfThisNodesRanks) {
   EXPECT_EQ(Latest(3, 3).copy.tiers, (Tiers{"arena", "local", "remote"}));
 }
 
-// A new save overwrites the copy while it is being persisted: the old copy is dropped (never
-// committed in the tier, no temp file left) and the new one is persisted.
+// A new save overwrites the copy while it is being persisted (one slot: at once; two: the
+// save after next): the old copy is dropped (never committed in the tier, no temp file left)
+// and the new one is persisted.
 TEST_F(CkptKeeperTest, CopyOverwrittenWhilePersistingIsDroppedForTheNewOne) {
   LogCapture log;
   auto keeper = NewKeeper();
-  FakeArena arena(arena_dir_, job_, 0, 2 << 20);
+  FakeArena arena(arena_dir_, job_, 0, 2 << 20, 1 << 20, /*slots=*/1);
   bool overwritten = false;
   seam_.before = [&](ckpt::TierKind, const ckpt::Manifest& m) {
     if (m.step == 5 && !overwritten) {
@@ -266,17 +267,26 @@ TEST_F(CkptKeeperTest, TornCopyIsReportedNotPersisted) {
   EXPECT_TRUE(ckpt::ListCommitted(local_, job_).empty());
 }
 
-// A save in progress overwrites the arena's copy: the arena no longer holds it.
-TEST_F(CkptKeeperTest, ArenaBeingRewrittenNoLongerHoldsItsCopy) {
+// A save in progress: with two slots it writes the other one and the arena still holds its
+// copy; with one it overwrites the copy, which the arena then no longer holds.
+TEST_F(CkptKeeperTest, ArenaBeingRewrittenKeepsItsCopyOnlyWithTwoSlots) {
   seam_.fail_tier = ckpt::TierKind::kLocal;
   auto keeper = NewKeeper();
-  FakeArena arena(arena_dir_, job_, 0, 64 << 10);
-  arena.Save(4, 7);
-  Tick(*keeper);
-  Settle(*keeper);
-  arena.BeginSave();
-  Tick(*keeper);
-  EXPECT_EQ(Latest(4, 0).copy.tiers, (Tiers{"remote"}));
+  FakeArena two(arena_dir_, job_, 0, 64 << 10);
+  FakeArena one(arena_dir_, job_, 1, 64 << 10, 1 << 20, /*slots=*/1);
+  two.Save(4, 7);
+  one.Save(4, 7);
+  const std::vector<int> ranks = {0, 1};
+  for (int i = 0; i < 2; ++i) {
+    Tick(*keeper, ranks);
+    ASSERT_TRUE(keeper->WaitIdle(60s));
+  }
+  Take(*keeper);
+  two.BeginSave();
+  one.BeginSave();
+  Tick(*keeper, ranks);
+  EXPECT_EQ(Latest(4, 0).copy.tiers, (Tiers{"arena", "remote"}));
+  EXPECT_EQ(Latest(4, 1).copy.tiers, (Tiers{"remote"}));
 }
 
 // A restarted worker: uncommitted files (temp files, data without a manifest) are removed and
@@ -292,7 +302,7 @@ TEST_F(CkptKeeperTest, RestartCleansUncommittedFilesAndReportsCommittedCopies) {
       for (auto [kind, dir] : {std::pair{ckpt::TierKind::kLocal, local_},
                                std::pair{ckpt::TierKind::kRemote, remote_}}) {
         if (kind == ckpt::TierKind::kLocal && a == &a5) continue;  // rank 5 is another node's
-        Status s = ckpt::PersistCopy(kind, dir, m, a->arena().data(), [] { return true; }, &stats);
+        Status s = ckpt::PersistCopy(kind, dir, m, a->committed_data(), [] { return true; }, &stats);
         ASSERT_TRUE(s.ok()) << s.ToString();
       }
     }

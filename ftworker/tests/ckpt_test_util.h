@@ -46,30 +46,31 @@ class TempDir {
   std::string path_;
 };
 
-// One rank's arena holding `bytes` of state in one buffer "w", cut in chunks of `chunk`.
+// One rank's arena holding `bytes` of state in one buffer "w", cut in chunks of `chunk`, in
+// `slots` slots (the agent's default is two).
 class FakeArena {
  public:
   FakeArena(const std::string& dir, const std::string& job, int rank, uint64_t bytes,
-            uint64_t chunk = 1 << 20)
+            uint64_t chunk = 1 << 20, int slots = 2)
       : job_(job), rank_(rank), chunk_(chunk) {
     std::vector<ckpt::BufferEntry> named{{"w", bytes, 0}};
     Status s = ckpt::PlanLayout(named, &layout_, &data_bytes_);
     EXPECT_TRUE(s.ok()) << s.ToString();
     s = ckpt::Arena::OpenForWrite(dir, job, rank, ckpt::ManifestCapacity(layout_, data_bytes_, chunk_),
-                                  data_bytes_, &arena_);
+                                  data_bytes_, slots, &arena_);
     EXPECT_TRUE(s.ok()) << s.ToString();
   }
 
   // A committed copy of `step` whose bytes are all `fill`; returns its manifest.
   ckpt::Manifest Save(int64_t step, uint8_t fill, bool torn = false) {
-    arena_.BeginWrite();
-    std::memset(arena_.data(), fill, data_bytes_);
+    std::memset(arena_.BeginWrite(), fill, data_bytes_);
     ckpt::Manifest m = ManifestOf(step, torn);
     Status s = arena_.Commit(m);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return m;
   }
-  // A save that started and has not committed (the previous copy is being overwritten).
+  // A save that started and has not committed (with one slot the previous copy is being
+  // overwritten; with two it stays).
   void BeginSave() { arena_.BeginWrite(); }
 
   ckpt::Manifest ManifestOf(int64_t step, bool torn = false) const {
@@ -88,12 +89,18 @@ class FakeArena {
     m.buffers = layout_;
     for (uint64_t off = 0; off < data_bytes_; off += chunk_) {
       m.chunk_checksums.push_back(
-          ckpt::Checksum(arena_.data() + off, std::min<uint64_t>(chunk_, data_bytes_ - off)));
+          ckpt::Checksum(arena_.write_data() + off, std::min<uint64_t>(chunk_, data_bytes_ - off)));
     }
     return m;
   }
 
   ckpt::Arena& arena() { return arena_; }
+  // The committed copy's data (nullptr when none).
+  const uint8_t* committed_data() const {
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    return arena_.ReadCommitted(&m, &generation).ok() ? arena_.data(generation) : nullptr;
+  }
   const std::string& path() const { return arena_.path(); }
 
  private:

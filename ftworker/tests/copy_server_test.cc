@@ -222,8 +222,15 @@ TEST_F(CopyProviderTest, TornAndInProgressCopiesAreRefused) {
   arena.Save(9, 2);
   Keep({0});
   MustOpen(p, "arena/9/0");
-  arena.BeginSave();  // a save is overwriting step 9 now: nothing committed to serve
-  s = p.Open("arena/9/0", &region);
+  arena.BeginSave();  // two slots: the save writes the other one, step 9 is still committed
+  MustOpen(p, "arena/9/0");
+
+  FakeArena one_slot(arena_dir_, job_, 1, 1 << 20, 1 << 20, /*slots=*/1);
+  one_slot.Save(9, 2);
+  Keep({0, 1});
+  MustOpen(p, "arena/9/1");
+  one_slot.BeginSave();  // one slot: the save is overwriting step 9 now, nothing to serve
+  s = p.Open("arena/9/1", &region);
   EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
 }
 
@@ -235,9 +242,12 @@ TEST_F(CopyProviderTest, AnOverwrittenCopyIsNoLongerValidUnderItsReader) {
   auto region = MustOpen(p, "arena/10/2");
   ExpectCopy(*region, m, 0x10);
   arena.BeginSave();
-  EXPECT_FALSE(region->StillValid()) << "a save began over the bytes being read";
+  EXPECT_TRUE(region->StillValid()) << "the save writes the other slot";
   arena.Save(11, 0x11);
-  EXPECT_FALSE(region->StillValid());
+  EXPECT_TRUE(region->StillValid()) << "step 11 replaced step 10 as the committed copy, its bytes are intact";
+  ExpectCopy(*region, m, 0x10);
+  arena.BeginSave();
+  EXPECT_FALSE(region->StillValid()) << "the next save began over the bytes being read";
   // Before the keeper's next scan its index still says step 10: the arena is re-checked.
   std::shared_ptr<const rdma::Region> stale;
   Status s = p.Open("arena/10/2", &stale);
@@ -324,7 +334,7 @@ TEST_F(CopyProviderTest, ServesALocalTierCopy) {
   FakeArena arena(arena_dir_, job_, 6, (3 << 20) + 100);
   ckpt::Manifest m = arena.Save(12, 0x66);
   ckpt::PersistStats stats;
-  ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, local_, m, arena.arena().data(), [] { return true; },
+  ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, local_, m, arena.committed_data(), [] { return true; },
                                 &stats).ok());
   arena.Save(13, 0x67);  // the arena moved on; the local tier still holds step 12
   CopyProvider p = Provider(local_);

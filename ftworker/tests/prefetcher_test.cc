@@ -109,7 +109,7 @@ class FakeEngine : public PullEngine {
       bool landed = false;
       for (size_t s = 0; s < request.sources.size() && !landed; ++s) {
         if (!usable[s]) continue;
-        std::memcpy(dest, open[s].arena.data() + begin, len);
+        std::memcpy(dest, open[s].arena.data(open[s].generation) + begin, len);
         if (nodes_.at(request.sources[s].peer.node).corrupt_chunks.contains(c)) dest[len / 2] ^= 0x40;
         landed = request.verify(c, dest, len);
         if (landed) {
@@ -136,6 +136,7 @@ class FakeEngine : public PullEngine {
   struct Served {
     ckpt::Arena arena;
     ckpt::Manifest manifest;
+    uint64_t generation = 0;
   };
 
   Status Open(const rdma::Peer& peer, const std::string& region, Served* out) {
@@ -151,8 +152,7 @@ class FakeEngine : public PullEngine {
       return Status::NotFound("no region " + region);
     }
     FT_RETURN_IF_ERROR(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(it->second.arena_dir, job_, rank), &out->arena));
-    uint64_t generation = 0;
-    FT_RETURN_IF_ERROR(out->arena.ReadCommitted(&out->manifest, &generation));
+    FT_RETURN_IF_ERROR(out->arena.ReadCommitted(&out->manifest, &out->generation));
     if (out->manifest.step != step) return Status::NotFound("no region " + region);
     return Status::Ok();
   }
@@ -232,9 +232,9 @@ class PrefetcherTest : public ::testing::Test {
     uint64_t generation = 0;
     ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok());
     EXPECT_EQ(m.step, kStep);
-    for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ckpt::ChunkVerifies(m, i, arena.data())) << i;
+    for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
     std::vector<uint8_t> expected(kBytes, fill);
-    EXPECT_EQ(std::memcmp(arena.data(), expected.data(), kBytes), 0);
+    EXPECT_EQ(std::memcmp(arena.data(generation), expected.data(), kBytes), 0);
   }
 
   bool PrefetchFileExists(int rank) {
@@ -346,7 +346,10 @@ TEST_F(PrefetcherTest, RanksThatHoldTheirCopyOnThisNodeAreNotPulled) {
   {
     ckpt::Arena a;
     ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(tmp_.Sub("scratch"), job_, 5), &a).ok());
-    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, options_.local_dir, m5, a.data(), nullptr, nullptr).ok());
+    ckpt::Manifest committed;
+    uint64_t generation = 0;
+    ASSERT_TRUE(a.ReadCommitted(&committed, &generation).ok());
+    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, options_.local_dir, m5, a.data(generation), nullptr, nullptr).ok());
   }
   Prefetcher prefetcher(options_);
   prefetcher.OnPlan(Plan(), store_);
@@ -457,7 +460,10 @@ TEST_F(PrefetcherTest, ACorruptedChunkIsFetchedFromTheNextSourceThenFromTheRemot
   {
     ckpt::Arena a;
     ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(tmp_.Sub("node1"), job_, 4), &a).ok());
-    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kRemote, remote_dir_, m4, a.data(), nullptr, nullptr).ok());
+    ckpt::Manifest committed;
+    uint64_t generation = 0;
+    ASSERT_TRUE(a.ReadCommitted(&committed, &generation).ok());
+    ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kRemote, remote_dir_, m4, a.data(generation), nullptr, nullptr).ok());
   }
   Prefetcher prefetcher(options_);
   prefetcher.OnPlan(Plan(), store_);

@@ -102,7 +102,7 @@ class PrefetcherTransferTest : public ::testing::Test {
     EXPECT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PrefetchPathFor(here_, job_, 4), &arena).ok());
     uint64_t generation = 0;
     EXPECT_TRUE(arena.ReadCommitted(m, &generation).ok());
-    return std::vector<uint8_t>(arena.data(), arena.data() + m->data_bytes);
+    return std::vector<uint8_t>(arena.data(generation), arena.data(generation) + m->data_bytes);
   }
 
   std::string job_ = UniqueJob("pft");
@@ -122,9 +122,12 @@ TEST_F(PrefetcherTransferTest, PullsOverTcpSkippingADeadNodeAndRefetchesACorrupt
     ckpt::Arena arena;
     ASSERT_TRUE(ckpt::Arena::OpenForWriteAt(ckpt::Arena::PathFor(node0_, job_, 0),
                                             ckpt::ManifestCapacity(saved.buffers, saved.data_bytes, saved.chunk_bytes),
-                                            saved.data_bytes, &arena)
+                                            saved.data_bytes, 2, &arena)
                     .ok());
-    arena.data()[saved.chunk_begin(3) + 77] ^= 0x01;
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok());
+    const_cast<uint8_t*>(arena.data(generation))[saved.chunk_begin(3) + 77] ^= 0x01;
   }
   PeerNode node0(job_, node0_);
   PeerNode node3(job_, node3_);

@@ -34,10 +34,10 @@ class ArenaTest : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(dir_.ok()); }
 
-  // Opens rank 3's arena for writing with room for `data_bytes`.
-  Arena OpenWriter(uint64_t data_bytes = 1 << 20, uint64_t manifest_capacity = kManifestCapacity) {
+  // Opens rank 3's arena for writing with room for `data_bytes`, in `slots` slots.
+  Arena OpenWriter(uint64_t data_bytes = 1 << 20, uint64_t manifest_capacity = kManifestCapacity, int slots = 2) {
     Arena arena;
-    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, manifest_capacity, data_bytes, &arena);
+    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, manifest_capacity, data_bytes, slots, &arena);
     EXPECT_TRUE(s.ok()) << s.ToString();
     return arena;
   }
@@ -46,10 +46,20 @@ class ArenaTest : public ::testing::Test {
   Manifest SaveSample(Arena* arena, uint64_t seed = 1) {
     std::vector<uint8_t> data;
     Manifest m = SampleManifest(&data, {5000, 4096, 123}, 4096, seed);
-    arena->BeginWrite();
-    std::memcpy(arena->data(), data.data(), data.size());
+    std::memcpy(arena->BeginWrite(), data.data(), data.size());
     Status s = arena->Commit(m);
     EXPECT_TRUE(s.ok()) << s.ToString();
+    return m;
+  }
+
+  // The committed copy's manifest and data as a reader in another process sees them.
+  static Manifest Committed(const Arena& arena, const uint8_t** data = nullptr, uint64_t* generation = nullptr) {
+    Manifest m;
+    uint64_t g = 0;
+    Status s = arena.ReadCommitted(&m, &g);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    if (data != nullptr) *data = arena.data(g);
+    if (generation != nullptr) *generation = g;
     return m;
   }
 
@@ -75,10 +85,14 @@ TEST_F(ArenaTest, FileIsPrivateFullyReservedAndItsDataRegionHugePageAligned) {
   EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, arena.mapped_bytes());
   EXPECT_GE(arena.data_capacity(), 3u << 20);
   EXPECT_EQ(arena.data_capacity() % kArenaDataAlign, 0u);
-  // The data region starts 2 MiB into the file, so the mapping's data pointer keeps the
-  // file offset's alignment relative to the (page-aligned) mapping.
-  EXPECT_EQ((arena.mapped_bytes() - arena.data_capacity()) % kArenaDataAlign, 0u);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.data()) % 4096, 0u);
+  EXPECT_EQ(arena.slot_count(), 2);
+  EXPECT_EQ(arena.slots_bytes(), 2 * arena.data_capacity());
+  // The data regions start 2 MiB into the file, so the mapping's data pointers keep the file
+  // offsets' alignment relative to the (page-aligned) mapping.
+  EXPECT_EQ((arena.mapped_bytes() - arena.slots_bytes()) % kArenaDataAlign, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.slots_data()) % 4096, 0u);
+  const uint8_t* first = arena.BeginWrite();
+  EXPECT_TRUE(first == arena.slots_data() || first == arena.slots_data() + arena.data_capacity());
   EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});  // no temp file left
 }
 
@@ -95,24 +109,40 @@ TEST_F(ArenaTest, HeaderLayoutIsPinned) {
     return stored == value;
   };
   EXPECT_EQ(std::string(header.data(), 8), "CKARENA1");
-  EXPECT_TRUE(at(8, uint32_t{1}));
+  EXPECT_TRUE(at(8, uint32_t{2}));
   EXPECT_TRUE(at(12, uint32_t{4096}));
   EXPECT_TRUE(at(16, uint64_t{kManifestCapacity}));
-  EXPECT_TRUE(at(24, uint64_t{2} << 20));  // roundup(4096 + 64 KiB, 2 MiB)
-  EXPECT_TRUE(at(32, uint64_t{4} << 20));  // 3 MiB rounded up to 2 MiB
-  EXPECT_TRUE(at(40, uint64_t{6} << 20));
+  EXPECT_TRUE(at(24, uint64_t{2} << 20));  // roundup(4096 + 2 x 64 KiB, 2 MiB)
+  EXPECT_TRUE(at(32, uint64_t{4} << 20));  // 3 MiB rounded up to 2 MiB, per slot
+  EXPECT_TRUE(at(40, uint64_t{10} << 20));  // 2 MiB + 2 x 4 MiB
   EXPECT_TRUE(at(48, static_cast<uint32_t>(geteuid())));
   EXPECT_TRUE(at(52, static_cast<uint32_t>(getpid())));
-  EXPECT_TRUE(at(64, uint64_t{2}));  // one save: odd while writing, even once committed
-  EXPECT_TRUE(at(72, static_cast<uint32_t>(ArenaState::kCommitted)));
+  EXPECT_TRUE(at(64, uint32_t{2}));    // slots
+  EXPECT_TRUE(at(128, uint32_t{0}));   // the first save went to slot 0
+  EXPECT_TRUE(at(192, uint64_t{2}));   // slot 0's sequence: odd while writing, even once committed
+  EXPECT_TRUE(at(256, uint64_t{0}));   // slot 1: never written
   std::string manifest = EncodeManifest(saved);
-  EXPECT_TRUE(at(80, uint64_t{manifest.size()}));
-  std::vector<char> region(manifest.size());
-  std::ifstream in(writer.path(), std::ios::binary);
-  in.seekg(4096);
-  in.read(region.data(), static_cast<std::streamsize>(region.size()));
-  EXPECT_EQ(std::string(region.data(), region.size()), manifest);
-  EXPECT_EQ(writer.mapped_bytes(), uint64_t{6} << 20);
+  EXPECT_TRUE(at(200, uint64_t{manifest.size()}));
+  auto region_at = [&](uint64_t offset, size_t bytes) {
+    std::vector<char> region(bytes);
+    std::ifstream in(writer.path(), std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(region.data(), static_cast<std::streamsize>(region.size()));
+    return std::string(region.data(), region.size());
+  };
+  EXPECT_EQ(region_at(4096, manifest.size()), manifest);
+  EXPECT_EQ(writer.mapped_bytes(), uint64_t{10} << 20);
+
+  // The second save goes to slot 1 (manifest at 4096 + capacity) and the commit flips to it.
+  Manifest second = SaveSample(&writer, 2);
+  std::ifstream(writer.path(), std::ios::binary).read(header.data(), 4096);
+  EXPECT_TRUE(at(128, uint32_t{1}));
+  EXPECT_TRUE(at(192, uint64_t{2}));
+  EXPECT_TRUE(at(256, uint64_t{2}));
+  std::string second_manifest = EncodeManifest(second);
+  EXPECT_TRUE(at(264, uint64_t{second_manifest.size()}));
+  EXPECT_EQ(region_at(4096 + kManifestCapacity, second_manifest.size()), second_manifest);
+  EXPECT_EQ(region_at(4096, manifest.size()), manifest) << "slot 0 keeps the older copy";
 }
 
 TEST_F(ArenaTest, LeavesNoDescriptorOpen) {
@@ -137,9 +167,8 @@ TEST_F(ArenaTest, CommittedCopyReadsBackInAnotherMapping) {
   uint64_t generation = 0;
   ASSERT_TRUE(reader.ReadCommitted(&read, &generation).ok());
   EXPECT_EQ(read, saved);
-  EXPECT_EQ(generation % 2, 0u);
   EXPECT_GT(generation, 0u);
-  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, reader.data())) << i;
+  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, reader.data(generation))) << i;
   EXPECT_TRUE(reader.StillCommitted(generation));
 }
 
@@ -157,11 +186,10 @@ TEST_F(ArenaTest, ReopenWithTheSameGeometryKeepsTheCommittedCopy) {
     saved = SaveSample(&writer, 9);
   }  // the process "exits": the file stays
   Arena again = OpenWriter();
-  Manifest read;
-  uint64_t generation = 0;
-  ASSERT_TRUE(again.ReadCommitted(&read, &generation).ok());
+  const uint8_t* data = nullptr;
+  Manifest read = Committed(again, &data);
   EXPECT_EQ(read, saved);
-  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, again.data())) << i;
+  for (size_t i = 0; i < read.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(read, i, data)) << i;
 }
 
 TEST_F(ArenaTest, ReopenWithAnotherGeometryResetsToEmpty) {
@@ -169,9 +197,14 @@ TEST_F(ArenaTest, ReopenWithAnotherGeometryResetsToEmpty) {
     Arena writer = OpenWriter(1 << 20);
     SaveSample(&writer);
   }
-  for (auto [data_bytes, manifest_capacity] : {std::pair<uint64_t, uint64_t>{5 << 20, kManifestCapacity},
-                                               {1 << 20, kManifestCapacity * 2}}) {
-    Arena again = OpenWriter(data_bytes, manifest_capacity);
+  struct Geometry {
+    uint64_t data_bytes, manifest_capacity;
+    int slots;
+  };
+  for (Geometry g : {Geometry{5 << 20, kManifestCapacity, 2}, Geometry{1 << 20, kManifestCapacity * 2, 2},
+                     Geometry{1 << 20, kManifestCapacity * 2, 1}}) {
+    const uint64_t data_bytes = g.data_bytes;
+    Arena again = OpenWriter(data_bytes, g.manifest_capacity, g.slots);
     Manifest m;
     uint64_t generation = 0;
     EXPECT_EQ(again.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
@@ -181,24 +214,129 @@ TEST_F(ArenaTest, ReopenWithAnotherGeometryResetsToEmpty) {
   EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});
 }
 
-TEST_F(ArenaTest, ReopenAfterAWriterDiedInsideASaveHoldsNoCopy) {
-  {
-    Arena writer = OpenWriter();
-    SaveSample(&writer);
-    writer.BeginWrite();  // dies here, half the data overwritten
-    std::memset(writer.data(), 0xee, 100);
+// A writer that dies inside a save (SIGKILL): with two slots the copy committed before it is
+// still there, whole; with one, the save was overwriting it and the arena holds none.
+TEST_F(ArenaTest, ReopenAfterAWriterDiedInsideASaveKeepsTheCommittedCopyWithTwoSlots) {
+  for (int slots : {2, 1}) {
+    std::filesystem::remove(dir_.File("ft-ckpt.job-a.3"));
+    Manifest saved;
+    {
+      Arena writer = OpenWriter(1 << 20, kManifestCapacity, slots);
+      SaveSample(&writer, 1);
+      saved = SaveSample(&writer, 2);
+      std::memset(writer.BeginWrite(), 0xee, 100);  // dies here, part of a third copy written
+    }
+    Arena again = OpenWriter(1 << 20, kManifestCapacity, slots);
+    Manifest m;
+    uint64_t generation = 0;
+    Status s = again.ReadCommitted(&m, &generation);
+    if (slots == 2) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(m, saved);
+      for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(m, i, again.data(generation))) << i;
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    }
+    Manifest next = SaveSample(&again, 3);
+    EXPECT_EQ(Committed(again), next) << slots << " slot(s)";
   }
-  Arena again = OpenWriter();
-  Manifest m;
-  uint64_t generation = 0;
-  EXPECT_EQ(again.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
-  SaveSample(&again);
-  EXPECT_TRUE(again.ReadCommitted(&m, &generation).ok());
-  EXPECT_EQ(generation % 2, 0u);
 }
 
-TEST_F(ArenaTest, AReaderSeesABeginWriteAndTheNextCommit) {
+// The same with a real SIGKILL of the writing process in the middle of its copy.
+TEST_F(ArenaTest, ASigkillMidSaveLeavesThePreviousCopyCommittedAndWhole) {
+  Manifest saved;
+  {
+    Arena writer = OpenWriter(4 << 20);
+    saved = SaveSample(&writer, 7);
+  }
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Arena writer;
+    if (!Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 4 << 20, 2, &writer).ok()) _exit(3);
+    uint8_t* data = writer.BeginWrite();
+    std::memset(data, 0x5a, 1 << 20);
+    if (write(ready[1], "x", 1) != 1) _exit(4);
+    for (uint64_t i = 0;; ++i) data[(1 << 20) + i % (3 << 20)] = static_cast<uint8_t>(i);  // copying...
+  }
+  close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  kill(child, SIGKILL);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+
+  Arena reader;  // ftworker's view before anyone reopens the arena
+  ASSERT_TRUE(Arena::OpenForRead(dir_.File("ft-ckpt.job-a.3"), &reader).ok());
+  const uint8_t* data = nullptr;
+  Manifest m = Committed(reader, &data);
+  EXPECT_EQ(m, saved);
+  for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(m, i, data)) << i;
+  Arena again = OpenWriter(4 << 20);  // the restarted rank
+  EXPECT_EQ(Committed(again), saved);
+}
+
+// A save that fails (a CUDA error, given up) is abandoned: two slots keep the committed copy,
+// one slot holds none.
+TEST_F(ArenaTest, AnAbandonedSaveKeepsTheCommittedCopyWithTwoSlots) {
+  for (int slots : {2, 1}) {
+    std::filesystem::remove(dir_.File("ft-ckpt.job-a.3"));
+    Arena writer = OpenWriter(1 << 20, kManifestCapacity, slots);
+    Manifest saved = SaveSample(&writer, 4);
+    Arena reader;
+    ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+    uint64_t generation = 0;
+    Committed(reader, nullptr, &generation);
+    std::memset(writer.BeginWrite(), 0xee, 4096);
+    writer.AbandonWrite();
+    EXPECT_EQ(writer.write_data(), nullptr);
+    Manifest m;
+    uint64_t after = 0;
+    Status s = reader.ReadCommitted(&m, &after);
+    if (slots == 2) {
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(m, saved);
+      EXPECT_EQ(after, generation);
+      EXPECT_TRUE(reader.StillCommitted(generation));
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+      EXPECT_FALSE(reader.StillCommitted(generation));
+    }
+  }
+}
+
+// Two slots: a reader's copy stays valid through the next save and its commit, and is gone
+// only when the save after that begins writing its slot.
+TEST_F(ArenaTest, WithTwoSlotsACopyOutlivesTheNextSave) {
   Arena writer = OpenWriter();
+  Manifest first = SaveSample(&writer, 1);
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  uint64_t generation = 0;
+  const uint8_t* data = nullptr;
+  EXPECT_EQ(Committed(reader, &data, &generation), first);
+
+  writer.BeginWrite();
+  EXPECT_TRUE(reader.StillCommitted(generation));
+  EXPECT_EQ(Committed(reader), first) << "the committed copy is readable during a save";
+  Manifest second = SaveSample(&writer, 2);
+  EXPECT_TRUE(reader.StillCommitted(generation));
+  for (size_t i = 0; i < first.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(first, i, data)) << i;
+  uint64_t next = 0;
+  EXPECT_EQ(Committed(reader, nullptr, &next), second);
+  EXPECT_NE(next, generation);
+
+  writer.BeginWrite();  // the third save takes the first one's slot
+  EXPECT_FALSE(reader.StillCommitted(generation));
+  EXPECT_TRUE(reader.StillCommitted(next));
+}
+
+TEST_F(ArenaTest, WithOneSlotAReaderSeesABeginWriteAndTheNextCommit) {
+  Arena writer = OpenWriter(1 << 20, kManifestCapacity, 1);
   SaveSample(&writer, 1);
   Arena reader;
   ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
@@ -217,7 +355,7 @@ TEST_F(ArenaTest, AReaderSeesABeginWriteAndTheNextCommit) {
   uint64_t next = 0;
   ASSERT_TRUE(reader.ReadCommitted(&m, &next).ok());
   EXPECT_EQ(m, second);
-  EXPECT_EQ(next, generation + 2);
+  EXPECT_NE(next, generation);
   EXPECT_FALSE(reader.StillCommitted(generation));
   EXPECT_TRUE(reader.StillCommitted(next));
 }
@@ -245,7 +383,7 @@ TEST_F(ArenaTest, TooLargeForTheDirectoryFailsFastNamingDirNeededAndFree) {
   uint64_t too_much = free_bytes + (1ull << 30);
   auto start = std::chrono::steady_clock::now();
   Arena arena;
-  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, too_much, &arena);
+  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, too_much, 2, &arena);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find(dir_.path()), std::string_view::npos) << s.ToString();
@@ -262,7 +400,7 @@ TEST_F(ArenaTest, TooLargeForTheDirectoryRemovesAnOutdatedArenaToo) {
   ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
   Arena arena;
   Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity,
-                                 static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize * 2, &arena);
+                                 static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize * 2, 2, &arena);
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_TRUE(Files().empty());
 }
@@ -277,7 +415,7 @@ TEST_F(ArenaTest, AFailedReservationIsAClearErrorAndRemovesTheFile) {
     struct rlimit limit = {1 << 20, 1 << 20};
     setrlimit(RLIMIT_FSIZE, &limit);
     Arena arena;
-    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 8 << 20, &arena);
+    Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 8 << 20, 2, &arena);
     bool named = s.code() == StatusCode::kIoError && s.message().find("File too large") != std::string_view::npos &&
                  s.message().find(dir_.path()) != std::string_view::npos;
     bool removed = std::filesystem::is_empty(dir_.path());
@@ -333,12 +471,15 @@ TEST_F(ArenaTest, OpenForReadTrustsNothing) {
       {"garbage", garbage, StatusCode::kCorrupt, "bad magic"},
       {"short", short_file, StatusCode::kCorrupt, "shorter than an arena header"},
       {"truncated", truncated, StatusCode::kCorrupt, "its header says"},
-      {"newer version", patched(8, uint32_t{2}), StatusCode::kUnsupported, "arena version 2 is newer than this build's 1"},
+      {"newer version", patched(8, uint32_t{3}), StatusCode::kUnsupported, "arena version 3 is newer than this build's 2"},
+      {"older version", patched(8, uint32_t{1}), StatusCode::kUnsupported, "arena version 1 is older than this build's 2"},
       {"header size", patched(12, uint32_t{512}), StatusCode::kCorrupt, "header of 512 bytes"},
       {"manifest capacity", patched(16, uint64_t{1} << 40), StatusCode::kCorrupt, "inconsistent geometry"},
       {"data offset", patched(24, uint64_t{4096}), StatusCode::kCorrupt, "inconsistent geometry"},
       {"data capacity", patched(32, uint64_t{1} << 62), StatusCode::kCorrupt, "inconsistent geometry"},
       {"owner field", patched(48, uint32_t{4242}), StatusCode::kCorrupt, "owner uid 4242"},
+      {"slot count", patched(64, uint32_t{3}), StatusCode::kCorrupt, "3 slots"},
+      {"one slot", patched(64, uint32_t{1}), StatusCode::kCorrupt, "inconsistent geometry"},
   };
   for (const Case& c : cases) {
     std::string path = write_file(std::string("ft-ckpt.bad.") + std::to_string(&c - cases.data()), c.bytes);
@@ -414,10 +555,10 @@ TEST_F(ArenaTest, RankOfAcceptsOnlyArenaNames) {
 TEST_F(ArenaTest, ListFindsOneJobsArenasInRankOrder) {
   for (int rank : {10, 0, 2}) {
     Arena arena;
-    ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", rank, 4096, 4096, &arena).ok());
+    ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", rank, 4096, 4096, 1, &arena).ok());
   }
   Arena other;
-  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a-b", 1, 4096, 4096, &other).ok());
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a-b", 1, 4096, 4096, 1, &other).ok());
   for (const char* junk : {"ft-ckpt.job-a.3.tmp.77", "ft-ckpt.job-a.03", "ft-ckpt.job-a.x", "ft-plan.job-a.n1"}) {
     std::ofstream(dir_.File(junk)) << "x";
   }
@@ -436,7 +577,7 @@ TEST_F(ArenaTest, APrefetchArenaIsAnArenaOfItsOwnNameThatListDoesNotSee) {
   Manifest own_copy = SaveSample(&own, 1);
   Arena prefetch;
   const std::string path = Arena::PrefetchPathFor(dir_.path(), "job-a", 3);
-  Status s = Arena::OpenForWriteAt(path, kManifestCapacity, 1 << 20, &prefetch);
+  Status s = Arena::OpenForWriteAt(path, kManifestCapacity, 1 << 20, 1, &prefetch);
   ASSERT_TRUE(s.ok()) << s.ToString();
   Manifest pulled = SaveSample(&prefetch, 2);
   struct stat st {};
@@ -463,7 +604,7 @@ TEST_F(ArenaTest, APrefetchArenaIsAnArenaOfItsOwnNameThatListDoesNotSee) {
   ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
   Arena huge;
   s = Arena::OpenForWriteAt(dir_.File("ft-prefetch.job-a.4"), kManifestCapacity,
-                            static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize * 2, &huge);
+                            static_cast<uint64_t>(fs.f_blocks) * fs.f_frsize * 2, 1, &huge);
   EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
   EXPECT_NE(s.message().find(dir_.path()), std::string_view::npos) << s.ToString();
   EXPECT_FALSE(std::filesystem::exists(dir_.File("ft-prefetch.job-a.4")));
@@ -478,9 +619,11 @@ TEST_F(ArenaTest, OpenForWriteCleansTempFilesOfADeadWriter) {
 // The seqlock's promise under load: a copy that StillCommitted vouches for is never a mix of
 // two saves. The writer runs in another process (as it does in production) and saves
 // continuously; the reader copies and keeps only what the generation vouches for.
-TEST_F(ArenaTest, ACopyStillCommittedVouchesForIsNeverTorn) {
+class ArenaSlotsTest : public ArenaTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ArenaSlotsTest, ACopyStillCommittedVouchesForIsNeverTorn) {
   constexpr uint64_t kDataBytes = 256 << 10;
-  Arena writer = OpenWriter(kDataBytes);
+  Arena writer = OpenWriter(kDataBytes, kManifestCapacity, GetParam());
   SaveSample(&writer, 1);
   std::string path = writer.path();
   pid_t child = fork();
@@ -494,8 +637,8 @@ TEST_F(ArenaTest, ACopyStillCommittedVouchesForIsNeverTorn) {
       m.step = static_cast<int64_t>(seed);
       m.chunk_bytes = 64 << 10;
       if (!PlanLayout(named, &m.buffers, &m.data_bytes).ok()) _exit(3);
-      writer.BeginWrite();
-      for (uint64_t at = 0; at < kDataBytes; at += 4096) std::memset(writer.data() + at, static_cast<int>(seed), 4096);
+      uint8_t* dest = writer.BeginWrite();
+      for (uint64_t at = 0; at < kDataBytes; at += 4096) std::memset(dest + at, static_cast<int>(seed), 4096);
       std::memset(data.data(), static_cast<int>(seed), kDataBytes);
       for (size_t i = 0; i < m.chunk_count(); ++i) {
         m.chunk_checksums.push_back(Checksum(data.data() + m.chunk_begin(i), m.chunk_end(i) - m.chunk_begin(i)));
@@ -514,7 +657,7 @@ TEST_F(ArenaTest, ACopyStillCommittedVouchesForIsNeverTorn) {
     Manifest m;
     uint64_t generation = 0;
     if (!reader.ReadCommitted(&m, &generation).ok()) continue;
-    std::memcpy(copy.data(), reader.data(), m.data_bytes);
+    std::memcpy(copy.data(), reader.data(generation), m.data_bytes);
     if (!reader.StillCommitted(generation)) {
       ++discarded;
       continue;
@@ -541,6 +684,8 @@ TEST_F(ArenaTest, ACopyStillCommittedVouchesForIsNeverTorn) {
   RecordProperty("vouched", vouched);
   RecordProperty("generations", static_cast<int>(generations.size()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Slots, ArenaSlotsTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace ft::ckpt

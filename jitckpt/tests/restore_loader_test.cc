@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 
 #include "jitckpt/checksum.h"
 #include "jitckpt/tests/sample_manifest.h"
@@ -62,13 +63,12 @@ class RestoreLoaderTest : public ::testing::Test {
     return m;
   }
 
-  // Commits `m` with `data` into `rank`'s arena, as that rank's agent would.
-  void SaveToArena(int rank, const Manifest& m, const std::vector<uint8_t>& data) {
+  // Commits `m` with `data` into `rank`'s arena of `slots` slots, as that rank's agent would.
+  void SaveToArena(int rank, const Manifest& m, const std::vector<uint8_t>& data, int slots = 2) {
     Arena arena;
-    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, rank, ManifestBytes(), m.data_bytes, &arena);
+    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, rank, ManifestBytes(), m.data_bytes, slots, &arena);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    arena.BeginWrite();
-    std::memcpy(arena.data(), data.data(), data.size());
+    std::memcpy(arena.BeginWrite(), data.data(), data.size());
     st = arena.Commit(m);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -81,7 +81,7 @@ class RestoreLoaderTest : public ::testing::Test {
 
   // The restoring rank's arena, opened as its agent opens it at registration.
   void OpenOwn() {
-    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, &own_);
+    Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, 2, &own_);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
@@ -97,7 +97,7 @@ class RestoreLoaderTest : public ::testing::Test {
     EXPECT_EQ(m.step, kStep);
     EXPECT_EQ(m.rank, kRank);
     EXPECT_EQ(ContentDigest(m), ContentDigest(saved_));
-    EXPECT_EQ(std::memcmp(own_.data(), data_.data(), data_.size()), 0);
+    EXPECT_EQ(std::memcmp(own_.data(generation), data_.data(), data_.size()), 0);
   }
 
   TempDir scratch_{"/tmp"};  // a disk, where O_DIRECT is real
@@ -226,10 +226,27 @@ TEST_F(RestoreLoaderTest, ATornCopyIsSkipped) {
   ExpectOwnHoldsTheStep();
 }
 
-TEST_F(RestoreLoaderTest, APeerArenaInTheMiddleOfANewSaveIsSkipped) {
+// Rank 7's agent starts its next save: with two slots its committed copy is still read; with
+// one the save is overwriting it and the peer arena is skipped.
+TEST_F(RestoreLoaderTest, APeerArenaInTheMiddleOfANewSaveIsReadOnlyWithTwoSlots) {
   SaveToArena(kPeer, CopyOf(kPeer), data_);
-  Arena peer_writer;  // rank 7's agent starts its next save
-  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kPeer, ManifestBytes(), saved_.data_bytes,
+  {
+    Arena peer_writer;
+    ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kPeer, ManifestBytes(), saved_.data_bytes, 2,
+                                    &peer_writer)
+                    .ok());
+    std::memset(peer_writer.BeginWrite(), 0xee, data_.size());
+    OpenOwn();
+    RestoreResult result;
+    ASSERT_TRUE(Load(&result).ok());
+    EXPECT_EQ(result.source, "arena of rank 7");
+    ExpectOwnHoldsTheStep();
+  }
+  std::filesystem::remove(Arena::PathFor(plan_.arena_dir, plan_.job, kRank));
+  std::filesystem::remove(Arena::PathFor(plan_.arena_dir, plan_.job, kPeer));
+  SaveToArena(kPeer, CopyOf(kPeer), data_, /*slots=*/1);
+  Arena peer_writer;
+  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kPeer, ManifestBytes(), saved_.data_bytes, 1,
                                   &peer_writer)
                   .ok());
   peer_writer.BeginWrite();
@@ -295,6 +312,29 @@ TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
   EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
 }
 
+// Two slots: a restore whose every source fails leaves the own arena's older copy committed
+// and whole (a later plan may still want it); the copies tried went to the other slot.
+TEST_F(RestoreLoaderTest, AFailedRestoreKeepsTheOwnArenasOlderCopy) {
+  Manifest older = CopyOf(kRank);
+  older.step = kStep - 100;
+  std::vector<uint8_t> older_data(data_.size(), 0x3c);
+  for (size_t i = 0; i < older.chunk_count(); ++i) {
+    older.chunk_checksums[i] = Checksum(older_data.data() + older.chunk_begin(i), older.chunk_end(i) - older.chunk_begin(i));
+  }
+  SaveToArena(kRank, older, older_data);
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), 0));
+  OpenOwn();
+  RestoreResult result;
+  EXPECT_EQ(Load(&result).code(), StatusCode::kCorrupt);
+  Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(own_.ReadCommitted(&m, &generation).ok());
+  EXPECT_EQ(m, older);
+  EXPECT_EQ(std::memcmp(own_.data(generation), older_data.data(), older_data.size()), 0);
+  EXPECT_EQ(own_.write_data(), nullptr) << "the write was given up";
+}
+
 TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotFatal) {
   // Saved with 512-byte chunks; this run's arena reserves a manifest of 64 KiB chunks.
   saved_ = SampleManifest(&data_, {5000, 8192, 123}, 512);
@@ -304,7 +344,7 @@ TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotF
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank,
                                   ManifestCapacity(registered_, saved_.data_bytes, 64 << 10),
-                                  saved_.data_bytes, &own_)
+                                  saved_.data_bytes, 2, &own_)
                   .ok());
   RestoreResult result;
   Status st = Load(&result);
@@ -342,7 +382,7 @@ TEST_F(RestoreLoaderTest, ALayoutMismatchRestoresNothingAndLeavesTheOwnArenaAsIt
   ASSERT_TRUE(own_.ReadCommitted(&after, &generation_after).ok());
   EXPECT_EQ(after, before);
   EXPECT_EQ(generation_after, generation_before);
-  EXPECT_EQ(std::memcmp(own_.data(), data_.data(), data_.size()), 0);
+  EXPECT_EQ(std::memcmp(own_.data(generation_after), data_.data(), data_.size()), 0);
 }
 
 TEST_F(RestoreLoaderTest, ALayoutMismatchOfADirectoryCopyDoesNotTouchTheOwnArena) {
@@ -374,10 +414,9 @@ class PrefetchedRestoreTest : public RestoreLoaderTest {
   void SaveToPrefetch(const Manifest& m, const std::vector<uint8_t>& data) {
     Arena arena;
     Status st = Arena::OpenForWriteAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank),
-                                      ManifestBytes(), m.data_bytes, &arena);
+                                      ManifestBytes(), m.data_bytes, 1, &arena);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    arena.BeginWrite();
-    std::memcpy(arena.data(), data.data(), data.size());
+    std::memcpy(arena.BeginWrite(), data.data(), data.size());
     st = arena.Commit(m);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
@@ -386,9 +425,12 @@ class PrefetchedRestoreTest : public RestoreLoaderTest {
   void CorruptPrefetched(uint64_t offset) {
     Arena arena;
     Status st = Arena::OpenForWriteAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank),
-                                      ManifestBytes(), saved_.data_bytes, &arena);
+                                      ManifestBytes(), saved_.data_bytes, 1, &arena);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    arena.data()[offset] ^= 0x20;
+    Manifest m;
+    uint64_t generation = 0;
+    ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok());
+    const_cast<uint8_t*>(arena.data(generation))[offset] ^= 0x20;
   }
 
   Status LoadOnN9(RestoreResult* result) {

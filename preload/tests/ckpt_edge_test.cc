@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "jitckpt/checksum.h"
 #include "preload/tests/ckpt_test_util.h"
 
 namespace ft::preload::ckpt_test {
@@ -104,10 +105,10 @@ TEST(CkptDisabled, EveryEntryPointAnswersDisabled) {
 }
 
 // A device-to-host copy that fails (cuda_fail_shim.cc, preloaded after libft.so, stands for
-// a GPU fault): the save is acknowledged as failed with the runtime's words, the arena holds
-// no copy (never a half-written one), the app's own calls are untouched, and the next save
-// works again.
-TEST(CkptCudaError, FailedCopyIsAFailedSaveAndTheArenaStaysUncommitted) {
+// a GPU fault): the save is acknowledged as failed with the runtime's words, the arena keeps
+// the copy committed before (two slots; never a half-written one), the app's own calls are
+// untouched, and the next save works again.
+TEST(CkptCudaError, FailedCopyIsAFailedSaveAndTheArenaKeepsItsCommittedCopy) {
   using Arm = void (*)(int);
   auto arm = reinterpret_cast<Arm>(dlsym(RTLD_DEFAULT, "gpusim_shim_fail_d2h"));
   ASSERT_NE(arm, nullptr) << "cuda_fail_shim.so is not preloaded";
@@ -120,18 +121,28 @@ TEST(CkptCudaError, FailedCopyIsAFailedSaveAndTheArenaStaysUncommitted) {
   ASSERT_EQ(ft_step_done(1), FT_OK);
   auto ack = WaitAck(Post(shm::CommandType::kSave, "save-1"));
   ASSERT_TRUE(ack && ack->result == 0) << (ack ? ack->message : "no ack");
-  ASSERT_TRUE(ReadArena()->status.ok());
+  auto first = ReadArena();
+  ASSERT_TRUE(first->status.ok());
+  auto expect_first = [&](const char* what) {
+    auto c = ReadArena();
+    ASSERT_TRUE(c->status.ok()) << what << ": " << c->status.ToString();
+    EXPECT_EQ(c->manifest.step, 1) << what;
+    EXPECT_EQ(c->generation, first->generation) << what;
+    for (size_t i = 0; i < c->manifest.chunk_count(); ++i) {
+      EXPECT_TRUE(ckpt::ChunkVerifies(c->manifest, i, c->data())) << what << ", chunk " << i;
+    }
+  };
 
   arm(1);
   ack = WaitAck(Post(shm::CommandType::kSave, "save-2"));
   ASSERT_TRUE(ack);
   EXPECT_NE(ack->result, 0);
   EXPECT_NE(ack->message.find("cudaMemcpyAsync"), std::string::npos) << ack->message;
-  EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound) << "a failed save leaves no copy";
+  expect_first("after a failed just-in-time save");
   // A periodic save's failure (FT_CKPT_EVERY=10 here) is ft_step_done's.
   EXPECT_EQ(ft_step_done(10), FT_CUDA_ERROR);
   EXPECT_NE(std::string(ft_last_error()).find("cudaMemcpyAsync"), std::string::npos) << ft_last_error();
-  EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound);
+  expect_first("after a failed periodic save");
   arm(0);
 
   ack = WaitAck(Post(shm::CommandType::kSave, "save-3"));

@@ -146,6 +146,14 @@ TEST(CkptRestore, SaveCommandDuringARestoreWaitsForIt) {
   EXPECT_EQ(RunSelf("CkptChild.SaveWaitsForTheRestore", {"FT_NODE_ID=late-plan-node"}), 0);
 }
 
+// A save command between registration and ft_restore (the app loads data, builds its model:
+// minutes) is refused: it would commit the freshly initialised state as a step over the copy
+// the restore needs. The arena keeps step 3, byte for byte.
+TEST(CkptRestore, SaveBeforeTheRestoreOrAStepIsRefusedAndTheArenaKeepsItsCopy) {
+  Parent();
+  EXPECT_EQ(RunSelf("CkptChild.SaveBeforeRestore", {}), 0);
+}
+
 // Last: it damages the arena's copy (and mends it after). A chunk that does not verify is
 // never copied to the device; with no other source, nothing is restored.
 TEST(CkptRestore, CopyThatDoesNotVerifyIsRefusedAndNothingRestored) {
@@ -153,8 +161,9 @@ TEST(CkptRestore, CopyThatDoesNotVerifyIsRefusedAndNothingRestored) {
   auto c = ReadArena();
   ASSERT_TRUE(c->status.ok());
   WritePlan(c->manifest.step, ckpt::ContentDigest(c->manifest));
-  // The data region ends the file: one byte of the first buffer, flipped in the file.
-  off_t at = static_cast<off_t>(c->arena.mapped_bytes() - c->arena.data_capacity() + 100);
+  // The slots end the file: one byte of the committed copy's first buffer, flipped in the file.
+  off_t at = static_cast<off_t>(c->arena.mapped_bytes() - c->arena.slots_bytes() +
+                                static_cast<uint64_t>(c->data() - c->arena.slots_data()) + 100);
   int fd = open(ArenaPath().c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   uint8_t byte = 0;
@@ -240,6 +249,25 @@ TEST(CkptChild, SaveWaitsForTheRestore) {
   ASSERT_TRUE(ack);
   EXPECT_TRUE(StartsWith(ack->message, "saved step=3 ")) << "labelled with the restored step: "
                                                           << ack->message;
+}
+
+TEST(CkptChild, SaveBeforeRestore) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptRestore.SaveBeforeTheRestoreOrAStepIsRefusedAndTheArenaKeepsItsCopy";
+  auto before = ReadArena();
+  ASSERT_TRUE(before->status.ok());
+  ASSERT_EQ(before->manifest.step, 3);
+  const std::vector<uint8_t> param = Saved(*before, "param");
+  State s = Register("param", "state");
+  FillDevice(s.param, kParamBytes, 21);  // the app's fresh initialisation
+  auto ack = WaitAck(Post(shm::CommandType::kSave, "save-before-restore"));
+  ASSERT_TRUE(ack);
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kNotReady)) << ack->message;
+  EXPECT_NE(ack->message.find("nothing to save"), std::string::npos) << ack->message;
+  auto after = ReadArena();
+  ASSERT_TRUE(after->status.ok()) << after->status.ToString();
+  EXPECT_EQ(after->manifest.step, 3);
+  EXPECT_EQ(ckpt::ContentDigest(after->manifest), ckpt::ContentDigest(before->manifest));
+  EXPECT_TRUE(Saved(*after, "param") == param);
 }
 
 TEST(CkptChild, NoPlan) {

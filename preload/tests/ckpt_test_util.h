@@ -80,7 +80,7 @@ struct Committed {
   ckpt::Manifest manifest;
   uint64_t generation = 0;
   Status status;
-  const uint8_t* data() const { return arena.data(); }
+  const uint8_t* data() const { return arena.data(generation); }
 };
 
 inline std::unique_ptr<Committed> ReadArena() {

@@ -170,8 +170,7 @@ int Check(int argc, char** argv) {
     printf("arena none: %s\n", s.ToString().c_str());
     return 1;
   }
-  // The data region of a committed copy: the reader's view of the writer's data().
-  const unsigned char* data = arena.data();
+  const unsigned char* data = arena.data(generation);
   const unsigned char fill = static_cast<unsigned char>(m.step & 0xff);
   bool ok = !m.buffers.empty();
   for (const ft::ckpt::BufferEntry& b : m.buffers) {
