@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
+#include "ftmaster/save_outcome.h"
 #include "proto/ckpt_codec.h"
 
 // The master loop's checkpoint round: which steps' copies changed (ft:{J}:ckpt:steps, then
@@ -275,6 +276,7 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   // The newest restorable step whose every rank keeps a source once the evicted nodes'
   // arenas and local files are discounted.
   bool chosen = false;
+  const CkptStep* chosen_step = nullptr;
   proto::RestorePlan plan = NoPlan();
   std::vector<int64_t> skipped;
   std::vector<std::string> only_evicted;  // "step S (rank R)": held only on gone evicted nodes
@@ -289,6 +291,7 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
     const int stranded = FirstRankWithoutSource(plan);
     if (stranded < 0) {
       chosen = true;
+      chosen_step = &s;
     } else {
       only_evicted.push_back(fmt::format("step {} (rank {})", it->first, stranded));
       plan = NoPlan();
@@ -318,7 +321,9 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
                       : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
                                     fmt::join(skipped, ", "));
   if (chosen) {
-    FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks{}{}", plan.version, plan.step, plan.ranks.size(),
+    // Which saves took the copies: after a teardown or a preemption, termination saves.
+    FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks, copies saved by {}{}{}", plan.version, plan.step,
+           plan.ranks.size(), FormatOrigins(CountOrigins(chosen_step->of_step)),
            evicted_.nodes.empty() ? "" : fmt::format(", copies on evicted {} last", fmt::join(evicted_.nodes, ", ")),
            notes);
   } else {

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <set>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
@@ -193,11 +194,58 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   return Status::Ok();
 }
 
+// The published restore plan's step and what took its copies ("termination 2"): after a
+// teardown or a preemption, what the relaunch restores came from termination saves, which no
+// save round counted. Empty when there is no plan with a step.
+struct PlanSummary {
+  int64_t version = 0;
+  int64_t step = -1;
+  std::map<std::string, int> origins;
+};
+
+Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValues* bad, PlanSummary* out) {
+  redis::Reply plan_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
+  if (!plan_reply.is_string()) return Status::Ok();
+  proto::RestorePlan plan;
+  if (Status s = proto::Decode(plan_reply.str(), &plan); !s.ok()) {
+    bad->Report(keys.Restore(), plan_reply.str(), s);
+    return Status::Ok();
+  }
+  if (plan.step < 0) return Status::Ok();
+  redis::Reply copies;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(plan.step)}, &copies));
+  std::vector<proto::CkptCopy> decoded;
+  for (size_t i = 0; i + 1 < copies.size(); i += 2) {
+    proto::CkptCopy c;
+    if (Status s = proto::Decode(copies[i + 1].str(), &c); !s.ok()) {
+      bad->Report(keys.CkptStep(plan.step) + " " + copies[i].str(), copies[i + 1].str(), s);
+      continue;
+    }
+    if (c.step == plan.step && !c.torn) decoded.push_back(std::move(c));
+  }
+  out->version = plan.version;
+  out->step = plan.step;
+  out->origins = CountOrigins(decoded);
+  return Status::Ok();
+}
+
 Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   BadValues bad;
+  PlanSummary plan;
+  FT_RETURN_IF_ERROR(ReadPlanSummary(client, keys, &bad, &plan));
   std::string start = "-";
   size_t shown = 0;
+  // The newest incident is written last, with the plan the relaunch restores.
+  std::string held;
+  std::optional<Json> held_json;
+  auto flush = [&] {
+    if (held_json) *out += held_json->dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+    *out += held;
+    held.clear();
+    held_json.reset();
+  };
   for (;;) {
     redis::Reply reply;
     FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Incidents(), start, "+", "COUNT", "1000"}, &reply));
@@ -234,18 +282,27 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
         bad.Report(fmt::format("checkpoint:{}", incident.id), outcomes[k], Status::Corrupt("not a save outcome"));
       }
       ++shown;
+      flush();
       if (o.json) {
         Json j = AsJson(incident);
         if (saved) j["checkpoint"] = Json::parse(outcomes[k], nullptr, false);
-        *out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
-        *out += "\n";
+        held_json = std::move(j);
       } else {
-        *out += IncidentBlock(incident, {});
-        if (saved) *out += fmt::format("   checkpoint: {}\n", DescribeSaveOutcome(outcome));
+        held = IncidentBlock(incident, {});
+        if (saved) held += fmt::format("   checkpoint: {}\n", DescribeSaveOutcome(outcome));
       }
     }
     if (entries.size() < 1000) break;
   }
+  if (plan.step >= 0 && shown > 0) {
+    if (held_json) {
+      (*held_json)["restore"] = {{"plan", plan.version}, {"step", plan.step}, {"saved_by", plan.origins}};
+    } else {
+      held += fmt::format("   restore: plan {} restores step {}, its copies saved by {}\n", plan.version, plan.step,
+                          plan.origins.empty() ? std::string("(none reported)") : FormatOrigins(plan.origins));
+    }
+  }
+  flush();
   if (!o.json && shown == 0) *out += fmt::format("no incidents for job {}\n", o.job);
   return Status::Ok();
 }
@@ -449,11 +506,9 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
                                     row.tiers.count("remote") ? row.tiers.at("remote") : 0);
     std::string sdc = "-";
     if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
-    std::vector<std::string> origins;  // "termination 3, periodic 1"
-    for (const auto& [origin, n] : row.origins) origins.push_back(fmt::format("{} {}", origin, n));
     line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", row.step,
                      row.verdict ? row.verdict->state : "unjudged", shards, row.copies, row.torn, tiers, sdc,
-                     row.step == planned ? "<- restore" : "", fmt::join(origins, ", ")));
+                     row.step == planned ? "<- restore" : "", FormatOrigins(row.origins)));
     if (row.verdict && !row.verdict->why.empty() && row.verdict->state != "verified") {
       line(fmt::format("{:>10}  {}", "", row.verdict->why));
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <vector>
@@ -81,6 +82,20 @@ std::string DescribeSaveOutcome(const SaveOutcome& o) {
     text += "; the checkpoint is saved but not verified: the restore plan keeps the last verified step";
   }
   return text;
+}
+
+std::map<std::string, int> CountOrigins(std::span<const proto::CkptCopy> copies) {
+  std::map<std::string, int> origins;
+  for (const proto::CkptCopy& c : copies) ++origins[c.origin.empty() ? "unknown" : c.origin];
+  return origins;
+}
+
+std::string FormatOrigins(const std::map<std::string, int>& origins) {
+  std::vector<std::pair<std::string, int>> sorted(origins.begin(), origins.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> parts;
+  for (const auto& [origin, n] : sorted) parts.push_back(fmt::format("{} {}", origin, n));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string EncodeSaveOutcome(const std::string& incident, const SaveOutcome& o) {

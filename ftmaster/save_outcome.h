@@ -49,6 +49,12 @@ void AddVerification(const StepJudgement& judged, SaveOutcome* outcome);
 // checkpoint: nothing is registered — call ft_register".
 std::string DescribeSaveOutcome(const SaveOutcome& outcome);
 
+// What took a step's copies (CkptCopy.origin: "periodic", "just-in-time", "termination"; ""
+// from an older worker is "unknown") and how many each, for the plan's log line and
+// `ftmaster incidents`/`checkpoints`: "termination 2, just-in-time 1" (most first).
+std::map<std::string, int> CountOrigins(std::span<const proto::CkptCopy> copies);
+std::string FormatOrigins(const std::map<std::string, int>& origins);
+
 // The JSON kept in ft:{J}:master as `checkpoint` and `checkpoint:<incident>`
 // (docs/redis-schema.md); Decode reads it back (for `ftmaster incidents`).
 std::string EncodeSaveOutcome(const std::string& incident, const SaveOutcome& outcome);

@@ -139,14 +139,14 @@ class MasterLoopTest : public ::testing::Test {
   // What a worker reports for a committed copy: the copy in ft:{J}:ckpt:<step>, the step in
   // ft:{J}:ckpt:steps.
   void PutCopy(int64_t step, int rank, uint64_t digest, std::vector<std::string> tiers = {"arena"},
-               bool torn = false) {
+               bool torn = false, std::string origin = "") {
     proto::CkptCopy c;
     c.step = step;
     c.rank = rank;
     c.node = job_.membership[static_cast<size_t>(rank)].node;
     c.digest = digest;
     c.torn = torn;
-    c.origin = torn ? "just-in-time" : "periodic";
+    c.origin = !origin.empty() ? origin : torn ? "just-in-time" : "periodic";
     c.bytes = 4096;
     c.tiers = std::move(tiers);
     c.unix_ms = UnixMs();
@@ -609,7 +609,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_NE(text.find("<- restore"), std::string::npos) << text;
   EXPECT_NE(text.find("untrusted"), std::string::npos) << text;
   EXPECT_NE(text.find("SAVED BY"), std::string::npos) << text;
-  EXPECT_NE(text.find("just-in-time 1, periodic 3"), std::string::npos) << "step 300's copies: " << text;
+  EXPECT_NE(text.find("periodic 3, just-in-time 1"), std::string::npos) << "step 300's copies: " << text;
   nlohmann::json j = nlohmann::json::parse(Cli(CheckpointsCommand, true));
   EXPECT_EQ(j["plan"]["step"], 300);
   ASSERT_EQ(j["steps"].size(), 4u);
@@ -708,6 +708,32 @@ TEST_F(MasterLoopTest, SaveIsVerifiedAndPlannedBeforeTheStop) {
   EXPECT_EQ(line["kind"], "crash");
   EXPECT_EQ(line["checkpoint"]["verified"], 2);
   EXPECT_EQ(line["checkpoint"]["step"], 50);
+}
+
+// A launcher's teardown: the survivors are gone before the master's save reaches them (no
+// ack), but their termination saves committed the step they completed. The save round counts
+// nothing; the copies are verified after the fact, the plan restores them, and the incident
+// says where the restored copies came from (text and --json).
+TEST_F(MasterLoopTest, TheIncidentSaysTheRestoredCopiesCameFromTerminationSaves) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PeersWaitOnRank3();
+  Report();
+  Run(100, {&a});
+  Exit(3, false, -9);
+  Run(1500, {&a});
+  proto::MasterAction action = StoredAction();
+  ASSERT_EQ(action.decision, "save-then-stop");
+  for (int rank : {0, 1, 2}) PutCopy(60, rank, rank % 2 == 0 ? 0x60a : 0x60b, {"arena"}, false, "termination");
+  Run(7000, {&a});  // copy_wait for rank 3's copy, which never comes
+  EXPECT_EQ(Plan().step, 60);
+  const std::string text = Cli(IncidentsCommand, false);
+  EXPECT_NE(text.find("restore: plan " + std::to_string(Plan().version) + " restores step 60, its copies saved by "
+                      "termination 3"),
+            std::string::npos) << text;
+  const std::string json = Cli(IncidentsCommand, true);
+  nlohmann::json line = nlohmann::json::parse(json.substr(0, json.find('\n')));
+  EXPECT_EQ(line["restore"]["step"], 60) << json;
+  EXPECT_EQ(line["restore"]["saved_by"]["termination"], 3) << json;
 }
 
 // The acks carry the step; a copy reported late is still awaited (copy_wait), then judged.

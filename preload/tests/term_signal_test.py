@@ -24,11 +24,15 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   blocked-read       the app waits in read(stdin) and exits 0 if the read is interrupted:
                      without ft SIGTERM kills it there, so with ft it must too (our handler
                      restarts the call), after saving step 3
+  killed-mid-save    512 MiB of state, a periodic save of step 3 committed, idle after step 4:
+                     SIGTERM starts the termination save of step 4, SIGKILL lands while it
+                     writes (the launcher's grace ran out): the arena still holds step 3, whole
 """
 
 import argparse
 import os
 import re
+import struct
 import shutil
 import signal
 import subprocess
@@ -49,8 +53,8 @@ def check(cond, msg):
 
 
 class App:
-    def __init__(self, args, flags, env_extra=None):
-        self.dir = tempfile.mkdtemp(prefix="ft-term-")
+    def __init__(self, args, flags, env_extra=None, tmp_dir=None):
+        self.dir = tempfile.mkdtemp(prefix="ft-term-", dir=tmp_dir)
         self.job = "term-%d" % os.getpid()
         env = dict(os.environ, LD_PRELOAD=args.libft, FT_JOB=self.job, FT_RANK="0", FT_WORLD_SIZE="1",
                    FT_CKPT_ARENA_DIR=self.dir, FT_CKPT_PIN="0")
@@ -133,6 +137,19 @@ def check_saved(app, before, after):
     check("termination save committed" in app.output(), "the log does not say the termination save committed")
     print("saved step %d (last step before the signal %d, last completed %d)" % (step, before, after))
     return step
+
+
+def arena_writing(path):
+    """Whether a save is writing the arena now: a slot's sequence is odd (docs/checkpoints.md)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(320)
+    except FileNotFoundError:
+        return False
+    if len(header) < 320:
+        return False
+    slots = struct.unpack_from("<I", header, 64)[0]
+    return any(struct.unpack_from("<Q", header, 192 + 64 * s)[0] % 2 == 1 for s in range(min(slots, 2)))
 
 
 def check_killed_at_once(app, sent):
@@ -218,6 +235,47 @@ def run_case(args):
                       "the arena holds %s, expected step 5 intact" % (got,))
             finally:
                 app.close()
+    elif c == "killed-mid-save":
+        # The copy of 512 MiB takes long enough to be caught writing; a try where the save
+        # committed before the poll saw it is run again.
+        for attempt in range(1, 4):
+            app = App(args, ["--max-steps", "4", "--kib", str(512 * 1024), "--step-ms", "1"],
+                      {"FT_CKPT_EVERY": "3", "FT_CKPT_CHECKSUM_THREADS": "1"}, tmp_dir="/dev/shm")
+            try:
+                app.wait_line("idle after step 4", timeout=60)
+                deadline = time.time() + 20
+                while True:  # the periodic save of step 3 commits after ft_step_done returned
+                    got = app.arena()
+                    if got is not None and got[0] == 3 or time.time() > deadline:
+                        break
+                    time.sleep(0.05)
+                check(got is not None and got[0] == 3 and got[2] == "ok", "no periodic save of step 3: %s" % (got,))
+                path = os.path.join(app.dir, "ft-ckpt.%s.0" % app.job)
+                app.proc.send_signal(signal.SIGTERM)
+                deadline = time.time() + 10
+                caught = False
+                while time.time() < deadline and app.proc.poll() is None:
+                    if arena_writing(path):
+                        app.proc.send_signal(signal.SIGKILL)
+                        caught = True
+                        break
+                    time.sleep(0.0005)
+                rc = app.wait_exit()
+                if not caught:
+                    print("attempt %d: the save ended before it was seen writing (exit %d); again" % (attempt, rc))
+                    continue
+                check(rc == -signal.SIGKILL, "exit status %d, expected death by SIGKILL (-9)" % rc)
+                check("termination save committed" not in app.output(), "the save committed before the SIGKILL")
+                got = app.arena()
+                check(got is not None, "the SIGKILL mid-save left no committed copy")
+                check(got[0] == 3 and not got[1] and got[2] == "ok",
+                      "the arena holds %s after the SIGKILL mid-save, expected step 3 whole" % (got,))
+                print("SIGKILL during the termination save of step 4: the arena holds step 3, whole")
+                break
+            finally:
+                app.close()
+        else:
+            fail("in 3 tries the termination save was never seen writing")
     elif c == "blocked-read":
         app = App(args, ["--block-read"])
         try:

@@ -414,6 +414,14 @@ def case_crash_teardown(args):
         check(origins.get("termination", 0) + origins.get("just-in-time", 0) == len(survivors),
               "`ftmaster checkpoints` says step %d was saved by %s" % (crash_step, origins))
         show_checkpoints(c)
+        # The incident says what the relaunch restores and which saves took it.
+        incidents = [json.loads(line) for line in c.master_cli("incidents", "--json").splitlines() if line.strip()]
+        restore = c.wait_for(lambda: [json.loads(line) for line in c.master_cli("incidents", "--json").splitlines()
+                                      if line.strip()][-1].get("restore"), 30, "the incident's restore line")
+        print("$ ftmaster incidents (newest)\n" + c.master_cli("incidents").split("\n\n")[-1].strip())
+        check(incidents and restore["step"] == crash_step and
+              sum(restore["saved_by"].get(k, 0) for k in ("termination", "just-in-time")) == len(survivors),
+              "the incident's restore says %s, expected step %d saved by the survivors" % (restore, crash_step))
         relaunch_restores(c, args, model, steps, crash_step, 4)
         print("OK: crash at step %d, teardown 0.1 s later -> survivors saved step %d on SIGTERM -> relaunch "
               "restored step %d (0 steps lost; the periodic save had step %d) -> reference checksums" %
