@@ -13,6 +13,15 @@
 // log, where the file system refuses O_DIRECT, e.g. tmpfs). Remote tier (FT_CKPT_REMOTE_DIR,
 // a shared file system): buffered writes in 4 MiB chunks. Both: temp file, fsync, rename.
 // Thread-compatible: one writer per (dir, job) — the worker's persist thread.
+//
+// Trust: <dir> itself is the operator's setting (symlinks allowed). Below it, <dir>/<job> and
+// every step directory must be directories of this user, never symlinks: a writer refuses
+// them (IoError naming the directory and its owner), readers refuse them (Corrupt), listings
+// skip them. Files are opened with OpenTrusted (jitckpt/file_ops.h): a FIFO, a symlink or a
+// file of another user is refused at once, never waited on.
+//
+// Every function has a form that takes a FileOps: the system calls it writes, reads, lists,
+// renames and fsyncs with (jitckpt/tests/fault_file_ops.h cuts the power through it).
 #ifndef FT_JITCKPT_TIER_H_
 #define FT_JITCKPT_TIER_H_
 
@@ -61,11 +70,15 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
                    const uint8_t* data, const std::function<bool()>& still_valid,
                    PersistStats* stats);
 
-// Reads the copy's manifest (ParseManifest's errors; NotFound when absent).
+// Reads the copy's manifest (ParseManifest's errors; NotFound when absent; Corrupt for a file
+// or directory that is not trusted, and for a manifest of another job, step or rank).
 Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manifest* m);
+Status ReadManifest(FileOps& ops, std::string_view dir, std::string_view job, CopyId id, Manifest* m);
 // Reads its data into `dest` (capacity >= m.data_bytes), verifying every chunk as it lands:
 // Corrupt naming the first bad chunk and the file; IoError for a short or failed read.
 Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
+                uint64_t dest_capacity);
+Status ReadData(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
                 uint64_t dest_capacity);
 
 // Reads bytes [offset, offset + len) of the copy's data into dest[0, len), verifying every
@@ -75,9 +88,14 @@ Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, u
 // a short or failed read.
 Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest& m, uint64_t offset,
                      uint64_t len, uint8_t* dest);
+Status ReadDataRange(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m,
+                     uint64_t offset, uint64_t len, uint8_t* dest);
 
-// Committed copies of `job` in `dir`, sorted.
+// Committed copies of `job` in `dir`, sorted: a manifest and its data file, both regular files
+// of this user. None when the job has no directory; Corrupt when its directory is not trusted
+// (the first form then returns none).
 std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job);
+Status ListCommitted(FileOps& ops, std::string_view dir, std::string_view job, std::vector<CopyId>* out);
 // Keeps the newest `keep_steps` steps of `job` (by step number); removes older step dirs.
 Status Retain(std::string_view dir, std::string_view job, int keep_steps);
 // Removes temp files and data files without a manifest (a worker killed mid-persist); how
@@ -86,6 +104,7 @@ Status Retain(std::string_view dir, std::string_view job, int keep_steps);
 // host, temps of another host modified in the last 10 minutes, and a data file whose manifest
 // is such a temp.
 Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed);
+Status CleanUncommitted(FileOps& ops, std::string_view dir, std::string_view job, int* removed);
 
 }  // namespace ft::ckpt
 
