@@ -13,6 +13,7 @@
 #include <map>
 
 #include "jitckpt/file_ops.h"
+#include "common/job_name.h"
 #include "jitckpt/safe_name.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
@@ -144,9 +145,10 @@ TEST_F(TierTest, PathsNameStepAndRankZeroPaddedAndKeepTheJobOneComponent) {
   EXPECT_EQ(StepDir("/d/", "job-a", 42), "/d/job-a/step-000000000042");
   // A job name never climbs out of the directory or adds one; it is spelled as in the
   // arenas' file names.
-  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/___x_y/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "..", 1), "/d/__/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "", 1), "/d/default/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/" + JobToken("../x/y") + "/step-000000000001");
+  EXPECT_EQ(JobToken("../x/y").substr(0, 7), "___x_y-");
+  EXPECT_EQ(StepDir("/d", "..", 1), "/d/" + JobToken("..") + "/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "", 1), "/d/" + JobToken("") + "/step-000000000001");
   EXPECT_STREQ(TierName(TierKind::kLocal), "local");
   EXPECT_STREQ(TierName(TierKind::kRemote), "remote");
 }
