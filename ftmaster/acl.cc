@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "common/job_name.h"
 #include "proto/keys.h"
 
 namespace ft::master {
@@ -162,7 +163,7 @@ const char* AclRoleName(AclRole role) {
 
 std::vector<AclUser> AclUsers(std::string_view job) {
   proto::Keys keys(job);
-  const std::string base = "ft-" + proto::SanitizeName(job) + "-";
+  const std::string base = "ft-" + JobToken(job) + "-";
   std::vector<AclUser> users(3);
   users[0] = {AclRole::kWorker, base + "worker", WorkerCommands(), WorkerKeys(keys)};
   users[1] = {AclRole::kMaster, base + "master", MasterCommands(), {ReadWrite(keys.prefix() + "*")}};
@@ -197,7 +198,7 @@ std::string AclText(std::string_view job, bool aclfile) {
 }
 
 std::string AclGuide(std::string_view job, bool aclfile) {
-  const std::string name = proto::SanitizeName(job);
+  const std::string name(job);
   std::string out =
       "ftmaster: the Redis ACL users of job " + name + " (Redis 7; docs/redis-schema.md, \"Access "
       "control\"): worker (every ftworker), master (ftmaster run and save), operator (the "

@@ -37,12 +37,12 @@ struct AclKeyPattern {
 
 struct AclUser {
   AclRole role = AclRole::kWorker;
-  std::string name;                   // ft-<job>-<role>
+  std::string name;                   // ft-<job token>-<role> (common/job_name.h)
   std::vector<std::string> commands;  // lower case, each allowed on the keys below
   std::vector<AclKeyPattern> keys;
 };
 
-// The three users of `job` (its name sanitized as in its keys), worker first.
+// The three users of `job` (spelled as in its keys: JobToken), worker first.
 std::vector<AclUser> AclUsers(std::string_view job);
 
 // The rules of one user in ACL SETUSER / ACL file syntax, without the user's name:

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_name.h"
 #include "proto/keys.h"
 
 namespace ft::master {
@@ -40,11 +41,21 @@ TEST(AclGlob, MatchesAsRedisDoes) {
 }
 
 TEST(AclUsers, NamedPerJobAndRole) {
-  std::vector<AclUser> users = AclUsers("llama 7b");
+  std::vector<AclUser> users = AclUsers("llama-7b");
   ASSERT_EQ(users.size(), 3u);
-  EXPECT_EQ(User(users, AclRole::kWorker).name, "ft-llama_7b-worker");
-  EXPECT_EQ(User(users, AclRole::kMaster).name, "ft-llama_7b-master");
-  EXPECT_EQ(User(users, AclRole::kOperator).name, "ft-llama_7b-operator");
+  EXPECT_EQ(User(users, AclRole::kWorker).name, "ft-llama-7b-worker");
+  EXPECT_EQ(User(users, AclRole::kMaster).name, "ft-llama-7b-master");
+  EXPECT_EQ(User(users, AclRole::kOperator).name, "ft-llama-7b-operator");
+  // A name its keys spell differently: the users spell it the same way, and their patterns
+  // are the keys' (no byte of the name reaches a pattern as a glob character).
+  users = AclUsers("exp.1/[a]*");
+  const std::string token = JobToken("exp.1/[a]*");
+  EXPECT_EQ(User(users, AclRole::kWorker).name, "ft-" + token + "-worker");
+  const AclUser& master = User(users, AclRole::kMaster);
+  ASSERT_EQ(master.keys.size(), 1u);
+  EXPECT_EQ(master.keys[0].pattern, proto::Keys("exp.1/[a]*").prefix() + "*");
+  EXPECT_TRUE(AclAllows(master, "GET", proto::Keys("exp.1/[a]*").Restore(), false));
+  EXPECT_FALSE(AclAllows(master, "GET", proto::Keys("exp.1/[b]*").Restore(), false));
 }
 
 TEST(AclUsers, WorkerWritesWhatWorkersWriteAndReadsWhatTheMasterPublishes) {
