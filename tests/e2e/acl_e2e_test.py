@@ -253,6 +253,11 @@ def case_roles(args):
         print("worker node9 (operator's user): %s" % line.strip()[:300])
         c.stop_worker("node9")
 
+        # Nor was anything refused to the daemons meanwhile (the client logs each refused command).
+        for label, text in [("ftmaster", c.master_log())] + [("ftworker " + n, c.worker_log(n)) for n in c.node_names]:
+            bad = [l for l in text.splitlines() if "NOPERM" in l or "refused" in l and "user" in l]
+            check(not bad, "%s was refused: %s" % (label, bad[:2]))
+
         # No password in a log line or in any ft program's argv.
         procs = [c.master] + list(c.workers.values())
         for p in procs:
