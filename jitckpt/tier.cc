@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -164,6 +165,11 @@ Status StepDirs(FileOps& ops, std::string_view dir, std::string_view job,
   }
   std::sort(out->begin(), out->end());
   return Status::Ok();
+}
+
+bool Exists(FileOps& ops, const std::string& path) {
+  struct stat st {};
+  return ops.Lstat(path.c_str(), &st) == 0;
 }
 
 // A regular file of this user (lstat: a symlink is not one).
@@ -732,31 +738,63 @@ Status ListCommitted(FileOps& ops, std::string_view dir, std::string_view job, s
   return Status::Ok();
 }
 
-Status Retain(std::string_view dir, std::string_view job, int keep_steps) {
-  if (keep_steps < 1) {
+Status Retain(std::string_view dir, std::string_view job, const RetentionRule& rule, RetentionResult* result) {
+  return Retain(SystemFileOps(), dir, job, rule, result);
+}
+
+Status Retain(FileOps& ops, std::string_view dir, std::string_view job, const RetentionRule& rule,
+              RetentionResult* result) {
+  if (rule.keep_steps < 1) {
     return Status::InvalidArgument(
-        fmt::format("keeping {} checkpoint steps: at least 1 must be kept", keep_steps));
+        fmt::format("keeping {} checkpoint steps: at least 1 must be kept", rule.keep_steps));
   }
-  FileOps& ops = SystemFileOps();
-  // Only steps with a committed copy count: a newer step still being written (or abandoned)
-  // must not push out the last good one.
+  RetentionResult out;
   std::vector<CopyId> copies;
   FT_RETURN_IF_ERROR(ListCommitted(ops, dir, job, &copies));
-  std::set<int64_t> committed;
-  for (const CopyId& id : copies) committed.insert(id.step);
-  if (committed.size() <= static_cast<size_t>(keep_steps)) return Status::Ok();
-  auto oldest_kept = committed.rbegin();
-  std::advance(oldest_kept, keep_steps - 1);
-  const int64_t threshold = *oldest_kept;
-  std::vector<std::pair<int64_t, std::string>> steps;
-  FT_RETURN_IF_ERROR(StepDirs(ops, dir, job, &steps));
-  for (const auto& [step, step_dir] : steps) {
-    if (step >= threshold) continue;
-    std::error_code ec;
-    fs::remove_all(step_dir, ec);
-    // Another node's worker may be removing the same step of the shared remote directory.
-    if (ec && ec != std::errc::no_such_file_or_directory) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
+  std::map<int64_t, std::set<int>> ranks_of;
+  for (const CopyId& id : copies) ranks_of[id.step].insert(id.rank);
+  // Complete: every expected rank has its copy here. Only those count towards keep_steps: a
+  // newer step some rank lacks (its node's persist failed, or is still running) must not push
+  // out the last step every rank can restore from.
+  for (const auto& [step, ranks] : ranks_of) {
+    bool complete = !rule.expected_ranks.empty();
+    for (int rank : rule.expected_ranks) complete = complete && ranks.contains(rank);
+    if (complete) out.complete_steps.push_back(step);
   }
+  const size_t keep = static_cast<size_t>(rule.keep_steps);
+  if (out.complete_steps.size() >= keep) {
+    const int64_t oldest_kept = out.complete_steps[out.complete_steps.size() - keep];
+    const std::set<int64_t> also(rule.keep_also.begin(), rule.keep_also.end());
+    std::vector<std::pair<int64_t, std::string>> steps;
+    FT_RETURN_IF_ERROR(StepDirs(ops, dir, job, &steps));
+    for (const auto& [step, step_dir] : steps) {
+      if (step >= oldest_kept || also.contains(step)) continue;
+      for (int rank : rule.own_ranks) {
+        const CopyId id{step, rank};
+        const std::string manifest = ManifestPath(dir, job, id), data = DataPath(dir, job, id);
+        struct stat st;
+        if (ops.Lstat(manifest.c_str(), &st) != 0) continue;  // none of this rank here
+        // The manifest names its job: a copy of another job in this job's directory (two jobs
+        // whose names were once spelled alike) is never this job's to remove.
+        Manifest m;
+        Status read = ReadManifest(ops, dir, job, id, &m);
+        if (!read.ok()) {
+          out.left.push_back(fmt::format("{} (not removed: {})", manifest, read.message()));
+          continue;
+        }
+        if (ops.Unlink(manifest.c_str()) != 0 && errno != ENOENT) {
+          return IoFailure(errno, "removing old checkpoint manifest", manifest);
+        }
+        if (ops.Unlink(data.c_str()) != 0 && errno != ENOENT) {
+          return IoFailure(errno, "removing old checkpoint data", data);
+        }
+        out.removed.push_back(id);
+      }
+      ops.Rmdir(step_dir.c_str());  // only once every node's worker removed its ranks' copies
+    }
+  }
+  std::sort(out.removed.begin(), out.removed.end());
+  if (result != nullptr) *result = std::move(out);
   return Status::Ok();
 }
 
@@ -796,10 +834,13 @@ Status CleanUncommitted(FileOps& ops, std::string_view dir, std::string_view job
         drop = !TempMayBeLive(path, name);
       } else if (ParseRankFileName(name, ".data", &rank)) {
         // Data without its manifest: a persist killed between the two renames.
-        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank);
+        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank) &&
+               !Exists(ops, ManifestPath(dir, job, {step, rank}));
       } else if (ParseRankFileName(name, ".manifest", &rank)) {
-        // A manifest without its data describes nothing readable.
-        drop = !present.contains(fmt::format("rank-{:06}.data", rank));
+        // A manifest without its data describes nothing readable. Asked again before it goes: a
+        // listing made while another writer renames its files may show its manifest, renamed
+        // last, and miss its data (readdir is no snapshot).
+        drop = !present.contains(fmt::format("rank-{:06}.data", rank)) && !Exists(ops, DataPath(dir, job, {step, rank}));
       }
       if (!drop) continue;
       if (ops.Unlink(path.c_str()) != 0 && errno != ENOENT) {

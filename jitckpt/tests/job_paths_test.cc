@@ -69,7 +69,10 @@ TEST_F(JobTierTest, OneJobsRetentionNeverRemovesTheOthersSteps) {
     ASSERT_TRUE(Persist(b, 100, 0).ok());
     ASSERT_TRUE(Persist(b, 200, 0).ok());
     EXPECT_EQ(ListCommitted(dir_, a), (std::vector<CopyId>{{100, 0}})) << a;
-    ASSERT_TRUE(Retain(dir_, b, 1).ok());
+    RetentionRule rule;
+    rule.keep_steps = 1;
+    rule.expected_ranks = rule.own_ranks = {0};
+    ASSERT_TRUE(Retain(dir_, b, rule, nullptr).ok());
     EXPECT_EQ(ListCommitted(dir_, b), (std::vector<CopyId>{{200, 0}})) << b;
     EXPECT_EQ(ListCommitted(dir_, a), (std::vector<CopyId>{{100, 0}})) << a << " lost its step to " << b;
     Manifest m;
