@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
+#include "jitckpt/file_ops.h"
 
 namespace ft::worker {
 
@@ -293,7 +294,19 @@ void CkptKeeper::AdoptRemote(int rank) {
 
 void CkptKeeper::RecordTier(ckpt::TierKind kind, const std::string& dir, int rank) {
   std::vector<std::pair<ckpt::CopyId, ckpt::Manifest>> found;
-  for (const ckpt::CopyId& id : ckpt::ListCommitted(dir, options_.job)) {
+  std::vector<ckpt::CopyId> listed;
+  Status listing = ckpt::ListCommitted(ckpt::SystemFileOps(), dir, options_.job, &listed);
+  if (!listing.ok()) {
+    // <dir>/<job> of another user, or a symlink: nothing in it is this job's to report, and
+    // every persist into it fails with the same words. Said once per tier.
+    if (!retention_said_.insert(fmt::format("untrusted {}", ckpt::TierName(kind))).second) return;
+    FT_LOG(Error, Worker, "{} checkpoint tier {}: {}; its copies are not reported and nothing is "
+           "persisted there. Remove it, or set {} to a directory of this user",
+           ckpt::TierName(kind), dir, listing.message(),
+           kind == ckpt::TierKind::kLocal ? "FT_CKPT_DIR" : "FT_CKPT_REMOTE_DIR");
+    return;
+  }
+  for (const ckpt::CopyId& id : listed) {
     if (rank >= 0 && id.rank != rank) continue;
     ckpt::Manifest m;
     Status s = ckpt::ReadManifest(dir, options_.job, id, &m);

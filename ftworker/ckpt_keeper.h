@@ -171,7 +171,8 @@ class CkptKeeper {
   int world_size_ = -1;                // guarded by mu_: as the newest copy seen says
   int64_t world_size_step_ = -1;       // guarded by mu_: that copy's step
 
-  // Persist thread only: what retention said once (a warning is not repeated every commit).
+  // Persist thread only: what retention and the tier readers said once (a warning is not
+  // repeated every commit).
   std::set<std::string> retention_said_;
   std::thread thread_;
 };

@@ -4,6 +4,8 @@
 #include "ftworker/ckpt_keeper.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -305,6 +307,26 @@ TEST_F(CkptKeeperTest, RetentionWaitsForThePlanAndKeepsThePlannedStep) {
   }
   EXPECT_TRUE(Latest(2, 0).removed);
   EXPECT_FALSE(Latest(1, 0).removed);
+}
+
+// <remote>/<job> made by another user (someone took the name first on a shared file system):
+// the worker says so, persists nothing into it, and reports the error with each copy.
+TEST_F(CkptKeeperTest, ATierDirectoryOfAnotherUserIsRefusedWithAClearError) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a directory away needs root";
+  LogCapture log;
+  const std::string job_dir = ckpt::StepDir(remote_, job_, 0).substr(0, ckpt::StepDir(remote_, job_, 0).rfind('/'));
+  std::filesystem::create_directories(job_dir);
+  ASSERT_EQ(::chown(job_dir.c_str(), 4242, 4242), 0);
+  auto keeper = NewKeeper();
+  FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  arena.Save(3, 3);
+  Tick(*keeper);
+  Settle(*keeper);
+  const proto::CkptCopy& c = Latest(3, 0).copy;
+  EXPECT_EQ(c.tiers, (Tiers{"arena", "local"}));
+  EXPECT_NE(c.error.find("owned by uid 4242"), std::string::npos) << c.error;
+  EXPECT_GE(log.Count({"remote checkpoint tier", "owned by uid 4242", "FT_CKPT_REMOTE_DIR"}), 1u) << log.All();
+  EXPECT_TRUE(std::filesystem::is_empty(job_dir));
 }
 
 // A full disk: reported in the copy's error and logged with what to do; the arena copy stays
