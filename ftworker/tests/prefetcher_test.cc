@@ -391,6 +391,26 @@ TEST_F(PrefetcherTest, AFifoAtALocalCopysPathIsRefusedNotWaitedOn) {
   EXPECT_TRUE(Result(report, 5)->ok);
 }
 
+// An arena under rank 4's file name that holds another job's copy (two jobs whose names an
+// older rule spelled alike), of the planned step and with the planned content: its manifest
+// names the other job, so it is not rank 4's copy, and the shard is pulled.
+TEST_F(PrefetcherTest, AnotherJobsArenaUnderThisRanksNameIsNotItsCopy) {
+  SaveReplicas();
+  const std::string stranger_dir = tmp_.Sub("stranger");
+  {
+    FakeArena stranger(stranger_dir, "other-job", 4, kBytes);
+    EXPECT_EQ(ckpt::ContentDigest(stranger.Save(kStep, 0x44)), digest4_);
+  }
+  std::filesystem::rename(ckpt::Arena::PathFor(stranger_dir, "other-job", 4), ckpt::Arena::PathFor(here_dir_, job_, 4));
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  proto::PrefetchReport report = prefetcher.report();
+  ASSERT_NE(Result(report, 4), nullptr);
+  EXPECT_EQ(Result(report, 4)->outcome, "pulled");
+  ExpectPrefetched(4, 0x44);
+}
+
 TEST_F(PrefetcherTest, SourcesOnEvictedUnreachableOrUnpublishedNodesAreSkippedAndTheNextUsed) {
   SaveReplicas();
   engine_->node("node0").unreachable = true;  // its worker died
