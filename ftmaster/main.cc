@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/environment.h"
+#include "common/job_name.h"
 #include "common/log.h"
 #include "ftmaster/acl.h"
 #include "ftmaster/cli.h"
@@ -203,7 +204,8 @@ int main(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     return 0;
   }
-  const std::string default_env_file = "ft-" + ft::proto::SanitizeName(job) + ".redis.env";
+  // The job as every other file names it (common/job_name.h): two jobs never share the file.
+  const std::string default_env_file = "ft-" + ft::JobToken(job) + ".redis.env";
   signal(SIGPIPE, SIG_IGN);
 
   if (flags.command != "run") {
