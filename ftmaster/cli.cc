@@ -529,8 +529,8 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
     if (m.is_string() && !m.str().empty()) nodes.insert(m.str());
   }
   if (nodes.empty()) {
-    return Status::NotFound(fmt::format("no workers have registered for job {} (ft:{{{}}}:workers is empty)",
-                                        o.job, proto::SanitizeName(o.job)));
+    return Status::NotFound(fmt::format("no workers have registered for job {} ({} is empty)", o.job,
+                                        keys.Workers()));
   }
   // One id for the request: each worker passes it to its ranks, whose acks name it.
   const std::string id = fmt::format("{}-save-at-step", o.now_unix_ms);

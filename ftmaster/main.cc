@@ -4,6 +4,7 @@
 //                [--id NAME] [--redis-env FILE] [--exit-when-stopped]
 //   ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]
 //            [--redis-env FILE] [--json]
+//   ftmaster acl --job J [--aclfile]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB and
 // FT_REDIS. The password belongs in FT_REDIS_PASSWORD (or the --redis-env file), never in a
 // URL on the command line.
@@ -19,7 +20,9 @@
 
 #include "common/config.h"
 #include "common/environment.h"
+#include "common/job_name.h"
 #include "common/log.h"
+#include "ftmaster/acl.h"
 #include "ftmaster/cli.h"
 #include "ftmaster/embedded_redis.h"
 #include "ftmaster/master_loop.h"
@@ -38,6 +41,7 @@ constexpr const char* kUsage =
     "                    [--id NAME] [--redis-env FILE] [--exit-when-stopped]\n"
     "       ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]\n"
     "                    [--redis-env FILE] [--json]\n"
+    "       ftmaster acl --job J [--aclfile]\n"
     "\n"
     "  run        lead the job (or stand by while another master leads): adaptive timeouts,\n"
     "             hang/crash/straggler incidents, save-then-stop decisions, evictions\n"
@@ -48,6 +52,8 @@ constexpr const char* kUsage =
     "  checkpoints  checkpoint steps, newest first: verdict, shards verified, copies, tiers,\n"
     "             sdc ranks, and the step the restore plan names\n"
     "  save       ask every rank for a checkpoint at its next step boundary (prints the id)\n"
+    "  acl        the job's Redis ACL users (worker, master, read-only operator) as ACL SETUSER\n"
+    "             lines for redis-cli, or --aclfile: lines for a Redis ACL file; no Redis needed\n"
     "\n"
     "  --job J              the job (default: FT_JOB)\n"
     "  --redis URL          redis://[user@]host:port[/db] (default: FT_REDIS); the password goes\n"
@@ -70,6 +76,7 @@ struct Flags {
   std::string job, redis, topology, order, id, redis_env;
   bool exit_when_stopped = false;
   bool json = false;
+  bool aclfile = false;
 };
 
 int Usage(const std::string& message) {
@@ -84,7 +91,7 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     flags->command = argv[i++];
     if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
         flags->command != "timeouts" && flags->command != "evicted" &&
-        flags->command != "checkpoints" && flags->command != "save") {
+        flags->command != "checkpoints" && flags->command != "save" && flags->command != "acl") {
       return Usage("unknown command '" + flags->command + "'");
     }
   }
@@ -128,18 +135,24 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     } else if (arg == "--json" && !has_inline) {
       flags->json = true;
       continue;
+    } else if (arg == "--aclfile" && !has_inline) {
+      flags->aclfile = true;
+      continue;
     } else {
       return Usage(std::string("unknown argument '") + argv[i] + "'");
     }
     if (!value(target)) return Usage(arg + " needs a value");
   }
   if (flags->command.empty()) {
-    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints or save");
+    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints, save or "
+                 "acl");
   }
   const bool run = flags->command == "run";
   if (run && flags->json) return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints and save");
   if (!run && flags->exit_when_stopped) return Usage("--exit-when-stopped applies to run");
   if (!run && !flags->id.empty()) return Usage("--id applies to run");
+  if (flags->aclfile && flags->command != "acl") return Usage("--aclfile applies to acl");
+  if (flags->command == "acl" && flags->json) return Usage("--json does not apply to acl");
   return 0;
 }
 
@@ -184,7 +197,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ftmaster: --job is required (or set FT_JOB) (try --help)\n");
     return 2;
   }
-  const std::string default_env_file = "ft-" + ft::proto::SanitizeName(job) + ".redis.env";
+  if (flags.command == "acl") {
+    std::string guide = ft::master::AclGuide(job, flags.aclfile);
+    std::fputs(guide.c_str(), stderr);
+    std::string text = ft::master::AclText(job, flags.aclfile);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  // The job as every other file names it (common/job_name.h): two jobs never share the file.
+  const std::string default_env_file = "ft-" + ft::JobToken(job) + ".redis.env";
   signal(SIGPIPE, SIG_IGN);
 
   if (flags.command != "run") {

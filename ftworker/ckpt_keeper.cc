@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
+#include "jitckpt/file_ops.h"
 
 namespace ft::worker {
 
@@ -57,6 +58,11 @@ const std::string& CkptKeeper::TierDir(ckpt::TierKind kind) const {
 
 CkptKeeper::Held& CkptKeeper::EntryLocked(const ckpt::Manifest& m, int64_t unix_ms) {
   ckpt::CopyId id{m.step, m.rank};
+  // The job's size as its newest copy says (a relaunch may change it).
+  if (m.world_size > 0 && m.step >= world_size_step_) {
+    world_size_ = m.world_size;
+    world_size_step_ = m.step;
+  }
   Held& held = held_[id];
   proto::CkptCopy& c = held.copy;
   c.step = m.step;
@@ -115,6 +121,12 @@ std::vector<std::string> CkptKeeper::ArenaPaths() {
   return {paths.begin(), paths.end()};
 }
 
+void CkptKeeper::SetPlan(int64_t planned_step) {
+  std::lock_guard<std::mutex> lock(mu_);
+  plan_known_ = true;
+  planned_step_ = planned_step;
+}
+
 void CkptKeeper::ReportAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, held] : held_) dirty_.insert(id);
@@ -125,6 +137,10 @@ void CkptKeeper::ReportAll() {
 void CkptKeeper::Tick(uint64_t mono_ns, int64_t unix_ms, const std::vector<int>& node_ranks) {
   for (int rank : node_ranks) {
     if (!owned_ranks_.insert(rank).second) continue;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      node_ranks_.insert(rank);
+    }
     // Copies of this rank the shared remote tier holds (a restarted worker learns them here:
     // the remote directory holds every node's ranks, so only ranks seen here are adopted).
     if (!options_.remote_dir.empty()) Enqueue(Task{Task::Kind::kAdoptRemote, "", 0, rank});
@@ -278,7 +294,19 @@ void CkptKeeper::AdoptRemote(int rank) {
 
 void CkptKeeper::RecordTier(ckpt::TierKind kind, const std::string& dir, int rank) {
   std::vector<std::pair<ckpt::CopyId, ckpt::Manifest>> found;
-  for (const ckpt::CopyId& id : ckpt::ListCommitted(dir, options_.job)) {
+  std::vector<ckpt::CopyId> listed;
+  Status listing = ckpt::ListCommitted(ckpt::SystemFileOps(), dir, options_.job, &listed);
+  if (!listing.ok()) {
+    // <dir>/<job> of another user, or a symlink: nothing in it is this job's to report, and
+    // every persist into it fails with the same words. Said once per tier.
+    if (!retention_said_.insert(fmt::format("untrusted {}", ckpt::TierName(kind))).second) return;
+    FT_LOG(Error, Worker, "{} checkpoint tier {}: {}; its copies are not reported and nothing is "
+           "persisted there. Remove it, or set {} to a directory of this user",
+           ckpt::TierName(kind), dir, listing.message(),
+           kind == ckpt::TierKind::kLocal ? "FT_CKPT_DIR" : "FT_CKPT_REMOTE_DIR");
+    return;
+  }
+  for (const ckpt::CopyId& id : listed) {
     if (rank >= 0 && id.rank != rank) continue;
     ckpt::Manifest m;
     Status s = ckpt::ReadManifest(dir, options_.job, id, &m);
@@ -370,7 +398,72 @@ void CkptKeeper::Persist(const Task& task) {
 }
 
 void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
-  Status s = ckpt::Retain(dir, options_.job, std::max(options_.keep, 1));
+  ckpt::RetentionRule rule;
+  rule.keep_steps = std::max(options_.keep, 1);
+  bool plan_known = false;
+  int world = -1;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_known = plan_known_;
+    if (planned_step_ >= 0) rule.keep_also.push_back(planned_step_);
+    world = world_size_;
+    for (int rank : node_ranks_) {
+      if (world <= 0 || rank < world) rule.own_ranks.push_back(rank);
+    }
+  }
+  // Complete: in the shared remote tier, every rank of the job; in this node's local tier,
+  // every rank of this node (the only ones it ever holds).
+  if (kind == ckpt::TierKind::kRemote) {
+    for (int rank = 0; rank < world; ++rank) rule.expected_ranks.push_back(rank);
+  } else if (world > 0) {
+    rule.expected_ranks = rule.own_ranks;
+  }
+  auto say_once = [&](const std::string& key, auto&& log) {
+    if (retention_said_.insert(key).second) log();
+  };
+  Status s;
+  ckpt::RetentionResult result;
+  if (!plan_known) {
+    say_once("plan", [&] {
+      FT_LOG(Info, Worker, "checkpoint retention waits for the restore plan (ft:{{J}}:restore) before it "
+             "removes anything: the planned step must never go; the {} tier keeps every step until "
+             "then", ckpt::TierName(kind));
+    });
+  } else if (world <= 0) {
+    say_once("world", [&] {
+      FT_LOG(Warn, Worker, "checkpoint retention removes nothing: the manifests of this node's copies do "
+             "not say the job's world size, so no step can be known complete. Set WORLD_SIZE (or "
+             "FT_WORLD_SIZE) for the ranks");
+    });
+  } else {
+    s = ckpt::Retain(dir, options_.job, rule, &result);
+  }
+  if (s.ok() && !result.removed.empty()) {
+    FT_LOG(Info, Worker, "retention of the {} checkpoint tier {} removed {} cop{} of this node's ranks "
+           "(steps {}..{}; keeping {} complete step{}{})", ckpt::TierName(kind), dir, result.removed.size(),
+           result.removed.size() == 1 ? "y" : "ies", result.removed.front().step, result.removed.back().step,
+           rule.keep_steps, rule.keep_steps == 1 ? "" : "s",
+           rule.keep_also.empty() ? std::string() : fmt::format(" and the planned step {}", rule.keep_also[0]));
+  }
+  for (const std::string& why : result.left) {
+    say_once("left " + why, [&] {
+      FT_LOG(Warn, Worker, "retention of the {} checkpoint tier left {}; remove it by hand once no job "
+             "needs it", ckpt::TierName(kind), why);
+    });
+  }
+  const std::string incomplete_key = fmt::format("incomplete {}", ckpt::TierName(kind));
+  if (s.ok() && plan_known && world > 0 && result.complete_steps.size() < static_cast<size_t>(rule.keep_steps)) {
+    say_once(incomplete_key, [&] {
+      FT_LOG(Warn, Worker, "the {} checkpoint tier {} holds {} complete step{} (a copy of every rank{}), "
+             "fewer than FT_CKPT_KEEP={}: retention removes nothing there until it holds more. If "
+             "this lasts, some ranks' persists fail or lag: see the copies' error in `ftmaster "
+             "checkpoints`", ckpt::TierName(kind), dir, result.complete_steps.size(),
+             result.complete_steps.size() == 1 ? "" : "s",
+             kind == ckpt::TierKind::kRemote ? " of the job" : " of this node", rule.keep_steps);
+    });
+  } else if (s.ok() && plan_known && world > 0) {
+    retention_said_.erase(incomplete_key);  // said again if it happens again
+  }
   if (!s.ok()) {
     FT_LOG(Warn, Worker, "retention of the {} checkpoint tier {} failed: {}; older steps stay "
            "until the next commit", ckpt::TierName(kind), dir, s.message());

@@ -86,6 +86,10 @@ class CkptKeeper {
   std::vector<CkptReport> TakeReports();
   // Makes the next TakeReports() report every copy held: for a Redis that lost its data.
   void ReportAll();
+  // The step of the restore plan the worker last read from the master (-1: none, `step none`).
+  // Retention removes nothing until this was called once, and never removes this step. Any
+  // thread.
+  void SetPlan(int64_t planned_step);
 
   // The arena file that held this node's committed copy (step, rank) at the last scan, or ""
   // when no arena of this node's ranks does (the copy server resolves "arena/<step>/<rank>"
@@ -131,7 +135,11 @@ class CkptKeeper {
   void StartTiers();
   void AdoptRemote(int rank);
   void Persist(const Task& task);
-  // Retention of one tier after a commit, and what it removed, reported.
+  // Retention of one tier after a commit, and what it removed, reported. Kept: the newest
+  // FT_CKPT_KEEP steps that are complete in the tier — every rank of the job (world size from
+  // the manifests) in the shared remote tier, every rank of this node in the local one — the
+  // steps newer than those, and the planned step (SetPlan). Only this node's ranks' copies are
+  // removed. Nothing is removed before the plan was read or while the world size is unknown.
   void Retain(ckpt::TierKind kind, const std::string& dir);
   // Reads a tier's committed copies of `rank` (-1: all) and records them as held there.
   void RecordTier(ckpt::TierKind kind, const std::string& dir, int rank);
@@ -157,6 +165,15 @@ class CkptKeeper {
   std::deque<Task> tasks_;             // guarded by mu_
   bool busy_ = false;                  // guarded by mu_
   bool stop_ = false;                  // guarded by mu_
+  std::set<int> node_ranks_;           // guarded by mu_: owned_ranks_, for the persist thread
+  bool plan_known_ = false;            // guarded by mu_
+  int64_t planned_step_ = -1;          // guarded by mu_
+  int world_size_ = -1;                // guarded by mu_: as the newest copy seen says
+  int64_t world_size_step_ = -1;       // guarded by mu_: that copy's step
+
+  // Persist thread only: what retention and the tier readers said once (a warning is not
+  // repeated every commit).
+  std::set<std::string> retention_said_;
   std::thread thread_;
 };
 

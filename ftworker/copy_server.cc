@@ -34,13 +34,19 @@ class ArenaRegion : public rdma::Region {
   std::string meta_;
 };
 
-// A local-tier data file, mapped read-only for the region's lifetime.
+// A local-tier data file, mapped read-only for the region's lifetime. A fast path registers the
+// mapping at its first offer: `unmapped` (the provider's hook, VerbsServer::Forget) is told
+// before the pages go, or the registration would pin them for good and a later mapping at the
+// same address would be served from it.
 class FileRegion : public rdma::Region {
  public:
-  FileRegion(uint8_t* base, uint64_t mapped, uint64_t bytes, std::string meta)
-      : base_(base), mapped_(mapped), bytes_(bytes), meta_(std::move(meta)) {}
+  FileRegion(uint8_t* base, uint64_t mapped, uint64_t bytes, std::string meta,
+             std::function<void(const uint8_t*, uint64_t)> unmapped)
+      : base_(base), mapped_(mapped), bytes_(bytes), meta_(std::move(meta)), unmapped_(std::move(unmapped)) {}
   ~FileRegion() override {
-    if (base_ != nullptr) munmap(base_, mapped_);
+    if (base_ == nullptr) return;
+    if (unmapped_) unmapped_(base_, mapped_);
+    munmap(base_, mapped_);
   }
   const uint8_t* data() const override { return base_; }
   uint64_t size() const override { return bytes_; }
@@ -52,6 +58,7 @@ class FileRegion : public rdma::Region {
   uint64_t mapped_;
   uint64_t bytes_;
   std::string meta_;
+  std::function<void(const uint8_t*, uint64_t)> unmapped_;
 };
 
 Status NotHeld(ckpt::CopyId id, CopyPlace place, std::string_view why) {
@@ -182,7 +189,7 @@ Status CopyProvider::OpenLocal(ckpt::CopyId id, std::shared_ptr<const rdma::Regi
     base = static_cast<uint8_t*>(p);
   }
   close(fd);
-  *out = std::make_shared<FileRegion>(base, mapped, m.data_bytes, ckpt::EncodeManifest(m));
+  *out = std::make_shared<FileRegion>(base, mapped, m.data_bytes, ckpt::EncodeManifest(m), options_.unmapped);
   return Status::Ok();
 }
 

@@ -47,7 +47,8 @@ struct CopyProviderOptions {
   std::function<std::vector<std::string>()> arena_paths;
   // Called when an arena's data region is mapped, and when its mapping's last user let go: a
   // fast path registers the memory with its NIC there, once per arena (rdma/verbs_transport.h,
-  // VerbsServer::Register and Forget). Empty: nothing to do.
+  // VerbsServer::Register and Forget). `unmapped` also hears of every local-tier mapping going
+  // away (a fast path registers those at their first offer). Empty: nothing to do.
   std::function<void(const uint8_t* data, uint64_t bytes)> mapped;
   std::function<void(const uint8_t* data, uint64_t bytes)> unmapped;
 };

@@ -260,6 +260,8 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);
   CheckMembershipInRedis(mono_ns);
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
+  // Retention never removes the step a restore would read (the master's newest verified one).
+  if (plan_sync_.have_plan()) keeper_->SetPlan(plan_sync_.planned_step());
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);

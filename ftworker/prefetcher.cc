@@ -475,7 +475,9 @@ bool Prefetcher::OwnArenaHolds(int rank, int64_t step, uint64_t digest) const {
   }
   ckpt::Manifest m;
   uint64_t generation = 0;
-  return arena.ReadCommitted(&m, &generation).ok() && m.step == step && !m.torn &&
+  // The manifest names the job too: an arena another job left under the same file name is
+  // not this rank's copy.
+  return arena.ReadCommitted(&m, &generation).ok() && m.job == options_.job && m.step == step && !m.torn &&
          ckpt::ContentDigest(m) == digest;
 }
 
@@ -551,7 +553,7 @@ proto::PrefetchRank Prefetcher::PrefetchRank(const Job& job, const RankWork& wor
     ckpt::Manifest m;
     uint64_t generation = 0;
     if (ckpt::Arena::OpenForRead(path, &kept).ok() && kept.ReadCommitted(&m, &generation).ok() &&
-        m.step == job.step && !m.torn && ckpt::ContentDigest(m) == work.digest) {
+        m.job == options_.job && m.step == job.step && !m.torn && ckpt::ContentDigest(m) == work.digest) {
       out.outcome = "kept";
       out.ok = true;
       out.source_rank = m.rank;

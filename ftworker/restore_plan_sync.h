@@ -68,6 +68,10 @@ class RestorePlanSync {
   const std::string& path() const { return path_; }
   int64_t files_written() const { return files_written_; }
   bool withholding() const { return withholding_; }
+  // Whether a plan from the master was read since the start (a `step none` one counts), and
+  // its step (-1: none). What checkpoint retention must keep.
+  bool have_plan() const { return have_plan_; }
+  int64_t planned_step() const { return plan_.step; }
 
  private:
   // Shapes the last plan through the gate, then writes or withholds it.

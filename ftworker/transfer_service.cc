@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "rdma/auth.h"
 
 namespace ft::worker {
 
@@ -18,15 +19,6 @@ constexpr uint64_t kStartRetryNs = 5000 * kMs;
 constexpr uint64_t kEndpointCheckNs = 1000 * kMs;
 constexpr uint64_t kStatsCheckNs = 1000 * kMs;
 constexpr uint64_t kStatsLogNs = 30000 * kMs;
-constexpr size_t kSecretHexDigits = 64;
-
-bool IsSecret(const std::string& s) {
-  if (s.size() != kSecretHexDigits) return false;
-  for (char c : s) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return false;
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -86,12 +78,13 @@ bool TransferService::FetchSecret(redis::Store& store, std::string* out) {
     }
     return false;
   }
-  if (!IsSecret(reply.str())) {
+  // The same rule as every client's (rdma::auth::CheckSecret): what one side refuses, so does the other.
+  if (!rdma::auth::CheckSecret(reply.str()).ok()) {
     if (!bad_secret_warned_) {
       // The value itself stays out of the log, also when it is wrong.
       FT_LOG(Warn, Worker, "{} holds {} bytes, not {} hex digits: not serving checkpoint copies "
              "until it does (ftmaster writes it; delete the key and restart ftmaster to recreate it)",
-             keys_.TransferSecret(), reply.str().size(), kSecretHexDigits);
+             keys_.TransferSecret(), reply.str().size(), rdma::auth::kSecretHexDigits);
       bad_secret_warned_ = true;
     }
     return false;

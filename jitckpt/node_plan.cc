@@ -17,6 +17,7 @@
 #include <set>
 
 #include "jitckpt/checksum.h"
+#include "jitckpt/file_ops.h"
 #include "jitckpt/safe_name.h"
 
 namespace ft::ckpt {
@@ -284,8 +285,11 @@ Status WriteNodePlan(const std::string& path, const NodePlan& plan) {
 }
 
 Status ReadNodePlan(const std::string& path, NodePlan* out) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return Status::FromErrno(errno, fmt::format("opening restore plan {}", path));
+  // OpenTrusted: a FIFO planted at the path is refused at once (a plain open would wait for a
+  // writer, far past FT_RESTORE_WAIT), and so is a symlink or another user's file.
+  int fd = -1;
+  Status opened = OpenTrusted(path, O_RDONLY, "restore plan", &fd);
+  FT_RETURN_IF_ERROR(opened);
   struct stat st {};
   if (fstat(fd, &st) != 0) {
     Status s = Status::FromErrno(errno, fmt::format("fstat {}", path));
@@ -296,10 +300,6 @@ Status ReadNodePlan(const std::string& path, NodePlan* out) {
     close(fd);
     return Status::Corrupt(fmt::format("restore plan {}: {}", path, why));
   };
-  if (!S_ISREG(st.st_mode)) return refuse("not a regular file");
-  if (st.st_uid != geteuid()) {
-    return refuse(fmt::format("owned by uid {}, not by this user (uid {}): not trusted", st.st_uid, geteuid()));
-  }
   if (static_cast<uint64_t>(st.st_size) > kMaxPlanBytes) {
     return refuse(fmt::format("{} bytes (at most {})", st.st_size, kMaxPlanBytes));
   }

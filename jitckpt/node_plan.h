@@ -66,7 +66,8 @@ std::string EncodeNodePlan(const NodePlan& plan);
 Status ParseNodePlan(std::string_view text, NodePlan* out);
 // Temp file + rename, mode 0600.
 Status WriteNodePlan(const std::string& path, const NodePlan& plan);
-// NotFound when the file is absent; ParseNodePlan's errors otherwise.
+// NotFound when the file is absent; Corrupt, at once, for anything but a regular file of this
+// user (a FIFO, a symlink: OpenTrusted, jitckpt/file_ops.h); ParseNodePlan's errors otherwise.
 Status ReadNodePlan(const std::string& path, NodePlan* out);
 
 }  // namespace ft::ckpt

@@ -7,19 +7,15 @@
 #include <string>
 #include <string_view>
 
+#include "common/job_name.h"
+
 namespace ft::ckpt {
 
-// A job as shm segment names spell it: [A-Za-z0-9_-], others become '_', at most 48
-// characters, "default" when empty. No '.', so the rank after the last '.' is unambiguous.
-inline std::string SafeJobName(std::string_view job) {
-  std::string out;
-  for (char c : job.substr(0, 48)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-              c == '-';
-    out += ok ? c : '_';
-  }
-  return out.empty() ? "default" : out;
-}
+// A job as every file name spells it: common/job_name.h's JobToken ([A-Za-z0-9_-], at most 48
+// characters, a digest suffix when the name had to change), the spelling of shm segment names
+// and Redis keys too. No '.', so the rank after the last '.' is unambiguous; its own result is
+// unchanged by it (RankOf relies on that).
+inline std::string SafeJobName(std::string_view job) { return JobToken(job); }
 
 inline bool IsNodeNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||

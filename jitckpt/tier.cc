@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -116,36 +117,65 @@ bool TempMayBeLive(const std::string& path, std::string_view name) {
   return std::chrono::system_clock::now() - modified < kForeignTempAge;
 }
 
-// The entries of a directory (none when it cannot be read). Never throws: a directory that
-// changes or vanishes while it is listed (another node's Retain) just ends the listing.
-std::vector<std::string> NamesIn(const std::string& dir, std::error_code* error = nullptr) {
+// The entries of a directory (none when it cannot be read). A directory that changes or
+// vanishes while it is listed (another node's Retain) just ends the listing; *err (when
+// asked) gets the errno of a listing that failed, 0 otherwise.
+std::vector<std::string> NamesIn(FileOps& ops, const std::string& dir, int* err = nullptr) {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    names.push_back(it->path().filename().native());
-  }
-  if (error != nullptr) *error = ec;
+  int rc = ops.ListDir(dir.c_str(), &names);
+  if (err != nullptr) *err = rc == 0 ? 0 : errno;
+  if (rc != 0) names.clear();
   return names;
 }
 
-// Steps of `job` in `dir` that have a step directory, with its path.
-std::vector<std::pair<int64_t, std::string>> StepDirs(std::string_view dir, std::string_view job) {
-  std::vector<std::pair<int64_t, std::string>> out;
-  for (const std::string& name : NamesIn(JobDir(dir, job))) {
-    int64_t step = 0;
-    if (!ParseStepDirName(name, &step)) continue;
-    std::string path = JoinPath(JobDir(dir, job), name);
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;  // no symlinks
-    out.emplace_back(step, std::move(path));
+// A directory of the tree under a tier's directory (<dir>/<job>, its step directories) is
+// used only when it is a directory of this user, not a symlink: on a shared file system
+// another user could have created the name first. NotFound when absent.
+Status CheckTreeDir(FileOps& ops, const std::string& path) {
+  struct stat st {};
+  if (ops.Lstat(path.c_str(), &st) != 0) {
+    int err = errno;
+    if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint directory {}", path));
+    return Status::FromErrno(err, fmt::format("stat of checkpoint directory {}", path));
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  return CheckOwnDirectory(st, path, ::geteuid());
 }
 
-bool IsRegularFile(const std::string& path) {
-  struct stat st;
-  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+// The job's directory and, for step >= 0, the step's: both checked before a file in them
+// is opened or listed.
+Status CheckTree(FileOps& ops, std::string_view dir, std::string_view job, int64_t step) {
+  FT_RETURN_IF_ERROR(CheckTreeDir(ops, JobDir(dir, job)));
+  if (step >= 0) FT_RETURN_IF_ERROR(CheckTreeDir(ops, StepDir(dir, job, step)));
+  return Status::Ok();
+}
+
+// Steps of `job` in `dir` that have a step directory of this user, with its path. NotFound
+// when the job has no directory; Corrupt when its directory is not trusted.
+Status StepDirs(FileOps& ops, std::string_view dir, std::string_view job,
+                std::vector<std::pair<int64_t, std::string>>* out) {
+  out->clear();
+  FT_RETURN_IF_ERROR(CheckTree(ops, dir, job, -1));
+  const std::string job_dir = JobDir(dir, job);
+  for (const std::string& name : NamesIn(ops, job_dir)) {
+    int64_t step = 0;
+    if (!ParseStepDirName(name, &step)) continue;
+    std::string path = JoinPath(job_dir, name);
+    if (!CheckTreeDir(ops, path).ok()) continue;  // no symlinks, nobody else's
+    out->emplace_back(step, std::move(path));
+  }
+  std::sort(out->begin(), out->end());
+  return Status::Ok();
+}
+
+bool Exists(FileOps& ops, const std::string& path) {
+  struct stat st {};
+  return ops.Lstat(path.c_str(), &st) == 0;
+}
+
+// A regular file of this user (lstat: a symlink is not one).
+bool IsOwnRegularFile(FileOps& ops, const std::string& path) {
+  struct stat st {};
+  return ops.Lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
 }
 
 // An IoError that names the operation, the path and errno's words, whatever errno it is:
@@ -166,8 +196,9 @@ Status FsyncDir(FileOps& ops, const std::string& path) {
   return Status::Ok();
 }
 
-// mkdir -p, fsyncing each parent that gained an entry (a new directory is durable only once
-// its parent is).
+// mkdir -p of a tier's directory, fsyncing each parent that gained an entry (a new directory
+// is durable only once its parent is). The tier's directory itself may be reached through
+// symlinks: it is the operator's setting.
 Status MakeDirs(FileOps& ops, const std::string& path) {
   std::vector<std::string> missing;
   std::string cur = path;
@@ -188,6 +219,26 @@ Status MakeDirs(FileOps& ops, const std::string& path) {
     }
     std::string parent = fs::path(*it).parent_path().native();
     if (!parent.empty()) FT_RETURN_IF_ERROR(FsyncDir(ops, parent));
+  }
+  return Status::Ok();
+}
+
+// A directory of the tree below the tier's directory (<dir>/<job>, a step directory):
+// created when absent (its parent fsynced), and then written into only when it is a
+// directory of this user — never a symlink, never another user's.
+Status MakeTreeDir(FileOps& ops, const std::string& path) {
+  Status s = CheckTreeDir(ops, path);
+  if (s.code() == StatusCode::kNotFound) {
+    if (ops.Mkdir(path.c_str(), kDirMode) != 0 && errno != EEXIST) {
+      return IoFailure(errno, "creating checkpoint directory", path);
+    }
+    FT_RETURN_IF_ERROR(FsyncDir(ops, fs::path(path).parent_path().native()));
+    s = CheckTreeDir(ops, path);
+  }
+  if (!s.ok()) {
+    return Status::IoError(fmt::format("refusing checkpoint directory {}; remove it, or point the tier at a "
+                                       "directory of this user",
+                                       s.message()));
   }
   return Status::Ok();
 }
@@ -356,41 +407,63 @@ Status RenameInto(FileOps& ops, const std::string& from, const std::string& to) 
   return Status::Ok();
 }
 
-// Reads a whole small file. NotFound when absent; IoError otherwise.
-Status ReadSmallFile(const std::string& path, uint64_t max_bytes, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint manifest {}", path));
-    return IoFailure(err, "opening", path);
+// Reads a whole small file of this user (OpenTrusted: never blocks on a FIFO). NotFound when
+// absent; Corrupt when it is not a regular file of this user or larger than max_bytes;
+// IoError otherwise.
+Status ReadSmallFile(FileOps& ops, const std::string& path, uint64_t max_bytes, std::string* out) {
+  int fd = -1;
+  Status opened = OpenTrusted(ops, path, O_RDONLY, "checkpoint manifest", &fd, ::geteuid());
+  if (opened.code() == StatusCode::kNotFound) {
+    return Status::NotFound(fmt::format("no checkpoint manifest {}", path));
   }
+  if (!opened.ok() && opened.code() != StatusCode::kCorrupt) return Status::IoError(opened.message());
+  FT_RETURN_IF_ERROR(opened);
+  struct FdCloser {
+    FileOps& ops;
+    int fd;
+    ~FdCloser() { ops.Close(fd); }
+  } closer{ops, fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
-    ::close(fd);
-    return IoFailure(err, "stat of", path);
-  }
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
+  if (ops.Fstat(fd, &st) != 0) return IoFailure(errno, "stat of", path);
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     return Status::Corrupt(fmt::format("{} is not a checkpoint manifest ({} bytes)", path,
                                        static_cast<int64_t>(st.st_size)));
   }
   std::string bytes(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    ssize_t n = ops.Pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return IoFailure(err, "reading", path);
-    }
+    if (n < 0) return IoFailure(errno, "reading", path);
     if (n == 0) break;
     done += static_cast<size_t>(n);
   }
-  ::close(fd);
   bytes.resize(done);
   *out = std::move(bytes);
+  return Status::Ok();
+}
+
+// Opens a copy's data file for reading (O_DIRECT when asked and the file system takes it;
+// *direct says whether it did) and checks it holds m.data_bytes. NotFound without a data file;
+// Corrupt for anything but a regular file of this user of the right size.
+Status OpenDataFile(FileOps& ops, const std::string& path, const Manifest& m, bool* direct, int* fd) {
+  Status s = Status::InvalidArgument("");
+  if (*direct) s = OpenTrusted(ops, path, O_RDONLY | O_DIRECT, "checkpoint data file", fd, ::geteuid());
+  if (s.code() == StatusCode::kInvalidArgument) {  // not asked for, or O_DIRECT refused (EINVAL)
+    *direct = false;
+    s = OpenTrusted(ops, path, O_RDONLY, "checkpoint data file", fd, ::geteuid());
+  }
+  if (s.code() == StatusCode::kNotFound) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
+  if (!s.ok() && s.code() != StatusCode::kCorrupt) return Status::IoError(s.message());
+  FT_RETURN_IF_ERROR(s);
+  struct stat st;
+  if (ops.Fstat(*fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != m.data_bytes) {
+    const int64_t size = ops.Fstat(*fd, &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+    ops.Close(*fd);
+    *fd = -1;
+    return Status::Corrupt(fmt::format("{} holds {} bytes, its manifest says {} (truncated?)", path, size,
+                                       m.data_bytes));
+  }
   return Status::Ok();
 }
 
@@ -441,7 +514,9 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
   const std::string temp_suffix = fmt::format(".tmp.{}.{}", ThisHost(), ::getpid());
   const std::string manifest_bytes = EncodeManifest(m);
 
-  FT_RETURN_IF_ERROR(MakeDirs(ops, step_dir));
+  FT_RETURN_IF_ERROR(MakeDirs(ops, std::string(dir)));
+  FT_RETURN_IF_ERROR(MakeTreeDir(ops, JobDir(dir, m.job)));
+  FT_RETURN_IF_ERROR(MakeTreeDir(ops, step_dir));
   PendingFiles pending(ops);
   bool used_direct = false;
   Status status = [&]() -> Status {
@@ -486,7 +561,7 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
   if (!status.ok()) {
     // PendingFiles removes what was written; a step directory this persist left empty goes too.
     pending.Abandon();
-    ::rmdir(step_dir.c_str());
+    ops.Rmdir(step_dir.c_str());
     return status;
   }
   pending.Commit();
@@ -499,9 +574,16 @@ Status PersistCopy(FileOps& ops, TierKind kind, std::string_view dir, const Mani
 }
 
 Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manifest* m) {
+  return ReadManifest(SystemFileOps(), dir, job, id, m);
+}
+
+Status ReadManifest(FileOps& ops, std::string_view dir, std::string_view job, CopyId id, Manifest* m) {
   const std::string path = ManifestPath(dir, job, id);
+  Status tree = CheckTree(ops, dir, job, id.step);
+  if (tree.code() == StatusCode::kNotFound) return Status::NotFound(fmt::format("no checkpoint manifest {}", path));
+  FT_RETURN_IF_ERROR(tree);
   std::string bytes;
-  FT_RETURN_IF_ERROR(ReadSmallFile(path, kMaxManifestFileBytes, &bytes));
+  FT_RETURN_IF_ERROR(ReadSmallFile(ops, path, kMaxManifestFileBytes, &bytes));
   Manifest parsed;
   Status st = ParseManifest(
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()),
@@ -518,48 +600,44 @@ Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manif
 
 Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
                 uint64_t dest_capacity) {
+  return ReadData(SystemFileOps(), dir, job, m, dest, dest_capacity);
+}
+
+Status ReadData(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
+                uint64_t dest_capacity) {
   const std::string path = DataPath(dir, job, {m.step, m.rank});
   if (dest == nullptr || dest_capacity < m.data_bytes) {
     return Status::InvalidArgument(fmt::format("reading {}: {} bytes do not fit in {}", path,
                                                m.data_bytes, dest == nullptr ? 0 : dest_capacity));
   }
+  Status tree = CheckTree(ops, dir, job, m.step);
+  if (tree.code() == StatusCode::kNotFound) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
+  FT_RETURN_IF_ERROR(tree);
   // Into an arena (2 MiB-aligned), O_DIRECT reads straight from the disk: one copy fewer and
   // a restore does not evict the data loader's page cache. Elsewhere, or where the file
   // system refuses it, buffered reads.
   bool direct = reinterpret_cast<uintptr_t>(dest) % kDirectAlign == 0 &&
                 m.data_bytes % kDirectAlign == 0;
-  int fd = direct ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_DIRECT) : -1;
-  if (fd < 0) {
-    direct = false;
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  }
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
-    return IoFailure(err, "opening", path);
-  }
+  int fd = -1;
+  FT_RETURN_IF_ERROR(OpenDataFile(ops, path, m, &direct, &fd));
   struct FdCloser {
+    FileOps& ops;
     int* fd;
-    ~FdCloser() { ::close(*fd); }
-  } closer{&fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return IoFailure(errno, "stat of", path);
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.data_bytes) {
-    return Status::Corrupt(fmt::format("{} holds {} bytes, its manifest says {} (truncated?)",
-                                       path, static_cast<int64_t>(st.st_size), m.data_bytes));
-  }
+    ~FdCloser() { ops.Close(*fd); }
+  } closer{ops, &fd};
   if (!direct) ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   uint64_t done = 0;
   size_t next_chunk = 0;
   while (done < m.data_bytes) {
     const uint64_t want = std::min(kDirectWriteBytes, m.data_bytes - done);
-    ssize_t n = ::pread(fd, dest + done, want, static_cast<off_t>(done));
+    ssize_t n = ops.Pread(fd, dest + done, want, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && direct && errno == EINVAL) {
       // Refused at read time (some FUSE), or a short read left the offset unaligned.
-      int buffered = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (buffered < 0) return IoFailure(errno, "opening", path);
-      ::close(fd);
+      int buffered = -1;
+      bool again = false;
+      FT_RETURN_IF_ERROR(OpenDataFile(ops, path, m, &again, &buffered));
+      ops.Close(fd);
       fd = buffered;
       direct = false;
       continue;
@@ -584,6 +662,11 @@ Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, u
 
 Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest& m, uint64_t offset,
                      uint64_t len, uint8_t* dest) {
+  return ReadDataRange(SystemFileOps(), dir, job, m, offset, len, dest);
+}
+
+Status ReadDataRange(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m,
+                     uint64_t offset, uint64_t len, uint8_t* dest) {
   const std::string path = DataPath(dir, job, {m.step, m.rank});
   const uint64_t chunk = m.chunk_bytes;
   const bool aligned = chunk > 0 && offset % chunk == 0 && (len % chunk == 0 || offset + len == m.data_bytes);
@@ -592,26 +675,21 @@ Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest&
         "reading bytes {}..{} of {}: not whole chunks of {} bytes within its {} bytes", offset,
         offset + len, path, chunk, m.data_bytes));
   }
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    if (err == ENOENT) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
-    return IoFailure(err, "opening", path);
-  }
+  Status tree = CheckTree(ops, dir, job, m.step);
+  if (tree.code() == StatusCode::kNotFound) return Status::NotFound(fmt::format("no checkpoint data file {}", path));
+  FT_RETURN_IF_ERROR(tree);
+  int fd = -1;
+  bool direct = false;
+  FT_RETURN_IF_ERROR(OpenDataFile(ops, path, m, &direct, &fd));
   struct FdCloser {
+    FileOps& ops;
     int fd;
-    ~FdCloser() { ::close(fd); }
-  } closer{fd};
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return IoFailure(errno, "stat of", path);
-  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != m.data_bytes) {
-    return Status::Corrupt(fmt::format("{} holds {} bytes, its manifest says {} (truncated?)",
-                                       path, static_cast<int64_t>(st.st_size), m.data_bytes));
-  }
+    ~FdCloser() { ops.Close(fd); }
+  } closer{ops, fd};
   uint64_t done = 0;
   while (done < len) {
     const uint64_t want = std::min(kDirectWriteBytes, len - done);
-    ssize_t n = ::pread(fd, dest + done, want, static_cast<off_t>(offset + done));
+    ssize_t n = ops.Pread(fd, dest + done, want, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return IoFailure(errno, "reading", path);
     if (n == 0) {
@@ -632,51 +710,112 @@ Status ReadDataRange(std::string_view dir, std::string_view job, const Manifest&
 
 std::vector<CopyId> ListCommitted(std::string_view dir, std::string_view job) {
   std::vector<CopyId> out;
-  for (const auto& [step, step_dir] : StepDirs(dir, job)) {
-    for (const std::string& name : NamesIn(step_dir)) {
+  return ListCommitted(SystemFileOps(), dir, job, &out).ok() ? out : std::vector<CopyId>();
+}
+
+Status ListCommitted(FileOps& ops, std::string_view dir, std::string_view job, std::vector<CopyId>* out) {
+  std::vector<std::pair<int64_t, std::string>> steps;
+  Status s = StepDirs(ops, dir, job, &steps);
+  if (s.code() == StatusCode::kNotFound) {
+    out->clear();
+    return Status::Ok();
+  }
+  FT_RETURN_IF_ERROR(s);
+  std::vector<CopyId> found;
+  for (const auto& [step, step_dir] : steps) {
+    for (const std::string& name : NamesIn(ops, step_dir)) {
       int rank = -1;
       if (!ParseRankFileName(name, ".manifest", &rank)) continue;
       // Committed: the manifest is in place, and so is the data it describes.
       CopyId id{step, rank};
-      if (IsRegularFile(step_dir + "/" + name) && IsRegularFile(DataPath(dir, job, id))) {
-        out.push_back(id);
+      if (IsOwnRegularFile(ops, step_dir + "/" + name) && IsOwnRegularFile(ops, DataPath(dir, job, id))) {
+        found.push_back(id);
       }
     }
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  std::sort(found.begin(), found.end());
+  *out = std::move(found);
+  return Status::Ok();
 }
 
-Status Retain(std::string_view dir, std::string_view job, int keep_steps) {
-  if (keep_steps < 1) {
+Status Retain(std::string_view dir, std::string_view job, const RetentionRule& rule, RetentionResult* result) {
+  return Retain(SystemFileOps(), dir, job, rule, result);
+}
+
+Status Retain(FileOps& ops, std::string_view dir, std::string_view job, const RetentionRule& rule,
+              RetentionResult* result) {
+  if (rule.keep_steps < 1) {
     return Status::InvalidArgument(
-        fmt::format("keeping {} checkpoint steps: at least 1 must be kept", keep_steps));
+        fmt::format("keeping {} checkpoint steps: at least 1 must be kept", rule.keep_steps));
   }
-  // Only steps with a committed copy count: a newer step still being written (or abandoned)
-  // must not push out the last good one.
-  std::set<int64_t> committed;
-  for (const CopyId& id : ListCommitted(dir, job)) committed.insert(id.step);
-  if (committed.size() <= static_cast<size_t>(keep_steps)) return Status::Ok();
-  auto oldest_kept = committed.rbegin();
-  std::advance(oldest_kept, keep_steps - 1);
-  const int64_t threshold = *oldest_kept;
-  for (const auto& [step, step_dir] : StepDirs(dir, job)) {
-    if (step >= threshold) continue;
-    std::error_code ec;
-    fs::remove_all(step_dir, ec);
-    // Another node's worker may be removing the same step of the shared remote directory.
-    if (ec && ec != std::errc::no_such_file_or_directory) return IoFailure(ec.value(), "removing old checkpoint step", step_dir);
+  RetentionResult out;
+  std::vector<CopyId> copies;
+  FT_RETURN_IF_ERROR(ListCommitted(ops, dir, job, &copies));
+  std::map<int64_t, std::set<int>> ranks_of;
+  for (const CopyId& id : copies) ranks_of[id.step].insert(id.rank);
+  // Complete: every expected rank has its copy here. Only those count towards keep_steps: a
+  // newer step some rank lacks (its node's persist failed, or is still running) must not push
+  // out the last step every rank can restore from.
+  for (const auto& [step, ranks] : ranks_of) {
+    bool complete = !rule.expected_ranks.empty();
+    for (int rank : rule.expected_ranks) complete = complete && ranks.contains(rank);
+    if (complete) out.complete_steps.push_back(step);
   }
+  const size_t keep = static_cast<size_t>(rule.keep_steps);
+  if (out.complete_steps.size() >= keep) {
+    const int64_t oldest_kept = out.complete_steps[out.complete_steps.size() - keep];
+    const std::set<int64_t> also(rule.keep_also.begin(), rule.keep_also.end());
+    std::vector<std::pair<int64_t, std::string>> steps;
+    FT_RETURN_IF_ERROR(StepDirs(ops, dir, job, &steps));
+    for (const auto& [step, step_dir] : steps) {
+      if (step >= oldest_kept || also.contains(step)) continue;
+      for (int rank : rule.own_ranks) {
+        const CopyId id{step, rank};
+        const std::string manifest = ManifestPath(dir, job, id), data = DataPath(dir, job, id);
+        struct stat st;
+        if (ops.Lstat(manifest.c_str(), &st) != 0) continue;  // none of this rank here
+        // The manifest names its job: a copy of another job in this job's directory (two jobs
+        // whose names were once spelled alike) is never this job's to remove.
+        Manifest m;
+        Status read = ReadManifest(ops, dir, job, id, &m);
+        if (!read.ok()) {
+          out.left.push_back(fmt::format("{} (not removed: {})", manifest, read.message()));
+          continue;
+        }
+        if (ops.Unlink(manifest.c_str()) != 0 && errno != ENOENT) {
+          return IoFailure(errno, "removing old checkpoint manifest", manifest);
+        }
+        if (ops.Unlink(data.c_str()) != 0 && errno != ENOENT) {
+          return IoFailure(errno, "removing old checkpoint data", data);
+        }
+        out.removed.push_back(id);
+      }
+      ops.Rmdir(step_dir.c_str());  // only once every node's worker removed its ranks' copies
+    }
+  }
+  std::sort(out.removed.begin(), out.removed.end());
+  if (result != nullptr) *result = std::move(out);
   return Status::Ok();
 }
 
 Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed) {
+  return CleanUncommitted(SystemFileOps(), dir, job, removed);
+}
+
+Status CleanUncommitted(FileOps& ops, std::string_view dir, std::string_view job, int* removed) {
   int count = 0;
-  for (const auto& [step, step_dir] : StepDirs(dir, job)) {
-    std::error_code ec;
-    const std::vector<std::string> names = NamesIn(step_dir, &ec);
-    if (ec == std::errc::no_such_file_or_directory) continue;  // another worker's Retain
-    if (ec) return IoFailure(ec.value(), "listing", step_dir);
+  std::vector<std::pair<int64_t, std::string>> steps;
+  Status listed = StepDirs(ops, dir, job, &steps);
+  if (listed.code() == StatusCode::kNotFound) {
+    if (removed != nullptr) *removed = 0;
+    return Status::Ok();
+  }
+  FT_RETURN_IF_ERROR(listed);
+  for (const auto& [step, step_dir] : steps) {
+    int err = 0;
+    const std::vector<std::string> names = NamesIn(ops, step_dir, &err);
+    if (err == ENOENT) continue;  // another worker's Retain
+    if (err != 0) return IoFailure(err, "listing", step_dir);
     std::set<std::string> present(names.begin(), names.end());
     // Another writer between its two renames: its data is in place, its manifest still a temp.
     std::set<int> committing;
@@ -695,18 +834,21 @@ Status CleanUncommitted(std::string_view dir, std::string_view job, int* removed
         drop = !TempMayBeLive(path, name);
       } else if (ParseRankFileName(name, ".data", &rank)) {
         // Data without its manifest: a persist killed between the two renames.
-        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank);
+        drop = !present.contains(fmt::format("rank-{:06}.manifest", rank)) && !committing.contains(rank) &&
+               !Exists(ops, ManifestPath(dir, job, {step, rank}));
       } else if (ParseRankFileName(name, ".manifest", &rank)) {
-        // A manifest without its data describes nothing readable.
-        drop = !present.contains(fmt::format("rank-{:06}.data", rank));
+        // A manifest without its data describes nothing readable. Asked again before it goes: a
+        // listing made while another writer renames its files may show its manifest, renamed
+        // last, and miss its data (readdir is no snapshot).
+        drop = !present.contains(fmt::format("rank-{:06}.data", rank)) && !Exists(ops, DataPath(dir, job, {step, rank}));
       }
       if (!drop) continue;
-      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      if (ops.Unlink(path.c_str()) != 0 && errno != ENOENT) {
         return IoFailure(errno, "removing uncommitted checkpoint file", path);
       }
       ++count;
     }
-    ::rmdir(step_dir.c_str());  // only succeeds when nothing is left in it
+    ops.Rmdir(step_dir.c_str());  // only succeeds when nothing is left in it
   }
   if (removed != nullptr) *removed = count;
   return Status::Ok();

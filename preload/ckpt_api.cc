@@ -12,17 +12,34 @@ namespace ft::preload::agent {
 
 namespace {
 thread_local std::string t_last_error;
+// What ft_last_error() says when even the message could not be built (no memory): a literal,
+// so reporting the failure can never fail.
+thread_local const char* t_static_error = nullptr;
 }  // namespace
 
 void SetLastError(std::string message) { t_last_error = std::move(message); }
 
 namespace {
 
+// Inside a catch of a noexcept entry point: building the message allocates and may throw
+// again, which would leave the noexcept function and std::terminate() the app. Never throws.
+void NoteInternalError(const char* what, const char* detail) noexcept {
+  try {
+    std::string message = std::string(what) + ": internal error";
+    if (detail != nullptr) message.append(": ").append(detail);
+    t_last_error = std::move(message);
+  } catch (...) {
+    t_last_error.clear();  // noexcept
+    t_static_error = "ft: internal error (out of memory while describing it)";
+  }
+}
+
 // Runs `body` as libft.so code (our CUDA calls are not intercepted) once libft.so is active.
 template <class Body>
 int Guarded(const char* what, Body body) noexcept {
   try {
     t_last_error.clear();
+    t_static_error = nullptr;
     if (!(g_state.load(std::memory_order_acquire) == kActive ||
           (g_state.load(std::memory_order_acquire) == kUninit && InitSlow()))) {
       t_last_error = std::string(what) +
@@ -34,9 +51,9 @@ int Guarded(const char* what, Body body) noexcept {
     ReentryGuard guard;
     return body();
   } catch (const std::exception& e) {
-    t_last_error = std::string(what) + ": internal error: " + e.what();
+    NoteInternalError(what, e.what());
   } catch (...) {
-    t_last_error = std::string(what) + ": internal error";
+    NoteInternalError(what, nullptr);
   }
   return FT_INTERNAL;
 }
@@ -69,6 +86,7 @@ FT_API const char* ft_result_string(int result) {
 
 FT_API const char* ft_last_error(void) {
   try {
+    if (ft::preload::agent::t_static_error != nullptr) return ft::preload::agent::t_static_error;
     return ft::preload::agent::t_last_error.c_str();
   } catch (...) {
     return "";

@@ -1,5 +1,7 @@
 #include "proto/keys.h"
 
+#include "common/job_name.h"
+
 namespace ft::proto {
 
 std::string SanitizeName(std::string_view name) {
@@ -13,7 +15,9 @@ std::string SanitizeName(std::string_view name) {
   return out.empty() ? "_" : out;
 }
 
-Keys::Keys(std::string_view job) : prefix_("ft:{" + SanitizeName(job) + "}:") {}
+// The job as every other name spells it (common/job_name.h): jobs whose names differ never
+// share a key, and no byte of the name can break the braces' hash tag.
+Keys::Keys(std::string_view job) : prefix_("ft:{" + JobToken(job) + "}:") {}
 
 std::string Keys::Events() const { return prefix_ + "events"; }
 std::string Keys::Progress() const { return prefix_ + "progress"; }

@@ -11,7 +11,9 @@ namespace ft::proto {
 
 class Keys {
  public:
-  // Job and node names keep [A-Za-z0-9_.-]; any other byte becomes '_' (as segment names).
+  // The job as common/job_name.h's JobToken spells it (as segment and checkpoint file names:
+  // [A-Za-z0-9_-], at most 48 characters, a digest suffix for any other name). Node names keep
+  // [A-Za-z0-9_.-]; any other byte becomes '_' (SanitizeName).
   explicit Keys(std::string_view job);
 
   const std::string& prefix() const { return prefix_; }  // "ft:{<job>}:"

@@ -180,7 +180,7 @@ void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connectio
         break;
       }
       NoteFirstByte();
-      failure = connection->ReceiveBytes(request_.dest + expected.offset, expected.len, &floor);
+      failure = connection->ReceiveData(request_.dest + expected.offset, expected.len, &floor);
       if (!failure.ok()) break;
       delivered += expected.len;
       AddBytes(key, expected.len);
@@ -222,11 +222,13 @@ void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connectio
 
 void PullState::Round(const PullSource& source) {
   const Peer& peer = source.peer;
+  // RDMA READ moves the bytes NIC to NIC, unencrypted: asked to encrypt, the pull stays on TCP.
+  FastPathClient* const fast_path = options_.encrypt_data ? nullptr : options_.fast_path;
   std::unique_ptr<Connection> control;
   Status s = Connection::Open(options_, peer, &control);
   wire::OpenReply reply;
   if (s.ok())
-    s = control->OpenRegion(source.region, &reply, options_.fast_path ? wire::kOpenWantsFastPath : 0);
+    s = control->OpenRegion(source.region, &reply, fast_path ? wire::kOpenWantsFastPath : 0);
   if (!s.ok()) {
     Note(fmt::format("{}: source given up: {}", peer.node, s.ToString()));
     SetCause(s);
@@ -259,14 +261,14 @@ void PullState::Round(const PullSource& source) {
       pieces.push_back({{off, std::min(piece_bytes, end - off)}, c});
   }
 
-  if (options_.fast_path && !reply.offer.empty()) {
+  if (fast_path && !reply.offer.empty()) {
     std::unique_ptr<PiecePath> path;
     Exchange exchange = [&](std::string_view request, std::string* out) {
       return control->FastConnect(reply.handle, request, out);
     };
-    s = options_.fast_path->Connect(reply.offer, request_.dest, request_.bytes, exchange, &path);
+    s = fast_path->Connect(reply.offer, request_.dest, request_.bytes, exchange, &path);
     if (!s.ok()) {
-      Note(fmt::format("{}: no {} path ({}); all over TCP", peer.node, options_.fast_path->kind(),
+      Note(fmt::format("{}: no {} path ({}); all over TCP", peer.node, fast_path->kind(),
                        s.ToString()));
     } else {
       std::vector<Piece> plain;

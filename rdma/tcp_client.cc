@@ -98,9 +98,10 @@ Status Connection::Open(const PullOptions& options, const Peer& peer,
                         std::unique_ptr<Connection>* out) {
   if (options.secret.empty())
     return Status::InvalidArgument("no transfer secret: peers would refuse us");
+  FT_RETURN_IF_ERROR(auth::CheckSecret(options.secret));
   int fd = -1;
   FT_RETURN_IF_ERROR(ConnectWithTimeout(peer, options.connect_timeout, options.io_timeout, &fd));
-  std::unique_ptr<Connection> connection(new Connection(fd, peer));
+  std::unique_ptr<Connection> connection(new Connection(fd, peer, options));
   FT_RETURN_IF_ERROR(connection->Handshake(options.secret));
   *out = std::move(connection);
   return Status::Ok();
@@ -146,7 +147,15 @@ Status Connection::Handshake(const std::string& secret) {
     return Status::Unavailable(fmt::format(
         "{} could not prove the job's transfer secret: not a peer of this job; nothing read",
         Where(peer_)));
-  return Status::Ok();
+  FT_RETURN_IF_ERROR(send_.Start(
+      auth::DeriveKey(secret, auth::Role::kClient, challenge.server_nonce, hello.client_nonce), true));
+  return receive_.Start(
+      auth::DeriveKey(secret, auth::Role::kServer, challenge.server_nonce, hello.client_nonce), false);
+}
+
+Status Connection::SendFrame(std::string frame) {
+  if (send_.started()) FT_RETURN_IF_ERROR(send_.SealFrame(&frame));
+  return SendAll(frame);
 }
 
 Status Connection::ReceiveReply(wire::MessageType expected, std::string_view request,
@@ -168,7 +177,8 @@ Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out, uin
   if (name.empty() || name.size() > wire::kMaxNameBytes)
     return Status::InvalidArgument(fmt::format("region name of {} bytes (1..{})", name.size(),
                                                wire::kMaxNameBytes));
-  FT_RETURN_IF_ERROR(SendAll(wire::EncodeOpen({flags, name})));
+  if (encrypt_data_) flags |= wire::kOpenEncryptData;
+  FT_RETURN_IF_ERROR(SendFrame(wire::EncodeOpen({flags, name})));
   std::string payload;
   FT_RETURN_IF_ERROR(ReceiveReply(wire::MessageType::kOpenReply, "open", &payload));
   return wire::DecodeOpenReply(payload, out);
@@ -177,7 +187,7 @@ Status Connection::OpenRegion(const std::string& name, wire::OpenReply* out, uin
 Status Connection::FastConnect(uint32_t handle, std::string_view request, std::string* reply) {
   if (request.size() > wire::kMaxOfferBytes)
     return Status::InvalidArgument("fast-path request above the protocol's limit");
-  FT_RETURN_IF_ERROR(SendAll(wire::EncodeFastConnect({handle, std::string(request)})));
+  FT_RETURN_IF_ERROR(SendFrame(wire::EncodeFastConnect({handle, std::string(request)})));
   std::string payload;
   FT_RETURN_IF_ERROR(ReceiveReply(wire::MessageType::kFastConnectReply, "fast-connect", &payload));
   wire::FastConnectReply decoded;
@@ -186,16 +196,17 @@ Status Connection::FastConnect(uint32_t handle, std::string_view request, std::s
   return Status::Ok();
 }
 
-Status Connection::SendRead(const wire::Read& read) { return SendAll(wire::EncodeRead(read)); }
+Status Connection::SendRead(const wire::Read& read) { return SendFrame(wire::EncodeRead(read)); }
 
 Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag, RateFloor* floor) {
-  uint8_t prefix[wire::kHeaderBytes + wire::kDataHeaderBytes];
+  // header | sealed data header | its tag, then the bytes (ReceiveData)
+  uint8_t prefix[wire::kHeaderBytes + wire::kDataHeaderBytes + wire::kTagBytes];
   FT_RETURN_IF_ERROR(ReceiveBytes(prefix, wire::kHeaderBytes, floor));
   wire::FrameHeader header;
   FT_RETURN_IF_ERROR(wire::ParseHeader(prefix, &header));
   if (header.type == wire::MessageType::kError) {
-    std::string payload(header.length, '\0');
-    FT_RETURN_IF_ERROR(ReceiveBytes(reinterpret_cast<uint8_t*>(payload.data()), payload.size()));
+    std::string payload;
+    FT_RETURN_IF_ERROR(ReceivePayload(prefix, header, &payload));
     wire::Error error;
     FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
     *error_tag = error.tag;
@@ -204,13 +215,31 @@ Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag,
   if (header.type != wire::MessageType::kData)
     return Status::Corrupt(fmt::format("{} answered read with {}", Where(peer_),
                                        wire::MessageTypeName(header.type)));
-  if (header.length < wire::kDataHeaderBytes)
+  const uint32_t overhead = static_cast<uint32_t>(wire::kTagBytes + (encrypt_data_ ? wire::kTagBytes : 0));
+  if (header.length < wire::kDataHeaderBytes + overhead)
     return Status::Corrupt(fmt::format("{} sent a data frame of {} bytes", Where(peer_), header.length));
-  FT_RETURN_IF_ERROR(ReceiveBytes(prefix + wire::kHeaderBytes, wire::kDataHeaderBytes, floor));
+  uint8_t* data_header = prefix + wire::kHeaderBytes;
+  FT_RETURN_IF_ERROR(ReceiveBytes(data_header, wire::kDataHeaderBytes + wire::kTagBytes, floor));
+  // Authenticated before a byte of it lands in the destination.
+  FT_RETURN_IF_ERROR(receive_.Begin(std::string_view(reinterpret_cast<const char*>(prefix), wire::kHeaderBytes)));
+  FT_RETURN_IF_ERROR(receive_.Update(data_header, data_header, wire::kDataHeaderBytes));
+  Status opened = receive_.FinishOpen(data_header + wire::kDataHeaderBytes);
+  if (!opened.ok()) return opened.WithContext(Where(peer_));
+  data_encrypted_ = encrypt_data_;
   return wire::DecodeDataHeader(
-      std::string_view(reinterpret_cast<const char*>(prefix + wire::kHeaderBytes),
-                       wire::kDataHeaderBytes),
-      header.length, out);
+      std::string_view(reinterpret_cast<const char*>(data_header), wire::kDataHeaderBytes),
+      header.length - overhead, out);
+}
+
+Status Connection::ReceiveData(uint8_t* dest, uint64_t len, RateFloor* floor) {
+  if (!data_encrypted_) return ReceiveBytes(dest, len, floor);
+  FT_RETURN_IF_ERROR(ReceiveBytes(dest, len, floor));
+  uint8_t tag[wire::kTagBytes];
+  FT_RETURN_IF_ERROR(ReceiveBytes(tag, sizeof(tag), floor));
+  FT_RETURN_IF_ERROR(receive_.Begin({}));
+  FT_RETURN_IF_ERROR(receive_.Update(dest, dest, len));
+  Status opened = receive_.FinishOpen(tag);
+  return opened.ok() ? opened : opened.WithContext(Where(peer_));
 }
 
 Status Connection::ReceiveBytes(uint8_t* dest, uint64_t len, RateFloor* floor) {
@@ -255,21 +284,63 @@ Status Connection::SendAll(std::string_view bytes) {
   return Status::Ok();
 }
 
+Status Connection::ReceiveBytesBy(uint8_t* dest, uint64_t len, std::chrono::steady_clock::time_point deadline) {
+  uint64_t got = 0;
+  while (got < len) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::Timeout(fmt::format("{} sent {} of a {}-byte frame within its deadline", Where(peer_), got, len));
+    pollfd p{fd_, POLLIN, 0};
+    int ready = poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+    if (ready < 0 && errno != EINTR)
+      return Status::Unavailable(fmt::format("waiting for {}: {}", Where(peer_), std::strerror(errno)));
+    if (ready <= 0) continue;
+    ssize_t n = recv(fd_, dest + got, len - got, MSG_DONTWAIT);
+    if (n > 0) {
+      got += static_cast<uint64_t>(n);
+      continue;
+    }
+    if (n == 0) return Status::Unavailable(fmt::format("{} closed the connection", Where(peer_)));
+    int err = errno;
+    if (err == EINTR || err == EAGAIN || err == EWOULDBLOCK) continue;
+    return Status::Unavailable(fmt::format("receiving from {}: {}", Where(peer_), std::strerror(err)));
+  }
+  return Status::Ok();
+}
+
+Status Connection::ReceivePayload(const uint8_t* header_bytes, const wire::FrameHeader& header,
+                                  std::string* payload) {
+  // The frame's deadline: the I/O timeout, plus its length at the rate floor.
+  auto budget = std::chrono::duration_cast<std::chrono::steady_clock::duration>(io_timeout_);
+  if (min_bytes_per_second_ > 0)
+    budget += std::chrono::milliseconds(header.length * 1000 / min_bytes_per_second_);
+  payload->assign(header.length, '\0');
+  FT_RETURN_IF_ERROR(ReceiveBytesBy(reinterpret_cast<uint8_t*>(payload->data()), payload->size(),
+                                    std::chrono::steady_clock::now() + budget));
+  if (!receive_.started()) return Status::Ok();
+  Status opened = receive_.OpenPayload(header_bytes, payload);
+  return opened.ok() ? opened : opened.WithContext(Where(peer_));
+}
+
 Status Connection::ReceiveFrame(wire::FrameHeader* header, std::string* payload) {
   uint8_t bytes[wire::kHeaderBytes];
-  FT_RETURN_IF_ERROR(ReceiveBytes(bytes, sizeof(bytes)));
+  FT_RETURN_IF_ERROR(ReceiveBytesBy(bytes, sizeof(bytes), std::chrono::steady_clock::now() + io_timeout_));
   Status parsed = wire::ParseHeader(bytes, header);
   if (!parsed.ok()) return parsed.WithContext(Where(peer_));
   // Control frames only here: a data frame this early is a confused peer, not 64 MiB to buffer.
   if (header->type == wire::MessageType::kData)
     return Status::Corrupt(fmt::format("{} sent data unasked", Where(peer_)));
-  payload->assign(header->length, '\0');
-  return ReceiveBytes(reinterpret_cast<uint8_t*>(payload->data()), payload->size());
+  // Before the peer proved the secret, nothing it says needs more than a nonce or an error.
+  if (!receive_.started() && header->length > wire::kMaxPreAuthPayload)
+    return Status::Corrupt(fmt::format("{} sent a {} frame of {} bytes before authenticating (at most {})",
+                                       Where(peer_), wire::MessageTypeName(header->type), header->length,
+                                       wire::kMaxPreAuthPayload));
+  return ReceivePayload(bytes, *header, payload);
 }
 
 void Connection::Close() {
   if (fd_ < 0) return;
-  (void)SendAll(wire::EncodeClose());
+  (void)SendFrame(wire::EncodeClose());
   close(fd_);
   fd_ = -1;
 }

@@ -6,7 +6,12 @@
 //
 // Before a peer has proven the secret it can send exactly Hello, then Response; anything else,
 // a wrong MAC or the handshake deadline ends the connection with AuthRefused and nothing about
-// the node's regions.
+// the node's regions. After it every frame both ways is sealed with the session's keys
+// (rdma/channel.h); one that fails to open ends the connection.
+//
+// Descriptors are the worker's too (Redis, arenas, plan files): connections are capped in
+// total and, before they authenticate, per address and in total (ServerOptions), never above a
+// quarter of the process's descriptor limit; one over a cap is closed the moment it is accepted.
 #include <fmt/format.h>
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange unincluded
@@ -19,7 +24,10 @@
 #include <thread>
 
 #include "common/log.h"
+#include <sys/resource.h>
+
 #include "rdma/auth.h"
+#include "rdma/channel.h"
 #include "rdma/socket_tuning.h"
 #include "rdma/transfer.h"
 #include "rdma/wire.h"
@@ -33,6 +41,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxOpenRegions = 64;
 constexpr auto kRefusalLogInterval = std::chrono::seconds(60);
+constexpr size_t kMaxRefusalLogAddresses = 1024;
 constexpr auto kLinger = std::chrono::milliseconds(2000);
 constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 constexpr auto kAcceptWarningInterval = std::chrono::seconds(10);
@@ -41,7 +50,7 @@ constexpr auto kAcceptWarningInterval = std::chrono::seconds(10);
 // writev: 64 system calls and 64 short pushes for one 4 MiB piece, which cost more CPU than the
 // copy itself on a fast link. This one lets each writev offer everything that is left.
 std::size_t TransferAllInLargeWrites(const boost::system::error_code& ec, std::size_t) {
-  return ec ? 0 : wire::kHeaderBytes + wire::kDataHeaderBytes + wire::kMaxReadBytes;
+  return ec ? 0 : wire::MaxPayload(wire::MessageType::kData) + wire::kHeaderBytes;
 }
 
 }  // namespace
@@ -50,6 +59,57 @@ struct Server::Impl {
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
 
   ServerOptions options;
+  // Admission (declared before io: sessions that io's handlers still own release here).
+  std::mutex admission_mu;
+  size_t open_connections = 0;                             // GUARDED_BY(admission_mu)
+  size_t open_unauthenticated = 0;                         // GUARDED_BY(admission_mu)
+  std::map<std::string, size_t> unauthenticated_by_address;  // GUARDED_BY(admission_mu)
+  size_t max_connections = 0;  // set by Start()
+  size_t max_unauthenticated = 0;
+  Clock::time_point last_over_limit_log{};  // GUARDED_BY(admission_mu)
+  std::atomic<uint64_t> over_limit{0};
+  std::atomic<uint64_t> forged{0};
+
+  // Whether a new connection from `address` may stay; counts it when it may.
+  bool Admit(const std::string& address) {
+    std::lock_guard<std::mutex> lock(admission_mu);
+    size_t& mine = unauthenticated_by_address[address];
+    const bool ok = open_connections < max_connections && open_unauthenticated < max_unauthenticated &&
+                    mine < options.max_unauthenticated_per_address;
+    if (!ok) {
+      if (mine == 0) unauthenticated_by_address.erase(address);
+      over_limit.fetch_add(1, std::memory_order_relaxed);
+      Clock::time_point now = Clock::now();
+      if (now - last_over_limit_log >= kRefusalLogInterval) {
+        last_over_limit_log = now;
+        FT_LOG(Warn, Rdma,
+               "transfer connections over their cap (from {}: {} open, {} unauthenticated, {} of "
+               "them from that address; caps {}, {}, {}): closed as accepted, more are not logged "
+               "for a minute. A flood of connections that never authenticate: find its source",
+               address, open_connections, open_unauthenticated, mine, max_connections,
+               max_unauthenticated, options.max_unauthenticated_per_address);
+      }
+      return false;
+    }
+    ++mine;
+    ++open_unauthenticated;
+    ++open_connections;
+    return true;
+  }
+  void Authenticated(const std::string& address) {
+    std::lock_guard<std::mutex> lock(admission_mu);
+    ForgetUnauthenticated(address);
+  }
+  void Release(const std::string& address, bool authenticated) {
+    std::lock_guard<std::mutex> lock(admission_mu);
+    --open_connections;
+    if (!authenticated) ForgetUnauthenticated(address);
+  }
+  void ForgetUnauthenticated(const std::string& address) {  // EXCLUSIVE_LOCKS_REQUIRED(admission_mu)
+    --open_unauthenticated;
+    auto it = unauthenticated_by_address.find(address);
+    if (it != unauthenticated_by_address.end() && --it->second == 0) unauthenticated_by_address.erase(it);
+  }
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   // The acceptor's handlers and Stop()'s close run on one strand: an acceptor is not safe for
@@ -78,14 +138,34 @@ struct Server::Impl {
     Clock::time_point last{};
     uint64_t unlogged = 0;
   };
+  // Bounded: at most kMaxRefusalLogAddresses addresses; entries older than the interval make
+  // room, and when none is, refusals of new addresses are counted in `refusal_others`.
   std::mutex refusal_mu;
   std::map<std::string, RefusalLogState> refusal_log;  // GUARDED_BY(refusal_mu)
+  RefusalLogState refusal_others;                      // GUARDED_BY(refusal_mu)
 
   void NoteRefused(const std::string& address, std::string_view why) {
     auth_refused.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(refusal_mu);
-    RefusalLogState& state = refusal_log[address];
     Clock::time_point now = Clock::now();
+    if (refusal_log.size() >= kMaxRefusalLogAddresses && refusal_log.count(address) == 0) {
+      std::erase_if(refusal_log, [&](const auto& entry) { return now - entry.second.last >= kRefusalLogInterval; });
+    }
+    if (refusal_log.size() >= kMaxRefusalLogAddresses && refusal_log.count(address) == 0) {
+      RefusalLogState& others = refusal_others;
+      if (others.last != Clock::time_point{} && now - others.last < kRefusalLogInterval) {
+        ++others.unlogged;
+        return;
+      }
+      FT_LOG(Warn, Rdma,
+             "refused transfer peer {}: {} (refusals from {} other addresses; {} not logged); it gets "
+             "nothing. Many addresses knocking: a scan or a misconfigured job on this network",
+             address, why, kMaxRefusalLogAddresses, others.unlogged);
+      others.last = now;
+      others.unlogged = 0;
+      return;
+    }
+    RefusalLogState& state = refusal_log[address];
     if (state.last != Clock::time_point{} && now - state.last < kRefusalLogInterval) {
       ++state.unlogged;
       return;
@@ -112,6 +192,12 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     tcp::endpoint remote = socket_.remote_endpoint(ec);
     peer_ = ec ? std::string("unknown") : remote.address().to_string();
   }
+  ~Session() {
+    if (admitted_) server_->Release(peer_, state_ == State::kAuthenticated);
+  }
+  const std::string& peer() const { return peer_; }
+  // Counted against the caps (Impl::Admit); released when the session ends.
+  void Admitted() { admitted_ = true; }
 
   void Start() {
     TuneSocket(socket_.native_handle(), SocketRole::kServer);
@@ -155,13 +241,25 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // Asio allows one read at a time per socket: every read goes through here, and a read that
+  // completes after the connection began to linger (a deadline fired while it waited) hands
+  // over to Drain instead of being parsed.
+  template <typename Then>
+  void AsyncRead(asio::mutable_buffer buffer, Then then) {
+    read_pending_ = true;
+    asio::async_read(socket_, buffer,
+                     asio::bind_executor(strand_, [self = shared_from_this(), then](
+                                                      boost::system::error_code ec, size_t) {
+                       self->read_pending_ = false;
+                       if (self->closed_) return;
+                       if (self->lingering_) return ec ? self->Shutdown() : self->Drain();
+                       then(self.get(), ec);
+                     }));
+  }
+
   void ReadHeader() {
     if (closed_ || lingering_) return;
-    asio::async_read(socket_, asio::buffer(header_),
-                     asio::bind_executor(strand_, [self = shared_from_this()](
-                                                      boost::system::error_code ec, size_t) {
-                       self->OnHeader(ec);
-                     }));
+    AsyncRead(asio::buffer(header_), [](Session* self, boost::system::error_code ec) { self->OnHeader(ec); });
   }
 
   void OnHeader(boost::system::error_code ec) {
@@ -196,17 +294,18 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     type_ = header.type;
     payload_.resize(header.length);
     if (header.length == 0) return OnPayload({});
-    asio::async_read(socket_, asio::buffer(payload_),
-                     asio::bind_executor(strand_, [self = shared_from_this()](
-                                                      boost::system::error_code ec, size_t) {
-                       self->OnPayload(ec);
-                     }));
+    AsyncRead(asio::buffer(payload_), [](Session* self, boost::system::error_code ec) { self->OnPayload(ec); });
   }
 
   void OnPayload(boost::system::error_code ec) {
     if (closed_) return;
     if (ec) return Shutdown();
-    if (state_ == State::kAuthenticated) ArmTimer(server_->options.idle_timeout);
+    if (state_ == State::kAuthenticated) {
+      // Sealed by the client with this session's key as its next message, or not from it.
+      Status opened = receive_.OpenPayload(header_.data(), &payload_);
+      if (!opened.ok()) return Forged(opened.message());
+      ArmTimer(server_->options.idle_timeout);
+    }
     switch (type_) {
       case wire::MessageType::kHello: return OnHello();
       case wire::MessageType::kResponse: return OnResponse();
@@ -241,11 +340,27 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     if (!auth::VerifyMac(server_->options.secret, auth::Role::kClient, server_nonce_,
                          client_nonce_, response.mac))
       return Refuse("wrong secret (its response does not match this job's)");
+    const std::string& secret = server_->options.secret;
+    s = send_.Start(auth::DeriveKey(secret, auth::Role::kServer, server_nonce_, client_nonce_), true);
+    if (s.ok()) s = receive_.Start(auth::DeriveKey(secret, auth::Role::kClient, server_nonce_, client_nonce_), false);
+    if (!s.ok()) {
+      FT_LOG(Error, Rdma, "transfer handshake with {} failed: {}", peer_, s.ToString());
+      return Shutdown();
+    }
     state_ = State::kAuthenticated;
+    if (admitted_) server_->Authenticated(peer_);
     ArmTimer(server_->options.idle_timeout);
-    wire::AuthOk ok{auth::ComputeMac(server_->options.secret, auth::Role::kServer, server_nonce_,
-                                     client_nonce_)};
-    Send(wire::EncodeAuthOk(ok), [](Session* self) { self->ReadHeader(); });
+    wire::AuthOk ok{auth::ComputeMac(secret, auth::Role::kServer, server_nonce_, client_nonce_)};
+    Send(wire::EncodeAuthOk(ok), [](Session* self) { self->ReadHeader(); }, /*seal=*/false);
+  }
+
+  // A frame that does not open with the session's key: someone else wrote it (a hijack, an
+  // injection on the path) or a broken peer. Nothing is answered: an answer would be sealed
+  // to the real peer, whose stream is no longer in step anyway.
+  void Forged(std::string_view why) {
+    server_->forged.fetch_add(1, std::memory_order_relaxed);
+    server_->NoteRefused(peer_, fmt::format("a frame of its authenticated session failed: {}; closed", why));
+    Shutdown();
   }
 
   void OnOpen() {
@@ -281,6 +396,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
       if (reply.offer.size() > wire::kMaxOfferBytes) reply.offer.clear();
     }
     regions_.push_back(std::move(region));
+    encrypt_data_.push_back((open.flags & wire::kOpenEncryptData) != 0);
     Reply(wire::EncodeOpenReply(reply));
   }
 
@@ -315,13 +431,37 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     // A newer save may overwrite the arena: never hand out bytes that may be torn.
     if (!region->StillValid())
       return Fail(wire::ErrorCode::kNotReady, read.tag, "the copy changed since it was opened");
+    // header | sealed data header | its tag | the bytes (encrypted when asked) | [their tag]
+    const bool encrypt = encrypt_data_[read.handle];
     wire::EncodeDataPrefix({read.tag, read.offset, read.len}, prefix_.data());
-    std::array<asio::const_buffer, 2> buffers{asio::buffer(prefix_),
-                                              asio::buffer(region->data() + read.offset, read.len)};
+    wire::EncodeHeader(wire::MessageType::kData,
+                       static_cast<uint32_t>(wire::kDataHeaderBytes + wire::kTagBytes + read.len +
+                                             (encrypt ? wire::kTagBytes : 0)),
+                       prefix_.data());
+    uint8_t* data_header = prefix_.data() + wire::kHeaderBytes;
+    s = send_.Begin(std::string_view(reinterpret_cast<const char*>(prefix_.data()), wire::kHeaderBytes));
+    if (s.ok()) s = send_.Update(data_header, data_header, wire::kDataHeaderBytes);
+    if (s.ok()) s = send_.FinishSeal(data_header + wire::kDataHeaderBytes);
+    const uint8_t* body = region->data() + read.offset;
+    if (s.ok() && encrypt) {
+      sealed_.resize(read.len);
+      s = send_.Begin({});
+      if (s.ok()) s = send_.Update(body, sealed_.data(), read.len);
+      if (s.ok()) s = send_.FinishSeal(body_tag_.data());
+      body = sealed_.data();
+    }
+    if (!s.ok()) {
+      FT_LOG(Error, Rdma, "sealing a piece for {} failed: {}", peer_, s.ToString());
+      return Shutdown();
+    }
+    std::array<asio::const_buffer, 3> buffers{asio::buffer(prefix_), asio::buffer(body, read.len),
+                                              asio::buffer(body_tag_.data(), encrypt ? wire::kTagBytes : 0)};
+    write_pending_ = true;
     asio::async_write(
         socket_, buffers, TransferAllInLargeWrites,
         asio::bind_executor(strand_, [self = shared_from_this(), read, region](
                                          boost::system::error_code ec, size_t) {
+          self->write_pending_ = false;
           if (self->closed_) return;
           if (ec) return self->Shutdown();
           // reads first, bytes_sent with release: whoever sees the bytes sees the read too.
@@ -343,12 +483,13 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   void Fail(wire::ErrorCode code, uint64_t tag, std::string text) {
     FT_LOG(Debug, Rdma, "transfer request from {} refused ({}): {}", peer_,
            wire::ErrorCodeName(code), text);
+    if (write_pending_) return Shutdown();  // one write at a time: no room to say why
     Send(wire::EncodeError({code, tag, std::move(text)}), [](Session* self) { self->Linger(); });
   }
 
   // An unauthenticated peer: one frame saying no, nothing else, then close.
   void Refuse(std::string_view why, std::string frame = wire::EncodeAuthRefused()) {
-    if (refused_) return Shutdown();
+    if (refused_ || write_pending_) return Shutdown();
     refused_ = true;
     server_->NoteRefused(peer_, why);
     Send(std::move(frame), [](Session* self) { self->Linger(); });
@@ -364,26 +505,38 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     ArmTimer(kLinger);
-    Drain();
+    if (!read_pending_) Drain();  // else the read in flight hands over to Drain when it completes
   }
 
   void Drain() {
     if (closed_) return;
+    read_pending_ = true;
     socket_.async_read_some(asio::buffer(drain_),
                             asio::bind_executor(strand_, [self = shared_from_this()](
                                                              boost::system::error_code ec, size_t) {
+                              self->read_pending_ = false;
                               if (ec) return self->Shutdown();
                               self->Drain();
                             }));
   }
 
+  // After the handshake the frame is sealed first (seal=false only for auth-ok itself).
   template <typename Then>
-  void Send(std::string frame, Then then) {
+  void Send(std::string frame, Then then, bool seal = true) {
     if (closed_) return;
+    if (seal && send_.started()) {
+      Status s = send_.SealFrame(&frame);
+      if (!s.ok()) {
+        FT_LOG(Error, Rdma, "sealing a frame for {} failed: {}", peer_, s.ToString());
+        return Shutdown();
+      }
+    }
     out_ = std::move(frame);
+    write_pending_ = true;
     asio::async_write(socket_, asio::buffer(out_),
                       asio::bind_executor(strand_, [self = shared_from_this(), then](
                                                        boost::system::error_code ec, size_t) {
+                        self->write_pending_ = false;
                         if (self->closed_) return;
                         if (ec) return self->Shutdown();
                         then(self.get());
@@ -399,16 +552,24 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool refused_ = false;
   bool lingering_ = false;
+  bool admitted_ = false;
+  bool read_pending_ = false;   // Asio: at most one read
+  bool write_pending_ = false;  // and one write in flight per socket
+  Sealer send_;                 // after the handshake: this side's frames
+  Sealer receive_;              // and the client's
+  std::vector<uint8_t> sealed_;  // an encrypted piece on its way out
+  std::array<uint8_t, wire::kTagBytes> body_tag_{};
   std::array<uint8_t, 4096> drain_{};
   uint64_t timer_generation_ = 0;
   std::array<uint8_t, wire::kHeaderBytes> header_{};
   wire::MessageType type_ = wire::MessageType::kClose;
   std::string payload_;
   std::string out_;
-  std::array<uint8_t, wire::kHeaderBytes + wire::kDataHeaderBytes> prefix_{};
+  std::array<uint8_t, wire::kHeaderBytes + wire::kDataHeaderBytes + wire::kTagBytes> prefix_{};
   wire::Nonce client_nonce_{};
   wire::Nonce server_nonce_{};
   std::vector<std::shared_ptr<const Region>> regions_;  // index = handle
+  std::vector<bool> encrypt_data_;                      // index = handle: kOpenEncryptData
 };
 
 void Server::Impl::Accept() {
@@ -418,6 +579,12 @@ void Server::Impl::Accept() {
     if (!ec) {
       connections.fetch_add(1, std::memory_order_relaxed);
       auto session = std::make_shared<Session>(this, std::move(socket));
+      if (!Admit(session->peer())) {
+        session.reset();  // closes the socket: over a cap, it holds no descriptor
+        Accept();
+        return;
+      }
+      session->Admitted();
       {
         std::lock_guard<std::mutex> lock(sessions_mu);
         if (stopping) return;  // Stop() took its list of sessions to close already
@@ -458,6 +625,16 @@ Status Server::Start() {
         "0.0.0.0 only if every interface should serve)");
   if (s.options.secret.empty())
     return Status::InvalidArgument("transfer server: no job secret; refusing to serve unauthenticated");
+  FT_RETURN_IF_ERROR(auth::CheckSecret(s.options.secret).WithContext("transfer server"));
+  if (s.options.max_connections < 1 || s.options.max_unauthenticated_per_address < 1)
+    return Status::InvalidArgument("transfer server: connection caps below 1");
+  // Never more than a quarter of the process's descriptors: the rest are the worker's own.
+  size_t cap = s.options.max_connections;
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY)
+    cap = std::min<size_t>(cap, std::max<size_t>(8, static_cast<size_t>(nofile.rlim_cur) / 4));
+  s.max_connections = cap;
+  s.max_unauthenticated = std::max<size_t>(1, cap / 2);
   if (s.options.io_threads < 1) return Status::InvalidArgument("transfer server: io_threads < 1");
 
   boost::system::error_code ec;
@@ -481,8 +658,10 @@ Status Server::Start() {
   s.Accept();
   for (int i = 0; i < s.options.io_threads; ++i) s.threads.emplace_back([&s] { s.io.run(); });
   s.started = true;
-  FT_LOG(Info, Rdma, "serving transfers on {}:{} ({} I/O threads{})", endpoint.address().to_string(),
-         s.bound_port, s.options.io_threads,
+  FT_LOG(Info, Rdma, "serving transfers on {}:{} ({} I/O threads, at most {} connections, {} "
+         "authenticating, {} of them per address{})", endpoint.address().to_string(),
+         s.bound_port, s.options.io_threads, s.max_connections, s.max_unauthenticated,
+         s.options.max_unauthenticated_per_address,
          s.options.fast_path ? fmt::format(", fast path {}", s.options.fast_path->kind()) : "");
   return Status::Ok();
 }
@@ -517,6 +696,12 @@ ServerStats Server::stats() const {
   out.auth_refused = s.auth_refused.load(std::memory_order_relaxed);
   out.bytes_sent = s.bytes_sent.load(std::memory_order_acquire);
   out.reads = s.reads.load(std::memory_order_relaxed);
+  out.over_limit = s.over_limit.load(std::memory_order_relaxed);
+  out.forged = s.forged.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(impl_->refusal_mu);
+    out.refusal_log_addresses = s.refusal_log.size();
+  }
   return out;
 }
 

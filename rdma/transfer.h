@@ -31,7 +31,7 @@
 
 namespace ft::rdma {
 
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: sessions sealed after the handshake
 inline constexpr uint64_t kDefaultPieceBytes = 4ull << 20;  // one pipelined TCP piece
 
 // ---- the server side ----------------------------------------------------------------------
@@ -67,6 +67,11 @@ struct ServerOptions {
   int io_threads = 2;
   std::chrono::milliseconds handshake_timeout{5000};
   std::chrono::milliseconds idle_timeout{60000};
+  // Connections held at once (never above a quarter of RLIMIT_NOFILE: the rest of the
+  // process's descriptors stay its own), and of those not yet authenticated, how many from one
+  // address (the whole of them: half the total). One over a cap is closed as it is accepted.
+  size_t max_connections = 512;
+  size_t max_unauthenticated_per_address = 16;
 };
 
 struct ServerStats {
@@ -74,6 +79,9 @@ struct ServerStats {
   uint64_t auth_refused = 0;
   uint64_t bytes_sent = 0;
   uint64_t reads = 0;
+  uint64_t over_limit = 0;             // connections closed as accepted: over a cap
+  uint64_t forged = 0;                 // sessions ended by a frame that failed its seal
+  uint64_t refusal_log_addresses = 0;  // addresses the refusal log remembers now (bounded)
 };
 
 class Server {
@@ -114,6 +122,10 @@ struct PullOptions {
   // A connection delivering less than this per second over an io_timeout window is given up
   // too (a trickling peer: rdma/rate_floor.h); its pieces go to the next source. 0: no floor.
   uint64_t min_bytes_per_second = 1ull << 20;
+  // Data bytes encrypted on the wire too (AES-256-GCM; the control frames always are, and every
+  // frame is authenticated). Costs the server a copy and both sides the cipher (bench-pull
+  // measures it); the verbs path, which cannot encrypt, is not used then.
+  bool encrypt_data = false;
   FastPathClient* fast_path = nullptr;     // e.g. verbs; null: TCP only
 };
 

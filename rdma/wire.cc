@@ -178,15 +178,17 @@ uint64_t MaxPayload(MessageType type) {
     case MessageType::kChallenge: return kNonceBytes;
     case MessageType::kResponse:
     case MessageType::kAuthOk: return kMacBytes;
-    case MessageType::kAuthRefused:
-    case MessageType::kClose: return 0;
-    case MessageType::kOpen: return 4 + 2 + kMaxNameBytes;
-    case MessageType::kOpenReply: return 4 + 8 + 4 + kMaxMetaBytes + 4 + kMaxOfferBytes;
-    case MessageType::kFastConnect: return 4 + 4 + kMaxOfferBytes;
-    case MessageType::kFastConnectReply: return 4 + kMaxOfferBytes;
-    case MessageType::kRead: return 4 + 8 + 4 + 8;
-    case MessageType::kData: return kDataHeaderBytes + kMaxReadBytes;
-    case MessageType::kError: return 2 + 8 + 2 + kMaxErrorTextBytes;
+    case MessageType::kAuthRefused: return 0;
+    // After the handshake every frame is sealed: its tag follows the payload.
+    case MessageType::kClose: return kTagBytes;
+    case MessageType::kOpen: return 4 + 2 + kMaxNameBytes + kTagBytes;
+    case MessageType::kOpenReply: return 4 + 8 + 4 + kMaxMetaBytes + 4 + kMaxOfferBytes + kTagBytes;
+    case MessageType::kFastConnect: return 4 + 4 + kMaxOfferBytes + kTagBytes;
+    case MessageType::kFastConnectReply: return 4 + kMaxOfferBytes + kTagBytes;
+    case MessageType::kRead: return 4 + 8 + 4 + 8 + kTagBytes;
+    // The sealed data header, its tag, the bytes, and their tag when encrypted.
+    case MessageType::kData: return kDataHeaderBytes + kTagBytes + kMaxReadBytes + kTagBytes;
+    case MessageType::kError: return 2 + 8 + 2 + kMaxErrorTextBytes + kTagBytes;
   }
   return 0;
 }
@@ -329,7 +331,7 @@ Status DecodeOpen(std::string_view payload, Open* out) {
   Open m;
   if (r.U32(&m.flags) && r.String16(kMaxNameBytes, "region name", &m.name)) {
     if (m.name.empty()) r.Fail("empty region name");
-    if (m.flags & ~kOpenWantsFastPath) r.Fail(fmt::format("unknown flags {:#x}", m.flags));
+    if (m.flags & ~(kOpenWantsFastPath | kOpenEncryptData)) r.Fail(fmt::format("unknown flags {:#x}", m.flags));
   }
   FT_RETURN_IF_ERROR(r.Done());
   *out = std::move(m);

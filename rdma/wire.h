@@ -30,6 +30,10 @@ inline constexpr uint64_t kMaxReadBytes = 64ull << 20;
 inline constexpr size_t kMaxOfferBytes = 64 << 10;  // fast-path offer / connect blobs
 inline constexpr size_t kMaxErrorTextBytes = 1024;
 inline constexpr size_t kDataHeaderBytes = 20;     // tag, offset, len before the data bytes
+inline constexpr size_t kTagBytes = 16;            // AES-256-GCM tag of a sealed message
+// Before the handshake ends a peer sends only hello, challenge, response, auth-ok, auth-refused
+// or an unsupported-version error: no frame needs more than this.
+inline constexpr size_t kMaxPreAuthPayload = 2 + 8 + 2 + kMaxErrorTextBytes;
 
 enum class MessageType : uint16_t {
   kHello = 1,           // client -> server: version, client nonce
@@ -65,7 +69,8 @@ const char* ErrorCodeName(ErrorCode code);
 Status StatusFromError(ErrorCode code, std::string_view text);
 
 const char* MessageTypeName(MessageType type);
-// Largest payload a frame of `type` may carry; the header parser enforces it.
+// Largest payload a frame of `type` may carry, sealed (rdma/channel.h) where the type is sent
+// after the handshake; the header parser enforces it.
 uint64_t MaxPayload(MessageType type);
 
 struct FrameHeader {
@@ -101,6 +106,7 @@ struct AuthOk {
   bool operator==(const AuthOk&) const = default;
 };
 inline constexpr uint32_t kOpenWantsFastPath = 1;  // Open::flags: put the fast-path offer in the reply
+inline constexpr uint32_t kOpenEncryptData = 2;    // Open::flags: data frames of this handle encrypted
 struct Open {
   uint32_t flags = 0;
   std::string name;

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -115,7 +116,8 @@ Client::Client(Client&& other) noexcept
       io_timeout_(other.io_timeout_),
       current_timeout_(other.current_timeout_),
       broken_(std::exchange(other.broken_, false)),
-      last_error_(std::move(other.last_error_)) {}
+      last_error_(std::move(other.last_error_)),
+      refusals_logged_(std::move(other.refusals_logged_)) {}
 
 Client& Client::operator=(Client&& other) noexcept {
   if (this != &other) {
@@ -126,6 +128,7 @@ Client& Client::operator=(Client&& other) noexcept {
     current_timeout_ = other.current_timeout_;
     broken_ = std::exchange(other.broken_, false);
     last_error_ = std::move(other.last_error_);
+    refusals_logged_ = std::move(other.refusals_logged_);
   }
   return *this;
 }
@@ -269,7 +272,9 @@ Status Client::Handshake(SteadyClock::time_point deadline) {
   if (endpoint_.db != 0) {
     FT_RETURN_IF_ERROR(HandshakeStep({"SELECT", std::to_string(endpoint_.db)}, deadline, &r));
     if (r.is_error()) {
-      if (r.str().rfind("NOAUTH", 0) == 0) return ServerErrorStatus(Where(), "SELECT", r.str());
+      if (r.str().rfind("NOAUTH", 0) == 0 || IsAclRefusal(r.str())) {
+        return ServerErrorStatus(Where(), "SELECT", r.str());
+      }
       return Status::InvalidArgument(at + " has no database " + std::to_string(endpoint_.db) +
                                      " (" + r.str() + "): fix the /db part of FT_REDIS");
     }
@@ -303,9 +308,24 @@ Status Client::RunRaw(const Argv& argv, Reply* out) {
   return Status::Ok();
 }
 
+void Client::NoteRefusal(const Argv& argv, const Reply& reply) {
+  if (!reply.is_error() || !IsAclRefusal(reply.str())) return;
+  std::string command = argv[0];
+  for (char& c : command) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (!refusals_logged_.insert(command).second) return;
+  const std::string user = endpoint_.user.empty() ? "default" : endpoint_.user;
+  // The command's name and the server's message only: arguments may be values or secrets.
+  Log(Subsystem::kCommon, LogLevel::kWarn,
+      "Redis at " + Where() + " refused " + command + " to user \"" + user + "\": " + reply.str() +
+          ". That user's ACL lacks what this program needs: `ftmaster acl --job <job>` prints "
+          "the rules of each role (docs/redis-schema.md, \"Access control\"); until then this "
+          "part of its work does not happen. Later refusals of " + command + " are not logged");
+}
+
 Status Client::Run(const Argv& argv, Reply* out, ErrorReplies errors) {
   Reply r;
   FT_RETURN_IF_ERROR(RunRaw(argv, &r));
+  NoteRefusal(argv, r);
   if (r.is_error() && errors == ErrorReplies::kFail) {
     return ServerErrorStatus(Where(), argv[0], r.str());
   }
@@ -339,6 +359,7 @@ Status Client::PipelinePartial(const std::vector<Argv>& commands, std::vector<Re
     auto* reply = static_cast<redisReply*>(raw);
     received->push_back(Convert(reply));
     freeReplyObject(reply);
+    NoteRefusal(commands[i], received->back());
   }
   return Status::Ok();
 }

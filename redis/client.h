@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,9 @@ class Client : public Commands {
                        Reply* out);
   Status SetTimeout(std::chrono::milliseconds timeout);
   Status NotConnected() const;
+  // Logs, once per command name, that the server's ACL refused `argv`'s command (an operator
+  // must change the user's rules; a loop that ignores the failed read would say nothing).
+  void NoteRefusal(const Argv& argv, const Reply& reply);
 
   redisContext* ctx_ = nullptr;
   Endpoint endpoint_;
@@ -88,6 +92,7 @@ class Client : public Commands {
   std::chrono::milliseconds current_timeout_{0};  // the socket's, for messages
   bool broken_ = false;
   Status last_error_;
+  std::set<std::string> refusals_logged_;  // command names
 };
 
 struct ReconnectPolicy {

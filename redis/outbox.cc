@@ -88,7 +88,8 @@ Status Outbox::Flush(Commands& client, size_t max_commands) {
   if (!first_rejection.empty()) {
     FT_LOG(Warn, Common,
            "Redis at {} refused a write for good, dropped it ({} so far): {}; a key of the job "
-           "has the wrong type or the server is too old",
+           "has the wrong type, the server is too old, or the Redis user may not write it "
+           "(NOPERM: `ftmaster acl` prints each role's rules)",
            client.Where(), rejected_, first_rejection);
   }
   if (!io.ok()) return io;

@@ -87,6 +87,12 @@ bool IsTransientServerError(std::string_view message) {
          w == "MISCONF";
 }
 
+bool IsAclRefusal(std::string_view message) {
+  return FirstWord(message) == "NOPERM" ||
+         message.find("user executing the script can't access") != std::string_view::npos ||
+         message.find("has no permissions to") != std::string_view::npos;
+}
+
 Status ServerErrorStatus(std::string_view where, std::string_view command,
                          std::string_view message) {
   std::string text = "Redis at " + std::string(where) + " refused " + std::string(command) +
@@ -101,8 +107,9 @@ Status ServerErrorStatus(std::string_view where, std::string_view command,
     return Status::InvalidArgument(text + "; this Redis requires a password: set "
                                           "FT_REDIS_PASSWORD");
   }
-  if (w == "NOPERM") {
-    return Status::InvalidArgument(text + "; grant the Redis user access to the ft:{job}: keys");
+  if (IsAclRefusal(message)) {
+    return Status::InvalidArgument(text + "; the Redis user's ACL does not allow it: `ftmaster "
+                                          "acl --job <job>` prints the rules each role needs");
   }
   if (message.rfind("ERR unknown command", 0) == 0) {
     return Status::Unsupported(text + "; ft needs Redis 5 or newer");

@@ -65,6 +65,11 @@ class Reply {
 // (WRONGTYPE, a syntax error, NOAUTH) will fail the same way again.
 bool IsTransientServerError(std::string_view message);
 
+// A refusal by the server's ACL: the user may not run that command or touch that key
+// (NOPERM), also from inside a script (Redis 7 says "ERR ... The user executing the script
+// can't access ..."). It will fail the same way until an operator changes the user's rules.
+bool IsAclRefusal(std::string_view message);
+
 // The Status for an error reply: kUnavailable for transient ones, kUnsupported for cluster
 // redirects and unknown commands, kInvalidArgument for the rest. `command` is the command
 // name only (never arguments: AUTH's is a password).

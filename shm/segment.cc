@@ -10,6 +10,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/job_name.h"
 #include "shm/records.h"
 
 namespace ft::shm {
@@ -25,15 +26,8 @@ void CopyName(char (&dst)[kNameBytes], std::string_view src) {
   dst[n] = '\0';
 }
 
-std::string SafeJob(std::string_view job) {
-  std::string out;
-  for (char c : job.substr(0, 48)) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-';
-    out += ok ? c : '_';
-  }
-  return out.empty() ? "default" : out;
-}
+// The one job-name rule (common/job_name.h): no '.', at most 48 characters.
+std::string SafeJob(std::string_view job) { return JobToken(job); }
 
 uint64_t RealtimeNs() {
   struct timespec ts;

@@ -38,8 +38,9 @@ struct SegmentOptions {
   uint32_t comm_slots = 64;
 };
 
-// "/ft.<job>.r<rank>.p<pid>": job restricted to [A-Za-z0-9_-] (others become '_'), so a
-// reader can list one job's segments by prefix. Rank -1 is written "rx".
+// "/ft.<job>.r<rank>.p<pid>": the job as common/job_name.h's JobToken spells it ([A-Za-z0-9_-],
+// at most 48 characters, a digest suffix for any other name), so a reader can list one job's
+// segments by prefix and never another's. Rank -1 is written "rx".
 std::string SegmentName(std::string_view job, int rank, int pid);
 std::string SegmentPrefix(std::string_view job);
 

@@ -4,6 +4,8 @@
 #include "ftworker/ckpt_keeper.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
@@ -220,7 +222,9 @@ TEST_F(CkptKeeperTest, CopyOverwrittenWhilePersistingIsDroppedForTheNewOne) {
 // and one the arena no longer holds loses the arena tier.
 TEST_F(CkptKeeperTest, RetentionKeepsTheNewestStepsAndReportsWhatWentAway) {
   auto keeper = NewKeeper(/*keep=*/2);
+  keeper->SetPlan(-1);  // the master has verified nothing yet
   FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  arena.world_size = 1;
   for (int64_t step = 1; step <= 3; ++step) {
     arena.Save(step, static_cast<uint8_t>(step));
     Tick(*keeper);
@@ -232,6 +236,98 @@ TEST_F(CkptKeeperTest, RetentionKeepsTheNewestStepsAndReportsWhatWentAway) {
   EXPECT_TRUE(Latest(1, 0).removed);
   EXPECT_EQ(Latest(2, 0).copy.tiers, (Tiers{"local", "remote"}));
   EXPECT_EQ(Latest(3, 0).copy.tiers, (Tiers{"arena", "local", "remote"}));
+}
+
+// Two nodes share the remote tier (FT_CKPT_KEEP=2, four ranks). Node 2's persists of steps 300
+// and 400 fail: node 1, holding 300 and 400 of its own ranks, must not remove step 200 — the
+// only step every rank has — nor ever any copy of node 2's ranks.
+TEST_F(CkptKeeperTest, SharedRemoteTierKeepsTheLastStepEveryRankHas) {
+  PersistSeam seam2;
+  const std::string local2 = tmp_.Sub("local2");
+  auto keeper1 = NewKeeper(/*keep=*/2);
+  CkptKeeperOptions o;
+  o.job = job_;
+  o.node = "n2";
+  o.arena_dir = arena_dir_;
+  o.local_dir = local2;
+  o.remote_dir = remote_;
+  o.keep = 2;
+  o.scan_interval_ns = 0;
+  o.persist = seam2.Fn();
+  auto keeper2 = std::make_unique<CkptKeeper>(o);
+  keeper1->SetPlan(-1);
+  keeper2->SetPlan(-1);
+  // Both have cleaned the tiers at start before anything is persisted.
+  ASSERT_TRUE(keeper1->WaitIdle(60s));
+  ASSERT_TRUE(keeper2->WaitIdle(60s));
+  std::vector<std::unique_ptr<FakeArena>> arenas;
+  for (int rank = 0; rank < 4; ++rank) {
+    arenas.push_back(std::make_unique<FakeArena>(arena_dir_, job_, rank, 64 << 10, 16 << 10));
+    arenas.back()->world_size = 4;
+  }
+  for (int64_t step : {200, 300, 400}) {
+    if (step == 300) seam2.fail_tier = ckpt::TierKind::kRemote;
+    for (auto& arena : arenas) arena->Save(step, static_cast<uint8_t>(step / 100));
+    now_ += 10 * kMs;
+    keeper1->Tick(now_, kUnixMs, {0, 1});
+    keeper2->Tick(now_, kUnixMs, {2, 3});
+    ASSERT_TRUE(keeper1->WaitIdle(60s));
+    ASSERT_TRUE(keeper2->WaitIdle(60s));
+  }
+  const std::vector<ckpt::CopyId> remote = ckpt::ListCommitted(remote_, job_);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_TRUE(std::binary_search(remote.begin(), remote.end(), ckpt::CopyId{200, rank}))
+        << "step 200 of rank " << rank << " was removed from the remote tier";
+  }
+  EXPECT_TRUE(std::binary_search(remote.begin(), remote.end(), ckpt::CopyId{400, 0}));
+  // Each node's local tier holds only its ranks: complete there means every rank of the node.
+  EXPECT_EQ(ckpt::ListCommitted(local_, job_),
+            (std::vector<ckpt::CopyId>{{300, 0}, {300, 1}, {400, 0}, {400, 1}}));
+}
+
+// Retention waits until the worker has read the master's restore plan, and then keeps its step
+// whatever FT_CKPT_KEEP says: newer steps may be untrusted or not verified yet.
+TEST_F(CkptKeeperTest, RetentionWaitsForThePlanAndKeepsThePlannedStep) {
+  LogCapture log;
+  auto keeper = NewKeeper(/*keep=*/1);
+  FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  arena.world_size = 1;
+  for (int64_t step = 1; step <= 3; ++step) {
+    arena.Save(step, static_cast<uint8_t>(step));
+    Tick(*keeper);
+    Settle(*keeper);
+  }
+  EXPECT_EQ(ckpt::ListCommitted(remote_, job_), (std::vector<ckpt::CopyId>{{1, 0}, {2, 0}, {3, 0}}));
+  EXPECT_GE(log.Count({"retention waits for the restore plan"}), 1u) << log.All();
+  keeper->SetPlan(1);
+  arena.Save(4, 4);
+  Tick(*keeper);
+  Settle(*keeper);
+  for (const std::string& dir : {local_, remote_}) {
+    EXPECT_EQ(ckpt::ListCommitted(dir, job_), (std::vector<ckpt::CopyId>{{1, 0}, {4, 0}})) << dir;
+  }
+  EXPECT_TRUE(Latest(2, 0).removed);
+  EXPECT_FALSE(Latest(1, 0).removed);
+}
+
+// <remote>/<job> made by another user (someone took the name first on a shared file system):
+// the worker says so, persists nothing into it, and reports the error with each copy.
+TEST_F(CkptKeeperTest, ATierDirectoryOfAnotherUserIsRefusedWithAClearError) {
+  if (geteuid() != 0) GTEST_SKIP() << "giving a directory away needs root";
+  LogCapture log;
+  const std::string job_dir = ckpt::StepDir(remote_, job_, 0).substr(0, ckpt::StepDir(remote_, job_, 0).rfind('/'));
+  std::filesystem::create_directories(job_dir);
+  ASSERT_EQ(::chown(job_dir.c_str(), 4242, 4242), 0);
+  auto keeper = NewKeeper();
+  FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  arena.Save(3, 3);
+  Tick(*keeper);
+  Settle(*keeper);
+  const proto::CkptCopy& c = Latest(3, 0).copy;
+  EXPECT_EQ(c.tiers, (Tiers{"arena", "local"}));
+  EXPECT_NE(c.error.find("owned by uid 4242"), std::string::npos) << c.error;
+  EXPECT_GE(log.Count({"remote checkpoint tier", "owned by uid 4242", "FT_CKPT_REMOTE_DIR"}), 1u) << log.All();
+  EXPECT_TRUE(std::filesystem::is_empty(job_dir));
 }
 
 // A full disk: reported in the copy's error and logged with what to do; the arena copy stays

@@ -77,7 +77,7 @@ class FakeArena {
     ckpt::Manifest m;
     m.job = job_;
     m.rank = rank_;
-    m.world_size = 8;
+    m.world_size = world_size;
     m.tp = 0;
     m.pp = rank_ % 2;
     m.dp = rank_ / 2;
@@ -102,6 +102,8 @@ class FakeArena {
     return arena_.ReadCommitted(&m, &generation).ok() ? arena_.data(generation) : nullptr;
   }
   const std::string& path() const { return arena_.path(); }
+
+  int world_size = 8;  // what the manifests of the next saves say
 
  private:
   std::string job_;

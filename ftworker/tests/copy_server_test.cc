@@ -356,6 +356,27 @@ TEST_F(CopyProviderTest, ServesALocalTierCopy) {
   EXPECT_EQ(p.Open("local/14/6", &none).code(), StatusCode::kNotFound);
 }
 
+// A local-tier copy is mapped per open, and a fast path registers that mapping at its first
+// offer: the hooks must hear when it is unmapped, or the registration pins the pages forever and
+// a later mapping at the same address is served from the stale one.
+TEST_F(CopyProviderTest, ALocalCopysMappingIsForgottenWhenItsLastReaderLetsGo) {
+  FakeArena arena(arena_dir_, job_, 6, (2 << 20) + 100);
+  ckpt::Manifest m = arena.Save(12, 0x66);
+  ckpt::PersistStats stats;
+  ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, local_, m, arena.arena().data(), [] { return true; },
+                                &stats).ok());
+  CopyProvider p = Provider(local_);
+  auto region = MustOpen(p, "local/12/6");
+  ASSERT_NE(region, nullptr);
+  const uint8_t* data = region->data();
+  const uint64_t size = region->size();
+  EXPECT_TRUE(unmapped_.empty()) << "still being read";
+  region.reset();
+  ASSERT_EQ(unmapped_.size(), 1u) << "the mapping went away without a word to the fast path";
+  EXPECT_EQ(unmapped_[0].first, data);
+  EXPECT_EQ(unmapped_[0].second, size);
+}
+
 // ---- FT_LISTEN ------------------------------------------------------------------------------
 
 TEST(ListenAddressTest, TheSettingWinsEvenEveryInterface) {

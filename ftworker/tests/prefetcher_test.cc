@@ -4,10 +4,14 @@
 // then written with "prefetched", the report in Redis, the cleanup after the restore.
 #include "ftworker/prefetcher.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <condition_variable>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -364,6 +368,50 @@ TEST_F(PrefetcherTest, RanksThatHoldTheirCopyOnThisNodeAreNotPulled) {
   ckpt::NodePlan plan = Shaped(prefetcher, &written);
   EXPECT_TRUE(written);
   EXPECT_EQ(plan.Find(4)->sources.front().node, "node1") << "the master's plan, unchanged";
+}
+
+// A FIFO planted at the path of a rank's copy in this node's local tier: the prefetcher asks
+// whether that copy is there and must not wait on the FIFO (a plain open waits for a writer
+// forever, with the plan file withheld meanwhile); it pulls the rank's shard from a peer.
+TEST_F(PrefetcherTest, AFifoAtALocalCopysPathIsRefusedNotWaitedOn) {
+  SaveReplicas();
+  options_.local_dir = tmp_.Sub("local");
+  std::filesystem::create_directories(ckpt::StepDir(options_.local_dir, job_, kStep));
+  const std::string fifo = ckpt::ManifestPath(options_.local_dir, job_, {kStep, 5});
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  auto idle = std::async(std::launch::async, [&] { prefetcher.WaitIdle(); });
+  const bool blocked = idle.wait_for(std::chrono::seconds(30)) != std::future_status::ready;
+  while (idle.wait_for(std::chrono::milliseconds(50)) != std::future_status::ready) {
+    int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);  // wakes a blocked reader
+    if (fd >= 0) ::close(fd);
+  }
+  EXPECT_FALSE(blocked) << "the prefetcher waited on a FIFO in the local tier";
+  proto::PrefetchReport report = prefetcher.report();
+  ASSERT_NE(Result(report, 5), nullptr);
+  EXPECT_EQ(Result(report, 5)->outcome, "pulled");
+  EXPECT_TRUE(Result(report, 5)->ok);
+}
+
+// An arena under rank 4's file name that holds another job's copy (two jobs whose names an
+// older rule spelled alike), of the planned step and with the planned content: its manifest
+// names the other job, so it is not rank 4's copy, and the shard is pulled.
+TEST_F(PrefetcherTest, AnotherJobsArenaUnderThisRanksNameIsNotItsCopy) {
+  SaveReplicas();
+  const std::string stranger_dir = tmp_.Sub("stranger");
+  {
+    FakeArena stranger(stranger_dir, "other-job", 4, kBytes);
+    EXPECT_EQ(ckpt::ContentDigest(stranger.Save(kStep, 0x44)), digest4_);
+  }
+  std::filesystem::rename(ckpt::Arena::PathFor(stranger_dir, "other-job", 4), ckpt::Arena::PathFor(here_dir_, job_, 4));
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  proto::PrefetchReport report = prefetcher.report();
+  ASSERT_NE(Result(report, 4), nullptr);
+  EXPECT_EQ(Result(report, 4)->outcome, "pulled");
+  ExpectPrefetched(4, 0x44);
 }
 
 TEST_F(PrefetcherTest, SourcesOnEvictedUnreachableOrUnpublishedNodesAreSkippedAndTheNextUsed) {

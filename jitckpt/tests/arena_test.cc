@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "common/job_name.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
 
@@ -536,8 +537,9 @@ TEST_F(ArenaTest, ADamagedCommittedManifestIsCorrupt) {
 }
 
 TEST_F(ArenaTest, PathForSanitizesTheJob) {
-  EXPECT_EQ(Arena::PathFor("/dev/shm", "my job/../x", 3), "/dev/shm/ft-ckpt.my_job____x.3");
-  EXPECT_EQ(Arena::PathFor("/dev/shm/", "", 0), "/dev/shm/ft-ckpt.default.0");
+  EXPECT_EQ(Arena::PathFor("/dev/shm", "my job/../x", 3), "/dev/shm/ft-ckpt." + JobToken("my job/../x") + ".3");
+  EXPECT_EQ(JobToken("my job/../x").substr(0, 12), "my_job____x-");
+  EXPECT_EQ(Arena::PathFor("/dev/shm/", "", 0), "/dev/shm/ft-ckpt." + JobToken("") + ".0");
 }
 
 TEST_F(ArenaTest, RankOfAcceptsOnlyArenaNames) {
@@ -572,7 +574,7 @@ TEST_F(ArenaTest, ListFindsOneJobsArenasInRankOrder) {
 // ftworker's prefetch arena: the same format beside the rank's own arena, which it never
 // touches, and invisible to List (the keeper reports and persists only the ranks' own copies).
 TEST_F(ArenaTest, APrefetchArenaIsAnArenaOfItsOwnNameThatListDoesNotSee) {
-  EXPECT_EQ(Arena::PrefetchPathFor("/dev/shm", "my job", 5), "/dev/shm/ft-prefetch.my_job.5");
+  EXPECT_EQ(Arena::PrefetchPathFor("/dev/shm", "my job", 5), "/dev/shm/ft-prefetch." + JobToken("my job") + ".5");
   Arena own = OpenWriter();
   Manifest own_copy = SaveSample(&own, 1);
   Arena prefetch;

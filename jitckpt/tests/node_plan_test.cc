@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/job_name.h"
 #include "jitckpt/tests/temp_dir.h"
 
 namespace ft::ckpt {
@@ -186,8 +187,8 @@ TEST(NodePlanTest, TruncationAtEveryLengthIsAnError) {
 
 TEST(NodePlanTest, PathSanitizesJobAndNode) {
   EXPECT_EQ(NodePlanPath("/dev/shm", "job-a", "node-1.cluster"), "/dev/shm/ft-plan.job-a.node-1.cluster");
-  EXPECT_EQ(NodePlanPath("/dev/shm/", "a b", "../etc"), "/dev/shm/ft-plan.a_b..._etc");  // no '/': stays in the dir
-  EXPECT_EQ(NodePlanPath("/dev/shm", "", ".."), "/dev/shm/ft-plan.default.__");
+  EXPECT_EQ(NodePlanPath("/dev/shm/", "a b", "../etc"), "/dev/shm/ft-plan." + JobToken("a b") + "..._etc");  // no '/': stays in the dir
+  EXPECT_EQ(NodePlanPath("/dev/shm", "", ".."), "/dev/shm/ft-plan." + JobToken("") + ".__");
 }
 
 class NodePlanFileTest : public ::testing::Test {

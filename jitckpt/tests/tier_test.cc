@@ -13,6 +13,7 @@
 #include <map>
 
 #include "jitckpt/file_ops.h"
+#include "common/job_name.h"
 #include "jitckpt/safe_name.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
@@ -144,9 +145,10 @@ TEST_F(TierTest, PathsNameStepAndRankZeroPaddedAndKeepTheJobOneComponent) {
   EXPECT_EQ(StepDir("/d/", "job-a", 42), "/d/job-a/step-000000000042");
   // A job name never climbs out of the directory or adds one; it is spelled as in the
   // arenas' file names.
-  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/___x_y/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "..", 1), "/d/__/step-000000000001");
-  EXPECT_EQ(StepDir("/d", "", 1), "/d/default/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "../x/y", 1), "/d/" + JobToken("../x/y") + "/step-000000000001");
+  EXPECT_EQ(JobToken("../x/y").substr(0, 7), "___x_y-");
+  EXPECT_EQ(StepDir("/d", "..", 1), "/d/" + JobToken("..") + "/step-000000000001");
+  EXPECT_EQ(StepDir("/d", "", 1), "/d/" + JobToken("") + "/step-000000000001");
   EXPECT_STREQ(TierName(TierKind::kLocal), "local");
   EXPECT_STREQ(TierName(TierKind::kRemote), "remote");
 }
@@ -547,13 +549,19 @@ TEST_F(TierTest, RetainKeepsTheNewestCommittedStepsByNumber) {
   // A newer step with only a temp (being written) does not push out a committed one.
   std::filesystem::create_directories(StepDir(dir_, m_.job, 11));
   { std::ofstream(DataPath(dir_, m_.job, {11, 3}) + ".tmp.5") << "x"; }
-  ASSERT_TRUE(Retain(dir_, m_.job, 2).ok());
+  RetentionRule rule;
+  rule.keep_steps = 2;
+  rule.expected_ranks = {3};
+  rule.own_ranks = {3};
+  ASSERT_TRUE(Retain(dir_, m_.job, rule, nullptr).ok());
   EXPECT_EQ(ListCommitted(dir_, m_.job), (std::vector<CopyId>{{3, 3}, {10, 3}}));
   EXPECT_TRUE(std::filesystem::exists(StepDir(dir_, m_.job, 11)));
   EXPECT_FALSE(std::filesystem::exists(StepDir(dir_, m_.job, 2)));
-  ASSERT_TRUE(Retain(dir_, m_.job, 5).ok());  // fewer than 5: nothing goes
+  rule.keep_steps = 5;
+  ASSERT_TRUE(Retain(dir_, m_.job, rule, nullptr).ok());  // fewer than 5: nothing goes
   EXPECT_EQ(ListCommitted(dir_, m_.job).size(), 2u);
-  EXPECT_EQ(Retain(dir_, m_.job, 0).code(), StatusCode::kInvalidArgument);
+  rule.keep_steps = 0;
+  EXPECT_EQ(Retain(dir_, m_.job, rule, nullptr).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ListCommitted(dir_, m_.job).size(), 2u);
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/job_name.h"
 #include "proto/messages.h"
 
 namespace ft::proto {
@@ -36,10 +37,23 @@ TEST(KeysTest, NamesAreSanitized) {
   EXPECT_EQ(SanitizeName("n\xc3\xa9"), "n__");
   // Braces in a job name must not break the cluster hash tag.
   Keys k("evil}job{");
-  EXPECT_EQ(k.prefix(), "ft:{evil_job_}:");
-  EXPECT_EQ(Keys("").Events(), "ft:{_}:events");
-  EXPECT_EQ(k.Commands("node 1:x"), "ft:{evil_job_}:cmd:node_1_x");
-  EXPECT_EQ(k.WorkerHeartbeat(""), "ft:{evil_job_}:worker:_");
+  const std::string tag = JobToken("evil}job{");
+  EXPECT_EQ(tag.substr(0, 10), "evil_job_-");
+  EXPECT_EQ(k.prefix(), "ft:{" + tag + "}:");
+  EXPECT_EQ(Keys("").Events(), "ft:{" + JobToken("") + "}:events");
+  EXPECT_EQ(k.Commands("node 1:x"), "ft:{" + tag + "}:cmd:node_1_x");
+  EXPECT_EQ(k.WorkerHeartbeat(""), "ft:{" + tag + "}:worker:_");
+}
+
+// A job is named in Redis as in its files (common/job_name.h): jobs whose names differ never
+// share a key.
+TEST(KeysTest, JobsWhoseNamesDifferNeverShareKeys) {
+  const std::string long_name(60, 'j');
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"a.b", "a_b"}, {"a/b", "a_b"}, {"a b", "a_b"}, {long_name + "1", long_name + "2"}}) {
+    EXPECT_NE(Keys(a).prefix(), Keys(b).prefix()) << a << " and " << b;
+    EXPECT_EQ(Keys(a).prefix(), "ft:{" + JobToken(a) + "}:");
+  }
 }
 
 TEST(SizeBucketTest, Boundaries) {

@@ -18,7 +18,7 @@ using testing::MapProvider;
 using testing::MemoryRegion;
 using testing::Pattern;
 
-constexpr char kSecret[] = "fast-path-secret";
+constexpr char kSecret[] = "fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57fa57";
 constexpr uint64_t kBytes = (8ull << 20) + 300;
 constexpr uint64_t kChunk = 1ull << 20;
 

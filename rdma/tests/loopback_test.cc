@@ -17,7 +17,7 @@ using testing::MapProvider;
 using testing::MemoryRegion;
 using testing::Pattern;
 
-constexpr char kSecret[] = "0123456789abcdef-job-secret";
+constexpr char kSecret[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 class LoopbackTest : public ::testing::Test {
  protected:
@@ -135,7 +135,7 @@ TEST_F(LoopbackTest, UnknownRegionIsNotFound) {
 TEST_F(LoopbackTest, WrongSecretIsRefusedLoggedOnceAndSeesNothing) {
   test_util::LogCapture log;
   PullOptions options;
-  options.secret = "not-the-job-secret";
+  options.secret = std::string(64, '9');  // well formed, not the job's
   RegionInfo info;
   info.size = 99;
   Status s = Stat(options, ThePeer(), "arena/10/3", &info);

@@ -16,7 +16,7 @@ using testing::ExpectedBytes;
 using testing::Pattern;
 using testing::PeerProcess;
 
-constexpr char kSecret[] = "e2e-secret-4b1d";
+constexpr char kSecret[] = "e2e5ec4b1de2e5ec4b1de2e5ec4b1de2e5ec4b1de2e5ec4b1de2e5ec4b1d0000";
 constexpr uint64_t kSeed = 42;
 constexpr uint64_t kBytes = 64ull << 20;
 constexpr uint64_t kChunk = 4ull << 20;

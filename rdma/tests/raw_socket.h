@@ -12,6 +12,7 @@
 #include <string>
 
 #include "rdma/auth.h"
+#include "rdma/channel.h"
 #include "rdma/wire.h"
 
 namespace ft::rdma::testing {
@@ -64,14 +65,21 @@ class RawSocket {
     }
     return out;
   }
-  // A whole frame: header, then its declared payload.
+  // A whole frame: header, then its declared payload (opened after Authenticate).
   bool ReceiveFrame(wire::FrameHeader* header, std::string* payload) {
     std::string h = Receive(wire::kHeaderBytes);
     if (h.size() != wire::kHeaderBytes) return false;
     if (!wire::ParseHeader(reinterpret_cast<const uint8_t*>(h.data()), header).ok()) return false;
     *payload = Receive(header->length);
-    return payload->size() == header->length;
+    if (payload->size() != header->length) return false;
+    return !receive_.started() || receive_.OpenPayload(reinterpret_cast<const uint8_t*>(h.data()), payload).ok();
   }
+  // A frame sealed as the session's next message (after Authenticate), as a client sends it.
+  std::string Seal(std::string frame) {
+    (void)send_.SealFrame(&frame);
+    return frame;
+  }
+  bool SendSealed(std::string frame) { return Send(Seal(std::move(frame))); }
   // Runs the client's side of the handshake by hand; true when the server accepted it.
   bool Authenticate(const std::string& secret) {
     wire::Hello hello{kProtocolVersion, {}};
@@ -84,13 +92,18 @@ class RawSocket {
     wire::Response response{auth::ComputeMac(secret, auth::Role::kClient, challenge.server_nonce,
                                              hello.client_nonce)};
     if (!Send(wire::EncodeResponse(response))) return false;
-    return ReceiveFrame(&h, &payload) && h.type == wire::MessageType::kAuthOk;
+    if (!ReceiveFrame(&h, &payload) || h.type != wire::MessageType::kAuthOk) return false;
+    (void)send_.Start(auth::DeriveKey(secret, auth::Role::kClient, challenge.server_nonce, hello.client_nonce), true);
+    (void)receive_.Start(auth::DeriveKey(secret, auth::Role::kServer, challenge.server_nonce, hello.client_nonce),
+                         false);
+    return true;
   }
   int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
   bool connected_ = false;
+  Sealer send_, receive_;
 };
 
 }  // namespace ft::rdma::testing

@@ -24,7 +24,7 @@ using testing::MemoryRegion;
 using testing::Pattern;
 using testing::RawSocket;
 
-constexpr char kSecret[] = "server-test-secret";
+constexpr char kSecret[] = "5e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e45e4e";
 constexpr uint64_t kBytes = 1ull << 20;
 
 // The next frame from the server, which must be an error frame, decoded into *out.
@@ -97,13 +97,13 @@ TEST_F(ServerTest, WrongProofGetsAuthRefusedAndNothingElse) {
 TEST_F(ServerTest, AnotherVersionIsToldWhichAndRefused) {
   StartServer();
   RawSocket raw(server_->port());
-  std::string hello = wire::EncodeHello({2, {}});
-  hello[4] = 2;  // the frame's version
+  std::string hello = wire::EncodeHello({1, {}});
+  hello[4] = 1;  // the frame's version
   ASSERT_TRUE(raw.Send(hello));
   wire::Error error;
   ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kUnsupportedVersion);
-  EXPECT_NE(error.text.find("version 2 is not supported (this side speaks version 1)"),
+  EXPECT_NE(error.text.find("version 1 is not supported (this side speaks version 2)"),
             std::string::npos)
       << error.text;
   bool eof = false;
@@ -210,12 +210,12 @@ TEST_F(ServerTest, ReadOutsideTheRegionIsAnErrorNotBytes) {
   StartServer();
   RawSocket raw(server_->port());
   ASSERT_TRUE(raw.Authenticate(kSecret));
-  ASSERT_TRUE(raw.Send(wire::EncodeOpen({0, "arena/10/3"})));
+  ASSERT_TRUE(raw.SendSealed(wire::EncodeOpen({0, "arena/10/3"})));
   wire::FrameHeader h;
   std::string payload;
   ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
   ASSERT_EQ(h.type, wire::MessageType::kOpenReply);
-  ASSERT_TRUE(raw.Send(wire::EncodeRead({0, kBytes - 10, 11, 5})));
+  ASSERT_TRUE(raw.SendSealed(wire::EncodeRead({0, kBytes - 10, 11, 5})));
   wire::Error error;
   ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kOutOfRange);
@@ -359,8 +359,8 @@ TEST_F(ServerTest, FuzzedFramesAfterAuthenticationNeverBreakTheServer) {
   for (int i = 0; i < 150; ++i) {
     RawSocket raw(server_->port(), 2000);
     ASSERT_TRUE(raw.Authenticate(kSecret)) << i;
-    if (rng() % 2) raw.Send(wire::EncodeOpen({0, "arena/10/3"}));
-    std::string frame = valid[rng() % valid.size()];
+    if (rng() % 2) raw.SendSealed(wire::EncodeOpen({0, "arena/10/3"}));
+    std::string frame = rng() % 4 ? raw.Seal(valid[rng() % valid.size()]) : valid[rng() % valid.size()];
     for (int k = 0; k < 3; ++k) frame[rng() % frame.size()] = static_cast<char>(rng());
     if (rng() % 4 == 0) frame.resize(rng() % frame.size());
     raw.Send(frame);

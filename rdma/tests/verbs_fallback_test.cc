@@ -15,7 +15,7 @@
 namespace ft::rdma::testing {
 namespace {
 
-constexpr char kSecret[] = "verbs-fallback-test-secret";
+constexpr char kSecret[] = "fa11bacfa11bacfa11bacfa11bacfa11bacfa11bacfa11bacfa11bacfa11bac0";
 constexpr uint64_t kBytes = (10ull << 20) + 4097;
 constexpr uint64_t kChunk = 2ull << 20;
 constexpr int kChunks = 6;

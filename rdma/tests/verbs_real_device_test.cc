@@ -17,7 +17,7 @@
 namespace ft::rdma::testing {
 namespace {
 
-constexpr char kSecret[] = "verbs-real-device-secret";
+constexpr char kSecret[] = "dev1ce00dev1ce00dev1ce00dev1ce00dev1ce00dev1ce00dev1ce00dev1ce00";
 
 // The transport on the real library and device, or a reason to skip.
 bool OpenReal(VerbsTransport* transport, std::string* why) {

@@ -40,35 +40,35 @@ Nonce Counting(uint8_t first) {
 
 TEST(WireTest, HeaderLayoutIsPinned) {
   std::string frame = EncodeClose();
-  // magic "FTRX", version 1, type 13, length 0: all little-endian.
-  EXPECT_EQ(Hex(frame), "4654525801000d0000000000");
-  EXPECT_EQ(Hex(EncodeAuthRefused()), "465452580100050000000000");
+  // magic "FTRX", version 2, type 13, length 0: all little-endian.
+  EXPECT_EQ(Hex(frame), "4654525802000d0000000000");
+  EXPECT_EQ(Hex(EncodeAuthRefused()), "465452580200050000000000");
 }
 
 TEST(WireTest, EveryMessageLayoutIsPinned) {
   EXPECT_EQ(Hex(EncodeOpen({kOpenWantsFastPath, "arena/7/3"})),
-            "46545258010006000f000000" "01000000" "0900" "6172656e612f372f33");
+            "46545258020006000f000000" "01000000" "0900" "6172656e612f372f33");
   EXPECT_EQ(Hex(EncodeRead({2, 0x0102030405060708ull, 0x00400000, 0x1122334455667788ull})),
-            "4654525801000a0018000000" "02000000" "0807060504030201" "00004000"
+            "4654525802000a0018000000" "02000000" "0807060504030201" "00004000"
             "8877665544332211");
   OpenReply reply{5, 0x10000000000ull, "man", "of"};
-  EXPECT_EQ(Hex(EncodeOpenReply(reply)), "465452580100070019000000" "05000000" "0000000000010000"
+  EXPECT_EQ(Hex(EncodeOpenReply(reply)), "465452580200070019000000" "05000000" "0000000000010000"
                                          "03000000" "6d616e" "02000000" "6f66");
-  EXPECT_EQ(Hex(EncodeFastConnect({1, "rq"})), "46545258010008000a000000" "01000000" "02000000" "7271");
-  EXPECT_EQ(Hex(EncodeFastConnectReply({"rp"})), "465452580100090006000000" "02000000" "7270");
+  EXPECT_EQ(Hex(EncodeFastConnect({1, "rq"})), "46545258020008000a000000" "01000000" "02000000" "7271");
+  EXPECT_EQ(Hex(EncodeFastConnectReply({"rp"})), "465452580200090006000000" "02000000" "7270");
   EXPECT_EQ(Hex(EncodeError({ErrorCode::kNotReady, 9, "gone"})),
-            "4654525801000c0010000000" "0400" "0900000000000000" "0400" "676f6e65");
+            "4654525802000c0010000000" "0400" "0900000000000000" "0400" "676f6e65");
   Hello hello{1, Counting(0)};
   std::string h = EncodeHello(hello);
-  EXPECT_EQ(Hex(h.substr(0, 16)), "465452580100010024000000" "01000000");
+  EXPECT_EQ(Hex(h.substr(0, 16)), "465452580200010024000000" "01000000");
   EXPECT_EQ(h.size(), kHeaderBytes + 4 + kNonceBytes);
   EXPECT_EQ(EncodeChallenge({Counting(1)}).size(), kHeaderBytes + kNonceBytes);
-  EXPECT_EQ(Hex(EncodeResponse({}).substr(0, 12)), "465452580100030020000000");
-  EXPECT_EQ(Hex(EncodeAuthOk({}).substr(0, 12)), "465452580100040020000000");
+  EXPECT_EQ(Hex(EncodeResponse({}).substr(0, 12)), "465452580200030020000000");
+  EXPECT_EQ(Hex(EncodeAuthOk({}).substr(0, 12)), "465452580200040020000000");
   uint8_t prefix[kHeaderBytes + kDataHeaderBytes];
   EncodeDataPrefix({7, 4096, 3}, prefix);
   EXPECT_EQ(Hex(std::string_view(reinterpret_cast<char*>(prefix), sizeof(prefix))),
-            "4654525801000b0017000000" "0700000000000000" "0010000000000000" "03000000");
+            "4654525802000b0017000000" "0700000000000000" "0010000000000000" "03000000");
 }
 
 TEST(WireTest, MessagesRoundTrip) {
@@ -116,10 +116,10 @@ TEST(WireTest, UnknownMagicVersionOrTypeIsRefusedByName) {
   EXPECT_NE(s.message().find("magic"), std::string_view::npos);
 
   bad = f;
-  bad[4] = 2;
+  bad[4] = 1;  // version 1 spoke after the handshake in the clear: refused, never downgraded to
   s = ParseHeader(reinterpret_cast<const uint8_t*>(bad.data()), &h);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("version 2 is not supported"), std::string_view::npos) << s.ToString();
+  EXPECT_NE(s.message().find("version 1 is not supported"), std::string_view::npos) << s.ToString();
 
   bad = f;
   bad[6] = 14;
@@ -132,13 +132,17 @@ TEST(WireTest, EveryLengthIsBounded) {
   FrameHeader h;
   uint8_t header[kHeaderBytes];
   // A frame longer than its type allows is refused before any payload is read.
-  EncodeHeader(MessageType::kData, static_cast<uint32_t>(kDataHeaderBytes + kMaxReadBytes + 1), header);
+  // Sealed data: header, its tag, the bytes, their tag.
+  const uint64_t data_max = kDataHeaderBytes + kTagBytes + kMaxReadBytes + kTagBytes;
+  EncodeHeader(MessageType::kData, static_cast<uint32_t>(data_max + 1), header);
   EXPECT_EQ(ParseHeader(header, &h).code(), StatusCode::kCorrupt);
-  EncodeHeader(MessageType::kData, static_cast<uint32_t>(kDataHeaderBytes + kMaxReadBytes), header);
+  EncodeHeader(MessageType::kData, static_cast<uint32_t>(data_max), header);
   EXPECT_TRUE(ParseHeader(header, &h).ok());
   EncodeHeader(MessageType::kHello, 37, header);
   EXPECT_EQ(ParseHeader(header, &h).code(), StatusCode::kCorrupt);
-  EncodeHeader(MessageType::kClose, 1, header);
+  EncodeHeader(MessageType::kClose, kTagBytes + 1, header);  // a sealed close is its tag alone
+  EXPECT_EQ(ParseHeader(header, &h).code(), StatusCode::kCorrupt);
+  EncodeHeader(MessageType::kAuthRefused, 1, header);
   EXPECT_EQ(ParseHeader(header, &h).code(), StatusCode::kCorrupt);
 
   Open open;
@@ -148,7 +152,8 @@ TEST(WireTest, EveryLengthIsBounded) {
   EXPECT_NE(s.message().find("region name of 257 bytes exceeds the limit of 256"), std::string_view::npos)
       << s.ToString();
   EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({0, ""})), &open).code(), StatusCode::kCorrupt);
-  EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({2, "a"})), &open).code(), StatusCode::kCorrupt);
+  EXPECT_TRUE(DecodeOpen(Payload(EncodeOpen({kOpenWantsFastPath | kOpenEncryptData, "a"})), &open).ok());
+  EXPECT_EQ(DecodeOpen(Payload(EncodeOpen({4, "a"})), &open).code(), StatusCode::kCorrupt);
 
   Read read;
   EXPECT_EQ(DecodeRead(Payload(EncodeRead({0, 0, 0, 1})), &read).code(), StatusCode::kCorrupt);

@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "redis/client.h"
 #include "redis/tests/redis_server.h"
@@ -203,6 +205,69 @@ TEST(ClientAclE2eTest, AclUserAuthenticates) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("user \"ftuser\""), std::string_view::npos) << s.message();
   EXPECT_EQ(s.ToString().find("wrong-user-pass"), std::string::npos);
+}
+
+class LinesSink : public LogSink {
+ public:
+  void Write(std::string_view line) override { lines.emplace_back(line); }
+  std::vector<std::string> Containing(std::string_view part) const {
+    std::vector<std::string> out;
+    for (const std::string& l : lines) {
+      if (l.find(part) != std::string::npos) out.push_back(l);
+    }
+    return out;
+  }
+  std::vector<std::string> lines;
+};
+
+// A user whose ACL lacks a command ft sends (ftmaster acl prints the rules): the failure says
+// so, and the client logs it once per command, naming the user, never the arguments.
+TEST(ClientAclE2eTest, AclRefusalsAreLoggedOncePerCommandWithTheFix) {
+  RedisServer server;
+  ASSERT_TRUE(server.Start().ok());
+  Client admin;
+  ASSERT_TRUE(admin.Connect(server.endpoint(), 1000ms).ok());
+  Reply r;
+  ASSERT_TRUE(admin.Run({"ACL", "SETUSER", "ft-j-operator", "on", ">op-pass-1", "resetkeys",
+                         "-@all", "+ping", "+get", "+select", "%R~ft:{j}:*"}, &r).ok());
+  Endpoint ep = server.endpoint();
+  ep.user = "ft-j-operator";
+  ep.password = "op-pass-1";
+  LinesSink sink;
+  log::SetSink(&sink);
+  Client c;
+  Status s = c.Connect(ep, 1000ms);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_TRUE(c.Run({"GET", "ft:{j}:restore"}, &r).ok());
+
+  s = c.Run({"SET", "ft:{j}:restore", "value-not-logged"}, &r);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("NOPERM"), std::string_view::npos) << s.message();
+  EXPECT_NE(s.message().find("ftmaster acl"), std::string_view::npos) << s.message();
+  EXPECT_FALSE(c.Run({"SET", "ft:{j}:restore", "value-not-logged"}, &r).ok());
+  EXPECT_FALSE(c.Run({"GET", "ft:{other}:restore"}, &r).ok());  // a key outside its patterns
+  std::vector<Reply> replies;
+  ASSERT_TRUE(c.Pipeline({{"GET", "ft:{j}:a"}, {"HSET", "ft:{j}:h", "f", "v"},
+                          {"HSET", "ft:{j}:h", "f", "v"}}, &replies).ok());
+  ASSERT_EQ(replies.size(), 3u);
+  EXPECT_TRUE(replies[1].is_error());
+  log::SetSink(nullptr);
+
+  std::vector<std::string> set = sink.Containing("refused SET to user \"ft-j-operator\"");
+  ASSERT_EQ(set.size(), 1u) << "one line for two refusals of SET";
+  EXPECT_NE(set[0].find("ftmaster acl"), std::string::npos) << set[0];
+  EXPECT_EQ(sink.Containing("refused GET").size(), 1u);
+  EXPECT_EQ(sink.Containing("refused HSET").size(), 1u) << "a refusal inside a pipeline";
+  EXPECT_TRUE(sink.Containing("value-not-logged").empty());
+  EXPECT_TRUE(sink.Containing("op-pass-1").empty());
+
+  // A SELECT the user may not send is that, not a missing database.
+  ASSERT_TRUE(admin.Run({"ACL", "SETUSER", "ft-j-operator", "-select"}, &r).ok());
+  ep.db = 1;
+  s = c.Connect(ep, 1000ms);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("NOPERM"), std::string_view::npos) << s.message();
+  EXPECT_EQ(s.message().find("has no database"), std::string_view::npos) << s.message();
 }
 
 TEST(ClientNoPasswordE2eTest, PasswordForAnOpenServerStillConnects) {

@@ -53,5 +53,22 @@ TEST(ReplyTest, ServerErrorsMapToRecovery) {
   EXPECT_NE(s.message().find("FT_REDIS_PASSWORD"), std::string_view::npos);
 }
 
+TEST(ReplyTest, AclRefusalsSayWhatToRun) {
+  EXPECT_TRUE(IsAclRefusal("NOPERM this user has no permissions to run the 'keys' command"));
+  EXPECT_TRUE(IsAclRefusal(
+      "NOPERM this user has no permissions to access one of the keys used as arguments"));
+  EXPECT_TRUE(IsAclRefusal("ERR The user executing the script can't access at least one of the "
+                           "keys mentioned in the command arguments script: 6e1d, on "
+                           "@user_script:1."));
+  EXPECT_FALSE(IsAclRefusal("WRONGTYPE Operation against a key"));
+  EXPECT_FALSE(IsAclRefusal("NOAUTH Authentication required."));
+  EXPECT_FALSE(IsTransientServerError("NOPERM this user has no permissions to run the 'set' command"))
+      << "retrying does not help: an operator must change the user";
+  Status s = ServerErrorStatus("h:1", "SET", "NOPERM this user has no permissions to access one "
+                                             "of the keys used as arguments");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("ftmaster acl"), std::string_view::npos) << s.message();
+}
+
 }  // namespace
 }  // namespace ft::redis

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/job_name.h"
 #include "shm/tests/test_segment.h"
 
 namespace ft::shm {
@@ -17,9 +18,24 @@ namespace {
 
 TEST(SegmentTest, NameCarriesJobRankPidAndSanitizesJob) {
   EXPECT_EQ(SegmentName("llama", 12, 4242), "/ft.llama.r12.p4242");
-  EXPECT_EQ(SegmentName("a/b c", 0, 1), "/ft.a_b_c.r0.p1");
-  EXPECT_EQ(SegmentName("", -1, 9), "/ft.default.rx.p9");
+  EXPECT_EQ(SegmentName("a/b c", 0, 1), "/ft." + JobToken("a/b c") + ".r0.p1");
+  EXPECT_EQ(SegmentName("", -1, 9), "/ft." + JobToken("") + ".rx.p9");
   EXPECT_EQ(SegmentName("job", 3, 5).rfind(SegmentPrefix("job"), 0), 0u);
+}
+
+// Segment names follow the one job-name rule (common/job_name.h): jobs whose names differ
+// never list each other's segments.
+TEST(SegmentTest, JobsWhoseNamesDifferNeverShareAPrefix) {
+  const std::string long_name(60, 'j');
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"a.b", "a_b"}, {"a/b", "a_b"}, {long_name + "1", long_name + "2"}, {std::string(48, 'j'), long_name}}) {
+    EXPECT_NE(SegmentPrefix(a), SegmentPrefix(b)) << a << " and " << b;
+    EXPECT_NE(SegmentName(a, 0, 1).rfind(SegmentPrefix(b), 0), 0u) << a << " and " << b;
+  }
+  int rank = -1, pid = -1;
+  ASSERT_TRUE(ParseSegmentName(SegmentName(long_name + ".x", 7, 99), &rank, &pid));
+  EXPECT_EQ(rank, 7);
+  EXPECT_EQ(pid, 99);
 }
 
 TEST(SegmentTest, CreateWritesHeaderAndOwnerOnlyMode) {
