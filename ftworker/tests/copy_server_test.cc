@@ -363,7 +363,7 @@ TEST_F(CopyProviderTest, ALocalCopysMappingIsForgottenWhenItsLastReaderLetsGo) {
   FakeArena arena(arena_dir_, job_, 6, (2 << 20) + 100);
   ckpt::Manifest m = arena.Save(12, 0x66);
   ckpt::PersistStats stats;
-  ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, local_, m, arena.arena().data(), [] { return true; },
+  ASSERT_TRUE(ckpt::PersistCopy(ckpt::TierKind::kLocal, local_, m, arena.committed_data(), [] { return true; },
                                 &stats).ok());
   CopyProvider p = Provider(local_);
   auto region = MustOpen(p, "local/12/6");
