@@ -12,6 +12,11 @@
 //   engine4  the same with 4 connections, then the restore's last step: the whole copy to
 //            device memory through the CUDA runtime (device_copy.h); restore_s = Stat + Pull +
 //            verify + host-to-device
+//   engine4e engine4 with the data bytes encrypted too (PullOptions::encrypt_data: AES-256-GCM,
+//            the server encrypting each piece into a buffer, the client decrypting in place);
+//            every run's engine pulls seal their control frames and data headers (protocol 2),
+//            so `ratio` already carries that cost and `encrypt_cost` is what encrypting the
+//            bytes adds on top
 // It also prints each kind's CPU seconds per GiB on both sides (cpu_time.h), which say where the
 // time goes when wall seconds are blurred by other work on the machine,
 // and checks, untimed, that every destination holds the right bytes (the socket copy against
@@ -20,7 +25,9 @@
 // Ends with
 //   RESULT pull ratio=<socket s / engine4 s> ratio_1conn=<socket s / engine1 s>
 //        engine_gbps=<engine4> engine_1conn_gbps=<engine1> socket_gbps=<socket>
-//        first_byte_ms=<engine4> restore_s=<engine4 + host-to-device> bytes=<N> runs=<R>
+//        first_byte_ms=<engine4> restore_s=<engine4 + host-to-device>
+//        ratio_encrypted=<socket s / engine4e s> encrypt_cost=<engine4e s / engine4 s - 1>
+//        bytes=<N> runs=<R>
 // medians over the runs; the ratios are medians of each run's own ratio (its socket copy against
 // its engine pulls, taken back to back, so load that comes and goes moves both sides of a ratio);
 // gbps are gigabits (1e9 bits) per second, as network links are rated.
@@ -198,10 +205,11 @@ class Client {
     return true;
   }
 
-  bool Engine(int connections, bool restore, EngineRun* out, std::string* why) {
+  bool Engine(int connections, bool restore, EngineRun* out, std::string* why, bool encrypt = false) {
     std::memset(dest_->data(), 0, dest_->size());
     rdma::PullOptions po;
     po.secret = secret_;
+    po.encrypt_data = encrypt;
     po.connections = connections;
     po.piece_bytes = o_.piece_bytes;
     po.pieces_in_flight = o_.in_flight;
@@ -319,18 +327,25 @@ int Measure(const Options& o) {
   std::vector<double> socket_s, socket_fb, checksum_s, engine1_s, engine4_s, first_byte, first_chunk, restore_s, h2d_s,
       pair_ratio, pair_ratio_1conn;
   // CPU seconds per GiB moved, client + server, per transfer kind.
-  std::vector<double> socket_cpu_c, socket_cpu_s, e1_cpu_c, e1_cpu_s, e4_cpu_c, e4_cpu_s;
+  std::vector<double> socket_cpu_c, socket_cpu_s, e1_cpu_c, e1_cpu_s, e4_cpu_c, e4_cpu_s, e4e_cpu_c, e4e_cpu_s;
+  std::vector<double> engine4e_s, pair_ratio_encrypted, encrypt_cost;
   const double gib = static_cast<double>(o.bytes) / (1ull << 30);
   for (int run = 0; run < o.runs; ++run) {
     SocketRun sr;
-    EngineRun e1, e4;
-    for (int k = 0; k < 3; ++k) {
-      const int which = (run + k) % 3;  // the order rotates: no side is always first or last
+    EngineRun e1, e4, e4e;
+    for (int k = 0; k < 4; ++k) {
+      const int which = (run + k) % 4;  // the order rotates: no side is always first or last
       const bool ok = which == 0   ? client.Socket(&sr, &why)
                       : which == 1 ? client.Engine(1, false, &e1, &why)
-                                   : client.Engine(o.connections, true, &e4, &why);
+                      : which == 2 ? client.Engine(o.connections, true, &e4, &why)
+                                   : client.Engine(o.connections, false, &e4e, &why, /*encrypt=*/true);
       if (!ok) return Fail(why);
     }
+    engine4e_s.push_back(e4e.seconds);
+    pair_ratio_encrypted.push_back(sr.seconds / e4e.seconds);
+    encrypt_cost.push_back(e4e.seconds / e4.seconds - 1);
+    e4e_cpu_c.push_back(e4e.client_cpu_s / gib);
+    e4e_cpu_s.push_back(e4e.server_cpu_s / gib);
     socket_s.push_back(sr.seconds);
     socket_fb.push_back(sr.first_byte_ms);
     checksum_s.push_back(sr.checksum_s);
@@ -349,9 +364,11 @@ int Measure(const Options& o) {
     e4_cpu_c.push_back(e4.client_cpu_s / gib);
     e4_cpu_s.push_back(e4.server_cpu_s / gib);
     std::printf("run %d: socket %.3f s (%.2f Gb/s), engine 1 conn %.3f s (%.2f Gb/s), engine %d conn %.3f s "
-                "(%.2f Gb/s, first byte %.2f ms, first chunk verified %.2f ms), restore %.3f s (host-to-device %.3f s)\n",
+                "(%.2f Gb/s, first byte %.2f ms, first chunk verified %.2f ms), restore %.3f s (host-to-device %.3f s), "
+                "encrypted %.3f s (%.2f Gb/s)\n",
                 run + 1, sr.seconds, Gbps(o.bytes, sr.seconds), e1.seconds, Gbps(o.bytes, e1.seconds), o.connections,
-                e4.seconds, Gbps(o.bytes, e4.seconds), e4.first_byte_ms, e4.first_chunk_ms, e4.restore_s, e4.h2d_s);
+                e4.seconds, Gbps(o.bytes, e4.seconds), e4.first_byte_ms, e4.first_chunk_ms, e4.restore_s, e4.h2d_s,
+                e4e.seconds, Gbps(o.bytes, e4e.seconds));
     std::fflush(stdout);
   }
   if (!server.Stop()) return Fail("the server process did not exit cleanly");
@@ -369,13 +386,15 @@ int Measure(const Options& o) {
               *std::max_element(pair_ratio_1conn.begin(), pair_ratio_1conn.end()), Median(socket_fb),
               Median(first_chunk), Median(h2d_s), Median(checksum_s));
   std::printf("bench: CPU seconds per GiB (client + server, medians): socket %.3f + %.3f, engine 1 conn %.3f + %.3f, "
-              "engine %d conn %.3f + %.3f\n",
+              "engine %d conn %.3f + %.3f, encrypted %.3f + %.3f\n",
               Median(socket_cpu_c), Median(socket_cpu_s), Median(e1_cpu_c), Median(e1_cpu_s), o.connections,
-              Median(e4_cpu_c), Median(e4_cpu_s));
+              Median(e4_cpu_c), Median(e4_cpu_s), Median(e4e_cpu_c), Median(e4e_cpu_s));
   std::printf("RESULT pull ratio=%.3f ratio_1conn=%.3f engine_gbps=%.2f engine_1conn_gbps=%.2f socket_gbps=%.2f "
-              "first_byte_ms=%.2f restore_s=%.3f bytes=%llu runs=%d%s\n",
+              "first_byte_ms=%.2f restore_s=%.3f ratio_encrypted=%.3f encrypt_cost=%.3f engine_encrypted_gbps=%.2f "
+              "bytes=%llu runs=%d%s\n",
               Median(pair_ratio), Median(pair_ratio_1conn), Gbps(o.bytes, e4_med), Gbps(o.bytes, e1_med),
-              Gbps(o.bytes, sock_med), Median(first_byte), Median(restore_s), static_cast<unsigned long long>(o.bytes),
+              Gbps(o.bytes, sock_med), Median(first_byte), Median(restore_s), Median(pair_ratio_encrypted),
+              Median(encrypt_cost), Gbps(o.bytes, Median(engine4e_s)), static_cast<unsigned long long>(o.bytes),
               o.runs, o.verify ? "" : " verified=0");
   return 0;
 }

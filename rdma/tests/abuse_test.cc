@@ -188,6 +188,39 @@ TEST_F(ServerAbuseTest, AFrameInjectedIntoAnAuthenticatedSessionIsRefused) {
   EXPECT_EQ(server_->stats().bytes_sent, 0u);
 }
 
+// Asked to, the server encrypts the data bytes too: the pull lands the same bytes, and none of
+// them crosses the wire in the clear.
+TEST_F(ServerAbuseTest, AnEncryptedPullLandsTheSameBytesAndNoneOfThemInTheClear) {
+  StartServer();
+  const std::vector<uint8_t> expected = Pattern(3, kBytes);
+  std::vector<uint8_t> dest(kBytes);
+  PullRequest request;
+  request.sources = {{ThePeer(), "arena/10/3"}};
+  request.dest = dest.data();
+  request.bytes = kBytes;
+  request.chunk_bytes = 256 << 10;
+  PullOptions options;
+  options.secret = kSecret;
+  options.encrypt_data = true;
+  PullResult result;
+  Status s = Pull(options, request, &result);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(dest, expected);
+
+  RawSocket raw(server_->port());
+  ASSERT_TRUE(raw.Authenticate(kSecret));
+  ASSERT_TRUE(raw.SendSealed(wire::EncodeOpen({wire::kOpenEncryptData, "arena/10/3"})));
+  wire::FrameHeader h;
+  std::string payload;
+  ASSERT_TRUE(raw.ReceiveFrame(&h, &payload));
+  ASSERT_EQ(h.type, wire::MessageType::kOpenReply);
+  ASSERT_TRUE(raw.SendSealed(wire::EncodeRead({0, 0, 4096, 1})));
+  const std::string frame = raw.Receive(wire::kHeaderBytes + wire::kDataHeaderBytes + 2 * wire::kTagBytes + 4096);
+  ASSERT_EQ(frame.size(), wire::kHeaderBytes + wire::kDataHeaderBytes + 2 * wire::kTagBytes + 4096);
+  const std::string clear(reinterpret_cast<const char*>(expected.data()) + 512, 64);
+  EXPECT_EQ(frame.find(clear), std::string::npos) << "checkpoint bytes in the clear";
+}
+
 // ---- the client against servers that abuse it ----------------------------------------------
 
 // A listener on loopback whose one connection `serve` handles in a thread; the destructor stops
@@ -271,6 +304,33 @@ TEST(ClientAbuseTest, AServerDrippingAFrameIsGivenUpAtTheFramesDeadline) {
   ASSERT_EQ(result.wait_for(60s), std::future_status::ready) << "the drip holds the client";
   Status s = result.get();
   EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+}
+
+// A server that proved the secret, then a frame in its session that it did not seal (someone
+// on the path writing into the stream): the client refuses it and reads nothing from it.
+TEST(ClientAbuseTest, AFrameForgedIntoTheClientsSessionIsRefused) {
+  FakeServer fake([](RawSocket& conn, const std::atomic<bool>& stop) {
+    wire::FrameHeader h;
+    std::string payload;
+    wire::Hello hello;
+    if (!conn.ReceiveFrame(&h, &payload) || !wire::DecodeHello(payload, &hello).ok()) return;
+    wire::Nonce server_nonce{};
+    server_nonce[0] = 7;
+    conn.Send(wire::EncodeChallenge({server_nonce}));
+    if (!conn.ReceiveFrame(&h, &payload)) return;  // response
+    conn.Send(wire::EncodeAuthOk(
+        {auth::ComputeMac(kSecret, auth::Role::kServer, server_nonce, hello.client_nonce)}));
+    if (!conn.ReceiveFrame(&h, &payload)) return;  // the sealed open
+    conn.Send(wire::EncodeOpenReply({0, 4096, "forged-manifest", ""}));
+    while (!stop) std::this_thread::sleep_for(10ms);
+  });
+  PullOptions options;
+  options.secret = kSecret;
+  options.io_timeout = 3000ms;
+  RegionInfo info;
+  Status s = Stat(options, {"fake", "127.0.0.1", fake.port()}, "arena/10/3", &info);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.ToString();
+  EXPECT_EQ(info.meta, "");
 }
 
 // The job's secret is 64 hex digits (ftmaster makes it so); the server refuses to start with
