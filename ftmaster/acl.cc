@@ -49,6 +49,8 @@ std::vector<AclKeyPattern> WorkerKeys(const proto::Keys& k) {
       // Published by the master, read by every worker.
       Read(k.Timeouts()), Read(k.TimeoutsVersion()), Read(p + "cmd:*"), Read(k.Restore()),
       Read(k.RestoreVersion()), Read(k.TransferSecret()), Read(k.Evicted()),
+      // What the arena pass asks: whether the job finished, and the steps' verdicts.
+      Read(k.MasterState()), Read(k.CkptVerdicts()),
       // Written by workers (and read back: a worker re-asserts what Redis lost).
       ReadWrite(k.Events()), ReadWrite(k.Acks()), ReadWrite(k.Progress()),
       ReadWrite(k.Summaries()), ReadWrite(k.Ranks()), ReadWrite(k.RanksVersion()),

@@ -127,6 +127,19 @@ void CkptKeeper::SetPlan(int64_t planned_step) {
   planned_step_ = planned_step;
 }
 
+void CkptKeeper::SetGcFacts(const JobGcFacts& job, std::vector<int> alive_ranks) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    gc_job_ = job;
+    gc_alive_ranks_ = std::move(alive_ranks);
+    for (const Task& t : tasks_) {
+      if (t.kind == Task::Kind::kGc) return;  // the queued pass reads the facts when it runs
+    }
+    tasks_.push_back(Task{Task::Kind::kGc, "", 0, -1});
+  }
+  cv_.notify_all();
+}
+
 void CkptKeeper::ReportAll() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, held] : held_) dirty_.insert(id);
@@ -263,6 +276,7 @@ void CkptKeeper::PersistLoop() {
       case Task::Kind::kStart: StartTiers(); break;
       case Task::Kind::kAdoptRemote: AdoptRemote(task.rank); break;
       case Task::Kind::kPersist: Persist(task); break;
+      case Task::Kind::kGc: CollectArenas(); break;
     }
   }
 }
@@ -474,6 +488,57 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
     if (!TierFlag(held, kind) || std::binary_search(committed.begin(), committed.end(), id)) continue;
     TierFlag(held, kind) = false;
     dirty_.insert(id);
+  }
+}
+
+void CkptKeeper::CollectArenas() {
+  ArenaSweepOptions sweep;
+  sweep.job = options_.job;
+  sweep.arena_dir = options_.arena_dir;
+  sweep.local_dir = options_.local_dir;
+  sweep.remote_dir = options_.remote_dir;
+  JobGcFacts job;
+  std::vector<int> alive;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job = gc_job_;
+    alive = gc_alive_ranks_;
+    sweep.ranks.assign(node_ranks_.begin(), node_ranks_.end());
+  }
+  if (sweep.ranks.empty()) return;  // no rank of this node seen yet: nothing here is ours
+  // A rank this worker sees alive holds its arenas (it writes them; restarted, it restores
+  // from them) before anything else is asked.
+  ArenaHolderFn others = options_.arena_holder ? options_.arena_holder : SystemArenaHolder();
+  sweep.holder = [&](const std::string& path, uint64_t ino, int writer_pid) -> std::string {
+    for (int rank : alive) {
+      if (path == ckpt::Arena::PathFor(options_.arena_dir, options_.job, rank) ||
+          path == ckpt::Arena::PrefetchPathFor(options_.arena_dir, options_.job, rank)) {
+        return fmt::format("rank {}'s process runs on this node", rank);
+      }
+    }
+    return others(path, ino, writer_pid);
+  };
+  uint64_t freed = 0;
+  int removed = 0;
+  for (const ArenaSweepEntry& e : SweepArenas(sweep, job)) {
+    if (e.removed) {
+      ++removed;
+      freed += e.bytes;
+      FT_LOG(Info, Worker, "{}", ArenaSweepLine(e));
+      continue;
+    }
+    const std::string key = fmt::format("{} {}", e.facts.path, ArenaGcReasonName(e.decision.reason));
+    if (!gc_said_.insert(key).second) continue;
+    if (!e.remove_error.empty()) {
+      FT_LOG(Warn, Worker, "{}; the next pass tries again", ArenaSweepLine(e));
+    } else {
+      FT_LOG(Debug, Worker, "{}", ArenaSweepLine(e));
+    }
+  }
+  if (removed > 0) {
+    FT_LOG(Info, Worker, "removed {} host arena{} of job {} ({:.1f} MiB of {} freed)", removed,
+           removed == 1 ? "" : "s", options_.job, static_cast<double>(freed) / (1 << 20),
+           options_.arena_dir);
   }
 }
 

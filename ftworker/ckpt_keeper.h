@@ -20,6 +20,12 @@
 // A copy overwritten in the arena while it was being persisted is dropped; the newer one is
 // persisted instead. Torn copies are reported but never persisted: they are never restored,
 // and writing them would push older, restorable steps out of retention.
+//
+// Arenas are removed (SetGcFacts, ftworker/arena_gc.h): on the persist thread, the arenas and
+// prefetch arenas of this node's ranks that the rule lets go — the job finished or its plan
+// names a newer step, the copy is persisted in a tier and is not the planned, newest complete
+// or newest verified step, and no live process holds the file (a rank the worker sees alive
+// first, then the arena's writer and /proc). Removed with unlink, said in the log.
 #ifndef FT_FTWORKER_CKPT_KEEPER_H_
 #define FT_FTWORKER_CKPT_KEEPER_H_
 
@@ -37,6 +43,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ftworker/arena_gc.h"
+#include "ftworker/arena_sweep.h"
 #include "jitckpt/manifest.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
@@ -58,6 +66,7 @@ struct CkptKeeperOptions {
   int keep = 2;            // FT_CKPT_KEEP, per tier
   uint64_t scan_interval_ns = 1'000'000'000;
   PersistFn persist;       // empty: ckpt::PersistCopy
+  ArenaHolderFn arena_holder;  // tests: who holds an arena; empty: SystemArenaHolder()
 };
 
 // One change for Redis: the copy as it is held now, or (removed) that no tier holds it.
@@ -91,6 +100,11 @@ class CkptKeeper {
   // thread.
   void SetPlan(int64_t planned_step);
 
+  // What the master says of the job (ReadJobGcFacts) and the ranks whose process is alive on
+  // this node (NodeMonitor::Ranks): queues an arena pass on the persist thread unless one is
+  // queued already. The daemon calls it every few seconds while Redis answers. Any thread.
+  void SetGcFacts(const JobGcFacts& job, std::vector<int> alive_ranks);
+
   // The arena file that held this node's committed copy (step, rank) at the last scan, or ""
   // when no arena of this node's ranks does (the copy server resolves "arena/<step>/<rank>"
   // through it and re-checks the arena itself: it may have been overwritten since). Any thread.
@@ -110,7 +124,7 @@ class CkptKeeper {
     std::string local_error, remote_error;
   };
   struct Task {
-    enum class Kind { kStart, kPersist, kAdoptRemote } kind;
+    enum class Kind { kStart, kPersist, kAdoptRemote, kGc } kind;
     std::string arena_path;  // kPersist
     uint64_t generation = 0; // kPersist
     int rank = -1;           // kPersist, kAdoptRemote
@@ -141,6 +155,8 @@ class CkptKeeper {
   // steps newer than those, and the planned step (SetPlan). Only this node's ranks' copies are
   // removed. Nothing is removed before the plan was read or while the world size is unknown.
   void Retain(ckpt::TierKind kind, const std::string& dir);
+  // The arena pass: SweepArenas over this node's ranks with the facts SetGcFacts gave.
+  void CollectArenas();
   // Reads a tier's committed copies of `rank` (-1: all) and records them as held there.
   void RecordTier(ckpt::TierKind kind, const std::string& dir, int rank);
 
@@ -170,10 +186,13 @@ class CkptKeeper {
   int64_t planned_step_ = -1;          // guarded by mu_
   int world_size_ = -1;                // guarded by mu_: as the newest copy seen says
   int64_t world_size_step_ = -1;       // guarded by mu_: that copy's step
+  JobGcFacts gc_job_;                  // guarded by mu_: SetGcFacts
+  std::vector<int> gc_alive_ranks_;    // guarded by mu_: SetGcFacts
 
   // Persist thread only: what retention and the tier readers said once (a warning is not
   // repeated every commit).
   std::set<std::string> retention_said_;
+  std::set<std::string> gc_said_;  // "<path> <reason>": an arena kept for the same reason is said once
   std::thread thread_;
 };
 

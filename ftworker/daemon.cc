@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "ftworker/arena_sweep.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
 
@@ -20,6 +21,7 @@ constexpr uint64_t kMs = 1000000;
 constexpr uint64_t kHeartbeatNs = 1000 * kMs;
 constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands
 constexpr uint64_t kMembershipCheckNs = 1000 * kMs;
+constexpr uint64_t kArenaGcPollNs = 5000 * kMs;  // the job's state for the arena pass
 
 uint64_t MonoNs() {
   timespec ts;
@@ -57,7 +59,8 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
           .local_dir = options_.config.ckpt_dir,
           .remote_dir = options_.config.ckpt_remote_dir,
           .keep = static_cast<int>(std::max<int64_t>(options_.config.ckpt_keep, 1)),
-          .persist = options_.persist})),
+          .persist = options_.persist,
+          .arena_holder = options_.arena_holder})),
       plan_sync_(RestorePlanSyncOptions{.job = options_.job,
                                         .node = options_.node,
                                         .arena_dir = options_.config.ckpt_arena_dir,
@@ -199,6 +202,23 @@ void Daemon::CheckMembershipInRedis(uint64_t mono_ns) {
   resend_membership_ = true;
 }
 
+void Daemon::PollArenaGc(uint64_t mono_ns) {
+  if (mono_ns < next_arena_gc_ns_ || !store_->connected()) return;
+  next_arena_gc_ns_ = mono_ns + kArenaGcPollNs;
+  JobGcFacts facts;
+  Status s = ReadJobGcFacts(*store_, keys_, &facts);
+  if (!s.ok()) {
+    if (!arena_gc_failed_) {
+      FT_LOG(Warn, Worker, "cannot read the job's state for removing its host arenas: {}; arenas "
+             "stay until it can (or run `ftworker gc --job {}` after the job)", s.message(), options_.job);
+    }
+    arena_gc_failed_ = true;
+    return;
+  }
+  arena_gc_failed_ = false;
+  keeper_->SetGcFacts(facts, monitor_->Ranks());
+}
+
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -262,6 +282,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
   // Retention never removes the step a restore would read (the master's newest verified one).
   if (plan_sync_.have_plan()) keeper_->SetPlan(plan_sync_.planned_step());
+  PollArenaGc(mono_ns);
   if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
     PollTimeouts();
     if (store_->connected()) PollCommands(unix_ms);

@@ -10,7 +10,9 @@
 // its own threads); the CkptKeeper reports the node's committed copies (and persists them on its
 // own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis. With
 // FT_NODE_RANKS, the Prefetcher pulls those ranks' planned shards from other nodes (on its own
-// threads) and the plan file waits for it.
+// threads) and the plan file waits for it. Every 5 s the job's state (finished, planned,
+// newest complete and verified steps) goes to the keeper, which removes the host arenas that
+// are no longer needed (ftworker/arena_gc.h).
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
 // calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
@@ -55,6 +57,7 @@ struct DaemonOptions {
   // Told of each served arena's data region once it is mapped, and when it is let go (the
   // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
   std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
+  ArenaHolderFn arena_holder;  // tests: who holds an arena; empty: SystemArenaHolder()
 };
 
 class Daemon {
@@ -87,6 +90,9 @@ class Daemon {
   // Whether Redis still holds this node's memberships (one HMGET, every kMembershipCheckNs);
   // when one is missing, Redis lost its data and everything is written again.
   void CheckMembershipInRedis(uint64_t mono_ns);
+  // Every kArenaGcPollNs while Redis answers: the job's state (ReadJobGcFacts) and the ranks
+  // alive on this node go to the keeper, which removes the arenas the rule lets go.
+  void PollArenaGc(uint64_t mono_ns);
 
   DaemonOptions options_;
   NodeMonitor* monitor_;
@@ -105,6 +111,8 @@ class Daemon {
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_master_poll_ns_ = 0;
   uint64_t next_membership_check_ns_ = 0;
+  uint64_t next_arena_gc_ns_ = 0;
+  bool arena_gc_failed_ = false;  // said once until it works again
   std::string timeouts_version_;
   std::string command_cursor_;  // empty until read from Redis after a connect
 };

@@ -3,6 +3,7 @@
 //   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID] [--ranks 4-7]
 //   ftworker status [--job J] [--json]
 //   ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]
+//   ftworker gc --job J [--arena-dir D] [--dry-run] [--redis URL]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB, FT_REDIS,
 // FT_NODE_ID. The password belongs in FT_REDIS_PASSWORD, not in the URL on the command line.
 #include <signal.h>
@@ -19,6 +20,7 @@
 #include "common/launcher_identity.h"
 #include "common/log.h"
 #include "ftworker/daemon.h"
+#include "ftworker/gc_command.h"
 #include "ftworker/listen_address.h"
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
@@ -38,6 +40,7 @@ constexpr const char* kUsage =
     "       ftworker status [--job J] [--json]\n"
     "       ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]\n"
     "                     [--secret-file F] [--connections N]\n"
+    "       ftworker gc --job J [--arena-dir D] [--dry-run] [--redis URL]\n"
     "\n"
     "  --job J      the job (default: FT_JOB, else the launcher's job id)\n"
     "  --redis URL  redis://[user@]host:port[/db] (default: FT_REDIS); the password goes in\n"
@@ -50,12 +53,21 @@ constexpr const char* kUsage =
     "  pull         fetch one checkpoint copy (arena/<step>/<rank> or local/<step>/<rank>) from\n"
     "               NODE's worker with the job's secret (from Redis, or the first line of F),\n"
     "               every chunk verified, into FILE and FILE.manifest\n"
+    "  gc           remove the job's host arenas on this node that are no longer needed (the\n"
+    "               job finished or its plan names a newer step, the copy is persisted in a\n"
+    "               tier and is not the planned/newest step, no live process holds it); one\n"
+    "               line per arena says what was removed or kept and why (a job's epilogue)\n"
+    "  --arena-dir D  gc: the arena directory (default: FT_CKPT_ARENA_DIR)\n"
+    "  --dry-run    gc: say what would be removed, remove nothing\n"
     "Every FT_* setting is listed by ft-print-config and in docs/configuration.md.\n";
 
 struct Flags {
   bool status = false;
   bool pull = false;
   bool json = false;
+  bool gc = false;
+  bool dry_run = false;
+  std::string arena_dir;
   std::string job, redis, node, shm_dir = "/dev/shm", ranks;
   std::string from, region, out, secret_file, connections = "4";
 };
@@ -67,6 +79,9 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     ++i;
   } else if (i < argc && std::strcmp(argv[i], "pull") == 0) {
     flags->pull = true;
+    ++i;
+  } else if (i < argc && std::strcmp(argv[i], "gc") == 0) {
+    flags->gc = true;
     ++i;
   }
   for (; i < argc; ++i) {
@@ -86,6 +101,14 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       if (!value(&flags->job)) return false;
     } else if (arg == "--redis") {
       if (!value(&flags->redis)) return false;
+    } else if (flags->gc && arg == "--arena-dir") {
+      if (!value(&flags->arena_dir)) return false;
+    } else if (flags->gc && arg == "--dry-run") {
+      flags->dry_run = true;
+    } else if (flags->gc) {
+      std::fprintf(stderr, "ftworker gc: unknown argument '%s' (gc takes --job J, --arena-dir D, "
+                   "--dry-run, --redis URL)\n", arg.c_str());
+      return false;
     } else if (arg == "--node") {
       if (!value(&flags->node)) return false;
     } else if (arg == "--shm-dir") {
@@ -142,6 +165,25 @@ int main(int argc, char** argv) {
   if (flags.status) {
     std::fputs(ft::worker::LocalStatus(job, flags.shm_dir, flags.json).c_str(), stdout);
     return 0;
+  }
+
+  if (flags.gc) {
+    ft::worker::GcCommand gc;
+    gc.job = job;
+    gc.arena_dir = !flags.arena_dir.empty() ? flags.arena_dir : config.ckpt_arena_dir;
+    gc.local_dir = config.ckpt_dir;
+    gc.remote_dir = config.ckpt_remote_dir;
+    gc.dry_run = flags.dry_run;
+    s = ft::redis::EndpointFromConfig(config, flags.redis, &gc.redis);
+    if (s.ok()) {
+      gc.have_redis = true;
+    } else if (s.code() == ft::StatusCode::kNotFound) {
+      gc.no_redis_why = "FT_REDIS is not set";
+    } else {
+      std::fprintf(stderr, "ftworker gc: %s\n", std::string(s.message()).c_str());
+      return 2;
+    }
+    return ft::worker::RunGc(gc);
   }
 
   if (flags.pull) {

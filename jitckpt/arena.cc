@@ -440,6 +440,11 @@ void Arena::AbandonWrite() {
   writing_slot_ = -1;
 }
 
+int Arena::writer_pid() const {
+  if (base_ == nullptr) return 0;
+  return static_cast<int>(__atomic_load_n(&HeaderOf(base_)->writer_pid, __ATOMIC_RELAXED));
+}
+
 Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
   if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
   const ArenaHeader* h = HeaderOf(base_);

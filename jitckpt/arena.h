@@ -85,6 +85,9 @@ class Arena {
   uint8_t* slots_data() const { return base_ == nullptr ? nullptr : base_ + data_offset_; }
   uint64_t slots_bytes() const { return data_capacity_ * static_cast<uint64_t>(slots_); }
   uint64_t mapped_bytes() const { return mapped_; }
+  // The pid of the last process that opened it for writing (the header's writer_pid; 0 when
+  // not open). ftworker gc keeps an arena whose writer still lives.
+  int writer_pid() const;
 
   // Writer side of the commit protocol. BeginWrite returns the data region the new copy goes
   // to (the same one again while a write is open). Commit publishes it: InvalidArgument when

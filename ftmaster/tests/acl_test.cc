@@ -71,7 +71,7 @@ TEST(AclUsers, WorkerWritesWhatWorkersWriteAndReadsWhatTheMasterPublishes) {
   }
   for (const std::string& key : {k.Timeouts(), k.TimeoutsVersion(), k.Commands("node7"),
                                  k.Restore(), k.RestoreVersion(), k.TransferSecret(),
-                                 k.Evicted()}) {
+                                 k.Evicted(), k.MasterState(), k.CkptVerdicts()}) {
     EXPECT_TRUE(CanRead(w, key)) << key;
     EXPECT_FALSE(CanWrite(w, key)) << key << ": only the master writes it";
   }

@@ -3,6 +3,8 @@
 // holds, overwrites behind, or fails a persist at a chosen moment. No Redis, no process.
 #include "ftworker/ckpt_keeper.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -430,6 +432,66 @@ TEST_F(CkptKeeperTest, RestartCleansUncommittedFilesAndReportsCommittedCopies) {
   Settle(*keeper);
   EXPECT_EQ(Latest(7, 0).copy.tiers, (Tiers{"local", "remote"}));
   EXPECT_EQ(latest_.count({7, 5}), 0u);
+}
+
+// The automatic arena pass: while the job runs and its plan names no newer step nothing goes;
+// once it finished, an arena whose copy is persisted and not planned/newest is removed (and
+// loses its `arena` tier), the planned step's arena and the arena of a rank whose process
+// still runs on this node stay.
+TEST_F(CkptKeeperTest, ArenaGcRemovesAFinishedJobsPersistedArenaKeepsPlannedAndLiveOnes) {
+  std::vector<std::string> asked;  // the paths the holder seam was asked about
+  CkptKeeperOptions o;
+  o.job = job_;
+  o.node = "n1";
+  o.arena_dir = arena_dir_;
+  o.local_dir = local_;
+  o.remote_dir = remote_;
+  o.scan_interval_ns = 0;
+  // Every FakeArena is written by this test process: no process holds them but the ranks the
+  // worker sees alive.
+  o.arena_holder = [&](const std::string& path, uint64_t, int) {
+    asked.push_back(path);
+    return std::string();
+  };
+  auto keeper = std::make_unique<CkptKeeper>(o);
+  FakeArena old(arena_dir_, job_, 0, 8192);
+  FakeArena planned(arena_dir_, job_, 1, 8192);
+  FakeArena live(arena_dir_, job_, 2, 8192);
+  old.Save(10, 1);
+  planned.Save(20, 2);
+  live.Save(10, 3);
+  Tick(*keeper, {0, 1, 2});
+  ASSERT_TRUE(keeper->WaitIdle(60s));
+  Tick(*keeper, {0, 1, 2});
+  ASSERT_EQ(Latest(10, 0).copy.tiers, (Tiers{"arena", "local", "remote"}));
+
+  JobGcFacts running;
+  running.known = true;
+  running.planned_step = 10;
+  keeper->SetGcFacts(running, {2});
+  ASSERT_TRUE(keeper->WaitIdle(60s));
+  EXPECT_TRUE(std::filesystem::exists(old.path())) << "step 10 is the running job's planned step";
+
+  JobGcFacts finished;
+  finished.known = true;
+  finished.finished = true;
+  finished.planned_step = finished.newest_complete = finished.newest_verified = 20;
+  keeper->SetGcFacts(finished, {2});
+  ASSERT_TRUE(keeper->WaitIdle(60s));
+  EXPECT_FALSE(std::filesystem::exists(old.path())) << "persisted, not planned/newest: removed";
+  EXPECT_TRUE(std::filesystem::exists(planned.path())) << "the planned step stays";
+  EXPECT_TRUE(std::filesystem::exists(live.path())) << "rank 2's process runs on this node";
+  EXPECT_EQ(std::count(asked.begin(), asked.end(), live.path()), 0)
+      << "a rank the worker sees alive is kept before anything else is asked";
+  Tick(*keeper, {0, 1, 2});
+  EXPECT_EQ(Latest(10, 0).copy.tiers, (Tiers{"local", "remote"}));
+  EXPECT_EQ(Latest(20, 1).copy.tiers, (Tiers{"arena", "local", "remote"}));
+
+  // Rank 2's process exits: the next pass removes its arena too.
+  keeper->SetGcFacts(finished, {});
+  ASSERT_TRUE(keeper->WaitIdle(60s));
+  EXPECT_FALSE(std::filesystem::exists(live.path()));
+  EXPECT_TRUE(std::filesystem::exists(planned.path()));
 }
 
 }  // namespace

@@ -206,6 +206,10 @@ def case_roles(args):
         c.db.command("SET", other + "restore", '{"v":1}')
         with c.client("worker") as w:
             check(len(w.command("GET", c.key("transfer:secret")) or "") == 64, "the worker reads its job's secret")
+            # What removing host arenas needs: whether the job finished, which steps are verified.
+            check(w.command("HGET", c.key("master"), "job_state") is not None, "the worker reads the job's state")
+            check(str(hang_step) in (w.command("HGETALL", c.key("ckpt:verdicts")) or []),
+                  "the worker reads the verdicts")
             for cmd in (("SET", c.key("restore"), '{"v":1,"version":99,"step":1,"unix_ms":1}'),
                         ("SET", c.key("restore:version"), "99"),
                         ("SET", c.key("timeouts"), "{}"),
@@ -217,7 +221,7 @@ def case_roles(args):
                         ("SADD", c.key("evicted"), "node0"),
                         ("GET", other + "transfer:secret"),
                         ("GET", other + "restore"),
-                        ("HGETALL", c.key("master")),
+                        ("HGET", other + "master", "job_state"),
                         ("KEYS", "*"),
                         ("SCAN", "0"),
                         ("FLUSHALL",),
