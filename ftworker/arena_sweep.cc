@@ -1,6 +1,7 @@
 #include "ftworker/arena_sweep.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -197,10 +199,27 @@ std::vector<ArenaSweepEntry> SweepArenas(const ArenaSweepOptions& options, const
       } else if (std::string h = holder(path, before.st_ino, arena.writer_pid()); !h.empty()) {
         f.held_by = h;
         entry.decision = DecideArenaGc(f, job);
-      } else if (unlink(path.c_str()) != 0) {
-        entry.remove_error = fmt::format("unlink: {}", std::strerror(errno));
       } else {
-        entry.removed = true;
+        // Moved aside first: a rank (re)opening its arena from now on finds no file and makes
+        // a new one, so none can open it between the last look at its holders and the unlink;
+        // one that opened it just before shows in the header's writer, asked once more.
+        const std::string aside = fmt::format("{}.tmp.gc.{}", path, getpid());
+        if (rename(path.c_str(), aside.c_str()) != 0) {
+          entry.remove_error = fmt::format("rename: {}", std::strerror(errno));
+        } else if (std::string late = holder(aside, before.st_ino, arena.writer_pid()); !late.empty()) {
+          // Back under its name, unless a new arena took the name meanwhile (that one is the
+          // rank's now; the old file stays aside until the rank's next arena creation sweeps
+          // temp files).
+          if (renameat2(AT_FDCWD, aside.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
+            entry.remove_error = fmt::format("putting it back from {}: {}", aside, std::strerror(errno));
+          }
+          f.held_by = late;
+          entry.decision = DecideArenaGc(f, job);
+        } else if (unlink(aside.c_str()) != 0) {
+          entry.remove_error = fmt::format("unlink {}: {}", aside, std::strerror(errno));
+        } else {
+          entry.removed = true;
+        }
       }
     }
     out.push_back(std::move(entry));
