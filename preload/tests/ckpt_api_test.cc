@@ -27,6 +27,13 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The nothrow pair too (std::stable_sort's buffer, among others): the default one would take
+// its memory from the runtime's operator new and give it back through the free above, which
+// AddressSanitizer reports as an alloc-dealloc mismatch in every test of this binary.
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return t_refuse_allocations ? nullptr : std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace ft::preload::ckpt_test {
 namespace {
