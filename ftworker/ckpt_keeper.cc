@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/log.h"
 #include "jitckpt/arena.h"
@@ -420,6 +421,11 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
     std::lock_guard<std::mutex> lock(mu_);
     plan_known = plan_known_;
     if (planned_step_ >= 0) rule.keep_also.push_back(planned_step_);
+    // The newest verified step too (ft:{J}:ckpt:verdicts, read with the arena facts): a
+    // verified step the plan does not name (held only on an evicted node, say) stays restorable.
+    if (gc_job_.known && gc_job_.newest_verified >= 0 && gc_job_.newest_verified != planned_step_) {
+      rule.keep_also.push_back(gc_job_.newest_verified);
+    }
     world = world_size_;
     for (int rank : node_ranks_) {
       if (world <= 0 || rank < world) rule.own_ranks.push_back(rank);
@@ -457,7 +463,9 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
            "(steps {}..{}; keeping {} complete step{}{})", ckpt::TierName(kind), dir, result.removed.size(),
            result.removed.size() == 1 ? "y" : "ies", result.removed.front().step, result.removed.back().step,
            rule.keep_steps, rule.keep_steps == 1 ? "" : "s",
-           rule.keep_also.empty() ? std::string() : fmt::format(" and the planned step {}", rule.keep_also[0]));
+           rule.keep_also.empty() ? std::string()
+                                  : fmt::format(" and step{} {} (planned, newest verified)",
+                                                rule.keep_also.size() == 1 ? "" : "s", fmt::join(rule.keep_also, ", ")));
   }
   for (const std::string& why : result.left) {
     say_once("left " + why, [&] {

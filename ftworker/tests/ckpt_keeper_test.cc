@@ -312,6 +312,31 @@ TEST_F(CkptKeeperTest, RetentionWaitsForThePlanAndKeepsThePlannedStep) {
   EXPECT_FALSE(Latest(1, 0).removed);
 }
 
+// The newest verified step stays beside the planned one, whatever FT_CKPT_KEEP says.
+TEST_F(CkptKeeperTest, RetentionKeepsTheNewestVerifiedStepBesideThePlannedOne) {
+  auto keeper = NewKeeper(/*keep=*/1);
+  FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
+  arena.world_size = 1;
+  for (int64_t step = 1; step <= 3; ++step) {
+    arena.Save(step, static_cast<uint8_t>(step));
+    Tick(*keeper);
+    Settle(*keeper);
+  }
+  keeper->SetPlan(1);
+  JobGcFacts facts;
+  facts.known = true;
+  facts.planned_step = 1;
+  facts.newest_verified = 2;
+  keeper->SetGcFacts(facts, {0});
+  arena.Save(4, 4);
+  Tick(*keeper);
+  Settle(*keeper);
+  for (const std::string& dir : {local_, remote_}) {
+    EXPECT_EQ(ckpt::ListCommitted(dir, job_), (std::vector<ckpt::CopyId>{{1, 0}, {2, 0}, {4, 0}})) << dir;
+  }
+  EXPECT_TRUE(Latest(3, 0).removed);
+}
+
 // <remote>/<job> made by another user (someone took the name first on a shared file system):
 // the worker says so, persists nothing into it, and reports the error with each copy.
 TEST_F(CkptKeeperTest, ATierDirectoryOfAnotherUserIsRefusedWithAClearError) {
