@@ -1,6 +1,8 @@
 // libft.so's lifecycle: lazy Init at the first intercepted call (InitSlow), exit and fork
 // handling.
 #include <pthread.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +33,19 @@ namespace ft::preload {
 using namespace internal;
 
 namespace {
+
+// A segment under this process's name is stale by construction: the name carries our pid, and
+// we have not created ours yet, so a process that died without cleaning up (SIGKILL, with no
+// worker to collect it) had the same pid before. Left there it would disable libft.so for
+// this run (the create is exclusive). Only a file of this user is removed.
+void RemoveStaleSegment(const std::string& name) {
+  struct stat st;
+  const std::string path = "/dev/shm" + name;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return;
+  if (shm_unlink(name.c_str()) == 0) {
+    FT_LOG(Info, Preload, "removed a stale segment {} left by an earlier process with this pid", name);
+  }
+}
 
 // `status` is what the process passed to exit() (a return from main passes main's value),
 // where the C library tells us (glibc's on_exit); 0 otherwise.
@@ -142,6 +157,7 @@ void DoInit() {
   options.ring_capacity = static_cast<uint32_t>(config.ring_records);
   options.comm_slots = static_cast<uint32_t>(config.comm_slots);
   std::string name = shm::SegmentName(identity.job, identity.global_rank, rt->owner_pid);
+  RemoveStaleSegment(name);
   Status created = shm::Segment::Create(name, identity, rt->owner_pid, options, &rt->segment);
   if (!created.ok()) {
     FT_LOG(Warn, Preload,

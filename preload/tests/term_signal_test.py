@@ -24,6 +24,8 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   blocked-read       the app waits in read(stdin) and exits 0 if the read is interrupted:
                      without ft SIGTERM kills it there, so with ft it must too (our handler
                      restarts the call), after saving step 3
+  stale-segment      a segment under the app's own name (a SIGKILLed process with the same pid
+                     left it): libft.so replaces it instead of disabling itself, and saves
   killed-mid-save    512 MiB of state, a periodic save of step 3 committed, idle after step 4:
                      SIGTERM starts the termination save of step 4, SIGKILL lands while it
                      writes (the launcher's grace ran out): the arena still holds step 3, whole
@@ -53,7 +55,7 @@ def check(cond, msg):
 
 
 class App:
-    def __init__(self, args, flags, env_extra=None, tmp_dir=None):
+    def __init__(self, args, flags, env_extra=None, tmp_dir=None, stale_segment=False):
         self.dir = tempfile.mkdtemp(prefix="ft-term-", dir=tmp_dir)
         self.job = "term-%d" % os.getpid()
         env = dict(os.environ, LD_PRELOAD=args.libft, FT_JOB=self.job, FT_RANK="0", FT_WORLD_SIZE="1",
@@ -62,8 +64,17 @@ class App:
         self.args = args
         self.lines = []
         self.cv = threading.Condition()
+        job = self.job
+
+        def plant_stale_segment():  # in the child, before exec: its pid is the app's
+            path = "/dev/shm/ft.%s.r0.p%d" % (job, os.getpid())
+            with open(path, "w") as f:
+                f.write("left by a process killed with this pid")
+            os.chmod(path, 0o600)
+
         self.proc = subprocess.Popen([args.app, "run"] + flags, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=plant_stale_segment if stale_segment else None)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -116,6 +127,13 @@ class App:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # A SIGKILLed app (killed-mid-save) leaves its segment: no worker collects it here.
+        for name in os.listdir("/dev/shm"):
+            if name.startswith("ft.%s." % self.job):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except FileNotFoundError:
+                    pass
 
 
 def signal_after_steps(app, steps=5, sig=signal.SIGTERM):
@@ -235,6 +253,18 @@ def run_case(args):
                       "the arena holds %s, expected step 5 intact" % (got,))
             finally:
                 app.close()
+    elif c == "stale-segment":
+        app = App(args, [], stale_segment=True)
+        try:
+            before, _ = signal_after_steps(app)
+            rc = app.wait_exit()
+            check(rc == -signal.SIGTERM, "exit status %d, expected -15" % rc)
+            out = app.output()
+            check("libft.so disabled" not in out, "the stale segment disabled libft.so:\n" + out[-1500:])
+            check("removed a stale segment" in out, "libft.so did not say it replaced the stale segment")
+            check_saved(app, before, app.last_step())
+        finally:
+            app.close()
     elif c == "killed-mid-save":
         # The copy of 512 MiB takes long enough to be caught writing; a try where the save
         # committed before the poll saw it is run again.
