@@ -49,6 +49,9 @@ void Agent::FinishAtExit() noexcept {
 }
 
 namespace {
+// Acknowledged as a failed save (shm/mailbox.h: kNotReady would read "scheduled", kNotFound
+// "nothing registered" — neither is true), the message saying why.
+constexpr StatusCode kNothingToSaveCode = StatusCode::kUnavailable;
 constexpr const char* kNothingToSave = "no step completed or restored yet: nothing to save";
 }  // namespace
 
@@ -74,7 +77,7 @@ void Agent::HandOver(const shm::Command& command) {
         // A restore under way may still give the state a step: the command waits for it.
         if (!at_step && restoring_ == 0 && NothingToSaveYet()) {
           refusal = kNothingToSave;
-          code = StatusCode::kNotReady;
+          code = kNothingToSaveCode;
         }
         break;
     }
@@ -209,7 +212,7 @@ void Agent::Run() {
         refused.swap(jit_waiting_);
         term_requested_ = false;
         lock.unlock();
-        for (uint64_t seq : refused) AckNow(seq, StatusCode::kNotReady, kNothingToSave);
+        for (uint64_t seq : refused) AckNow(seq, kNothingToSaveCode, kNothingToSave);
         continue;
       }
       save = true;

@@ -29,7 +29,8 @@ enum class CommandType : uint32_t {
 //   result 0, message "saved step=<S> digest=<hex16> torn=<0|1> bytes=<n> ms=<t>"
 //   result kNotFound, message "nothing registered"   (ftworker reports "nothing_registered")
 //   result kNotReady, message "scheduled for the next step"   (kSaveAtStep, before it ran)
-//   any other result: failed, the message says why.
+//   any other result: failed, the message says why (kUnavailable "no step completed or
+//   restored yet: nothing to save": a kSave before the first ft_step_done or ft_restore).
 // A save command that arrives while a save runs is coalesced: it is acknowledged with the
 // running save's outcome.
 

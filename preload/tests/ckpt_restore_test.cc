@@ -261,7 +261,7 @@ TEST(CkptChild, SaveBeforeRestore) {
   FillDevice(s.param, kParamBytes, 21);  // the app's fresh initialisation
   auto ack = WaitAck(Post(shm::CommandType::kSave, "save-before-restore"));
   ASSERT_TRUE(ack);
-  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kNotReady)) << ack->message;
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kUnavailable)) << ack->message;
   EXPECT_NE(ack->message.find("nothing to save"), std::string::npos) << ack->message;
   auto after = ReadArena();
   ASSERT_TRUE(after->status.ok()) << after->status.ToString();

@@ -119,7 +119,7 @@ TEST(CkptSave, SaveBeforeTheFirstStepIsRefused) {
   Registered();
   auto ack = WaitAck(Post(shm::CommandType::kSave, "save-0"));
   ASSERT_TRUE(ack.has_value());
-  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kNotReady)) << ack->message;
+  EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kUnavailable)) << ack->message;
   EXPECT_NE(ack->message.find("no step completed or restored yet"), std::string::npos) << ack->message;
   EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound) << "nothing committed";
 }
