@@ -61,6 +61,17 @@ ArenaGcDecision DecideArenaGc(const ArenaFacts& a, const JobGcFacts& job) {
                     : fmt::format("step {}: the job is not finished and its plan names step {}, not a "
                                   "newer one", a.step, job.planned_step));
   }
+  const bool released = job.finished && job.release;
+  if (released && a.persisted_in.empty()) {
+    return Keep(ArenaGcReason::kKeepNotPersisted,
+                fmt::format("step {} of rank {} is in no tier: kept although the job is released, it may "
+                            "be the only copy", a.step, a.rank));
+  }
+  if (released) {
+    return Remove(ArenaGcReason::kRemovePersisted,
+                  fmt::format("step {} persisted in {}, the finished job released", a.step,
+                              fmt::join(a.persisted_in, ",")));
+  }
   if (a.step == job.planned_step) {
     return Keep(ArenaGcReason::kKeepPlanned,
                 fmt::format("step {} is the planned step (a restart restores it from memory)", a.step));

@@ -51,6 +51,9 @@ struct JobGcFacts {
   int64_t planned_step = -1;     // ft:{J}:restore's step; -1: none
   int64_t newest_complete = -1;  // the newest step whose verdict is not `incomplete`
   int64_t newest_verified = -1;  // the newest step whose verdict is `verified`
+  // `ftworker gc --release`: the job will not be relaunched, so once it finished its planned
+  // and newest steps need not stay in memory either (a persisted copy still must exist).
+  bool release = false;
 };
 
 // Why an arena is kept or removed: tests compare these, people read `why`.

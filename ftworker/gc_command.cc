@@ -23,6 +23,7 @@ int RunGc(const GcCommand& c) {
     redis::Client db;
     Status s = db.Connect(c.redis, std::chrono::seconds(3));
     if (s.ok()) s = ReadJobGcFacts(db, proto::Keys(c.job), &job);
+    job.release = c.release;
     if (!s.ok()) {
       job = JobGcFacts{};
       job.unknown_why = fmt::format("Redis at {}: {}", redis::Redacted(c.redis), s.message());

@@ -1,4 +1,4 @@
-// `ftworker gc --job J [--arena-dir D] [--dry-run] [--redis URL]`: removes the job's host arenas
+// `ftworker gc --job J [--arena-dir D] [--dry-run] [--release] [--redis URL]`: removes the job's host arenas
 // on this node that are no longer needed, by the rule the worker's automatic pass follows
 // (ftworker/arena_gc.h), and says of each arena what it did and why — for a job's epilogue
 // (docs/checkpoints.md, "Removing arenas"). The job's state comes from Redis (FT_REDIS or
@@ -19,6 +19,7 @@ struct GcCommand {
   std::string local_dir;   // FT_CKPT_DIR
   std::string remote_dir;  // FT_CKPT_REMOTE_DIR
   bool dry_run = false;
+  bool release = false;  // --release: the finished job's planned and newest steps may go too
   bool have_redis = false;  // an endpoint is configured
   redis::Endpoint redis;
   std::string no_redis_why;  // when !have_redis

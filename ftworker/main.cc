@@ -3,7 +3,7 @@
 //   ftworker --job J [--redis redis://[user@]host:port[/db]] [--node ID] [--ranks 4-7]
 //   ftworker status [--job J] [--json]
 //   ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]
-//   ftworker gc --job J [--arena-dir D] [--dry-run] [--redis URL]
+//   ftworker gc --job J [--arena-dir D] [--dry-run] [--release] [--redis URL]
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB, FT_REDIS,
 // FT_NODE_ID. The password belongs in FT_REDIS_PASSWORD, not in the URL on the command line.
 #include <signal.h>
@@ -40,7 +40,7 @@ constexpr const char* kUsage =
     "       ftworker status [--job J] [--json]\n"
     "       ftworker pull --from NODE --region arena/<step>/<rank> --out FILE [--job J] [--redis URL]\n"
     "                     [--secret-file F] [--connections N]\n"
-    "       ftworker gc --job J [--arena-dir D] [--dry-run] [--redis URL]\n"
+    "       ftworker gc --job J [--arena-dir D] [--dry-run] [--release] [--redis URL]\n"
     "\n"
     "  --job J      the job (default: FT_JOB, else the launcher's job id)\n"
     "  --redis URL  redis://[user@]host:port[/db] (default: FT_REDIS); the password goes in\n"
@@ -59,6 +59,8 @@ constexpr const char* kUsage =
     "               line per arena says what was removed or kept and why (a job's epilogue)\n"
     "  --arena-dir D  gc: the arena directory (default: FT_CKPT_ARENA_DIR)\n"
     "  --dry-run    gc: say what would be removed, remove nothing\n"
+    "  --release    gc: the finished job will not be relaunched: its planned and newest steps go\n"
+    "               too, once persisted in a tier\n"
     "Every FT_* setting is listed by ft-print-config and in docs/configuration.md.\n";
 
 struct Flags {
@@ -67,6 +69,7 @@ struct Flags {
   bool json = false;
   bool gc = false;
   bool dry_run = false;
+  bool release = false;
   std::string arena_dir;
   std::string job, redis, node, shm_dir = "/dev/shm", ranks;
   std::string from, region, out, secret_file, connections = "4";
@@ -105,9 +108,11 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
       if (!value(&flags->arena_dir)) return false;
     } else if (flags->gc && arg == "--dry-run") {
       flags->dry_run = true;
+    } else if (flags->gc && arg == "--release") {
+      flags->release = true;
     } else if (flags->gc) {
       std::fprintf(stderr, "ftworker gc: unknown argument '%s' (gc takes --job J, --arena-dir D, "
-                   "--dry-run, --redis URL)\n", arg.c_str());
+                   "--dry-run, --release, --redis URL)\n", arg.c_str());
       return false;
     } else if (arg == "--node") {
       if (!value(&flags->node)) return false;
@@ -174,6 +179,7 @@ int main(int argc, char** argv) {
     gc.local_dir = config.ckpt_dir;
     gc.remote_dir = config.ckpt_remote_dir;
     gc.dry_run = flags.dry_run;
+    gc.release = flags.release;
     s = ft::redis::EndpointFromConfig(config, flags.redis, &gc.redis);
     if (s.ok()) {
       gc.have_redis = true;

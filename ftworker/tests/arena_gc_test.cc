@@ -68,6 +68,28 @@ TEST(ArenaGcTest, PlannedNewestCompleteAndNewestVerifiedStepsAreKept) {
   EXPECT_FALSE(DecideArenaGc(Persisted(), j).remove);
 }
 
+// `ftworker gc --release`: a finished job that will not be relaunched lets its planned and
+// newest steps go too — once a tier holds them; a running job keeps them whatever was asked.
+TEST(ArenaGcTest, AReleasedFinishedJobLetsItsPlannedStepGoOncePersisted) {
+  JobGcFacts released = Finished();
+  released.release = true;
+  ArenaGcDecision d = DecideArenaGc(Persisted(20), released);
+  EXPECT_TRUE(d.remove) << d.why;
+  EXPECT_EQ(d.reason, ArenaGcReason::kRemovePersisted);
+  EXPECT_NE(d.why.find("released"), std::string::npos) << d.why;
+  ArenaFacts only_copy = Persisted(20);
+  only_copy.persisted_in.clear();
+  d = DecideArenaGc(only_copy, released);
+  EXPECT_FALSE(d.remove) << d.why;
+  EXPECT_EQ(d.reason, ArenaGcReason::kKeepNotPersisted);
+  JobGcFacts running = released;
+  running.finished = false;
+  d = DecideArenaGc(Persisted(20), running);
+  EXPECT_FALSE(d.remove) << d.why;
+  EXPECT_EQ(d.reason, ArenaGcReason::kKeepJobRunning);
+  EXPECT_FALSE(DecideArenaGc(Persisted(20), Finished()).remove) << "without --release the planned step stays";
+}
+
 TEST(ArenaGcTest, ACopyNoTierHoldsIsKept) {
   ArenaFacts a = Persisted();
   a.persisted_in.clear();

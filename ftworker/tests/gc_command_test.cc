@@ -163,6 +163,14 @@ TEST_F(GcCommandTest, RemovesWhatIsPersistedAndSaysWhyItKeepsTheRest) {
   EXPECT_FALSE(std::filesystem::exists(persisted));
   EXPECT_FALSE(std::filesystem::exists(empty));
   for (const std::string& p : {planned, unpersisted, running.path()}) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+
+  // The job will not be relaunched: --release lets the planned step go too, once persisted;
+  // the copy no tier holds and the live rank's arena stay.
+  ASSERT_EQ(RunGc({"--job", job_, "--arena-dir", arena_dir_, "--release"}, true, &out, &err), 0) << err;
+  EXPECT_TRUE(HasLine(out, "removed " + planned + ": step 20 persisted in local, the finished job released")) << out;
+  EXPECT_TRUE(HasLine(out, "kept " + unpersisted + ": step 10 of rank 2 is in no tier")) << out;
+  EXPECT_FALSE(std::filesystem::exists(planned));
+  for (const std::string& p : {unpersisted, running.path()}) EXPECT_TRUE(std::filesystem::exists(p)) << p;
 }
 
 TEST_F(GcCommandTest, WithoutRedisKeepsEveryCopyAndSaysWhy) {
