@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -14,11 +13,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
+#include "ftworker/process_probe.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/tier.h"
@@ -28,17 +29,14 @@ namespace ft::worker {
 
 namespace {
 
-// A zombie or a missing process holds nothing.
+// A zombie or a missing process holds nothing (the probe rank_monitor asks too); a process
+// whose state cannot be read counts as alive.
 bool PidLives(int pid) {
   if (pid <= 0) return false;
-  if (kill(pid, 0) != 0 && errno != EPERM) return false;
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  std::getline(stat, text);
-  size_t close = text.rfind(')');
-  if (close == std::string::npos || close + 2 >= text.size()) return true;  // unknown: alive
-  const char state = text[close + 2];
-  return state != 'Z' && state != 'X';
+  ProcessProbe* probe = SystemProcessProbe();
+  if (!probe->PidExists(pid)) return false;
+  const std::optional<ProcStat> stat = probe->ReadStat(pid);
+  return !stat || (stat->state != 'Z' && stat->state != 'X');
 }
 
 // (device, inode) -> a process other than this one that maps the file shared and writable.
