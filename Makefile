@@ -49,9 +49,11 @@ bench-master: build
 	@$(BUILD)/bench/master_bench --ftmaster $(BUILD)/ftmaster/ftmaster
 
 # What one ftworker costs (% of one core) for 8 ranks at 10k records/s each, and how long a hang
-# takes from its timeout threshold to the event in Redis (RESULT worker ...).
+# takes from its timeout threshold to the event in Redis (RESULT worker ...); what a healthy
+# 8-rank trainsim job makes Redis take in per rank per second (RESULT redis_volume ...).
 bench-worker: build
 	@python3 bench/worker_bench.py $(BUILD)
+	@python3 bench/redis_volume.py $(BUILD)
 
 # What a checkpoint costs on the stand-ins, 1 GiB per rank (and a 4-rank run): JIT save against
 # memcpy, periodic save blocking, local-tier persist against dd oflag=direct, restore from each
