@@ -36,6 +36,12 @@ struct FtModeEntry {
 constexpr FtModeEntry kFtModes[] = {
     {"restore", FtMode::kRestore}, {"save", FtMode::kSave}, {"off", FtMode::kOff}};
 
+struct OptimizerEntry {
+  const char* name;
+  Optimizer optimizer;
+};
+constexpr OptimizerEntry kOptimizers[] = {{"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}};
+
 bool ParseInt64(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
   char* end = nullptr;
@@ -116,6 +122,23 @@ const std::vector<Flag>& Flags() {
          c->seed = static_cast<uint64_t>(x);
          return true;
        }},
+      {"--optimizer", "NAME", true,
+       "sgd (w -= lr*g) or momentum (m = m/2 + lr*g; w -= m), both on the\n"
+       "byte grid (default: momentum with --sharded-optimizer, else sgd)",
+       [](Config* c, const std::string& v) {
+         for (const OptimizerEntry& o : kOptimizers) {
+           if (v == o.name) {
+             c->optimizer = o.optimizer;
+             return true;
+           }
+         }
+         return false;
+       }},
+      {"--sharded-optimizer", nullptr, true,
+       "shard the optimizer state over the DP ranks (Megatron's distributed\n"
+       "optimizer): each updates 1/dp of the parameters, an all-gather makes them\n"
+       "whole; the results equal the unsharded run's (same --optimizer)",
+       [](Config* c, const std::string&) { c->sharded_optimizer = true; return true; }},
       {"--verbose", nullptr, false, "print one line per step with its wall time",
        [](Config* c, const std::string&) { c->verbose = true; return true; }},
       {"--bootstrap-port", "PORT", false,
@@ -173,6 +196,13 @@ const char* FaultName(FaultKind kind) {
   return "?";
 }
 
+const char* OptimizerName(Optimizer optimizer) {
+  for (const OptimizerEntry& o : kOptimizers) {
+    if (o.optimizer == optimizer) return o.name;
+  }
+  return "default";
+}
+
 const char* FtModeName(FtMode mode) {
   for (const FtModeEntry& m : kFtModes) {
     if (m.mode == mode) return m.name;
@@ -225,6 +255,8 @@ std::string HelpText(bool reference) {
          "Peers of a faulting rank simply block in their collectives.\n"
          "\nwith libft.so (LD_PRELOAD), unless --ft off: registers each layer's parameters\n"
          "(layers.<global layer>.weight) and the optimizer's step counter (optimizer.steps),\n"
+         "with --optimizer momentum its momentum buffer (optimizer.momentum; with\n"
+         "--sharded-optimizer each DP rank's slice, optimizer.momentum.dp<i>),\n"
          "reports every completed step (ft_step_done), and with --ft restore starts at the\n"
          "restored step, printing 'trainsim rank=<r> restored step=<s>'; a failed restore exits 1.\n"
          "\nexit status: 0 done, 1 CUDA/NCCL/bootstrap/restore error, 2 bad command line\n";
@@ -315,6 +347,13 @@ bool Finish(Config* c, int world_size, std::string* error) {
                   std::to_string(c->world()));
     }
     if (c->fault_step < 0) return fail("--fault-step must be >= 0");
+  }
+  if (c->optimizer == Optimizer::kDefault) {
+    c->optimizer = c->sharded_optimizer ? Optimizer::kMomentum : Optimizer::kSgd;
+  }
+  if (c->sharded_optimizer && c->optimizer == Optimizer::kSgd) {
+    return fail("--sharded-optimizer needs an optimizer with state (--optimizer momentum): plain SGD "
+                "has nothing to shard");
   }
   if (c->slow_factor <= 0) return fail("--slow-factor must be positive");
   if (c->pause_s < 0) return fail("--pause-s must be >= 0");

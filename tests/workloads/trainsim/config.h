@@ -23,6 +23,13 @@ const char* FtModeName(FtMode mode);
 
 const char* FaultName(FaultKind kind);
 
+// The optimizer (--optimizer): plain SGD, or SGD with momentum, whose per-parameter momentum
+// buffer is the optimizer state a distributed optimizer shards. kDefault: momentum with
+// --sharded-optimizer (there must be a state to shard), else SGD; Finish() resolves it.
+enum class Optimizer { kDefault, kSgd, kMomentum };
+
+const char* OptimizerName(Optimizer optimizer);
+
 struct Config {
   int dp = 0;  // 0: WORLD_SIZE / (tp * pp)
   int tp = 1;
@@ -42,12 +49,22 @@ struct Config {
   double slow_factor = 1.5;
   double pause_s = 20.0;
   FtMode ft = FtMode::kRestore;
+  Optimizer optimizer = Optimizer::kDefault;
+  // Megatron's distributed optimizer: each DP rank owns 1/dp of the optimizer state and updates
+  // that slice of the parameters, then an all-gather makes the parameters whole again.
+  bool sharded_optimizer = false;
 
   // Derived by Finish().
   int world() const { return dp * tp * pp; }
   int layers_per_stage() const { return layers / pp; }
   // Floats of one layer's parameter shard on one rank (S); a layer has S * tp in all.
   int64_t shard_len() const { return param_bytes / 4 / layers_per_stage(); }
+  // Parameters of one rank (all its layers' shards) and, with --sharded-optimizer, the slice of
+  // them each DP rank updates: ceil(rank_params / dp); the last slice is padded with zeros.
+  int64_t rank_params() const { return layers_per_stage() * shard_len(); }
+  int64_t optimizer_slice() const {
+    return sharded_optimizer ? (rank_params() + dp - 1) / dp : rank_params();
+  }
 };
 
 enum class ParseResult { kOk, kHelp, kError };

@@ -31,6 +31,7 @@
   X(backward_finish, (const float* s, float* g_out, int64_t layer, int64_t n), (s, g_out, layer)) \
   X(scale, (float* x, float factor, int64_t n), (x, factor))                                   \
   X(optimizer_step, (float* w, const float* grad, float lr, int64_t n), (w, grad, lr))        \
+  X(momentum_step, (float* w, float* m, const float* grad, float lr, int64_t n), (w, m, grad, lr)) \
   X(count_steps, (int64_t* counter, int64_t n), (counter))
 
 // Kernels written by hand on each side: X(name, (parameters)).

@@ -14,6 +14,10 @@ ReferenceResult RunReference(const Config& c) {
 
   std::vector<std::vector<float>> w(layers, std::vector<float>(full));
   std::vector<std::vector<float>> grad(layers, std::vector<float>(full));
+  // The momentum buffer (--optimizer momentum), whole: sharding it over DP ranks
+  // (--sharded-optimizer) changes who computes which element, not the result.
+  const bool momentum = c.optimizer == Optimizer::kMomentum;
+  std::vector<std::vector<float>> mom(momentum ? layers : 0, std::vector<float>(full, 0.0f));
   std::vector<std::vector<float>> act(layers + 1, std::vector<float>(hidden));
   std::vector<float> part(hidden);
   std::vector<float> g(hidden);
@@ -49,7 +53,13 @@ ReferenceResult RunReference(const Config& c) {
     const float factor = AverageFactor(global_batch);
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t i = 0; i < full; ++i) scale_at(i, grad[l].data(), factor);
-      for (int64_t i = 0; i < full; ++i) optimizer_step_at(i, w[l].data(), grad[l].data(), kLearningRate);
+      if (momentum) {
+        for (int64_t i = 0; i < full; ++i) {
+          momentum_step_at(i, w[l].data(), mom[l].data(), grad[l].data(), kLearningRate);
+        }
+      } else {
+        for (int64_t i = 0; i < full; ++i) optimizer_step_at(i, w[l].data(), grad[l].data(), kLearningRate);
+      }
     }
   }
 

@@ -138,6 +138,8 @@ class Trainer {
     hidden_ = c_.hidden;
     first_stage_ = co_.pp == 0;
     last_stage_ = co_.pp == c_.pp - 1;
+    slice_ = c_.optimizer_slice();
+    padded_ = c_.sharded_optimizer ? slice_ * c_.dp : lps_ * shard_;
   }
 
   void Init(const std::string& master_addr, int port) {
@@ -168,9 +170,18 @@ class Trainer {
     NCCL_CHECK(ncclCommSplit(world_, co_.tp + c_.tp * co_.dp, co_.pp, &pp_, &pp_cfg));
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    const int64_t nparams = lps_ * shard_;
-    CUDA_CHECK(cudaMalloc(&params_, nparams * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&grads_, nparams * sizeof(float)));
+    // With --sharded-optimizer the buffers are padded to dp equal slices (zeros past nparams:
+    // no gradient reaches them, so the optimizer keeps them zero).
+    CUDA_CHECK(cudaMalloc(&params_, padded_ * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&grads_, padded_ * sizeof(float)));
+    // On stream_: a memset on the legacy default stream is not ordered before the
+    // initialization below (stream_ is non-blocking).
+    CUDA_CHECK(cudaMemsetAsync(params_, 0, padded_ * sizeof(float), stream_));
+    CUDA_CHECK(cudaMemsetAsync(grads_, 0, padded_ * sizeof(float), stream_));
+    if (c_.optimizer == Optimizer::kMomentum) {
+      CUDA_CHECK(cudaMalloc(&momentum_, slice_ * sizeof(float)));
+      CUDA_CHECK(cudaMemsetAsync(momentum_, 0, slice_ * sizeof(float), stream_));
+    }
     CUDA_CHECK(cudaMalloc(&acts_, int64_t{c_.microbatches} * (lps_ + 1) * hidden_ * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&part_, hidden_ * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&gbuf_, 2 * hidden_ * sizeof(float)));
@@ -198,6 +209,12 @@ class Trainer {
                        static_cast<size_t>(shard_) * sizeof(float)});
     }
     state.push_back({"optimizer.steps", opt_steps_, sizeof(int64_t)});
+    if (momentum_ != nullptr) {
+      // Sharded: each DP rank holds a different slice, under its own name (the shard identity
+      // (tp, pp, dp) of ft_set_shard tells the copies apart as well).
+      state.push_back({c_.sharded_optimizer ? "optimizer.momentum.dp" + std::to_string(co_.dp) : "optimizer.momentum",
+                       momentum_, static_cast<size_t>(slice_) * sizeof(float)});
+    }
     ft_ = FtRegisterAndRestore(c_, co_, state);
     if (!ft_.warning.empty()) std::fprintf(stderr, "trainsim rank=%d: warning: %s\n", rank_, ft_.warning.c_str());
     if (!ft_.error.empty()) Die(__FILE__, __LINE__, "restore", ft_.error);
@@ -249,8 +266,8 @@ class Trainer {
     NCCL_CHECK(ncclCommDestroy(world_));
     for (void* p : {static_cast<void*>(params_), static_cast<void*>(grads_), static_cast<void*>(acts_),
                     static_cast<void*>(part_), static_cast<void*>(gbuf_), static_cast<void*>(hang_flag_),
-                    static_cast<void*>(opt_steps_)}) {
-      CUDA_CHECK(cudaFree(p));
+                    static_cast<void*>(opt_steps_), static_cast<void*>(momentum_)}) {
+      if (p != nullptr) CUDA_CHECK(cudaFree(p));
     }
     CUDA_CHECK(cudaStreamDestroy(stream_));
   }
@@ -334,7 +351,7 @@ class Trainer {
       compute_spin<<<1, 32, 0, stream_>>>(compute_ns);
       CUDA_CHECK(cudaGetLastError());
     }
-    LAUNCH(fill, lps_ * shard_, grads_, 0.0f, lps_ * shard_);
+    LAUNCH(fill, padded_, grads_, 0.0f, padded_);
 
     // Forward: receive micro-batch m's input, run the stage, then in one group send its output
     // on and receive the next micro-batch's input.
@@ -375,13 +392,36 @@ class Trainer {
       if (last_stage_ && m + 1 < mbs) LossGrad(m + 1, step);
     }
 
+    if (c_.sharded_optimizer) {
+      ShardedUpdate();
+      return;
+    }
     // Data parallelism: sum, then scale to the average over the global batch.
     const int64_t nparams = lps_ * shard_;
     if (c_.dp > 1) NCCL_CHECK(ncclAllReduce(grads_, grads_, nparams, ncclFloat, ncclSum, dp_, stream_));
     FtUpdateBegin(ft_, stream_);  // a save from here to the next step's end would be torn
     LAUNCH(scale, nparams, grads_, AverageFactor(int64_t{c_.dp} * mbs), nparams);
-    LAUNCH(optimizer_step, nparams, params_, grads_, kLearningRate, nparams);
+    if (momentum_ != nullptr) {
+      LAUNCH(momentum_step, nparams, params_, momentum_, grads_, kLearningRate, nparams);
+    } else {
+      LAUNCH(optimizer_step, nparams, params_, grads_, kLearningRate, nparams);
+    }
     LAUNCH(count_steps, 1, opt_steps_, 1);
+  }
+
+  // Megatron's distributed optimizer: reduce-scatter the gradients so this DP rank holds the
+  // sum of its slice, update that slice with the state it owns, all-gather the parameters.
+  // Every collective is in place (NCCL's rule: the slice sits at dp_index * slice).
+  void ShardedUpdate() {
+    const int64_t begin = int64_t{co_.dp} * slice_;
+    if (c_.dp > 1) {
+      NCCL_CHECK(ncclReduceScatter(grads_, grads_ + begin, slice_, ncclFloat, ncclSum, dp_, stream_));
+    }
+    FtUpdateBegin(ft_, stream_);  // a save from here to the next step's end would be torn
+    LAUNCH(scale, slice_, grads_ + begin, AverageFactor(int64_t{c_.dp} * c_.microbatches), slice_);
+    LAUNCH(momentum_step, slice_, params_ + begin, momentum_, grads_ + begin, kLearningRate, slice_);
+    LAUNCH(count_steps, 1, opt_steps_, 1);
+    if (c_.dp > 1) NCCL_CHECK(ncclAllGather(params_ + begin, params_, slice_, ncclFloat, dp_, stream_));
   }
 
   const Config c_;
@@ -391,6 +431,8 @@ class Trainer {
   int64_t lps_ = 0;
   int64_t shard_ = 0;
   int64_t hidden_ = 0;
+  int64_t slice_ = 0;   // optimizer state elements on this rank (all of them unless sharded)
+  int64_t padded_ = 0;  // length of params_ and grads_: dp slices when sharded
   bool first_stage_ = true;
   bool last_stage_ = true;
 
@@ -399,13 +441,14 @@ class Trainer {
   ncclComm_t tp_ = nullptr;
   ncclComm_t pp_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  float* params_ = nullptr;  // [lps][shard]
-  float* grads_ = nullptr;   // [lps][shard]
+  float* params_ = nullptr;  // [lps][shard], then zero padding up to padded_
+  float* grads_ = nullptr;   // [lps][shard], then zero padding up to padded_
   float* acts_ = nullptr;    // [microbatch][lps + 1][hidden]: each layer's input, then the output
   float* part_ = nullptr;    // [hidden]: partial sums, tp all-reduced in place
   float* gbuf_ = nullptr;    // [2][hidden]: activation gradients of alternate micro-batches
   int* hang_flag_ = nullptr;
   int64_t* opt_steps_ = nullptr;  // [1]: the optimizer's update count (its checkpointed state)
+  float* momentum_ = nullptr;     // [slice_]: --optimizer momentum's buffer (this rank's slice)
   FtStart ft_;
 };
 

@@ -16,6 +16,8 @@
 //   backward  dw[k] += g[k % hidden] * x[k % hidden]                   (mod 256, then summed)
 //             dx[a] = act_grad(sum_{k % hidden == a} g[a] * w[k], layer)
 //   update    w[k]  = w[k] - floor(lr * (sum over dp and micro-batches of dw[k]) / (dp * mb))
+//             (--optimizer momentum: m[k] = floor(m[k] / 2) + that floor(...), w[k] -= m[k],
+//             both mod 256: the momentum buffer m is per-parameter optimizer state)
 //
 // A tensor-parallel shard j of a layer holds w[j*S .. (j+1)*S) and produces the partial sum
 // over its k, reduced mod 256; the tp all-reduce adds the partials (each < 256) and the next
@@ -155,6 +157,15 @@ TS_HD inline void scale_at(int64_t i, float* x, float factor) { x[i] = x[i] * fa
 TS_HD inline void optimizer_step_at(int64_t i, float* w, const float* grad, float lr) {
   const uint32_t step = static_cast<uint32_t>(grad[i] * lr);  // >= 0: truncation is floor
   w[i] = Byte(U(w[i]) - step);
+}
+
+// SGD with momentum on the byte grid: m holds the optimizer's per-parameter state (what a
+// distributed optimizer shards over data-parallel ranks); halving is the momentum's decay.
+TS_HD inline void momentum_step_at(int64_t i, float* w, float* m, const float* grad, float lr) {
+  const uint32_t step = static_cast<uint32_t>(grad[i] * lr);  // >= 0: truncation is floor
+  const uint32_t mi = ((U(m[i]) >> 1) + step) & 255u;
+  m[i] = static_cast<float>(mi);
+  w[i] = Byte(U(w[i]) - mi);
 }
 
 // The optimizer's own state: how many updates it applied (one element). Checkpointed with the

@@ -4,6 +4,8 @@
   --case 3d            8 ranks, dp=2 tp=2 pp=2, 50 steps, 2 nodes x 4: under 30 s wall
   --case dp8           8 ranks, dp=8, a short run
   --case microbatches  4 ranks, dp=2 pp=2, 3 micro-batches (grouped send/recv in flight)
+  --case sharded       6 ranks, dp=3 tp=2, --sharded-optimizer (reduce-scatter, a slice's
+                       momentum update, all-gather) with slices of unequal fill
 
 Every case runs without libft.so: trainsim imports ft's API weakly and must then train exactly
 as before, with no trace of ft in its output.
@@ -19,6 +21,9 @@ CASES = {
     "dp8": (2, 4, ["--dp", "8", "--steps", "10"], [], 30.0),
     "microbatches": (2, 2, ["--dp", "2", "--pp", "2", "--microbatches", "3", "--steps", "8",
                             "--layers", "6"], ["--verbose"], 30.0),
+    # 10000 parameters per rank in 3 slices of 3334: the last one padded.
+    "sharded": (2, 3, ["--dp", "3", "--tp", "2", "--steps", "12", "--param-bytes", "40000",
+                       "--sharded-optimizer"], [], 30.0),
 }
 
 

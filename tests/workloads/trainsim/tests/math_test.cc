@@ -103,6 +103,40 @@ TEST(TrainsimMath, OptimizerChangesParametersAndStaysOnTheGrid) {
   EXPECT_EQ(w[3], static_cast<float>((100u - 255u) & 255u));
 }
 
+TEST(TrainsimMath, MomentumKeepsStateAndStaysOnTheGrid) {
+  std::vector<float> w = {10, 10, 0}, m = {0, 6, 255}, grad = {8, 8, 4};
+  for (int64_t i = 0; i < 3; ++i) momentum_step_at(i, w.data(), m.data(), grad.data(), kLearningRate);
+  EXPECT_EQ(m[0], 2.0f);   // 0/2 + 2
+  EXPECT_EQ(w[0], 8.0f);
+  EXPECT_EQ(m[1], 5.0f);   // 6/2 + 2: the state carries over
+  EXPECT_EQ(w[1], 5.0f);
+  EXPECT_EQ(m[2], 128.0f); // 127 + 1
+  EXPECT_EQ(w[2], 128.0f); // 0 - 128 wraps
+  // A second step with no gradient still moves the weights: the state is real.
+  std::vector<float> zero = {0, 0, 0};
+  momentum_step_at(0, w.data(), m.data(), zero.data(), kLearningRate);
+  EXPECT_EQ(m[0], 1.0f);
+  EXPECT_EQ(w[0], 7.0f);
+}
+
+// Momentum changes the model; --sharded-optimizer picks it and (in the reference, which
+// computes the unsharded model) changes nothing else: trainsim's sharded ranks must match it.
+TEST(TrainsimReference, ShardedOptimizerComputesTheMomentumModel) {
+  Config sgd = Make(2, 1, 1, 2, 4096, 1, 3);
+  Config momentum = sgd;
+  momentum.optimizer = Optimizer::kMomentum;
+  Config sharded = sgd;
+  sharded.optimizer = Optimizer::kDefault;
+  sharded.sharded_optimizer = true;
+  std::string error;
+  ASSERT_TRUE(Finish(&sharded, 0, &error)) << error;
+  EXPECT_EQ(sharded.optimizer, Optimizer::kMomentum);
+  const ReferenceResult a = RunReference(sgd), b = RunReference(momentum), c = RunReference(sharded);
+  EXPECT_NE(a.model_checksum, b.model_checksum);
+  EXPECT_EQ(b.model_checksum, c.model_checksum);
+  EXPECT_EQ(b.rank_checksums, c.rank_checksums);
+}
+
 // The reference's results depend only on the global batch, not on how it is split between
 // data parallelism and micro-batches.
 TEST(TrainsimReference, DataParallelEqualsMicrobatches) {
@@ -191,6 +225,32 @@ TEST(TrainsimConfig, Flags) {
   EXPECT_EQ(Parse({"--steps"}, &c, &error), ParseResult::kError);
   EXPECT_EQ(Parse({"--steps", "x"}, &c, &error), ParseResult::kError);
   EXPECT_EQ(Parse({"--help"}, &c, &error), ParseResult::kHelp);
+}
+
+TEST(TrainsimConfig, OptimizerAndShardedOptimizer) {
+  Config c;
+  std::string error;
+  ASSERT_EQ(Parse({}, &c, &error), ParseResult::kOk) << error;
+  ASSERT_TRUE(Finish(&c, 2, &error)) << error;
+  EXPECT_EQ(c.optimizer, Optimizer::kSgd);
+  EXPECT_FALSE(c.sharded_optimizer);
+  EXPECT_EQ(c.optimizer_slice(), c.rank_params());
+
+  Config s;
+  ASSERT_EQ(Parse({"--sharded-optimizer", "--param-bytes", "40004", "--layers", "1"}, &s, &error), ParseResult::kOk)
+      << error;
+  ASSERT_TRUE(Finish(&s, 3, &error)) << error;
+  EXPECT_TRUE(s.sharded_optimizer);
+  EXPECT_EQ(s.optimizer, Optimizer::kMomentum);
+  EXPECT_EQ(s.rank_params(), 10001);
+  EXPECT_EQ(s.optimizer_slice(), 3334);  // ceil(10001 / 3): the last slice is padded
+
+  Config bad;
+  ASSERT_EQ(Parse({"--sharded-optimizer", "--optimizer", "sgd"}, &bad, &error), ParseResult::kOk) << error;
+  EXPECT_FALSE(Finish(&bad, 2, &error));
+  EXPECT_NE(error.find("--sharded-optimizer"), std::string::npos) << error;
+  EXPECT_EQ(Parse({"--optimizer", "adam"}, &bad, &error), ParseResult::kError);
+  EXPECT_NE(HelpText(true).find("--sharded-optimizer"), std::string::npos);  // the reference takes it
 }
 
 // Every rank in a host hang (peers waiting outside NCCL, like a TCPStore barrier), a clean exit.
@@ -335,6 +395,7 @@ TEST_F(KernelLibrary, RegistersEveryKernelWithItsArgumentSizes) {
       {"trainsim::backward_finish", {8, 8, 8, 8}},
       {"trainsim::scale", {8, 4, 8}},
       {"trainsim::optimizer_step", {8, 8, 4, 8}},
+      {"trainsim::momentum_step", {8, 8, 8, 4, 8}},
       {"trainsim::count_steps", {8, 8}},
       {"trainsim::compute_spin", {8}},
       {"trainsim::hang_forever", {8}},
