@@ -17,12 +17,20 @@ bool CannotSave(const std::string& state) {
   return state == "dead" || state == "exited" || state == "stopped" || state == "disabled";
 }
 
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
+  return s;
+}
+
 }  // namespace
 
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
                 std::span<const proto::Membership> membership, bool sharded_optimizer) {
   Decision d;
   std::set<int> unhealthy;
+  std::set<int> hang_suspects;   // suspects of "hang" incidents (compute or host hang)
+  std::set<int> other_suspects;  // of host-frozen, crash, transport-hang: no save of theirs
   std::set<std::string> evict;
   std::vector<std::string> kept_nodes;  // transport hangs spanning nodes: not evicted
   bool any = false;
@@ -34,6 +42,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     for (const proto::Suspect& s : incident.suspects) {
       if (s.rank < 0) bad_suspect = true;
       unhealthy.insert(s.rank);
+      (incident.kind == "hang" ? hang_suspects : other_suspects).insert(s.rank);
       if (!s.node.empty()) nodes.insert(s.node);
     }
     if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
@@ -88,17 +97,42 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     auto it = by_rank.find(rank);
     return it != by_rank.end() && !CannotSave(it->second->state);
   };
+  // A hang suspect whose process is alive (membership lists it in a state that can save, and
+  // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
+  // is stuck, but libft.so's agent thread and the GPU's copy engines are free, so it can copy
+  // its own state. The copy holds the last completed step unless the stuck work had begun the
+  // optimizer's update, which the agent marks torn (never restored).
+  auto alive_suspect = [&](int rank) {
+    if (!hang_suspects.count(rank) || other_suspects.count(rank)) return false;
+    auto it = by_rank.find(rank);
+    return it != by_rank.end() && !CannotSave(it->second->state);
+  };
+  // Why a rank can save nothing, for the reason.
+  auto why_not = [&](int rank) -> std::string {
+    auto it = by_rank.find(rank);
+    if (other_suspects.count(rank)) return "frozen, dead or in a hung transport";
+    if (it == by_rank.end()) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
+    if (CannotSave(it->second->state)) return it->second->state;
+    return "a suspect";
+  };
+  std::vector<int> suspects_saving;  // alive hang suspects asked to save
+  std::vector<int> suspects_left;    // alive hang suspects whose shard has healthy replicas
 
   for (int pp = 0; pp < topology.pp(); ++pp) {
     for (int tp = 0; tp < topology.tp(); ++tp) {
       const std::vector<int> replicas = topology.ShardRanks(tp, pp);
       if (sharded_optimizer) {
+        // Every DP rank holds a different slice of the optimizer state: each must save its own,
+        // the alive hang suspects included.
         for (int r : replicas) {
-          if (!healthy(r)) {
+          if (alive_suspect(r)) {
+            suspects_saving.push_back(r);
+          } else if (!healthy(r)) {
             d.save.clear();
             d.reason = fmt::format(
-                "optimizer state is sharded across DP and rank {} of shard tp={} pp={} is not "
-                "healthy: no full checkpoint, stopping without saving", r, tp, pp) + evict_note;
+                "optimizer state is sharded across DP and rank {} of shard tp={} pp={} cannot save "
+                "its slice ({}): no full checkpoint of this moment, stopping without saving (the "
+                "restore plan keeps the newest step every shard has)", r, tp, pp, why_not(r)) + evict_note;
             return d;
           }
           d.save.push_back(SaveTarget{r, node_of(r)});
@@ -111,11 +145,23 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
       for (int r : replicas) {
         if (healthy(r)) d.save.push_back(SaveTarget{r, node_of(r)});
       }
+      // A shard without a healthy replica: its alive hang suspects save (a single copy each,
+      // accepted unless two disagree); with healthy replicas they are left out as before.
+      const bool shard_has_healthy = d.save.size() > before;
+      for (int r : replicas) {
+        if (!alive_suspect(r)) continue;
+        if (shard_has_healthy) {
+          suspects_left.push_back(r);
+        } else {
+          suspects_saving.push_back(r);
+          d.save.push_back(SaveTarget{r, node_of(r)});
+        }
+      }
       if (d.save.size() == before) {
         d.save.clear();
         d.reason = fmt::format(
-            "no healthy DP replica of shard tp={} pp={} (ranks {}..): no full checkpoint, "
-            "stopping without saving", tp, pp, replicas.front()) + evict_note;
+            "no healthy DP replica of shard tp={} pp={} (ranks {}..) and none of its suspects "
+            "can save: no full checkpoint, stopping without saving", tp, pp, replicas.front()) + evict_note;
         return d;
       }
     }
@@ -123,12 +169,25 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   std::sort(d.save.begin(), d.save.end(),
             [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
   d.decision = "save-then-stop";
+  std::sort(suspects_saving.begin(), suspects_saving.end());
+  std::string suspects_note;
+  if (!suspects_saving.empty()) {
+    suspects_note = fmt::format(
+        "; the hung but alive suspect{} {} save{} too (agent thread and copy engines free{})",
+        suspects_saving.size() == 1 ? "" : "s", RankList(suspects_saving),
+        suspects_saving.size() == 1 ? "s" : "",
+        sharded_optimizer ? "" : "; no healthy replica of its shard");
+  }
+  if (!suspects_left.empty()) {
+    suspects_note += fmt::format("; suspect{} {} left out (a healthy replica saves the shard)",
+                                 suspects_left.size() == 1 ? "" : "s", RankList(suspects_left));
+  }
   d.reason = fmt::format(
-      "{} shards ({}) have a healthy {}: saving from {} ranks (every healthy replica, to be "
-      "compared), then stopping{}",
-      topology.tp() * topology.pp(), topology.Describe(),
-      sharded_optimizer ? "full DP group (sharded optimizer)" : "DP replica", d.save.size(),
-      evict_note);
+      "{} shards ({}) can be saved: saving from {} ranks ({}){}, then stopping{}",
+      topology.tp() * topology.pp(), topology.Describe(), d.save.size(),
+      sharded_optimizer ? "every DP rank: each holds its own slice of the sharded optimizer state"
+                        : "every healthy replica, to be compared",
+      suspects_note, evict_note);
   return d;
 }
 

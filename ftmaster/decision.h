@@ -9,15 +9,24 @@
 //     "dead", "exited" or "disabled" (no agent to save), plus, when membership is given, every
 //     rank it does not list.
 //   - Topology unknown, or a suspect rank outside it: "stop".
+//   - Alive suspects: suspects of "hang" incidents only (a compute or host hang: the app's
+//     stream or thread is stuck) whose membership state can save (not dead, exited, stopped,
+//     disabled; no membership: not alive). Their libft.so agent thread and the GPU's copy
+//     engines are free, so they can copy their own state; a copy the stuck work made torn
+//     (the update had begun) is never restored. Suspects of host-frozen, crash and
+//     transport-hang incidents never save.
 //   - Replicated optimizer (sharded_optimizer false): a full checkpoint exists when every model
-//     shard (tp, pp) has at least one healthy DP replica. Every healthy DP replica of every
-//     shard saves, so that their digests can be compared (ckpt_verify.h: a replica whose
-//     bytes differ from its peers' is silent data corruption, and two that disagree make the
-//     step untrusted).
-//   - Sharded optimizer: every DP rank of every shard must be healthy (so any suspect means
-//     "stop"); then all of them save.
-//   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard without a
-//     healthy replica.
+//     shard (tp, pp) has at least one healthy DP replica, or else alive suspects. Every healthy
+//     DP replica of every shard saves, so that their digests can be compared (ckpt_verify.h: a
+//     replica whose bytes differ from its peers' is silent data corruption, and two that
+//     disagree make the step untrusted); alive suspects save only for a shard without a
+//     healthy replica, and are left out otherwise (both said in the reason).
+//   - Sharded optimizer: every DP rank of every shard holds its own slice of the optimizer
+//     state and must save it: healthy ranks and alive suspects. One that can do neither
+//     (frozen, dead, not in membership) means "stop": no full checkpoint of this moment, and
+//     the restore plan keeps the newest step every shard has.
+//   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard (or rank)
+//     that cannot be saved.
 //   - Evict: the nodes of hang, host-frozen and crash suspects. A transport hang evicts its node when all
 //     of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch),
 //     and no node when they span several: the snapshot cannot tell which link or NIC failed,

@@ -76,13 +76,88 @@ TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n2"}));
 }
 
-TEST(DecisionTest, ShardedOptimizerNeedsEveryDpRank) {
+// Sharded optimizer state: every DP rank holds its own slice, so a hung rank whose process is
+// alive (a compute or host hang: its agent thread and copy engines are free) saves too.
+TEST(DecisionTest, ShardedOptimizerSavesTheAliveHangSuspectToo) {
   Job job(2, 2, 2, 2);
-  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", ""}})};
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
-  EXPECT_EQ(d.decision, "stop");
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(d.save[2].node, "n1");
+  EXPECT_NE(d.reason.find("alive suspect 2"), std::string::npos) << d.reason;
   EXPECT_NE(d.reason.find("sharded"), std::string::npos) << d.reason;
-  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));  // still evicted after the save
+}
+
+// A suspect that cannot save its slice — frozen, dead, or alive only by an unknown state —
+// leaves the step without a full checkpoint: stop, and the restore plan keeps the newest step
+// every shard has (ckpt_verify.h judges what is restorable).
+TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
+  {
+    Job job(2, 2, 2, 2);
+    std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
+    Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+    EXPECT_EQ(d.decision, "stop");
+    EXPECT_TRUE(d.save.empty());
+    EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save"), std::string::npos) << d.reason;
+    EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  }
+  {
+    Job job(2, 2, 2, 2);  // named in a hang, but its process is gone
+    job.membership[5].state = "dead";
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
+    Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+    EXPECT_EQ(d.decision, "stop");
+    EXPECT_NE(d.reason.find("(dead)"), std::string::npos) << d.reason;
+  }
+  {
+    Job job(2, 2, 2, 2);  // a hang suspect that another incident calls crashed
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}}), Incident("crash", {{5, "n2", ""}})};
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), job.membership, true).decision, "stop");
+  }
+  {
+    Job job(2, 2, 2, 2);  // no membership: nothing shows the suspect alive
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), {}, true).decision, "stop");
+  }
+  {
+    Job job(2, 2, 2, 2);  // a hung transport: its members are not asked (transport hangs are not compute/host hangs)
+    proto::Incident t = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
+    t.comm_id = job.DpComm(0, 0);
+    EXPECT_EQ(Decide(std::vector<proto::Incident>{t}, Grid(2, 2, 2), job.membership, true).decision, "stop");
+  }
+}
+
+// Replicated: a suspect is left out while its shard has a healthy replica (said in the
+// reason); a shard whose every replica hangs alive saves from them (single copies).
+TEST(DecisionTest, ReplicatedSavesAliveSuspectsOnlyForAShardWithoutHealthyReplica) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+  EXPECT_NE(d.reason.find("suspect 2 left out"), std::string::npos) << d.reason;
+
+  // Shard tp=0 pp=0 is ranks 0 and 2: both hang, alive.
+  incidents = {Incident("hang", {{0, "n0", "compute hang"}, {2, "n1", "host hang"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_NE(d.reason.find("alive suspects 0,2"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("no healthy replica"), std::string::npos) << d.reason;
+
+  // Its other replica dead: the alive suspect saves alone.
+  job.membership[2].state = "dead";
+  incidents = {Incident("hang", {{0, "n0", "compute hang"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+
+  // Frozen instead of hung: no save of it, and the shard has nobody.
+  incidents = {Incident("host-frozen", {{0, "n0", "host frozen"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_NE(d.reason.find("shard tp=0 pp=0"), std::string::npos) << d.reason;
 }
 
 TEST(DecisionTest, BusyAndStragglerNeedNoDecision) {
