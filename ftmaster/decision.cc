@@ -184,7 +184,8 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   }
   d.reason = fmt::format(
       "{} shards ({}) can be saved: saving from {} ranks ({}){}, then stopping{}",
-      topology.tp() * topology.pp(), topology.Describe(), d.save.size(),
+      sharded_optimizer ? topology.world_size() : topology.tp() * topology.pp(), topology.Describe(),
+      d.save.size(),
       sharded_optimizer ? "every DP rank: each holds its own slice of the sharded optimizer state"
                         : "every healthy replica, to be compared",
       suspects_note, evict_note);

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Sharded optimizer state end to end: trainsim --sharded-optimizer (each DP rank owns a slice of
+the momentum buffer, registered as optimizer.momentum.dp<i>) under libft.so, one ftworker per
+node, ftmaster with FT_SHARDED_OPTIMIZER=1 (every (tp, pp, dp) is its own shard).
+
+  --case hang   dp=2 tp=2 on two nodes (node0: ranks 0,1 = dp 0; node1: ranks 2,3 = dp 1), rank 3's
+                kernel hangs at step 30. Its process is alive: the master's decision asks every
+                rank to save, the hung suspect included (its agent thread and copy stream are
+                free while its app stream is stuck); all four copies commit step 30, untorn; the
+                verdict accepts the four single-copy shards; the relaunch restores step 30 on
+                every rank (rank 3 from its own copy: nobody else holds its slice) and ends with
+                trainsim_reference's checksums. Termination saves are off, so rank 3's copy can
+                only come from the just-in-time save.
+"""
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import check, fail  # noqa: E402
+from ckpt_e2e_test import (FAST, SMALL, CkptCluster, parse_args, relaunch_restores,  # noqa: E402
+                           suspects, wait_job_exit)
+
+SHARDED = {"FT_SHARDED_OPTIMIZER": "1"}
+
+
+def case_hang(args):
+    steps, hang_step, hung = 60, 30, 3
+    model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
+    world = 4
+    with CkptCluster(args, job="ck-sharded", nodes=2, ranks_per_node=2) as c:
+        c.start_master(["--topology", "dp=2,tp=2,pp=1", "--order", "tp-dp-pp"], {**FAST, **SHARDED})
+        c.start_ckpt_workers(FAST)
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "hang-kernel",
+                                  "--fault-rank", str(hung), "--fault-step", str(hang_step)],
+                         env={"FT_CKPT_ON_SIGNAL": "none"})
+        inc = c.wait_for(lambda: c.incidents("hang"), 60, "hang incident")[0]
+        print("incident %s: %s suspects=%s decision=%s\n  %s" % (
+            inc["id"], inc["kind"], suspects(inc), inc["decision"], inc.get("message", "")))
+        check(suspects(inc) == [(hung, "node1")], "suspects %s, expected rank %d on node1" % (suspects(inc), hung))
+        check(inc["decision"] == "save-then-stop", "decision %s" % inc["decision"])
+        check("alive suspect %d" % hung in inc.get("message", ""),
+              "the decision does not say the hung rank saves too: %s" % inc.get("message"))
+        rc = wait_job_exit(c, 60, "the job stopped by the master")
+        check(rc != 0, "the hung job exited %d" % rc)
+
+        # Every rank saved — the hung one too — the state after the last completed step.
+        acks = c.acks("save")
+        print("save acks: %s" % sorted((a["rank"], a["result"], a["message"]) for a in acks))
+        saved = {a["rank"]: a for a in acks if a["result"] == "done"}
+        check(sorted(saved) == list(range(world)),
+              "ranks that acknowledged a save %s, expected all %d (the hung rank %d included)" %
+              (sorted(saved), world, hung))
+        labels = {r: int(re.search(r"step=(\d+)", a["message"]).group(1)) for r, a in saved.items()}
+        check(set(labels.values()) == {hang_step}, "saves labelled %s, expected step %d" % (labels, hang_step))
+        copies = c.copies(hang_step)
+        print("copies of step %d: %s" % (hang_step, {r: (v.get("node"), v.get("torn")) for r, v in copies.items()}))
+        check(sorted(copies) == list(range(world)), "copies of step %d from ranks %s" % (hang_step, sorted(copies)))
+        check(not any(v.get("torn") for v in copies.values()), "a torn copy: %s" % copies)
+        verdict = c.wait_for(lambda: c.verdict(hang_step), 30, "the verdict of step %d" % hang_step)
+        print("verdict: %s" % verdict)
+        check(verdict["state"] == "verified" and verdict["shards"] == world,
+              "step %d not accepted over %d shards (one per rank): %s" % (hang_step, world, verdict))
+        check("single" in verdict.get("why", "") and "sharded" in verdict.get("why", ""),
+              "the verdict does not say the shards are single copies of a sharded optimizer: %s" % verdict)
+        plan = c.wait_for(lambda: (c.plan() or {}).get("step") == hang_step and c.plan(), 30,
+                          "the plan of step %d" % hang_step, poll=0.2)
+        mine = next(r for r in plan["ranks"] if r["rank"] == hung)
+        check([s["rank"] for s in mine["sources"]] == [hung],
+              "rank %d's slice has a source other than its own copy: %s" % (hung, mine))
+
+        relaunch_restores(c, args, model, steps, hang_step, world)
+        lines = [line for line in c.rank_log(hung) if "restor" in line.lower()]
+        print("rank %d: %s" % (hung, lines))
+        c.check_namespaces()
+        print("OK: sharded optimizer, rank %d hung -> all %d ranks saved step %d (the suspect too) -> "
+              "accepted -> relaunched -> all restored -> reference checksums" % (hung, world, hang_step))
+
+
+def main():
+    args = parse_args()
+    cases = {"hang": case_hang}
+    if args.case not in cases:
+        fail("unknown case %s" % args.case)
+    cases[args.case](args)
+
+
+if __name__ == "__main__":
+    main()
