@@ -263,6 +263,61 @@ cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) {
   return e;
 }
 
+cudaEvent_t Agent::StepEventFor(int device, AppCuda* cuda) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  cudaEvent_t e = step_events_[device].load(std::memory_order_acquire);
+  if (e != nullptr) return e;
+  auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+  if (create == nullptr || cuda->Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
+  cudaEvent_t expected = nullptr;
+  if (!step_events_[device].compare_exchange_strong(expected, e)) {
+    if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) cuda->Check(destroy(e));
+    return expected;
+  }
+  return e;
+}
+
+cudaEvent_t Agent::RecordStepEnd() {
+  if (g_rt == nullptr || !g_rt->config.ckpt_async) return nullptr;
+  cudaStream_t stream = update_stream_.load(std::memory_order_acquire);
+  // Checked again: the app may have begun capturing a graph on it since ft_update_begin.
+  if (stream == nullptr || !internal::MayRecordInto(stream)) return nullptr;
+  AppCuda cuda;
+  int device = -1;
+  auto get_device = FT_REAL_CUDA(cudaGetDevice);
+  auto record = FT_REAL_CUDA(cudaEventRecord);
+  if (get_device == nullptr || record == nullptr || FT_REAL_CUDA(cudaStreamWaitEvent) == nullptr ||
+      cuda.Check(get_device(&device)) != cudaSuccess) {
+    return nullptr;
+  }
+  cudaEvent_t e = StepEventFor(device, &cuda);
+  if (e == nullptr || cuda.Check(record(e, stream)) != cudaSuccess) return nullptr;
+  return e;
+}
+
+void Agent::WaitSnapshotLanded() {
+  const uint64_t issued = snapshots_issued_.load(std::memory_order_acquire);
+  if (snapshots_landed_.load(std::memory_order_acquire) >= issued) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  done_cv_.wait(lock, [&] { return snapshots_landed_.load(std::memory_order_acquire) >= issued; });
+}
+
+void Agent::SkippedLocked(int64_t step) {
+  ++skipped_total_;
+  ++skipped_since_save_;
+  ++skipped_since_log_;
+  // At most one line a minute: with FT_CKPT_EVERY=1 and steps shorter than a snapshot, every
+  // other step skips.
+  const uint64_t now = internal::NowNs();
+  if (skip_logged_ns_ != 0 && now - skip_logged_ns_ < 60ull * 1000000000ull) return;
+  FT_LOG(Info, Ckpt,
+         "periodic snapshot of step {} skipped: the previous one still copies or checksums ({} skipped "
+         "since the last such line, {} in all); the next due step after it ends is taken",
+         step, skipped_since_log_, skipped_total_);
+  skip_logged_ns_ = now;
+  skipped_since_log_ = 0;
+}
+
 int Agent::UpdateBegin(cudaStream_t stream) {
   updates_entering_.fetch_add(1, std::memory_order_seq_cst);
   if (term_hold_.load(std::memory_order_seq_cst)) {
@@ -277,8 +332,16 @@ int Agent::UpdateBegin(cudaStream_t stream) {
   // Counted once it opens: one that waited out a termination save's copy did not overlap it.
   update_windows_.fetch_add(1, std::memory_order_acq_rel);
   cudaEvent_t marked = nullptr;
+  // A snapshot whose copies may still run: the optimizer's stream waits for them, before
+  // anything else is queued on it (its update marker included).
+  const cudaEvent_t snapshot = snapshot_copied_.load(std::memory_order_acquire);
+  bool ordered = snapshot == nullptr;
   if (stream != nullptr && internal::MayRecordInto(stream)) {
     AppCuda cuda;
+    if (snapshot != nullptr) {
+      auto wait = FT_REAL_CUDA(cudaStreamWaitEvent);
+      ordered = wait != nullptr && cuda.Check(wait(stream, snapshot, 0)) == cudaSuccess;
+    }
     int device = -1;
     auto get_device = FT_REAL_CUDA(cudaGetDevice);
     auto record = FT_REAL_CUDA(cudaEventRecord);
@@ -287,7 +350,13 @@ int Agent::UpdateBegin(cudaStream_t stream) {
       cudaEvent_t e = UpdateEventFor(device, &cuda);
       if (e != nullptr && cuda.Check(record(e, stream)) == cudaSuccess) marked = e;
     }
+    update_stream_.store(stream, std::memory_order_release);
+  } else {
+    update_stream_.store(nullptr, std::memory_order_release);
   }
+  // No stream to order: the host waits for the copies (what ft_step_done used to do).
+  if (!ordered) WaitSnapshotLanded();
+  if (snapshot != nullptr) snapshot_orders_.fetch_add(1, std::memory_order_acq_rel);
   update_event_.store(marked, std::memory_order_release);
   update_open_.store(true, std::memory_order_release);
   return FT_OK;
@@ -336,9 +405,29 @@ int Agent::StepDone(int64_t step) {
   if (phase_ != Phase::kReady) return FT_OK;
   bool due = (every > 0 && step % every == 0) || !at_step_waiting_.empty();
   if (!due) return FT_OK;
+  // A snapshot that never blocks the host, when the app told us its stream. The previous one
+  // still running (copies or checksums): this one is skipped, never waited for — its slot is
+  // the only one not committed, and waiting would block the host for the rest of a copy and
+  // its checksums every step (docs/checkpoints.md).
+  cudaEvent_t after = nullptr;
+  if (update_stream_.load(std::memory_order_acquire) != nullptr && g_rt->config.ckpt_async) {
+    // Once it commits, the next is queued (the agent thread takes it right after).
+    if (saving_ && !committing_) {
+      SkippedLocked(step);
+      return FT_OK;
+    }
+    lock.unlock();
+    after = RecordStepEnd();
+    lock.lock();
+    if (after != nullptr && saving_ && !committing_) {
+      SkippedLocked(step);  // a just-in-time save began meanwhile
+      return FT_OK;
+    }
+  }
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kPeriodic;
   request->step = step;
+  request->after = after;
   app_requests_.push_back(request);
   work_cv_.notify_one();
   done_cv_.wait(lock, [&] { return request->copied; });

@@ -43,9 +43,12 @@ struct AppRequest {
   enum class Kind { kPeriodic, kRestore };
   Kind kind = Kind::kPeriodic;
   int64_t step = 0;     // periodic: the step saved
+  // Periodic snapshot that never blocks the host: recorded on the app's stream at
+  // ft_step_done; the copies wait for it on the device. Null: a blocking periodic save.
+  cudaEvent_t after = nullptr;
   ckpt::NodePlan plan;  // restore
   // Answers, under Agent::mu_.
-  bool copied = false;    // periodic: the device-to-host copy ended (the app may go on)
+  bool copied = false;    // periodic: the copy ended, or (snapshot) every copy is issued
   bool finished = false;  // restore: done
   RestoreOutcome outcome;
 };
@@ -99,6 +102,15 @@ class Agent {
   // copy a restore is about to need (applications spend minutes before ft_restore).
   bool NothingToSaveYet() const;
   cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
+  cudaEvent_t StepEventFor(int device, AppCuda* cuda);
+  // ft_step_done's snapshot: records the step's end on the app's stream (the one ft_update_begin
+  // saw last); null when there is none or it cannot be recorded into (a blocking save then).
+  cudaEvent_t RecordStepEnd();
+  // ft_update_begin when it could not order the optimizer behind the snapshot's copies on the
+  // device (no stream, a capturing one, an error): the host waits for the copies instead.
+  void WaitSnapshotLanded();
+  // A due snapshot skipped because the previous one still runs (mu_ held).
+  void SkippedLocked(int64_t step);
 
   std::mutex mu_;
   std::condition_variable work_cv_;  // the agent thread waits for work
@@ -118,6 +130,7 @@ class Agent {
   std::vector<uint64_t> at_step_waiting_;  // kSaveAtStep: served by the next periodic save
   std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
   bool saving_ = false;
+  bool committing_ = false;  // the running save copied and checksummed everything
   int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
   int64_t committed_step_ = kNoStep;  // the last save this process committed, not torn
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
@@ -144,6 +157,20 @@ class Agent {
   std::atomic<bool> update_open_{false};  // ft_update_begin after the last ft_step_done
   std::atomic<cudaEvent_t> update_event_{nullptr};  // null: the update may have begun
   std::atomic<cudaEvent_t> device_events_[kMaxDevices] = {};
+  // Snapshots that never block the host (ckpt_save.h, SaveJob::after).
+  std::atomic<cudaStream_t> update_stream_{nullptr};  // ft_update_begin's last recordable stream
+  std::atomic<cudaEvent_t> step_events_[kMaxDevices] = {};  // ft_step_done's marker, per device
+  // The event after the running snapshot's copies, until they landed: every ft_update_begin
+  // makes its stream wait for it. Set by the agent thread before ft_step_done returns.
+  std::atomic<cudaEvent_t> snapshot_copied_{nullptr};
+  std::atomic<uint64_t> snapshots_issued_{0};  // snapshots whose copies were issued
+  std::atomic<uint64_t> snapshots_landed_{0};  // ... and have landed (or were drained)
+  std::atomic<uint64_t> snapshot_orders_{0};   // update windows ordered behind a snapshot
+  // Due snapshots skipped (mu_): ever, since the last snapshot taken, since the last log line.
+  uint64_t skipped_total_ = 0;
+  uint64_t skipped_since_save_ = 0;
+  uint64_t skipped_since_log_ = 0;
+  uint64_t skip_logged_ns_ = 0;
 };
 
 // The process's one agent, made at first use and never destroyed (the agent thread and the

@@ -110,7 +110,78 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.periodic = periodic != nullptr;
   job.checksum_threads = ChecksumThreads(g_rt != nullptr ? g_rt->config.ckpt_checksum_threads : 0,
                                          std::thread::hardware_concurrency());
-  if (periodic) {
+  // A snapshot (periodic->after): the app goes on once the copies are issued.
+  uint64_t steps_at_issue = 0, orders_at_issue = 0;
+  cudaEvent_t copied_event = nullptr;
+  bool published = false;
+  bool refused_logged = false;
+  uint64_t skipped = 0;
+  if (periodic && periodic->after != nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      skipped = skipped_since_save_;
+      skipped_since_save_ = 0;
+    }
+    job.after = periodic->after;
+    job.issued = [&](const Status& s, cudaEvent_t copied) {
+      if (s.ok()) {
+        steps_at_issue = steps_done_.load(std::memory_order_acquire);
+        orders_at_issue = snapshot_orders_.load(std::memory_order_acquire);
+        copied_event = copied;
+        published = true;
+        snapshots_issued_.fetch_add(1, std::memory_order_acq_rel);
+        snapshot_copied_.store(copied, std::memory_order_release);
+      }
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        periodic->copied = true;
+        if (!s.ok()) {
+          periodic->outcome.result = FT_CUDA_ERROR;
+          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
+        }
+      }
+      done_cv_.notify_all();
+    };
+    job.landed = [&] {
+      if (!published) return;
+      cudaEvent_t expected = copied_event;
+      snapshot_copied_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+      {
+        std::lock_guard<std::mutex> lock(mu_);  // an ft_update_begin may wait for this
+        snapshots_landed_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      done_cv_.notify_all();
+    };
+    // A step completed while the copies ran, and no ft_update_begin ordered its update behind
+    // them (the app stopped calling it): its optimizer may have written during the copy.
+    job.torn = [&] {
+      return copied_event != nullptr && steps_done_.load(std::memory_order_acquire) != steps_at_issue &&
+             snapshot_orders_.load(std::memory_order_acquire) == orders_at_issue;
+    };
+    // The app's stream has not reached the step's end: a just-in-time save cannot run before
+    // this snapshot ends (its slot is the only one not committed, its copies are queued).
+    // Past about two steps the stream is taken as stuck (a peer hangs) and the commands are
+    // answered now: the arena's committed copy is what there is.
+    const int64_t step = periodic->step;
+    job.waiting = [&, step](double seconds) {
+      const double interval = step_interval_ns_.load(std::memory_order_relaxed) / 1e9;
+      if (seconds < std::max(1.0, 2 * interval)) return;
+      std::vector<uint64_t> refused;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        refused.swap(attached_);
+        refused.insert(refused.end(), jit_waiting_.begin(), jit_waiting_.end());
+        jit_waiting_.clear();
+      }
+      if (refused.empty()) return;
+      const std::string why = "the snapshot of step " + std::to_string(step) +
+                              " waits for the app's stream (not there for " + std::to_string(static_cast<int>(seconds)) +
+                              " s): no save now; the arena keeps its committed copy";
+      if (!refused_logged) FT_LOG(Warn, Ckpt, "save command(s) refused: {}", why);
+      refused_logged = true;
+      for (uint64_t seq : refused) AckNow(seq, StatusCode::kUnavailable, why);
+    };
+  } else if (periodic) {
     job.copied = [&](const Status& s) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -131,6 +202,10 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
              steps_done_.load(std::memory_order_acquire) != steps_at_start;
     };
   }
+  job.committing = [this] {
+    std::lock_guard<std::mutex> lock(mu_);
+    committing_ = true;
+  };
   SaveOutcome out;
   out.status = RunSave(&job, cuda);
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -143,8 +218,11 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
                   " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
                   " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
                   " ms=" + std::to_string(ms);
-    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s))", origin_name, out.message,
-           std::max(job.checksum_threads, 1));
+    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s)){}", origin_name, out.message,
+           std::max(job.checksum_threads, 1),
+           job.after == nullptr ? std::string()
+                                : ", a snapshot behind the app's stream; " + std::to_string(skipped) +
+                                      " due step(s) skipped since the previous one");
   } else {
     out.message = std::string(out.status.message());
     FT_LOG(Warn, Ckpt, "{} save of step {} failed: {}; {}, training is unaffected", origin_name, m.step,
@@ -226,6 +304,7 @@ void Agent::Run() {
         term_requested_ = false;
       }
       saving_ = true;
+      committing_ = false;
       lock.unlock();
       const SaveOrigin origin = request       ? SaveOrigin::kPeriodic
                                 : termination ? SaveOrigin::kTermination

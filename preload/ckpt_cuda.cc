@@ -54,6 +54,15 @@ Status AgentCuda::Prepare(int device) {
     }
     events_ = std::move(made);
   }
+  if (snapshot_event_ == nullptr) {
+    auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+    if (create == nullptr) return Status::Unavailable("cudaEventCreateWithFlags not found");
+    cudaEvent_t e = nullptr;
+    if (Status st = CudaStatus(create(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"); !st.ok()) {
+      return st;
+    }
+    snapshot_event_ = e;
+  }
   return Status::Ok();
 }
 

@@ -28,12 +28,17 @@ class AgentCuda {
   Status Prepare(int device);
   cudaStream_t stream() const { return stream_; }
   cudaEvent_t event(size_t i) const { return events_[i % events_.size()]; }
+  // Recorded after every copy of a periodic snapshot (ckpt_save.h, SaveJob::after): what the
+  // app's next ft_update_begin makes the optimizer's stream wait for. Used by nothing else, so
+  // a just-in-time save in between never re-records it.
+  cudaEvent_t snapshot_event() const { return snapshot_event_; }
 
  private:
   int device_ = -1;
   bool relaxed_ = false;
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_;
+  cudaEvent_t snapshot_event_ = nullptr;
 };
 
 }  // namespace ft::preload::agent

@@ -3,7 +3,9 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "preload/ckpt_checksummer.h"
 #include "preload/real.h"
@@ -34,8 +36,8 @@ class ChunkCopier {
   ChunkCopier(const SaveJob& job, AgentCuda* cuda) : job_(job), cuda_(cuda) {}
 
   // Issues the copies of chunk c (host buffers are copied now); records the chunk's event
-  // when it has device work. Chunks must be issued in order.
-  Status Issue(size_t c, bool* has_device_work) {
+  // when it has device work and `record`. Chunks must be issued in order.
+  Status Issue(size_t c, bool* has_device_work, bool record = true) {
     const ckpt::Manifest& m = job_.manifest;
     uint64_t begin = m.chunk_begin(c), end = m.chunk_end(c);
     uint8_t* data = job_.arena->write_data();
@@ -62,7 +64,7 @@ class ChunkCopier {
       }
       *has_device_work = true;
     }
-    if (*has_device_work) {
+    if (*has_device_work && record) {
       auto record = FT_REAL_CUDA(cudaEventRecord);
       if (record == nullptr) return Status::Unavailable("cudaEventRecord not found");
       return CudaStatus(record(cuda_->event(c), cuda_->stream()), "cudaEventRecord");
@@ -111,9 +113,114 @@ void DrainStream(AgentCuda* cuda) {
   if (auto sync = FT_REAL_CUDA(cudaStreamSynchronize)) (void)sync(cuda->stream());
 }
 
+// A periodic snapshot (SaveJob::after): the copies wait on the device for the app's stream,
+// all are issued before the app is let go, in at most kEventWindow groups of whole chunks, one
+// event each; the checksums of a group's chunks start when its event is reached.
+Status RunSnapshot(SaveJob* job, AgentCuda* cuda) {
+  ckpt::Manifest& m = job->manifest;
+  auto release = [&](const Status& s, cudaEvent_t copied) {
+    if (job->issued) job->issued(s, copied);
+    job->issued = nullptr;
+  };
+  auto landed = [&] {
+    if (job->landed) job->landed();
+    job->landed = nullptr;
+  };
+  Status prepared = cuda->Prepare(job->device);
+  if (!prepared.ok()) {
+    release(prepared, nullptr);
+    landed();
+    return prepared;
+  }
+  uint8_t* data = job->arena->BeginWrite();
+  ZeroGaps(*job->buffers, m.data_bytes, data);
+  m.chunk_checksums.assign(m.chunk_count(), 0);
+  const size_t n = m.chunk_count();
+  const size_t groups = std::min(n, kEventWindow);
+  auto group_begin = [&](size_t g) { return g * n / groups; };
+  std::vector<bool> device_work(groups, false);
+  bool any_device_work = false;
+  Status issued;
+  if (job->device >= 0) {
+    auto wait = FT_REAL_CUDA(cudaStreamWaitEvent);
+    issued = wait == nullptr ? Status::Unavailable("cudaStreamWaitEvent not found")
+                             : CudaStatus(wait(cuda->stream(), job->after, 0), "cudaStreamWaitEvent (the app's stream)");
+  }
+  auto record = FT_REAL_CUDA(cudaEventRecord);
+  if (issued.ok() && record == nullptr) issued = Status::Unavailable("cudaEventRecord not found");
+  ChunkCopier copier(*job, cuda);
+  for (size_t g = 0; g < groups && issued.ok(); ++g) {
+    for (size_t c = group_begin(g); c < group_begin(g + 1) && issued.ok(); ++c) {
+      bool has_device_work = false;
+      issued = copier.Issue(c, &has_device_work, /*record=*/false);
+      if (has_device_work) device_work[g] = true;
+    }
+    if (issued.ok() && device_work[g]) {
+      issued = CudaStatus(record(cuda->event(g), cuda->stream()), "cudaEventRecord");
+      any_device_work = true;
+    }
+  }
+  cudaEvent_t copied = nullptr;
+  if (issued.ok() && any_device_work) {
+    issued = CudaStatus(record(cuda->snapshot_event(), cuda->stream()), "cudaEventRecord");
+    if (issued.ok()) copied = cuda->snapshot_event();
+  }
+  if (!issued.ok()) {
+    // The app goes on with the error; copies already queued must not land in a slot given up.
+    release(issued, nullptr);
+    DrainStream(cuda);
+    landed();
+    job->arena->AbandonWrite();
+    return issued;
+  }
+  release(issued, copied);
+  Status done;
+  if (any_device_work) {
+    // The app's stream first: it may be far behind its host (or hung).
+    auto query = FT_REAL_CUDA(cudaEventQuery);
+    const auto start = std::chrono::steady_clock::now();
+    for (int round = 0; query != nullptr; ++round) {
+      cudaError_t q = query(job->after);
+      if (q != cudaErrorNotReady) {
+        done = CudaStatus(q, "cudaEventQuery (the app's stream)");
+        break;
+      }
+      if (job->waiting) {
+        job->waiting(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(round < 100 ? 200 : 5000));
+    }
+  }
+  Status copied_all = done;
+  {
+    ChunkChecksummer sums(&m, data, job->checksum_threads);
+    for (size_t g = 0; g < groups && copied_all.ok(); ++g) {
+      if (device_work[g]) copied_all = WaitForChunk(cuda, g);
+      if (!copied_all.ok()) break;
+      for (size_t c = group_begin(g); c < group_begin(g + 1); ++c) sums.Add(c);
+    }
+    if (!copied_all.ok()) DrainStream(cuda);
+    landed();
+    if (copied_all.ok()) {
+      m.torn = job->torn ? job->torn() : false;
+      sums.Finish();
+    }
+  }  // the helpers finish their chunks before the slot is given up (~ChunkChecksummer)
+  if (!copied_all.ok()) {
+    job->arena->AbandonWrite();
+    return copied_all;
+  }
+  m.created_unix_ns = UnixNowNs();
+  if (job->committing) job->committing();
+  Status committed = job->arena->Commit(m);
+  if (!committed.ok()) job->arena->AbandonWrite();
+  return committed;
+}
+
 }  // namespace
 
 Status RunSave(SaveJob* job, AgentCuda* cuda) {
+  if (job->after != nullptr) return RunSnapshot(job, cuda);
   ckpt::Manifest& m = job->manifest;
   Status prepared = cuda->Prepare(job->device);
   if (!prepared.ok()) {
@@ -145,6 +252,7 @@ Status RunSave(SaveJob* job, AgentCuda* cuda) {
     return copied;
   }
   m.created_unix_ns = UnixNowNs();
+  if (job->committing) job->committing();
   Status committed = job->arena->Commit(m);
   if (!committed.ok()) job->arena->AbandonWrite();
   return committed;

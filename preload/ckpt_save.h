@@ -41,6 +41,22 @@ struct SaveJob {
   std::function<void(const Status&)> copied;  // once the device-to-host copy ended (or failed)
   std::function<bool()> torn;                 // asked once every chunk has landed
   int checksum_threads = 1;  // helpers for the chunk checksums (preload/ckpt_checksummer.h)
+  // A periodic snapshot that never blocks the host (docs/checkpoints.md, "Snapshots that never
+  // block"): non-null, the copies are ordered after this event (recorded on the app's stream
+  // at ft_step_done) by cudaStreamWaitEvent on the agent's stream, every copy is issued at once
+  // (host buffers are copied before), then `issued` is called with the event recorded after
+  // the last copy (null when there is no device work) and the save goes on: it waits for the
+  // copies, checksums, commits. `copied` is not called.
+  cudaEvent_t after = nullptr;
+  std::function<void(const Status&, cudaEvent_t copied)> issued;
+  // Snapshot: asked every few milliseconds while `after` is not reached (the app's stream has
+  // not got there: slow, or hung), with the time waited so far.
+  std::function<void(double seconds)> waiting;
+  // Snapshot: every copy has landed (or, after a failure, none is left in flight). Before the
+  // checksums.
+  std::function<void()> landed;
+  // Every save: called right before the commit (the copies and checksums are done).
+  std::function<void()> committing;
 };
 
 // Copies, checksums and commits. On error (a CUDA call failed) the arena stays uncommitted
