@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo asan tsan bench-overhead bench-worker bench-master bench-ckpt bench-pull gpu-dryrun soak clean
+.PHONY: all deps configure build test demo asan tsan fuzz bench-overhead bench-worker bench-master bench-ckpt bench-pull gpu-dryrun soak clean
 
 all: build
 
@@ -93,5 +93,18 @@ tsan: deps
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test
 	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_'
 
+# libFuzzer on every parser of foreign bytes (tests/fuzz/README.md): clang 16 builds the fuzz
+# targets with ASan/UBSan, each runs FUZZ_SECONDS from its seeds and its regressions folder; a
+# crash is kept under $(FUZZ_BUILD)/artifacts and fails the run (RESULT fuzz ...). `make test`
+# replays the same targets without libFuzzer (CTest fuzz.*).
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := proto_codecs shm_header ckpt_manifest node_plan transfer_wire verbs_blobs
+fuzz:
+	@scripts/install-deps.sh fuzz
+	@CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DFT_FUZZ=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(foreach t,$(FUZZ_TARGETS),fuzz_$(t) fuzz_$(t)_replay)
+	@scripts/run-fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -51,7 +51,6 @@ void PutProgress(const RankProgress& p, OJson* j) {
   (*j)["comms"] = std::move(comms);
 }
 
-constexpr double kMax = DBL_MAX;
 constexpr int64_t kRankLow = -1;  // -1: unknown rank (a process whose launcher said nothing)
 
 Status ReadCommRow(const Reader& r, CommRow* c) {

@@ -13,6 +13,15 @@ packages=(
   python3-torch  # PyTorch (CPU) for Debian's /usr/bin/python3: the PyTorch tests (python/README.md)
 )
 
+# `install-deps.sh fuzz` (make fuzz): also clang 16, whose libFuzzer builds tests/fuzz (Debian's
+# default clang 14 lacks std::source_location, which common/status.h uses).
+for extra in "$@"; do
+  case "$extra" in
+    fuzz) packages+=(clang-16) ;;
+    *) echo "install-deps: unknown extra '$extra' (known: fuzz)" >&2; exit 2 ;;
+  esac
+done
+
 missing=()
 for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)

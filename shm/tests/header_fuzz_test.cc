@@ -1,5 +1,6 @@
-// Feeds mutated and truncated segments to the reader's validation: it must never crash, and
-// every rejection must carry a message. Deterministic seeds so a failure reproduces.
+// Every static field of a segment header is checked, and garbage files planted in /dev/shm are
+// refused by Attach. Mutated and truncated headers are the fuzz target
+// tests/fuzz/targets/shm_header.cc (CTest fuzz.shm_header).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -24,31 +25,6 @@ std::vector<uint8_t> ValidImage() {
   ScopedSegment seg(options);
   const uint8_t* base = reinterpret_cast<const uint8_t*>(seg.writer().header());
   return std::vector<uint8_t>(base, base + seg.writer().size());
-}
-
-TEST(HeaderFuzzTest, MutatedHeadersNeverCrashAndAlwaysExplain) {
-  std::vector<uint8_t> valid = ValidImage();
-  ASSERT_TRUE(ValidateHeader(valid.data(), valid.size()).ok());
-  std::mt19937_64 rng(20261122);
-  int rejected = 0;
-  for (int iteration = 0; iteration < 20000; ++iteration) {
-    std::vector<uint8_t> image = valid;
-    int flips = 1 + static_cast<int>(rng() % 4);
-    for (int f = 0; f < flips; ++f) {
-      size_t at = rng() % 64 + (rng() % 2 ? 0 : rng() % 400);  // mostly the static fields
-      image[at] = static_cast<uint8_t>(rng());
-    }
-    uint64_t size = image.size();
-    if (rng() % 8 == 0) size = rng() % image.size();
-    Status status = ValidateHeader(image.data(), size);
-    if (!status.ok()) {
-      ++rejected;
-      EXPECT_FALSE(status.message().empty());
-      EXPECT_TRUE(status.code() == StatusCode::kCorrupt || status.code() == StatusCode::kUnsupported)
-          << status.ToString();
-    }
-  }
-  EXPECT_GT(rejected, 1000);
 }
 
 TEST(HeaderFuzzTest, EveryStaticFieldIsChecked) {
