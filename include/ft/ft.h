@@ -81,14 +81,29 @@ int ft_register_end(void);
 
 /* Optional: the optimizer is about to update the registered state on `stream` (a
  * cudaStream_t; null: the update may already be running). A save taken after the update's
- * device work began and before the next ft_step_done is marked torn and never restored. */
+ * device work began and before the next ft_step_done is marked torn and never restored.
+ * With a stream (not one being captured into a graph), periodic saves stop blocking the host
+ * (FT_CKPT_ASYNC=1, the default): if the last ft_step_done's snapshot may still be copying,
+ * this call makes `stream` wait for those copies on the device (cudaStreamWaitEvent) before
+ * anything else, so the optimizer cannot overwrite bytes being copied; the host does not
+ * wait. Call it, on the stream the optimizer runs on, before every update; with a null or
+ * capturing stream it waits on the host for the copies instead. */
 int ft_update_begin(void* stream);
 
 /* The optimizer step numbered `step` (the application's own number: what the checkpoint is
- * labelled with) is complete on the device as far as the host knows (after a synchronize or
- * an event the app waited on). Every FT_CKPT_EVERY steps, or when `ftmaster save` asked for
- * one, this call also takes a periodic save and returns once the device-to-host copy into the
- * pinned arena is done; everything after that runs in the background. */
+ * labelled with) is complete, or queued on the stream last given to ft_update_begin. Every
+ * FT_CKPT_EVERY steps, or when `ftmaster save` asked for one, this call also takes a periodic
+ * save:
+ *  - the app gave ft_update_begin a stream (and FT_CKPT_ASYNC=1): a snapshot that never blocks
+ *    the host. The copy is queued on ft's own stream behind the work queued on the app's
+ *    stream so far; the call returns once every copy is issued (host-memory buffers are copied
+ *    before it returns), well under a millisecond; checksums and the commit run in the
+ *    background, and the next ft_update_begin orders the optimizer behind the copy. A save due
+ *    while the previous one is still copying or checksumming is skipped (the next due step
+ *    after it ends is taken), never waited for.
+ *  - otherwise it returns once the device-to-host copy into the pinned arena is done (then the
+ *    state must be complete on the device when it is called: after a synchronize); checksums
+ *    and the commit run in the background. */
 int ft_step_done(int64_t step);
 
 /* At start-up, after registration: asks this node's ftworker for the job's restore plan
