@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -30,7 +31,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   Decision d;
   std::set<int> unhealthy;
   std::set<int> hang_suspects;   // suspects of "hang" incidents (compute or host hang)
-  std::set<int> other_suspects;  // of host-frozen, crash, transport-hang: no save of theirs
+  std::map<int, std::string> other_suspects;  // of host-frozen, crash, transport-hang: kind
   std::set<std::string> evict;
   std::vector<std::string> kept_nodes;  // transport hangs spanning nodes: not evicted
   bool any = false;
@@ -42,7 +43,11 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     for (const proto::Suspect& s : incident.suspects) {
       if (s.rank < 0) bad_suspect = true;
       unhealthy.insert(s.rank);
-      (incident.kind == "hang" ? hang_suspects : other_suspects).insert(s.rank);
+      if (incident.kind == "hang") {
+        hang_suspects.insert(s.rank);
+      } else {
+        other_suspects.emplace(s.rank, incident.kind);
+      }
       if (!s.node.empty()) nodes.insert(s.node);
     }
     if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
@@ -110,7 +115,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   // Why a rank can save nothing, for the reason.
   auto why_not = [&](int rank) -> std::string {
     auto it = by_rank.find(rank);
-    if (other_suspects.count(rank)) return "frozen, dead or in a hung transport";
+    if (auto k = other_suspects.find(rank); k != other_suspects.end()) return "a " + k->second + " suspect";
     if (it == by_rank.end()) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
     if (CannotSave(it->second->state)) return it->second->state;
     return "a suspect";

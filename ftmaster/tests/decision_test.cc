@@ -100,7 +100,8 @@ TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
     Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
     EXPECT_EQ(d.decision, "stop");
     EXPECT_TRUE(d.save.empty());
-    EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save"), std::string::npos) << d.reason;
+    EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save its slice (a host-frozen suspect)"),
+              std::string::npos) << d.reason;
     EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
   }
   {

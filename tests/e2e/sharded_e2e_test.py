@@ -11,10 +11,18 @@ node, ftmaster with FT_SHARDED_OPTIMIZER=1 (every (tp, pp, dp) is its own shard)
                 every rank (rank 3 from its own copy: nobody else holds its slice) and ends with
                 trainsim_reference's checksums. Termination saves are off, so rank 3's copy can
                 only come from the just-in-time save.
+  --case hang-periodic
+                the same with periodic snapshots (FT_CKPT_EVERY=4, libft.so's non-blocking
+                snapshots): the hung rank's just-in-time save of step 30 still goes through
+  --case frozen the same job with FT_CKPT_EVERY=4; once periodic steps are verified rank 3 is
+                stopped with SIGSTOP: a host-frozen suspect cannot save its slice, so the
+                decision is "stop" with no save; the plan keeps the newest step all four ranks
+                committed, the relaunch restores it and ends with the reference checksums
 """
 
 import os
 import re
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +33,7 @@ from ckpt_e2e_test import (FAST, SMALL, CkptCluster, parse_args, relaunch_restor
 SHARDED = {"FT_SHARDED_OPTIMIZER": "1"}
 
 
-def case_hang(args):
+def case_hang(args, job_env=None):
     steps, hang_step, hung = 60, 30, 3
     model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
     world = 4
@@ -34,7 +42,7 @@ def case_hang(args):
         c.start_ckpt_workers(FAST)
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "hang-kernel",
                                   "--fault-rank", str(hung), "--fault-step", str(hang_step)],
-                         env={"FT_CKPT_ON_SIGNAL": "none"})
+                         env={"FT_CKPT_ON_SIGNAL": "none", **(job_env or {})})
         inc = c.wait_for(lambda: c.incidents("hang"), 60, "hang incident")[0]
         print("incident %s: %s suspects=%s decision=%s\n  %s" % (
             inc["id"], inc["kind"], suspects(inc), inc["decision"], inc.get("message", "")))
@@ -78,9 +86,65 @@ def case_hang(args):
               "accepted -> relaunched -> all restored -> reference checksums" % (hung, world, hang_step))
 
 
+def complete_steps(c, world):
+    """Steps of which every rank of the world has an untorn copy, oldest first."""
+    out = []
+    for step in c.steps():
+        copies = c.copies(step)
+        if sorted(r for r, v in copies.items() if not v.get("torn")) == list(range(world)):
+            out.append(step)
+    return out
+
+
+def case_frozen(args):
+    steps, frozen = 100000, 3
+    model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
+    world = 4
+    with CkptCluster(args, job="ck-sharded-frozen", nodes=2, ranks_per_node=2) as c:
+        c.start_master(["--topology", "dp=2,tp=2,pp=1", "--order", "tp-dp-pp"], {**FAST, **SHARDED})
+        c.start_ckpt_workers(FAST)
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"],
+                         env={"FT_CKPT_ON_SIGNAL": "none", "FT_CKPT_EVERY": "4"})
+        c.wait_for(lambda: [s for s in c.steps() if s >= 12 and (c.verdict(s) or {}).get("state") == "verified"],
+                   60, "a verified periodic step >= 12")
+        pid = c.wait_for(lambda: c.rank_pids().get(frozen), 10, "rank %d's pid" % frozen)
+        os.kill(pid, signal.SIGSTOP)
+        print("rank %d (pid %d) stopped with SIGSTOP" % (frozen, pid))
+        try:
+            inc = c.wait_for(lambda: c.incidents("host-frozen"), 60, "host-frozen incident")[0]
+            print("incident %s: %s suspects=%s decision=%s\n  %s" % (
+                inc["id"], inc["kind"], suspects(inc), inc["decision"], inc.get("message", "")))
+            check(suspects(inc) == [(frozen, "node1")], "suspects %s" % suspects(inc))
+            check(inc["decision"] == "stop", "decision %s, expected stop (a frozen rank cannot save its slice)" %
+                  inc["decision"])
+            check("rank %d of shard tp=1 pp=0 cannot save" % frozen in inc.get("message", ""),
+                  "the decision does not say the frozen rank cannot save: %s" % inc.get("message"))
+            rc = wait_job_exit(c, 60, "the job stopped by the master")
+            check(rc != 0, "the stopped job exited %d" % rc)
+        finally:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        check(not c.acks("save"), "save commands were acknowledged: %s" % c.acks("save"))
+        complete = complete_steps(c, world)
+        print("steps with a copy from every rank: %s (all steps: %s)" % (complete, c.steps()))
+        check(complete, "no step with a copy from every rank")
+        newest = complete[-1]
+        plan = c.wait_for(lambda: (c.plan() or {}).get("step") == newest and c.plan(), 30,
+                          "the plan of step %d (the newest every rank has)" % newest, poll=0.2)
+        print("planned step %d (version %d)" % (plan["step"], plan["version"]))
+        relaunch_restores(c, args, model, newest + 8, newest, world)
+        c.check_namespaces()
+        print("OK: sharded optimizer, rank %d frozen -> stop without a save -> the plan keeps step %d, the "
+              "newest every rank committed -> relaunched -> all restored -> reference checksums" % (frozen, newest))
+
+
 def main():
     args = parse_args()
-    cases = {"hang": case_hang}
+    cases = {"hang": case_hang,
+             "hang-periodic": lambda a: case_hang(a, {"FT_CKPT_EVERY": "4"}),
+             "frozen": case_frozen}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
     cases[args.case](args)
