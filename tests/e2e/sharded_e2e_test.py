@@ -14,6 +14,8 @@ node, ftmaster with FT_SHARDED_OPTIMIZER=1 (every (tp, pp, dp) is its own shard)
   --case hang-periodic
                 the same with periodic snapshots (FT_CKPT_EVERY=4, libft.so's non-blocking
                 snapshots): the hung rank's just-in-time save of step 30 still goes through
+  --case hang-host
+                rank 3's training thread hangs in host code (a data loader) instead: it saves too
   --case frozen the same job with FT_CKPT_EVERY=4; once periodic steps are verified rank 3 is
                 stopped with SIGSTOP: a host-frozen suspect cannot save its slice, so the
                 decision is "stop" with no save; the plan keeps the newest step all four ranks
@@ -33,14 +35,14 @@ from ckpt_e2e_test import (FAST, SMALL, CkptCluster, parse_args, relaunch_restor
 SHARDED = {"FT_SHARDED_OPTIMIZER": "1"}
 
 
-def case_hang(args, job_env=None):
+def case_hang(args, job_env=None, fault="hang-kernel"):
     steps, hang_step, hung = 60, 30, 3
     model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
     world = 4
     with CkptCluster(args, job="ck-sharded", nodes=2, ranks_per_node=2) as c:
         c.start_master(["--topology", "dp=2,tp=2,pp=1", "--order", "tp-dp-pp"], {**FAST, **SHARDED})
         c.start_ckpt_workers(FAST)
-        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", "hang-kernel",
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", fault,
                                   "--fault-rank", str(hung), "--fault-step", str(hang_step)],
                          env={"FT_CKPT_ON_SIGNAL": "none", **(job_env or {})})
         inc = c.wait_for(lambda: c.incidents("hang"), 60, "hang incident")[0]
@@ -144,6 +146,7 @@ def main():
     args = parse_args()
     cases = {"hang": case_hang,
              "hang-periodic": lambda a: case_hang(a, {"FT_CKPT_EVERY": "4"}),
+             "hang-host": lambda a: case_hang(a, fault="hang-host"),
              "frozen": case_frozen}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
