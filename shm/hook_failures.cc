@@ -66,6 +66,8 @@ void CountHookFailure(SegmentHeader* header, uint32_t place) {
 
 std::vector<HookFailureCount> SnapshotHookFailures(const SegmentHeader* header) {
   std::vector<HookFailureCount> out;
+  // Version 1 had no counters: those bytes are reserved, not ours to read (shm/layout_v1.h).
+  if (header->layout_version < 2) return out;
   for (const HookFailureSlot& slot : header->hook_failures) {
     uint32_t place = slot.place.load(std::memory_order_acquire);
     uint64_t count = slot.count.load(std::memory_order_relaxed);

@@ -1,8 +1,10 @@
 // The per-process segment: the binary contract between libft.so (the producer, inside a
 // training process) and its readers (ftworker, ftdump), which may be built at different
 // times. Every offset and size below is pinned by shm/tests/layout_test.cc and described in
-// docs/shm-format.md. Change the layout only together with kLayoutVersion. What the records
-// say has its own version, record_version (shm/records.h).
+// docs/shm-format.md. This is the newest layout; change it only together with kLayoutVersion,
+// after freezing the header it replaces in layout_v<N>.h (layout_v1.h is version 1), which
+// readers keep reading: a worker upgraded mid-job meets ranks still running the older libft.so.
+// What the records say has its own version, record_version (shm/records.h).
 //
 //   offset 0                 SegmentHeader   4 KiB  written by the process
 //   offset 4096              ControlPage     4 KiB  written by the reader (ring cursor,
@@ -24,6 +26,9 @@ namespace ft::shm {
 
 inline constexpr uint64_t kMagic = 0x3147455354465446ull;  // "FTFTSEG1" read as bytes
 inline constexpr uint32_t kLayoutVersion = 2;  // 2: hook_failures in the header
+// The oldest layout readers still read (layout_v1.h): what a newer field's bytes hold in an
+// older segment is the reader's to know (HeaderCopy::layout_version).
+inline constexpr uint32_t kOldestReadableLayoutVersion = 1;
 inline constexpr uint32_t kHeaderBytes = 4096;
 inline constexpr uint32_t kControlBytes = 4096;
 inline constexpr uint32_t kCommSlotBytes = 256;

@@ -52,6 +52,7 @@ HeaderCopy CopyOf(const SegmentHeader& h) {
   c.control_offset = h.control_offset;
   c.comm_table_offset = h.comm_table_offset;
   c.comm_slot_count = h.comm_slot_count;
+  c.layout_version = h.layout_version;
   c.ring_offset = h.ring_offset;
   c.ring_capacity = h.ring_capacity;
   c.global_rank = h.global_rank;
@@ -120,10 +121,11 @@ Status ValidateHeader(const void* bytes, uint64_t size, HeaderCopy* copy) {
   SegmentHeader h;
   std::memcpy(static_cast<void*>(&h), bytes, kHeaderBytes);  // a private copy: the producer may be writing
   if (h.magic != kMagic) return Status::Corrupt("bad magic: not an ft segment");
-  if (h.layout_version != kLayoutVersion) {
+  if (h.layout_version < kOldestReadableLayoutVersion || h.layout_version > kLayoutVersion) {
     return Status::Unsupported("segment layout version " + std::to_string(h.layout_version) +
-                               ", this reader understands " + std::to_string(kLayoutVersion) +
-                               ": run an ftworker built with the same ft release as libft.so");
+                               ", this reader understands " + std::to_string(kOldestReadableLayoutVersion) +
+                               " to " + std::to_string(kLayoutVersion) +
+                               ": run an ftworker of the same ft release as libft.so, or a newer one");
   }
   if (h.record_version > kRecordVersion) {
     return Status::Unsupported(
@@ -133,7 +135,8 @@ Status ValidateHeader(const void* bytes, uint64_t size, HeaderCopy* copy) {
   }
   if (h.header_bytes != kHeaderBytes || h.record_bytes != kRecordBytes ||
       h.comm_slot_bytes != kCommSlotBytes) {
-    return Status::Corrupt("header, record or slot size does not match layout version 1");
+    return Status::Corrupt("header, record or slot size does not match layout version " +
+                           std::to_string(h.layout_version));
   }
   if (h.segment_bytes != size) {
     return Status::Corrupt("header says " + std::to_string(h.segment_bytes) +

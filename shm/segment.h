@@ -50,6 +50,7 @@ bool ParseSegmentName(std::string_view name, int* rank, int* pid);
 
 // The static part of a header as a reader copied it, once, before validating the copy.
 struct HeaderCopy {
+  uint32_t layout_version = 0;  // kOldestReadableLayoutVersion..kLayoutVersion
   uint64_t segment_bytes = 0;
   uint32_t control_offset = 0;
   uint32_t comm_table_offset = 0;
@@ -66,8 +67,9 @@ struct HeaderCopy {
   std::string job, node, host;  // bounded by their fields, NUL or not
 };
 
-// Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version, record
-// format version (older ones pass: readers know them), sizes, offsets in bounds and not overlapping, capacity a power of two. Unknown versions are
+// Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version (older
+// ones down to kOldestReadableLayoutVersion pass: shm/layout_v1.h), record format version
+// (older ones pass: readers know them), sizes, offsets in bounds and not overlapping, capacity a power of two. Unknown versions are
 // kUnsupported with both versions named; anything else wrong is kCorrupt. Reads only the
 // first kHeaderBytes of `bytes` (size may be smaller: then it is kCorrupt), once: what it
 // checked is what it returns in *copy (when not null, and only on success).

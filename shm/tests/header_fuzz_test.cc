@@ -36,6 +36,7 @@ TEST(HeaderFuzzTest, EveryStaticFieldIsChecked) {
   };
   EXPECT_EQ(corrupt(0, 0).code(), StatusCode::kCorrupt);                  // magic
   EXPECT_EQ(corrupt(8, kLayoutVersion + 1).code(), StatusCode::kUnsupported);  // version
+  EXPECT_EQ(corrupt(8, 0).code(), StatusCode::kUnsupported);                   // before version 1
   EXPECT_EQ(corrupt(12, 100).code(), StatusCode::kCorrupt);               // header bytes
   EXPECT_EQ(corrupt(16, 1).code(), StatusCode::kCorrupt);                 // segment bytes
   EXPECT_EQ(corrupt(24, 0).code(), StatusCode::kCorrupt);                 // control offset

@@ -83,6 +83,7 @@ TEST(LayoutTest, HookPlaceIds) {
 
 TEST(LayoutTest, HookFailuresAreCountedByPlaceAndOverflowIntoTheLastSlot) {
   alignas(64) static SegmentHeader header{};
+  header.layout_version = kLayoutVersion;  // as the writer leaves it: version 1 had no counters
   CountHookFailure(&header, 4);
   CountHookFailure(&header, 4);
   CountHookFailure(&header, 2);

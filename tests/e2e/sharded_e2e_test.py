@@ -16,6 +16,9 @@ node, ftmaster with FT_SHARDED_OPTIMIZER=1 (every (tp, pp, dp) is its own shard)
                 snapshots): the hung rank's just-in-time save of step 30 still goes through
   --case hang-host
                 rank 3's training thread hangs in host code (a data loader) instead: it saves too
+  --case replicated-only-copy
+                no sharding, dp=1 tp=2 on two nodes: rank 1 hangs, its shard has no other replica,
+                so it saves as an alive suspect; the relaunch restores step 30
   --case frozen the same job with FT_CKPT_EVERY=4; once periodic steps are verified rank 3 is
                 stopped with SIGSTOP: a host-frozen suspect cannot save its slice, so the
                 decision is "stop" with no save; the plan keeps the newest step all four ranks
@@ -35,12 +38,16 @@ from ckpt_e2e_test import (FAST, SMALL, CkptCluster, parse_args, relaunch_restor
 SHARDED = {"FT_SHARDED_OPTIMIZER": "1"}
 
 
-def case_hang(args, job_env=None, fault="hang-kernel"):
-    steps, hang_step, hung = 60, 30, 3
-    model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
-    world = 4
-    with CkptCluster(args, job="ck-sharded", nodes=2, ranks_per_node=2) as c:
-        c.start_master(["--topology", "dp=2,tp=2,pp=1", "--order", "tp-dp-pp"], {**FAST, **SHARDED})
+def case_hang(args, job_env=None, fault="hang-kernel", sharded=True):
+    steps, hang_step = 60, 30
+    if sharded:
+        hung, world, dp, master_env = 3, 4, 2, {**FAST, **SHARDED}
+        model = ["--dp", "2", "--tp", "2", "--sharded-optimizer"] + SMALL
+    else:  # replicated, but every shard has one copy: the hung rank's shard has no other
+        hung, world, dp, master_env = 1, 2, 1, FAST
+        model = ["--dp", "1", "--tp", "2"] + SMALL
+    with CkptCluster(args, job="ck-sharded", nodes=2, ranks_per_node=world // 2) as c:
+        c.start_master(["--topology", "dp=%d,tp=2,pp=1" % dp, "--order", "tp-dp-pp"], master_env)
         c.start_ckpt_workers(FAST)
         c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--fault", fault,
                                   "--fault-rank", str(hung), "--fault-step", str(hang_step)],
@@ -52,6 +59,8 @@ def case_hang(args, job_env=None, fault="hang-kernel"):
         check(inc["decision"] == "save-then-stop", "decision %s" % inc["decision"])
         check("alive suspect %d" % hung in inc.get("message", ""),
               "the decision does not say the hung rank saves too: %s" % inc.get("message"))
+        check(sharded or "no healthy replica of its shard" in inc.get("message", ""),
+              "the decision does not say why the hung rank saves: %s" % inc.get("message"))
         rc = wait_job_exit(c, 60, "the job stopped by the master")
         check(rc != 0, "the hung job exited %d" % rc)
 
@@ -72,8 +81,9 @@ def case_hang(args, job_env=None, fault="hang-kernel"):
         print("verdict: %s" % verdict)
         check(verdict["state"] == "verified" and verdict["shards"] == world,
               "step %d not accepted over %d shards (one per rank): %s" % (hang_step, world, verdict))
-        check("single" in verdict.get("why", "") and "sharded" in verdict.get("why", ""),
-              "the verdict does not say the shards are single copies of a sharded optimizer: %s" % verdict)
+        check("single" in verdict.get("why", "") and sharded == ("sharded" in verdict.get("why", "")),
+              "the verdict does not say the shards are single copies (of a sharded optimizer: %s): %s" %
+              (sharded, verdict))
         plan = c.wait_for(lambda: (c.plan() or {}).get("step") == hang_step and c.plan(), 30,
                           "the plan of step %d" % hang_step, poll=0.2)
         mine = next(r for r in plan["ranks"] if r["rank"] == hung)
@@ -84,8 +94,9 @@ def case_hang(args, job_env=None, fault="hang-kernel"):
         lines = [line for line in c.rank_log(hung) if "restor" in line.lower()]
         print("rank %d: %s" % (hung, lines))
         c.check_namespaces()
-        print("OK: sharded optimizer, rank %d hung -> all %d ranks saved step %d (the suspect too) -> "
-              "accepted -> relaunched -> all restored -> reference checksums" % (hung, world, hang_step))
+        print("OK: %s optimizer, rank %d hung -> all %d ranks saved step %d (the suspect too) -> "
+              "accepted -> relaunched -> all restored -> reference checksums" %
+              ("sharded" if sharded else "replicated", hung, world, hang_step))
 
 
 def complete_steps(c, world):
@@ -147,6 +158,7 @@ def main():
     cases = {"hang": case_hang,
              "hang-periodic": lambda a: case_hang(a, {"FT_CKPT_EVERY": "4"}),
              "hang-host": lambda a: case_hang(a, fault="hang-host"),
+             "replicated-only-copy": lambda a: case_hang(a, sharded=False),
              "frozen": case_frozen}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
