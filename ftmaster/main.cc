@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "ftmaster/master_loop.h"
 #include "proto/keys.h"
 #include "redis/client.h"
+#include "redis/cluster.h"
 #include "redis/url.h"
 
 namespace {
@@ -230,9 +232,11 @@ int main(int argc, char** argv) {
                    std::string(s.message()).c_str());
       return 2;
     }
-    ft::redis::Client client;
-    s = client.Connect(endpoint, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
+    std::unique_ptr<ft::redis::Commands> connection;
+    s = ft::redis::OpenCommands(endpoint, std::chrono::milliseconds(2000),
+                                std::chrono::milliseconds(10000), &connection);
     if (!s.ok()) return Fail(s);
+    ft::redis::Commands& client = *connection;
     ft::master::CliOptions options;
     options.job = job;
     options.json = flags.json;

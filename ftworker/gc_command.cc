@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 
 #include <fmt/format.h>
 
 #include "ftworker/arena_sweep.h"
 #include "proto/keys.h"
 #include "redis/client.h"
+#include "redis/cluster.h"
 
 namespace ft::worker {
 
@@ -20,9 +22,9 @@ int RunGc(const GcCommand& c) {
   if (!c.have_redis) {
     job.unknown_why = c.no_redis_why;
   } else {
-    redis::Client db;
-    Status s = db.Connect(c.redis, std::chrono::seconds(3));
-    if (s.ok()) s = ReadJobGcFacts(db, proto::Keys(c.job), &job);
+    std::unique_ptr<redis::Commands> db;
+    Status s = redis::OpenCommands(c.redis, std::chrono::seconds(3), std::chrono::seconds(3), &db);
+    if (s.ok()) s = ReadJobGcFacts(*db, proto::Keys(c.job), &job);
     job.release = c.release;
     if (!s.ok()) {
       job = JobGcFacts{};

@@ -18,6 +18,7 @@
 #include "proto/transfer_codec.h"
 #include "rdma/transfer.h"
 #include "redis/client.h"
+#include "redis/cluster.h"
 
 namespace ft::worker {
 
@@ -84,8 +85,12 @@ int RunPull(const PullCommand& c) {
     return Fail(Status::InvalidArgument("--from NODE and --out FILE are required"), 2);
   }
   const proto::Keys keys(c.job);
-  redis::Client db;
-  if (Status s = db.Connect(c.redis, std::chrono::seconds(3)); !s.ok()) return Fail(s, 2);
+  std::unique_ptr<redis::Commands> connection;
+  if (Status s = redis::OpenCommands(c.redis, std::chrono::seconds(3), std::chrono::seconds(3), &connection);
+      !s.ok()) {
+    return Fail(s, 2);
+  }
+  redis::Commands& db = *connection;
 
   rdma::PullOptions options;
   options.connections = std::max(1, c.connections);

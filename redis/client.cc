@@ -347,6 +347,36 @@ Status Client::PipelinePartial(const std::vector<Argv>& commands, std::vector<Re
       return Fail("queueing a pipeline", errno);
     }
   }
+  return PipelineReceive(commands, received);
+}
+
+Status Client::PipelineSend(const std::vector<Argv>& commands) {
+  for (const Argv& argv : commands) {
+    if (argv.empty()) return Status::InvalidArgument("empty Redis command in a pipeline");
+  }
+  if (ctx_ == nullptr) return NotConnected();
+  SigpipeGuard guard;
+  for (const Argv& argv : commands) {
+    ArgvView view(argv);
+    if (redisAppendCommandArgv(ctx_, view.argc(), view.ptrs.data(), view.lens.data()) !=
+        REDIS_OK) {
+      return Fail("queueing a pipeline", errno);
+    }
+  }
+  int done = 0;
+  while (!done) {
+    errno = 0;
+    if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      return Fail("sending a pipeline of " + std::to_string(commands.size()) + " commands", errno);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Client::PipelineReceive(const std::vector<Argv>& commands, std::vector<Reply>* received) {
+  received->clear();
+  if (ctx_ == nullptr) return NotConnected();
+  SigpipeGuard guard;
   received->reserve(commands.size());
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;

@@ -74,6 +74,12 @@ class Client : public Commands {
   Status PipelinePartial(const std::vector<Argv>& commands, std::vector<Reply>* received) override;
   std::string Where() const override;  // "host:port", "[v6]:port"
 
+  // PipelinePartial in two halves, so that one thread can keep pipelines to several servers
+  // in flight at once (ClusterClient): PipelineSend writes every command out, PipelineReceive
+  // then reads `count` replies into `received` (a prefix on a connection failure, as above).
+  Status PipelineSend(const std::vector<Argv>& commands);
+  Status PipelineReceive(const std::vector<Argv>& commands, std::vector<Reply>* received);
+
  private:
   Status RunRaw(const Argv& argv, Reply* out);       // error replies stay replies
   Status Fail(std::string_view doing, int err);      // converts ctx_'s error, closes, marks broken

@@ -79,13 +79,17 @@ void AppendCommands(const std::vector<Argv>& commands, Argv* argv) {
 }  // namespace
 
 RedisStore::RedisStore(Endpoint endpoint, ReconnectPolicy policy)
-    : redis_(std::move(endpoint), policy) {}
+    : redis_(endpoint, policy),
+      cluster_(endpoint.cluster ? std::make_unique<ClusterClient>(endpoint, policy) : nullptr) {}
 
-Status RedisStore::Run(const Argv& argv, Reply* out) { return redis_.client().Run(argv, out); }
+Status RedisStore::Run(const Argv& argv, Reply* out) {
+  return cluster_ ? cluster_->Run(argv, out) : redis_.client().Run(argv, out);
+}
 
 Status RedisStore::PipelinePartial(const std::vector<Argv>& commands,
                                    std::vector<Reply>* received) {
-  return redis_.client().PipelinePartial(commands, received);
+  return cluster_ ? cluster_->PipelinePartial(commands, received)
+                  : redis_.client().PipelinePartial(commands, received);
 }
 
 std::string RedisStore::Where() const { return Redacted(redis_.endpoint()); }

@@ -100,8 +100,8 @@ Status ServerErrorStatus(std::string_view where, std::string_view command,
   std::string_view w = FirstWord(message);
   if (IsTransientServerError(message)) return Status::Unavailable(text + "; retrying later");
   if (w == "MOVED" || w == "ASK") {
-    return Status::Unsupported(text + "; Redis Cluster redirects are not supported: point "
-                                      "FT_REDIS at the node that owns the job's slot");
+    return Status::Unsupported(text + "; this server is a node of a Redis Cluster: give its "
+                                      "nodes as FT_REDIS=redis+cluster://host:port,host:port");
   }
   if (w == "NOAUTH") {
     return Status::InvalidArgument(text + "; this Redis requires a password: set "

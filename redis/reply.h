@@ -71,8 +71,8 @@ bool IsTransientServerError(std::string_view message);
 bool IsAclRefusal(std::string_view message);
 
 // The Status for an error reply: kUnavailable for transient ones, kUnsupported for cluster
-// redirects and unknown commands, kInvalidArgument for the rest. `command` is the command
-// name only (never arguments: AUTH's is a password).
+// redirects that reach a single-server Client and for unknown commands, kInvalidArgument for
+// the rest. `command` is the command name only (never arguments: AUTH's is a password).
 Status ServerErrorStatus(std::string_view where, std::string_view command,
                          std::string_view message);
 

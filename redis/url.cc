@@ -6,6 +6,7 @@ namespace ft::redis {
 namespace {
 
 constexpr std::string_view kScheme = "redis://";
+constexpr std::string_view kClusterScheme = "redis+cluster://";
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -66,9 +67,55 @@ Status Bad(std::string_view url, std::string_view why) {
                                  "; expected redis://[user[:password]@]host[:port][/db]");
 }
 
+// redis+cluster://[userinfo@]seed,seed...: each seed parsed as a redis:// URL's host[:port].
+Status ParseClusterUrl(std::string_view url, Endpoint* out) {
+  std::string_view rest = url.substr(kClusterScheme.size());
+  std::string userinfo;
+  size_t at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    userinfo = std::string(rest.substr(0, at + 1));
+    rest = rest.substr(at + 1);
+  }
+  if (rest.find('/') != std::string_view::npos) {
+    return Status::InvalidArgument("bad Redis URL \"" + Shown(url) +
+                                   "\": a Redis Cluster has database 0 only (no /db); expected "
+                                   "redis+cluster://[user[:password]@]host[:port][,host[:port]...]");
+  }
+  Endpoint ep;
+  ep.cluster = true;
+  size_t start = 0;
+  while (true) {
+    size_t comma = rest.find(',', start);
+    std::string_view seed = rest.substr(start, comma == std::string_view::npos ? comma : comma - start);
+    if (seed.empty()) {
+      return Status::InvalidArgument("bad Redis URL \"" + Shown(url) +
+                                     "\": an empty node between commas; expected "
+                                     "redis+cluster://[user[:password]@]host[:port][,host[:port]...]");
+    }
+    Endpoint one;
+    Status s = ParseUrl(std::string(kScheme) + userinfo + std::string(seed), &one);
+    if (!s.ok()) {
+      return Status::InvalidArgument("bad Redis URL \"" + Shown(url) + "\": node \"" +
+                                     std::string(seed) + "\": " + std::string(s.message()));
+    }
+    if (ep.seeds.empty()) {
+      ep.host = one.host;
+      ep.port = one.port;
+      ep.user = one.user;
+      ep.password = one.password;
+    }
+    ep.seeds.push_back({one.host, one.port});
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  *out = std::move(ep);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ParseUrl(std::string_view url, Endpoint* out) {
+  if (url.rfind(kClusterScheme, 0) == 0) return ParseClusterUrl(url, out);
   if (url.rfind("rediss://", 0) == 0) {
     return Status::Unsupported("Redis over TLS (\"" + Shown(url) +
                                "\") is not supported; use redis:// on a trusted network");
@@ -77,7 +124,9 @@ Status ParseUrl(std::string_view url, Endpoint* out) {
     return Status::Unsupported("Redis over a unix socket (\"" + Shown(url) +
                                "\") is not supported; use redis://host:port");
   }
-  if (url.rfind(kScheme, 0) != 0) return Bad(url, "it must start with redis://");
+  if (url.rfind(kScheme, 0) != 0) {
+    return Bad(url, "it must start with redis:// (a Redis Cluster: redis+cluster://)");
+  }
   std::string_view rest = url.substr(kScheme.size());
 
   Endpoint ep;
@@ -146,15 +195,24 @@ Status ParseUrl(std::string_view url, Endpoint* out) {
 }
 
 std::string Redacted(const Endpoint& endpoint) {
-  std::string out(kScheme);
+  std::string out(endpoint.cluster ? kClusterScheme : kScheme);
   if (!endpoint.user.empty() || !endpoint.password.empty()) {
     out += endpoint.user;
     if (!endpoint.password.empty()) out += ":***";
     out += '@';
   }
-  bool v6 = endpoint.host.find(':') != std::string::npos;
-  out += v6 ? "[" + endpoint.host + "]" : endpoint.host;
-  out += ':' + std::to_string(endpoint.port);
+  auto host_port = [](const std::string& host, int port) {
+    bool v6 = host.find(':') != std::string::npos;
+    return (v6 ? "[" + host + "]" : host) + ':' + std::to_string(port);
+  };
+  if (endpoint.cluster && !endpoint.seeds.empty()) {
+    for (size_t i = 0; i < endpoint.seeds.size(); ++i) {
+      if (i) out += ',';
+      out += host_port(endpoint.seeds[i].host, endpoint.seeds[i].port);
+    }
+    return out;
+  }
+  out += host_port(endpoint.host, endpoint.port);
   if (endpoint.db != 0) out += '/' + std::to_string(endpoint.db);
   return out;
 }
@@ -171,7 +229,8 @@ std::string PasswordInArgumentWarning(std::string_view url, std::string_view fla
 Status EndpointFromConfig(const Config& config, std::string_view url_override, Endpoint* out) {
   std::string_view url = url_override.empty() ? std::string_view(config.redis_url) : url_override;
   if (url.empty()) {
-    return Status::NotFound("no Redis address: set FT_REDIS=redis://host:port or pass --redis");
+    return Status::NotFound("no Redis address: set FT_REDIS=redis://host:port (a Redis Cluster: "
+                            "redis+cluster://host:port,host:port) or pass --redis");
   }
   Endpoint ep;
   FT_RETURN_IF_ERROR(ParseUrl(url, &ep));

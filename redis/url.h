@@ -1,4 +1,6 @@
-// Where Redis is: redis://[user[:password]@]host[:port][/db]. The password belongs in
+// Where Redis is: redis://[user[:password]@]host[:port][/db] for one server, or
+// redis+cluster://[user[:password]@]host[:port][,host[:port]...] for a Redis Cluster (the
+// seed nodes asked for the slot map; any one reachable node is enough). The password belongs in
 // FT_REDIS_PASSWORD (a URL shows up in process listings), but a URL may carry one; Redacted()
 // is the only form of an Endpoint that may reach a log line or an error message.
 #ifndef FT_REDIS_URL_H_
@@ -6,30 +8,41 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/config.h"
 #include "common/status.h"
 
 namespace ft::redis {
 
+struct HostPort {
+  std::string host;
+  int port = 6379;
+  bool operator==(const HostPort&) const = default;
+};
+
 struct Endpoint {
   std::string host;      // a name, an IPv4 address or an IPv6 address (without brackets)
-  int port = 6379;
+  int port = 6379;       // with cluster: the first seed's
   std::string user;      // ACL user (Redis 6+); empty: the default user
   std::string password;  // empty: no AUTH
-  int db = 0;            // SELECT when not 0
+  int db = 0;            // SELECT when not 0 (never with cluster: a cluster has db 0 only)
+  bool cluster = false;  // redis+cluster://: a Redis Cluster (redis/cluster.h)
+  std::vector<HostPort> seeds;  // with cluster: every node of the URL, in its order
 
   bool operator==(const Endpoint&) const = default;
 };
 
-// Parses redis://[user[:password]@]host[:port][/db]. User and password may be
+// Parses redis://[user[:password]@]host[:port][/db] and
+// redis+cluster://[user[:password]@]host[:port][,host[:port]...] (no /db). User and password may be
 // percent-encoded (%40 for '@'); an IPv6 host is written in brackets: redis://[::1]:6379.
 // Anything else (another scheme, rediss:// (TLS), a query, a bad port) is kInvalidArgument
 // or kUnsupported with a message that shows the URL without its password. `out` is set only
 // on success.
 Status ParseUrl(std::string_view url, Endpoint* out);
 
-// "redis://user:***@host:port/db" (user, "***" and db only when set): safe for logs.
+// "redis://user:***@host:port/db" (user, "***" and db only when set), for a cluster
+// "redis+cluster://user:***@host:port,host:port": safe for logs.
 std::string Redacted(const Endpoint& endpoint);
 
 // The warning for a URL passed on a command line (`flag`, e.g. "--redis") that carries a

@@ -134,13 +134,14 @@ class RedisServer:
     a temporary directory. start() waits until it answers PING."""
 
     def __init__(self, password=None, port=None, user=None, user_password=None,
-                 binary="redis-server"):
+                 binary="redis-server", extra_args=()):
         self.host = "127.0.0.1"
         self.port = port or 0
         self.password = password if password is not None else "pw-" + secrets.token_hex(12)
         self.user = user
         self.user_password = user_password
         self.binary = binary
+        self.extra_args = list(extra_args)  # more redis-server options (--cluster-enabled yes)
         self.proc = None
         self.dir = tempfile.mkdtemp(prefix="ft-redis-")
 
@@ -175,6 +176,7 @@ class RedisServer:
         if self.user:
             args += ["--user", self.user, "on", ">" + (self.user_password or ""), "~*", "&*",
                      "+@all"]
+        args += self.extra_args
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout

@@ -34,7 +34,9 @@ std::string RandomPassword() {
 }  // namespace
 
 RedisServer::RedisServer(RedisServerOptions options) : options_(std::move(options)) {
-  if (options_.require_password) password_ = RandomPassword();
+  if (options_.require_password) {
+    password_ = options_.password.empty() ? RandomPassword() : options_.password;
+  }
   char dir[] = "/tmp/ft-redis-test-XXXXXX";
   if (mkdtemp(dir) != nullptr) dir_ = dir;
 }
@@ -43,6 +45,8 @@ RedisServer::~RedisServer() {
   Stop();
   if (!dir_.empty()) {
     std::remove((dir_ + "/redis.log").c_str());
+    std::remove((dir_ + "/nodes.conf").c_str());  // a cluster node's (--cluster-config-file)
+    std::remove((dir_ + "/dump.rdb").c_str());    // a replica's full sync
     rmdir(dir_.c_str());
   }
 }
@@ -108,6 +112,7 @@ Status RedisServer::Launch() {
     args.insert(args.end(), {"--user", options_.acl_user, "on", ">" + options_.acl_password, "~*",
                              "&*", "+@all"});
   }
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "redis/url.h"
@@ -19,6 +20,8 @@ struct RedisServerOptions {
   bool require_password = true;  // --requirepass <random>
   std::string acl_user;          // when set: an ACL user with all rights and acl_password
   std::string acl_password;
+  std::string password;                 // the password to require (empty: a random one)
+  std::vector<std::string> extra_args;  // more redis-server options (--cluster-enabled yes ...)
 };
 
 class RedisServer {
