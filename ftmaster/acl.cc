@@ -13,10 +13,13 @@ namespace {
 // code that sends each). PING and SELECT: the connection's handshake (SELECT only with a /db
 // in FT_REDIS). EVAL: the Lua scripts (the lease, fenced writes, a checkpoint copy and its
 // step in one step); Redis checks the commands a script runs against the same user.
+// CLUSTER SLOTS and ASKING: a client of a Redis Cluster (redis/cluster.h) loads the slot map
+// and follows a migrating slot; a single server never sees them.
 const std::vector<std::string>& WorkerCommands() {
   static const std::vector<std::string> kCommands = {
       "ping",  "select", "get",  "set",  "incr", "hget", "hgetall", "hmget", "hset",
-      "hdel",  "hlen",   "sadd", "smembers", "xadd", "xrange", "zadd", "zrem", "eval"};
+      "hdel",  "hlen",   "sadd", "smembers", "xadd", "xrange", "zadd", "zrem", "eval",
+      "cluster|slots", "asking"};
   return kCommands;
 }
 
@@ -25,7 +28,7 @@ const std::vector<std::string>& MasterCommands() {
       "ping",  "select", "get",    "set",     "strlen",   "exists", "hget",  "hgetall",
       "hmget", "hlen",   "hscan",  "hset",    "hsetnx",   "hdel",   "sadd",  "scard",
       "smembers", "xadd", "xlen",  "xrange",  "xrevrange", "zrevrange", "zscore", "pexpire",
-      "del",   "eval"};
+      "del",   "eval", "cluster|slots", "asking"};
   return kCommands;
 }
 
@@ -36,7 +39,8 @@ const std::vector<std::string>& OperatorCommands() {
   static const std::vector<std::string> kCommands = {
       "ping",  "select", "get",   "strlen", "exists", "type",     "ttl",   "pttl",
       "hget",  "hgetall", "hmget", "hlen",  "hkeys",  "hscan",    "scard", "smembers",
-      "sismember", "xlen", "xrange", "xrevrange", "zcard", "zrange", "zrevrange", "zscore"};
+      "sismember", "xlen", "xrange", "xrevrange", "zcard", "zrange", "zrevrange", "zscore",
+      "cluster|slots", "asking"};
   return kCommands;
 }
 
@@ -52,9 +56,9 @@ std::vector<AclKeyPattern> WorkerKeys(const proto::Keys& k) {
       // What the arena pass asks: whether the job finished, and the steps' verdicts.
       Read(k.MasterState()), Read(k.CkptVerdicts()),
       // Written by workers (and read back: a worker re-asserts what Redis lost).
-      ReadWrite(k.Events()), ReadWrite(k.Acks()), ReadWrite(k.Progress()),
-      ReadWrite(k.Summaries()), ReadWrite(k.Ranks()), ReadWrite(k.RanksVersion()),
-      ReadWrite(k.Workers()), ReadWrite(p + "worker:*"), ReadWrite(p + "cmd:*:cursor"),
+      ReadWrite(k.Events()), ReadWrite(k.Acks()), ReadWrite(k.AllGroups("progress")),
+      ReadWrite(k.AllGroups("summary")), ReadWrite(k.Ranks()), ReadWrite(k.RanksVersion()),
+      ReadWrite(k.Workers()), ReadWrite(k.AllGroups("worker:*")), ReadWrite(k.AllGroups("cursor:*")),
       ReadWrite(k.CkptSteps()), ReadWrite(p + "ckpt:[0-9]*"), ReadWrite(k.Endpoints()),
       ReadWrite(k.Prefetch())};
 }
@@ -63,9 +67,10 @@ std::vector<AclKeyPattern> OperatorKeys(const proto::Keys& k) {
   const std::string& p = k.prefix();
   // Every key of the job but the transfer secret (ACL patterns cannot exclude one, so each
   // is named).
-  return {Read(k.Events()),   Read(k.Progress()),   Read(k.Summaries()),
+  return {Read(k.Events()),   Read(k.AllGroups("progress")), Read(k.AllGroups("summary")),
           Read(k.Ranks()),    Read(k.RanksVersion()), Read(k.Workers()),
-          Read(p + "worker:*"), Read(k.Timeouts()), Read(k.TimeoutsVersion()),
+          Read(k.AllGroups("worker:*")), Read(k.AllGroups("cursor:*")), Read(k.Timeouts()),
+          Read(k.TimeoutsVersion()),
           Read(p + "cmd:*"),  Read(k.Acks()),       Read(k.Incidents()),
           Read(k.Evicted()),  Read(k.Leader()),     Read(k.MasterState()),
           Read(p + "ckpt:*"), Read(k.Restore()),    Read(k.RestoreVersion()),
@@ -168,7 +173,8 @@ std::vector<AclUser> AclUsers(std::string_view job) {
   const std::string base = "ft-" + JobToken(job) + "-";
   std::vector<AclUser> users(3);
   users[0] = {AclRole::kWorker, base + "worker", WorkerCommands(), WorkerKeys(keys)};
-  users[1] = {AclRole::kMaster, base + "master", MasterCommands(), {ReadWrite(keys.prefix() + "*")}};
+  users[1] = {AclRole::kMaster, base + "master", MasterCommands(),
+              {ReadWrite(keys.prefix() + "*"), ReadWrite(keys.AllGroups("*"))}};
   users[2] = {AclRole::kOperator, base + "operator", OperatorCommands(), OperatorKeys(keys)};
   return users;
 }

@@ -21,6 +21,7 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
+#include "redis/spread.h"
 
 namespace ft::master {
 namespace {
@@ -55,9 +56,10 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   DecodedHash<proto::RankSummary> summaries("summary");
   FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Ranks()}, &reply));
   ranks.Load(reply, &bad);
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Progress()}, &reply));
+  // Progress and summaries are spread over the job's groups (proto/keys.h).
+  FT_RETURN_IF_ERROR(redis::HGetAllOf(client, keys.AllProgress(), &reply).WithContext("HGETALL"));
   progress.Load(reply, &bad);
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Summaries()}, &reply));
+  FT_RETURN_IF_ERROR(redis::HGetAllOf(client, keys.AllSummaries(), &reply).WithContext("HGETALL"));
   summaries.Load(reply, &bad);
   FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Events(), "+", "-", "COUNT",
                                   std::to_string(kRecentEvents)}, &reply));

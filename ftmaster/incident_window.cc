@@ -1,6 +1,8 @@
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <limits>
+#include <map>
 #include <unordered_set>
 
 #include "common/log.h"
@@ -9,6 +11,7 @@
 #include "ftmaster/incident_window.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
+#include "redis/spread.h"
 
 namespace ft::master {
 namespace {
@@ -145,7 +148,7 @@ bool MasterLoop::ReadProgress(Clock::time_point now) {
     // No membership (yet) to find the window's communicators by (workers not reporting it,
     // or its first read not done): every table, as the only way to see who is in what.
     redis::Reply reply;
-    if (!store_->Run({"HGETALL", keys_.Progress()}, &reply).ok()) return false;
+    if (!redis::HGetAllOf(*store_, keys_.AllProgress(), &reply).ok()) return false;
     progress_.Load(reply, &bad_);
     window_whole_ = true;
   } else {
@@ -163,11 +166,29 @@ bool MasterLoop::ReadProgress(Clock::time_point now) {
         if (asked.insert(rank).second) fields.push_back(std::to_string(rank));
       }
       if (fields.empty()) break;
-      redis::Argv argv = {"HMGET", keys_.Progress()};
-      argv.insert(argv.end(), fields.begin(), fields.end());
-      redis::Reply reply;
-      if (!store_->Run(argv, &reply).ok()) return false;
-      progress_.LoadFields(fields, reply, &bad_);
+      // One HMGET per group the ranks fall in (proto/keys.h), in one pipeline; the replies
+      // put back in the fields' order, as one HMGET would have answered.
+      std::map<int, size_t> command_of;  // group -> index in commands
+      std::vector<redis::Argv> commands;
+      std::vector<std::pair<size_t, size_t>> where;  // per field: command, position in it
+      for (const std::string& field : fields) {
+        const int group = proto::Keys::GroupOfRank(std::atoi(field.c_str()));
+        auto [it, added] = command_of.emplace(group, commands.size());
+        if (added) commands.push_back({"HMGET", keys_.Progress(group)});
+        where.emplace_back(it->second, commands[it->second].size() - 2);
+        commands[it->second].push_back(field);
+      }
+      std::vector<redis::Reply> replies;
+      if (!store_->PipelinePartial(commands, &replies).ok()) return false;
+      for (const redis::Reply& r : replies) {
+        if (r.is_error()) return false;
+      }
+      std::vector<redis::Reply> values;
+      for (const auto& [c, i] : where) {
+        const redis::Reply& r = replies[c];
+        values.push_back(r.is_array() && i < r.size() ? r[i] : redis::Reply::Nil());
+      }
+      progress_.LoadFields(fields, redis::Reply::Array(std::move(values)), &bad_);
       stats_.progress_rows_read += fields.size();
     }
     window_membership_ =

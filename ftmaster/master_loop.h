@@ -231,6 +231,7 @@ class MasterLoop {
   std::vector<proto::Membership> window_membership_;  // the open window's members
   bool window_whole_ = false;          // progress_ holds every table (no membership known)
   std::string summary_cursor_;         // HSCAN cursor of the pass under way ("": none open)
+  int summary_group_ = 0;              // the group (proto/keys.h) that cursor scans
   uint64_t summary_passes_ = 0;        // in this term
 
   static constexpr size_t kMaxCleanExits = 4096;

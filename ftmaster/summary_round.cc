@@ -18,30 +18,49 @@ void MasterLoop::SummaryRound(Clock::time_point now, int64_t unix_ms) {
   // published, 1/3): 131k summaries are ~150 MB, and a single HGETALL of them would hold the
   // loop (and the lease) for seconds.
   const double share = summary_passes_ == 0 ? 3 : kSteadyShare;
-  if (summary_cursor_.empty()) summaries_.BeginPass();
-  const std::string cursor = summary_cursor_.empty() ? std::string(1, '0') : summary_cursor_;
-  redis::Reply reply;
-  if (!store_->Run({"HSCAN", keys_.Summaries(), cursor, "COUNT", kSummaryChunk}, &reply)
-           .ok()) {
-    return;
+  // The summaries are spread over the job's groups (proto/keys.h): a pass scans group 0 to
+  // the last; a round goes on into the next group while it has read less than a chunk, so a
+  // small job's pass still takes one round.
+  if (summary_cursor_.empty()) {
+    summaries_.BeginPass();
+    summary_group_ = 0;
   }
-  if (!reply.is_array() || reply.size() != 2 || !reply[0].is_string()) {
-    bad_.Report(keys_.Summaries(), reply.DebugString().substr(0, 64),
-                Status::Corrupt("not an HSCAN reply (wrong key type?)"));
-    summary_cursor_.clear();
-    next_summary_ = now + options_.summary_period;
-    return;
-  }
-  summaries_.LoadPairs(reply[1], &bad_);
-  // Into the models as they come (they keep each rank's newest): no pass end that walks all.
-  for (const proto::RankSummary* s : summaries_.ChangedValues()) {
-    timeouts_.Add(*s);
-    stragglers_.Add(*s);
-  }
-  if (reply[0].str() != "0") {
-    summary_cursor_ = reply[0].str();
-    next_summary_ = now + Spacing(options_.tick, MsSince(start), share);
-    return;
+  std::string cursor = summary_cursor_.empty() ? std::string(1, '0') : summary_cursor_;
+  size_t read = 0;
+  while (true) {
+    const std::string key = keys_.Summaries(summary_group_);
+    redis::Reply reply;
+    if (!store_->Run({"HSCAN", key, cursor, "COUNT", kSummaryChunk}, &reply).ok()) {
+      summary_cursor_ = cursor;  // this group's scan goes on at the next round
+      return;
+    }
+    if (!reply.is_array() || reply.size() != 2 || !reply[0].is_string()) {
+      bad_.Report(key, reply.DebugString().substr(0, 64),
+                  Status::Corrupt("not an HSCAN reply (wrong key type?)"));
+      summary_cursor_.clear();
+      next_summary_ = now + options_.summary_period;
+      return;
+    }
+    summaries_.LoadPairs(reply[1], &bad_);
+    read += reply[1].size() / 2;
+    // Into the models as they come (they keep each rank's newest): no pass end that walks all.
+    for (const proto::RankSummary* s : summaries_.ChangedValues()) {
+      timeouts_.Add(*s);
+      stragglers_.Add(*s);
+    }
+    if (reply[0].str() != "0") {
+      cursor = reply[0].str();
+    } else if (summary_group_ + 1 < proto::Keys::kGroups) {
+      ++summary_group_;
+      cursor.assign(1, '0');  // (not = "0": GCC 12 misreads it, -Wrestrict)
+    } else {
+      break;  // the pass is complete
+    }
+    if (read >= static_cast<size_t>(std::atoi(kSummaryChunk))) {
+      summary_cursor_ = cursor;
+      next_summary_ = now + Spacing(options_.tick, MsSince(start), share);
+      return;
+    }
   }
   summary_cursor_.clear();
   summaries_.EndPass();

@@ -48,13 +48,13 @@ void Reporter::SetProgress(const proto::RankProgress& progress) {
   std::string slot = fmt::format("progress:{}", progress.rank);
   // Ages change at every read, so there is nothing to compare: the daemon calls this once per
   // report period, and at each event.
-  outbox_.Put(slot, {"HSET", keys_.Progress(), std::to_string(progress.rank),
+  outbox_.Put(slot, {"HSET", keys_.ProgressOf(progress.rank), std::to_string(progress.rank),
                      proto::Encode(progress)});
 }
 
 void Reporter::SetSummary(const proto::RankSummary& summary) {
   std::string slot = fmt::format("summary:{}", summary.rank);
-  outbox_.Put(slot, {"HSET", keys_.Summaries(), std::to_string(summary.rank),
+  outbox_.Put(slot, {"HSET", keys_.SummaryOf(summary.rank), std::to_string(summary.rank),
                      proto::Encode(summary)});
 }
 

@@ -1,11 +1,18 @@
-// Redis key names of one job (docs/redis-schema.md). Every key starts with "ft:{<job>}:": the
-// braces make Redis Cluster put a whole job in one hash slot, so multi-key transactions work.
+// Redis key names of one job (docs/redis-schema.md). The job's keys carry one of kGroups + 1
+// hash tags, so that a Redis Cluster spreads a job over its shards (docs/redis-schema.md,
+// "Slots"): "ft:{<job>}:" for the job-wide keys, which change together (the lease and every
+// write fenced by it, the plan, incidents, commands, checkpoint steps: one slot, so scripts
+// and pipelines over them work), and "ft:{<job>:g<k>}:" for group k's per-rank keys (a rank's
+// progress and summary: group rank mod kGroups) and per-node keys (a worker's heartbeat and
+// command cursor: group GroupOfNode). Nothing that one script touches spans two tags. One
+// layout for a single server and a cluster: hash tags mean nothing to a single server.
 #ifndef FT_PROTO_KEYS_H_
 #define FT_PROTO_KEYS_H_
 
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ft::proto {
 
@@ -16,19 +23,32 @@ class Keys {
   // [A-Za-z0-9_.-]; any other byte becomes '_' (SanitizeName).
   explicit Keys(std::string_view job);
 
+  // The number of groups: part of the layout (every worker and master of a job must agree),
+  // not a setting.
+  static constexpr int kGroups = 16;
+  static int GroupOfRank(int rank);               // rank mod kGroups (never negative)
+  static int GroupOfNode(std::string_view node);  // FNV-1a of the sanitized name mod kGroups
+
   const std::string& prefix() const { return prefix_; }  // "ft:{<job>}:"
+  std::string GroupPrefix(int group) const;               // "ft:{<job>:g<group>}:"
+  // An ACL key pattern that matches `suffix` in every group: "ft:{<job>:g*}:<suffix>".
+  std::string AllGroups(std::string_view suffix) const;
 
   std::string Events() const;                        // stream: worker events
-  std::string Progress() const;                      // hash: rank -> RankProgress
-  std::string Summaries() const;                     // hash: rank -> RankSummary
+  std::string Progress(int group) const;             // hash: rank -> RankProgress, the group's ranks
+  std::string Summaries(int group) const;            // hash: rank -> RankSummary, the group's ranks
+  std::string ProgressOf(int rank) const { return Progress(GroupOfRank(rank)); }
+  std::string SummaryOf(int rank) const { return Summaries(GroupOfRank(rank)); }
+  std::vector<std::string> AllProgress() const;      // Progress(0..kGroups-1)
+  std::vector<std::string> AllSummaries() const;     // Summaries(0..kGroups-1)
   std::string Ranks() const;                         // hash: rank -> Membership
   std::string RanksVersion() const;                  // string: bumped at every Ranks() change
   std::string Workers() const;                       // set: node ids of workers ever seen
-  std::string WorkerHeartbeat(std::string_view node) const;  // string with TTL
+  std::string WorkerHeartbeat(std::string_view node) const;  // string with TTL (node's group)
   std::string Timeouts() const;                      // string: TimeoutTable
   std::string TimeoutsVersion() const;               // string: its version (cheap to poll)
   std::string Commands(std::string_view node) const; // stream: Command for one node
-  std::string CommandCursor(std::string_view node) const;  // string: last stream id executed
+  std::string CommandCursor(std::string_view node) const;  // string: last stream id executed (node's group)
   std::string Acks() const;                          // stream: CommandAck
   std::string Incidents() const;                     // stream: Incident
   std::string Evicted() const;                       // set: node ids
@@ -44,6 +64,7 @@ class Keys {
   std::string Prefetch() const;                      // hash: node -> PrefetchReport
 
  private:
+  std::string job_;     // the job's token
   std::string prefix_;
 };
 

@@ -20,6 +20,7 @@
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "redis/client.h"
+#include "redis/spread.h"
 
 namespace ft::bench {
 
@@ -43,7 +44,7 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
   redis::Reply reply;
 
   auto t = Clock::now();
-  Check(c.Run({"HGETALL", keys.Progress()}, &reply), "profile: HGETALL progress");
+  Check(redis::HGetAllOf(c, keys.AllProgress(), &reply), "profile: HGETALL progress");
   const double hget_progress = MsSince(t);
   const size_t progress_bytes = [&] {
     size_t b = 0;
@@ -105,7 +106,7 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
   // them every second), so all are decoded, as here.
   master::DecodedHash<proto::RankSummary> summaries("summary");
   t = Clock::now();
-  Check(c.Run({"HGETALL", keys.Summaries()}, &reply), "profile: HGETALL summary");
+  Check(redis::HGetAllOf(c, keys.AllSummaries(), &reply), "profile: HGETALL summary");
   const double hget_summary = MsSince(t);
   t = Clock::now();
   summaries.Load(reply, &bad);

@@ -151,26 +151,21 @@ void SyntheticJob::MembershipCommands(std::vector<redis::Argv>* out) const {
 
 void SyntheticJob::ProgressCommand(int node, int64_t now, bool hung,
                                    std::vector<redis::Argv>* out) {
-  redis::Argv argv = {"HSET", keys_.Progress()};
-  argv.reserve(2 + 2 * kTp);
+  // One HSET per rank: the ranks of a node fall in different groups (proto/keys.h).
   for (int r = node * kTp; r < (node + 1) * kTp; ++r) {
-    argv.push_back(std::to_string(r));
-    argv.emplace_back();
+    redis::Argv argv = {"HSET", keys_.ProgressOf(r), std::to_string(r), ""};
     RenderProgress(r, hung, now, &argv.back());
+    out->push_back(std::move(argv));
   }
-  out->push_back(std::move(argv));
 }
 
 void SyntheticJob::SummaryCommand(int node, int64_t now, bool hung,
                                   std::vector<redis::Argv>* out) {
-  redis::Argv argv = {"HSET", keys_.Summaries()};
-  argv.reserve(2 + 2 * kTp);
   for (int r = node * kTp; r < (node + 1) * kTp; ++r) {
-    argv.push_back(std::to_string(r));
-    argv.emplace_back();
+    redis::Argv argv = {"HSET", keys_.SummaryOf(r), std::to_string(r), ""};
     RenderSummary(r, now, hung, &argv.back());
+    out->push_back(std::move(argv));
   }
-  out->push_back(std::move(argv));
 }
 
 void SyntheticJob::HeartbeatCommands(int node, int64_t now, std::vector<redis::Argv>* out) const {
@@ -227,7 +222,7 @@ std::vector<SyntheticJob::PendingEvent> SyntheticJob::Events(bool all) {
     p.rank = r;
     p.xadd = {"XADD", keys_.Events(), "MAXLEN", "~", kEventsCap, "*", "kind", "timeout",
               "rank", std::to_string(r), "node", e.node, "json", proto::Encode(e)};
-    p.hset = {"HSET", keys_.Progress(), std::to_string(r), proto::Encode(e.progress)};
+    p.hset = {"HSET", keys_.ProgressOf(r), std::to_string(r), proto::Encode(e.progress)};
     out.push_back(std::move(p));
   }
   std::sort(out.begin(), out.end(),

@@ -52,10 +52,15 @@ TEST(AclUsers, NamedPerJobAndRole) {
   const std::string token = JobToken("exp.1/[a]*");
   EXPECT_EQ(User(users, AclRole::kWorker).name, "ft-" + token + "-worker");
   const AclUser& master = User(users, AclRole::kMaster);
-  ASSERT_EQ(master.keys.size(), 1u);
+  ASSERT_EQ(master.keys.size(), 2u);
   EXPECT_EQ(master.keys[0].pattern, proto::Keys("exp.1/[a]*").prefix() + "*");
+  EXPECT_EQ(master.keys[1].pattern, proto::Keys("exp.1/[a]*").AllGroups("*"));
   EXPECT_TRUE(AclAllows(master, "GET", proto::Keys("exp.1/[a]*").Restore(), false));
   EXPECT_FALSE(AclAllows(master, "GET", proto::Keys("exp.1/[b]*").Restore(), false));
+  // The job's groups (proto/keys.h), and no other job's.
+  EXPECT_TRUE(AclAllows(master, "HGET", proto::Keys("exp.1/[a]*").ProgressOf(9), false));
+  EXPECT_TRUE(AclAllows(master, "GET", proto::Keys("exp.1/[a]*").WorkerHeartbeat("n"), false));
+  EXPECT_FALSE(AclAllows(master, "HGET", proto::Keys("exp.1/[b]*").ProgressOf(9), false));
 }
 
 TEST(AclUsers, WorkerWritesWhatWorkersWriteAndReadsWhatTheMasterPublishes) {
@@ -63,7 +68,8 @@ TEST(AclUsers, WorkerWritesWhatWorkersWriteAndReadsWhatTheMasterPublishes) {
   const AclUser& w = User(users, AclRole::kWorker);
   proto::Keys k("j");
   for (const std::string& key :
-       {k.Events(), k.Acks(), k.Progress(), k.Summaries(), k.Ranks(), k.RanksVersion(),
+       {k.Events(), k.Acks(), k.Progress(0), k.Summaries(0), k.ProgressOf(31), k.SummaryOf(31),
+        k.Ranks(), k.RanksVersion(),
         k.Workers(), k.WorkerHeartbeat("node7"), k.CommandCursor("node7"), k.CkptSteps(),
         k.CkptStep(0), k.CkptStep(123456), k.Endpoints(), k.Prefetch()}) {
     EXPECT_TRUE(CanWrite(w, key)) << key;
@@ -77,6 +83,12 @@ TEST(AclUsers, WorkerWritesWhatWorkersWriteAndReadsWhatTheMasterPublishes) {
   }
   for (const std::string& key : {k.Incidents(), k.Leader(), k.MasterState(), k.CkptVerdicts()}) {
     EXPECT_FALSE(CanWrite(w, key)) << key;
+  }
+  // Another job's groups are not this job's (a JobToken has no ':').
+  for (const std::string& key : {proto::Keys("j2").ProgressOf(3), proto::Keys("j2").SummaryOf(3),
+                                 proto::Keys("j2").WorkerHeartbeat("node7"),
+                                 proto::Keys("j2").CommandCursor("node7")}) {
+    EXPECT_FALSE(CanRead(w, key)) << key;
   }
   EXPECT_FALSE(CanWrite(w, k.CkptVerdicts()));
   // Another job's keys: nothing, not even its secret or its plan.
@@ -120,7 +132,7 @@ TEST(AclUsers, OperatorReadsEverythingButTheSecretAndWritesNothing) {
   const AclUser& o = User(users, AclRole::kOperator);
   proto::Keys k("j");
   for (const std::string& key :
-       {k.Events(), k.Progress(), k.Summaries(), k.Ranks(), k.RanksVersion(), k.Workers(),
+       {k.Events(), k.Progress(0), k.Summaries(15), k.ProgressOf(7), k.Ranks(), k.RanksVersion(), k.Workers(),
         k.WorkerHeartbeat("n"), k.Timeouts(), k.TimeoutsVersion(), k.Commands("n"),
         k.CommandCursor("n"), k.Acks(), k.Incidents(), k.Evicted(), k.Leader(), k.MasterState(),
         k.CkptSteps(), k.CkptStep(5), k.CkptVerdicts(), k.Restore(), k.RestoreVersion(),

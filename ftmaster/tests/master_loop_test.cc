@@ -76,7 +76,7 @@ class MasterLoopTest : public ::testing::Test {
     }
     for (proto::RankProgress& p : job_.progress) {
       p.observed_unix_ms = UnixMs();
-      server_.Execute({"HSET", keys_.Progress(), std::to_string(p.rank), proto::Encode(p)});
+      server_.Execute({"HSET", keys_.ProgressOf(p.rank), std::to_string(p.rank), proto::Encode(p)});
     }
   }
 

@@ -107,7 +107,7 @@ TEST_F(DaemonTest, ReportsItselfAndItsRanks) {
   EXPECT_TRUE(server_.Exists(keys_.WorkerHeartbeat("n1")));
   EXPECT_EQ(server_.Members(keys_.Workers()), (std::set<std::string>{"n1"}));
   EXPECT_TRUE(server_.HGet(keys_.Ranks(), "0").has_value());
-  EXPECT_TRUE(server_.HGet(keys_.Progress(), "0").has_value());
+  EXPECT_TRUE(server_.HGet(keys_.ProgressOf(0), "0").has_value());
 }
 
 // A stop for the whole node after its ranks are gone is done, and says so; it used to read

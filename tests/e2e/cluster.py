@@ -53,8 +53,11 @@ def check(cond, msg):
 
 
 class Cluster:
-    def __init__(self, paths, job, nodes=2, ranks_per_node=4, log_dir=None):
-        """paths: an object with attributes launch, trainsim, libft, ftworker (and ftmaster)."""
+    def __init__(self, paths, job, nodes=2, ranks_per_node=4, log_dir=None, redis=None):
+        """paths: an object with attributes launch, trainsim, libft, ftworker (and ftmaster).
+        redis: the job's Redis when not a private RedisServer, e.g. a RedisCluster
+        (tests/redis_cluster_fixture.py): anything with start(), stop(), client() and password,
+        and `url` for a URL other than redis://127.0.0.1:<port>."""
         self.paths = paths
         # The job name names the ranks' segments (/dev/shm/ft.<job>.*), which every ftworker of
         # that job on the host adopts, and the logs in /tmp: two runs of one case at once (two
@@ -62,7 +65,7 @@ class Cluster:
         self.job = "%s-%d" % (job, os.getpid())
         self.nodes = nodes
         self.ranks_per_node = ranks_per_node
-        self.redis = RedisServer()
+        self.redis = redis if redis is not None else RedisServer()
         self.workers = {}
         self.master = None
         self.job_proc = None
@@ -200,7 +203,8 @@ class Cluster:
         return {r: got[r]["node"] for r in want}
 
     def redis_url(self):
-        return "redis://127.0.0.1:%d" % self.redis.port
+        url = getattr(self.redis, "url", "")
+        return url if url.startswith("redis+cluster://") else "redis://127.0.0.1:%d" % self.redis.port
 
     def base_env(self, extra=None):
         env = dict(os.environ)
@@ -334,6 +338,19 @@ class Cluster:
     def key(self, suffix):
         return "ft:{%s}:%s" % (self.job, suffix)
 
+    GROUPS = 16  # proto::Keys::kGroups
+
+    def rank_key(self, suffix, rank):
+        """A per-rank hash of the rank's group (progress, summary): ft:{J:g<rank mod 16>}:<suffix>."""
+        return "ft:{%s:g%d}:%s" % (self.job, int(rank) % self.GROUPS, suffix)
+
+    def node_key(self, prefix, node):
+        """A per-node key of the node's group (worker:<node>, cursor:<node>)."""
+        h = 0xcbf29ce484222325
+        for b in node.encode():
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        return "ft:{%s:g%d}:%s%s" % (self.job, h % self.GROUPS, prefix, node)
+
     def stream(self, suffix):
         """Entries of a stream as (id, {field: value}), oldest first."""
         try:
@@ -354,7 +371,8 @@ class Cluster:
         return out
 
     def hash_json(self, suffix, field):
-        value = self.db.command("HGET", self.key(suffix), str(field))
+        key = self.rank_key(suffix, field) if suffix in ("progress", "summary") else self.key(suffix)
+        value = self.db.command("HGET", key, str(field))
         return json.loads(value) if value else None
 
     def progress(self, rank):
