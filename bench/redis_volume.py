@@ -65,12 +65,13 @@ MONITOR_ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 def key_kind(job, key):
-    """ft:{J}:progress -> progress; ft:{J}:worker:n0 -> worker:*; ft:{J}:ckpt:12 -> ckpt:<step>."""
-    prefix = "ft:{%s}:" % job
-    if not key.startswith(prefix):
+    """ft:{J:g3}:progress -> progress; ft:{J:g5}:worker:n0 -> worker:*; ft:{J}:ckpt:12 -> ckpt:*
+    (docs/redis-schema.md: the job-wide keys and the 16 groups' keys)."""
+    m = re.match(r"^ft:\{%s(?::g\d+)?\}:" % re.escape(job), key)
+    if not m:
         return key
-    rest = key[len(prefix):]
-    rest = re.sub(r"^(worker|ckpt|cmd):[^:]+", lambda m: m.group(1) + ":*", rest)
+    rest = key[m.end():]
+    rest = re.sub(r"^(worker|ckpt|cmd|cursor):[^:]+", lambda m: m.group(1) + ":*", rest)
     return rest
 
 

@@ -299,10 +299,11 @@ def main():
         print("bench: ring drops per rank in the window: %s; backlog left unread: %s records; events "
               "in the window: %d" % (" ".join(map(str, window_drops)), " ".join(map(str, backlog)),
                                      steady_events))
-        summaries = db.command("HGETALL", "ft:{%s}:summary" % job)
         summary = {}
-        for field, value in zip(summaries[0::2], summaries[1::2]):
-            summary[int(field)] = json.loads(value)
+        for group in range(16):  # the summary hash of each rank group (docs/redis-schema.md, Slots)
+            summaries = db.command("HGETALL", "ft:{%s:g%d}:summary" % (job, group)) or []
+            for field, value in zip(summaries[0::2], summaries[1::2]):
+                summary[int(field)] = json.loads(value)
         print("bench: ftworker summaries (last 1 s window): records %s; dropped %s; steps %s"
               % (" ".join(str(summary.get(r, {}).get("records", "-")) for r in range(ranks)),
                  " ".join(str(summary.get(r, {}).get("dropped", "-")) for r in range(ranks)),
