@@ -258,6 +258,12 @@ void Agent::Run() {
   pthread_setname_np(pthread_self(), "ft-ckpt");
   term::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
   AgentCuda cuda;
+  // The stream and events now, not in the first ft_step_done that takes a snapshot (which
+  // would pay for them on the app's thread). A failure is met again, and reported, by a save.
+  try {
+    (void)cuda.Prepare(device_);
+  } catch (...) {
+  }
   for (;;) {
     std::shared_ptr<AppRequest> request;
     std::vector<uint64_t> waiters;
