@@ -29,6 +29,7 @@
 #include "ftworker/command_runner.h"
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
+#include "ftworker/replicator.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
 #include "ftworker/transfer_service.h"
@@ -80,6 +81,7 @@ class Daemon {
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
   const TransferService& transfer() const { return *transfer_; }
   Prefetcher* prefetcher() { return prefetcher_.get(); }  // null without FT_NODE_RANKS
+  Replicator* replicator() { return replicator_.get(); }  // null without FT_CKPT_REPLICATE_EVERY
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -101,6 +103,7 @@ class Daemon {
   CommandRunner runner_;
   std::unique_ptr<CkptKeeper> keeper_;
   RestorePlanSync plan_sync_;
+  std::unique_ptr<Replicator> replicator_;  // before transfer_: the server resolves replica regions through it
   std::unique_ptr<TransferService> transfer_;
   std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;
