@@ -28,8 +28,6 @@ constexpr double kConfTransportOdd = 0.5;
 constexpr int64_t kClockSlackMs = 1000;  // two workers' clocks are compared no finer than this
 constexpr double kConfCycle = 0.3;
 
-bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
-
 // Collectives with a root: a member may finish its part before the others (a broadcast's root
 // once its data left, a reduce's non-roots once they forwarded theirs), so "completed here, in
 // flight there" is no evidence that the one in flight has stopped observing.
@@ -134,8 +132,8 @@ class Snapshot {
         r.stale = r.report_age_ms > in.stale_ms;
       }
       if (r.node.empty() && r.member != nullptr) r.node = r.member->node;
-      r.dead = r.exit_event != nullptr || (r.progress && IsGone(r.progress->state)) ||
-               (r.member && IsGone(r.member->state));
+      r.dead = r.exit_event != nullptr || (r.progress && proto::ProcessGone(r.progress->state)) ||
+               (r.member && proto::ProcessGone(r.member->state));
       r.clean_exit = r.dead && (r.exit_event != nullptr
                                     ? r.exit_event->clean
                                     : (r.progress ? r.progress->state == "exited"
@@ -675,7 +673,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
       std::string how = r.exit_event != nullptr
                             ? fmt::format("process exited (code {}{})", r.exit_event->code,
                                           r.exit_event->clean ? ", clean" : "")
-                            : fmt::format("process {}", r.progress && IsGone(r.progress->state)
+                            : fmt::format("process {}", r.progress && proto::ProcessGone(r.progress->state)
                                                             ? r.progress->state
                                                             : r.member->state);
       why = fmt::format("{}{}; others wait on it in {}; {}", stale, how, what, waiting);

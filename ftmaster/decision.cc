@@ -14,10 +14,6 @@ bool Acted(const proto::Incident& i) {
 
 namespace {
 
-bool CannotSave(const std::string& state) {
-  return state == "dead" || state == "exited" || state == "stopped" || state == "disabled";
-}
-
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
   for (int r : ranks) s += (s.empty() ? "" : ",") + std::to_string(r);
@@ -100,7 +96,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     if (unhealthy.count(rank)) return false;
     if (membership.empty()) return true;
     auto it = by_rank.find(rank);
-    return it != by_rank.end() && !CannotSave(it->second->state);
+    return it != by_rank.end() && !proto::CannotSave(it->second->state);
   };
   // A hang suspect whose process is alive (membership lists it in a state that can save, and
   // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
@@ -110,14 +106,14 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   auto alive_suspect = [&](int rank) {
     if (!hang_suspects.count(rank) || other_suspects.count(rank)) return false;
     auto it = by_rank.find(rank);
-    return it != by_rank.end() && !CannotSave(it->second->state);
+    return it != by_rank.end() && !proto::CannotSave(it->second->state);
   };
   // Why a rank can save nothing, for the reason.
   auto why_not = [&](int rank) -> std::string {
     auto it = by_rank.find(rank);
     if (auto k = other_suspects.find(rank); k != other_suspects.end()) return "a " + k->second + " suspect";
     if (it == by_rank.end()) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
-    if (CannotSave(it->second->state)) return it->second->state;
+    if (proto::CannotSave(it->second->state)) return it->second->state;
     return "a suspect";
   };
   std::vector<int> suspects_saving;  // alive hang suspects asked to save

@@ -45,17 +45,6 @@ double Percentile(std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-const char* LifeName(Life life) {
-  switch (life) {
-    case Life::kRunning: return "running";
-    case Life::kDisabled: return "disabled";
-    case Life::kExited: return "exited";
-    case Life::kDead: return "dead";
-    case Life::kStopped: return "stopped";
-  }
-  return "?";
-}
-
 RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
                          const MonitorSettings& settings, ProcessProbe* probe,
                          VerifiedProcess process, std::string unverified)
@@ -389,7 +378,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   p.node = node_;
   p.pid = pid_;
   p.incarnation = incarnation_;
-  p.state = LifeName(life_);
+  p.state = proto::RankStateName(life_);
   p.observed_unix_ms = now_unix_ms;
   uint64_t last_call = h->last_call_ns.load(std::memory_order_acquire);
   uint64_t blocked_since = h->blocked_since_ns.load(std::memory_order_acquire);
@@ -606,7 +595,7 @@ proto::Membership RankMonitor::membership() const {
   m.host = host_;
   m.pid = pid_;
   m.incarnation = incarnation_;
-  m.state = LifeName(life_);
+  m.state = proto::RankStateName(life_);
   m.unix_ms = progress_.observed_unix_ms;
   for (const auto& [id, member] : members_) m.comms.push_back(member);
   return m;

@@ -56,8 +56,8 @@ namespace ft::worker {
 
 // kStopped: gone without a clean exit after this worker signalled it (a stop command), which
 // is not a crash.
-enum class Life { kRunning, kDisabled, kExited, kDead, kStopped };
-const char* LifeName(Life life);  // "running", "disabled", "exited", "dead", "stopped"
+// The states are the ones the worker reports (proto::RankState, named by RankStateName).
+using Life = proto::RankState;
 
 class RankMonitor {
  public:

@@ -53,6 +53,13 @@ void PutProgress(const RankProgress& p, OJson* j) {
 
 constexpr int64_t kRankLow = -1;  // -1: unknown rank (a process whose launcher said nothing)
 
+// A rank state is one of RankState's names (messages.h); "" only where the field is optional.
+Status CheckRankState(const Reader& r, const std::string& state) {
+  if (state.empty() || ParseRankState(state).has_value()) return Status::Ok();
+  return Status::Corrupt(r.Path("state") + ": unknown rank state '" + state.substr(0, 16) +
+                         "' (running, disabled, exited, dead, stopped)");
+}
+
 Status ReadCommRow(const Reader& r, CommRow* c) {
   FT_RETURN_IF_ERROR(r.Hex("comm", Need::kRequired, &c->comm_id));
   FT_RETURN_IF_ERROR(r.Bool("p2p", Need::kOptional, &c->p2p));
@@ -76,6 +83,7 @@ Status ReadProgress(const Reader& r, RankProgress* p) {
   FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &p->pid, 0));
   FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &p->incarnation));
   FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &p->state, Empty::kRejected));
+  FT_RETURN_IF_ERROR(CheckRankState(r, p->state));
   FT_RETURN_IF_ERROR(r.Int("observed_unix_ms", Need::kRequired, &p->observed_unix_ms, 0));
   FT_RETURN_IF_ERROR(r.Num("last_call_age_ms", Need::kOptional, &p->last_call_age_ms, -1));
   FT_RETURN_IF_ERROR(r.Num("blocked_ms", Need::kOptional, &p->blocked_ms, 0));
@@ -314,6 +322,7 @@ Status Decode(std::string_view json, Membership* out) {
     FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &m->pid, 0));
     FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &m->incarnation));
     FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &m->state));
+    FT_RETURN_IF_ERROR(CheckRankState(r, m->state));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &m->unix_ms, 0));
     return r.Objects("comms", Need::kOptional, &m->comms, [](const Reader& c, CommMember* cm) {
       FT_RETURN_IF_ERROR(c.Hex("comm", Need::kRequired, &cm->comm_id));

@@ -7,7 +7,9 @@
 #define FT_PROTO_MESSAGES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ft::proto {
@@ -24,6 +26,55 @@ constexpr int SizeBucket(uint64_t bytes) {
   if (bytes < 16 * kMiB) return 2;
   if (bytes < 256 * kMiB) return 3;
   return 4;
+}
+
+// A rank's state as its worker reports it (RankProgress::state, Membership::state): written as
+// RankStateName, read back by ParseRankState; the codec refuses a name it does not know. The
+// one vocabulary of ftworker (RankMonitor), ftmaster and the docs.
+enum class RankState : uint8_t {
+  kRunning,   // the process runs under an active libft.so
+  kDisabled,  // the process runs, but libft.so turned itself off (fail-open): unmonitored
+  kExited,    // it ended through its normal exit path
+  kDead,      // it ended otherwise: a crash, a kill
+  kStopped,   // it ended after its worker signalled it (a stop command): not a crash
+};
+
+inline constexpr const char* RankStateName(RankState state) {
+  switch (state) {
+    case RankState::kRunning: return "running";
+    case RankState::kDisabled: return "disabled";
+    case RankState::kExited: return "exited";
+    case RankState::kDead: return "dead";
+    case RankState::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+inline std::optional<RankState> ParseRankState(std::string_view name) {
+  for (RankState s : {RankState::kRunning, RankState::kDisabled, RankState::kExited, RankState::kDead,
+                      RankState::kStopped}) {
+    if (name == RankStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// The process no longer runs (exited, died, or stopped by its worker): it cannot be the one a
+// collective waits for any more, and its peers' waits on it are a consequence. A disabled rank
+// still runs, and can still hang a collective.
+inline constexpr bool ProcessGone(RankState s) {
+  return s == RankState::kExited || s == RankState::kDead || s == RankState::kStopped;
+}
+// Its checkpoint agent cannot take a save: the process is gone, or libft.so is off in it.
+inline constexpr bool CannotSave(RankState s) { return ProcessGone(s) || s == RankState::kDisabled; }
+
+// The same for a state as it travels (a name): an empty one (not reported) is neither.
+inline bool ProcessGone(std::string_view name) {
+  std::optional<RankState> s = ParseRankState(name);
+  return s.has_value() && ProcessGone(*s);
+}
+inline bool CannotSave(std::string_view name) {
+  std::optional<RankState> s = ParseRankState(name);
+  return s.has_value() && CannotSave(*s);
 }
 
 // One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
@@ -54,7 +105,7 @@ struct RankProgress {
   std::string node;
   int pid = 0;
   uint64_t incarnation = 0;
-  std::string state;             // "running", "exited", "dead", "disabled"
+  std::string state;             // RankStateName: "running", "disabled", "exited", "dead", "stopped"
   int64_t observed_unix_ms = 0;
   double last_call_age_ms = -1;  // since the rank's last CUDA/NCCL call; -1 never
   double blocked_ms = 0;         // how long the host has been inside a synchronizing call; 0 not
