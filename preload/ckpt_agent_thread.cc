@@ -174,9 +174,9 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
         jit_waiting_.clear();
       }
       if (refused.empty()) return;
-      const std::string why = "the snapshot of step " + std::to_string(step) +
-                              " waits for the app's stream (not there for " + std::to_string(static_cast<int>(seconds)) +
-                              " s): no save now; the arena keeps its committed copy";
+      // An ack holds 96 bytes.
+      const std::string why = "snapshot of step " + std::to_string(step) + " waits for the app's stream (" +
+                              std::to_string(static_cast<int>(seconds)) + " s): no save now, committed copy kept";
       if (!refused_logged) FT_LOG(Warn, Ckpt, "save command(s) refused: {}", why);
       refused_logged = true;
       for (uint64_t seq : refused) AckNow(seq, StatusCode::kUnavailable, why);
