@@ -22,11 +22,17 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   term_save_s      the termination save: SIGTERM to a rank (no periodic save) until its copy
                    is committed, as libft.so measures it                     target <= 1 s/GiB
   term_exit_s      SIGTERM until the process is gone (the save, then the signal's default action)
+  replicate_gbps   buddy copies (FT_CKPT_REPLICATE_EVERY=1): a second ftworker ("node1", its own
+                   arena directory) pulls the rank's committed copy from node0's ftworker over
+                   loopback TCP (one connection, every chunk verified, into its two-slot replica
+                   arena) as its log reports it; median of RUNS pulls (node1's worker restarted
+                   with an empty directory each time). Against pull_bench's socket_gbps (a plain
+                   single-stream socket copy of the same bytes) in the same run: replicate_ratio
 
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=...
+RESULT ckpt save_ratio=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -282,6 +288,87 @@ def every_step_snapshots(b):
     return median(done_ms), median(ratios), min(ratios), max(ratios)
 
 
+def replicate_vs_socket(b, build):
+    """replicate_gbps (median of RUNS buddy-copy pulls between two real ftworkers) and pull_bench's
+    socket_gbps for the same bytes."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from redis_fixture import RedisServer  # noqa: E402
+    ftworker = os.path.join(os.path.abspath(build), "ftworker", "ftworker")
+    pull_bench = os.path.join(os.path.abspath(build), "bench", "pull_bench")
+    redis = RedisServer()
+    redis.start()
+    db = redis.client()
+    db.command("SET", "ft:{%s}:transfer:secret" % b.job, "ab" * 32)
+    workers, logs = [], []
+    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir="/dev/shm")
+
+    def worker(node, arena_dir, extra):
+        log = tempfile.NamedTemporaryFile("w+", prefix="ft-bench-worker-%s-" % node, suffix=".log", delete=False)
+        e = dict(os.environ)
+        e.update({"FT_REDIS_PASSWORD": redis.password, "FT_LISTEN": "127.0.0.1", "FT_CKPT_ARENA_DIR": arena_dir,
+                  "FT_LOG_LEVEL": "info"})
+        e.update(extra)
+        p = subprocess.Popen([ftworker, "--job", b.job, "--node", node, "--redis", redis.url], env=e,
+                             stdout=log, stderr=subprocess.STDOUT)
+        workers.append(p)
+        logs.append(log.name)
+        return p, log.name
+
+    def stop(p):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    procs, _, _ = b.start_savers(1)
+    gbps = []
+    try:
+        worker("node0", b.arena_dir, {})
+        for run in range(RUNS):
+            shutil.rmtree(replica_dir, ignore_errors=True)
+            os.makedirs(replica_dir, mode=0o700)
+            p, log = worker("node1", replica_dir, {"FT_CKPT_REPLICATE_EVERY": "1"})
+            deadline = time.monotonic() + 300
+            got = None
+            while got is None and time.monotonic() < deadline:
+                with open(log) as f:
+                    m = re.search(r"buddy copy of rank 0 step \d+ pulled from node0 \((\d+) bytes, ([0-9.]+) s, "
+                                  r"([0-9.]+) Gbit/s\)", f.read())
+                if m:
+                    got = float(m.group(3))
+                elif p.poll() is not None:
+                    die("node1's ftworker exited %d" % p.returncode)
+                else:
+                    time.sleep(0.1)
+            if got is None:
+                die("node1's ftworker pulled no buddy copy within 300 s (its log: %s)" % log)
+            gbps.append(got)
+            stop(p)
+        print("bench: buddy copies of %d MiB from node0's worker to node1's: %s Gbit/s" % (BYTES >> 20, fmt(gbps)),
+              flush=True)
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                stop(p)
+        b.stop(procs)
+        redis.stop()
+        shutil.rmtree(replica_dir, ignore_errors=True)
+        for path in logs:
+            os.unlink(path)
+    e = dict(os.environ)
+    e["LD_LIBRARY_PATH"] = b.gpusim
+    out = subprocess.run([pull_bench, "--bytes", str(BYTES), "--runs", str(RUNS)], env=e, capture_output=True,
+                         text=True, timeout=1800)
+    m = re.search(r"socket_gbps=([0-9.]+)", out.stdout)
+    if out.returncode != 0 or not m:
+        die("pull_bench: %s%s" % (out.stdout[-2000:], out.stderr[-2000:]))
+    socket_gbps = float(m.group(1))
+    print("bench: pull_bench's plain socket copy of the same bytes: %.2f Gbit/s" % socket_gbps, flush=True)
+    return median(gbps), socket_gbps
+
+
 def fmt(xs):
     return "[" + " ".join("%.3f" % x for x in xs) + "]"
 
@@ -320,11 +407,16 @@ def main():
             print("bench: %d ranks: save_ratio=%.3f (all ranks' saves at once vs %d memcpy threads) "
                   "block_s=%.4f (median of every rank's periodic saves)" % (RANKS4, ratio4, RANKS4, median(block4)),
                   flush=True)
+        if os.path.exists(b.arena_path(0)):
+            os.unlink(b.arena_path(0))
+        replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
         print("RESULT ckpt save_ratio=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
               "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
-              "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f" %
+              "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
+              "socket_gbps=%.2f replicate_ratio=%.3f" %
               (save_ratio, median(block), step_done_ms, every_ratio, every_lo, every_hi, persist_ratio,
-               median(restore["arena"]), median(restore["local"]), median(restore["remote"]), term_s, term_gone_s),
+               median(restore["arena"]), median(restore["local"]), median(restore["remote"]), term_s, term_gone_s,
+               replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
               flush=True)
     finally:
         b.cleanup()
