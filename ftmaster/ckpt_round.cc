@@ -219,7 +219,7 @@ bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     if (sdc_reported_.count(id)) continue;
     proto::Incident i;
     i.id = id;
-    i.kind = "sdc";
+    i.kind = proto::IncidentKindName(proto::IncidentKind::kSdc);
     i.suspects.push_back(proto::Suspect{
         f.rank, f.node,
         fmt::format("its checkpoint of step {} differs from its {} DP replicas'", judged.verdict.step, f.agreeing)});

@@ -9,7 +9,10 @@
 
 namespace ft::master {
 bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "host-frozen" || i.kind == "crash" || i.kind == "transport-hang";
+  using proto::IncidentKind;
+  std::optional<IncidentKind> k = proto::ParseIncidentKind(i.kind);
+  return k == IncidentKind::kHang || k == IncidentKind::kHostFrozen || k == IncidentKind::kCrash ||
+         k == IncidentKind::kTransportHang;
 }
 
 namespace {
@@ -39,7 +42,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     for (const proto::Suspect& s : incident.suspects) {
       if (s.rank < 0) bad_suspect = true;
       unhealthy.insert(s.rank);
-      if (incident.kind == "hang") {
+      if (proto::Is(incident, proto::IncidentKind::kHang)) {
         hang_suspects.insert(s.rank);
       } else {
         other_suspects.emplace(s.rank, incident.kind);
@@ -47,7 +50,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
       if (!s.node.empty()) nodes.insert(s.node);
     }
     if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
-    if (incident.kind == "transport-hang" && nodes.size() > 1) {
+    if (proto::Is(incident, proto::IncidentKind::kTransportHang) && nodes.size() > 1) {
       kept_nodes.push_back(fmt::format("{} nodes of comm {:016x}", nodes.size(), incident.comm_id));
       continue;
     }

@@ -61,7 +61,7 @@ WindowReads::Plan WindowReads::Make(std::span<const proto::RankProgress> progres
     }
   };
   for (const proto::Event& e : events) {
-    if (e.kind == "timeout" && e.comm_id != 0) {
+    if (proto::Is(e, proto::EventKind::kTimeout) && e.comm_id != 0) {
       add_comm(e.comm_id);
       continue;
     }

@@ -145,7 +145,7 @@ class RankMonitor {
   void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
   void Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
   std::vector<InFlightOp> InFlight(uint64_t now_ns) const;
-  proto::Event MakeEvent(const char* kind, int64_t unix_ms) const;
+  proto::Event MakeEvent(proto::EventKind kind, int64_t unix_ms) const;
 
   std::unique_ptr<shm::Segment> segment_;
   uint64_t inode_;

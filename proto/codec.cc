@@ -158,8 +158,8 @@ std::string Encode(const Event& e) {
   j["message"] = e.message;
   // Fields of the event's kind always; the others only when set (so nothing is lost, and a
   // person reading redis-cli sees only what matters for this kind).
-  const bool timeout = e.kind == "timeout", error = e.kind == "error", exit = e.kind == "exit",
-             slow = e.kind == "slowdown";
+  const bool timeout = Is(e, EventKind::kTimeout), error = Is(e, EventKind::kError),
+             exit = Is(e, EventKind::kExit), slow = Is(e, EventKind::kSlowdown);
   if (timeout || e.comm_id != 0) j["comm"] = CommIdHex(e.comm_id);
   if (timeout || !e.op.empty()) j["op"] = e.op;
   if (timeout || e.seq != 0) j["seq"] = e.seq;
@@ -187,6 +187,10 @@ std::string Encode(const Event& e) {
 Status Decode(std::string_view json, Event* out) {
   return DecodeValue(json, out, [](const Reader& r, Event* e) -> Status {
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &e->kind, Empty::kRejected));
+    if (!ParseEventKind(e->kind)) {
+      return Status::Corrupt(r.Path("kind") + ": unknown event kind '" + e->kind.substr(0, 16) +
+                             "' (timeout, error, exit, slowdown, busy, frozen)");
+    }
     FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &e->rank, kRankLow));
     FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &e->node, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &e->unix_ms, 0));
@@ -434,7 +438,7 @@ std::string Encode(const Incident& i) {
     suspects.push_back(std::move(o));
   }
   j["suspects"] = std::move(suspects);
-  if (i.kind == "transport-hang" || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
+  if (Is(i, IncidentKind::kTransportHang) || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
   j["evidence"] = i.evidence;
   j["confidence"] = Finite(i.confidence);
   j["first_event_unix_ms"] = i.first_event_unix_ms;
@@ -450,6 +454,10 @@ Status Decode(std::string_view json, Incident* out) {
   return DecodeValue(json, out, [](const Reader& r, Incident* i) -> Status {
     FT_RETURN_IF_ERROR(r.Str("id", Need::kRequired, &i->id, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &i->kind, Empty::kRejected));
+    if (!ParseIncidentKind(i->kind)) {
+      return Status::Corrupt(r.Path("kind") + ": unknown incident kind '" + i->kind.substr(0, 16) +
+                             "' (hang, host-frozen, crash, transport-hang, busy, straggler, sdc)");
+    }
     FT_RETURN_IF_ERROR(r.Objects("suspects", Need::kOptional, &i->suspects,
                                  [](const Reader& o, Suspect* s) -> Status {
                                    FT_RETURN_IF_ERROR(o.Int("rank", Need::kOptional, &s->rank, -1));

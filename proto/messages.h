@@ -77,6 +77,69 @@ inline bool CannotSave(std::string_view name) {
   return s.has_value() && CannotSave(*s);
 }
 
+// What a worker's event says happened (Event::kind). The codec refuses a name it does not know.
+enum class EventKind : uint8_t {
+  kTimeout,   // an op ran past its timeout
+  kError,     // a CUDA or NCCL call failed
+  kExit,      // the process ended (clean or not)
+  kSlowdown,  // step time against the rank's own baseline
+  kBusy,      // working on the host, not stuck
+  kFrozen,    // stopped by a signal or a debugger, or its poller silent
+};
+
+inline constexpr const char* EventKindName(EventKind k) {
+  switch (k) {
+    case EventKind::kTimeout: return "timeout";
+    case EventKind::kError: return "error";
+    case EventKind::kExit: return "exit";
+    case EventKind::kSlowdown: return "slowdown";
+    case EventKind::kBusy: return "busy";
+    case EventKind::kFrozen: return "frozen";
+  }
+  return "?";
+}
+
+inline std::optional<EventKind> ParseEventKind(std::string_view name) {
+  for (EventKind k : {EventKind::kTimeout, EventKind::kError, EventKind::kExit, EventKind::kSlowdown,
+                      EventKind::kBusy, EventKind::kFrozen}) {
+    if (name == EventKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+// What the master concluded (Incident::kind). The codec refuses a name it does not know.
+enum class IncidentKind : uint8_t {
+  kHang,           // ranks wait on one that is stuck in a kernel or in host code
+  kHostFrozen,     // the stuck rank's process cannot run (stopped, poller silent)
+  kCrash,          // a rank's process ended while others wait
+  kTransportHang,  // every member of a communicator waits: the link, not a rank
+  kBusy,           // a rank works on the host; nothing to do
+  kStraggler,      // a rank is slower than its peers
+  kSdc,            // a replica's checkpoint differs from its peers' (silent data corruption)
+};
+
+inline constexpr const char* IncidentKindName(IncidentKind k) {
+  switch (k) {
+    case IncidentKind::kHang: return "hang";
+    case IncidentKind::kHostFrozen: return "host-frozen";
+    case IncidentKind::kCrash: return "crash";
+    case IncidentKind::kTransportHang: return "transport-hang";
+    case IncidentKind::kBusy: return "busy";
+    case IncidentKind::kStraggler: return "straggler";
+    case IncidentKind::kSdc: return "sdc";
+  }
+  return "?";
+}
+
+inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
+  for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
+                         IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
+                         IncidentKind::kSdc}) {
+    if (name == IncidentKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 // One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
 // of collectives are equal across members for the same collective. A p2p row (p2p = true)
 // counts this rank's own sends and receives on the comm: its numbers are not comparable
@@ -124,7 +187,7 @@ struct RankProgress {
   bool operator==(const RankProgress&) const = default;
 };
 
-// An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy", "frozen".
+// An event a worker raises. kind: EventKindName.
 struct Event {
   std::string kind;
   int rank = -1;
@@ -277,7 +340,7 @@ struct Suspect {
   bool operator==(const Suspect&) const = default;
 };
 
-// kind: "hang", "transport-hang", "crash", "straggler", "busy".
+// kind: IncidentKindName.
 struct Incident {
   std::string id;
   std::string kind;
@@ -294,6 +357,9 @@ struct Incident {
 
   bool operator==(const Incident&) const = default;
 };
+
+inline bool Is(const Event& e, EventKind k) { return e.kind == EventKindName(k); }
+inline bool Is(const Incident& i, IncidentKind k) { return i.kind == IncidentKindName(k); }
 
 // The value of ft:{J}:worker:<node>, refreshed every second with a short TTL: its absence means
 // the worker is gone. ranks: the global ranks the worker currently reads on its node.
