@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "ftworker/arena_sweep.h"
+#include "ftworker/worker_metrics.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
 
@@ -245,6 +246,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   for (const auto& event : events) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
     reporter_.AddEvent(event);
+    if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
   }
   if (mono_ns >= next_report_ns_) {
     for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
@@ -261,7 +263,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     next_report_ns_ = mono_ns + static_cast<uint64_t>(options_.config.report_interval.count());
   }
   if (mono_ns >= next_summary_ns_) {
-    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) reporter_.SetSummary(summary);
+    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) {
+      if (options_.metrics != nullptr) options_.metrics->OnSummary(summary);
+      reporter_.SetSummary(summary);
+    }
     next_summary_ns_ = mono_ns + static_cast<uint64_t>(options_.config.summary_interval.count());
   }
   if (mono_ns >= next_heartbeat_ns_) {
@@ -279,6 +284,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
   keeper_->Tick(mono_ns, unix_ms, node_ranks);
   for (const CkptReport& report : keeper_->TakeReports()) {
+    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, false);
     if (report.removed) {
       reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
     } else {
@@ -290,6 +296,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   if (replicator_ != nullptr) {
     replicator_->Tick(mono_ns, store_->connected() ? store_.get() : nullptr);
     for (const CkptReport& report : replicator_->TakeReports()) {
+      if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, true);
       if (report.removed) {
         reporter_.RemoveBuddyCopy(report.copy.step, report.copy.rank);
       } else {
@@ -308,6 +315,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     plan_sync_.Refresh();
   }
 
+  if (options_.metrics != nullptr) options_.metrics->Refresh(mono_ns, *monitor_, *this);
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);

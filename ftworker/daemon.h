@@ -39,6 +39,8 @@
 
 namespace ft::worker {
 
+class WorkerMetrics;
+
 struct DaemonOptions {
   std::string job;
   std::string node;
@@ -59,6 +61,7 @@ struct DaemonOptions {
   // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
   std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
   ArenaHolderFn arena_holder;  // tests: who holds an arena; empty: SystemArenaHolder()
+  WorkerMetrics* metrics = nullptr;  // fed by the loop (worker_metrics.h); null: none
 };
 
 class Daemon {
