@@ -335,7 +335,7 @@ def replicate_vs_socket(b, build):
             while got is None and time.monotonic() < deadline:
                 with open(log) as f:
                     m = re.search(r"buddy copy of rank 0 step \d+ pulled from node0 \((\d+) bytes, ([0-9.]+) s, "
-                                  r"([0-9.]+) Gbit/s\)", f.read())
+                                  r"([0-9.]+) Gbit/s;", f.read())
                 if m:
                     got = float(m.group(3))
                 elif p.poll() is not None:

@@ -333,9 +333,14 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
                       : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
                                     fmt::join(skipped, ", "));
   if (chosen) {
-    // Which saves took the copies: after a teardown or a preemption, termination saves.
+    // Which saves took the copies: after a teardown or a preemption, termination saves. A
+    // buddy copy is its rank's save again: one per rank (of_step is by rank, own copy first).
+    std::vector<proto::CkptCopy> saved;
+    for (const proto::CkptCopy& c : chosen_step->of_step) {
+      if (saved.empty() || saved.back().rank != c.rank) saved.push_back(c);
+    }
     FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks, copies saved by {}{}{}", plan.version, plan.step,
-           plan.ranks.size(), FormatOrigins(CountOrigins(chosen_step->of_step)),
+           plan.ranks.size(), FormatOrigins(CountOrigins(saved)),
            evicted_.nodes.empty() ? "" : fmt::format(", copies on evicted {} last", fmt::join(evicted_.nodes, ", ")),
            notes);
   } else {

@@ -99,7 +99,7 @@ class Replicator {
   std::string guarded() const;
   // Tests: blocks until nothing is queued or pulling.
   bool WaitIdle(std::chrono::milliseconds timeout);
-  // Bytes and seconds of the pulls done (bench: replicate_gbps).
+  // Bytes and transfer seconds of the pulls done.
   uint64_t bytes_pulled() const;
   double seconds_pulling() const;
 
@@ -117,7 +117,8 @@ class Replicator {
   void Poll(redis::Commands& redis);
   void FindKept();  // replica arenas a previous worker left: held again
   void Loop();
-  Status PullOne(const Job& job, proto::CkptCopy* out);
+  // *transfer_s: the engine's pull alone (what bytes_pulled/seconds_pulling rate).
+  Status PullOne(const Job& job, proto::CkptCopy* out, double* transfer_s);
 
   const ReplicatorOptions options_;
   const proto::Keys keys_;
