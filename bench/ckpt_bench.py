@@ -4,7 +4,16 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
 
   save_ratio       JIT save throughput (kSave posted on the rank's segment as ftworker does,
                    to its ack) / a plain memcpy of the same bytes            target >= 0.9
-  block_s          what a periodic save (FT_CKPT_EVERY=1) blocks inside ft_step_done
+  block_s          what a periodic save (FT_CKPT_EVERY=1) blocks inside ft_step_done when the
+                   app never calls ft_update_begin (the blocking save); median of STEPS saves
+  step_done_ms     host time in ft_step_done with FT_CKPT_EVERY=1 for an app that gives
+                   ft_update_begin its stream (every step a snapshot that never blocks)
+                                                                             target <= 1 ms
+  every_step_ratio step time with a snapshot every step / with none (FT_CKPT_EVERY=0), same
+                   training loop (TRAIN_COMPUTE_MS of CPU compute per step, an optimizer that
+                   writes every registered byte), median of RUNS interleaved pairs; the
+                   spread is the pairs' min..max. On a GPU the target is <= 1.01; here the
+                   agent's copy and checksums compete with the compute for the cores
   persist_ratio    local-tier PersistCopy throughput / `dd if=<arena> of=<file> bs=4M
                    oflag=direct` of the same bytes, same file system          target >= 0.8
   restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
@@ -13,11 +22,17 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   term_save_s      the termination save: SIGTERM to a rank (no periodic save) until its copy
                    is committed, as libft.so measures it                     target <= 1 s/GiB
   term_exit_s      SIGTERM until the process is gone (the save, then the signal's default action)
+  replicate_gbps   buddy copies (FT_CKPT_REPLICATE_EVERY=1): a second ftworker ("node1", its own
+                   arena directory) pulls the rank's committed copy from node0's ftworker over
+                   loopback TCP (one connection, every chunk verified, into its two-slot replica
+                   arena) as its log reports it; median of RUNS pulls (node1's worker restarted
+                   with an empty directory each time). Against pull_bench's socket_gbps (a plain
+                   single-stream socket copy of the same bytes) in the same run: replicate_ratio
 
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... block_s=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=...
+RESULT ckpt save_ratio=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -38,6 +53,8 @@ RUNS = int(os.environ.get("RUNS", "5"))
 RANKS4 = int(os.environ.get("CKPT_RANKS4", "4"))
 DISK_DIR = os.environ.get("CKPT_DISK_DIR", "/var/tmp")
 STEPS = 4
+TRAIN_STEPS = int(os.environ.get("TRAIN_STEPS", "10"))
+TRAIN_COMPUTE_MS = float(os.environ.get("TRAIN_COMPUTE_MS", "500"))
 
 
 def die(msg):
@@ -244,6 +261,114 @@ class Bench:
         return median(commit_s), median(gone_s)
 
 
+def every_step_snapshots(b):
+    """Interleaved pairs of training runs (snapshot every step, then none, or the other way
+    round): the host time in ft_step_done and the step-time ratio."""
+    done_ms, ratios, taken = [], [], []
+    for i in range(RUNS):
+        order = (1, 0) if i % 2 == 0 else (0, 1)
+        step_s = {}
+        for every in order:
+            env = b.env(0, 1)
+            env.update({"FT_JOB": b.job + "-train", "FT_CKPT_EVERY": str(every), "FT_LOG_LEVEL": "info"})
+            p = subprocess.run([b.rank_bin, "--mode", "train", "--bytes", str(BYTES), "--steps", str(TRAIN_STEPS),
+                                "--compute-ms", str(TRAIN_COMPUTE_MS)], env=env, capture_output=True, text=True,
+                               timeout=900)
+            if p.returncode != 0:
+                die("train (FT_CKPT_EVERY=%d): exit %d\n%s%s" % (every, p.returncode, p.stdout, p.stderr[-2000:]))
+            step_s[every] = values(p.stdout, "step_s")[0]
+            if every == 1:
+                done_ms += values(p.stdout, "step_done_ms")
+                taken.append(len(re.findall(r"periodic save: saved step=", p.stderr)))
+        ratios.append(step_s[1] / step_s[0])
+    print("bench: training loop, %d MiB, %d steps of %.0f ms compute: ft_step_done with a snapshot every step "
+          "median %.3f ms, max %.3f ms; step time ratio (every step / none) %s; snapshots taken per run %s of %d" %
+          (BYTES >> 20, TRAIN_STEPS, TRAIN_COMPUTE_MS, median(done_ms), max(done_ms), fmt(ratios), taken,
+           TRAIN_STEPS), flush=True)
+    return median(done_ms), median(ratios), min(ratios), max(ratios)
+
+
+def replicate_vs_socket(b, build):
+    """replicate_gbps (median of RUNS buddy-copy pulls between two real ftworkers) and pull_bench's
+    socket_gbps for the same bytes."""
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    from redis_fixture import RedisServer  # noqa: E402
+    ftworker = os.path.join(os.path.abspath(build), "ftworker", "ftworker")
+    pull_bench = os.path.join(os.path.abspath(build), "bench", "pull_bench")
+    redis = RedisServer()
+    redis.start()
+    db = redis.client()
+    db.command("SET", "ft:{%s}:transfer:secret" % b.job, "ab" * 32)
+    workers, logs = [], []
+    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir="/dev/shm")
+
+    def worker(node, arena_dir, extra):
+        log = tempfile.NamedTemporaryFile("w+", prefix="ft-bench-worker-%s-" % node, suffix=".log", delete=False)
+        e = dict(os.environ)
+        e.update({"FT_REDIS_PASSWORD": redis.password, "FT_LISTEN": "127.0.0.1", "FT_CKPT_ARENA_DIR": arena_dir,
+                  "FT_LOG_LEVEL": "info"})
+        e.update(extra)
+        p = subprocess.Popen([ftworker, "--job", b.job, "--node", node, "--redis", redis.url], env=e,
+                             stdout=log, stderr=subprocess.STDOUT)
+        workers.append(p)
+        logs.append(log.name)
+        return p, log.name
+
+    def stop(p):
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    procs, _, _ = b.start_savers(1)
+    gbps = []
+    try:
+        worker("node0", b.arena_dir, {})
+        for run in range(RUNS):
+            shutil.rmtree(replica_dir, ignore_errors=True)
+            os.makedirs(replica_dir, mode=0o700)
+            p, log = worker("node1", replica_dir, {"FT_CKPT_REPLICATE_EVERY": "1"})
+            deadline = time.monotonic() + 300
+            got = None
+            while got is None and time.monotonic() < deadline:
+                with open(log) as f:
+                    m = re.search(r"buddy copy of rank 0 step \d+ pulled from node0 \((\d+) bytes, ([0-9.]+) s, "
+                                  r"([0-9.]+) Gbit/s;", f.read())
+                if m:
+                    got = float(m.group(3))
+                elif p.poll() is not None:
+                    die("node1's ftworker exited %d" % p.returncode)
+                else:
+                    time.sleep(0.1)
+            if got is None:
+                die("node1's ftworker pulled no buddy copy within 300 s (its log: %s)" % log)
+            gbps.append(got)
+            stop(p)
+        print("bench: buddy copies of %d MiB from node0's worker to node1's: %s Gbit/s" % (BYTES >> 20, fmt(gbps)),
+              flush=True)
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                stop(p)
+        b.stop(procs)
+        redis.stop()
+        shutil.rmtree(replica_dir, ignore_errors=True)
+        for path in logs:
+            os.unlink(path)
+    e = dict(os.environ)
+    e["LD_LIBRARY_PATH"] = b.gpusim
+    out = subprocess.run([pull_bench, "--bytes", str(BYTES), "--runs", str(RUNS)], env=e, capture_output=True,
+                         text=True, timeout=1800)
+    m = re.search(r"socket_gbps=([0-9.]+)", out.stdout)
+    if out.returncode != 0 or not m:
+        die("pull_bench: %s%s" % (out.stdout[-2000:], out.stderr[-2000:]))
+    socket_gbps = float(m.group(1))
+    print("bench: pull_bench's plain socket copy of the same bytes: %.2f Gbit/s" % socket_gbps, flush=True)
+    return median(gbps), socket_gbps
+
+
 def fmt(xs):
     return "[" + " ".join("%.3f" % x for x in xs) + "]"
 
@@ -272,6 +397,7 @@ def main():
             print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
         os.unlink(b.arena_path(0))
         term_s, term_gone_s = b.termination_saves(RUNS)
+        step_done_ms, every_ratio, every_lo, every_hi = every_step_snapshots(b)
         if RANKS4 > 1:
             os.unlink(b.arena_path(0))
             procs, pids, text = b.start_savers(RANKS4)
@@ -281,10 +407,17 @@ def main():
             print("bench: %d ranks: save_ratio=%.3f (all ranks' saves at once vs %d memcpy threads) "
                   "block_s=%.4f (median of every rank's periodic saves)" % (RANKS4, ratio4, RANKS4, median(block4)),
                   flush=True)
-        print("RESULT ckpt save_ratio=%.3f block_s=%.4f persist_ratio=%.3f restore_arena_s=%.3f restore_dir_s=%.3f "
-              "restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f" %
-              (save_ratio, median(block), persist_ratio, median(restore["arena"]), median(restore["local"]),
-               median(restore["remote"]), term_s, term_gone_s), flush=True)
+        if os.path.exists(b.arena_path(0)):
+            os.unlink(b.arena_path(0))
+        replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
+        print("RESULT ckpt save_ratio=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
+              "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
+              "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
+              "socket_gbps=%.2f replicate_ratio=%.3f" %
+              (save_ratio, median(block), step_done_ms, every_ratio, every_lo, every_hi, persist_ratio,
+               median(restore["arena"]), median(restore["local"]), median(restore["remote"]), term_s, term_gone_s,
+               replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
+              flush=True)
     finally:
         b.cleanup()
 

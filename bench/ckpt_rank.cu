@@ -9,6 +9,13 @@
 //                   the bench posts just-in-time saves to its segment as ftworker does.
 //   --mode restore  register the same layout over zeroed buffers, ft_restore (timed), then
 //                   check every byte is the pattern again.
+//   --mode train    a training loop on its own stream, --steps steps: the step's compute
+//                   (--compute-ms of CPU work in a host function on the stream: on gpusim it
+//                   competes with the agent's copy and checksums for the cores as the bench
+//                   means it to), ft_update_begin(stream), the "optimizer" (cudaMemsetAsync of
+//                   every registered byte), a stream sync, ft_step_done (timed). Prints
+//                   step_done_ms= per step and step_s= (median seconds per step after the first
+//                   two). With FT_CKPT_EVERY=1 every step is a snapshot that never blocks.
 //
 // Output lines (key=value) are parsed by ckpt_bench.py. Exit 1 on any failure, with why.
 #include <cuda_runtime.h>
@@ -57,6 +64,15 @@ void Pattern(int buffer, uint64_t first_word, uint64_t* out, size_t words) {
 
 constexpr size_t kStage = 64ull << 20;
 
+// The step's compute: CPU work on the stream's worker (gpusim runs host functions there).
+void Burn(void* ms) {
+  const double until = NowS() + *static_cast<double*>(ms) / 1000.0;
+  volatile uint64_t x = 1;
+  while (NowS() < until) {
+    for (int i = 0; i < 10000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,6 +81,7 @@ int main(int argc, char** argv) {
   int buffers = 8;
   int steps = 5;
   int gap_ms = 1000;  // between steps: the app's own work, in which a periodic save completes
+  double compute_ms = 200;  // train: each step's compute
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--mode") mode = argv[i + 1];
@@ -72,10 +89,12 @@ int main(int argc, char** argv) {
     else if (a == "--buffers") buffers = std::atoi(argv[i + 1]);
     else if (a == "--steps") steps = std::atoi(argv[i + 1]);
     else if (a == "--gap-ms") gap_ms = std::atoi(argv[i + 1]);
+    else if (a == "--compute-ms") compute_ms = std::atof(argv[i + 1]);
     else Fail("unknown flag " + a);
   }
-  if ((mode != "save" && mode != "restore") || buffers < 1 || bytes % (8ull * buffers) != 0) {
-    Fail("usage: ckpt_bench_rank --mode save|restore [--bytes N (multiple of 8*buffers)] [--buffers K] [--steps S]");
+  if ((mode != "save" && mode != "restore" && mode != "train") || buffers < 1 || bytes % (8ull * buffers) != 0) {
+    Fail("usage: ckpt_bench_rank --mode save|restore|train [--bytes N (multiple of 8*buffers)] [--buffers K] "
+         "[--steps S] [--compute-ms C]");
   }
   if (!ft_available()) Fail("libft.so is not loaded (run under LD_PRELOAD=libft.so)");
   const uint64_t per = bytes / buffers;
@@ -104,6 +123,32 @@ int main(int argc, char** argv) {
   double t0 = NowS();
   Ft(ft_register_end(), "ft_register_end");
   std::printf("register_s=%.4f bytes=%llu\n", NowS() - t0, static_cast<unsigned long long>(bytes));
+
+  if (mode == "train") {
+    cudaStream_t stream;
+    Cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    std::vector<double> step_s, done_ms;
+    double last = NowS();
+    for (int s = 1; s <= steps; ++s) {
+      Cuda(cudaLaunchHostFunc(stream, Burn, &compute_ms), "cudaLaunchHostFunc");
+      Ft(ft_update_begin(stream), "ft_update_begin");
+      for (int b = 0; b < buffers; ++b) Cuda(cudaMemsetAsync(dev[b], s & 0xff, per, stream), "cudaMemsetAsync");
+      Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      t0 = NowS();
+      Ft(ft_step_done(s), "ft_step_done");
+      const double now = NowS();
+      done_ms.push_back((now - t0) * 1e3);
+      step_s.push_back(now - last);
+      last = now;
+      std::printf("step_done_ms=%.4f step=%d\n", done_ms.back(), s);
+    }
+    // The first steps pay the first-touch of both arena slots and the agent's stream setup.
+    std::vector<double> steady(step_s.begin() + std::min<size_t>(2, step_s.size() - 1), step_s.end());
+    std::sort(steady.begin(), steady.end());
+    std::printf("step_s=%.4f steps=%d\n", steady[steady.size() / 2], steps);
+    Cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    return 0;
+  }
 
   if (mode == "save") {
     for (int s = 1; s <= steps; ++s) {

@@ -28,8 +28,6 @@ constexpr double kConfTransportOdd = 0.5;
 constexpr int64_t kClockSlackMs = 1000;  // two workers' clocks are compared no finer than this
 constexpr double kConfCycle = 0.3;
 
-bool IsGone(std::string_view state) { return state == "dead" || state == "exited" || state == "stopped"; }
-
 // Collectives with a root: a member may finish its part before the others (a broadcast's root
 // once its data left, a reduce's non-roots once they forwarded theirs), so "completed here, in
 // flight there" is no evidence that the one in flight has stopped observing.
@@ -120,9 +118,9 @@ class Snapshot {
       if (r.member == nullptr || m.incarnation > r.member->incarnation) r.member = &m;
     }
     for (const proto::Event& e : in.events) {
-      if (e.kind == "exit" && e.rank >= 0) {
+      if (proto::Is(e, proto::EventKind::kExit) && e.rank >= 0) {
         ranks_[static_cast<size_t>(IndexOf(e.rank))].exit_event = &e;
-      } else if (e.kind == "frozen" && e.rank >= 0) {
+      } else if (proto::Is(e, proto::EventKind::kFrozen) && e.rank >= 0) {
         const proto::Event*& f = ranks_[static_cast<size_t>(IndexOf(e.rank))].frozen_event;
         if (f == nullptr || e.unix_ms >= f->unix_ms) f = &e;
       }
@@ -134,8 +132,8 @@ class Snapshot {
         r.stale = r.report_age_ms > in.stale_ms;
       }
       if (r.node.empty() && r.member != nullptr) r.node = r.member->node;
-      r.dead = r.exit_event != nullptr || (r.progress && IsGone(r.progress->state)) ||
-               (r.member && IsGone(r.member->state));
+      r.dead = r.exit_event != nullptr || (r.progress && proto::ProcessGone(r.progress->state)) ||
+               (r.member && proto::ProcessGone(r.member->state));
       r.clean_exit = r.dead && (r.exit_event != nullptr
                                     ? r.exit_event->clean
                                     : (r.progress ? r.progress->state == "exited"
@@ -540,25 +538,25 @@ std::string FrozenHow(const proto::RankProgress& p) {
 std::string EventLine(const proto::Event& e) {
   std::string who = e.node.empty() ? fmt::format("rank {}", e.rank)
                                    : fmt::format("rank {} ({})", e.rank, e.node);
-  if (e.kind == "timeout") {
+  if (proto::Is(e, proto::EventKind::kTimeout)) {
     return fmt::format("timeout from {}: {} #{} of comm {} running {} (timeout {}), {}", who,
                        e.op.empty() ? "op" : e.op, e.seq, CommHex(e.comm_id), HumanMs(e.age_ms),
                        HumanMs(e.timeout_ms),
                        e.started ? "GPU waiting on peers" : "GPU had not reached it");
   }
-  if (e.kind == "exit") {
+  if (proto::Is(e, proto::EventKind::kExit)) {
     return fmt::format("exit of {}: code {}{}{}", who, e.code, e.clean ? " (clean)" : "",
                        e.terminated_by_signal != 0
                            ? fmt::format(" after signal {} told it to terminate", e.terminated_by_signal)
                            : std::string());
   }
-  if (e.kind == "frozen") {
+  if (proto::Is(e, proto::EventKind::kFrozen)) {
     return fmt::format("frozen: {} for {} (process state {}, heartbeat silent {})", who,
                        HumanMs(e.age_ms), e.progress.proc_state.empty() ? "?" : e.progress.proc_state,
                        e.progress.heartbeat_age_ms >= 0 ? HumanMs(e.progress.heartbeat_age_ms)
                                                         : std::string("?"));
   }
-  if (e.kind == "error") {
+  if (proto::Is(e, proto::EventKind::kError)) {
     return fmt::format("error from {}: {} {} returned {}", who, e.api, e.call, e.code);
   }
   return fmt::format("{} from {}{}{}", e.kind, who, e.message.empty() ? "" : ": ", e.message);
@@ -581,7 +579,8 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
   std::sort(events.begin(), events.end(),
             [](const proto::Event* a, const proto::Event* b) { return a->unix_ms < b->unix_ms; });
 
-  auto start = [&](const char* kind, std::string suffix) {
+  auto start = [&](proto::IncidentKind kind_of, std::string suffix) {
+    const char* kind = proto::IncidentKindName(kind_of);
     Builder b;
     b.max_evidence = std::max(1, in.max_evidence);
     b.incident.kind = kind;
@@ -606,10 +605,10 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
   std::sort(roots.begin(), roots.end(),
             [&](int a, int b) { return ranks[static_cast<size_t>(a)].rank < ranks[static_cast<size_t>(b)].rank; });
 
-  Builder hang = start("hang", "");
-  Builder crash = start("crash", "");
-  Builder frozen = start("host-frozen", "");
-  Builder busy = start("busy", "");
+  Builder hang = start(proto::IncidentKind::kHang, "");
+  Builder crash = start(proto::IncidentKind::kCrash, "");
+  Builder frozen = start(proto::IncidentKind::kHostFrozen, "");
+  Builder busy = start(proto::IncidentKind::kBusy, "");
   busy.incident.decision = "none";
   std::vector<std::string> hang_summary, crash_summary, frozen_summary, busy_summary;
 
@@ -618,7 +617,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
   // the rest). The clean exits: the caller's, and those in the window.
   std::vector<int64_t> clean_exits(in.clean_exit_unix_ms.begin(), in.clean_exit_unix_ms.end());
   for (const proto::Event& e : in.events) {
-    if (e.kind == "exit" && e.clean && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
+    if (proto::Is(e, proto::EventKind::kExit) && e.clean && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
   }
   std::sort(clean_exits.begin(), clean_exits.end());
   auto finishing = [&](const RankInfo& r) {
@@ -675,7 +674,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
       std::string how = r.exit_event != nullptr
                             ? fmt::format("process exited (code {}{})", r.exit_event->code,
                                           r.exit_event->clean ? ", clean" : "")
-                            : fmt::format("process {}", r.progress && IsGone(r.progress->state)
+                            : fmt::format("process {}", r.progress && proto::ProcessGone(r.progress->state)
                                                             ? r.progress->state
                                                             : r.member->state);
       why = fmt::format("{}{}; others wait on it in {}; {}", stale, how, what, waiting);
@@ -816,7 +815,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
     auto [it, inserted] = transports.try_emplace(t.comm);
     Builder& b = it->second;
     if (inserted) {
-      b = start("transport-hang", "-" + CommHex(c.id));
+      b = start(proto::IncidentKind::kTransportHang, "-" + CommHex(c.id));
       b.incident.comm_id = c.id;
       transport_order.push_back(t.comm);
     }
@@ -987,7 +986,7 @@ bool WindowCanClose(const AttributionInput& in, int64_t hang_window_ms) {
     return r.dead || (r.progress != nullptr && r.progress->observed_unix_ms >= first);
   };
   for (const proto::Event& e : in.events) {
-    if (e.kind == "timeout" && e.comm_id != 0) {
+    if (proto::Is(e, proto::EventKind::kTimeout) && e.comm_id != 0) {
       add_comm(e.comm_id);
       continue;
     }

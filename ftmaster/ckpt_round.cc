@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "common/log.h"
@@ -111,15 +112,17 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
     }
   }
   for (int64_t step : steps) {
-    redis::Reply count;
-    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return;
+    redis::Reply own_count, buddy_count;
+    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &own_count).ok()) return;
+    if (!store_->Run({"HLEN", keys_.CkptBuddy(step)}, &buddy_count).ok()) return;
+    const int64_t fields = own_count.integer() + buddy_count.integer();
     auto it = ckpt_.find(step);
     const bool known = it != ckpt_.end() && it->second->judged;
     // A step waiting for its replicas is read again when another copy came or its deadline
     // passed, not every round (HGETALL of every rank's copy, at 131k ranks megabytes).
     const bool held = it != ckpt_.end() && !it->second->judged && !it->second->settled;
-    const bool changed = held ? it->second->fields != count.integer() || now >= it->second->first_seen + options_.copy_wait
-                              : !known || it->second->fields != count.integer();
+    const bool changed = held ? it->second->fields != fields || now >= it->second->first_seen + options_.copy_wait
+                              : !known || it->second->fields != fields;
     // The planned step, and a newer restorable one not planned (held only on gone evicted
     // nodes): a tier change (a copy reaching the remote directory) rewrites a field, not HLEN.
     const bool candidate = step == plan_.step || (step > plan_.step && known && it->second->judged->restorable);
@@ -136,8 +139,9 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
 
 bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {
   const auto start = Clock::now();
-  redis::Reply reply;
+  redis::Reply reply, buddy_reply;
   if (!store_->Run({"HGETALL", keys_.CkptStep(step)}, &reply).ok()) return false;
+  if (!store_->Run({"HGETALL", keys_.CkptBuddy(step)}, &buddy_reply).ok()) return false;
   ++stats_.ckpt_step_reads;
   std::unique_ptr<CkptStep>& slot = ckpt_[step];
   if (!slot) {
@@ -146,18 +150,26 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   }
   CkptStep& s = *slot;
   s.copies.Load(reply, &bad_);
-  s.fields = static_cast<int64_t>(reply.size() / 2);
+  s.buddies.Load(buddy_reply, &bad_);
+  s.fields = static_cast<int64_t>(reply.size() / 2 + buddy_reply.size() / 2);
   s.judged.reset();  // points into of_step, rebuilt below
   s.of_step.clear();
-  for (const proto::CkptCopy& c : s.copies.values()) {
-    if (c.step == step) {
-      s.of_step.push_back(c);
-    } else {
-      bad_.Report(keys_.CkptStep(step), proto::Encode(c),
-                  Status::Corrupt(fmt::format("a copy of step {} in the hash of step {}", c.step, step)));
+  for (const bool buddy : {false, true}) {
+    for (const proto::CkptCopy& c : (buddy ? s.buddies : s.copies).values()) {
+      if (c.step == step && c.buddy == buddy) {
+        s.of_step.push_back(c);
+      } else {
+        bad_.Report(buddy ? keys_.CkptBuddy(step) : keys_.CkptStep(step), proto::Encode(c),
+                    Status::Corrupt(c.step != step
+                                        ? fmt::format("a copy of step {} in the hash of step {}", c.step, step)
+                                        : std::string(buddy ? "an own copy in the buddy copies' hash"
+                                                            : "a buddy copy in the own copies' hash")));
+      }
     }
   }
-  std::sort(s.of_step.begin(), s.of_step.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  // By rank, a rank's own copy before its buddy copy.
+  std::sort(s.of_step.begin(), s.of_step.end(),
+            [](const auto& a, const auto& b) { return std::tie(a.rank, a.buddy) < std::tie(b.rank, b.buddy); });
   s.judged = JudgeStep(step, s.of_step, CurrentTopology(), options_.config.sharded_optimizer, unix_ms);
   s.refresh_at = now + Spacing(options_.ckpt_refresh, MsSince(start), kSteadyShare);
   // A verdict on the copies that happen to be in (replicas save at the same moment and report
@@ -207,7 +219,7 @@ bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     if (sdc_reported_.count(id)) continue;
     proto::Incident i;
     i.id = id;
-    i.kind = "sdc";
+    i.kind = proto::IncidentKindName(proto::IncidentKind::kSdc);
     i.suspects.push_back(proto::Suspect{
         f.rank, f.node,
         fmt::format("its checkpoint of step {} differs from its {} DP replicas'", judged.verdict.step, f.agreeing)});
@@ -321,9 +333,14 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
                       : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
                                     fmt::join(skipped, ", "));
   if (chosen) {
-    // Which saves took the copies: after a teardown or a preemption, termination saves.
+    // Which saves took the copies: after a teardown or a preemption, termination saves. A
+    // buddy copy is its rank's save again: one per rank (of_step is by rank, own copy first).
+    std::vector<proto::CkptCopy> saved;
+    for (const proto::CkptCopy& c : chosen_step->of_step) {
+      if (saved.empty() || saved.back().rank != c.rank) saved.push_back(c);
+    }
     FT_LOG(Info, Master, "restore plan {}: step {} for {} ranks, copies saved by {}{}{}", plan.version, plan.step,
-           plan.ranks.size(), FormatOrigins(CountOrigins(chosen_step->of_step)),
+           plan.ranks.size(), FormatOrigins(CountOrigins(saved)),
            evicted_.nodes.empty() ? "" : fmt::format(", copies on evicted {} last", fmt::join(evicted_.nodes, ", ")),
            notes);
   } else {

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 
 namespace ft::master {
 namespace {
@@ -66,12 +68,13 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   j.expected = t.world_size();
 
   std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
-  int torn = 0, outside = 0;
+  int torn = 0, outside = 0, buddies = 0;
+  std::set<int> reporters, voters;
   for (const proto::CkptCopy& c : copies) {
     ShardId s;
     const bool inside = ShardOfCopy(c, t, sharded, &s);
-    // One copy per rank (the field of the step's hash): counting them counts the reporters.
-    if (inside && c.rank >= 0 && c.rank < t.world_size()) ++j.reported;
+    // A rank counts once, whichever of its copies (its own, a buddy copy) is in.
+    if (inside && c.rank >= 0 && c.rank < t.world_size()) reporters.insert(c.rank);
     if (c.torn) {
       ++torn;
       continue;
@@ -80,9 +83,12 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
       ++outside;
       continue;
     }
-    ++v.copies;
+    if (c.buddy) ++buddies;
+    voters.insert(c.rank);
     by_shard[s].push_back(&c);
   }
+  j.reported = static_cast<int>(reporters.size());
+  v.copies = static_cast<int>(voters.size());
 
   int missing = 0, untrusted = 0, single = 0, sourceless = 0;
   std::string first_missing, first_untrusted;
@@ -94,20 +100,30 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
       continue;
     }
     std::vector<const proto::CkptCopy*>& list = it->second;
-    std::sort(list.begin(), list.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
-    check.copies = static_cast<int>(list.size());
+    // By rank, a rank's own copy before its buddy copy.
+    std::sort(list.begin(), list.end(), [](auto* a, auto* b) {
+      return std::tie(a->rank, a->buddy) < std::tie(b->rank, b->buddy);
+    });
+    // One vote per rank: a buddy copy holds the rank's own bytes again, and counting it would
+    // double the rank's vote (in a 2-replica shard an honest replica would be outvoted and
+    // named as SDC). The rank's own copy votes; its buddy copy only where the own one is gone.
+    std::vector<const proto::CkptCopy*> voting;
+    for (const proto::CkptCopy* c : list) {
+      if (voting.empty() || voting.back()->rank != c->rank) voting.push_back(c);
+    }
+    check.copies = static_cast<int>(voting.size());
     std::map<uint64_t, int> votes;
-    for (const proto::CkptCopy* c : list) ++votes[c->digest];
+    for (const proto::CkptCopy* c : voting) ++votes[c->digest];
     auto best = std::max_element(votes.begin(), votes.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
     const bool all_equal = votes.size() == 1;
-    const bool majority = list.size() >= 3 && 2 * best->second > check.copies;
+    const bool majority = voting.size() >= 3 && 2 * best->second > check.copies;
     if (!all_equal && !majority) {
       check.state = ShardCheck::State::kUntrusted;
       ++untrusted;
       if (first_untrusted.empty()) {
         std::vector<std::string> held;
-        for (const proto::CkptCopy* c : list) held.push_back(fmt::format("rank {} {:016x}", c->rank, c->digest));
+        for (const proto::CkptCopy* c : voting) held.push_back(fmt::format("rank {} {:016x}", c->rank, c->digest));
         first_untrusted = fmt::format("{} ({})", ShardName(id), fmt::join(held, ", "));
       }
       continue;
@@ -115,15 +131,18 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     check.state = ShardCheck::State::kAccepted;
     check.digest = best->first;
     check.agreeing = best->second;
-    if (list.size() == 1) ++single;
+    if (voting.size() == 1) ++single;
     bool any_source = false;
+    // Every copy holding the accepted bytes is a source, buddy copies included.
     for (const proto::CkptCopy* c : list) {
-      if (c->digest == check.digest) {
-        check.holders.push_back(c);
-        any_source = any_source || !c->tiers.empty();
-        continue;
+      if (c->digest != check.digest) continue;
+      check.holders.push_back(c);
+      any_source = any_source || !c->tiers.empty();
+    }
+    for (const proto::CkptCopy* c : voting) {
+      if (c->digest != check.digest) {
+        j.sdc.push_back(SdcFinding{c->rank, c->node, c->digest, check.digest, check.agreeing, id});
       }
-      j.sdc.push_back(SdcFinding{c->rank, c->node, c->digest, check.digest, check.agreeing, id});
     }
     if (!any_source) ++sourceless;
   }
@@ -165,6 +184,10 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
                               single == 1 ? "" : "s"));
   }
   if (sharded) why.push_back("sharded optimizer: every rank is its own shard, nothing to compare");
+  if (buddies > 0) {
+    why.push_back(fmt::format("{} buddy cop{} on other nodes (sources, not votes)", buddies,
+                              buddies == 1 ? "y" : "ies"));
+  }
   if (torn > 0) why.push_back(fmt::format("{} torn cop{} ignored", torn, torn == 1 ? "y" : "ies"));
   if (outside > 0) {
     why.push_back(fmt::format("{} cop{} outside the topology ignored", outside, outside == 1 ? "y" : "ies"));

@@ -9,14 +9,13 @@
 
 namespace ft::master {
 bool Acted(const proto::Incident& i) {
-  return i.kind == "hang" || i.kind == "host-frozen" || i.kind == "crash" || i.kind == "transport-hang";
+  using proto::IncidentKind;
+  std::optional<IncidentKind> k = proto::ParseIncidentKind(i.kind);
+  return k == IncidentKind::kHang || k == IncidentKind::kHostFrozen || k == IncidentKind::kCrash ||
+         k == IncidentKind::kTransportHang;
 }
 
 namespace {
-
-bool CannotSave(const std::string& state) {
-  return state == "dead" || state == "exited" || state == "stopped" || state == "disabled";
-}
 
 std::string RankList(const std::vector<int>& ranks) {
   std::string s;
@@ -43,7 +42,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     for (const proto::Suspect& s : incident.suspects) {
       if (s.rank < 0) bad_suspect = true;
       unhealthy.insert(s.rank);
-      if (incident.kind == "hang") {
+      if (proto::Is(incident, proto::IncidentKind::kHang)) {
         hang_suspects.insert(s.rank);
       } else {
         other_suspects.emplace(s.rank, incident.kind);
@@ -51,7 +50,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
       if (!s.node.empty()) nodes.insert(s.node);
     }
     if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
-    if (incident.kind == "transport-hang" && nodes.size() > 1) {
+    if (proto::Is(incident, proto::IncidentKind::kTransportHang) && nodes.size() > 1) {
       kept_nodes.push_back(fmt::format("{} nodes of comm {:016x}", nodes.size(), incident.comm_id));
       continue;
     }
@@ -100,7 +99,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     if (unhealthy.count(rank)) return false;
     if (membership.empty()) return true;
     auto it = by_rank.find(rank);
-    return it != by_rank.end() && !CannotSave(it->second->state);
+    return it != by_rank.end() && !proto::CannotSave(it->second->state);
   };
   // A hang suspect whose process is alive (membership lists it in a state that can save, and
   // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
@@ -110,14 +109,14 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   auto alive_suspect = [&](int rank) {
     if (!hang_suspects.count(rank) || other_suspects.count(rank)) return false;
     auto it = by_rank.find(rank);
-    return it != by_rank.end() && !CannotSave(it->second->state);
+    return it != by_rank.end() && !proto::CannotSave(it->second->state);
   };
   // Why a rank can save nothing, for the reason.
   auto why_not = [&](int rank) -> std::string {
     auto it = by_rank.find(rank);
     if (auto k = other_suspects.find(rank); k != other_suspects.end()) return "a " + k->second + " suspect";
     if (it == by_rank.end()) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
-    if (CannotSave(it->second->state)) return it->second->state;
+    if (proto::CannotSave(it->second->state)) return it->second->state;
     return "a suspect";
   };
   std::vector<int> suspects_saving;  // alive hang suspects asked to save

@@ -28,11 +28,13 @@ bool OpensWindow(const proto::Event& event) {
   // rank that returned early leaves its peers waiting, and their timeouts open the window
   // (with this exit in it as evidence). A death or a freeze is an incident on its own, seen
   // waited on or not (attribution.h says which deaths are a teardown).
-  if (event.kind == "exit") return !event.clean;
-  return event.kind == "timeout" || event.kind == "error" || event.kind == "frozen";
+  if (proto::Is(event, proto::EventKind::kExit)) return !event.clean;
+  return proto::Is(event, proto::EventKind::kTimeout) || proto::Is(event, proto::EventKind::kError) ||
+         proto::Is(event, proto::EventKind::kFrozen);
 }
 bool CollectedInWindow(const std::string& kind) {
-  return kind == "timeout" || kind == "exit" || kind == "error" || kind == "busy" || kind == "frozen";
+  std::optional<proto::EventKind> k = proto::ParseEventKind(kind);
+  return k.has_value() && *k != proto::EventKind::kSlowdown;  // slowdowns go to the straggler round
 }
 
 void IncidentWindow::Add(proto::Event event) {
@@ -114,7 +116,7 @@ void MasterLoop::ReadEvents(Clock::time_point now, int64_t unix_ms) {
 }
 
 void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms) {
-  if (event.kind == "slowdown") {
+  if (proto::Is(event, proto::EventKind::kSlowdown)) {
     FT_LOG(Info, Master, "rank {} on {} is slow: {}", event.rank, event.node, event.message);
     return;
   }
@@ -122,7 +124,7 @@ void MasterLoop::TakeEvent(const std::string& id, proto::Event event, int64_t un
     FT_LOG(Debug, Master, "event {} of kind '{}' ignored", id, event.kind);
     return;
   }
-  if (event.kind == "exit" && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
+  if (proto::Is(event, proto::EventKind::kExit) && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
   if (job_state_ != "running") {
     FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
            event.rank, job_state_);
@@ -389,7 +391,7 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
     incident.decided_unix_ms = decided_unix_ms;
     incident.decide_ms = static_cast<double>(decided_unix_ms - first);
     acted = acted || Acted(incident);
-    if (incident.kind == "busy") {
+    if (proto::Is(incident, proto::IncidentKind::kBusy)) {
       busy_outcome = "busy:";
       for (size_t i = 0; i < incident.suspects.size(); ++i) {
         busy_outcome += (i ? "," : "") + std::to_string(incident.suspects[i].rank);
@@ -398,7 +400,7 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   }
   std::vector<proto::Incident> to_write;
   for (proto::Incident& incident : incidents) {
-    if (incident.kind == "busy") {
+    if (proto::Is(incident, proto::IncidentKind::kBusy)) {
       if (busy_outcome == open_.last_outcome) continue;  // unchanged: written before
       ++open_.outcomes;
       if (open_.outcomes > 1) incident.id += fmt::format("-{}", open_.outcomes);

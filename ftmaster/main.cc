@@ -27,6 +27,8 @@
 #include "ftmaster/cli.h"
 #include "ftmaster/embedded_redis.h"
 #include "ftmaster/master_loop.h"
+#include "ftmaster/master_metrics.h"
+#include "metrics/exporter.h"
 #include "proto/keys.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
@@ -303,7 +305,21 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ftmaster: %s (try --help)\n", std::string(s.message()).c_str());
     return 2;
   }
+  // Metrics (README "Metrics"): read from Redis on their own thread, served on their own.
+  ft::metrics::Exporter exporter;
+  (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kMasterPort,
+                        .textfile = config.metrics_textfile, .interval = config.metrics_interval,
+                        .subsystem = ft::Subsystem::kMaster});
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
+  ft::master::MasterMetrics master_metrics(
+      {.job = job, .node = !config.node_id.empty() ? config.node_id : std::string(host),
+       .master_id = loop.id(), .endpoint = endpoint, .interval = config.metrics_interval},
+      &exporter.registry());
+  master_metrics.Start();
   loop.Run(g_stop, flags.exit_when_stopped);
+  master_metrics.Stop();
+  exporter.Stop();
   if (!env_file.empty()) unlink(env_file.c_str());
   embedded.Stop();
   return 0;

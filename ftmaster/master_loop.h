@@ -247,8 +247,9 @@ class MasterLoop {
 
   struct CkptStep {
     DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
-    std::vector<proto::CkptCopy> of_step;  // the copies that name this step
-    int64_t fields = -1;                   // HLEN at the last read
+    DecodedHash<proto::CkptCopy> buddies{"ckpt buddy copy"};  // ckpt:<step>:buddy
+    std::vector<proto::CkptCopy> of_step;  // the copies that name this step (buddy copies too)
+    int64_t fields = -1;                   // HLEN of both hashes at the last read
     std::optional<StepJudgement> judged;   // points into of_step; empty while provisional
     Clock::time_point first_seen{};        // when this master first read the step: the
                                            // deadline for its missing replicas starts there

@@ -151,7 +151,7 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
     if (!named_.insert(rank).second) continue;
     const proto::RankSummary& s = latest_[rank];
     proto::Incident incident;
-    incident.kind = "straggler";
+    incident.kind = proto::IncidentKindName(proto::IncidentKind::kStraggler);
     incident.id = fmt::format("{}-straggler-{}", now_unix_ms, rank);
     incident.decision = "none";
     incident.first_event_unix_ms = now_unix_ms;

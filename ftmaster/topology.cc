@@ -178,7 +178,7 @@ Topology Topology::InferOrKeep(std::span<const proto::Membership> membership, co
   if (now.known() || last == nullptr || !last->known()) return now;
   size_t gone = 0;
   for (const proto::Membership& m : membership) {
-    if (m.state == "exited" || m.state == "dead" || m.state == "stopped") ++gone;
+    if (proto::ProcessGone(m.state)) ++gone;
   }
   if (gone == 0) return now;
   // (What remains says nothing: the departed ranks' communicators are gone.)

@@ -6,14 +6,6 @@
 #include <unordered_set>
 
 namespace ft::master {
-namespace {
-
-bool IsGone(std::string_view state) {
-  return state == "dead" || state == "exited" || state == "stopped";
-}
-
-}  // namespace
-
 void WindowReads::Rebuild(std::span<const proto::Membership> membership) {
   membership_ = membership;
   rank_index_.clear();
@@ -69,7 +61,7 @@ WindowReads::Plan WindowReads::Make(std::span<const proto::RankProgress> progres
     }
   };
   for (const proto::Event& e : events) {
-    if (e.kind == "timeout" && e.comm_id != 0) {
+    if (proto::Is(e, proto::EventKind::kTimeout) && e.comm_id != 0) {
       add_comm(e.comm_id);
       continue;
     }
@@ -94,9 +86,9 @@ WindowReads::Plan WindowReads::Make(std::span<const proto::RankProgress> progres
   std::sort(ranks.begin(), ranks.end());
   for (int rank : ranks) {
     const proto::RankProgress* p = find(rank);
-    bool gone = p != nullptr && IsGone(p->state);
+    bool gone = p != nullptr && proto::ProcessGone(p->state);
     auto it = rank_index_.find(rank);
-    if (it != rank_index_.end() && IsGone(membership_[static_cast<size_t>(it->second)].state)) {
+    if (it != rank_index_.end() && proto::ProcessGone(membership_[static_cast<size_t>(it->second)].state)) {
       gone = true;
     }
     if (!gone && (p == nullptr || p->observed_unix_ms < first)) plan.needed.push_back(rank);

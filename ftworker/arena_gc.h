@@ -1,5 +1,5 @@
-// ft::worker::DecideArenaGc: whether one host arena (a rank's ft-ckpt.<job>.<rank>, or a
-// prefetch arena ft-prefetch.<job>.<rank>) may be removed, and why (not). Pure: the facts are
+// ft::worker::DecideArenaGc: whether one host arena (a rank's ft-ckpt.<job>.<rank>, a
+// prefetch arena ft-prefetch.<job>.<rank>, or a buddy copy ft-replica.<job>.<rank>) may be removed, and why (not). Pure: the facts are
 // gathered by the caller (ftworker/arena_sweep.h reads the file, the tiers, /proc and Redis),
 // so the rule is tested without files, processes or Redis. Both the daemon's automatic pass
 // (CkptKeeper) and `ftworker gc` decide with it.
@@ -30,6 +30,7 @@ namespace ft::worker {
 struct ArenaFacts {
   std::string path;
   bool prefetch = false;       // ft-prefetch.<job>.<rank>
+  bool replica = false;        // ft-replica.<job>.<rank>: a buddy copy of another node's rank
   bool trusted = true;         // a regular file of this user with a valid arena header
   std::string untrusted_why;   // when !trusted: OpenForRead's words
   std::string held_by;         // a live process holding it ("rank 3 (pid 412) runs on this

@@ -69,9 +69,12 @@ MapIndex ReadWritableMappings() {
   return index;
 }
 
-// The job's prefetch arenas: ft-prefetch.<job>.<rank>, sorted by rank.
-std::vector<std::string> ListPrefetch(const std::string& dir, const std::string& job) {
-  const std::string zero = ckpt::Arena::PrefetchPathFor(dir, job, 0);
+// The job's prefetch arenas (ft-prefetch.<job>.<rank>) or buddy copies (ft-replica.<job>.<rank>),
+// by `path_for`, sorted by rank.
+std::vector<std::string> ListPrefetch(const std::string& dir, const std::string& job,
+                                      std::string (*path_for)(std::string_view, std::string_view, int) =
+                                          &ckpt::Arena::PrefetchPathFor) {
+  const std::string zero = path_for(dir, job, 0);
   const std::string prefix = zero.substr(zero.rfind('/') + 1, zero.size() - zero.rfind('/') - 2);
   std::vector<std::pair<int, std::string>> found;
   if (DIR* d = opendir(dir.c_str())) {
@@ -84,7 +87,7 @@ std::vector<std::string> ListPrefetch(const std::string& dir, const std::string&
         continue;
       }
       const int rank = std::stoi(std::string(digits));
-      found.emplace_back(rank, ckpt::Arena::PrefetchPathFor(dir, job, rank));
+      found.emplace_back(rank, path_for(dir, job, rank));
     }
     closedir(d);
   }
@@ -124,9 +127,16 @@ std::vector<ArenaSweepEntry> SweepArenas(const ArenaSweepOptions& options, const
   std::vector<std::pair<std::string, bool>> paths;
   for (std::string& p : ckpt::Arena::List(options.arena_dir, options.job)) paths.emplace_back(std::move(p), false);
   for (std::string& p : ListPrefetch(options.arena_dir, options.job)) paths.emplace_back(std::move(p), true);
+  // Buddy copies this node keeps of another node's ranks (ftworker/replicator.h): by the same
+  // rule; the worker holding them (their writer) keeps them while it runs.
+  const size_t first_replica = paths.size();
+  for (std::string& p : ListPrefetch(options.arena_dir, options.job, &ckpt::Arena::ReplicaPathFor)) {
+    paths.emplace_back(std::move(p), true);
+  }
 
   std::vector<ArenaSweepEntry> out;
-  for (const auto& [path, prefetch] : paths) {
+  for (size_t index = 0; index < paths.size(); ++index) {
+    const auto& [path, prefetch] = paths[index];
     const int rank = RankOfPath(path, prefetch);
     if (!options.ranks.empty() &&
         std::find(options.ranks.begin(), options.ranks.end(), rank) == options.ranks.end()) {
@@ -137,7 +147,8 @@ std::vector<ArenaSweepEntry> SweepArenas(const ArenaSweepOptions& options, const
     ArenaSweepEntry entry;
     ArenaFacts& f = entry.facts;
     f.path = path;
-    f.prefetch = prefetch;
+    f.prefetch = prefetch && index < first_replica;
+    f.replica = index >= first_replica;
     f.rank = rank;
     entry.bytes = static_cast<uint64_t>(before.st_size);
     ckpt::Arena arena;

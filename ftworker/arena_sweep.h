@@ -1,7 +1,7 @@
 // ft::worker::SweepArenas: removes the host arenas of one job that DecideArenaGc
 // (ftworker/arena_gc.h) lets go, and says of each what it did and why. The I/O around the pure
-// rule: it lists the job's arenas (ft-ckpt.<job>.<rank>) and prefetch arenas
-// (ft-prefetch.<job>.<rank>) in the arena directory, reads each one's committed copy
+// rule: it lists the job's arenas (ft-ckpt.<job>.<rank>), prefetch arenas
+// (ft-prefetch.<job>.<rank>) and buddy copies (ft-replica.<job>.<rank>) in the arena directory, reads each one's committed copy
 // (Arena::OpenForRead: a regular file of this user, a valid header; then ReadCommitted), looks
 // for the same copy (step, rank, content digest) in the tiers (ReadManifest), asks who holds
 // the file, and removes with unlink only — never truncate: a reader still mapping it keeps its
@@ -53,7 +53,8 @@ struct ArenaSweepEntry {
 };
 
 // Decides every arena of options.job in options.arena_dir against `job` and removes what the
-// rule lets go. Sorted: the ranks' arenas by rank, then the prefetch arenas by rank.
+// rule lets go. Sorted: the ranks' arenas by rank, then the prefetch arenas, then the buddy
+// copies, each by rank.
 std::vector<ArenaSweepEntry> SweepArenas(const ArenaSweepOptions& options, const JobGcFacts& job);
 
 // The line for one entry (ArenaGcLine, or "kept <path>: removing it failed: ..."), and the

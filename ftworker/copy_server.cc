@@ -74,7 +74,7 @@ Status CopyProvider::Open(std::string_view name, std::shared_ptr<const rdma::Reg
   RegionName parsed;
   FT_RETURN_IF_ERROR(ParseRegionName(name, &parsed));
   const ckpt::CopyId id{parsed.step, parsed.rank};
-  return parsed.place == CopyPlace::kArena ? OpenArena(id, out) : OpenLocal(id, out);
+  return parsed.place == CopyPlace::kLocal ? OpenLocal(id, out) : OpenArena(id, parsed.place, out);
 }
 
 void CopyProvider::Prune() {
@@ -129,29 +129,33 @@ Status CopyProvider::MappingOf(const std::string& path, std::shared_ptr<const Ma
   return Status::Ok();
 }
 
-Status CopyProvider::OpenArena(ckpt::CopyId id, std::shared_ptr<const rdma::Region>* out) {
-  const std::string path = options_.arena_path_of ? options_.arena_path_of(id) : std::string();
-  if (path.empty()) return NotHeld(id, CopyPlace::kArena, "no arena of this node's ranks holds it");
+Status CopyProvider::OpenArena(ckpt::CopyId id, CopyPlace place, std::shared_ptr<const rdma::Region>* out) {
+  const auto& path_of = place == CopyPlace::kReplica ? options_.replica_path_of : options_.arena_path_of;
+  const std::string path = path_of ? path_of(id) : std::string();
+  if (path.empty()) {
+    return NotHeld(id, place, place == CopyPlace::kReplica ? "this node holds no buddy copy of that rank"
+                                                           : "no arena of this node's ranks holds it");
+  }
   std::shared_ptr<const Mapping> mapping;
   Status s = MappingOf(path, &mapping);
-  if (!s.ok()) return NotHeld(id, CopyPlace::kArena, s.message());
+  if (!s.ok()) return NotHeld(id, place, s.message());
   ckpt::Manifest m;
   uint64_t generation = 0;
   s = mapping->arena.ReadCommitted(&m, &generation);
-  if (!s.ok()) return NotHeld(id, CopyPlace::kArena, s.message());
+  if (!s.ok()) return NotHeld(id, place, s.message());
   if (m.job != options_.job || m.step != id.step || m.rank != id.rank) {
-    return NotHeld(id, CopyPlace::kArena,
+    return NotHeld(id, place,
                    fmt::format("the arena now holds job '{}' step {} rank {}", m.job, m.step, m.rank));
   }
-  if (m.torn) return NotHeld(id, CopyPlace::kArena, "the copy is torn (saved during an optimizer update)");
+  if (m.torn) return NotHeld(id, place, "the copy is torn (saved during an optimizer update)");
   if (m.data_bytes > mapping->arena.data_capacity()) {
-    return NotHeld(id, CopyPlace::kArena, "its manifest claims more bytes than the arena holds");
+    return NotHeld(id, place, "its manifest claims more bytes than the arena holds");
   }
   std::string meta = ckpt::EncodeManifest(m);
   // The manifest was read after the data it describes was committed; a save that began since
   // would make this copy a mix.
   if (!mapping->arena.StillCommitted(generation)) {
-    return NotHeld(id, CopyPlace::kArena, "overwritten by a newer save while being opened");
+    return NotHeld(id, place, "overwritten by a newer save while being opened");
   }
   const ckpt::Arena* arena = &mapping->arena;
   *out = std::make_shared<ArenaRegion>(std::shared_ptr<const void>(mapping, arena), arena, generation,

@@ -9,6 +9,9 @@
 //                        region's StillValid() false (the server then refuses further reads).
 //                        The mapping stays open across opens and is re-opened when the file
 //                        was replaced (a rank that re-registered with another geometry).
+//   replica/<step>/<rank> this node's buddy copy of another node's rank (ftworker/replicator.h),
+//                        served like an arena (re-read at every open, the same checks), found
+//                        through replica_path_of.
 //   local/<step>/<rank>  the copy in the node's local tier (FT_CKPT_DIR), its data file
 //                        mapped read-only. Tier files are replaced by rename, never rewritten,
 //                        so a mapped copy never changes under a reader.
@@ -31,6 +34,7 @@
 #include <string_view>
 
 #include "common/status.h"
+#include "ftworker/region_name.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/tier.h"
 #include "rdma/transfer.h"
@@ -45,6 +49,8 @@ struct CopyProviderOptions {
   // Every arena file of this node's ranks now (CkptKeeper::ArenaPaths): Warm() maps them ahead
   // of any request, so a peer's restore never waits for a mapping or a registration. Empty: none.
   std::function<std::vector<std::string>()> arena_paths;
+  // The buddy copy file holding (step, rank), "" when none (Replicator::ReplicaPathOf). Empty: none.
+  std::function<std::string(ckpt::CopyId)> replica_path_of;
   // Called when an arena's data region is mapped, and when its mapping's last user let go: a
   // fast path registers the memory with its NIC there, once per arena (rdma/verbs_transport.h,
   // VerbsServer::Register and Forget). `unmapped` also hears of every local-tier mapping going
@@ -83,7 +89,7 @@ class CopyProvider : public rdma::RegionProvider {
     }
   };
 
-  Status OpenArena(ckpt::CopyId id, std::shared_ptr<const rdma::Region>* out);
+  Status OpenArena(ckpt::CopyId id, CopyPlace place, std::shared_ptr<const rdma::Region>* out);
   Status OpenLocal(ckpt::CopyId id, std::shared_ptr<const rdma::Region>* out);
   // The mapping of `path` as it is now: the kept one, or a fresh one when the file changed.
   Status MappingOf(const std::string& path, std::shared_ptr<const Mapping>* out);

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "ftworker/arena_sweep.h"
+#include "ftworker/worker_metrics.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
 
@@ -67,6 +68,23 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .local_dir = options_.config.ckpt_dir,
                                         .remote_dir = options_.config.ckpt_remote_dir}),
       store_(std::move(store)) {
+  if (options_.config.ckpt_replicate_every > 0) {
+    ReplicatorOptions replicate;
+    replicate.job = options_.job;
+    replicate.node = options_.node;
+    replicate.arena_dir = options_.config.ckpt_arena_dir;
+    replicate.every = options_.config.ckpt_replicate_every;
+    replicate.bytes_per_second = static_cast<uint64_t>(std::max<int64_t>(options_.config.ckpt_replicate_rate, 0));
+    replicate.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+    replicate.pull.fast_path = options_.pull_fast_path;
+    // A paced pull delivers no faster than the cap: the trickle floor must not give it up.
+    replicate.pull.min_bytes_per_second =
+        replicate.bytes_per_second > 0
+            ? std::min<uint64_t>(static_cast<uint64_t>(options_.config.pull_min_rate), replicate.bytes_per_second / 4)
+            : static_cast<uint64_t>(options_.config.pull_min_rate);
+    replicate.pull.connections = 1;  // background traffic: one connection, not the restore's several
+    replicator_ = std::make_unique<Replicator>(std::move(replicate));
+  }
   transfer_ = std::make_unique<TransferService>(TransferServiceOptions{
       .job = options_.job,
       .node = options_.node,
@@ -78,6 +96,9 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                       return keeper->ArenaPathOf(id);
                                     },
                                     .arena_paths = [keeper = keeper_.get()] { return keeper->ArenaPaths(); },
+                                    .replica_path_of = [replicator = replicator_.get()](ckpt::CopyId id) {
+                                      return replicator != nullptr ? replicator->ReplicaPathOf(id) : std::string();
+                                    },
                                     .mapped = options_.arena_mapped,
                                     .unmapped = options_.arena_unmapped},
       .fast_path = options_.fast_path,
@@ -225,6 +246,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   for (const auto& event : events) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
     reporter_.AddEvent(event);
+    if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
   }
   if (mono_ns >= next_report_ns_) {
     for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
@@ -233,6 +255,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
       if (resend_membership_) {
         reporter_.ForgetMemberships();  // unchanged values too
         keeper_->ReportAll();           // and the node's checkpoint copies
+        if (replicator_ != nullptr) replicator_->ReportAll();  // and its buddy copies
       }
       resend_membership_ = false;
       for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
@@ -240,7 +263,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     next_report_ns_ = mono_ns + static_cast<uint64_t>(options_.config.report_interval.count());
   }
   if (mono_ns >= next_summary_ns_) {
-    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) reporter_.SetSummary(summary);
+    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) {
+      if (options_.metrics != nullptr) options_.metrics->OnSummary(summary);
+      reporter_.SetSummary(summary);
+    }
     next_summary_ns_ = mono_ns + static_cast<uint64_t>(options_.config.summary_interval.count());
   }
   if (mono_ns >= next_heartbeat_ns_) {
@@ -258,10 +284,24 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
   keeper_->Tick(mono_ns, unix_ms, node_ranks);
   for (const CkptReport& report : keeper_->TakeReports()) {
+    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, false);
     if (report.removed) {
       reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
     } else {
       reporter_.SetCkptCopy(report.copy);
+    }
+  }
+
+  // Buddy copies of another node's ranks: the pulls run on the replicator's thread.
+  if (replicator_ != nullptr) {
+    replicator_->Tick(mono_ns, store_->connected() ? store_.get() : nullptr);
+    for (const CkptReport& report : replicator_->TakeReports()) {
+      if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, true);
+      if (report.removed) {
+        reporter_.RemoveBuddyCopy(report.copy.step, report.copy.rank);
+      } else {
+        reporter_.SetBuddyCopy(report.copy);
+      }
     }
   }
 
@@ -275,6 +315,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     plan_sync_.Refresh();
   }
 
+  if (options_.metrics != nullptr) options_.metrics->Refresh(mono_ns, *monitor_, *this);
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);

@@ -29,6 +29,7 @@
 #include "ftworker/command_runner.h"
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
+#include "ftworker/replicator.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
 #include "ftworker/transfer_service.h"
@@ -37,6 +38,8 @@
 #include "redis/url.h"
 
 namespace ft::worker {
+
+class WorkerMetrics;
 
 struct DaemonOptions {
   std::string job;
@@ -58,6 +61,7 @@ struct DaemonOptions {
   // verbs server registers and forgets it there: rdma::VerbsServer::Register, Forget).
   std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
   ArenaHolderFn arena_holder;  // tests: who holds an arena; empty: SystemArenaHolder()
+  WorkerMetrics* metrics = nullptr;  // fed by the loop (worker_metrics.h); null: none
 };
 
 class Daemon {
@@ -80,6 +84,7 @@ class Daemon {
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
   const TransferService& transfer() const { return *transfer_; }
   Prefetcher* prefetcher() { return prefetcher_.get(); }  // null without FT_NODE_RANKS
+  Replicator* replicator() { return replicator_.get(); }  // null without FT_CKPT_REPLICATE_EVERY
 
  private:
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
@@ -101,6 +106,7 @@ class Daemon {
   CommandRunner runner_;
   std::unique_ptr<CkptKeeper> keeper_;
   RestorePlanSync plan_sync_;
+  std::unique_ptr<Replicator> replicator_;  // before transfer_: the server resolves replica regions through it
   std::unique_ptr<TransferService> transfer_;
   std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;

@@ -27,6 +27,8 @@
 #include "ftworker/pull_command.h"
 #include "rdma/verbs_setup.h"
 #include "ftworker/status_view.h"
+#include "ftworker/worker_metrics.h"
+#include "metrics/exporter.h"
 #include "redis/url.h"
 
 namespace {
@@ -277,7 +279,20 @@ int main(int argc, char** argv) {
       ft::worker::NodeMonitorOptions::FromConfig(config, job, node);
   monitor_options.shm_dir = flags.shm_dir;
   ft::worker::NodeMonitor monitor(std::move(monitor_options));
-  ft::worker::Daemon daemon(std::move(options), &monitor);
-  daemon.Run(g_stop);
+  // Metrics (README "Metrics"): filled by the loop, served on the exporter's thread.
+  ft::metrics::Exporter exporter;
+  (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kWorkerPort,
+                        .textfile = config.metrics_textfile, .interval = config.metrics_interval,
+                        .subsystem = ft::Subsystem::kWorker});
+  ft::worker::WorkerMetrics worker_metrics(&exporter.registry(), job, node,
+                                           static_cast<uint64_t>(config.metrics_interval.count()));
+  options.metrics = &worker_metrics;
+  options.persist = worker_metrics.WrapPersist(std::move(options.persist));
+  options.make_transfer_server = worker_metrics.WrapTransferServer(std::move(options.make_transfer_server));
+  {
+    ft::worker::Daemon daemon(std::move(options), &monitor);
+    daemon.Run(g_stop);
+  }
+  exporter.Stop();
   return 0;
 }

@@ -104,7 +104,7 @@ void NodeMonitor::RaiseBusy(int64_t now_unix_ms, std::vector<proto::Event>* out)
         if (!p.busy || busy_raised_.count(key) > 0) continue;
         busy_raised_.insert(key);
         proto::Event e;
-        e.kind = "busy";
+        e.kind = proto::EventKindName(proto::EventKind::kBusy);
         e.rank = b->rank();
         e.node = p.node;
         e.unix_ms = now_unix_ms;

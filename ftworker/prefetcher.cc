@@ -119,6 +119,7 @@ struct Prefetcher::RankWork {
   std::vector<rdma::PullSource> sources;  // copies on other nodes, the plan's order
   std::vector<std::string> left_out;      // plan sources not pulled from, and why
   std::vector<int> same_node_ranks;       // plan copies on this node
+  std::vector<int> same_node_replicas;    // plan buddy copies this node holds (ft-replica arenas)
   std::vector<int> remote_ranks;          // plan copies in the remote directory
 };
 
@@ -190,9 +191,11 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
     }
     const bool same_as_job = job_ != nullptr && job_->key == key;
     const bool same_as_pending = pending_ != nullptr && KeyOf(*pending_, options_.ranks) == key;
-    if (same_as_job && pending_ == nullptr) return;  // the same copies: pulled, or being pulled
+    // The same copies: pulled, or being pulled — unless a rank found its copy on this node and
+    // the plan no longer lists any copy here (its arena went with its process): pulled anew.
+    if (same_as_job && pending_ == nullptr && !LocalCopyDropped(plan)) return;
     if (same_as_pending) return;
-    if (same_as_job) {
+    if (same_as_job && !LocalCopyDropped(plan)) {
       pending_.reset();  // back to what the last prefetch did
       generation_.fetch_add(1, std::memory_order_acq_rel);
       return;
@@ -201,6 +204,22 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
     generation_.fetch_add(1, std::memory_order_acq_rel);
   }
   (void)TryStart(redis);
+}
+
+bool Prefetcher::LocalCopyDropped(const proto::RestorePlan& plan) const {
+  if (job_ == nullptr || job_->remaining > 0) return false;
+  const std::string here = proto::SanitizeName(options_.node);
+  for (size_t i = 0; i < job_->work.size(); ++i) {
+    if (job_->results[i].outcome != "local") continue;
+    auto line = std::find_if(plan.ranks.begin(), plan.ranks.end(),
+                             [&](const proto::RestoreRank& r) { return r.rank == job_->work[i].rank; });
+    if (line == plan.ranks.end()) continue;
+    const bool here_listed = std::any_of(line->sources.begin(), line->sources.end(), [&](const auto& s) {
+      return proto::SanitizeName(s.node) == here;
+    });
+    if (!here_listed) return true;
+  }
+  return false;
 }
 
 bool Prefetcher::ReadPeers(redis::Commands& redis, Peers* out) const {
@@ -245,12 +264,13 @@ Prefetcher::RankWork Prefetcher::BuildRankWork(const proto::RestoreRank& line, i
   for (const proto::RestoreSource& source : line.sources) {
     const std::string node = proto::SanitizeName(source.node);
     if (node == here) {
-      work.same_node_ranks.push_back(source.rank);
+      if (HasTier(source, "replica")) work.same_node_replicas.push_back(source.rank);
+      if (HasTier(source, "arena") || HasTier(source, "local")) work.same_node_ranks.push_back(source.rank);
       continue;
     }
     // The remote directory is shared: a copy there is readable whatever became of its node.
     if (HasTier(source, "remote")) work.remote_ranks.push_back(source.rank);
-    if (!HasTier(source, "arena") && !HasTier(source, "local")) continue;
+    if (!HasTier(source, "arena") && !HasTier(source, "local") && !HasTier(source, "replica")) continue;
     auto endpoint = peers.endpoints.find(node);
     if (endpoint == peers.endpoints.end()) {
       work.left_out.push_back(fmt::format("rank {} on {}: its worker published no transfer endpoint",
@@ -258,9 +278,9 @@ Prefetcher::RankWork Prefetcher::BuildRankWork(const proto::RestoreRank& line, i
       continue;
     }
     const rdma::Peer peer{source.node, endpoint->second.address, endpoint->second.port};
-    // The arena (memory) before the local tier (a disk) of the same node.
+    // The arena (memory) and a buddy copy (memory) before the local tier (a disk) of the same node.
     std::vector<rdma::PullSource>& into = peers.evicted.contains(node) ? evicted_sources : work.sources;
-    for (CopyPlace place : {CopyPlace::kArena, CopyPlace::kLocal}) {
+    for (CopyPlace place : {CopyPlace::kArena, CopyPlace::kReplica, CopyPlace::kLocal}) {
       if (HasTier(source, CopyPlaceName(place))) {
         into.push_back({peer, FormatRegionName(place, step, source.rank)});
       }
@@ -512,8 +532,20 @@ std::string Prefetcher::LocalCopy(const Job& job, const RankWork& work) const {
     return !options_.local_dir.empty() &&
            ckpt::ReadManifest(options_.local_dir, options_.job, {job.step, rank}, &m).ok() && planned(m);
   };
+  // A buddy copy this node's worker holds of `rank` (ft_restore reads it through the plan's
+  // "replica" tier).
+  auto in_replica = [&](int rank) {
+    ckpt::Arena arena;
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    return ckpt::Arena::OpenForRead(ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, rank), &arena).ok() &&
+           arena.ReadCommitted(&m, &generation).ok() && m.job == options_.job && planned(m);
+  };
   if (in_arena(work.rank)) return "own arena";
   if (in_local_dir(work.rank)) return "local dir";
+  for (int rank : work.same_node_replicas) {
+    if (in_replica(rank)) return fmt::format("buddy copy of rank {}", rank);
+  }
   for (int rank : work.same_node_ranks) {
     if (rank == work.rank) continue;
     if (in_arena(rank)) return fmt::format("arena of rank {}", rank);

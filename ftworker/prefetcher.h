@@ -126,6 +126,9 @@ class Prefetcher : public PlanGate {
   // Reads the secret, endpoints and evicted nodes and starts the pending plan's prefetch.
   // False when Redis did not answer (retried next tick).
   bool TryStart(redis::Commands& redis);
+  // Whether a rank the last (finished) prefetch found on this node ("local") has no copy on
+  // this node in `plan` any more: its arena went away, so it is pulled after all. mu_ held.
+  bool LocalCopyDropped(const proto::RestorePlan& plan) const;
   // The secret, endpoints and evicted nodes; false when Redis did not answer.
   bool ReadPeers(redis::Commands& redis, Peers* out) const;
   // What pulling `line`'s rank takes: its sources on other nodes that serve, in order.

@@ -45,17 +45,6 @@ double Percentile(std::vector<double>& sorted, double q) {
 
 }  // namespace
 
-const char* LifeName(Life life) {
-  switch (life) {
-    case Life::kRunning: return "running";
-    case Life::kDisabled: return "disabled";
-    case Life::kExited: return "exited";
-    case Life::kDead: return "dead";
-    case Life::kStopped: return "stopped";
-  }
-  return "?";
-}
-
 RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, std::string node,
                          const MonitorSettings& settings, ProcessProbe* probe,
                          VerifiedProcess process, std::string unverified)
@@ -256,7 +245,7 @@ void RankMonitor::OnError(const shm::Record& r, int64_t now_unix_ms, std::vector
   }
   uint64_t suppressed = it->second.suppressed;
   it->second = ErrorSeen{now_unix_ms, 0};
-  proto::Event e = MakeEvent("error", now_unix_ms);
+  proto::Event e = MakeEvent(proto::EventKind::kError, now_unix_ms);
   e.api = ApiLibraryName(r.a);
   e.call = record_version_ >= 2 ? ApiCallName(r.a, r.b) : ApiCallNameV1(r.b);
   e.code = static_cast<int64_t>(r.c);
@@ -389,7 +378,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   p.node = node_;
   p.pid = pid_;
   p.incarnation = incarnation_;
-  p.state = LifeName(life_);
+  p.state = proto::RankStateName(life_);
   p.observed_unix_ms = now_unix_ms;
   uint64_t last_call = h->last_call_ns.load(std::memory_order_acquire);
   uint64_t blocked_since = h->blocked_since_ns.load(std::memory_order_acquire);
@@ -453,7 +442,7 @@ void RankMonitor::CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<
   // death follows and says what happened.
   if (segment_->header()->terminate_signal.load(std::memory_order_acquire) != 0) return;
   frozen_raised_ = true;
-  proto::Event e = MakeEvent("frozen", now_unix_ms);
+  proto::Event e = MakeEvent(proto::EventKind::kFrozen, now_unix_ms);
   e.age_ms = static_cast<double>(frozen_ns) / 1e6;
   const std::string how =
       proc_state_ == 'T'   ? "its process is stopped (state T: SIGSTOP/SIGTSTP or a job-control stop)"
@@ -513,7 +502,7 @@ void RankMonitor::OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events
       FT_LOG(Info, Worker, "rank {}: step time back to its baseline of {:.1f} ms", rank_, slowdown_.baseline_ms());
     }
     if (!slow) continue;
-    proto::Event e = MakeEvent("slowdown", now_unix_ms);
+    proto::Event e = MakeEvent(proto::EventKind::kSlowdown, now_unix_ms);
     e.step_ms = slow->step_ms;
     e.baseline_ms = slow->baseline_ms;
     e.compute_ms = slow->compute_ms;
@@ -541,7 +530,7 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   BuildProgress(now_ns, now_unix_ms);
   const shm::SegmentHeader* h = segment_->header();
   int32_t status = h->exit_status.load(std::memory_order_acquire);
-  proto::Event e = MakeEvent("exit", now_unix_ms);
+  proto::Event e = MakeEvent(proto::EventKind::kExit, now_unix_ms);
   e.clean = life == Life::kExited;
   // libft.so's signal handler writes these before anything else when a launcher or scheduler
   // asks the process to end (SIGTERM): what follows is a teardown. Only a real signal number
@@ -588,9 +577,9 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   events->push_back(std::move(e));
 }
 
-proto::Event RankMonitor::MakeEvent(const char* kind, int64_t unix_ms) const {
+proto::Event RankMonitor::MakeEvent(proto::EventKind kind, int64_t unix_ms) const {
   proto::Event e;
-  e.kind = kind;
+  e.kind = proto::EventKindName(kind);
   e.rank = rank_;
   e.node = node_;
   e.unix_ms = unix_ms;
@@ -606,7 +595,7 @@ proto::Membership RankMonitor::membership() const {
   m.host = host_;
   m.pid = pid_;
   m.incarnation = incarnation_;
-  m.state = LifeName(life_);
+  m.state = proto::RankStateName(life_);
   m.unix_ms = progress_.observed_unix_ms;
   for (const auto& [id, member] : members_) m.comms.push_back(member);
   return m;

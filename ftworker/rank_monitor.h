@@ -56,8 +56,8 @@ namespace ft::worker {
 
 // kStopped: gone without a clean exit after this worker signalled it (a stop command), which
 // is not a crash.
-enum class Life { kRunning, kDisabled, kExited, kDead, kStopped };
-const char* LifeName(Life life);  // "running", "disabled", "exited", "dead", "stopped"
+// The states are the ones the worker reports (proto::RankState, named by RankStateName).
+using Life = proto::RankState;
 
 class RankMonitor {
  public:
@@ -145,7 +145,7 @@ class RankMonitor {
   void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
   void Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
   std::vector<InFlightOp> InFlight(uint64_t now_ns) const;
-  proto::Event MakeEvent(const char* kind, int64_t unix_ms) const;
+  proto::Event MakeEvent(proto::EventKind kind, int64_t unix_ms) const;
 
   std::unique_ptr<shm::Segment> segment_;
   uint64_t inode_;

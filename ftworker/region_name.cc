@@ -33,7 +33,14 @@ std::string Quoted(std::string_view name) {
 
 }  // namespace
 
-const char* CopyPlaceName(CopyPlace place) { return place == CopyPlace::kArena ? "arena" : "local"; }
+const char* CopyPlaceName(CopyPlace place) {
+  switch (place) {
+    case CopyPlace::kArena: return "arena";
+    case CopyPlace::kLocal: return "local";
+    case CopyPlace::kReplica: return "replica";
+  }
+  return "?";
+}
 
 std::string FormatRegionName(CopyPlace place, int64_t step, int rank) {
   return fmt::format("{}/{}/{}", CopyPlaceName(place), step, rank);
@@ -41,8 +48,8 @@ std::string FormatRegionName(CopyPlace place, int64_t step, int rank) {
 
 Status ParseRegionName(std::string_view name, RegionName* out) {
   auto bad = [&](const char* why) {
-    return Status::InvalidArgument(fmt::format("region name '{}': {} (expected arena/<step>/<rank> or "
-                                               "local/<step>/<rank>)", Quoted(name), why));
+    return Status::InvalidArgument(fmt::format("region name '{}': {} (expected arena/<step>/<rank>, "
+                                               "local/<step>/<rank> or replica/<step>/<rank>)", Quoted(name), why));
   };
   if (name.size() > kMaxNameBytes) return bad("too long");
   const size_t first = name.find('/');
@@ -55,6 +62,8 @@ Status ParseRegionName(std::string_view name, RegionName* out) {
     parsed.place = CopyPlace::kArena;
   } else if (place == "local") {
     parsed.place = CopyPlace::kLocal;
+  } else if (place == "replica") {
+    parsed.place = CopyPlace::kReplica;
   } else {
     return bad("unknown place");
   }

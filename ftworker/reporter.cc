@@ -88,16 +88,28 @@ void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int
 
 namespace {
 
-// KEYS: ckpt:<step>, ckpt:steps. ARGV: rank, value, step.
+// KEYS: the hash to write (ckpt:<step> or ckpt:<step>:buddy), ckpt:steps. ARGV: rank, value, step.
 constexpr const char* kSetCopyScript =
     "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) "
     "redis.call('ZADD', KEYS[2], ARGV[3], ARGV[3]) return 1";
-// KEYS: ckpt:<step>, ckpt:steps. ARGV: rank, step.
+// KEYS: the hash to remove from, ckpt:steps, the step's other hash. ARGV: rank, step. The step
+// leaves ckpt:steps once neither its own copies' nor its buddy copies' hash holds anything.
 constexpr const char* kRemoveCopyScript =
     "redis.call('HDEL', KEYS[1], ARGV[1]) "
-    "if redis.call('HLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[2]) end return 1";
+    "if redis.call('HLEN', KEYS[1]) == 0 and redis.call('HLEN', KEYS[3]) == 0 then "
+    "redis.call('ZREM', KEYS[2], ARGV[2]) end return 1";
+
+// KEYS: ckpt:<step>:buddy, ckpt:steps, ckpt:<step>. ARGV: rank, step, holder node. A buddy copy
+// is removed only by its holder: another node may hold (and have reported) the rank's copy of
+// that step since the ring moved.
+constexpr const char* kRemoveBuddyScript =
+    "local v = redis.call('HGET', KEYS[1], ARGV[1]) "
+    "if v and cjson.decode(v)['node'] == ARGV[3] then redis.call('HDEL', KEYS[1], ARGV[1]) end "
+    "if redis.call('HLEN', KEYS[1]) == 0 and redis.call('HLEN', KEYS[3]) == 0 then "
+    "redis.call('ZREM', KEYS[2], ARGV[2]) end return 1";
 
 std::string CopySlot(int64_t step, int rank) { return fmt::format("ckpt:{}:{}", step, rank); }
+std::string BuddySlot(int64_t step, int rank) { return fmt::format("ckpt:{}:{}:buddy", step, rank); }
 
 }  // namespace
 
@@ -108,8 +120,19 @@ void Reporter::SetCkptCopy(const proto::CkptCopy& copy) {
 }
 
 void Reporter::RemoveCkptCopy(int64_t step, int rank) {
-  outbox_.Put(CopySlot(step, rank), {"EVAL", kRemoveCopyScript, "2", keys_.CkptStep(step),
-                                     keys_.CkptSteps(), std::to_string(rank), std::to_string(step)});
+  outbox_.Put(CopySlot(step, rank), {"EVAL", kRemoveCopyScript, "3", keys_.CkptStep(step), keys_.CkptSteps(),
+                                     keys_.CkptBuddy(step), std::to_string(rank), std::to_string(step)});
+}
+
+void Reporter::SetBuddyCopy(const proto::CkptCopy& copy) {
+  outbox_.Put(BuddySlot(copy.step, copy.rank),
+              {"EVAL", kSetCopyScript, "2", keys_.CkptBuddy(copy.step), keys_.CkptSteps(),
+               std::to_string(copy.rank), proto::Encode(copy), std::to_string(copy.step)});
+}
+
+void Reporter::RemoveBuddyCopy(int64_t step, int rank) {
+  outbox_.Put(BuddySlot(step, rank), {"EVAL", kRemoveBuddyScript, "3", keys_.CkptBuddy(step), keys_.CkptSteps(),
+                                      keys_.CkptStep(step), std::to_string(rank), std::to_string(step), node_});
 }
 
 Status Reporter::Flush(redis::Commands& client) { return outbox_.Flush(client); }

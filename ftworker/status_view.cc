@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "proto/messages.h"
 #include "shm/comm_table.h"
 #include "shm/segment.h"
 
@@ -30,15 +31,13 @@ double AgeS(uint64_t now, uint64_t then) {
 
 std::string Age(double seconds) { return seconds < 0 ? "-" : fmt::format("{:.1f}s", seconds); }
 
+// The segment's state (shm::ProcessStateName); a process that is gone without its clean exit
+// is dead, whatever its segment last said (proto::RankState's name for it).
 const char* StateName(uint32_t state, bool alive) {
-  if (!alive && state != 2) return "dead";
-  switch (state) {
-    case 0: return "starting";
-    case 1: return "running";
-    case 2: return "exited";
-    case 3: return "disabled";
+  if (!alive && state != static_cast<uint32_t>(shm::ProcessState::kExited)) {
+    return proto::RankStateName(proto::RankState::kDead);
   }
-  return "?";
+  return shm::ProcessStateName(state);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPol
     raised_[key] = op.seq;
     active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});
     proto::Event e;
-    e.kind = "timeout";
+    e.kind = proto::EventKindName(proto::EventKind::kTimeout);
     e.rank = progress.rank;
     e.node = progress.node;
     e.unix_ms = unix_ms;

@@ -36,6 +36,7 @@ namespace {
 constexpr uint32_t kHeaderBytes = 4096;
 constexpr std::string_view kFilePrefix = "ft-ckpt.";
 constexpr std::string_view kPrefetchPrefix = "ft-prefetch.";
+constexpr std::string_view kReplicaPrefix = "ft-replica.";
 
 constexpr uint32_t kNoSlot = 0xffffffffu;
 
@@ -250,6 +251,10 @@ std::string Arena::PathFor(std::string_view arena_dir, std::string_view job, int
 
 std::string Arena::PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank) {
   return JoinPath(arena_dir, fmt::format("{}{}.{}", kPrefetchPrefix, SafeJobName(job), rank));
+}
+
+std::string Arena::ReplicaPathFor(std::string_view arena_dir, std::string_view job, int rank) {
+  return JoinPath(arena_dir, fmt::format("{}{}.{}", kReplicaPrefix, SafeJobName(job), rank));
 }
 
 Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,

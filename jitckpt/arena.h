@@ -58,6 +58,10 @@ class Arena {
   // started (ftworker/prefetcher.h): <arena_dir>/ft-prefetch.<job>.<rank>. The same format as
   // the rank's own arena, which stays untouched; List (and so the keeper) never sees it.
   static std::string PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank);
+  // Where ftworker keeps its buddy copy of another node's rank (ftworker/replicator.h):
+  // <arena_dir>/ft-replica.<job>.<rank>, two slots (a pull in progress never costs the last
+  // copy). The same format as the rank's own arena; List never sees it.
+  static std::string ReplicaPathFor(std::string_view arena_dir, std::string_view job, int rank);
 
   // Writer: opens the rank's arena, creating or resizing it to hold `slots` (1 or 2) copies,
   // each a manifest of manifest_capacity bytes and data_bytes of data. An existing arena of

@@ -51,8 +51,10 @@ bool IsNodeName(std::string_view node) {
 
 // "prefetched": the copy ftworker pulled from another node into this node's prefetch arena
 // (Arena::PrefetchPathFor); only the worker of the node adds it, never the master.
+// "replica": a buddy copy the worker of the source's node holds of that rank
+// (Arena::ReplicaPathFor; ftworker/replicator.h).
 bool IsTier(std::string_view tier) {
-  return tier == "arena" || tier == "local" || tier == "remote" || tier == "prefetched";
+  return tier == "arena" || tier == "local" || tier == "remote" || tier == "prefetched" || tier == "replica";
 }
 
 std::vector<std::string_view> Split(std::string_view text, char separator) {
@@ -80,7 +82,7 @@ Status ParseSource(size_t line, std::string_view text, PlanSource* out) {
   source.node = std::string(parts[1]);
   for (std::string_view tier : Split(parts[2], ',')) {
     if (!IsTier(tier)) {
-      return LineError(line, fmt::format("source '{}': unknown tier '{}' (arena, local, remote or prefetched)", text, tier));
+      return LineError(line, fmt::format("source '{}': unknown tier '{}' (arena, local, remote, replica or prefetched)", text, tier));
     }
     if (std::find(source.tiers.begin(), source.tiers.end(), tier) != source.tiers.end()) {
       return LineError(line, fmt::format("source '{}': tier '{}' twice", text, tier));

@@ -18,7 +18,8 @@
 //
 // Tiers: arena, local, remote, and prefetched (a copy this node's worker pulled from another
 // node into <arena_dir>/ft-prefetch.<job>.<rank>, listed as <rank>:<this node>:prefetched; the
-// master never plans it). A source is a (rank, node) pair, listed once. Paths are absolute and may not contain newlines; node names are
+// master never plans it), and replica (a buddy copy the source node's worker holds of that rank
+// in <arena_dir>/ft-replica.<job>.<rank>). A source is a (rank, node) pair, listed once. Paths are absolute and may not contain newlines; node names are
 // sanitized ([A-Za-z0-9_.-]). Parsed defensively (fuzzed): unknown keys are an error, a newer
 // version is refused by name, a file without `end` is truncated.
 #ifndef FT_JITCKPT_NODE_PLAN_H_
@@ -38,7 +39,7 @@ inline constexpr uint32_t kNodePlanVersion = 1;
 struct PlanSource {
   int rank = -1;
   std::string node;
-  std::vector<std::string> tiers;  // "arena", "local", "remote", "prefetched"
+  std::vector<std::string> tiers;  // "arena", "local", "remote", "prefetched", "replica"
   bool operator==(const PlanSource&) const = default;
 };
 

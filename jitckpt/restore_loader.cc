@@ -14,7 +14,7 @@ namespace ft::ckpt {
 
 namespace {
 
-enum class SourceKind { kOwnArena, kPrefetched, kPeerArena, kLocalDir, kRemoteDir };
+enum class SourceKind { kOwnArena, kPrefetched, kReplica, kPeerArena, kLocalDir, kRemoteDir };
 
 struct Candidate {
   SourceKind kind;
@@ -42,8 +42,16 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
         break;
       }
     }
+    // Buddy copies this node's worker holds (of this rank, or of a replica of its shard).
+    std::set<int> replicas;
+    for (const PlanSource& src : line.sources) {
+      if (SafeNodeName(src.node) != here || !HasTier(src, "replica") || !replicas.insert(src.rank).second) continue;
+      out.push_back({SourceKind::kReplica, src.rank,
+                     src.rank == rank ? std::string("buddy copy") : fmt::format("buddy copy of rank {}", src.rank)});
+    }
     for (const PlanSource& src : line.sources) {
       if (src.rank == rank || SafeNodeName(src.node) != here || !seen.insert(src.rank).second) continue;
+      if (!HasTier(src, "arena") && !HasTier(src, "local")) continue;  // a buddy copy only: above
       out.push_back({SourceKind::kPeerArena, src.rank, fmt::format("arena of rank {}", src.rank)});
     }
   }
@@ -76,6 +84,8 @@ class Loader {
       case SourceKind::kOwnArena: return TryOwnArena(used);
       case SourceKind::kPrefetched:
         return TryArenaFile(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, rank_), used);
+      case SourceKind::kReplica:
+        return TryArenaFile(Arena::ReplicaPathFor(plan_.arena_dir, plan_.job, c.src_rank), used);
       case SourceKind::kPeerArena:
         return TryArenaFile(Arena::PathFor(plan_.arena_dir, plan_.job, c.src_rank), used);
       case SourceKind::kLocalDir: return TryDir(plan_.local_dir, c.src_rank, used);

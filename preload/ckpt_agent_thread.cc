@@ -174,9 +174,9 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
         jit_waiting_.clear();
       }
       if (refused.empty()) return;
-      const std::string why = "the snapshot of step " + std::to_string(step) +
-                              " waits for the app's stream (not there for " + std::to_string(static_cast<int>(seconds)) +
-                              " s): no save now; the arena keeps its committed copy";
+      // An ack holds 96 bytes.
+      const std::string why = "snapshot of step " + std::to_string(step) + " waits for the app's stream (" +
+                              std::to_string(static_cast<int>(seconds)) + " s): no save now, committed copy kept";
       if (!refused_logged) FT_LOG(Warn, Ckpt, "save command(s) refused: {}", why);
       refused_logged = true;
       for (uint64_t seq : refused) AckNow(seq, StatusCode::kUnavailable, why);
@@ -258,6 +258,12 @@ void Agent::Run() {
   pthread_setname_np(pthread_self(), "ft-ckpt");
   term::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
   AgentCuda cuda;
+  // The stream and events now, not in the first ft_step_done that takes a snapshot (which
+  // would pay for them on the app's thread). A failure is met again, and reported, by a save.
+  try {
+    (void)cuda.Prepare(device_);
+  } catch (...) {
+  }
   for (;;) {
     std::shared_ptr<AppRequest> request;
     std::vector<uint64_t> waiters;

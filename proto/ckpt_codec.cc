@@ -10,13 +10,16 @@ using namespace ft::proto::json;  // NOLINT: the codec's vocabulary (json_codec.
 // The places a committed copy can be held (tier.h names them the same way). A name this build
 // does not know is refused: the master plans restores from these, and a rank must never be
 // sent to a tier its worker cannot read.
-bool KnownTier(const std::string& tier) { return tier == "arena" || tier == "local" || tier == "remote"; }
+// "replica": a buddy copy of another node's rank in this node's memory (ftworker/replicator.h).
+bool KnownTier(const std::string& tier) {
+  return tier == "arena" || tier == "local" || tier == "remote" || tier == "replica";
+}
 
 Status CheckTiers(const Reader& r, std::vector<std::string>* tiers) {
   return r.List("tiers", Need::kOptional, tiers, [](Elem e, const FieldPath& path, std::string* s) -> Status {
     FT_RETURN_IF_ERROR(CheckStr(e, path, s, Empty::kRejected));
     if (!KnownTier(*s)) {
-      return Status::Corrupt(path.Str() + ": unknown tier '" + s->substr(0, 16) + "' (arena, local, remote)");
+      return Status::Corrupt(path.Str() + ": unknown tier '" + s->substr(0, 16) + "' (arena, local, remote, replica)");
     }
     return Status::Ok();
   });
@@ -56,6 +59,7 @@ std::string Encode(const CkptCopy& c) {
   j["dp"] = c.dp;
   j["digest"] = CommIdHex(c.digest);
   j["torn"] = c.torn;
+  if (c.buddy) j["buddy"] = true;
   if (!c.origin.empty()) j["origin"] = c.origin;
   j["bytes"] = c.bytes;
   j["tiers"] = TiersJson(c.tiers);
@@ -74,6 +78,7 @@ Status Decode(std::string_view json, CkptCopy* out) {
     FT_RETURN_IF_ERROR(r.Int("dp", Need::kOptional, &c->dp, -1));
     FT_RETURN_IF_ERROR(CheckDigest(r, "digest", &c->digest));
     FT_RETURN_IF_ERROR(r.Bool("torn", Need::kOptional, &c->torn));
+    FT_RETURN_IF_ERROR(r.Bool("buddy", Need::kOptional, &c->buddy));
     FT_RETURN_IF_ERROR(r.Str("origin", Need::kOptional, &c->origin));
     if (!c->origin.empty() && c->origin != "periodic" && c->origin != "just-in-time" && c->origin != "termination") {
       return Status::Corrupt("origin '" + c->origin.substr(0, 32) + "' is not periodic, just-in-time or termination");

@@ -5,6 +5,8 @@
 //
 //   ft:{J}:ckpt:steps          sorted set: member = step (decimal), score = step
 //   ft:{J}:ckpt:<step>         hash: rank -> CkptCopy (written by the rank's worker)
+//   ft:{J}:ckpt:<step>:buddy   hash: rank -> CkptCopy with buddy=true (written by the worker of
+//                              the node holding a buddy copy of that rank: node = the holder)
 //   ft:{J}:ckpt:verdicts       hash: step -> StepVerdict (written by the master)
 //   ft:{J}:restore             string: RestorePlan (written by the master)
 //   ft:{J}:restore:version     string: RestorePlan.version (cheap to poll)
@@ -28,6 +30,10 @@ struct CkptCopy {
   int tp = -1, pp = -1, dp = -1;  // from the manifest; -1 unknown (the master's topology says)
   uint64_t digest = 0;            // ft::ckpt::ContentDigest
   bool torn = false;
+  // A buddy copy (ftworker/replicator.h): the rank's bytes pulled onto `node`, another node
+  // than the rank's, tiers ["replica"]. The same bytes as the rank's own copy: one vote, more
+  // sources. Encoded only when true.
+  bool buddy = false;
   std::string origin;             // what took it: "periodic", "just-in-time", "termination"; "" unknown
   uint64_t bytes = 0;             // data bytes
   std::vector<std::string> tiers; // "arena", "local", "remote": where a committed copy is now

@@ -53,6 +53,13 @@ void PutProgress(const RankProgress& p, OJson* j) {
 
 constexpr int64_t kRankLow = -1;  // -1: unknown rank (a process whose launcher said nothing)
 
+// A rank state is one of RankState's names (messages.h); "" only where the field is optional.
+Status CheckRankState(const Reader& r, const std::string& state) {
+  if (state.empty() || ParseRankState(state).has_value()) return Status::Ok();
+  return Status::Corrupt(r.Path("state") + ": unknown rank state '" + state.substr(0, 16) +
+                         "' (running, disabled, exited, dead, stopped)");
+}
+
 Status ReadCommRow(const Reader& r, CommRow* c) {
   FT_RETURN_IF_ERROR(r.Hex("comm", Need::kRequired, &c->comm_id));
   FT_RETURN_IF_ERROR(r.Bool("p2p", Need::kOptional, &c->p2p));
@@ -76,6 +83,7 @@ Status ReadProgress(const Reader& r, RankProgress* p) {
   FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &p->pid, 0));
   FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &p->incarnation));
   FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &p->state, Empty::kRejected));
+  FT_RETURN_IF_ERROR(CheckRankState(r, p->state));
   FT_RETURN_IF_ERROR(r.Int("observed_unix_ms", Need::kRequired, &p->observed_unix_ms, 0));
   FT_RETURN_IF_ERROR(r.Num("last_call_age_ms", Need::kOptional, &p->last_call_age_ms, -1));
   FT_RETURN_IF_ERROR(r.Num("blocked_ms", Need::kOptional, &p->blocked_ms, 0));
@@ -150,8 +158,8 @@ std::string Encode(const Event& e) {
   j["message"] = e.message;
   // Fields of the event's kind always; the others only when set (so nothing is lost, and a
   // person reading redis-cli sees only what matters for this kind).
-  const bool timeout = e.kind == "timeout", error = e.kind == "error", exit = e.kind == "exit",
-             slow = e.kind == "slowdown";
+  const bool timeout = Is(e, EventKind::kTimeout), error = Is(e, EventKind::kError),
+             exit = Is(e, EventKind::kExit), slow = Is(e, EventKind::kSlowdown);
   if (timeout || e.comm_id != 0) j["comm"] = CommIdHex(e.comm_id);
   if (timeout || !e.op.empty()) j["op"] = e.op;
   if (timeout || e.seq != 0) j["seq"] = e.seq;
@@ -179,6 +187,10 @@ std::string Encode(const Event& e) {
 Status Decode(std::string_view json, Event* out) {
   return DecodeValue(json, out, [](const Reader& r, Event* e) -> Status {
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &e->kind, Empty::kRejected));
+    if (!ParseEventKind(e->kind)) {
+      return Status::Corrupt(r.Path("kind") + ": unknown event kind '" + e->kind.substr(0, 16) +
+                             "' (timeout, error, exit, slowdown, busy, frozen)");
+    }
     FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &e->rank, kRankLow));
     FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &e->node, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &e->unix_ms, 0));
@@ -314,6 +326,7 @@ Status Decode(std::string_view json, Membership* out) {
     FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &m->pid, 0));
     FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kOptional, &m->incarnation));
     FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &m->state));
+    FT_RETURN_IF_ERROR(CheckRankState(r, m->state));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &m->unix_ms, 0));
     return r.Objects("comms", Need::kOptional, &m->comms, [](const Reader& c, CommMember* cm) {
       FT_RETURN_IF_ERROR(c.Hex("comm", Need::kRequired, &cm->comm_id));
@@ -425,7 +438,7 @@ std::string Encode(const Incident& i) {
     suspects.push_back(std::move(o));
   }
   j["suspects"] = std::move(suspects);
-  if (i.kind == "transport-hang" || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
+  if (Is(i, IncidentKind::kTransportHang) || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
   j["evidence"] = i.evidence;
   j["confidence"] = Finite(i.confidence);
   j["first_event_unix_ms"] = i.first_event_unix_ms;
@@ -441,6 +454,10 @@ Status Decode(std::string_view json, Incident* out) {
   return DecodeValue(json, out, [](const Reader& r, Incident* i) -> Status {
     FT_RETURN_IF_ERROR(r.Str("id", Need::kRequired, &i->id, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &i->kind, Empty::kRejected));
+    if (!ParseIncidentKind(i->kind)) {
+      return Status::Corrupt(r.Path("kind") + ": unknown incident kind '" + i->kind.substr(0, 16) +
+                             "' (hang, host-frozen, crash, transport-hang, busy, straggler, sdc)");
+    }
     FT_RETURN_IF_ERROR(r.Objects("suspects", Need::kOptional, &i->suspects,
                                  [](const Reader& o, Suspect* s) -> Status {
                                    FT_RETURN_IF_ERROR(o.Int("rank", Need::kOptional, &s->rank, -1));

@@ -72,6 +72,7 @@ std::string Keys::Leader() const { return prefix_ + "leader"; }
 std::string Keys::MasterState() const { return prefix_ + "master"; }
 std::string Keys::CkptSteps() const { return prefix_ + "ckpt:steps"; }
 std::string Keys::CkptStep(int64_t step) const { return prefix_ + "ckpt:" + std::to_string(step); }
+std::string Keys::CkptBuddy(int64_t step) const { return prefix_ + "ckpt:" + std::to_string(step) + ":buddy"; }
 std::string Keys::CkptVerdicts() const { return prefix_ + "ckpt:verdicts"; }
 std::string Keys::Restore() const { return prefix_ + "restore"; }
 std::string Keys::RestoreVersion() const { return prefix_ + "restore:version"; }

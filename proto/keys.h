@@ -56,6 +56,7 @@ class Keys {
   std::string MasterState() const;                   // hash: the master's durable state
   std::string CkptSteps() const;                     // sorted set: steps with copies
   std::string CkptStep(int64_t step) const;          // hash: rank -> CkptCopy
+  std::string CkptBuddy(int64_t step) const;         // hash: rank -> CkptCopy (buddy copies)
   std::string CkptVerdicts() const;                  // hash: step -> StepVerdict
   std::string Restore() const;                       // string: RestorePlan
   std::string RestoreVersion() const;                // string: its version

@@ -7,7 +7,9 @@
 #define FT_PROTO_MESSAGES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ft::proto {
@@ -24,6 +26,118 @@ constexpr int SizeBucket(uint64_t bytes) {
   if (bytes < 16 * kMiB) return 2;
   if (bytes < 256 * kMiB) return 3;
   return 4;
+}
+
+// A rank's state as its worker reports it (RankProgress::state, Membership::state): written as
+// RankStateName, read back by ParseRankState; the codec refuses a name it does not know. The
+// one vocabulary of ftworker (RankMonitor), ftmaster and the docs.
+enum class RankState : uint8_t {
+  kRunning,   // the process runs under an active libft.so
+  kDisabled,  // the process runs, but libft.so turned itself off (fail-open): unmonitored
+  kExited,    // it ended through its normal exit path
+  kDead,      // it ended otherwise: a crash, a kill
+  kStopped,   // it ended after its worker signalled it (a stop command): not a crash
+};
+
+inline constexpr const char* RankStateName(RankState state) {
+  switch (state) {
+    case RankState::kRunning: return "running";
+    case RankState::kDisabled: return "disabled";
+    case RankState::kExited: return "exited";
+    case RankState::kDead: return "dead";
+    case RankState::kStopped: return "stopped";
+  }
+  return "?";
+}
+
+inline std::optional<RankState> ParseRankState(std::string_view name) {
+  for (RankState s : {RankState::kRunning, RankState::kDisabled, RankState::kExited, RankState::kDead,
+                      RankState::kStopped}) {
+    if (name == RankStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// The process no longer runs (exited, died, or stopped by its worker): it cannot be the one a
+// collective waits for any more, and its peers' waits on it are a consequence. A disabled rank
+// still runs, and can still hang a collective.
+inline constexpr bool ProcessGone(RankState s) {
+  return s == RankState::kExited || s == RankState::kDead || s == RankState::kStopped;
+}
+// Its checkpoint agent cannot take a save: the process is gone, or libft.so is off in it.
+inline constexpr bool CannotSave(RankState s) { return ProcessGone(s) || s == RankState::kDisabled; }
+
+// The same for a state as it travels (a name): an empty one (not reported) is neither.
+inline bool ProcessGone(std::string_view name) {
+  std::optional<RankState> s = ParseRankState(name);
+  return s.has_value() && ProcessGone(*s);
+}
+inline bool CannotSave(std::string_view name) {
+  std::optional<RankState> s = ParseRankState(name);
+  return s.has_value() && CannotSave(*s);
+}
+
+// What a worker's event says happened (Event::kind). The codec refuses a name it does not know.
+enum class EventKind : uint8_t {
+  kTimeout,   // an op ran past its timeout
+  kError,     // a CUDA or NCCL call failed
+  kExit,      // the process ended (clean or not)
+  kSlowdown,  // step time against the rank's own baseline
+  kBusy,      // working on the host, not stuck
+  kFrozen,    // stopped by a signal or a debugger, or its poller silent
+};
+
+inline constexpr const char* EventKindName(EventKind k) {
+  switch (k) {
+    case EventKind::kTimeout: return "timeout";
+    case EventKind::kError: return "error";
+    case EventKind::kExit: return "exit";
+    case EventKind::kSlowdown: return "slowdown";
+    case EventKind::kBusy: return "busy";
+    case EventKind::kFrozen: return "frozen";
+  }
+  return "?";
+}
+
+inline std::optional<EventKind> ParseEventKind(std::string_view name) {
+  for (EventKind k : {EventKind::kTimeout, EventKind::kError, EventKind::kExit, EventKind::kSlowdown,
+                      EventKind::kBusy, EventKind::kFrozen}) {
+    if (name == EventKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+// What the master concluded (Incident::kind). The codec refuses a name it does not know.
+enum class IncidentKind : uint8_t {
+  kHang,           // ranks wait on one that is stuck in a kernel or in host code
+  kHostFrozen,     // the stuck rank's process cannot run (stopped, poller silent)
+  kCrash,          // a rank's process ended while others wait
+  kTransportHang,  // every member of a communicator waits: the link, not a rank
+  kBusy,           // a rank works on the host; nothing to do
+  kStraggler,      // a rank is slower than its peers
+  kSdc,            // a replica's checkpoint differs from its peers' (silent data corruption)
+};
+
+inline constexpr const char* IncidentKindName(IncidentKind k) {
+  switch (k) {
+    case IncidentKind::kHang: return "hang";
+    case IncidentKind::kHostFrozen: return "host-frozen";
+    case IncidentKind::kCrash: return "crash";
+    case IncidentKind::kTransportHang: return "transport-hang";
+    case IncidentKind::kBusy: return "busy";
+    case IncidentKind::kStraggler: return "straggler";
+    case IncidentKind::kSdc: return "sdc";
+  }
+  return "?";
+}
+
+inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
+  for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
+                         IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
+                         IncidentKind::kSdc}) {
+    if (name == IncidentKindName(k)) return k;
+  }
+  return std::nullopt;
 }
 
 // One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
@@ -54,7 +168,7 @@ struct RankProgress {
   std::string node;
   int pid = 0;
   uint64_t incarnation = 0;
-  std::string state;             // "running", "exited", "dead", "disabled"
+  std::string state;             // RankStateName: "running", "disabled", "exited", "dead", "stopped"
   int64_t observed_unix_ms = 0;
   double last_call_age_ms = -1;  // since the rank's last CUDA/NCCL call; -1 never
   double blocked_ms = 0;         // how long the host has been inside a synchronizing call; 0 not
@@ -73,7 +187,7 @@ struct RankProgress {
   bool operator==(const RankProgress&) const = default;
 };
 
-// An event a worker raises. kind: "timeout", "error", "exit", "slowdown", "busy", "frozen".
+// An event a worker raises. kind: EventKindName.
 struct Event {
   std::string kind;
   int rank = -1;
@@ -226,7 +340,7 @@ struct Suspect {
   bool operator==(const Suspect&) const = default;
 };
 
-// kind: "hang", "transport-hang", "crash", "straggler", "busy".
+// kind: IncidentKindName.
 struct Incident {
   std::string id;
   std::string kind;
@@ -243,6 +357,9 @@ struct Incident {
 
   bool operator==(const Incident&) const = default;
 };
+
+inline bool Is(const Event& e, EventKind k) { return e.kind == EventKindName(k); }
+inline bool Is(const Incident& i, IncidentKind k) { return i.kind == IncidentKindName(k); }
 
 // The value of ft:{J}:worker:<node>, refreshed every second with a short TTL: its absence means
 // the worker is gone. ranks: the global ranks the worker currently reads on its node.

@@ -30,15 +30,6 @@ uint64_t MonotonicNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
-const char* StateName(uint32_t state) {
-  switch (state) {
-    case 0: return "initializing";
-    case 1: return "running";
-    case 2: return "exited";
-    case 3: return "disabled";
-  }
-  return "?";
-}
 
 double AgeSeconds(uint64_t now, uint64_t then) {
   return then == 0 || then > now ? 0.0 : static_cast<double>(now - then) / 1e9;
@@ -52,7 +43,7 @@ void Dump(const Segment& segment, size_t records) {
               segment.name().c_str(), h->job, h->node, h->host, h->global_rank, h->local_rank,
               h->world_size, h->pid, alive ? "" : " (process gone)");
   std::printf("  state=%s heartbeat=%.1fs ago (#%llu) last_call=%.1fs ago calls=%llu\n",
-              StateName(h->state.load()), AgeSeconds(now, h->heartbeat_ns.load()),
+              ft::shm::ProcessStateName(h->state.load()), AgeSeconds(now, h->heartbeat_ns.load()),
               static_cast<unsigned long long>(h->heartbeat_count.load()),
               AgeSeconds(now, h->last_call_ns.load()),
               static_cast<unsigned long long>(h->call_count.load()));

@@ -56,6 +56,18 @@ enum class ProcessState : uint32_t {
   kDisabled = 3,      // libft.so turned itself off (fail-open); no further records
 };
 
+// The one name of each state, for every reader that prints one (ftdump, ftworker status);
+// "?" for a value no version ever wrote.
+inline constexpr const char* ProcessStateName(uint32_t state) {
+  switch (state) {
+    case static_cast<uint32_t>(ProcessState::kInitializing): return "initializing";
+    case static_cast<uint32_t>(ProcessState::kRunning): return "running";
+    case static_cast<uint32_t>(ProcessState::kExited): return "exited";
+    case static_cast<uint32_t>(ProcessState::kDisabled): return "disabled";
+  }
+  return "?";
+}
+
 struct SegmentHeader {
   // Static part: written once, before state leaves kInitializing.
   uint64_t magic;               // 0

@@ -307,5 +307,89 @@ TEST(CkptVerifyTest, ACopyLeftOnAnotherNodeIsNotTheRanksOwn) {
   EXPECT_EQ(SourceRanks(plan, 1), (std::vector<int>{1, 0, 2}));
 }
 
+
+// ---- buddy copies (ftworker/replicator.h) ----------------------------------------------------
+
+// Rank `rank`'s bytes held on `holder` as a buddy copy.
+proto::CkptCopy Buddy(int rank, uint64_t digest, const std::string& holder) {
+  proto::CkptCopy c = Copy(rank, digest, {"replica"});
+  c.node = holder;
+  c.buddy = true;
+  return c;
+}
+
+// A buddy copy is the same bytes as its rank's own copy: one vote per rank. Counted as a second
+// replica, rank 1's corrupted bytes would outvote rank 0's honest ones 2 to 1 and name rank 0
+// as SDC.
+TEST(CkptVerifyTest, ABuddyCopyIsNoSecondVote) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Buddy(1, 9, "n5")};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
+  EXPECT_EQ(j.verdict.state, "untrusted") << j.verdict.why;
+  EXPECT_TRUE(j.sdc.empty()) << "rank " << (j.sdc.empty() ? -1 : j.sdc[0].rank) << " named";
+  EXPECT_EQ(j.verdict.copies, 2);
+  EXPECT_EQ(j.reported, 2);
+  EXPECT_TRUE(j.every_replica_reported);
+  // Three replicas, rank 2 odd, rank 0's buddy copy in: the majority is 2 of 3 ranks, rank 2
+  // is the one sdc finding, on its own node; the buddy copy is a holder of the accepted bytes.
+  copies = {Copy(0, 7), Buddy(0, 7, "n4"), Copy(1, 7), Copy(2, 9), Buddy(2, 9, "n5")};
+  j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
+  EXPECT_EQ(j.verdict.state, "verified") << j.verdict.why;
+  ASSERT_EQ(j.sdc.size(), 1u);
+  EXPECT_EQ(j.sdc[0].rank, 2);
+  EXPECT_EQ(j.sdc[0].node, "n1");
+  EXPECT_EQ(j.sdc[0].agreeing, 2);
+  const ShardCheck& shard = j.shards.begin()->second;
+  EXPECT_EQ(shard.copies, 3);
+  ASSERT_EQ(shard.holders.size(), 3u);
+  EXPECT_EQ(shard.holders[1]->node, "n4");
+  EXPECT_TRUE(shard.holders[1]->buddy);
+  EXPECT_NE(j.verdict.why.find("2 buddy copies"), std::string::npos) << j.verdict.why;
+}
+
+// A rank whose own copy is gone (dead before it could save, its node lost) is reported through
+// its buddy copy: the shard has a source, and with a sharded optimizer the step is complete.
+TEST(CkptVerifyTest, ABuddyCopyStandsInForAMissingOwnCopy) {
+  std::vector<proto::CkptCopy> copies = {Copy(0, 7), Buddy(1, 9, "n3")};
+  StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), /*sharded=*/true, 5);
+  EXPECT_TRUE(j.restorable) << j.verdict.why;
+  EXPECT_TRUE(j.every_replica_reported);
+  EXPECT_EQ(j.verdict.state, "verified");
+  copies.pop_back();
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, "incomplete")
+      << "without the buddy copy rank 1's shard has none";
+}
+
+// BuildPlan lists buddy copies as sources: after the rank's own copy, on their holder's node;
+// a rank relaunched on its buddy's node reads the buddy copy first (no network).
+TEST(CkptVerifyTest, PlanListsBuddyCopiesAsSources) {
+  // Sharded tp=1 dp=4 on n0 {0,1}, n1 {2,3}; n1 holds buddy copies of n0's ranks, n0 of n1's.
+  std::vector<proto::CkptCopy> copies = {Copy(0, 10), Copy(1, 11), Copy(2, 12), Copy(3, 13),
+                                         Buddy(0, 10, "n1"), Buddy(1, 11, "n1"), Buddy(2, 12, "n0")};
+  Topology t = Grid(1, 4, 1);
+  StepJudgement j = JudgeStep(100, copies, t, true, 5);
+  ASSERT_TRUE(j.restorable) << j.verdict.why;
+  proto::RestorePlan plan = BuildPlan(j, t, true, [](int r) { return "n" + std::to_string(r / 2); });
+  ASSERT_EQ(plan.ranks.size(), 4u);
+  auto where = [&](int rank) {
+    std::vector<std::string> out;
+    for (const proto::RestoreSource& s : plan.ranks[static_cast<size_t>(rank)].sources) {
+      out.push_back(std::to_string(s.rank) + "@" + s.node + ":" + s.tiers.front());
+    }
+    return out;
+  };
+  EXPECT_EQ(where(0), (std::vector<std::string>{"0@n0:arena", "0@n1:replica"}));
+  EXPECT_EQ(where(2), (std::vector<std::string>{"2@n1:arena", "2@n0:replica"}));
+  EXPECT_EQ(where(3), (std::vector<std::string>{"3@n1:arena"}));
+  // n0 lost (evicted, its worker gone): rank 1 relaunched on n1 reads its buddy copy there.
+  plan = BuildPlan(j, t, true, [](int r) { return r < 2 ? "n1" : "n" + std::to_string(r / 2); }, Gone({"n0"}));
+  EXPECT_EQ(where(1), (std::vector<std::string>{"1@n1:replica"}));
+  EXPECT_EQ(where(2), (std::vector<std::string>{"2@n1:arena"})) << "its buddy copy went with n0";
+  EXPECT_EQ(FirstRankWithoutSource(plan), -1);
+  // Without the buddy copies, n0's ranks would have no source left.
+  std::vector<proto::CkptCopy> own_only(copies.begin(), copies.begin() + 4);
+  StepJudgement bare = JudgeStep(100, own_only, t, true, 5);
+  EXPECT_EQ(FirstRankWithoutSource(BuildPlan(bare, t, true, [](int) { return "n1"; }, Gone({"n0"}))), 0);
+}
+
 }  // namespace
 }  // namespace ft::master

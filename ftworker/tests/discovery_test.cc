@@ -156,7 +156,8 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
   EXPECT_TRUE(m.Ranks().empty());
   EXPECT_EQ(logs.Count({"ignored", garbage_name.substr(1), "bad magic", "remove the file"}), 1u) << logs.All();
   const std::string newer = "layout version " + std::to_string(shm::kLayoutVersion + 1);
-  const std::string ours = "this reader understands " + std::to_string(shm::kLayoutVersion);
+  const std::string ours = "this reader understands " + std::to_string(shm::kOldestReadableLayoutVersion) +
+                           " to " + std::to_string(shm::kLayoutVersion);
   EXPECT_EQ(logs.Count({"ignored", newer_name.substr(1), newer, ours}), 1u)
       << logs.All();
   unlink(("/dev/shm" + garbage_name).c_str());

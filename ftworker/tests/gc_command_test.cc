@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -171,6 +172,34 @@ TEST_F(GcCommandTest, RemovesWhatIsPersistedAndSaysWhyItKeepsTheRest) {
   EXPECT_TRUE(HasLine(out, "kept " + unpersisted + ": step 10 of rank 2 is in no tier")) << out;
   EXPECT_FALSE(std::filesystem::exists(planned));
   for (const std::string& p : {unpersisted, running.path()}) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+}
+
+// Buddy copies this node's worker kept of another node's ranks (ft-replica.<job>.<rank>) go by
+// the same rule once that worker is gone: persisted and not needed, removed; in no tier, kept.
+TEST_F(GcCommandTest, BuddyCopiesFollowTheSameRule) {
+  // Written by a worker that has exited: saved as arenas elsewhere, moved to the replica names.
+  const std::string elsewhere = tmp_.Sub("elsewhere");
+  std::vector<std::string> replicas;
+  for (const auto& [rank, step] : {std::pair{6, 10}, std::pair{7, 10}}) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      FakeArena arena(elsewhere, job_, rank, 8192);
+      arena.Save(step, static_cast<uint8_t>(rank));
+      _exit(::testing::Test::HasFailure() ? 1 : 0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    replicas.push_back(ckpt::Arena::ReplicaPathFor(arena_dir_, job_, rank));
+    ASSERT_EQ(std::rename(ckpt::Arena::PathFor(elsewhere, job_, rank).c_str(), replicas.back().c_str()), 0);
+  }
+  Persist(replicas[0]);  // rank 6's own worker persisted its copy; rank 7's nowhere reachable
+  JobFinishedWithPlan(20);
+  std::string out, err;
+  ASSERT_EQ(RunGc({"--job", job_, "--arena-dir", arena_dir_}, true, &out, &err), 0) << err;
+  EXPECT_TRUE(HasLine(out, "removed " + replicas[0] + ": step 10 persisted in local, not planned/newest")) << out;
+  EXPECT_TRUE(HasLine(out, "kept " + replicas[1] + ": step 10 of rank 7 is in no tier")) << out;
+  EXPECT_FALSE(std::filesystem::exists(replicas[0]));
+  EXPECT_TRUE(std::filesystem::exists(replicas[1]));
 }
 
 TEST_F(GcCommandTest, WithoutRedisKeepsEveryCopyAndSaysWhy) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -152,10 +153,14 @@ class FakeEngine : public PullEngine {
     int64_t step = 0;
     int rank = 0;
     char tier[16] = {};
-    if (std::sscanf(region.c_str(), "%15[a-z]/%ld/%d", tier, &step, &rank) != 3 || std::string(tier) != "arena") {
+    if (std::sscanf(region.c_str(), "%15[a-z]/%ld/%d", tier, &step, &rank) != 3 ||
+        (std::string(tier) != "arena" && std::string(tier) != "replica")) {
       return Status::NotFound("no region " + region);
     }
-    FT_RETURN_IF_ERROR(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(it->second.arena_dir, job_, rank), &out->arena));
+    // replica/<step>/<rank>: the node's buddy copy of another node's rank.
+    const std::string path = std::string(tier) == "arena" ? ckpt::Arena::PathFor(it->second.arena_dir, job_, rank)
+                                                          : ckpt::Arena::ReplicaPathFor(it->second.arena_dir, job_, rank);
+    FT_RETURN_IF_ERROR(ckpt::Arena::OpenForRead(path, &out->arena));
     FT_RETURN_IF_ERROR(out->arena.ReadCommitted(&out->manifest, &out->generation));
     if (out->manifest.step != step) return Status::NotFound("no region " + region);
     return Status::Ok();
@@ -295,6 +300,46 @@ TEST(NodeRanksTest, RangesAndListsParseSortedAndOnce) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("e.g. \"4-7\""), std::string_view::npos) << s.ToString();
   }
+}
+
+// A sharded rank's only other copy is the buddy copy node0 keeps (replica/<step>/<rank>). While
+// its own arena holds the step nothing is pulled; once that arena is gone (the rank died and
+// its memory with it) and the plan no longer lists a copy here, the same step is pulled from
+// the buddy copy.
+TEST_F(PrefetcherTest, ARankWhoseCopyHereWentIsPulledFromItsBuddyCopy) {
+  const ckpt::Manifest own = SaveArena(here_dir_, 4, 0x44);
+  const uint64_t digest = ckpt::ContentDigest(own);
+  {
+    const std::string elsewhere = tmp_.Sub("elsewhere");
+    SaveArena(elsewhere, 4, 0x44);
+    ASSERT_EQ(std::rename(ckpt::Arena::PathFor(elsewhere, job_, 4).c_str(),
+                          ckpt::Arena::ReplicaPathFor(node0_dir_, job_, 4).c_str()),
+              0);
+  }
+  proto::RestorePlan plan;
+  plan.version = 1;
+  plan.step = kStep;
+  plan.ranks.push_back({4, digest, {{4, "node2", {"arena"}}, {4, "node0", {"replica"}}}});
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(plan, store_);
+  prefetcher.WaitIdle();
+  proto::PrefetchReport report = prefetcher.report();
+  ASSERT_NE(Result(report, 4), nullptr);
+  EXPECT_EQ(Result(report, 4)->outcome, "local");
+  EXPECT_TRUE(engine_->stats().empty());
+
+  ASSERT_EQ(std::remove(ckpt::Arena::PathFor(here_dir_, job_, 4).c_str()), 0);
+  plan.version = 2;
+  plan.ranks[0].sources.erase(plan.ranks[0].sources.begin());
+  prefetcher.OnPlan(plan, store_);
+  prefetcher.WaitIdle();
+  report = prefetcher.report();
+  const proto::PrefetchRank* r = Result(report, 4);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->outcome, "pulled") << r->error;
+  EXPECT_EQ(r->source, "node0");
+  EXPECT_EQ(engine_->stats(), std::vector<std::string>{"node0:replica/40/4"});
+  ExpectPrefetched(4, 0x44);
 }
 
 TEST_F(PrefetcherTest, PullsEachRanksShardFromTheFirstLiveSourceWhileThePlanIsWithheld) {

@@ -35,6 +35,7 @@ class PeerNode {
             .local_dir = "",
             .arena_path_of = [job, dir](ckpt::CopyId id) { return ckpt::Arena::PathFor(dir, job, id.rank); },
             .arena_paths = {},
+            .replica_path_of = {},
             .mapped = {},
             .unmapped = {}}) {
     rdma::ServerOptions options;

@@ -155,6 +155,21 @@ TEST(NodePlanTest, TheSameRankOnTwoNodesIsTwoSources) {
   EXPECT_EQ(plan.ranks[0].sources[1], (PlanSource{5, "n1", {"local", "remote"}}));
 }
 
+// A buddy copy (ftworker/replicator.h): rank 5's bytes held on n3 under the tier "replica".
+TEST(NodePlanTest, ABuddyCopyIsASourceWithTheReplicaTier) {
+  const std::string text =
+      "ft-restore-plan 1\njob j\nnode n3\nversion 1\nstep 5\narena_dir /a\n"
+      "rank 5 0000000000000001 5:n1:arena 5:n3:replica\nend\n";
+  NodePlan plan;
+  Status s = ParseNodePlan(text, &plan);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(plan.ranks[0].sources.size(), 2u);
+  EXPECT_EQ(plan.ranks[0].sources[1], (PlanSource{5, "n3", {"replica"}}));
+  NodePlan again;
+  ASSERT_TRUE(ParseNodePlan(EncodeNodePlan(plan), &again).ok());
+  EXPECT_EQ(again.ranks[0].sources[1], (PlanSource{5, "n3", {"replica"}}));
+}
+
 TEST(NodePlanTest, NewerFormatIsRefusedByName) {
   Status s = Parse("ft-restore-plan 2\nsomething new\nend\n");
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);

@@ -398,6 +398,55 @@ TEST_F(RestoreLoaderTest, ALayoutMismatchOfADirectoryCopyDoesNotTouchTheOwnArena
 }
 
 
+// Rank 3 relaunched on n9, whose worker keeps buddy copies of n1's ranks (ftworker/replicator.h):
+// the plan lists <3>:n9:replica (and a replica's remote copy); the buddy copy on this node is
+// read, verified, and becomes the rank's own; a corrupted one is skipped for the next source.
+class BuddyRestoreTest : public RestoreLoaderTest {
+ protected:
+  void SetUp() override {
+    RestoreLoaderTest::SetUp();
+    plan_.node = "n9";
+    plan_.ranks[0].sources = {{kRank, "n1", {"arena"}}, {kRank, "n9", {"replica"}}, {kFarPeer, "n2", {"remote"}}};
+  }
+
+  // The replica arena as the replicator commits it (two slots): the rank's own manifest.
+  void SaveToReplica(const Manifest& m, const std::vector<uint8_t>& data, uint8_t flip_at = 0) {
+    Arena arena;
+    Status st = Arena::OpenForWriteAt(Arena::ReplicaPathFor(plan_.arena_dir, plan_.job, kRank), ManifestBytes(),
+                                      m.data_bytes, 2, &arena);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    uint8_t* dest = arena.BeginWrite();
+    std::memcpy(dest, data.data(), data.size());
+    if (flip_at > 0) dest[flip_at] ^= 0x10;
+    st = arena.Commit(m);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+};
+
+TEST_F(BuddyRestoreTest, TheBuddyCopyOnThisNodeIsReadVerifiedAndBecomesThisRanks) {
+  SaveToReplica(CopyOf(kRank), data_);
+  OpenOwn();
+  RestoreResult result;
+  Status st = LoadForRestore(plan_, kRank, "n9", registered_, &own_, &result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(result.source, "buddy copy");
+  ExpectOwnHoldsTheStep();
+}
+
+TEST_F(BuddyRestoreTest, ACorruptedBuddyCopyIsSkippedForTheNextSource) {
+  SaveToReplica(CopyOf(kRank), data_, /*flip_at=*/77);
+  SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
+  OpenOwn();
+  RestoreResult result;
+  Status st = LoadForRestore(plan_, kRank, "n9", registered_, &own_, &result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_NE(result.source.find("remote dir"), std::string::npos) << result.source;
+  bool said = false;
+  for (const std::string& s : result.skipped) said = said || s.find("buddy copy: ") != std::string::npos;
+  EXPECT_TRUE(said) << "the buddy copy's failure is not among the skipped sources";
+  ExpectOwnHoldsTheStep();
+}
+
 // A replacement node n9: rank 3 ran on n1 before (its remote copy remains), its DP replica
 // rank 11 is on n2, and n9's worker prefetched rank 11's copy from n2 before rank 3 started.
 class PrefetchedRestoreTest : public RestoreLoaderTest {

@@ -662,7 +662,7 @@ TEST(CkptCodecTest, BadCopyFieldsAreNamed) {
   EXPECT_EQ(DecodeWith(c, "/dp", 1.5).rfind("dp: expected an integer", 0), 0u);
   EXPECT_EQ(DecodeWith(c, "/bytes", -1), "bytes: must not be negative, got -1");
   EXPECT_EQ(DecodeWith(c, "/torn", 1).rfind("torn: expected a boolean", 0), 0u);
-  EXPECT_EQ(DecodeWith(c, "/tiers/1", "tape"), "tiers[1]: unknown tier 'tape' (arena, local, remote)");
+  EXPECT_EQ(DecodeWith(c, "/tiers/1", "tape"), "tiers[1]: unknown tier 'tape' (arena, local, remote, replica)");
   EXPECT_EQ(DecodeWith(c, "/tiers/0", ""), "tiers[0]: must not be empty");
   EXPECT_EQ(DecodeWith(c, "/tiers", "arena").rfind("tiers: expected a list", 0), 0u);
   EXPECT_EQ(DecodeWith(c, "/error", 3).rfind("error: expected a string", 0), 0u);
@@ -685,7 +685,7 @@ TEST(CkptCodecTest, BadPlanFieldsAreNamed) {
   EXPECT_EQ(DecodeWith(p, "/step", -2).rfind("step: -2 is out of range [-1, ", 0), 0u);
   EXPECT_EQ(DecodeWith(p, "/step", -1), "ranks: a plan with no step (-1) names no ranks");
   EXPECT_EQ(DecodeWith(p, "/ranks/0/sources/1/tiers/0", "nvme"),
-            "ranks[0].sources[1].tiers[0]: unknown tier 'nvme' (arena, local, remote)");
+            "ranks[0].sources[1].tiers[0]: unknown tier 'nvme' (arena, local, remote, replica)");
   EXPECT_EQ(DecodeWith(p, "/ranks/1/sources/0/node", ""), "ranks[1].sources[0].node: must not be empty");
   EXPECT_EQ(DecodeWith(p, "/ranks/1/sources", Json::object()).rfind("ranks[1].sources: expected a list", 0), 0u);
   EXPECT_EQ(DecodeWith(p, "/ranks/0", 7).rfind("ranks[0]: expected an object", 0), 0u);
@@ -721,6 +721,20 @@ TEST(CkptCodecTest, PinnedEncoding) {
             R"("tiers":["arena"],"error":"","unix_ms":1763800001000})");
   c.origin = "";  // unknown (a manifest of format 1): not written
   EXPECT_EQ(Encode(c).find("origin"), std::string::npos);
+  EXPECT_EQ(Encode(c).find("buddy"), std::string::npos) << "written only when true";
+}
+
+// A buddy copy (ft:{J}:ckpt:<step>:buddy): its flag and the "replica" tier survive the trip.
+TEST(CkptCodecTest, BuddyCopyRoundTrips) {
+  CkptCopy c = SampleCkptCopy();
+  c.buddy = true;
+  c.tiers = {"replica"};
+  const std::string text = Encode(c);
+  EXPECT_NE(text.find(R"("buddy":true)"), std::string::npos) << text;
+  CkptCopy out;
+  ASSERT_TRUE(Decode(text, &out).ok());
+  EXPECT_TRUE(out == c);
+  EXPECT_NE(DecodeWith(c, "/buddy", 1), "") << "a bool, nothing else";
 }
 
 TEST(CommIdHexTest, RoundTrip) {

@@ -213,6 +213,9 @@ class Cluster:
         # Every simulated node is on this host: the workers' transfer servers listen on
         # loopback, never on the host's cluster address.
         env["FT_LISTEN"] = "127.0.0.1"
+        # Several workers and masters on one host (and several tests at once): each serves its
+        # metrics on a free loopback port, not the programs' fixed 9464/9465.
+        env.setdefault("FT_METRICS_LISTEN", "127.0.0.1:0")
         # Nobody outside a node's namespace gets one: a tool run by the test (the ftmaster CLI)
         # needs none, the ranks and workers get their node's below.
         env.pop("FT_CKPT_ARENA_DIR", None)

@@ -12,8 +12,9 @@ node, ftmaster with FT_SHARDED_OPTIMIZER=1 (every (tp, pp, dp) is its own shard)
                 trainsim_reference's checksums. Termination saves are off, so rank 3's copy can
                 only come from the just-in-time save.
   --case hang-periodic
-                the same with periodic snapshots (FT_CKPT_EVERY=4, libft.so's non-blocking
-                snapshots): the hung rank's just-in-time save of step 30 still goes through
+                the same with periodic snapshots (FT_CKPT_EVERY=5, libft.so's non-blocking
+                snapshots; one of step 30 is taken right before the hang): the hung rank's
+                just-in-time save of step 30 still goes through
   --case hang-host
                 rank 3's training thread hangs in host code (a data loader) instead: it saves too
   --case replicated-only-copy
@@ -156,7 +157,7 @@ def case_frozen(args):
 def main():
     args = parse_args()
     cases = {"hang": case_hang,
-             "hang-periodic": lambda a: case_hang(a, {"FT_CKPT_EVERY": "4"}),
+             "hang-periodic": lambda a: case_hang(a, {"FT_CKPT_EVERY": "5"}),
              "hang-host": lambda a: case_hang(a, fault="hang-host"),
              "replicated-only-copy": lambda a: case_hang(a, sharded=False),
              "frozen": case_frozen}

@@ -1,0 +1,188 @@
+#include "ftmaster/master_metrics.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "proto/ckpt_codec.h"
+#include "proto/codec.h"
+#include "redis/client.h"
+#include "redis/redis_store.h"
+
+namespace ft::master {
+
+namespace {
+
+using metrics::Kind;
+
+constexpr const char* kLeader = "ft_master_leader";
+constexpr const char* kRedisUp = "ft_master_redis_up";
+constexpr const char* kRedisRtt = "ft_master_redis_rtt_seconds";
+constexpr const char* kIncidents = "ft_master_incidents_total";
+constexpr const char* kDetect = "ft_master_incident_detect_seconds";
+constexpr const char* kDecide = "ft_master_incident_decide_seconds";
+constexpr const char* kJobState = "ft_master_job_state";
+constexpr const char* kTimeoutsVersion = "ft_master_timeouts_version";
+constexpr const char* kVerdicts = "ft_master_ckpt_verdicts_total";
+constexpr const char* kSteps = "ft_master_ckpt_steps";
+constexpr const char* kVerifiedStep = "ft_master_ckpt_verified_step";
+constexpr const char* kEvicted = "ft_master_evicted_nodes";
+
+const std::vector<double> kSecondsBuckets = {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300};
+
+void Must(Status s) {
+  if (!s.ok()) FT_LOG(Error, Master, "metrics: {} (a bug in ft)", s.ToString());
+}
+
+}  // namespace
+
+MasterMetrics::MasterMetrics(MasterMetricsOptions options, metrics::Registry* registry)
+    : options_(std::move(options)), keys_(options_.job), registry_(registry) {
+  Must(registry_->Declare(kLeader, Kind::kGauge, "1 while this master holds the job's leader lease.", {"job", "node"}));
+  Must(registry_->Declare(kRedisUp, Kind::kGauge, "1 while this master's metrics connection reaches Redis.", {"job", "node"}));
+  Must(registry_->Declare(kRedisRtt, Kind::kGauge, "Round trip of a PING to the job's Redis, seconds.", {"job", "node"}));
+  Must(registry_->Declare(kIncidents, Kind::kCounter, "Incidents decided for the job (ft:{J}:incidents), by kind and decision.",
+                          {"job", "kind", "decision"}));
+  Must(registry_->Declare(kDetect, Kind::kHistogram, "First event of an incident to its window closing (evidence gathered), seconds.",
+                          {"job", "kind"}, kSecondsBuckets));
+  Must(registry_->Declare(kDecide, Kind::kHistogram, "First event of an incident to its decision, seconds.", {"job", "kind"},
+                          kSecondsBuckets));
+  Must(registry_->Declare(kJobState, Kind::kGauge, "1 for the job's state (running, stopping, stopped, finished).",
+                          {"job", "state"}));
+  Must(registry_->Declare(kTimeoutsVersion, Kind::kGauge, "Version of the adaptive timeout table published to the workers.",
+                          {"job"}));
+  Must(registry_->Declare(kVerdicts, Kind::kCounter, "Checkpoint steps judged, by verdict (verified, untrusted, incomplete).",
+                          {"job", "state"}));
+  Must(registry_->Declare(kSteps, Kind::kGauge, "Checkpoint steps whose current verdict is this state.", {"job", "state"}));
+  Must(registry_->Declare(kVerifiedStep, Kind::kGauge, "The newest verified checkpoint step (-1: none).", {"job"}));
+  Must(registry_->Declare(kEvicted, Kind::kGauge, "Nodes in the job's eviction set.", {"job"}));
+}
+
+MasterMetrics::~MasterMetrics() { Stop(); }
+
+void MasterMetrics::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void MasterMetrics::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void MasterMetrics::Loop() {
+  redis::ReconnectPolicy policy;
+  policy.log_subsystem = Subsystem::kMaster;
+  // A RedisStore: one server or a Redis Cluster (redis+cluster://), as the loop's own.
+  redis::RedisStore redis(options_.endpoint, policy);
+  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    bool up = redis.Ensure(std::chrono::steady_clock::now());
+    double rtt_s = -1;
+    if (up) {
+      redis::Reply pong;
+      const auto t0 = std::chrono::steady_clock::now();
+      up = redis.Run({"PING"}, &pong).ok();
+      rtt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    if (up) up = Round(redis, rtt_s);
+    (void)registry_->Set(kRedisUp, {options_.job, options_.node}, up ? 1 : 0);
+    lock.lock();
+    cv_.wait_for(lock, interval, [this] { return stopping_; });
+  }
+}
+
+bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
+  const metrics::LabelValues own = {options_.job, options_.node};
+  if (rtt_s >= 0) (void)registry_->Set(kRedisRtt, own, rtt_s);
+  std::vector<redis::Reply> replies;
+  Status s = redis.PipelinePartial({{"GET", keys_.Leader()},
+                                    {"HGET", keys_.MasterState(), "job_state"},
+                                    {"GET", keys_.TimeoutsVersion()},
+                                    {"SMEMBERS", keys_.Evicted()}},
+                                   &replies);
+  if (!s.ok() || replies.size() != 4) return false;
+  (void)registry_->Set(kLeader, own,
+                       replies[0].is_string() && replies[0].str() == options_.master_id ? 1 : 0);
+  const std::string state = replies[1].is_string() ? replies[1].str() : "";
+  if (state != job_state_) {
+    if (!job_state_.empty()) (void)registry_->Set(kJobState, {options_.job, job_state_}, 0);
+    if (!state.empty()) (void)registry_->Set(kJobState, {options_.job, state}, 1);
+    job_state_ = state;
+  }
+  int64_t version = 0;
+  if (replies[2].is_string() && ParseInt(replies[2].str(), &version).ok()) {
+    (void)registry_->Set(kTimeoutsVersion, {options_.job}, static_cast<double>(version));
+  }
+  if (replies[3].is_array()) {
+    (void)registry_->Set(kEvicted, {options_.job}, static_cast<double>(replies[3].size()));
+  }
+  return ReadIncidents(redis) && ReadVerdicts(redis);
+}
+
+bool MasterMetrics::ReadIncidents(redis::Commands& redis) {
+  for (;;) {
+    redis::Reply reply;
+    if (!redis.Run({"XRANGE", keys_.Incidents(), incident_cursor_, "+", "COUNT", "1000"}, &reply).ok()) {
+      return false;
+    }
+    std::vector<StreamEntry> entries;
+    ParseStream(reply, &entries);
+    for (const StreamEntry& e : entries) {
+      incident_cursor_ = "(" + e.id;
+      const std::string* json = e.Get("json");
+      proto::Incident incident;
+      Status s = json ? proto::Decode(*json, &incident) : Status::Corrupt("no json field");
+      if (!s.ok()) {
+        bad_.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(), s);
+        continue;
+      }
+      (void)registry_->Add(kIncidents, {options_.job, incident.kind, incident.decision}, 1);
+      if (incident.first_event_unix_ms > 0 && incident.window_closed_unix_ms >= incident.first_event_unix_ms) {
+        (void)registry_->Observe(kDetect, {options_.job, incident.kind},
+                                 static_cast<double>(incident.window_closed_unix_ms - incident.first_event_unix_ms) / 1e3);
+      }
+      if (incident.decide_ms >= 0) {
+        (void)registry_->Observe(kDecide, {options_.job, incident.kind}, incident.decide_ms / 1e3);
+      }
+    }
+    if (entries.size() < 1000) return true;
+  }
+}
+
+bool MasterMetrics::ReadVerdicts(redis::Commands& redis) {
+  redis::Reply reply;
+  if (!redis.Run({"HGETALL", keys_.CkptVerdicts()}, &reply).ok()) return false;
+  std::map<int64_t, std::string> now;
+  for (size_t i = 0; i + 1 < reply.size(); i += 2) {
+    proto::StepVerdict verdict;
+    Status s = proto::Decode(reply[i + 1].str(), &verdict);
+    if (!s.ok()) {
+      bad_.Report(fmt::format("verdict {}", reply[i].str()), reply[i + 1].str(), s);
+      continue;
+    }
+    now[verdict.step] = verdict.state;
+  }
+  std::map<std::string, int> steps = {{"verified", 0}, {"untrusted", 0}, {"incomplete", 0}};
+  int64_t newest_verified = -1;
+  for (const auto& [step, state] : now) {
+    ++steps[state];
+    if (state == "verified") newest_verified = std::max(newest_verified, step);
+    auto it = verdicts_.find(step);
+    // A new verdict, or a step judged again into another state, counts once more.
+    if (it == verdicts_.end() || it->second != state) (void)registry_->Add(kVerdicts, {options_.job, state}, 1);
+  }
+  verdicts_ = std::move(now);
+  for (const auto& [state, count] : steps) (void)registry_->Set(kSteps, {options_.job, state}, count);
+  (void)registry_->Set(kVerifiedStep, {options_.job}, static_cast<double>(newest_verified));
+  return true;
+}
+
+}  // namespace ft::master

@@ -1,0 +1,365 @@
+#include "ftworker/replicator.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <set>
+
+#include "common/log.h"
+#include "ftworker/region_name.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/checksum.h"
+#include "jitckpt/manifest.h"
+#include "proto/codec.h"
+#include "proto/transfer_codec.h"
+
+namespace ft::worker {
+
+namespace {
+
+std::vector<std::string> SortedUnique(std::vector<std::string> nodes, const std::string& node) {
+  nodes.push_back(node);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+int64_t UnixMsNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool HasTier(const proto::CkptCopy& c, std::string_view tier) {
+  return std::find(c.tiers.begin(), c.tiers.end(), tier) != c.tiers.end();
+}
+
+proto::CkptCopy BuddyCopyOf(const ckpt::Manifest& m, const std::string& node) {
+  proto::CkptCopy c;
+  c.step = m.step;
+  c.rank = m.rank;
+  c.node = node;
+  c.tp = m.tp;
+  c.pp = m.pp;
+  c.dp = m.dp;
+  c.digest = ckpt::ContentDigest(m);
+  c.torn = m.torn;
+  c.buddy = true;
+  c.origin = ckpt::SaveOriginName(m.origin);
+  c.bytes = m.data_bytes;
+  c.tiers = {"replica"};
+  c.unix_ms = static_cast<int64_t>(m.created_unix_ns / 1000000);
+  return c;
+}
+
+}  // namespace
+
+std::string BuddyOf(std::vector<std::string> nodes, const std::string& node) {
+  nodes = SortedUnique(std::move(nodes), node);
+  if (nodes.size() < 2) return "";
+  auto it = std::find(nodes.begin(), nodes.end(), node);
+  return ++it == nodes.end() ? nodes.front() : *it;
+}
+
+std::string GuardedBy(std::vector<std::string> nodes, const std::string& node) {
+  nodes = SortedUnique(std::move(nodes), node);
+  if (nodes.size() < 2) return "";
+  auto it = std::find(nodes.begin(), nodes.end(), node);
+  return it == nodes.begin() ? nodes.back() : *--it;
+}
+
+std::vector<ReplicaWant> ChooseReplicaPulls(const std::vector<proto::CkptCopy>& copies, const std::string& guarded,
+                                            const std::map<int, int64_t>& held, int64_t every) {
+  std::map<int, ReplicaWant> newest;
+  if (every <= 0 || guarded.empty()) return {};
+  for (const proto::CkptCopy& c : copies) {
+    if (c.buddy || c.torn || c.node != guarded || c.rank < 0 || !HasTier(c, "arena")) continue;
+    ReplicaWant& w = newest[c.rank];
+    if (c.step > w.step) w = ReplicaWant{c.rank, c.step, c.digest};
+  }
+  std::vector<ReplicaWant> out;
+  for (const auto& [rank, want] : newest) {
+    auto it = held.find(rank);
+    if (it == held.end() || it->second < 0 || want.step >= it->second + every) out.push_back(want);
+  }
+  return out;
+}
+
+Replicator::Replicator(ReplicatorOptions options) : options_(std::move(options)), keys_(options_.job) {
+  FindKept();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Replicator::~Replicator() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    queue_.clear();
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Replicator::FindKept() {
+  const std::string zero = ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, 0);
+  const std::string prefix = zero.substr(zero.rfind('/') + 1, zero.size() - zero.rfind('/') - 2);
+  DIR* d = opendir(options_.arena_dir.c_str());
+  if (d == nullptr) return;
+  std::vector<int> ranks;
+  while (dirent* e = readdir(d)) {
+    std::string_view name = e->d_name;
+    if (!name.starts_with(prefix)) continue;
+    std::string_view digits = name.substr(prefix.size());
+    int rank = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (ec != std::errc() || end != digits.data() + digits.size() || rank < 0 ||
+        std::to_string(rank) != digits) {
+      continue;
+    }
+    ranks.push_back(rank);
+  }
+  closedir(d);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int rank : ranks) {
+    ckpt::Arena arena;
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    const std::string path = ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, rank);
+    if (!ckpt::Arena::OpenForRead(path, &arena).ok() || !arena.ReadCommitted(&m, &generation).ok() ||
+        m.job != options_.job || m.rank != rank || m.torn) {
+      continue;
+    }
+    held_[rank] = Held{m.step, BuddyCopyOf(m, options_.node)};
+    reports_.push_back(CkptReport{held_[rank].copy, false});
+    FT_LOG(Info, Worker, "buddy copy of rank {} step {} found in {}: served and reported again", rank, m.step, path);
+  }
+}
+
+void Replicator::Tick(uint64_t mono_ns, redis::Commands* redis) {
+  if (options_.every <= 0 || redis == nullptr || !redis->connected() || mono_ns < next_poll_ns_) return;
+  next_poll_ns_ = mono_ns + options_.poll_interval_ns;
+  Poll(*redis);
+}
+
+void Replicator::Poll(redis::Commands& redis) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (busy_ || !queue_.empty()) return;  // one round of pulls at a time
+  }
+  redis::Reply secret, endpoints;
+  if (!redis.Run({"GET", keys_.TransferSecret()}, &secret).ok() ||
+      !redis.Run({"HGETALL", keys_.Endpoints()}, &endpoints).ok()) {
+    return;
+  }
+  std::map<std::string, proto::TransferEndpoint> by_node;
+  const auto& fields = endpoints.elements();
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (!fields[i].is_string() || !fields[i + 1].is_string()) continue;
+    proto::TransferEndpoint endpoint;
+    if (proto::Decode(fields[i + 1].str(), &endpoint).ok()) by_node[fields[i].str()] = std::move(endpoint);
+  }
+  // The ring over the nodes that serve: walk back from this node to the first whose worker is
+  // alive (its heartbeat key; a killed worker leaves its endpoint behind).
+  std::vector<std::string> nodes;
+  for (const auto& [node, endpoint] : by_node) nodes.push_back(node);
+  std::string guarded;
+  proto::WorkerHeartbeat beat;
+  while (true) {
+    guarded = GuardedBy(nodes, options_.node);
+    if (guarded.empty()) break;
+    redis::Reply reply;
+    if (!redis.Run({"GET", keys_.WorkerHeartbeat(guarded)}, &reply).ok()) return;
+    if (reply.is_string() && proto::Decode(reply.str(), &beat).ok()) break;
+    nodes.erase(std::find(nodes.begin(), nodes.end(), guarded));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (guarded != guarded_) {
+      FT_LOG(Info, Worker, "buddy copies: this node now copies the ranks of {}", guarded.empty() ? "no node" : guarded);
+      guarded_ = guarded;
+    }
+  }
+  if (guarded.empty() || beat.ranks.empty() || !secret.is_string() || secret.str().empty()) return;
+
+  redis::Reply steps;
+  if (!redis.Run({"ZREVRANGE", keys_.CkptSteps(), "0", std::to_string(options_.steps_looked_at - 1)}, &steps).ok()) {
+    return;
+  }
+  std::vector<proto::CkptCopy> copies;
+  for (const redis::Reply& s : steps.elements()) {
+    if (!s.is_string()) continue;
+    int64_t step = -1;
+    const std::string& text = s.str();
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
+    if (ec != std::errc() || end != text.data() + text.size() || step < 0) continue;
+    redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
+    for (int rank : beat.ranks) argv.push_back(std::to_string(rank));
+    redis::Reply values;
+    if (!redis.Run(argv, &values).ok()) return;
+    for (const redis::Reply& v : values.elements()) {
+      proto::CkptCopy c;
+      if (v.is_string() && proto::Decode(v.str(), &c).ok() && c.step == step) copies.push_back(std::move(c));
+    }
+  }
+  auto endpoint = by_node.find(guarded);
+  if (endpoint == by_node.end()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<int, int64_t> held;
+  for (const auto& [rank, h] : held_) held[rank] = h.step;
+  for (const ReplicaWant& want : ChooseReplicaPulls(copies, guarded, held, options_.every)) {
+    auto failed = failed_step_.find(want.rank);
+    // A copy whose pull failed is not tried again: the rank's next report (another step or
+    // digest) is.
+    if (failed != failed_step_.end() && failed->second == std::pair{want.step, want.digest}) continue;
+    queue_.push_back(Job{want, rdma::Peer{guarded, endpoint->second.address, endpoint->second.port}, secret.str()});
+  }
+  if (!queue_.empty()) cv_.notify_all();
+}
+
+void Replicator::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Job job = queue_.front();
+    queue_.erase(queue_.begin());
+    busy_ = true;
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    proto::CkptCopy copy;
+    double transfer_s = 0;
+    Status s = PullOne(job, &copy, &transfer_s);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    lock.lock();
+    busy_ = false;
+    if (!s.ok()) {
+      failed_step_[job.want.rank] = {job.want.step, job.want.digest};
+      FT_LOG(Warn, Worker, "buddy copy of rank {} step {} from {}: {}; the previous copy stays", job.want.rank,
+             job.want.step, job.peer.node, s.message());
+    } else {
+      failed_step_.erase(job.want.rank);
+      Held& held = held_[job.want.rank];
+      if (held.step >= 0 && held.step != copy.step) reports_.push_back(CkptReport{held.copy, true});
+      held = Held{copy.step, copy};
+      reports_.push_back(CkptReport{copy, false});
+      bytes_ += copy.bytes;
+      seconds_ += transfer_s;
+      // The rate is the transfer's (the bytes on the wire, verified); the total adds the
+      // request and, at a rank's first copy or a new geometry, making and mapping its arena.
+      FT_LOG(Info, Worker, "buddy copy of rank {} step {} pulled from {} ({} bytes, {:.3f} s, {:.3f} Gbit/s; "
+             "{:.3f} s in all)",
+             copy.rank, copy.step, job.peer.node, copy.bytes, transfer_s,
+             transfer_s > 0 ? static_cast<double>(copy.bytes) * 8 / transfer_s / 1e9 : 0.0, seconds);
+    }
+    cv_.notify_all();
+  }
+}
+
+Status Replicator::PullOne(const Job& job, proto::CkptCopy* out, double* transfer_s) {
+  rdma::PullOptions pull = options_.pull;
+  pull.secret = job.secret;
+  const rdma::PullSource source{job.peer, FormatRegionName(CopyPlace::kArena, job.want.step, job.want.rank)};
+  rdma::RegionInfo info;
+  FT_RETURN_IF_ERROR(options_.engine->Stat(pull, source.peer, source.region, &info));
+  ckpt::Manifest m;
+  FT_RETURN_IF_ERROR(ckpt::ParseManifest(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(info.meta.data()), info.meta.size()), &m));
+  if (m.job != options_.job || m.step != job.want.step || m.rank != job.want.rank || m.torn ||
+      ckpt::ContentDigest(m) != job.want.digest || info.size < m.data_bytes) {
+    return Status::NotFound(fmt::format("{} on {} serves step {} rank {} digest {}{}, not the reported copy",
+                                        source.region, job.peer.node, m.step, m.rank,
+                                        ckpt::DigestHex(ckpt::ContentDigest(m)), m.torn ? " (torn)" : ""));
+  }
+  const std::string path = ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, job.want.rank);
+  ckpt::Arena arena;
+  // Two slots: the copy held so far stays committed until this one verified.
+  FT_RETURN_IF_ERROR(ckpt::Arena::OpenForWriteAt(path, ckpt::ManifestCapacity(m.buffers, m.data_bytes, m.chunk_bytes),
+                                                 m.data_bytes, /*slots=*/2, &arena));
+  uint8_t* dest = arena.BeginWrite();
+  // The cap: chunks are accepted no faster than bytes_per_second allows (the pull's connections wait in
+  // verify, so the sender is paced through TCP's flow control).
+  std::mutex pace_mu;
+  uint64_t paced = 0;
+  const auto pace_start = std::chrono::steady_clock::now();
+  const double bytes_per_s = static_cast<double>(options_.bytes_per_second);
+  rdma::PullRequest request;
+  request.sources = {source};
+  request.dest = dest;
+  request.bytes = m.data_bytes;
+  request.chunk_bytes = m.chunk_bytes;
+  request.verify = [&](uint64_t index, const uint8_t* data, uint64_t len) {
+    const bool ok = index < m.chunk_count() && len == m.chunk_end(index) - m.chunk_begin(index) &&
+                    ckpt::Checksum(data, len) == m.chunk_checksums[index];
+    if (ok && bytes_per_s > 0) {
+      std::chrono::steady_clock::time_point due;
+      {
+        std::lock_guard<std::mutex> lock(pace_mu);
+        paced += len;
+        due = pace_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(static_cast<double>(paced) / bytes_per_s));
+      }
+      std::this_thread::sleep_until(due);
+    }
+    return ok;
+  };
+  rdma::PullResult result;
+  const auto transfer_start = std::chrono::steady_clock::now();
+  Status s = options_.engine->Pull(pull, request, &result);
+  *transfer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - transfer_start).count();
+  if (!s.ok()) {
+    arena.AbandonWrite();
+    return s;
+  }
+  s = arena.Commit(m);
+  if (!s.ok()) {
+    arena.AbandonWrite();
+    return s.WithContext("committing the replica arena");
+  }
+  *out = BuddyCopyOf(m, options_.node);
+  out->unix_ms = UnixMsNow();
+  return Status::Ok();
+}
+
+std::vector<CkptReport> Replicator::TakeReports() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(reports_, {});
+}
+
+void Replicator::ReportAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [rank, held] : held_) reports_.push_back(CkptReport{held.copy, false});
+}
+
+std::string Replicator::ReplicaPathOf(ckpt::CopyId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = held_.find(id.rank);
+  if (it == held_.end() || it->second.step != id.step) return "";
+  return ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, id.rank);
+}
+
+std::string Replicator::guarded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return guarded_;
+}
+
+bool Replicator::WaitIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return !busy_ && queue_.empty(); });
+}
+
+uint64_t Replicator::bytes_pulled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
+double Replicator::seconds_pulling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seconds_;
+}
+
+}  // namespace ft::worker
