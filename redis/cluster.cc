@@ -285,6 +285,7 @@ std::string ClusterClient::AnyMaster() const {
 
 Status ClusterClient::RefreshMap() {
   ++map_refreshes_;
+  last_refresh_ = Clock::now();
   // Known masters first (connected ones first of all), then the seeds.
   std::vector<std::string> order;
   for (const auto& [addr, node] : nodes_) {
@@ -441,6 +442,9 @@ Status ClusterClient::RunFollowing(const Argv& argv, Reply* out) {
       // others for the map (bounded: once per try) and go where it points.
       last = s;
       const Clock::time_point retry_at = node->retry_at;  // RefreshMap may drop the node
+      // At most one reload per kMinRefreshGap: while a shard has no master, every command
+      // for it would otherwise ask for the map again (thousands of workers, one failover).
+      if (Clock::now() - last_refresh_ < kMinRefreshGap) return last;
       if (!RefreshMap().ok()) return last;
       std::string next;
       FT_RETURN_IF_ERROR(RouteOf(argv, &next));

@@ -75,6 +75,8 @@ class ClusterClient : public Commands {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr int kMaxRedirects = 5;
+  // A command that finds its master gone reloads the map at most this often.
+  static constexpr std::chrono::milliseconds kMinRefreshGap{100};
 
   // endpoint.cluster: endpoint.seeds are the nodes asked for the slot map first; user and
   // password are used on every node.
@@ -129,6 +131,7 @@ class ClusterClient : public Commands {
   bool map_stale_ = false;
   int map_failures_ = 0;
   Clock::time_point next_map_attempt_{};
+  Clock::time_point last_refresh_{};
   uint64_t map_refreshes_ = 0;
   uint64_t redirects_ = 0;
   bool reported_down_ = false;
