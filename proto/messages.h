@@ -361,8 +361,9 @@ struct Incident {
 inline bool Is(const Event& e, EventKind k) { return e.kind == EventKindName(k); }
 inline bool Is(const Incident& i, IncidentKind k) { return i.kind == IncidentKindName(k); }
 
-// The value of ft:{J}:worker:<node>, refreshed every second with a short TTL: its absence means
-// the worker is gone. ranks: the global ranks the worker currently reads on its node.
+// The value of ft:{J:g<k>}:worker:<node> (the node's group, proto/keys.h), refreshed every
+// second with a short TTL: its absence means the worker is gone. ranks: the global ranks the
+// worker currently reads on its node.
 struct WorkerHeartbeat {
   std::string node;
   std::string host;
