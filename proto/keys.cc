@@ -65,6 +65,9 @@ std::string Keys::Commands(std::string_view node) const {
 std::string Keys::CommandCursor(std::string_view node) const {
   return GroupPrefix(GroupOfNode(node)) + "cursor:" + SanitizeName(node);
 }
+std::string Keys::LegacyCommandCursor(std::string_view node) const {
+  return Commands(node) + ":cursor";
+}
 std::string Keys::Acks() const { return prefix_ + "acks"; }
 std::string Keys::Incidents() const { return prefix_ + "incidents"; }
 std::string Keys::Evicted() const { return prefix_ + "evicted"; }

@@ -49,6 +49,9 @@ class Keys {
   std::string TimeoutsVersion() const;               // string: its version (cheap to poll)
   std::string Commands(std::string_view node) const; // stream: Command for one node
   std::string CommandCursor(std::string_view node) const;  // string: last stream id executed (node's group)
+  // Where workers before the groups kept the cursor (ft:{<job>}:cmd:<node>:cursor): read once
+  // by an upgraded worker that finds no cursor in the group, never written.
+  std::string LegacyCommandCursor(std::string_view node) const;
   std::string Acks() const;                          // stream: CommandAck
   std::string Incidents() const;                     // stream: Incident
   std::string Evicted() const;                       // set: node ids

@@ -168,6 +168,25 @@ TEST_F(DaemonTest, AckSurvivesAnOutageAndARestartDoesNotRepeatCommands) {
   EXPECT_EQ(Acks().size(), 1u) << "a restarted worker resumed after the cursor";
 }
 
+// A worker upgraded from the layout before the groups (docs/redis-schema.md, "Slots") finds
+// its cursor where the old worker kept it, and does not run the node's old commands again.
+TEST_F(DaemonTest, AnUpgradedWorkerResumesAfterTheCursorOfTheOldLayout) {
+  TickFor(100);
+  const std::string id = Command("stop", -1, "inc-stop-n1");
+  TickFor(300);
+  ASSERT_EQ(Acks().size(), 1u);
+  ASSERT_EQ(server_.Get(keys_.CommandCursor("n1")).value_or(""), id);
+  // What an old worker left: the cursor under ft:{J}:cmd:n1:cursor, none in the group.
+  server_.Execute({"SET", keys_.LegacyCommandCursor("n1"), id});
+  server_.Execute({"DEL", keys_.CommandCursor("n1")});
+  EXPECT_EQ(keys_.LegacyCommandCursor("n1"), keys_.Commands("n1") + ":cursor");
+
+  std::unique_ptr<Daemon> upgraded;
+  NewDaemon(&upgraded);
+  TickFor(300, upgraded.get());
+  EXPECT_EQ(Acks().size(), 1u) << "the stop ran again after the upgrade";
+}
+
 // Detection goes on while Redis is away; what was seen is delivered when it is back.
 TEST_F(DaemonTest, EventsSeenDuringAnOutageAreDeliveredAfterIt) {
   FakeRank rank(job_, 0, kPid0, "n1");
