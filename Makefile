@@ -86,11 +86,12 @@ asan: deps
 
 # ThreadSanitizer build of the concurrent parts: common, shm, libft.so inside a gpusim program
 # (its poller and checkpoint agent threads) and under termination signals (the ft-term thread), the transfer engine (server I/O threads, a pull's
-# connection threads) and the prefetcher (one thread per rank, retries, the daemon's refresh).
+# connection threads), the prefetcher (one thread per rank, retries, the daemon's refresh) and the metrics
+# server (its Beast thread rendering while the owner updates; stop with connections open).
 TSAN_BUILD ?= build-tsan
 tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test metrics_test
 	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_'
 
 # libFuzzer on every parser of foreign bytes (tests/fuzz/README.md): clang 16 builds the fuzz

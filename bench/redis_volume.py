@@ -28,16 +28,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
 from cluster import Cluster  # noqa: E402  (the e2e tests' simulated cluster)
-
-
-def env_num(name, default, kind=float):
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        return kind(raw)
-    except ValueError:
-        sys.exit("redis_volume: %s=%r is not a number" % (name, raw))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from worker_bench import env_num  # noqa: E402  (RANKS=... and the other knobs)
 
 
 class Paths:

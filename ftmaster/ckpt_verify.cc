@@ -180,7 +180,7 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     why.push_back(fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
   }
   if (single > 0) {
-    why.push_back(fmt::format("{} shard{} from a single replica, not cross-checked", single,
+    why.push_back(fmt::format("{} shard{} from a single copy, not cross-checked", single,
                               single == 1 ? "" : "s"));
   }
   if (sharded) why.push_back("sharded optimizer: every rank is its own shard, nothing to compare");

@@ -7,7 +7,7 @@
 //     rank. With a sharded optimizer every (tp, pp, dp) is its own shard (nothing to compare).
 //     Copies outside the topology are ignored (said in `why`).
 //   - Torn copies never count.
-//   - Per shard: no copy → missing; one copy → accepted ("single replica, not cross-checked");
+//   - Per shard: no copy → missing; one copy → accepted ("single copy, not cross-checked");
 //     all digests equal → verified; three or more with a strict majority digest → the majority
 //     is accepted and each other copy's rank is an sdc rank; otherwise (two that disagree, or
 //     no strict majority) → the shard, and so the step, is untrusted.

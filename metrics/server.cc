@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <optional>
+#include <set>
 #include <thread>
 #include <utility>  // before Asio 1.74: its awaitable.hpp uses std::exchange under C++20
 
@@ -46,11 +47,16 @@ Status SplitHostPort(const std::string& address, std::string* host, uint16_t* po
   return Status::Ok();
 }
 
+namespace {
+class Session;
+}  // namespace
+
 struct Server::Impl {
   // Declared before io: the sessions that io_context's destructor frees still count down.
   ServerOptions options;
   RenderFn render;
   int connections = 0;  // only on the server's thread
+  std::set<Session*> sessions;  // open ones, closed by Stop; only on the server's thread
   bool stopped = false;
   std::atomic<uint64_t> scrapes{0};
   std::string address;
@@ -69,8 +75,14 @@ class Session : public std::enable_shared_from_this<Session> {
   Session(tcp::socket socket, Server::Impl* server)
       : stream_(std::move(socket)), server_(server), buffer_(server->options.max_request_bytes) {
     ++server_->connections;
+    server_->sessions.insert(this);
   }
-  ~Session() { --server_->connections; }
+  ~Session() {
+    --server_->connections;
+    server_->sessions.erase(this);
+  }
+  // Stop: the peer sees the connection end now, whatever was pending.
+  void Close() { stream_.close(); }
 
   void Read() {
     parser_.emplace();
@@ -193,6 +205,7 @@ void Server::Stop() {
     impl->stopped = true;
     beast::error_code ignored;
     impl->acceptor.close(ignored);
+    for (Session* session : impl->sessions) session->Close();
     impl->io.stop();
   });
   impl_->thread.join();

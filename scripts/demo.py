@@ -81,6 +81,8 @@ class Demo:
         self.env["FT_JOB"] = self.job
         # The simulated nodes share this host: their workers serve each other on loopback only.
         self.env["FT_LISTEN"] = "127.0.0.1"
+        # and each daemon's /metrics on a free loopback port (two workers on one host).
+        self.env.setdefault("FT_METRICS_LISTEN", "127.0.0.1:0")
         for key in ("FT_CKPT_ARENA_DIR", "FT_CKPT_DIR"):  # per node, set below
             self.env.pop(key, None)
         self.env["LD_LIBRARY_PATH"] = os.path.join(b, "gpusim") + (

@@ -87,7 +87,7 @@ TEST(CkptVerifyTest, SingleReplicaIsAcceptedAndSaidSo) {
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_TRUE(j.restorable);
   EXPECT_EQ(j.verdict.state, "verified");
-  EXPECT_NE(j.verdict.why.find("single replica, not cross-checked"), std::string::npos) << j.verdict.why;
+  EXPECT_NE(j.verdict.why.find("single copy, not cross-checked"), std::string::npos) << j.verdict.why;
 }
 
 TEST(CkptVerifyTest, MissingShardIsIncomplete) {

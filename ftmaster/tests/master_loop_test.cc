@@ -574,7 +574,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_EQ(v.state, "verified") << v.why;
   EXPECT_EQ(v.copies, 3);
   EXPECT_TRUE(v.sdc_ranks.empty()) << "a torn copy is no evidence of corruption";
-  EXPECT_NE(v.why.find("single replica, not cross-checked"), std::string::npos) << v.why;
+  EXPECT_NE(v.why.find("single copy, not cross-checked"), std::string::npos) << v.why;
   EXPECT_NE(v.why.find("1 torn copy ignored"), std::string::npos) << v.why;
   proto::RestorePlan plan = Plan();
   EXPECT_EQ(plan.step, 300);

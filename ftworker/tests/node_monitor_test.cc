@@ -2,6 +2,8 @@
 
 #include <signal.h>
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "ftworker/op_names.h"
@@ -136,6 +138,35 @@ TEST_F(NodeMonitorTest, TimeoutWhenTheGpuWaitsOnPeersOncePerSeq) {
   events = TickAt(t0_ + 6300 * kMs);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].seq, 3u);
+}
+
+// A worker upgraded mid-job reads the ranks still running the older libft.so: a segment of
+// layout version 1 (shm/layout_v1.h; no record version, reserved bytes where version 2 keeps its
+// hook-failure counters) is adopted, its progress read and its stuck collective timed out.
+TEST_F(NodeMonitorTest, ASegmentOfLayoutVersion1IsMonitoredLikeANewOne) {
+  LogCapture logs;
+  FakeRank r(job_, 0, kPid0);
+  shm::SegmentHeader* h = r.header();
+  h->layout_version = 1;
+  h->record_version = 0;
+  std::memset(reinterpret_cast<uint8_t*>(h) + 1024, 0x5a, 512);  // whatever version 1 left there
+  r.CommInit(kComm, 0, 2);
+  monitor_.SetTimeouts(Table(1000));
+  r.Collective(kComm, 1, Op(OpKind::kAllReduce), 4096, t0_, kMs, kMs);
+  r.Enter(kComm, 2, Op(OpKind::kAllReduce), 4096, t0_ + 10 * kMs);
+  r.Start(kComm, 2, Op(OpKind::kAllReduce), t0_ + 20 * kMs);
+  EXPECT_TRUE(TickAt(t0_ + 900 * kMs).empty());
+  EXPECT_EQ(monitor_.Ranks(), std::vector<int>{0}) << logs.All();
+  EXPECT_EQ(logs.Count({"ignored"}), 0u) << logs.All();
+  const proto::RankProgress* p = ProgressOf(0);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->state, "running");
+  ASSERT_EQ(p->comms.size(), 1u);
+  EXPECT_EQ(p->comms[0].started_seq, 2u);
+  auto events = TickAt(t0_ + 1100 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "timeout");
+  EXPECT_EQ(events[0].seq, 2u);
 }
 
 TEST_F(NodeMonitorTest, OpEnteredButNotStartedRaisesNothing) {

@@ -278,6 +278,32 @@ TEST_F(ReplicatorTest, PullsTheGuardedNodesCopiesReportsAndServesThemAndReplaces
   }
 }
 
+// FT_CKPT_REPLICATE_RATE: the pulls take no more than the cap. 2 ranks of ~3 MiB at 24 MiB/s take
+// at least a quarter of a second however fast loopback is (a lower bound: a loaded machine only
+// makes it slower).
+TEST_F(ReplicatorTest, ThePullsKeepToTheRateCap) {
+  FakeArena rank0(node0_, job_, 0, kBytes);
+  FakeArena rank1(node0_, job_, 1, kBytes);
+  const ckpt::Manifest m0 = rank0.Save(10, 0x10);
+  const ckpt::Manifest m1 = rank1.Save(10, 0x11);
+  PeerNode node0(job_, node0_);
+  Publish("node0", node0.port());
+  Report(m0);
+  Report(m1);
+  ReplicatorOptions options = Options();
+  options.bytes_per_second = 24u << 20;
+  options.pull.min_bytes_per_second = 0;
+  Replicator replicator(options);
+  const auto start = std::chrono::steady_clock::now();
+  Round(replicator);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(replicator.TakeReports().size(), 2u);
+  // Each pull is paced from its own start: at least (bytes - the first chunk) / rate each.
+  const double floor_s = 2.0 * static_cast<double>(m0.data_bytes - m0.chunk_bytes) / options.bytes_per_second;
+  EXPECT_GE(seconds, floor_s) << "pulled " << 2 * m0.data_bytes << " bytes in " << seconds << " s";
+  EXPECT_GE(replicator.seconds_pulling(), floor_s);
+}
+
 TEST_F(ReplicatorTest, ADeadGuardedWorkerIsSkippedARestartedWorkerReportsItsCopiesAgain) {
   FakeArena rank2(node0_, job_, 2, kBytes);
   const ckpt::Manifest m2 = rank2.Save(7, 0x27);

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
 #include "redis/tests/redis_server.h"
@@ -75,6 +76,63 @@ TEST_F(ReporterE2eTest, MembershipWritesBumpTheRanksVersion) {
   ASSERT_TRUE(client_.Run({"HGET", keys_.Ranks(), "1"}, &r).ok());
   ASSERT_TRUE(proto::Decode(r.str(), &back).ok());
   EXPECT_EQ(back.state, "exited");
+}
+
+proto::CkptCopy CopyOn(int64_t step, int rank, const std::string& node, bool buddy) {
+  proto::CkptCopy c;
+  c.step = step;
+  c.rank = rank;
+  c.node = node;
+  c.digest = 0xabc;
+  c.buddy = buddy;
+  c.tiers = {buddy ? "replica" : "arena"};
+  return c;
+}
+
+// Buddy copies (docs/redis-schema.md, "Buddy copies"): ft:{J}:ckpt:<step>:buddy, field = rank.
+// A step stays in ckpt:steps while either of its hashes holds a copy; a holder removes only a
+// field that still names it (the ring moved and another node took the rank over).
+TEST_F(ReporterE2eTest, BuddyCopiesKeepTheirStepAndAreRemovedOnlyByTheirHolder) {
+  Reporter own(keys_, "n0", 100), first(keys_, "n1", 100), second(keys_, "n2", 100);
+  own.SetCkptCopy(CopyOn(5, 2, "n0", false));
+  first.SetBuddyCopy(CopyOn(5, 2, "n1", true));
+  ASSERT_TRUE(own.Flush(client_).ok());
+  ASSERT_TRUE(first.Flush(client_).ok());
+  auto field = [&](const std::string& key) -> std::string {
+    redis::Reply r;
+    EXPECT_TRUE(client_.Run({"HGET", key, "2"}, &r).ok());
+    return r.is_string() ? r.str() : "";
+  };
+  auto in_steps = [&] {
+    redis::Reply r;
+    EXPECT_TRUE(client_.Run({"ZSCORE", keys_.CkptSteps(), "5"}, &r).ok());
+    return !r.is_nil();
+  };
+  proto::CkptCopy back;
+  ASSERT_TRUE(proto::Decode(field(keys_.CkptBuddy(5)), &back).ok());
+  EXPECT_TRUE(back.buddy);
+  EXPECT_EQ(back.node, "n1");
+  EXPECT_EQ(keys_.CkptBuddy(5), keys_.CkptStep(5) + ":buddy");
+
+  // The rank's own copy goes: the buddy copy keeps the step listed.
+  own.RemoveCkptCopy(5, 2);
+  ASSERT_TRUE(own.Flush(client_).ok());
+  EXPECT_EQ(field(keys_.CkptStep(5)), "");
+  EXPECT_TRUE(in_steps());
+
+  // n2 now holds rank 2's copy; n1's late removal leaves n2's field alone.
+  second.SetBuddyCopy(CopyOn(5, 2, "n2", true));
+  ASSERT_TRUE(second.Flush(client_).ok());
+  first.RemoveBuddyCopy(5, 2);
+  ASSERT_TRUE(first.Flush(client_).ok());
+  ASSERT_TRUE(proto::Decode(field(keys_.CkptBuddy(5)), &back).ok());
+  EXPECT_EQ(back.node, "n2");
+  EXPECT_TRUE(in_steps());
+
+  second.RemoveBuddyCopy(5, 2);
+  ASSERT_TRUE(second.Flush(client_).ok());
+  EXPECT_EQ(field(keys_.CkptBuddy(5)), "");
+  EXPECT_FALSE(in_steps()) << "neither hash holds a copy of step 5";
 }
 
 }  // namespace

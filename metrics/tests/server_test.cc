@@ -189,7 +189,16 @@ TEST_F(MetricsServerTest, StopClosesTheListenerWithOpenConnections) {
   const uint16_t port = server_->port();
   int fd = Connect(port);
   ASSERT_GE(fd, 0);
-  SendAll(fd, "GET /met");
+  // A keep-alive connection that was served once: the server holds it open, reading the next
+  // request, when Stop comes.
+  SendAll(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string reply;
+  while (reply.find("ft_test_total{rank=\"3\"} 7\n") == std::string::npos) {
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 0);
+    reply.append(buf, static_cast<size_t>(n));
+  }
   server_->Stop();
   server_->Stop();  // idempotent
   bool closed = false;

@@ -69,7 +69,9 @@ struct App {
 App MakeApp() {
   App a;
   EXPECT_EQ(cudaMalloc(&a.param, kBytes), cudaSuccess);
-  a.host_step = new uint64_t(0);
+  static uint64_t host_steps[4];  // static: registered memory must outlive the process's saves
+  static int made = 0;
+  a.host_step = &host_steps[made++ % 4];
   EXPECT_EQ(cudaStreamCreateWithFlags(&a.stream, cudaStreamNonBlocking), cudaSuccess);
   EXPECT_EQ(ft_register("param", a.param, kBytes), FT_OK) << ft_last_error();
   EXPECT_EQ(ft_register("host.step", a.host_step, sizeof(uint64_t)), FT_OK) << ft_last_error();
@@ -171,7 +173,8 @@ TEST(CkptSnapshot, EveryStepSnapshotOrdersTheOptimizerBehindTheCopy) {
 TEST(CkptSnapshot, StepDoneReturnsBeforeTheCopyCanBegin) {
   App& a = TheApp();
   ASSERT_EQ(cudaStreamSynchronize(a.stream), cudaSuccess);
-  Gate gate;
+  static Gate gate;  // a host function may read it after an early return
+  gate.open.store(false);
   ASSERT_EQ(ft_update_begin(a.stream), FT_OK);
   ASSERT_EQ(cudaLaunchHostFunc(a.stream, Gate::Fn, &gate), cudaSuccess);
   ASSERT_EQ(cudaMemsetAsync(a.param, 10, kBytes, a.stream), cudaSuccess);  // step 10's update
@@ -188,6 +191,7 @@ TEST(CkptSnapshot, StepDoneReturnsBeforeTheCopyCanBegin) {
   Optimizer(a, 11);
   auto c = WaitCommitted(ArenaPath(), 10);
   ExpectStep(*c, 10);
+  ASSERT_EQ(cudaStreamSynchronize(a.stream), cudaSuccess);  // the gate's host function is done
 }
 
 // A just-in-time save asked while the snapshot waits for an app stream that does not get
@@ -195,7 +199,8 @@ TEST(CkptSnapshot, StepDoneReturnsBeforeTheCopyCanBegin) {
 TEST(CkptSnapshot, SaveCommandWhileTheSnapshotWaitsForAStuckStreamIsAnswered) {
   App& a = TheApp();
   ASSERT_EQ(cudaStreamSynchronize(a.stream), cudaSuccess);
-  Gate gate;
+  static Gate gate;  // a host function may read it after an early return
+  gate.open.store(false);
   ASSERT_EQ(ft_update_begin(a.stream), FT_OK);
   ASSERT_EQ(cudaLaunchHostFunc(a.stream, Gate::Fn, &gate), cudaSuccess);
   ASSERT_EQ(cudaMemsetAsync(a.param, 20, kBytes, a.stream), cudaSuccess);
@@ -211,6 +216,7 @@ TEST(CkptSnapshot, SaveCommandWhileTheSnapshotWaitsForAStuckStreamIsAnswered) {
   Optimizer(a, 21);
   auto c = WaitCommitted(ArenaPath(), 20);
   ExpectStep(*c, 20);
+  ASSERT_EQ(cudaStreamSynchronize(a.stream), cudaSuccess);  // the gate's host function is done
 }
 
 // A kSaveAtStep (`ftmaster save`) that arrives while a snapshot runs is not lost to a skipped

@@ -25,6 +25,13 @@ void Violation(const char* file, int line, const std::string& what) {
   std::abort();
 }
 
+void Refused(const Status& status) {
+  FT_FUZZ_CHECK(!status.message().empty(), "an error without a message");
+  FT_FUZZ_CHECK(status.code() == StatusCode::kCorrupt || status.code() == StatusCode::kUnsupported,
+                "unexpected code: " + status.ToString());
+  Rejected();
+}
+
 std::vector<uint64_t> AlignedCopy(const uint8_t* data, size_t size) {
   std::vector<uint64_t> words((size + 7) / 8 + 1, 0);
   if (size > 0) std::memcpy(words.data(), data, size);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "tests/util/mutate.h"
 
 namespace ft::fuzz {
@@ -40,6 +41,10 @@ void Accepted();
 void Rejected();
 uint64_t AcceptedCount();
 uint64_t RejectedCount();
+
+// A parser's refusal as the contract wants it — a message, and a code a caller handles
+// (kCorrupt, or kUnsupported for a newer format) — counted as Rejected.
+void Refused(const Status& status);
 
 // A contract broken: says where and what, then aborts (libFuzzer keeps the input as a crash;
 // the replayer prints which input it was and where it saved it).
