@@ -91,6 +91,14 @@ class Bench:
     def cleanup(self):
         shutil.rmtree(self.arena_dir, ignore_errors=True)
         shutil.rmtree(self.disk, ignore_errors=True)
+        # The segments of ranks that ended by a signal (the termination runs): libft.so leaves
+        # them for a worker to read the death from, and no worker runs here.
+        for name in os.listdir("/dev/shm"):
+            if name.startswith("ft.%s." % self.job):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
 
     def env(self, rank, world):
         e = dict(os.environ)

@@ -611,6 +611,14 @@ def section_ckpt(out):
             say("termination: " + term)
     finally:
         shutil.rmtree(arena_dir, ignore_errors=True)
+        # The terminated rank's segment: libft.so leaves it for a worker to read the death
+        # from, and no worker runs here.
+        for name in os.listdir("/dev/shm"):
+            if name.startswith("ft.kit-ckpt-%d-" % os.getpid()):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
     fields = " ".join("jit_gbps_t%d=%s" % (t, fmt(r.get("jit_gbps"))) for t, r in sorted(per_threads.items()))
     fields += " restore_gbps=%s" % fmt(per_threads.get(1, {}).get("restore_gbps"))
     first = per_threads.get(1, {})
