@@ -100,7 +100,7 @@ tsan: deps
 # replays the same targets without libFuzzer (CTest fuzz.*).
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := proto_codecs shm_header ckpt_manifest node_plan transfer_wire verbs_blobs
+FUZZ_TARGETS := proto_codecs shm_header ckpt_manifest node_plan transfer_wire verbs_blobs region_name
 fuzz:
 	@scripts/install-deps.sh fuzz
 	@CC=clang-16 CXX=clang++-16 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DFT_FUZZ=ON $(CMAKE_ARGS) >/dev/null
