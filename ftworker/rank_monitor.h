@@ -169,8 +169,6 @@ class RankMonitor {
   bool stop_signalled_ = false;
   bool first_tick_ = true;
   bool foreign_pid_ns_ = false;
-  uint64_t last_heartbeat_ = 0;
-  uint64_t heartbeat_changed_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
   char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
   uint64_t stopped_since_ns_ = 0;  // first tick that saw it stopped (T/t) in a row; 0 not stopped
