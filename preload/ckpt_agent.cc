@@ -249,33 +249,30 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   return FT_OK;
 }
 
-cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) {
+namespace {
+
+// The event of `device` in `events`, made on first use (disabled timing) and kept for the life
+// of the process; null when the device is out of range or the runtime refuses. Two threads
+// racing here keep one event and destroy the other.
+cudaEvent_t LazyDeviceEvent(std::atomic<cudaEvent_t>* events, int device, AppCuda* cuda) {
   if (device < 0 || device >= kMaxDevices) return nullptr;
-  cudaEvent_t e = device_events_[device].load(std::memory_order_acquire);
+  cudaEvent_t e = events[device].load(std::memory_order_acquire);
   if (e != nullptr) return e;
   auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr || cuda->Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
   cudaEvent_t expected = nullptr;
-  if (!device_events_[device].compare_exchange_strong(expected, e)) {
+  if (!events[device].compare_exchange_strong(expected, e)) {
     if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) cuda->Check(destroy(e));
     return expected;
   }
   return e;
 }
 
-cudaEvent_t Agent::StepEventFor(int device, AppCuda* cuda) {
-  if (device < 0 || device >= kMaxDevices) return nullptr;
-  cudaEvent_t e = step_events_[device].load(std::memory_order_acquire);
-  if (e != nullptr) return e;
-  auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
-  if (create == nullptr || cuda->Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
-  cudaEvent_t expected = nullptr;
-  if (!step_events_[device].compare_exchange_strong(expected, e)) {
-    if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) cuda->Check(destroy(e));
-    return expected;
-  }
-  return e;
-}
+}  // namespace
+
+cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) { return LazyDeviceEvent(device_events_, device, cuda); }
+
+cudaEvent_t Agent::StepEventFor(int device, AppCuda* cuda) { return LazyDeviceEvent(step_events_, device, cuda); }
 
 cudaEvent_t Agent::RecordStepEnd() {
   if (g_rt == nullptr || !g_rt->config.ckpt_async) return nullptr;

@@ -335,18 +335,7 @@ Status Client::Run(const Argv& argv, Reply* out, ErrorReplies errors) {
 
 Status Client::PipelinePartial(const std::vector<Argv>& commands, std::vector<Reply>* received) {
   received->clear();
-  for (const Argv& argv : commands) {
-    if (argv.empty()) return Status::InvalidArgument("empty Redis command in a pipeline");
-  }
-  if (ctx_ == nullptr) return NotConnected();
-  SigpipeGuard guard;
-  for (const Argv& argv : commands) {
-    ArgvView view(argv);
-    if (redisAppendCommandArgv(ctx_, view.argc(), view.ptrs.data(), view.lens.data()) !=
-        REDIS_OK) {
-      return Fail("queueing a pipeline", errno);
-    }
-  }
+  FT_RETURN_IF_ERROR(PipelineSend(commands));
   return PipelineReceive(commands, received);
 }
 
