@@ -28,7 +28,7 @@
 #include "proto/transfer_codec.h"
 #include "redis/client.h"
 #include "redis/redis_store.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 #include "shm/mailbox.h"
 
 namespace ft::worker {
@@ -39,15 +39,8 @@ using namespace std::chrono_literals;
 
 constexpr int kFakePid = 3'900'301;  // FakeProbe answers for it
 
-class CkptE2eTest : public ::testing::Test {
+class CkptE2eTest : public redis::testing::RedisClientTest {
  protected:
-  void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = client_.Connect(server_.endpoint(), 1000ms);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
   std::unique_ptr<Daemon> NewDaemon(NodeMonitor* monitor, int keep = 2) {
     DaemonOptions o;
     o.job = job_;
@@ -100,8 +93,6 @@ class CkptE2eTest : public ::testing::Test {
     ASSERT_TRUE(client_.Run({"SET", key, value}, &r).ok());
   }
 
-  redis::testing::RedisServer server_;
-  redis::Client client_;
   std::string job_ = UniqueJob("ce");
   proto::Keys keys_{job_};
   TempDir tmp_{"ckpt-e2e"};

@@ -20,7 +20,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "redis/client.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 
 namespace ft::worker {
 namespace {
@@ -28,15 +28,8 @@ namespace {
 using namespace ft::worker::testing;
 using namespace std::chrono_literals;
 
-class GcCommandTest : public ::testing::Test {
+class GcCommandTest : public redis::testing::RedisClientTest {
  protected:
-  void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = client_.Connect(server_.endpoint(), 1000ms);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
   // A rank that saved `step` (or nothing, step < 0) and exited: its arena's writer is dead.
   std::string ExitedRank(int rank, int64_t step) {
     pid_t pid = fork();
@@ -124,8 +117,6 @@ class GcCommandTest : public ::testing::Test {
     return false;
   }
 
-  redis::testing::RedisServer server_;
-  redis::Client client_;
   std::string job_ = UniqueJob("gc");
   proto::Keys keys_{job_};
   TempDir tmp_{"gc-cmd"};

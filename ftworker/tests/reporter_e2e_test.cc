@@ -8,22 +8,15 @@
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 
 namespace ft::worker {
 namespace {
 
 using namespace std::chrono_literals;
 
-class ReporterE2eTest : public ::testing::Test {
+class ReporterE2eTest : public redis::testing::RedisClientTest {
  protected:
-  void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = client_.Connect(server_.endpoint(), 1000ms);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
   // ft:{J}:ranks:version as an integer, -1 when absent.
   int64_t Version() {
     redis::Reply r;
@@ -45,8 +38,6 @@ class ReporterE2eTest : public ::testing::Test {
     return m;
   }
 
-  redis::testing::RedisServer server_;
-  redis::Client client_;
   proto::Keys keys_{"job"};
 };
 

@@ -32,7 +32,7 @@
 #include "proto/transfer_codec.h"
 #include "rdma/transfer.h"
 #include "redis/client.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 
 namespace ft::worker {
 namespace {
@@ -133,11 +133,11 @@ class Flood {
   std::thread thread_;
 };
 
-TEST(TransferFloodTest, AFloodedWorkerStillOpensItsFilesTalksToRedisAndServesItsPeers) {
-  redis::testing::RedisServer server;
-  ASSERT_TRUE(server.Start().ok());
-  redis::Client client;
-  ASSERT_TRUE(client.Connect(server.endpoint(), 1000ms).ok());
+class TransferFloodTest : public redis::testing::RedisClientTest {};
+
+TEST_F(TransferFloodTest, AFloodedWorkerStillOpensItsFilesTalksToRedisAndServesItsPeers) {
+  redis::testing::RedisServer& server = server_;
+  redis::Client& client = client_;
   const std::string job = UniqueJob("flood");
   const proto::Keys keys(job);
   TempDir tmp("flood");

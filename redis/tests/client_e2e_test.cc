@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "redis/client.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 
 namespace ft::redis {
 namespace {
@@ -17,14 +17,7 @@ using Clock = std::chrono::steady_clock;
 using testing::RedisServer;
 using testing::RedisServerOptions;
 
-class ClientE2eTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-  RedisServer server_;
-};
+class ClientE2eTest : public testing::RedisServerTest {};
 
 TEST_F(ClientE2eTest, ConnectsWithPasswordAndRunsCommands) {
   Client c;

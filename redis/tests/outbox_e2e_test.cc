@@ -6,24 +6,16 @@
 
 #include "redis/client.h"
 #include "redis/outbox.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 
 namespace ft::redis {
 namespace {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-using testing::RedisServer;
 
-class OutboxE2eTest : public ::testing::Test {
+class OutboxE2eTest : public testing::RedisClientTest {
  protected:
-  void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = client_.Connect(server_.endpoint(), 1000ms);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-  }
-
   // The "i" field of every entry of a stream, oldest first.
   std::vector<std::string> StreamValues(const std::string& key) {
     Client reader;
@@ -43,8 +35,6 @@ class OutboxE2eTest : public ::testing::Test {
     return {"XADD", key, "MAXLEN", "~", "100000", "*", "i", std::to_string(i)};
   }
 
-  RedisServer server_;
-  Client client_;
 };
 
 TEST_F(OutboxE2eTest, ThousandAppendsSurviveAnOutageInOrder) {

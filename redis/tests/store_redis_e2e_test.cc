@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "redis/redis_store.h"
-#include "redis/tests/redis_server.h"
+#include "redis/tests/redis_test.h"
 #include "redis/tests/store_contract.h"
 
 namespace ft::redis {
@@ -14,17 +14,16 @@ namespace {
 using namespace ft::redis::testing;
 using namespace std::chrono_literals;
 
-class RedisStoreTest : public ::testing::Test {
+class RedisStoreTest : public RedisServerTest {
  protected:
   void SetUp() override {
-    Status s = server_.Start();
-    ASSERT_TRUE(s.ok()) << s.ToString();
+    RedisServerTest::SetUp();
+    if (HasFatalFailure()) return;
     a_ = std::make_unique<RedisStore>(server_.endpoint(), ReconnectPolicy{});
     b_ = std::make_unique<RedisStore>(server_.endpoint(), ReconnectPolicy{});
     ASSERT_TRUE(a_->Ensure(Store::Clock::now()));
     ASSERT_TRUE(b_->Ensure(Store::Clock::now()));
   }
-  RedisServer server_;
   std::unique_ptr<RedisStore> a_, b_;
 };
 
