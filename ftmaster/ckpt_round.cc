@@ -188,6 +188,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   }
   s.settled = true;  // a plan published on it is never withdrawn for want of a replica
   if (!s.judged->every_replica_reported) {
+    s.judged->verdict.reasons.push_back(proto::VerdictReason::kPartialReport);
     s.judged->verdict.why += fmt::format("; judged with {} of {} replicas reported ({})", s.judged->reported,
                                          s.judged->expected,
                                          settled ? "the save's acknowledged copies are in" : "the deadline passed");

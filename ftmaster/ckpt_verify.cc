@@ -53,6 +53,7 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     v.state = "incomplete";
     for (const proto::CkptCopy& c : copies) v.copies += c.torn ? 0 : 1;
     v.why = "topology " + t.Describe() + ": the shards cannot be named, so no copy can be checked";
+    v.reasons = {proto::VerdictReason::kTopologyUnknown};
     return j;
   }
   for (int pp = 0; pp < t.pp(); ++pp) {
@@ -151,23 +152,32 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   for (const SdcFinding& f : j.sdc) v.sdc_ranks.push_back(f.rank);
   v.verified_shards = v.shards - missing - untrusted;
 
+  // why's parts for people, each with its code (v.reasons) in the same order.
+  using Reason = proto::VerdictReason;
   std::vector<std::string> why;
+  auto say = [&](Reason reason, std::string text) {
+    v.reasons.push_back(reason);
+    why.push_back(std::move(text));
+  };
   if (untrusted > 0) {
     v.state = "untrusted";
-    why.push_back(fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
-                              "is not trusted and an earlier one is restored",
-                              untrusted, untrusted == 1 ? "" : "s", first_untrusted));
+    say(Reason::kReplicasDisagree,
+        fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
+                    "is not trusted and an earlier one is restored",
+                    untrusted, untrusted == 1 ? "" : "s", first_untrusted));
   }
   if (missing > 0) {
-    why.push_back(fmt::format("{} of {} shard{} have no copy (first {})", missing, v.shards,
-                              v.shards == 1 ? "" : "s", first_missing));
+    say(Reason::kShardsMissing, fmt::format("{} of {} shard{} have no copy (first {})", missing, v.shards,
+                                            v.shards == 1 ? "" : "s", first_missing));
   }
   if (sourceless > 0) {
-    why.push_back(fmt::format("{} shard{} no tier holds any more", sourceless, sourceless == 1 ? "" : "s"));
+    say(Reason::kNoSourceLeft,
+        fmt::format("{} shard{} no tier holds any more", sourceless, sourceless == 1 ? "" : "s"));
   }
   j.restorable = untrusted == 0 && missing == 0 && sourceless == 0;
   if (untrusted == 0) v.state = j.restorable ? "verified" : "incomplete";
   if (j.restorable) {
+    v.reasons.insert(v.reasons.begin(), Reason::kAccepted);
     why.insert(why.begin(), fmt::format("{} of {} shard{} accepted", v.verified_shards, v.shards,
                                         v.shards == 1 ? "" : "s"));
   }
@@ -177,20 +187,26 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
       odd.push_back(fmt::format("rank {} on {} holds {:016x} where {} replica{} agree on {:016x}", f.rank,
                                 f.node, f.digest, f.agreeing, f.agreeing == 1 ? "" : "s", f.majority));
     }
-    why.push_back(fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
+    say(Reason::kSilentDataCorruption,
+        fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
   }
   if (single > 0) {
-    why.push_back(fmt::format("{} shard{} from a single copy, not cross-checked", single,
-                              single == 1 ? "" : "s"));
+    say(Reason::kSingleCopy,
+        fmt::format("{} shard{} from a single copy, not cross-checked", single, single == 1 ? "" : "s"));
   }
-  if (sharded) why.push_back("sharded optimizer: every rank is its own shard, nothing to compare");
+  if (sharded) {
+    say(Reason::kShardedOptimizer, "sharded optimizer: every rank is its own shard, nothing to compare");
+  }
   if (buddies > 0) {
-    why.push_back(fmt::format("{} buddy cop{} on other nodes (sources, not votes)", buddies,
-                              buddies == 1 ? "y" : "ies"));
+    say(Reason::kBuddyCopies, fmt::format("{} buddy cop{} on other nodes (sources, not votes)", buddies,
+                                          buddies == 1 ? "y" : "ies"));
   }
-  if (torn > 0) why.push_back(fmt::format("{} torn cop{} ignored", torn, torn == 1 ? "y" : "ies"));
+  if (torn > 0) {
+    say(Reason::kTornIgnored, fmt::format("{} torn cop{} ignored", torn, torn == 1 ? "y" : "ies"));
+  }
   if (outside > 0) {
-    why.push_back(fmt::format("{} cop{} outside the topology ignored", outside, outside == 1 ? "y" : "ies"));
+    say(Reason::kOutsideTopology,
+        fmt::format("{} cop{} outside the topology ignored", outside, outside == 1 ? "y" : "ies"));
   }
   v.why = fmt::format("{}", fmt::join(why, "; "));
   return j;

@@ -47,6 +47,30 @@ void AddVerification(const StepJudgement& judged, SaveOutcome* o) {
   o->verified = judged.verdict.verified_shards;
 }
 
+const char* SaveConclusionName(SaveConclusion c) {
+  switch (c) {
+    case SaveConclusion::kNoCheckpoint: return "no-checkpoint";
+    case SaveConclusion::kNothingRegistered: return "nothing-registered";
+    case SaveConclusion::kIncomplete: return "incomplete";
+    case SaveConclusion::kVerified: return "verified";
+    case SaveConclusion::kComplete: return "complete";
+    case SaveConclusion::kNotVerified: return "not-verified";
+  }
+  return "?";
+}
+
+SaveConclusion Conclude(const SaveOutcome& o) {
+  if (o.saved == 0) {
+    return o.nothing_registered > 0 && o.nothing_registered + o.unanswered + o.unreachable == o.ranks
+               ? SaveConclusion::kNothingRegistered
+               : SaveConclusion::kNoCheckpoint;
+  }
+  if (o.saved < o.shards) return SaveConclusion::kIncomplete;
+  if (o.verdict == "verified") return SaveConclusion::kVerified;
+  if (o.verdict.empty()) return SaveConclusion::kComplete;
+  return SaveConclusion::kNotVerified;
+}
+
 std::string DescribeSaveOutcome(const SaveOutcome& o) {
   std::vector<std::string> why;
   if (o.done > 0 && o.done != o.saved) why.push_back(fmt::format("{} ranks answered done", o.done));
@@ -67,19 +91,17 @@ std::string DescribeSaveOutcome(const SaveOutcome& o) {
   if (o.saved > 0 && !o.verdict.empty()) {
     text += fmt::format(", verified {} at step {} ({})", o.verified, o.step, o.verdict);
   }
-  if (o.saved == 0) {
-    text += "; the job is stopped without a checkpoint";
-    if (o.nothing_registered > 0 && o.nothing_registered + o.unanswered + o.unreachable == o.ranks) {
-      text += ": nothing is registered — call ft_register";
-    }
-  } else if (o.saved < o.shards) {
-    text += "; the checkpoint is incomplete: restore from an earlier one";
-  } else if (o.verdict == "verified") {
-    text += "; the checkpoint is complete and verified";
-  } else if (o.verdict.empty()) {
-    text += "; the checkpoint is complete";
-  } else {
-    text += "; the checkpoint is saved but not verified: the restore plan keeps the last verified step";
+  switch (Conclude(o)) {
+    case SaveConclusion::kNoCheckpoint: text += "; the job is stopped without a checkpoint"; break;
+    case SaveConclusion::kNothingRegistered:
+      text += "; the job is stopped without a checkpoint: nothing is registered — call ft_register";
+      break;
+    case SaveConclusion::kIncomplete: text += "; the checkpoint is incomplete: restore from an earlier one"; break;
+    case SaveConclusion::kVerified: text += "; the checkpoint is complete and verified"; break;
+    case SaveConclusion::kComplete: text += "; the checkpoint is complete"; break;
+    case SaveConclusion::kNotVerified:
+      text += "; the checkpoint is saved but not verified: the restore plan keeps the last verified step";
+      break;
   }
   return text;
 }

@@ -44,6 +44,19 @@ SaveOutcome CountSaveOutcome(std::span<const SaveTarget> targets, const std::map
 // Adds what the verification of `step` found.
 void AddVerification(const StepJudgement& judged, SaveOutcome* outcome);
 
+// What a save achieved, one code per ending of DescribeSaveOutcome's line (the words are for
+// people; programs and tests compare this). Derived from the counts, so never stored apart.
+enum class SaveConclusion : uint8_t {
+  kNoCheckpoint,       // no shard saved: the job is stopped without a checkpoint
+  kNothingRegistered,  // no shard saved, and every rank asked answered nothing_registered (or not at all)
+  kIncomplete,         // some shards saved, not all: restore from an earlier checkpoint
+  kVerified,           // every shard saved and the step verified
+  kComplete,           // every shard saved, no verdict (yet)
+  kNotVerified,        // every shard saved, the step's verdict is not "verified"
+};
+const char* SaveConclusionName(SaveConclusion conclusion);
+SaveConclusion Conclude(const SaveOutcome& outcome);
+
 // One line for people: "saved 4 of 4 shards (7 ranks answered done), verified 4 at step 120;
 // the checkpoint is complete", "saved 0 of 4 shards (...); the job is stopped without a
 // checkpoint: nothing is registered — call ft_register".

@@ -101,6 +101,11 @@ std::string Encode(const StepVerdict& v) {
   j["copies"] = v.copies;
   j["sdc_ranks"] = v.sdc_ranks;
   j["why"] = v.why;
+  if (!v.reasons.empty()) {  // written only when known (a verdict of an older master has none)
+    OJson reasons = OJson::array();
+    for (VerdictReason r : v.reasons) reasons.push_back(VerdictReasonName(r));
+    j["reasons"] = reasons;
+  }
   j["unix_ms"] = v.unix_ms;
   return Dump(j);
 }
@@ -125,6 +130,15 @@ Status Decode(std::string_view json, StepVerdict* out) {
                                 return CheckInt(e, path, rank, 0);
                               }));
     FT_RETURN_IF_ERROR(r.Str("why", Need::kOptional, &v->why));
+    // A name this reader does not know is a newer master's reason: dropped, not refused.
+    std::vector<std::string> reasons;
+    FT_RETURN_IF_ERROR(r.List("reasons", Need::kOptional, &reasons,
+                              [](Elem e, const FieldPath& path, std::string* name) {
+                                return CheckStr(e, path, name, Empty::kRejected);
+                              }));
+    for (const std::string& name : reasons) {
+      if (std::optional<VerdictReason> known = ParseVerdictReason(name)) v->reasons.push_back(*known);
+    }
     return r.Int("unix_ms", Need::kRequired, &v->unix_ms);
   });
 }

@@ -13,7 +13,9 @@
 #ifndef FT_PROTO_CKPT_CODEC_H_
 #define FT_PROTO_CKPT_CODEC_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,56 @@ struct CkptCopy {
   bool operator==(const CkptCopy&) const = default;
 };
 
+// Why a step got its verdict: one code per part of StepVerdict::why (the words are for people
+// and may change; programs and tests compare these). Written as VerdictReasonName, read back by
+// ParseVerdictReason. The list grows: a reader drops a name it does not know (a newer master's)
+// instead of refusing the verdict, whose state and counts it still needs.
+enum class VerdictReason : uint8_t {
+  kTopologyUnknown,       // no grid: the shards cannot be named, no copy can be checked
+  kAccepted,              // every shard has an accepted digest (the step is restorable)
+  kReplicasDisagree,      // a shard's copies disagree with no strict majority (untrusted)
+  kShardsMissing,         // a shard has no copy
+  kNoSourceLeft,          // a shard's accepted copies are held by no tier any more
+  kSilentDataCorruption,  // a majority accepted; the odd copies are sdc_ranks
+  kSingleCopy,            // a shard accepted from one copy, not cross-checked
+  kShardedOptimizer,      // every rank is its own shard: nothing to compare
+  kBuddyCopies,           // buddy copies counted as sources, not votes
+  kTornIgnored,           // torn copies did not count
+  kOutsideTopology,       // copies the topology has no place for were ignored
+  kPartialReport,         // judged before every replica reported (a deadline, or the save's acks)
+};
+inline constexpr VerdictReason kVerdictReasons[] = {
+    VerdictReason::kTopologyUnknown, VerdictReason::kAccepted,        VerdictReason::kReplicasDisagree,
+    VerdictReason::kShardsMissing,   VerdictReason::kNoSourceLeft,    VerdictReason::kSilentDataCorruption,
+    VerdictReason::kSingleCopy,      VerdictReason::kShardedOptimizer, VerdictReason::kBuddyCopies,
+    VerdictReason::kTornIgnored,     VerdictReason::kOutsideTopology, VerdictReason::kPartialReport,
+};
+
+inline constexpr const char* VerdictReasonName(VerdictReason r) {
+  switch (r) {
+    case VerdictReason::kTopologyUnknown: return "topology-unknown";
+    case VerdictReason::kAccepted: return "accepted";
+    case VerdictReason::kReplicasDisagree: return "replicas-disagree";
+    case VerdictReason::kShardsMissing: return "shards-missing";
+    case VerdictReason::kNoSourceLeft: return "no-source-left";
+    case VerdictReason::kSilentDataCorruption: return "sdc";
+    case VerdictReason::kSingleCopy: return "single-copy";
+    case VerdictReason::kShardedOptimizer: return "sharded-optimizer";
+    case VerdictReason::kBuddyCopies: return "buddy-copies";
+    case VerdictReason::kTornIgnored: return "torn-ignored";
+    case VerdictReason::kOutsideTopology: return "outside-topology";
+    case VerdictReason::kPartialReport: return "partial-report";
+  }
+  return "?";
+}
+
+inline std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
+  for (VerdictReason r : kVerdictReasons) {
+    if (name == VerdictReasonName(r)) return r;
+  }
+  return std::nullopt;
+}
+
 // The master's judgement of one step's set of copies.
 struct StepVerdict {
   int64_t step = -1;
@@ -51,8 +103,10 @@ struct StepVerdict {
   int copies = 0;                 // non-torn copies seen
   std::vector<int> sdc_ranks;     // odd replicas out (an sdc incident names each)
   std::string why;                // for people
+  std::vector<VerdictReason> reasons;  // the codes of why's parts, in its order
   int64_t unix_ms = 0;
   bool operator==(const StepVerdict&) const = default;
+  bool Has(VerdictReason r) const { return std::find(reasons.begin(), reasons.end(), r) != reasons.end(); }
 };
 
 struct RestoreSource {

@@ -37,6 +37,7 @@ TEST(CkptVerifyTest, AllEqualIsVerified) {
   EXPECT_EQ(j.verdict.copies, 4);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty());
   EXPECT_EQ(j.verdict.unix_ms, 5);
+  EXPECT_EQ(j.verdict.reasons, (std::vector<proto::VerdictReason>{proto::VerdictReason::kAccepted}));
   EXPECT_EQ(j.shards.begin()->second.agreeing, 4);
 }
 
@@ -51,7 +52,10 @@ TEST(CkptVerifyTest, OddOneOfThreeIsSdcAndTheMajorityIsAccepted) {
   EXPECT_EQ(j.sdc[0].digest, 9u);
   EXPECT_EQ(j.sdc[0].majority, 7u);
   EXPECT_EQ(j.shards.begin()->second.digest, 7u);
-  EXPECT_NE(j.verdict.why.find("silent data corruption"), std::string::npos) << j.verdict.why;
+  // why's parts and their codes, in order: accepted, then the corruption found.
+  EXPECT_EQ(j.verdict.reasons, (std::vector<proto::VerdictReason>{proto::VerdictReason::kAccepted,
+                                                                  proto::VerdictReason::kSilentDataCorruption}))
+      << j.verdict.why;
 }
 
 TEST(CkptVerifyTest, TwoThatDisagreeMakeTheStepUntrusted) {
@@ -61,6 +65,8 @@ TEST(CkptVerifyTest, TwoThatDisagreeMakeTheStepUntrusted) {
   EXPECT_EQ(j.verdict.state, "untrusted");
   EXPECT_EQ(j.verdict.verified_shards, 0);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "no majority names nobody";
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kReplicasDisagree)) << j.verdict.why;
+  EXPECT_FALSE(j.verdict.Has(proto::VerdictReason::kAccepted)) << j.verdict.why;
   // Four split two and two: no strict majority either.
   copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7), Copy(3, 9)};
   EXPECT_EQ(JudgeStep(100, copies, Grid(1, 4, 1), false, 5).verdict.state, "untrusted");
@@ -73,7 +79,7 @@ TEST(CkptVerifyTest, TornCopiesNeverCount) {
   EXPECT_EQ(j.verdict.state, "verified");
   EXPECT_EQ(j.verdict.copies, 2);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "a torn copy is not corruption";
-  EXPECT_NE(j.verdict.why.find("1 torn copy ignored"), std::string::npos) << j.verdict.why;
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kTornIgnored)) << j.verdict.why;
   // Only torn copies: the shard has none.
   copies = {Copy(0, 7)};
   copies[0].torn = true;
@@ -87,7 +93,7 @@ TEST(CkptVerifyTest, SingleReplicaIsAcceptedAndSaidSo) {
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_TRUE(j.restorable);
   EXPECT_EQ(j.verdict.state, "verified");
-  EXPECT_NE(j.verdict.why.find("single copy, not cross-checked"), std::string::npos) << j.verdict.why;
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kSingleCopy)) << j.verdict.why;
 }
 
 TEST(CkptVerifyTest, MissingShardIsIncomplete) {
@@ -98,6 +104,8 @@ TEST(CkptVerifyTest, MissingShardIsIncomplete) {
   EXPECT_EQ(j.verdict.state, "incomplete");
   EXPECT_EQ(j.verdict.shards, 2);
   EXPECT_EQ(j.verdict.verified_shards, 1);
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kShardsMissing)) << j.verdict.why;
+  // What a person reads: which shard has none.
   EXPECT_NE(j.verdict.why.find("1 of 2 shards have no copy (first tp=1 pp=0)"), std::string::npos) << j.verdict.why;
 }
 
@@ -114,7 +122,7 @@ TEST(CkptVerifyTest, ShardFromTheManifestWinsOverTheTopology) {
   copies[0].tp = 5;
   j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
   EXPECT_EQ(j.verdict.copies, 3);
-  EXPECT_NE(j.verdict.why.find("outside the topology"), std::string::npos) << j.verdict.why;
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kOutsideTopology)) << j.verdict.why;
 }
 
 TEST(CkptVerifyTest, ShardedOptimizerComparesNothing) {
@@ -123,6 +131,7 @@ TEST(CkptVerifyTest, ShardedOptimizerComparesNothing) {
   EXPECT_TRUE(j.restorable);
   EXPECT_EQ(j.verdict.shards, 2);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty());
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kShardedOptimizer)) << j.verdict.why;
   copies.pop_back();
   EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, "incomplete");
 }
@@ -132,7 +141,8 @@ TEST(CkptVerifyTest, UnknownTopologyJudgesNothing) {
   StepJudgement j = JudgeStep(100, copies, Topology::Unknown("no grid"), false, 5);
   EXPECT_FALSE(j.restorable);
   EXPECT_EQ(j.verdict.state, "incomplete");
-  EXPECT_NE(j.verdict.why.find("no grid"), std::string::npos);
+  EXPECT_EQ(j.verdict.reasons, (std::vector<proto::VerdictReason>{proto::VerdictReason::kTopologyUnknown}));
+  EXPECT_NE(j.verdict.why.find("no grid"), std::string::npos) << "the topology's own words: " << j.verdict.why;
 }
 
 TEST(CkptVerifyTest, CopiesNoTierHoldsAreNoSource) {
@@ -140,6 +150,7 @@ TEST(CkptVerifyTest, CopiesNoTierHoldsAreNoSource) {
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_FALSE(j.restorable);
   EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kNoSourceLeft)) << j.verdict.why;
 }
 
 // The plan: per rank the accepted digest and its holders, own first, then same node, then the
@@ -343,7 +354,8 @@ TEST(CkptVerifyTest, ABuddyCopyIsNoSecondVote) {
   ASSERT_EQ(shard.holders.size(), 3u);
   EXPECT_EQ(shard.holders[1]->node, "n4");
   EXPECT_TRUE(shard.holders[1]->buddy);
-  EXPECT_NE(j.verdict.why.find("2 buddy copies"), std::string::npos) << j.verdict.why;
+  EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kBuddyCopies)) << j.verdict.why;
+  EXPECT_NE(j.verdict.why.find("2 buddy copies"), std::string::npos) << "how many: " << j.verdict.why;
 }
 
 // A rank whose own copy is gone (dead before it could save, its node lost) is reported through

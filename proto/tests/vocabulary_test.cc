@@ -3,6 +3,10 @@
 // state or kind it does not know, naming the field and the value (and accepts every known one).
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
+#include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "proto/tests/sample_values.h"
@@ -104,6 +108,43 @@ TEST(VocabularyTest, EveryKnownStateAndKindDecodes) {
     Incident out;
     EXPECT_TRUE(Decode(Encode(i), &out).ok()) << i.kind;
   }
+}
+
+// A verdict's reasons (proto/ckpt_codec.h): every name parses back and no two share one; they
+// travel in why's order, are not written when there are none (an older master's verdict), and a
+// name this reader does not know (a newer master's) is dropped while the verdict still decodes.
+TEST(VocabularyTest, VerdictReasonsTravelInOrderAndAnUnknownOneIsDropped) {
+  std::set<std::string> names;
+  for (VerdictReason r : kVerdictReasons) {
+    EXPECT_EQ(ParseVerdictReason(VerdictReasonName(r)), r) << VerdictReasonName(r);
+    EXPECT_TRUE(names.insert(VerdictReasonName(r)).second) << VerdictReasonName(r);
+  }
+  EXPECT_FALSE(ParseVerdictReason("Accepted").has_value());
+  EXPECT_FALSE(ParseVerdictReason("").has_value());
+
+  StepVerdict v = SampleVerdict();
+  EXPECT_EQ(Encode(v).find("reasons"), std::string::npos) << "none known: not written";
+  v.reasons = {VerdictReason::kAccepted, VerdictReason::kSilentDataCorruption, VerdictReason::kTornIgnored};
+  const std::string text = Encode(v);
+  EXPECT_NE(text.find(R"("reasons":["accepted","sdc","torn-ignored"])"), std::string::npos) << text;
+  StepVerdict out;
+  Status s = Decode(text, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out, v);
+  EXPECT_TRUE(out.Has(VerdictReason::kTornIgnored));
+  EXPECT_FALSE(out.Has(VerdictReason::kSingleCopy));
+
+  std::string newer = text;
+  newer.replace(newer.find(R"("sdc")"), 5, R"("cosmic-ray")");
+  s = Decode(newer, &out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out.reasons, (std::vector<VerdictReason>{VerdictReason::kAccepted, VerdictReason::kTornIgnored}));
+
+  std::string garbled = text;
+  garbled.replace(garbled.find(R"("sdc")"), 5, "7");
+  s = Decode(garbled, &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("reasons[1]: expected a string", 0), 0u) << s.ToString();
 }
 
 }  // namespace
