@@ -12,6 +12,7 @@
 //   cpu_usage.h       pinning and CPU accounting
 //   trial.h           one trial end to end, and what its figures mean
 //   profile.h         the decision's steps timed in-process
+//   redis_backend.h   one redis-server or a 3-shard Redis Cluster, and each shard's input
 #include <signal.h>
 #include <unistd.h>
 
@@ -76,9 +77,11 @@ int main(int argc, char** argv) {
                     "--redis-server PATH", o.redis_server));
   }
   PinDriver(o.pin);
-  std::printf("bench: ftmaster %s, %d CPUs (%s), FT_HANG_WINDOW=%s, %d trials per size, "
+  std::printf("bench: ftmaster %s, %s, %d CPUs (%s), FT_HANG_WINDOW=%s, %d trials per size, "
               "timeout events from %s\n",
-              o.ftmaster.c_str(), CpuCount(),
+              o.ftmaster.c_str(),
+              o.cluster ? "a Redis Cluster of 3 masters + 3 replicas" : "one redis-server",
+              CpuCount(),
               o.pin && CpuCount() >= 2 ? "ftmaster pinned alone to the last" : "unpinned",
               o.hang_window.c_str(), o.trials,
               o.all_events ? "every waiting rank" : "the stopped rank's tp peers");
@@ -87,7 +90,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> results;
   for (int n : o.ranks) {
     const Layout layout = Layout::ForRanks(n);
-    std::vector<double> window, decide, field, first, steady, decision, others;
+    std::vector<double> window, decide, field, first, steady, decision, others, input;
+    std::vector<std::string> shard_bytes, shard_commands;
     for (int trial = 0; trial < o.trials; ++trial) {
       const Trial t = RunTrial(o, layout, trial, o.profile && trial == o.trials - 1);
       window.push_back(t.window_ms);
@@ -97,21 +101,42 @@ int main(int argc, char** argv) {
       steady.push_back(t.steady_cpu_pct);
       decision.push_back(t.decision_cpu_pct);
       others.push_back(t.others_pct);
+      input.push_back(t.input_bytes_s);
+      shard_bytes.push_back(t.shard_bytes_s);
+      shard_commands.push_back(t.shard_commands_s);
+    }
+    // The shards' rates of the trial whose total input is the median one.
+    size_t mid = 0;
+    for (size_t i = 0; i < input.size(); ++i) {
+      if (std::fabs(input[i] - Median(input)) < std::fabs(input[mid] - Median(input))) mid = i;
     }
     std::printf("bench: ranks=%d (%s): medians of %d: window_ms=%.0f, decide_ms=%.0f, "
                 "e2e_ms=%.0f, incident decide_ms=%.0f, master cpu %.1f%% steady / %.1f%% "
-                "deciding; other processes %.0f%% of a core\n",
+                "deciding; steady Redis input %.1f MB/s (%.0f B per rank per second; %s: %s "
+                "B/s, %s commands/s); other processes %.0f%% of a core\n",
                 n, layout.Describe().c_str(), o.trials, Median(window), Median(decide),
-                Median(first), Median(field), Median(steady), Median(decision), Median(others));
+                Median(first), Median(field), Median(steady), Median(decision),
+                Median(input) / 1e6, Median(input) / n,
+                o.cluster ? "per shard's master" : "one server", shard_bytes[mid].c_str(),
+                shard_commands[mid].c_str(), Median(others));
     if (Median(others) > 25) {
       std::printf("bench: warning: other processes used %.0f%% of a core during the trials of "
                   "ranks=%d; on a 2-CPU machine that is the noise of these figures: run again "
                   "when the machine is idle\n", Median(others), n);
     }
     std::fflush(stdout);
-    results.push_back(fmt::format(
-        "RESULT master ranks={} window_ms={:.0f} decide_ms={:.0f} e2e_ms={:.0f} cpu_pct={:.1f}", n,
-        Median(window), Median(decide), Median(first), Median(steady)));
+    if (o.cluster) {
+      results.push_back(fmt::format(
+          "RESULT master_cluster ranks={} window_ms={:.0f} decide_ms={:.0f} cluster_e2e_ms={:.0f} "
+          "cpu_pct={:.1f} shard_write_bytes_s={} shard_commands_s={}",
+          n, Median(window), Median(decide), Median(first), Median(steady), shard_bytes[mid],
+          shard_commands[mid]));
+    } else {
+      results.push_back(fmt::format(
+          "RESULT master ranks={} window_ms={:.0f} decide_ms={:.0f} e2e_ms={:.0f} cpu_pct={:.1f} "
+          "write_bytes_s={:.0f}",
+          n, Median(window), Median(decide), Median(first), Median(steady), Median(input)));
+    }
   }
   for (const std::string& line : results) std::printf("%s\n", line.c_str());
   return 0;

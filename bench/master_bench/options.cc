@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kUsage =
     "usage: master_bench [--ftmaster PATH] [--redis-server PATH] [--ranks 1024,4096,16384,131072]\n"
     "                    [--trials 5] [--steady-s 3] [--hang-window 1s] [--events peers|all]\n"
-    "                    [--no-profile] [--no-pin] [--log-level info] [--keep-logs DIR]\n"
+    "                    [--no-profile] [--no-pin] [--log-level info] [--keep-logs DIR] [--cluster]\n"
     "Drives the real ftmaster with synthetic workers through a private redis-server and prints\n"
     "RESULT master ranks=<N> window_ms=.. decide_ms=.. e2e_ms=.. cpu_pct=.. per size (medians;\n"
     "bench/README.md).\n"
@@ -28,7 +28,10 @@ constexpr const char* kUsage =
     "                      peers (default), or every rank that waits on it\n"
     "  --no-profile        skip the in-process timing of the decision's steps\n"
     "  --no-pin            do not put ftmaster alone on the last CPU\n"
-    "  --keep-logs DIR     keep each trial's ftmaster log there\n";
+    "  --keep-logs DIR     keep each trial's ftmaster log there\n"
+    "  --cluster           run against a private Redis Cluster (3 masters + 3 replicas on\n"
+    "                      loopback) instead of one redis-server: RESULT master_cluster ...,\n"
+    "                      with each shard's input rate (shard_write_bytes_s=a/b/c)\n";
 
 std::string DefaultFtmaster() {
   char self[4096] = {};
@@ -85,6 +88,8 @@ Options ParseOptions(int argc, char** argv) {
       o.pin = false;
     } else if (arg == "--log-level") {
       o.log_level = value();
+    } else if (arg == "--cluster") {
+      o.cluster = true;
     } else if (arg == "--keep-logs") {
       o.keep_logs = value();
     } else {

@@ -17,6 +17,7 @@ struct Options {
   bool all_events = false;  // every waiting rank raises its timeout, not only the tp peers
   bool profile = true;
   bool pin = true;
+  bool cluster = false;     // a 3-shard Redis Cluster instead of one redis-server
   std::string log_level = "info";
   std::string keep_logs;
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "ftmaster/timeouts.h"
 #include "ftmaster/topology.h"
 #include "proto/codec.h"
+#include "proto/master_codec.h"
 #include "proto/messages.h"
 #include "redis/client.h"
 #include "redis/spread.h"
@@ -25,7 +27,7 @@
 namespace ft::bench {
 
 void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
-             const redis::Endpoint& endpoint) {
+             const RedisBackend& backend) {
   const int cpus = CpuCount();
   cpu_set_t saved;
   CPU_ZERO(&saved);
@@ -36,8 +38,9 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
     CPU_SET(cpus - 1, &set);
     sched_setaffinity(0, sizeof(set), &set);
   }
-  redis::Client c;
-  Check(c.Connect(endpoint, Ms(2000), Ms(10000)), "profile: connecting to Redis");
+  std::unique_ptr<redis::Commands> client;
+  Check(backend.Open(&client), "profile: connecting to Redis");
+  redis::Commands& c = *client;
   master::BadValues bad;
   master::DecodedHash<proto::RankProgress> progress("progress");
   master::DecodedHash<proto::Membership> ranks("ranks");
@@ -100,6 +103,19 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
   size_t incident_bytes = 0;
   for (const proto::Incident& i : incidents) incident_bytes += proto::Encode(i).size();
   const double encode = MsSince(t);
+  // The action the master persists with the incident (ftmaster/master_loop: one save target
+  // per rank asked to save), encoded and written as its incident script carries it.
+  t = Clock::now();
+  proto::MasterAction action;
+  action.decision = decision.decision;
+  action.save = decision.save;
+  action.phase = "save";
+  const std::string action_json = proto::Encode(action);
+  const double encode_action = MsSince(t);
+  t = Clock::now();
+  Check(c.Run({"HSET", keys.MasterState() + ":profile", "action", action_json}, &reply),
+        "profile: writing the action");
+  const double write_action = MsSince(t);
 
   // The steady-state round (every 500 ms, or 3x its cost): summaries into the timeout model
   // and the straggler detector. Every summary changed since the last read (workers rewrite
@@ -127,12 +143,14 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
               "HGETALL progress %.1f ms (%.1f MB), decode progress %.1f ms, HGETALL ranks "
               "%.1f ms, decode ranks %.1f ms (unchanged re-read %.1f ms), events read+decode "
               "%.1f ms (%zu), WindowCanClose %.1f ms, Attribute %.1f ms, Decide %.1f ms, "
-              "encode incident %.2f ms (%zu bytes); decision '%s' saving %zu ranks; "
+              "encode incident %.2f ms (%zu bytes), encode action %.1f ms (%.1f MB), write action "
+              "%.1f ms; decision '%s' saving %zu ranks; "
               "summary round: HGETALL summary %.1f ms, decode %.1f ms, timeouts+stragglers "
               "%.1f ms\n",
               layout.world(), hget_progress, static_cast<double>(progress_bytes) / 1e6,
               decode_progress, hget_ranks, decode_ranks, compare_ranks, read_events,
-              events.size(), can_close, attribute, decide, encode, incident_bytes,
+              events.size(), can_close, attribute, decide, encode, incident_bytes, encode_action,
+              static_cast<double>(action_json.size()) / 1e6, write_action,
               decision.decision.c_str(), decision.save.size(), hget_summary, decode_summary,
               model);
   std::fflush(stdout);

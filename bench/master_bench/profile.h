@@ -4,14 +4,14 @@
 
 #include "bench/master_bench/layout.h"
 #include "bench/master_bench/options.h"
+#include "bench/master_bench/redis_backend.h"
 #include "proto/keys.h"
-#include "redis/url.h"
 
 namespace ft::bench {
 
 // The decision's steps as ftmaster runs them, timed in this process on the master's CPU,
 // against the trial's final Redis state: where the time of close_to_written goes.
 void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
-             const redis::Endpoint& endpoint);
+             const RedisBackend& backend);
 
 }  // namespace ft::bench

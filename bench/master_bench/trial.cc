@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -21,13 +22,13 @@
 #include "bench/master_bench/cpu_usage.h"
 #include "bench/master_bench/master_process.h"
 #include "bench/master_bench/profile.h"
+#include "bench/master_bench/redis_backend.h"
 #include "bench/master_bench/synthetic_job.h"
 #include "bench/master_bench/worker_driver.h"
 #include "ftmaster/store.h"
 #include "proto/codec.h"
 #include "proto/messages.h"
 #include "redis/client.h"
-#include "redis/tests/redis_server.h"
 
 namespace ft::bench {
 
@@ -35,12 +36,12 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   Trial out;
   const int n = layout.world();
   const OtherLoad others;
-  redis::testing::RedisServerOptions ropts;
-  ropts.binary = o.redis_server;
-  redis::testing::RedisServer server(ropts);
-  Check(server.Start(), "starting redis-server");
-  redis::Client db;
-  Check(db.Connect(server.endpoint(), Ms(2000), Ms(30000)), "connecting to the bench's Redis");
+  RedisBackend backend(o.cluster, o.redis_server);
+  Check(backend.Start(), o.cluster ? "starting the Redis Cluster (3 masters, 3 replicas)"
+                                   : "starting redis-server");
+  std::unique_ptr<redis::Commands> db_client;
+  Check(backend.Open(&db_client), "connecting to the bench's Redis");
+  redis::Commands& db = *db_client;
 
   // The stopped rank: mid-job, a different one per trial.
   Hang hang;
@@ -69,7 +70,7 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   if (dir == nullptr) Die(fmt::format("mkdtemp: {}", std::strerror(errno)));
   const std::string log_path = std::string(dir) + "/ftmaster.log";
   Master master;
-  Check(master.Start(o, job, server.url(), server.password(), layout, log_path),
+  Check(master.Start(o, job, backend.url(), backend.password(), layout, log_path),
         "starting ftmaster");
   auto fail = [&](const std::string& why) {
     master.Stop();
@@ -115,7 +116,9 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   }
   alive();
 
-  // Steady state: the master's CPU over steady_s.
+  // Steady state: the master's CPU, and what each shard took in, over steady_s.
+  std::vector<RedisBackend::Shard> shards_a, shards_b;
+  Check(backend.Shards(&shards_a), "reading the shards' INFO stats");
   const double cpu_a = CpuSeconds(master.pid());
   const auto steady_start = Clock::now();
   const auto steady = std::chrono::milliseconds(static_cast<int64_t>(o.steady_s * 1000));
@@ -123,7 +126,15 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
     driver.Tick(UnixMs());
   }
   const double cpu_b = CpuSeconds(master.pid());
-  out.steady_cpu_pct = (cpu_b - cpu_a) / (MsSince(steady_start) / 1000) * 100;
+  const double steady_s = MsSince(steady_start) / 1000;
+  Check(backend.Shards(&shards_b), "reading the shards' INFO stats");
+  out.steady_cpu_pct = (cpu_b - cpu_a) / steady_s * 100;
+  out.shard_bytes_s = RedisBackend::Rates(shards_a, shards_b, steady_s, true);
+  out.shard_commands_s = RedisBackend::Rates(shards_a, shards_b, steady_s, false);
+  out.input_bytes_s = 0;
+  for (size_t i = 0; i < shards_a.size() && i < shards_b.size(); ++i) {
+    out.input_bytes_s += static_cast<double>(shards_b[i].input_bytes - shards_a[i].input_bytes) / steady_s;
+  }
   alive();
 
   // The hang: rank X makes no call from t0 on; the job backs up behind it.
@@ -225,14 +236,16 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
               "decided %.0f); master cpu %.1f%% steady, %.1f%% first event -> "
               "written; %zu timeout events (timeout %.0f ms); rank %d named (%s, decision %s); "
               "setup %.0f ms, longest driver write %.0f ms, first event written %.0f ms late; "
+              "steady Redis input %s B/s, %s commands/s (%s); "
               "other processes %.0f%% of a core\n",
               n, trial + 1, o.trials, out.window_ms, out.close_to_written, out.first_to_written,
               out.field_decide_ms, out.open_to_decided, out.steady_cpu_pct,
               out.decision_cpu_pct, out.events, timeout_ms, hang.stopped, incident.kind.c_str(),
               incident.decision.c_str(), build_ms, driver.max_write_ms(), out.event_late_ms,
-              out.others_pct);
+              out.shard_bytes_s.c_str(), out.shard_commands_s.c_str(),
+              o.cluster ? "per shard's master" : "one server", out.others_pct);
   std::fflush(stdout);
-  if (profile) Profile(o, layout, sj.keys(), server.endpoint());
+  if (profile) Profile(o, layout, sj.keys(), backend);
 
   if (!o.keep_logs.empty()) {
     mkdir(o.keep_logs.c_str(), 0700);

@@ -54,6 +54,10 @@ struct Trial {
   double others_pct = NAN;         // other processes' CPU during the trial, % of one core
   double event_late_ms = NAN;      // the first event reached Redis this long after its time
   std::string incident_id;
+  // Over the steady period, per shard's master ("a/b/c"; one figure for a single server):
+  // INFO stats' total_net_input_bytes and total_commands_processed per second; and the sum.
+  std::string shard_bytes_s, shard_commands_s;
+  double input_bytes_s = NAN;
 };
 
 // Trial number `trial` (from 0) of a job shaped `layout`; prints its `bench: ranks=...` line,

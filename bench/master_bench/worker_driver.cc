@@ -8,16 +8,20 @@
 
 namespace ft::bench {
 
-void Pipeline(redis::Client& db, const std::vector<redis::Argv>& commands, std::string_view what) {
+void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands,
+              std::string_view what) {
   if (commands.empty()) return;
   std::vector<redis::Reply> replies;
-  Check(db.Pipeline(commands, &replies), what);
+  Check(db.PipelinePartial(commands, &replies), what);
+  if (replies.size() != commands.size()) {
+    Die(fmt::format("{}: {} replies to {} commands", what, replies.size(), commands.size()));
+  }
   for (const redis::Reply& r : replies) {
     if (r.is_error()) Die(fmt::format("{}: Redis answered {}", what, r.str()));
   }
 }
 
-Driver::Driver(SyntheticJob* job, redis::Client* db, int64_t now) : job_(job), db_(db) {
+Driver::Driver(SyntheticJob* job, redis::Commands* db, int64_t now) : job_(job), db_(db) {
   const int nodes = job->nodes();
   next_progress_.resize(static_cast<size_t>(nodes));
   next_summary_.resize(static_cast<size_t>(nodes));

@@ -8,19 +8,19 @@
 
 #include "bench/master_bench/common.h"
 #include "bench/master_bench/synthetic_job.h"
-#include "redis/client.h"
+#include "redis/store.h"
 
 namespace ft::bench {
 
 // Sends `commands` in one pipeline; any error reply ends the bench, naming `what`.
-void Pipeline(redis::Client& db, const std::vector<redis::Argv>& commands, std::string_view what);
+void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands, std::string_view what);
 
 // The workers' clocks: each node's worker writes its ranks' progress every 200 ms, their
 // summaries and its heartbeat every second. Real workers are independent processes, so their
 // phases are spread evenly over the period rather than all writing at once.
 class Driver {
  public:
-  Driver(SyntheticJob* job, redis::Client* db, int64_t now);
+  Driver(SyntheticJob* job, redis::Commands* db, int64_t now);
 
   // Everything at once (before the master starts: the state a running job has in Redis).
   void WriteAll(int64_t now);
@@ -32,7 +32,7 @@ class Driver {
 
  private:
   SyntheticJob* job_;
-  redis::Client* db_;
+  redis::Commands* db_;
   bool hung_ = false;
   std::vector<int64_t> next_progress_, next_summary_;
   double max_write_ms_ = 0;
