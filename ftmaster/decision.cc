@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
+#include <vector>
 
 namespace ft::master {
 bool Acted(const proto::Incident& i) {
@@ -86,20 +86,27 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     }
   }
 
-  std::unordered_map<int, const proto::Membership*> by_rank;
+  // Every rank from here on is inside the topology (0 <= rank < world_size): the membership
+  // is indexed by rank in a vector (131k ranks: a hash map of them cost most of the decision).
+  const auto world = static_cast<size_t>(topology.world_size());
+  std::vector<const proto::Membership*> by_rank(world, nullptr);
   for (const proto::Membership& m : membership) {
-    auto [it, inserted] = by_rank.emplace(m.rank, &m);
-    if (!inserted && m.incarnation > it->second->incarnation) it->second = &m;
+    if (m.rank < 0 || static_cast<size_t>(m.rank) >= world) continue;
+    const proto::Membership*& slot = by_rank[static_cast<size_t>(m.rank)];
+    if (slot == nullptr || m.incarnation > slot->incarnation) slot = &m;
   }
+  std::vector<char> is_unhealthy(world, 0);
+  for (int r : unhealthy) is_unhealthy[static_cast<size_t>(r)] = 1;
+  auto member = [&](int rank) { return by_rank[static_cast<size_t>(rank)]; };
   auto node_of = [&](int rank) -> std::string {
-    auto it = by_rank.find(rank);
-    return it == by_rank.end() ? std::string() : it->second->node;
+    const proto::Membership* m = member(rank);
+    return m == nullptr ? std::string() : m->node;
   };
   auto healthy = [&](int rank) {
-    if (unhealthy.count(rank)) return false;
+    if (is_unhealthy[static_cast<size_t>(rank)]) return false;
     if (membership.empty()) return true;
-    auto it = by_rank.find(rank);
-    return it != by_rank.end() && !proto::CannotSave(it->second->state);
+    const proto::Membership* m = member(rank);
+    return m != nullptr && !proto::CannotSave(m->state);
   };
   // A hang suspect whose process is alive (membership lists it in a state that can save, and
   // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
@@ -107,16 +114,17 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   // its own state. The copy holds the last completed step unless the stuck work had begun the
   // optimizer's update, which the agent marks torn (never restored).
   auto alive_suspect = [&](int rank) {
+    if (!is_unhealthy[static_cast<size_t>(rank)]) return false;  // not a suspect at all
     if (!hang_suspects.count(rank) || other_suspects.count(rank)) return false;
-    auto it = by_rank.find(rank);
-    return it != by_rank.end() && !proto::CannotSave(it->second->state);
+    const proto::Membership* m = member(rank);
+    return m != nullptr && !proto::CannotSave(m->state);
   };
   // Why a rank can save nothing, for the reason.
   auto why_not = [&](int rank) -> std::string {
-    auto it = by_rank.find(rank);
+    const proto::Membership* m = member(rank);
     if (auto k = other_suspects.find(rank); k != other_suspects.end()) return "a " + k->second + " suspect";
-    if (it == by_rank.end()) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
-    if (proto::CannotSave(it->second->state)) return it->second->state;
+    if (m == nullptr) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
+    if (proto::CannotSave(m->state)) return m->state;
     return "a suspect";
   };
   std::vector<int> suspects_saving;  // alive hang suspects asked to save
@@ -170,8 +178,25 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
       }
     }
   }
-  std::sort(d.save.begin(), d.save.end(),
-            [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
+  // By rank: each rank is in one shard and listed once, so a pass over the ranks orders them.
+  std::vector<int> at(world, -1);
+  bool twice = false;
+  for (size_t i = 0; i < d.save.size(); ++i) {
+    int& slot = at[static_cast<size_t>(d.save[i].rank)];
+    twice = twice || slot >= 0;
+    slot = static_cast<int>(i);
+  }
+  if (twice) {
+    std::stable_sort(d.save.begin(), d.save.end(),
+                     [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
+  } else {
+    std::vector<SaveTarget> by_rank_order;
+    by_rank_order.reserve(d.save.size());
+    for (int i : at) {
+      if (i >= 0) by_rank_order.push_back(std::move(d.save[static_cast<size_t>(i)]));
+    }
+    d.save = std::move(by_rank_order);
+  }
   d.decision = "save-then-stop";
   std::sort(suspects_saving.begin(), suspects_saving.end());
   std::string suspects_note;

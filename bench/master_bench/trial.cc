@@ -140,6 +140,7 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   // The hang: rank X makes no call from t0 on; the job backs up behind it.
   sj.SetHangStart(UnixMs());
   driver.SetHung();
+  driver.Watch(hang.stopped);
   std::vector<SyntheticJob::PendingEvent> events = sj.Events(o.all_events);
   out.events = events.size();
   size_t emitted = 0;
@@ -225,6 +226,14 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   out.close_to_written = static_cast<double>(written_ms - incident.window_closed_unix_ms);
   out.field_decide_ms = incident.decide_ms;
   out.first_to_written = static_cast<double>(written_ms - first_ms);
+  // What the window waits for: the stopped rank's first table observed at or after the first
+  // event's time (attribution.h, WindowCanClose), and when it was in Redis.
+  for (const Driver::Written& w : driver.watched()) {
+    if (w.observed_unix_ms >= incident.first_event_unix_ms) {
+      out.stopped_table_ms = static_cast<double>(w.in_redis_unix_ms - first_ms);
+      break;
+    }
+  }
   const int64_t opened = LogLineMs(log_path, "incident window opened");
   if (opened > 0) out.open_to_decided = static_cast<double>(incident.decided_unix_ms - opened);
 
@@ -235,13 +244,15 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
               "written); incident decide_ms=%.0f (first event -> decided; window opened -> "
               "decided %.0f); master cpu %.1f%% steady, %.1f%% first event -> "
               "written; %zu timeout events (timeout %.0f ms); rank %d named (%s, decision %s); "
+              "the stopped rank's first table after the first event in Redis at %+.0f ms; "
               "setup %.0f ms, longest driver write %.0f ms, first event written %.0f ms late; "
               "steady Redis input %s B/s, %s commands/s (%s); "
               "other processes %.0f%% of a core\n",
               n, trial + 1, o.trials, out.window_ms, out.close_to_written, out.first_to_written,
               out.field_decide_ms, out.open_to_decided, out.steady_cpu_pct,
               out.decision_cpu_pct, out.events, timeout_ms, hang.stopped, incident.kind.c_str(),
-              incident.decision.c_str(), build_ms, driver.max_write_ms(), out.event_late_ms,
+              incident.decision.c_str(), out.stopped_table_ms, build_ms, driver.max_write_ms(),
+              out.event_late_ms,
               out.shard_bytes_s.c_str(), out.shard_commands_s.c_str(),
               o.cluster ? "per shard's master" : "one server", out.others_pct);
   std::fflush(stdout);

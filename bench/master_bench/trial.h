@@ -53,6 +53,9 @@ struct Trial {
   size_t events = 0;
   double others_pct = NAN;         // other processes' CPU during the trial, % of one core
   double event_late_ms = NAN;      // the first event reached Redis this long after its time
+  // The stopped rank's first table observed after the first event was in Redis this long after
+  // the first event (the window cannot close before).
+  double stopped_table_ms = NAN;
   std::string incident_id;
   // Over the steady period, per shard's master ("a/b/c"; one figure for a single server):
   // INFO stats' total_net_input_bytes and total_commands_processed per second; and the sum.

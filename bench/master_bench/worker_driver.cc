@@ -41,13 +41,20 @@ void Driver::WriteAll(int64_t now) {
   Pipeline(*db_, cmds, "writing the synthetic workers' state");
 }
 
+void Driver::Watch(int rank) {
+  watch_node_ = rank / kTp;
+  watched_.clear();
+}
+
 void Driver::Tick(int64_t now) {
   std::vector<redis::Argv> cmds;
+  bool watched = false;
   for (int i = 0; i < job_->nodes(); ++i) {
     int64_t& progress = next_progress_[static_cast<size_t>(i)];
     if (now >= progress) {
       job_->ProgressCommand(i, now, hung_, &cmds);
       progress = std::max(progress + kProgressPeriodMs, now);
+      watched = watched || i == watch_node_;
     }
     int64_t& summary = next_summary_[static_cast<size_t>(i)];
     if (now >= summary) {
@@ -59,6 +66,7 @@ void Driver::Tick(int64_t now) {
   const auto start = Clock::now();
   Pipeline(*db_, cmds, "writing the synthetic workers' state");
   max_write_ms_ = std::max(max_write_ms_, MsSince(start));
+  if (watched) watched_.push_back({now, UnixMs()});
 }
 
 void Pace(Clock::time_point* next) {

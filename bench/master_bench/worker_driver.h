@@ -30,12 +30,23 @@ class Driver {
   // The longest one tick's writes took (they delay the next events by as much).
   double max_write_ms() const { return max_write_ms_; }
 
+  // The progress writes of `rank`'s node are recorded from now on: when each table was
+  // observed (the time it carries) and when its write was answered (it was in Redis).
+  struct Written {
+    int64_t observed_unix_ms = 0;
+    int64_t in_redis_unix_ms = 0;
+  };
+  void Watch(int rank);
+  const std::vector<Written>& watched() const { return watched_; }
+
  private:
   SyntheticJob* job_;
   redis::Commands* db_;
   bool hung_ = false;
   std::vector<int64_t> next_progress_, next_summary_;
   double max_write_ms_ = 0;
+  int watch_node_ = -1;
+  std::vector<Written> watched_;
 };
 
 // Sleeps to the next driver tick.
