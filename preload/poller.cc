@@ -169,27 +169,22 @@ struct LaneView {
 };
 
 bool ReadLane(const Lane& lane, LaneView* v) {
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    uint32_t before = lane.version.load(std::memory_order_acquire);
-    if (before & 1) continue;
-    v->version = before;
-    v->tail = lane.tail.load(std::memory_order_acquire);
-    v->tail_count = std::min(lane.tail_count.load(std::memory_order_acquire), kLaneSlots);
+  return lane.published.Read(4, [&] {
+    v->tail = Seqlock::Load(lane.tail);
+    v->tail_count = std::min(Seqlock::Load(lane.tail_count), kLaneSlots);
     for (uint32_t i = 0; i < v->tail_count; ++i) {
-      v->tail_ops[i].slot = lane.tail_slot[i].load(std::memory_order_acquire);
-      v->tail_ops[i].seq = lane.tail_seq[i].load(std::memory_order_acquire);
+      v->tail_ops[i].slot = Seqlock::Load(lane.tail_slot[i]);
+      v->tail_ops[i].seq = Seqlock::Load(lane.tail_seq[i]);
     }
-    v->gap_after = lane.gap_after.load(std::memory_order_acquire);
-    v->first.slot = lane.first_slot.load(std::memory_order_acquire);
-    v->first.flags = static_cast<uint16_t>(lane.first_flags.load(std::memory_order_acquire));
-    v->first.comm_id = lane.first_comm_id.load(std::memory_order_acquire);
-    v->first.seq = lane.first_seq.load(std::memory_order_acquire);
-    v->first.record_seq = lane.first_record_seq.load(std::memory_order_acquire);
-    v->first.record_a = lane.first_record_a.load(std::memory_order_acquire);
-    v->first.entered_ns = lane.first_entered_ns.load(std::memory_order_acquire);
-    if (lane.version.load(std::memory_order_relaxed) == before) return true;
-  }
-  return false;
+    v->gap_after = Seqlock::Load(lane.gap_after);
+    v->first.slot = Seqlock::Load(lane.first_slot);
+    v->first.flags = static_cast<uint16_t>(Seqlock::Load(lane.first_flags));
+    v->first.comm_id = Seqlock::Load(lane.first_comm_id);
+    v->first.seq = Seqlock::Load(lane.first_seq);
+    v->first.record_seq = Seqlock::Load(lane.first_record_seq);
+    v->first.record_a = Seqlock::Load(lane.first_record_a);
+    v->first.entered_ns = Seqlock::Load(lane.first_entered_ns);
+  }, &v->version);
 }
 
 // The first ops of closed gaps (Pending::gap_after): started once the timed op before each
@@ -218,7 +213,7 @@ void PollLanes(PollerState& st, uint64_t now) {
   auto query = FT_REAL_CUDA(cudaEventQuery);
   for (Lane* lane = g_rt->lanes.load(std::memory_order_acquire); lane != nullptr;
        lane = lane->all_next) {
-    if (lane->version.load(std::memory_order_relaxed) == lane->confirmed_version) continue;
+    if (lane->published.version() == lane->confirmed_version) continue;
     LaneView v;
     if (!ReadLane(*lane, &v)) continue;
     if (v.gap_after != 0 && v.first.slot != kNoSlot) {

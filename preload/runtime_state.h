@@ -16,6 +16,7 @@
 #include "common/config.h"
 #include "common/hash.h"
 #include "common/launcher_identity.h"
+#include "common/seqlock.h"
 #include "preload/record_queue.h"
 #include "preload/runtime.h"
 #include "preload/spin_lock.h"
@@ -354,9 +355,11 @@ struct alignas(64) Lane {
   bool gap_open = false;  // untimed ops since the newest timed op
   uint32_t gap_count = 0;
   CoveredRef gap[kLaneSlots];  // per table slot, the newest untimed op since the timed op
-  // Published by the owning thread behind `version` (a seqlock: odd while written), read by
-  // the poller. Every untimed op vouched for moves the version.
-  alignas(64) std::atomic<uint32_t> version{0};
+  // Published by the owning thread behind `published` (common/seqlock.h: stored with
+  // Seqlock::Store between its BeginWrite and EndWrite, or by the atomics' seq_cst assignment,
+  // which is a release store too), read by the poller. Every untimed op vouched for moves
+  // its version.
+  alignas(64) Seqlock published;
   std::atomic<cudaEvent_t> tail{nullptr};  // recorded after the newest untimed op
   std::atomic<uint32_t> tail_count{0};
   std::atomic<uint32_t> tail_slot[kLaneSlots] = {};

@@ -211,17 +211,6 @@ Pending* BeginUntimed(cudaStream_t stream, bool vouch, AppCuda& cuda) {
 
 namespace {
 
-// A seqlock without fences, as shm/comm_table.cc's (ThreadSanitizer understands it): the data
-// are stored with release and loaded with acquire, so a reader that sees any new value also
-// sees the odd version on its second read of it.
-void SeqlockBegin(std::atomic<uint32_t>& version) {
-  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
-void SeqlockEnd(std::atomic<uint32_t>& version) {
-  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
 // Adds (slot, seq) to a per-slot table of the newest seq; false when it has no room.
 template <typename SlotAt, typename SeqAt>
 bool Newest(uint32_t* count, uint32_t slot, uint64_t seq, SlotAt slot_at, SeqAt seq_at) {
@@ -266,8 +255,8 @@ void NoteUntimed(Pending* p, AppCuda& cuda) {
     ReturnUnsubmitted(p);  // unknown: nothing will vouch for these ops
     return;
   }
-  SeqlockBegin(lane->version);
-  lane->tail.store(tail, std::memory_order_release);
+  lane->published.BeginWrite();
+  Seqlock::Store(lane->tail, tail);
   uint32_t tail_count = lane->tail_count.load(std::memory_order_relaxed);
   for (const OpRef& op : p->ops()) {
     if (op.slot == kNoSlot) continue;
@@ -279,22 +268,22 @@ void NoteUntimed(Pending* p, AppCuda& cuda) {
     if (!lane->gap_open) {
       lane->gap_open = true;
       if (lane->timed > 0) {
-        lane->first_slot.store(op.slot, std::memory_order_release);
-        lane->first_flags.store(op.flags, std::memory_order_release);
-        lane->first_comm_id.store(op.comm_id, std::memory_order_release);
-        lane->first_seq.store(op.seq, std::memory_order_release);
-        lane->first_record_seq.store(op.record_seq, std::memory_order_release);
-        lane->first_record_a.store(op.record_a, std::memory_order_release);
-        lane->first_entered_ns.store(op.entered_ns, std::memory_order_release);
-        lane->gap_after.store(lane->timed, std::memory_order_release);
+        Seqlock::Store(lane->first_slot, op.slot);
+        Seqlock::Store(lane->first_flags, op.flags);
+        Seqlock::Store(lane->first_comm_id, op.comm_id);
+        Seqlock::Store(lane->first_seq, op.seq);
+        Seqlock::Store(lane->first_record_seq, op.record_seq);
+        Seqlock::Store(lane->first_record_a, op.record_a);
+        Seqlock::Store(lane->first_entered_ns, op.entered_ns);
+        Seqlock::Store(lane->gap_after, lane->timed);
       }
     }
     Newest(
         &lane->gap_count, op.slot, op.seq, [&](uint32_t i) -> auto& { return lane->gap[i].slot; },
         [&](uint32_t i) -> auto& { return lane->gap[i].seq; });
   }
-  lane->tail_count.store(tail_count, std::memory_order_release);
-  SeqlockEnd(lane->version);
+  Seqlock::Store(lane->tail_count, tail_count);
+  lane->published.EndWrite();
   ReturnUnsubmitted(p);
 }
 

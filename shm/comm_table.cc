@@ -1,40 +1,14 @@
 #include "shm/comm_table.h"
 
 #include <atomic>
-#include <thread>
+
+#include "common/seqlock.h"
 
 namespace ft::shm {
 namespace {
 
+// A reader gives up on a group after this many busy copies (the next poll reads it again).
 constexpr int kSnapshotRetries = 64;
-
-// Seqlock without fences (ThreadSanitizer understands it, and on x86 and arm64 release
-// stores and acquire loads cost what plain ones do): the version is odd while a group is
-// written; data fields are stored with release and loaded with acquire, so a reader that
-// sees any new data value also sees the odd version on its second read of the version.
-void BeginWrite(std::atomic<uint32_t>& version) {
-  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-}
-
-void EndWrite(std::atomic<uint32_t>& version) {
-  version.store(version.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-}
-
-// Seqlock reader: runs `copy` (acquire loads of the group's fields) until it saw one even
-// version before and after; false when every retry met a writer.
-template <typename Copy>
-bool ReadConsistently(const std::atomic<uint32_t>& version, Copy copy) {
-  for (int i = 0; i < kSnapshotRetries; ++i) {
-    uint32_t before = version.load(std::memory_order_acquire);
-    if (before & 1) {
-      std::this_thread::yield();  // the writer may be preempted mid-write on a busy core
-      continue;
-    }
-    copy();
-    if (version.load(std::memory_order_relaxed) == before) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -63,38 +37,38 @@ std::optional<uint32_t> CommTableWriter::Claim(uint64_t comm_id, int32_t comm_ra
 void CommTableWriter::EnterOp(uint32_t index, uint64_t seq, uint32_t op, uint64_t bytes,
                               int64_t peer, uint64_t now_ns) {
   CommSlot& slot = slots_[index];
-  BeginWrite(slot.enter_version);
-  slot.enter_op.store(op, std::memory_order_release);
-  slot.entered_seq.store(seq, std::memory_order_release);
-  slot.entered_ns.store(now_ns, std::memory_order_release);
-  slot.entered_bytes.store(bytes, std::memory_order_release);
-  slot.entered_peer.store(peer, std::memory_order_release);
-  EndWrite(slot.enter_version);
+  slot.enter_version.BeginWrite();
+  Seqlock::Store(slot.enter_op, op);
+  Seqlock::Store(slot.entered_seq, seq);
+  Seqlock::Store(slot.entered_ns, now_ns);
+  Seqlock::Store(slot.entered_bytes, bytes);
+  Seqlock::Store(slot.entered_peer, peer);
+  slot.enter_version.EndWrite();
 }
 
 void CommTableWriter::Started(uint32_t index, uint64_t seq, uint64_t now_ns) {
   CommSlot& slot = slots_[index];
-  BeginWrite(slot.progress_version);
-  slot.started_seq.store(seq, std::memory_order_release);
-  slot.started_ns.store(now_ns, std::memory_order_release);
-  EndWrite(slot.progress_version);
+  slot.progress_version.BeginWrite();
+  Seqlock::Store(slot.started_seq, seq);
+  Seqlock::Store(slot.started_ns, now_ns);
+  slot.progress_version.EndWrite();
 }
 
 void CommTableWriter::Completed(uint32_t index, uint64_t seq, uint64_t now_ns, uint64_t duration_ns) {
   CommSlot& slot = slots_[index];
-  BeginWrite(slot.progress_version);
-  slot.completed_seq.store(seq, std::memory_order_release);
-  slot.completed_ns.store(now_ns, std::memory_order_release);
-  slot.last_duration_ns.store(duration_ns, std::memory_order_release);
-  EndWrite(slot.progress_version);
+  slot.progress_version.BeginWrite();
+  Seqlock::Store(slot.completed_seq, seq);
+  Seqlock::Store(slot.completed_ns, now_ns);
+  Seqlock::Store(slot.last_duration_ns, duration_ns);
+  slot.progress_version.EndWrite();
 }
 
 void CommTableWriter::OldestPending(uint32_t index, uint64_t seq, uint64_t entered_ns) {
   CommSlot& slot = slots_[index];
-  BeginWrite(slot.progress_version);
-  slot.pending_seq.store(seq, std::memory_order_release);
-  slot.pending_ns.store(entered_ns, std::memory_order_release);
-  EndWrite(slot.progress_version);
+  slot.progress_version.BeginWrite();
+  Seqlock::Store(slot.pending_seq, seq);
+  Seqlock::Store(slot.pending_ns, entered_ns);
+  slot.progress_version.EndWrite();
 }
 
 std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t index) {
@@ -108,21 +82,21 @@ std::optional<CommProgress> SnapshotCommSlot(const Segment& segment, uint32_t in
   p.global_rank = slot.global_rank;
   p.flags = slot.flags;
 
-  bool entered_ok = ReadConsistently(slot.enter_version, [&] {
-    p.enter_op = slot.enter_op.load(std::memory_order_acquire);
-    p.entered_seq = slot.entered_seq.load(std::memory_order_acquire);
-    p.entered_ns = slot.entered_ns.load(std::memory_order_acquire);
-    p.entered_bytes = slot.entered_bytes.load(std::memory_order_acquire);
-    p.entered_peer = slot.entered_peer.load(std::memory_order_acquire);
+  bool entered_ok = slot.enter_version.Read(kSnapshotRetries, [&] {
+    p.enter_op = Seqlock::Load(slot.enter_op);
+    p.entered_seq = Seqlock::Load(slot.entered_seq);
+    p.entered_ns = Seqlock::Load(slot.entered_ns);
+    p.entered_bytes = Seqlock::Load(slot.entered_bytes);
+    p.entered_peer = Seqlock::Load(slot.entered_peer);
   });
-  bool progress_ok = ReadConsistently(slot.progress_version, [&] {
-    p.started_seq = slot.started_seq.load(std::memory_order_acquire);
-    p.started_ns = slot.started_ns.load(std::memory_order_acquire);
-    p.completed_seq = slot.completed_seq.load(std::memory_order_acquire);
-    p.completed_ns = slot.completed_ns.load(std::memory_order_acquire);
-    p.last_duration_ns = slot.last_duration_ns.load(std::memory_order_acquire);
-    p.pending_seq = slot.pending_seq.load(std::memory_order_acquire);
-    p.pending_ns = slot.pending_ns.load(std::memory_order_acquire);
+  bool progress_ok = slot.progress_version.Read(kSnapshotRetries, [&] {
+    p.started_seq = Seqlock::Load(slot.started_seq);
+    p.started_ns = Seqlock::Load(slot.started_ns);
+    p.completed_seq = Seqlock::Load(slot.completed_seq);
+    p.completed_ns = Seqlock::Load(slot.completed_ns);
+    p.last_duration_ns = Seqlock::Load(slot.last_duration_ns);
+    p.pending_seq = Seqlock::Load(slot.pending_seq);
+    p.pending_ns = Seqlock::Load(slot.pending_ns);
   });
   if (!entered_ok || !progress_ok) return std::nullopt;
   return p;

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/seqlock.h"
+
 namespace ft::shm {
 
 inline constexpr uint64_t kMagic = 0x3147455354465446ull;  // "FTFTSEG1" read as bytes
@@ -148,10 +150,10 @@ struct ControlPage {
 inline constexpr uint32_t kCommSlotP2P = 1;  // the comm's Send/Recv slot (seq counts this
                                              // rank's p2p ops), not its collectives slot
 
-// One communicator's progress. Two single writers, each behind its own seqlock (version odd
-// while writing): the app thread (what it entered) and the poller thread (what the GPU
-// started and completed). A reader retries a group until it sees the same even version on
-// both sides of its copy.
+// One communicator's progress. Two single writers, each behind its own seqlock (ft::Seqlock,
+// common/seqlock.h: a u32 version, odd while writing): the app thread (what it entered) and
+// the poller thread (what the GPU started and completed). A reader retries a group until it
+// sees the same even version on both sides of its copy.
 struct CommSlot {
   std::atomic<uint64_t> comm_id;               // 0: 0 = free; published last
   int32_t comm_rank;                           // 8
@@ -160,7 +162,7 @@ struct CommSlot {
   uint32_t flags;                              // 20: kCommSlot* bits
   uint8_t reserved0[64 - 24];
   // Entered (app thread).
-  std::atomic<uint32_t> enter_version;         // 64
+  Seqlock enter_version;                       // 64: u32
   std::atomic<uint32_t> enter_op;              // 68: op kind of the last entered op
   std::atomic<uint64_t> entered_seq;           // 72: collectives entered so far
   std::atomic<uint64_t> entered_ns;            // 80
@@ -168,7 +170,7 @@ struct CommSlot {
   std::atomic<int64_t> entered_peer;           // 96: root or peer, -1 none
   uint8_t reserved1[128 - 104];
   // Progress (poller thread).
-  std::atomic<uint32_t> progress_version;      // 128
+  Seqlock progress_version;                    // 128: u32
   uint32_t reserved2;                          // 132
   std::atomic<uint64_t> started_seq;           // 136
   std::atomic<uint64_t> started_ns;            // 144
@@ -206,6 +208,7 @@ static_assert(sizeof(CommSlot) == kCommSlotBytes);
 static_assert(sizeof(Record) == kRecordBytes);
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint32_t>) == 4 && std::atomic<uint32_t>::is_always_lock_free);
+static_assert(sizeof(Seqlock) == 4 && alignof(Seqlock) == 4);  // CommSlot's versions: u32
 
 }  // namespace ft::shm
 
