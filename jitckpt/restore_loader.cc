@@ -1,5 +1,7 @@
 #include "jitckpt/restore_loader.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -13,8 +15,6 @@
 namespace ft::ckpt {
 
 namespace {
-
-enum class SourceKind { kOwnArena, kPrefetched, kReplica, kPeerArena, kLocalDir, kRemoteDir };
 
 struct Candidate {
   SourceKind kind;
@@ -46,7 +46,7 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
     std::set<int> replicas;
     for (const PlanSource& src : line.sources) {
       if (SafeNodeName(src.node) != here || !HasTier(src, "replica") || !replicas.insert(src.rank).second) continue;
-      out.push_back({SourceKind::kReplica, src.rank,
+      out.push_back({SourceKind::kBuddyCopy, src.rank,
                      src.rank == rank ? std::string("buddy copy") : fmt::format("buddy copy of rank {}", src.rank)});
     }
     for (const PlanSource& src : line.sources) {
@@ -78,13 +78,15 @@ class Loader {
       : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own) {}
 
   // OK: restored into the own arena, *used is its manifest. InvalidArgument: the planned copy
-  // does not fit the registered buffers (give up). Anything else: this source failed.
+  // does not fit the registered buffers (give up). Anything else: this source failed, and
+  // reason() says why.
   Status Try(const Candidate& c, Manifest* used) {
+    reason_ = SkipReason::kUnreadable;
     switch (c.kind) {
       case SourceKind::kOwnArena: return TryOwnArena(used);
       case SourceKind::kPrefetched:
         return TryArenaFile(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, rank_), used);
-      case SourceKind::kReplica:
+      case SourceKind::kBuddyCopy:
         return TryArenaFile(Arena::ReplicaPathFor(plan_.arena_dir, plan_.job, c.src_rank), used);
       case SourceKind::kPeerArena:
         return TryArenaFile(Arena::PathFor(plan_.arena_dir, plan_.job, c.src_rank), used);
@@ -94,6 +96,8 @@ class Loader {
     return Status::Internal("unknown restore source");
   }
 
+  SkipReason reason() const { return reason_; }
+
   // After the last source failed: the write is given up (two slots: the committed copy stays).
   void GiveUp() {
     if (own_writing_) own_->AbandonWrite();
@@ -101,17 +105,33 @@ class Loader {
   }
 
  private:
+  // The failure `st` of this source, for `reason`.
+  Status Skip(SkipReason reason, Status st) {
+    reason_ = reason;
+    return st;
+  }
+  // Opening or reading what is not there, or is and fails otherwise.
+  Status SkipOpen(Status st) {
+    const SkipReason reason = st.code() == StatusCode::kNotFound ? SkipReason::kAbsent : SkipReason::kUnreadable;
+    return Skip(reason, std::move(st));
+  }
+
   // Whether `m` is the planned copy: NotFound-ish reasons skip it, a layout that differs is
   // the caller's error (every verified copy has the same digest, so the same layout).
-  Status Accept(const Manifest& m) const {
+  Status Accept(const Manifest& m) {
     if (m.step != plan_.step) {
-      return Status::NotFound(fmt::format("holds step {}, the plan restores step {}", m.step, plan_.step));
+      return Skip(
+          SkipReason::kOtherStep,
+          Status::NotFound(fmt::format("holds step {}, the plan restores step {}", m.step, plan_.step)));
     }
-    if (m.torn) return Status::Corrupt("torn: saved while the state was being updated");
+    if (m.torn) {
+      return Skip(SkipReason::kTorn, Status::Corrupt("torn: saved while the state was being updated"));
+    }
     const uint64_t digest = ContentDigest(m);
     if (digest != line_.digest) {
-      return Status::Corrupt(fmt::format("content digest {} differs from the verified {}",
-                                         DigestHex(digest), DigestHex(line_.digest)));
+      return Skip(SkipReason::kDigestMismatch,
+                  Status::Corrupt(fmt::format("content digest {} differs from the verified {}",
+                                              DigestHex(digest), DigestHex(line_.digest))));
     }
     Status layout = LayoutMatches(m, registered_);
     if (!layout.ok()) {
@@ -140,12 +160,17 @@ class Loader {
     Manifest m;
     uint64_t generation = 0;
     Status st = own_->ReadCommitted(&m, &generation);
-    if (!st.ok()) return Status::NotFound(fmt::format("{} holds no committed copy", own_->path()));
+    if (!st.ok()) {
+      return Skip(SkipReason::kNoCommittedCopy,
+                  Status::NotFound(fmt::format("{} holds no committed copy", own_->path())));
+    }
     FT_RETURN_IF_ERROR(Accept(m));
     const uint8_t* data = own_->data(generation);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
       if (!ChunkVerifies(m, i, data)) {
-        return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i));
+        return Skip(
+            SkipReason::kChunkMismatch,
+            Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i)));
       }
     }
     *used = std::move(m);
@@ -156,15 +181,19 @@ class Loader {
   // manifest names the rank it was pulled from).
   Status TryArenaFile(const std::string& path, Manifest* used) {
     Arena peer;
-    FT_RETURN_IF_ERROR(Arena::OpenForRead(path, &peer));
+    if (Status open = Arena::OpenForRead(path, &peer); !open.ok()) return SkipOpen(std::move(open));
     Manifest m;
     uint64_t generation = 0;
     Status st = peer.ReadCommitted(&m, &generation);
-    if (!st.ok()) return Status::NotFound(fmt::format("{} holds no committed copy", path));
+    if (!st.ok()) {
+      return Skip(SkipReason::kNoCommittedCopy,
+                  Status::NotFound(fmt::format("{} holds no committed copy", path)));
+    }
     FT_RETURN_IF_ERROR(Accept(m));
     if (m.data_bytes > peer.data_capacity()) {
-      return Status::Corrupt(fmt::format("{}: its manifest claims {} bytes, the arena holds {}",
-                                         path, m.data_bytes, peer.data_capacity()));
+      return Skip(SkipReason::kTruncated,
+                  Status::Corrupt(fmt::format("{}: its manifest claims {} bytes, the arena holds {}", path,
+                                              m.data_bytes, peer.data_capacity())));
     }
     uint8_t* dest = BeginOwnWrite();
     const uint8_t* from = peer.data(generation);
@@ -173,7 +202,8 @@ class Loader {
       std::memcpy(dest + begin, from + begin, end - begin);
       if (!ChunkVerifies(m, i, dest)) {
         if (!peer.StillCommitted(generation)) return Overwritten(path);
-        return Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i));
+        return Skip(SkipReason::kChunkMismatch,
+                    Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i)));
       }
     }
     // The seqlock: a save that began while we copied may have changed chunks we had verified.
@@ -184,15 +214,29 @@ class Loader {
 
   Status TryDir(const std::string& dir, int src_rank, Manifest* used) {
     Manifest m;
-    FT_RETURN_IF_ERROR(ReadManifest(dir, plan_.job, {plan_.step, src_rank}, &m));
+    if (Status read = ReadManifest(dir, plan_.job, {plan_.step, src_rank}, &m); !read.ok()) {
+      return SkipOpen(std::move(read));
+    }
     FT_RETURN_IF_ERROR(Accept(m));
     uint8_t* dest = BeginOwnWrite();
-    FT_RETURN_IF_ERROR(ReadData(dir, plan_.job, m, dest, own_->data_capacity()));
-    return CommitOwn(std::move(m), src_rank, used);
+    Status read = ReadData(dir, plan_.job, m, dest, own_->data_capacity());
+    if (read.ok()) return CommitOwn(std::move(m), src_rank, used);
+    if (read.code() == StatusCode::kNotFound) return Skip(SkipReason::kAbsent, std::move(read));
+    // The tier's words say which; its code does not (a wrong size and a bad chunk are both
+    // Corrupt): the file's size tells them apart.
+    struct stat st;
+    const std::string data = DataPath(dir, plan_.job, {m.step, m.rank});
+    if (::stat(data.c_str(), &st) == 0 && static_cast<uint64_t>(st.st_size) != m.data_bytes) {
+      return Skip(SkipReason::kTruncated, std::move(read));
+    }
+    const SkipReason reason =
+        read.code() == StatusCode::kCorrupt ? SkipReason::kChunkMismatch : SkipReason::kUnreadable;
+    return Skip(reason, std::move(read));
   }
 
-  static Status Overwritten(const std::string& path) {
-    return Status::NotReady(fmt::format("{} was overwritten by a new save while it was read", path));
+  Status Overwritten(const std::string& path) {
+    return Skip(SkipReason::kOverwritten,
+                Status::NotReady(fmt::format("{} was overwritten by a new save while it was read", path)));
   }
 
   // The slot a copy from another source goes to; the next source starts over in it. With two
@@ -214,10 +258,11 @@ class Loader {
       // Not the caller's layout (that was checked): the arena reserved room for the manifest
       // of this run's chunk size, and a copy saved with smaller chunks has more checksums.
       // Another source may still fit, so this one is skipped, not the restore refused.
-      return Status::Unsupported(fmt::format(
-          "committing into {}: {} (the copy was saved with {}-byte chunks; was FT_CKPT_CHUNK "
-          "changed?)",
-          own_->path(), st.message(), m.chunk_bytes));
+      return Skip(SkipReason::kChunkSizeChanged,
+                  Status::Unsupported(fmt::format(
+                      "committing into {}: {} (the copy was saved with {}-byte chunks; was FT_CKPT_CHUNK "
+                      "changed?)",
+                      own_->path(), st.message(), m.chunk_bytes)));
     }
     *used = std::move(m);
     return Status::Ok();
@@ -229,9 +274,38 @@ class Loader {
   const std::vector<BufferEntry>& registered_;
   Arena* own_;
   bool own_writing_ = false;
+  SkipReason reason_ = SkipReason::kUnreadable;  // of the last failed Try
 };
 
 }  // namespace
+
+const char* SourceKindName(SourceKind kind) {
+  switch (kind) {
+    case SourceKind::kOwnArena: return "own-arena";
+    case SourceKind::kPrefetched: return "prefetched";
+    case SourceKind::kBuddyCopy: return "buddy-copy";
+    case SourceKind::kPeerArena: return "peer-arena";
+    case SourceKind::kLocalDir: return "local-dir";
+    case SourceKind::kRemoteDir: return "remote-dir";
+  }
+  return "?";
+}
+
+const char* SkipReasonName(SkipReason reason) {
+  switch (reason) {
+    case SkipReason::kAbsent: return "absent";
+    case SkipReason::kUnreadable: return "unreadable";
+    case SkipReason::kNoCommittedCopy: return "no-committed-copy";
+    case SkipReason::kOtherStep: return "other-step";
+    case SkipReason::kTorn: return "torn";
+    case SkipReason::kDigestMismatch: return "digest-mismatch";
+    case SkipReason::kTruncated: return "truncated";
+    case SkipReason::kChunkMismatch: return "chunk-mismatch";
+    case SkipReason::kOverwritten: return "overwritten";
+    case SkipReason::kChunkSizeChanged: return "chunk-size-changed";
+  }
+  return "?";
+}
 
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
                       const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result) {
@@ -249,13 +323,15 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
   }
   const std::vector<Candidate> candidates = Candidates(plan, *line, rank, node);
   Loader loader(plan, *line, rank, registered, own);
-  std::vector<std::string> skipped;
+  std::vector<SkippedSource> skipped;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];
     Manifest used;
     Status st = loader.Try(c, &used);
     if (st.ok()) {
       result->step = plan.step;
+      result->source_kind = c.kind;
+      result->source_rank = c.src_rank;
       result->source = c.name;
       result->manifest = std::move(used);
       result->seconds =
@@ -276,13 +352,13 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
     }
     const std::string next = i + 1 < candidates.size() ? "trying " + candidates[i + 1].name + " next"
                                                        : "no source left";
-    skipped.push_back(fmt::format("{}: {}", c.name, st.message()));
+    skipped.push_back({c.kind, c.src_rank, loader.reason(), fmt::format("{}: {}", c.name, st.message())});
     FT_LOG(Warn, Ckpt, "rank {} restoring step {}: {} skipped ({}); {}", rank, plan.step, c.name,
            st.message(), next);
   }
   loader.GiveUp();
   std::string why;
-  for (const std::string& line_text : skipped) why += (why.empty() ? "" : "; ") + line_text;
+  for (const SkippedSource& s : skipped) why += (why.empty() ? "" : "; ") + s.line;
   result->skipped = std::move(skipped);
   return Status::Corrupt(fmt::format(
       "rank {} found no usable copy of step {} on node {} ({})", rank, plan.step, node, why));

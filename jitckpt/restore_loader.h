@@ -15,6 +15,7 @@
 #ifndef FT_JITCKPT_RESTORE_LOADER_H_
 #define FT_JITCKPT_RESTORE_LOADER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,17 +26,57 @@
 
 namespace ft::ckpt {
 
+// Where a restore reads a copy from, fastest first (the order sources are tried in).
+enum class SourceKind : uint8_t {
+  kOwnArena,    // the rank's own arena, holding the step already: verified in place
+  kPrefetched,  // the copy this node's worker prefetched for the rank from another node
+  kBuddyCopy,   // a buddy copy this node's worker holds (of the rank, or of a replica of its shard)
+  kPeerArena,   // a same-node DP replica's arena
+  kLocalDir,    // the node-local directory
+  kRemoteDir,   // the shared remote directory
+};
+
+// Why a source was skipped: one code per kind of failure. The line beside it says the details
+// (which file, which chunk, which digests) for people, and may be reworded; programs and tests
+// compare the code.
+enum class SkipReason : uint8_t {
+  kAbsent,            // nothing there: no such arena or file
+  kUnreadable,        // there, but refused or failed to read (not ours, not a regular file, I/O error)
+  kNoCommittedCopy,   // an arena with no committed copy (never saved, or one slot being rewritten)
+  kOtherStep,         // it holds another step than the plan restores
+  kTorn,              // saved while the state was being updated: never restored
+  kDigestMismatch,    // its content digest differs from the verified one (an odd replica)
+  kTruncated,         // its data file is not the size its manifest says
+  kChunkMismatch,     // a chunk does not match its checksum
+  kOverwritten,       // a new save overwrote it while it was read
+  kChunkSizeChanged,  // its manifest does not fit this run's arena (saved with another FT_CKPT_CHUNK)
+};
+
+const char* SourceKindName(SourceKind kind);
+const char* SkipReasonName(SkipReason reason);
+
+// One source that was tried and failed.
+struct SkippedSource {
+  SourceKind kind = SourceKind::kOwnArena;
+  int rank = -1;  // the rank its plan source names: the restoring rank's own, or a replica's
+  SkipReason reason = SkipReason::kAbsent;
+  std::string line;  // "<source>: <why>", as logged
+};
+
 struct RestoreResult {
   int64_t step = -1;
-  std::string source;            // e.g. "own arena", "prefetched copy", "arena of rank 4", "local dir"
+  SourceKind source_kind = SourceKind::kOwnArena;
+  int source_rank = -1;          // the rank its plan source names (a prefetched copy: this rank)
+  std::string source;            // for people: "own arena", "arena of rank 4", "remote dir (copy of rank 11)"
   Manifest manifest;             // the restored copy's manifest (now committed in `own`)
   double seconds = 0;
-  std::vector<std::string> skipped;  // one line per source that was tried and failed, and why
+  std::vector<SkippedSource> skipped;  // the sources tried before, in order
 };
 
 // `registered`: this rank's buffers as laid out by PlanLayout. NotFound when the plan has no
 // step (or no line for this rank); InvalidArgument (LayoutMatches' words) when the saved
-// layout differs; Corrupt when every source failed (RestoreResult::skipped says why).
+// layout differs; Corrupt when every source failed (RestoreResult::skipped says why, each with
+// its SkipReason).
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
                       const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result);
 

@@ -427,7 +427,7 @@ TEST_F(CkptE2eTest, AReplacementNodesWorkerPullsItsRanksShardsFromAPeerWorker) {
   ckpt::RestoreResult restored;
   Status s = ckpt::LoadForRestore(file, 4, "node2", layout, &own, &restored);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(restored.source, "prefetched copy");
+  EXPECT_EQ(restored.source_kind, ckpt::SourceKind::kPrefetched) << restored.source;
   ckpt::Manifest own_copy;
   uint64_t own_generation = 0;
   ASSERT_TRUE(own.ReadCommitted(&own_copy, &own_generation).ok());

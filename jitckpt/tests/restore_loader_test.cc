@@ -63,14 +63,32 @@ class RestoreLoaderTest : public ::testing::Test {
     return m;
   }
 
+  // Writes `data` into `arena` and commits `m`, as its writer would; `flip_at` > 0 flips a bit
+  // of the written data first (a bad page under a good manifest).
+  static void CommitInto(Arena& arena, const Manifest& m, const std::vector<uint8_t>& data, uint64_t flip_at = 0) {
+    uint8_t* dest = arena.BeginWrite();
+    ASSERT_NE(dest, nullptr);
+    std::memcpy(dest, data.data(), data.size());
+    if (flip_at > 0) dest[flip_at] ^= 0x10;
+    Status st = arena.Commit(m);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+
   // Commits `m` with `data` into `rank`'s arena of `slots` slots, as that rank's agent would.
   void SaveToArena(int rank, const Manifest& m, const std::vector<uint8_t>& data, int slots = 2) {
     Arena arena;
     Status st = Arena::OpenForWrite(plan_.arena_dir, plan_.job, rank, ManifestBytes(), m.data_bytes, slots, &arena);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    std::memcpy(arena.BeginWrite(), data.data(), data.size());
-    st = arena.Commit(m);
+    CommitInto(arena, m, data);
+  }
+
+  // The same into the arena file at `path` (the worker's prefetch and buddy-copy arenas).
+  void SaveAt(const std::string& path, const Manifest& m, const std::vector<uint8_t>& data, int slots,
+              uint64_t flip_at = 0) {
+    Arena arena;
+    Status st = Arena::OpenForWriteAt(path, ManifestBytes(), m.data_bytes, slots, &arena);
     ASSERT_TRUE(st.ok()) << st.ToString();
+    CommitInto(arena, m, data, flip_at);
   }
 
   void SaveToDir(const std::string& dir, const Manifest& m, const std::vector<uint8_t>& data) {
@@ -86,7 +104,32 @@ class RestoreLoaderTest : public ::testing::Test {
   }
 
   Status Load(RestoreResult* result) {
-    return LoadForRestore(plan_, kRank, "n1", registered_, &own_, result);
+    return LoadForRestore(plan_, kRank, plan_.node, registered_, &own_, result);
+  }
+
+  // Opens the own arena and restores on the plan's node: the result, whose status must be
+  // `expected`.
+  RestoreResult OpenAndLoad(StatusCode expected = StatusCode::kOk) {
+    OpenOwn();
+    RestoreResult result;
+    Status st = Load(&result);
+    EXPECT_EQ(st.code(), expected) << st.ToString();
+    return result;
+  }
+
+  // Restored from `kind`, the copy the plan source of `rank` names.
+  static void ExpectSource(const RestoreResult& r, SourceKind kind, int rank) {
+    EXPECT_EQ(r.source_kind, kind) << SourceKindName(r.source_kind) << ": " << r.source;
+    EXPECT_EQ(r.source_rank, rank) << r.source;
+  }
+
+  // The i-th source tried was `kind` of `rank`'s copy, skipped for `reason`.
+  static void ExpectSkipped(const RestoreResult& r, size_t i, SourceKind kind, int rank, SkipReason reason) {
+    ASSERT_LT(i, r.skipped.size());
+    const SkippedSource& s = r.skipped[i];
+    EXPECT_EQ(s.kind, kind) << SourceKindName(s.kind) << ": " << s.line;
+    EXPECT_EQ(s.rank, rank) << s.line;
+    EXPECT_EQ(s.reason, reason) << SkipReasonName(s.reason) << ", not " << SkipReasonName(reason) << ": " << s.line;
   }
 
   // The own arena holds the saved step, committed as this rank's, byte for byte.
@@ -119,7 +162,7 @@ TEST_F(RestoreLoaderTest, OwnArenaHoldingTheStepIsVerifiedInPlaceAndNothingIsCop
   RestoreResult result;
   Status st = Load(&result);
   ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "own arena");
+  ExpectSource(result, SourceKind::kOwnArena, kRank);
   EXPECT_EQ(result.step, kStep);
   EXPECT_EQ(result.manifest, CopyOf(kRank));
   EXPECT_TRUE(result.skipped.empty());
@@ -133,14 +176,12 @@ TEST_F(RestoreLoaderTest, OwnArenaHoldingTheStepIsVerifiedInPlaceAndNothingIsCop
 TEST_F(RestoreLoaderTest, SameNodePeerArenaIsNextAndTheCopyBecomesThisRanks) {
   SaveToArena(kPeer, CopyOf(kPeer), data_);
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
-  OpenOwn();  // a fresh arena: nothing committed
   LogCapture log;
-  RestoreResult result;
-  Status st = Load(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "arena of rank 7");
+  RestoreResult result = OpenAndLoad();  // a fresh own arena: nothing committed
+  ExpectSource(result, SourceKind::kPeerArena, kPeer);
   ASSERT_EQ(result.skipped.size(), 1u);
-  EXPECT_NE(result.skipped[0].find("own arena"), std::string::npos) << result.skipped[0];
+  ExpectSkipped(result, 0, SourceKind::kOwnArena, kRank, SkipReason::kNoCommittedCopy);
+  // What a person reads: which source was skipped, and which is tried next.
   EXPECT_EQ(log.Count({"own arena skipped", "trying arena of rank 7 next"}), 1u);
   EXPECT_EQ(result.manifest.rank, kRank);
   EXPECT_EQ(result.manifest.dp, -1);  // the peer's dp is not ours; the master's topology says
@@ -150,12 +191,10 @@ TEST_F(RestoreLoaderTest, SameNodePeerArenaIsNextAndTheCopyBecomesThisRanks) {
 TEST_F(RestoreLoaderTest, LocalDirectoryIsUsedWhenNoArenaHoldsTheStep) {
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  Status st = Load(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "local dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kLocalDir, kRank);
   EXPECT_EQ(result.skipped.size(), 2u);  // own arena, rank 7's arena (absent)
+  ExpectSkipped(result, 1, SourceKind::kPeerArena, kPeer, SkipReason::kAbsent);
   EXPECT_EQ(result.manifest, CopyOf(kRank));
   ExpectOwnHoldsTheStep();
 }
@@ -166,14 +205,10 @@ TEST_F(RestoreLoaderTest, RemoteDirectoryHoldsTheCopyOfAnotherNodesReplica) {
   // make them visible, they are not this node's and are not read.
   SaveToArena(kFarPeer, CopyOf(kFarPeer), data_);
   SaveToDir(plan_.local_dir, CopyOf(kFarPeer), data_);
-  OpenOwn();
-  RestoreResult result;
-  Status st = Load(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
-  for (const std::string& line : result.skipped) {
-    EXPECT_EQ(line.find("rank 11"), std::string::npos) << line;
-  }
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kFarPeer);
+  EXPECT_EQ(result.source, "remote dir (copy of rank 11)") << "what the log calls it";
+  for (const SkippedSource& s : result.skipped) EXPECT_NE(s.rank, kFarPeer) << s.line;
   ExpectOwnHoldsTheStep();
 }
 
@@ -181,16 +216,14 @@ TEST_F(RestoreLoaderTest, ACorruptedChunkInTheLocalCopySendsTheRestoreToTheRemot
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
   ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), saved_.chunk_begin(1) + 3));
-  OpenOwn();
   LogCapture log;
-  RestoreResult result;
-  Status st = Load(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "remote dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kRank);
   // own arena, rank 7's arena, the local copy (bad chunk), rank 7's local copy (absent)
   ASSERT_EQ(result.skipped.size(), 4u);
-  EXPECT_NE(result.skipped[2].find("local dir: "), std::string::npos) << result.skipped[2];
-  EXPECT_NE(result.skipped[2].find("chunk 1 "), std::string::npos) << result.skipped[2];
+  ExpectSkipped(result, 2, SourceKind::kLocalDir, kRank, SkipReason::kChunkMismatch);
+  ExpectSkipped(result, 3, SourceKind::kLocalDir, kPeer, SkipReason::kAbsent);
+  // What a person reads: the source, the chunk, what is tried next.
   EXPECT_EQ(log.Count({"W ft[ckpt]", "local dir skipped", "chunk 1 ",
                        "trying local dir (copy of rank 7) next"}),
             1u);
@@ -202,13 +235,10 @@ TEST_F(RestoreLoaderTest, ATruncatedLocalCopyIsSkipped) {
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
   ASSERT_EQ(::truncate(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}).c_str(), 4096), 0);
-  OpenOwn();
-  RestoreResult result;
-  Status st = Load(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "remote dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kRank);
   ASSERT_GE(result.skipped.size(), 3u);
-  EXPECT_NE(result.skipped[2].find("truncated"), std::string::npos) << result.skipped[2];
+  ExpectSkipped(result, 2, SourceKind::kLocalDir, kRank, SkipReason::kTruncated);
   ExpectOwnHoldsTheStep();
 }
 
@@ -217,12 +247,10 @@ TEST_F(RestoreLoaderTest, ATornCopyIsSkipped) {
   torn.torn = true;
   SaveToArena(kPeer, torn, data_);
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  ASSERT_TRUE(Load(&result).ok());
-  EXPECT_EQ(result.source, "local dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kLocalDir, kRank);
   ASSERT_GT(result.skipped.size(), 1u);
-  EXPECT_NE(result.skipped[1].find("arena of rank 7: torn"), std::string::npos) << result.skipped[1];
+  ExpectSkipped(result, 1, SourceKind::kPeerArena, kPeer, SkipReason::kTorn);
   ExpectOwnHoldsTheStep();
 }
 
@@ -236,10 +264,8 @@ TEST_F(RestoreLoaderTest, APeerArenaInTheMiddleOfANewSaveIsReadOnlyWithTwoSlots)
                                     &peer_writer)
                     .ok());
     std::memset(peer_writer.BeginWrite(), 0xee, data_.size());
-    OpenOwn();
-    RestoreResult result;
-    ASSERT_TRUE(Load(&result).ok());
-    EXPECT_EQ(result.source, "arena of rank 7");
+    RestoreResult result = OpenAndLoad();
+    ExpectSource(result, SourceKind::kPeerArena, kPeer);
     ExpectOwnHoldsTheStep();
   }
   std::filesystem::remove(Arena::PathFor(plan_.arena_dir, plan_.job, kRank));
@@ -251,13 +277,10 @@ TEST_F(RestoreLoaderTest, APeerArenaInTheMiddleOfANewSaveIsReadOnlyWithTwoSlots)
                   .ok());
   peer_writer.BeginWrite();
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  ASSERT_TRUE(Load(&result).ok());
-  EXPECT_EQ(result.source, "remote dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kRank);
   ASSERT_GT(result.skipped.size(), 1u);
-  EXPECT_NE(result.skipped[1].find("arena of rank 7: "), std::string::npos) << result.skipped[1];
-  EXPECT_NE(result.skipped[1].find("no committed copy"), std::string::npos) << result.skipped[1];
+  ExpectSkipped(result, 1, SourceKind::kPeerArena, kPeer, SkipReason::kNoCommittedCopy);
   ExpectOwnHoldsTheStep();
 }
 
@@ -270,12 +293,10 @@ TEST_F(RestoreLoaderTest, ACopyWhoseDigestDiffersFromTheVerifiedOneIsSkipped) {
   odd_m.rank = kPeer;
   SaveToArena(kPeer, odd_m, odd);
   SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  ASSERT_TRUE(Load(&result).ok());
-  EXPECT_EQ(result.source, "remote dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kRank);
   ASSERT_GT(result.skipped.size(), 1u);
-  EXPECT_NE(result.skipped[1].find("digest"), std::string::npos) << result.skipped[1];
+  ExpectSkipped(result, 1, SourceKind::kPeerArena, kPeer, SkipReason::kDigestMismatch);
   ExpectOwnHoldsTheStep();
 }
 
@@ -284,13 +305,13 @@ TEST_F(RestoreLoaderTest, ACopyOfAnotherStepIsSkipped) {
   older.step = 1100;
   SaveToArena(kRank, older, data_);
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  ASSERT_TRUE(Load(&result).ok());
-  EXPECT_EQ(result.source, "local dir");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kLocalDir, kRank);
   ASSERT_GT(result.skipped.size(), 0u);
-  EXPECT_NE(result.skipped[0].find("holds step 1100, the plan restores step 1200"), std::string::npos)
-      << result.skipped[0];
+  ExpectSkipped(result, 0, SourceKind::kOwnArena, kRank, SkipReason::kOtherStep);
+  // What a person reads: both steps.
+  EXPECT_NE(result.skipped[0].line.find("holds step 1100, the plan restores step 1200"), std::string::npos)
+      << result.skipped[0].line;
   ExpectOwnHoldsTheStep();
 }
 
@@ -304,6 +325,8 @@ TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();
   // own arena, rank 7's arena, local dir (ours, rank 7's), remote dir (ours, rank 11's)
   EXPECT_EQ(result.skipped.size(), 6u);
+  ExpectSkipped(result, 2, SourceKind::kLocalDir, kRank, SkipReason::kChunkMismatch);
+  ExpectSkipped(result, 5, SourceKind::kRemoteDir, kFarPeer, SkipReason::kAbsent);
   EXPECT_EQ(log.Count({"skipped", "no source left"}), 1u);
   EXPECT_NE(st.message().find("chunk 0 "), std::string_view::npos) << st.ToString();
   // The failed copy into the own arena left it empty, never half-written and committed.
@@ -350,7 +373,9 @@ TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotF
   Status st = Load(&result);
   EXPECT_EQ(st.code(), StatusCode::kCorrupt) << st.ToString();  // every source failed
   ASSERT_GT(result.skipped.size(), 2u);
-  EXPECT_NE(result.skipped[2].find("FT_CKPT_CHUNK"), std::string::npos) << result.skipped[2];
+  ExpectSkipped(result, 2, SourceKind::kLocalDir, kRank, SkipReason::kChunkSizeChanged);
+  // What a person reads: the setting to check.
+  EXPECT_NE(result.skipped[2].line.find("FT_CKPT_CHUNK"), std::string::npos) << result.skipped[2].line;
 }
 
 TEST_F(RestoreLoaderTest, APlanWithoutAStepOrWithoutThisRankIsNotFound) {
@@ -411,39 +436,25 @@ class BuddyRestoreTest : public RestoreLoaderTest {
 
   // The replica arena as the replicator commits it (two slots): the rank's own manifest.
   void SaveToReplica(const Manifest& m, const std::vector<uint8_t>& data, uint8_t flip_at = 0) {
-    Arena arena;
-    Status st = Arena::OpenForWriteAt(Arena::ReplicaPathFor(plan_.arena_dir, plan_.job, kRank), ManifestBytes(),
-                                      m.data_bytes, 2, &arena);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    uint8_t* dest = arena.BeginWrite();
-    std::memcpy(dest, data.data(), data.size());
-    if (flip_at > 0) dest[flip_at] ^= 0x10;
-    st = arena.Commit(m);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    SaveAt(Arena::ReplicaPathFor(plan_.arena_dir, plan_.job, kRank), m, data, 2, flip_at);
   }
 };
 
 TEST_F(BuddyRestoreTest, TheBuddyCopyOnThisNodeIsReadVerifiedAndBecomesThisRanks) {
   SaveToReplica(CopyOf(kRank), data_);
-  OpenOwn();
-  RestoreResult result;
-  Status st = LoadForRestore(plan_, kRank, "n9", registered_, &own_, &result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "buddy copy");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kBuddyCopy, kRank);
   ExpectOwnHoldsTheStep();
 }
 
 TEST_F(BuddyRestoreTest, ACorruptedBuddyCopyIsSkippedForTheNextSource) {
   SaveToReplica(CopyOf(kRank), data_, /*flip_at=*/77);
   SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
-  OpenOwn();
-  RestoreResult result;
-  Status st = LoadForRestore(plan_, kRank, "n9", registered_, &own_, &result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_NE(result.source.find("remote dir"), std::string::npos) << result.source;
-  bool said = false;
-  for (const std::string& s : result.skipped) said = said || s.find("buddy copy: ") != std::string::npos;
-  EXPECT_TRUE(said) << "the buddy copy's failure is not among the skipped sources";
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kFarPeer);
+  // own arena (empty on this node), then the buddy copy: a bad chunk.
+  ASSERT_GE(result.skipped.size(), 2u);
+  ExpectSkipped(result, 1, SourceKind::kBuddyCopy, kRank, SkipReason::kChunkMismatch);
   ExpectOwnHoldsTheStep();
 }
 
@@ -459,15 +470,9 @@ class PrefetchedRestoreTest : public RestoreLoaderTest {
                               {kFarPeer, "n2", {"arena", "local", "remote"}}};
   }
 
-  // The prefetch arena as ftworker's prefetcher commits it: the pulled manifest, as is.
+  // The prefetch arena as ftworker's prefetcher commits it (one slot): the pulled manifest, as is.
   void SaveToPrefetch(const Manifest& m, const std::vector<uint8_t>& data) {
-    Arena arena;
-    Status st = Arena::OpenForWriteAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank),
-                                      ManifestBytes(), m.data_bytes, 1, &arena);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    std::memcpy(arena.BeginWrite(), data.data(), data.size());
-    st = arena.Commit(m);
-    ASSERT_TRUE(st.ok()) << st.ToString();
+    SaveAt(Arena::PrefetchPathFor(plan_.arena_dir, plan_.job, kRank), m, data, 1);
   }
 
   // Flips a bit of the prefetch arena's data after its commit (a bad page).
@@ -481,20 +486,13 @@ class PrefetchedRestoreTest : public RestoreLoaderTest {
     ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok());
     const_cast<uint8_t*>(arena.data(generation))[offset] ^= 0x20;
   }
-
-  Status LoadOnN9(RestoreResult* result) {
-    return LoadForRestore(plan_, kRank, "n9", registered_, &own_, result);
-  }
 };
 
 TEST_F(PrefetchedRestoreTest, ThePrefetchedCopyIsReadLocallyVerifiedAndBecomesThisRanks) {
   SaveToPrefetch(CopyOf(kFarPeer), data_);
   SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
-  OpenOwn();
-  RestoreResult result;
-  Status st = LoadOnN9(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "prefetched copy");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kPrefetched, kRank);
   ASSERT_EQ(result.skipped.size(), 1u);  // the own arena, empty on a new node
   EXPECT_EQ(result.manifest.rank, kRank);
   EXPECT_EQ(result.manifest.dp, -1);  // rank 11's dp is not ours
@@ -512,15 +510,12 @@ TEST_F(PrefetchedRestoreTest, ACorruptedPrefetchedChunkSendsTheRestoreToTheNextS
   SaveToPrefetch(CopyOf(kFarPeer), data_);
   CorruptPrefetched(saved_.chunk_begin(2) + 9);
   SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
-  OpenOwn();
   LogCapture log;
-  RestoreResult result;
-  Status st = LoadOnN9(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kFarPeer);
   ASSERT_GE(result.skipped.size(), 2u);
-  EXPECT_NE(result.skipped[1].find("prefetched copy: "), std::string::npos) << result.skipped[1];
-  EXPECT_NE(result.skipped[1].find("chunk 2 "), std::string::npos) << result.skipped[1];
+  ExpectSkipped(result, 1, SourceKind::kPrefetched, kRank, SkipReason::kChunkMismatch);
+  // What a person reads: the source and the chunk.
   EXPECT_EQ(log.Count({"W ft[ckpt]", "prefetched copy skipped", "chunk 2 "}), 1u);
   ExpectOwnHoldsTheStep();
 }
@@ -532,16 +527,16 @@ TEST_F(PrefetchedRestoreTest, APrefetchedCopyOfAnotherStepOrDigestOrTornIsSkippe
   torn.torn = true;
   Manifest other_digest = CopyOf(kFarPeer);
   other_digest.chunk_checksums[0] ^= 1;
-  for (const Manifest& m : {other_step, torn, other_digest}) {
+  const std::pair<Manifest, SkipReason> cases[] = {{other_step, SkipReason::kOtherStep},
+                                                   {torn, SkipReason::kTorn},
+                                                   {other_digest, SkipReason::kDigestMismatch}};
+  for (const auto& [m, reason] : cases) {
     SaveToPrefetch(m, data_);
     SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
-    OpenOwn();
-    RestoreResult result;
-    Status st = LoadOnN9(&result);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
+    RestoreResult result = OpenAndLoad();
+    ExpectSource(result, SourceKind::kRemoteDir, kFarPeer);
     ASSERT_GE(result.skipped.size(), 2u);
-    EXPECT_NE(result.skipped[1].find("prefetched copy: "), std::string::npos) << result.skipped[1];
+    ExpectSkipped(result, 1, SourceKind::kPrefetched, kRank, reason);
     ExpectOwnHoldsTheStep();
     own_ = Arena();
     ASSERT_EQ(::unlink(Arena::PathFor(plan_.arena_dir, plan_.job, kRank).c_str()), 0);
@@ -552,12 +547,9 @@ TEST_F(PrefetchedRestoreTest, APrefetchFileThePlanDoesNotListIsNotRead) {
   SaveToPrefetch(CopyOf(kFarPeer), data_);  // e.g. left from an earlier plan
   SaveToDir(plan_.remote_dir, CopyOf(kFarPeer), data_);
   plan_.ranks[0].sources.erase(plan_.ranks[0].sources.begin());
-  OpenOwn();
-  RestoreResult result;
-  Status st = LoadOnN9(&result);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  EXPECT_EQ(result.source, "remote dir (copy of rank 11)");
-  for (const std::string& line : result.skipped) EXPECT_EQ(line.find("prefetched"), std::string::npos) << line;
+  RestoreResult result = OpenAndLoad();
+  ExpectSource(result, SourceKind::kRemoteDir, kFarPeer);
+  for (const SkippedSource& s : result.skipped) EXPECT_NE(s.kind, SourceKind::kPrefetched) << s.line;
 }
 
 }  // namespace
