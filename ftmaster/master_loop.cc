@@ -55,7 +55,7 @@ MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> stor
       store_(std::move(store)),
       lease_(keys_.Leader(), options_.id.empty() ? DefaultMasterId() : options_.id,
              Ms(std::max<int64_t>(ToMs(options_.config.lease), 30))),
-      writer_(store_.get(), &keys_, lease_.id(), &stats_.fenced_out),
+      writer_(store_.get(), &keys_, lease_.id(), std::addressof(stats_.fenced_out)),  // kept, read later (clang: &stats_.x is a use)
       timeouts_(TimeoutOptions::FromConfig(options_.config)),
       stragglers_(StragglerOptions::FromConfig(options_.config)) {}
 

@@ -862,7 +862,7 @@ TEST_F(MasterLoopTest, SaveCommandAsksEveryWorker) {
   nlohmann::json j = nlohmann::json::parse(Cli(SaveCommand, true));
   EXPECT_EQ(j["nodes"], nlohmann::json::array({"n0", "n1"}));
   EXPECT_EQ(CommandsFor("n0").size(), 2u);
-  EXPECT_EQ(CommandsFor("n0")[1].text, j["id"]);
+  EXPECT_EQ(CommandsFor("n0")[1].text, j["id"].get<std::string>());
 }
 
 // `ftmaster checkpoints` with ft:{J}:prefetch: one line per replacement node (done or running,
