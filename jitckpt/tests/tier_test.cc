@@ -153,6 +153,38 @@ TEST_F(TierTest, PathsNameStepAndRankZeroPaddedAndKeepTheJobOneComponent) {
   EXPECT_STREQ(TierName(TierKind::kRemote), "remote");
 }
 
+// What the tier recognises in a directory is exactly what it writes: a stray "step-5" or
+// "rank-1.data.bak" is never a step or a copy, and a temp's host and pid are read back.
+TEST_F(TierTest, NamesParseBackOnlyInTheSpellingTheTierWrites) {
+  int64_t step = -1;
+  EXPECT_TRUE(internal::ParseStepDirName("step-000000000042", &step));
+  EXPECT_EQ(step, 42);
+  for (std::string_view bad : {"step-42", "step-0000000000042", "step-00000000004x", "step-", "steps-000000000042"}) {
+    EXPECT_FALSE(internal::ParseStepDirName(bad, &step)) << bad;
+  }
+  int rank = -1;
+  EXPECT_TRUE(internal::ParseRankFileName(internal::RankFileName(7, internal::kDataSuffix), internal::kDataSuffix,
+                                          &rank));
+  EXPECT_EQ(rank, 7);
+  EXPECT_TRUE(internal::ParseRankFileName("rank-000012.manifest", internal::kManifestSuffix, &rank));
+  EXPECT_EQ(rank, 12);
+  for (std::string_view bad : {"rank-7.data", "rank-000007.data.bak", "rank-000007.manifest", "rank-.data"}) {
+    EXPECT_FALSE(internal::ParseRankFileName(bad, internal::kDataSuffix, &rank)) << bad;
+  }
+  const std::string temp = internal::RankFileName(3, internal::kManifestSuffix) + internal::TempSuffix();
+  EXPECT_TRUE(internal::IsTempName(temp));
+  std::string_view host;
+  pid_t pid = 0;
+  ASSERT_TRUE(internal::ParseTempName(temp, &host, &pid));
+  EXPECT_EQ(host, internal::ThisHost());
+  EXPECT_EQ(pid, ::getpid());
+  EXPECT_EQ(internal::TempTarget(temp), "rank-000003.manifest");
+  for (std::string_view bad : {"rank-000003.data.tmp.host", "rank-000003.data.tmp.host.0", "rank-000003.data.tmp..12",
+                               "rank-000003.data.tmp.host.1x", "rank-000003.data"}) {
+    EXPECT_FALSE(internal::ParseTempName(bad, &host, &pid)) << bad;
+  }
+}
+
 TEST_F(TierTest, LocalTierWritesWholeAlignedBlocksStraightFromTheArena) {
   RecordingOps ops;
   PersistStats stats;
