@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
@@ -68,10 +69,10 @@ void MasterMetrics::Start() {
 
 void MasterMetrics::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
@@ -81,9 +82,9 @@ void MasterMetrics::Loop() {
   // A RedisStore: one server or a Redis Cluster (redis+cluster://), as the loop's own.
   redis::RedisStore redis(options_.endpoint, policy);
   const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     bool up = redis.Ensure(std::chrono::steady_clock::now());
     double rtt_s = -1;
     if (up) {
@@ -94,8 +95,8 @@ void MasterMetrics::Loop() {
     }
     if (up) up = Round(redis, rtt_s);
     (void)registry_->Set(kRedisUp, {options_.job, options_.node}, up ? 1 : 0);
-    lock.lock();
-    cv_.wait_for(lock, interval, [this] { return stopping_; });
+    lock.Lock();
+    cv_.WaitFor(&mu_, interval, [this]() REQUIRES(mu_) { return stopping_; });
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/units.h"
 #include "ftmaster/store.h"
 #include "metrics/registry.h"
@@ -60,9 +61,9 @@ class MasterMetrics {
   std::map<int64_t, std::string> verdicts_;   // step -> state, as last counted
   std::string job_state_;                     // the state whose gauge is 1
   std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
 };
 
 }  // namespace ft::master

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/file_ops.h"
@@ -37,11 +38,11 @@ CkptKeeper::CkptKeeper(CkptKeeperOptions options)
 
 CkptKeeper::~CkptKeeper() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     tasks_.clear();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
@@ -83,7 +84,7 @@ CkptKeeper::Held& CkptKeeper::EntryLocked(const ckpt::Manifest& m, int64_t unix_
 }
 
 std::vector<CkptReport> CkptKeeper::TakeReports() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<CkptReport> out;
   for (const ckpt::CopyId& id : dirty_) {
     auto it = held_.find(id);
@@ -108,14 +109,14 @@ std::vector<CkptReport> CkptKeeper::TakeReports() {
 }
 
 std::string CkptKeeper::ArenaPathOf(ckpt::CopyId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = held_.find(id);
   return it != held_.end() && it->second.arena ? it->second.arena_path : std::string();
 }
 
 std::vector<std::string> CkptKeeper::ArenaPaths() {
   std::set<std::string> paths;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, held] : held_) {
     if (held.arena) paths.insert(held.arena_path);
   }
@@ -123,14 +124,14 @@ std::vector<std::string> CkptKeeper::ArenaPaths() {
 }
 
 void CkptKeeper::SetPlan(int64_t planned_step) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   plan_known_ = true;
   planned_step_ = planned_step;
 }
 
 void CkptKeeper::SetGcFacts(const JobGcFacts& job, std::vector<int> alive_ranks) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     gc_job_ = job;
     gc_alive_ranks_ = std::move(alive_ranks);
     for (const Task& t : tasks_) {
@@ -138,11 +139,11 @@ void CkptKeeper::SetGcFacts(const JobGcFacts& job, std::vector<int> alive_ranks)
     }
     tasks_.push_back(Task{Task::Kind::kGc, "", 0, -1});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void CkptKeeper::ReportAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, held] : held_) dirty_.insert(id);
 }
 
@@ -152,7 +153,7 @@ void CkptKeeper::Tick(uint64_t mono_ns, int64_t unix_ms, const std::vector<int>&
   for (int rank : node_ranks) {
     if (!owned_ranks_.insert(rank).second) continue;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       node_ranks_.insert(rank);
     }
     // Copies of this rank the shared remote tier holds (a restarted worker learns them here:
@@ -210,7 +211,7 @@ void CkptKeeper::ArenaHolds(const std::string& path, uint64_t generation,
                             const ckpt::Manifest& m, int64_t unix_ms) {
   arenas_[path] = ArenaSeen{generation, m.created_unix_ns, ckpt::CopyId{m.step, m.rank}};
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     Held& held = EntryLocked(m, unix_ms);
     held.arena = true;
     held.arena_path = path;
@@ -231,7 +232,7 @@ void CkptKeeper::ArenaLost(const std::string& path) {
   if (it == arenas_.end()) return;
   ckpt::CopyId id = it->second.id;
   arenas_.erase(it);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto held = held_.find(id);
   if (held == held_.end() || !held->second.arena) return;
   held->second.arena = false;
@@ -241,7 +242,7 @@ void CkptKeeper::ArenaLost(const std::string& path) {
 
 void CkptKeeper::Enqueue(Task task) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (task.kind == Task::Kind::kPersist) {
       // A queued persist of an older commit of the same arena is obsolete: that copy is gone.
       std::erase_if(tasks_, [&](const Task& t) {
@@ -250,12 +251,12 @@ void CkptKeeper::Enqueue(Task task) {
     }
     tasks_.push_back(std::move(task));
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool CkptKeeper::WaitIdle(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return tasks_.empty() && !busy_; });
+  MutexLock lock(&mu_);
+  return cv_.WaitFor(&mu_, timeout, [&]() REQUIRES(mu_) { return tasks_.empty() && !busy_; });
 }
 
 // ---- The persist thread ----
@@ -264,10 +265,10 @@ void CkptKeeper::PersistLoop() {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       busy_ = false;
-      cv_.notify_all();
-      cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+      cv_.NotifyAll();
+      cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return stop_ || !tasks_.empty(); });
       if (stop_) return;
       task = std::move(tasks_.front());
       tasks_.pop_front();
@@ -333,7 +334,7 @@ void CkptKeeper::RecordTier(ckpt::TierKind kind, const std::string& dir, int ran
     }
     found.emplace_back(id, std::move(m));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [id, m] : found) {
     auto it = held_.find(id);
     // A copy the arena reported already keeps its fields (and time); the tier is added.
@@ -369,7 +370,7 @@ void CkptKeeper::Persist(const Task& task) {
     const std::string& dir = TierDir(kind);
     if (dir.empty()) continue;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       if (stop_) return;
       auto it = held_.find(id);
       // Already there (a restored step committed again into the arena): nothing to write.
@@ -390,7 +391,7 @@ void CkptKeeper::Persist(const Task& task) {
              "{} at a larger disk); the next save is persisted again", m.step, m.rank,
              ckpt::TierName(kind), dir, s.message(), dir,
              kind == ckpt::TierKind::kLocal ? "FT_CKPT_DIR" : "FT_CKPT_REMOTE_DIR");
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = held_.find(id);
       Held& held = it != held_.end() ? it->second : EntryLocked(m, 0);
       TierError(held, kind) = fmt::format("{}: {}", ckpt::TierName(kind), s.message());
@@ -401,7 +402,7 @@ void CkptKeeper::Persist(const Task& task) {
            m.step, m.rank, ckpt::TierName(kind), stats.seconds, MiBPerSecond(stats),
            stats.direct_io ? ", direct I/O" : "");
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = held_.find(id);
       Held& held = it != held_.end() ? it->second : EntryLocked(m, 0);
       TierFlag(held, kind) = true;
@@ -418,7 +419,7 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
   bool plan_known = false;
   int world = -1;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     plan_known = plan_known_;
     if (planned_step_ >= 0) rule.keep_also.push_back(planned_step_);
     // The newest verified step too (ft:{J}:ckpt:verdicts, read with the arena facts): a
@@ -491,7 +492,7 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
            "until the next commit", ckpt::TierName(kind), dir, s.message());
   }
   std::vector<ckpt::CopyId> committed = ckpt::ListCommitted(dir, options_.job);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto& [id, held] : held_) {
     if (!TierFlag(held, kind) || std::binary_search(committed.begin(), committed.end(), id)) continue;
     TierFlag(held, kind) = false;
@@ -508,7 +509,7 @@ void CkptKeeper::CollectArenas() {
   JobGcFacts job;
   std::vector<int> alive;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     job = gc_job_;
     alive = gc_alive_ranks_;
     sweep.ranks.assign(node_ranks_.begin(), node_ranks_.end());

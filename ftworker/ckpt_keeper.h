@@ -42,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "ftworker/arena_gc.h"
 #include "ftworker/arena_sweep.h"
@@ -160,7 +161,7 @@ class CkptKeeper {
   // Reads a tier's committed copies of `rank` (-1: all) and records them as held there.
   void RecordTier(ckpt::TierKind kind, const std::string& dir, int rank);
 
-  Held& EntryLocked(const ckpt::Manifest& m, int64_t unix_ms);
+  Held& EntryLocked(const ckpt::Manifest& m, int64_t unix_ms) REQUIRES(mu_);
   static bool& TierFlag(Held& held, ckpt::TierKind kind);
   static std::string& TierError(Held& held, ckpt::TierKind kind);
   const std::string& TierDir(ckpt::TierKind kind) const;
@@ -174,20 +175,20 @@ class CkptKeeper {
   std::set<std::string> warned_;             // paths whose trouble was logged once
   uint64_t next_scan_ns_ = 0;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<ckpt::CopyId, Held> held_;  // guarded by mu_
-  std::set<ckpt::CopyId> dirty_;       // guarded by mu_
-  std::deque<Task> tasks_;             // guarded by mu_
-  bool busy_ = false;                  // guarded by mu_
-  bool stop_ = false;                  // guarded by mu_
-  std::set<int> node_ranks_;           // guarded by mu_: owned_ranks_, for the persist thread
-  bool plan_known_ = false;            // guarded by mu_
-  int64_t planned_step_ = -1;          // guarded by mu_
-  int world_size_ = -1;                // guarded by mu_: as the newest copy seen says
-  int64_t world_size_step_ = -1;       // guarded by mu_: that copy's step
-  JobGcFacts gc_job_;                  // guarded by mu_: SetGcFacts
-  std::vector<int> gc_alive_ranks_;    // guarded by mu_: SetGcFacts
+  Mutex mu_;
+  CondVar cv_;
+  std::map<ckpt::CopyId, Held> held_ GUARDED_BY(mu_);
+  std::set<ckpt::CopyId> dirty_ GUARDED_BY(mu_);
+  std::deque<Task> tasks_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::set<int> node_ranks_ GUARDED_BY(mu_);  // owned_ranks_, for the persist thread
+  bool plan_known_ GUARDED_BY(mu_) = false;
+  int64_t planned_step_ GUARDED_BY(mu_) = -1;
+  int world_size_ GUARDED_BY(mu_) = -1;  // as the newest copy seen says
+  int64_t world_size_step_ GUARDED_BY(mu_) = -1;  // that copy's step
+  JobGcFacts gc_job_ GUARDED_BY(mu_);  // SetGcFacts
+  std::vector<int> gc_alive_ranks_ GUARDED_BY(mu_);  // SetGcFacts
 
   // Persist thread only: what retention and the tier readers said once (a warning is not
   // repeated every commit).

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
 #include "ftworker/region_name.h"
 #include "jitckpt/manifest.h"
 
@@ -78,7 +79,7 @@ Status CopyProvider::Open(std::string_view name, std::shared_ptr<const rdma::Reg
 }
 
 void CopyProvider::Prune() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (auto it = mappings_.begin(); it != mappings_.end();) {
     struct stat st {};
     const bool same = stat(it->first.c_str(), &st) == 0 && st.st_dev == it->second->dev && st.st_ino == it->second->ino;
@@ -95,19 +96,19 @@ void CopyProvider::Warm() {
 }
 
 size_t CopyProvider::mapped_arenas() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return mappings_.size();
 }
 
 Status CopyProvider::MappingOf(const std::string& path, std::shared_ptr<const Mapping>* out) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     mappings_.erase(path);
     return Status::FromErrno(errno, fmt::format("host arena {}", path));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = mappings_.find(path);
     if (it != mappings_.end() && it->second->dev == st.st_dev && it->second->ino == st.st_ino) {
       *out = it->second;
@@ -123,7 +124,7 @@ Status CopyProvider::MappingOf(const std::string& path, std::shared_ptr<const Ma
   }
   if (options_.mapped) options_.mapped(mapping->arena.slots_data(), mapping->arena.slots_bytes());
   mapping->unmapped = options_.unmapped;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   mappings_[path] = mapping;
   *out = std::move(mapping);
   return Status::Ok();

@@ -33,6 +33,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "ftworker/region_name.h"
 #include "jitckpt/arena.h"
@@ -95,8 +96,8 @@ class CopyProvider : public rdma::RegionProvider {
   Status MappingOf(const std::string& path, std::shared_ptr<const Mapping>* out);
 
   const CopyProviderOptions options_;
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Mapping>> mappings_;  // by path; guarded by mu_
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Mapping>> mappings_ GUARDED_BY(mu_);  // by path
 };
 
 }  // namespace ft::worker

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "ftworker/region_name.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
@@ -97,11 +98,11 @@ Replicator::Replicator(ReplicatorOptions options) : options_(std::move(options))
 
 Replicator::~Replicator() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
     queue_.clear();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
@@ -124,7 +125,7 @@ void Replicator::FindKept() {
     ranks.push_back(rank);
   }
   closedir(d);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (int rank : ranks) {
     ckpt::Arena arena;
     ckpt::Manifest m;
@@ -148,7 +149,7 @@ void Replicator::Tick(uint64_t mono_ns, redis::Commands* redis) {
 
 void Replicator::Poll(redis::Commands& redis) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (busy_ || !queue_.empty()) return;  // one round of pulls at a time
   }
   redis::Reply secret, endpoints;
@@ -178,7 +179,7 @@ void Replicator::Poll(redis::Commands& redis) {
     nodes.erase(std::find(nodes.begin(), nodes.end(), guarded));
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (guarded != guarded_) {
       FT_LOG(Info, Worker, "buddy copies: this node now copies the ranks of {}", guarded.empty() ? "no node" : guarded);
       guarded_ = guarded;
@@ -208,7 +209,7 @@ void Replicator::Poll(redis::Commands& redis) {
   }
   auto endpoint = by_node.find(guarded);
   if (endpoint == by_node.end()) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<int, int64_t> held;
   for (const auto& [rank, h] : held_) held[rank] = h.step;
   for (const ReplicaWant& want : ChooseReplicaPulls(copies, guarded, held, options_.every)) {
@@ -218,24 +219,24 @@ void Replicator::Poll(redis::Commands& redis) {
     if (failed != failed_step_.end() && failed->second == std::pair{want.step, want.digest}) continue;
     queue_.push_back(Job{want, rdma::Peer{guarded, endpoint->second.address, endpoint->second.port}, secret.str()});
   }
-  if (!queue_.empty()) cv_.notify_all();
+  if (!queue_.empty()) cv_.NotifyAll();
 }
 
 void Replicator::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (stop_) return;
     Job job = queue_.front();
     queue_.erase(queue_.begin());
     busy_ = true;
-    lock.unlock();
+    lock.Unlock();
     const auto start = std::chrono::steady_clock::now();
     proto::CkptCopy copy;
     double transfer_s = 0;
     Status s = PullOne(job, &copy, &transfer_s);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    lock.lock();
+    lock.Lock();
     busy_ = false;
     if (!s.ok()) {
       failed_step_[job.want.rank] = {job.want.step, job.want.digest};
@@ -256,7 +257,7 @@ void Replicator::Loop() {
              copy.rank, copy.step, job.peer.node, copy.bytes, transfer_s,
              transfer_s > 0 ? static_cast<double>(copy.bytes) * 8 / transfer_s / 1e9 : 0.0, seconds);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 }
 
@@ -283,7 +284,7 @@ Status Replicator::PullOne(const Job& job, proto::CkptCopy* out, double* transfe
   uint8_t* dest = arena.BeginWrite();
   // The cap: chunks are accepted no faster than bytes_per_second allows (the pull's connections wait in
   // verify, so the sender is paced through TCP's flow control).
-  std::mutex pace_mu;
+  Mutex pace_mu;
   uint64_t paced = 0;
   const auto pace_start = std::chrono::steady_clock::now();
   const double bytes_per_s = static_cast<double>(options_.bytes_per_second);
@@ -298,7 +299,7 @@ Status Replicator::PullOne(const Job& job, proto::CkptCopy* out, double* transfe
     if (ok && bytes_per_s > 0) {
       std::chrono::steady_clock::time_point due;
       {
-        std::lock_guard<std::mutex> lock(pace_mu);
+        MutexLock lock(&pace_mu);
         paced += len;
         due = pace_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                std::chrono::duration<double>(static_cast<double>(paced) / bytes_per_s));
@@ -326,39 +327,39 @@ Status Replicator::PullOne(const Job& job, proto::CkptCopy* out, double* transfe
 }
 
 std::vector<CkptReport> Replicator::TakeReports() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return std::exchange(reports_, {});
 }
 
 void Replicator::ReportAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const auto& [rank, held] : held_) reports_.push_back(CkptReport{held.copy, false});
 }
 
 std::string Replicator::ReplicaPathOf(ckpt::CopyId id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = held_.find(id.rank);
   if (it == held_.end() || it->second.step != id.step) return "";
   return ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, id.rank);
 }
 
 std::string Replicator::guarded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return guarded_;
 }
 
 bool Replicator::WaitIdle(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return !busy_ && queue_.empty(); });
+  MutexLock lock(&mu_);
+  return cv_.WaitFor(&mu_, timeout, [&]() REQUIRES(mu_) { return !busy_ && queue_.empty(); });
 }
 
 uint64_t Replicator::bytes_pulled() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return bytes_;
 }
 
 double Replicator::seconds_pulling() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return seconds_;
 }
 

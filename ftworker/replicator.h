@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "ftworker/ckpt_keeper.h"
 #include "ftworker/prefetcher.h"
 #include "jitckpt/tier.h"
@@ -124,17 +125,17 @@ class Replicator {
   const proto::Keys keys_;
   uint64_t next_poll_ns_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<int, Held> held_;               // by rank; guarded by mu_
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::map<int, Held> held_ GUARDED_BY(mu_);  // by rank
   std::map<int, std::pair<int64_t, uint64_t>> failed_step_;  // rank -> (step, digest) whose pull failed last
-  std::vector<Job> queue_;                 // guarded by mu_
-  bool busy_ = false;                      // guarded by mu_
-  bool stop_ = false;                      // guarded by mu_
-  std::string guarded_;                    // guarded by mu_
-  std::vector<CkptReport> reports_;        // guarded by mu_
-  uint64_t bytes_ = 0;                     // guarded by mu_
-  double seconds_ = 0;                     // guarded by mu_
+  std::vector<Job> queue_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::string guarded_ GUARDED_BY(mu_);
+  std::vector<CkptReport> reports_ GUARDED_BY(mu_);
+  uint64_t bytes_ GUARDED_BY(mu_) = 0;
+  double seconds_ GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
 #include "metrics/textfile.h"
 
 namespace ft::metrics {
@@ -51,10 +52,10 @@ Status Exporter::Start(ExporterOptions options) {
 void Exporter::Stop() {
   if (server_) server_->Stop();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (textfile_thread_.joinable()) textfile_thread_.join();
 }
 
@@ -74,14 +75,14 @@ void Exporter::WriteTextfileOnce() {
 }
 
 void Exporter::TextfileLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
-    lock.unlock();
+    lock.Unlock();
     WriteTextfileOnce();
-    lock.lock();
-    cv_.wait_for(lock, options_.interval, [this] { return stopping_; });
+    lock.Lock();
+    cv_.WaitFor(&mu_, options_.interval, [this]() REQUIRES(mu_) { return stopping_; });
   }
-  lock.unlock();
+  lock.Unlock();
   WriteTextfileOnce();  // the last figures
 }
 

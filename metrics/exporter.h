@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/units.h"
 #include "metrics/registry.h"
 #include "metrics/server.h"
@@ -62,9 +63,9 @@ class Exporter {
   Registry registry_;
   std::unique_ptr<Server> server_;
   std::thread textfile_thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;  // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
   bool textfile_warned_ = false;  // the textfile thread only
 };
 

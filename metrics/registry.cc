@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
+
 namespace ft::metrics {
 
 std::string FormatValue(double value) {
@@ -123,7 +125,7 @@ Status Registry::Declare(std::string_view name, Kind kind, std::string_view help
   } else if (!bounds.empty()) {
     return Status::InvalidArgument(fmt::format("metric {}: only a histogram has buckets", name));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (const Family* existing = FindLocked(name)) {
     if (existing->kind == kind && existing->label_names == label_names && existing->bounds == bounds) {
       return Status::Ok();
@@ -170,7 +172,7 @@ Status Registry::SeriesLocked(std::string_view name, const LabelValues& labels, 
 }
 
 Status Registry::Set(std::string_view name, const LabelValues& labels, double value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Family* family = FindLocked(name);
   if (family != nullptr && family->kind == Kind::kCounter && !(value >= 0)) {
     return Status::InvalidArgument(fmt::format("counter {} set to {}", name, value));
@@ -186,7 +188,7 @@ Status Registry::Set(std::string_view name, const LabelValues& labels, double va
 }
 
 Status Registry::Add(std::string_view name, const LabelValues& labels, double delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Family* family = FindLocked(name);
   if (family != nullptr && family->kind == Kind::kCounter && !(delta >= 0)) {
     return Status::InvalidArgument(fmt::format("counter {} cannot add {}", name, delta));
@@ -198,7 +200,7 @@ Status Registry::Add(std::string_view name, const LabelValues& labels, double de
 }
 
 Status Registry::Observe(std::string_view name, const LabelValues& labels, double value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Series* series = nullptr;
   Family* family = nullptr;
   FT_RETURN_IF_ERROR(SeriesLocked(name, labels, Kind::kHistogram, Kind::kHistogram, &series, &family));
@@ -214,17 +216,17 @@ Status Registry::Observe(std::string_view name, const LabelValues& labels, doubl
 }
 
 void Registry::Remove(std::string_view name, const LabelValues& labels) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Family* family = FindLocked(name)) family->series.erase(labels);
 }
 
 void Registry::Clear(std::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (Family* family = FindLocked(name)) family->series.clear();
 }
 
 double Registry::Value(std::string_view name, const LabelValues& labels) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   const Family* family = FindLocked(name);
   if (family == nullptr) return std::numeric_limits<double>::quiet_NaN();
   auto it = family->series.find(labels);
@@ -234,7 +236,7 @@ double Registry::Value(std::string_view name, const LabelValues& labels) const {
 
 std::string Registry::Render() const {
   std::string out;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (const Family& family : families_) {
     out += "# HELP ";
     out += family.name;

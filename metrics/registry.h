@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace ft::metrics {
@@ -77,13 +78,13 @@ class Registry {
     std::vector<double> bounds;
     std::map<LabelValues, Series> series;
   };
-  Family* FindLocked(std::string_view name);
-  const Family* FindLocked(std::string_view name) const;
+  Family* FindLocked(std::string_view name) REQUIRES(mu_);
+  const Family* FindLocked(std::string_view name) const REQUIRES(mu_);
   Status SeriesLocked(std::string_view name, const LabelValues& labels, Kind want_a,
-                      Kind want_b, Series** out, Family** family);
+                      Kind want_b, Series** out, Family** family) REQUIRES(mu_);
 
-  mutable std::mutex mu_;
-  std::vector<Family> families_;  // GUARDED_BY(mu_), in declaration order
+  mutable Mutex mu_;
+  std::vector<Family> families_ GUARDED_BY(mu_);  // in declaration order
 };
 
 }  // namespace ft::metrics

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "include/ft/ft.h"
 #include "preload/ckpt_agent_impl.h"
 #include "preload/poller_rules.h"
@@ -54,7 +55,7 @@ int Agent::SetShard(int tp, int pp, int dp) {
   if (tp < -1 || pp < -1 || dp < -1) {
     return Fail(FT_INVALID_ARGUMENT, "ft_set_shard: indices are >= 0, or -1 for unknown");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (phase_ != Phase::kOpen) {
     return Fail(FT_INVALID_ARGUMENT, "ft_set_shard after ft_register_end: call it before");
   }
@@ -90,7 +91,7 @@ int Agent::Register(const char* name, const void* ptr, size_t bytes) {
       r.device = a.device;
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (phase_ != Phase::kOpen) {
     return Fail(FT_INVALID_ARGUMENT, "ft_register '" + r.name + "' after ft_register_end");
   }
@@ -113,9 +114,9 @@ int Agent::RegisterEnd() {
   std::vector<Registered> buffers;
   int tp, pp, dp;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Another thread is ending registration: wait for it (start-up, seconds at most).
-    done_cv_.wait(lock, [&] { return phase_ != Phase::kEnding; });
+    done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return phase_ != Phase::kEnding; });
     switch (phase_) {
       case Phase::kReady:
       case Phase::kEmpty: return FT_OK;
@@ -145,7 +146,7 @@ int Agent::RegisterEnd() {
 void Agent::GiveUp(const std::string& message, const std::string& ack, StatusCode code) {
   std::vector<uint64_t> queued;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     phase_ = Phase::kNoArena;
     arena_error_ = message;
     arena_ack_ = ack;
@@ -153,7 +154,7 @@ void Agent::GiveUp(const std::string& message, const std::string& ack, StatusCod
     queued.insert(queued.end(), at_step_waiting_.begin(), at_step_waiting_.end());
     at_step_waiting_.clear();
   }
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
   for (uint64_t seq : queued) AckNow(seq, code, ack);
 }
 
@@ -218,14 +219,14 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     buffers_ = std::move(buffers);
     base_ = std::move(base);
     arena_ = std::move(arena);
     device_ = device;
     phase_ = Phase::kReady;
   }
-  done_cv_.notify_all();
+  done_cv_.NotifyAll();
   static std::once_flag exit_handler;
   std::call_once(exit_handler, [] { atexit([] { TheAgent().FinishAtExit(); }); });
   // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
@@ -295,8 +296,8 @@ cudaEvent_t Agent::RecordStepEnd() {
 void Agent::WaitSnapshotLanded() {
   const uint64_t issued = snapshots_issued_.load(std::memory_order_acquire);
   if (snapshots_landed_.load(std::memory_order_acquire) >= issued) return;
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return snapshots_landed_.load(std::memory_order_acquire) >= issued; });
+  MutexLock lock(&mu_);
+  done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return snapshots_landed_.load(std::memory_order_acquire) >= issued; });
 }
 
 void Agent::SkippedLocked(int64_t step) {
@@ -390,14 +391,14 @@ int Agent::StepDone(int64_t step) {
   update_open_.store(false, std::memory_order_release);
   Phase phase;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     phase = phase_;
   }
   if (phase == Phase::kOpen || phase == Phase::kEnding) {
     if (int r = RegisterEnd(); r != FT_OK) return r;
   }
   int64_t every = g_rt->config.ckpt_every;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, arena_error_);
   if (phase_ != Phase::kReady) return FT_OK;
   bool due = (every > 0 && step % every == 0) || !at_step_waiting_.empty();
@@ -413,9 +414,9 @@ int Agent::StepDone(int64_t step) {
       SkippedLocked(step);
       return FT_OK;
     }
-    lock.unlock();
+    lock.Unlock();
     after = RecordStepEnd();
-    lock.lock();
+    lock.Lock();
     if (after != nullptr && saving_ && !committing_) {
       SkippedLocked(step);  // a just-in-time save began meanwhile
       return FT_OK;
@@ -426,8 +427,8 @@ int Agent::StepDone(int64_t step) {
   request->step = step;
   request->after = after;
   app_requests_.push_back(request);
-  work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return request->copied; });
+  work_cv_.NotifyOne();
+  done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return request->copied; });
   if (request->outcome.result != FT_OK) return Fail(request->outcome.result, request->outcome.message);
   return FT_OK;
 }
@@ -436,7 +437,7 @@ int Agent::Restore(int64_t* step) {
   if (step == nullptr) return Fail(FT_INVALID_ARGUMENT, "ft_restore: step is null");
   if (int r = RegisterEnd(); r != FT_OK) return r;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (phase_ != Phase::kReady) {
       return Fail(FT_INVALID_ARGUMENT, "ft_restore: nothing registered (call ft_register first)");
     }
@@ -444,17 +445,17 @@ int Agent::Restore(int64_t* step) {
   // Until the restore ends, save commands wait: a save now would copy the state the app has
   // not restored yet over the arena's copy the restore is about to use.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++restoring_;
   }
   struct RestoreEnds {
     Agent* agent;
     ~RestoreEnds() {
       {
-        std::lock_guard<std::mutex> lock(agent->mu_);
+        MutexLock lock(&agent->mu_);
         --agent->restoring_;
       }
-      agent->work_cv_.notify_all();
+      agent->work_cv_.NotifyAll();
     }
   } ends{this};
   const LauncherIdentity& id = g_rt->identity;
@@ -468,10 +469,10 @@ int Agent::Restore(int64_t* step) {
     return Fail(FT_NO_CHECKPOINT, "ft_restore: the restore plan (" + path + ") has no step for rank " +
                                       std::to_string(rank) + ": starting from scratch");
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   app_requests_.push_back(request);
-  work_cv_.notify_one();
-  done_cv_.wait(lock, [&] { return request->finished; });
+  work_cv_.NotifyOne();
+  done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return request->finished; });
   const RestoreOutcome& out = request->outcome;
   if (out.result != FT_OK) return Fail(out.result, out.message);
   *step = out.step;  // the agent thread set the step label before any queued save ran

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
@@ -110,11 +111,11 @@ class Agent {
   // device (no stream, a capturing one, an error): the host waits for the copies instead.
   void WaitSnapshotLanded();
   // A due snapshot skipped because the previous one still runs (mu_ held).
-  void SkippedLocked(int64_t step);
+  void SkippedLocked(int64_t step) REQUIRES(mu_);
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // the agent thread waits for work
-  std::condition_variable done_cv_;  // app threads wait for their request
+  Mutex mu_;
+  CondVar work_cv_;  // the agent thread waits for work
+  CondVar done_cv_;  // app threads wait for their request
   // Registration (mu_). Immutable once phase_ left kEnding.
   Phase phase_ = Phase::kOpen;
   std::string arena_error_;  // kNoArena: why (ft_last_error)
@@ -125,17 +126,17 @@ class Agent {
   ckpt::Arena arena_;
   int device_ = -1;
   // Work (mu_).
-  std::deque<std::shared_ptr<AppRequest>> app_requests_;
-  std::vector<uint64_t> jit_waiting_;      // kSave commands not yet served
-  std::vector<uint64_t> at_step_waiting_;  // kSaveAtStep: served by the next periodic save
-  std::vector<uint64_t> attached_;         // save commands that arrived while a save ran
-  bool saving_ = false;
-  bool committing_ = false;  // the running save copied and checksummed everything
-  int restoring_ = 0;  // ft_restore calls under way: save commands wait for them
-  int64_t committed_step_ = kNoStep;  // the last save this process committed, not torn
+  std::deque<std::shared_ptr<AppRequest>> app_requests_ GUARDED_BY(mu_);
+  std::vector<uint64_t> jit_waiting_ GUARDED_BY(mu_);      // kSave commands not yet served
+  std::vector<uint64_t> at_step_waiting_ GUARDED_BY(mu_);  // kSaveAtStep: served by the next periodic save
+  std::vector<uint64_t> attached_ GUARDED_BY(mu_);         // save commands that arrived while a save ran
+  bool saving_ GUARDED_BY(mu_) = false;
+  bool committing_ GUARDED_BY(mu_) = false;  // the running save copied and checksummed everything
+  int restoring_ GUARDED_BY(mu_) = 0;  // ft_restore calls under way: save commands wait for them
+  int64_t committed_step_ GUARDED_BY(mu_) = kNoStep;  // the last save this process committed, not torn
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
   // save's result is committed_step_ once saving_ is false again.
-  bool term_requested_ = false;
+  bool term_requested_ GUARDED_BY(mu_) = false;
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};
@@ -167,10 +168,10 @@ class Agent {
   std::atomic<uint64_t> snapshots_landed_{0};  // ... and have landed (or were drained)
   std::atomic<uint64_t> snapshot_orders_{0};   // update windows ordered behind a snapshot
   // Due snapshots skipped (mu_): ever, since the last snapshot taken, since the last log line.
-  uint64_t skipped_total_ = 0;
-  uint64_t skipped_since_save_ = 0;
-  uint64_t skipped_since_log_ = 0;
-  uint64_t skip_logged_ns_ = 0;
+  uint64_t skipped_total_ GUARDED_BY(mu_) = 0;
+  uint64_t skipped_since_save_ GUARDED_BY(mu_) = 0;
+  uint64_t skipped_since_log_ GUARDED_BY(mu_) = 0;
+  uint64_t skip_logged_ns_ GUARDED_BY(mu_) = 0;
 };
 
 // The process's one agent, made at first use and never destroyed (the agent thread and the

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "preload/ckpt_agent.h"
 #include "preload/ckpt_agent_impl.h"
 
@@ -28,14 +29,14 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 // lock the waiter checks it with, so the wake-up cannot fall between its check and its wait.
 struct HoldReleased {
   std::atomic<bool>* hold;
-  std::mutex* mu;
-  std::condition_variable* cv;
+  Mutex* mu;
+  CondVar* cv;
   ~HoldReleased() {
     {
-      std::lock_guard<std::mutex> lock(*mu);
+      MutexLock lock(&*mu);
       hold->store(false, std::memory_order_release);
     }
-    cv->notify_all();
+    cv->NotifyAll();
   }
 };
 
@@ -43,8 +44,8 @@ struct HoldReleased {
 
 void Agent::WaitWhileTermHold() {
   const auto grace = g_rt != nullptr ? g_rt->config.ckpt_term_grace : std::chrono::seconds(10);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait_for(lock, grace, [&] { return !term_hold_.load(std::memory_order_acquire); });
+  MutexLock lock(&mu_);
+  done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !term_hold_.load(std::memory_order_acquire); });
 }
 
 void Agent::SaveForTermination(int sig) {
@@ -53,7 +54,7 @@ void Agent::SaveForTermination(int sig) {
   const auto deadline = start + grace;
   const std::string name = sigabbrev_np(sig) != nullptr ? std::string("SIG") + sigabbrev_np(sig) : "signal";
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (phase_ != Phase::kReady) return;  // nothing to save; Arm runs only once ready
   }
   if (last_step_.load(std::memory_order_acquire) == kNoStep) {
@@ -99,9 +100,9 @@ void Agent::SaveForTermination(int sig) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
-  if (!done_cv_.wait_until(lock, deadline, [&] { return !saving_; })) {
+  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_; })) {
     FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s); the signal goes on", name,
            Seconds(grace));
     return;
@@ -112,9 +113,9 @@ void Agent::SaveForTermination(int sig) {
     return;
   }
   term_requested_ = true;
-  work_cv_.notify_one();
+  work_cv_.NotifyOne();
   // Taken (the flag cleared) and finished (FinishSave cleared saving_ and set committed_step_).
-  if (!done_cv_.wait_until(lock, deadline, [&] { return !term_requested_ && !saving_; })) {
+  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !term_requested_ && !saving_; })) {
     FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s); the "
            "signal goes on", name, Seconds(grace));
     return;

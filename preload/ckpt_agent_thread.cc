@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "include/ft/ft.h"
 #include "jitckpt/checksum.h"
 #include "preload/ckpt_agent.h"
@@ -37,9 +38,9 @@ void Agent::FinishAtExit() noexcept {
   constexpr auto kExitWait = std::chrono::seconds(10);
   try {
     if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (phase_ != Phase::kReady) return;
-    bool done = done_cv_.wait_for(lock, kExitWait, [&] {
+    bool done = done_cv_.WaitFor(&mu_, kExitWait, [&]() REQUIRES(mu_) {
       return !saving_ && app_requests_.empty() && jit_waiting_.empty();
     });
     if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
@@ -60,7 +61,7 @@ void Agent::HandOver(const shm::Command& command) {
   std::string refusal;
   StatusCode code = StatusCode::kNotFound;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     switch (phase_) {
       case Phase::kEmpty:
         refusal = "nothing registered";
@@ -88,7 +89,7 @@ void Agent::HandOver(const shm::Command& command) {
         attached_.push_back(command.seq);  // coalesced with the save that runs
       } else {
         jit_waiting_.push_back(command.seq);
-        work_cv_.notify_one();
+        work_cv_.NotifyOne();
       }
       return;
     }
@@ -118,7 +119,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   uint64_t skipped = 0;
   if (periodic && periodic->after != nullptr) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       skipped = skipped_since_save_;
       skipped_since_save_ = 0;
     }
@@ -133,24 +134,24 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
         snapshot_copied_.store(copied, std::memory_order_release);
       }
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         periodic->copied = true;
         if (!s.ok()) {
           periodic->outcome.result = FT_CUDA_ERROR;
           periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
         }
       }
-      done_cv_.notify_all();
+      done_cv_.NotifyAll();
     };
     job.landed = [&] {
       if (!published) return;
       cudaEvent_t expected = copied_event;
       snapshot_copied_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
       {
-        std::lock_guard<std::mutex> lock(mu_);  // an ft_update_begin may wait for this
+        MutexLock lock(&mu_);  // an ft_update_begin may wait for this
         snapshots_landed_.fetch_add(1, std::memory_order_acq_rel);
       }
-      done_cv_.notify_all();
+      done_cv_.NotifyAll();
     };
     // A step completed while the copies ran, and no ft_update_begin ordered its update behind
     // them (the app stopped calling it): its optimizer may have written during the copy.
@@ -168,7 +169,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       if (seconds < std::max(1.0, 2 * interval)) return;
       std::vector<uint64_t> refused;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         refused.swap(attached_);
         refused.insert(refused.end(), jit_waiting_.begin(), jit_waiting_.end());
         jit_waiting_.clear();
@@ -184,14 +185,14 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   } else if (periodic) {
     job.copied = [&](const Status& s) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         periodic->copied = true;
         if (!s.ok()) {
           periodic->outcome.result = FT_CUDA_ERROR;
           periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
         }
       }
-      done_cv_.notify_all();
+      done_cv_.NotifyAll();
     };
   } else {
     // Torn when the optimizer's work may be running now, or when an update window opened or
@@ -203,7 +204,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
     };
   }
   job.committing = [this] {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     committing_ = true;
   };
   SaveOutcome out;
@@ -234,7 +235,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
 
 void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // A torn copy is committed but never restored. A failed save keeps the committed copy with
     // two slots; with one it began writing over it, and none is left.
     if (outcome.status.ok()) {
@@ -246,7 +247,7 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
     attached_.clear();
     saving_ = false;
   }
-  done_cv_.notify_all();  // an exiting process may wait for this save (FinishAtExit)
+  done_cv_.NotifyAll();  // an exiting process may wait for this save (FinishAtExit)
   for (uint64_t seq : waiters) Ack(seq, outcome);
 }
 
@@ -269,8 +270,8 @@ void Agent::Run() {
     std::vector<uint64_t> waiters;
     bool save = false;
     try {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] {
+      MutexLock lock(&mu_);
+      work_cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
         return !app_requests_.empty() || ((!jit_waiting_.empty() || term_requested_) && restoring_ == 0);
       });
       if (!app_requests_.empty()) {
@@ -278,14 +279,14 @@ void Agent::Run() {
         app_requests_.pop_front();
       }
       if (request && request->kind == AppRequest::Kind::kRestore) {
-        lock.unlock();
+        lock.Unlock();
         RestoreOutcome out = Restore(*request, &cuda);
         if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
-        lock.lock();
+        lock.Lock();
         request->outcome = std::move(out);
         request->finished = true;
-        lock.unlock();
-        done_cv_.notify_all();
+        lock.Unlock();
+        done_cv_.NotifyAll();
         continue;
       }
       // A save: it serves every save command waiting now (coalesced), and a periodic one also
@@ -295,7 +296,7 @@ void Agent::Run() {
         std::vector<uint64_t> refused;
         refused.swap(jit_waiting_);
         term_requested_ = false;
-        lock.unlock();
+        lock.Unlock();
         for (uint64_t seq : refused) AckNow(seq, kNothingToSaveCode, kNothingToSave);
         continue;
       }
@@ -311,7 +312,7 @@ void Agent::Run() {
       }
       saving_ = true;
       committing_ = false;
-      lock.unlock();
+      lock.Unlock();
       const SaveOrigin origin = request       ? SaveOrigin::kPeriodic
                                 : termination ? SaveOrigin::kTermination
                                               : SaveOrigin::kJustInTime;
@@ -342,13 +343,13 @@ void Agent::Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint6
     outcome.status = Status::Internal("checkpoint agent: internal error");
     outcome.message = "checkpoint agent: internal error";
     if (request) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       request->copied = true;
       request->finished = true;
       if (request->outcome.result == FT_OK) request->outcome.result = FT_INTERNAL;
       request->outcome.message = "ft_restore/ft_step_done: the checkpoint agent failed (a bug in ft)";
     }
-    done_cv_.notify_all();
+    done_cv_.NotifyAll();
     if (waiters != nullptr) FinishSave(std::move(*waiters), outcome);
   } catch (...) {
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <system_error>
 
+#include "common/mutex.h"
 #include "jitckpt/checksum.h"
 
 namespace ft::preload::agent {
@@ -31,32 +32,32 @@ void ChunkChecksummer::Add(size_t c) {
   if (!started_) StartHelpers();
   if (helpers_.empty()) return Checksum(c);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(c);
   }
-  cv_.notify_one();
+  cv_.NotifyOne();
 }
 
 void ChunkChecksummer::Help() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [&] { return !queue_.empty() || finishing_; });
+    cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return !queue_.empty() || finishing_; });
     if (queue_.empty()) return;  // finishing, nothing left
     const size_t c = queue_.front();
     queue_.pop_front();
-    lock.unlock();
+    lock.Unlock();
     Checksum(c);  // each chunk its own slot: no two threads write the same one
-    lock.lock();
+    lock.Lock();
   }
 }
 
 void ChunkChecksummer::Finish() {
   started_ = true;  // a chunk added later is checksummed inline
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     finishing_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (std::thread& t : helpers_) t.join();  // each drains the queue before it returns
   helpers_.clear();
 }

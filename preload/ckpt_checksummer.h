@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "jitckpt/manifest.h"
 
 namespace ft::preload::agent {
@@ -50,10 +51,10 @@ class ChunkChecksummer {
   const uint8_t* const data_;
   const int threads_;
   bool started_ = false;  // the caller's thread only
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<size_t> queue_;  // GUARDED_BY(mu_)
-  bool finishing_ = false;    // GUARDED_BY(mu_)
+  Mutex mu_;
+  CondVar cv_;
+  std::deque<size_t> queue_ GUARDED_BY(mu_);
+  bool finishing_ GUARDED_BY(mu_) = false;
   std::vector<std::thread> helpers_;
 };
 

@@ -7,28 +7,30 @@
 
 #include <atomic>
 
+#include "common/thread_annotations.h"
+
 namespace ft::preload::internal {
 
 // A lock held for a few instructions; never across a call into CUDA, NCCL or the kernel, never
 // around an allocation.
-class SpinLock {
+class CAPABILITY("spinlock") SpinLock {
  public:
-  void lock() noexcept {
+  void lock() noexcept ACQUIRE() {
     int spins = 0;
     while (flag_.test_and_set(std::memory_order_acquire)) {
       if (++spins > 64) sched_yield();
     }
   }
-  void unlock() noexcept { flag_.clear(std::memory_order_release); }
+  void unlock() noexcept RELEASE() { flag_.clear(std::memory_order_release); }
 
  private:
   std::atomic_flag flag_ = ATOMIC_FLAG_INIT;
 };
 
-class SpinGuard {
+class SCOPED_CAPABILITY SpinGuard {
  public:
-  explicit SpinGuard(SpinLock& lock) : lock_(lock) { lock_.lock(); }
-  ~SpinGuard() { lock_.unlock(); }
+  explicit SpinGuard(SpinLock& lock) ACQUIRE(lock) : lock_(lock) { lock_.lock(); }
+  ~SpinGuard() RELEASE() { lock_.unlock(); }
 
  private:
   SpinLock& lock_;

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "rdma/tcp_client.h"
 #include "rdma/transfer.h"
 
@@ -91,20 +92,20 @@ class PullState {
   Clock::time_point first_request_{};
   std::atomic<bool> first_byte_seen_{false};
 
-  std::mutex mu_;                   // guards the result's maps and notes, and cause_
+  Mutex mu_;  // guards the result's maps and notes, and the cause
   std::optional<std::string> first_meta_;
-  Status cause_;
-  bool have_cause_ = false;
+  Status cause_ GUARDED_BY(mu_);
+  bool have_cause_ GUARDED_BY(mu_) = false;
 };
 
 void PullState::Note(std::string line) {
   FT_LOG(Info, Rdma, "pull: {}", line);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   result_->notes.push_back(std::move(line));
 }
 
 void PullState::SetCause(const Status& s) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!have_cause_) {
     cause_ = s;
     have_cause_ = true;
@@ -112,7 +113,7 @@ void PullState::SetCause(const Status& s) {
 }
 
 void PullState::AddBytes(const std::string& key, uint64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   result_->bytes_by_source[key] += n;
 }
 
@@ -139,11 +140,11 @@ void PullState::Landed(const PieceRef& ref, const std::string& source_key) {
 void PullState::FetchOverTcp(const PullSource& source, std::unique_ptr<Connection> control,
                              uint32_t control_handle, const std::vector<PieceRef>& pieces) {
   const std::string key = source.peer.node + "/tcp";
-  std::mutex queue_mu;
-  std::deque<size_t> queue;  // GUARDED_BY(queue_mu): indexes into pieces, in offset order
+  Mutex queue_mu;
+  std::deque<size_t> queue;  // guarded by queue_mu (a local: not annotatable): indexes into pieces, in offset order
   for (size_t i = 0; i < pieces.size(); ++i) queue.push_back(i);
   auto next_piece = [&](size_t* out) {
-    std::lock_guard<std::mutex> lock(queue_mu);
+    MutexLock lock(&queue_mu);
     if (queue.empty()) return false;
     *out = queue.front();
     queue.pop_front();
@@ -336,6 +337,7 @@ Status PullState::Run() {
   std::string what = fmt::format("pull: {} of {} chunks not delivered verified by {} sources{}",
                                  pending.size(), chunk_count_, sources.size(),
                                  request_.fallback ? " and the fallback" : " (no fallback)");
+  MutexLock lock(&mu_);  // every source's thread has ended: uncontended
   if (!have_cause_) return Status::Unavailable(what);
   return cause_.WithContext(what);
 }

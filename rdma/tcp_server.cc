@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include <sys/resource.h>
 
+#include "common/mutex.h"
 #include "rdma/auth.h"
 #include "rdma/channel.h"
 #include "rdma/socket_tuning.h"
@@ -60,19 +61,19 @@ struct Server::Impl {
 
   ServerOptions options;
   // Admission (declared before io: sessions that io's handlers still own release here).
-  std::mutex admission_mu;
-  size_t open_connections = 0;                             // GUARDED_BY(admission_mu)
-  size_t open_unauthenticated = 0;                         // GUARDED_BY(admission_mu)
-  std::map<std::string, size_t> unauthenticated_by_address;  // GUARDED_BY(admission_mu)
+  Mutex admission_mu;
+  size_t open_connections GUARDED_BY(admission_mu) = 0;
+  size_t open_unauthenticated GUARDED_BY(admission_mu) = 0;
+  std::map<std::string, size_t> unauthenticated_by_address GUARDED_BY(admission_mu);
   size_t max_connections = 0;  // set by Start()
   size_t max_unauthenticated = 0;
-  Clock::time_point last_over_limit_log{};  // GUARDED_BY(admission_mu)
+  Clock::time_point last_over_limit_log GUARDED_BY(admission_mu) = {};
   std::atomic<uint64_t> over_limit{0};
   std::atomic<uint64_t> forged{0};
 
   // Whether a new connection from `address` may stay; counts it when it may.
   bool Admit(const std::string& address) {
-    std::lock_guard<std::mutex> lock(admission_mu);
+    MutexLock lock(&admission_mu);
     size_t& mine = unauthenticated_by_address[address];
     const bool ok = open_connections < max_connections && open_unauthenticated < max_unauthenticated &&
                     mine < options.max_unauthenticated_per_address;
@@ -97,15 +98,15 @@ struct Server::Impl {
     return true;
   }
   void Authenticated(const std::string& address) {
-    std::lock_guard<std::mutex> lock(admission_mu);
+    MutexLock lock(&admission_mu);
     ForgetUnauthenticated(address);
   }
   void Release(const std::string& address, bool authenticated) {
-    std::lock_guard<std::mutex> lock(admission_mu);
+    MutexLock lock(&admission_mu);
     --open_connections;
     if (!authenticated) ForgetUnauthenticated(address);
   }
-  void ForgetUnauthenticated(const std::string& address) {  // EXCLUSIVE_LOCKS_REQUIRED(admission_mu)
+  void ForgetUnauthenticated(const std::string& address) REQUIRES(admission_mu) {
     --open_unauthenticated;
     auto it = unauthenticated_by_address.find(address);
     if (it != unauthenticated_by_address.end() && --it->second == 0) unauthenticated_by_address.erase(it);
@@ -128,9 +129,9 @@ struct Server::Impl {
   std::atomic<uint64_t> reads{0};
 
   class Session;
-  std::mutex sessions_mu;
-  std::vector<std::weak_ptr<Session>> sessions;  // GUARDED_BY(sessions_mu)
-  bool stopping = false;                          // GUARDED_BY(sessions_mu)
+  Mutex sessions_mu;
+  std::vector<std::weak_ptr<Session>> sessions GUARDED_BY(sessions_mu);
+  bool stopping GUARDED_BY(sessions_mu) = false;
 
   // A scanner or a misconfigured job can knock thousands of times a minute: one line per
   // address per interval, with how many were not logged.
@@ -140,13 +141,13 @@ struct Server::Impl {
   };
   // Bounded: at most kMaxRefusalLogAddresses addresses; entries older than the interval make
   // room, and when none is, refusals of new addresses are counted in `refusal_others`.
-  std::mutex refusal_mu;
-  std::map<std::string, RefusalLogState> refusal_log;  // GUARDED_BY(refusal_mu)
-  RefusalLogState refusal_others;                      // GUARDED_BY(refusal_mu)
+  Mutex refusal_mu;
+  std::map<std::string, RefusalLogState> refusal_log GUARDED_BY(refusal_mu);
+  RefusalLogState refusal_others GUARDED_BY(refusal_mu);
 
   void NoteRefused(const std::string& address, std::string_view why) {
     auth_refused.fetch_add(1, std::memory_order_relaxed);
-    std::lock_guard<std::mutex> lock(refusal_mu);
+    MutexLock lock(&refusal_mu);
     Clock::time_point now = Clock::now();
     if (refusal_log.size() >= kMaxRefusalLogAddresses && refusal_log.count(address) == 0) {
       std::erase_if(refusal_log, [&](const auto& entry) { return now - entry.second.last >= kRefusalLogInterval; });
@@ -586,7 +587,7 @@ void Server::Impl::Accept() {
       }
       session->Admitted();
       {
-        std::lock_guard<std::mutex> lock(sessions_mu);
+        MutexLock lock(&sessions_mu);
         if (stopping) return;  // Stop() took its list of sessions to close already
         std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
         sessions.push_back(session);
@@ -678,7 +679,7 @@ void Server::Stop() {
     s.accept_retry.cancel();
   });
   {
-    std::lock_guard<std::mutex> lock(s.sessions_mu);
+    MutexLock lock(&s.sessions_mu);
     s.stopping = true;
     for (const auto& weak : s.sessions)
       if (auto session = weak.lock()) session->Close();
@@ -699,8 +700,8 @@ ServerStats Server::stats() const {
   out.over_limit = s.over_limit.load(std::memory_order_relaxed);
   out.forged = s.forged.load(std::memory_order_relaxed);
   {
-    std::lock_guard<std::mutex> lock(impl_->refusal_mu);
-    out.refusal_log_addresses = s.refusal_log.size();
+    MutexLock lock(&impl_->refusal_mu);
+    out.refusal_log_addresses = impl_->refusal_log.size();
   }
   return out;
 }

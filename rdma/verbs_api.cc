@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
+
 namespace ft::rdma {
 namespace {
 
@@ -86,9 +88,9 @@ Status Build(std::string_view library, VerbsApi* api) {
 }  // namespace
 
 Status LoadVerbs(const VerbsApi** out, std::string_view library) {
-  static std::mutex mutex;
+  static Mutex mutex;
   static std::map<std::string, std::unique_ptr<VerbsApi>, std::less<>> loaded;
-  std::lock_guard lock(mutex);
+  MutexLock lock(&mutex);
   auto it = loaded.find(library);
   if (it == loaded.end()) {
     auto api = std::make_unique<VerbsApi>();

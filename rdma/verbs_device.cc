@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace ft::rdma {
 namespace {
@@ -136,7 +137,7 @@ const VerbsMemory::Mr& VerbsMemory::MrAt(uint64_t offset) const {
 }
 
 Status VerbsMemoryCache::Get(const uint8_t* data, uint64_t bytes, std::shared_ptr<const VerbsMemory>* out) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   for (const auto& entry : entries_) {
     if (entry->Contains(data, bytes)) {
       *out = entry;
@@ -151,14 +152,14 @@ Status VerbsMemoryCache::Get(const uint8_t* data, uint64_t bytes, std::shared_pt
 }
 
 void VerbsMemoryCache::Forget(const uint8_t* data, uint64_t bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   std::erase_if(entries_, [&](const std::shared_ptr<const VerbsMemory>& e) {
     return e->data() < data + bytes && data < e->data() + e->bytes();
   });
 }
 
 size_t VerbsMemoryCache::size() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return entries_.size();
 }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 #include "rdma/verbs_api.h"
 #include "rdma/verbs_blob.h"
@@ -111,8 +112,8 @@ class VerbsMemoryCache {
  private:
   std::shared_ptr<VerbsDevice> device_;
   const int access_;
-  mutable std::mutex mutex_;
-  std::vector<std::shared_ptr<const VerbsMemory>> entries_;  // GUARDED_BY(mutex_)
+  mutable Mutex mutex_;
+  std::vector<std::shared_ptr<const VerbsMemory>> entries_ GUARDED_BY(mutex_);
 };
 
 }  // namespace ft::rdma

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "rdma/verbs_blob.h"
 #include "rdma/verbs_qp.h"
 
@@ -38,7 +39,7 @@ class VerbsPath : public PiecePath {
 
   Status Fetch(const std::vector<Piece>& pieces, const std::function<void(size_t)>& landed,
                std::vector<size_t>* left) override {
-    std::lock_guard lock(mutex_);
+    MutexLock lock(&mutex_);
     left->clear();
     if (!broken_.ok()) {
       for (size_t i = 0; i < pieces.size(); ++i) left->push_back(i);
@@ -112,7 +113,8 @@ class VerbsPath : public PiecePath {
   // Keeps depth_ reads in flight per QP until all completed or the path fails; on failure
   // moves the QPs to the error state and drains every outstanding read before returning, so
   // no late write reaches dest once the pieces are handed to another path.
-  Status Run(const std::vector<Read>& reads, std::vector<uint32_t>* unread, const std::function<void(size_t)>& landed) {
+  Status Run(const std::vector<Read>& reads, std::vector<uint32_t>* unread, const std::function<void(size_t)>& landed)
+      REQUIRES(mutex_) {
     const VerbsApi& api = qps_->api();
     const size_t qp_count = qps_->size();
     std::vector<uint32_t> in_flight(qp_count, 0);
@@ -185,12 +187,12 @@ class VerbsPath : public PiecePath {
     return failure;
   }
 
-  void Abandon() {
+  void Abandon() REQUIRES(mutex_) {
     qps_.reset();  // destroying the QPs stops every read for good
     broken_ = Status::Unavailable("verbs path abandoned");
   }
 
-  std::mutex mutex_;
+  Mutex mutex_;
   std::unique_ptr<VerbsQps> qps_;
   std::shared_ptr<const VerbsMemory> local_;
   const VerbsOffer offer_;
@@ -199,7 +201,7 @@ class VerbsPath : public PiecePath {
   const uint32_t depth_;
   const VerbsOptions options_;
   const uint32_t max_read_;
-  Status broken_;  // GUARDED_BY(mutex_): not OK once the path failed
+  Status broken_ GUARDED_BY(mutex_);  // not OK once the path failed
 };
 
 }  // namespace
@@ -224,7 +226,7 @@ Status VerbsServer::Register(const uint8_t* data, uint64_t bytes) {
 void VerbsServer::Forget(const uint8_t* data, uint64_t bytes) { memory_.Forget(data, bytes); }
 
 size_t VerbsServer::connections() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   return connections_.size();
 }
 
@@ -268,7 +270,7 @@ Status VerbsServer::Accept(const Region& region, std::string_view request_bytes,
   *reply = EncodeVerbsAcceptReply(out);
   // The engine never says when a client is done; the oldest connections go beyond the cap (a
   // client still reading then sees an error completion and finishes over TCP).
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   connections_.push_back(std::move(connection));
   while (connections_.size() > static_cast<size_t>(std::max(1, options_.max_server_connections))) {
     connections_.pop_front();

@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "rdma/piece_path.h"
 #include "rdma/transfer.h"
 #include "rdma/verbs_device.h"
@@ -56,8 +57,8 @@ class VerbsServer : public FastPathServer {
   std::shared_ptr<VerbsDevice> device_;
   VerbsOptions options_;
   VerbsMemoryCache memory_;
-  mutable std::mutex mutex_;
-  std::deque<std::unique_ptr<Connection>> connections_;  // GUARDED_BY(mutex_), oldest first
+  mutable Mutex mutex_;
+  std::deque<std::unique_ptr<Connection>> connections_ GUARDED_BY(mutex_);  // oldest first
 };
 
 class VerbsClient : public FastPathClient {

@@ -1,4 +1,5 @@
 #include "common/log.h"
+#include "common/mutex.h"
 
 #include <mutex>
 #include <string>
@@ -13,17 +14,17 @@ namespace {
 class CapturingSink : public LogSink {
  public:
   void Write(std::string_view line) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     lines_.emplace_back(line);
   }
   std::vector<std::string> lines() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return lines_;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
+  Mutex mu_;
+  std::vector<std::string> lines_ GUARDED_BY(mu_);
 };
 
 class LogTest : public ::testing::Test {

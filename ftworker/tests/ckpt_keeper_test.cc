@@ -1,6 +1,7 @@
 // CkptKeeper with a temporary arena directory and temporary tiers: arenas written with the
 // Arena API as the agent writes them, the real tiers (jitckpt/tier.h), and a persist seam that
 // holds, overwrites behind, or fails a persist at a chosen moment. No Redis, no process.
+#include "common/mutex.h"
 #include "ftworker/ckpt_keeper.h"
 
 #include <algorithm>
@@ -33,15 +34,15 @@ constexpr int64_t kUnixMs = 1'700'000'000'000;
 class PersistSeam {
  public:
   void Close() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     open_ = false;
   }
   void Open() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       open_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   std::function<void(ckpt::TierKind, const ckpt::Manifest&)> before;
   std::optional<ckpt::TierKind> fail_tier;
@@ -52,8 +53,8 @@ class PersistSeam {
                   const uint8_t* data, const std::function<bool()>& still_valid,
                   ckpt::PersistStats* stats) {
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return open_; });
+        MutexLock lock(&mu_);
+        cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return open_; });
       }
       ++calls;
       if (before) before(kind, m);
@@ -66,9 +67,9 @@ class PersistSeam {
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = true;
+  Mutex mu_;
+  CondVar cv_;
+  bool open_ GUARDED_BY(mu_) = true;
 };
 
 class CkptKeeperTest : public ::testing::Test {

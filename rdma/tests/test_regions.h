@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "rdma/transfer.h"
 
 namespace ft::rdma::testing {
@@ -50,11 +51,11 @@ class MemoryRegion : public Region {
 class MapProvider : public RegionProvider {
  public:
   void Add(const std::string& name, std::shared_ptr<const Region> region) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     regions_[name] = std::move(region);
   }
   Status Open(std::string_view name, std::shared_ptr<const Region>* out) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = regions_.find(std::string(name));
     if (it == regions_.end()) return Status::NotFound(std::string(name) + ": no such copy here");
     *out = it->second;
@@ -62,8 +63,8 @@ class MapProvider : public RegionProvider {
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::string, std::shared_ptr<const Region>> regions_;
+  Mutex mu_;
+  std::map<std::string, std::shared_ptr<const Region>> regions_ GUARDED_BY(mu_);
 };
 
 // A verify function comparing each chunk with the expected bytes, counting calls.

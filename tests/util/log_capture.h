@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 
 namespace ft::test_util {
 
@@ -20,12 +21,12 @@ class LogCapture : public LogSink {
   LogCapture() { log::SetSink(this); }
   ~LogCapture() override { log::SetSink(nullptr); }
   void Write(std::string_view line) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     lines_.emplace_back(line);
   }
   // Lines containing every one of `parts`.
   size_t Count(std::initializer_list<std::string_view> parts) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     size_t n = 0;
     for (const std::string& line : lines_) {
       bool all = true;
@@ -35,15 +36,15 @@ class LogCapture : public LogSink {
     return n;
   }
   std::string All() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::string out;
     for (const auto& l : lines_) out += l;
     return out;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
+  mutable Mutex mu_;
+  std::vector<std::string> lines_ GUARDED_BY(mu_);
 };
 
 }  // namespace ft::test_util
