@@ -1,6 +1,6 @@
 // The prefetcher's transfer engine: rdma/transfer.h as it is (TCP, and verbs where the pull
 // options carry a fast path).
-#include "ftworker/prefetcher.h"
+#include "ftworker/prefetch_options.h"
 
 namespace ft::worker {
 namespace {

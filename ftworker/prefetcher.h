@@ -27,22 +27,28 @@
 //
 // Threads: OnPlan, Shape, generation and Tick on the daemon's thread; the pulls on the
 // prefetcher's own threads, which the destructor waits for.
+//
+// The parts, each owning its state (ftworker/README.md): prefetch_sources (reading the plan and
+// Redis: which copies to pull from), prefetch_local (what this node holds already, the prefetch
+// arena files), prefetch_pull (one attempt at one rank), prefetch_run (one plan's prefetch: its
+// threads, retries and the state they share, under its own lock), prefetch_node_ranks
+// (FT_NODE_RANKS). The Prefetcher itself keeps the plan waiting for Redis and the latest run,
+// and publishes the report.
 #ifndef FT_FTWORKER_PREFETCHER_H_
 #define FT_FTWORKER_PREFETCHER_H_
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <string_view>
-#include <thread>
 #include <vector>
 
 #include "common/status.h"
+#include "ftworker/prefetch_local.h"
+#include "ftworker/prefetch_node_ranks.h"
+#include "ftworker/prefetch_options.h"
+#include "ftworker/prefetch_pull.h"
 #include "ftworker/restore_plan_sync.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
@@ -52,48 +58,7 @@
 
 namespace ft::worker {
 
-// The transfer engine as the prefetcher uses it (rdma/transfer.h); tests put in a fake.
-// Called from the prefetcher's threads, several at once.
-class PullEngine {
- public:
-  virtual ~PullEngine() = default;
-  virtual Status Stat(const rdma::PullOptions& options, const rdma::Peer& peer, const std::string& region,
-                      rdma::RegionInfo* out) = 0;
-  virtual Status Pull(const rdma::PullOptions& options, const rdma::PullRequest& request,
-                      rdma::PullResult* result) = 0;
-};
-
-// rdma::Stat and rdma::Pull (ftworker/prefetch_engine.cc).
-std::shared_ptr<PullEngine> MakeTransferEngine();
-
-// "4-7", "4,5,6,7", "0-3,8": sorted, each rank once. InvalidArgument naming the bad part.
-// Empty text: no ranks.
-Status ParseNodeRanks(std::string_view text, std::vector<int>* out);
-// The other way, for logs: "4-7", "0-3,8".
-std::string FormatNodeRanks(const std::vector<int>& ranks);
-
-struct PrefetcherOptions {
-  std::string job;
-  std::string node;
-  std::vector<int> ranks;      // FT_NODE_RANKS, sorted
-  std::string arena_dir;       // FT_CKPT_ARENA_DIR: own arenas, prefetch arenas
-  std::string local_dir;       // FT_CKPT_DIR ("" none)
-  std::string remote_dir;      // FT_CKPT_REMOTE_DIR ("" none): the last resort of a pull
-  rdma::PullOptions pull;      // the secret is read from Redis; fast_path: verbs or null
-  std::shared_ptr<PullEngine> engine;
-  // Told of each prefetch arena's data region once it is mapped, before its pull, and before
-  // it is unmapped. The verbs client registers the destination with the NIC there and must
-  // forget it: a registration outliving the mapping pins the old pages, and a later arena
-  // mapped at the same address would receive RDMA READs into memory nobody reads
-  // (rdma::VerbsClient::Register, Forget). Empty: nothing to do.
-  std::function<void(uint8_t*, uint64_t)> destination_mapped;
-  std::function<void(const uint8_t*, uint64_t)> destination_unmapped;
-  std::chrono::nanoseconds cleanup_interval = std::chrono::seconds(1);
-  // A rank whose pull failed is tried again (0.5, 1, 2, 2... s apart, with the endpoints and
-  // secret then in Redis) while this long has not passed since the prefetch started; the
-  // node's plan file waits meanwhile. The daemon: half of FT_RESTORE_WAIT. 0: one attempt.
-  std::chrono::milliseconds retry_for{0};
-};
+class PrefetchRun;
 
 class Prefetcher : public PlanGate {
  public:
@@ -118,49 +83,38 @@ class Prefetcher : public PlanGate {
   bool busy() const;  // a prefetch waits to start or runs
 
  private:
-  struct RankWork;
-  struct Peers;
-  struct Job;
   static constexpr uint64_t kPeersRefreshNs = 1'000'000'000;
 
   // Reads the secret, endpoints and evicted nodes and starts the pending plan's prefetch.
   // False when Redis did not answer (retried next tick).
   bool TryStart(redis::Commands& redis);
-  // Whether a rank the last (finished) prefetch found on this node ("local") has no copy on
-  // this node in `plan` any more: its arena went away, so it is pulled after all. mu_ held.
-  bool LocalCopyDropped(const proto::RestorePlan& plan) const;
-  // The secret, endpoints and evicted nodes; false when Redis did not answer.
-  bool ReadPeers(redis::Commands& redis, Peers* out) const;
-  // What pulling `line`'s rank takes: its sources on other nodes that serve, in order.
-  RankWork BuildRankWork(const proto::RestoreRank& line, int64_t step, const Peers& peers) const;
   // The daemon's thread: while a rank waits to try again, reads the peers anew (once a second).
   void RefreshPeers(uint64_t mono_ns, redis::Commands* redis);
-  // PrefetchRank, tried again while the job's retry_until allows (a rank's thread).
-  proto::PrefetchRank PrefetchRankWithRetries(Job* job, size_t i);
+  // Joins the latest run's threads once it finished.
   void Reap();
-  proto::PrefetchRank PrefetchRank(const Job& job, const RankWork& work);
-  // Stat, then pull into the prefetch arena and commit it; fills *out's source fields.
-  Status Pull(const Job& job, const RankWork& work, proto::PrefetchRank* out);
-  // Where the planned copy already is on this node ("" none), e.g. "own arena".
-  std::string LocalCopy(const Job& job, const RankWork& work) const;
-  bool OwnArenaHolds(int rank, int64_t step, uint64_t digest) const;
   void Cleanup();
+  // The latest run (null before the first), as mu_ has it.
+  std::shared_ptr<PrefetchRun> run() const;
+  // Something report() or Shape() say changed: the plan file is shaped again, the report published.
+  void Changed(bool report);
 
   const PrefetcherOptions options_;
   const proto::Keys keys_;
+  const NodeCopies copies_;
+  const RankPuller puller_;  // reads options_ and copies_
   std::atomic<uint64_t> generation_{0};
-  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> report_revision_{0};  // bumped at every change of report()
 
+  // The plan and the run the daemon's thread changes and other threads (report, busy,
+  // WaitIdle) read. Never held together with a run's own lock.
   mutable std::mutex mu_;
-  // The plan whose prefetch waits for Redis (TryStart), if any.
-  std::unique_ptr<proto::RestorePlan> pending_;
-  std::shared_ptr<Job> job_;  // the last prefetch started (running or done)
-  std::vector<std::thread> threads_;  // job_'s, joined by Reap
-  std::condition_variable cv_;  // a job's last rank finished
-  uint64_t report_revision_ = 0;  // bumped at every change of report()
-  uint64_t published_revision_ = 0;  // the daemon's thread only
+  std::unique_ptr<proto::RestorePlan> pending_;  // GUARDED_BY(mu_): the plan whose prefetch waits for Redis
+  std::shared_ptr<PrefetchRun> run_;             // GUARDED_BY(mu_): the last prefetch started (running or done)
+
+  // The daemon's thread only.
+  uint64_t published_revision_ = 0;
   uint64_t next_cleanup_ns_ = 0;
-  uint64_t next_peers_refresh_ns_ = 0;  // the daemon's thread only
+  uint64_t next_peers_refresh_ns_ = 0;
 };
 
 }  // namespace ft::worker

@@ -1,0 +1,219 @@
+#include "ftworker/prefetch_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "common/log.h"
+#include "ftworker/prefetch_node_ranks.h"
+#include "proto/keys.h"
+
+namespace ft::worker {
+
+namespace {
+
+int64_t UnixMsNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool Ready(const proto::PrefetchRank& result) { return result.outcome == "pulled" || result.outcome == "kept"; }
+
+}  // namespace
+
+PrefetchRun::PrefetchRun(const PrefetcherOptions& options, const RankPuller& puller, const proto::RestorePlan& plan,
+                         PrefetchPeers peers)
+    : options_(options), puller_(puller), here_(proto::SanitizeName(options.node)) {
+  step_ = plan.step;
+  key_ = PlanKey(plan, options_.ranks);
+  for (const proto::RestoreRank& line : plan.ranks) {
+    if (!std::binary_search(options_.ranks.begin(), options_.ranks.end(), line.rank)) continue;
+    lines_.push_back(line);
+    work_.push_back(ChooseSources(line, plan.step, peers, here_, options_.pull));
+  }
+  peers_ = std::move(peers);
+  results_.resize(work_.size());
+  removed_.assign(work_.size(), false);
+  for (size_t i = 0; i < work_.size(); ++i) {
+    results_[i].rank = work_[i].rank;
+    results_[i].outcome = "running";
+  }
+  remaining_ = work_.size();
+  started_ = std::chrono::steady_clock::now();
+  retry_until_ = started_ + options_.retry_for;
+  started_unix_ms_ = UnixMsNow();
+}
+
+void PrefetchRun::Start(std::function<void()> changed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  changed_ = std::move(changed);
+  FT_LOG(Info, Worker, "prefetching step {} for rank(s) {} of this node from other nodes' copies", step_,
+         FormatNodeRanks(options_.ranks));
+  for (size_t i = 0; i < work_.size(); ++i) {
+    threads_.emplace_back([this, i] { Finish(i, RunRank(i)); });
+  }
+}
+
+bool PrefetchRun::finished() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return remaining_ == 0;
+}
+
+void PrefetchRun::WaitFinished() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return remaining_ == 0; });
+}
+
+void PrefetchRun::Stop() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stopping_.store(true);
+  cv_.notify_all();  // a rank waiting to try again gives up
+}
+
+void PrefetchRun::Join() {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+size_t PrefetchRun::retrying() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return retrying_;
+}
+
+void PrefetchRun::SetPeers(PrefetchPeers peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  peers_ = std::move(peers);
+}
+
+proto::PrefetchRank PrefetchRun::RunRank(size_t i) {
+  RankWork work = work_[i];
+  auto backoff = std::chrono::milliseconds(500);
+  for (int attempt = 1;; ++attempt) {
+    proto::PrefetchRank result = puller_.Attempt(step_, work, stopping_);
+    if (result.outcome != "failed") return result;
+    if (stopping_.load() || std::chrono::steady_clock::now() + backoff > retry_until_) {
+      if (attempt > 1) result.error = fmt::format("{} attempts, the last: {}", attempt, result.error);
+      FT_LOG(Warn, Worker, "rank {}: prefetching step {} failed: {}; its ft_restore reads another source "
+             "(the remote directory) or fails saying why", work.rank, step_, result.error);
+      return result;
+    }
+    // A peer's worker restarting with the job (a new port, its arenas not mapped yet), the
+    // secret not written yet: worth another try while the ranks are still starting.
+    FT_LOG(Info, Worker, "rank {}: prefetching step {} failed ({}); trying again in {} ms with the endpoints "
+           "and secret then in Redis", work.rank, step_, result.error, backoff.count());
+    work = WaitToRetry(i, backoff);
+    backoff = std::min<std::chrono::milliseconds>(backoff * 2, std::chrono::seconds(2));
+  }
+}
+
+RankWork PrefetchRun::WaitToRetry(size_t i, std::chrono::milliseconds backoff) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ++retrying_;
+  cv_.wait_for(lock, backoff, [&] { return stopping_.load(); });
+  --retrying_;
+  return ChooseSources(lines_[i], step_, peers_, here_, options_.pull);
+}
+
+void PrefetchRun::Finish(size_t i, proto::PrefetchRank result) {
+  std::lock_guard<std::mutex> lock(mu_);
+  results_[i] = std::move(result);
+  if (--remaining_ > 0) return;
+  done_unix_ms_ = UnixMsNow();
+  pull_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  int pulled = 0, failed = 0;
+  for (const proto::PrefetchRank& r : results_) {
+    pulled += Ready(r);
+    failed += r.outcome == "failed";
+  }
+  FT_LOG(Info, Worker, "prefetch of step {} ended after {:.3f} s: {} rank(s) ready in this node's "
+         "memory, {} failed; writing the restore plan file", step_, pull_s_, pulled, failed);
+  if (changed_) changed_();
+  cv_.notify_all();
+}
+
+proto::PrefetchReport PrefetchRun::Report(const std::string& node) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  proto::PrefetchReport out;
+  out.node = node;
+  out.step = step_;
+  out.state = remaining_ > 0 ? "running" : "done";
+  out.started_unix_ms = started_unix_ms_;
+  out.done_unix_ms = done_unix_ms_;
+  out.pull_s = pull_s_;
+  out.ranks = results_;
+  return out;
+}
+
+bool PrefetchRun::LocalCopyDropped(const proto::RestorePlan& plan) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (remaining_ > 0) return false;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    if (results_[i].outcome != "local") continue;
+    auto line = std::find_if(plan.ranks.begin(), plan.ranks.end(),
+                             [&](const proto::RestoreRank& r) { return r.rank == work_[i].rank; });
+    if (line == plan.ranks.end()) continue;
+    const bool here_listed = std::any_of(line->sources.begin(), line->sources.end(), [&](const auto& s) {
+      return proto::SanitizeName(s.node) == here_;
+    });
+    if (!here_listed) return true;
+  }
+  return false;
+}
+
+bool PrefetchRun::Shape(ckpt::NodePlan* plan) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (remaining_ > 0) return false;
+  if (step_ != plan->step) return true;  // an older plan's prefetch: nothing of it applies
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const proto::PrefetchRank& result = results_[i];
+    if (!Ready(result) || removed_[i]) continue;
+    auto line = std::find_if(plan->ranks.begin(), plan->ranks.end(),
+                             [&](const ckpt::PlanRank& r) { return r.rank == result.rank; });
+    if (line == plan->ranks.end() || line->digest != work_[i].digest) continue;
+    // First: the restore reads it before any other copy but the rank's own arena. A source of
+    // this rank on this node already listed (its arena, once it restored) takes the tier.
+    auto own = std::find_if(line->sources.begin(), line->sources.end(), [&](const ckpt::PlanSource& s) {
+      return s.rank == result.rank && s.node == here_;
+    });
+    ckpt::PlanSource source{result.rank, here_, {}};
+    if (own != line->sources.end()) {
+      source = std::move(*own);
+      line->sources.erase(own);
+    }
+    if (std::find(source.tiers.begin(), source.tiers.end(), "prefetched") == source.tiers.end()) {
+      source.tiers.push_back("prefetched");
+    }
+    line->sources.insert(line->sources.begin(), std::move(source));
+  }
+  return true;
+}
+
+int PrefetchRun::RemoveRestoredCopies(const NodeCopies& copies) {
+  std::vector<proto::PrefetchRank> results;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (remaining_ > 0) return 0;
+    results = results_;  // final once every rank ended
+  }
+  int removed = 0;
+  for (size_t i = 0; i < work_.size(); ++i) {
+    const proto::PrefetchRank& result = results[i];
+    if (!Ready(result) || removed_[i]) continue;
+    if (!copies.OwnArenaHolds(result.rank, step_, work_[i].digest)) continue;
+    // The rank restored: its own arena holds the step (and the keeper persists it from there).
+    copies.RemovePrefetchArena(result.rank);
+    removed_[i] = true;
+    ++removed;
+    FT_LOG(Info, Worker, "rank {}'s own arena holds step {}: removed its prefetched copy {}", result.rank, step_,
+           copies.PrefetchPath(result.rank));
+  }
+  return removed;
+}
+
+}  // namespace ft::worker
