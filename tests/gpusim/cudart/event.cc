@@ -173,17 +173,6 @@ GPUSIM_API cudaError_t cudaEventDestroy(cudaEvent_t e) {
   return cudaSuccess;
 }
 
-GPUSIM_API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-  return api::EventRecord(e, s, 0, false);
-}
-GPUSIM_API cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s,
-                                                unsigned int flags) {
-  return api::EventRecord(e, s, flags, false);
-}
-GPUSIM_API cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags) {
-  return api::StreamWaitEvent(s, e, flags, false);
-}
-
 GPUSIM_API cudaError_t cudaEventQuery(cudaEvent_t e) {
   CUevent_st* ev = AsEvent(e);
   if (!ev) return Ret(cudaErrorInvalidResourceHandle);

@@ -290,31 +290,3 @@ GPUSIM_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) {
   delete exec;  // launches still queued hold the body
   return cudaSuccess;
 }
-
-GPUSIM_API cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
-  return api::StreamBeginCapture(s, mode, false);
-}
-GPUSIM_API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
-  return api::StreamEndCapture(s, g, false);
-}
-GPUSIM_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
-  return api::StreamIsCapturing(s, status, false);
-}
-GPUSIM_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus* status,
-                                                unsigned long long* id, cudaGraph_t* graph,
-                                                const cudaGraphNode_t** deps,
-                                                const cudaGraphEdgeData** edges, size_t* n) {
-  return api::StreamGetCaptureInfo(s, status, id, graph, deps, edges, n, false);
-}
-GPUSIM_API cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t*,
-                                                           const cudaGraphEdgeData*, size_t,
-                                                           unsigned int) {
-  // Single-stream capture has one implicit dependency chain; nothing to update.
-  return ResolveStream(s, false) ? cudaSuccess : Ret(cudaErrorInvalidResourceHandle);
-}
-GPUSIM_API cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) {
-  return api::GraphLaunch(e, s, false);
-}
-GPUSIM_API cudaError_t cudaGraphUpload(cudaGraphExec_t e, cudaStream_t s) {
-  return api::GraphUpload(e, s, false);
-}

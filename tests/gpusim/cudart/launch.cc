@@ -147,21 +147,6 @@ GPUSIM_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 grid, dim3 b
   return LaunchKernel(k, grid, block, args, smem, s, true);
 }
 
-GPUSIM_API cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
-                                        size_t smem, cudaStream_t s) {
-  return api::LaunchKernelByFunc(func, grid, block, args, smem, s, false);
-}
-
-GPUSIM_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func,
-                                           void** args) {
-  return api::LaunchKernelExC(config, func, args, false);
-}
-
-GPUSIM_API cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, dim3 block,
-                                                   void** args, size_t smem, cudaStream_t s) {
-  return api::LaunchKernelByFunc(func, grid, block, args, smem, s, false);
-}
-
 GPUSIM_API cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, const void* func) {
   if (!a) return Ret(cudaErrorInvalidValue);
   CUkern_st* k = FindKernel(func);

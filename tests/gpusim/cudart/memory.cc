@@ -383,57 +383,12 @@ GPUSIM_API cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, con
   return cudaSuccess;
 }
 
-GPUSIM_API cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
-  return api::Memcpy(dst, src, n, kind, false);
-}
-GPUSIM_API cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind,
-                                       cudaStream_t s) {
-  return api::MemcpyAsync(dst, src, n, kind, s, false);
-}
-GPUSIM_API cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch,
-                                    size_t width, size_t height, cudaMemcpyKind kind) {
-  return api::Memcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr, false, true);
-}
-GPUSIM_API cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch,
-                                         size_t width, size_t height, cudaMemcpyKind kind,
-                                         cudaStream_t s) {
-  return api::Memcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, s, false, false);
-}
 GPUSIM_API cudaError_t cudaMemcpyPeer(void* dst, int dd, const void* src, int sd, size_t n) {
   return api::MemcpyPeerAsync(dst, dd, src, sd, n, nullptr, false, true);
 }
 GPUSIM_API cudaError_t cudaMemcpyPeerAsync(void* dst, int dd, const void* src, int sd, size_t n,
                                            cudaStream_t s) {
   return api::MemcpyPeerAsync(dst, dd, src, sd, n, s, false, false);
-}
-GPUSIM_API cudaError_t cudaMemset(void* p, int v, size_t n) {
-  return api::Memset2DAsync(p, n, v, n, 1, nullptr, false, true);
-}
-GPUSIM_API cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s) {
-  return api::Memset2DAsync(p, n, v, n, 1, s, false, false);
-}
-GPUSIM_API cudaError_t cudaMemset2D(void* p, size_t pitch, int v, size_t width, size_t height) {
-  return api::Memset2DAsync(p, pitch, v, width, height, nullptr, false, true);
-}
-GPUSIM_API cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t width, size_t height,
-                                         cudaStream_t s) {
-  return api::Memset2DAsync(p, pitch, v, width, height, s, false, false);
-}
-GPUSIM_API cudaError_t cudaMemcpyToSymbol(const void* sym, const void* src, size_t n, size_t off,
-                                          cudaMemcpyKind kind) {
-  return api::MemcpyToSymbol(sym, src, n, off, kind, nullptr, false, true);
-}
-GPUSIM_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* sym, size_t n, size_t off,
-                                            cudaMemcpyKind kind) {
-  return api::MemcpyFromSymbol(dst, sym, n, off, kind, nullptr, false, true);
-}
-GPUSIM_API cudaError_t cudaMemcpyToSymbolAsync(const void* sym, const void* src, size_t n,
-                                               size_t off, cudaMemcpyKind kind, cudaStream_t s) {
-  return api::MemcpyToSymbol(sym, src, n, off, kind, s, false, false);
-}
-GPUSIM_API cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* sym, size_t n, size_t off,
-                                                 cudaMemcpyKind kind, cudaStream_t s) {
-  return api::MemcpyFromSymbol(dst, sym, n, off, kind, s, false, false);
 }
 GPUSIM_API cudaError_t cudaGetSymbolAddress(void** p, const void* sym) {
   size_t size;
@@ -445,17 +400,6 @@ GPUSIM_API cudaError_t cudaGetSymbolAddress(void** p, const void* sym) {
 GPUSIM_API cudaError_t cudaGetSymbolSize(size_t* size, const void* sym) {
   if (!size) return Ret(cudaErrorInvalidValue);
   return LookupSymbol(sym, size) ? cudaSuccess : Ret(cudaErrorInvalidSymbol);
-}
-GPUSIM_API cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t s) {
-  return api::MallocAsync(p, n, s, false);
-}
-GPUSIM_API cudaError_t cudaMallocFromPoolAsync(void** p, size_t n, cudaMemPool_t, cudaStream_t s) {
-  return api::MallocAsync(p, n, s, false);
-}
-GPUSIM_API cudaError_t cudaFreeAsync(void* p, cudaStream_t s) { return api::FreeAsync(p, s, false); }
-GPUSIM_API cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned int,
-                                            cudaStream_t s) {
-  return api::MemPrefetchAsync(s, false);
 }
 GPUSIM_API cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) {
   return cudaSuccess;

@@ -512,32 +512,6 @@ GPUSIM_API cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greates
   return cudaSuccess;
 }
 
-GPUSIM_API cudaError_t cudaStreamQuery(cudaStream_t s) { return api::StreamQuery(s, false); }
-GPUSIM_API cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  return api::StreamSynchronize(s, false);
-}
-GPUSIM_API cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
-  return api::StreamGetFlags(s, flags, false);
-}
-GPUSIM_API cudaError_t cudaStreamGetPriority(cudaStream_t s, int* priority) {
-  return api::StreamGetPriority(s, priority, false);
-}
-GPUSIM_API cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long* id) {
-  return api::StreamGetId(s, id, false);
-}
-GPUSIM_API cudaError_t cudaStreamGetDevice(cudaStream_t s, int* device) {
-  return api::StreamGetDevice(s, device, false);
-}
-GPUSIM_API cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* user,
-                                             unsigned int flags) {
-  return api::StreamAddCallback(s, cb, user, flags, false);
-}
-GPUSIM_API cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
-  return api::LaunchHostFunc(s, fn, user, false);
-}
-GPUSIM_API cudaError_t cudaStreamAttachMemAsync(cudaStream_t s, void*, size_t, unsigned int) {
-  return api::StreamAttachMemAsync(s, false);
-}
 GPUSIM_API cudaError_t cudaDeviceSynchronize(void) {
   if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   return Ret(SyncDevice(CurrentDevice()));
