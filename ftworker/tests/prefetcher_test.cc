@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "ftworker/daemon.h"
+#include "ftworker/prefetch_sources.h"
+#include "ftworker/region_name.h"
 #include "ftworker/restore_plan_sync.h"
 #include "ftworker/tests/ckpt_test_util.h"
 #include "ftworker/tests/test_util.h"
@@ -300,6 +302,75 @@ TEST(NodeRanksTest, RangesAndListsParseSortedAndOnce) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("e.g. \"4-7\""), std::string_view::npos) << s.ToString();
   }
+}
+
+// A rank's sources as the pulls take them: other nodes in the plan's order, each node's memory
+// (arena, buddy copy) before its disk, an evicted node's copies after every other node's; a node
+// with no endpoint is left out saying why; this node's copies and the remote directory's are
+// listed apart, never pulled over the network.
+TEST(ChooseSourcesTest, OtherNodesInPlanOrderMemoryFirstEvictedLast) {
+  PrefetchPeers peers;
+  peers.secret = "s3cret";
+  for (const char* node : {"node-b", "node-c", "node-e"}) {
+    peers.endpoints[node] = proto::TransferEndpoint{node, std::string("10.0.0.") + node[5], 7000, {"tcp"}, 0};
+  }
+  peers.evicted = {"node-c"};
+  proto::RestoreRank line;
+  line.rank = 4;
+  line.digest = 0x1234;
+  line.sources = {
+      {4, "node-a", {"arena", "local"}},             // this node
+      {6, "node-c", {"arena"}},                      // evicted: last
+      {5, "node-b", {"local", "replica", "arena"}},  // memory before disk
+      {7, "node-d", {"arena"}},                      // no endpoint
+      {8, "node-e", {"remote"}},                     // the remote directory only
+  };
+  rdma::PullOptions pull;
+  pull.connections = 3;
+  const RankWork work = ChooseSources(line, 42, peers, "node-a", pull);
+  EXPECT_EQ(work.rank, 4);
+  EXPECT_EQ(work.digest, 0x1234u);
+  EXPECT_EQ(work.pull.secret, "s3cret");
+  EXPECT_EQ(work.pull.connections, 3);
+  std::vector<std::string> order;
+  for (const rdma::PullSource& source : work.sources) order.push_back(source.peer.node + " " + source.region);
+  EXPECT_EQ(order, (std::vector<std::string>{
+                       "node-b " + FormatRegionName(CopyPlace::kArena, 42, 5),
+                       "node-b " + FormatRegionName(CopyPlace::kReplica, 42, 5),
+                       "node-b " + FormatRegionName(CopyPlace::kLocal, 42, 5),
+                       "node-c " + FormatRegionName(CopyPlace::kArena, 42, 6),
+                   }));
+  EXPECT_EQ(work.sources[0].peer.port, 7000);
+  ASSERT_EQ(work.left_out.size(), 1u);
+  EXPECT_NE(work.left_out[0].find("node-d"), std::string::npos) << work.left_out[0];
+  EXPECT_EQ(work.same_node_ranks, (std::vector<int>{4}));
+  EXPECT_TRUE(work.same_node_replicas.empty());
+  EXPECT_EQ(work.remote_ranks, (std::vector<int>{8}));
+}
+
+// Two plans need the same pulls exactly when this node's ranks' lines name the same step and
+// digests: another version, another node's rank, another source list change nothing.
+TEST(PlanKeyTest, TheStepAndThisNodesDigestsOnly) {
+  proto::RestorePlan plan;
+  plan.version = 3;
+  plan.step = 100;
+  plan.ranks = {{4, 0xaa, {{4, "node-b", {"arena"}}}}, {5, 0xbb, {}}, {9, 0xcc, {}}};
+  const std::vector<int> ranks = {4, 5};
+  const std::string key = PlanKey(plan, ranks);
+  EXPECT_FALSE(key.empty());
+  proto::RestorePlan other = plan;
+  other.version = 4;
+  other.ranks[0].sources.clear();
+  other.ranks[2].digest = 0xdd;
+  EXPECT_EQ(PlanKey(other, ranks), key);
+  other.ranks[1].digest = 0xbc;
+  EXPECT_NE(PlanKey(other, ranks), key);
+  other = plan;
+  other.step = 101;
+  EXPECT_NE(PlanKey(other, ranks), key);
+  other.step = -1;
+  EXPECT_EQ(PlanKey(other, ranks), "");
+  EXPECT_EQ(PlanKey(plan, {6, 7}), "");
 }
 
 // A sharded rank's only other copy is the buddy copy node0 keeps (replica/<step>/<rank>). While
