@@ -49,21 +49,19 @@ shm::Segment& Own() {
   return *segment;
 }
 
-// Waits until the poller has run `rounds` more rounds (each advances the heartbeat): long
-// enough for anything it would report to be in the table.
-void WaitPollerRounds(uint64_t rounds) {
-  uint64_t until = Own().header()->heartbeat_count.load() + rounds;
-  for (int i = 0; i < 1000 && Own().header()->heartbeat_count.load() < until; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  ASSERT_GE(Own().header()->heartbeat_count.load(), until);
+// Waits until the poller has begun `rounds` more rounds (it advances the heartbeat at the
+// start of each), so at least rounds - 1 whole rounds ran since the call: "the poller had
+// every chance to see it", on a machine of any load, where a fixed sleep can pass unseen.
+bool WaitPollRounds(uint64_t rounds) {
+  const uint64_t target = Own().header()->heartbeat_count.load() + rounds;
+  return test_util::WaitUntil([&] { return Own().header()->heartbeat_count.load() >= target; });
 }
 
 // Every record so far (consumed from the ring and kept). App threads' records reach the ring
 // at the poller's next round (record_queue.h): two rounds make sure this thread's are there.
 const std::vector<shm::Record>& Records() {
   static std::vector<shm::Record> all;
-  WaitPollerRounds(2);
+  EXPECT_TRUE(WaitPollRounds(2)) << "the poller stopped";
   shm::RingReader reader(Own());
   shm::Record buf[256];
   size_t got = 0;
@@ -119,24 +117,15 @@ std::optional<shm::CommProgress> Slot(uint64_t comm_id) {
   return std::nullopt;
 }
 
-// Waits (up to 5 s) for the poller to see `n` ops of the comm completed.
+// Waits for the poller to see `n` ops of the comm completed; the comm's progress then.
 shm::CommProgress WaitCompleted(uint64_t comm_id, uint64_t n) {
   std::optional<shm::CommProgress> p;
-  for (int i = 0; i < 500; ++i) {
+  test_util::WaitUntil([&] {
     p = Slot(comm_id);
-    if (p && p->completed_seq >= n) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return p && p->completed_seq >= n;
+  });
   EXPECT_TRUE(p.has_value());
   return p.value_or(shm::CommProgress{});
-}
-
-// Waits until the poller has begun `rounds` more rounds (it advances the heartbeat at the
-// start of each), so at least rounds - 1 whole rounds ran since the call: "the poller had
-// every chance to see it", on a machine of any load, where a fixed sleep can pass unseen.
-bool WaitPollRounds(uint64_t rounds) {
-  const uint64_t target = Own().header()->heartbeat_count.load() + rounds;
-  return test_util::WaitUntil([&] { return Own().header()->heartbeat_count.load() >= target; });
 }
 
 std::vector<shm::Record> OfComm(uint64_t comm_id, RecordType type) {
@@ -145,6 +134,69 @@ std::vector<shm::Record> OfComm(uint64_t comm_id, RecordType type) {
     if (r.comm_id == comm_id && Is(r, type)) out.push_back(r);
   }
   return out;
+}
+
+// What most tests start from: a one-rank communicator, a stream (with `stream_flags`) and a
+// device buffer of `floats` floats, each checked as it is made (ok() says all were). Freed and
+// destroyed, and checked, when it goes out of scope.
+struct CommOnStream {
+  explicit CommOnStream(size_t floats, unsigned int stream_flags = cudaStreamDefault, bool blocking = true)
+      : c(NewComm(blocking)) {
+    if (!blocking) WaitReady(c.comm);
+    EXPECT_EQ(stream_flags == cudaStreamDefault ? cudaStreamCreate(&s) : cudaStreamCreateWithFlags(&s, stream_flags),
+              cudaSuccess);
+    EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), floats * sizeof(float)), cudaSuccess);
+  }
+  ~CommOnStream() {
+    EXPECT_EQ(cudaFree(buf), cudaSuccess);
+    EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
+  }
+  CommOnStream(const CommOnStream&) = delete;
+  CommOnStream& operator=(const CommOnStream&) = delete;
+  bool ok() const { return c.comm != nullptr && s != nullptr && buf != nullptr; }
+
+  // One all-reduce of `count` floats of the buffer on the stream.
+  ncclResult_t AllReduce(size_t count = 64) { return ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, c.comm, s); }
+
+  Comm c;
+  cudaStream_t s = nullptr;
+  float* buf = nullptr;
+};
+
+// A stuck kernel: a host function that holds the stream it is queued on until Release().
+class StreamHold {
+ public:
+  cudaError_t On(cudaStream_t s) { return cudaLaunchHostFunc(s, &Hold, &release_); }
+  void Release() { release_.store(true); }
+
+ private:
+  static void Hold(void* arg) {
+    auto* flag = static_cast<std::atomic<bool>*>(arg);
+    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::atomic<bool> release_{false};
+};
+
+// Two ranks of one communicator in this process (ncclCommInitAll over devices 0 and 1), the id
+// libft.so gave it (the newest kInitAll communicator), and a stream and a 64-float buffer on each
+// device. Device 1 is current afterwards.
+struct InitAllPair {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  uint64_t id = 0;
+  cudaStream_t s[2] = {nullptr, nullptr};
+  float* buf[2] = {nullptr, nullptr};
+};
+void NewInitAllPair(InitAllPair* p) {
+  ASSERT_EQ(ncclCommInitAll(p->comms, 2, nullptr), ncclSuccess);
+  for (const auto& r : Records()) {
+    if (Is(r, RecordType::kCommInit) && r.flags == static_cast<uint16_t>(CommOrigin::kInitAll)) p->id = r.comm_id;
+  }
+  ASSERT_NE(p->id, 0u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
+    ASSERT_EQ(cudaStreamCreate(&p->s[i]), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&p->buf[i]), 64 * sizeof(float)), cudaSuccess);
+  }
 }
 
 TEST(Behavior, CollectivesAreNumberedTimedAndCompleted) {
@@ -188,11 +240,9 @@ TEST(Behavior, CollectivesAreNumberedTimedAndCompleted) {
 }
 
 TEST(Behavior, GroupedOpsAreTimedAroundTheOutermostGroupEnd) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  CommOnStream cs(64);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
@@ -209,17 +259,13 @@ TEST(Behavior, GroupedOpsAreTimedAroundTheOutermostGroupEnd) {
   for (const auto& r : ends) EXPECT_TRUE(r.flags & kFlagGrouped);
   // Both ops share the group's events: same observed completion.
   EXPECT_EQ(ends[0].time_ns, ends[1].time_ns);
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 // Send/Recv use the comm's second table slot, flagged p2p, numbered by this rank's p2p ops.
 TEST(Behavior, PointToPointOpsUseTheFlaggedP2PSlot) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 128 * sizeof(float)), cudaSuccess);
+  CommOnStream cs(128);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   ASSERT_EQ(ncclSend(buf, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
   ASSERT_EQ(ncclRecv(buf + 64, 64, ncclFloat32, 0, c.comm, s), ncclSuccess);
@@ -234,18 +280,13 @@ TEST(Behavior, PointToPointOpsUseTheFlaggedP2PSlot) {
   ASSERT_TRUE(coll.has_value());
   EXPECT_EQ(coll->flags, 0u);
   EXPECT_EQ(coll->entered_seq, 0u);
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 TEST(Behavior, NonblockingCommunicatorInProgressIsTracked) {
-  Comm c = NewComm(/*blocking=*/false);
-  WaitReady(c.comm);
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
-  ncclResult_t r = ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s);
+  CommOnStream cs(64, cudaStreamDefault, /*blocking=*/false);  // ready before its stream is made
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
+  ncclResult_t r = cs.AllReduce();
   ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << r;
   WaitReady(c.comm);
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
@@ -280,18 +321,14 @@ TEST(Behavior, NonblockingCommunicatorInProgressIsTracked) {
   EXPECT_EQ(cp.comm_size, 1);
   EXPECT_EQ(cp.completed_seq, 1u);
   EXPECT_EQ(ncclCommDestroy(child), ncclSuccess);
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 TEST(Behavior, CapturedCollectiveIsNotNumberedAndTheGraphLaunchIsTimed) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  CommOnStream cs(64, cudaStreamNonBlocking);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   cudaGraph_t graph;
   ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);  // capture intact: no event went in
   cudaGraphExec_t exec;
@@ -307,16 +344,14 @@ TEST(Behavior, CapturedCollectiveIsNotNumberedAndTheGraphLaunchIsTimed) {
   EXPECT_EQ(enters[0].seq, 0u);
   EXPECT_EQ(Slot(c.id)->entered_seq, 0u);
   size_t graphs = 0;
-  for (int i = 0; i < 500 && graphs < before + 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  test_util::WaitUntil([&] {
     graphs = 0;
     for (const auto& r : Records()) graphs += Is(r, RecordType::kOpEnd) && (r.a & 0xff) == 20;
-  }
+    return graphs >= before + 2;
+  });
   EXPECT_EQ(graphs, before + 2);
   EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
   EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 TEST(Behavior, ErrorsPassThroughUnchangedAndAreRecorded) {
@@ -383,20 +418,9 @@ TEST(Behavior, ThreadsEachDrivingACommunicator) {
 }
 
 TEST(Behavior, InitAllAndAGroupSpanningTwoCommunicators) {
-  ncclComm_t comms[2];
-  ASSERT_EQ(ncclCommInitAll(comms, 2, nullptr), ncclSuccess);
-  uint64_t id = 0;
-  for (const auto& r : Records()) {
-    if (Is(r, RecordType::kCommInit) && r.flags == static_cast<uint16_t>(CommOrigin::kInitAll)) id = r.comm_id;
-  }
-  ASSERT_NE(id, 0u);
-  cudaStream_t s[2];
-  float* buf[2];
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreate(&s[i]), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf[i]), 64 * sizeof(float)), cudaSuccess);
-  }
+  InitAllPair pair;
+  ASSERT_NO_FATAL_FAILURE(NewInitAllPair(&pair));
+  auto& [comms, id, s, buf] = pair;
   ASSERT_EQ(ncclGroupStart(), ncclSuccess);
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(ncclAllReduce(buf[i], buf[i], 64, ncclFloat32, ncclSum, comms[i], s[i]), ncclSuccess);
@@ -409,10 +433,7 @@ TEST(Behavior, InitAllAndAGroupSpanningTwoCommunicators) {
   auto p = WaitCompleted(id, 1);  // member 0 owns the slot
   EXPECT_EQ(p.completed_seq, 1u);
   size_t ends = 0;
-  for (int i = 0; i < 200 && ends < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ends = OfComm(id, RecordType::kOpEnd).size();
-  }
+  test_util::WaitUntil([&] { return (ends = OfComm(id, RecordType::kOpEnd).size()) >= 2; });
   EXPECT_EQ(ends, 2u);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(cudaFree(buf[i]), cudaSuccess);
@@ -436,31 +457,22 @@ TEST(Behavior, BlockedSinceIsSetWhileAThreadWaitsInASynchronizingCall) {
   EXPECT_EQ(h->blocked_count.load(), 0u);
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
-  std::atomic<bool> release{false};
-  auto long_kernel = [](void* arg) {
-    auto* flag = static_cast<std::atomic<bool>*>(arg);
-    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
-  ASSERT_EQ(cudaLaunchHostFunc(s, long_kernel, &release), cudaSuccess);
+  StreamHold long_kernel;
+  ASSERT_EQ(long_kernel.On(s), cudaSuccess);
   uint64_t before = MonotonicNs();
   std::thread first([&] { EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess); });
   uint64_t since = 0;
-  for (int i = 0; i < 500 && since == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    since = h->blocked_since_ns.load();
-  }
+  test_util::WaitUntil([&] { return (since = h->blocked_since_ns.load()) != 0; });
   EXPECT_GE(since, before);
   EXPECT_LE(since, MonotonicNs());
   EXPECT_EQ(h->blocked_count.load(), 1u);
   // A second thread joining keeps the first one's time.
   std::thread second([&] { EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess); });
-  for (int i = 0; i < 500 && h->blocked_count.load() < 2; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  test_util::WaitUntil([&] { return h->blocked_count.load() >= 2; });
   EXPECT_EQ(h->blocked_count.load(), 2u);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   EXPECT_EQ(h->blocked_since_ns.load(), since) << "still blocked: the time must not move";
-  release.store(true);
+  long_kernel.Release();
   first.join();
   second.join();
   EXPECT_EQ(h->blocked_count.load(), 0u);
@@ -475,58 +487,38 @@ TEST(Behavior, BlockedSinceIsSetWhileAThreadWaitsInASynchronizingCall) {
 // stream is entered but not started; one whose stream reached it and that waits for a peer is
 // started but not completed.
 TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  CommOnStream cs(64);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
+  ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   WaitCompleted(c.id, 1);
-  std::atomic<bool> release{false};
-  auto stuck_kernel = [](void* arg) {
-    auto* flag = static_cast<std::atomic<bool>*>(arg);
-    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
-  ASSERT_EQ(cudaLaunchHostFunc(s, stuck_kernel, &release), cudaSuccess);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
-  }
+  StreamHold stuck_kernel;
+  ASSERT_EQ(stuck_kernel.On(s), cudaSuccess);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   ASSERT_TRUE(WaitPollRounds(3)) << "the poller stopped";
   auto p = Slot(c.id);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->entered_seq, 4u);
   EXPECT_EQ(p->started_seq, 1u) << "queued behind the stuck kernel: not started";
   EXPECT_EQ(p->completed_seq, 1u);
-  release.store(true);
+  stuck_kernel.Release();
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   p = WaitCompleted(c.id, 4);
   EXPECT_EQ(p->started_seq, 4u);
   EXPECT_EQ(p->completed_seq, 4u);
 
   // Two ranks in this process (devices 0 and 1); rank 0 enters alone and waits for rank 1.
-  ncclComm_t pair[2];
-  ASSERT_EQ(ncclCommInitAll(pair, 2, nullptr), ncclSuccess);
-  uint64_t pair_id = 0;
-  for (const auto& r : Records()) {
-    if (Is(r, RecordType::kCommInit) && r.flags == static_cast<uint16_t>(CommOrigin::kInitAll)) pair_id = r.comm_id;
-  }
-  ASSERT_NE(pair_id, 0u);
-  cudaStream_t ps[2];
-  float* pbuf[2];
-  for (int i = 0; i < 2; ++i) {
-    ASSERT_EQ(cudaSetDevice(i), cudaSuccess);
-    ASSERT_EQ(cudaStreamCreate(&ps[i]), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&pbuf[i]), 64 * sizeof(float)), cudaSuccess);
-  }
+  InitAllPair two;
+  ASSERT_NO_FATAL_FAILURE(NewInitAllPair(&two));
+  auto& [pair, pair_id, ps, pbuf] = two;
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   ASSERT_EQ(ncclAllReduce(pbuf[0], pbuf[0], 64, ncclFloat32, ncclSum, pair[0], ps[0]), ncclSuccess);
   std::optional<shm::CommProgress> q;
-  for (int i = 0; i < 500; ++i) {
+  test_util::WaitUntil([&] {
     q = Slot(pair_id);
-    if (q && q->started_seq >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return q && q->started_seq >= 1;
+  });
   ASSERT_TRUE(q.has_value());
   EXPECT_EQ(q->entered_seq, 1u);
   EXPECT_EQ(q->started_seq, 1u) << "rank 0's stream reached the collective";
@@ -542,33 +534,23 @@ TEST(Behavior, StartedMeansTheStreamReachedTheOp) {
     EXPECT_EQ(ncclCommDestroy(pair[i]), ncclSuccess);
   }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 // Far more ops in flight than libft.so has events for (a benchmark queueing collectives before
 // it synchronizes), on a stream that is stuck: none of them may read as completed, or a hang
 // hides; once the stream moves, the lane's tail event vouches for the untimed ones.
 TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  CommOnStream cs(64);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
+  ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   WaitCompleted(c.id, 1);
-  std::atomic<bool> release{false};
-  auto stuck_kernel = [](void* arg) {
-    auto* flag = static_cast<std::atomic<bool>*>(arg);
-    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
-  ASSERT_EQ(cudaLaunchHostFunc(s, stuck_kernel, &release), cudaSuccess);
+  StreamHold stuck_kernel;
+  ASSERT_EQ(stuck_kernel.On(s), cudaSuccess);
   constexpr uint64_t kQueued = 10000;
-  for (uint64_t i = 0; i < kQueued; ++i) {
-    ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
-  }
-  WaitPollerRounds(20);
+  for (uint64_t i = 0; i < kQueued; ++i) ASSERT_EQ(cs.AllReduce(), ncclSuccess);
+  ASSERT_TRUE(WaitPollRounds(20)) << "the poller stopped";
   auto p = Slot(c.id);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->entered_seq, 1 + kQueued);
@@ -580,15 +562,13 @@ TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
   size_t reported_complete = 0;
   for (const auto& r : OfComm(c.id, RecordType::kOpEnd)) reported_complete += r.seq > 1 ? 1 : 0;
   EXPECT_EQ(reported_complete, 0u) << "ops behind the stuck stream reported complete";
-  release.store(true);
+  stuck_kernel.Release();
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   p = WaitCompleted(c.id, 1 + kQueued);
   EXPECT_EQ(p->completed_seq, 1 + kQueued) << "the tail event vouches for the untimed ops";
   EXPECT_EQ(p->started_seq, 1 + kQueued);
-  for (int i = 0; i < 100 && Slot(c.id)->pending_seq != 0; ++i) WaitPollerRounds(1);
+  test_util::WaitUntil([&] { return Slot(c.id)->pending_seq == 0; });
   EXPECT_EQ(Slot(c.id)->pending_seq, 0u) << "nothing pending";
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 // A deep queue in which the event pool ran out twice: timed ops, a gap of untimed ones (gap 1),
@@ -600,41 +580,33 @@ TEST(Behavior, QueuedOpsBeyondTheEventPoolAreNeverCompletedWithoutEvidence) {
 // that closed gap 1 carries gap 1's.
 TEST(Behavior, AStreamStuckInsideAnOlderGapShowsAnOpInFlight) {
   constexpr uint64_t kPool = 4096;  // preload/timing.h kMaxPending: timed ops in flight
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
+  CommOnStream cs(64);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
+  ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   WaitCompleted(c.id, 1);
-  auto stuck = [](void* arg) {
-    auto* flag = static_cast<std::atomic<bool>*>(arg);
-    while (!flag->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  };
-  std::atomic<bool> release0{false}, release_mid{false}, release1{false};
+  StreamHold hold0, hold_mid, hold1;
   uint64_t seq = 1;
   auto enqueue = [&](uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i, ++seq) {
-      ASSERT_EQ(ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s), ncclSuccess);
-    }
+    for (uint64_t i = 0; i < n; ++i, ++seq) ASSERT_EQ(cs.AllReduce(), ncclSuccess);
   };
-  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release0), cudaSuccess);
+  ASSERT_EQ(hold0.On(s), cudaSuccess);
   enqueue(kPool / 2);  // timed
-  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release_mid), cudaSuccess);
+  ASSERT_EQ(hold_mid.On(s), cudaSuccess);
   enqueue(kPool / 2);  // timed: the pool is used up
   const uint64_t before_gap1 = seq;
   enqueue(5);  // gap 1
-  ASSERT_EQ(cudaLaunchHostFunc(s, stuck, &release1), cudaSuccess);
+  ASSERT_EQ(hold1.On(s), cudaSuccess);
   enqueue(5);  // gap 1, behind the third stuck function
   // The first half completes: timed ops can be had again. Then timed ops (the first closes gap
   // 1) until the pool is used up again, and gap 2.
-  release0.store(true);
+  hold0.Release();
   WaitCompleted(c.id, 1 + kPool / 2);
   ASSERT_TRUE(WaitPollRounds(3)) << "the poller stopped";
   enqueue(kPool / 2 + 10);
   // The stream runs up to the third stuck function, inside gap 1.
-  release_mid.store(true);
+  hold_mid.Release();
   WaitCompleted(c.id, before_gap1);
   ASSERT_TRUE(WaitPollRounds(5)) << "the poller stopped";
   auto p = Slot(c.id);
@@ -643,14 +615,12 @@ TEST(Behavior, AStreamStuckInsideAnOlderGapShowsAnOpInFlight) {
   EXPECT_EQ(p->completed_seq, before_gap1) << "nothing in gap 1 has evidence of completion";
   EXPECT_EQ(p->started_seq, before_gap1 + 1) << "the stream is inside gap 1: its first op started";
   EXPECT_EQ(p->pending_seq, before_gap1 + 1);
-  release1.store(true);
+  hold1.Release();
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   p = WaitCompleted(c.id, seq);
   EXPECT_EQ(p->completed_seq, seq);
   EXPECT_EQ(p->started_seq, seq);
   (void)Records();  // empties the ring, which later tests read their records from
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 // The poller thread (it names itself), or 0.
@@ -697,11 +667,9 @@ uint64_t ResidentBytes() {
 // bounded (no record, op or event piles up without limit); once the poller runs again it
 // catches up from the table's evidence.
 TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
-  Comm c = NewComm();
-  cudaStream_t s;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  float* buf;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&buf), 64 * sizeof(float)), cudaSuccess);
+  CommOnStream cs(64);
+  ASSERT_TRUE(cs.ok());
+  auto& [c, s, buf] = cs;
   pid_t poller = PollerTid();
   ASSERT_GT(poller, 0) << "no thread named ft-poller";
   struct sigaction action {};
@@ -724,7 +692,7 @@ TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
   std::atomic<bool> done{false};
   std::thread app([&] {
     for (uint64_t i = 0; i < kOps; ++i) {
-      if (ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c.comm, s) != ncclSuccess) break;
+      if (cs.AllReduce() != ncclSuccess) break;
       if (i % 1000 == 999 && cudaStreamSynchronize(s) != cudaSuccess) break;  // the GPU keeps up
     }
     done.store(true);
@@ -748,8 +716,6 @@ TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(WaitCompleted(c.id, kOps).completed_seq, kOps);
   (void)Records();  // empties the ring, which later tests read their records from
-  EXPECT_EQ(cudaFree(buf), cudaSuccess);
-  EXPECT_EQ(ncclCommDestroy(c.comm), ncclSuccess);
 }
 
 // What nvcc's generated code calls (crt/host_runtime.h declares them only inside generated
@@ -802,9 +768,8 @@ TEST(Behavior, KernelLaunchesAreCountedPerStreamAndSampled) {
     }
     return total;
   };
-  for (int i = 0; i < 300 && (total_on(s1) < 12 || total_on(s2) < 8 || total_on(cudaStreamPerThread) < 4); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  test_util::WaitUntil(
+      [&] { return total_on(s1) >= 12 && total_on(s2) >= 8 && total_on(cudaStreamPerThread) >= 4; });
   EXPECT_EQ(total_on(s1), 12u);
   EXPECT_EQ(total_on(s2), 8u);
   EXPECT_EQ(total_on(cudaStreamPerThread), 4u);
@@ -816,14 +781,13 @@ TEST(Behavior, KernelLaunchesAreCountedPerStreamAndSampled) {
 
   // 24 launches on this thread, every 4th sampled: 6 samples of a 2 ms kernel.
   std::vector<shm::Record> samples;
-  for (int i = 0; i < 300; ++i) {
+  test_util::WaitUntil([&] {
     samples.clear();
     for (const auto& r : Records()) {
       if (Is(r, RecordType::kKernelSample)) samples.push_back(r);
     }
-    if (samples.size() >= 6) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+    return samples.size() >= 6;
+  });
   ASSERT_EQ(samples.size(), 6u);
   for (const auto& r : samples) {
     EXPECT_TRUE(r.a == reinterpret_cast<uintptr_t>(&stub_sampled) || r.a == reinterpret_cast<uintptr_t>(handle));
@@ -848,10 +812,7 @@ TEST(Behavior, MailboxCommandsAreAcknowledgedAsUnsupported) {
   uint8_t payload[4] = {1, 2, 3, 4};
   ASSERT_TRUE(shm::PostCommand(Own(), 99, payload, &seq).ok());
   std::optional<shm::Ack> ack;
-  for (int i = 0; i < 200 && !ack; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ack = shm::PollAck(Own(), seq);
-  }
+  test_util::WaitUntil([&] { return (ack = shm::PollAck(Own(), seq)).has_value(); });
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->result, static_cast<int32_t>(StatusCode::kUnsupported));
   EXPECT_NE(ack->message.find("not supported"), std::string::npos) << ack->message;
