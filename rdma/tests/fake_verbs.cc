@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "common/mutex.h"
+
 namespace ft::rdma::testing {
 
 namespace {
@@ -112,24 +114,24 @@ const char* StateName(ibv_qp_state s) {
 struct FakeVerbs::State {
   FakeNicConfig config;
   VerbsApi api{};
-  mutable std::mutex mutex;
-  std::vector<std::unique_ptr<FakeDevice>> devices;
-  std::map<ibv_context*, std::unique_ptr<FakeContext>> contexts;
-  std::map<ibv_pd*, std::unique_ptr<ibv_pd>> pds;
-  std::map<uint32_t, std::unique_ptr<FakeMr>> mrs;  // by key (lkey == rkey)
-  std::map<ibv_cq*, std::unique_ptr<FakeCq>> cqs;
-  std::map<uint32_t, std::unique_ptr<FakeQp>> qps;  // by qp_num, creation order
-  std::vector<std::string> transitions;
-  uint32_t next_key = 0x1000;
-  uint32_t next_qp_num = 0x100;
-  uint64_t reads = 0;
-  uint64_t fail_at = 0;
-  ibv_wc_status fail_status = IBV_WC_SUCCESS;
-  uint64_t break_after = 0;  // 0: none
-  bool hold = false;
-  uint64_t registrations = 0;
-  uint64_t stale_reads = 0;
-  bool overrun = false;
+  mutable Mutex mutex;
+  std::vector<std::unique_ptr<FakeDevice>> devices GUARDED_BY(mutex);
+  std::map<ibv_context*, std::unique_ptr<FakeContext>> contexts GUARDED_BY(mutex);
+  std::map<ibv_pd*, std::unique_ptr<ibv_pd>> pds GUARDED_BY(mutex);
+  std::map<uint32_t, std::unique_ptr<FakeMr>> mrs GUARDED_BY(mutex);  // by key (lkey == rkey)
+  std::map<ibv_cq*, std::unique_ptr<FakeCq>> cqs GUARDED_BY(mutex);
+  std::map<uint32_t, std::unique_ptr<FakeQp>> qps GUARDED_BY(mutex);  // by qp_num, creation order
+  std::vector<std::string> transitions GUARDED_BY(mutex);
+  uint32_t next_key GUARDED_BY(mutex) = 0x1000;
+  uint32_t next_qp_num GUARDED_BY(mutex) = 0x100;
+  uint64_t reads GUARDED_BY(mutex) = 0;
+  uint64_t fail_at GUARDED_BY(mutex) = 0;
+  ibv_wc_status fail_status GUARDED_BY(mutex) = IBV_WC_SUCCESS;
+  uint64_t break_after GUARDED_BY(mutex) = 0;  // 0: none
+  bool hold GUARDED_BY(mutex) = false;
+  uint64_t registrations GUARDED_BY(mutex) = 0;
+  uint64_t stale_reads GUARDED_BY(mutex) = 0;
+  bool overrun GUARDED_BY(mutex) = false;
 
   uint16_t Lid(int device) const { return static_cast<uint16_t>(1 + device); }
   void Gid(int device, int index, ibv_gid* gid) const {
@@ -139,9 +141,9 @@ struct FakeVerbs::State {
     gid->raw[14] = static_cast<uint8_t>(device);
     gid->raw[15] = static_cast<uint8_t>(index);
   }
-  int DeviceOf(ibv_context* c) const { return contexts.at(c)->device; }
+  int DeviceOf(ibv_context* c) const REQUIRES(mutex) { return contexts.at(c)->device; }
 
-  void Push(FakeQp* qp, uint64_t wr_id, ibv_wc_status status, uint32_t len) {
+  void Push(FakeQp* qp, uint64_t wr_id, ibv_wc_status status, uint32_t len) REQUIRES(mutex) {
     auto* cq = cqs.at(qp->qp.send_cq).get();
     if (static_cast<int>(cq->entries.size()) >= cq->cq.cqe) overrun = true;
     ibv_wc wc{};
@@ -153,7 +155,7 @@ struct FakeVerbs::State {
     cq->entries.push_back(wc);
   }
 
-  void ToError(FakeQp* qp) {
+  void ToError(FakeQp* qp) REQUIRES(mutex) {
     qp->qp.state = qp->view.state = IBV_QPS_ERR;
     while (!qp->queue.empty()) {
       Push(qp, qp->queue.front().wr_id, IBV_WC_WR_FLUSH_ERR, 0);
@@ -162,7 +164,7 @@ struct FakeVerbs::State {
   }
 
   // The status a read gets from the fabric, after moving the bytes when it succeeds.
-  ibv_wc_status Execute(FakeQp* qp, const PendingRead& r) {
+  ibv_wc_status Execute(FakeQp* qp, const PendingRead& r) REQUIRES(mutex) {
     auto peer_it = qps.find(qp->view.attr.dest_qp_num);
     if (peer_it == qps.end()) return IBV_WC_RETRY_EXC_ERR;  // nobody answers
     FakeQp* peer = peer_it->second.get();
@@ -217,7 +219,7 @@ struct FakeVerbs::State {
     return IBV_WC_SUCCESS;
   }
 
-  void Progress(ibv_cq* cq) {
+  void Progress(ibv_cq* cq) REQUIRES(mutex) {
     if (hold) return;
     for (auto& [num, qp] : qps) {
       if (qp->qp.send_cq != cq) continue;
@@ -275,11 +277,11 @@ struct FakeVerbs::State {
     return true;
   }
 
-  int Modify(FakeQp* qp, const ibv_qp_attr* attr, int mask) {
+  int Modify(FakeQp* qp, const ibv_qp_attr* attr, int mask) REQUIRES(mutex) {
     const ibv_qp_state from = qp->view.state;
     const ibv_qp_state to = (mask & IBV_QP_STATE) ? attr->qp_state : from;
     std::string why;
-    auto refuse = [&](std::string reason) {
+    auto refuse = [&](std::string reason) REQUIRES(mutex) {
       transitions.push_back(fmt::format("qp {} {}->{} refused: {}", qp->qp.qp_num, StateName(from), StateName(to), reason));
       return EINVAL;
     };
@@ -333,7 +335,7 @@ FakeVerbs::State* g_state = nullptr;
 
 ibv_device** GetDeviceList(int* num) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (s.config.device_list_errno != 0) {
     errno = s.config.device_list_errno;
     if (num) *num = 0;
@@ -352,7 +354,7 @@ const char* GetDeviceName(ibv_device* device) { return device->name; }
 
 ibv_context* OpenDevice(ibv_device* device) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto c = std::make_unique<FakeContext>();
   c->context.device = device;
   c->device = reinterpret_cast<FakeDevice*>(device)->index;
@@ -363,7 +365,7 @@ ibv_context* OpenDevice(ibv_device* device) {
 
 int CloseDevice(ibv_context* context) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   return s.contexts.erase(context) ? 0 : EINVAL;
 }
 
@@ -386,7 +388,7 @@ int QueryDevice(ibv_context*, ibv_device_attr* attr) {
 
 int QueryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (port != 1) return EINVAL;
   std::memset(attr, 0, sizeof(*attr));
   attr->state = s.config.port_state;
@@ -401,7 +403,7 @@ int QueryPort(ibv_context* context, uint8_t port, ibv_port_attr* attr) {
 
 int QueryGid(ibv_context* context, uint8_t port, int index, ibv_gid* gid) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (port != 1 || index < 0 || index >= s.config.gid_table_len) return EINVAL;
   s.Gid(s.DeviceOf(context), index, gid);
   return 0;
@@ -409,7 +411,7 @@ int QueryGid(ibv_context* context, uint8_t port, int index, ibv_gid* gid) {
 
 ibv_pd* AllocPd(ibv_context* context) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto pd = std::make_unique<ibv_pd>();
   pd->context = context;
   ibv_pd* raw = pd.get();
@@ -419,7 +421,7 @@ ibv_pd* AllocPd(ibv_context* context) {
 
 int DeallocPd(ibv_pd* pd) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   for (auto& [key, mr] : s.mrs) {
     if (mr->mr.pd == pd) return EBUSY;
   }
@@ -431,7 +433,7 @@ int DeallocPd(ibv_pd* pd) {
 
 ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, int access) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (!s.pds.count(pd) || length == 0 || length > s.config.max_mr_size ||
       ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))) {
     errno = EINVAL;
@@ -454,7 +456,7 @@ ibv_mr* RegMr(ibv_pd* pd, void* addr, size_t length, int access) {
 
 int DeregMr(ibv_mr* mr) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto it = s.mrs.find(mr->lkey);
   if (it == s.mrs.end() || &it->second->mr != mr) return EINVAL;
   s.mrs.erase(it);
@@ -463,7 +465,7 @@ int DeregMr(ibv_mr* mr) {
 
 ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel, int) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (cqe < 1 || cqe > s.config.max_cqe) {
     errno = EINVAL;
     return nullptr;
@@ -480,7 +482,7 @@ ibv_cq* CreateCq(ibv_context* context, int cqe, void* cq_context, ibv_comp_chann
 
 int DestroyCq(ibv_cq* cq) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   for (auto& [num, qp] : s.qps) {
     if (qp->qp.send_cq == cq || qp->qp.recv_cq == cq) return EBUSY;
   }
@@ -489,7 +491,7 @@ int DestroyCq(ibv_cq* cq) {
 
 ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* init) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   if (!s.pds.count(pd) || init->qp_type != IBV_QPT_RC || !s.cqs.count(init->send_cq) || !s.cqs.count(init->recv_cq) ||
       init->cap.max_send_wr < 1 || init->cap.max_send_wr > static_cast<uint32_t>(s.config.max_qp_wr) ||
       init->cap.max_send_sge < 1 || init->cap.max_send_sge > 16 || init->srq != nullptr) {
@@ -514,7 +516,7 @@ ibv_qp* CreateQp(ibv_pd* pd, ibv_qp_init_attr* init) {
 
 int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto it = s.qps.find(qp->qp_num);
   if (it == s.qps.end()) return EINVAL;
   return s.Modify(it->second.get(), attr, mask);
@@ -522,13 +524,13 @@ int ModifyQp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 
 int DestroyQp(ibv_qp* qp) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   return s.qps.erase(qp->qp_num) ? 0 : EINVAL;
 }
 
 int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   FakeQp* fq = s.qps.at(qp->qp_num).get();
   for (; wr != nullptr; wr = wr->next) {
     int err = 0;
@@ -557,7 +559,7 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
 
 int PollCq(ibv_cq* cq, int n, ibv_wc* wc) {
   auto& s = *g_state;
-  std::lock_guard lock(s.mutex);
+  MutexLock lock(&s.mutex);
   auto it = s.cqs.find(cq);
   if (it == s.cqs.end()) return -1;
   s.Progress(cq);
@@ -627,67 +629,67 @@ FakeVerbs::~FakeVerbs() { g_state = nullptr; }
 const VerbsApi& FakeVerbs::api() const { return state_->api; }
 
 void FakeVerbs::FailNthRead(uint64_t n, ibv_wc_status status) {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   state_->fail_at = state_->reads + n;
   state_->fail_status = status;
 }
 
 void FakeVerbs::BreakQpAfterReads(uint64_t n) {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   state_->break_after = state_->reads + n;
   if (state_->break_after == 0) state_->break_after = 1;
 }
 
 void FakeVerbs::HoldReads(bool hold) {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   state_->hold = hold;
 }
 
 std::vector<uint32_t> FakeVerbs::qp_nums() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   std::vector<uint32_t> out;
   for (auto& [num, qp] : state_->qps) out.push_back(num);
   return out;
 }
 
 FakeVerbs::QpView FakeVerbs::qp(uint32_t qp_num) const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   auto it = state_->qps.find(qp_num);
   return it == state_->qps.end() ? QpView{} : it->second->view;
 }
 
 std::vector<std::string> FakeVerbs::transitions() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->transitions;
 }
 
 uint64_t FakeVerbs::reads_executed() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->reads;
 }
 
 uint64_t FakeVerbs::registrations() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->registrations;
 }
 
 uint64_t FakeVerbs::stale_reads() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->stale_reads;
 }
 
 size_t FakeVerbs::live_mrs() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->mrs.size();
 }
 
 size_t FakeVerbs::live_objects() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->contexts.size() + state_->pds.size() + state_->mrs.size() + state_->cqs.size() + state_->qps.size();
 }
 
 bool FakeVerbs::cq_overrun() const {
-  std::lock_guard lock(state_->mutex);
+  MutexLock lock(&state_->mutex);
   return state_->overrun;
 }
 
