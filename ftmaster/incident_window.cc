@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/log.h"
 #include "ftmaster/attribution.h"
@@ -439,7 +440,7 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
     }
   }
   action.decision = decision.decision;
-  action.save = decision.save;
+  action.save = std::move(decision.save);  // 131k targets: not used after this
   action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
   action.decided_unix_ms = decided_unix_ms;
   auto won = writer_.WriteIncidents(to_write, unix_ms, decision.evict_nodes,
