@@ -47,7 +47,7 @@ PrefetchRun::PrefetchRun(const PrefetcherOptions& options, const RankPuller& pul
 }
 
 void PrefetchRun::Start(std::function<void()> changed) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   changed_ = std::move(changed);
   FT_LOG(Info, Worker, "prefetching step {} for rank(s) {} of this node from other nodes' copies", step_,
          FormatNodeRanks(options_.ranks));
@@ -57,37 +57,37 @@ void PrefetchRun::Start(std::function<void()> changed) {
 }
 
 bool PrefetchRun::finished() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return remaining_ == 0;
 }
 
 void PrefetchRun::WaitFinished() const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return remaining_ == 0; });
+  MutexLock lock(&mu_);
+  cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return remaining_ == 0; });
 }
 
 void PrefetchRun::Stop() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   stopping_.store(true);
-  cv_.notify_all();  // a rank waiting to try again gives up
+  cv_.NotifyAll();  // a rank waiting to try again gives up
 }
 
 void PrefetchRun::Join() {
   std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     threads.swap(threads_);
   }
   for (std::thread& t : threads) t.join();
 }
 
 size_t PrefetchRun::retrying() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return retrying_;
 }
 
 void PrefetchRun::SetPeers(PrefetchPeers peers) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   peers_ = std::move(peers);
 }
 
@@ -113,15 +113,15 @@ proto::PrefetchRank PrefetchRun::RunRank(size_t i) {
 }
 
 RankWork PrefetchRun::WaitToRetry(size_t i, std::chrono::milliseconds backoff) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ++retrying_;
-  cv_.wait_for(lock, backoff, [&] { return stopping_.load(); });
+  cv_.WaitFor(&mu_, backoff, [&] { return stopping_.load(); });
   --retrying_;
   return ChooseSources(lines_[i], step_, peers_, here_, options_.pull);
 }
 
 void PrefetchRun::Finish(size_t i, proto::PrefetchRank result) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   results_[i] = std::move(result);
   if (--remaining_ > 0) return;
   done_unix_ms_ = UnixMsNow();
@@ -134,11 +134,11 @@ void PrefetchRun::Finish(size_t i, proto::PrefetchRank result) {
   FT_LOG(Info, Worker, "prefetch of step {} ended after {:.3f} s: {} rank(s) ready in this node's "
          "memory, {} failed; writing the restore plan file", step_, pull_s_, pulled, failed);
   if (changed_) changed_();
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 proto::PrefetchReport PrefetchRun::Report(const std::string& node) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   proto::PrefetchReport out;
   out.node = node;
   out.step = step_;
@@ -151,7 +151,7 @@ proto::PrefetchReport PrefetchRun::Report(const std::string& node) const {
 }
 
 bool PrefetchRun::LocalCopyDropped(const proto::RestorePlan& plan) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (remaining_ > 0) return false;
   for (size_t i = 0; i < work_.size(); ++i) {
     if (results_[i].outcome != "local") continue;
@@ -167,7 +167,7 @@ bool PrefetchRun::LocalCopyDropped(const proto::RestorePlan& plan) const {
 }
 
 bool PrefetchRun::Shape(ckpt::NodePlan* plan) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (remaining_ > 0) return false;
   if (step_ != plan->step) return true;  // an older plan's prefetch: nothing of it applies
   for (size_t i = 0; i < work_.size(); ++i) {
@@ -197,7 +197,7 @@ bool PrefetchRun::Shape(ckpt::NodePlan* plan) const {
 int PrefetchRun::RemoveRestoredCopies(const NodeCopies& copies) {
   std::vector<proto::PrefetchRank> results;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (remaining_ > 0) return 0;
     results = results_;  // final once every rank ended
   }

@@ -21,7 +21,7 @@ Prefetcher::~Prefetcher() {
 }
 
 std::shared_ptr<PrefetchRun> Prefetcher::run() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return run_;
 }
 
@@ -40,7 +40,7 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
   // pulled anew.
   const bool same_and_still_here = same_as_run && !current->LocalCopyDropped(plan);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (key.empty()) {
       // Nothing for this node's ranks (no step, or no line for them): any older prefetch is
       // moot, and the file goes out as the master wrote it.
@@ -64,7 +64,7 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
 bool Prefetcher::TryStart(redis::Commands& redis) {
   std::shared_ptr<PrefetchRun> current;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_ == nullptr) return true;
     current = run_;
   }
@@ -76,7 +76,7 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
 
   std::shared_ptr<PrefetchRun> next;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_ == nullptr) return true;  // a plan with nothing for us came in meanwhile
     next = std::make_shared<PrefetchRun>(options_, puller_, *pending_, std::move(peers));
     pending_.reset();
@@ -100,7 +100,7 @@ void Prefetcher::WaitIdle() {
 bool Prefetcher::busy() const {
   std::shared_ptr<PrefetchRun> current;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_ != nullptr) return true;
     current = run_;
   }
@@ -119,7 +119,7 @@ bool Prefetcher::Shape(ckpt::NodePlan* plan) {
   if (options_.ranks.empty() || plan->step < 0) return true;
   std::shared_ptr<PrefetchRun> current;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (pending_ != nullptr) return false;
     current = run_;
   }
@@ -130,7 +130,7 @@ void Prefetcher::Tick(uint64_t mono_ns, int64_t /*unix_ms*/, redis::Commands* re
   Reap();
   bool waiting;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     waiting = pending_ != nullptr;
   }
   if (waiting && redis != nullptr && redis->connected()) (void)TryStart(*redis);

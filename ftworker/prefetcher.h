@@ -40,11 +40,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
+#include "common/thread_annotations.h"
 #include "ftworker/prefetch_local.h"
 #include "ftworker/prefetch_node_ranks.h"
 #include "ftworker/prefetch_options.h"
@@ -94,7 +95,7 @@ class Prefetcher : public PlanGate {
   void Reap();
   void Cleanup();
   // The latest run (null before the first), as mu_ has it.
-  std::shared_ptr<PrefetchRun> run() const;
+  std::shared_ptr<PrefetchRun> run() const EXCLUDES(mu_);
   // Something report() or Shape() say changed: the plan file is shaped again, the report published.
   void Changed(bool report);
 
@@ -107,9 +108,9 @@ class Prefetcher : public PlanGate {
 
   // The plan and the run the daemon's thread changes and other threads (report, busy,
   // WaitIdle) read. Never held together with a run's own lock.
-  mutable std::mutex mu_;
-  std::unique_ptr<proto::RestorePlan> pending_;  // GUARDED_BY(mu_): the plan whose prefetch waits for Redis
-  std::shared_ptr<PrefetchRun> run_;             // GUARDED_BY(mu_): the last prefetch started (running or done)
+  mutable Mutex mu_;
+  std::unique_ptr<proto::RestorePlan> pending_ GUARDED_BY(mu_);  // the plan whose prefetch waits for Redis
+  std::shared_ptr<PrefetchRun> run_ GUARDED_BY(mu_);             // the last prefetch started (running or done)
 
   // The daemon's thread only.
   uint64_t published_revision_ = 0;
