@@ -18,8 +18,8 @@ namespace {
 const std::vector<std::string>& WorkerCommands() {
   static const std::vector<std::string> kCommands = {
       "ping",  "select", "get",  "set",  "incr", "hget", "hgetall", "hmget", "hset",
-      "hdel",  "hlen",   "sadd", "smembers", "xadd", "xrange", "zadd", "zrem", "eval",
-      "cluster|slots", "asking"};
+      "hdel",  "hlen",   "sadd", "smembers", "xadd", "xrange", "xrevrange", "xread", "zadd",
+      "zrem",  "eval",   "cluster|slots", "asking"};
   return kCommands;
 }
 
@@ -52,7 +52,7 @@ std::vector<AclKeyPattern> WorkerKeys(const proto::Keys& k) {
   return {
       // Published by the master, read by every worker.
       Read(k.Timeouts()), Read(k.TimeoutsVersion()), Read(p + "cmd:*"), Read(k.Restore()),
-      Read(k.RestoreVersion()), Read(k.TransferSecret()), Read(k.Evicted()),
+      Read(k.RestoreVersion()), Read(k.TransferSecret()), Read(k.Evicted()), Read(k.Notify()),
       // What the arena pass asks: whether the job finished, and the steps' verdicts.
       Read(k.MasterState()), Read(k.CkptVerdicts()),
       // Written by workers (and read back: a worker re-asserts what Redis lost).
@@ -74,7 +74,7 @@ std::vector<AclKeyPattern> OperatorKeys(const proto::Keys& k) {
           Read(p + "cmd:*"),  Read(k.Acks()),       Read(k.Incidents()),
           Read(k.Evicted()),  Read(k.Leader()),     Read(k.MasterState()),
           Read(p + "ckpt:*"), Read(k.Restore()),    Read(k.RestoreVersion()),
-          Read(k.Endpoints()), Read(k.Prefetch())};
+          Read(k.Endpoints()), Read(k.Prefetch()), Read(k.Notify())};
 }
 
 std::string Lower(std::string_view s) {

@@ -12,6 +12,7 @@
 #include "ftmaster/master_loop.h"
 #include "ftmaster/save_outcome.h"
 #include "proto/ckpt_codec.h"
+#include "proto/notice.h"
 
 // The master loop's checkpoint round: which steps' copies changed (ft:{J}:ckpt:steps, then
 // HLEN per step: O(steps) per round, a step's copies read only when their count moved, and
@@ -324,7 +325,8 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   plan.version = plan_.version + 1;
   plan.unix_ms = unix_ms;
   if (!writer_.Run({{"SET", keys_.Restore(), proto::Encode(plan)},
-                    {"SET", keys_.RestoreVersion(), std::to_string(plan.version)}})) {
+                    {"SET", keys_.RestoreVersion(), std::to_string(plan.version)},
+                    proto::NoticeXadd(keys_.Notify(), proto::NoticeOf(proto::NoticeKind::kRestore))})) {
     plan_dirty_ = true;
     return false;
   }

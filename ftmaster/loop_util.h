@@ -23,6 +23,8 @@ inline constexpr const char* kRanksChunk = "8192";     // HSCAN COUNT of the mem
 inline constexpr double kSteadyShare = 12;
 inline constexpr Ms kStatePoll{1000};
 inline constexpr Ms kSecretCheck{5000};  // STRLEN of the transfer secret (lost when Redis is)
+// An open window's notice is renewed this often: workers let one go after 30 s without it.
+inline constexpr Ms kWindowNoticeRenew{10000};
 
 inline int64_t ToMs(Duration d) { return std::chrono::duration_cast<Ms>(d).count(); }
 

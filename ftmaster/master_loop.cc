@@ -14,6 +14,7 @@
 #include "ftmaster/report.h"
 #include "ftmaster/transfer_secret.h"
 #include "proto/codec.h"
+#include "proto/notice.h"
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
 
@@ -103,7 +104,9 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   leading_ = true;
   ReadEvents(now, unix_ms);
   if (!store_->connected()) return;
+  NoticeWindow(now);
   if (open_.open) CollectAndMaybeDecide(now, unix_ms);
+  NoticeWindow(now);
   if (action_ && action_->phase != "done" && store_->connected()) RunAction(now, unix_ms);
   if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
   if (now >= next_ckpt_ && store_->connected()) CkptRound(now, unix_ms);
@@ -286,6 +289,15 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
          action_ && action_->phase != "done" ? ", an action in progress" : "");
 }
 
+void MasterLoop::NoticeWindow(Clock::time_point now) {
+  const bool renew = open_.open && window_noticed_ && now >= next_window_notice_;
+  if (open_.open == window_noticed_ && !renew) return;
+  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = open_.first_event_id};
+  if (!writer_.Run({proto::NoticeXadd(keys_.Notify(), notice)})) return;  // again at the next tick
+  window_noticed_ = open_.open;
+  next_window_notice_ = now + kWindowNoticeRenew;
+}
+
 void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
   next_secret_check_ = now + kSecretCheck;
   const std::string key = keys_.TransferSecret();
@@ -309,7 +321,9 @@ void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
            s.ToString(), kSecretCheck.count() / 1000);
     return;
   }
-  const bool written = writer_.Run({{"SET", key, secret, "NX"}});
+  // The notice goes out either way: had another writer raced us, workers read its secret.
+  const bool written = writer_.Run({{"SET", key, secret, "NX"},
+                                    proto::NoticeXadd(keys_.Notify(), proto::NoticeOf(proto::NoticeKind::kSecret))});
   std::fill(secret.begin(), secret.end(), '\0');
   if (!written) return;
   // SET NX inside the fenced script: had another writer raced us, its secret stands and ours

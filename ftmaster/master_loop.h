@@ -141,6 +141,10 @@ class MasterLoop {
   // the start of every term and, should Redis lose it (flushed, restarted without
   // persistence), at the next check (kSecretCheck). An existing secret is kept as it is.
   void EnsureTransferSecret(Clock::time_point now);
+  // Tells every worker that a window opened (and again every kWindowNoticeRenew while it
+  // stays open) or closed (proto/notice.h): while it is open they write every rank's
+  // progress table, which calm ranks otherwise write only on a change.
+  void NoticeWindow(Clock::time_point now);
   void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
   // incident_window.cc
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
@@ -278,6 +282,8 @@ class MasterLoop {
   Clock::time_point next_summary_{};
   Clock::time_point next_state_poll_{};
   Clock::time_point next_secret_check_{};
+  bool window_noticed_ = false;  // the last window notice written said "open"
+  Clock::time_point next_window_notice_{};
   bool secret_seen_ = false;  // the transfer secret was there at a check of this master's
   Clock::time_point next_acks_{};
   Clock::time_point tick_started_{};  // by the real clock: what a tick has cost so far

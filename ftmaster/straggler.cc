@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "ftmaster/text.h"
@@ -38,6 +39,10 @@ double CollectiveMs(const proto::RankSummary& s, uint64_t comm) {
 StragglerOptions StragglerOptions::FromConfig(const Config& config) {
   StragglerOptions o;
   o.steps = static_cast<int>(std::max<int64_t>(1, config.straggler_steps));
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  o.interval_ms = std::max<int64_t>(1, duration_cast<milliseconds>(config.summary_interval).count());
+  o.stale_ms = 2 * duration_cast<milliseconds>(config.summary_refresh).count() + 5000;
   return o;
 }
 
@@ -80,19 +85,25 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
     int fastest = -1, slowest = -1;
     double fastest_ms = 0, slowest_compute = 0;
     int members = 0;
-    for (int rank : ranks) {
+    auto usable = [&](int rank) -> const proto::RankSummary* {
       auto it = latest_.find(rank);
-      if (it == latest_.end() || it->second.compute_ms <= 0) continue;
-      const double ms = CollectiveMs(it->second, comm);
+      if (it == latest_.end() || it->second.compute_ms <= 0) return nullptr;
+      if (now_unix_ms - it->second.unix_ms > options_.stale_ms) return nullptr;
+      return &it->second;
+    };
+    for (int rank : ranks) {
+      const proto::RankSummary* summary = usable(rank);
+      if (summary == nullptr) continue;
+      const double ms = CollectiveMs(*summary, comm);
       if (ms < 0) continue;
       ++members;
       if (fastest < 0 || ms < fastest_ms) {
         fastest = rank;
         fastest_ms = ms;
       }
-      if (slowest < 0 || it->second.compute_ms > slowest_compute) {
+      if (slowest < 0 || summary->compute_ms > slowest_compute) {
         slowest = rank;
-        slowest_compute = it->second.compute_ms;
+        slowest_compute = summary->compute_ms;
       }
     }
     Streak& streak = streaks_[comm];
@@ -102,11 +113,11 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
       computes.clear();
       std::vector<double> durations;
       for (int rank : ranks) {
-        auto it = latest_.find(rank);
-        if (rank == fastest || it == latest_.end() || it->second.compute_ms <= 0) continue;
-        const double ms = CollectiveMs(it->second, comm);
+        const proto::RankSummary* summary = usable(rank);
+        if (rank == fastest || summary == nullptr) continue;
+        const double ms = CollectiveMs(*summary, comm);
         if (ms < 0) continue;
-        computes.push_back(it->second.compute_ms);
+        computes.push_back(summary->compute_ms);
         durations.push_back(ms);
       }
       median = Median(computes);
@@ -123,9 +134,11 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
       streak.rank = fastest;
       streak.count = 1;
       streak.last_counted_ms = at;
-    } else if (at > streak.last_counted_ms) {
-      ++streak.count;
+      streak.counted_at_ms = now_unix_ms;
+    } else if (at > streak.last_counted_ms || now_unix_ms - streak.counted_at_ms >= options_.interval_ms) {
+      ++streak.count;  // a new summary, or the standing one for another interval
       streak.last_counted_ms = at;
+      streak.counted_at_ms = now_unix_ms;
     }
     streak.ratio = slowest_compute / median;
     streak.own_ms = fastest_ms;

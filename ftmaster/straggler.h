@@ -5,9 +5,13 @@
 //   - has the largest compute_ms, and
 //   - whose compute_ms is at least (1 + min_excess) times the median compute_ms of the other
 //     members (20% by default; the others' median, so that a two-member comm works too),
-// in `steps` consecutive summaries of that rank (straggler_steps). Healthy jitter cannot pass:
-// the excess must hold against the median every time, and the same rank must be both
-// fastest to leave the collective and slowest to compute every time.
+// in `steps` consecutive summaries of that rank (straggler_steps), or, when its summary is not
+// rewritten, for `steps` summary intervals by this master's clock: a worker writes a summary
+// only when its smoothed times moved (ftworker/report_pacing.h), so one that stands unchanged
+// says the rank still runs at those times. A summary older than stale_ms (its worker has not
+// refreshed it: gone) takes no part. Healthy jitter cannot pass: the excess must hold against
+// the median every time, and the same rank must be both fastest to leave the collective and
+// slowest to compute every time.
 // A named rank yields one Incident, kind "straggler", decision "none"; it is named again only
 // after it stopped qualifying on every comm. Comms with p2p traffic only and comms with fewer
 // than two members reporting are skipped.
@@ -30,8 +34,10 @@ namespace ft::master {
 struct StragglerOptions {
   int steps = 10;
   double min_excess = 0.20;
+  int64_t interval_ms = 1000;  // a standing summary counts once per interval
+  int64_t stale_ms = 25000;    // by the summary's unix_ms against Evaluate's now
 
-  // straggler_steps.
+  // straggler_steps; summary_interval; twice summary_refresh and 5 s (clocks of other hosts).
   static StragglerOptions FromConfig(const Config& config);
 };
 
@@ -55,6 +61,7 @@ class StragglerDetector {
     int rank = -1;
     int count = 0;
     int64_t last_counted_ms = 0;  // the candidate's summary time last counted
+    int64_t counted_at_ms = 0;    // Evaluate's now when it was last counted
     double ratio = 0;
     double own_ms = 0;
     double others_ms = 0;

@@ -6,6 +6,7 @@
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
 #include "proto/codec.h"
+#include "proto/notice.h"
 
 namespace ft::master {
 
@@ -69,7 +70,8 @@ void MasterLoop::SummaryRound(Clock::time_point now, int64_t unix_ms) {
   if (unpublished_) {
     const proto::TimeoutTable& table = timeouts_.table();
     if (writer_.Run({{"SET", keys_.Timeouts(), proto::Encode(table)},
-                   {"SET", keys_.TimeoutsVersion(), std::to_string(table.version)}})) {
+                     {"SET", keys_.TimeoutsVersion(), std::to_string(table.version)},
+                     proto::NoticeXadd(keys_.Notify(), proto::NoticeOf(proto::NoticeKind::kTimeouts))})) {
       unpublished_ = false;
       ++stats_.timeouts_published;
       FT_LOG(Info, Master, "timeouts version {}: default {:.0f} ms, {} entr{}", table.version,

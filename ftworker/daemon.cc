@@ -20,7 +20,17 @@ namespace {
 
 constexpr uint64_t kMs = 1000000;
 constexpr uint64_t kHeartbeatNs = 1000 * kMs;
-constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands
+constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands, without notices
+// With notices (ftworker/master_watch.h) the polls only catch a notice that was missed.
+constexpr uint64_t kSlowPollNs = 5000 * kMs;
+constexpr uint64_t kPlanPollNs = 1000 * kMs;        // RestorePlanSyncOptions' default
+constexpr uint64_t kSecretPollNs = 500 * kMs;       // TransferService's defaults
+constexpr uint64_t kSecretCheckNs = 2000 * kMs;
+constexpr auto kWatchBlock = std::chrono::milliseconds(2000);  // one XREAD per node per 2 s when calm
+// The master renews an open window's notice every 10 s (ftmaster/master_loop.cc); one whose
+// "closed" was lost ends here.
+constexpr uint64_t kWindowNoticeLifeNs = 30000 * kMs;
+constexpr double kSummaryChangeRatio = 0.15;  // below the straggler's 20% excess
 constexpr uint64_t kMembershipCheckNs = 1000 * kMs;
 constexpr uint64_t kArenaGcPollNs = 5000 * kMs;  // the job's state for the arena pass
 
@@ -44,9 +54,16 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor)
                  options.endpoint,
                  redis::ReconnectPolicy{.connect_timeout = std::chrono::milliseconds(500),
                                         .io_timeout = std::chrono::milliseconds(1000),
+                                        .log_subsystem = Subsystem::kWorker}),
+             // The watch's reads block for kWatchBlock: its I/O timeout leaves room for that.
+             std::make_unique<redis::RedisStore>(
+                 options.endpoint,
+                 redis::ReconnectPolicy{.connect_timeout = std::chrono::milliseconds(500),
+                                        .io_timeout = kWatchBlock + std::chrono::milliseconds(1500),
                                         .log_subsystem = Subsystem::kWorker})) {}
 
-Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store)
+Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store,
+               std::unique_ptr<redis::Store> watch_store)
     : options_(std::move(options)),
       monitor_(monitor),
       keys_(options_.job),
@@ -67,7 +84,13 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .arena_dir = options_.config.ckpt_arena_dir,
                                         .local_dir = options_.config.ckpt_dir,
                                         .remote_dir = options_.config.ckpt_remote_dir}),
-      store_(std::move(store)) {
+      store_(std::move(store)),
+      progress_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.progress_refresh).count()),
+      summary_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.summary_refresh).count(),
+                     kSummaryChangeRatio) {
+  if (watch_store != nullptr) {
+    watch_ = std::make_unique<MasterWatch>(keys_, options_.node, std::move(watch_store), kWatchBlock);
+  }
   if (options_.config.ckpt_replicate_every > 0) {
     ReplicatorOptions replicate;
     replicate.job = options_.job;
@@ -170,6 +193,8 @@ void Daemon::PollTimeouts() {
   }
   monitor_->SetTimeouts(parsed);
   timeouts_version_ = version.str();
+  smallest_timeout_ms_ = parsed.default_ms;
+  for (const auto& entry : parsed.entries) smallest_timeout_ms_ = std::min(smallest_timeout_ms_, entry.ms);
   FT_LOG(Info, Worker, "timeouts version {}: default {} ms, {} entries", parsed.version,
          parsed.default_ms, parsed.entries.size());
 }
@@ -254,27 +279,8 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
   }
-  if (mono_ns >= next_report_ns_) {
-    for (const auto& progress : monitor_->Progress()) reporter_.SetProgress(progress);
-    // After a reconnect too: a restarted Redis has lost what was written before.
-    if (monitor_->TakeMembershipChanged() || resend_membership_) {
-      if (resend_membership_) {
-        reporter_.ForgetMemberships();  // unchanged values too
-        keeper_->ReportAll();           // and the node's checkpoint copies
-        if (replicator_ != nullptr) replicator_->ReportAll();  // and its buddy copies
-      }
-      resend_membership_ = false;
-      for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
-    }
-    next_report_ns_ = mono_ns + static_cast<uint64_t>(options_.config.report_interval.count());
-  }
-  if (mono_ns >= next_summary_ns_) {
-    for (const auto& summary : monitor_->TakeSummaries(unix_ms)) {
-      if (options_.metrics != nullptr) options_.metrics->OnSummary(summary);
-      reporter_.SetSummary(summary);
-    }
-    next_summary_ns_ = mono_ns + static_cast<uint64_t>(options_.config.summary_interval.count());
-  }
+  const MasterNews news = TakeNews(mono_ns);
+  Report(mono_ns, unix_ms);
   if (mono_ns >= next_heartbeat_ns_) {
     reporter_.Heartbeat(getpid(), options_.host, monitor_->Ranks(), unix_ms);
     next_heartbeat_ns_ = mono_ns + kHeartbeatNs;
@@ -330,11 +336,76 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // Retention never removes the step a restore would read (the master's newest verified one).
   if (plan_sync_.have_plan()) keeper_->SetPlan(plan_sync_.planned_step());
   PollArenaGc(mono_ns);
-  if (mono_ns >= next_master_poll_ns_ && store_->connected()) {
-    PollTimeouts();
-    if (store_->connected()) PollCommands(unix_ms);
-    next_master_poll_ns_ = mono_ns + kMasterPollNs;
+  PollMaster(mono_ns, unix_ms, news);
+}
+
+MasterNews Daemon::TakeNews(uint64_t mono_ns) {
+  MasterNews news = watch_ != nullptr ? watch_->Take() : MasterNews{};
+  if (news.window_open) {
+    if (*news.window_open && !window_open_) {
+      FT_LOG(Info, Worker, "the master opened an incident window ({}): writing every rank's progress "
+             "table every {} ms until it closes", news.window,
+             std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.report_interval).count());
+      next_report_ns_ = 0;  // the master waits for these tables: now, not at the next report
+    }
+    window_open_ = *news.window_open;
+    window_until_ns_ = mono_ns + kWindowNoticeLifeNs;
+  } else if (window_open_ && mono_ns >= window_until_ns_) {
+    FT_LOG(Warn, Worker, "the master's incident window notice was not renewed for {} s: back to "
+           "writing calm ranks' tables only on a change", kWindowNoticeLifeNs / 1000 / kMs);
+    window_open_ = false;
   }
+  return news;
+}
+
+void Daemon::Report(uint64_t mono_ns, int64_t unix_ms) {
+  if (mono_ns >= next_report_ns_) {
+    // Unheard notices would leave the master without the tables it waits for: every table
+    // then, as before notices. Half the smallest timeout: the peers that will time out write
+    // theirs from half-way on (report_pacing.h).
+    const bool write_all = window_open_ || !hearing_master();
+    double timeout_ms = static_cast<double>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.timeout_floor).count());
+    if (smallest_timeout_ms_ > 0) timeout_ms = std::min(timeout_ms, smallest_timeout_ms_);
+    for (const auto& progress : monitor_->Progress()) {
+      if (progress_pacer_.ShouldWrite(progress, timeout_ms / 2, write_all, unix_ms)) {
+        reporter_.SetProgress(progress);
+      }
+    }
+    // After a reconnect too: a restarted Redis has lost what was written before.
+    if (monitor_->TakeMembershipChanged() || resend_membership_) {
+      if (resend_membership_) {
+        reporter_.ForgetMemberships();  // unchanged values too
+        progress_pacer_.Forget();       // and every table and summary, at their next turn
+        summary_pacer_.Forget();
+        keeper_->ReportAll();           // and the node's checkpoint copies
+        if (replicator_ != nullptr) replicator_->ReportAll();  // and its buddy copies
+      }
+      resend_membership_ = false;
+      for (const auto& membership : monitor_->Memberships()) reporter_.SetMembership(membership);
+    }
+    next_report_ns_ = mono_ns + static_cast<uint64_t>(options_.config.report_interval.count());
+  }
+  if (mono_ns >= next_summary_ns_) {
+    for (auto& summary : monitor_->TakeSummaries(unix_ms)) {
+      if (options_.metrics != nullptr) options_.metrics->OnSummary(summary);  // the window's own
+      if (summary_pacer_.Next(&summary, unix_ms)) reporter_.SetSummary(summary);
+    }
+    next_summary_ns_ = mono_ns + static_cast<uint64_t>(options_.config.summary_interval.count());
+  }
+}
+
+void Daemon::PollMaster(uint64_t mono_ns, int64_t unix_ms, const MasterNews& news) {
+  const bool hearing = hearing_master();
+  plan_sync_.SetPollInterval(hearing ? kSlowPollNs : kPlanPollNs);
+  transfer_->SetSecretPolls(hearing ? kSlowPollNs : kSecretPollNs, hearing ? kSlowPollNs : kSecretCheckNs);
+  if (news.everything || news.restore) plan_sync_.PollSoon();
+  if (news.everything || news.secret) transfer_->CheckSecretSoon();
+  const bool due = mono_ns >= next_master_poll_ns_ || news.everything;
+  if (!store_->connected() || !(due || news.timeouts || news.commands)) return;
+  if (due || news.timeouts) PollTimeouts();
+  if (store_->connected() && (due || news.commands)) PollCommands(unix_ms);
+  if (due) next_master_poll_ns_ = mono_ns + (hearing ? kSlowPollNs : kMasterPollNs);
 }
 
 void Daemon::Run(const std::atomic<bool>& stop) {

@@ -27,9 +27,11 @@
 #include "common/config.h"
 #include "ftworker/ckpt_keeper.h"
 #include "ftworker/command_runner.h"
+#include "ftworker/master_watch.h"
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
 #include "ftworker/replicator.h"
+#include "ftworker/report_pacing.h"
 #include "ftworker/reporter.h"
 #include "ftworker/restore_plan_sync.h"
 #include "ftworker/transfer_service.h"
@@ -66,10 +68,13 @@ struct DaemonOptions {
 
 class Daemon {
  public:
-  // Talks to options.endpoint (a redis::RedisStore).
+  // Talks to options.endpoint (a redis::RedisStore), and hears the master through a
+  // MasterWatch on a second connection.
   Daemon(DaemonOptions options, NodeMonitor* monitor);
-  // Any Store: tests pass a redis::FakeStore and drive Tick().
-  Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store);
+  // Any Store: tests pass a redis::FakeStore and drive Tick(). `watch_store`: the watch's own
+  // connection; null: no watch (the daemon polls the master and writes every table).
+  Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redis::Store> store,
+         std::unique_ptr<redis::Store> watch_store = nullptr);
 
   // Ticks until `stop` is set, then ticks once more (what the ranks did since) and flushes
   // what it can (bounded by one connect timeout), and removes the node's restore plan file.
@@ -79,6 +84,10 @@ class Daemon {
   void Tick(uint64_t mono_ns, int64_t unix_ms);
 
   bool connected() { return store_->connected(); }
+  // Whether the master's notices reach this worker now (MasterWatch::listening).
+  bool hearing_master() const { return watch_ != nullptr && watch_->listening(); }
+  // Whether a window notice of the master's stands (every progress table is written).
+  bool window_open() const { return window_open_; }
   const Reporter& reporter() const { return reporter_; }
   CkptKeeper& keeper() { return *keeper_; }
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
@@ -92,6 +101,13 @@ class Daemon {
   bool EnsureConnected(uint64_t mono_ns);
   void PollTimeouts();
   void PollCommands(int64_t unix_ms);
+  // Takes the watch's news: window notices now, the rest for the polls at the end of Tick.
+  MasterNews TakeNews(uint64_t mono_ns);
+  // The polls of what the master publishes: at once for what a notice named, the rest at
+  // their fallback rate (quick while no notice can be heard, slow while they can).
+  void PollMaster(uint64_t mono_ns, int64_t unix_ms, const MasterNews& news);
+  // Which progress tables and summaries go out at this tick (report_pacing.h).
+  void Report(uint64_t mono_ns, int64_t unix_ms);
   // Whether Redis still holds this node's memberships (one HMGET, every kMembershipCheckNs);
   // when one is missing, Redis lost its data and everything is written again.
   void CheckMembershipInRedis(uint64_t mono_ns);
@@ -110,6 +126,12 @@ class Daemon {
   std::unique_ptr<TransferService> transfer_;
   std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;
+  std::unique_ptr<MasterWatch> watch_;  // null: no notices (tests on a FakeStore)
+  ProgressPacer progress_pacer_;
+  SummaryPacer summary_pacer_;
+  bool window_open_ = false;          // the master's window notice: every table is written
+  uint64_t window_until_ns_ = 0;      // a lost "closed" notice ends it here
+  double smallest_timeout_ms_ = 0;    // of the table in use; 0: none published yet
   bool was_connected_ = false;
   bool resend_membership_ = false;
   uint64_t next_report_ns_ = 0;

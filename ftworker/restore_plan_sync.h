@@ -59,6 +59,10 @@ class RestorePlanSync {
 
   // Reads Redis when a poll is due; writes the file when the plan changed.
   void Poll(uint64_t mono_ns, redis::Commands& redis);
+  // The next Poll reads Redis (the master noticed a new plan: proto/notice.h).
+  void PollSoon() { next_poll_ns_ = 0; }
+  // Between two polls without a notice (the daemon lengthens it while it hears notices).
+  void SetPollInterval(uint64_t ns) { options_.poll_interval_ns = ns; }
   // Writes the file again when the gate's generation changed (no Redis needed).
   void Refresh();
 

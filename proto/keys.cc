@@ -69,6 +69,7 @@ std::string Keys::LegacyCommandCursor(std::string_view node) const {
   return Commands(node) + ":cursor";
 }
 std::string Keys::Acks() const { return prefix_ + "acks"; }
+std::string Keys::Notify() const { return prefix_ + "notify"; }
 std::string Keys::Incidents() const { return prefix_ + "incidents"; }
 std::string Keys::Evicted() const { return prefix_ + "evicted"; }
 std::string Keys::Leader() const { return prefix_ + "leader"; }

@@ -53,6 +53,7 @@ class Keys {
   // by an upgraded worker that finds no cursor in the group, never written.
   std::string LegacyCommandCursor(std::string_view node) const;
   std::string Acks() const;                          // stream: CommandAck
+  std::string Notify() const;                        // stream: Notice (proto/notice.h) for every worker
   std::string Incidents() const;                     // stream: Incident
   std::string Evicted() const;                       // set: node ids
   std::string Leader() const;                        // string with PX: the leading master

@@ -108,5 +108,35 @@ TEST(StragglerTest, AnInterruptedStreakStartsOver) {
   EXPECT_EQ(d.Evaluate(at).size(), 1u);
 }
 
+// Workers write a summary only when its times moved (ftworker/report_pacing.h): a straggler
+// that stays as slow stands on one summary, which counts once per interval of the master's clock.
+TEST(StragglerTest, AStandingSummaryCountsOncePerInterval) {
+  Job job(1, 4, 1);
+  StragglerDetector d(StragglerOptions{3, 0.2, 1000, 25000});
+  d.SetMembership(job.membership);
+  std::mt19937 rng(3);
+  Round(job, &d, kT0, {100, 100, 160, 100}, &rng, 0);
+  EXPECT_TRUE(d.Evaluate(kT0).empty());
+  EXPECT_TRUE(d.Evaluate(kT0 + 500).empty());   // within the interval: not again
+  EXPECT_TRUE(d.Evaluate(kT0 + 1000).empty());  // 2
+  EXPECT_TRUE(d.Evaluate(kT0 + 1500).empty());
+  const std::vector<proto::Incident> named = d.Evaluate(kT0 + 2000);  // 3
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].suspects.at(0).rank, 2);
+}
+
+TEST(StragglerTest, SummariesOlderThanStaleTakeNoPart) {
+  Job job(1, 4, 1);
+  StragglerDetector d(StragglerOptions{2, 0.2, 1000, 5000});
+  d.SetMembership(job.membership);
+  std::mt19937 rng(3);
+  Round(job, &d, kT0, {100, 100, 160, 100}, &rng, 0);
+  // Nobody rewrote anything for longer than stale_ms: the workers may be gone, the times
+  // stand for nothing.
+  for (int64_t now = kT0 + 6000; now < kT0 + 12000; now += 1000) {
+    EXPECT_TRUE(d.Evaluate(now).empty()) << now - kT0;
+  }
+}
+
 }  // namespace
 }  // namespace ft::master

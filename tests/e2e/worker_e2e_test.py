@@ -284,6 +284,60 @@ def case_redis_restart(args):
         print("OK: %d events raised during the outage delivered after it, in order" % len(during))
 
 
+def case_quiet(args):
+    """A calm job's progress tables stay as written (issue "131,072 ranks": a healthy job's
+    Redis writes); a window notice of the master's (proto/notice.h) has every table written at
+    once and at every report until it closes. No master: the test writes the notices."""
+    # Attention from half a 10 s floor: calm whatever the machine's load does to the steps.
+    calm = {"FT_TIMEOUT_FLOOR": "10s", "FT_REPORT_INTERVAL": "200ms"}
+    with Cluster(args, job="wk-quiet") as c:
+        c.start_workers(calm)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20"])
+        ranks = range(8)
+        observed = lambda: {r: (c.progress(r) or {}).get("observed_unix_ms", 0) for r in ranks}
+        c.wait_for(lambda: all(observed().values()), 60, "every rank's progress table")
+        # The start's changes of state are written; then nothing, while every rank steps on.
+        c.wait_for(lambda: all((c.hash_json("summary", r) or {}).get("steps", 0) > 20 for r in ranks),
+                   60, "every rank past 20 steps")
+        tables = {r: c.progress(r) for r in ranks}
+        before = {r: tables[r]["observed_unix_ms"] for r in ranks}
+        steps_before = c.hash_json("summary", 3)["steps"]
+        time.sleep(3)
+        after = observed()
+        # An event carries its rank's table (a slowdown on a loaded machine): that one is written.
+        raised = {e["rank"] for e in c.events() if e["unix_ms"] >= min(before.values())}
+        moved = [r for r in ranks if after[r] != before[r] and r not in raised]
+        what = lambda t: {k: t[k] for k in ("state", "pid", "busy", "frozen", "last_call_age_ms", "blocked_ms")}
+        check(not moved, "calm ranks' tables were rewritten within 3 s: ranks %s; before, after: %s"
+              % (moved, [(what(tables[r]), what(c.progress(r))) for r in moved]))
+        print("calm: no table rewritten in 3 s (rank 3 at step %d)" % steps_before)
+
+        t_open = int(time.time() * 1000)
+        c.db.command("XADD", c.key("notify"), "*", "kind", "window", "open", "1", "window", "test-1")
+        # At once: the watch hears it in milliseconds, the daemon writes at its next tick. The
+        # bound keeps a margin for a loaded machine; calm tables are otherwise rewritten after
+        # FT_PROGRESS_REFRESH (60 s).
+        fresh = c.poll_until(lambda: all(v >= t_open for v in observed().values()), 1.5)
+        took = (int(time.time() * 1000) - t_open) / 1000.0
+        check(fresh, "a window notice did not have every table rewritten within 1.5 s: %s (notice at %d)"
+              % (observed(), t_open))
+        print("window open: every table rewritten %.2f s after the notice" % took)
+        first = observed()
+        c.wait_for(lambda: all(observed()[r] > first[r] for r in ranks), 1.5,
+                   "every table rewritten again while the window is open")
+
+        c.db.command("XADD", c.key("notify"), "*", "kind", "window", "open", "0", "window", "test-1")
+        time.sleep(1)  # the last report of the open window may still be on its way
+        closed = observed()
+        t_closed = int(time.time() * 1000)
+        time.sleep(3)
+        raised = {e["rank"] for e in c.events() if e["unix_ms"] >= t_closed - 1000}
+        moved = [r for r in ranks if observed()[r] != closed[r] and r not in raised]
+        check(not moved, "tables still rewritten 1-4 s after the window closed: ranks %s" % moved)
+        print("OK: calm tables stay, a window notice has them all written within %.2f s, "
+              "its close stops them" % took)
+
+
 def main():
     args = parse_args()
     cases = {
@@ -296,6 +350,7 @@ def main():
         "pause": lambda: case_pause(args),
         "redis-restart": lambda: case_redis_restart(args),
         "stop-after-exit": lambda: case_stop_after_exit(args),
+        "quiet": lambda: case_quiet(args),
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)

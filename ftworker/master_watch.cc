@@ -1,0 +1,148 @@
+#include "ftworker/master_watch.h"
+
+#include <thread>
+#include <vector>
+
+#include "common/log.h"
+#include "proto/notice.h"
+
+namespace ft::worker {
+
+struct MasterWatch::Shared {
+  // Set at construction, read by the thread only.
+  std::string commands_key, notify_key;
+  std::unique_ptr<redis::Store> store;
+  std::chrono::milliseconds block{2000};
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> listening{false};
+  std::mutex mu;
+  MasterNews news;  // guarded by mu
+
+  void Run();
+  bool Resync(std::string* commands_id, std::string* notify_id);
+  bool ReadOnce(std::string* commands_id, std::string* notify_id);
+};
+
+namespace {
+
+// The id of a stream's newest entry, "0-0" for an empty or missing stream; false on a failure.
+bool NewestId(redis::Store& store, const std::string& key, std::string* id) {
+  redis::Reply reply;
+  if (!store.Run({"XREVRANGE", key, "+", "-", "COUNT", "1"}, &reply).ok() || !reply.is_array()) return false;
+  *id = "0-0";
+  if (reply.size() == 1 && reply[0].is_array() && reply[0].size() == 2 && reply[0][0].is_string()) {
+    *id = reply[0][0].str();
+  }
+  return true;
+}
+
+}  // namespace
+
+bool MasterWatch::Shared::Resync(std::string* commands_id, std::string* notify_id) {
+  if (!NewestId(*store, commands_key, commands_id) || !NewestId(*store, notify_key, notify_id)) return false;
+  std::lock_guard<std::mutex> lock(mu);
+  news.everything = true;
+  return true;
+}
+
+bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify_id) {
+  redis::Reply reply;
+  Status s = store->Run({"XREAD", "COUNT", "64", "BLOCK", std::to_string(block.count()), "STREAMS",
+                         commands_key, notify_key, *commands_id, *notify_id},
+                        &reply);
+  if (!s.ok()) {
+    FT_LOG(Debug, Worker, "reading the master's streams: {}", s.ToString());
+    return false;
+  }
+  if (reply.is_nil()) return true;  // nothing within block
+  MasterNews got;
+  for (const redis::Reply& stream : reply.elements()) {
+    if (stream.size() != 2 || !stream[0].is_string()) continue;
+    const bool commands = stream[0].str() == commands_key;
+    std::string* last = commands ? commands_id : notify_id;
+    for (const redis::Reply& entry : stream[1].elements()) {
+      if (entry.size() != 2 || !entry[0].is_string()) continue;
+      *last = entry[0].str();
+      if (commands) {
+        got.commands = true;
+        continue;
+      }
+      std::vector<std::string> fields;
+      for (const redis::Reply& f : entry[1].elements()) fields.push_back(f.is_string() ? f.str() : "");
+      proto::Notice notice;
+      if (Status parsed = proto::ParseNotice(fields, &notice); !parsed.ok()) {
+        FT_LOG(Warn, Worker, "notice {} on {} ignored: {}", entry[0].str(), notify_key, parsed.message());
+        continue;
+      }
+      switch (notice.kind) {
+        case proto::NoticeKind::kTimeouts: got.timeouts = true; break;
+        case proto::NoticeKind::kRestore: got.restore = true; break;
+        case proto::NoticeKind::kSecret: got.secret = true; break;
+        case proto::NoticeKind::kWindow:
+          got.window_open = notice.open;
+          got.window = notice.window;
+          break;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  news.commands |= got.commands;
+  news.timeouts |= got.timeouts;
+  news.restore |= got.restore;
+  news.secret |= got.secret;
+  if (got.window_open) {
+    news.window_open = got.window_open;
+    news.window = got.window;
+  }
+  return true;
+}
+
+void MasterWatch::Shared::Run() {
+  std::string commands_id, notify_id;
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (!store->Ensure(redis::Store::Clock::now())) {
+      listening.store(false, std::memory_order_relaxed);
+      commands_id.clear();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Ensure paces the attempts
+      continue;
+    }
+    if ((!commands_id.empty() || Resync(&commands_id, &notify_id)) && ReadOnce(&commands_id, &notify_id)) {
+      if (!listening.exchange(true, std::memory_order_relaxed)) {
+        FT_LOG(Info, Worker, "hearing the master on {} and {}", commands_key, notify_key);
+      }
+      continue;
+    }
+    // A broken connection, or a server that refuses the read (an ACL without XREAD): the
+    // daemon polls meanwhile; try again in a while, not in a loop.
+    if (listening.exchange(false, std::memory_order_relaxed)) {
+      FT_LOG(Warn, Worker, "not hearing the master's notices any more ({}): polling until it is back",
+             store->connected() ? "the read failed" : "Redis is away");
+    }
+    commands_id.clear();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+}
+
+MasterWatch::MasterWatch(const proto::Keys& keys, std::string node, std::unique_ptr<redis::Store> store,
+                         std::chrono::milliseconds block)
+    : shared_(std::make_shared<Shared>()) {
+  shared_->commands_key = keys.Commands(node);
+  shared_->notify_key = keys.Notify();
+  shared_->store = std::move(store);
+  shared_->block = block;
+  std::thread([shared = shared_] { shared->Run(); }).detach();
+}
+
+MasterWatch::~MasterWatch() { shared_->stop.store(true, std::memory_order_relaxed); }
+
+MasterNews MasterWatch::Take() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  MasterNews out = std::move(shared_->news);
+  shared_->news = MasterNews{};
+  return out;
+}
+
+bool MasterWatch::listening() const { return shared_->listening.load(std::memory_order_relaxed); }
+
+}  // namespace ft::worker

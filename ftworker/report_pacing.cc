@@ -1,0 +1,137 @@
+#include "ftworker/report_pacing.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace ft::worker {
+namespace {
+
+// Below this a change in a typical time is noise whatever its ratio (a 0.2 ms op).
+constexpr double kNoiseFloorMs = 0.5;
+
+// What, when it changes, is news by itself: not the ages and counters that move every report.
+std::string Signature(const proto::RankProgress& p) {
+  std::string s = fmt::format("{}|{}|{}|{}|{}|{}", p.state, p.node, p.pid, p.incarnation, p.busy, p.frozen);
+  for (const proto::CommRow& row : p.comms) s += fmt::format("|{:x}", row.comm_id);
+  return s;
+}
+
+}  // namespace
+
+bool Attentive(const proto::RankProgress& p, double attention_ms) {
+  if (p.frozen) return true;  // busy is the norm of a working rank: a change of it is news, not the state
+  if (p.blocked_ms >= attention_ms || p.last_call_age_ms >= attention_ms) return true;
+  for (const proto::CommRow& row : p.comms) {
+    if (row.entered_seq > row.completed_seq && row.entered_age_ms >= attention_ms) return true;
+  }
+  return false;
+}
+
+bool ProgressPacer::ShouldWrite(const proto::RankProgress& progress, double attention_ms,
+                                bool write_all, int64_t unix_ms) {
+  std::string signature = Signature(progress);
+  auto it = last_.find(progress.rank);
+  const bool due = write_all || it == last_.end() || it->second.signature != signature ||
+                   Attentive(progress, attention_ms) || unix_ms - it->second.unix_ms >= refresh_ms_;
+  if (!due) return false;
+  last_[progress.rank] = Written{std::move(signature), unix_ms};
+  return true;
+}
+
+bool SummaryPacer::Moved(double written, double now, double ratio) {
+  const double delta = std::fabs(now - written);
+  return delta > kNoiseFloorMs && delta > ratio * std::max(std::fabs(written), std::fabs(now));
+}
+
+bool SummaryPacer::Rose(double written, double now, double ratio) {
+  return now - written > kNoiseFloorMs && now > (1 + ratio) * written;
+}
+
+bool SummaryPacer::Changed(const proto::RankSummary& was, const proto::RankSummary& now) const {
+  if (was.node != now.node) return true;
+  // What the straggler detector compares, at the ratio; the step, which bounds only the
+  // timeouts of ops never seen, at twice it; the tails, which the timeouts multiply by
+  // FT_TIMEOUT_MULTIPLIER, when they rose by half (a timeout of 4x a tail under-reported by
+  // half is still 2.7x the real one).
+  if (Moved(was.compute_ms, now.compute_ms, change_ratio_) ||
+      Moved(was.step_p50_ms, now.step_p50_ms, 2 * change_ratio_)) {
+    return true;
+  }
+  for (const proto::OpSummary& op : now.ops) {
+    auto same = std::find_if(was.ops.begin(), was.ops.end(), [&](const proto::OpSummary& o) {
+      return o.comm_id == op.comm_id && o.op == op.op && o.bucket == op.bucket;
+    });
+    if (same == was.ops.end()) return true;
+    if (Moved(same->p50_ms, op.p50_ms, change_ratio_) || Rose(same->p99_ms, op.p99_ms, kTailRise) ||
+        Rose(same->max_ms, op.max_ms, kTailRise)) {
+      return true;
+    }
+  }
+  // Sampled kernels are asked for explicitly (FT_KERNEL_SAMPLE): every window of them counts.
+  return !now.kernel_samples.empty();
+}
+
+void SummaryPacer::Smooth(proto::RankSummary* s) {
+  auto [it, first] = smoothed_.try_emplace(s->rank, *s);
+  proto::RankSummary& avg = it->second;
+  if (first || avg.node != s->node) {
+    avg = *s;
+    return;
+  }
+  auto mix = [](double* average, double sample) {
+    *average = (1 - kSmoothing) * *average + kSmoothing * sample;
+    return *average;
+  };
+  s->step_p50_ms = mix(&avg.step_p50_ms, s->step_p50_ms);
+  s->compute_ms = mix(&avg.compute_ms, s->compute_ms);
+  s->comm_wait_ms = mix(&avg.comm_wait_ms, s->comm_wait_ms);
+  std::vector<proto::OpSummary> ops;
+  for (proto::OpSummary& op : s->ops) {
+    auto was = std::find_if(avg.ops.begin(), avg.ops.end(), [&](const proto::OpSummary& o) {
+      return o.comm_id == op.comm_id && o.op == op.op && o.bucket == op.bucket;
+    });
+    if (was != avg.ops.end()) op.p50_ms = mix(&was->p50_ms, op.p50_ms);
+    ops.push_back(op);
+  }
+  // Ops of earlier windows stay averaged until they come back.
+  for (const proto::OpSummary& o : avg.ops) {
+    if (std::none_of(ops.begin(), ops.end(), [&](const proto::OpSummary& n) {
+          return n.comm_id == o.comm_id && n.op == o.op && n.bucket == o.bucket;
+        })) {
+      ops.push_back(o);
+    }
+  }
+  avg.ops = std::move(ops);
+}
+
+namespace {
+
+// To the microsecond: an average printed to 17 digits would be a third of the summary's bytes.
+double Microseconds(double ms) { return std::round(ms * 1000) / 1000; }
+
+void RoundTimes(proto::RankSummary* s) {
+  for (double* ms : {&s->step_ms, &s->step_p50_ms, &s->compute_ms, &s->comm_wait_ms}) *ms = Microseconds(*ms);
+  for (proto::OpSummary& op : s->ops) {
+    for (double* ms : {&op.p50_ms, &op.p99_ms, &op.max_ms}) *ms = Microseconds(*ms);
+  }
+}
+
+}  // namespace
+
+bool SummaryPacer::Next(proto::RankSummary* summary, int64_t unix_ms) {
+  Smooth(summary);
+  RoundTimes(summary);
+  auto it = written_.find(summary->rank);
+  const bool due = it == written_.end() || unix_ms - it->second.unix_ms >= refresh_ms_ ||
+                   Changed(it->second, *summary);
+  if (!due) return false;
+  proto::RankSummary& kept = written_[summary->rank];
+  kept = *summary;
+  kept.unix_ms = unix_ms;
+  return true;
+}
+
+}  // namespace ft::worker

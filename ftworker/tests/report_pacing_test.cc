@@ -1,0 +1,190 @@
+#include "ftworker/report_pacing.h"
+
+#include <gtest/gtest.h>
+
+namespace ft::worker {
+namespace {
+
+constexpr int64_t kT0 = 1700000000000;
+constexpr double kAttentionMs = 500;
+
+proto::RankProgress Calm(int rank) {
+  proto::RankProgress p;
+  p.rank = rank;
+  p.node = "n0";
+  p.pid = 100 + rank;
+  p.state = "running";
+  p.busy = true;
+  p.last_call_age_ms = 3;
+  proto::CommRow row;
+  row.comm_id = 0xabc;
+  row.entered_seq = row.started_seq = row.completed_seq = 40;
+  row.entered_age_ms = 12;
+  p.comms.push_back(row);
+  return p;
+}
+
+// A healthy rank's table changes at every report (its seqs and ages move): written once, then
+// only at the refresh.
+TEST(ProgressPacerTest, ACalmRankIsWrittenOnceAndThenAtTheRefresh) {
+  ProgressPacer pacer(60000);
+  proto::RankProgress p = Calm(3);
+  EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, kT0));
+  for (int64_t t = kT0 + 200; t < kT0 + 60000; t += 200) {
+    p.comms[0].entered_seq = p.comms[0].started_seq = p.comms[0].completed_seq += 5;
+    p.last_call_age_ms = static_cast<double>(t % 7);
+    ASSERT_FALSE(pacer.ShouldWrite(p, kAttentionMs, false, t)) << t - kT0;
+  }
+  EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, kT0 + 60000));
+}
+
+TEST(ProgressPacerTest, AChangeOfStateIsWrittenAtOnce) {
+  ProgressPacer pacer(60000);
+  const proto::RankProgress calm = Calm(1);
+  ASSERT_TRUE(pacer.ShouldWrite(calm, kAttentionMs, false, kT0));
+  struct Change {
+    const char* what;
+    void (*apply)(proto::RankProgress*);
+  };
+  const Change changes[] = {
+      {"state", [](proto::RankProgress* p) { p->state = "exited"; }},
+      {"pid", [](proto::RankProgress* p) { p->pid = 999; }},
+      {"incarnation", [](proto::RankProgress* p) { p->incarnation = 7; }},
+      {"busy", [](proto::RankProgress* p) { p->busy = false; }},
+      {"a new comm",
+       [](proto::RankProgress* p) {
+         proto::CommRow row;
+         row.comm_id = 0xdef;
+         p->comms.push_back(row);
+       }},
+  };
+  int64_t t = kT0;
+  for (const Change& c : changes) {
+    proto::RankProgress p = calm;
+    c.apply(&p);
+    EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, t += 200)) << c.what;
+    EXPECT_FALSE(pacer.ShouldWrite(p, kAttentionMs, false, t += 200)) << c.what << ", unchanged since";
+    EXPECT_TRUE(pacer.ShouldWrite(calm, kAttentionMs, false, t += 200)) << c.what << ", back";
+  }
+}
+
+TEST(ProgressPacerTest, AWaitingOrSilentOrFrozenRankIsWrittenAtEveryReport) {
+  struct Case {
+    const char* what;
+    void (*apply)(proto::RankProgress*);
+  };
+  const Case cases[] = {
+      {"an op entered 600 ms ago, not completed",
+       [](proto::RankProgress* p) {
+         p->comms[0].entered_seq = 41;
+         p->comms[0].entered_age_ms = 600;
+       }},
+      {"blocked in a call for 600 ms", [](proto::RankProgress* p) { p->blocked_ms = 600; }},
+      {"no call for 600 ms", [](proto::RankProgress* p) { p->last_call_age_ms = 600; }},
+      {"frozen", [](proto::RankProgress* p) { p->frozen = true; }},
+  };
+  for (const Case& c : cases) {
+    ProgressPacer pacer(60000);
+    proto::RankProgress p = Calm(2);
+    c.apply(&p);
+    for (int64_t t = kT0; t < kT0 + 2000; t += 200) {
+      ASSERT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, t)) << c.what << " at " << t - kT0;
+    }
+    // Below the attention age the same wait is calm.
+    ProgressPacer relaxed(60000);
+    ASSERT_TRUE(relaxed.ShouldWrite(p, 1000, false, kT0)) << c.what;
+    if (!p.frozen) {
+      EXPECT_FALSE(relaxed.ShouldWrite(p, 1000, false, kT0 + 200)) << c.what;
+    }
+  }
+  // An op in flight but younger than the attention age is the normal case.
+  proto::RankProgress young = Calm(2);
+  young.comms[0].entered_seq = 41;
+  young.comms[0].entered_age_ms = 100;
+  EXPECT_FALSE(Attentive(young, kAttentionMs));
+}
+
+TEST(ProgressPacerTest, WriteAllWritesEveryTableAtEveryReportAndForgetStartsOver) {
+  ProgressPacer pacer(60000);
+  const proto::RankProgress p = Calm(4);
+  for (int64_t t = kT0; t < kT0 + 1000; t += 200) EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, true, t));
+  EXPECT_FALSE(pacer.ShouldWrite(p, kAttentionMs, false, kT0 + 1000));
+  pacer.Forget();
+  EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, kT0 + 1200));
+}
+
+proto::RankSummary Window(int rank, double compute_ms, double p50_ms, double p99_ms) {
+  proto::RankSummary s;
+  s.rank = rank;
+  s.node = "n0";
+  s.step_ms = s.step_p50_ms = compute_ms + p50_ms;
+  s.compute_ms = compute_ms;
+  s.comm_wait_ms = p50_ms;
+  proto::OpSummary op;
+  op.comm_id = 0xabc;
+  op.op = "allreduce";
+  op.count = 50;
+  op.p50_ms = p50_ms;
+  op.p99_ms = op.max_ms = p99_ms;
+  s.ops.push_back(op);
+  return s;
+}
+
+TEST(SummaryPacerTest, SteadyWindowsAreWrittenOnlyAtTheRefresh) {
+  SummaryPacer pacer(10000, 0.15);
+  int written = 0;
+  for (int k = 0; k < 30; ++k) {
+    // ±8% around the same times: what a loaded host's healthy rank shows.
+    const double wobble = (k % 3 == 0 ? 1.08 : k % 3 == 1 ? 0.92 : 1.0);
+    proto::RankSummary s = Window(0, 25 * wobble, 12 / wobble, 20 * wobble);
+    if (pacer.Next(&s, kT0 + k * 1000)) ++written;
+  }
+  EXPECT_EQ(written, 3);  // the first, then at 10 s and 20 s
+}
+
+TEST(SummaryPacerTest, AStragglersComputeIsWrittenWithinThreeWindows) {
+  SummaryPacer pacer(10000, 0.15);
+  for (int k = 0; k < 5; ++k) {
+    proto::RankSummary s = Window(0, 25, 12, 20);
+    pacer.Next(&s, kT0 + k * 1000);
+  }
+  int k = 5;
+  proto::RankSummary s;
+  for (; k < 10; ++k) {
+    s = Window(0, 37.5, 2, 20);  // 1.5x the compute, arrives last: waits least
+    if (pacer.Next(&s, kT0 + k * 1000)) break;
+  }
+  EXPECT_LE(k, 7) << "written only at window " << k;
+  EXPECT_GT(s.compute_ms, 25 * 1.15);  // what goes out is the smoothed value, already moved
+  EXPECT_LT(s.compute_ms, 37.5);
+}
+
+TEST(SummaryPacerTest, ATailThatRoseByHalfIsWrittenAtOnceAndTimesAreRoundedToTheMicrosecond) {
+  SummaryPacer pacer(10000, 0.15);
+  proto::RankSummary s = Window(0, 25.123456789, 12, 20);
+  ASSERT_TRUE(pacer.Next(&s, kT0));
+  EXPECT_DOUBLE_EQ(s.compute_ms, 25.123);
+  s = Window(0, 25.1, 12, 28);  // +40%: within the timeouts' margin
+  EXPECT_FALSE(pacer.Next(&s, kT0 + 1000));
+  s = Window(0, 25.1, 12, 31);  // +55%
+  EXPECT_TRUE(pacer.Next(&s, kT0 + 2000));
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p99_ms, 31);  // tails go out as measured, not averaged
+}
+
+TEST(SummaryPacerTest, ANewOpOrSampledKernelsAreWrittenAtOnce) {
+  SummaryPacer pacer(10000, 0.15);
+  proto::RankSummary s = Window(0, 25, 12, 20);
+  ASSERT_TRUE(pacer.Next(&s, kT0));
+  s = Window(0, 25, 12, 20);
+  proto::OpSummary send;
+  send.comm_id = 0xdef;
+  send.op = "send";
+  s.ops.push_back(send);
+  EXPECT_TRUE(pacer.Next(&s, kT0 + 1000));
+  s = Window(0, 25, 12, 20);
+  s.kernel_samples.push_back(proto::KernelSummary{});
+  EXPECT_TRUE(pacer.Next(&s, kT0 + 2000));
+}
+
+}  // namespace
+}  // namespace ft::worker
