@@ -44,9 +44,12 @@ bench-overhead: build
 	@bench/overhead.sh $(BUILD)
 
 # How fast ftmaster goes from the first timeout event to the incident among 1k, 4k, 16k and 131k
-# synthetic ranks, and its CPU while the job runs (RESULT master window_ms decide_ms e2e_ms cpu_pct).
+# synthetic ranks, and its CPU while the job runs (RESULT master window_ms decide_ms e2e_ms cpu_pct
+# write_bytes_s), on one redis-server; then 16k and 131k on a 3-shard Redis Cluster (RESULT
+# master_cluster ... cluster_e2e_ms ... shard_write_bytes_s=a/b/c).
 bench-master: build
 	@$(BUILD)/bench/master_bench --ftmaster $(BUILD)/ftmaster/ftmaster
+	@$(BUILD)/bench/master_bench --ftmaster $(BUILD)/ftmaster/ftmaster --cluster --ranks 16384,131072 --trials 3
 
 # What one ftworker costs (% of one core) for 8 ranks at 10k records/s each, and how long a hang
 # takes from its timeout threshold to the event in Redis (RESULT worker ...); what a healthy

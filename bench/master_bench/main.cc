@@ -77,10 +77,13 @@ int main(int argc, char** argv) {
                     "--redis-server PATH", o.redis_server));
   }
   PinDriver(o.pin);
-  std::printf("bench: ftmaster %s, %s, %d CPUs (%s), FT_HANG_WINDOW=%s, %d trials per size, "
+  std::printf("bench: ftmaster %s, %s, %s, %d CPUs (%s), FT_HANG_WINDOW=%s, %d trials per size, "
               "timeout events from %s\n",
               o.ftmaster.c_str(),
               o.cluster ? "a Redis Cluster of 3 masters + 3 replicas" : "one redis-server",
+              o.every_report ? "workers write every report (before issue 19)"
+              : o.scoped     ? "workers write what changed; in a window only the hang's comms"
+                             : "workers write what changed, every rank in a window",
               CpuCount(),
               o.pin && CpuCount() >= 2 ? "ftmaster pinned alone to the last" : "unpinned",
               o.hang_window.c_str(), o.trials,
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::vector<std::string> results;
+  const char* writes = o.every_report ? "every-report" : o.scoped ? "comms" : "paced";
   for (int n : o.ranks) {
     const Layout layout = Layout::ForRanks(n);
     std::vector<double> window, decide, field, first, steady, decision, others, input;
@@ -128,14 +132,14 @@ int main(int argc, char** argv) {
     if (o.cluster) {
       results.push_back(fmt::format(
           "RESULT master_cluster ranks={} window_ms={:.0f} decide_ms={:.0f} cluster_e2e_ms={:.0f} "
-          "cpu_pct={:.1f} shard_write_bytes_s={} shard_commands_s={}",
+          "cpu_pct={:.1f} shard_write_bytes_s={} shard_commands_s={} writes={}",
           n, Median(window), Median(decide), Median(first), Median(steady), shard_bytes[mid],
-          shard_commands[mid]));
+          shard_commands[mid], writes));
     } else {
       results.push_back(fmt::format(
           "RESULT master ranks={} window_ms={:.0f} decide_ms={:.0f} e2e_ms={:.0f} cpu_pct={:.1f} "
-          "write_bytes_s={:.0f}",
-          n, Median(window), Median(decide), Median(first), Median(steady), Median(input)));
+          "write_bytes_s={:.0f} writes={}",
+          n, Median(window), Median(decide), Median(first), Median(steady), Median(input), writes));
     }
   }
   for (const std::string& line : results) std::printf("%s\n", line.c_str());

@@ -20,6 +20,7 @@ constexpr const char* kUsage =
     "usage: master_bench [--ftmaster PATH] [--redis-server PATH] [--ranks 1024,4096,16384,131072]\n"
     "                    [--trials 5] [--steady-s 3] [--hang-window 1s] [--events peers|all]\n"
     "                    [--no-profile] [--no-pin] [--log-level info] [--keep-logs DIR] [--cluster]\n"
+    "                    [--every-report] [--window-writes all|comms]\n"
     "Drives the real ftmaster with synthetic workers through a private redis-server and prints\n"
     "RESULT master ranks=<N> window_ms=.. decide_ms=.. e2e_ms=.. cpu_pct=.. per size (medians;\n"
     "bench/README.md).\n"
@@ -31,7 +32,12 @@ constexpr const char* kUsage =
     "  --keep-logs DIR     keep each trial's ftmaster log there\n"
     "  --cluster           run against a private Redis Cluster (3 masters + 3 replicas on\n"
     "                      loopback) instead of one redis-server: RESULT master_cluster ...,\n"
-    "                      with each shard's input rate (shard_write_bytes_s=a/b/c)\n";
+    "                      with each shard's input rate (shard_write_bytes_s=a/b/c)\n"
+    "  --every-report      the synthetic workers write every table every report and every\n"
+    "                      summary every second (as before issue 19), not only what changed\n"
+    "  --window-writes all|comms  in a window every rank writes every report (all: ftworker's\n"
+    "                      rule), or only the hang's communicators, and an attentive rank once\n"
+    "                      (comms: a lighter model, for comparison)\n";
 
 std::string DefaultFtmaster() {
   char self[4096] = {};
@@ -90,6 +96,12 @@ Options ParseOptions(int argc, char** argv) {
       o.log_level = value();
     } else if (arg == "--cluster") {
       o.cluster = true;
+    } else if (arg == "--every-report") {
+      o.every_report = true;
+    } else if (arg == "--window-writes") {
+      const std::string v = value();
+      if (v != "all" && v != "comms") Die("--window-writes takes all or comms");
+      o.scoped = v == "comms";
     } else if (arg == "--keep-logs") {
       o.keep_logs = value();
     } else {

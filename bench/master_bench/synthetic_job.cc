@@ -159,6 +159,13 @@ void SyntheticJob::ProgressCommand(int node, int64_t now, bool hung,
   }
 }
 
+void SyntheticJob::RankProgressCommand(int r, int64_t now, bool hung,
+                                       std::vector<redis::Argv>* out) {
+  redis::Argv argv = {"HSET", keys_.ProgressOf(r), std::to_string(r), ""};
+  RenderProgress(r, hung, now, &argv.back());
+  out->push_back(std::move(argv));
+}
+
 void SyntheticJob::SummaryCommand(int node, int64_t now, bool hung,
                                   std::vector<redis::Argv>* out) {
   for (int r = node * kTp; r < (node + 1) * kTp; ++r) {

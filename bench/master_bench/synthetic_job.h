@@ -21,7 +21,10 @@ namespace ft::bench {
 constexpr int kStepMs = 100;           // the synthetic job's step
 constexpr int kTpOpsPerStep = 4;       // tp allreduces per step; dp: 1; pp: 2 p2p ops
 constexpr int64_t kProgressPeriodMs = 200;  // FT_REPORT_INTERVAL's default
+constexpr int64_t kProgressRefreshMs = 60000;  // FT_PROGRESS_REFRESH's default
 constexpr int64_t kSummaryPeriodMs = 1000;  // FT_SUMMARY_INTERVAL's default
+constexpr int64_t kSummaryRefreshMs = 10000;  // FT_SUMMARY_REFRESH's default
+constexpr int64_t kHeartbeatPeriodMs = 1000;  // the worker heartbeat's period
 constexpr int64_t kDriverTickMs = 10;       // FT_WORKER_TICK's default
 constexpr const char* kEventsCap = "100000";  // as ftworker's reporter
 
@@ -66,6 +69,13 @@ class SyntheticJob {
   // One HSET per node (its worker's ranks) for membership, progress, summaries.
   void MembershipCommands(std::vector<redis::Argv>* out) const;
   void ProgressCommand(int node, int64_t now, bool hung, std::vector<redis::Argv>* out);
+  // Rank r's table alone (the reporter writes only the tables that are due).
+  void RankProgressCommand(int r, int64_t now, bool hung, std::vector<redis::Argv>* out);
+  // Once hung: whether rank r is attentive (ftworker/report_pacing.h): it has waited in an op,
+  // or its host has been silent, for half the timeout.
+  bool Attentive(int r, int64_t now) const {
+    return now - WaitStart(r) >= static_cast<int64_t>(hang_.timeout_ms / 2);
+  }
   void SummaryCommand(int node, int64_t now, bool hung, std::vector<redis::Argv>* out);
 
   // As ftworker's reporter: the heartbeat key with a 5 s TTL and the workers set.

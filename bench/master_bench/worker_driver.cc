@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "ftmaster/store.h"
+#include "proto/notice.h"
+
 namespace ft::bench {
 
 void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands,
@@ -21,13 +24,24 @@ void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands,
   }
 }
 
-Driver::Driver(SyntheticJob* job, redis::Commands* db, int64_t now) : job_(job), db_(db) {
+Driver::Driver(SyntheticJob* job, redis::Commands* db, int64_t now, bool every_report,
+               bool scoped)
+    : job_(job), db_(db), every_report_(every_report), scoped_(scoped) {
   const int nodes = job->nodes();
-  next_progress_.resize(static_cast<size_t>(nodes));
-  next_summary_.resize(static_cast<size_t>(nodes));
+  const auto n = static_cast<size_t>(nodes);
+  next_report_.resize(n);
+  next_refresh_.resize(n);
+  next_summary_.resize(n);
+  next_heartbeat_.resize(n);
+  hung_written_.assign(n, 0);
+  attentive_written_.assign(n * kTp, 0);
+  const int64_t summary_period = every_report ? kSummaryPeriodMs : kSummaryRefreshMs;
   for (int i = 0; i < nodes; ++i) {
-    next_progress_[static_cast<size_t>(i)] = now + kProgressPeriodMs * i / nodes;
-    next_summary_[static_cast<size_t>(i)] = now + kSummaryPeriodMs * i / nodes;
+    const auto k = static_cast<size_t>(i);
+    next_report_[k] = now + kProgressPeriodMs * i / nodes;
+    next_refresh_[k] = now + kProgressRefreshMs * i / nodes;
+    next_summary_[k] = now + summary_period * i / nodes;
+    next_heartbeat_[k] = now + kHeartbeatPeriodMs * i / nodes;
   }
 }
 
@@ -37,30 +51,90 @@ void Driver::WriteAll(int64_t now) {
     job_->ProgressCommand(i, now, hung_, &cmds);
     job_->SummaryCommand(i, now, hung_, &cmds);
     job_->HeartbeatCommands(i, now, &cmds);
+    if (cmds.size() >= kMaxTickCommands) {
+      Pipeline(*db_, cmds, "writing the synthetic workers' state");
+      cmds.clear();
+    }
   }
   Pipeline(*db_, cmds, "writing the synthetic workers' state");
 }
 
 void Driver::Watch(int rank) {
-  watch_node_ = rank / kTp;
+  watch_rank_ = rank;
   watched_.clear();
 }
 
-void Driver::Tick(int64_t now) {
-  std::vector<redis::Argv> cmds;
-  bool watched = false;
-  for (int i = 0; i < job_->nodes(); ++i) {
-    int64_t& progress = next_progress_[static_cast<size_t>(i)];
-    if (now >= progress) {
-      job_->ProgressCommand(i, now, hung_, &cmds);
-      progress = std::max(progress + kProgressPeriodMs, now);
-      watched = watched || i == watch_node_;
+void Driver::ReadNotices() {
+  redis::Reply reply;
+  Check(db_->Run({"XRANGE", job_->keys().Notify(), "(" + notify_cursor_, "+", "COUNT", "100"},
+                 &reply),
+        "reading the notify stream");
+  std::vector<master::StreamEntry> entries;
+  master::ParseStream(reply, &entries);
+  for (const master::StreamEntry& e : entries) {
+    notify_cursor_ = e.id;
+    std::vector<std::string> fields;
+    for (const auto& [f, v] : e.fields) {
+      fields.push_back(f);
+      fields.push_back(v);
     }
-    int64_t& summary = next_summary_[static_cast<size_t>(i)];
-    if (now >= summary) {
+    proto::Notice notice;
+    if (!proto::ParseNotice(fields, &notice).ok() || notice.kind != proto::NoticeKind::kWindow) {
+      continue;
+    }
+    if (notice.open && !window_open_) ++windows_opened_;
+    window_open_ = notice.open;
+  }
+}
+
+void Driver::NodeReport(int node, int64_t now, std::vector<redis::Argv>* cmds) {
+  const auto k = static_cast<size_t>(node);
+  const bool window = window_open_ && (!scoped_ || node == job_->hang().stopped / kTp);
+  if (every_report_ || window || now >= next_refresh_[k] || (hung_ && !hung_written_[k])) {
+    job_->ProgressCommand(node, now, hung_, cmds);
+    hung_written_[k] = hung_;
+    next_refresh_[k] = now + kProgressRefreshMs;
+    return;
+  }
+  if (!hung_) return;
+  for (int r = node * kTp; r < (node + 1) * kTp; ++r) {
+    if (!job_->Attentive(r, now)) continue;
+    if (scoped_) {
+      char& once = attentive_written_[static_cast<size_t>(r)];
+      if (once) continue;
+      once = 1;
+    }
+    job_->RankProgressCommand(r, now, hung_, cmds);
+  }
+}
+
+void Driver::Tick(int64_t now) {
+  if (!every_report_) ReadNotices();
+  std::vector<redis::Argv> cmds;
+  const int nodes = job_->nodes();
+  bool watched = false;
+  for (int visited = 0; visited < nodes && cmds.size() < kMaxTickCommands; ++visited) {
+    const int i = cursor_;
+    cursor_ = cursor_ + 1 == nodes ? 0 : cursor_ + 1;
+    const auto k = static_cast<size_t>(i);
+    if (now >= next_report_[k]) {
+      const size_t before = cmds.size();
+      NodeReport(i, now, &cmds);
+      next_report_[k] = std::max(next_report_[k] + kProgressPeriodMs, now);
+      if (watch_rank_ >= 0 && watch_rank_ / kTp == i) {
+        for (size_t c = before; c < cmds.size(); ++c) {
+          watched = watched || cmds[c][2] == std::to_string(watch_rank_);
+        }
+      }
+    }
+    if (now >= next_summary_[k]) {
       job_->SummaryCommand(i, now, hung_, &cmds);
+      const int64_t period = every_report_ ? kSummaryPeriodMs : kSummaryRefreshMs;
+      next_summary_[k] = std::max(next_summary_[k] + period, now);
+    }
+    if (now >= next_heartbeat_[k]) {
       job_->HeartbeatCommands(i, now, &cmds);
-      summary = std::max(summary + kSummaryPeriodMs, now);
+      next_heartbeat_[k] = std::max(next_heartbeat_[k] + kHeartbeatPeriodMs, now);
     }
   }
   const auto start = Clock::now();
