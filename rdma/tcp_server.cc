@@ -253,7 +253,10 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
                                                       boost::system::error_code ec, size_t) {
                        self->read_pending_ = false;
                        if (self->closed_) return;
-                       if (self->lingering_) return ec ? self->Shutdown() : self->Drain();
+                       // Refused or failed with the last frame still being written: that
+                       // write's completion (Linger) may reach the strand after this read's, so
+                       // the frame is done with here already, not parsed.
+                       if (self->lingering_ || self->ending_) return ec ? self->Shutdown() : self->Drain();
                        then(self.get(), ec);
                      }));
   }
@@ -485,6 +488,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     FT_LOG(Debug, Rdma, "transfer request from {} refused ({}): {}", peer_,
            wire::ErrorCodeName(code), text);
     if (write_pending_) return Shutdown();  // one write at a time: no room to say why
+    ending_ = true;
     Send(wire::EncodeError({code, tag, std::move(text)}), [](Session* self) { self->Linger(); });
   }
 
@@ -492,6 +496,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   void Refuse(std::string_view why, std::string frame = wire::EncodeAuthRefused()) {
     if (refused_ || write_pending_) return Shutdown();
     refused_ = true;
+    ending_ = true;
     server_->NoteRefused(peer_, why);
     Send(std::move(frame), [](Session* self) { self->Linger(); });
   }
@@ -553,6 +558,7 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   bool refused_ = false;
   bool lingering_ = false;
+  bool ending_ = false;  // a last frame (refusal, error) is on its way: nothing more is parsed
   bool admitted_ = false;
   bool read_pending_ = false;   // Asio: at most one read
   bool write_pending_ = false;  // and one write in flight per socket
