@@ -292,9 +292,12 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
 void MasterLoop::NoticeWindow(Clock::time_point now) {
   const bool renew = open_.open && window_noticed_ && now >= next_window_notice_;
   if (open_.open == window_noticed_ && !renew) return;
-  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = open_.first_event_id};
+  // A closed window has forgotten its id: the close names the one its open named.
+  const std::string& id = open_.open ? open_.first_event_id : noticed_window_;
+  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id};
   if (!writer_.Run({proto::NoticeXadd(keys_.Notify(), notice)})) return;  // again at the next tick
   window_noticed_ = open_.open;
+  noticed_window_ = notice.window;
   next_window_notice_ = now + kWindowNoticeRenew;
 }
 

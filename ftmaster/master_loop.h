@@ -283,6 +283,7 @@ class MasterLoop {
   Clock::time_point next_state_poll_{};
   Clock::time_point next_secret_check_{};
   bool window_noticed_ = false;  // the last window notice written said "open"
+  std::string noticed_window_;   // and named this window
   Clock::time_point next_window_notice_{};
   bool secret_seen_ = false;  // the transfer secret was there at a check of this master's
   Clock::time_point next_acks_{};

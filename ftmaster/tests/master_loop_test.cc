@@ -18,6 +18,7 @@
 #include "ftmaster/transfer_secret.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
+#include "proto/notice.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
@@ -278,6 +279,38 @@ TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
   EXPECT_EQ(State("job_state"), "stopped");
   EXPECT_EQ(StoredAction().phase, "done");
   EXPECT_EQ(a.loop->job_state(), "stopped");
+}
+
+// Workers write calm ranks' tables only on a change (ftworker/report_pacing.h): the window's
+// notice has them write every table, so it goes out as the window opens and its close follows
+// the decision (proto/notice.h).
+TEST_F(MasterLoopTest, AWindowIsNoticedWhenItOpensAndWhenItCloses) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PeersWaitOnRank3();
+  Report();
+  Run(100, {&a});
+  auto windows = [&] {
+    std::vector<proto::Notice> out;
+    for (const auto& e : server_.Stream(keys_.Notify())) {
+      proto::Notice n;
+      if (proto::ParseNotice(e.fields, &n).ok() && n.kind == proto::NoticeKind::kWindow) out.push_back(n);
+    }
+    return out;
+  };
+  EXPECT_TRUE(windows().empty()) << "no window, no notice";
+  Exit(3, false, -9, /*report=*/false);
+  Run(kTickMs, {&a});
+  ASSERT_TRUE(a.loop->incident_open());
+  std::vector<proto::Notice> seen = windows();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(seen[0].open);
+  EXPECT_FALSE(seen[0].window.empty());
+  Run(1200, {&a});
+  ASSERT_FALSE(a.loop->incident_open());
+  seen = windows();
+  ASSERT_EQ(seen.size(), 2u) << "opened, then closed: no renewal within 10 s";
+  EXPECT_FALSE(seen[1].open);
+  EXPECT_EQ(seen[1].window, seen[0].window);
 }
 
 // A leader cut off from Redis keeps believing it leads until its local deadline; meanwhile
