@@ -23,8 +23,10 @@ inline constexpr const char* kRanksChunk = "8192";     // HSCAN COUNT of the mem
 inline constexpr double kSteadyShare = 12;
 inline constexpr Ms kStatePoll{1000};
 inline constexpr Ms kSecretCheck{5000};  // STRLEN of the transfer secret (lost when Redis is)
-// An open window's notice is renewed this often: workers let one go after 30 s without it.
-inline constexpr Ms kWindowNoticeRenew{10000};
+// An open window's notice is renewed this often: a worker that missed it (restarted, or
+// reconnected after a failover that lost it) writes its tables within about this; workers let
+// a window go after 30 s without a renewal.
+inline constexpr Ms kWindowNoticeRenew{1000};
 
 inline int64_t ToMs(Duration d) { return std::chrono::duration_cast<Ms>(d).count(); }
 
