@@ -26,7 +26,7 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
                      restarts the call), after saving step 3
   stale-segment      a segment under the app's own name (a SIGKILLed process with the same pid
                      left it): libft.so replaces it instead of disabling itself, and saves
-  killed-mid-save    512 MiB of state, a periodic save of step 3 committed, idle after step 4:
+  killed-mid-save    512 MiB of state (--state-mib), a periodic save of step 3 committed, idle after step 4:
                      SIGTERM starts the termination save of step 4, SIGKILL lands while it
                      writes (the launcher's grace ran out): the arena still holds step 3, whole
 """
@@ -266,10 +266,10 @@ def run_case(args):
         finally:
             app.close()
     elif c == "killed-mid-save":
-        # The copy of 512 MiB takes long enough to be caught writing; a try where the save
-        # committed before the poll saw it is run again.
+        # The copy of 512 MiB (128 under a sanitizer, whose copies are slower) takes long enough
+        # to be caught writing; a try where the save committed before the poll saw it is run again.
         for attempt in range(1, 4):
-            app = App(args, ["--max-steps", "4", "--kib", str(512 * 1024), "--step-ms", "1"],
+            app = App(args, ["--max-steps", "4", "--kib", str(args.state_mib * 1024), "--step-ms", "1"],
                       {"FT_CKPT_EVERY": "3", "FT_CKPT_CHECKSUM_THREADS": "1"}, tmp_dir="/dev/shm")
             try:
                 app.wait_line("idle after step 4", timeout=60)
@@ -379,6 +379,7 @@ def main():
     p.add_argument("--libft", required=True)
     p.add_argument("--case", required=True)
     p.add_argument("--tool", help="ckpt_bench_tool (joins-save posts a save command with it)")
+    p.add_argument("--state-mib", type=int, default=512, help="killed-mid-save: the app's registered state")
     run_case(p.parse_args())
 
 
