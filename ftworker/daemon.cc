@@ -26,7 +26,7 @@ constexpr uint64_t kSlowPollNs = 5000 * kMs;
 constexpr uint64_t kPlanPollNs = 1000 * kMs;        // RestorePlanSyncOptions' default
 constexpr uint64_t kSecretPollNs = 500 * kMs;       // TransferService's defaults
 constexpr uint64_t kSecretCheckNs = 2000 * kMs;
-constexpr auto kWatchBlock = std::chrono::milliseconds(2000);  // one XREAD per node per 2 s when calm
+constexpr auto kWatchBlock = std::chrono::milliseconds(5000);  // one XREAD per node per 5 s when calm
 // The master renews an open window's notice every second (ftmaster/master_loop.cc); one whose
 // "closed" was lost ends here.
 constexpr uint64_t kWindowNoticeLifeNs = 30000 * kMs;

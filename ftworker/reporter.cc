@@ -71,6 +71,7 @@ void Reporter::SetMembership(const proto::Membership& membership) {
 
 void Reporter::ForgetMemberships() {
   std::erase_if(last_written_, [](const auto& entry) { return entry.first.starts_with("ranks:"); });
+  heartbeats_ = 0;  // and the workers set, with the next heartbeat
 }
 
 void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,
@@ -83,7 +84,9 @@ void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int
   beat.unix_ms = unix_ms;
   outbox_.Put("heartbeat", {"SET", keys_.WorkerHeartbeat(node_), proto::Encode(beat), "EX",
                             std::to_string(kHeartbeatTtlSeconds)});
-  outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
+  // The set changes once per node: refreshed every kWorkersRefresh heartbeats (and after
+  // ForgetMemberships, for a Redis that lost it), not every second.
+  if (heartbeats_++ % kWorkersRefresh == 0) outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
 }
 
 namespace {

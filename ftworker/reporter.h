@@ -63,6 +63,8 @@ class Reporter {
   redis::Outbox outbox_;
   std::map<std::string, std::string> last_written_;  // slot key -> encoded value
   uint64_t events_added_ = 0;
+  static constexpr uint64_t kWorkersRefresh = 10;
+  uint64_t heartbeats_ = 0;
 };
 
 }  // namespace ft::worker
