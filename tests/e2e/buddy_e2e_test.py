@@ -187,8 +187,11 @@ def case_node_lost(args):
         check(node0_holds(plan), "the plan lists no buddy copy on node0 for ranks 2, 3: %s" % plan["ranks"])
         start_worker(c, "node2", "2-3")
         pulled = check_prefetched(c, "node2", [2, 3], "node0")
-        c.wait_for(lambda: (c.plan_file("node2") or {}).get("version") == str(plan["version"]), 30,
-                   "node2's plan file", poll=0.2)
+        # node2's arrival may make the master publish the plan again (a newer version, same
+        # step): the plan files of both live workers must hold the version Redis holds now, not
+        # the one read before node2 started.
+        plan = wait_plan(c, PLANNED, {}, ["node0", "node2"])
+        check(node0_holds(plan), "the plan lists no buddy copy on node0 for ranks 2, 3: %s" % plan["ranks"])
         c.start_ckpt_job(MODEL + RUN, env=SNAPSHOT, node_names=["node0", "node2"])
         rc = wait_job_exit(c, 120, "the relaunched job to finish")
         check(rc == 0, "the relaunched job exited %d" % rc)
