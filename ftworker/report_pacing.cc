@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 namespace ft::worker {
@@ -123,11 +124,24 @@ void RoundTimes(proto::RankSummary* s) {
 
 bool SummaryPacer::Next(proto::RankSummary* summary, int64_t unix_ms) {
   Smooth(summary);
+  // Since the last summary written: every op counted once (the master's timeout model sums
+  // the counts) and the largest tails (it takes the largest), whichever window goes out.
+  std::map<std::string, Pending>& pending = pending_[summary->rank];
+  for (proto::OpSummary& op : summary->ops) {
+    Pending& p = pending[fmt::format("{:x}/{}/{}", op.comm_id, op.op, op.bucket)];
+    p.count += op.count;
+    p.p99_ms = std::max(p.p99_ms, op.p99_ms);
+    p.max_ms = std::max(p.max_ms, op.max_ms);
+    op.count = p.count;
+    op.p99_ms = p.p99_ms;
+    op.max_ms = p.max_ms;
+  }
   RoundTimes(summary);
   auto it = written_.find(summary->rank);
   const bool due = it == written_.end() || unix_ms - it->second.unix_ms >= refresh_ms_ ||
                    Changed(it->second, *summary);
   if (!due) return false;
+  pending_.erase(summary->rank);
   proto::RankSummary& kept = written_[summary->rank];
   kept = *summary;
   kept.unix_ms = unix_ms;

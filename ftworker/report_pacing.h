@@ -25,6 +25,9 @@
 //     change_ratio either way from the last one written, the step's median by twice that;
 //   - an op's tail (p99, max) rose by half (the timeouts are FT_TIMEOUT_MULTIPLIER times it);
 //   - an op appeared, kernels were sampled, or refresh_ms (FT_SUMMARY_REFRESH) passed.
+// The summary written counts every op since the last one written and carries the largest
+// tails since then: the timeout model, which sums the counts and takes the largest tails,
+// sees the same as if every window had been written.
 // The master sees those typical times within change_ratio of the smoothed ones and counts a
 // straggler's unchanged summary as standing (ftmaster/straggler.h).
 //
@@ -33,6 +36,7 @@
 #define FT_FTWORKER_REPORT_PACING_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <unordered_map>
 
@@ -86,6 +90,12 @@ class SummaryPacer {
   double change_ratio_;
   std::unordered_map<int, proto::RankSummary> smoothed_;  // rank -> the averages so far
   std::unordered_map<int, proto::RankSummary> written_;   // rank -> the last summary written
+  struct Pending {
+    uint64_t count = 0;
+    double p99_ms = 0, max_ms = 0;
+  };
+  // rank -> op (comm/op/bucket) -> since the last summary written
+  std::unordered_map<int, std::map<std::string, Pending>> pending_;
 };
 
 }  // namespace ft::worker

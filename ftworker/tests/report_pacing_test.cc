@@ -171,6 +171,27 @@ TEST(SummaryPacerTest, ATailThatRoseByHalfIsWrittenAtOnceAndTimesAreRoundedToThe
   EXPECT_DOUBLE_EQ(s.ops.at(0).p99_ms, 31);  // tails go out as measured, not averaged
 }
 
+TEST(SummaryPacerTest, AWrittenSummaryCountsEveryOpAndTheLargestTailSinceTheLastOne) {
+  SummaryPacer pacer(10000, 0.15);
+  proto::RankSummary s = Window(0, 25, 12, 20);
+  ASSERT_TRUE(pacer.Next(&s, kT0));
+  EXPECT_EQ(s.ops.at(0).count, 50u);
+  s = Window(0, 25, 12, 26);  // +30%: not written, but its tail is kept
+  ASSERT_FALSE(pacer.Next(&s, kT0 + 1000));
+  s = Window(0, 25, 12, 21);
+  ASSERT_FALSE(pacer.Next(&s, kT0 + 2000));
+  s = Window(0, 25, 12, 20);
+  ASSERT_TRUE(pacer.Next(&s, kT0 + 10000));  // the refresh
+  EXPECT_EQ(s.ops.at(0).count, 150u) << "the three windows since the last one written";
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p99_ms, 26);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).max_ms, 26);
+  s = Window(0, 25, 12, 20);
+  ASSERT_FALSE(pacer.Next(&s, kT0 + 11000));
+  s = Window(0, 25, 12, 20);
+  ASSERT_TRUE(pacer.Next(&s, kT0 + 20000));
+  EXPECT_EQ(s.ops.at(0).count, 100u) << "counted from the last one written, not again";
+}
+
 TEST(SummaryPacerTest, ANewOpOrSampledKernelsAreWrittenAtOnce) {
   SummaryPacer pacer(10000, 0.15);
   proto::RankSummary s = Window(0, 25, 12, 20);
