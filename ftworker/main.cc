@@ -25,7 +25,7 @@
 #include "ftworker/node_monitor.h"
 #include "ftworker/prefetcher.h"
 #include "ftworker/pull_command.h"
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/verbs_setup.h"
 #include "ftworker/status_view.h"
 #include "ftworker/worker_metrics.h"
 #include "metrics/exporter.h"

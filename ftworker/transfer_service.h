@@ -55,7 +55,7 @@ struct TransferServiceOptions {
   std::string listen_address;  // chosen already (ChooseListenAddress)
   int64_t port = 0;            // FT_TRANSFER_PORT
   CopyProviderOptions copies;
-  // The fast path offered to peers next to TCP (rdma/verbs_transport.h's VerbsServer where
+  // The fast path offered to peers next to TCP (rdma/verbs/verbs_transport.h's VerbsServer where
   // the node has a device); published as the endpoint's first transport. Null: TCP only.
   rdma::FastPathServer* fast_path = nullptr;
   TransferServerFactory make_server;  // empty: MakeRdmaServer

@@ -12,9 +12,9 @@
 #include "ftworker/tests/ckpt_test_util.h"
 #include "ftworker/tests/test_util.h"
 #include "proto/transfer_codec.h"
-#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs/tests/fake_verbs.h"
 #include "rdma/tests/settled_stats.h"
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/verbs_transport.h"
 #include "redis/fake_store.h"
 
 namespace ft::worker {

@@ -16,8 +16,8 @@
 #include "ftworker/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "rdma/tests/fake_verbs.h"
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/tests/fake_verbs.h"
+#include "rdma/verbs/verbs_setup.h"
 #include "redis/fake_store.h"
 #include "tests/util/log_capture.h"
 
@@ -272,7 +272,7 @@ TEST_F(TransferServiceTest, AFastPathIsOfferedAndPublishedFirst) {
   EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
 }
 
-// The real verbs server on the fake NIC (rdma/tests/fake_verbs.h), wired as ftworker's main
+// The real verbs server on the fake NIC (rdma/verbs/tests/fake_verbs.h), wired as ftworker's main
 // wires it: each arena the worker serves is registered once, when first mapped — before any
 // peer asks — and offered to peers from that registration; the endpoint names verbs first.
 TEST_F(TransferServiceTest, TheVerbsServerRegistersEachServedArenaOnceAheadOfAnyPeer) {

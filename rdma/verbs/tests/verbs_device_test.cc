@@ -6,11 +6,11 @@
 #include <cstring>
 #include <map>
 
-#include "rdma/tests/fake_verbs.h"
-#include "rdma/tests/verbs_test_util.h"
-#include "rdma/verbs_api.h"
-#include "rdma/verbs_device.h"
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/tests/fake_verbs.h"
+#include "rdma/verbs/tests/verbs_test_util.h"
+#include "rdma/verbs/verbs_api.h"
+#include "rdma/verbs/verbs_device.h"
+#include "rdma/verbs/verbs_setup.h"
 
 namespace ft::rdma::testing {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <infiniband/verbs.h>
 
-#include "rdma/verbs_blob.h"
+#include "rdma/verbs/verbs_blob.h"
 
 namespace ft::rdma::testing {
 

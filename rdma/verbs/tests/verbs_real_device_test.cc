@@ -12,7 +12,7 @@
 #include "common/config.h"
 #include "rdma/tests/test_regions.h"
 #include "rdma/transfer.h"
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/verbs_setup.h"
 
 namespace ft::rdma::testing {
 namespace {

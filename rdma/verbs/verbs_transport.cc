@@ -1,4 +1,4 @@
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/verbs_transport.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "rdma/verbs_blob.h"
-#include "rdma/verbs_qp.h"
+#include "rdma/verbs/verbs_blob.h"
+#include "rdma/verbs/verbs_qp.h"
 
 namespace ft::rdma {
 namespace {

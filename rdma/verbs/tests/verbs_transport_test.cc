@@ -14,10 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "rdma/tests/fake_verbs.h"
-#include "rdma/tests/verbs_test_util.h"
-#include "rdma/verbs_blob.h"
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/tests/fake_verbs.h"
+#include "rdma/verbs/tests/verbs_test_util.h"
+#include "rdma/verbs/verbs_blob.h"
+#include "rdma/verbs/verbs_transport.h"
 
 namespace ft::rdma::testing {
 namespace {

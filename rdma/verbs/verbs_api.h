@@ -1,7 +1,7 @@
 // ft::rdma::VerbsApi: every libibverbs call the verbs transport makes, as a table of function
 // pointers. ft never links libibverbs: LoadVerbs() dlopens "libibverbs.so.1" at run time, so
 // ftworker runs on hosts without rdma-core (Unavailable, with why), and tests hand the
-// transport a fake table (rdma/tests/fake_verbs.h) that simulates a NIC in one process.
+// transport a fake table (rdma/verbs/tests/fake_verbs.h) that simulates a NIC in one process.
 //
 // Calls that <infiniband/verbs.h> defines inline (ibv_post_send, ibv_poll_cq, and the
 // ibv_query_port wrapper that prefers the provider's extended query) are entries too; the

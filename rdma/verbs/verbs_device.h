@@ -2,7 +2,7 @@
 // the verbs server and client of a process; VerbsMemory: registered memory, registered once
 // per buffer (an arena when it is first seen), never on the restore path.
 //
-// All calls go through a VerbsApi table (rdma/verbs_api.h): the real libibverbs or a fake.
+// All calls go through a VerbsApi table (rdma/verbs/verbs_api.h): the real libibverbs or a fake.
 #ifndef FT_RDMA_VERBS_DEVICE_H_
 #define FT_RDMA_VERBS_DEVICE_H_
 
@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "rdma/verbs_api.h"
-#include "rdma/verbs_blob.h"
+#include "rdma/verbs/verbs_api.h"
+#include "rdma/verbs/verbs_blob.h"
 
 namespace ft::rdma {
 

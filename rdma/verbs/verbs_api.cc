@@ -1,4 +1,4 @@
-#include "rdma/verbs_api.h"
+#include "rdma/verbs/verbs_api.h"
 
 #include <dlfcn.h>
 

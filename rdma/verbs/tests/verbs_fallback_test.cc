@@ -6,10 +6,10 @@
 
 #include <algorithm>
 
-#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs/tests/fake_verbs.h"
 #include "rdma/tests/settled_stats.h"
 #include "rdma/tests/test_regions.h"
-#include "rdma/tests/verbs_test_util.h"
+#include "rdma/verbs/tests/verbs_test_util.h"
 #include "rdma/transfer.h"
 
 namespace ft::rdma::testing {

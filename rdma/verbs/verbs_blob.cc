@@ -1,4 +1,4 @@
-#include "rdma/verbs_blob.h"
+#include "rdma/verbs/verbs_blob.h"
 
 #include <infiniband/verbs.h>
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs/tests/fake_verbs.h"
 #include "rdma/transfer.h"
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/verbs_transport.h"
 
 namespace ft::rdma::testing {
 

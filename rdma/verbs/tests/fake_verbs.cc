@@ -1,4 +1,4 @@
-#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs/tests/fake_verbs.h"
 
 #include <cerrno>
 #include <cstdio>

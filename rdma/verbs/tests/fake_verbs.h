@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "rdma/verbs_api.h"
+#include "rdma/verbs/verbs_api.h"
 
 namespace ft::rdma::testing {
 

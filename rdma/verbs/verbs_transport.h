@@ -27,7 +27,7 @@
 
 #include "rdma/piece_path.h"
 #include "rdma/transfer.h"
-#include "rdma/verbs_device.h"
+#include "rdma/verbs/verbs_device.h"
 
 namespace ft::rdma {
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "rdma/verbs_blob.h"
-#include "rdma/verbs_device.h"
+#include "rdma/verbs/verbs_blob.h"
+#include "rdma/verbs/verbs_device.h"
 
 namespace ft::rdma {
 

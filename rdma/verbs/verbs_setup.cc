@@ -1,4 +1,4 @@
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/verbs_setup.h"
 
 namespace ft::rdma {
 

@@ -1,4 +1,4 @@
-#include "rdma/verbs_device.h"
+#include "rdma/verbs/verbs_device.h"
 
 #include <algorithm>
 #include <cerrno>

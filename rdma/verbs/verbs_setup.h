@@ -1,5 +1,5 @@
 // Bringing up the verbs fast path from the configuration, for ftworker: loads libibverbs,
-// opens the device and makes the server and client hooks (rdma/verbs_transport.h) to hand to
+// opens the device and makes the server and client hooks (rdma/verbs/verbs_transport.h) to hand to
 // the engine's ServerOptions::fast_path and PullOptions::fast_path. Any failure is an
 // Unavailable saying why (FT_RDMA_VERBS=0, no libibverbs, no device, port down): the caller
 // logs it once and runs on TCP alone.
@@ -10,7 +10,7 @@
 
 #include "common/config.h"
 #include "common/status.h"
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/verbs_transport.h"
 
 namespace ft::rdma {
 

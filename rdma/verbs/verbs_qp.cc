@@ -1,4 +1,4 @@
-#include "rdma/verbs_qp.h"
+#include "rdma/verbs/verbs_qp.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -6,8 +6,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "rdma/tests/sample_verbs_blobs.h"
-#include "rdma/verbs_blob.h"
+#include "rdma/verbs/tests/sample_verbs_blobs.h"
+#include "rdma/verbs/verbs_blob.h"
 
 namespace ft::rdma {
 namespace {
