@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "ftmaster/topology.h"
+#include "ftmaster/core/topology.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 

@@ -29,7 +29,7 @@
 #include <tuple>
 #include <vector>
 
-#include "ftmaster/topology.h"
+#include "ftmaster/core/topology.h"
 #include "proto/ckpt_codec.h"
 
 namespace ft::master {

@@ -1,11 +1,11 @@
-#include "ftmaster/straggler.h"
+#include "ftmaster/core/straggler.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/core/tests/job_fixture.h"
 
 namespace ft::master {
 namespace {

@@ -1,4 +1,4 @@
-#include "ftmaster/decision.h"
+#include "ftmaster/core/decision.h"
 
 #include <fmt/format.h>
 

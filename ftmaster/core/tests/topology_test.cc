@@ -1,8 +1,8 @@
-#include "ftmaster/topology.h"
+#include "ftmaster/core/topology.h"
 
 #include <gtest/gtest.h>
 
-#include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/core/tests/job_fixture.h"
 
 namespace ft::master {
 namespace {

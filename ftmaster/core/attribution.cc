@@ -1,4 +1,4 @@
-#include "ftmaster/attribution.h"
+#include "ftmaster/core/attribution.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "ftmaster/text.h"
+#include "ftmaster/core/text.h"
 
 namespace ft::master {
 namespace {

@@ -1,4 +1,4 @@
-#include "ftmaster/save_outcome.h"
+#include "ftmaster/core/save_outcome.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

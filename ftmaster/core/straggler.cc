@@ -1,11 +1,11 @@
-#include "ftmaster/straggler.h"
+#include "ftmaster/core/straggler.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
-#include "ftmaster/text.h"
+#include "ftmaster/core/text.h"
 
 namespace ft::master {
 namespace {

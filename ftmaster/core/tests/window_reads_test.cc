@@ -1,12 +1,12 @@
-#include "ftmaster/window_reads.h"
+#include "ftmaster/core/window_reads.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <vector>
 
-#include "ftmaster/attribution.h"
-#include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/core/attribution.h"
+#include "ftmaster/core/tests/job_fixture.h"
 
 namespace ft::master {
 namespace {

@@ -1,4 +1,4 @@
-#include "ftmaster/timeouts.h"
+#include "ftmaster/core/timeouts.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "ftmaster/topology.h"
+#include "ftmaster/core/topology.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "ftmaster/ckpt_verify.h"
+#include "ftmaster/core/ckpt_verify.h"
 
 #include <gtest/gtest.h>
 

@@ -15,8 +15,8 @@
 #include <span>
 #include <string>
 
-#include "ftmaster/ckpt_verify.h"
-#include "ftmaster/decision.h"
+#include "ftmaster/core/ckpt_verify.h"
+#include "ftmaster/core/decision.h"
 
 namespace ft::master {
 

@@ -1,4 +1,4 @@
-#include "ftmaster/window_reads.h"
+#include "ftmaster/core/window_reads.h"
 
 #include <algorithm>
 #include <limits>

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 
-#include "ftmaster/attribution.h"
-#include "ftmaster/tests/job_fixture.h"
-#include "ftmaster/topology.h"
+#include "ftmaster/core/attribution.h"
+#include "ftmaster/core/tests/job_fixture.h"
+#include "ftmaster/core/topology.h"
 
 namespace ft::master {
 namespace {

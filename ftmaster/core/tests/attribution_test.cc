@@ -1,10 +1,10 @@
-#include "ftmaster/attribution.h"
+#include "ftmaster/core/attribution.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/core/tests/job_fixture.h"
 
 namespace ft::master {
 namespace {
