@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "ftworker/restore_plan_sync.h"
+#include "ftworker/ckpt/restore_plan_sync.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"

@@ -12,7 +12,7 @@
 #include <set>
 
 #include "common/log.h"
-#include "ftworker/region_name.h"
+#include "ftworker/transfer/region_name.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/manifest.h"

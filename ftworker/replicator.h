@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "ftworker/ckpt_keeper.h"
+#include "ftworker/ckpt/ckpt_keeper.h"
 #include "ftworker/prefetcher.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"

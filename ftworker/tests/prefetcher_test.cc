@@ -20,9 +20,9 @@
 #include <thread>
 
 #include "ftworker/daemon.h"
-#include "ftworker/restore_plan_sync.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/restore_plan_sync.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/tier.h"
 #include "proto/transfer_codec.h"
 #include "redis/fake_store.h"

@@ -3,7 +3,7 @@
 // the job's secret, starts the server with it, publishes the endpoint (again after Redis lost
 // it), logs refusals and never the secret, removes the endpoint at a clean stop, and serves
 // the arenas of ranks Redis records on its node even when it never saw their processes.
-#include "ftworker/transfer_service.h"
+#include "ftworker/transfer/transfer_service.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "ftworker/daemon.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
 #include "rdma/verbs/tests/fake_verbs.h"
