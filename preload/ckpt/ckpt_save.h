@@ -12,7 +12,7 @@
 #include "common/status.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
-#include "preload/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_cuda.h"
 
 namespace ft::preload::agent {
 
@@ -40,7 +40,7 @@ struct SaveJob {
   bool periodic = false;
   std::function<void(const Status&)> copied;  // once the device-to-host copy ended (or failed)
   std::function<bool()> torn;                 // asked once every chunk has landed
-  int checksum_threads = 1;  // helpers for the chunk checksums (preload/ckpt_checksummer.h)
+  int checksum_threads = 1;  // helpers for the chunk checksums (preload/ckpt/ckpt_checksummer.h)
   // A periodic snapshot that never blocks the host (docs/checkpoints.md, "Snapshots that never
   // block"): non-null, the copies are ordered after this event (recorded on the app's stream
   // at ft_step_done) by cudaStreamWaitEvent on the agent's stream, every copy is issued at once

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "include/ft/ft.h"
-#include "preload/ckpt_agent.h"
-#include "preload/runtime.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 

@@ -12,8 +12,8 @@
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
 #include "jitckpt/node_plan.h"
-#include "preload/ckpt_cuda.h"
-#include "preload/ckpt_save.h"
+#include "preload/ckpt/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_save.h"
 
 namespace ft::preload::agent {
 

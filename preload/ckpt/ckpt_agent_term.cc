@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "common/log.h"
-#include "preload/ckpt_agent.h"
-#include "preload/ckpt_agent_impl.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
 
 namespace ft::preload::agent {
 namespace {

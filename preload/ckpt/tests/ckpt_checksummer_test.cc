@@ -1,6 +1,6 @@
 // ChunkChecksummer: every chunk handed in gets the checksum one thread would give it, with any
 // number of helpers, in any order, and Finish returns only when all are in.
-#include "preload/ckpt_checksummer.h"
+#include "preload/ckpt/ckpt_checksummer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The app-facing half of the checkpoint agent (ckpt_agent_impl.h): registration and the
 // host arena, ft_update_begin's marker, ft_step_done's periodic saves, ft_restore's plan.
-#include "preload/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,10 +9,8 @@
 
 #include "common/log.h"
 #include "include/ft/ft.h"
-#include "preload/ckpt_agent_impl.h"
-#include "preload/poller_rules.h"
-#include "preload/real.h"
-#include "preload/term_signal.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 

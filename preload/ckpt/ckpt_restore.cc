@@ -1,4 +1,4 @@
-#include "preload/ckpt_restore.h"
+#include "preload/ckpt/ckpt_restore.h"
 
 #include <time.h>
 
@@ -9,7 +9,7 @@
 #include "common/log.h"
 #include "include/ft/ft.h"
 #include "jitckpt/restore_loader.h"
-#include "preload/real.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 

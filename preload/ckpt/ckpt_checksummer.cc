@@ -1,4 +1,4 @@
-#include "preload/ckpt_checksummer.h"
+#include "preload/ckpt/ckpt_checksummer.h"
 
 #include <algorithm>
 #include <system_error>

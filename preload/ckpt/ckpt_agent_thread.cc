@@ -11,10 +11,10 @@
 #include "common/log.h"
 #include "include/ft/ft.h"
 #include "jitckpt/checksum.h"
-#include "preload/ckpt_agent.h"
-#include "preload/ckpt_agent_impl.h"
-#include "preload/ckpt_checksummer.h"
-#include "preload/term_signal.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
+#include "preload/ckpt/ckpt_checksummer.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 

@@ -20,11 +20,10 @@
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
 #include "jitckpt/node_plan.h"
-#include "preload/ckpt_cuda.h"
-#include "preload/ckpt_restore.h"
-#include "preload/ckpt_save.h"
-#include "preload/runtime_state.h"
-#include "preload/timing.h"
+#include "preload/ckpt/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_restore.h"
+#include "preload/ckpt/ckpt_save.h"
+#include "preload/hook_runtime.h"
 #include "shm/mailbox.h"
 
 namespace ft::preload::agent {

@@ -1,4 +1,4 @@
-#include "preload/ckpt_save.h"
+#include "preload/ckpt/ckpt_save.h"
 
 #include <time.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <thread>
 
-#include "preload/ckpt_checksummer.h"
-#include "preload/real.h"
+#include "preload/ckpt/ckpt_checksummer.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 

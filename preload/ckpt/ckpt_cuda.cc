@@ -1,11 +1,10 @@
-#include "preload/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_cuda.h"
 
 #include <dlfcn.h>
 
 #include <string>
 
-#include "preload/poller_rules.h"
-#include "preload/real.h"
+#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 
