@@ -412,7 +412,7 @@ class Producer {
     hung_seq_ = seq;
     hung_entered_ns_ = entered;
     hung_started_ns_ = started;
-    // The op's name as the worker reports it (ftworker/op_names.cc); the pattern has only
+    // The op's name as the worker reports it (ftworker/monitor/op_names.cc); the pattern has only
     // allreduces.
     std::printf("HANG rank=%d comm=%016" PRIx64 " seq=%" PRIu64 " op=allreduce entered_ns=%" PRIu64
                 " started_ns=%" PRIu64 "\n",

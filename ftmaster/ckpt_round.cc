@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"
-#include "ftmaster/save_outcome.h"
+#include "ftmaster/core/save_outcome.h"
 #include "proto/ckpt_codec.h"
 #include "proto/notice.h"
 

@@ -7,8 +7,8 @@
 #include <utility>
 
 #include "common/log.h"
-#include "ftmaster/attribution.h"
-#include "ftmaster/decision.h"
+#include "ftmaster/core/attribution.h"
+#include "ftmaster/core/decision.h"
 #include "ftmaster/incident_window.h"
 #include "ftmaster/loop_util.h"
 #include "ftmaster/master_loop.h"

@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "ftmaster/text.h"
+#include "ftmaster/core/text.h"
 
 namespace ft::master {
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "ftmaster/text.h"
+#include "ftmaster/core/text.h"
 #include "proto/codec.h"
 
 namespace ft::master {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ftworker/node_monitor.h"
+#include "ftworker/monitor/node_monitor.h"
 #include "proto/messages.h"
 
 namespace ft::worker {

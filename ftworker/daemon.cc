@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "ftworker/arena_sweep.h"
+#include "ftworker/ckpt/arena_sweep.h"
 #include "ftworker/worker_metrics.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"

@@ -12,7 +12,7 @@
 // FT_NODE_RANKS, the Prefetcher pulls those ranks' planned shards from other nodes (on its own
 // threads) and the plan file waits for it. Every 5 s the job's state (finished, planned,
 // newest complete and verified steps) goes to the keeper, which removes the host arenas that
-// are no longer needed (ftworker/arena_gc.h).
+// are no longer needed (ftworker/ckpt/arena_gc.h).
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
 // calls Run().
 #ifndef FT_FTWORKER_DAEMON_H_
@@ -25,16 +25,16 @@
 #include <string>
 
 #include "common/config.h"
-#include "ftworker/ckpt_keeper.h"
+#include "ftworker/ckpt/ckpt_keeper.h"
 #include "ftworker/command_runner.h"
 #include "ftworker/master_watch.h"
-#include "ftworker/node_monitor.h"
+#include "ftworker/monitor/node_monitor.h"
 #include "ftworker/prefetcher.h"
 #include "ftworker/replicator.h"
 #include "ftworker/report_pacing.h"
 #include "ftworker/reporter.h"
-#include "ftworker/restore_plan_sync.h"
-#include "ftworker/transfer_service.h"
+#include "ftworker/ckpt/restore_plan_sync.h"
+#include "ftworker/transfer/transfer_service.h"
 #include "proto/keys.h"
 #include "redis/store.h"
 #include "redis/url.h"

@@ -50,7 +50,7 @@
 #include "ftworker/prefetch_node_ranks.h"
 #include "ftworker/prefetch_options.h"
 #include "ftworker/prefetch_pull.h"
-#include "ftworker/restore_plan_sync.h"
+#include "ftworker/ckpt/restore_plan_sync.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"

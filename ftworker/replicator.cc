@@ -13,7 +13,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
-#include "ftworker/region_name.h"
+#include "ftworker/transfer/region_name.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/manifest.h"

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "common/mutex.h"
-#include "ftworker/ckpt_keeper.h"
+#include "ftworker/ckpt/ckpt_keeper.h"
 #include "ftworker/prefetcher.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"

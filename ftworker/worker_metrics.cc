@@ -6,8 +6,8 @@
 
 #include "common/log.h"
 #include "ftworker/daemon.h"
-#include "ftworker/node_monitor.h"
-#include "ftworker/op_names.h"
+#include "ftworker/monitor/node_monitor.h"
+#include "ftworker/monitor/op_names.h"
 #include "jitckpt/tier.h"
 
 namespace ft::worker {

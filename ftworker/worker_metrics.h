@@ -15,8 +15,8 @@
 #include <string>
 #include <utility>
 
-#include "ftworker/ckpt_keeper.h"
-#include "ftworker/transfer_service.h"
+#include "ftworker/ckpt/ckpt_keeper.h"
+#include "ftworker/transfer/transfer_service.h"
 #include "metrics/registry.h"
 #include "proto/messages.h"
 

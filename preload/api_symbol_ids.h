@@ -2,7 +2,7 @@
 // symbol's name), one per CudaSym / NcclSym, computed at compile time from the same .def lists
 // that number the symbols. An id depends on the name only, so adding, removing or reordering a
 // .def line renames no error between builds; the worker maps ids back to names through the
-// same lists (ftworker/op_names.cc).
+// same lists (ftworker/monitor/op_names.cc).
 #ifndef FT_PRELOAD_API_SYMBOL_IDS_H_
 #define FT_PRELOAD_API_SYMBOL_IDS_H_
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "preload/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent.h"
 #include "preload/kernel_launch.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"

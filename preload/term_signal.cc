@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "common/log.h"
-#include "preload/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
 #include "preload/spin_lock.h"

@@ -5,7 +5,7 @@
 // destination buffer. Every connection starts on TCP (the control channel): version, then
 // challenge and response over the per-job secret (HMAC-SHA256); an unauthenticated peer gets
 // nothing and is logged. The bytes then flow over RDMA READ when both sides have a verbs
-// device (rdma/verbs_*.h), otherwise over several TCP connections in pipelined pieces. The
+// device (rdma/verbs/), otherwise over several TCP connections in pipelined pieces. The
 // wire format is docs/transfer-protocol.md.
 //
 // Pull() fetches one copy held by several peers (the verified DP replicas of a shard): pieces
@@ -63,7 +63,7 @@ struct ServerOptions {
   uint16_t port = 0;           // 0: any free port (port() says which)
   std::string secret;          // the job's transfer secret; empty: Start() refuses
   RegionProvider* provider = nullptr;
-  FastPathServer* fast_path = nullptr;  // e.g. verbs (rdma/verbs_transport.h); null: TCP only
+  FastPathServer* fast_path = nullptr;  // e.g. verbs (rdma/verbs/verbs_transport.h); null: TCP only
   int io_threads = 2;
   std::chrono::milliseconds handshake_timeout{5000};
   std::chrono::milliseconds idle_timeout{60000};

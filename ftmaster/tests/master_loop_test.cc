@@ -13,8 +13,8 @@
 
 #include "ftmaster/cli.h"
 #include "ftmaster/master_loop.h"
-#include "ftmaster/save_outcome.h"
-#include "ftmaster/tests/job_fixture.h"
+#include "ftmaster/core/save_outcome.h"
+#include "ftmaster/core/tests/job_fixture.h"
 #include "ftmaster/transfer_secret.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"

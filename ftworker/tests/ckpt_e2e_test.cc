@@ -17,8 +17,8 @@
 #include <thread>
 
 #include "ftworker/daemon.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/node_plan.h"
 #include "jitckpt/restore_loader.h"
 #include "jitckpt/tier.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ftworker/tests/test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "shm/mailbox.h"
 
 namespace ft::worker {

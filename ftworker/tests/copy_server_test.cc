@@ -2,7 +2,7 @@
 // arenas and a real local tier in temporary directories (the keeper finds the arenas). Only
 // committed, untorn copies of this node's ranks of the named step are served; an overwritten
 // copy stops being valid under a reader. Also the listen-address rule (FT_LISTEN).
-#include "ftworker/copy_server.h"
+#include "ftworker/transfer/copy_server.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -11,11 +11,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ftworker/ckpt_keeper.h"
-#include "ftworker/listen_address.h"
-#include "ftworker/region_name.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/ckpt_keeper.h"
+#include "ftworker/transfer/listen_address.h"
+#include "ftworker/transfer/region_name.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/tier.h"
 
 namespace ft::worker {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "ftworker/daemon.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "proto/codec.h"
 #include "redis/fake_store.h"
 

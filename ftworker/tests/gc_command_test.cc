@@ -14,8 +14,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"

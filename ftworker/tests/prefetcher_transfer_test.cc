@@ -7,14 +7,14 @@
 #include <filesystem>
 #include <memory>
 
-#include "ftworker/copy_server.h"
+#include "ftworker/transfer/copy_server.h"
 #include "ftworker/prefetcher.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "proto/transfer_codec.h"
-#include "rdma/tests/fake_verbs.h"
+#include "rdma/verbs/tests/fake_verbs.h"
 #include "rdma/tests/settled_stats.h"
-#include "rdma/verbs_transport.h"
+#include "rdma/verbs/verbs_transport.h"
 #include "redis/fake_store.h"
 
 namespace ft::worker {

@@ -9,10 +9,10 @@
 #include <map>
 #include <memory>
 
-#include "ftworker/copy_server.h"
+#include "ftworker/transfer/copy_server.h"
 #include "ftworker/replicator.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/checksum.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"

@@ -23,8 +23,8 @@
 #include <sstream>
 #include <thread>
 
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/checksum.h"
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"

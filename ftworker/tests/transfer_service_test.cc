@@ -3,7 +3,7 @@
 // the job's secret, starts the server with it, publishes the endpoint (again after Redis lost
 // it), logs refusals and never the secret, removes the endpoint at a clean stop, and serves
 // the arenas of ranks Redis records on its node even when it never saw their processes.
-#include "ftworker/transfer_service.h"
+#include "ftworker/transfer/transfer_service.h"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "ftworker/daemon.h"
-#include "ftworker/tests/ckpt_test_util.h"
-#include "ftworker/tests/test_util.h"
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "rdma/tests/fake_verbs.h"
-#include "rdma/verbs_setup.h"
+#include "rdma/verbs/tests/fake_verbs.h"
+#include "rdma/verbs/verbs_setup.h"
 #include "redis/fake_store.h"
 #include "tests/util/log_capture.h"
 
@@ -272,7 +272,7 @@ TEST_F(TransferServiceTest, AFastPathIsOfferedAndPublishedFirst) {
   EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
 }
 
-// The real verbs server on the fake NIC (rdma/tests/fake_verbs.h), wired as ftworker's main
+// The real verbs server on the fake NIC (rdma/verbs/tests/fake_verbs.h), wired as ftworker's main
 // wires it: each arena the worker serves is registered once, when first mapped — before any
 // peer asks — and offered to peers from that registration; the endpoint names verbs first.
 TEST_F(TransferServiceTest, TheVerbsServerRegistersEachServedArenaOnceAheadOfAnyPeer) {

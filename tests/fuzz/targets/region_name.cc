@@ -1,8 +1,8 @@
-// The region names a pulling peer asks a worker's transfer server for (ftworker/region_name.h,
+// The region names a pulling peer asks a worker's transfer server for (ftworker/transfer/region_name.h,
 // ParseRegionName), from the network: a name is refused with InvalidArgument, quoting it bounded
 // and leaving the output untouched, or it is exactly the name of what it parses to (one name per
 // copy: arena/, local/ and replica/ places, plain decimals).
-#include "ftworker/region_name.h"
+#include "ftworker/transfer/region_name.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,0 +1,77 @@
+# The folder layering of cmake/layers.txt: what each folder's targets may link is checked here,
+# once every folder has been added (configure fails naming the target, the library and the
+# rule); what each folder's files may include is the CTest layers.includes
+# (cmake/check_layers.py), which reads the same file.
+set(_ft_layers_file ${PROJECT_SOURCE_DIR}/cmake/layers.txt)
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_ft_layers_file})
+file(READ ${_ft_layers_file} _ft_layer_text)
+string(REPLACE ";" "," _ft_layer_text "${_ft_layer_text}")  # a CMake list separator in a comment
+string(REPLACE "\n" ";" _ft_layer_lines "${_ft_layer_text}")
+
+# A pattern of layers.txt (gpusim_*; target names have no other special characters) as an
+# anchored regular expression.
+function(_ft_layer_regex pattern out)
+  string(REPLACE "*" ".*" _re "${pattern}")
+  set(${out} "^${_re}$" PARENT_SCOPE)
+endfunction()
+
+set(_ft_layer_errors "")
+foreach(_line IN LISTS _ft_layer_lines)
+  string(REGEX REPLACE "#.*$" "" _line "${_line}")
+  string(STRIP "${_line}" _line)
+  if(_line STREQUAL "")
+    continue()
+  endif()
+  if(NOT _line MATCHES "^([^ :]+):([^|]*)\\|?(.*)$")
+    message(FATAL_ERROR "cmake/layers.txt: not \"folder: includes | links\": ${_line}")
+  endif()
+  set(_folder "${CMAKE_MATCH_1}")
+  set(_links "${CMAKE_MATCH_3}")
+  string(REGEX REPLACE "/$" "" _folder "${_folder}")
+  string(STRIP "${_links}" _links)
+  separate_arguments(_links UNIX_COMMAND "${_links}")
+  if("*" IN_LIST _links OR NOT EXISTS ${PROJECT_SOURCE_DIR}/${_folder}/CMakeLists.txt)
+    continue()
+  endif()
+  get_directory_property(_own DIRECTORY ${PROJECT_SOURCE_DIR}/${_folder} BUILDSYSTEM_TARGETS)
+  foreach(_target IN LISTS _own)
+    get_target_property(_type ${_target} TYPE)
+    if(_type STREQUAL "INTERFACE_LIBRARY")
+      get_target_property(_libs ${_target} INTERFACE_LINK_LIBRARIES)
+    else()
+      get_target_property(_libs ${_target} LINK_LIBRARIES)
+    endif()
+    if(NOT _libs)
+      continue()
+    endif()
+    foreach(_lib IN LISTS _libs)
+      string(REGEX REPLACE "^\\$<LINK_ONLY:(.*)>$" "\\1" _lib "${_lib}")
+      if(NOT TARGET "${_lib}" OR _lib IN_LIST _own)
+        continue()  # a system library, a generator expression, or the folder's own target
+      endif()
+      get_target_property(_imported ${_lib} IMPORTED)
+      if(_imported)
+        continue()  # fmt, GTest, OpenSSL, hiredis...: not a folder of ours
+      endif()
+      set(_ok FALSE)
+      foreach(_allowed IN LISTS _links)
+        _ft_layer_regex("${_allowed}" _re)
+        if(_lib MATCHES "${_re}")
+          set(_ok TRUE)
+          break()
+        endif()
+      endforeach()
+      if(NOT _ok)
+        string(APPEND _ft_layer_errors
+          "\n  ${_target} (${_folder}/) links ${_lib}, which cmake/layers.txt does not allow ${_folder}/ (its README says what it may use)")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+if(_ft_layer_errors)
+  message(FATAL_ERROR "Folder layering (cmake/layers.txt):${_ft_layer_errors}")
+endif()
+
+add_test(NAME layers.includes
+  COMMAND python3 ${PROJECT_SOURCE_DIR}/cmake/check_layers.py --root ${PROJECT_SOURCE_DIR})
+set_tests_properties(layers.includes PROPERTIES LABELS unit TIMEOUT 60)

@@ -1,0 +1,71 @@
+// The just-in-time checkpoint decision after a hang or crash. Pure logic: incidents and the
+// topology in, what to command out; the caller sends the commands, waits for acks up to
+// save_deadline, then stops the job and adds evict_nodes to the eviction set.
+//
+// Rules:
+//   - Only "hang", "host-frozen", "crash" and "transport-hang" incidents call for a decision; with none of
+//     them (busy, straggler only) the decision is "none".
+//   - Unhealthy ranks: every suspect of those incidents, plus every rank membership shows
+//     "dead", "exited" or "disabled" (no agent to save), plus, when membership is given, every
+//     rank it does not list.
+//   - Topology unknown, or a suspect rank outside it: "stop".
+//   - Alive suspects: suspects of "hang" incidents only (a compute or host hang: the app's
+//     stream or thread is stuck) whose membership state can save (not dead, exited, stopped,
+//     disabled; no membership: not alive). Their libft.so agent thread and the GPU's copy
+//     engines are free, so they can copy their own state; a copy the stuck work made torn
+//     (the update had begun) is never restored. Suspects of host-frozen, crash and
+//     transport-hang incidents never save.
+//   - Replicated optimizer (sharded_optimizer false): a full checkpoint exists when every model
+//     shard (tp, pp) has at least one healthy DP replica, or else alive suspects. Every healthy
+//     DP replica of every shard saves, so that their digests can be compared (ckpt_verify.h: a
+//     replica whose bytes differ from its peers' is silent data corruption, and two that
+//     disagree make the step untrusted); alive suspects save only for a shard without a
+//     healthy replica, and are left out otherwise (both said in the reason).
+//   - Sharded optimizer: every DP rank of every shard holds its own slice of the optimizer
+//     state and must save it: healthy ranks and alive suspects. One that can do neither
+//     (frozen, dead, not in membership) means "stop": no full checkpoint of this moment, and
+//     the restore plan keeps the newest step every shard has.
+//   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard (or rank)
+//     that cannot be saved.
+//   - Evict: the nodes of hang, host-frozen and crash suspects. A transport hang evicts its node when all
+//     of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch),
+//     and no node when they span several: the snapshot cannot tell which link or NIC failed,
+//     and evicting every node of the comm would take healthy nodes out; the incident names
+//     them for a person to check.
+#ifndef FT_FTMASTER_DECISION_H_
+#define FT_FTMASTER_DECISION_H_
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ftmaster/core/topology.h"
+#include "proto/master_codec.h"
+#include "proto/messages.h"
+
+namespace ft::master {
+
+// {rank, node (from membership; empty when unknown)}: also part of the persisted action.
+using SaveTarget = proto::SaveTarget;
+
+struct Decision {
+  std::string decision = "none";     // "save-then-stop", "stop", "none"
+  std::vector<SaveTarget> save;      // by rank; empty unless save-then-stop
+  std::vector<std::string> evict_nodes;  // sorted
+  std::string reason;                // for people, one line
+};
+
+// The incident kinds that stop the job (a stuck, frozen or dead rank, a hung transport); the
+// others (busy, straggler, sdc) are reported and watched.
+bool Acted(const proto::Incident& incident);
+
+Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
+                std::span<const proto::Membership> membership, bool sharded_optimizer);
+
+// Writes the decision into the incidents it covers (hang, crash, transport-hang): `decision`,
+// and the reason appended to `message`. Busy and straggler incidents keep "none".
+void ApplyDecision(const Decision& decision, std::span<proto::Incident> incidents);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_DECISION_H_

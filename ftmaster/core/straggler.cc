@@ -1,0 +1,189 @@
+#include "ftmaster/core/straggler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "ftmaster/core/text.h"
+
+namespace ft::master {
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  double m = v[mid];
+  if (v.size() % 2 == 0) {
+    m = (m + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+  }
+  return m;
+}
+
+// The rank's typical collective duration on a comm, or -1 when its summary has none.
+double CollectiveMs(const proto::RankSummary& s, uint64_t comm) {
+  double weighted = 0;
+  uint64_t count = 0;
+  for (const proto::OpSummary& op : s.ops) {
+    if (op.comm_id != comm || op.count == 0) continue;
+    weighted += op.p50_ms * static_cast<double>(op.count);
+    count += op.count;
+  }
+  return count == 0 ? -1 : weighted / static_cast<double>(count);
+}
+
+}  // namespace
+
+StragglerOptions StragglerOptions::FromConfig(const Config& config) {
+  StragglerOptions o;
+  o.steps = static_cast<int>(std::max<int64_t>(1, config.straggler_steps));
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  o.interval_ms = std::max<int64_t>(1, duration_cast<milliseconds>(config.summary_interval).count());
+  o.stale_ms = 2 * duration_cast<milliseconds>(config.summary_refresh).count() + 5000;
+  return o;
+}
+
+StragglerDetector::StragglerDetector(StragglerOptions options) : options_(options) {}
+
+void StragglerDetector::SetMembership(std::span<const proto::Membership> membership) {
+  std::unordered_map<uint64_t, std::map<int, int>> by_comm;  // comm -> comm rank -> rank
+  std::unordered_map<uint64_t, bool> collective;
+  for (const proto::Membership& m : membership) {
+    for (const proto::CommMember& c : m.comms) {
+      if (c.comm_size < 2) continue;
+      by_comm[c.comm_id][c.comm_rank] = m.rank;
+      collective[c.comm_id] = collective[c.comm_id] || !c.p2p;
+    }
+  }
+  comms_.clear();
+  for (auto& [id, members] : by_comm) {
+    if (!collective[id]) continue;
+    std::vector<int>& ranks = comms_[id];
+    for (const auto& [comm_rank, rank] : members) ranks.push_back(rank);
+  }
+  for (auto it = streaks_.begin(); it != streaks_.end();) {
+    it = comms_.count(it->first) ? std::next(it) : streaks_.erase(it);
+  }
+}
+
+void StragglerDetector::Add(const proto::RankSummary& summary) {
+  auto [it, inserted] = latest_.try_emplace(summary.rank, summary);
+  if (!inserted && summary.unix_ms > it->second.unix_ms) it->second = summary;
+}
+
+std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
+  struct Finding {
+    std::vector<std::string> evidence;
+    double ratio = 0;
+  };
+  std::map<int, Finding> qualifying;  // rank -> evidence, over all comms
+  std::vector<double> computes;
+  for (auto& [comm, ranks] : comms_) {
+    int fastest = -1, slowest = -1;
+    double fastest_ms = 0, slowest_compute = 0;
+    int members = 0;
+    auto usable = [&](int rank) -> const proto::RankSummary* {
+      auto it = latest_.find(rank);
+      if (it == latest_.end() || it->second.compute_ms <= 0) return nullptr;
+      if (now_unix_ms - it->second.unix_ms > options_.stale_ms) return nullptr;
+      return &it->second;
+    };
+    for (int rank : ranks) {
+      const proto::RankSummary* summary = usable(rank);
+      if (summary == nullptr) continue;
+      const double ms = CollectiveMs(*summary, comm);
+      if (ms < 0) continue;
+      ++members;
+      if (fastest < 0 || ms < fastest_ms) {
+        fastest = rank;
+        fastest_ms = ms;
+      }
+      if (slowest < 0 || summary->compute_ms > slowest_compute) {
+        slowest = rank;
+        slowest_compute = summary->compute_ms;
+      }
+    }
+    Streak& streak = streaks_[comm];
+    bool candidate = members >= 2 && fastest == slowest;
+    double median = 0, others_ms = 0;
+    if (candidate) {
+      computes.clear();
+      std::vector<double> durations;
+      for (int rank : ranks) {
+        const proto::RankSummary* summary = usable(rank);
+        if (rank == fastest || summary == nullptr) continue;
+        const double ms = CollectiveMs(*summary, comm);
+        if (ms < 0) continue;
+        computes.push_back(summary->compute_ms);
+        durations.push_back(ms);
+      }
+      median = Median(computes);
+      others_ms = Median(durations);
+      candidate = median > 0 && slowest_compute >= (1 + options_.min_excess) * median;
+    }
+    if (!candidate) {
+      streak = Streak{};
+      continue;
+    }
+    const int64_t at = latest_[fastest].unix_ms;
+    if (streak.rank != fastest) {
+      streak = Streak{};
+      streak.rank = fastest;
+      streak.count = 1;
+      streak.last_counted_ms = at;
+      streak.counted_at_ms = now_unix_ms;
+    } else if (at > streak.last_counted_ms || now_unix_ms - streak.counted_at_ms >= options_.interval_ms) {
+      ++streak.count;  // a new summary, or the standing one for another interval
+      streak.last_counted_ms = at;
+      streak.counted_at_ms = now_unix_ms;
+    }
+    streak.ratio = slowest_compute / median;
+    streak.own_ms = fastest_ms;
+    streak.others_ms = others_ms;
+    streak.compute_ms = slowest_compute;
+    streak.median_compute_ms = median;
+    if (streak.count >= options_.steps) {
+      Finding& f = qualifying[fastest];
+      f.ratio = std::max(f.ratio, streak.ratio);
+      f.evidence.push_back(fmt::format(
+          "comm {}: compute {} vs the others' median {} ({:.2f}x), collective p50 {} vs {} "
+          "(waits least: arrives last), {} summaries in a row",
+          CommHex(comm), HumanMs(slowest_compute), HumanMs(median), streak.ratio,
+          HumanMs(fastest_ms), HumanMs(others_ms), streak.count));
+    }
+  }
+
+  std::vector<proto::Incident> out;
+  for (auto it = named_.begin(); it != named_.end();) {
+    it = qualifying.count(*it) ? std::next(it) : named_.erase(it);
+  }
+  for (auto& [rank, f] : qualifying) {
+    if (!named_.insert(rank).second) continue;
+    const proto::RankSummary& s = latest_[rank];
+    proto::Incident incident;
+    incident.kind = proto::IncidentKindName(proto::IncidentKind::kStraggler);
+    incident.id = fmt::format("{}-straggler-{}", now_unix_ms, rank);
+    incident.decision = "none";
+    incident.first_event_unix_ms = now_unix_ms;
+    incident.decided_unix_ms = now_unix_ms;
+    std::sort(f.evidence.begin(), f.evidence.end());
+    incident.suspects.push_back(proto::Suspect{
+        rank, s.node,
+        fmt::format("straggler: compute {:.2f}x its peers' median and the shortest collective "
+                    "waits on {} comm{}", f.ratio, f.evidence.size(),
+                    f.evidence.size() == 1 ? "" : "s")});
+    incident.evidence = std::move(f.evidence);
+    // 1.2x barely qualifies (0.55); 1.5x and more is a clear case (0.85 and up).
+    incident.confidence = std::clamp(0.55 + (f.ratio - 1.2), 0.55, 0.95);
+    incident.message = fmt::format(
+        "rank {} ({}) slows its communicators: {:.2f}x the compute time of its peers; check "
+        "its GPU clocks, thermals and input pipeline", rank, s.node, f.ratio);
+    out.push_back(std::move(incident));
+  }
+  return out;
+}
+
+}  // namespace ft::master

@@ -1,0 +1,217 @@
+#include "ftmaster/core/decision.h"
+
+#include <gtest/gtest.h>
+
+#include "ftmaster/core/tests/job_fixture.h"
+
+namespace ft::master {
+namespace {
+
+using testing::Job;
+
+proto::Incident Incident(const char* kind, std::vector<proto::Suspect> suspects) {
+  proto::Incident i;
+  i.id = std::string("1-") + kind;
+  i.kind = kind;
+  i.suspects = std::move(suspects);
+  return i;
+}
+
+Topology Grid(int tp, int dp, int pp) {
+  Topology t;
+  EXPECT_TRUE(Topology::FromSizes(tp, dp, pp, "", &t).ok());
+  return t;
+}
+
+std::vector<int> Ranks(const Decision& d) {
+  std::vector<int> r;
+  for (const SaveTarget& s : d.save) r.push_back(s.rank);
+  return r;
+}
+
+// tp=2 dp=2 pp=2 on four nodes of two ranks each: n0 {0,1}, n1 {2,3}, n2 {4,5}, n3 {6,7}.
+// Every healthy DP replica of every shard saves, so their digests can be compared.
+TEST(DecisionTest, ReplicaExistsSavesEveryHealthyReplica) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(d.save[0].node, "n0");
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "save-then-stop");
+  EXPECT_NE(incidents[0].message.find("saving from 7 ranks"), std::string::npos) << incidents[0].message;
+}
+
+TEST(DecisionTest, HostFrozenIsDecidedLikeAHang) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "save-then-stop");
+}
+
+TEST(DecisionTest, HealthyRanksOnAnEvictedNodeSaveToo) {
+  Job job(2, 2, 2, 2);
+  // Rank 0 (n0) hangs: shard (0,0) saves from rank 2 alone; rank 1, healthy on the evicted
+  // n0, still saves (its copy is compared with rank 3's, and its tiers may outlive the node).
+  std::vector<proto::Incident> incidents = {Incident("hang", {{0, "n0", ""}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
+}
+
+TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
+  Job job(2, 2, 2, 2);
+  job.membership[7].state = "dead";  // rank 5's only replica (shard tp=1 pp=1)
+  std::vector<proto::Incident> incidents = {Incident("crash", {{5, "n2", ""}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_TRUE(d.save.empty());
+  EXPECT_NE(d.reason.find("shard tp=1 pp=1"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n2"}));
+}
+
+// Sharded optimizer state: every DP rank holds its own slice, so a hung rank whose process is
+// alive (a compute or host hang: its agent thread and copy engines are free) saves too.
+TEST(DecisionTest, ShardedOptimizerSavesTheAliveHangSuspectToo) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(d.save[2].node, "n1");
+  EXPECT_NE(d.reason.find("alive suspect 2"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("sharded"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));  // still evicted after the save
+}
+
+// A suspect that cannot save its slice — frozen, dead, or alive only by an unknown state —
+// leaves the step without a full checkpoint: stop, and the restore plan keeps the newest step
+// every shard has (ckpt_verify.h judges what is restorable).
+TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
+  {
+    Job job(2, 2, 2, 2);
+    std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
+    Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+    EXPECT_EQ(d.decision, "stop");
+    EXPECT_TRUE(d.save.empty());
+    EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save its slice (a host-frozen suspect)"),
+              std::string::npos) << d.reason;
+    EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  }
+  {
+    Job job(2, 2, 2, 2);  // named in a hang, but its process is gone
+    job.membership[5].state = "dead";
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
+    Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+    EXPECT_EQ(d.decision, "stop");
+    EXPECT_NE(d.reason.find("(dead)"), std::string::npos) << d.reason;
+  }
+  {
+    Job job(2, 2, 2, 2);  // a hang suspect that another incident calls crashed
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}}), Incident("crash", {{5, "n2", ""}})};
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), job.membership, true).decision, "stop");
+  }
+  {
+    Job job(2, 2, 2, 2);  // no membership: nothing shows the suspect alive
+    std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), {}, true).decision, "stop");
+  }
+  {
+    Job job(2, 2, 2, 2);  // a hung transport: its members are not asked (transport hangs are not compute/host hangs)
+    proto::Incident t = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
+    t.comm_id = job.DpComm(0, 0);
+    EXPECT_EQ(Decide(std::vector<proto::Incident>{t}, Grid(2, 2, 2), job.membership, true).decision, "stop");
+  }
+}
+
+// Replicated: a suspect is left out while its shard has a healthy replica (said in the
+// reason); a shard whose every replica hangs alive saves from them (single copies).
+TEST(DecisionTest, ReplicatedSavesAliveSuspectsOnlyForAShardWithoutHealthyReplica) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+  EXPECT_NE(d.reason.find("suspect 2 left out"), std::string::npos) << d.reason;
+
+  // Shard tp=0 pp=0 is ranks 0 and 2: both hang, alive.
+  incidents = {Incident("hang", {{0, "n0", "compute hang"}, {2, "n1", "host hang"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_NE(d.reason.find("alive suspects 0,2"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("no healthy replica"), std::string::npos) << d.reason;
+
+  // Its other replica dead: the alive suspect saves alone.
+  job.membership[2].state = "dead";
+  incidents = {Incident("hang", {{0, "n0", "compute hang"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
+
+  // Frozen instead of hung: no save of it, and the shard has nobody.
+  incidents = {Incident("host-frozen", {{0, "n0", "host frozen"}})};
+  d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_NE(d.reason.find("shard tp=0 pp=0"), std::string::npos) << d.reason;
+}
+
+TEST(DecisionTest, BusyAndStragglerNeedNoDecision) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("busy", {{3, "n1", ""}}),
+                                            Incident("straggler", {{4, "n2", ""}})};
+  incidents[0].decision = incidents[1].decision = "none";
+  Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
+  EXPECT_EQ(d.decision, "none");
+  EXPECT_TRUE(d.evict_nodes.empty());
+  ApplyDecision(d, incidents);
+  EXPECT_EQ(incidents[0].decision, "none");
+}
+
+TEST(DecisionTest, NoTopologyStops) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", ""}})};
+  Decision d = Decide(incidents, Topology::Unknown("cannot tell tp from dp"), job.membership, false);
+  EXPECT_EQ(d.decision, "stop");
+  EXPECT_NE(d.reason.find("cannot tell tp from dp"), std::string::npos) << d.reason;
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+}
+
+TEST(DecisionTest, TransportHangEvictsOnlyASingleNode) {
+  Job job(2, 2, 2, 2);
+  proto::Incident across = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
+  across.comm_id = job.DpComm(0, 0);
+  Decision d = Decide(std::vector<proto::Incident>{across}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_TRUE(d.evict_nodes.empty());
+  EXPECT_EQ(d.decision, "stop");  // both replicas of shard (0,0) are suspects
+  EXPECT_NE(d.reason.find("not evicting"), std::string::npos) << d.reason;
+
+  proto::Incident inside = Incident("transport-hang", {{0, "n0", ""}, {1, "n0", ""}});
+  d = Decide(std::vector<proto::Incident>{inside}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5, 6, 7}));
+}
+
+TEST(DecisionTest, UnnamedStuckRankStops) {
+  Job job(1, 2, 1);
+  std::vector<proto::Incident> incidents = {Incident("hang", {})};
+  EXPECT_EQ(Decide(incidents, Grid(1, 2, 1), job.membership, false).decision, "stop");
+}
+
+TEST(DecisionTest, PureDataParallelSavesEveryHealthyRank) {
+  Job job(1, 8, 1, 4);
+  job.membership[6].state = "exited";  // no agent left to save
+  std::vector<proto::Incident> incidents = {Incident("crash", {{0, "n0", ""}})};
+  Decision d = Decide(incidents, Grid(1, 8, 1), job.membership, false);
+  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 7}));
+}
+
+}  // namespace
+}  // namespace ft::master

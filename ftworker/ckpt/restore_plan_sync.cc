@@ -1,0 +1,165 @@
+#include "ftworker/ckpt/restore_plan_sync.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/log.h"
+
+namespace ft::worker {
+
+namespace {
+
+std::string Absolute(const std::string& dir) {
+  if (dir.empty()) return dir;
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(dir, ec);
+  return ec ? dir : p.lexically_normal().string();
+}
+
+}  // namespace
+
+ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncOptions& options) {
+  ckpt::NodePlan out;
+  out.job = options.job;
+  out.node = proto::SanitizeName(options.node);
+  out.version = plan.version;
+  out.step = plan.step < 0 ? -1 : plan.step;
+  // The ranks may run in another working directory: the file names absolute paths.
+  out.arena_dir = Absolute(options.arena_dir);
+  out.local_dir = Absolute(options.local_dir);
+  out.remote_dir = Absolute(options.remote_dir);
+  if (out.step < 0) return out;  // nothing to restore: no sources either
+  for (const proto::RestoreRank& rank : plan.ranks) {
+    ckpt::PlanRank r;
+    r.rank = rank.rank;
+    r.digest = rank.digest;
+    for (const proto::RestoreSource& source : rank.sources) {
+      r.sources.push_back(ckpt::PlanSource{source.rank, proto::SanitizeName(source.node), source.tiers});
+    }
+    out.ranks.push_back(std::move(r));
+  }
+  std::sort(out.ranks.begin(), out.ranks.end(),
+            [](const ckpt::PlanRank& a, const ckpt::PlanRank& b) { return a.rank < b.rank; });
+  return out;
+}
+
+RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
+    : options_(std::move(options)),
+      keys_(options_.job),
+      path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
+
+void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
+  if (mono_ns < next_poll_ns_) return;
+  redis::Reply version;
+  if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
+  next_poll_ns_ = mono_ns + options_.poll_interval_ns;
+  const std::string current = version.is_string() ? version.str() : "";
+  if (have_version_ && current == version_) return;
+
+  proto::RestorePlan plan;  // default: step -1, version 0 — `step none`
+  if (!current.empty()) {
+    redis::Reply value;
+    if (!redis.Run({"GET", keys_.Restore()}, &value).ok()) return;
+    if (value.is_string()) {
+      Status s = proto::Decode(value.str(), &plan);
+      if (!s.ok()) {
+        FT_LOG(Warn, Worker, "the master's restore plan (version {}) in {} is unreadable: {}; "
+               "keeping the plan file {} as it is until the master publishes another",
+               current, keys_.Restore(), s.message(), path_);
+        have_version_ = true;  // logged once: the same bad value is not read again
+        version_ = current;
+        return;
+      }
+    }
+  }
+  plan_ = ToNodePlan(plan, options_);
+  plan_version_ = current;
+  have_plan_ = true;
+  if (gate_ != nullptr) gate_->OnPlan(plan, redis);
+  WriteCurrent(current);
+}
+
+void RestorePlanSync::Refresh() {
+  if (gate_ == nullptr || !have_plan_ || gate_->generation() == gate_generation_) return;
+  WriteCurrent(plan_version_);
+}
+
+void RestorePlanSync::WriteCurrent(const std::string& version) {
+  ckpt::NodePlan shaped = plan_;
+  if (gate_ != nullptr) {
+    gate_generation_ = gate_->generation();
+    if (!gate_->Shape(&shaped)) {
+      Withhold(shaped, version);
+      return;
+    }
+  }
+  withholding_ = false;
+  Write(shaped, version);
+}
+
+void RestorePlanSync::Withhold(const ckpt::NodePlan& plan, const std::string& version) {
+  // A file from before (an older plan, a worker that died) would send a rank that starts now
+  // to a source the gate is about to replace: none is better, ft_restore waits for it.
+  if (::unlink(path_.c_str()) == 0) {
+    FT_LOG(Info, Worker, "removed the restore plan file {} while this node's copies are prefetched", path_);
+  } else if (errno != ENOENT) {
+    FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks starting now may read an "
+           "outdated plan", path_, std::strerror(errno));
+  }
+  if (!withholding_ || version != version_) {
+    FT_LOG(Info, Worker, "restore plan version {} (step {}) withheld from this node's ranks until the "
+           "prefetch of their copies ends; ft_restore waits for it (FT_RESTORE_WAIT)",
+           plan.version, plan.step);
+  }
+  withholding_ = true;
+  have_version_ = true;
+  version_ = version;
+}
+
+void RestorePlanSync::RemoveFile() {
+  if (files_written_ == 0) return;  // not ours: another worker may have written it
+  if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks started before the "
+           "next worker runs may read it", path_, std::strerror(errno));
+  }
+  have_version_ = false;
+}
+
+void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& version) {
+  Status s = ckpt::WriteNodePlan(path_, plan);
+  if (s.code() == StatusCode::kInvalidArgument) {
+    // A plan the file format refuses: writing it again will not help.
+    FT_LOG(Warn, Worker, "the master's restore plan{} cannot be handed to this node's ranks: {}; "
+           "keeping the plan file {} as it is until the master publishes another",
+           version.empty() ? "" : " (version " + version + ")", s.message(), path_);
+    have_version_ = true;
+    version_ = version;
+    return;
+  }
+  if (!s.ok()) {
+    if (!write_failing_) {
+      FT_LOG(Warn, Worker, "could not write the restore plan file {}: {}; ft_restore on this node "
+             "waits for it (FT_RESTORE_WAIT). Check that FT_CKPT_ARENA_DIR is writable; retrying "
+             "every poll", path_, s.message());
+    }
+    write_failing_ = true;
+    return;  // have_version_ stays as it was: the next poll tries again
+  }
+  write_failing_ = false;
+  have_version_ = true;
+  version_ = version;
+  ++files_written_;
+  if (plan.step < 0) {
+    FT_LOG(Info, Worker, "restore plan{}: no verified checkpoint (step none) written to {}",
+           version.empty() ? "" : " version " + version, path_);
+  } else {
+    FT_LOG(Info, Worker, "restore plan version {}: step {} for {} rank(s) written to {}",
+           plan.version, plan.step, plan.ranks.size(), path_);
+  }
+}
+
+}  // namespace ft::worker

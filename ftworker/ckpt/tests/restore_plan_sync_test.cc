@@ -1,0 +1,174 @@
+// RestorePlanSync on an in-memory Redis (redis/fake_store.h): the plan file follows the
+// master's plan, `step none` without one, a garbled plan keeps the old file, an unreachable
+// Redis writes nothing, the tier directories are this worker's.
+#include "ftworker/ckpt/restore_plan_sync.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "ftworker/ckpt/tests/ckpt_test_util.h"
+#include "ftworker/monitor/tests/test_util.h"
+#include "redis/fake_store.h"
+
+namespace ft::worker {
+namespace {
+
+using namespace ft::worker::testing;
+
+constexpr uint64_t kSec = 1'000'000'000;
+
+class RestorePlanSyncTest : public ::testing::Test {
+ protected:
+  RestorePlanSyncTest() {
+    options_.job = job_;
+    options_.node = "node/1";  // sanitized in the file's name and contents
+    options_.arena_dir = tmp_.path();
+    options_.local_dir = "/nvme/ckpt";
+    options_.remote_dir = "/shared/ckpt";
+    (void)store_.Ensure(redis::Store::Clock::now());
+  }
+
+  void Publish(const proto::RestorePlan& plan) {
+    server_.Execute({"SET", keys_.Restore(), proto::Encode(plan)});
+    server_.Execute({"SET", keys_.RestoreVersion(), std::to_string(plan.version)});
+  }
+  ckpt::NodePlan ReadPlan(const RestorePlanSync& sync) {
+    ckpt::NodePlan plan;
+    Status s = ckpt::ReadNodePlan(sync.path(), &plan);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return plan;
+  }
+
+  std::string job_ = UniqueJob("ps");
+  proto::Keys keys_{job_};
+  TempDir tmp_{"plan"};
+  redis::FakeRedis server_;
+  redis::FakeStore store_{&server_, "worker"};
+  RestorePlanSyncOptions options_;
+};
+
+TEST(ToNodePlanTest, CarriesThePlanWithThisWorkersDirectories) {
+  proto::RestorePlan plan;
+  plan.version = 7;
+  plan.step = 40;
+  plan.ranks.push_back({3, 0xabcull, {{3, "n2", {"local"}}}});
+  plan.ranks.push_back({1, 0xdefull, {{1, "n1", {"arena", "local"}}, {5, "n 3", {"remote"}}}});
+  RestorePlanSyncOptions o{.job = "j", .node = "n1", .arena_dir = "/dev/shm",
+                           .local_dir = "/nvme", .remote_dir = ""};
+  ckpt::NodePlan node = ToNodePlan(plan, o);
+  EXPECT_EQ(node.version, 7);
+  EXPECT_EQ(node.step, 40);
+  EXPECT_EQ(node.arena_dir, "/dev/shm");
+  EXPECT_EQ(node.local_dir, "/nvme");
+  EXPECT_EQ(node.remote_dir, "");
+  ASSERT_EQ(node.ranks.size(), 2u);
+  EXPECT_EQ(node.ranks[0].rank, 1) << "sorted by rank";
+  EXPECT_EQ(node.ranks[0].digest, 0xdefull);
+  EXPECT_EQ(node.ranks[0].sources[1], (ckpt::PlanSource{5, "n_3", {"remote"}}));
+  EXPECT_EQ(node.ranks[1].rank, 3);
+  // It is a plan the file format accepts.
+  ckpt::NodePlan back;
+  Status s = ckpt::ParseNodePlan(ckpt::EncodeNodePlan(node), &back);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(back, node);
+}
+
+TEST_F(RestorePlanSyncTest, NoPlanInRedisIsStepNone) {
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  EXPECT_EQ(sync.files_written(), 1);
+  EXPECT_EQ(sync.path(), ckpt::NodePlanPath(tmp_.path(), job_, "node_1"));
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.node, "node_1");
+  EXPECT_TRUE(plan.ranks.empty());
+  sync.Poll(3 * kSec, store_);
+  EXPECT_EQ(sync.files_written(), 1) << "unchanged: not rewritten";
+
+  RestorePlanSync never_wrote(options_);  // e.g. a second worker that never reached Redis
+  never_wrote.RemoveFile();
+  EXPECT_TRUE(std::filesystem::exists(sync.path())) << "only the writer removes the file";
+  sync.RemoveFile();
+  EXPECT_FALSE(std::filesystem::exists(sync.path()));
+}
+
+TEST_F(RestorePlanSyncTest, FollowsThePlanAndKeepsTheFileWhenAPlanIsGarbled) {
+  LogCapture log;
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 2;
+  published.step = 30;
+  published.ranks.push_back({0, 0x1234ull, {{0, "node_1", {"arena"}}}});
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.version, 2);
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.local_dir, "/nvme/ckpt");
+  EXPECT_EQ(plan.remote_dir, "/shared/ckpt");
+  ASSERT_EQ(plan.ranks.size(), 1u);
+  EXPECT_EQ(plan.ranks[0].digest, 0x1234ull);
+
+  published.version = 3;
+  published.step = 31;
+  Publish(published);
+  sync.Poll(1 * kSec + kSec / 2, store_);
+  EXPECT_EQ(ReadPlan(sync).step, 30) << "polled about once a second, not every tick";
+  sync.Poll(2 * kSec + kSec / 2, store_);
+  EXPECT_EQ(ReadPlan(sync).step, 31);
+  const ckpt::NodePlan good = ReadPlan(sync);
+
+  server_.Execute({"SET", keys_.Restore(), "{\"v\":1,\"version\":4,\"step\":"});
+  server_.Execute({"SET", keys_.RestoreVersion(), "4"});
+  sync.Poll(4 * kSec, store_);
+  sync.Poll(6 * kSec, store_);
+  EXPECT_EQ(log.Count({"restore plan (version 4)", "unreadable", "keeping the plan file"}), 1u)
+      << log.All();
+  EXPECT_EQ(ReadPlan(sync), good);
+}
+
+// Relative tier directories are resolved against the worker's directory: the ranks may run
+// elsewhere, and the file format takes absolute paths only.
+TEST_F(RestorePlanSyncTest, RelativeDirectoriesBecomeAbsolute) {
+  options_.local_dir = "ckpt/local";
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(sync.files_written(), 1);
+  EXPECT_EQ(ReadPlan(sync).local_dir, (std::filesystem::current_path() / "ckpt/local").string());
+}
+
+// A plan the file format refuses (two lines for one rank) is logged once and not retried.
+TEST_F(RestorePlanSyncTest, PlanTheFileRefusesIsLoggedOnce) {
+  LogCapture log;
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(sync.files_written(), 1);
+  proto::RestorePlan published;
+  published.version = 5;
+  published.step = 30;
+  published.ranks.push_back({0, 0x1ull, {{0, "node_1", {"arena"}}}});
+  published.ranks.push_back({0, 0x2ull, {{0, "node_1", {"local"}}}});
+  Publish(published);
+  sync.Poll(3 * kSec, store_);
+  sync.Poll(5 * kSec, store_);
+  EXPECT_EQ(log.Count({"restore plan (version 5) cannot be handed"}), 1u) << log.All();
+  EXPECT_EQ(sync.files_written(), 1);
+  EXPECT_EQ(ReadPlan(sync).step, -1) << "the previous file is kept";
+}
+
+TEST_F(RestorePlanSyncTest, WritesNothingWhileRedisIsAway) {
+  RestorePlanSync sync(options_);
+  store_.Drop();
+  sync.Poll(1 * kSec, store_);
+  EXPECT_EQ(sync.files_written(), 0);
+  EXPECT_FALSE(std::filesystem::exists(sync.path()));
+  store_.Restore();
+  ASSERT_TRUE(store_.Ensure(redis::Store::Clock::now()));
+  sync.Poll(1 * kSec + 1, store_);  // retried at once, not a second later
+  EXPECT_EQ(sync.files_written(), 1);
+}
+
+}  // namespace
+}  // namespace ft::worker

@@ -1,0 +1,93 @@
+#include "ftworker/monitor/op_names.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ftworker/monitor/process_probe.h"
+#include "shm/records.h"
+
+namespace ft::worker {
+namespace {
+
+TEST(OpNames, CommIds) {
+  EXPECT_EQ(CommHex(0x3fa2), "0000000000003fa2");
+}
+
+TEST(OpNames, ApiCallsFromTheDefLists) {
+  EXPECT_STREQ(ApiLibraryName(1), "cudart");
+  EXPECT_STREQ(ApiLibraryName(2), "nccl");
+  // By id, a function of the name only (values pinned in shm/tests/records_test.cc).
+  EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId("__cudaLaunchKernel")), "__cudaLaunchKernel");
+  EXPECT_EQ(ApiCallName(1, 0x0022810a8c886b42ull), "cudaMalloc");
+  EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId("ncclAllReduce")), "ncclAllReduce");
+  EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId("ncclCommUserRank")), "ncclCommUserRank");
+  // Not a .def index any more: 0 is the first line of neither list.
+  EXPECT_EQ(ApiCallName(1, 0), "#0000000000000000");
+  EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId("ncclNotInThisBuild")),
+            fmt::format("#{:016x}", shm::ApiSymbolId("ncclNotInThisBuild")));
+  // The library matters: a cudart id is not a nccl symbol.
+  EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId("cudaMalloc")).front(), '#');
+  EXPECT_EQ(ApiCallName(7, shm::ApiSymbolId("cudaMalloc")).front(), '#');
+  EXPECT_EQ(ApiCallNameV1(3), "#3 (symbol index of an older libft.so)");
+}
+
+// Every symbol of both lists is named back from its id.
+TEST(OpNames, EverySymbolRoundTrips) {
+  size_t n = 0;
+#define FT_CUDA(ret, name, params, args, kind) \
+  EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(#name)), #name); ++n;
+#define FT_CUDA_REAL(ret, name, params) \
+  EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(#name)), #name); ++n;
+#include "preload/cudart.def"
+#undef FT_CUDA
+#undef FT_CUDA_REAL
+#define FT_NCCL(ret, name, params, args, kind) \
+  EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId(#name)), #name); ++n;
+#include "preload/nccl.def"
+#undef FT_NCCL
+  EXPECT_GT(n, 50u);
+}
+
+// A line inserted at the top of a .def list (a new symbol, which a libft.so from another build
+// may have) moves every later symbol one place down; their ids, and so the names a reader
+// gives their errors, stay the same. On record version 1 (an index) every error after the
+// insertion was named as its neighbour.
+TEST(OpNames, AnInsertedDefLineRenamesNothing) {
+  std::vector<std::string> before, after = {"cudaInsertedBeforeEverything"};
+#define FT_CUDA(ret, name, params, args, kind) before.push_back(#name), after.push_back(#name);
+#define FT_CUDA_REAL(ret, name, params) before.push_back(#name), after.push_back(#name);
+#include "preload/cudart.def"
+#undef FT_CUDA
+#undef FT_CUDA_REAL
+  ASSERT_EQ(after.size(), before.size() + 1);
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(shm::ApiSymbolId(after[i + 1]), shm::ApiSymbolId(before[i]));
+    EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(after[i + 1])), before[i]);
+  }
+  EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(after[0])).front(), '#');
+}
+
+TEST(ProcStat, ParsesNamesWithSpacesAndParens) {
+  auto s = ParseProcStat("42 (python (x) y) S 1 42 42 0 -1 4194560 1 0 0 0 17 5 0 0 20 0 1 0 "
+                         "12345 1000 10 18446744073709551615\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, 'S');
+  EXPECT_EQ(s->cpu_ticks, 22u);
+  EXPECT_EQ(s->start_ticks, 12345u);
+  EXPECT_FALSE(ParseProcStat("garbage"));
+  EXPECT_FALSE(ParseProcStat("1 (x) S 1 2"));
+}
+
+TEST(ProcStat, OwnProcess) {
+  auto s = SystemProcessProbe()->ReadStat(getpid());
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, 'R');
+  EXPECT_TRUE(SystemProcessProbe()->PidExists(getpid()));
+  EXPECT_GT(SystemProcessProbe()->BootTimeUnixS(), 0);
+}
+
+}  // namespace
+}  // namespace ft::worker

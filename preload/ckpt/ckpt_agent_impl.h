@@ -1,0 +1,182 @@
+// libft.so internal: the checkpoint agent's state, shared by its two halves — the app-facing
+// calls (ckpt_agent.cc: registration, ft_update_begin, ft_step_done, ft_restore) and the
+// ft-ckpt thread (ckpt_agent_thread.cc: saves, restores, the commands the poller hands over).
+// The lock mu_ guards registration and the work queue; it is never held across a CUDA call, a
+// file operation or a wait.
+#ifndef FT_PRELOAD_CKPT_AGENT_IMPL_H_
+#define FT_PRELOAD_CKPT_AGENT_IMPL_H_
+
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/mutex.h"
+#include "common/status.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/manifest.h"
+#include "jitckpt/node_plan.h"
+#include "preload/ckpt/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_restore.h"
+#include "preload/ckpt/ckpt_save.h"
+#include "preload/hook_runtime.h"
+#include "shm/mailbox.h"
+
+namespace ft::preload::agent {
+
+using internal::AppCuda;
+using internal::g_rt;
+using internal::kMaxDevices;
+
+constexpr int64_t kNoStep = INT64_MIN;  // no step known yet
+
+// Where registration stands. kOpen → (ft_register_end) kEnding → kReady, kNoArena or kEmpty.
+enum class Phase { kOpen, kEnding, kReady, kNoArena, kEmpty };
+
+// What an app thread asks of the agent thread and waits for.
+struct AppRequest {
+  enum class Kind { kPeriodic, kRestore };
+  Kind kind = Kind::kPeriodic;
+  int64_t step = 0;     // periodic: the step saved
+  // Periodic snapshot that never blocks the host: recorded on the app's stream at
+  // ft_step_done; the copies wait for it on the device. Null: a blocking periodic save.
+  cudaEvent_t after = nullptr;
+  ckpt::NodePlan plan;  // restore
+  // Answers, under Agent::mu_.
+  bool copied = false;    // periodic: the copy ended, or (snapshot) every copy is issued
+  bool finished = false;  // restore: done
+  RestoreOutcome outcome;
+};
+
+struct SaveOutcome {
+  Status status;
+  std::string message;  // the ack's words
+  int64_t step = kNoStep;  // what was committed (status ok)
+  bool torn = false;
+};
+
+using ckpt::SaveOrigin;  // why a save runs: in the log and the manifest
+
+// Acknowledges a save command with a save's outcome, or with a refusal.
+void Ack(uint64_t seq, const SaveOutcome& o);
+void AckNow(uint64_t seq, StatusCode code, const std::string& message);
+
+// Sets the calling thread's last error and returns `result`.
+int Fail(int result, std::string message);
+
+class Agent {
+ public:
+  int SetShard(int tp, int pp, int dp);
+  int Register(const char* name, const void* ptr, size_t bytes);
+  int RegisterEnd();
+  int UpdateBegin(cudaStream_t stream);
+  int StepDone(int64_t step);
+  int Restore(int64_t* step);
+  void HandOver(const shm::Command& command);
+  void FinishAtExit() noexcept;
+  // ckpt_agent_term.cc: the save a termination signal asks for (term_signal.h), on the
+  // "ft-term" thread; returns when it committed, failed or the grace ran out.
+  void SaveForTermination(int sig);
+
+ private:
+  int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
+  void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
+  void Run();
+  RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
+  void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
+  SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin);
+  void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
+  // The optimizer's work may have begun: an update window is open and its device marker was
+  // reached (or there is none to ask).
+  bool TornNow();
+  // ft_update_begin and ft_step_done wait here while a termination save holds the state.
+  void WaitWhileTermHold();
+  int64_t StepLabel() const;
+  // Neither a step completed nor a restore done in this process: the registered state is what
+  // the app initialised, not a checkpoint, and a save of it would commit it as a step over the
+  // copy a restore is about to need (applications spend minutes before ft_restore).
+  bool NothingToSaveYet() const;
+  cudaEvent_t UpdateEventFor(int device, AppCuda* cuda);
+  cudaEvent_t StepEventFor(int device, AppCuda* cuda);
+  // ft_step_done's snapshot: records the step's end on the app's stream (the one ft_update_begin
+  // saw last); null when there is none or it cannot be recorded into (a blocking save then).
+  cudaEvent_t RecordStepEnd();
+  // ft_update_begin when it could not order the optimizer behind the snapshot's copies on the
+  // device (no stream, a capturing one, an error): the host waits for the copies instead.
+  void WaitSnapshotLanded();
+  // A due snapshot skipped because the previous one still runs (mu_ held).
+  void SkippedLocked(int64_t step) REQUIRES(mu_);
+
+  Mutex mu_;
+  CondVar work_cv_;  // the agent thread waits for work
+  CondVar done_cv_;  // app threads wait for their request
+  // Registration (mu_). Immutable once phase_ left kEnding.
+  Phase phase_ = Phase::kOpen;
+  std::string arena_error_;  // kNoArena: why (ft_last_error)
+  std::string arena_ack_;    // kNoArena: why, short enough for an ack (96 bytes)
+  int tp_ = -1, pp_ = -1, dp_ = -1;
+  std::vector<Registered> buffers_;
+  ckpt::Manifest base_;  // identity and layout of every save
+  ckpt::Arena arena_;
+  int device_ = -1;
+  // Work (mu_).
+  std::deque<std::shared_ptr<AppRequest>> app_requests_ GUARDED_BY(mu_);
+  std::vector<uint64_t> jit_waiting_ GUARDED_BY(mu_);      // kSave commands not yet served
+  std::vector<uint64_t> at_step_waiting_ GUARDED_BY(mu_);  // kSaveAtStep: served by the next periodic save
+  std::vector<uint64_t> attached_ GUARDED_BY(mu_);         // save commands that arrived while a save ran
+  bool saving_ GUARDED_BY(mu_) = false;
+  bool committing_ GUARDED_BY(mu_) = false;  // the running save copied and checksummed everything
+  int restoring_ GUARDED_BY(mu_) = 0;  // ft_restore calls under way: save commands wait for them
+  int64_t committed_step_ GUARDED_BY(mu_) = kNoStep;  // the last save this process committed, not torn
+  // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
+  // save's result is committed_step_ once saving_ is false again.
+  bool term_requested_ GUARDED_BY(mu_) = false;
+  // Set while a termination save waits for the state to hold still and copies it: the next
+  // ft_update_begin waits (bounded by the grace), so the copy is one step.
+  std::atomic<bool> term_hold_{false};
+  // App threads between entering ft_update_begin and publishing update_open_: a termination
+  // save that set term_hold_ waits for them before it reads update_open_ (each side stores
+  // its flag, then reads the other's, seq_cst: one of them sees the other).
+  std::atomic<int> updates_entering_{0};
+  // Update windows opened and steps completed, ever: a copy during which either moved holds
+  // two steps' bytes and is torn, whatever the open flag reads at its end.
+  std::atomic<uint64_t> update_windows_{0};
+  std::atomic<uint64_t> steps_done_{0};
+  // When the last ft_step_done came and how long the step before it took (steady ns): how
+  // long a termination save waits for an update in flight to finish.
+  std::atomic<uint64_t> last_step_done_ns_{0};
+  std::atomic<uint64_t> step_interval_ns_{0};
+  // App-side progress (lock-free: ft_step_done and ft_update_begin are on the training loop).
+  std::atomic<int64_t> last_step_{kNoStep};
+  std::atomic<int64_t> restored_step_{kNoStep};
+  std::atomic<bool> update_open_{false};  // ft_update_begin after the last ft_step_done
+  std::atomic<cudaEvent_t> update_event_{nullptr};  // null: the update may have begun
+  std::atomic<cudaEvent_t> device_events_[kMaxDevices] = {};
+  // Snapshots that never block the host (ckpt_save.h, SaveJob::after).
+  std::atomic<cudaStream_t> update_stream_{nullptr};  // ft_update_begin's last recordable stream
+  std::atomic<cudaEvent_t> step_events_[kMaxDevices] = {};  // ft_step_done's marker, per device
+  // The event after the running snapshot's copies, until they landed: every ft_update_begin
+  // makes its stream wait for it. Set by the agent thread before ft_step_done returns.
+  std::atomic<cudaEvent_t> snapshot_copied_{nullptr};
+  std::atomic<uint64_t> snapshots_issued_{0};  // snapshots whose copies were issued
+  std::atomic<uint64_t> snapshots_landed_{0};  // ... and have landed (or were drained)
+  std::atomic<uint64_t> snapshot_orders_{0};   // update windows ordered behind a snapshot
+  // Due snapshots skipped (mu_): ever, since the last snapshot taken, since the last log line.
+  uint64_t skipped_total_ GUARDED_BY(mu_) = 0;
+  uint64_t skipped_since_save_ GUARDED_BY(mu_) = 0;
+  uint64_t skipped_since_log_ GUARDED_BY(mu_) = 0;
+  uint64_t skip_logged_ns_ GUARDED_BY(mu_) = 0;
+};
+
+// The process's one agent, made at first use and never destroyed (the agent thread and the
+// poller may outlive static destruction).
+Agent& TheAgent();
+
+}  // namespace ft::preload::agent
+
+#endif  // FT_PRELOAD_CKPT_AGENT_IMPL_H_

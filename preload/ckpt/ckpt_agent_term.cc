@@ -1,0 +1,136 @@
+// The checkpoint agent's termination save (ckpt_agent_impl.h, term_signal.h): a launcher or a
+// scheduler asked the process to end; the state of the last completed step goes into the arena
+// before the signal takes effect, within FT_CKPT_TERM_GRACE.
+//
+// One step, never a mix: the copy waits until no optimizer update is running (no update window
+// open, or its device marker not reached: the GPU has not begun it), and while it copies, the
+// next ft_update_begin waits. A copy during which a window opened or a step completed anyway
+// (a program without ft_update_begin) is marked torn and never restored.
+#include <signal.h>
+#include <string.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+#include "common/mutex.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
+
+namespace ft::preload::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Lets the waiting update go on whichever way SaveForTermination returns. Stored under the
+// lock the waiter checks it with, so the wake-up cannot fall between its check and its wait.
+struct HoldReleased {
+  std::atomic<bool>* hold;
+  Mutex* mu;
+  CondVar* cv;
+  ~HoldReleased() {
+    {
+      MutexLock lock(&*mu);
+      hold->store(false, std::memory_order_release);
+    }
+    cv->NotifyAll();
+  }
+};
+
+}  // namespace
+
+void Agent::WaitWhileTermHold() {
+  const auto grace = g_rt != nullptr ? g_rt->config.ckpt_term_grace : std::chrono::seconds(10);
+  MutexLock lock(&mu_);
+  done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !term_hold_.load(std::memory_order_acquire); });
+}
+
+void Agent::SaveForTermination(int sig) {
+  const auto start = Clock::now();
+  const auto grace = g_rt->config.ckpt_term_grace;
+  const auto deadline = start + grace;
+  const std::string name = sigabbrev_np(sig) != nullptr ? std::string("SIG") + sigabbrev_np(sig) : "signal";
+  {
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kReady) return;  // nothing to save; Arm runs only once ready
+  }
+  if (last_step_.load(std::memory_order_acquire) == kNoStep) {
+    // Nothing this process computed: the arena's copy (restored from, or older) stays as is.
+    FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved; the signal goes on", name);
+    return;
+  }
+  term_hold_.store(true, std::memory_order_seq_cst);
+  HoldReleased release{&term_hold_, &mu_, &done_cv_};
+  // An ft_update_begin that passed the hold before it was set publishes its window first.
+  while (updates_entering_.load(std::memory_order_seq_cst) > 0 && Clock::now() < start + grace / 4) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+
+  // An update already begun on the host finishes first when the device gets to it, within
+  // about two step times: on a preemption every rank is stopped at the step it was finishing,
+  // so replicas and the other shards save one step more often alike. A device stuck behind a
+  // dead peer never gets there: the state is still the last completed step's, saved after the
+  // wait (the marker not reached means the optimizer has not touched it).
+  if (update_open_.load(std::memory_order_acquire)) {
+    const uint64_t interval = step_interval_ns_.load(std::memory_order_relaxed);
+    const Clock::duration floor = std::chrono::milliseconds(50);
+    const auto finish_wait = std::clamp<Clock::duration>(std::chrono::nanoseconds(2 * interval), floor,
+                                                         std::max<Clock::duration>(floor, grace / 4));
+    const uint64_t steps = steps_done_.load(std::memory_order_acquire);
+    const auto until = start + finish_wait;
+    while (steps_done_.load(std::memory_order_acquire) == steps && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // A step boundary: the update in progress (if any) reaches ft_step_done. Half the grace at
+  // most; past it the committed copy is worth more than a torn one.
+  const auto settle_by = start + grace / 2;
+  while (TornNow()) {
+    if (Clock::now() >= settle_by) {
+      FT_LOG(Warn, Ckpt,
+             "{}: the optimizer update of step {} was still running after {:.1f} s; no termination save "
+             "(the arena keeps its committed copy), the signal goes on",
+             name, last_step_.load() + 1, Seconds(Clock::now() - start));
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  MutexLock lock(&mu_);
+  // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
+  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_; })) {
+    FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s); the signal goes on", name,
+           Seconds(grace));
+    return;
+  }
+  const int64_t step = last_step_.load(std::memory_order_acquire);
+  if (committed_step_ == step) {
+    FT_LOG(Info, Ckpt, "{}: step {} is already committed in the arena; nothing more to save", name, step);
+    return;
+  }
+  term_requested_ = true;
+  work_cv_.NotifyOne();
+  // Taken (the flag cleared) and finished (FinishSave cleared saving_ and set committed_step_).
+  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !term_requested_ && !saving_; })) {
+    FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s); the "
+           "signal goes on", name, Seconds(grace));
+    return;
+  }
+  if (committed_step_ == step) {
+    FT_LOG(Info, Ckpt, "{}: termination save committed step={} {:.3f} s after the signal", name, step,
+           Seconds(Clock::now() - start));
+  }  // else the save said why (failed or torn: "termination save ... failed", torn=1)
+}
+
+void SaveForTermination(int sig) noexcept {
+  try {
+    TheAgent().SaveForTermination(sig);
+  } catch (...) {
+  }
+}
+
+}  // namespace ft::preload::agent

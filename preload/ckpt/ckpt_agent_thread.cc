@@ -1,0 +1,366 @@
+// The ft-ckpt thread's half of the checkpoint agent (ckpt_agent_impl.h): the save commands
+// the poller hands over, the work loop (just-in-time and periodic saves, restores), the
+// acknowledgements, and the wait for a save in progress at exit.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "common/log.h"
+#include "common/mutex.h"
+#include "include/ft/ft.h"
+#include "jitckpt/checksum.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
+#include "preload/ckpt/ckpt_checksummer.h"
+#include "preload/hook_runtime.h"
+
+namespace ft::preload::agent {
+
+void Ack(uint64_t seq, const SaveOutcome& o) {
+  if (g_rt == nullptr || !g_rt->segment) return;
+  int32_t result = o.status.ok() ? 0 : static_cast<int32_t>(o.status.code());
+  shm::AckCommand(*g_rt->segment, seq, result, o.message);
+}
+
+void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
+  if (g_rt == nullptr || !g_rt->segment) return;
+  shm::AckCommand(*g_rt->segment, seq, static_cast<int32_t>(code), message);
+}
+
+// At a normal exit (the app returned from main or called exit): a save in progress, or asked
+// for, is finished first — typically the periodic save of the last step, whose commit runs
+// after ft_step_done returned; cut short, it would leave the arena without any committed
+// copy. Bounded: a copy stuck behind a dead device is given up after kExitWait.
+void Agent::FinishAtExit() noexcept {
+  constexpr auto kExitWait = std::chrono::seconds(10);
+  try {
+    if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
+    MutexLock lock(&mu_);
+    if (phase_ != Phase::kReady) return;
+    bool done = done_cv_.WaitFor(&mu_, kExitWait, [&]() REQUIRES(mu_) {
+      return !saving_ && app_requests_.empty() && jit_waiting_.empty();
+    });
+    if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+  } catch (...) {
+  }
+  term::FinishAtExit();
+}
+
+namespace {
+// Acknowledged as a failed save (shm/mailbox.h: kNotReady would read "scheduled", kNotFound
+// "nothing registered" — neither is true), the message saying why.
+constexpr StatusCode kNothingToSaveCode = StatusCode::kUnavailable;
+constexpr const char* kNothingToSave = "no step completed or restored yet: nothing to save";
+}  // namespace
+
+void Agent::HandOver(const shm::Command& command) {
+  bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
+  std::string refusal;
+  StatusCode code = StatusCode::kNotFound;
+  {
+    MutexLock lock(&mu_);
+    switch (phase_) {
+      case Phase::kEmpty:
+        refusal = "nothing registered";
+        break;
+      case Phase::kOpen:
+        // A periodic save waits for the next ft_step_done, which ends registration.
+        if (buffers_.empty() || !at_step) refusal = "nothing registered";
+        break;
+      case Phase::kNoArena:
+        refusal = arena_ack_;
+        code = StatusCode::kIoError;
+        break;
+      default:
+        // A restore under way may still give the state a step: the command waits for it.
+        if (!at_step && restoring_ == 0 && NothingToSaveYet()) {
+          refusal = kNothingToSave;
+          code = kNothingToSaveCode;
+        }
+        break;
+    }
+    if (refusal.empty()) {
+      if (at_step) {
+        at_step_waiting_.push_back(command.seq);
+      } else if (saving_) {
+        attached_.push_back(command.seq);  // coalesced with the save that runs
+      } else {
+        jit_waiting_.push_back(command.seq);
+        work_cv_.NotifyOne();
+      }
+      return;
+    }
+  }
+  AckNow(command.seq, code, refusal);
+}
+
+SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin) {
+  auto start = std::chrono::steady_clock::now();
+  const uint64_t windows_at_start = update_windows_.load(std::memory_order_acquire);
+  const uint64_t steps_at_start = steps_done_.load(std::memory_order_acquire);
+  SaveJob job;
+  job.buffers = &buffers_;
+  job.manifest = base_;
+  job.manifest.step = periodic ? periodic->step : StepLabel();
+  job.manifest.origin = origin;
+  job.arena = &arena_;
+  job.device = device_;
+  job.periodic = periodic != nullptr;
+  job.checksum_threads = ChecksumThreads(g_rt != nullptr ? g_rt->config.ckpt_checksum_threads : 0,
+                                         std::thread::hardware_concurrency());
+  // A snapshot (periodic->after): the app goes on once the copies are issued.
+  uint64_t steps_at_issue = 0, orders_at_issue = 0;
+  cudaEvent_t copied_event = nullptr;
+  bool published = false;
+  bool refused_logged = false;
+  uint64_t skipped = 0;
+  if (periodic && periodic->after != nullptr) {
+    {
+      MutexLock lock(&mu_);
+      skipped = skipped_since_save_;
+      skipped_since_save_ = 0;
+    }
+    job.after = periodic->after;
+    job.issued = [&](const Status& s, cudaEvent_t copied) {
+      if (s.ok()) {
+        steps_at_issue = steps_done_.load(std::memory_order_acquire);
+        orders_at_issue = snapshot_orders_.load(std::memory_order_acquire);
+        copied_event = copied;
+        published = true;
+        snapshots_issued_.fetch_add(1, std::memory_order_acq_rel);
+        snapshot_copied_.store(copied, std::memory_order_release);
+      }
+      {
+        MutexLock lock(&mu_);
+        periodic->copied = true;
+        if (!s.ok()) {
+          periodic->outcome.result = FT_CUDA_ERROR;
+          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
+        }
+      }
+      done_cv_.NotifyAll();
+    };
+    job.landed = [&] {
+      if (!published) return;
+      cudaEvent_t expected = copied_event;
+      snapshot_copied_.compare_exchange_strong(expected, nullptr, std::memory_order_acq_rel);
+      {
+        MutexLock lock(&mu_);  // an ft_update_begin may wait for this
+        snapshots_landed_.fetch_add(1, std::memory_order_acq_rel);
+      }
+      done_cv_.NotifyAll();
+    };
+    // A step completed while the copies ran, and no ft_update_begin ordered its update behind
+    // them (the app stopped calling it): its optimizer may have written during the copy.
+    job.torn = [&] {
+      return copied_event != nullptr && steps_done_.load(std::memory_order_acquire) != steps_at_issue &&
+             snapshot_orders_.load(std::memory_order_acquire) == orders_at_issue;
+    };
+    // The app's stream has not reached the step's end: a just-in-time save cannot run before
+    // this snapshot ends (its slot is the only one not committed, its copies are queued).
+    // Past about two steps the stream is taken as stuck (a peer hangs) and the commands are
+    // answered now: the arena's committed copy is what there is.
+    const int64_t step = periodic->step;
+    job.waiting = [&, step](double seconds) {
+      const double interval = step_interval_ns_.load(std::memory_order_relaxed) / 1e9;
+      if (seconds < std::max(1.0, 2 * interval)) return;
+      std::vector<uint64_t> refused;
+      {
+        MutexLock lock(&mu_);
+        refused.swap(attached_);
+        refused.insert(refused.end(), jit_waiting_.begin(), jit_waiting_.end());
+        jit_waiting_.clear();
+      }
+      if (refused.empty()) return;
+      // An ack holds 96 bytes.
+      const std::string why = "snapshot of step " + std::to_string(step) + " waits for the app's stream (" +
+                              std::to_string(static_cast<int>(seconds)) + " s): no save now, committed copy kept";
+      if (!refused_logged) FT_LOG(Warn, Ckpt, "save command(s) refused: {}", why);
+      refused_logged = true;
+      for (uint64_t seq : refused) AckNow(seq, StatusCode::kUnavailable, why);
+    };
+  } else if (periodic) {
+    job.copied = [&](const Status& s) {
+      {
+        MutexLock lock(&mu_);
+        periodic->copied = true;
+        if (!s.ok()) {
+          periodic->outcome.result = FT_CUDA_ERROR;
+          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
+        }
+      }
+      done_cv_.NotifyAll();
+    };
+  } else {
+    // Torn when the optimizer's work may be running now, or when an update window opened or
+    // a step completed at any moment of the copy (a whole window inside it leaves no open
+    // flag behind).
+    job.torn = [this, windows_at_start, steps_at_start] {
+      return TornNow() || update_windows_.load(std::memory_order_acquire) != windows_at_start ||
+             steps_done_.load(std::memory_order_acquire) != steps_at_start;
+    };
+  }
+  job.committing = [this] {
+    MutexLock lock(&mu_);
+    committing_ = true;
+  };
+  SaveOutcome out;
+  out.status = RunSave(&job, cuda);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  const ckpt::Manifest& m = job.manifest;
+  const char* origin_name = ckpt::SaveOriginName(origin);
+  if (out.status.ok()) {
+    out.step = m.step;
+    out.torn = m.torn;
+    out.message = "saved step=" + std::to_string(m.step) +
+                  " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
+                  " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
+                  " ms=" + std::to_string(ms);
+    FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s)){}", origin_name, out.message,
+           std::max(job.checksum_threads, 1),
+           job.after == nullptr ? std::string()
+                                : ", a snapshot behind the app's stream; " + std::to_string(skipped) +
+                                      " due step(s) skipped since the previous one");
+  } else {
+    out.message = std::string(out.status.message());
+    FT_LOG(Warn, Ckpt, "{} save of step {} failed: {}; {}, training is unaffected", origin_name, m.step,
+           out.status.ToString(),
+           arena_.slot_count() > 1 ? "the arena keeps its committed copy" : "the previous copy is lost (one slot)");
+  }
+  return out;
+}
+
+void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
+  {
+    MutexLock lock(&mu_);
+    // A torn copy is committed but never restored. A failed save keeps the committed copy with
+    // two slots; with one it began writing over it, and none is left.
+    if (outcome.status.ok()) {
+      committed_step_ = outcome.torn ? kNoStep : outcome.step;
+    } else if (arena_.slot_count() < 2) {
+      committed_step_ = kNoStep;
+    }
+    waiters.insert(waiters.end(), attached_.begin(), attached_.end());
+    attached_.clear();
+    saving_ = false;
+  }
+  done_cv_.NotifyAll();  // an exiting process may wait for this save (FinishAtExit)
+  for (uint64_t seq : waiters) Ack(seq, outcome);
+}
+
+// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
+// failure inside one piece of work fails that work — its app thread and its commands get an
+// answer — and the thread goes on.
+void Agent::Run() {
+  t_in_ft = true;  // our CUDA calls are never the app's
+  pthread_setname_np(pthread_self(), "ft-ckpt");
+  term::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
+  AgentCuda cuda;
+  // The stream and events now, not in the first ft_step_done that takes a snapshot (which
+  // would pay for them on the app's thread). A failure is met again, and reported, by a save.
+  try {
+    (void)cuda.Prepare(device_);
+  } catch (...) {
+  }
+  for (;;) {
+    std::shared_ptr<AppRequest> request;
+    std::vector<uint64_t> waiters;
+    bool save = false;
+    try {
+      MutexLock lock(&mu_);
+      work_cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
+        return !app_requests_.empty() || ((!jit_waiting_.empty() || term_requested_) && restoring_ == 0);
+      });
+      if (!app_requests_.empty()) {
+        request = app_requests_.front();
+        app_requests_.pop_front();
+      }
+      if (request && request->kind == AppRequest::Kind::kRestore) {
+        lock.Unlock();
+        RestoreOutcome out = Restore(*request, &cuda);
+        if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
+        lock.Lock();
+        request->outcome = std::move(out);
+        request->finished = true;
+        lock.Unlock();
+        done_cv_.NotifyAll();
+        continue;
+      }
+      // A save: it serves every save command waiting now (coalesced), and a periodic one also
+      // the kSaveAtStep commands; a just-in-time one also a termination save asked for.
+      if (!request && NothingToSaveYet()) {
+        // Commands that waited for a restore that restored nothing.
+        std::vector<uint64_t> refused;
+        refused.swap(jit_waiting_);
+        term_requested_ = false;
+        lock.Unlock();
+        for (uint64_t seq : refused) AckNow(seq, kNothingToSaveCode, kNothingToSave);
+        continue;
+      }
+      save = true;
+      waiters.swap(jit_waiting_);
+      bool termination = false;
+      if (request) {
+        waiters.insert(waiters.end(), at_step_waiting_.begin(), at_step_waiting_.end());
+        at_step_waiting_.clear();
+      } else {
+        termination = term_requested_;
+        term_requested_ = false;
+      }
+      saving_ = true;
+      committing_ = false;
+      lock.Unlock();
+      const SaveOrigin origin = request       ? SaveOrigin::kPeriodic
+                                : termination ? SaveOrigin::kTermination
+                                              : SaveOrigin::kJustInTime;
+      SaveOutcome outcome = Save(request, &cuda, origin);
+      FinishSave(std::move(waiters), outcome);
+    } catch (...) {
+      Failed(request, save ? &waiters : nullptr);
+    }
+  }
+}
+
+RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
+  RestoreTarget target;
+  target.rank = base_.rank;
+  target.node = g_rt->identity.node;
+  target.buffers = &buffers_;
+  target.layout = base_.buffers;
+  target.arena = &arena_;
+  target.device = device_;
+  return RestoreFromPlan(request.plan, target, cuda);
+}
+
+// After an exception in the agent thread: whoever waits for the work gets an answer.
+void Agent::Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept {
+  try {
+    FT_LOG(Warn, Ckpt, "the checkpoint agent failed on one piece of work; training is unaffected");
+    SaveOutcome outcome;
+    outcome.status = Status::Internal("checkpoint agent: internal error");
+    outcome.message = "checkpoint agent: internal error";
+    if (request) {
+      MutexLock lock(&mu_);
+      request->copied = true;
+      request->finished = true;
+      if (request->outcome.result == FT_OK) request->outcome.result = FT_INTERNAL;
+      request->outcome.message = "ft_restore/ft_step_done: the checkpoint agent failed (a bug in ft)";
+    }
+    done_cv_.NotifyAll();
+    if (waiters != nullptr) FinishSave(std::move(*waiters), outcome);
+  } catch (...) {
+  }
+}
+
+void HandOverSaveCommand(const shm::Command& command) noexcept {
+  try {
+    TheAgent().HandOver(command);
+  } catch (...) {
+    AckNow(command.seq, StatusCode::kInternal, "the checkpoint agent failed to take the command");
+  }
+}
+
+}  // namespace ft::preload::agent

@@ -1,0 +1,47 @@
+// libft.so internal: ft_restore's two halves — waiting for the node's restore plan (app
+// thread) and bringing the planned copy into the arena and onto the device (agent thread).
+#ifndef FT_PRELOAD_CKPT_RESTORE_H_
+#define FT_PRELOAD_CKPT_RESTORE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/manifest.h"
+#include "jitckpt/node_plan.h"
+#include "preload/ckpt/ckpt_cuda.h"
+#include "preload/ckpt/ckpt_save.h"
+
+namespace ft::preload::agent {
+
+// App thread: reads the plan file at `path`, polling every 50 ms for up to `wait`. Timeout
+// (naming the file, and why the last read failed if it did) when none appears in time.
+Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan);
+
+struct RestoreTarget {
+  int rank = -1;
+  std::string node;
+  const std::vector<Registered>* buffers = nullptr;  // in offset order
+  std::vector<ckpt::BufferEntry> layout;             // as laid out by PlanLayout
+  ckpt::Arena* arena = nullptr;                      // the rank's own
+  int device = -1;                                   // of the device buffers; -1: none
+};
+
+struct RestoreOutcome {
+  int result = 0;  // an ft_result
+  std::string message;
+  int64_t step = -1;
+};
+
+// Agent thread: LoadForRestore (every chunk verified, into the own arena), then every buffer
+// copied from the arena to where it lives (device: on the agent's stream, synchronized).
+// Nothing reaches the device unless the whole copy verified.
+RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& target,
+                               AgentCuda* cuda);
+
+}  // namespace ft::preload::agent
+
+#endif  // FT_PRELOAD_CKPT_RESTORE_H_
