@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "common/log.h"
-#include "ftworker/region_name.h"
+#include "ftworker/transfer/region_name.h"
 #include "jitckpt/checksum.h"
 
 namespace ft::worker {

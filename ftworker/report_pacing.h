@@ -29,7 +29,7 @@
 // tails since then: the timeout model, which sums the counts and takes the largest tails,
 // sees the same as if every window had been written.
 // The master sees those typical times within change_ratio of the smoothed ones and counts a
-// straggler's unchanged summary as standing (ftmaster/straggler.h).
+// straggler's unchanged summary as standing (ftmaster/core/straggler.h).
 //
 // Not thread-safe: the daemon's loop owns them.
 #ifndef FT_FTWORKER_REPORT_PACING_H_
