@@ -107,11 +107,13 @@ void MasterWatch::Shared::Run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Ensure paces the attempts
       continue;
     }
-    if ((!commands_id.empty() || Resync(&commands_id, &notify_id)) && ReadOnce(&commands_id, &notify_id)) {
+    // Listening from the moment both streams could be read: the first blocking read may take
+    // all of `block` to return, and the daemon writes every table until it hears notices.
+    if (!commands_id.empty() || Resync(&commands_id, &notify_id)) {
       if (!listening.exchange(true, std::memory_order_relaxed)) {
         FT_LOG(Info, Worker, "hearing the master on {} and {}", commands_key, notify_key);
       }
-      continue;
+      if (ReadOnce(&commands_id, &notify_id)) continue;
     }
     // A broken connection, or a server that refuses the read (an ACL without XREAD): the
     // daemon polls meanwhile; try again in a while, not in a loop.

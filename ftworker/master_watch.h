@@ -51,7 +51,8 @@ class MasterWatch {
 
   // What arrived since the last call.
   MasterNews Take();
-  // True while the thread is in (or between) its blocking reads on a working connection.
+  // True from the moment both streams could be read on a working connection (not only once
+  // the first blocking read returned), until a read fails.
   bool listening() const;
 
  private:

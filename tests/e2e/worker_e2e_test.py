@@ -321,6 +321,9 @@ def case_quiet(args):
         ranks = range(8)
         observed = lambda: {r: (c.progress(r) or {}).get("observed_unix_ms", 0) for r in ranks}
         c.wait_for(lambda: all(observed().values()), 60, "every rank's progress table")
+        # Until a worker hears notices it writes every table every report (the old rule).
+        hearing = lambda: all("hearing the master" in open(path).read() for path in c.worker_logs.values())
+        c.wait_for(hearing, 30, "both workers hearing the master's streams")
         # The start's changes of state are written; then nothing, while every rank steps on.
         c.wait_for(lambda: all((c.hash_json("summary", r) or {}).get("steps", 0) > 20 for r in ranks),
                    60, "every rank past 20 steps")
