@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "proto/notice.h"
 
 namespace ft::worker {
@@ -16,8 +17,8 @@ struct MasterWatch::Shared {
 
   std::atomic<bool> stop{false};
   std::atomic<bool> listening{false};
-  std::mutex mu;
-  MasterNews news;  // guarded by mu
+  Mutex mu;
+  MasterNews news GUARDED_BY(mu);
 
   void Run();
   bool Resync(std::string* commands_id, std::string* notify_id);
@@ -41,7 +42,7 @@ bool NewestId(redis::Store& store, const std::string& key, std::string* id) {
 
 bool MasterWatch::Shared::Resync(std::string* commands_id, std::string* notify_id) {
   if (!NewestId(*store, commands_key, commands_id) || !NewestId(*store, notify_key, notify_id)) return false;
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   news.everything = true;
   return true;
 }
@@ -86,7 +87,7 @@ bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify
       }
     }
   }
-  std::lock_guard<std::mutex> lock(mu);
+  MutexLock lock(&mu);
   news.commands |= got.commands;
   news.timeouts |= got.timeouts;
   news.restore |= got.restore;
@@ -139,7 +140,7 @@ MasterWatch::MasterWatch(const proto::Keys& keys, std::string node, std::unique_
 MasterWatch::~MasterWatch() { shared_->stop.store(true, std::memory_order_relaxed); }
 
 MasterNews MasterWatch::Take() {
-  std::lock_guard<std::mutex> lock(shared_->mu);
+  MutexLock lock(&shared_->mu);
   MasterNews out = std::move(shared_->news);
   shared_->news = MasterNews{};
   return out;
