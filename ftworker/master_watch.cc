@@ -22,7 +22,8 @@ struct MasterWatch::Shared {
 
   void Run();
   bool Resync(std::string* commands_id, std::string* notify_id);
-  bool ReadOnce(std::string* commands_id, std::string* notify_id);
+  bool ReadOnce(std::string* commands_id, std::string* notify_id, bool blocking);
+  bool warned = false;  // a failed read said once (thread only)
 };
 
 namespace {
@@ -41,19 +42,29 @@ bool NewestId(redis::Store& store, const std::string& key, std::string* id) {
 }  // namespace
 
 bool MasterWatch::Shared::Resync(std::string* commands_id, std::string* notify_id) {
-  if (!NewestId(*store, commands_key, commands_id) || !NewestId(*store, notify_key, notify_id)) return false;
+  // The newest ids, then one read that does not block: a server that refuses the read (an
+  // ACL without xread) is found here, before the daemon is told it can rely on notices.
+  if (!NewestId(*store, commands_key, commands_id) || !NewestId(*store, notify_key, notify_id) ||
+      !ReadOnce(commands_id, notify_id, /*blocking=*/false)) {
+    return false;
+  }
   MutexLock lock(&mu);
   news.everything = true;
   return true;
 }
 
-bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify_id) {
+bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify_id, bool blocking) {
+  redis::Argv argv{"XREAD", "COUNT", "64"};
+  if (blocking) argv.insert(argv.end(), {"BLOCK", std::to_string(block.count())});
+  argv.insert(argv.end(), {"STREAMS", commands_key, notify_key, *commands_id, *notify_id});
   redis::Reply reply;
-  Status s = store->Run({"XREAD", "COUNT", "64", "BLOCK", std::to_string(block.count()), "STREAMS",
-                         commands_key, notify_key, *commands_id, *notify_id},
-                        &reply);
+  Status s = store->Run(argv, &reply);
   if (!s.ok()) {
-    FT_LOG(Debug, Worker, "reading the master's streams: {}", s.ToString());
+    if (!warned) {
+      FT_LOG(Warn, Worker, "cannot read the master's streams ({}, {}): {}; polling instead (said once)",
+             commands_key, notify_key, s.ToString());
+      warned = true;
+    }
     return false;
   }
   if (reply.is_nil()) return true;  // nothing within block
@@ -108,13 +119,15 @@ void MasterWatch::Shared::Run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));  // Ensure paces the attempts
       continue;
     }
-    // Listening from the moment both streams could be read: the first blocking read may take
-    // all of `block` to return, and the daemon writes every table until it hears notices.
+    // Listening from the moment both streams could be read (Resync's read does not block):
+    // the first blocking read may take all of `block` to return, and the daemon writes every
+    // table until it hears notices.
     if (!commands_id.empty() || Resync(&commands_id, &notify_id)) {
       if (!listening.exchange(true, std::memory_order_relaxed)) {
         FT_LOG(Info, Worker, "hearing the master on {} and {}", commands_key, notify_key);
+        warned = false;
       }
-      if (ReadOnce(&commands_id, &notify_id)) continue;
+      if (ReadOnce(&commands_id, &notify_id, /*blocking=*/true)) continue;
     }
     // A broken connection, or a server that refuses the read (an ACL without XREAD): the
     // daemon polls meanwhile; try again in a while, not in a loop.
