@@ -718,9 +718,10 @@ def detect_case(out, cfg, fault, fault_step, compute_ms):
         inc, early, fault_ms = None, {}, None
         deadline = time.monotonic() + min(60, left_s() - 8)
         while time.monotonic() < deadline:
-            if ranks.poll() is not None and ranks.returncode not in (0,):
-                result["status"] = "job-exited-%d" % ranks.returncode
-                break
+            # A job the master stopped (save-then-stop) exits right after its incident is
+            # written, often within one of these polls: the incidents are read once more
+            # before the exit counts as a failure.
+            exited = ranks.poll() is not None and ranks.returncode not in (0,)
             if fault_ms is None:
                 with open(logs["job"], errors="replace") as f:
                     m = re.search(r"injecting fault \S+ at step \d+ unix_ms=(\d+)", f.read())
@@ -738,6 +739,9 @@ def detect_case(out, cfg, fault, fault_step, compute_ms):
                 inc = i
                 break
             if inc:
+                break
+            if exited:
+                result["status"] = "job-exited-%d" % ranks.returncode
                 break
             time.sleep(0.25)
         with open(logs["job"], errors="replace") as f:
