@@ -23,9 +23,6 @@ constexpr uint64_t kHeartbeatNs = 1000 * kMs;
 constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new commands, without notices
 // With notices (ftworker/master_watch.h) the polls only catch a notice that was missed.
 constexpr uint64_t kSlowPollNs = 5000 * kMs;
-constexpr uint64_t kPlanPollNs = 1000 * kMs;        // RestorePlanSyncOptions' default
-constexpr uint64_t kSecretPollNs = 500 * kMs;       // TransferService's defaults
-constexpr uint64_t kSecretCheckNs = 2000 * kMs;
 constexpr auto kWatchBlock = std::chrono::milliseconds(5000);  // one XREAD per node per 5 s when calm
 // The master renews an open window's notice every second (ftmaster/master_loop.cc); one whose
 // "closed" was lost ends here.
@@ -397,8 +394,8 @@ void Daemon::Report(uint64_t mono_ns, int64_t unix_ms) {
 
 void Daemon::PollMaster(uint64_t mono_ns, int64_t unix_ms, const MasterNews& news) {
   const bool hearing = hearing_master();
-  plan_sync_.SetPollInterval(hearing ? kSlowPollNs : kPlanPollNs);
-  transfer_->SetSecretPolls(hearing ? kSlowPollNs : kSecretPollNs, hearing ? kSlowPollNs : kSecretCheckNs);
+  plan_sync_.StretchPolls(hearing ? kSlowPollNs : 0);
+  transfer_->StretchSecretPolls(hearing ? kSlowPollNs : 0);
   if (news.everything || news.restore) plan_sync_.PollSoon();
   if (news.everything || news.secret) transfer_->CheckSecretSoon();
   const bool due = mono_ns >= next_master_poll_ns_ || news.everything;

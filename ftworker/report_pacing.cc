@@ -20,6 +20,11 @@ std::string Signature(const proto::RankProgress& p) {
   return s;
 }
 
+// The same op of a summary (comm, kind, size bucket): what smoothing, pacing and counting key on.
+bool SameOp(const proto::OpSummary& a, const proto::OpSummary& b) {
+  return a.comm_id == b.comm_id && a.op == b.op && a.bucket == b.bucket;
+}
+
 }  // namespace
 
 bool Attentive(const proto::RankProgress& p, double attention_ms) {
@@ -62,9 +67,7 @@ bool SummaryPacer::Changed(const proto::RankSummary& was, const proto::RankSumma
     return true;
   }
   for (const proto::OpSummary& op : now.ops) {
-    auto same = std::find_if(was.ops.begin(), was.ops.end(), [&](const proto::OpSummary& o) {
-      return o.comm_id == op.comm_id && o.op == op.op && o.bucket == op.bucket;
-    });
+    auto same = std::find_if(was.ops.begin(), was.ops.end(), [&](const proto::OpSummary& o) { return SameOp(o, op); });
     if (same == was.ops.end()) return true;
     if (Moved(same->p50_ms, op.p50_ms, change_ratio_) || Rose(same->p99_ms, op.p99_ms, kTailRise) ||
         Rose(same->max_ms, op.max_ms, kTailRise)) {
@@ -91,17 +94,13 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
   s->comm_wait_ms = mix(&avg.comm_wait_ms, s->comm_wait_ms);
   std::vector<proto::OpSummary> ops;
   for (proto::OpSummary& op : s->ops) {
-    auto was = std::find_if(avg.ops.begin(), avg.ops.end(), [&](const proto::OpSummary& o) {
-      return o.comm_id == op.comm_id && o.op == op.op && o.bucket == op.bucket;
-    });
+    auto was = std::find_if(avg.ops.begin(), avg.ops.end(), [&](const proto::OpSummary& o) { return SameOp(o, op); });
     if (was != avg.ops.end()) op.p50_ms = mix(&was->p50_ms, op.p50_ms);
     ops.push_back(op);
   }
   // Ops of earlier windows stay averaged until they come back.
   for (const proto::OpSummary& o : avg.ops) {
-    if (std::none_of(ops.begin(), ops.end(), [&](const proto::OpSummary& n) {
-          return n.comm_id == o.comm_id && n.op == o.op && n.bucket == o.bucket;
-        })) {
+    if (std::none_of(ops.begin(), ops.end(), [&](const proto::OpSummary& n) { return SameOp(n, o); })) {
       ops.push_back(o);
     }
   }

@@ -56,7 +56,7 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   if (mono_ns < next_poll_ns_) return;
   redis::Reply version;
   if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
-  next_poll_ns_ = mono_ns + options_.poll_interval_ns;
+  next_poll_ns_ = mono_ns + (stretched_poll_ns_ != 0 ? stretched_poll_ns_ : options_.poll_interval_ns);
   const std::string current = version.is_string() ? version.str() : "";
   if (have_version_ && current == version_) return;
 

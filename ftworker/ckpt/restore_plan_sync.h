@@ -61,8 +61,9 @@ class RestorePlanSync {
   void Poll(uint64_t mono_ns, redis::Commands& redis);
   // The next Poll reads Redis (the master noticed a new plan: proto/notice.h).
   void PollSoon() { next_poll_ns_ = 0; }
-  // Between two polls without a notice (the daemon lengthens it while it hears notices).
-  void SetPollInterval(uint64_t ns) { options_.poll_interval_ns = ns; }
+  // While the daemon hears notices, polls only catch a missed one: every `ns` instead of
+  // poll_interval_ns (0: back to poll_interval_ns).
+  void StretchPolls(uint64_t ns) { stretched_poll_ns_ = ns; }
   // Writes the file again when the gate's generation changed (no Redis needed).
   void Refresh();
 
@@ -87,6 +88,7 @@ class RestorePlanSync {
   proto::Keys keys_;
   std::string path_;
   uint64_t next_poll_ns_ = 0;
+  uint64_t stretched_poll_ns_ = 0;  // StretchPolls; 0: options_.poll_interval_ns
   bool have_version_ = false;
   std::string version_;  // restore:version of the plan last handled ("" when absent)
   int64_t files_written_ = 0;

@@ -13,6 +13,8 @@ namespace ft::worker {
 namespace {
 
 constexpr uint64_t kMs = 1000000;
+constexpr uint64_t kSecretPollNs = 500 * kMs;    // until there is a secret
+constexpr uint64_t kSecretCheckNs = 2000 * kMs;  // while serving: has the master made a new one?
 constexpr uint64_t kStartRetryNs = 5000 * kMs;
 constexpr uint64_t kEndpointCheckNs = 1000 * kMs;
 constexpr uint64_t kStatsCheckNs = 1000 * kMs;
@@ -34,13 +36,13 @@ void TransferService::Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& stor
   }
   if (server_ == nullptr) {
     if (secret_.empty() && mono_ns >= next_secret_ns_ && store.connected()) {
-      next_secret_ns_ = mono_ns + secret_poll_ns_;
+      next_secret_ns_ = mono_ns + SecretPollNs(kSecretPollNs);
       FetchSecret(store, &secret_);
     }
     if (!secret_.empty() && mono_ns >= next_start_ns_) StartServer(mono_ns, unix_ms);
     if (server_ == nullptr) return;
   } else if (mono_ns >= next_secret_ns_ && store.connected()) {
-    next_secret_ns_ = mono_ns + secret_check_ns_;
+    next_secret_ns_ = mono_ns + SecretPollNs(kSecretCheckNs);
     std::string now;
     if (FetchSecret(store, &now) && now != secret_) {
       // Redis lost the key and the master made a new one: peers now prove the new one, which
@@ -129,7 +131,7 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   endpoint_written_ = false;
   next_endpoint_ns_ = 0;
   next_stats_log_ns_ = mono_ns + kStatsLogNs;
-  next_secret_ns_ = mono_ns + secret_check_ns_;
+  next_secret_ns_ = mono_ns + SecretPollNs(kSecretCheckNs);
   FT_LOG(Info, Worker, "serving this node's checkpoint copies to peers on {}:{} ({})",
          options_.listen_address, port_, fmt::join(e.transports, ", "));
 }

@@ -70,13 +70,10 @@ class TransferService {
   void Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& store);
   // The next Tick reads the transfer secret (the master noticed a new one: proto/notice.h).
   void CheckSecretSoon() { next_secret_ns_ = 0; }
-  // How often the secret is read without a notice: until there is one (default 500 ms) and
-  // while serving, for a new one (default 2 s). The daemon lengthens both while it hears
-  // notices, which leaves only a missed notice to these reads.
-  void SetSecretPolls(uint64_t until_found_ns, uint64_t while_serving_ns) {
-    secret_poll_ns_ = until_found_ns;
-    secret_check_ns_ = while_serving_ns;
-  }
+  // The secret is read every 500 ms until there is one and every 2 s while serving (for a
+  // new one). While the daemon hears notices those reads only catch a missed one: every `ns`
+  // instead (0: back to those).
+  void StretchSecretPolls(uint64_t ns) { stretched_secret_ns_ = ns; }
   // Stops the server and, when Redis is there, removes the endpoint.
   void Stop(redis::Store* store);
 
@@ -107,8 +104,10 @@ class TransferService {
   bool bad_secret_warned_ = false;
   bool waiting_logged_ = false;
   uint64_t next_secret_ns_ = 0;
-  uint64_t secret_poll_ns_ = 500'000'000;
-  uint64_t secret_check_ns_ = 2'000'000'000;
+  uint64_t stretched_secret_ns_ = 0;  // StretchSecretPolls; 0: kSecretPollNs, kSecretCheckNs
+  uint64_t SecretPollNs(uint64_t unstretched) const {
+    return stretched_secret_ns_ != 0 ? stretched_secret_ns_ : unstretched;
+  }
   uint64_t next_ranks_ns_ = 0;
   uint64_t next_start_ns_ = 0;
   uint64_t next_endpoint_ns_ = 0;
