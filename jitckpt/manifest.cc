@@ -1,5 +1,6 @@
 // The manifest's binary format (docs/checkpoints.md, "Manifest format"), version 2 (version 1
-// is the same without the origin bits, and is read too):
+// is the same without the origin bits, and is read too: every shipped format has a reader in
+// kFormats below):
 //
 //   offset  size  field
 //        0     8  magic "FTCKMANI"
@@ -28,6 +29,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <bit>
 #include <cstring>
 #include <string_view>
@@ -228,40 +230,28 @@ size_t ManifestCapacity(std::span<const BufferEntry> buffers, uint64_t data_byte
   return bytes;
 }
 
-Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
-  Reader r(bytes);
-  uint64_t magic = 0, total_bytes = 0;
-  uint32_t version = 0, header_bytes = 0;
-  if (!r.Get(&magic) || !r.Get(&version) || !r.Get(&header_bytes) || !r.Get(&total_bytes)) {
-    return Damaged(fmt::format("{} bytes, shorter than any manifest", bytes.size()));
-  }
-  if (magic != kMagic) return Damaged("bad magic (not a manifest)");
-  if (total_bytes != bytes.size()) {
-    return Damaged(fmt::format("{} bytes, but its header says {} (truncated or padded)",
-                               bytes.size(), total_bytes));
-  }
-  if (bytes.size() < 24 + kChecksumBytes) return Damaged("too short for its self-checksum");
-  uint64_t stored_checksum = 0;
-  std::memcpy(&stored_checksum, bytes.data() + bytes.size() - kChecksumBytes, kChecksumBytes);
-  if (Checksum(bytes.data(), bytes.size() - kChecksumBytes) != stored_checksum) {
-    return Damaged("self-checksum mismatch (a byte was changed)");
-  }
-  if (version == 0) return Damaged("format version 0");
-  if (version > kManifestVersion) {
-    return Status::Unsupported(fmt::format("manifest format {} is newer than this build's {}; upgrade ft",
-                                           version, kManifestVersion));
-  }
-  if (header_bytes != kHeaderBytes) {
-    return Damaged(fmt::format("header of {} bytes (formats 1 and 2 have {})", header_bytes, kHeaderBytes));
-  }
-  // From here on the bytes are intact as written; a writer of this format could still have
-  // written nonsense, so every count and offset is checked against the bytes present before
-  // anything is allocated.
-  const std::span<const uint8_t> body = bytes.first(bytes.size() - kChecksumBytes);
+namespace {
+
+// One format this build reads: its number, what its fixed header holds and which flag bits it
+// defines, and the reader of its body (everything after the first 24 bytes, up to the
+// self-checksum). Formats 1 and 2 share the body (2 only defines the origin bits), so they
+// share the reader.
+struct FormatReader {
+  uint32_t version;
+  uint32_t header_bytes;
+  uint32_t known_flags;
+  Status (*read_body)(const FormatReader& format, std::span<const uint8_t> body, Manifest* m);
+};
+
+// Formats 1 and 2: the 96-byte header of the table at the top of this file, then the job, the
+// buffer entries and the chunk checksums. The bytes are intact as written (the self-checksum
+// held); a writer of this format could still have written nonsense, so every count and offset
+// is checked against the bytes present before anything is allocated.
+Status ReadBodyV1(const FormatReader& format, std::span<const uint8_t> body, Manifest* out) {
   Reader b(body);
   b.Seek(24);
   Manifest m;
-  m.format_version = version;
+  m.format_version = format.version;
   uint32_t flags = 0, buffer_count = 0, job_bytes = 0;
   uint64_t chunk_count = 0;
   if (!b.Get(&m.rank) || !b.Get(&m.world_size) || !b.Get(&m.tp) || !b.Get(&m.pp) || !b.Get(&m.dp) ||
@@ -269,10 +259,12 @@ Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
       !b.Get(&m.data_bytes) || !b.Get(&buffer_count) || !b.Get(&job_bytes) || !b.Get(&chunk_count)) {
     return Damaged("truncated header");
   }
-  const uint32_t known = version >= 2 ? kFlagTorn | kOriginMask : kFlagTorn;
-  if ((flags & ~known) != 0) return Damaged(fmt::format("unknown flags {:#x}", flags));
+  if ((flags & ~format.known_flags) != 0) {
+    return Damaged(fmt::format("unknown flags {:#x} (format {} defines {:#x})", flags, format.version,
+                               format.known_flags));
+  }
   m.torn = (flags & kFlagTorn) != 0;
-  m.origin = static_cast<SaveOrigin>((flags & kOriginMask) >> kOriginShift);
+  m.origin = static_cast<SaveOrigin>((flags & kOriginMask) >> kOriginShift);  // 0 in format 1
   if (m.chunk_bytes == 0) return Damaged("chunk size 0");
   if (m.data_bytes > kMaxDataBytes) return Damaged(fmt::format("data region of {} bytes", m.data_bytes));
   if (job_bytes > kMaxJobName) {
@@ -324,6 +316,55 @@ Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
   for (uint64_t& c : m.chunk_checksums) b.Get(&c);
   *out = std::move(m);
   return Status::Ok();
+}
+
+// Every format ever shipped, oldest first (docs/checkpoints.md, "Manifest versions"): a reader
+// keeps reading each of them. A new format adds a row, with a reader of its own when its body
+// differs, and never edits the rows above; jitckpt/tests/fixtures/ holds a manifest of each
+// row as its writer wrote it, which ManifestVersionsTest reads.
+constexpr FormatReader kFormats[] = {
+    {1, kHeaderBytes, kFlagTorn, ReadBodyV1},
+    {2, kHeaderBytes, kFlagTorn | kOriginMask, ReadBodyV1},
+};
+constexpr bool OneReaderPerFormatInOrder() {
+  for (size_t i = 0; i < std::size(kFormats); ++i) {
+    if (kFormats[i].version != i + 1) return false;
+  }
+  return std::size(kFormats) == kManifestVersion;
+}
+static_assert(OneReaderPerFormatInOrder(), "kFormats[v - 1] reads format v, for every v up to kManifestVersion");
+
+}  // namespace
+
+Status ParseManifest(std::span<const uint8_t> bytes, Manifest* out) {
+  Reader r(bytes);
+  uint64_t magic = 0, total_bytes = 0;
+  uint32_t version = 0, header_bytes = 0;
+  if (!r.Get(&magic) || !r.Get(&version) || !r.Get(&header_bytes) || !r.Get(&total_bytes)) {
+    return Damaged(fmt::format("{} bytes, shorter than any manifest", bytes.size()));
+  }
+  if (magic != kMagic) return Damaged("bad magic (not a manifest)");
+  if (total_bytes != bytes.size()) {
+    return Damaged(fmt::format("{} bytes, but its header says {} (truncated or padded)",
+                               bytes.size(), total_bytes));
+  }
+  if (bytes.size() < 24 + kChecksumBytes) return Damaged("too short for its self-checksum");
+  uint64_t stored_checksum = 0;
+  std::memcpy(&stored_checksum, bytes.data() + bytes.size() - kChecksumBytes, kChecksumBytes);
+  if (Checksum(bytes.data(), bytes.size() - kChecksumBytes) != stored_checksum) {
+    return Damaged("self-checksum mismatch (a byte was changed)");
+  }
+  if (version == 0) return Damaged("format version 0");
+  if (version > kManifestVersion) {
+    return Status::Unsupported(fmt::format("manifest format {} is newer than this build's {}; upgrade ft",
+                                           version, kManifestVersion));
+  }
+  const FormatReader& format = kFormats[version - 1];
+  if (header_bytes != format.header_bytes) {
+    return Damaged(fmt::format("header of {} bytes (format {} has {})", header_bytes, version,
+                               format.header_bytes));
+  }
+  return format.read_body(format, bytes.first(bytes.size() - kChecksumBytes), out);
 }
 
 Status LayoutMatches(const Manifest& saved, std::span<const BufferEntry> registered) {
