@@ -9,6 +9,7 @@
 #include "ftworker/monitor/node_monitor.h"
 #include "ftworker/monitor/op_names.h"
 #include "jitckpt/tier.h"
+#include "shm/hook_failures.h"
 
 namespace ft::worker {
 
@@ -22,6 +23,7 @@ constexpr const char* kRedisDropped = "ft_worker_redis_dropped_total";
 constexpr const char* kEvents = "ft_worker_events_total";
 constexpr const char* kOps = "ft_worker_ops_total";
 constexpr const char* kOpDuration = "ft_worker_op_duration_seconds";
+constexpr const char* kCollectiveSeconds = "ft_worker_collective_seconds_total";
 constexpr const char* kSteps = "ft_worker_steps_total";
 constexpr const char* kStep = "ft_worker_step_seconds";
 constexpr const char* kCompute = "ft_worker_compute_seconds";
@@ -29,6 +31,7 @@ constexpr const char* kCollectiveWait = "ft_worker_collective_wait_seconds";
 constexpr const char* kRecords = "ft_worker_ring_records_total";
 constexpr const char* kRingDropped = "ft_worker_ring_dropped_total";
 constexpr const char* kInflightAge = "ft_worker_inflight_age_seconds";
+constexpr const char* kHookFailures = "ft_worker_hook_failures_total";
 constexpr const char* kCopies = "ft_worker_ckpt_copies_total";
 constexpr const char* kCopyBytes = "ft_worker_ckpt_copy_bytes_total";
 constexpr const char* kNewestStep = "ft_worker_ckpt_newest_step";
@@ -89,6 +92,9 @@ WorkerMetrics::WorkerMetrics(metrics::Registry* registry, std::string job, std::
   Must(reg.Declare(kOpDuration, Kind::kGauge,
                    "Op durations over the last summary window (FT_SUMMARY_INTERVAL): quantile 0.5, 0.99 and 1 (max).",
                    with(r, {"comm", "op", "quantile"})));
+  Must(reg.Declare(kCollectiveSeconds, Kind::kCounter,
+                   "Seconds spent in completed collective and p2p ops (their durations added up), by "
+                   "communicator and op kind.", with(r, {"comm", "op"})));
   Must(reg.Declare(kSteps, Kind::kCounter, "Training steps observed (inferred from the repeating op sequence).", r));
   Must(reg.Declare(kStep, Kind::kGauge, "Duration of the rank's last step (0: not known yet).", r));
   Must(reg.Declare(kCompute, Kind::kGauge, "Median time per step outside collectives over the last window.", r));
@@ -97,6 +103,9 @@ WorkerMetrics::WorkerMetrics(metrics::Registry* registry, std::string job, std::
   Must(reg.Declare(kRingDropped, Kind::kCounter, "Records libft.so dropped because the rank's ring was full.", r));
   Must(reg.Declare(kInflightAge, Kind::kGauge,
                    "Age of the oldest op the rank has in flight on any communicator (0: none).", r));
+  Must(reg.Declare(kHookFailures, Kind::kCounter,
+                   "Failures libft.so swallowed to stay fail-open (monitoring has a hole there), by place.",
+                   with(r, {"place"})));
   Must(reg.Declare(kCopies, Kind::kCounter,
                    "Committed checkpoint copies this node came to hold, by tier (arena, local, remote; replica: "
                    "buddy copies of another node's ranks).", with(n, {"tier"})));
@@ -132,6 +141,7 @@ void WorkerMetrics::OnSummary(const proto::RankSummary& s) {
     labels.push_back(CommHex(op.comm_id));
     labels.push_back(op.op);
     (void)registry_->Add(kOps, labels, static_cast<double>(op.count));
+    (void)registry_->Add(kCollectiveSeconds, labels, op.sum_ms / 1e3);
     if (op.count == 0) continue;
     labels.emplace_back();
     for (auto [q, ms] : {std::pair{"0.5", op.p50_ms}, std::pair{"0.99", op.p99_ms}, std::pair{"1", op.max_ms}}) {
@@ -178,6 +188,7 @@ void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon
     }
     (void)registry_->Set(kInflightAge, Rank(p.rank), oldest_ms / 1e3);
   }
+  OnHookFailures(monitor.HookFailures());
   rdma::ServerStats served = gone_;
   if (server_ != nullptr) {
     const rdma::ServerStats now = server_->stats();
@@ -197,6 +208,26 @@ void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon
     (void)registry_->Set(kPulledBytes, own, static_cast<double>(replicator->bytes_pulled()));
     (void)registry_->Set(kPulledSeconds, own, replicator->seconds_pulling());
   }
+}
+
+void WorkerMetrics::OnHookFailures(const std::vector<NodeMonitor::RankHookFailures>& now) {
+  std::map<std::tuple<int, uint64_t, uint32_t>, uint64_t> seen;
+  for (const NodeMonitor::RankHookFailures& r : now) {
+    for (const shm::HookFailureCount& c : r.counts) {
+      const auto key = std::make_tuple(r.rank, r.incarnation, c.place);
+      auto was = hook_failures_seen_.find(key);
+      const uint64_t before = was == hook_failures_seen_.end() ? 0 : was->second;
+      // The segment's bytes are the process's to write: a count that went down adds nothing.
+      const uint64_t count = std::max(before, c.count);
+      seen[key] = count;
+      if (count == before) continue;
+      const char* name = shm::HookPlaceName(c.place);
+      metrics::LabelValues labels = Rank(r.rank);
+      labels.push_back(name != nullptr ? std::string(name) : fmt::format("place_{}", c.place));
+      (void)registry_->Add(kHookFailures, labels, static_cast<double>(count - before));
+    }
+  }
+  hook_failures_seen_ = std::move(seen);
 }
 
 void WorkerMetrics::ServerGone(const rdma::ServerStats& last) {

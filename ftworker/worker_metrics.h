@@ -4,7 +4,8 @@
 // calls Refresh every tick (it reads the node's state once per FT_METRICS_INTERVAL); the server
 // thread only renders. Two seams count what happens on other threads: the persist function
 // (the keeper's persist thread) and the transfer server (its copies served to peers).
-// Labels: job, node, rank, comm (16 hex digits, as ftworker status shows it), op, kind, tier.
+// Labels: job, node, rank, comm (16 hex digits, as ftworker status shows it), op, kind, tier,
+// place (where libft.so swallowed a failure: shm::HookPlaceName).
 #ifndef FT_FTWORKER_WORKER_METRICS_H_
 #define FT_FTWORKER_WORKER_METRICS_H_
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "ftworker/ckpt/ckpt_keeper.h"
+#include "ftworker/monitor/node_monitor.h"
 #include "ftworker/transfer/transfer_service.h"
 #include "metrics/registry.h"
 #include "proto/messages.h"
@@ -23,7 +25,6 @@
 namespace ft::worker {
 
 class Daemon;
-class NodeMonitor;
 
 class WorkerMetrics {
  public:
@@ -37,6 +38,10 @@ class WorkerMetrics {
   // `buddy`: a copy of another node's rank (the replicator's), else this node's own.
   void OnCkptReport(const CkptReport& report, bool buddy);
   void Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon& daemon);
+  // The hook failures the segments count (NodeMonitor::HookFailures; Refresh passes them):
+  // each incarnation's growth is added to ft_worker_hook_failures_total, so a restarted rank's
+  // counts add to its earlier ones.
+  void OnHookFailures(const std::vector<NodeMonitor::RankHookFailures>& now);
 
   // The persist function counted: ft_worker_ckpt_persist_* by tier and result. Any thread.
   PersistFn WrapPersist(PersistFn inner);
@@ -56,6 +61,8 @@ class WorkerMetrics {
   // (step, rank, tier) already counted in ft_worker_ckpt_copies_total; a copy no tier holds
   // any more leaves it, so it stays as small as retention keeps the tiers.
   std::set<std::tuple<int64_t, int, std::string>> counted_;
+  // (rank, incarnation, place) -> the count already added; incarnations no longer read leave.
+  std::map<std::tuple<int, uint64_t, uint32_t>, uint64_t> hook_failures_seen_;
   // Loop thread: the live transfer server and the totals of the ones stopped before it.
   TransferServer* server_ = nullptr;
   rdma::ServerStats gone_{};

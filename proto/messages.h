@@ -229,6 +229,9 @@ struct OpSummary {
   double p99_ms = 0;
   double max_ms = 0;
   uint64_t last_seq = 0;
+  // The window's durations added up: the worker's own figure (ft_worker_collective_seconds_total),
+  // not written to Redis (the codec leaves it out; a decoded summary has 0).
+  double sum_ms = 0;
 
   bool operator==(const OpSummary&) const = default;
 };

@@ -213,6 +213,14 @@ std::vector<int> NodeMonitor::Ranks() const {
   return ranks;
 }
 
+std::vector<NodeMonitor::RankHookFailures> NodeMonitor::HookFailures() const {
+  std::vector<RankHookFailures> out;
+  for (const auto& m : monitors_) {
+    if (!m->hook_failures().empty()) out.push_back({m->rank(), m->incarnation(), m->hook_failures()});
+  }
+  return out;
+}
+
 Status NodeMonitor::StopRank(int rank, double grace_s) {
   RankMonitor* m = CurrentAlive(rank);
   if (m == nullptr) {

@@ -79,6 +79,15 @@ class NodeMonitor {
   // Ranks whose current incarnation is alive (running or disabled), ascending.
   std::vector<int> Ranks() const;
 
+  // Failures libft.so swallowed (shm/hook_failures.h), per incarnation still read, as of the
+  // last Tick; incarnations without any are left out. The counts only grow within one.
+  struct RankHookFailures {
+    int rank = -1;
+    uint64_t incarnation = 0;
+    std::vector<shm::HookFailureCount> counts;
+  };
+  std::vector<RankHookFailures> HookFailures() const;
+
   // SIGTERM now; SIGKILL from the first Tick `grace_s` later if the process is still there.
   // kNotFound when the rank has no live process on this node.
   Status StopRank(int rank, double grace_s);

@@ -116,6 +116,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   // A disabled libft.so stopped updating its table: what it shows in flight is stale.
   if (life_ == Life::kRunning) timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
   for (size_t i = first_event; i < events->size(); ++i) (*events)[i].progress = progress_;
+  hook_failures_ = shm::SnapshotHookFailures(segment_->header());
   if (progress_.state != last_state_) {
     last_state_ = progress_.state;
     membership_changed_ = true;
@@ -215,6 +216,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       double ms = static_cast<double>(r.b) / 1e6;
       ++w.count;
       w.max_ms = std::max(w.max_ms, ms);
+      w.sum_ms += ms;
       w.last_seq = std::max(w.last_seq, r.seq);
       if (w.samples_ms.size() < kMaxSamples) {
         w.samples_ms.push_back(ms);
@@ -641,6 +643,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
     o.p99_ms = Percentile(w.samples_ms, 0.99);
     o.max_ms = w.max_ms;
     o.last_seq = w.last_seq;
+    o.sum_ms = w.sum_ms;
     s.ops.push_back(std::move(o));
   }
   window_ops_.clear();

@@ -48,6 +48,7 @@
 #include "ftworker/monitor/timeout_detector.h"
 #include "proto/messages.h"
 #include "shm/comm_table.h"
+#include "shm/hook_failures.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
 
@@ -108,6 +109,8 @@ class RankMonitor {
   uint64_t inode() const { return inode_; }
   shm::Segment& segment() { return *segment_; }
   const StepInference& steps() const { return steps_; }
+  // Failures libft.so swallowed, by place (shm/hook_failures.h), as of the last Tick.
+  const std::vector<shm::HookFailureCount>& hook_failures() const { return hook_failures_; }
 
  private:
   struct OpKey {
@@ -120,6 +123,7 @@ class RankMonitor {
     std::vector<double> samples_ms;  // a uniform sample of at most kMaxSamples
     uint64_t count = 0;
     double max_ms = 0;
+    double sum_ms = 0;
     uint64_t last_seq = 0;
   };
   struct RecentEnter {
@@ -215,6 +219,7 @@ class RankMonitor {
 
   TimeoutDetector timeouts_;
   proto::RankProgress progress_;
+  std::vector<shm::HookFailureCount> hook_failures_;
 };
 
 }  // namespace ft::worker

@@ -1,10 +1,16 @@
 // ftworker's metrics as the loop feeds them (worker_metrics.h): events by kind, summaries
-// accumulated into counters, a copy counted once per tier it reaches, the persist seam.
+// accumulated into counters (ops and the time spent in them, from segments a NodeMonitor read),
+// the failures libft.so counted in its segment, a copy counted once per tier it reaches, the
+// persist seam.
 #include "ftworker/worker_metrics.h"
 
 #include <cmath>
 
 #include <gtest/gtest.h>
+
+#include "ftworker/monitor/op_names.h"
+#include "ftworker/monitor/tests/test_util.h"
+#include "shm/hook_failures.h"
 
 namespace ft::worker {
 namespace {
@@ -66,6 +72,79 @@ TEST_F(WorkerMetricsTest, SummariesAccumulateOpsAndKeepTheLastWindowsFigures) {
   EXPECT_EQ(Value("ft_worker_steps_total", {"j", "n0", "1"}), 20);
   EXPECT_EQ(Value("ft_worker_step_seconds", {"j", "n0", "1"}), 0.5);
   EXPECT_EQ(Value("ft_worker_ring_dropped_total", {"j", "n0", "1"}), 4);
+}
+
+// Three allreduces of 1.5 ms as libft.so records them, read by the monitor and summarized:
+// 4.5 ms in all; the next window's op adds to it.
+TEST_F(WorkerMetricsTest, CollectiveSecondsAddUpTheCompletedOpsDurations) {
+  using testing::kMs;
+  testing::FakeProbe probe;
+  const std::string job = testing::UniqueJob("collsec");
+  NodeMonitor monitor(testing::MonitorOptions(job, &probe));
+  testing::FakeRank rank(job, 2, 3'900'200);
+  constexpr uint64_t kComm = 0x5eed;
+  rank.CommInit(kComm, 0, 2);
+  uint64_t t = testing::MonoNs();
+  const uint32_t allreduce = testing::Op(shm::OpKind::kAllReduce);
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    rank.Collective(kComm, seq, allreduce, 4096, t + seq * 10 * kMs, kMs / 10, 1'500'000);
+  }
+  std::vector<proto::Event> events;
+  monitor.Tick(t + 100 * kMs, 1, &events);
+  for (const proto::RankSummary& s : monitor.TakeSummaries(1)) m_.OnSummary(s);
+  const metrics::LabelValues labels = {"j", "n0", "2", CommHex(kComm), "allreduce"};
+  EXPECT_EQ(Value("ft_worker_ops_total", labels), 3);
+  EXPECT_DOUBLE_EQ(Value("ft_worker_collective_seconds_total", labels), 0.0045);
+  rank.Collective(kComm, 4, allreduce, 4096, t + 200 * kMs, kMs / 10, 2'000'000);
+  monitor.Tick(t + 300 * kMs, 2, &events);
+  for (const proto::RankSummary& s : monitor.TakeSummaries(2)) m_.OnSummary(s);
+  EXPECT_EQ(Value("ft_worker_ops_total", labels), 4);
+  EXPECT_DOUBLE_EQ(Value("ft_worker_collective_seconds_total", labels), 0.0065);
+}
+
+// What libft.so counted in the segment header, by place: counted once however often it is
+// read, growth added, a restarted rank's failures added to its earlier ones, a place this
+// build does not know named by its id.
+TEST_F(WorkerMetricsTest, HookFailuresCountedByRankAndPlace) {
+  using testing::kMs;
+  testing::FakeProbe probe;
+  const std::string job = testing::UniqueJob("hookfail");
+  NodeMonitor monitor(testing::MonitorOptions(job, &probe));
+  std::vector<proto::Event> events;
+  uint64_t t = testing::MonoNs();
+  auto read = [&] {
+    t += 10 * kMs;
+    monitor.Tick(t, 1, &events);
+    m_.OnHookFailures(monitor.HookFailures());
+  };
+  auto pre_op = [](shm::SegmentHeader* h) {
+    shm::CountHookFailure(h, static_cast<uint32_t>(shm::HookPlace::kNcclPreOp));
+  };
+  const metrics::LabelValues at_pre_op = {"j", "n0", "4", "nccl_pre_op"};
+  {
+    testing::FakeRank first(job, 4, 3'900'210);
+    testing::FakeRank other(job, 5, 3'900'211);
+    pre_op(first.header());
+    pre_op(first.header());
+    shm::CountHookFailure(first.header(), static_cast<uint32_t>(shm::HookPlace::kPoller));
+    read();
+    read();  // the same counts again: nothing new
+    EXPECT_EQ(Value("ft_worker_hook_failures_total", at_pre_op), 2);
+    EXPECT_EQ(Value("ft_worker_hook_failures_total", {"j", "n0", "4", "poller"}), 1);
+    EXPECT_TRUE(std::isnan(Value("ft_worker_hook_failures_total", {"j", "n0", "5", "nccl_pre_op"})));
+    pre_op(first.header());
+    shm::CountHookFailure(other.header(), 77);  // a newer libft.so's place
+    read();
+    EXPECT_EQ(Value("ft_worker_hook_failures_total", at_pre_op), 3);
+    EXPECT_EQ(Value("ft_worker_hook_failures_total", {"j", "n0", "5", "place_77"}), 1);
+    probe.procs[3'900'210].exists = false;  // rank 4 dies; its segment is reclaimed
+    read();
+  }
+  testing::FakeRank again(job, 4, 3'900'212);  // its restart counts from 0 in a new segment
+  pre_op(again.header());
+  read();
+  read();
+  EXPECT_EQ(Value("ft_worker_hook_failures_total", at_pre_op), 4);
 }
 
 TEST_F(WorkerMetricsTest, ACopyIsCountedOncePerTierItReaches) {

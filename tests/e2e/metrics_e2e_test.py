@@ -13,6 +13,12 @@ Prometheus' HTTP API — what a Grafana panel over ft would show.
                       ft_worker_ckpt_copies_total{tier="arena"} = the three saves; node0's
                       FT_METRICS_TEXTFILE (node_exporter's textfile collector) holds the same
                       figures.
+  --case master-textfile
+                      ftmaster alone with FT_METRICS_TEXTFILE (no HTTP listener): the file
+                      holds ft_master_leader 1 once it leads, then the incident counter of an
+                      incident put into the job's incident stream (one by hand: this case is
+                      about the file, the prometheus case about real incidents), rewritten in
+                      place with nothing else left in its directory, and a last time at exit.
 
 Prometheus comes from scripts/install-deps.sh (Debian's package); without it the test fails
 saying so.
@@ -235,9 +241,52 @@ def case_prometheus(args):
         shutil.rmtree(textdir, ignore_errors=True)
 
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def case_master_textfile(args):
+    textdir = tempfile.mkdtemp(prefix="ft-textfile-")
+    textfile = os.path.join(textdir, "ftmaster.prom")
+    try:
+        with Cluster(args, job="mtext", nodes=1, ranks_per_node=1) as c:
+            job = re.escape(c.job)
+            c.start_master([], {"FT_METRICS_LISTEN": "", "FT_METRICS_TEXTFILE": textfile,
+                                "FT_METRICS_INTERVAL": "200ms"})
+
+            def leader():
+                text = read_text(textfile)
+                return text if text and re.search(
+                    r'^ft_master_leader\{job="%s",node="[^"]+"\} 1$' % job, text, re.M) else None
+            c.wait_for(leader, 30, "ft_master_leader 1 in the master's FT_METRICS_TEXTFILE")
+            check("serving http" not in c.master_log(), "FT_METRICS_LISTEN='' still served:\n%s" % c.master_log())
+
+            incident = {"v": 1, "id": "inc-textfile-1", "kind": "hang", "decision": "stop",
+                        "first_event_unix_ms": int(time.time() * 1000) - 900,
+                        "window_closed_unix_ms": int(time.time() * 1000) - 400, "decide_ms": 500}
+            c.db.command("XADD", c.key("incidents"), "*", "json", json.dumps(incident))
+            counted = r'^ft_master_incidents_total\{job="%s",kind="hang",decision="stop"\} 1$' % job
+            c.wait_for(lambda: re.search(counted, read_text(textfile) or "", re.M), 30,
+                       "ft_master_incidents_total{kind=hang,decision=stop} 1 in the textfile")
+            check(sorted(os.listdir(textdir)) == ["ftmaster.prom"], "textfile dir holds %s" % os.listdir(textdir))
+
+            c.master.terminate()
+            check(c.master.wait(timeout=30) == 0, "ftmaster exited with %s" % c.master.returncode)
+            text = read_text(textfile) or ""
+            check(re.search(counted, text, re.M) and "# TYPE ft_master_leader gauge" in text,
+                  "the textfile after exit:\n%s" % text[:1000])
+            print("OK: the master's textfile holds ft_master_leader 1 and the incident counter")
+    finally:
+        shutil.rmtree(textdir, ignore_errors=True)
+
+
 def main():
     args = parse_args()
-    cases = {"prometheus": case_prometheus}
+    cases = {"prometheus": case_prometheus, "master-textfile": case_master_textfile}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
     cases[args.case](args)
