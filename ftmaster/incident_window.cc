@@ -198,6 +198,7 @@ bool MasterLoop::ReadProgress(Clock::time_point now) {
         window_reads_.MembershipOf(window_reads_.Make(progress_.values(), open_.events).members);
     window_whole_ = false;
   }
+  membership_of_window_ = open_.first_event_id;
   stats_.progress_read_ms = MsSince(start);
   next_progress_ = now + Spacing(options_.tick, stats_.progress_read_ms);
   return true;

@@ -290,15 +290,35 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
 }
 
 void MasterLoop::NoticeWindow(Clock::time_point now) {
-  const bool renew = open_.open && window_noticed_ && now >= next_window_notice_;
+  if (open_.open && membership_of_window_ != open_.first_event_id) return;  // members not read yet
+  const std::optional<proto::RankRanges> ranks =
+      open_.open ? WindowNoticeRanks() : std::optional<proto::RankRanges>();
+  const std::string ranks_text = ranks ? ranks->Format() : "*";
+  const bool renew = open_.open && window_noticed_ &&
+                     (now >= next_window_notice_ || ranks_text != noticed_ranks_ ||
+                      noticed_window_ != open_.first_event_id);
   if (open_.open == window_noticed_ && !renew) return;
   // A closed window has forgotten its id: the close names the one its open named.
   const std::string& id = open_.open ? open_.first_event_id : noticed_window_;
-  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id};
+  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id, .ranks = ranks};
   if (!writer_.Run({proto::NoticeXadd(keys_.Notify(), notice)})) return;  // again at the next tick
   window_noticed_ = open_.open;
   noticed_window_ = notice.window;
+  noticed_ranks_ = ranks_text;
   next_window_notice_ = now + kWindowNoticeRenew;
+}
+
+std::optional<proto::RankRanges> MasterLoop::WindowNoticeRanks() const {
+  if (window_whole_) return std::nullopt;
+  std::vector<int> members;
+  members.reserve(window_membership_.size());
+  for (const proto::Membership& m : window_membership_) members.push_back(m.rank);
+  // The window's own events' ranks too: a rank that raised one may not be in the membership
+  // read yet.
+  for (const proto::Event& e : open_.events) members.push_back(e.rank);
+  proto::RankRanges ranks = proto::RankRanges::Of(members);
+  if (ranks.Format().size() > proto::kMaxNoticeRanksBytes) return std::nullopt;
+  return ranks;
 }
 
 void MasterLoop::EnsureTransferSecret(Clock::time_point now) {

@@ -59,6 +59,7 @@
 #include "ftmaster/core/window_reads.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
+#include "proto/rank_ranges.h"
 #include "redis/store.h"
 #include "redis/url.h"
 
@@ -142,9 +143,14 @@ class MasterLoop {
   // persistence), at the next check (kSecretCheck). An existing secret is kept as it is.
   void EnsureTransferSecret(Clock::time_point now);
   // Tells every worker that a window opened (and again every kWindowNoticeRenew while it
-  // stays open) or closed (proto/notice.h): while it is open they write every rank's
-  // progress table, which calm ranks otherwise write only on a change.
+  // stays open, or at once when its members changed) or closed (proto/notice.h): while it is
+  // open they write the progress tables of the window's members at every report, which calm
+  // ranks otherwise write only on a change. The open notice waits for the window's first read
+  // of its members (the same tick), so that it can name them.
   void NoticeWindow(Clock::time_point now);
+  // The ranks an open window's notice names: its members, or none (every rank) when the
+  // membership is not known or too many to name.
+  std::optional<proto::RankRanges> WindowNoticeRanks() const;
   void Print(const proto::Incident& incident, const std::vector<std::string>& evicted);
   // incident_window.cc
   void ReadEvents(Clock::time_point now, int64_t unix_ms);
@@ -234,6 +240,7 @@ class MasterLoop {
   uint64_t window_reads_for_ = 0;      // the ranks_.version() it was built for
   std::vector<proto::Membership> window_membership_;  // the open window's members
   bool window_whole_ = false;          // progress_ holds every table (no membership known)
+  std::string membership_of_window_;   // the window (first event id) those were read for
   std::string summary_cursor_;         // HSCAN cursor of the pass under way ("": none open)
   int summary_group_ = 0;              // the group (proto/keys.h) that cursor scans
   uint64_t summary_passes_ = 0;        // in this term
@@ -284,6 +291,7 @@ class MasterLoop {
   Clock::time_point next_secret_check_{};
   bool window_noticed_ = false;  // the last window notice written said "open"
   std::string noticed_window_;   // and named this window
+  std::string noticed_ranks_;    // and these ranks ("*": none named, every rank)
   Clock::time_point next_window_notice_{};
   bool secret_seen_ = false;  // the transfer secret was there at a check of this master's
   Clock::time_point next_acks_{};

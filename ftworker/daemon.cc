@@ -339,18 +339,22 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
 MasterNews Daemon::TakeNews(uint64_t mono_ns) {
   MasterNews news = watch_ != nullptr ? watch_->Take() : MasterNews{};
   if (news.window_open) {
-    if (*news.window_open && !window_open_) {
-      FT_LOG(Info, Worker, "the master opened an incident window ({}): writing every rank's progress "
-             "table every {} ms until it closes", news.window,
+    const std::string named = news.window_ranks ? news.window_ranks->Format() : "*";
+    if (*news.window_open && (!window_open_ || named != (window_ranks_ ? window_ranks_->Format() : "*"))) {
+      FT_LOG(Info, Worker, "the master's incident window {} asks for the progress tables of {} every "
+             "{} ms until it closes", news.window,
+             news.window_ranks ? "ranks " + named.substr(0, 64) : std::string("every rank"),
              std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.report_interval).count());
       next_report_ns_ = 0;  // the master waits for these tables: now, not at the next report
     }
     window_open_ = *news.window_open;
+    window_ranks_ = news.window_ranks;
     window_until_ns_ = mono_ns + kWindowNoticeLifeNs;
   } else if (window_open_ && mono_ns >= window_until_ns_) {
     FT_LOG(Warn, Worker, "the master's incident window notice was not renewed for {} s: back to "
            "writing calm ranks' tables only on a change", kWindowNoticeLifeNs / 1000 / kMs);
     window_open_ = false;
+    window_ranks_.reset();
   }
   return news;
 }
@@ -358,14 +362,16 @@ MasterNews Daemon::TakeNews(uint64_t mono_ns) {
 void Daemon::Report(uint64_t mono_ns, int64_t unix_ms) {
   if (mono_ns >= next_report_ns_) {
     // Unheard notices would leave the master without the tables it waits for: every table
-    // then, as before notices. Half the smallest timeout: the peers that will time out write
-    // theirs from half-way on (report_pacing.h).
-    const bool write_all = window_open_ || !hearing_master();
+    // then, as before notices. Half the smallest timeout: a rank that waits (or is silent)
+    // that long writes its table once then, before any window opens (report_pacing.h).
+    const bool hearing = hearing_master();
     double timeout_ms = static_cast<double>(
         std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.timeout_floor).count());
     if (smallest_timeout_ms_ > 0) timeout_ms = std::min(timeout_ms, smallest_timeout_ms_);
     for (const auto& progress : monitor_->Progress()) {
-      if (progress_pacer_.ShouldWrite(progress, timeout_ms / 2, write_all, unix_ms)) {
+      const bool asked =
+          !hearing || (window_open_ && (!window_ranks_ || window_ranks_->Contains(progress.rank)));
+      if (progress_pacer_.ShouldWrite(progress, timeout_ms / 2, asked, unix_ms)) {
         reporter_.SetProgress(progress);
       }
     }

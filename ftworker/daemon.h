@@ -129,7 +129,8 @@ class Daemon {
   std::unique_ptr<MasterWatch> watch_;  // null: no notices (tests on a FakeStore)
   ProgressPacer progress_pacer_;
   SummaryPacer summary_pacer_;
-  bool window_open_ = false;          // the master's window notice: every table is written
+  bool window_open_ = false;          // the master's window notice: its ranks' tables are written
+  std::optional<proto::RankRanges> window_ranks_;  // the ranks it names; none: every rank
   uint64_t window_until_ns_ = 0;      // a lost "closed" notice ends it here
   double smallest_timeout_ms_ = 0;    // of the table in use; 0: none published yet
   bool was_connected_ = false;

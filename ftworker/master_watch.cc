@@ -94,6 +94,7 @@ bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify
         case proto::NoticeKind::kWindow:
           got.window_open = notice.open;
           got.window = notice.window;
+          got.window_ranks = notice.ranks;
           break;
       }
     }
@@ -106,6 +107,7 @@ bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify
   if (got.window_open) {
     news.window_open = got.window_open;
     news.window = got.window;
+    news.window_ranks = got.window_ranks;
   }
   return true;
 }

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "proto/keys.h"
+#include "proto/rank_ranges.h"
 #include "redis/store.h"
 
 namespace ft::worker {
@@ -35,6 +36,7 @@ struct MasterNews {
   bool secret = false;
   std::optional<bool> window_open;  // the newest window notice: open or closed
   std::string window;               // its window id
+  std::optional<proto::RankRanges> window_ranks;  // the ranks it names; none: every rank
 
   bool any() const { return everything || commands || timeouts || restore || secret || window_open; }
 };

@@ -37,11 +37,12 @@ bool Attentive(const proto::RankProgress& p, double attention_ms) {
 }
 
 bool ProgressPacer::ShouldWrite(const proto::RankProgress& progress, double attention_ms,
-                                bool write_all, int64_t unix_ms) {
-  std::string signature = Signature(progress);
+                                bool asked, int64_t unix_ms) {
+  // Turning attentive (or calm again) is a change of state: written once, not every report.
+  std::string signature = Signature(progress) + (Attentive(progress, attention_ms) ? "|attentive" : "");
   auto it = last_.find(progress.rank);
-  const bool due = write_all || it == last_.end() || it->second.signature != signature ||
-                   Attentive(progress, attention_ms) || unix_ms - it->second.unix_ms >= refresh_ms_;
+  const bool due = asked || it == last_.end() || it->second.signature != signature ||
+                   unix_ms - it->second.unix_ms >= refresh_ms_;
   if (!due) return false;
   last_[progress.rank] = Written{std::move(signature), unix_ms};
   return true;

@@ -5,14 +5,16 @@
 // ProgressPacer — a rank's progress table (what it waits on, how long): the master reads them
 // only inside an incident window, and then wants every member's table observed after the
 // window's first event. So a table is written
-//   - whenever the worker is told to write all of them: the master's window is open (a window
-//     notice, proto/notice.h) or the worker cannot hear notices (its watcher is down: the old
-//     rule, every report);
-//   - when the rank's state changes (state, process, incarnation, busy, frozen, its comms);
-//   - while the rank is attentive: an op it entered has not completed for attention_ms, or its
-//     host has been blocked in a call or silent that long, or it is frozen. The daemon
-//     passes half the smallest timeout in use, so the peers that will raise the timeout events
-//     write their tables from half-way on, before the window opens;
+//   - whenever the worker is asked for it: the master's window is open and names the rank (a
+//     window notice names the members of its communicators, or no one: every rank; notice.h),
+//     or the worker cannot hear notices (its watcher is down: the old rule, every report);
+//   - when the rank's state changes (state, process, incarnation, busy, frozen, its comms),
+//     and when it turns attentive or calm again: attentive = an op it entered has not
+//     completed for attention_ms, or its host has been blocked in a call or silent that long,
+//     or it is frozen. The daemon passes half the smallest timeout in use, so what a rank
+//     waits on is in Redis once, before any window opens. Not every report: in a job-wide hang
+//     every rank is attentive, and 131k tables every 200 ms are more than one Redis takes; the
+//     window asks its members for theirs;
 //   - and otherwise every refresh_ms (FT_PROGRESS_REFRESH), for `ftmaster status`.
 //
 // SummaryPacer — a rank's summary (step and op times): the master's timeout model takes the
@@ -51,8 +53,9 @@ class ProgressPacer {
  public:
   explicit ProgressPacer(int64_t refresh_ms) : refresh_ms_(refresh_ms) {}
 
-  // True when `progress` should be written now (and then remembers it as written).
-  bool ShouldWrite(const proto::RankProgress& progress, double attention_ms, bool write_all,
+  // True when `progress` should be written now (and then remembers it as written). asked:
+  // the master's open window names the rank, or the worker cannot hear the master.
+  bool ShouldWrite(const proto::RankProgress& progress, double attention_ms, bool asked,
                    int64_t unix_ms);
   // Every rank is written at the next report (Redis lost what it had).
   void Forget() { last_.clear(); }

@@ -38,6 +38,7 @@ std::vector<std::string> NoticeFields(const Notice& notice) {
   std::vector<std::string> fields{"kind", std::string(NoticeKindName(notice.kind))};
   if (notice.kind == NoticeKind::kWindow) {
     fields.insert(fields.end(), {"open", notice.open ? "1" : "0", "window", notice.window});
+    if (notice.ranks) fields.insert(fields.end(), {"ranks", notice.ranks->Format()});
   }
   return fields;
 }
@@ -55,8 +56,9 @@ Status ParseNotice(std::span<const std::string> fields, Notice* out) {
   for (size_t i = 0; i < fields.size(); i += 2) {
     const std::string& field = fields[i];
     const std::string& value = fields[i + 1];
-    if (value.size() > kMaxFieldBytes) {
-      return Status::Corrupt("notice: field " + field.substr(0, 32) + " is longer than 256 bytes");
+    const size_t limit = field == "ranks" ? kMaxNoticeRanksBytes : kMaxFieldBytes;
+    if (value.size() > limit) {
+      return Status::Corrupt("notice: field " + field.substr(0, 32) + " is longer than " + std::to_string(limit) + " bytes");
     }
     if (field == "kind") {
       if (!ParseNoticeKind(value, &n.kind)) {
@@ -69,6 +71,11 @@ Status ParseNotice(std::span<const std::string> fields, Notice* out) {
       have_open = true;
     } else if (field == "window") {
       n.window = value;
+    } else if (field == "ranks") {
+      RankRanges ranks;
+      Status parsed = RankRanges::Parse(value, &ranks);
+      if (!parsed.ok()) return Status::Corrupt("notice: " + std::string(parsed.message()));
+      n.ranks = std::move(ranks);
     }
   }
   if (!have_kind) return Status::Corrupt("notice: no kind");

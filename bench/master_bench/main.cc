@@ -82,8 +82,7 @@ int main(int argc, char** argv) {
               o.ftmaster.c_str(),
               o.cluster ? "a Redis Cluster of 3 masters + 3 replicas" : "one redis-server",
               o.every_report ? "workers write every report (before issue 19)"
-              : o.scoped     ? "workers write what changed; in a window only the hang's comms"
-                             : "workers write what changed, every rank in a window",
+                             : "workers write what changed; in a window the ranks it names",
               CpuCount(),
               o.pin && CpuCount() >= 2 ? "ftmaster pinned alone to the last" : "unpinned",
               o.hang_window.c_str(), o.trials,
@@ -91,7 +90,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
 
   std::vector<std::string> results;
-  const char* writes = o.every_report ? "every-report" : o.scoped ? "comms" : "paced";
+  const char* writes = o.every_report ? "every-report" : "paced";
   for (int n : o.ranks) {
     const Layout layout = Layout::ForRanks(n);
     std::vector<double> window, decide, field, first, steady, decision, others, input;

@@ -20,7 +20,7 @@ constexpr const char* kUsage =
     "usage: master_bench [--ftmaster PATH] [--redis-server PATH] [--ranks 1024,4096,16384,131072]\n"
     "                    [--trials 5] [--steady-s 3] [--hang-window 1s] [--events peers|all]\n"
     "                    [--no-profile] [--no-pin] [--log-level info] [--keep-logs DIR] [--cluster]\n"
-    "                    [--every-report] [--window-writes all|comms]\n"
+    "                    [--every-report]\n"
     "Drives the real ftmaster with synthetic workers through a private redis-server and prints\n"
     "RESULT master ranks=<N> window_ms=.. decide_ms=.. e2e_ms=.. cpu_pct=.. per size (medians;\n"
     "bench/README.md).\n"
@@ -34,10 +34,7 @@ constexpr const char* kUsage =
     "                      loopback) instead of one redis-server: RESULT master_cluster ...,\n"
     "                      with each shard's input rate (shard_write_bytes_s=a/b/c)\n"
     "  --every-report      the synthetic workers write every table every report and every\n"
-    "                      summary every second (as before issue 19), not only what changed\n"
-    "  --window-writes all|comms  in a window every rank writes every report (all: ftworker's\n"
-    "                      rule), or only the hang's communicators, and an attentive rank once\n"
-    "                      (comms: a lighter model, for comparison)\n";
+    "                      summary every second (as before issue 19), not only what changed\n";
 
 std::string DefaultFtmaster() {
   char self[4096] = {};
@@ -98,10 +95,6 @@ Options ParseOptions(int argc, char** argv) {
       o.cluster = true;
     } else if (arg == "--every-report") {
       o.every_report = true;
-    } else if (arg == "--window-writes") {
-      const std::string v = value();
-      if (v != "all" && v != "comms") Die("--window-writes takes all or comms");
-      o.scoped = v == "comms";
     } else if (arg == "--keep-logs") {
       o.keep_logs = value();
     } else {

@@ -19,7 +19,6 @@ struct Options {
   bool pin = true;
   bool cluster = false;     // a 3-shard Redis Cluster instead of one redis-server
   bool every_report = false;  // the workers' writes before issue 19 (worker_driver.h)
-  bool scoped = false;        // --window-writes comms: a lighter model (worker_driver.h)
   std::string log_level = "info";
   std::string keep_logs;
 };

@@ -65,7 +65,7 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
   std::vector<redis::Argv> cmds;
   sj.MembershipCommands(&cmds);
   Pipeline(db, cmds, "writing membership");
-  Driver driver(&sj, &db, UnixMs(), o.every_report, o.scoped);
+  Driver driver(&sj, &db, UnixMs(), o.every_report);
   driver.WriteAll(UnixMs());
 
   char dir_template[] = "/tmp/ft-master-bench-XXXXXX";

@@ -24,9 +24,8 @@ void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands,
   }
 }
 
-Driver::Driver(SyntheticJob* job, redis::Commands* db, int64_t now, bool every_report,
-               bool scoped)
-    : job_(job), db_(db), every_report_(every_report), scoped_(scoped) {
+Driver::Driver(SyntheticJob* job, redis::Commands* db, int64_t now, bool every_report)
+    : job_(job), db_(db), every_report_(every_report) {
   const int nodes = job->nodes();
   const auto n = static_cast<size_t>(nodes);
   next_report_.resize(n);
@@ -84,27 +83,25 @@ void Driver::ReadNotices() {
     }
     if (notice.open && !window_open_) ++windows_opened_;
     window_open_ = notice.open;
+    window_ranks_ = notice.ranks;
   }
 }
 
 void Driver::NodeReport(int node, int64_t now, std::vector<redis::Argv>* cmds) {
   const auto k = static_cast<size_t>(node);
-  const bool window = window_open_ && (!scoped_ || node == job_->hang().stopped / kTp);
-  if (every_report_ || window || now >= next_refresh_[k] || (hung_ && !hung_written_[k])) {
+  const bool window_all = window_open_ && !window_ranks_;
+  if (every_report_ || window_all || now >= next_refresh_[k] || (hung_ && !hung_written_[k])) {
     job_->ProgressCommand(node, now, hung_, cmds);
     hung_written_[k] = hung_;
     next_refresh_[k] = now + kProgressRefreshMs;
     return;
   }
-  if (!hung_) return;
   for (int r = node * kTp; r < (node + 1) * kTp; ++r) {
-    if (!job_->Attentive(r, now)) continue;
-    if (scoped_) {
-      char& once = attentive_written_[static_cast<size_t>(r)];
-      if (once) continue;
-      once = 1;
-    }
-    job_->RankProgressCommand(r, now, hung_, cmds);
+    const bool asked = window_open_ && window_ranks_->Contains(r);
+    char& attentive = attentive_written_[static_cast<size_t>(r)];
+    const bool turned = hung_ && !attentive && job_->Attentive(r, now);
+    if (turned) attentive = 1;
+    if (asked || turned) job_->RankProgressCommand(r, now, hung_, cmds);
   }
 }
 

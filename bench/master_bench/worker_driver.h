@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bench/master_bench/common.h"
 #include "bench/master_bench/synthetic_job.h"
+#include "proto/rank_ranges.h"
 #include "redis/store.h"
 
 namespace ft::bench {
@@ -19,20 +21,19 @@ void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands, std
 // The workers' clocks, as ftworker paces its writes (ftworker/report_pacing.h; issue 19: a
 // calm job writes only what changed, at the rate decisions need). Each node's worker reports
 // every FT_REPORT_INTERVAL (200 ms); a rank's progress table goes out at a report when
-//   - the master's incident window is open (a window notice on ft:{J}:notify, read here at
-//     every driver tick as a worker's blocking XREAD would hear it): every table;
+//   - the master's incident window is open and names the rank (a window notice on
+//     ft:{J}:notify, read here at every driver tick as a worker's blocking XREAD would hear
+//     it; it names the members of the window's communicators), or names no one: every table;
 //   - its state changed (running → hung: its table stops showing it busy);
-//   - it is attentive: hung and waiting (or, the stopped rank, silent) for half the timeout;
+//   - it turned attentive: hung and waiting (or, the stopped rank, silent) for half the
+//     timeout — once;
 //   - FT_PROGRESS_REFRESH (60 s) passed since its last write.
 // Summaries go out every FT_SUMMARY_REFRESH (10 s: the synthetic times never move by 10 %),
 // the worker heartbeat (`worker:<node>` with a 5 s TTL, and the `workers` set) every second.
 // Real workers are independent processes, so their phases are spread evenly over each period.
 //
 // `every_report`: the model before issue 19 (every table every report, every summary every
-// second), for comparison. `scoped`: a lighter model for comparison (not what ftworker does):
-// a window notice makes only the ranks of the hang's communicators (the stopped rank's tp
-// group here) write every report, and an attentive rank writes once when it becomes
-// attentive instead of every report; what the master needs to close this window.
+// second), for comparison.
 //
 // One Tick sends at most kMaxTickCommands and continues with the next nodes at the next
 // call, each value carrying the time it is rendered: when the bench cannot write as fast as
@@ -43,7 +44,7 @@ class Driver {
  public:
   static constexpr size_t kMaxTickCommands = 2048;
 
-  Driver(SyntheticJob* job, redis::Commands* db, int64_t now, bool every_report, bool scoped);
+  Driver(SyntheticJob* job, redis::Commands* db, int64_t now, bool every_report);
 
   // Everything at once (before the master starts: the state a running job has in Redis).
   void WriteAll(int64_t now);
@@ -73,14 +74,14 @@ class Driver {
   SyntheticJob* job_;
   redis::Commands* db_;
   bool every_report_;
-  bool scoped_;
   bool hung_ = false;
   std::vector<int64_t> next_report_, next_refresh_, next_summary_, next_heartbeat_;
   std::vector<char> hung_written_;  // per node: its tables were written since the hang
-  std::vector<char> attentive_written_;  // scoped: per rank, written once it became attentive
+  std::vector<char> attentive_written_;  // per rank: written once it became attentive
   int cursor_ = 0;                  // the node the next tick starts with
   std::string notify_cursor_ = "0";
   bool window_open_ = false;
+  std::optional<proto::RankRanges> window_ranks_;  // the ranks the open window names; none: all
   int windows_opened_ = 0;
   double max_write_ms_ = 0;
   int watch_rank_ = -1;

@@ -305,6 +305,10 @@ TEST_F(MasterLoopTest, AWindowIsNoticedWhenItOpensAndWhenItCloses) {
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_TRUE(seen[0].open);
   EXPECT_FALSE(seen[0].window.empty());
+  // It names the members of the dead rank's communicators (tp {2,3}, dp {1,3}): only their
+  // tables are asked for at every report.
+  ASSERT_TRUE(seen[0].ranks.has_value()) << "the window's members are known: named";
+  EXPECT_EQ(seen[0].ranks->Format(), "1-3");
   Run(1200, {&a});
   ASSERT_FALSE(a.loop->incident_open());
   seen = windows();

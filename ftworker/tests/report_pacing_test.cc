@@ -68,7 +68,10 @@ TEST(ProgressPacerTest, AChangeOfStateIsWrittenAtOnce) {
   }
 }
 
-TEST(ProgressPacerTest, AWaitingOrSilentOrFrozenRankIsWrittenAtEveryReport) {
+// A rank that turns attentive is written once then (what it waits on is in Redis before any
+// window opens), not at every report: in a job-wide hang every rank is attentive. It is
+// written again when it calms down, and every report only when a window asks for it.
+TEST(ProgressPacerTest, AWaitingOrSilentOrFrozenRankIsWrittenOnceWhenItTurnsAttentive) {
   struct Case {
     const char* what;
     void (*apply)(proto::RankProgress*);
@@ -85,11 +88,17 @@ TEST(ProgressPacerTest, AWaitingOrSilentOrFrozenRankIsWrittenAtEveryReport) {
   };
   for (const Case& c : cases) {
     ProgressPacer pacer(60000);
-    proto::RankProgress p = Calm(2);
+    const proto::RankProgress calm = Calm(2);
+    proto::RankProgress p = calm;
     c.apply(&p);
-    for (int64_t t = kT0; t < kT0 + 2000; t += 200) {
-      ASSERT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, t)) << c.what << " at " << t - kT0;
+    ASSERT_TRUE(pacer.ShouldWrite(calm, kAttentionMs, false, kT0)) << c.what << ": the first";
+    ASSERT_FALSE(pacer.ShouldWrite(calm, kAttentionMs, false, kT0 + 200)) << c.what;
+    EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, false, kT0 + 400)) << c.what << ": turned attentive";
+    for (int64_t t = kT0 + 600; t < kT0 + 3000; t += 200) {
+      ASSERT_FALSE(pacer.ShouldWrite(p, kAttentionMs, false, t)) << c.what << " at " << t - kT0;
     }
+    EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, true, kT0 + 3000)) << c.what << ": asked by a window";
+    EXPECT_TRUE(pacer.ShouldWrite(calm, kAttentionMs, false, kT0 + 3200)) << c.what << ": calm again";
     // Below the attention age the same wait is calm.
     ProgressPacer relaxed(60000);
     ASSERT_TRUE(relaxed.ShouldWrite(p, 1000, false, kT0)) << c.what;
@@ -104,7 +113,7 @@ TEST(ProgressPacerTest, AWaitingOrSilentOrFrozenRankIsWrittenAtEveryReport) {
   EXPECT_FALSE(Attentive(young, kAttentionMs));
 }
 
-TEST(ProgressPacerTest, WriteAllWritesEveryTableAtEveryReportAndForgetStartsOver) {
+TEST(ProgressPacerTest, AnAskedTableIsWrittenAtEveryReportAndForgetStartsOver) {
   ProgressPacer pacer(60000);
   const proto::RankProgress p = Calm(4);
   for (int64_t t = kT0; t < kT0 + 1000; t += 200) EXPECT_TRUE(pacer.ShouldWrite(p, kAttentionMs, true, t));

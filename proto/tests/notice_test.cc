@@ -29,6 +29,24 @@ TEST(NoticeTest, EveryKindSurvivesItsFields) {
   }
 }
 
+// A window names the ranks whose tables it needs; one that names none asks every rank's.
+TEST(NoticeTest, AWindowCarriesTheRanksItNeedsOrNone) {
+  Notice n{.kind = NoticeKind::kWindow, .open = true, .window = "1-0", .ranks = {}};
+  n.ranks = RankRanges::Of(std::vector<int>{24, 25, 26, 27, 28, 29, 30, 31, 3, 2051});
+  const std::vector<std::string> fields = NoticeFields(n);
+  ASSERT_EQ(fields.back(), "3,24-31,2051");
+  Notice back;
+  ASSERT_TRUE(Parse(fields, &back).ok());
+  EXPECT_EQ(back, n);
+  ASSERT_TRUE(back.ranks.has_value());
+  EXPECT_TRUE(back.ranks->Contains(27));
+  EXPECT_FALSE(back.ranks->Contains(32));
+
+  Notice all{.kind = NoticeKind::kWindow, .open = true, .window = "1-0", .ranks = {}};
+  ASSERT_TRUE(Parse(NoticeFields(all), &back).ok());
+  EXPECT_FALSE(back.ranks.has_value()) << "no ranks named: every rank's table";
+}
+
 TEST(NoticeTest, TheKindNamesAreTheDocumentedOnes) {
   EXPECT_EQ(NoticeKindName(NoticeKind::kTimeouts), "timeouts");
   EXPECT_EQ(NoticeKindName(NoticeKind::kRestore), "restore");
@@ -57,6 +75,8 @@ TEST(NoticeTest, MalformedEntriesAreRefusedByNameAndLeaveTheOutputAlone) {
       {{"kind", "window"}, "without open"},
       {{"kind", "window", "open", "yes"}, "open is neither"},
       {{"kind", "window", "open", "1", "window", std::string(300, 'x')}, "longer than 256"},
+      {{"kind", "window", "open", "1", "ranks", "7-3"}, "ends before it starts"},
+      {{"kind", "window", "open", "1", "ranks", std::string(5000, '1')}, "longer than 4096"},
   };
   for (const Case& c : cases) {
     Notice out = sentinel;
