@@ -18,7 +18,8 @@ Status RandomNonce(wire::Nonce* out) {
 
 wire::Mac ComputeMac(std::string_view secret, Role role, const wire::Nonce& server_nonce,
                      const wire::Nonce& client_nonce) {
-  std::string message = role == Role::kClient ? "ft-transfer/1 client" : "ft-transfer/1 server";
+  // Version 2 kept version 1's proofs (rdma/wire_v2.h).
+  std::string message = role == Role::kClient ? wire::v1::kClientProofContext : wire::v1::kServerProofContext;
   message.append(reinterpret_cast<const char*>(server_nonce.data()), server_nonce.size());
   message.append(reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size());
   wire::Mac mac{};
@@ -42,7 +43,7 @@ Status CheckSecret(std::string_view secret) {
 
 SessionKey DeriveKey(std::string_view secret, Role sender, const wire::Nonce& server_nonce,
                      const wire::Nonce& client_nonce) {
-  std::string message = sender == Role::kClient ? "ft-transfer/2 key client" : "ft-transfer/2 key server";
+  std::string message = sender == Role::kClient ? wire::v2::kClientKeyContext : wire::v2::kServerKeyContext;
   message.append(reinterpret_cast<const char*>(server_nonce.data()), server_nonce.size());
   message.append(reinterpret_cast<const char*>(client_nonce.data()), client_nonce.size());
   SessionKey key{};

@@ -273,10 +273,11 @@ class Server::Impl::Session : public std::enable_shared_from_this<Session> {
     Status parsed = wire::ParseHeader(header_.data(), &header);
     if (!parsed.ok()) {
       // A peer speaking another version learns that much (a rolling upgrade must be told
-      // clearly), and nothing else: it is still refused.
+      // clearly), in its own version's framing when that one shipped before ours, and nothing
+      // else: it is still refused.
       if (state_ != State::kAuthenticated && parsed.code() == StatusCode::kUnsupported)
-        return Refuse(parsed.message(), wire::EncodeError({wire::ErrorCode::kUnsupportedVersion, 0,
-                                                           std::string(parsed.message())}));
+        return Refuse(parsed.message(),
+                      wire::EncodeVersionRefusal(wire::FrameVersion(header_.data()), parsed.message()));
       if (state_ != State::kAuthenticated) return Refuse(parsed.message());
       return Fail(parsed.code() == StatusCode::kUnsupported ? wire::ErrorCode::kUnsupportedVersion
                                                             : wire::ErrorCode::kProtocol,

@@ -33,7 +33,10 @@ uint64_t Get64(const uint8_t* p) {
 // Builds one frame: the header is filled in by Finish() once the payload is complete.
 class FrameWriter {
  public:
-  explicit FrameWriter(MessageType type) : type_(type) { bytes_.resize(kHeaderBytes); }
+  explicit FrameWriter(MessageType type, uint32_t version = kProtocolVersion)
+      : type_(type), version_(version) {
+    bytes_.resize(kHeaderBytes);
+  }
   FrameWriter& U16(uint16_t v) { return Append(2, [&](uint8_t* p) { Put16(p, v); }); }
   FrameWriter& U32(uint32_t v) { return Append(4, [&](uint8_t* p) { Put32(p, v); }); }
   FrameWriter& U64(uint64_t v) { return Append(8, [&](uint8_t* p) { Put64(p, v); }); }
@@ -47,7 +50,7 @@ class FrameWriter {
   }
   std::string Finish() {
     EncodeHeader(type_, static_cast<uint32_t>(bytes_.size() - kHeaderBytes),
-                 reinterpret_cast<uint8_t*>(bytes_.data()));
+                 reinterpret_cast<uint8_t*>(bytes_.data()), version_);
     return std::move(bytes_);
   }
 
@@ -60,6 +63,7 @@ class FrameWriter {
     return *this;
   }
   MessageType type_;
+  uint32_t version_;
   std::string bytes_;
 };
 
@@ -172,26 +176,7 @@ Status StatusFromError(ErrorCode code, std::string_view text) {
   return Status::Corrupt(message);
 }
 
-uint64_t MaxPayload(MessageType type) {
-  switch (type) {
-    case MessageType::kHello: return 4 + kNonceBytes;
-    case MessageType::kChallenge: return kNonceBytes;
-    case MessageType::kResponse:
-    case MessageType::kAuthOk: return kMacBytes;
-    case MessageType::kAuthRefused: return 0;
-    // After the handshake every frame is sealed: its tag follows the payload.
-    case MessageType::kClose: return kTagBytes;
-    case MessageType::kOpen: return 4 + 2 + kMaxNameBytes + kTagBytes;
-    case MessageType::kOpenReply: return 4 + 8 + 4 + kMaxMetaBytes + 4 + kMaxOfferBytes + kTagBytes;
-    case MessageType::kFastConnect: return 4 + 4 + kMaxOfferBytes + kTagBytes;
-    case MessageType::kFastConnectReply: return 4 + kMaxOfferBytes + kTagBytes;
-    case MessageType::kRead: return 4 + 8 + 4 + 8 + kTagBytes;
-    // The sealed data header, its tag, the bytes, and their tag when encrypted.
-    case MessageType::kData: return kDataHeaderBytes + kTagBytes + kMaxReadBytes + kTagBytes;
-    case MessageType::kError: return 2 + 8 + 2 + kMaxErrorTextBytes + kTagBytes;
-  }
-  return 0;
-}
+uint64_t MaxPayload(MessageType type) { return v2::MaxPayload(static_cast<uint16_t>(type)); }
 
 void EncodeHeader(MessageType type, uint32_t length, uint8_t* out, uint32_t version) {
   Put32(out, kMagic);
@@ -200,16 +185,25 @@ void EncodeHeader(MessageType type, uint32_t length, uint8_t* out, uint32_t vers
   Put32(out + 8, length);
 }
 
+uint16_t FrameVersion(const uint8_t* bytes) { return Get16(bytes + 4); }
+
 Status ParseHeader(const uint8_t* bytes, FrameHeader* out, uint32_t version) {
   uint32_t magic = Get32(bytes);
   if (magic != kMagic)
     return Status::Corrupt(fmt::format("not an ft transfer frame (magic {:#010x}, expected {:#010x})",
                                        magic, kMagic));
-  uint16_t frame_version = Get16(bytes + 4);
-  if (frame_version != version)
+  uint16_t frame_version = FrameVersion(bytes);
+  if (frame_version != version) {
+    // Which side to upgrade: the one on the older version (a version that shipped before this
+    // one is never spoken again, rdma/wire_v1.h says why).
+    std::string which = frame_version > version ? ": upgrade this side"
+                        : frame_version >= kOldestShippedVersion
+                            ? fmt::format("; version {} is no longer spoken: upgrade the side on it", frame_version)
+                            : "";
     return Status::Unsupported(fmt::format(
-        "transfer protocol version {} is not supported (this side speaks version {})",
-        frame_version, version));
+        "transfer protocol version {} is not supported (this side speaks version {}{})",
+        frame_version, version, which));
+  }
   uint16_t type = Get16(bytes + 6);
   if (type == 0 || type > kMaxMessageType)
     return Status::Corrupt(fmt::format("unknown transfer message type {}", type));
@@ -271,14 +265,25 @@ std::string EncodeFastConnectReply(const FastConnectReply& m) {
 std::string EncodeRead(const Read& m) {
   return FrameWriter(MessageType::kRead).U32(m.handle).U64(m.offset).U32(m.len).U64(m.tag).Finish();
 }
-std::string EncodeError(const Error& m) {
+namespace {
+// An error frame of `version`: its layout is version 1's in every version so far (wire_v2.h).
+std::string EncodeErrorIn(const Error& m, uint32_t version) {
   std::string_view text = std::string_view(m.text).substr(0, kMaxErrorTextBytes);
-  return FrameWriter(MessageType::kError)
+  return FrameWriter(MessageType::kError, version)
       .U16(static_cast<uint16_t>(m.code))
       .U64(m.tag)
       .U16(static_cast<uint16_t>(text.size()))
       .Raw(text)
       .Finish();
+}
+}  // namespace
+
+std::string EncodeError(const Error& m) { return EncodeErrorIn(m, kProtocolVersion); }
+
+std::string EncodeVersionRefusal(uint16_t peer_version, std::string_view text) {
+  bool shipped_before = peer_version >= kOldestShippedVersion && peer_version < kProtocolVersion;
+  return EncodeErrorIn({ErrorCode::kUnsupportedVersion, 0, std::string(text)},
+                       shipped_before ? peer_version : kProtocolVersion);
 }
 std::string EncodeClose() { return FrameWriter(MessageType::kClose).Finish(); }
 

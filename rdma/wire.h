@@ -18,51 +18,64 @@
 
 #include "common/status.h"
 #include "rdma/transfer.h"
+#include "rdma/wire_v1.h"
+#include "rdma/wire_v2.h"
 
 namespace ft::rdma::wire {
 
-inline constexpr uint32_t kMagic = 0x58525446;  // "FTRX" in little-endian bytes
-inline constexpr size_t kHeaderBytes = 12;
-inline constexpr size_t kNonceBytes = 32;
-inline constexpr size_t kMacBytes = 32;            // HMAC-SHA256
-inline constexpr size_t kMaxNameBytes = 256;
-inline constexpr uint64_t kMaxReadBytes = 64ull << 20;
-inline constexpr size_t kMaxOfferBytes = 64 << 10;  // fast-path offer / connect blobs
-inline constexpr size_t kMaxErrorTextBytes = 1024;
-inline constexpr size_t kDataHeaderBytes = 20;     // tag, offset, len before the data bytes
-inline constexpr size_t kTagBytes = 16;            // AES-256-GCM tag of a sealed message
+// The layout is version 2's, frozen in rdma/wire_v2.h (version 1's in rdma/wire_v1.h); these
+// are its names for the codec.
+inline constexpr uint32_t kMagic = v1::kMagic;  // "FTRX" in little-endian bytes
+inline constexpr size_t kHeaderBytes = sizeof(v2::FrameHeader);
+inline constexpr size_t kNonceBytes = v1::kNonceBytes;
+inline constexpr size_t kMacBytes = v1::kMacBytes;  // HMAC-SHA256
+inline constexpr size_t kMaxNameBytes = v1::kMaxNameBytes;
+inline constexpr uint64_t kMaxReadBytes = v1::kMaxReadBytes;
+inline constexpr size_t kMaxOfferBytes = v1::kMaxOfferBytes;  // fast-path offer / connect blobs
+inline constexpr size_t kMaxErrorTextBytes = v1::kMaxErrorTextBytes;
+inline constexpr size_t kDataHeaderBytes = sizeof(v2::DataHeader);  // tag, offset, len before the data bytes
+inline constexpr size_t kTagBytes = v2::kTagBytes;  // AES-256-GCM tag of a sealed message
 // Before the handshake ends a peer sends only hello, challenge, response, auth-ok, auth-refused
 // or an unsupported-version error: no frame needs more than this.
-inline constexpr size_t kMaxPreAuthPayload = 2 + 8 + 2 + kMaxErrorTextBytes;
+inline constexpr size_t kMaxPreAuthPayload = v2::kMaxPreAuthPayload;
+static_assert(kProtocolVersion == v2::kVersion, "a new version freezes its layout in wire_v<N>.h");
+static_assert(kMaxMetaBytes == v1::kMaxMetaBytes);
 
+// The versions that shipped before kProtocolVersion, each frozen in rdma/wire_v<N>.h. None is
+// spoken (docs/transfer-protocol.md, "Versions"): version 1's session was not sealed, and
+// answering a hello in it would let anyone on the path strip the seal. A peer of an older
+// version is refused in its own framing, naming both versions, so both sides say why.
+inline constexpr uint32_t kOldestShippedVersion = v1::kVersion;
+
+// The numbers are version 1's (rdma/wire_v1.h), unchanged since.
 enum class MessageType : uint16_t {
-  kHello = 1,           // client -> server: version, client nonce
-  kChallenge = 2,       // server -> client: server nonce
-  kResponse = 3,        // client -> server: client's MAC
-  kAuthOk = 4,          // server -> client: server's MAC (the client checks the server too)
-  kAuthRefused = 5,     // server -> client: nothing else (no name, no size)
-  kOpen = 6,            // open a region by name
-  kOpenReply = 7,       // handle, size, meta, fast-path offer
-  kFastConnect = 8,     // handle, fast-path request blob
-  kFastConnectReply = 9,// fast-path reply blob
-  kRead = 10,           // handle, offset, len, tag
-  kData = 11,           // tag, offset, len, then len bytes
-  kError = 12,          // code, tag, text
-  kClose = 13,          // either side, nothing follows
+  kHello = v1::kHello,                        // client -> server: version, client nonce
+  kChallenge = v1::kChallenge,                // server -> client: server nonce
+  kResponse = v1::kResponse,                  // client -> server: client's MAC
+  kAuthOk = v1::kAuthOk,                      // server -> client: server's MAC (the client checks the server too)
+  kAuthRefused = v1::kAuthRefused,            // server -> client: nothing else (no name, no size)
+  kOpen = v1::kOpen,                          // open a region by name
+  kOpenReply = v1::kOpenReply,                // handle, size, meta, fast-path offer
+  kFastConnect = v1::kFastConnect,            // handle, fast-path request blob
+  kFastConnectReply = v1::kFastConnectReply,  // fast-path reply blob
+  kRead = v1::kRead,                          // handle, offset, len, tag
+  kData = v1::kData,                          // tag, offset, len, then len bytes
+  kError = v1::kError,                        // code, tag, text
+  kClose = v1::kClose,                        // either side, nothing follows
 };
-inline constexpr uint16_t kMaxMessageType = 13;
+inline constexpr uint16_t kMaxMessageType = v1::kMaxMessageType;
 
 // Why a request failed, sent in an Error frame. Stable numbers (the protocol's), never reused.
 enum class ErrorCode : uint16_t {
-  kProtocol = 1,          // malformed or unexpected frame: the connection closes
-  kUnsupportedVersion = 2,
-  kNotFound = 3,          // no such region on this node
-  kNotReady = 4,          // the region changed under the reader (a newer save): try another copy
-  kBadHandle = 5,
-  kOutOfRange = 6,        // offset/len outside the region or a read above kMaxReadBytes
-  kNoFastPath = 7,        // fast connect on a region without an offer, or Accept failed
-  kTooManyOpen = 8,
-  kInternal = 9,
+  kProtocol = v1::kErrorProtocol,  // malformed or unexpected frame: the connection closes
+  kUnsupportedVersion = v1::kErrorUnsupportedVersion,
+  kNotFound = v1::kErrorNotFound,  // no such region on this node
+  kNotReady = v1::kErrorNotReady,  // the region changed under the reader (a newer save): try another copy
+  kBadHandle = v1::kErrorBadHandle,
+  kOutOfRange = v1::kErrorOutOfRange,  // offset/len outside the region or a read above kMaxReadBytes
+  kNoFastPath = v1::kErrorNoFastPath,  // fast connect on a region without an offer, or Accept failed
+  kTooManyOpen = v1::kErrorTooManyOpen,
+  kInternal = v1::kErrorInternal,
 };
 const char* ErrorCodeName(ErrorCode code);
 // The Status a client reports for an Error frame (NotFound, NotReady, ...).
@@ -79,9 +92,12 @@ struct FrameHeader {
   uint32_t length = 0;  // payload bytes after the header
 };
 
-// Checks magic, version (== `version`), type and the length bound of `type`.
+// Checks magic, version (== `version`), type and the length bound of `type`. Another version is
+// Unsupported, naming both and which side to upgrade.
 Status ParseHeader(const uint8_t* bytes /* kHeaderBytes */, FrameHeader* out,
                    uint32_t version = kProtocolVersion);
+// The version field of a frame header, unchecked: which version a refused peer spoke.
+uint16_t FrameVersion(const uint8_t* bytes /* kHeaderBytes */);
 void EncodeHeader(MessageType type, uint32_t length, uint8_t* out /* kHeaderBytes */,
                   uint32_t version = kProtocolVersion);
 
@@ -105,8 +121,8 @@ struct AuthOk {
   Mac mac{};
   bool operator==(const AuthOk&) const = default;
 };
-inline constexpr uint32_t kOpenWantsFastPath = 1;  // Open::flags: put the fast-path offer in the reply
-inline constexpr uint32_t kOpenEncryptData = 2;    // Open::flags: data frames of this handle encrypted
+inline constexpr uint32_t kOpenWantsFastPath = v2::kOpenWantsFastPath;  // Open::flags: put the fast-path offer in the reply
+inline constexpr uint32_t kOpenEncryptData = v2::kOpenEncryptData;      // Open::flags: data frames of this handle encrypted
 struct Open {
   uint32_t flags = 0;
   std::string name;
@@ -161,6 +177,11 @@ std::string EncodeFastConnectReply(const FastConnectReply& m);
 std::string EncodeRead(const Read& m);
 std::string EncodeError(const Error& m);
 std::string EncodeClose();
+// The answer to a frame of another version before the handshake: an unsupported-version error
+// carrying `text`, framed in `peer_version` when that is a version that shipped before this
+// one (kOldestShippedVersion..; its error frame is ours, so that peer reads it and says why),
+// in kProtocolVersion otherwise.
+std::string EncodeVersionRefusal(uint16_t peer_version, std::string_view text);
 // The header and data header of a Data frame (kHeaderBytes + kDataHeaderBytes); the len data
 // bytes follow on the wire, sent from the region without a copy.
 void EncodeDataPrefix(const DataHeader& m, uint8_t* out /* kHeaderBytes + kDataHeaderBytes */);

@@ -94,16 +94,17 @@ TEST_F(ServerTest, WrongProofGetsAuthRefusedAndNothingElse) {
   EXPECT_EQ(server_->stats().bytes_sent, 0u);
 }
 
+// (A version-1 client is told in version 1's framing: WireVersionsServerTest.)
 TEST_F(ServerTest, AnotherVersionIsToldWhichAndRefused) {
   StartServer();
   RawSocket raw(server_->port());
-  std::string hello = wire::EncodeHello({1, {}});
-  hello[4] = 1;  // the frame's version
+  std::string hello = wire::EncodeHello({9, {}});
+  hello[4] = 9;  // the frame's version
   ASSERT_TRUE(raw.Send(hello));
   wire::Error error;
   ASSERT_TRUE(ReceiveError(raw, &error));
   EXPECT_EQ(error.code, wire::ErrorCode::kUnsupportedVersion);
-  EXPECT_NE(error.text.find("version 1 is not supported (this side speaks version 2)"),
+  EXPECT_NE(error.text.find("version 9 is not supported (this side speaks version 2"),
             std::string::npos)
       << error.text;
   bool eof = false;
