@@ -205,10 +205,10 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
     }
     s.verdict = std::move(verdict);
     const proto::StepVerdict& v = s.judged->verdict;
-    if (v.state == "verified") {
-      FT_LOG(Info, Master, "checkpoint step {}: {} ({} copies): {}", step, v.state, v.copies, v.why);
+    if (v.state == proto::VerdictState::kVerified) {
+      FT_LOG(Info, Master, "checkpoint step {}: {} ({} copies): {}", step, proto::VerdictStateName(v.state), v.copies, v.why);
     } else {
-      FT_LOG(Warn, Master, "checkpoint step {}: {} ({} copies): {}", step, v.state, v.copies, v.why);
+      FT_LOG(Warn, Master, "checkpoint step {}: {} ({} copies): {}", step, proto::VerdictStateName(v.state), v.copies, v.why);
     }
   }
   return ReportSdc(*s.judged, unix_ms);
@@ -298,7 +298,7 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
     const CkptStep& s = *it->second;
     if (!s.judged) continue;
     if (!s.judged->restorable) {
-      if (s.judged->verdict.state == "untrusted") skipped.push_back(it->first);
+      if (s.judged->verdict.state == proto::VerdictState::kUntrusted) skipped.push_back(it->first);
       continue;
     }
     plan = BuildPlan(*s.judged, topology, options_.config.sharded_optimizer, node_of, evicted_);

@@ -335,7 +335,7 @@ Status TimeoutsCommand(redis::Commands& client, const CliOptions& o, std::string
   if (table.entries.empty()) return Status::Ok();
   *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", "COMM", "OP", "BUCKET", "TIMEOUT");
   for (const proto::TimeoutEntry& e : table.entries) {
-    *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", CommHex(e.comm_id), e.op, e.bucket,
+    *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", CommHex(e.comm_id), proto::OpKindName(e.op), e.bucket,
                         HumanMs(e.ms));
   }
   return Status::Ok();
@@ -458,7 +458,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
     for (const Row& row : rows) {
       Json r = Json::object();
       r["step"] = row.step;
-      r["state"] = row.verdict ? Json(row.verdict->state) : Json("unjudged");
+      r["state"] = row.verdict ? Json(proto::VerdictStateName(row.verdict->state)) : Json("unjudged");
       r["shards"] = row.verdict ? Json(row.verdict->shards) : Json(nullptr);
       r["verified_shards"] = row.verdict ? Json(row.verdict->verified_shards) : Json(nullptr);
       r["copies"] = row.copies;
@@ -509,9 +509,9 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
     std::string sdc = "-";
     if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
     line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", row.step,
-                     row.verdict ? row.verdict->state : "unjudged", shards, row.copies, row.torn, tiers, sdc,
+                     row.verdict ? proto::VerdictStateName(row.verdict->state) : "unjudged", shards, row.copies, row.torn, tiers, sdc,
                      row.step == planned ? "<- restore" : "", FormatOrigins(row.origins)));
-    if (row.verdict && !row.verdict->why.empty() && row.verdict->state != "verified") {
+    if (row.verdict && !row.verdict->why.empty() && row.verdict->state != proto::VerdictState::kVerified) {
       line(fmt::format("{:>10}  {}", "", row.verdict->why));
     }
   }

@@ -169,13 +169,14 @@ bool MasterMetrics::ReadVerdicts(redis::Commands& redis) {
       bad_.Report(fmt::format("verdict {}", reply[i].str()), reply[i + 1].str(), s);
       continue;
     }
-    now[verdict.step] = verdict.state;
+    now[verdict.step] = proto::VerdictStateName(verdict.state);
   }
-  std::map<std::string, int> steps = {{"verified", 0}, {"untrusted", 0}, {"incomplete", 0}};
+  std::map<std::string, int> steps;
+  for (proto::VerdictState state : proto::kVerdictStates) steps[proto::VerdictStateName(state)] = 0;
   int64_t newest_verified = -1;
   for (const auto& [step, state] : now) {
     ++steps[state];
-    if (state == "verified") newest_verified = std::max(newest_verified, step);
+    if (state == proto::VerdictStateName(proto::VerdictState::kVerified)) newest_verified = std::max(newest_verified, step);
     auto it = verdicts_.find(step);
     // A new verdict, or a step judged again into another state, counts once more.
     if (it == verdicts_.end() || it->second != state) (void)registry_->Add(kVerdicts, {options_.job, state}, 1);

@@ -128,7 +128,7 @@ bool SummaryPacer::Next(proto::RankSummary* summary, int64_t unix_ms) {
   // the counts) and the largest tails (it takes the largest), whichever window goes out.
   std::map<std::string, Pending>& pending = pending_[summary->rank];
   for (proto::OpSummary& op : summary->ops) {
-    Pending& p = pending[fmt::format("{:x}/{}/{}", op.comm_id, op.op, op.bucket)];
+    Pending& p = pending[fmt::format("{:x}/{}/{}", op.comm_id, proto::OpKindName(op.op), op.bucket)];
     p.count += op.count;
     p.p99_ms = std::max(p.p99_ms, op.p99_ms);
     p.max_ms = std::max(p.max_ms, op.max_ms);

@@ -139,7 +139,7 @@ void WorkerMetrics::OnSummary(const proto::RankSummary& s) {
   for (const proto::OpSummary& op : s.ops) {
     metrics::LabelValues labels = rank;
     labels.push_back(CommHex(op.comm_id));
-    labels.push_back(op.op);
+    labels.push_back(proto::OpKindName(op.op));
     (void)registry_->Add(kOps, labels, static_cast<double>(op.count));
     (void)registry_->Add(kCollectiveSeconds, labels, op.sum_ms / 1e3);
     if (op.count == 0) continue;

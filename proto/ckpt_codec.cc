@@ -10,7 +10,7 @@ using namespace ft::proto::json;  // NOLINT: the codec's vocabulary (json_codec.
 // The places a committed copy can be held (tier.h names them the same way). A name this build
 // does not know is refused: the master plans restores from these, and a rank must never be
 // sent to a tier its worker cannot read.
-// "replica": a buddy copy of another node's rank in this node's memory (ftworker/replicator.h).
+// "replica": a buddy copy of another node's rank in this node's memory (ftworker/prefetch/replicator.h).
 bool KnownTier(const std::string& tier) {
   return tier == "arena" || tier == "local" || tier == "remote" || tier == "replica";
 }
@@ -95,7 +95,7 @@ Status Decode(std::string_view json, CkptCopy* out) {
 std::string Encode(const StepVerdict& v) {
   OJson j = Versioned();
   j["step"] = v.step;
-  j["state"] = v.state;
+  j["state"] = VerdictStateName(v.state);
   j["shards"] = v.shards;
   j["verified_shards"] = v.verified_shards;
   j["copies"] = v.copies;
@@ -112,12 +112,15 @@ std::string Encode(const StepVerdict& v) {
 
 Status Decode(std::string_view json, StepVerdict* out) {
   return DecodeValue(json, out, [](const Reader& r, StepVerdict* v) -> Status {
-    FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &v->state, Empty::kRejected));
+    std::string state;
+    FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &state, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &v->step, 0));
-    if (v->state != "verified" && v->state != "untrusted" && v->state != "incomplete") {
-      return Status::Corrupt(r.Path("state") + ": unknown state '" + v->state.substr(0, 16) +
+    std::optional<VerdictState> known = ParseVerdictState(state);
+    if (!known.has_value()) {
+      return Status::Corrupt(r.Path("state") + ": unknown state '" + state.substr(0, 16) +
                              "' (verified, untrusted, incomplete)");
     }
+    v->state = *known;
     FT_RETURN_IF_ERROR(r.Int("shards", Need::kRequired, &v->shards, 0));
     FT_RETURN_IF_ERROR(r.Int("verified_shards", Need::kRequired, &v->verified_shards, 0));
     if (v->verified_shards > v->shards) {

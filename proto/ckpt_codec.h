@@ -32,7 +32,7 @@ struct CkptCopy {
   int tp = -1, pp = -1, dp = -1;  // from the manifest; -1 unknown (the master's topology says)
   uint64_t digest = 0;            // ft::ckpt::ContentDigest
   bool torn = false;
-  // A buddy copy (ftworker/replicator.h): the rank's bytes pulled onto `node`, another node
+  // A buddy copy (ftworker/prefetch/replicator.h): the rank's bytes pulled onto `node`, another node
   // than the rank's, tiers ["replica"]. The same bytes as the rank's own copy: one vote, more
   // sources. Encoded only when true.
   bool buddy = false;
@@ -94,10 +94,37 @@ inline std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
   return std::nullopt;
 }
 
+// A step's verdict (StepVerdict::state): written as VerdictStateName, read back by
+// ParseVerdictState; the codec refuses a name it does not know (a step is restored only from a
+// state this build understands).
+enum class VerdictState : uint8_t {
+  kVerified,    // every shard of the topology has an accepted digest: the step is restorable
+  kUntrusted,   // a shard's copies disagree with no strict majority: the step is skipped
+  kIncomplete,  // a shard has no copy, no tier holds one any more, or the topology is unknown
+};
+inline constexpr VerdictState kVerdictStates[] = {VerdictState::kVerified, VerdictState::kUntrusted,
+                                                  VerdictState::kIncomplete};
+
+inline constexpr const char* VerdictStateName(VerdictState s) {
+  switch (s) {
+    case VerdictState::kVerified: return "verified";
+    case VerdictState::kUntrusted: return "untrusted";
+    case VerdictState::kIncomplete: return "incomplete";
+  }
+  return "?";
+}
+
+inline std::optional<VerdictState> ParseVerdictState(std::string_view name) {
+  for (VerdictState s : kVerdictStates) {
+    if (name == VerdictStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 // The master's judgement of one step's set of copies.
 struct StepVerdict {
   int64_t step = -1;
-  std::string state;              // "verified", "untrusted" (replicas disagree), "incomplete"
+  VerdictState state = VerdictState::kIncomplete;
   int shards = 0;                 // model shards of the topology
   int verified_shards = 0;        // shards with an accepted digest
   int copies = 0;                 // non-torn copies seen

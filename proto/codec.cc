@@ -4,6 +4,7 @@
 #include <cmath>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -20,7 +21,7 @@ OJson CommRowJson(const CommRow& r) {
   j["p2p"] = r.p2p;
   j["comm_rank"] = r.comm_rank;
   j["comm_size"] = r.comm_size;
-  j["op"] = r.op;
+  j["op"] = OpKindName(r.op);
   j["bytes"] = r.bytes;
   j["peer"] = r.peer;
   j["entered"] = r.entered_seq;
@@ -60,12 +61,28 @@ Status CheckRankState(const Reader& r, const std::string& state) {
                          "' (running, disabled, exited, dead, stopped)");
 }
 
+// An op kind is one of OpKind's names (messages.h), refused by name otherwise; an empty one
+// (allowed where the field is optional, as absent) is kNone.
+Status ReadOp(const Reader& r, Need need, OpKind* out) {
+  std::string name;
+  FT_RETURN_IF_ERROR(r.Str("op", need, &name, need == Need::kRequired ? Empty::kRejected : Empty::kAllowed));
+  if (name.empty()) return Status::Ok();
+  std::optional<OpKind> kind = ParseOpKind(name);
+  if (!kind.has_value()) {
+    std::string known;
+    for (OpKind k : kOpKinds) known += (known.empty() ? "" : ", ") + std::string(OpKindName(k));
+    return Status::Corrupt(r.Path("op") + ": unknown op kind '" + name.substr(0, 16) + "' (" + known + ")");
+  }
+  *out = *kind;
+  return Status::Ok();
+}
+
 Status ReadCommRow(const Reader& r, CommRow* c) {
   FT_RETURN_IF_ERROR(r.Hex("comm", Need::kRequired, &c->comm_id));
   FT_RETURN_IF_ERROR(r.Bool("p2p", Need::kOptional, &c->p2p));
   FT_RETURN_IF_ERROR(r.Int("comm_rank", Need::kOptional, &c->comm_rank, -1));
   FT_RETURN_IF_ERROR(r.Int("comm_size", Need::kOptional, &c->comm_size, 0));
-  FT_RETURN_IF_ERROR(r.Str("op", Need::kOptional, &c->op));
+  FT_RETURN_IF_ERROR(ReadOp(r, Need::kOptional, &c->op));
   FT_RETURN_IF_ERROR(r.Int("bytes", Need::kOptional, &c->bytes));
   FT_RETURN_IF_ERROR(r.Int("peer", Need::kOptional, &c->peer, -1));
   FT_RETURN_IF_ERROR(r.Int("entered", Need::kRequired, &c->entered_seq));
@@ -161,7 +178,7 @@ std::string Encode(const Event& e) {
   const bool timeout = Is(e, EventKind::kTimeout), error = Is(e, EventKind::kError),
              exit = Is(e, EventKind::kExit), slow = Is(e, EventKind::kSlowdown);
   if (timeout || e.comm_id != 0) j["comm"] = CommIdHex(e.comm_id);
-  if (timeout || !e.op.empty()) j["op"] = e.op;
+  if (timeout || e.op != OpKind::kNone) j["op"] = OpKindName(e.op);
   if (timeout || e.seq != 0) j["seq"] = e.seq;
   if (timeout || e.age_ms != 0) j["age_ms"] = Finite(e.age_ms);
   if (timeout || e.timeout_ms != 0) j["timeout_ms"] = Finite(e.timeout_ms);
@@ -196,7 +213,7 @@ Status Decode(std::string_view json, Event* out) {
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &e->unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Str("message", Need::kOptional, &e->message));
     FT_RETURN_IF_ERROR(r.Hex("comm", Need::kOptional, &e->comm_id));
-    FT_RETURN_IF_ERROR(r.Str("op", Need::kOptional, &e->op));
+    FT_RETURN_IF_ERROR(ReadOp(r, Need::kOptional, &e->op));
     FT_RETURN_IF_ERROR(r.Int("seq", Need::kOptional, &e->seq));
     FT_RETURN_IF_ERROR(r.Num("age_ms", Need::kOptional, &e->age_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("timeout_ms", Need::kOptional, &e->timeout_ms, 0));
@@ -233,7 +250,7 @@ std::string Encode(const RankSummary& s) {
   for (const OpSummary& o : s.ops) {
     OJson op = OJson::object();
     op["comm"] = CommIdHex(o.comm_id);
-    op["op"] = o.op;
+    op["op"] = OpKindName(o.op);
     op["bucket"] = o.bucket;
     op["count"] = o.count;
     op["p50_ms"] = Finite(o.p50_ms);
@@ -279,7 +296,7 @@ Status Decode(std::string_view json, RankSummary* out) {
     }));
     return r.Objects("ops", Need::kOptional, &s->ops, [](const Reader& o, OpSummary* op) {
       FT_RETURN_IF_ERROR(o.Hex("comm", Need::kRequired, &op->comm_id));
-      FT_RETURN_IF_ERROR(o.Str("op", Need::kRequired, &op->op, Empty::kRejected));
+      FT_RETURN_IF_ERROR(ReadOp(o, Need::kRequired, &op->op));
       FT_RETURN_IF_ERROR(o.Int("bucket", Need::kOptional, &op->bucket, 0, 4));
       FT_RETURN_IF_ERROR(o.Int("count", Need::kOptional, &op->count));
       FT_RETURN_IF_ERROR(o.Num("p50_ms", Need::kOptional, &op->p50_ms, 0));
@@ -348,7 +365,7 @@ std::string Encode(const TimeoutTable& t) {
   for (const TimeoutEntry& e : t.entries) {
     OJson o = OJson::object();
     o["comm"] = CommIdHex(e.comm_id);
-    o["op"] = e.op;
+    o["op"] = OpKindName(e.op);
     o["bucket"] = e.bucket;
     o["ms"] = Finite(e.ms);
     entries.push_back(std::move(o));
@@ -365,7 +382,7 @@ Status Decode(std::string_view json, TimeoutTable* out) {
     return r.Objects("entries", Need::kOptional, &t->entries,
                      [](const Reader& o, TimeoutEntry* e) -> Status {
                        FT_RETURN_IF_ERROR(o.Hex("comm", Need::kRequired, &e->comm_id));
-                       FT_RETURN_IF_ERROR(o.Str("op", Need::kRequired, &e->op, Empty::kRejected));
+                       FT_RETURN_IF_ERROR(ReadOp(o, Need::kRequired, &e->op));
                        FT_RETURN_IF_ERROR(o.Int("bucket", Need::kOptional, &e->bucket, 0, 4));
                        FT_RETURN_IF_ERROR(o.Num("ms", Need::kRequired, &e->ms, 0));
                        // A zero timeout would fire on every op.

@@ -76,6 +76,8 @@ inline bool CannotSave(std::string_view name) {
   std::optional<RankState> s = ParseRankState(name);
   return s.has_value() && CannotSave(*s);
 }
+// A state as it travels is `s` (an empty or unknown name is none).
+inline bool Is(std::string_view name, RankState s) { return ParseRankState(name) == s; }
 
 // What a worker's event says happened (Event::kind). The codec refuses a name it does not know.
 enum class EventKind : uint8_t {
@@ -140,6 +142,68 @@ inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   return std::nullopt;
 }
 
+// An op's kind (CommRow::op, Event::op, OpSummary::op, TimeoutEntry::op): written as
+// OpKindName, read back by ParseOpKind; the codec refuses a name it does not know. The names
+// are shm::OpKindName's for libft.so's records (ftworker/monitor/op_names.h maps one to the
+// other; a test holds them equal), and the metrics' `op` label values.
+enum class OpKind : uint8_t {
+  kNone,  // no op: a row whose communicator has entered none yet, an event not about an op
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kBcast,
+  kReduce,
+  kAlltoAll,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv,
+  kGraphLaunch,  // a CUDA graph launch, timed as a whole
+  kOther,        // a kind this worker's build does not know (a newer libft.so's)
+};
+inline constexpr OpKind kOpKinds[] = {
+    OpKind::kNone,    OpKind::kAllReduce, OpKind::kAllGather,   OpKind::kReduceScatter, OpKind::kBroadcast,
+    OpKind::kBcast,   OpKind::kReduce,    OpKind::kAlltoAll,    OpKind::kGather,        OpKind::kScatter,
+    OpKind::kSend,    OpKind::kRecv,      OpKind::kGraphLaunch, OpKind::kOther,
+};
+
+inline constexpr const char* OpKindName(OpKind k) {
+  switch (k) {
+    case OpKind::kNone: return "none";
+    case OpKind::kAllReduce: return "allreduce";
+    case OpKind::kAllGather: return "allgather";
+    case OpKind::kReduceScatter: return "reducescatter";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kBcast: return "bcast";
+    case OpKind::kReduce: return "reduce";
+    case OpKind::kAlltoAll: return "alltoall";
+    case OpKind::kGather: return "gather";
+    case OpKind::kScatter: return "scatter";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+    case OpKind::kGraphLaunch: return "graphlaunch";
+    case OpKind::kOther: return "other";
+  }
+  return "?";
+}
+
+// "" is not a name: the codec reads an empty optional op as kNone itself.
+inline std::optional<OpKind> ParseOpKind(std::string_view name) {
+  for (OpKind k : kOpKinds) {
+    if (name == OpKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+// A point-to-point op: its sequence numbers count this rank's own sends and receives.
+inline constexpr bool IsP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
+// A collective with a root (one member's data goes to all, or all to one).
+inline constexpr bool HasRoot(OpKind k) {
+  return k == OpKind::kBroadcast || k == OpKind::kBcast || k == OpKind::kReduce || k == OpKind::kGather ||
+         k == OpKind::kScatter;
+}
+
 // One row of a rank's progress table: one communicator as this rank sees it. Sequence numbers
 // of collectives are equal across members for the same collective. A p2p row (p2p = true)
 // counts this rank's own sends and receives on the comm: its numbers are not comparable
@@ -149,7 +213,7 @@ struct CommRow {
   bool p2p = false;
   int comm_rank = -1;
   int comm_size = 0;
-  std::string op;                // kind of the last entered op ("allreduce", "send", ...)
+  OpKind op = OpKind::kNone;     // kind of the last entered op
   uint64_t bytes = 0;            // of the last entered op
   int64_t peer = -1;             // root or peer (comm rank) of the last entered op, -1 none
   uint64_t entered_seq = 0;      // the host called the op
@@ -196,7 +260,7 @@ struct Event {
   std::string message;           // for people: what happened, what to do
   // timeout: the op that ran past its timeout.
   uint64_t comm_id = 0;
-  std::string op;
+  OpKind op = OpKind::kNone;
   uint64_t seq = 0;
   double age_ms = 0;              // timeout: the op's age; frozen: how long the process has been frozen
   double timeout_ms = 0;
@@ -222,7 +286,7 @@ struct Event {
 
 struct OpSummary {
   uint64_t comm_id = 0;
-  std::string op;
+  OpKind op = OpKind::kNone;
   int bucket = 0;
   uint64_t count = 0;            // ops completed in the window
   double p50_ms = 0;
@@ -292,7 +356,7 @@ struct Membership {
 
 struct TimeoutEntry {
   uint64_t comm_id = 0;
-  std::string op;
+  OpKind op = OpKind::kNone;
   int bucket = 0;
   double ms = 0;
 

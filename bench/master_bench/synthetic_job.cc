@@ -222,7 +222,7 @@ std::vector<SyntheticJob::PendingEvent> SyntheticJob::Events(bool all) {
     }
     e.message = fmt::format("rank {} waits in {} #{} on comm {} for {:.0f} ms (timeout {:.0f} "
                             "ms): a peer has not joined; see ftmaster's incident",
-                            r, e.op, e.seq, proto::CommIdHex(e.comm_id), e.age_ms,
+                            r, proto::OpKindName(e.op), e.seq, proto::CommIdHex(e.comm_id), e.age_ms,
                             e.timeout_ms);
     PendingEvent p;
     p.due = due;
@@ -248,7 +248,7 @@ Role SyntheticJob::RoleOf(int r) const {
 std::vector<proto::CommRow> SyntheticJob::Rows(int r, bool hung) const {
   const int t = layout_.T(r), d = layout_.D(r), s = layout_.S(r);
   std::vector<proto::CommRow> rows;
-  auto add = [&](uint64_t comm, bool p2p, int comm_rank, int size, const char* op,
+  auto add = [&](uint64_t comm, bool p2p, int comm_rank, int size, proto::OpKind op,
                  uint64_t bytes, int64_t peer) {
     proto::CommRow row;
     row.comm_id = comm;
@@ -260,13 +260,13 @@ std::vector<proto::CommRow> SyntheticJob::Rows(int r, bool hung) const {
     row.peer = peer;
     rows.push_back(row);
   };
-  if (layout_.tp > 1) add(layout_.TpComm(d, s), false, t, layout_.tp, "allreduce", 4 << 20, -1);
-  if (layout_.dp > 1) add(layout_.DpComm(t, s), false, d, layout_.dp, "allreduce", 64 << 20, -1);
+  if (layout_.tp > 1) add(layout_.TpComm(d, s), false, t, layout_.tp, proto::OpKind::kAllReduce, 4 << 20, -1);
+  if (layout_.dp > 1) add(layout_.DpComm(t, s), false, d, layout_.dp, proto::OpKind::kAllReduce, 64 << 20, -1);
   if (layout_.pp > 1) {
     // Running: the last p2p op of the step; hung, a chain rank's pending one points toward
     // the stopped stage.
     const bool toward_next = hung && role(r) == Role::kChain ? s < hang_.xp : s + 1 < layout_.pp;
-    add(layout_.PpComm(t, d), true, s, layout_.pp, toward_next ? "send" : "recv", 8 << 20,
+    add(layout_.PpComm(t, d), true, s, layout_.pp, toward_next ? proto::OpKind::kSend : proto::OpKind::kRecv, 8 << 20,
         toward_next ? s + 1 : s - 1);
   }
   return rows;
@@ -372,9 +372,9 @@ Status SyntheticJob::BuildSummary(int r) {
   s.steps = static_cast<uint64_t>(IntSentinel(ints++));
   s.records = static_cast<uint64_t>(IntSentinel(ints++));
   for (const proto::CommRow& row : Rows(r, false)) {
-    std::vector<const char*> ops = {row.p2p ? "send" : "allreduce"};
-    if (row.p2p) ops.push_back("recv");
-    for (const char* op : ops) {
+    std::vector<proto::OpKind> ops = {row.p2p ? proto::OpKind::kSend : proto::OpKind::kAllReduce};
+    if (row.p2p) ops.push_back(proto::OpKind::kRecv);
+    for (proto::OpKind op : ops) {
       proto::OpSummary o;
       o.comm_id = row.comm_id;
       o.op = op;

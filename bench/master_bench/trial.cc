@@ -105,7 +105,7 @@ Trial RunTrial(const Options& o, const Layout& layout, int trial, bool profile) 
       timeout_ms = tt.default_ms;
       const uint64_t tp_comm = layout.TpComm(hang.xd, hang.xp);
       for (const proto::TimeoutEntry& e : tt.entries) {
-        if (e.comm_id == tp_comm && e.op == "allreduce" && e.bucket == proto::SizeBucket(4 << 20)) {
+        if (e.comm_id == tp_comm && e.op == proto::OpKind::kAllReduce && e.bucket == proto::SizeBucket(4 << 20)) {
           timeout_ms = e.ms;
         }
       }

@@ -28,17 +28,16 @@ constexpr double kConfTransportOdd = 0.5;
 constexpr int64_t kClockSlackMs = 1000;  // two workers' clocks are compared no finer than this
 constexpr double kConfCycle = 0.3;
 
-// Collectives with a root: a member may finish its part before the others (a broadcast's root
-// once its data left, a reduce's non-roots once they forwarded theirs), so "completed here, in
-// flight there" is no evidence that the one in flight has stopped observing.
-bool Rooted(std::string_view op) {
-  return op == "broadcast" || op == "bcast" || op == "reduce" || op == "gather" || op == "scatter";
+// A send matches a receive: two sends (or two receives) toward each other are no pair.
+bool Complementary(proto::OpKind a, proto::OpKind b) {
+  if (a == proto::OpKind::kSend) return b != proto::OpKind::kSend;
+  if (a == proto::OpKind::kRecv) return b != proto::OpKind::kRecv;
+  return true;  // unknown kinds: do not rule the match out
 }
 
-bool Complementary(std::string_view a, std::string_view b) {
-  if (a == "send") return b != "send";
-  if (a == "recv") return b != "recv";
-  return true;  // unknown kinds: do not rule the match out
+// "allreduce", or `unknown` for no op.
+std::string OpOr(proto::OpKind op, const char* unknown) {
+  return op == proto::OpKind::kNone ? unknown : proto::OpKindName(op);
 }
 
 struct RankInfo {
@@ -87,7 +86,7 @@ struct Target {
   int comm = -1;
   bool p2p = false;
   uint64_t seq = 0;                 // collective: the op waited on
-  std::string_view op;              // its kind when known
+  proto::OpKind op = proto::OpKind::kNone;  // its kind when known
   std::vector<int> waiters;
   std::vector<int> blockers;
   int unknown_members = 0;          // comm ranks no membership names
@@ -136,13 +135,13 @@ class Snapshot {
                (r.member && proto::ProcessGone(r.member->state));
       r.clean_exit = r.dead && (r.exit_event != nullptr
                                     ? r.exit_event->clean
-                                    : (r.progress ? r.progress->state == "exited"
-                                                  : r.member && r.member->state == "exited"));
+                                    : (r.progress ? proto::Is(r.progress->state, proto::RankState::kExited)
+                                                  : r.member && proto::Is(r.member->state, proto::RankState::kExited)));
       r.frozen = !r.dead && r.progress != nullptr && r.progress->frozen;
       r.asked_to_end = r.dead && !r.clean_exit &&
                        ((r.exit_event != nullptr && (r.exit_event->terminated_by_signal != 0 ||
-                                                     r.exit_event->progress.state == "stopped")) ||
-                        (r.progress != nullptr && r.progress->state == "stopped"));
+                                                     proto::Is(r.exit_event->progress.state, proto::RankState::kStopped))) ||
+                        (r.progress != nullptr && proto::Is(r.progress->state, proto::RankState::kStopped)));
     }
     // Communicators: membership first, then the rows themselves.
     for (size_t i = 0; i < ranks_.size(); ++i) {
@@ -222,7 +221,11 @@ class Graph {
         if (row.started_seq <= row.completed_seq) continue;
         const int ci = snap.FindComm(row.comm_id);
         if (ci < 0) continue;  // an invalid row (comm rank out of range): nothing to compare
-        const bool rooted = row.entered_seq == row.completed_seq + 1 && Rooted(row.op);
+        // A collective with a root: a member may finish its part before the others (a
+        // broadcast's root once its data left, a reduce's non-roots once they forwarded
+        // theirs), so "completed here, in flight there" is no evidence that the one in flight
+        // has stopped observing.
+        const bool rooted = row.entered_seq == row.completed_seq + 1 && proto::HasRoot(row.op);
         if (!row.p2p && (r.frozen || !rooted) &&
             most_completed_[static_cast<size_t>(ci)].first >= row.completed_seq + 1) {
           // A live member completed the collective this row shows in flight: it is over on the
@@ -251,7 +254,7 @@ class Graph {
         if (inserted) NewCollective(ci, seq);
         Target& t = targets_[static_cast<size_t>(it->second)];
         t.waiters.push_back(static_cast<int>(a));
-        if (t.op.empty() && row.entered_seq == seq) t.op = row.op;
+        if (t.op == proto::OpKind::kNone && row.entered_seq == seq) t.op = row.op;
         if (t.example_row == nullptr) {
           t.example_row = &row;
           t.example_waiter = static_cast<int>(a);
@@ -439,14 +442,13 @@ class Writer {
         const int p = c.members[static_cast<size_t>(row->peer)];
         if (p >= 0) peer = snap_.ranks()[static_cast<size_t>(p)].rank;
       }
-      std::string op = t.op.empty() ? "op" : std::string(t.op);
-      std::string dir = t.op == "recv" ? "from" : "with";
-      if (t.op == "send") dir = "to";
-      return fmt::format("p2p {} {} rank {} on comm {}", op, dir,
+      const char* dir = "with";
+      if (t.op == proto::OpKind::kRecv) dir = "from";
+      if (t.op == proto::OpKind::kSend) dir = "to";
+      return fmt::format("p2p {} {} rank {} on comm {}", OpOr(t.op, "op"), dir,
                          peer >= 0 ? std::to_string(peer) : std::string("?"), CommHex(c.id));
     }
-    return fmt::format("{} #{} of comm {}", t.op.empty() ? "collective" : std::string(t.op),
-                       t.seq, CommHex(c.id));
+    return fmt::format("{} #{} of comm {}", OpOr(t.op, "collective"), t.seq, CommHex(c.id));
   }
 
   // How long ago, at decision time, the waiter's GPU reached the op it waits in.
@@ -471,7 +473,9 @@ class Writer {
     const CommInfo& c = snap_.comms()[static_cast<size_t>(r.lag_comm)];
     std::string op = "collective";
     for (const proto::CommRow& row : r.progress->comms) {
-      if (row.comm_id == c.id && !row.p2p && row.entered_seq == r.lag_seq && !row.op.empty()) op = row.op;
+      if (row.comm_id == c.id && !row.p2p && row.entered_seq == r.lag_seq && row.op != proto::OpKind::kNone) {
+        op = proto::OpKindName(row.op);
+      }
     }
     return fmt::format(", its table still shows {} #{} of comm {} in flight, which {} completed",
                        op, r.lag_seq, CommHex(c.id), RankName(r.lag_peer));
@@ -540,7 +544,7 @@ std::string EventLine(const proto::Event& e) {
                                    : fmt::format("rank {} ({})", e.rank, e.node);
   if (proto::Is(e, proto::EventKind::kTimeout)) {
     return fmt::format("timeout from {}: {} #{} of comm {} running {} (timeout {}), {}", who,
-                       e.op.empty() ? "op" : e.op, e.seq, CommHex(e.comm_id), HumanMs(e.age_ms),
+                       OpOr(e.op, "op"), e.seq, CommHex(e.comm_id), HumanMs(e.age_ms),
                        HumanMs(e.timeout_ms),
                        e.started ? "GPU waiting on peers" : "GPU had not reached it");
   }

@@ -50,7 +50,7 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   v.step = step;
   v.unix_ms = unix_ms;
   if (!t.known()) {
-    v.state = "incomplete";
+    v.state = proto::VerdictState::kIncomplete;
     for (const proto::CkptCopy& c : copies) v.copies += c.torn ? 0 : 1;
     v.why = "topology " + t.Describe() + ": the shards cannot be named, so no copy can be checked";
     v.reasons = {proto::VerdictReason::kTopologyUnknown};
@@ -160,7 +160,7 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
     why.push_back(std::move(text));
   };
   if (untrusted > 0) {
-    v.state = "untrusted";
+    v.state = proto::VerdictState::kUntrusted;
     say(Reason::kReplicasDisagree,
         fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
                     "is not trusted and an earlier one is restored",
@@ -175,7 +175,7 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
         fmt::format("{} shard{} no tier holds any more", sourceless, sourceless == 1 ? "" : "s"));
   }
   j.restorable = untrusted == 0 && missing == 0 && sourceless == 0;
-  if (untrusted == 0) v.state = j.restorable ? "verified" : "incomplete";
+  if (untrusted == 0) v.state = j.restorable ? proto::VerdictState::kVerified : proto::VerdictState::kIncomplete;
   if (j.restorable) {
     v.reasons.insert(v.reasons.begin(), Reason::kAccepted);
     why.insert(why.begin(), fmt::format("{} of {} shard{} accepted", v.verified_shards, v.shards,

@@ -66,8 +66,8 @@ SaveConclusion Conclude(const SaveOutcome& o) {
                : SaveConclusion::kNoCheckpoint;
   }
   if (o.saved < o.shards) return SaveConclusion::kIncomplete;
-  if (o.verdict == "verified") return SaveConclusion::kVerified;
-  if (o.verdict.empty()) return SaveConclusion::kComplete;
+  if (!o.verdict.has_value()) return SaveConclusion::kComplete;
+  if (*o.verdict == proto::VerdictState::kVerified) return SaveConclusion::kVerified;
   return SaveConclusion::kNotVerified;
 }
 
@@ -88,8 +88,8 @@ std::string DescribeSaveOutcome(const SaveOutcome& o) {
   if (o.unanswered > 0) why.push_back(fmt::format("{} did not answer by FT_SAVE_DEADLINE", o.unanswered));
   std::string text = fmt::format("saved {} of {} shard{}", o.saved, o.shards, o.shards == 1 ? "" : "s");
   if (!why.empty()) text += fmt::format(" ({})", fmt::join(why, "; "));
-  if (o.saved > 0 && !o.verdict.empty()) {
-    text += fmt::format(", verified {} at step {} ({})", o.verified, o.step, o.verdict);
+  if (o.saved > 0 && o.verdict.has_value()) {
+    text += fmt::format(", verified {} at step {} ({})", o.verified, o.step, proto::VerdictStateName(*o.verdict));
   }
   switch (Conclude(o)) {
     case SaveConclusion::kNoCheckpoint: text += "; the job is stopped without a checkpoint"; break;
@@ -128,7 +128,7 @@ std::string EncodeSaveOutcome(const std::string& incident, const SaveOutcome& o)
   j["saved"] = o.saved;
   j["verified"] = o.verified;
   j["step"] = o.step;
-  j["verdict"] = o.verdict;
+  j["verdict"] = o.verdict.has_value() ? proto::VerdictStateName(*o.verdict) : "";
   j["ranks"] = o.ranks;
   j["done"] = o.done;
   j["not_supported"] = o.not_supported;
@@ -151,7 +151,12 @@ bool DecodeSaveOutcome(std::string_view json, SaveOutcome* out) {
     get("saved", &o.saved);
     get("verified", &o.verified);
     get("step", &o.step);
-    get("verdict", &o.verdict);
+    std::string verdict;
+    get("verdict", &verdict);
+    if (!verdict.empty()) {
+      o.verdict = proto::ParseVerdictState(verdict);
+      if (!o.verdict.has_value()) return false;  // a state this build does not know
+    }
     get("ranks", &o.ranks);
     get("done", &o.done);
     get("not_supported", &o.not_supported);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -25,7 +26,7 @@ struct SaveOutcome {
   int saved = 0;               // shards with a replica that answered "done"
   int verified = 0;            // shards the verification accepted (0 until verified)
   int64_t step = -1;           // the step the ranks saved (-1: none known)
-  std::string verdict;         // that step's verdict state ("" not judged)
+  std::optional<proto::VerdictState> verdict;  // that step's verdict state (none: not judged)
   int ranks = 0;               // save targets (ranks asked)
   int done = 0;                // ranks that answered "done"
   int not_supported = 0;       // ranks

@@ -89,7 +89,7 @@ class TimeoutModel {
     std::unordered_map<int, uint64_t> count_by_rank;
     uint64_t samples = 0;
   };
-  using Key = std::tuple<uint64_t, std::string, int>;
+  using Key = std::tuple<uint64_t, proto::OpKind, int>;
 
   double Clamp(double ms) const;
 

@@ -455,7 +455,7 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
   for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
   Run(1000, {&a});
   proto::StepVerdict v = Verdict(100);
-  EXPECT_EQ(v.state, "verified") << v.why;
+  EXPECT_EQ(v.state, proto::VerdictState::kVerified) << v.why;
   EXPECT_EQ(v.shards, 2);
   EXPECT_EQ(v.verified_shards, 2);
   EXPECT_EQ(v.copies, 4);
@@ -557,7 +557,7 @@ TEST_F(MasterLoopTest, OddReplicaIsAnSdcIncidentAndTheMajorityIsPlanned) {
   for (int r = 0; r < 4; ++r) PutCopy(100, r, r == 1 ? 0xbad : 0x600d);
   Run(1000, {&a});
   proto::StepVerdict v = Verdict(100);
-  EXPECT_EQ(v.state, "verified") << v.why;
+  EXPECT_EQ(v.state, proto::VerdictState::kVerified) << v.why;
   EXPECT_EQ(v.sdc_ranks, (std::vector<int>{1}));
   std::vector<proto::Incident> sdc = Incidents("sdc");
   ASSERT_EQ(sdc.size(), 1u);
@@ -600,7 +600,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   PutCopy(200, 3, 0x201);
   Run(1000, {&a});
   proto::StepVerdict v = Verdict(200);
-  EXPECT_EQ(v.state, "untrusted");
+  EXPECT_EQ(v.state, proto::VerdictState::kUntrusted);
   EXPECT_EQ(v.verified_shards, 1);
   EXPECT_NE(v.why.find("not trusted"), std::string::npos) << v.why;
   EXPECT_TRUE(v.sdc_ranks.empty());
@@ -614,7 +614,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   PutCopy(300, 3, 0x301);
   Run(1000, {&a});
   v = Verdict(300);
-  EXPECT_EQ(v.state, "verified") << v.why;
+  EXPECT_EQ(v.state, proto::VerdictState::kVerified) << v.why;
   EXPECT_EQ(v.copies, 3);
   EXPECT_TRUE(v.sdc_ranks.empty()) << "a torn copy is no evidence of corruption";
   EXPECT_NE(v.why.find("single copy, not cross-checked"), std::string::npos) << v.why;
@@ -630,7 +630,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   EXPECT_FALSE(server_.HGet(keys_.CkptVerdicts(), "400").has_value())
       << "1 of 4 replicas reported: no verdict before copy_wait";
   Run(5000, {&a});
-  EXPECT_EQ(Verdict(400).state, "incomplete");
+  EXPECT_EQ(Verdict(400).state, proto::VerdictState::kIncomplete);
   EXPECT_NE(Verdict(400).why.find("judged with 1 of 4 replicas reported (the deadline passed)"), std::string::npos)
       << Verdict(400).why;
   EXPECT_EQ(Plan().step, 300);
@@ -638,7 +638,7 @@ TEST_F(MasterLoopTest, UntrustedTornSingleReplicaAndMissingShardSteps) {
   // A step whose copies are all removed (retention) leaves the set, and its verdict goes.
   PutCopy(50, 0, 0x50);
   Run(6000, {&a});
-  EXPECT_EQ(Verdict(50).state, "incomplete");
+  EXPECT_EQ(Verdict(50).state, proto::VerdictState::kIncomplete);
   server_.Execute({"DEL", keys_.CkptStep(50)});
   server_.Execute({"ZREM", keys_.CkptSteps(), "50"});
   Run(1000, {&a});
@@ -687,14 +687,14 @@ TEST_F(MasterLoopTest, AStepIsJudgedWhenEveryReplicaReportedNotOnTheFirstCopy) {
   EXPECT_EQ(Plan().step, 10);
   PutCopy(20, 1, 0x2f);
   Run(1000, {&a});
-  EXPECT_EQ(Verdict(20).state, "untrusted") << Verdict(20).why;
+  EXPECT_EQ(Verdict(20).state, proto::VerdictState::kUntrusted) << Verdict(20).why;
   EXPECT_EQ(Plan().step, 10);
 
   // A torn copy is a report too: the other replica's copy is judged at once, as a single one.
   PutCopy(30, 0, 0x30);
   PutCopy(30, 1, 0x3f, {"arena"}, /*torn=*/true);
   Run(1000, {&a});
-  EXPECT_EQ(Verdict(30).state, "verified") << Verdict(30).why;
+  EXPECT_EQ(Verdict(30).state, proto::VerdictState::kVerified) << Verdict(30).why;
   EXPECT_EQ(Plan().step, 30);
 }
 
@@ -723,7 +723,7 @@ TEST_F(MasterLoopTest, SaveIsVerifiedAndPlannedBeforeTheStop) {
   EXPECT_EQ(plan.step, 50) << "published before the stop";
   ASSERT_EQ(plan.ranks.size(), 4u);
   EXPECT_EQ(plan.ranks[3].sources[0].rank, 1) << "the crashed rank restores from its replica";
-  EXPECT_EQ(Verdict(50).state, "verified");
+  EXPECT_EQ(Verdict(50).state, proto::VerdictState::kVerified);
   // Re-read on the planned step's refresh (3 of 4 replicas, copy_wait not over) while the
   // plan is rebuilt (n0 evicted too): judged for good by the save round, the step stays
   // planned — republished once, for the new source order, never withdrawn.

@@ -33,7 +33,7 @@ class MasterMetricsTest : public ::testing::Test {
     incident.decide_ms = decide_ms;
     Cmd({"XADD", keys_.Incidents(), "*", "json", proto::Encode(incident)});
   }
-  void SetVerdict(int64_t step, const std::string& state) {
+  void SetVerdict(int64_t step, proto::VerdictState state) {
     proto::StepVerdict v;
     v.step = step;
     v.state = state;
@@ -78,10 +78,10 @@ TEST_F(MasterMetricsTest, VerdictsCountedAsTheyChangeAndTheNewestVerifiedStep) {
   MasterMetrics m = Make("m0");
   ASSERT_TRUE(m.Round(store_, -1));
   EXPECT_EQ(Value("ft_master_ckpt_verified_step", {"job1"}), -1);
-  SetVerdict(10, "incomplete");
+  SetVerdict(10, proto::VerdictState::kIncomplete);
   ASSERT_TRUE(m.Round(store_, -1));
-  SetVerdict(10, "verified");
-  SetVerdict(20, "untrusted");
+  SetVerdict(10, proto::VerdictState::kVerified);
+  SetVerdict(20, proto::VerdictState::kUntrusted);
   ASSERT_TRUE(m.Round(store_, -1));
   ASSERT_TRUE(m.Round(store_, -1));
   EXPECT_EQ(Value("ft_master_ckpt_verdicts_total", {"job1", "incomplete"}), 1);

@@ -97,5 +97,33 @@ TEST(DecodedHashTest, FieldReadsTouchOnlyTheirFields) {
   EXPECT_EQ(bad.count(), 2u);
 }
 
+// A summary naming an op kind this build does not know (proto::OpKind) is skipped and said
+// once, naming the field; its rank's good neighbours are read; the same bytes again are not
+// decoded (or reported) again, and a rewritten good value is taken.
+TEST(DecodedHashTest, AnUnknownOpKindSkipsItsRowAndIsReportedOnce) {
+  auto summary = [](int rank, const char* op) {
+    proto::RankSummary s;
+    s.rank = rank;
+    s.node = "n0";
+    s.unix_ms = 1;
+    s.ops.push_back(proto::OpSummary{0x1, proto::OpKind::kAllReduce, 2, 5, 1.0, 2.0, 3.0, 9});
+    std::string text = proto::Encode(s);
+    text.replace(text.find(R"("op":"allreduce")"), 16, std::string(R"("op":")") + op + "\"");
+    return text;
+  };
+  BadValues bad;
+  DecodedHash<proto::RankSummary> h("summary");
+  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "teleport")}}), &bad);
+  ASSERT_EQ(h.values().size(), 1u);
+  EXPECT_EQ(h.values()[0].rank, 0);
+  EXPECT_EQ(h.values()[0].ops.at(0).op, proto::OpKind::kAllReduce);
+  EXPECT_EQ(bad.count(), 1u);
+  EXPECT_FALSE(bad.Report("summary field 1", summary(1, "teleport"), Status::Corrupt("again"))) << "logged once";
+  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "teleport")}}), &bad);
+  EXPECT_EQ(bad.count(), 2u) << "the same bytes are not decoded again (the one count is the test's own)";
+  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "recv")}}), &bad);
+  EXPECT_EQ(h.values().size(), 2u);
+}
+
 }  // namespace
 }  // namespace ft::master

@@ -127,7 +127,7 @@ std::vector<ArenaSweepEntry> SweepArenas(const ArenaSweepOptions& options, const
   std::vector<std::pair<std::string, bool>> paths;
   for (std::string& p : ckpt::Arena::List(options.arena_dir, options.job)) paths.emplace_back(std::move(p), false);
   for (std::string& p : ListPrefetch(options.arena_dir, options.job)) paths.emplace_back(std::move(p), true);
-  // Buddy copies this node keeps of another node's ranks (ftworker/replicator.h): by the same
+  // Buddy copies this node keeps of another node's ranks (ftworker/prefetch/replicator.h): by the same
   // rule; the worker holding them (their writer) keeps them while it runs.
   const size_t first_replica = paths.size();
   for (std::string& p : ListPrefetch(options.arena_dir, options.job, &ckpt::Arena::ReplicaPathFor)) {
@@ -280,8 +280,8 @@ Status ReadJobGcFacts(redis::Commands& db, const proto::Keys& keys, JobGcFacts* 
     if (!items[i + 1].is_string()) continue;
     proto::StepVerdict v;
     if (!proto::Decode(items[i + 1].str(), &v).ok()) continue;
-    if (v.state == "verified") facts.newest_verified = std::max(facts.newest_verified, v.step);
-    if (v.state != "incomplete") facts.newest_complete = std::max(facts.newest_complete, v.step);
+    if (v.state == proto::VerdictState::kVerified) facts.newest_verified = std::max(facts.newest_verified, v.step);
+    if (v.state != proto::VerdictState::kIncomplete) facts.newest_complete = std::max(facts.newest_complete, v.step);
   }
   *out = std::move(facts);
   return Status::Ok();

@@ -115,7 +115,7 @@ void NodeMonitor::RaiseBusy(int64_t now_unix_ms, std::vector<proto::Event>* out)
             "rank {} has not reached {} #{} on comm {}, which rank {} waits on, but it is busy on "
             "the host (last CUDA/NCCL call {:.0f} ms ago, CPU {:.0f}%{}): it is working (a "
             "checkpoint, data loading, host compute), not stuck",
-            b->rank(), t.op, t.seq, CommHex(t.comm_id), a->rank(), p.last_call_age_ms, p.cpu_pct,
+            b->rank(), proto::OpKindName(t.op), t.seq, CommHex(t.comm_id), a->rank(), p.last_call_age_ms, p.cpu_pct,
             p.blocked_ms > 0 ? fmt::format(", blocked in a CUDA call for {:.0f} ms", p.blocked_ms) : "");
         e.progress = p;
         FT_LOG(Info, Worker, "{}", e.message);

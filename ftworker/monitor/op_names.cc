@@ -57,6 +57,26 @@ std::string ApiCallNameV1(uint64_t index) {
   return fmt::format("#{} (symbol index of an older libft.so)", index);
 }
 
+proto::OpKind ProtoOpKind(uint32_t shm_op_kind) {
+  using P = proto::OpKind;
+  switch (static_cast<shm::OpKind>(shm_op_kind)) {
+    case shm::OpKind::kNone: return P::kNone;
+    case shm::OpKind::kAllReduce: return P::kAllReduce;
+    case shm::OpKind::kAllGather: return P::kAllGather;
+    case shm::OpKind::kReduceScatter: return P::kReduceScatter;
+    case shm::OpKind::kBroadcast: return P::kBroadcast;
+    case shm::OpKind::kBcast: return P::kBcast;
+    case shm::OpKind::kReduce: return P::kReduce;
+    case shm::OpKind::kAlltoAll: return P::kAlltoAll;
+    case shm::OpKind::kGather: return P::kGather;
+    case shm::OpKind::kScatter: return P::kScatter;
+    case shm::OpKind::kSend: return P::kSend;
+    case shm::OpKind::kRecv: return P::kRecv;
+    case shm::OpKind::kGraphLaunch: return P::kGraphLaunch;
+  }
+  return P::kOther;
+}
+
 std::string CommHex(uint64_t comm_id) { return fmt::format("{:016x}", comm_id); }
 
 }  // namespace ft::worker

@@ -409,7 +409,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
     row.p2p = slot->p2p;
     row.comm_rank = c.comm_rank;
     row.comm_size = c.comm_size;
-    row.op = shm::OpKindName(c.enter_op);
+    row.op = ProtoOpKind(c.enter_op);
     row.bytes = c.entered_bytes;
     row.peer = c.entered_peer;
     row.entered_seq = c.entered_seq;
@@ -480,7 +480,7 @@ std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
         op.bytes = it->second[op.seq % 64].bytes;
       }
     }
-    op.op = shm::OpKindName(kind);
+    op.op = ProtoOpKind(kind);
     op.started_age_ms = c.started_ns == 0 ? 0 : AgeMs(now_ns, c.started_ns);
     ops.push_back(std::move(op));
   }
@@ -635,7 +635,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   for (auto& [key, w] : window_ops_) {
     proto::OpSummary o;
     o.comm_id = key.comm_id;
-    o.op = shm::OpKindName(key.op);
+    o.op = ProtoOpKind(key.op);
     o.bucket = key.bucket;
     o.count = w.count;
     std::sort(w.samples_ms.begin(), w.samples_ms.end());

@@ -15,7 +15,7 @@ void TimeoutPolicy::Set(const proto::TimeoutTable& table) {
   }
 }
 
-double TimeoutPolicy::TimeoutMs(uint64_t comm_id, const std::string& op, int bucket) const {
+double TimeoutPolicy::TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) const {
   auto it = entries_.find({comm_id, op, bucket});
   if (it != entries_.end()) return it->second;
   if (version_ > 0 && default_ms_ > 0) return default_ms_;
@@ -53,7 +53,7 @@ void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPol
         "rank {} has been in {} {}#{} on comm {} for {:.1f} s (timeout {:.1f} s): its GPU "
         "reached the op and waits on peers; the master names the rank(s) that have not "
         "reached it from the progress tables",
-        progress.rank, op.op, op.p2p ? "(p2p) " : "", op.seq, CommHex(op.comm_id),
+        progress.rank, proto::OpKindName(op.op), op.p2p ? "(p2p) " : "", op.seq, CommHex(op.comm_id),
         op.started_age_ms / 1000, timeout_ms / 1000);
     e.progress = progress;
     out->push_back(std::move(e));

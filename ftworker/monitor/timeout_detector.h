@@ -32,14 +32,14 @@ class TimeoutPolicy {
   explicit TimeoutPolicy(double warmup_ms) : warmup_ms_(warmup_ms) {}
 
   void Set(const proto::TimeoutTable& table);
-  double TimeoutMs(uint64_t comm_id, const std::string& op, int bucket) const;
+  double TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) const;
   uint64_t version() const { return version_; }
 
  private:
   double warmup_ms_;
   uint64_t version_ = 0;
   double default_ms_ = 0;
-  std::map<std::tuple<uint64_t, std::string, int>, double> entries_;
+  std::map<std::tuple<uint64_t, proto::OpKind, int>, double> entries_;
 };
 
 // An op the GPU has started and not completed, as read from a comm slot.
@@ -47,7 +47,7 @@ struct InFlightOp {
   uint64_t comm_id = 0;     // the communicator (for a p2p slot: the communicator it belongs to)
   bool p2p = false;
   uint64_t seq = 0;         // completed_seq + 1
-  std::string op;           // "allreduce", ...
+  proto::OpKind op = proto::OpKind::kNone;
   uint64_t bytes = 0;
   double started_age_ms = 0;
 };
@@ -57,7 +57,7 @@ struct ActiveTimeout {
   uint64_t comm_id = 0;
   bool p2p = false;
   uint64_t seq = 0;
-  std::string op;
+  proto::OpKind op = proto::OpKind::kNone;
 };
 
 class TimeoutDetector {

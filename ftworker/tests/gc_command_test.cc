@@ -68,7 +68,7 @@ class GcCommandTest : public redis::testing::RedisClientTest {
     ASSERT_TRUE(client_.Run({"SET", keys_.Restore(), proto::Encode(plan)}, &r).ok());
     proto::StepVerdict v;
     v.step = step;
-    v.state = "verified";
+    v.state = proto::VerdictState::kVerified;
     v.shards = v.verified_shards = v.copies = 1;
     v.unix_ms = 1;
     ASSERT_TRUE(client_.Run({"HSET", keys_.CkptVerdicts(), std::to_string(step), proto::Encode(v)}, &r).ok());

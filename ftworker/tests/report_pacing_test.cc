@@ -131,7 +131,7 @@ proto::RankSummary Window(int rank, double compute_ms, double p50_ms, double p99
   s.comm_wait_ms = p50_ms;
   proto::OpSummary op;
   op.comm_id = 0xabc;
-  op.op = "allreduce";
+  op.op = proto::OpKind::kAllReduce;
   op.count = 50;
   op.p50_ms = p50_ms;
   op.p99_ms = op.max_ms = p99_ms;
@@ -208,7 +208,7 @@ TEST(SummaryPacerTest, ANewOpOrSampledKernelsAreWrittenAtOnce) {
   s = Window(0, 25, 12, 20);
   proto::OpSummary send;
   send.comm_id = 0xdef;
-  send.op = "send";
+  send.op = proto::OpKind::kSend;
   s.ops.push_back(send);
   EXPECT_TRUE(pacer.Next(&s, kT0 + 1000));
   s = Window(0, 25, 12, 20);

@@ -52,7 +52,7 @@ TEST_F(WorkerMetricsTest, SummariesAccumulateOpsAndKeepTheLastWindowsFigures) {
   s.dropped = 2;
   proto::OpSummary op;
   op.comm_id = 0xabc;
-  op.op = "allreduce";
+  op.op = proto::OpKind::kAllReduce;
   op.count = 5;
   op.p50_ms = 10;
   op.p99_ms = 40;

@@ -17,7 +17,7 @@ inline CommRow SampleCommRow(int i) {
   r.p2p = i % 2 == 1;
   r.comm_rank = 3 + i;
   r.comm_size = 8;
-  r.op = i % 2 ? "send" : "allreduce";
+  r.op = i % 2 ? proto::OpKind::kSend : proto::OpKind::kAllReduce;
   r.bytes = (uint64_t{1} << 40) + 7;
   r.peer = 5;
   r.entered_seq = 812 + static_cast<uint64_t>(i);
@@ -56,7 +56,7 @@ inline Event SampleEvent() {
   e.unix_ms = 1763800000200;
   e.message = "allreduce #812 on comm 3fa2.. waited 2.1 s; see ftmaster incidents";
   e.comm_id = 0xffffffffffffffffULL;
-  e.op = "allreduce";
+  e.op = proto::OpKind::kAllReduce;
   e.seq = 812;
   e.age_ms = 2100.5;
   e.timeout_ms = 2000;
@@ -87,7 +87,7 @@ inline RankSummary SampleSummary() {
   for (int i = 0; i < 3; ++i) {
     OpSummary o;
     o.comm_id = 0x0123456789abcdefULL + static_cast<uint64_t>(i);
-    o.op = "reducescatter";
+    o.op = proto::OpKind::kReduceScatter;
     o.bucket = i + 1;
     o.count = 100 + static_cast<uint64_t>(i);
     o.p50_ms = 1.5;
@@ -121,7 +121,7 @@ inline TimeoutTable SampleTimeouts() {
   t.version = 17;
   t.default_ms = 30000;
   t.unix_ms = 1763800000500;
-  t.entries = {{0x1ULL, "allreduce", 2, 1500.5}, {0x2ULL, "allgather", 4, 9000}};
+  t.entries = {{0x1ULL, OpKind::kAllReduce, 2, 1500.5}, {0x2ULL, OpKind::kAllGather, 4, 9000}};
   return t;
 }
 
@@ -220,7 +220,7 @@ inline CkptCopy SampleCkptCopy() {
 inline StepVerdict SampleVerdict() {
   StepVerdict v;
   v.step = 1200;
-  v.state = "verified";
+  v.state = VerdictState::kVerified;
   v.shards = 4;
   v.verified_shards = 4;
   v.copies = 7;

@@ -147,5 +147,208 @@ TEST(VocabularyTest, VerdictReasonsTravelInOrderAndAnUnknownOneIsDropped) {
   EXPECT_EQ(s.message().rfind("reasons[1]: expected a string", 0), 0u) << s.ToString();
 }
 
+// A state as it travels is one state, or none when empty or unknown.
+TEST(VocabularyTest, ARankStateNameIsItsState) {
+  EXPECT_TRUE(Is("stopped", RankState::kStopped));
+  EXPECT_FALSE(Is("stopped", RankState::kExited));
+  EXPECT_FALSE(Is("", RankState::kRunning));
+  EXPECT_FALSE(Is("Exited", RankState::kExited));
+}
+
+// Op kinds (messages.h): every name parses back and no two share one; "" is no name (the codec
+// reads an empty optional op as kNone itself); the two predicates answer by kind.
+TEST(VocabularyTest, EveryOpKindNameParsesBackAndUnknownNamesDoNot) {
+  std::set<std::string> names;
+  for (OpKind k : kOpKinds) {
+    EXPECT_EQ(ParseOpKind(OpKindName(k)), k) << OpKindName(k);
+    EXPECT_TRUE(names.insert(OpKindName(k)).second) << OpKindName(k);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(OpKind::kOther) + 1) << "kOpKinds lists every kind";
+  EXPECT_FALSE(ParseOpKind("").has_value());
+  EXPECT_FALSE(ParseOpKind("AllReduce").has_value());
+  EXPECT_FALSE(ParseOpKind("op21").has_value());
+  EXPECT_TRUE(IsP2P(OpKind::kSend));
+  EXPECT_TRUE(IsP2P(OpKind::kRecv));
+  EXPECT_FALSE(IsP2P(OpKind::kAllReduce));
+  for (OpKind k : {OpKind::kBroadcast, OpKind::kBcast, OpKind::kReduce, OpKind::kGather, OpKind::kScatter}) {
+    EXPECT_TRUE(HasRoot(k)) << OpKindName(k);
+  }
+  for (OpKind k : {OpKind::kNone, OpKind::kAllReduce, OpKind::kAllGather, OpKind::kReduceScatter,
+                   OpKind::kAlltoAll, OpKind::kSend, OpKind::kRecv, OpKind::kGraphLaunch, OpKind::kOther}) {
+    EXPECT_FALSE(HasRoot(k)) << OpKindName(k);
+  }
+}
+
+// Every kind survives each of the four values that carry one, as its name.
+TEST(VocabularyTest, EveryOpKindRoundTripsInEveryValue) {
+  for (OpKind k : kOpKinds) {
+    const std::string name = std::string(R"("op":")") + OpKindName(k) + "\"";
+    RankProgress p = SampleProgress();
+    p.comms.at(0).op = k;
+    RankProgress p_out;
+    ASSERT_TRUE(Decode(Encode(p), &p_out).ok()) << OpKindName(k);
+    EXPECT_EQ(p_out, p);
+    EXPECT_NE(Encode(p).find(name), std::string::npos) << Encode(p);
+
+    Event e = SampleEvent();
+    e.op = k;
+    Event e_out;
+    ASSERT_TRUE(Decode(Encode(e), &e_out).ok()) << OpKindName(k);
+    EXPECT_EQ(e_out, e);
+
+    RankSummary s = SampleSummary();
+    s.ops.at(0).op = k;
+    RankSummary s_out;
+    ASSERT_TRUE(Decode(Encode(s), &s_out).ok()) << OpKindName(k);
+    EXPECT_EQ(s_out, s);
+    EXPECT_NE(Encode(s).find(name), std::string::npos) << Encode(s);
+
+    TimeoutTable t = SampleTimeouts();
+    t.entries.at(1).op = k;
+    TimeoutTable t_out;
+    ASSERT_TRUE(Decode(Encode(t), &t_out).ok()) << OpKindName(k);
+    EXPECT_EQ(t_out, t);
+  }
+  // An event not about an op says nothing of one.
+  Event exit = SampleEvent();
+  exit.kind = EventKindName(EventKind::kExit);
+  exit.op = OpKind::kNone;
+  exit.progress = RankProgress{};  // its rows carry ops of their own
+  EXPECT_EQ(Encode(exit).find(R"("op")"), std::string::npos) << Encode(exit);
+}
+
+// A name this build does not know is refused, naming the field and the value, wherever an op
+// travels; an empty one is no op where the field is optional and refused where it is required.
+TEST(VocabularyTest, TheCodecRefusesAnUnknownOpKindByName) {
+  auto garble = [](std::string text, const std::string& from) {
+    const size_t at = text.find(R"("op":")" + from + "\"");
+    EXPECT_NE(at, std::string::npos) << text;
+    if (at != std::string::npos) text.replace(at, 7 + from.size(), R"("op":"teleport")");
+    return text;
+  };
+  auto prefix = [](const Status& s, const std::string& want) {
+    EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.ToString();
+    EXPECT_EQ(s.message().rfind(want, 0), 0u) << s.ToString();
+    EXPECT_NE(s.message().find("(none, allreduce, allgather,"), std::string::npos) << s.ToString();
+  };
+  RankProgress p = SampleProgress();
+  RankProgress p_out = p;
+  prefix(Decode(garble(Encode(p), OpKindName(p.comms.at(0).op)), &p_out), "comms[0].op: unknown op kind 'teleport'");
+  EXPECT_EQ(p_out, p) << "untouched on failure";
+
+  Event e = SampleEvent();
+  Event e_out;
+  prefix(Decode(garble(Encode(e), OpKindName(e.op)), &e_out), "op: unknown op kind 'teleport'");
+  std::string nested = Encode(e);
+  nested.replace(nested.rfind(R"("op":")"), 7 + std::string(OpKindName(e.progress.comms.back().op)).size(),
+                 R"("op":"teleport")");
+  prefix(Decode(nested, &e_out), "progress.comms[" + std::to_string(e.progress.comms.size() - 1) +
+                                     "].op: unknown op kind 'teleport'");
+
+  RankSummary s = SampleSummary();
+  RankSummary s_out;
+  prefix(Decode(garble(Encode(s), OpKindName(s.ops.at(0).op)), &s_out), "ops[0].op: unknown op kind 'teleport'");
+
+  TimeoutTable t = SampleTimeouts();
+  TimeoutTable t_out;
+  prefix(Decode(garble(Encode(t), OpKindName(t.entries.at(0).op)), &t_out),
+         "entries[0].op: unknown op kind 'teleport'");
+
+  // Empty: no op in a progress row and an event (optional), refused in a summary and a table.
+  ASSERT_TRUE(Decode(R"({"v":1,"kind":"exit","rank":1,"node":"n","unix_ms":1,"op":""})", &e_out).ok());
+  EXPECT_EQ(e_out.op, OpKind::kNone);
+  Status empty = Decode(R"({"v":1,"version":1,"default_ms":1,"entries":[{"comm":"0000000000000001","op":"","ms":1}]})",
+                        &t_out);
+  EXPECT_EQ(empty.message().rfind("entries[0].op: must not be empty", 0), 0u) << empty.ToString();
+}
+
+// Bytes today's readers find in Redis, written by the encoder of strings (before OpKind and
+// VerdictState): they decode to the kinds and states named, and encode back to the same bytes.
+TEST(VocabularyTest, ValuesWrittenAsStringsDecodeToTheSameKindsAndStates) {
+  const std::string progress =
+      R"({"v":1,"rank":3,"node":"node1","pid":4242,"incarnation":2,"state":"running","observed_unix_ms":1763800000000,)"
+      R"("last_call_age_ms":12.5,"blocked_ms":0.0,"cpu_pct":97.0,"busy":false,"heartbeat_age_ms":-1.0,"frozen":false,)"
+      R"("comms":[{"comm":"0000000000003fa2","p2p":false,"comm_rank":3,"comm_size":8,"op":"allreduce","bytes":4194304,)"
+      R"("peer":-1,"entered":812,"started":812,"completed":811,"entered_age_ms":2100.0,"started_age_ms":2099.0,)"
+      R"("completed_age_ms":2150.0},{"comm":"0000000000000077","p2p":true,"comm_rank":1,"comm_size":2,"op":"recv",)"
+      R"("bytes":8388608,"peer":0,"entered":40,"started":40,"completed":40,"entered_age_ms":-1.0,"started_age_ms":-1.0,)"
+      R"("completed_age_ms":-1.0},{"comm":"0000000000000099","p2p":false,"comm_rank":0,"comm_size":4,"op":"none",)"
+      R"("bytes":0,"peer":-1,"entered":0,"started":0,"completed":0,"entered_age_ms":-1.0,"started_age_ms":-1.0,)"
+      R"("completed_age_ms":-1.0}]})";
+  RankProgress p;
+  ASSERT_TRUE(Decode(progress, &p).ok());
+  ASSERT_EQ(p.comms.size(), 3u);
+  EXPECT_EQ(p.comms[0].op, OpKind::kAllReduce);
+  EXPECT_EQ(p.comms[1].op, OpKind::kRecv);
+  EXPECT_EQ(p.comms[2].op, OpKind::kNone);
+  EXPECT_EQ(Encode(p), progress);
+
+  const std::string timeout =
+      R"({"v":1,"kind":"timeout","rank":3,"node":"node1","unix_ms":1763800000100,"message":"",)"
+      R"("comm":"0000000000003fa2","op":"broadcast","seq":812,"age_ms":2100.0,"timeout_ms":2000.0,"started":true})";
+  const std::string exit =
+      R"({"v":1,"kind":"exit","rank":3,"node":"node1","unix_ms":1763800000200,"message":"","code":-9,"clean":false})";
+  Event e;
+  ASSERT_TRUE(Decode(timeout, &e).ok());
+  EXPECT_EQ(e.op, OpKind::kBroadcast);
+  EXPECT_EQ(Encode(e), timeout);
+  ASSERT_TRUE(Decode(exit, &e).ok());
+  EXPECT_EQ(e.op, OpKind::kNone);
+  EXPECT_EQ(Encode(e), exit);
+
+  const std::string summary =
+      R"({"v":1,"rank":3,"node":"node1","unix_ms":1763800000300,"steps":10,"step_ms":0.0,"step_p50_ms":0.0,)"
+      R"("compute_ms":0.0,"comm_wait_ms":0.0,"records":0,"dropped":0,"ops":[{"comm":"0000000000003fa2",)"
+      R"("op":"reducescatter","bucket":2,"count":5,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,"last_seq":811},)"
+      R"({"comm":"0000000000003fa2","op":"send","bucket":3,"count":5,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,)"
+      R"("last_seq":811}],"kernels":0,"kernel_samples":[]})";
+  RankSummary s;
+  ASSERT_TRUE(Decode(summary, &s).ok());
+  ASSERT_EQ(s.ops.size(), 2u);
+  EXPECT_EQ(s.ops[0].op, OpKind::kReduceScatter);
+  EXPECT_EQ(s.ops[1].op, OpKind::kSend);
+  EXPECT_EQ(Encode(s), summary);
+
+  const std::string table =
+      R"({"v":1,"version":4,"default_ms":30000.0,"unix_ms":1763800000400,"entries":[{"comm":"0000000000003fa2",)"
+      R"("op":"allgather","bucket":1,"ms":1500.0},{"comm":"0000000000000077","op":"graphlaunch","bucket":0,"ms":900.0}]})";
+  TimeoutTable t;
+  ASSERT_TRUE(Decode(table, &t).ok());
+  ASSERT_EQ(t.entries.size(), 2u);
+  EXPECT_EQ(t.entries[0].op, OpKind::kAllGather);
+  EXPECT_EQ(t.entries[1].op, OpKind::kGraphLaunch);
+  EXPECT_EQ(Encode(t), table);
+
+  for (VerdictState state : kVerdictStates) {
+    const std::string verdict = std::string(R"({"v":1,"step":1200,"state":")") + VerdictStateName(state) +
+                                R"(","shards":4,"verified_shards":2,"copies":6,"sdc_ranks":[],"why":"w","unix_ms":1763800001100})";
+    StepVerdict v;
+    ASSERT_TRUE(Decode(verdict, &v).ok()) << verdict;
+    EXPECT_EQ(v.state, state);
+    EXPECT_EQ(Encode(v), verdict);
+  }
+}
+
+// A verdict's state: one of three names, each parsing back; an unknown one is refused by name
+// (a step is never planned from a state this build does not understand).
+TEST(VocabularyTest, VerdictStatesParseBackAndAnUnknownOneIsRefused) {
+  std::set<std::string> names;
+  for (VerdictState st : kVerdictStates) {
+    EXPECT_EQ(ParseVerdictState(VerdictStateName(st)), st) << VerdictStateName(st);
+    EXPECT_TRUE(names.insert(VerdictStateName(st)).second) << VerdictStateName(st);
+  }
+  EXPECT_EQ(names, (std::set<std::string>{"verified", "untrusted", "incomplete"}));
+  EXPECT_FALSE(ParseVerdictState("Verified").has_value());
+  EXPECT_FALSE(ParseVerdictState("").has_value());
+
+  std::string text = Encode(SampleVerdict());
+  text.replace(text.find(R"("verified")"), 10, R"("trusted")");
+  StepVerdict out;
+  Status s = Decode(text, &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message().rfind("state: unknown state 'trusted' (verified, untrusted, incomplete)", 0), 0u)
+      << s.ToString();
+}
+
 }  // namespace
 }  // namespace ft::proto

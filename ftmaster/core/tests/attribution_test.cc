@@ -28,7 +28,7 @@ proto::Event Timeout(int rank, uint64_t comm, uint64_t seq, int64_t at = Job::kN
   e.rank = rank;
   e.unix_ms = at;
   e.comm_id = comm;
-  e.op = "allreduce";
+  e.op = proto::OpKind::kAllReduce;
   e.seq = seq;
   e.age_ms = 4000;
   e.timeout_ms = 4000;
@@ -167,8 +167,8 @@ TEST(AttributionTest, CleanExitBeforeTheCollectiveIsACrash) {
 Job RecvFromExitedStage(int64_t waiter_observed, proto::Event* exit) {
   Job job(1, 1, 2);
   const uint64_t pp = job.PpComm(0, 0);
-  job.Set(1, pp, 21, 21, 20, 3000, "recv", 0);
-  job.Set(0, pp, 21, 21, 21, 3000, "send", 1);
+  job.Set(1, pp, 21, 21, 20, 3000, proto::OpKind::kRecv, 0);
+  job.Set(0, pp, 21, 21, 21, 3000, proto::OpKind::kSend, 1);
   job.Progress(1).observed_unix_ms = waiter_observed;
   *exit = CleanExit(job, 0, Job::kNow - 2500);
   return job;
@@ -195,10 +195,10 @@ TEST(AttributionTest, P2pStillWaitingAfterThePeersCleanExitIsACrash) {
 TEST(AttributionTest, HangPropagatesDownAPipeline) {
   Job job(1, 1, 4);
   const uint64_t pp = job.PpComm(0, 0);
-  job.Set(0, pp, 21, 21, 20, 3000, "send", 1);
-  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
-  job.Set(2, pp, 21, 20, 20, 4500, "send", 3);
-  job.Set(3, pp, 21, 21, 20, 4600, "recv", 2);
+  job.Set(0, pp, 21, 21, 20, 3000, proto::OpKind::kSend, 1);
+  job.Set(1, pp, 21, 21, 20, 4000, proto::OpKind::kSend, 2);
+  job.Set(2, pp, 21, 20, 20, 4500, proto::OpKind::kSend, 3);
+  job.Set(3, pp, 21, 21, 20, 4600, proto::OpKind::kRecv, 2);
   auto incidents = Attribute(Input(job, {Timeout(3, pp, 21)}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "hang");
@@ -213,9 +213,9 @@ TEST(AttributionTest, PipelineHostHangAtTheFirstStage) {
   Job job(1, 1, 4);
   const uint64_t pp = job.PpComm(0, 0);
   // Stage 0 never sent (host stuck in the data loader); 1 waits to receive from 0, 2 from 1...
-  job.Set(1, pp, 21, 21, 20, 4000, "recv", 0);
-  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
-  job.Set(3, pp, 21, 21, 20, 4000, "recv", 2);
+  job.Set(1, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 0);
+  job.Set(2, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 1);
+  job.Set(3, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 2);
   auto incidents = Attribute(Input(job, {Timeout(3, pp, 21)}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   ASSERT_EQ(incidents[0].suspects.size(), 1u);
@@ -317,7 +317,7 @@ TEST(AttributionTest, RootedCollectiveCompletedOnSomeMembersIsNoLaggard) {
   // A broadcast's root may finish before its receivers: rank 2 still in broadcast #11 while
   // the others completed it is what a stalled transport looks like too. Not a laggard.
   Job job = LaggardJob(2);
-  job.Row(2, job.DpComm(0, 0)).op = "broadcast";
+  job.Row(2, job.DpComm(0, 0)).op = proto::OpKind::kBroadcast;
   auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 12)}));
   for (const proto::Incident& i : incidents) {
     for (const proto::Suspect& x : i.suspects) {
@@ -362,8 +362,8 @@ TEST(AttributionTest, LaggardBehindADeadPeerIsNotALaggard) {
 TEST(AttributionTest, FrozenP2pPeerIsHostFrozenNotATransportPair) {
   Job job(1, 1, 4);
   const uint64_t pp = job.PpComm(0, 0);
-  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
-  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
+  job.Set(1, pp, 21, 21, 20, 4000, proto::OpKind::kSend, 2);
+  job.Set(2, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 1);
   Freeze(job, 1);
   auto incidents = Attribute(Input(job, {Timeout(2, pp, 21)}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
@@ -384,8 +384,8 @@ TEST(AttributionTest, TransportHangWithinOneNodeSaysSo) {
 TEST(AttributionTest, P2pPairWaitingOnEachOtherIsATransportHang) {
   Job job(1, 1, 4);
   const uint64_t pp = job.PpComm(0, 0);
-  job.Set(1, pp, 21, 21, 20, 4000, "send", 2);
-  job.Set(2, pp, 21, 21, 20, 4000, "recv", 1);
+  job.Set(1, pp, 21, 21, 20, 4000, proto::OpKind::kSend, 2);
+  job.Set(2, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 1);
   auto incidents = Attribute(Input(job, {Timeout(2, pp, 21)}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "transport-hang");

@@ -31,7 +31,7 @@ TEST(CkptVerifyTest, AllEqualIsVerified) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 7), Copy(2, 7), Copy(3, 7)};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 4, 1), false, 5);
   EXPECT_TRUE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   EXPECT_EQ(j.verdict.shards, 1);
   EXPECT_EQ(j.verdict.verified_shards, 1);
   EXPECT_EQ(j.verdict.copies, 4);
@@ -45,7 +45,7 @@ TEST(CkptVerifyTest, OddOneOfThreeIsSdcAndTheMajorityIsAccepted) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7)};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
   EXPECT_TRUE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   EXPECT_EQ(j.verdict.sdc_ranks, (std::vector<int>{1}));
   ASSERT_EQ(j.sdc.size(), 1u);
   EXPECT_EQ(j.sdc[0].node, "n0");
@@ -62,21 +62,21 @@ TEST(CkptVerifyTest, TwoThatDisagreeMakeTheStepUntrusted) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9)};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_FALSE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "untrusted");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kUntrusted);
   EXPECT_EQ(j.verdict.verified_shards, 0);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "no majority names nobody";
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kReplicasDisagree)) << j.verdict.why;
   EXPECT_FALSE(j.verdict.Has(proto::VerdictReason::kAccepted)) << j.verdict.why;
   // Four split two and two: no strict majority either.
   copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7), Copy(3, 9)};
-  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 4, 1), false, 5).verdict.state, "untrusted");
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 4, 1), false, 5).verdict.state, proto::VerdictState::kUntrusted);
 }
 
 TEST(CkptVerifyTest, TornCopiesNeverCount) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Copy(2, 7)};
   copies[1].torn = true;
   StepJudgement j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   EXPECT_EQ(j.verdict.copies, 2);
   EXPECT_TRUE(j.verdict.sdc_ranks.empty()) << "a torn copy is not corruption";
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kTornIgnored)) << j.verdict.why;
@@ -84,7 +84,7 @@ TEST(CkptVerifyTest, TornCopiesNeverCount) {
   copies = {Copy(0, 7)};
   copies[0].torn = true;
   j = JudgeStep(100, copies, Grid(1, 1, 1), false, 5);
-  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kIncomplete);
   EXPECT_FALSE(j.restorable);
 }
 
@@ -92,7 +92,7 @@ TEST(CkptVerifyTest, SingleReplicaIsAcceptedAndSaidSo) {
   std::vector<proto::CkptCopy> copies = {Copy(1, 7)};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_TRUE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kSingleCopy)) << j.verdict.why;
 }
 
@@ -101,7 +101,7 @@ TEST(CkptVerifyTest, MissingShardIsIncomplete) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(2, 7)};
   StepJudgement j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
   EXPECT_FALSE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kIncomplete);
   EXPECT_EQ(j.verdict.shards, 2);
   EXPECT_EQ(j.verdict.verified_shards, 1);
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kShardsMissing)) << j.verdict.why;
@@ -115,7 +115,7 @@ TEST(CkptVerifyTest, ShardFromTheManifestWinsOverTheTopology) {
   copies[0].tp = 1;
   copies[0].pp = 0;
   StepJudgement j = JudgeStep(100, copies, Grid(2, 2, 1), false, 5);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   EXPECT_EQ(j.shards.at(ShardId{1, 0, -1}).copies, 3);
   EXPECT_EQ(j.shards.at(ShardId{0, 0, -1}).copies, 1);
   // Outside the topology: ignored.
@@ -133,14 +133,14 @@ TEST(CkptVerifyTest, ShardedOptimizerComparesNothing) {
   EXPECT_TRUE(j.verdict.sdc_ranks.empty());
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kShardedOptimizer)) << j.verdict.why;
   copies.pop_back();
-  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, "incomplete");
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, proto::VerdictState::kIncomplete);
 }
 
 TEST(CkptVerifyTest, UnknownTopologyJudgesNothing) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7)};
   StepJudgement j = JudgeStep(100, copies, Topology::Unknown("no grid"), false, 5);
   EXPECT_FALSE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kIncomplete);
   EXPECT_EQ(j.verdict.reasons, (std::vector<proto::VerdictReason>{proto::VerdictReason::kTopologyUnknown}));
   EXPECT_NE(j.verdict.why.find("no grid"), std::string::npos) << "the topology's own words: " << j.verdict.why;
 }
@@ -149,7 +149,7 @@ TEST(CkptVerifyTest, CopiesNoTierHoldsAreNoSource) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7, {}), Copy(1, 7, {})};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
   EXPECT_FALSE(j.restorable);
-  EXPECT_EQ(j.verdict.state, "incomplete");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kIncomplete);
   EXPECT_TRUE(j.verdict.Has(proto::VerdictReason::kNoSourceLeft)) << j.verdict.why;
 }
 
@@ -319,7 +319,7 @@ TEST(CkptVerifyTest, ACopyLeftOnAnotherNodeIsNotTheRanksOwn) {
 }
 
 
-// ---- buddy copies (ftworker/replicator.h) ----------------------------------------------------
+// ---- buddy copies (ftworker/prefetch/replicator.h) -------------------------------------------
 
 // Rank `rank`'s bytes held on `holder` as a buddy copy.
 proto::CkptCopy Buddy(int rank, uint64_t digest, const std::string& holder) {
@@ -335,7 +335,7 @@ proto::CkptCopy Buddy(int rank, uint64_t digest, const std::string& holder) {
 TEST(CkptVerifyTest, ABuddyCopyIsNoSecondVote) {
   std::vector<proto::CkptCopy> copies = {Copy(0, 7), Copy(1, 9), Buddy(1, 9, "n5")};
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), false, 5);
-  EXPECT_EQ(j.verdict.state, "untrusted") << j.verdict.why;
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kUntrusted) << j.verdict.why;
   EXPECT_TRUE(j.sdc.empty()) << "rank " << (j.sdc.empty() ? -1 : j.sdc[0].rank) << " named";
   EXPECT_EQ(j.verdict.copies, 2);
   EXPECT_EQ(j.reported, 2);
@@ -344,7 +344,7 @@ TEST(CkptVerifyTest, ABuddyCopyIsNoSecondVote) {
   // is the one sdc finding, on its own node; the buddy copy is a holder of the accepted bytes.
   copies = {Copy(0, 7), Buddy(0, 7, "n4"), Copy(1, 7), Copy(2, 9), Buddy(2, 9, "n5")};
   j = JudgeStep(100, copies, Grid(1, 3, 1), false, 5);
-  EXPECT_EQ(j.verdict.state, "verified") << j.verdict.why;
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified) << j.verdict.why;
   ASSERT_EQ(j.sdc.size(), 1u);
   EXPECT_EQ(j.sdc[0].rank, 2);
   EXPECT_EQ(j.sdc[0].node, "n1");
@@ -365,9 +365,9 @@ TEST(CkptVerifyTest, ABuddyCopyStandsInForAMissingOwnCopy) {
   StepJudgement j = JudgeStep(100, copies, Grid(1, 2, 1), /*sharded=*/true, 5);
   EXPECT_TRUE(j.restorable) << j.verdict.why;
   EXPECT_TRUE(j.every_replica_reported);
-  EXPECT_EQ(j.verdict.state, "verified");
+  EXPECT_EQ(j.verdict.state, proto::VerdictState::kVerified);
   copies.pop_back();
-  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, "incomplete")
+  EXPECT_EQ(JudgeStep(100, copies, Grid(1, 2, 1), true, 5).verdict.state, proto::VerdictState::kIncomplete)
       << "without the buddy copy rank 1's shard has none";
 }
 

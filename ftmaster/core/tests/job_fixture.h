@@ -61,7 +61,7 @@ class Job {
 
   // Sets a row's sequence numbers; the GPU reached its last op `age_ms` ago.
   void Set(int rank, uint64_t comm, uint64_t entered, uint64_t started, uint64_t completed,
-           double age_ms = 5000, const char* op = nullptr, int64_t peer = -1) {
+           double age_ms = 5000, proto::OpKind op = proto::OpKind::kNone, int64_t peer = -1) {
     proto::CommRow& row = Row(rank, comm);
     row.entered_seq = entered;
     row.started_seq = started;
@@ -69,7 +69,7 @@ class Job {
     row.entered_age_ms = age_ms;
     row.started_age_ms = age_ms;
     row.completed_age_ms = age_ms + 10;
-    if (op != nullptr) row.op = op;
+    if (op != proto::OpKind::kNone) row.op = op;
     if (peer >= 0) row.peer = peer;
   }
 
@@ -85,7 +85,7 @@ class Job {
     row.p2p = p2p;
     row.comm_rank = comm_rank;
     row.comm_size = comm_size;
-    row.op = p2p ? "send" : "allreduce";
+    row.op = p2p ? proto::OpKind::kSend : proto::OpKind::kAllReduce;
     row.bytes = 1 << 20;
     row.entered_seq = row.started_seq = row.completed_seq = kIdle;
     row.entered_age_ms = row.started_age_ms = 60;

@@ -76,14 +76,14 @@ TEST(SaveOutcomeTest, ReplicasCountAsOneShardAndVerificationIsAdded) {
   EXPECT_EQ(o.failed, 1);
   StepJudgement j;
   j.verdict.step = 120;
-  j.verdict.state = "verified";
+  j.verdict.state = proto::VerdictState::kVerified;
   j.verdict.verified_shards = 2;
   AddVerification(j, &o);
   EXPECT_EQ(Conclude(o), SaveConclusion::kVerified);
   EXPECT_EQ(DescribeSaveOutcome(o),
             "saved 2 of 2 shards (3 ranks answered done; 1 failed), verified 2 at step 120 "
             "(verified); the checkpoint is complete and verified");
-  j.verdict.state = "untrusted";
+  j.verdict.state = proto::VerdictState::kUntrusted;
   j.verdict.verified_shards = 1;
   AddVerification(j, &o);
   EXPECT_EQ(Conclude(o), SaveConclusion::kNotVerified) << DescribeSaveOutcome(o);

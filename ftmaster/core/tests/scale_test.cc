@@ -38,7 +38,7 @@ Job BuildHungJob(int* hung) {
           job.Set(r, job.DpComm(t, s), 11, 11, 10, 5000);
         } else if (t == xt) {
           const int toward = s < xp ? s + 1 : s - 1;
-          job.Set(r, job.PpComm(t, d), 21, 21, 20, 4000, s < xp ? "send" : "recv", toward);
+          job.Set(r, job.PpComm(t, d), 21, 21, 20, 4000, s < xp ? proto::OpKind::kSend : proto::OpKind::kRecv, toward);
         } else {
           job.Set(r, job.TpComm(d, s), 11, 11, 10, 3000);
         }

@@ -29,7 +29,7 @@ void Round(const Job& job, StragglerDetector* d, int64_t at, const std::vector<d
     s.compute_ms = compute[static_cast<size_t>(r)];
     proto::OpSummary op;
     op.comm_id = job.DpComm(0, 0);
-    op.op = "allreduce";
+    op.op = proto::OpKind::kAllReduce;
     op.count = 4;
     op.p50_ms = (slowest - compute[static_cast<size_t>(r)] + 20) * noise(*rng);
     s.ops.push_back(op);

@@ -29,7 +29,7 @@ proto::RankSummary Summary(int rank, int64_t at, double max_ms, double step_ms, 
   s.step_p50_ms = step_ms;
   proto::OpSummary op;
   op.comm_id = kComm;
-  op.op = "allreduce";
+  op.op = proto::OpKind::kAllReduce;
   op.bucket = 2;
   op.count = count;
   op.p50_ms = max_ms / 4;
@@ -96,7 +96,7 @@ TEST(TimeoutsTest, ConvergesToMultiplierTimesTail) {
   EXPECT_DOUBLE_EQ(t.default_ms, 4 * 500);  // multiplier x step
   ASSERT_EQ(t.entries.size(), 1u);
   EXPECT_EQ(t.entries[0].comm_id, kComm);
-  EXPECT_EQ(t.entries[0].op, "allreduce");
+  EXPECT_EQ(t.entries[0].op, proto::OpKind::kAllReduce);
   EXPECT_EQ(t.entries[0].bucket, 2);
   EXPECT_DOUBLE_EQ(t.entries[0].ms, 4 * 2800);  // multiplier x the largest max_ms
 }
@@ -117,7 +117,7 @@ TEST(TimeoutsTest, FloorAndCeiling) {
   for (int i = 1; i <= 3; ++i) {
     proto::RankSummary s = Summary(0, kT0 + i * 1000, 10, 100);  // 4 x 100 ms < floor
     proto::OpSummary big = s.ops[0];
-    big.op = "allgather";
+    big.op = proto::OpKind::kAllGather;
     big.max_ms = 400000;  // 4 x 400 s > ceiling
     s.ops.push_back(big);
     m.Add(s);
@@ -125,7 +125,7 @@ TEST(TimeoutsTest, FloorAndCeiling) {
   ASSERT_TRUE(m.Update(kT0 + 3000));
   EXPECT_DOUBLE_EQ(m.table().default_ms, 1000);
   ASSERT_EQ(m.table().entries.size(), 1u);
-  EXPECT_EQ(m.table().entries[0].op, "allgather");
+  EXPECT_EQ(m.table().entries[0].op, proto::OpKind::kAllGather);
   EXPECT_DOUBLE_EQ(m.table().entries[0].ms, 600000);
 }
 

@@ -76,7 +76,7 @@ TEST(WindowReadsTest, FollowsWaitsIntoOtherCommunicatorsAndSkipsGoneRanks) {
     if (t != 3) job.Set(job.Rank(t, 1, 2), tp, 11, 11, 10, 5000);
   }
   // The tp group's rank 3 waits in a p2p op toward stage 3: the pipeline joins the window.
-  job.Set(job.Rank(3, 1, 2), pp, 21, 21, 20, 4000, "send", 3);
+  job.Set(job.Rank(3, 1, 2), pp, 21, 21, 20, 4000, proto::OpKind::kSend, 3);
   job.membership[static_cast<size_t>(job.Rank(3, 1, 0))].state = "exited";
   WindowReads reads;
   reads.Rebuild(job.membership);
@@ -109,7 +109,7 @@ TEST(WindowReadsTest, AttributionOverTheWindowsMembersNamesTheSameRoot) {
         } else if (t == xt && s == xp) {
           job.Set(r, job.DpComm(t, s), 11, 11, 10, 5000);
         } else if (t == xt) {
-          job.Set(r, job.PpComm(t, d), 21, 21, 20, 4000, s < xp ? "send" : "recv",
+          job.Set(r, job.PpComm(t, d), 21, 21, 20, 4000, s < xp ? proto::OpKind::kSend : proto::OpKind::kRecv,
                   s < xp ? s + 1 : s - 1);
         } else {
           job.Set(r, job.TpComm(d, s), 11, 11, 10, 3000);

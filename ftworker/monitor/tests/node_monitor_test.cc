@@ -83,7 +83,7 @@ TEST_F(NodeMonitorTest, ProgressRowsAndMembership) {
   EXPECT_FALSE(row.p2p);
   EXPECT_EQ(row.comm_rank, 1);
   EXPECT_EQ(row.comm_size, 4);
-  EXPECT_EQ(row.op, "allgather");
+  EXPECT_EQ(row.op, proto::OpKind::kAllGather);
   EXPECT_EQ(row.entered_seq, 2u);
   EXPECT_EQ(row.started_seq, 1u);
   EXPECT_EQ(row.completed_seq, 1u);
@@ -120,7 +120,7 @@ TEST_F(NodeMonitorTest, TimeoutWhenTheGpuWaitsOnPeersOncePerSeq) {
   EXPECT_EQ(e.kind, "timeout");
   EXPECT_EQ(e.rank, 0);
   EXPECT_EQ(e.comm_id, kComm);
-  EXPECT_EQ(e.op, "allreduce");
+  EXPECT_EQ(e.op, proto::OpKind::kAllReduce);
   EXPECT_EQ(e.seq, 2u);
   EXPECT_TRUE(e.started);
   EXPECT_NEAR(e.age_ms, 1080, 1e-6);
@@ -199,11 +199,11 @@ TEST_F(NodeMonitorTest, TimeoutTableEntriesDefaultAndWarmup) {
   r1.Start(kComm, 1, Op(OpKind::kAllReduce), t1);
   r1.Enter(kDp, 1, Op(OpKind::kBroadcast), 16, t1);
   r1.Start(kDp, 1, Op(OpKind::kBroadcast), t1);
-  monitor_.SetTimeouts(Table(1000, {{kComm, "allreduce", 2, 5000}, {kComm, "allreduce", 1, 10}}));
+  monitor_.SetTimeouts(Table(1000, {{kComm, proto::OpKind::kAllReduce, 2, 5000}, {kComm, proto::OpKind::kAllReduce, 1, 10}}));
   auto events = TickAt(t1 + 2 * kSec);
   ASSERT_EQ(events.size(), 1u) << "the broadcast uses default_ms, the allreduce its entry";
   EXPECT_EQ(events[0].comm_id, kDp);
-  EXPECT_EQ(events[0].op, "broadcast");
+  EXPECT_EQ(events[0].op, proto::OpKind::kBroadcast);
   EXPECT_EQ(events[0].timeout_ms, 1000);
   events = TickAt(t1 + 5100 * kMs);
   ASSERT_EQ(events.size(), 1u);
@@ -222,7 +222,7 @@ TEST_F(NodeMonitorTest, P2PTimeoutUsesItsCommunicator) {
   auto events = TickAt(t0_ + 2 * kSec);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].comm_id, kComm);
-  EXPECT_EQ(events[0].op, "send");
+  EXPECT_EQ(events[0].op, proto::OpKind::kSend);
   EXPECT_NE(events[0].message.find("(p2p)"), std::string::npos);
 }
 
@@ -392,7 +392,7 @@ TEST_F(NodeMonitorTest, SummariesOfDurations) {
   ASSERT_EQ(s.ops.size(), 1u);
   const proto::OpSummary& o = s.ops[0];
   EXPECT_EQ(o.comm_id, kComm);
-  EXPECT_EQ(o.op, "allreduce");
+  EXPECT_EQ(o.op, proto::OpKind::kAllReduce);
   EXPECT_EQ(o.bucket, 0);
   EXPECT_EQ(o.count, 100u);
   EXPECT_NEAR(o.p50_ms, 5.0, 1e-9);

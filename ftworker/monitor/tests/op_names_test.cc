@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,28 @@ TEST(ProcStat, OwnProcess) {
   EXPECT_EQ(s->state, 'R');
   EXPECT_TRUE(SystemProcessProbe()->PidExists(getpid()));
   EXPECT_GT(SystemProcessProbe()->BootTimeUnixS(), 0);
+}
+
+// A record's op kind becomes the proto kind of the same name (Redis values and metric labels
+// carry shm::OpKindName's names); every kind this build knows maps to a known one, and a
+// newer libft.so's kind to kOther, never to a name the codec would refuse.
+TEST(OpNames, RecordOpKindsBecomeProtoKindsOfTheSameName) {
+  int known = 0;
+  for (uint32_t k = 0; k < 256; ++k) {
+    const std::string shm_name = shm::OpKindName(k);
+    const proto::OpKind kind = ProtoOpKind(k);
+    if (shm_name == fmt::format("op{}", k)) {
+      EXPECT_EQ(kind, proto::OpKind::kOther) << shm_name;
+      continue;
+    }
+    ++known;
+    EXPECT_EQ(proto::OpKindName(kind), shm_name) << k;
+    EXPECT_NE(kind, proto::OpKind::kOther) << shm_name;
+  }
+  // Every proto kind but kOther is some record's.
+  EXPECT_EQ(known, static_cast<int>(std::size(proto::kOpKinds)) - 1);
+  EXPECT_EQ(ProtoOpKind(static_cast<uint32_t>(shm::OpKind::kSend)), proto::OpKind::kSend);
+  EXPECT_EQ(ProtoOpKind(0), proto::OpKind::kNone);
 }
 
 }  // namespace
