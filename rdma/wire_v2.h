@@ -40,8 +40,15 @@ constexpr uint64_t MaxPayload(uint16_t type) {
     case v1::kResponse:
     case v1::kAuthOk:
     case v1::kAuthRefused: return v1::MaxPayload(type);
+    case v1::kOpen:
+    case v1::kOpenReply:
+    case v1::kFastConnect:
+    case v1::kFastConnectReply:
+    case v1::kRead:
+    case v1::kError:
+    case v1::kClose: return v1::MaxPayload(type) + kTagBytes;
     case v1::kData: return sizeof(DataHeader) + kTagBytes + v1::kMaxReadBytes + kTagBytes;
-    default: return v1::MaxPayload(type) == 0 && type != v1::kClose ? 0 : v1::MaxPayload(type) + kTagBytes;
+    default: return 0;
   }
 }
 static_assert(MaxPayload(v1::kClose) == 16 && MaxPayload(v1::kRead) == 40 &&

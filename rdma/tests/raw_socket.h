@@ -9,6 +9,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "rdma/auth.h"
@@ -104,6 +105,36 @@ class RawSocket {
   int fd_ = -1;
   bool connected_ = false;
   Sealer send_, receive_;
+};
+
+// A loopback listener on a free port, for a test that plays a server by hand: Accept() gives
+// the next connection as a RawSocket.
+class RawListener {
+ public:
+  RawListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    listening_ = bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd_, 4) == 0 &&
+                 getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+    port_ = ntohs(a.sin_port);
+  }
+  ~RawListener() {
+    if (fd_ >= 0) close(fd_);
+  }
+  RawListener(const RawListener&) = delete;
+  RawListener& operator=(const RawListener&) = delete;
+
+  bool listening() const { return listening_; }
+  uint16_t port() const { return port_; }
+  std::unique_ptr<RawSocket> Accept() { return std::make_unique<RawSocket>(accept(fd_, nullptr, nullptr)); }
+
+ private:
+  int fd_ = -1;
+  bool listening_ = false;
+  uint16_t port_ = 0;
 };
 
 }  // namespace ft::rdma::testing

@@ -142,32 +142,25 @@ TEST_F(ServerTest, RefusalsAreLoggedOncePerAddressButAllCounted) {
 // A process listening where a peer should be, without the secret, cannot feed the client: the
 // client checks the server's proof before it asks for anything.
 TEST_F(ServerTest, FakeServerWithoutTheSecretIsRefusedByTheClient) {
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  socklen_t len = sizeof(a);
-  getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len);
+  testing::RawListener listener;
+  ASSERT_TRUE(listener.listening());
   std::string after_response;
   std::thread fake([&] {
-    RawSocket conn(accept(listener, nullptr, nullptr));
+    std::unique_ptr<RawSocket> conn = listener.Accept();
     wire::FrameHeader h;
     std::string payload;
-    if (!conn.ReceiveFrame(&h, &payload)) return;  // hello
-    conn.Send(wire::EncodeChallenge({}));
-    if (!conn.ReceiveFrame(&h, &payload)) return;  // response
-    conn.Send(wire::EncodeAuthOk({}));             // a proof it cannot make
+    if (!conn->ReceiveFrame(&h, &payload)) return;  // hello
+    conn->Send(wire::EncodeChallenge({}));
+    if (!conn->ReceiveFrame(&h, &payload)) return;  // response
+    conn->Send(wire::EncodeAuthOk({}));             // a proof it cannot make
     bool eof = false;
-    after_response = conn.ReceiveAll(&eof);
+    after_response = conn->ReceiveAll(&eof);
   });
   PullOptions options;
   options.secret = kSecret;
   RegionInfo info;
-  Status s = Stat(options, {"fake", "127.0.0.1", ntohs(a.sin_port)}, "arena/10/3", &info);
+  Status s = Stat(options, {"fake", "127.0.0.1", listener.port()}, "arena/10/3", &info);
   fake.join();
-  close(listener);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find("could not prove"), std::string_view::npos) << s.ToString();
   EXPECT_EQ(after_response.find("arena"), std::string::npos) << "the client named a region to it";
