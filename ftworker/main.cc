@@ -23,7 +23,7 @@
 #include "ftworker/ckpt/gc_command.h"
 #include "ftworker/transfer/listen_address.h"
 #include "ftworker/monitor/node_monitor.h"
-#include "ftworker/prefetcher.h"
+#include "ftworker/prefetch/prefetcher.h"
 #include "ftworker/transfer/pull_command.h"
 #include "rdma/verbs/verbs_setup.h"
 #include "ftworker/status_view.h"

@@ -45,7 +45,7 @@ class Reporter {
   // The copy is gone from every tier: its field is removed, and the step leaves ckpt:steps
   // when no rank's copy of it is left (atomic, so a concurrent report of another node keeps it).
   void RemoveCkptCopy(int64_t step, int rank);
-  // A buddy copy this node holds of another node's rank (ftworker/replicator.h), in
+  // A buddy copy this node holds of another node's rank (ftworker/prefetch/replicator.h), in
   // ft:{J}:ckpt:<step>:buddy; removed only while the field is still this node's.
   void SetBuddyCopy(const proto::CkptCopy& copy);
   void RemoveBuddyCopy(int64_t step, int rank);

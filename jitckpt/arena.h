@@ -55,10 +55,10 @@ class Arena {
 
   static std::string PathFor(std::string_view arena_dir, std::string_view job, int rank);
   // Where ftworker keeps a copy of `rank`'s shard it pulled from another node before the rank
-  // started (ftworker/prefetcher.h): <arena_dir>/ft-prefetch.<job>.<rank>. The same format as
+  // started (ftworker/prefetch/prefetcher.h): <arena_dir>/ft-prefetch.<job>.<rank>. The same format as
   // the rank's own arena, which stays untouched; List (and so the keeper) never sees it.
   static std::string PrefetchPathFor(std::string_view arena_dir, std::string_view job, int rank);
-  // Where ftworker keeps its buddy copy of another node's rank (ftworker/replicator.h):
+  // Where ftworker keeps its buddy copy of another node's rank (ftworker/prefetch/replicator.h):
   // <arena_dir>/ft-replica.<job>.<rank>, two slots (a pull in progress never costs the last
   // copy). The same format as the rank's own arena; List never sees it.
   static std::string ReplicaPathFor(std::string_view arena_dir, std::string_view job, int rank);

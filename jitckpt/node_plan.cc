@@ -52,7 +52,7 @@ bool IsNodeName(std::string_view node) {
 // "prefetched": the copy ftworker pulled from another node into this node's prefetch arena
 // (Arena::PrefetchPathFor); only the worker of the node adds it, never the master.
 // "replica": a buddy copy the worker of the source's node holds of that rank
-// (Arena::ReplicaPathFor; ftworker/replicator.h).
+// (Arena::ReplicaPathFor; ftworker/prefetch/replicator.h).
 bool IsTier(std::string_view tier) {
   return tier == "arena" || tier == "local" || tier == "remote" || tier == "prefetched" || tier == "replica";
 }

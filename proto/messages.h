@@ -196,8 +196,6 @@ inline std::optional<OpKind> ParseOpKind(std::string_view name) {
   return std::nullopt;
 }
 
-// A point-to-point op: its sequence numbers count this rank's own sends and receives.
-inline constexpr bool IsP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
 // A collective with a root (one member's data goes to all, or all to one).
 inline constexpr bool HasRoot(OpKind k) {
   return k == OpKind::kBroadcast || k == OpKind::kBcast || k == OpKind::kReduce || k == OpKind::kGather ||

@@ -471,14 +471,12 @@ class Writer {
   std::string Lag(const RankInfo& r) const {
     if (r.lag_comm < 0) return {};
     const CommInfo& c = snap_.comms()[static_cast<size_t>(r.lag_comm)];
-    std::string op = "collective";
+    proto::OpKind op = proto::OpKind::kNone;
     for (const proto::CommRow& row : r.progress->comms) {
-      if (row.comm_id == c.id && !row.p2p && row.entered_seq == r.lag_seq && row.op != proto::OpKind::kNone) {
-        op = proto::OpKindName(row.op);
-      }
+      if (row.comm_id == c.id && !row.p2p && row.entered_seq == r.lag_seq && row.op != proto::OpKind::kNone) op = row.op;
     }
     return fmt::format(", its table still shows {} #{} of comm {} in flight, which {} completed",
-                       op, r.lag_seq, CommHex(c.id), RankName(r.lag_peer));
+                       OpOr(op, "collective"), r.lag_seq, CommHex(c.id), RankName(r.lag_peer));
   }
 
   std::string WaitLine(const Target& t) const {

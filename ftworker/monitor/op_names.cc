@@ -58,23 +58,9 @@ std::string ApiCallNameV1(uint64_t index) {
 }
 
 proto::OpKind ProtoOpKind(uint32_t shm_op_kind) {
-  using P = proto::OpKind;
-  switch (static_cast<shm::OpKind>(shm_op_kind)) {
-    case shm::OpKind::kNone: return P::kNone;
-    case shm::OpKind::kAllReduce: return P::kAllReduce;
-    case shm::OpKind::kAllGather: return P::kAllGather;
-    case shm::OpKind::kReduceScatter: return P::kReduceScatter;
-    case shm::OpKind::kBroadcast: return P::kBroadcast;
-    case shm::OpKind::kBcast: return P::kBcast;
-    case shm::OpKind::kReduce: return P::kReduce;
-    case shm::OpKind::kAlltoAll: return P::kAlltoAll;
-    case shm::OpKind::kGather: return P::kGather;
-    case shm::OpKind::kScatter: return P::kScatter;
-    case shm::OpKind::kSend: return P::kSend;
-    case shm::OpKind::kRecv: return P::kRecv;
-    case shm::OpKind::kGraphLaunch: return P::kGraphLaunch;
-  }
-  return P::kOther;
+  // By name: the two vocabularies share theirs (shm::OpKindName writes "op<N>" for a kind it
+  // does not know, which is no proto name).
+  return proto::ParseOpKind(shm::OpKindName(shm_op_kind)).value_or(proto::OpKind::kOther);
 }
 
 std::string CommHex(uint64_t comm_id) { return fmt::format("{:016x}", comm_id); }

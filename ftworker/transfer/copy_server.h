@@ -9,7 +9,7 @@
 //                        region's StillValid() false (the server then refuses further reads).
 //                        The mapping stays open across opens and is re-opened when the file
 //                        was replaced (a rank that re-registered with another geometry).
-//   replica/<step>/<rank> this node's buddy copy of another node's rank (ftworker/replicator.h),
+//   replica/<step>/<rank> this node's buddy copy of another node's rank (ftworker/prefetch/replicator.h),
 //                        served like an arena (re-read at every open, the same checks), found
 //                        through replica_path_of.
 //   local/<step>/<rank>  the copy in the node's local tier (FT_CKPT_DIR), its data file

@@ -3,7 +3,7 @@
 //
 //   arena/<step>/<rank>   the rank's committed copy of <step> in its host arena (memory)
 //   local/<step>/<rank>   that copy in the node's local tier (FT_CKPT_DIR, a disk)
-//   replica/<step>/<rank> this node's buddy copy of another node's rank (ftworker/replicator.h)
+//   replica/<step>/<rank> this node's buddy copy of another node's rank (ftworker/prefetch/replicator.h)
 //
 // <step> and <rank> are plain decimals (no sign, no leading zero, no spaces): a name is
 // foreign bytes from the network and is parsed strictly, so one copy has exactly one name.

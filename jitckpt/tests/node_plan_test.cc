@@ -155,7 +155,7 @@ TEST(NodePlanTest, TheSameRankOnTwoNodesIsTwoSources) {
   EXPECT_EQ(plan.ranks[0].sources[1], (PlanSource{5, "n1", {"local", "remote"}}));
 }
 
-// A buddy copy (ftworker/replicator.h): rank 5's bytes held on n3 under the tier "replica".
+// A buddy copy (ftworker/prefetch/replicator.h): rank 5's bytes held on n3 under the tier "replica".
 TEST(NodePlanTest, ABuddyCopyIsASourceWithTheReplicaTier) {
   const std::string text =
       "ft-restore-plan 1\njob j\nnode n3\nversion 1\nstep 5\narena_dir /a\n"

@@ -423,7 +423,7 @@ TEST_F(RestoreLoaderTest, ALayoutMismatchOfADirectoryCopyDoesNotTouchTheOwnArena
 }
 
 
-// Rank 3 relaunched on n9, whose worker keeps buddy copies of n1's ranks (ftworker/replicator.h):
+// Rank 3 relaunched on n9, whose worker keeps buddy copies of n1's ranks (ftworker/prefetch/replicator.h):
 // the plan lists <3>:n9:replica (and a replica's remote copy); the buddy copy on this node is
 // read, verified, and becomes the rank's own; a corrupted one is skipped for the next source.
 class BuddyRestoreTest : public RestoreLoaderTest {

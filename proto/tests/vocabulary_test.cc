@@ -156,7 +156,7 @@ TEST(VocabularyTest, ARankStateNameIsItsState) {
 }
 
 // Op kinds (messages.h): every name parses back and no two share one; "" is no name (the codec
-// reads an empty optional op as kNone itself); the two predicates answer by kind.
+// reads an empty optional op as kNone itself); HasRoot answers by kind.
 TEST(VocabularyTest, EveryOpKindNameParsesBackAndUnknownNamesDoNot) {
   std::set<std::string> names;
   for (OpKind k : kOpKinds) {
@@ -167,9 +167,6 @@ TEST(VocabularyTest, EveryOpKindNameParsesBackAndUnknownNamesDoNot) {
   EXPECT_FALSE(ParseOpKind("").has_value());
   EXPECT_FALSE(ParseOpKind("AllReduce").has_value());
   EXPECT_FALSE(ParseOpKind("op21").has_value());
-  EXPECT_TRUE(IsP2P(OpKind::kSend));
-  EXPECT_TRUE(IsP2P(OpKind::kRecv));
-  EXPECT_FALSE(IsP2P(OpKind::kAllReduce));
   for (OpKind k : {OpKind::kBroadcast, OpKind::kBcast, OpKind::kReduce, OpKind::kGather, OpKind::kScatter}) {
     EXPECT_TRUE(HasRoot(k)) << OpKindName(k);
   }

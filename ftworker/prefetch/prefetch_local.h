@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "ftworker/prefetch_sources.h"
+#include "ftworker/prefetch/prefetch_sources.h"
 
 namespace ft::worker {
 

@@ -1,4 +1,4 @@
-#include "ftworker/prefetch_pull.h"
+#include "ftworker/prefetch/prefetch_pull.h"
 
 #include <fmt/format.h>
 

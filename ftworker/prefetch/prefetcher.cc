@@ -1,9 +1,9 @@
-#include "ftworker/prefetcher.h"
+#include "ftworker/prefetch/prefetcher.h"
 
 #include <utility>
 
-#include "ftworker/prefetch_run.h"
-#include "ftworker/prefetch_sources.h"
+#include "ftworker/prefetch/prefetch_run.h"
+#include "ftworker/prefetch/prefetch_sources.h"
 
 namespace ft::worker {
 

@@ -1,4 +1,4 @@
-// Buddy copies (ftworker/replicator.h): the ring that says which node copies whose ranks, the
+// Buddy copies (ftworker/prefetch/replicator.h): the ring that says which node copies whose ranks, the
 // choice of the pulls, and the Replicator over the real transfer engine — an in-process
 // rdma::Server on loopback serves "node0"'s arenas through the worker's own CopyProvider, and
 // "node1"'s replicator pulls them into its replica arenas, reports them and serves them on.
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "ftworker/transfer/copy_server.h"
-#include "ftworker/replicator.h"
+#include "ftworker/prefetch/replicator.h"
 #include "ftworker/ckpt/tests/ckpt_test_util.h"
 #include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/checksum.h"

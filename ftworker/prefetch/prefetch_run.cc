@@ -1,4 +1,4 @@
-#include "ftworker/prefetch_run.h"
+#include "ftworker/prefetch/prefetch_run.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "common/log.h"
-#include "ftworker/prefetch_node_ranks.h"
+#include "ftworker/prefetch/prefetch_node_ranks.h"
 #include "proto/keys.h"
 
 namespace ft::worker {

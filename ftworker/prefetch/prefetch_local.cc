@@ -1,4 +1,4 @@
-#include "ftworker/prefetch_local.h"
+#include "ftworker/prefetch/prefetch_local.h"
 
 #include <unistd.h>
 

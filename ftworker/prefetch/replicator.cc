@@ -1,4 +1,4 @@
-#include "ftworker/replicator.h"
+#include "ftworker/prefetch/replicator.h"
 
 #include <dirent.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // One prefetch of one restore plan: what this node's ranks need of it (fixed when it starts),
 // the threads that pull them (one per rank, each retrying while retry_until allows), and the
-// state those threads share with the daemon's thread. The Prefetcher (ftworker/prefetcher.h)
+// state those threads share with the daemon's thread. The Prefetcher (ftworker/prefetch/prefetcher.h)
 // keeps the latest run; a run is never restarted: a new plan makes a new run.
 //
 // Threads and the locking rule: everything a rank thread and the daemon's thread (or a test's
@@ -23,10 +23,10 @@
 
 #include "common/mutex.h"
 #include "common/thread_annotations.h"
-#include "ftworker/prefetch_local.h"
-#include "ftworker/prefetch_options.h"
-#include "ftworker/prefetch_pull.h"
-#include "ftworker/prefetch_sources.h"
+#include "ftworker/prefetch/prefetch_local.h"
+#include "ftworker/prefetch/prefetch_options.h"
+#include "ftworker/prefetch/prefetch_pull.h"
+#include "ftworker/prefetch/prefetch_sources.h"
 #include "jitckpt/node_plan.h"
 #include "proto/ckpt_codec.h"
 #include "proto/prefetch_codec.h"

@@ -40,7 +40,7 @@
 
 #include "common/mutex.h"
 #include "ftworker/ckpt/ckpt_keeper.h"
-#include "ftworker/prefetcher.h"
+#include "ftworker/prefetch/prefetcher.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"

@@ -1,4 +1,4 @@
-#include "ftworker/prefetch_node_ranks.h"
+#include "ftworker/prefetch/prefetch_node_ranks.h"
 
 #include <fmt/format.h>
 

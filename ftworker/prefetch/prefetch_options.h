@@ -1,4 +1,4 @@
-// What the prefetcher (ftworker/prefetcher.h) is given: the transfer engine it pulls through and
+// What the prefetcher (ftworker/prefetch/prefetcher.h) is given: the transfer engine it pulls through and
 // its options. Immutable once the Prefetcher is built; every part of it reads them.
 #ifndef FT_FTWORKER_PREFETCH_OPTIONS_H_
 #define FT_FTWORKER_PREFETCH_OPTIONS_H_
@@ -26,7 +26,7 @@ class PullEngine {
                       rdma::PullResult* result) = 0;
 };
 
-// rdma::Stat and rdma::Pull (ftworker/prefetch_engine.cc).
+// rdma::Stat and rdma::Pull (ftworker/prefetch/prefetch_engine.cc).
 std::shared_ptr<PullEngine> MakeTransferEngine();
 
 struct PrefetcherOptions {

@@ -1,6 +1,6 @@
 // The prefetcher's transfer engine: rdma/transfer.h as it is (TCP, and verbs where the pull
 // options carry a fast path).
-#include "ftworker/prefetch_options.h"
+#include "ftworker/prefetch/prefetch_options.h"
 
 namespace ft::worker {
 namespace {

@@ -4,7 +4,7 @@
 // manifest, and the bytes are pulled (every chunk verified against it, a bad or missing chunk
 // fetched from the next source, then read from the remote directory) into the prefetch arena,
 // which is then committed ("pulled"). A failed attempt removes the prefetch arena ("failed",
-// with why). Retries are the caller's (ftworker/prefetch_run.h).
+// with why). Retries are the caller's (ftworker/prefetch/prefetch_run.h).
 //
 // Holds only what the Prefetcher hands it at construction, never written afterwards: the
 // prefetcher's threads call Attempt at once, one rank each.
@@ -15,9 +15,9 @@
 #include <cstdint>
 
 #include "common/status.h"
-#include "ftworker/prefetch_local.h"
-#include "ftworker/prefetch_options.h"
-#include "ftworker/prefetch_sources.h"
+#include "ftworker/prefetch/prefetch_local.h"
+#include "ftworker/prefetch/prefetch_options.h"
+#include "ftworker/prefetch/prefetch_sources.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
 

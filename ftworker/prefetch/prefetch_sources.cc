@@ -1,4 +1,4 @@
-#include "ftworker/prefetch_sources.h"
+#include "ftworker/prefetch/prefetch_sources.h"
 
 #include <fmt/format.h>
 

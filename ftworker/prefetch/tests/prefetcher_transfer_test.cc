@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "ftworker/transfer/copy_server.h"
-#include "ftworker/prefetcher.h"
+#include "ftworker/prefetch/prefetcher.h"
 #include "ftworker/ckpt/tests/ckpt_test_util.h"
 #include "ftworker/monitor/tests/test_util.h"
 #include "proto/transfer_codec.h"
