@@ -319,7 +319,7 @@ TEST(CkptVerifyTest, ACopyLeftOnAnotherNodeIsNotTheRanksOwn) {
 }
 
 
-// ---- buddy copies (ftworker/prefetch/replicator.h) ----------------------------------
+// ---- buddy copies (ftworker/prefetch/replicator.h) -------------------------------------------
 
 // Rank `rank`'s bytes held on `holder` as a buddy copy.
 proto::CkptCopy Buddy(int rank, uint64_t digest, const std::string& holder) {
