@@ -6,16 +6,21 @@
 
 #include <fmt/format.h>
 
+#include "rdma/verbs/verbs_blob_v1.h"
+
 namespace ft::rdma {
 namespace {
 
-constexpr char kOfferMagic[4] = {'F', 'T', 'V', 'O'};
-constexpr char kRequestMagic[4] = {'F', 'T', 'V', 'C'};
-constexpr char kReplyMagic[4] = {'F', 'T', 'V', 'A'};
+// Version 1's layout (verbs_blob_v1.h), the version this build writes and reads.
+namespace v1 = verbs_blob::v1;
+static_assert(kVerbsBlobVersion == v1::kVersion, "a new version freezes its layout in verbs_blob_v<N>.h");
+constexpr const char (&kOfferMagic)[4] = v1::kOfferMagic;
+constexpr const char (&kRequestMagic)[4] = v1::kRequestMagic;
+constexpr const char (&kReplyMagic)[4] = v1::kReplyMagic;
 constexpr uint32_t kMax24Bits = (1u << 24) - 1;  // QP numbers and PSNs are 24-bit
-constexpr size_t kAddressBytes = 2 + 16 + 5;
-constexpr size_t kSegmentBytes = 8 + 8 + 8 + 4;
-constexpr size_t kQpBytes = 4 + 4;
+constexpr size_t kAddressBytes = sizeof(v1::PortAddress);
+constexpr size_t kSegmentBytes = sizeof(v1::Segment);
+constexpr size_t kQpBytes = sizeof(v1::Qp);
 
 class Writer {
  public:

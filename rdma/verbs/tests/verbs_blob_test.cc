@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string>
 
 #include <infiniband/verbs.h>
 
 #include "rdma/verbs/tests/sample_verbs_blobs.h"
 #include "rdma/verbs/verbs_blob.h"
+#include "rdma/verbs/verbs_blob_v1.h"
 
 namespace ft::rdma {
 namespace {
@@ -90,6 +92,76 @@ TEST(verbs_blob, RejectsWhatIsNotExactlyRight) {
   VerbsAcceptReply reply_out;
   EXPECT_EQ(ParseVerbsAcceptReply(EncodeVerbsAcceptReply(reply), &reply_out).code(), StatusCode::kCorrupt);
   EXPECT_EQ(ParseVerbsAcceptReply("", &reply_out).code(), StatusCode::kCorrupt);
+}
+
+std::string Unhex(std::string_view hex) {
+  std::string out;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) out += static_cast<char>(std::stoi(std::string(hex.substr(i, 2)), nullptr, 16));
+  return out;
+}
+
+// Version 1, frozen (verbs_blob_v1.h): the sample blobs as version 1 wrote them (6536e6b's
+// encoder, unchanged since) are read by today's parser field by field, today's encoder still
+// writes them, and the frozen structs put every field where those bytes have it. A blob of the
+// next version is refused naming both versions, never read as version 1.
+TEST(verbs_blob, VersionOneIsFrozen) {
+  const std::string offer = Unhex(
+      "4654564f010000003412a0a1a2a3a4a5a6a7a8a9aaabacadaeaf0103020105102700000000000002000000"
+      "0000000000000000001000000000000000100000007f0000111100000010000000000000101700000000000000"
+      "200000007f000022220000");
+  const std::string request = Unhex(
+      "46545643010000003412a0a1a2a3a4a5a6a7a8a9aaabacadaeaf0103020105100400000001010000efcdab0002"
+      "010000010000000301000000000000ffffff00ffffff00");
+  const std::string reply = Unhex("4654564101000000080200000001020000050000000202000006000000");
+  VerbsOffer offer_out;
+  VerbsConnectRequest request_out;
+  VerbsAcceptReply reply_out;
+  ASSERT_TRUE(ParseVerbsOffer(offer, &offer_out).ok());
+  ASSERT_TRUE(ParseVerbsConnectRequest(request, &request_out).ok());
+  ASSERT_TRUE(ParseVerbsAcceptReply(reply, &reply_out).ok());
+  EXPECT_EQ(offer_out, SampleOffer());
+  EXPECT_EQ(request_out, SampleRequest());
+  EXPECT_EQ(reply_out, SampleReply());
+  EXPECT_EQ(EncodeVerbsOffer(SampleOffer()), offer);
+  EXPECT_EQ(EncodeVerbsConnectRequest(SampleRequest()), request);
+  EXPECT_EQ(EncodeVerbsAcceptReply(SampleReply()), reply);
+
+  namespace v1 = verbs_blob::v1;
+  v1::OfferFixed o;
+  std::memcpy(&o, offer.data(), sizeof(o));
+  EXPECT_EQ(std::string(o.header.magic, 4), "FTVO");
+  EXPECT_EQ(o.header.version, 1u);
+  EXPECT_EQ(o.address.lid, 0x1234u);
+  EXPECT_EQ(o.address.mtu, IBV_MTU_4096);
+  EXPECT_EQ(o.region_bytes, 10000u);
+  EXPECT_EQ(o.segment_count, 2u);
+  EXPECT_EQ(offer.size(), sizeof(o) + 2 * sizeof(v1::Segment));
+  v1::Segment second;
+  std::memcpy(&second, offer.data() + sizeof(o) + sizeof(v1::Segment), sizeof(second));
+  EXPECT_EQ(second.offset, 4096u);
+  EXPECT_EQ(second.addr, 0x7f0000002000u);
+  EXPECT_EQ(second.rkey, 0x2222u);
+  v1::ConnectRequestFixed c;
+  std::memcpy(&c, request.data(), sizeof(c));
+  EXPECT_EQ(c.rd_atomic, 16u);
+  EXPECT_EQ(c.qp_count, 4u);
+  v1::Qp first;
+  std::memcpy(&first, request.data() + sizeof(c), sizeof(first));
+  EXPECT_EQ(first.qp_num, 0x101u);
+  EXPECT_EQ(first.psn, 0xabcdefu);
+  v1::AcceptReplyFixed a;
+  std::memcpy(&a, reply.data(), sizeof(a));
+  EXPECT_EQ(a.max_dest_rd_atomic, 8u);
+  EXPECT_EQ(a.qp_count, 2u);
+  EXPECT_EQ(reply.size(), sizeof(a) + 2 * sizeof(v1::Qp));
+
+  std::string next = offer;
+  next[4] = 2;
+  offer_out.region_bytes = 77;
+  Status s = ParseVerbsOffer(next, &offer_out);
+  EXPECT_EQ(s.code(), StatusCode::kUnsupported) << s.ToString();
+  EXPECT_EQ(s.message(), "verbs offer version 2, this build speaks 1: upgrade one side");
+  EXPECT_EQ(offer_out.region_bytes, 77u);
 }
 
 }  // namespace
