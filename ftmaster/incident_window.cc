@@ -430,6 +430,7 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   }
 
   const Topology& topology = CurrentTopology();
+  const double attributed_ms = MsSince(closed_at);
   Decision decision = Decide(incidents, topology, ranks_.values(), options_.config.sharded_optimizer);
   ApplyDecision(decision, to_write);
   stats_.last_attribute_ms = MsSince(closed_at);
@@ -444,8 +445,11 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   action.save = std::move(decision.save);  // 131k targets: not used after this
   action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
   action.decided_unix_ms = decided_unix_ms;
+  const double decided_ms = MsSince(closed_at);
+  std::string encoded_action = proto::Encode(action);
+  const double encoded_ms = MsSince(closed_at);
   auto won = writer_.WriteIncidents(to_write, unix_ms, decision.evict_nodes,
-                            {{"action", proto::Encode(action)}, {"job_state", "stopping"}}, {},
+                            {{"action", std::move(encoded_action)}, {"job_state", "stopping"}}, {},
                             {"open_incident"});
   if (!won) return;  // fenced out or Redis failed: the window stays open (retried if leading)
   stats_.last_close_to_written_ms = MsSince(closed_at);
@@ -457,8 +461,10 @@ void MasterLoop::DecideWindow(Clock::time_point closed_at, int64_t unix_ms) {
   }
   open_ = IncidentWindow{};
   if (any) {
-    FT_LOG(Info, Master, "incident {}: {} ({}); topology {}", action.incident, decision.decision,
-           decision.reason, topology.Describe());
+    FT_LOG(Info, Master, "incident {}: {} ({}); topology {}; after the window closed: attributed "
+           "{:.0f} ms, decided {:.0f} ms, action encoded {:.0f} ms, written {:.0f} ms",
+           action.incident, decision.decision, decision.reason, topology.Describe(), attributed_ms,
+           decided_ms, encoded_ms, stats_.last_close_to_written_ms);
     action_ = std::move(action);
     pending_loaded_ = false;
     job_state_ = "stopping";

@@ -1,6 +1,9 @@
 #include "proto/master_codec.h"
 
+#include <unordered_map>
+
 #include "proto/json_codec.h"
+#include "proto/rank_ranges.h"
 
 namespace ft::proto {
 namespace {
@@ -16,6 +19,42 @@ Status CheckStreamId(const Reader& r, const char* key, const std::string& id) {
   return Status::Ok();
 }
 
+// One entry of an action's save list: "<node>:<rank ranges>" (every rank of the list on that
+// node), or {"rank":R,"node":N} as masters wrote it before (read so that an action in flight
+// across an upgrade resumes).
+// `budget`: how many more targets the list may hold (a garbled "0-1073741823" is one span).
+Status DecodeSaveEntry(Elem e, const FieldPath& path, size_t* budget, std::vector<SaveTarget>* out) {
+  if (e.type() == element_type::OBJECT) {
+    SaveTarget t;
+    const Reader o(e.get_object().value_unsafe(), path);
+    Status s = o.Int("rank", Need::kRequired, &t.rank, -1);
+    if (s.ok()) s = o.Str("node", Need::kRequired, &t.node);
+    if (!s.ok()) {
+      return Status::Corrupt(path.Str() + ": neither <node>:<ranks> nor an earlier {rank, node}: " +
+                             std::string(s.message()));
+    }
+    out->push_back(std::move(t));
+    return *budget > 0 ? (--*budget, Status::Ok())
+                       : Status::Corrupt(path.Str() + ": more ranks than the limit of " + std::to_string(kMaxListEntries));
+  }
+  std::string text;
+  FT_RETURN_IF_ERROR(CheckStr(e, path, &text));
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos) return Status::Corrupt(path.Str() + ": expected <node>:<ranks>");
+  RankRanges ranks;
+  if (Status s = RankRanges::Parse(std::string_view(text).substr(colon + 1), &ranks); !s.ok()) {
+    return Status::Corrupt(path.Str() + ": " + std::string(s.message()));
+  }
+  if (ranks.empty()) return Status::Corrupt(path.Str() + ": a node without ranks");
+  if (ranks.count() > *budget) {
+    return Status::Corrupt(path.Str() + ": more ranks than the limit of " + std::to_string(kMaxListEntries));
+  }
+  *budget -= ranks.count();
+  const std::string node = text.substr(0, colon);
+  for (int rank : ranks.Ranks()) out->push_back({rank, node});
+  return Status::Ok();
+}
+
 }  // namespace
 
 // --- MasterAction ---------------------------------------------------------------------------
@@ -24,12 +63,18 @@ std::string Encode(const MasterAction& a) {
   OJson j = Versioned();
   j["incident"] = a.incident;
   j["decision"] = a.decision;
-  OJson save = OJson::array();
+  // One "<node>:<rank ranges>" per node (131k targets were 4 MB of objects, and as long to
+  // encode as the rest of a decision).
+  std::vector<std::string> nodes;
+  std::unordered_map<std::string, std::vector<int>> ranks_of;
   for (const SaveTarget& t : a.save) {
-    OJson o = OJson::object();
-    o["rank"] = t.rank;
-    o["node"] = t.node;
-    save.push_back(std::move(o));
+    auto [it, added] = ranks_of.try_emplace(t.node);
+    if (added) nodes.push_back(t.node);
+    it->second.push_back(t.rank);
+  }
+  OJson save = OJson::array();
+  for (const std::string& node : nodes) {
+    save.push_back(node + ":" + RankRanges::Of(ranks_of[node]).Format());
   }
   j["save"] = std::move(save);
   j["phase"] = a.phase;
@@ -45,11 +90,17 @@ Status Decode(std::string_view json, MasterAction* out) {
   return DecodeValue(json, out, [](const Reader& r, MasterAction* a) -> Status {
     FT_RETURN_IF_ERROR(r.Str("incident", Need::kRequired, &a->incident));
     FT_RETURN_IF_ERROR(r.Str("decision", Need::kRequired, &a->decision));
-    FT_RETURN_IF_ERROR(r.Objects("save", Need::kOptional, &a->save,
-                                 [](const Reader& o, SaveTarget* t) -> Status {
-                                   FT_RETURN_IF_ERROR(o.Int("rank", Need::kRequired, &t->rank, -1));
-                                   return o.Str("node", Need::kRequired, &t->node);
-                                 }));
+    std::vector<std::vector<SaveTarget>> save;
+    size_t budget = kMaxListEntries;
+    FT_RETURN_IF_ERROR(r.List("save", Need::kOptional, &save,
+                              [&budget](Elem e, const FieldPath& path, std::vector<SaveTarget>* out) {
+                                return DecodeSaveEntry(e, path, &budget, out);
+                              }));
+    size_t targets = 0;
+    for (const auto& of_node : save) targets += of_node.size();
+    a->save.clear();
+    a->save.reserve(targets);
+    for (auto& of_node : save) a->save.insert(a->save.end(), of_node.begin(), of_node.end());
     FT_RETURN_IF_ERROR(r.Str("phase", Need::kRequired, &a->phase, Empty::kRejected));
     if (a->phase != "save" && a->phase != "stop" && a->phase != "done") {
       return Status::Corrupt(r.Path("phase") + ": unknown phase '" + a->phase.substr(0, 16) +

@@ -78,6 +78,21 @@ Status RankRanges::Parse(std::string_view text, RankRanges* out) {
   return Status::Ok();
 }
 
+size_t RankRanges::count() const {
+  size_t n = 0;
+  for (const auto& [first, last] : spans_) n += static_cast<size_t>(last - first) + 1;
+  return n;
+}
+
+std::vector<int> RankRanges::Ranks() const {
+  std::vector<int> ranks;
+  ranks.reserve(count());
+  for (const auto& [first, last] : spans_) {
+    for (int r = first; r <= last; ++r) ranks.push_back(r);
+  }
+  return ranks;
+}
+
 bool RankRanges::Contains(int rank) const {
   auto it = std::upper_bound(spans_.begin(), spans_.end(), rank,
                              [](int r, const std::pair<int, int>& s) { return r < s.first; });

@@ -30,6 +30,9 @@ class RankRanges {
   bool Contains(int rank) const;
   bool empty() const { return spans_.empty(); }
   size_t spans() const { return spans_.size(); }
+  size_t count() const;  // ranks in the set
+  // Every rank, ascending (check count() first on a parsed set: "0-1073741823" is one span).
+  std::vector<int> Ranks() const;
 
   bool operator==(const RankRanges&) const = default;
 

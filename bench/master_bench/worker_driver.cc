@@ -82,8 +82,12 @@ void Driver::ReadNotices() {
       continue;
     }
     if (notice.open && !window_open_) ++windows_opened_;
+    // A worker answers a window that asks for new tables at once (its next tick), not at its
+    // next report: the named ranks' tables, or every node's.
+    const bool asks = notice.open && (!window_open_ || !(notice.ranks == window_ranks_));
     window_open_ = notice.open;
     window_ranks_ = notice.ranks;
+    if (asks) answer_window_ = true;
   }
 }
 
@@ -110,6 +114,18 @@ void Driver::Tick(int64_t now) {
   std::vector<redis::Argv> cmds;
   const int nodes = job_->nodes();
   bool watched = false;
+  if (answer_window_) {
+    answer_window_ = false;
+    if (!window_ranks_) {
+      std::fill(next_report_.begin(), next_report_.end(), now);
+    } else {
+      for (int r = 0; r < nodes * kTp; ++r) {
+        if (!window_ranks_->Contains(r)) continue;
+        job_->RankProgressCommand(r, now, hung_, &cmds);
+        watched = watched || r == watch_rank_;
+      }
+    }
+  }
   for (int visited = 0; visited < nodes && cmds.size() < kMaxTickCommands; ++visited) {
     const int i = cursor_;
     cursor_ = cursor_ + 1 == nodes ? 0 : cursor_ + 1;

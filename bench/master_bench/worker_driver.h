@@ -23,7 +23,9 @@ void Pipeline(redis::Commands& db, const std::vector<redis::Argv>& commands, std
 // every FT_REPORT_INTERVAL (200 ms); a rank's progress table goes out at a report when
 //   - the master's incident window is open and names the rank (a window notice on
 //     ft:{J}:notify, read here at every driver tick as a worker's blocking XREAD would hear
-//     it; it names the members of the window's communicators), or names no one: every table;
+//     it; it names the members of the window's communicators), or names no one: every table —
+//     at once when the notice asks for new tables (as the worker answers at its next tick),
+//     then at every report;
 //   - its state changed (running → hung: its table stops showing it busy);
 //   - it turned attentive: hung and waiting (or, the stopped rank, silent) for half the
 //     timeout — once;
@@ -82,6 +84,7 @@ class Driver {
   std::string notify_cursor_ = "0";
   bool window_open_ = false;
   std::optional<proto::RankRanges> window_ranks_;  // the ranks the open window names; none: all
+  bool answer_window_ = false;  // a notice asked for tables: written at the next tick
   int windows_opened_ = 0;
   double max_write_ms_ = 0;
   int watch_rank_ = -1;
