@@ -4,8 +4,7 @@
 //     (`events_cursor`), so a restarted or standby master continues where the last one stopped;
 //   - opens an incident window at the first timeout/exit/error event (`open_incident` in the master
 //     hash: its first event and time), collects events and the progress tables of the window's
-//     communicators' members (window_reads.h) until WindowCanClose or hang_window, attributes
-//     (attribution.h), decides (decision.h),
+//     communicators' members (window_reads.h) until WindowCanClose or hang_window, attributes (attribution.h), decides (decision.h),
 //     and writes each incident exactly once: a Lua script fenced by the lease key does
 //     `HSETNX master decided:<id>` and, only when that succeeds, XADDs the incident, SADDs the
 //     evicted nodes and stores the action (`action`, `job_state`), all atomically;
