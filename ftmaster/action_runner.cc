@@ -1,3 +1,5 @@
+#include "ftmaster/action_runner.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -5,7 +7,6 @@
 
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
-#include "ftmaster/master_loop.h"
 #include "ftmaster/core/save_outcome.h"
 #include "proto/codec.h"
 
@@ -14,73 +15,141 @@ namespace {
 
 constexpr const char* kCommandsCap = "1000";
 
+// "saved step=<S> digest=..." (shm/mailbox.h): the step a rank saved, or -1.
+int64_t StepOfAck(const std::string& message) {
+  const size_t at = message.find("step=");
+  if (at == std::string::npos) return -1;
+  size_t end = at + 5;
+  while (end < message.size() && message[end] >= '0' && message[end] <= '9') ++end;
+  int64_t step = -1;
+  if (!ParseStep(std::string_view(message).substr(at + 5, end - at - 5), &step)) return -1;
+  return step;
+}
+
 }  // namespace
 
-// ---- the master loop: carrying out a decision -----------------------------------------------
+// ---- a phase's commands, as values ------------------------------------------------------
 
-std::string MasterLoop::LastAckId() {
-  redis::Reply reply;
-  if (!store_->Run({"XREVRANGE", keys_.Acks(), "+", "-", "COUNT", "1"}, &reply).ok()) {
-    return "";
-  }
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
-  return entries.empty() ? "0-0" : entries.front().id;
-}
-
-void MasterLoop::LoadPending() {
-  pending_acks_.clear();
-  const Action& a = *action_;
-  if (a.phase == "save") {
-    for (const SaveTarget& t : a.save) {
-      if (!t.node.empty()) pending_acks_.insert(fmt::format("{}-save-{}", a.incident, t.rank));
+CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
+                       const proto::Keys& keys, int64_t save_deadline_ms) {
+  CommandBatch b;
+  b.next = a;
+  b.next.sent = true;
+  b.next.acks_from = acks_from;
+  b.next.deadline_unix_ms = unix_ms + save_deadline_ms;
+  for (const SaveTarget& t : a.save) {
+    if (t.node.empty()) {
+      b.nodeless.push_back(t.rank);
+      continue;
     }
-  } else if (a.phase == "stop") {
-    for (const std::string& node : a.nodes) pending_acks_.insert(fmt::format("{}-stop-{}", a.incident, node));
+    proto::Command command;
+    command.id = fmt::format("{}-save-{}", a.incident, t.rank);
+    command.kind = "save";
+    command.rank = t.rank;
+    command.text = a.incident;
+    command.unix_ms = unix_ms;
+    b.writes.push_back({"XADD", keys.Commands(t.node), "MAXLEN", "~", kCommandsCap, "*", "kind",
+                        "save", "rank", std::to_string(t.rank), "json", proto::Encode(command)});
+    ++b.commands;
   }
-  ack_cursor_ = a.acks_from;
-  pending_loaded_ = true;
+  b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
+                      "stopping"});
+  return b;
 }
 
-void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
+CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
+                       int64_t unix_ms, const proto::Keys& keys, double grace_s) {
+  CommandBatch b;
+  b.next = a;
+  b.next.sent = true;
+  b.next.acks_from = acks_from;
+  b.next.deadline_unix_ms = unix_ms + static_cast<int64_t>(grace_s * 1000) + 5000;
+  b.next.nodes = std::move(nodes);
+  std::sort(b.next.nodes.begin(), b.next.nodes.end());
+  for (const std::string& node : b.next.nodes) {
+    proto::Command command;
+    command.id = fmt::format("{}-stop-{}", a.incident, node);
+    command.kind = "stop";
+    command.rank = -1;
+    command.grace_s = grace_s;
+    command.text = fmt::format("ft: stopping the job after incident {}", a.incident);
+    command.unix_ms = unix_ms;
+    b.writes.push_back({"XADD", keys.Commands(node), "MAXLEN", "~", kCommandsCap, "*", "kind",
+                        "stop", "rank", "-1", "json", proto::Encode(command)});
+  }
+  b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
+                      "stopping"});
+  b.commands = b.next.nodes.size();
+  return b;
+}
+
+// ---- the runner -----------------------------------------------------------------------------
+
+void ActionRunner::NewTerm(Clock::time_point now) {
+  action_.reset();
+  pending_acks_.clear();
+  copies_deadline_.reset();
+  pending_loaded_ = false;
+  next_acks_ = now;
+}
+
+void ActionRunner::LoadTerm(const MasterHash& state) {
+  auto it = state.find("action");
+  if (it == state.end()) return;
+  Action a;
+  Status s = proto::Decode(it->second, &a);
+  if (!s.ok()) {
+    ctx_->bad.Report("master action", it->second, s);
+    return;
+  }
+  if (a.phase != "done") {
+    FT_LOG(Info, Master, "resuming the {} of incident {} (phase {}{})", a.decision, a.incident,
+           a.phase, a.sent ? ", commands sent" : "");
+  }
+  action_ = std::move(a);
+}
+
+void ActionRunner::Start(Action action) {
+  action_ = std::move(action);
+  pending_loaded_ = false;
+}
+
+void ActionRunner::LoadStored() {
+  redis::Reply stored;
+  if (ctx_->store->Run({"HGET", ctx_->keys.MasterState(), "action"}, &stored).ok() &&
+      stored.is_string()) {
+    Action a;
+    if (proto::Decode(stored.str(), &a).ok()) action_ = std::move(a);
+    pending_loaded_ = false;
+  }
+}
+
+void ActionRunner::Drop() {
+  action_.reset();
+  pending_acks_.clear();
+  pending_loaded_ = false;
+}
+
+void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
   Action& a = *action_;
   if (a.phase == "save" && !a.sent) {
     const std::string from = LastAckId();
     if (from.empty()) return;
-    Action next = a;
-    next.sent = true;
-    next.acks_from = from;
-    next.deadline_unix_ms = unix_ms + ToMs(options_.config.save_deadline);
-    std::vector<redis::Argv> writes;
-    int asked = 0;
-    for (const SaveTarget& t : a.save) {
-      if (t.node.empty()) {
-        FT_LOG(Warn, Master, "rank {} should save but no node is known for it (no membership); "
-               "its shard will be missing from the checkpoint", t.rank);
-        continue;
-      }
-      proto::Command command;
-      command.id = fmt::format("{}-save-{}", a.incident, t.rank);
-      command.kind = "save";
-      command.rank = t.rank;
-      command.text = a.incident;
-      command.unix_ms = unix_ms;
-      writes.push_back({"XADD", keys_.Commands(t.node), "MAXLEN", "~", kCommandsCap, "*", "kind",
-                        "save", "rank", std::to_string(t.rank), "json", proto::Encode(command)});
-      ++asked;
+    CommandBatch b = SaveBatch(a, from, unix_ms, ctx_->keys, ToMs(ctx_->options.config.save_deadline));
+    for (int rank : b.nodeless) {
+      FT_LOG(Warn, Master, "rank {} should save but no node is known for it (no membership); "
+             "its shard will be missing from the checkpoint", rank);
     }
-    writes.push_back({"HSET", keys_.MasterState(), "action", proto::Encode(next), "job_state",
-                      "stopping"});
-    if (!writer_.Run(writes)) return;
+    if (!ctx_->writer.Run(b.writes)) return;
     save_results_.clear();
     save_messages_.clear();
     copies_deadline_.reset();
-    stats_.commands += static_cast<uint64_t>(asked);
-    a = std::move(next);
+    ctx_->stats.commands += b.commands;
+    a = std::move(b.next);
     LoadPending();
     FT_LOG(Info, Master, "incident {}: asked {} rank{} to save; waiting up to {} ms for their "
-           "acknowledgements", a.incident, asked, asked == 1 ? "" : "s",
-           ToMs(options_.config.save_deadline));
+           "acknowledgements", a.incident, b.commands, b.commands == 1 ? "" : "s",
+           ToMs(ctx_->options.config.save_deadline));
   }
   if (a.phase == "save") {
     if (!copies_deadline_) {
@@ -106,36 +175,17 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
   }
   if (a.phase == "stop" && !a.sent) {
     redis::Reply members;
-    if (!store_->Run({"SMEMBERS", keys_.Workers()}, &members).ok()) return;
+    if (!ctx_->store->Run({"SMEMBERS", ctx_->keys.Workers()}, &members).ok()) return;
     const std::string from = LastAckId();
     if (from.empty()) return;
-    Action next = a;
-    next.sent = true;
-    next.acks_from = from;
-    next.deadline_unix_ms =
-        unix_ms + static_cast<int64_t>(options_.stop_grace_s * 1000) + 5000;
-    next.nodes.clear();
+    std::vector<std::string> nodes;
     for (const redis::Reply& m : members.elements()) {
-      if (m.is_string() && !m.str().empty()) next.nodes.push_back(m.str());
+      if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
     }
-    std::sort(next.nodes.begin(), next.nodes.end());
-    std::vector<redis::Argv> writes;
-    for (const std::string& node : next.nodes) {
-      proto::Command command;
-      command.id = fmt::format("{}-stop-{}", a.incident, node);
-      command.kind = "stop";
-      command.rank = -1;
-      command.grace_s = options_.stop_grace_s;
-      command.text = fmt::format("ft: stopping the job after incident {}", a.incident);
-      command.unix_ms = unix_ms;
-      writes.push_back({"XADD", keys_.Commands(node), "MAXLEN", "~", kCommandsCap, "*", "kind",
-                        "stop", "rank", "-1", "json", proto::Encode(command)});
-    }
-    writes.push_back({"HSET", keys_.MasterState(), "action", proto::Encode(next), "job_state",
-                      "stopping"});
-    if (!writer_.Run(writes)) return;
-    stats_.commands += next.nodes.size();
-    a = std::move(next);
+    CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s);
+    if (!ctx_->writer.Run(b.writes)) return;
+    ctx_->stats.commands += b.commands;
+    a = std::move(b.next);
     LoadPending();
     FT_LOG(Info, Master, "incident {}: stop sent to {} node{}", a.incident, a.nodes.size(),
            a.nodes.size() == 1 ? "" : "s");
@@ -149,21 +199,101 @@ void MasterLoop::RunAction(Clock::time_point now, int64_t unix_ms) {
     }
     Action done = a;
     done.phase = "done";
-    if (!writer_.Run({{"HSET", keys_.MasterState(), "action", proto::Encode(done), "job_state",
+    if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "action", proto::Encode(done), "job_state",
                      "stopped"}})) {
       return;
     }
     a = std::move(done);
-    job_state_ = "stopped";
-    FT_LOG(Info, Master, "job {} stopped (incident {})", options_.job, a.incident);
+    ctx_->job_state = "stopped";
+    FT_LOG(Info, Master, "job {} stopped (incident {})", ctx_->options.job, a.incident);
   }
 }
 
-bool MasterLoop::RecordSaveOutcome(const Action& a, const StepJudgement* judged) {
-  const Topology& topology = CurrentTopology();
+std::string ActionRunner::LastAckId() {
+  redis::Reply reply;
+  if (!ctx_->store->Run({"XREVRANGE", ctx_->keys.Acks(), "+", "-", "COUNT", "1"}, &reply).ok()) {
+    return "";
+  }
+  std::vector<StreamEntry> entries;
+  ParseStream(reply, &entries);
+  return entries.empty() ? "0-0" : entries.front().id;
+}
+
+void ActionRunner::LoadPending() {
+  pending_acks_.clear();
+  const Action& a = *action_;
+  if (a.phase == "save") {
+    for (const SaveTarget& t : a.save) {
+      if (!t.node.empty()) pending_acks_.insert(fmt::format("{}-save-{}", a.incident, t.rank));
+    }
+  } else if (a.phase == "stop") {
+    for (const std::string& node : a.nodes) pending_acks_.insert(fmt::format("{}-stop-{}", a.incident, node));
+  }
+  ack_cursor_ = a.acks_from;
+  pending_loaded_ = true;
+}
+
+bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
+  *judged = nullptr;
+  std::vector<std::string> done;
+  std::map<int64_t, int> steps;  // step -> ranks that said they saved it
+  for (const auto& [rank, result] : save_results_) {
+    if (result != "done") continue;
+    done.push_back(std::to_string(rank));
+    auto m = save_messages_.find(rank);
+    const int64_t step = m == save_messages_.end() ? -1 : StepOfAck(m->second);
+    if (step >= 0) ++steps[step];
+  }
+  if (done.empty()) return true;  // nothing saved: nothing to verify
+  if (!copies_deadline_) copies_deadline_ = now + ctx_->options.copy_wait;
+  int64_t step = -1;
+  int votes = 0;
+  for (const auto& [s, n] : steps) {
+    if (n > votes || (n == votes && s > step)) {
+      step = s;
+      votes = n;
+    }
+  }
+  if (step < 0) {
+    // The acks did not say (an older worker): the newest step reported.
+    if (!ckpt_->NewestStep(&step)) return false;
+  }
+  bool all = false;
+  if (step >= 0 && now < *copies_deadline_) {
+    if (now < next_acks_) return false;
+    next_acks_ = now + kAckPoll;
+    // HLEN until the count is there (cheap at 16k ranks), then one HMGET to be sure they are
+    // the right ranks.
+    redis::Reply count;
+    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptStep(step)}, &count).ok()) return false;
+    if (count.integer() >= static_cast<int64_t>(done.size())) {
+      redis::Argv argv = {"HMGET", ctx_->keys.CkptStep(step)};
+      argv.insert(argv.end(), done.begin(), done.end());
+      redis::Reply reply;
+      if (!ctx_->store->Run(argv, &reply).ok()) return false;
+      all = true;
+      for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
+    }
+  }
+  if (!all && now < *copies_deadline_) return false;
+  if (step < 0) {
+    FT_LOG(Warn, Master, "{} rank{} answered done but no checkpoint step is reported: not verified",
+           done.size(), done.size() == 1 ? "" : "s");
+    return true;
+  }
+  if (!all) {
+    FT_LOG(Warn, Master, "step {}: not every saved copy was reported within {} ms; judging what is there",
+           step, ctx_->options.copy_wait.count());
+  }
+  if (!membership_->CurrentTopology().known()) return true;
+  return ckpt_->JudgeSavedStep(step, now, unix_ms, judged);
+}
+
+bool ActionRunner::RecordSaveOutcome(const Action& a, const StepJudgement* judged) {
+  const Topology& topology = membership_->CurrentTopology();
   std::function<ShardId(int)> shard_of;
   if (topology.known()) {
-    const bool sharded = options_.config.sharded_optimizer;
+    const bool sharded = ctx_->options.config.sharded_optimizer;
     shard_of = [&topology, sharded](int rank) {
       return rank >= 0 && rank < topology.world_size() ? ShardOfRank(rank, topology, sharded) : ShardId{rank, -1, -1};
     };
@@ -172,7 +302,7 @@ bool MasterLoop::RecordSaveOutcome(const Action& a, const StepJudgement* judged)
   if (judged != nullptr) AddVerification(*judged, &outcome);
   // `checkpoint`: the last save; `checkpoint:<incident>`: each incident's, for `ftmaster incidents`.
   const std::string value = EncodeSaveOutcome(a.incident, outcome);
-  if (!writer_.Run({{"HSET", keys_.MasterState(), "checkpoint", value, "checkpoint:" + a.incident, value}})) {
+  if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "checkpoint", value, "checkpoint:" + a.incident, value}})) {
     return false;
   }
   std::string text = fmt::format("incident {}: {}", a.incident, DescribeSaveOutcome(outcome));
@@ -181,14 +311,14 @@ bool MasterLoop::RecordSaveOutcome(const Action& a, const StepJudgement* judged)
   } else {
     FT_LOG(Info, Master, "{}", text);
   }
-  if (options_.out != nullptr) {
-    std::fprintf(options_.out, "%s\n", text.c_str());
-    std::fflush(options_.out);
+  if (ctx_->options.out != nullptr) {
+    std::fprintf(ctx_->options.out, "%s\n", text.c_str());
+    std::fflush(ctx_->options.out);
   }
   return true;
 }
 
-bool MasterLoop::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms) {
+bool ActionRunner::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms) {
   if (!pending_loaded_) LoadPending();
   if (now >= next_acks_) {
     ReadAcks();
@@ -197,11 +327,11 @@ bool MasterLoop::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t dea
   return pending_acks_.empty() || unix_ms >= deadline_unix_ms;
 }
 
-void MasterLoop::ReadAcks() {
+void ActionRunner::ReadAcks() {
   for (int batch = 0; batch < kMaxEventBatchesPerTick && !pending_acks_.empty(); ++batch) {
     redis::Reply reply;
     const std::string start = ack_cursor_.empty() ? "-" : "(" + ack_cursor_;
-    if (!store_->Run({"XRANGE", keys_.Acks(), start, "+", "COUNT", "1000"}, &reply).ok()) {
+    if (!ctx_->store->Run({"XRANGE", ctx_->keys.Acks(), start, "+", "COUNT", "1000"}, &reply).ok()) {
       return;
     }
     std::vector<StreamEntry> entries;
@@ -214,7 +344,7 @@ void MasterLoop::ReadAcks() {
       const std::string* json = e.Get("json");
       Status s = json ? proto::Decode(*json, &ack) : Status::Corrupt("no json field");
       if (!s.ok()) {
-        bad_.Report(fmt::format("ack {}", e.id), json ? *json : std::string_view(), s);
+        ctx_->bad.Report(fmt::format("ack {}", e.id), json ? *json : std::string_view(), s);
         const std::string* result = e.Get("result");
         ack.id = *id;
         ack.result = result ? *result : "?";

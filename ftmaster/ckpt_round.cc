@@ -1,3 +1,5 @@
+#include "ftmaster/ckpt_round.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,52 +10,43 @@
 #include <unordered_map>
 
 #include "common/log.h"
-#include "ftmaster/loop_util.h"
-#include "ftmaster/master_loop.h"
 #include "ftmaster/core/save_outcome.h"
+#include "ftmaster/loop_util.h"
 #include "proto/ckpt_codec.h"
 #include "proto/notice.h"
 
-// The master loop's checkpoint round: which steps' copies changed (ft:{J}:ckpt:steps, then
-// HLEN per step: O(steps) per round, a step's copies read only when their count moved, and
-// the planned step re-read on a spaced refresh for tier changes), their verdicts
-// (ckpt_verify.h) into ft:{J}:ckpt:verdicts, an `sdc` incident per odd replica, and the restore
-// plan (ft:{J}:restore, ft:{J}:restore:version) whenever its content changes — also when the
-// evicted set (ft:{J}:evicted, read every round: a handful of nodes) moves, since the sources'
-// order and tiers depend on it.
+// The checkpoint round (ckpt_round.h says what it reads and writes, and when).
 
 namespace ft::master {
 namespace {
 
 constexpr int kCkptSteps = 16;  // newest steps looked at; workers keep FT_CKPT_KEEP per tier
 
+}  // namespace
+
 bool ParseStep(std::string_view text, int64_t* step) {
   auto r = std::from_chars(text.data(), text.data() + text.size(), *step);
   return r.ec == std::errc() && r.ptr == text.data() + text.size() && *step >= 0;
 }
 
-// "saved step=<S> digest=..." (shm/mailbox.h): the step a rank saved, or -1.
-int64_t StepOfAck(const std::string& message) {
-  const size_t at = message.find("step=");
-  if (at == std::string::npos) return -1;
-  size_t end = at + 5;
-  while (end < message.size() && message[end] >= '0' && message[end] <= '9') ++end;
-  int64_t step = -1;
-  if (!ParseStep(std::string_view(message).substr(at + 5, end - at - 5), &step)) return -1;
-  return step;
+void CkptRound::NewTerm(Clock::time_point now) {
+  steps_.clear();
+  topology_.clear();
+  sdc_reported_.clear();
+  plan_loaded_ = false;
+  evicted_ = EvictedNodes{};
+  next_round_ = now;
 }
 
-}  // namespace
-
-void MasterLoop::LoadPlan() {
+void CkptRound::LoadPlan() {
   redis::Reply plan, version;
-  if (!store_->Run({"GET", keys_.Restore()}, &plan).ok()) return;
-  if (!store_->Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;
+  if (!ctx_->store->Run({"GET", ctx_->keys.Restore()}, &plan).ok()) return;
+  if (!ctx_->store->Run({"GET", ctx_->keys.RestoreVersion()}, &version).ok()) return;
   plan_ = NoPlan();
   if (plan.is_string()) {
     Status s = proto::Decode(plan.str(), &plan_);
     if (!s.ok()) {
-      bad_.Report(keys_.Restore(), plan.str(), s.WithContext("unreadable; a new plan replaces it"));
+      ctx_->bad.Report(ctx_->keys.Restore(), plan.str(), s.WithContext("unreadable; a new plan replaces it"));
       plan_ = NoPlan();
       plan_.step = -2;  // differs from every plan: the next one is published
     }
@@ -64,65 +57,65 @@ void MasterLoop::LoadPlan() {
   plan_dirty_ = true;
 }
 
-void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
+void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   const auto start = Clock::now();
-  next_ckpt_ = now + options_.ckpt_period;
-  const Topology& topology = CurrentTopology();
+  next_round_ = now + ctx_->options.ckpt_period;
+  const Topology& topology = membership_->CurrentTopology();
   if (!topology.known()) {
-    if (!ckpt_topology_warned_) {
+    if (!topology_warned_) {
       FT_LOG(Info, Master, "checkpoints are not judged while the topology is {}", topology.Describe());
-      ckpt_topology_warned_ = true;
+      topology_warned_ = true;
     }
     return;
   }
-  ckpt_topology_warned_ = false;
+  topology_warned_ = false;
   const std::string shape =
-      fmt::format("{}/{}/{}", topology.sizes(), topology.order(), options_.config.sharded_optimizer);
-  const bool reshaped = shape != ckpt_topology_;
-  ckpt_topology_ = shape;
+      fmt::format("{}/{}/{}", topology.sizes(), topology.order(), ctx_->options.config.sharded_optimizer);
+  const bool reshaped = shape != topology_;
+  topology_ = shape;
   if (!plan_loaded_) {
     LoadPlan();
     if (!plan_loaded_) return;
   }
 
   redis::Reply reply;
-  if (!store_->Run({"ZREVRANGE", keys_.CkptSteps(), "0", std::to_string(kCkptSteps - 1)}, &reply).ok()) return;
+  if (!ctx_->store->Run({"ZREVRANGE", ctx_->keys.CkptSteps(), "0", std::to_string(kCkptSteps - 1)}, &reply).ok()) return;
   std::vector<int64_t> steps;
   for (const redis::Reply& r : reply.elements()) {
     int64_t step = -1;
     if (r.is_string() && ParseStep(r.str(), &step)) {
       steps.push_back(step);
     } else {
-      bad_.Report(keys_.CkptSteps(), r.DebugString().substr(0, 64), Status::Corrupt("not a step number"));
+      ctx_->bad.Report(ctx_->keys.CkptSteps(), r.DebugString().substr(0, 64), Status::Corrupt("not a step number"));
     }
   }
-  for (auto it = ckpt_.begin(); it != ckpt_.end();) {
+  for (auto it = steps_.begin(); it != steps_.end();) {
     if (std::find(steps.begin(), steps.end(), it->first) == steps.end()) {
       if (it->first == plan_.step) plan_dirty_ = true;
       // Gone from the set (its last copy removed, FT_CKPT_KEEP): its verdict goes too, so the
       // verdicts hash stays as small as the set. Merely older than the newest kCkptSteps: kept.
       redis::Reply score;
-      if (!store_->Run({"ZSCORE", keys_.CkptSteps(), std::to_string(it->first)}, &score).ok()) return;
+      if (!ctx_->store->Run({"ZSCORE", ctx_->keys.CkptSteps(), std::to_string(it->first)}, &score).ok()) return;
       if (score.is_nil() &&
-          !writer_.Run({{"HDEL", keys_.CkptVerdicts(), std::to_string(it->first)}})) {
+          !ctx_->writer.Run({{"HDEL", ctx_->keys.CkptVerdicts(), std::to_string(it->first)}})) {
         return;
       }
-      it = ckpt_.erase(it);
+      it = steps_.erase(it);
     } else {
       ++it;
     }
   }
   for (int64_t step : steps) {
     redis::Reply own_count, buddy_count;
-    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &own_count).ok()) return;
-    if (!store_->Run({"HLEN", keys_.CkptBuddy(step)}, &buddy_count).ok()) return;
+    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptStep(step)}, &own_count).ok()) return;
+    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptBuddy(step)}, &buddy_count).ok()) return;
     const int64_t fields = own_count.integer() + buddy_count.integer();
-    auto it = ckpt_.find(step);
-    const bool known = it != ckpt_.end() && it->second->judged;
+    auto it = steps_.find(step);
+    const bool known = it != steps_.end() && it->second->judged;
     // A step waiting for its replicas is read again when another copy came or its deadline
     // passed, not every round (HGETALL of every rank's copy, at 131k ranks megabytes).
-    const bool held = it != ckpt_.end() && !it->second->judged && !it->second->settled;
-    const bool changed = held ? it->second->fields != fields || now >= it->second->first_seen + options_.copy_wait
+    const bool held = it != steps_.end() && !it->second->judged && !it->second->settled;
+    const bool changed = held ? it->second->fields != fields || now >= it->second->first_seen + ctx_->options.copy_wait
                               : !known || it->second->fields != fields;
     // The planned step, and a newer restorable one not planned (held only on gone evicted
     // nodes): a tier change (a copy reaching the remote directory) rewrites a field, not HLEN.
@@ -133,25 +126,25 @@ void MasterLoop::CkptRound(Clock::time_point now, int64_t unix_ms) {
     }
   }
   if (!ReadEvicted()) return;
-  if (ranks_.version() != plan_ranks_version_) plan_dirty_ = true;
+  if (membership_->version() != plan_ranks_version_) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
-  next_ckpt_ = now + Spacing(options_.ckpt_period, MsSince(start), kSteadyShare);
+  next_round_ = now + Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare);
 }
 
-bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {
+bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {
   const auto start = Clock::now();
   redis::Reply reply, buddy_reply;
-  if (!store_->Run({"HGETALL", keys_.CkptStep(step)}, &reply).ok()) return false;
-  if (!store_->Run({"HGETALL", keys_.CkptBuddy(step)}, &buddy_reply).ok()) return false;
-  ++stats_.ckpt_step_reads;
-  std::unique_ptr<CkptStep>& slot = ckpt_[step];
+  if (!ctx_->store->Run({"HGETALL", ctx_->keys.CkptStep(step)}, &reply).ok()) return false;
+  if (!ctx_->store->Run({"HGETALL", ctx_->keys.CkptBuddy(step)}, &buddy_reply).ok()) return false;
+  ++ctx_->stats.ckpt_step_reads;
+  std::unique_ptr<Step>& slot = steps_[step];
   if (!slot) {
-    slot = std::make_unique<CkptStep>();
+    slot = std::make_unique<Step>();
     slot->first_seen = now;
   }
-  CkptStep& s = *slot;
-  s.copies.Load(reply, &bad_);
-  s.buddies.Load(buddy_reply, &bad_);
+  Step& s = *slot;
+  s.copies.Load(reply, &ctx_->bad);
+  s.buddies.Load(buddy_reply, &ctx_->bad);
   s.fields = static_cast<int64_t>(reply.size() / 2 + buddy_reply.size() / 2);
   s.judged.reset();  // points into of_step, rebuilt below
   s.of_step.clear();
@@ -160,7 +153,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
       if (c.step == step && c.buddy == buddy) {
         s.of_step.push_back(c);
       } else {
-        bad_.Report(buddy ? keys_.CkptBuddy(step) : keys_.CkptStep(step), proto::Encode(c),
+        ctx_->bad.Report(buddy ? ctx_->keys.CkptBuddy(step) : ctx_->keys.CkptStep(step), proto::Encode(c),
                     Status::Corrupt(c.step != step
                                         ? fmt::format("a copy of step {} in the hash of step {}", c.step, step)
                                         : std::string(buddy ? "an own copy in the buddy copies' hash"
@@ -171,17 +164,17 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   // By rank, a rank's own copy before its buddy copy.
   std::sort(s.of_step.begin(), s.of_step.end(),
             [](const auto& a, const auto& b) { return std::tie(a.rank, a.buddy) < std::tie(b.rank, b.buddy); });
-  s.judged = JudgeStep(step, s.of_step, CurrentTopology(), options_.config.sharded_optimizer, unix_ms);
-  s.refresh_at = now + Spacing(options_.ckpt_refresh, MsSince(start), kSteadyShare);
+  s.judged = JudgeStep(step, s.of_step, membership_->CurrentTopology(), ctx_->options.config.sharded_optimizer, unix_ms);
+  s.refresh_at = now + Spacing(ctx_->options.ckpt_refresh, MsSince(start), kSteadyShare);
   // A verdict on the copies that happen to be in (replicas save at the same moment and report
   // a few milliseconds apart) could accept a corrupted copy as a single replica before its
   // twin arrives: until every replica reported or copy_wait passed, the step stays unjudged
   // (re-read every round, never planned).
-  const bool deadline_passed = now >= s.first_seen + options_.copy_wait;
+  const bool deadline_passed = now >= s.first_seen + ctx_->options.copy_wait;
   if (!settled && !s.settled && !s.judged->every_replica_reported && !deadline_passed) {
     if (!s.held_logged) {
       FT_LOG(Debug, Master, "checkpoint step {}: {} of {} replicas reported; judged when the rest are in or in {} ms",
-             step, s.judged->reported, s.judged->expected, options_.copy_wait.count());
+             step, s.judged->reported, s.judged->expected, ctx_->options.copy_wait.count());
       s.held_logged = true;
     }
     s.judged.reset();
@@ -200,7 +193,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   timeless.unix_ms = 0;
   std::string verdict = proto::Encode(timeless);
   if (verdict != s.verdict) {
-    if (!writer_.Run({{"HSET", keys_.CkptVerdicts(), std::to_string(step), proto::Encode(s.judged->verdict)}})) {
+    if (!ctx_->writer.Run({{"HSET", ctx_->keys.CkptVerdicts(), std::to_string(step), proto::Encode(s.judged->verdict)}})) {
       return false;
     }
     s.verdict = std::move(verdict);
@@ -214,7 +207,7 @@ bool MasterLoop::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t u
   return ReportSdc(*s.judged, unix_ms);
 }
 
-bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
+bool CkptRound::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
   std::vector<proto::Incident> incidents;
   for (const SdcFinding& f : judged.sdc) {
     const std::string id = fmt::format("sdc-step{}-rank{}", judged.verdict.step, f.rank);
@@ -245,25 +238,25 @@ bool MasterLoop::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     incidents.push_back(std::move(i));
   }
   if (incidents.empty()) return true;
-  auto won = writer_.WriteIncidents(incidents, unix_ms, {}, {}, {}, {});
+  auto won = ctx_->writer.WriteIncidents(incidents, unix_ms, {}, {}, {}, {});
   if (!won) return false;
   for (size_t k = 0; k < incidents.size(); ++k) {
     sdc_reported_.insert(incidents[k].id);
-    if ((*won)[k]) Print(incidents[k], {});
+    if ((*won)[k]) ctx_->Print(incidents[k], {});
   }
   return true;
 }
 
-bool MasterLoop::ReadEvicted() {
+bool CkptRound::ReadEvicted() {
   redis::Reply reply;
-  if (!store_->Run({"SMEMBERS", keys_.Evicted()}, &reply).ok()) return false;
+  if (!ctx_->store->Run({"SMEMBERS", ctx_->keys.Evicted()}, &reply).ok()) return false;
   EvictedNodes evicted;
   for (const redis::Reply& r : reply.elements()) {
     if (r.is_string()) evicted.nodes.insert(r.str());
   }
   for (const std::string& node : evicted.nodes) {  // a handful: one EXISTS each
     redis::Reply alive;
-    if (!store_->Run({"EXISTS", keys_.WorkerHeartbeat(node)}, &alive).ok()) return false;
+    if (!ctx_->store->Run({"EXISTS", ctx_->keys.WorkerHeartbeat(node)}, &alive).ok()) return false;
     if (alive.integer() > 0) evicted.serving.insert(node);
   }
   if (evicted != evicted_) {
@@ -275,11 +268,11 @@ bool MasterLoop::ReadEvicted() {
   return true;
 }
 
-bool MasterLoop::PublishPlan(int64_t unix_ms) {
-  const Topology& topology = CurrentTopology();
+bool CkptRound::PublishPlan(int64_t unix_ms) {
+  const Topology& topology = membership_->CurrentTopology();
   if (!topology.known() || !plan_loaded_) return false;
   std::unordered_map<int, const proto::Membership*> member;
-  for (const proto::Membership& m : ranks_.values()) {
+  for (const proto::Membership& m : membership_->values()) {
     auto [at, inserted] = member.emplace(m.rank, &m);
     if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
   }
@@ -290,18 +283,18 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   // The newest restorable step whose every rank keeps a source once the evicted nodes'
   // arenas and local files are discounted.
   bool chosen = false;
-  const CkptStep* chosen_step = nullptr;
+  const Step* chosen_step = nullptr;
   proto::RestorePlan plan = NoPlan();
   std::vector<int64_t> skipped;
   std::vector<std::string> only_evicted;  // "step S (rank R)": held only on gone evicted nodes
-  for (auto it = ckpt_.rbegin(); it != ckpt_.rend() && !chosen; ++it) {
-    const CkptStep& s = *it->second;
+  for (auto it = steps_.rbegin(); it != steps_.rend() && !chosen; ++it) {
+    const Step& s = *it->second;
     if (!s.judged) continue;
     if (!s.judged->restorable) {
       if (s.judged->verdict.state == proto::VerdictState::kUntrusted) skipped.push_back(it->first);
       continue;
     }
-    plan = BuildPlan(*s.judged, topology, options_.config.sharded_optimizer, node_of, evicted_);
+    plan = BuildPlan(*s.judged, topology, ctx_->options.config.sharded_optimizer, node_of, evicted_);
     const int stranded = FirstRankWithoutSource(plan);
     if (stranded < 0) {
       chosen = true;
@@ -311,7 +304,7 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
       plan = NoPlan();
     }
   }
-  plan_ranks_version_ = ranks_.version();
+  plan_ranks_version_ = membership_->version();
   plan_dirty_ = false;
   if (!only_evicted.empty() && only_evicted != unplannable_) {
     FT_LOG(Warn, Master, "verified but not restorable: {} — some shard is held only on evicted node{} {} whose "
@@ -324,13 +317,13 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   if (SamePlanContent(plan, plan_)) return true;
   plan.version = plan_.version + 1;
   plan.unix_ms = unix_ms;
-  if (!writer_.Run({{"SET", keys_.Restore(), proto::Encode(plan)},
-                    {"SET", keys_.RestoreVersion(), std::to_string(plan.version)},
-                    proto::NoticeXadd(keys_.Notify(), proto::NoticeOf(proto::NoticeKind::kRestore))})) {
+  if (!ctx_->writer.Run({{"SET", ctx_->keys.Restore(), proto::Encode(plan)},
+                    {"SET", ctx_->keys.RestoreVersion(), std::to_string(plan.version)},
+                    proto::NoticeXadd(ctx_->keys.Notify(), proto::NoticeOf(proto::NoticeKind::kRestore))})) {
     plan_dirty_ = true;
     return false;
   }
-  ++stats_.plans_published;
+  ++ctx_->stats.plans_published;
   const std::string notes =
       skipped.empty() ? ""
                       : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
@@ -353,66 +346,21 @@ bool MasterLoop::PublishPlan(int64_t unix_ms) {
   return true;
 }
 
-bool MasterLoop::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
+bool CkptRound::JudgeSavedStep(int64_t step, Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
   *judged = nullptr;
-  std::vector<std::string> done;
-  std::map<int64_t, int> steps;  // step -> ranks that said they saved it
-  for (const auto& [rank, result] : save_results_) {
-    if (result != "done") continue;
-    done.push_back(std::to_string(rank));
-    auto m = save_messages_.find(rank);
-    const int64_t step = m == save_messages_.end() ? -1 : StepOfAck(m->second);
-    if (step >= 0) ++steps[step];
-  }
-  if (done.empty()) return true;  // nothing saved: nothing to verify
-  if (!copies_deadline_) copies_deadline_ = now + options_.copy_wait;
-  int64_t step = -1;
-  int votes = 0;
-  for (const auto& [s, n] : steps) {
-    if (n > votes || (n == votes && s > step)) {
-      step = s;
-      votes = n;
-    }
-  }
-  if (step < 0) {
-    // The acks did not say (an older worker): the newest step reported.
-    redis::Reply newest;
-    if (!store_->Run({"ZREVRANGE", keys_.CkptSteps(), "0", "0"}, &newest).ok()) return false;
-    if (newest.size() == 1 && newest[0].is_string()) (void)ParseStep(newest[0].str(), &step);
-  }
-  bool all = false;
-  if (step >= 0 && now < *copies_deadline_) {
-    if (now < next_acks_) return false;
-    next_acks_ = now + kAckPoll;
-    // HLEN until the count is there (cheap at 16k ranks), then one HMGET to be sure they are
-    // the right ranks.
-    redis::Reply count;
-    if (!store_->Run({"HLEN", keys_.CkptStep(step)}, &count).ok()) return false;
-    if (count.integer() >= static_cast<int64_t>(done.size())) {
-      redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
-      argv.insert(argv.end(), done.begin(), done.end());
-      redis::Reply reply;
-      if (!store_->Run(argv, &reply).ok()) return false;
-      all = true;
-      for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
-    }
-  }
-  if (!all && now < *copies_deadline_) return false;
-  if (step < 0) {
-    FT_LOG(Warn, Master, "{} rank{} answered done but no checkpoint step is reported: not verified",
-           done.size(), done.size() == 1 ? "" : "s");
-    return true;
-  }
-  if (!all) {
-    FT_LOG(Warn, Master, "step {}: not every saved copy was reported within {} ms; judging what is there",
-           step, options_.copy_wait.count());
-  }
-  if (!CurrentTopology().known()) return true;
   if (!ReadAndJudgeStep(step, now, unix_ms, /*settled=*/true)) return false;
   if (!ReadEvicted()) return false;  // the incident's evictions shape the plan published here
   (void)PublishPlan(unix_ms);
-  auto it = ckpt_.find(step);
-  if (it != ckpt_.end() && it->second->judged) *judged = &*it->second->judged;
+  auto it = steps_.find(step);
+  if (it != steps_.end() && it->second->judged) *judged = &*it->second->judged;
+  return true;
+}
+
+bool CkptRound::NewestStep(int64_t* step) {
+  *step = -1;
+  redis::Reply newest;
+  if (!ctx_->store->Run({"ZREVRANGE", ctx_->keys.CkptSteps(), "0", "0"}, &newest).ok()) return false;
+  if (newest.size() == 1 && newest[0].is_string()) (void)ParseStep(newest[0].str(), step);
   return true;
 }
 

@@ -3,7 +3,7 @@
 // window; events are de-duplicated by content (a worker may deliver one twice after an
 // outage) and capped. Its durable part (proto::OpenIncident, `open_incident` in the master
 // hash) lets another master continue the window; its events are re-read from the stream.
-// The MasterLoop members that read events and decide a window are in incident_window.cc.
+// The round that reads events into it and decides it is WindowRound (window_round.h).
 #ifndef FT_FTMASTER_INCIDENT_WINDOW_H_
 #define FT_FTMASTER_INCIDENT_WINDOW_H_
 

@@ -1,5 +1,5 @@
-// Small helpers shared by the files of the master's loop (master_loop.cc, incident_window.cc,
-// action_runner.cc, summary_round.cc). Private to ftmaster/.
+// Small helpers shared by the classes of the master's loop (master_loop.h: MasterLoop,
+// WindowRound, ActionRunner, CkptRound, SummaryRound, JobMembership). Private to ftmaster/.
 #ifndef FT_FTMASTER_LOOP_UTIL_H_
 #define FT_FTMASTER_LOOP_UTIL_H_
 

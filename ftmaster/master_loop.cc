@@ -18,9 +18,8 @@
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
 
-// The loop's term and tick. Its other jobs, each in its own file: events and the incident
-// window (incident_window.cc), carrying out a decision (action_runner.cc), timeouts and
-// stragglers (summary_round.cc), fenced writes (fenced_writer.h).
+// The loop's term and tick, and what a membership read means for the jobs (master_loop.h says
+// which class does which job).
 
 namespace ft::master {
 namespace {
@@ -33,13 +32,6 @@ int64_t UnixMsNow() {
 
 }  // namespace
 
-std::string DefaultMasterId() {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  std::random_device rd;
-  return fmt::format("{}:{}:{:08x}", host, getpid(), rd());
-}
-
 // ---- the loop -------------------------------------------------------------------------------
 
 MasterLoop::MasterLoop(MasterOptions options, redis::Endpoint endpoint)
@@ -51,80 +43,75 @@ MasterLoop::MasterLoop(MasterOptions options, redis::Endpoint endpoint)
                                             .log_subsystem = Subsystem::kMaster})) {}
 
 MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> store)
-    : options_(std::move(options)),
-      keys_(options_.job),
-      store_(std::move(store)),
-      lease_(keys_.Leader(), options_.id.empty() ? DefaultMasterId() : options_.id,
-             Ms(std::max<int64_t>(ToMs(options_.config.lease), 30))),
-      writer_(store_.get(), &keys_, lease_.id(), std::addressof(stats_.fenced_out)),  // kept, read later (clang: &stats_.x is a use)
-      timeouts_(TimeoutOptions::FromConfig(options_.config)),
-      stragglers_(StragglerOptions::FromConfig(options_.config)) {}
-
-Status MasterLoop::Init() {
-  if (!options_.topology.empty()) {
-    FT_RETURN_IF_ERROR(Topology::Parse(options_.topology, options_.order, 0, &explicit_topology_));
-    have_explicit_ = true;
-  } else if (!options_.order.empty()) {
-    return Status::InvalidArgument("--order needs --topology");
-  }
-  return Status::Ok();
+    : ctx_(std::move(options), std::move(store)),
+      membership_(&ctx_),
+      ckpt_(&ctx_, &membership_),
+      actions_(&ctx_, &membership_, &ckpt_),
+      window_(&ctx_, &membership_),
+      summary_(&ctx_) {
+  membership_.OnRead([this] { OnRanksRead(); });
 }
+
+Status MasterLoop::Init() { return membership_.Init(); }
 
 void MasterLoop::Tick() { Tick(Clock::now(), UnixMsNow()); }
 
 void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
-  ++stats_.ticks;
-  tick_started_ = Clock::now();
-  if (!store_->Ensure(now)) {
-    if (leading_ && !lease_.leading(now)) {
+  redis::Store& store = *ctx_.store;
+  ++ctx_.stats.ticks;
+  ctx_.tick_started = Clock::now();
+  if (!store.Ensure(now)) {
+    if (leading_ && !ctx_.lease.leading(now)) {
       FT_LOG(Warn, Master, "Redis unreachable past the lease: not acting until it is back");
       leading_ = false;
     }
     return;
   }
-  const bool lead = lease_.Tick(*store_, now);
+  const bool lead = ctx_.lease.Tick(store, now);
   if (!lead) {
     if (leading_) FT_LOG(Warn, Master, "not leading any more: every action stops here");
     leading_ = false;
-    if (now >= next_state_poll_ && store_->connected()) {
+    if (now >= next_state_poll_ && store.connected()) {
       redis::Reply reply;
-      if (store_->Run({"HGET", keys_.MasterState(), "job_state"}, &reply).ok() &&
+      if (store.Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &reply).ok() &&
           reply.is_string()) {
-        job_state_ = reply.str();
+        ctx_.job_state = reply.str();
       }
       next_state_poll_ = now + kStatePoll;
     }
     return;
   }
-  if (!leading_ || lease_.term() != term_) {
+  if (!leading_ || ctx_.lease.term() != term_) {
     StartTerm(now, unix_ms);
     if (!term_loaded_) return;  // Redis failed while loading: again next tick
-    term_ = lease_.term();
+    term_ = ctx_.lease.term();
   }
   leading_ = true;
-  ReadEvents(now, unix_ms);
-  if (!store_->connected()) return;
-  NoticeWindow(now);
-  if (open_.open) CollectAndMaybeDecide(now, unix_ms);
-  NoticeWindow(now);
-  if (action_ && action_->phase != "done" && store_->connected()) RunAction(now, unix_ms);
-  if (now >= next_summary_ && store_->connected()) SummaryRound(now, unix_ms);
-  if (now >= next_ckpt_ && store_->connected()) CkptRound(now, unix_ms);
-  if (!open_.open && now >= next_ranks_ && store_->connected()) (void)ReadRanks(now);
-  if (now >= next_secret_check_ && store_->connected()) EnsureTransferSecret(now);
+  window_.ReadEvents(now, unix_ms);
+  if (!store.connected()) return;
+  window_.Notice(now);
+  if (window_.open()) {
+    if (std::optional<WindowAction> decided = window_.Step(now, unix_ms)) TakeAction(std::move(*decided));
+  }
+  window_.Notice(now);
+  if (actions_.active() && store.connected()) actions_.Run(now, unix_ms);
+  if (summary_.Due(now) && store.connected()) summary_.Run(now, unix_ms);
+  if (ckpt_.Due(now) && store.connected()) ckpt_.Run(now, unix_ms);
+  if (!window_.open() && membership_.Due(now) && store.connected()) (void)membership_.Read(now, false);
+  if (now >= next_secret_check_ && store.connected()) EnsureTransferSecret(now);
 }
 
 void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
-  FT_LOG(Info, Master, "ftmaster '{}' for job {} (Redis {}), lease {} ms", lease_.id(),
-         options_.job, store_->Where(), lease_.lease().count());
+  FT_LOG(Info, Master, "ftmaster '{}' for job {} (Redis {}), lease {} ms", ctx_.lease.id(),
+         ctx_.options.job, ctx_.store->Where(), ctx_.lease.lease().count());
   auto next = Clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
     Tick();
-    if (exit_when_stopped && (job_state_ == "stopped" || job_state_ == "finished")) {
-      FT_LOG(Info, Master, "job {} is {}; exiting (--exit-when-stopped)", options_.job, job_state_);
+    if (exit_when_stopped && (ctx_.job_state == "stopped" || ctx_.job_state == "finished")) {
+      FT_LOG(Info, Master, "job {} is {}; exiting (--exit-when-stopped)", ctx_.options.job, ctx_.job_state);
       break;
     }
-    next += options_.tick;
+    next += ctx_.options.tick;
     auto now = Clock::now();
     if (next < now) next = now;
     std::this_thread::sleep_until(next);
@@ -133,200 +120,114 @@ void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
 }
 
 void MasterLoop::Release() {
-  if (store_->connected()) lease_.Release(*store_);
+  if (ctx_.store->connected()) ctx_.lease.Release(*ctx_.store);
   leading_ = false;
 }
 
 void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   term_loaded_ = false;
-  open_ = IncidentWindow{};
-  progress_.Clear();
-  // ranks_ stays: ReadRanks re-reads it when ranks:version moved (a re-read of 131k members
-  // at every new term would hold the loop for longer than a lease).
-  summary_cursor_.clear();
-  summary_passes_ = 0;
-  summaries_.Clear();  // the models start empty: the first pass gives them every summary
-  ranks_cursor_.clear();
-  action_.reset();
-  pending_acks_.clear();
-  copies_deadline_.reset();
-  ckpt_.clear();
-  ckpt_topology_.clear();
-  sdc_reported_.clear();
-  plan_loaded_ = false;
-  evicted_ = EvictedNodes{};
-  pending_loaded_ = false;
-  cursor_.clear();
-  timeouts_ = TimeoutModel(TimeoutOptions::FromConfig(options_.config));
-  unpublished_ = false;
-  stragglers_ = StragglerDetector(StragglerOptions::FromConfig(options_.config));
+  window_.NewTerm(now);
+  membership_.NewTerm(now);
+  summary_.NewTerm(now);
+  actions_.NewTerm(now);
+  ckpt_.NewTerm(now);
   ranks_version_seen_ = 0;
-  named_before_.clear();
-  straggler_fields_.clear();
-  inherited_seen_.clear();
-  summary_ms_.clear();
-  redis::Store& c = *store_;
 
   redis::Reply hash;
-  if (!c.Run({"HGETALL", keys_.MasterState()}, &hash).ok()) return;
-  std::unordered_map<std::string, std::string> state;
+  if (!ctx_.store->Run({"HGETALL", ctx_.keys.MasterState()}, &hash).ok()) return;
+  MasterHash state;
   if (hash.is_array()) {
     for (size_t i = 0; i + 1 < hash.size(); i += 2) state[hash[i].str()] = hash[i + 1].str();
   }
-  job_state_ = state.count("job_state") ? state["job_state"] : "";
-  if (job_state_ != "running" && job_state_ != "stopping" && job_state_ != "stopped" &&
-      job_state_ != "finished") {
-    if (!job_state_.empty()) {
-      bad_.Report("master job_state", job_state_, Status::Corrupt("unknown job state"));
+  std::string& job_state = ctx_.job_state;
+  job_state = state.count("job_state") ? state["job_state"] : "";
+  if (job_state != "running" && job_state != "stopping" && job_state != "stopped" &&
+      job_state != "finished") {
+    if (!job_state.empty()) {
+      ctx_.bad.Report("master job_state", job_state, Status::Corrupt("unknown job state"));
     }
-    if (!writer_.Run({{"HSET", keys_.MasterState(), "job_state", "running"}})) return;
-    job_state_ = "running";
+    if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "running"}})) return;
+    job_state = "running";
   }
-  // The topology this leader decides with, for `ftmaster status` (which has no --topology of
-  // its own to go by); an inferred one is recomputed by every reader from the membership.
-  if (have_explicit_ && (state["topology"] != options_.topology || state["order"] != options_.order)) {
-    if (!writer_.Run({{"HSET", keys_.MasterState(), "topology", options_.topology, "order", options_.order}})) return;
-  }
-  last_inferred_.reset();
-  inferred_.reset();
-  if (!have_explicit_ && state.count("inferred_topology")) {
-    Topology t;
-    Status s = Topology::Parse(state["inferred_topology"], state["inferred_order"], 0, &t);
-    if (s.ok()) {
-      last_inferred_ = Topology::Kept(t, "inferred while the ranks ran");
-    } else {
-      bad_.Report("master inferred_topology", state["inferred_topology"], s);
-    }
-  }
-  if (state.count("events_cursor")) {
-    uint64_t ms = 0, seq = 0;
-    if (ParseStreamId(state["events_cursor"], &ms, &seq)) {
-      cursor_ = state["events_cursor"];
-    } else {
-      bad_.Report("master events_cursor", state["events_cursor"],
-                  Status::Corrupt("not a stream id; reading the events from the start"));
-    }
-  }
-  for (const auto& [field, value] : state) {
-    if (field.rfind("straggler:", 0) != 0) continue;
-    int rank = -1;
-    if (std::sscanf(field.c_str() + 10, "%d", &rank) == 1 && rank >= 0) {
-      straggler_fields_[rank] = value;
-      inherited_seen_[rank] = 0;
-    }
-  }
-  if (state.count("action")) {
-    Action a;
-    Status s = proto::Decode(state["action"], &a);
-    if (s.ok()) {
-      if (a.phase != "done") {
-        FT_LOG(Info, Master, "resuming the {} of incident {} (phase {}{})", a.decision, a.incident,
-               a.phase, a.sent ? ", commands sent" : "");
-      }
-      action_ = std::move(a);
-    } else {
-      bad_.Report("master action", state["action"], s);
-    }
-  }
-  if (state.count("open_incident")) {
-    proto::OpenIncident persisted;
-    Status s = proto::Decode(state["open_incident"], &persisted);
-    if (s.ok()) {
-      IncidentWindow o = IncidentWindow::Continued(persisted, unix_ms);
-      // The window's events again: from its first event up to the cursor.
-      redis::Reply reply;
-      if (!c.Run({"XRANGE", keys_.Events(), o.first_event_id, cursor_.empty() ? "+" : cursor_,
-                  "COUNT", std::to_string(IncidentWindow::kMaxEvents)},
-                 &reply).ok()) {
-        return;
-      }
-      std::vector<StreamEntry> entries;
-      ParseStream(reply, &entries);
-      for (const StreamEntry& e : entries) {
-        proto::Event event;
-        if (!DecodeEventEntry(e, &event).ok() || !CollectedInWindow(event.kind)) continue;
-        o.Add(std::move(event));
-      }
-      open_ = std::move(o);
-      FT_LOG(Info, Master, "continuing the incident window opened at event {} ({} events so "
-             "far){}", open_.first_event_id, open_.events.size(),
-             open_.watching ? ", watching a busy rank" : "");
-    } else {
-      bad_.Report("master open_incident", state["open_incident"],
-                  s.WithContext("unreadable; the window is dropped and events decide anew"));
-      if (!writer_.Run({{"HDEL", keys_.MasterState(), "open_incident"}})) return;
-    }
-  }
-
-  // The published timeouts stand until the data moves them.
-  redis::Reply table, version;
-  if (!c.Run({"GET", keys_.Timeouts()}, &table).ok()) return;
-  if (!c.Run({"GET", keys_.TimeoutsVersion()}, &version).ok()) return;
-  if (table.is_string()) {
-    proto::TimeoutTable t;
-    Status s = proto::Decode(table.str(), &t);
-    if (s.ok()) {
-      timeouts_.Restore(t);
-    } else {
-      bad_.Report("timeouts table", table.str(), s);
-    }
-  }
-  int64_t published_version = 0;
-  if (version.ToInt(&published_version) && published_version > 0 &&
-      static_cast<uint64_t>(published_version) > timeouts_.table().version) {
-    // The table is unreadable (or behind): continue the numbering so workers see a change.
-    proto::TimeoutTable t;
-    t.version = static_cast<uint64_t>(published_version);
-    timeouts_.Restore(t);
-  }
+  if (!membership_.LoadTerm(state)) return;
+  summary_.LoadTerm(state);
+  actions_.LoadTerm(state);
+  if (!window_.LoadTerm(state, unix_ms)) return;
+  if (!summary_.LoadTimeouts()) return;
 
   EnsureTransferSecret(now);  // not a condition of the term: a failure is retried at the next check
-  next_progress_ = next_ranks_ = next_summary_ = next_acks_ = next_ckpt_ = now;
   term_loaded_ = true;
   FT_LOG(Info, Master, "state loaded: job {}, events after {}, timeouts version {}{}{}",
-         job_state_, cursor_.empty() ? "the start" : cursor_, timeouts_.table().version,
-         open_.open ? ", an incident window open" : "",
-         action_ && action_->phase != "done" ? ", an action in progress" : "");
+         job_state, window_.cursor().empty() ? "the start" : window_.cursor(), summary_.timeouts_version(),
+         window_.open() ? ", an incident window open" : "",
+         actions_.active() ? ", an action in progress" : "");
 }
 
-void MasterLoop::NoticeWindow(Clock::time_point now) {
-  if (open_.open && membership_of_window_ != open_.first_event_id) return;  // members not read yet
-  const std::optional<proto::RankRanges> ranks =
-      open_.open ? WindowNoticeRanks() : std::optional<proto::RankRanges>();
-  const std::string ranks_text = ranks ? ranks->Format() : "*";
-  const bool renew = open_.open && window_noticed_ &&
-                     (now >= next_window_notice_ || ranks_text != noticed_ranks_ ||
-                      noticed_window_ != open_.first_event_id);
-  if (open_.open == window_noticed_ && !renew) return;
-  // A closed window has forgotten its id: the close names the one its open named.
-  const std::string& id = open_.open ? open_.first_event_id : noticed_window_;
-  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id, .ranks = ranks};
-  if (!writer_.Run({proto::NoticeXadd(keys_.Notify(), notice)})) return;  // again at the next tick
-  window_noticed_ = open_.open;
-  noticed_window_ = notice.window;
-  noticed_ranks_ = ranks_text;
-  next_window_notice_ = now + kWindowNoticeRenew;
+void MasterLoop::TakeAction(WindowAction decided) {
+  if (decided.ours) {
+    actions_.Start(std::move(decided.action));
+    ctx_.job_state = "stopping";
+    return;
+  }
+  // Another master decided this window first: carry out what it stored.
+  actions_.LoadStored();
+  redis::Reply state;
+  if (ctx_.store->Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &state).ok() && state.is_string()) {
+    ctx_.job_state = state.str();
+  }
 }
 
-std::optional<proto::RankRanges> MasterLoop::WindowNoticeRanks() const {
-  if (window_whole_) return std::nullopt;
-  std::vector<int> members;
-  members.reserve(window_membership_.size());
-  for (const proto::Membership& m : window_membership_) members.push_back(m.rank);
-  // The window's own events' ranks too: a rank that raised one may not be in the membership
-  // read yet.
-  for (const proto::Event& e : open_.events) members.push_back(e.rank);
-  proto::RankRanges ranks = proto::RankRanges::Of(members);
-  if (ranks.Format().size() > proto::kMaxNoticeRanksBytes) return std::nullopt;
-  return ranks;
+void MasterLoop::OnRanksRead() {
+  if (membership_.version() != ranks_version_seen_) {
+    ranks_version_seen_ = membership_.version();
+    const std::vector<proto::Membership>& members = membership_.values();
+    summary_.SetMembership(members);
+    all_exited_ = !members.empty();
+    for (const proto::Membership& m : members) all_exited_ = all_exited_ && proto::Is(m.state, proto::RankState::kExited);
+    // The topology while the ranks run, so that it is known (and kept) once they have left.
+    if (!membership_.has_explicit()) (void)membership_.CurrentTopology();
+    // A stopped or finished job launched again (new processes) is watched again.
+    const std::string& job_state = ctx_.job_state;
+    const std::optional<Action>& action = actions_.action();
+    if ((job_state == "stopped" && action) || job_state == "finished") {
+      for (const proto::Membership& m : members) {
+        if (proto::Is(m.state, proto::RankState::kRunning) &&
+            (job_state == "finished" ||
+             static_cast<int64_t>(m.incarnation / 1000000) > action->decided_unix_ms)) {
+          // The finished action goes (its outcome stays in `checkpoint:<incident>`), so the
+          // new run is watched and decided like a first one.
+          const std::string was = job_state;
+          if (ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "running"},
+                               {"HDEL", ctx_.keys.MasterState(), "action"}})) {
+            ctx_.job_state = "running";
+            actions_.Drop();
+            window_.ForgetProgress();
+            FT_LOG(Info, Master, "rank {} on {} (a new incarnation) started after the job was {}: "
+                   "watching the job again", m.rank, m.node, was);
+          }
+          break;
+        }
+      }
+    }
+  }
+  MaybeFinish();
+}
+
+void MasterLoop::MaybeFinish() {
+  if (!all_exited_ || ctx_.job_state != "running" || window_.open()) return;
+  if (actions_.active()) return;
+  if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "finished"}})) return;
+  ctx_.job_state = "finished";
+  FT_LOG(Info, Master, "job {} finished: all {} ranks exited cleanly; topology {}", ctx_.options.job,
+         membership_.values().size(), membership_.CurrentTopology().Describe());
 }
 
 void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
   next_secret_check_ = now + kSecretCheck;
-  const std::string key = keys_.TransferSecret();
+  const std::string key = ctx_.keys.TransferSecret();
   // STRLEN, not GET: the value never needs to pass through the master once it is there.
   redis::Reply length;
-  if (!store_->Run({"STRLEN", key}, &length).ok()) return;
+  if (!ctx_.store->Run({"STRLEN", key}, &length).ok()) return;
   if (length.integer() > 0) {
     if (!secret_seen_ && length.integer() != static_cast<int64_t>(2 * kTransferSecretBytes)) {
       FT_LOG(Warn, Master, "{} holds {} bytes, not a {}-hex-character secret: workers use it as it is; "
@@ -345,8 +246,8 @@ void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
     return;
   }
   // The notice goes out either way: had another writer raced us, workers read its secret.
-  const bool written = writer_.Run({{"SET", key, secret, "NX"},
-                                    proto::NoticeXadd(keys_.Notify(), proto::NoticeOf(proto::NoticeKind::kSecret))});
+  const bool written = ctx_.writer.Run({{"SET", key, secret, "NX"},
+                                    proto::NoticeXadd(ctx_.keys.Notify(), proto::NoticeOf(proto::NoticeKind::kSecret))});
   std::fill(secret.begin(), secret.end(), '\0');
   if (!written) return;
   // SET NX inside the fenced script: had another writer raced us, its secret stands and ours
@@ -359,14 +260,6 @@ void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
            key);
   }
   secret_seen_ = true;
-}
-
-void MasterLoop::Print(const proto::Incident& incident, const std::vector<std::string>& evicted) {
-  ++stats_.incidents_written;
-  if (options_.out == nullptr) return;
-  std::string text = IncidentBlock(incident, evicted);
-  std::fwrite(text.data(), 1, text.size(), options_.out);
-  std::fflush(options_.out);
 }
 
 }  // namespace ft::master

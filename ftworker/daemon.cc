@@ -24,7 +24,7 @@ constexpr uint64_t kMasterPollNs = 100 * kMs;  // timeouts version and new comma
 // With notices (ftworker/master_watch.h) the polls only catch a notice that was missed.
 constexpr uint64_t kSlowPollNs = 5000 * kMs;
 constexpr auto kWatchBlock = std::chrono::milliseconds(5000);  // one XREAD per node per 5 s when calm
-// The master renews an open window's notice every second (ftmaster/master_loop.cc); one whose
+// The master renews an open window's notice every second (ftmaster/window_round.cc); one whose
 // "closed" was lost ends here.
 constexpr uint64_t kWindowNoticeLifeNs = 30000 * kMs;
 constexpr double kSummaryChangeRatio = 0.15;  // below the straggler's 20% excess

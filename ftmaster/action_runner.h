@@ -1,0 +1,93 @@
+// ft::master::ActionRunner: carries out a decided action (`action` in the master hash,
+// proto/master_codec.h): save commands to the save targets' nodes, their acknowledgements
+// awaited until save_deadline, the saved copies verified (bounded by copy_wait) and the restore
+// plan published (through the checkpoint round), then stop commands to every node in
+// ft:{J}:workers; job_state goes stopping → stopped. Every phase change is written to the master
+// hash with the commands that start it, so a new leader resumes an action where it stands.
+// Each phase's commands are computed as a value (SaveBatch, StopBatch: no Redis) and written as
+// one fenced batch. Single-threaded, owned by MasterLoop.
+#ifndef FT_FTMASTER_ACTION_RUNNER_H_
+#define FT_FTMASTER_ACTION_RUNNER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ftmaster/core/ckpt_verify.h"
+#include "ftmaster/ckpt_round.h"
+#include "ftmaster/job_membership.h"
+#include "ftmaster/loop_context.h"
+
+namespace ft::master {
+
+// A phase's commands and the action as it stands once they are written (sent, acks_from, the
+// phase's deadline). Pure: the runner writes `writes` fenced, then takes `next`.
+struct CommandBatch {
+  Action next;
+  std::vector<redis::Argv> writes;  // the commands' XADDs, then the action's HSET
+  uint64_t commands = 0;
+  std::vector<int> nodeless;        // save targets with no node known: not asked
+};
+// `acks_from`: the acks stream's last id before the commands go out.
+CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
+                       const proto::Keys& keys, int64_t save_deadline_ms);
+CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
+                       int64_t unix_ms, const proto::Keys& keys, double grace_s);
+
+class ActionRunner {
+ public:
+  using Clock = LoopContext::Clock;
+
+  ActionRunner(LoopContext* ctx, JobMembership* membership, CkptRound* ckpt)
+      : ctx_(ctx), membership_(membership), ckpt_(ckpt) {}
+
+  // A new term: no action until LoadTerm reads the stored one; the acks are due now.
+  void NewTerm(Clock::time_point now);
+  void LoadTerm(const MasterHash& state);
+  // An action this master just decided and wrote (the window round's).
+  void Start(Action action);
+  // The action another master stored (it decided the window first). Unchanged when Redis failed.
+  void LoadStored();
+  // The job was launched again after its action: the action is forgotten (its `action` field
+  // deleted by the caller).
+  void Drop();
+
+  // One step of the action; call while active().
+  void Run(Clock::time_point now, int64_t unix_ms);
+
+  bool active() const { return action_ && action_->phase != "done"; }
+  const std::optional<Action>& action() const { return action_; }
+
+ private:
+  std::string LastAckId();  // "" when Redis failed
+  void LoadPending();
+  void ReadAcks();
+  // The acknowledgements of the action's commands, read every kAckPoll: true once none is
+  // pending or the deadline has passed.
+  bool AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t deadline_unix_ms);
+  // After the save acks settled: true once the ranks that answered done have reported their
+  // copies (or copy_wait passed); then the step is judged and *judged set (nullptr: none).
+  bool SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged);
+  // At the end of a save phase: how many shards were saved, kept as `checkpoint` in the master
+  // state, logged and printed with the incidents. false when the write was fenced out.
+  bool RecordSaveOutcome(const Action& a, const StepJudgement* judged);
+
+  LoopContext* ctx_;
+  JobMembership* membership_;
+  CkptRound* ckpt_;
+  std::optional<Action> action_;
+  std::set<std::string> pending_acks_;
+  bool pending_loaded_ = false;
+  std::string ack_cursor_;
+  std::map<int, std::string> save_results_;  // rank -> ack result of the current save phase
+  std::map<int, std::string> save_messages_; // rank -> ack message ("saved step=<S> ...")
+  std::optional<Clock::time_point> copies_deadline_;  // waiting for the saved copies' reports
+  Clock::time_point next_acks_{};
+};
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_ACTION_RUNNER_H_

@@ -1,0 +1,94 @@
+// ft::master::CkptRound: the master loop's checkpoint round, every ckpt_period. Which steps'
+// copies changed (ft:{J}:ckpt:steps, then HLEN per step: O(steps) per round, a step's copies read
+// only when their count moved, the planned step re-read on a spaced refresh for tier changes),
+// their verdicts (ckpt_verify.h) into ft:{J}:ckpt:verdicts, an `sdc` incident per odd replica,
+// and the restore plan (ft:{J}:restore, ft:{J}:restore:version) whenever its content changes —
+// also when the evicted set (ft:{J}:evicted, read every round: a handful of nodes) or the membership moves, since the sources' order
+// and tiers depend on them. The action runner asks it to judge a save's step at once
+// (JudgeSavedStep) before the job is stopped. Single-threaded, owned by MasterLoop.
+#ifndef FT_FTMASTER_CKPT_ROUND_H_
+#define FT_FTMASTER_CKPT_ROUND_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ftmaster/core/ckpt_verify.h"
+#include "ftmaster/job_membership.h"
+#include "ftmaster/loop_context.h"
+#include "ftmaster/store.h"
+#include "proto/ckpt_codec.h"
+
+namespace ft::master {
+
+// A step number as written in ft:{J}:ckpt:steps and the acks ("123"; no sign, nothing after).
+bool ParseStep(std::string_view text, int64_t* step);
+
+class CkptRound {
+ public:
+  using Clock = LoopContext::Clock;
+
+  CkptRound(LoopContext* ctx, JobMembership* membership) : ctx_(ctx), membership_(membership) {}
+
+  // A new term: steps, verdicts written and the plan are read again; the round is due now.
+  void NewTerm(Clock::time_point now);
+  bool Due(Clock::time_point now) const { return now >= next_round_; }
+  void Run(Clock::time_point now, int64_t unix_ms);
+
+  // A save's step, its copies acknowledged: judged now even if some replica never reported,
+  // the evicted set read and the plan published. *judged: the step's judgement (nullptr: none).
+  // False when Redis failed.
+  bool JudgeSavedStep(int64_t step, Clock::time_point now, int64_t unix_ms, const StepJudgement** judged);
+  // The newest step in ft:{J}:ckpt:steps (-1 none). False when Redis failed.
+  bool NewestStep(int64_t* step);
+
+ private:
+  struct Step {
+    DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
+    DecodedHash<proto::CkptCopy> buddies{"ckpt buddy copy"};  // ckpt:<step>:buddy
+    std::vector<proto::CkptCopy> of_step;  // the copies that name this step (buddy copies too)
+    int64_t fields = -1;                   // HLEN of both hashes at the last read
+    std::optional<StepJudgement> judged;   // points into of_step; empty while provisional
+    Clock::time_point first_seen{};        // when this master first read the step: the
+                                           // deadline for its missing replicas starts there
+    bool held_logged = false;              // "waiting for replicas" said once
+    bool settled = false;                  // judged for good once: never provisional again
+    std::string verdict;                   // as last written (without its time)
+    Clock::time_point refresh_at{};
+  };
+
+  // Reads `step`'s copies again and judges them (verdict, sdc incidents). False when Redis failed.
+  // `settled`: the caller knows every copy it waits for is in (a save round's acknowledged
+  // copies), so the step is judged now even if some replica never reported.
+  bool ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled = false);
+  bool ReportSdc(const StepJudgement& judged, int64_t unix_ms);
+  // The newest restorable step's plan, published when it differs from the last one.
+  bool PublishPlan(int64_t unix_ms);
+  // ft:{J}:evicted, and which of those nodes' workers still serve (their heartbeat keys), into
+  // evicted_; a change makes the plan dirty. False when Redis failed.
+  bool ReadEvicted();
+  void LoadPlan();  // at a new term: the published plan and its version
+
+  LoopContext* ctx_;
+  JobMembership* membership_;
+  std::map<int64_t, std::unique_ptr<Step>> steps_;  // the newest kCkptSteps steps
+  std::string topology_;               // the topology the verdicts were judged with
+  bool topology_warned_ = false;
+  std::set<std::string> sdc_reported_; // incident ids written (or found written)
+  proto::RestorePlan plan_;            // as published
+  bool plan_loaded_ = false;
+  bool plan_dirty_ = true;             // a step was judged anew or the membership moved
+  uint64_t plan_ranks_version_ = 0;    // membership version the plan's node order used
+  EvictedNodes evicted_;               // as last read (the plan puts their copies last)
+  std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
+  Clock::time_point next_round_{};
+};
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_CKPT_ROUND_H_

@@ -1,0 +1,116 @@
+// The master loop's decisions as values, with no Redis and no clock: what a closed window comes
+// to (window_decision.h) and an action phase's commands (action_runner.h). The loop around them
+// is master_loop_test's.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "ftmaster/action_runner.h"
+#include "ftmaster/window_decision.h"
+#include "proto/keys.h"
+
+namespace ft::master {
+namespace {
+
+proto::Incident Made(proto::IncidentKind kind, std::vector<int> ranks) {
+  proto::Incident i;
+  i.kind = proto::IncidentKindName(kind);
+  i.id = "0-" + i.kind;  // Attribute's ids: DecideWindow puts the window's first event in front
+  for (int r : ranks) i.suspects.push_back(proto::Suspect{r, "n" + std::to_string(r), "why"});
+  return i;
+}
+
+IncidentWindow Window() {
+  IncidentWindow w;
+  w.open = true;
+  w.first_event_id = "1000-0";
+  w.first_unix_ms = 1000;
+  w.opened_unix_ms = 1005;
+  return w;
+}
+
+TEST(WindowDecisionTest, NothingAttributedClosesTheWindow) {
+  WindowDecision d = DecideWindow({}, "", Window(), 5000, 5010, nullptr, {}, false);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kClose);
+  EXPECT_TRUE(d.to_write.empty());
+  EXPECT_FALSE(d.close_why.empty());
+}
+
+TEST(WindowDecisionTest, ABusyOutcomeIsWrittenOnlyWhenItChanges) {
+  IncidentWindow w = Window();
+  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 5000, 5010, nullptr, {}, false);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
+  ASSERT_EQ(d.to_write.size(), 1u);
+  EXPECT_EQ(d.to_write[0].id, "1000-busy") << "named by the window's first event";
+  EXPECT_EQ(d.to_write[0].decided_unix_ms, 5010);
+  EXPECT_EQ(d.to_write[0].decide_ms, 4010);
+  EXPECT_EQ(d.busy_outcome, "busy:3,5");
+  EXPECT_EQ(d.outcomes, 1);
+  EXPECT_EQ(w.outcomes, 0) << "the window itself changes only when the round commits";
+
+  w.outcomes = d.outcomes;
+  w.last_outcome = d.last_outcome;
+  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 6000, 6010, nullptr, {}, false);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
+  EXPECT_TRUE(d.to_write.empty()) << "unchanged: written before";
+  EXPECT_EQ(d.outcomes, 1);
+
+  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3})}, "", w, 7000, 7010, nullptr, {}, false);
+  ASSERT_EQ(d.to_write.size(), 1u);
+  EXPECT_EQ(d.to_write[0].id, "1000-busy-2") << "the window's second busy outcome";
+  EXPECT_EQ(d.last_outcome, "busy:3");
+}
+
+TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
+  Topology topology;
+  ASSERT_TRUE(Topology::Parse("tp=1,dp=2,pp=1", "", 0, &topology).ok());
+  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kCrash, {1}), Made(proto::IncidentKind::kBusy, {0})},
+                                  "", Window(), 5000, 5010, &topology, {}, false);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kAct);
+  ASSERT_EQ(d.to_write.size(), 2u);
+  EXPECT_EQ(d.action.incident, "1000-crash") << "the acted incident names the action";
+  EXPECT_EQ(d.action.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.action.phase, "save");
+  EXPECT_EQ(d.action.decided_unix_ms, 5010);
+  ASSERT_EQ(d.action.save.size(), 1u);
+  EXPECT_EQ(d.action.save[0].rank, 0) << "the crashed rank's healthy DP replica saves";
+  EXPECT_EQ(d.evict_nodes, std::vector<std::string>{"n1"});
+  EXPECT_EQ(d.to_write[0].decision, "save-then-stop") << "the incident carries the decision";
+}
+
+TEST(CommandBatchTest, SaveAsksEveryTargetWithANodeAndStoresTheActionWithThem) {
+  const proto::Keys keys("j");
+  Action a;
+  a.incident = "1000-crash";
+  a.phase = "save";
+  a.save = {{0, "n0"}, {1, ""}, {2, "n2"}};
+  CommandBatch b = SaveBatch(a, "7-0", 5000, keys, 30000);
+  EXPECT_EQ(b.commands, 2u);
+  EXPECT_EQ(b.nodeless, std::vector<int>{1});
+  ASSERT_EQ(b.writes.size(), 3u) << "two XADDs, then the action";
+  EXPECT_EQ(b.writes[0][1], keys.Commands("n0"));
+  EXPECT_EQ(b.writes[1][1], keys.Commands("n2"));
+  EXPECT_EQ(b.writes[2][0], "HSET");
+  EXPECT_TRUE(b.next.sent);
+  EXPECT_EQ(b.next.acks_from, "7-0");
+  EXPECT_EQ(b.next.deadline_unix_ms, 35000);
+  EXPECT_FALSE(a.sent) << "the action as stored changes only when the runner takes `next`";
+}
+
+TEST(CommandBatchTest, StopCommandsEveryNodeInOrderWithTheGraceInTheDeadline) {
+  const proto::Keys keys("j");
+  Action a;
+  a.incident = "1000-crash";
+  a.phase = "stop";
+  CommandBatch b = StopBatch(a, "9-0", {"nb", "na"}, 5000, keys, 10);
+  EXPECT_EQ(b.next.nodes, (std::vector<std::string>{"na", "nb"}));
+  EXPECT_EQ(b.commands, 2u);
+  ASSERT_EQ(b.writes.size(), 3u);
+  EXPECT_EQ(b.writes[0][1], keys.Commands("na"));
+  EXPECT_EQ(b.next.deadline_unix_ms, 5000 + 10 * 1000 + 5000);
+  EXPECT_TRUE(b.next.sent);
+}
+
+}  // namespace
+}  // namespace ft::master

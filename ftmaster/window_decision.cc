@@ -1,0 +1,80 @@
+#include "ftmaster/window_decision.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "ftmaster/core/decision.h"
+
+namespace ft::master {
+
+WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
+                            const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
+                            const Topology* topology, const std::vector<proto::Membership>& members,
+                            bool sharded_optimizer) {
+  WindowDecision d;
+  d.outcomes = window.outcomes;
+  d.last_outcome = window.last_outcome;
+  if (incidents.empty()) {
+    d.kind = WindowDecision::Kind::kClose;
+    d.close_why = why_none.empty()
+                      ? fmt::format("resolved: nothing waits any more ({} event{} in the window)",
+                                    window.events.size(), window.events.size() == 1 ? "" : "s")
+                      : "no incident: " + why_none;
+    return d;
+  }
+  const int64_t first = window.first_unix_ms;
+  bool acted = false;
+  std::string busy_outcome;
+  for (proto::Incident& incident : incidents) {
+    // Ids from the window's first event as persisted: the same for any master deciding it.
+    const size_t dash = incident.id.find('-');
+    incident.id = fmt::format("{}{}", first,
+                              dash == std::string::npos ? "-" + incident.kind : incident.id.substr(dash));
+    incident.first_event_unix_ms = first;
+    incident.window_closed_unix_ms = unix_ms;
+    incident.decided_unix_ms = decided_unix_ms;
+    incident.decide_ms = static_cast<double>(decided_unix_ms - first);
+    acted = acted || Acted(incident);
+    if (proto::Is(incident, proto::IncidentKind::kBusy)) {
+      busy_outcome = "busy:";
+      for (size_t i = 0; i < incident.suspects.size(); ++i) {
+        busy_outcome += (i ? "," : "") + std::to_string(incident.suspects[i].rank);
+      }
+    }
+  }
+  for (proto::Incident& incident : incidents) {
+    if (proto::Is(incident, proto::IncidentKind::kBusy)) {
+      if (busy_outcome == d.last_outcome) continue;  // unchanged: written before
+      ++d.outcomes;
+      if (d.outcomes > 1) incident.id += fmt::format("-{}", d.outcomes);
+      d.last_outcome = busy_outcome;
+    }
+    d.to_write.push_back(incident);
+  }
+  d.busy_outcome = std::move(busy_outcome);
+  if (!acted) {
+    d.kind = WindowDecision::Kind::kWatch;
+    return d;
+  }
+
+  d.kind = WindowDecision::Kind::kAct;
+  Decision decision = Decide(incidents, *topology, members, sharded_optimizer);
+  ApplyDecision(decision, d.to_write);
+  for (const proto::Incident& incident : d.to_write) {
+    if (Acted(incident)) {
+      d.action.incident = incident.id;
+      break;
+    }
+  }
+  d.action.decision = decision.decision;
+  d.action.save = std::move(decision.save);  // 131k targets: not used after this
+  d.action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
+  d.action.decided_unix_ms = decided_unix_ms;
+  d.evict_nodes = std::move(decision.evict_nodes);
+  d.reason = std::move(decision.reason);
+  d.topology = topology->Describe();
+  return d;
+}
+
+}  // namespace ft::master

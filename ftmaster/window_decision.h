@@ -1,0 +1,51 @@
+// ft::master::DecideWindow: what a closed incident window comes to, as a value — no Redis, no
+// clock. The window round (window_round.h) attributes the window, calls this, then commits the
+// result with one fenced write (FencedWriter::WriteIncidents) and applies it only once that
+// write is accepted: the shape of etcd raft's Ready/Advance, decision apart from I/O.
+#ifndef FT_FTMASTER_WINDOW_DECISION_H_
+#define FT_FTMASTER_WINDOW_DECISION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ftmaster/core/topology.h"
+#include "ftmaster/incident_window.h"
+#include "ftmaster/loop_context.h"
+#include "proto/messages.h"
+
+namespace ft::master {
+
+struct WindowDecision {
+  enum class Kind {
+    kClose,  // nothing to report: the window closes (close_why)
+    kWatch,  // a busy rank holds the job up: written when its outcome changed, watched
+    kAct,    // an incident that stops the job: written with `action`, the window closes
+  };
+  Kind kind = Kind::kClose;
+  std::string close_why;
+  // The incidents to write (ids and times set); busy ones only when their outcome changed.
+  std::vector<proto::Incident> to_write;
+  std::string busy_outcome;  // "busy:3,5", "" when no rank is busy
+  // The window's busy outcomes once this one is written (IncidentWindow::outcomes,
+  // last_outcome): they name the next busy incident of the same window.
+  int outcomes = 0;
+  std::string last_outcome;
+  // kAct
+  Action action;
+  std::vector<std::string> evict_nodes;
+  std::string reason;        // the decision's, for the log
+  std::string topology;      // described, for the log
+};
+
+// `incidents`, `why_none`: Attribute's answer for `window`. Ids are made from the window's first
+// event (the same for any master deciding it). `topology`: needed only when an incident is Acted
+// (nullptr otherwise). `decided_unix_ms`: the tick's time plus what it has cost so far.
+WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
+                            const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
+                            const Topology* topology, const std::vector<proto::Membership>& members,
+                            bool sharded_optimizer);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_WINDOW_DECISION_H_

@@ -1,0 +1,375 @@
+#include "ftmaster/window_round.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <map>
+#include <unordered_set>
+#include <utility>
+
+#include "common/log.h"
+#include "ftmaster/core/decision.h"
+#include "ftmaster/loop_util.h"
+#include "proto/codec.h"
+#include "proto/notice.h"
+#include "redis/spread.h"
+
+namespace ft::master {
+
+void WindowRound::NewTerm(Clock::time_point now) {
+  open_ = IncidentWindow{};
+  progress_.Clear();
+  cursor_.clear();
+  next_progress_ = now;
+}
+
+bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
+  auto it = state.find("events_cursor");
+  if (it != state.end()) {
+    uint64_t ms = 0, seq = 0;
+    if (ParseStreamId(it->second, &ms, &seq)) {
+      cursor_ = it->second;
+    } else {
+      ctx_->bad.Report("master events_cursor", it->second,
+                       Status::Corrupt("not a stream id; reading the events from the start"));
+    }
+  }
+  it = state.find("open_incident");
+  if (it == state.end()) return true;
+  proto::OpenIncident persisted;
+  Status s = proto::Decode(it->second, &persisted);
+  if (!s.ok()) {
+    ctx_->bad.Report("master open_incident", it->second,
+                     s.WithContext("unreadable; the window is dropped and events decide anew"));
+    return ctx_->writer.Run({{"HDEL", ctx_->keys.MasterState(), "open_incident"}});
+  }
+  IncidentWindow o = IncidentWindow::Continued(persisted, unix_ms);
+  // The window's events again: from its first event up to the cursor.
+  redis::Reply reply;
+  if (!ctx_->store->Run({"XRANGE", ctx_->keys.Events(), o.first_event_id, cursor_.empty() ? "+" : cursor_,
+                         "COUNT", std::to_string(IncidentWindow::kMaxEvents)},
+                        &reply).ok()) {
+    return false;
+  }
+  std::vector<StreamEntry> entries;
+  ParseStream(reply, &entries);
+  for (const StreamEntry& e : entries) {
+    proto::Event event;
+    if (!DecodeEventEntry(e, &event).ok() || !CollectedInWindow(event.kind)) continue;
+    o.Add(std::move(event));
+  }
+  open_ = std::move(o);
+  FT_LOG(Info, Master, "continuing the incident window opened at event {} ({} events so "
+         "far){}", open_.first_event_id, open_.events.size(),
+         open_.watching ? ", watching a busy rank" : "");
+  return true;
+}
+
+void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
+  const proto::Keys& keys = ctx_->keys;
+  for (int batch = 0; batch < kMaxEventBatchesPerTick; ++batch) {
+    redis::Reply reply;
+    const std::string start = cursor_.empty() ? "-" : "(" + cursor_;
+    if (!ctx_->store->Run({"XRANGE", keys.Events(), start, "+", "COUNT", std::to_string(kEventBatch)},
+                          &reply)
+             .ok()) {
+      return;
+    }
+    if (!reply.is_array() && !reply.is_nil()) {
+      ctx_->bad.Report(keys.Events(), reply.DebugString().substr(0, 64),
+                       Status::Corrupt("not a stream reply"));
+      return;
+    }
+    std::vector<StreamEntry> entries;
+    const size_t skipped = ParseStream(reply, &entries);
+    if (skipped > 0) {
+      ctx_->bad.Report(keys.Events(), fmt::format("{} malformed entries after {}", skipped, cursor_),
+                       Status::Corrupt("malformed stream entries"));
+    }
+    if (entries.empty()) return;
+    std::vector<redis::Argv> writes;
+    const bool was_open = open_.open;
+    for (StreamEntry& e : entries) {
+      cursor_ = e.id;
+      proto::Event event;
+      Status s = DecodeEventEntry(e, &event);
+      if (!s.ok()) {
+        const std::string* json = e.Get("json");
+        ctx_->bad.Report(fmt::format("event {}", e.id), json ? *json : std::string_view(), s);
+        continue;
+      }
+      ++ctx_->stats.events;
+      TakeEvent(e.id, std::move(event), unix_ms);
+    }
+    if (open_.open && !was_open) {
+      writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_, "open_incident",
+                        proto::Encode(open_.Persisted())});
+      next_progress_ = now;  // read the tables at once
+      membership_->ReadSoon(now);
+    } else {
+      writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_});
+    }
+    if (!ctx_->writer.Run(writes)) return;
+    if (entries.size() < kEventBatch) return;
+  }
+}
+
+void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms) {
+  if (proto::Is(event, proto::EventKind::kSlowdown)) {
+    FT_LOG(Info, Master, "rank {} on {} is slow: {}", event.rank, event.node, event.message);
+    return;
+  }
+  if (!CollectedInWindow(event.kind)) {
+    FT_LOG(Debug, Master, "event {} of kind '{}' ignored", id, event.kind);
+    return;
+  }
+  if (proto::Is(event, proto::EventKind::kExit) && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
+  if (ctx_->job_state != "running") {
+    FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
+           event.rank, ctx_->job_state);
+    return;
+  }
+  if (!open_.open) {
+    if (!OpensWindow(event)) return;  // busy or a clean exit alone: nothing is stuck yet
+    open_ = IncidentWindow{};
+    open_.open = true;
+    progress_.Clear();  // tables of an earlier window say nothing about this one
+    open_.first_event_id = id;
+    open_.first_unix_ms = event.unix_ms;
+    open_.opened_unix_ms = unix_ms;
+    FT_LOG(Info, Master, "incident window opened by the {} event {} of rank {} on {}: {}",
+           event.kind, id, event.rank, event.node, event.message);
+  }
+  open_.Add(std::move(event));
+}
+
+void WindowRound::Notice(Clock::time_point now) {
+  if (open_.open && membership_of_window_ != open_.first_event_id) return;  // members not read yet
+  const std::optional<proto::RankRanges> ranks =
+      open_.open ? NoticeRanks() : std::optional<proto::RankRanges>();
+  const std::string ranks_text = ranks ? ranks->Format() : "*";
+  const bool renew = open_.open && window_noticed_ &&
+                     (now >= next_window_notice_ || ranks_text != noticed_ranks_ ||
+                      noticed_window_ != open_.first_event_id);
+  if (open_.open == window_noticed_ && !renew) return;
+  // A closed window has forgotten its id: the close names the one its open named.
+  const std::string& id = open_.open ? open_.first_event_id : noticed_window_;
+  proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id, .ranks = ranks};
+  if (!ctx_->writer.Run({proto::NoticeXadd(ctx_->keys.Notify(), notice)})) return;  // again at the next tick
+  window_noticed_ = open_.open;
+  noticed_window_ = notice.window;
+  noticed_ranks_ = ranks_text;
+  next_window_notice_ = now + kWindowNoticeRenew;
+}
+
+std::optional<proto::RankRanges> WindowRound::NoticeRanks() const {
+  if (window_whole_) return std::nullopt;
+  std::vector<int> members;
+  members.reserve(window_membership_.size() + open_.events.size());
+  for (const proto::Membership& m : window_membership_) members.push_back(m.rank);
+  // The window's own events' ranks too: a rank that raised one may not be in the membership
+  // read yet.
+  for (const proto::Event& e : open_.events) members.push_back(e.rank);
+  proto::RankRanges ranks = proto::RankRanges::Of(members);
+  if (ranks.Format().size() > proto::kMaxNoticeRanksBytes) return std::nullopt;
+  return ranks;
+}
+
+bool WindowRound::ReadProgress(Clock::time_point now) {
+  const auto start = Clock::now();
+  const proto::Keys& keys = ctx_->keys;
+  if (!membership_->known()) {
+    // No membership (yet) to find the window's communicators by (workers not reporting it,
+    // or its first read not done): every table, as the only way to see who is in what.
+    redis::Reply reply;
+    if (!redis::HGetAllOf(*ctx_->store, keys.AllProgress(), &reply).ok()) return false;
+    progress_.Load(reply, &ctx_->bad);
+    window_whole_ = true;
+  } else {
+    // The window's communicators' members only: read what is missing or older than the first
+    // event, follow the waits those tables show into other communicators, read again.
+    if (window_reads_for_ != membership_->version()) {
+      window_reads_.Rebuild(membership_->values());
+      window_reads_for_ = membership_->version();
+    }
+    std::unordered_set<int> asked;
+    for (int round = 0; round < kMaxWindowReadRounds; ++round) {
+      const WindowReads::Plan plan = window_reads_.Make(progress_.values(), open_.events);
+      std::vector<std::string> fields;
+      for (int rank : plan.needed) {
+        if (asked.insert(rank).second) fields.push_back(std::to_string(rank));
+      }
+      if (fields.empty()) break;
+      // One HMGET per group the ranks fall in (proto/keys.h), in one pipeline; the replies
+      // put back in the fields' order, as one HMGET would have answered.
+      std::map<int, size_t> command_of;  // group -> index in commands
+      std::vector<redis::Argv> commands;
+      std::vector<std::pair<size_t, size_t>> where;  // per field: command, position in it
+      for (const std::string& field : fields) {
+        const int group = proto::Keys::GroupOfRank(std::atoi(field.c_str()));
+        auto [it, added] = command_of.emplace(group, commands.size());
+        if (added) commands.push_back({"HMGET", keys.Progress(group)});
+        where.emplace_back(it->second, commands[it->second].size() - 2);
+        commands[it->second].push_back(field);
+      }
+      std::vector<redis::Reply> replies;
+      if (!ctx_->store->PipelinePartial(commands, &replies).ok()) return false;
+      for (const redis::Reply& r : replies) {
+        if (r.is_error()) return false;
+      }
+      std::vector<redis::Reply> values;
+      for (const auto& [c, i] : where) {
+        const redis::Reply& r = replies[c];
+        values.push_back(r.is_array() && i < r.size() ? r[i] : redis::Reply::Nil());
+      }
+      progress_.LoadFields(fields, redis::Reply::Array(std::move(values)), &ctx_->bad);
+      ctx_->stats.progress_rows_read += fields.size();
+    }
+    window_membership_ =
+        window_reads_.MembershipOf(window_reads_.Make(progress_.values(), open_.events).members);
+    window_whole_ = false;
+  }
+  membership_of_window_ = open_.first_event_id;
+  ctx_->stats.progress_read_ms = MsSince(start);
+  next_progress_ = now + Spacing(ctx_->options.tick, ctx_->stats.progress_read_ms);
+  return true;
+}
+
+AttributionInput WindowRound::Input(int64_t unix_ms) const {
+  const Config& config = ctx_->options.config;
+  AttributionInput in;
+  in.progress = progress_.values();
+  if (window_whole_) {
+    in.membership = membership_->values();
+  } else {
+    in.membership = window_membership_;
+  }
+  in.events = open_.events;
+  in.now_unix_ms = unix_ms;
+  in.stale_ms = static_cast<double>(3 * ToMs(config.report_interval) + ToMs(config.hang_window) + 1000);
+  in.min_wait_ms = static_cast<double>(ToMs(config.timeout_floor));
+  in.clean_exit_unix_ms = clean_exit_times_;
+  return in;
+}
+
+void WindowRound::CollectCleanExits() {
+  // Clean exits this master read in the events, and (for those before its term, or whose
+  // events it never read) the membership's exited ranks, by the time their worker saw it.
+  clean_exit_times_.assign(clean_exits_.begin(), clean_exits_.end());
+  for (const proto::Membership& m : membership_->values()) {
+    if (proto::Is(m.state, proto::RankState::kExited) && m.unix_ms > 0) clean_exit_times_.push_back(m.unix_ms);
+  }
+}
+
+std::optional<WindowAction> WindowRound::Step(Clock::time_point now, int64_t unix_ms) {
+  const int64_t window_ms = ToMs(ctx_->options.config.hang_window);
+  if (open_.watching) {
+    if (unix_ms < open_.next_eval_unix_ms) return std::nullopt;
+    if (!ReadProgress(now) || !ReadRanks(now)) return std::nullopt;
+    return Close(Clock::now(), unix_ms);
+  }
+  bool read = false;
+  if (now >= next_progress_) {
+    if (!ReadProgress(now)) return std::nullopt;
+    if (membership_->Due(now) && !ReadRanks(now)) return std::nullopt;
+    read = true;
+  }
+  // The window's age by this master's clock (no two hosts' clocks compared for less than a
+  // second); WindowCanClose then decides by the reports alone.
+  const bool expired = unix_ms - open_.opened_unix_ms >= window_ms;
+  if (!expired && !read) return std::nullopt;
+  if (!expired && !WindowCanClose(Input(unix_ms), std::numeric_limits<int64_t>::max())) return std::nullopt;
+  if (expired && !read) {
+    // Decide on fresh tables.
+    if (!ReadProgress(now) || !ReadRanks(now)) return std::nullopt;
+  }
+  return Close(Clock::now(), unix_ms);
+}
+
+std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int64_t unix_ms) {
+  CollectCleanExits();
+  std::string why_none;
+  std::vector<proto::Incident> incidents = Attribute(Input(unix_ms), &why_none);
+  // Decided now, after the last reads and the attribution: the tick's time plus what the tick
+  // has taken so far (at 16k ranks, a few hundred ms).
+  const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(ctx_->tick_started));
+  ++ctx_->stats.windows;
+  // The topology only when the job is to be stopped: the decision names save targets by it.
+  const bool acted = std::any_of(incidents.begin(), incidents.end(), [](const auto& i) { return Acted(i); });
+  const Topology* topology = acted ? &membership_->CurrentTopology() : nullptr;
+  WindowDecision d = DecideWindow(std::move(incidents), why_none, open_, unix_ms, decided_unix_ms, topology,
+                                  membership_->values(), ctx_->options.config.sharded_optimizer);
+  return Commit(std::move(d), closed_at, unix_ms);
+}
+
+std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_point closed_at, int64_t unix_ms) {
+  if (d.kind == WindowDecision::Kind::kClose) {
+    CloseIncident(d.close_why);
+    return std::nullopt;
+  }
+  // The outcomes count as written from here: a refused write is not retried with the same
+  // outcome (a new one, or the hang it turns into, is written).
+  open_.outcomes = d.outcomes;
+  open_.last_outcome = d.last_outcome;
+  if (d.kind == WindowDecision::Kind::kWatch) {
+    const int64_t window_ms = ToMs(ctx_->options.config.hang_window);
+    open_.watching = true;
+    open_.next_eval_unix_ms = unix_ms + window_ms;
+    if (d.to_write.empty()) {
+      FT_LOG(Debug, Master, "busy outcome unchanged ({}); watching", d.busy_outcome);
+      return std::nullopt;
+    }
+    auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, {}, {},
+                                           {{"open_incident", proto::Encode(open_.Persisted())}}, {});
+    ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
+    if (!won) return std::nullopt;
+    for (size_t i = 0; i < d.to_write.size(); ++i) {
+      if ((*won)[i]) ctx_->Print(d.to_write[i], {});
+    }
+    FT_LOG(Info, Master, "a busy rank holds the job up ({}); re-evaluating every {} ms",
+           d.busy_outcome, window_ms);
+    return std::nullopt;
+  }
+
+  ctx_->stats.last_attribute_ms = MsSince(closed_at);
+  std::string encoded_action = proto::Encode(d.action);
+  const double encoded_ms = MsSince(closed_at);
+  auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes,
+                                         {{"action", std::move(encoded_action)}, {"job_state", "stopping"}},
+                                         {}, {"open_incident"});
+  if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
+  ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
+  bool any = false;
+  for (size_t i = 0; i < d.to_write.size(); ++i) {
+    if (!(*won)[i]) continue;
+    any = true;
+    ctx_->Print(d.to_write[i], Acted(d.to_write[i]) ? d.evict_nodes : std::vector<std::string>{});
+  }
+  open_ = IncidentWindow{};
+  if (any) {
+    FT_LOG(Info, Master, "incident {}: {} ({}); topology {}; after the window closed: decided {:.0f} ms, "
+           "action encoded {:.0f} ms, written {:.0f} ms", d.action.incident, d.action.decision, d.reason,
+           d.topology, ctx_->stats.last_attribute_ms, encoded_ms, ctx_->stats.last_close_to_written_ms);
+  } else {
+    FT_LOG(Info, Master, "incident {} was already decided by another master", d.action.incident);
+  }
+  return WindowAction{std::move(d.action), any};
+}
+
+void WindowRound::NoteCleanExit(int64_t unix_ms) {
+  // Only those within the teardown horizon of the newest matter; a few suffice (one before a
+  // death is enough to call it the job's teardown).
+  const int64_t horizon = AttributionInput{}.finish_teardown_ms;
+  while (!clean_exits_.empty() && clean_exits_.front() < unix_ms - horizon) clean_exits_.pop_front();
+  if (clean_exits_.size() < kMaxCleanExits) clean_exits_.push_back(unix_ms);
+}
+
+void WindowRound::CloseIncident(const std::string& why) {
+  if (!ctx_->writer.Run({{"HDEL", ctx_->keys.MasterState(), "open_incident"}})) return;
+  FT_LOG(Info, Master, "incident window of event {} closed: {}", open_.first_event_id, why);
+  open_ = IncidentWindow{};
+}
+
+}  // namespace ft::master

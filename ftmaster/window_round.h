@@ -1,0 +1,112 @@
+// ft::master::WindowRound: the master loop's events and incident windows. It reads
+// ft:{J}:events after its cursor (`events_cursor` in the master hash, so a restarted or standby
+// master continues where the last one stopped), opens a window at the first timeout, exit or
+// error event (`open_incident`), collects events and the progress tables of the window's
+// communicators' members (window_reads.h) until WindowCanClose or hang_window, attributes
+// (attribution.h), decides (window_decision.h, pure) and writes each incident exactly once
+// (FencedWriter::WriteIncidents). A busy outcome is written when it changes and re-evaluated
+// every hang_window. It tells the workers when a window opens, stays open and closes
+// (proto/notice.h): while one is open they write every rank's progress table.
+// An action decided here is handed to the loop (Step's answer), which gives it to the action
+// runner. Single-threaded, owned by MasterLoop.
+#ifndef FT_FTMASTER_WINDOW_ROUND_H_
+#define FT_FTMASTER_WINDOW_ROUND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ftmaster/core/attribution.h"
+#include "ftmaster/core/window_reads.h"
+#include "ftmaster/incident_window.h"
+#include "ftmaster/job_membership.h"
+#include "ftmaster/loop_context.h"
+#include "ftmaster/store.h"
+#include "ftmaster/window_decision.h"
+#include "proto/rank_ranges.h"
+
+namespace ft::master {
+
+// A window closed with an action: this master's (it won the write: start it) or another's that
+// decided the same window first (carry out what that one stored).
+struct WindowAction {
+  Action action;
+  bool ours = false;
+};
+
+class WindowRound {
+ public:
+  using Clock = LoopContext::Clock;
+
+  WindowRound(LoopContext* ctx, JobMembership* membership) : ctx_(ctx), membership_(membership) {}
+
+  // A new term: no window, no cursor, no tables; the tables are due now.
+  void NewTerm(Clock::time_point now);
+  // From the master hash: the events cursor and an open window, whose events are read again
+  // (from its first event to the cursor). False when Redis failed (the term is loaded again).
+  bool LoadTerm(const MasterHash& state, int64_t unix_ms);
+
+  // New events, up to kMaxEventBatchesPerTick batches; the cursor (and a window just opened)
+  // written back with each.
+  void ReadEvents(Clock::time_point now, int64_t unix_ms);
+  // Tells every worker that a window opened (and again every kWindowNoticeRenew while it
+  // stays open, or at once when its members changed) or closed (proto/notice.h): while it is
+  // open they write the progress tables of the window's members at every report, which calm
+  // ranks otherwise write only on a change. The open notice waits for the window's first read
+  // of its members (the same tick), so that it can name them.
+  void Notice(Clock::time_point now);
+  // With a window open: reads its tables when due, and closes and decides it when it can.
+  std::optional<WindowAction> Step(Clock::time_point now, int64_t unix_ms);
+  // The tables read so far say nothing any more (the job was launched again).
+  void ForgetProgress() { progress_.Clear(); }
+
+  bool open() const { return open_.open; }
+  const std::string& cursor() const { return cursor_; }
+  const IncidentWindow& window() const { return open_; }
+
+ private:
+  void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
+  bool ReadProgress(Clock::time_point now);
+  bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
+  // closed_at: when the window was found closed (real clock, for the stats).
+  std::optional<WindowAction> Close(Clock::time_point closed_at, int64_t unix_ms);
+  // The fenced write of a decision, and what follows once it is accepted.
+  std::optional<WindowAction> Commit(WindowDecision d, Clock::time_point closed_at, int64_t unix_ms);
+  void CloseIncident(const std::string& why);
+  AttributionInput Input(int64_t unix_ms) const;
+  // The ranks an open window's notice names: its members, or none (every rank) when the
+  // membership is not known or too many to name.
+  std::optional<proto::RankRanges> NoticeRanks() const;
+  // Clean exits (not after a terminate signal) that tell a dying job's teardown from a crash
+  // (attribution.h): NoteCleanExit keeps those read in the events (within the teardown
+  // horizon), CollectCleanExits adds the membership's and fills clean_exit_times_ for Input.
+  void NoteCleanExit(int64_t unix_ms);
+  void CollectCleanExits();
+
+  static constexpr size_t kMaxCleanExits = 4096;
+
+  LoopContext* ctx_;
+  JobMembership* membership_;
+  std::string cursor_;                 // last event id processed ("" none)
+  IncidentWindow open_;
+  DecodedHash<proto::RankProgress> progress_{"progress"};
+  WindowReads window_reads_;           // over membership_->values(), rebuilt when they change
+  uint64_t window_reads_for_ = 0;      // the membership version it was built for
+  std::vector<proto::Membership> window_membership_;  // the open window's members
+  bool window_whole_ = false;          // progress_ holds every table (no membership known)
+  std::string membership_of_window_;   // the window (first event id) those were read for
+  Clock::time_point next_progress_{};
+  std::deque<int64_t> clean_exits_;        // unix_ms of clean exits read in the events
+  std::vector<int64_t> clean_exit_times_;  // Input()'s, by CollectCleanExits
+  bool window_noticed_ = false;  // the last window notice written said "open"
+  std::string noticed_window_;   // and named this window
+  std::string noticed_ranks_;    // and these ranks ("*": none named, every rank)
+  Clock::time_point next_window_notice_{};
+};
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_WINDOW_ROUND_H_
