@@ -106,8 +106,14 @@ def child(args):
     check(ft.update_begin(Stream(stream.value)) == ft.OK, "update_begin(a stream object)")
     check(ft.update_begin(stream.value) == ft.OK, "update_begin(a stream handle)")
     check(ft.step_done(1) == ft.OK, "step_done(1)")  # FT_CKPT_EVERY=1: a periodic save of step 1
-    # Training goes on: the buffers change after the save.
-    to_device(pattern(DEVICE_BYTES, 99))
+    # Training goes on: the buffers change after the save. As an optimizer must (docs/checkpoints.md,
+    # "Order rules the app must keep"): on the stream given to update_begin, which waits there for
+    # the snapshot's device copies; a write on another stream right after step_done races them.
+    check(ft.update_begin(stream.value) == ft.OK, "update_begin before the next update")
+    changed = ctypes.create_string_buffer(pattern(DEVICE_BYTES, 99), DEVICE_BYTES)
+    check(cudart.cudaMemcpyAsync(dev, changed, ctypes.c_size_t(DEVICE_BYTES), H2D, stream) == 0,
+          "cudaMemcpyAsync H2D on the update's stream")
+    check(cudart.cudaStreamSynchronize(stream) == 0, "cudaStreamSynchronize")
     ctypes.memmove(host, pattern(HOST_BYTES, 98), HOST_BYTES)
     check(from_device() != saved_dev, "device bytes did not change")
 
