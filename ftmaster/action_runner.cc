@@ -53,7 +53,7 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
     ++b.commands;
   }
   b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
-                      "stopping"});
+                      proto::JobStateName(proto::JobState::kStopping)});
   return b;
 }
 
@@ -78,7 +78,7 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
                         "stop", "rank", "-1", "json", proto::Encode(command)});
   }
   b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
-                      "stopping"});
+                      proto::JobStateName(proto::JobState::kStopping)});
   b.commands = b.next.nodes.size();
   return b;
 }
@@ -102,9 +102,9 @@ void ActionRunner::LoadTerm(const MasterHash& state) {
     ctx_->bad.Report("master action", it->second, s);
     return;
   }
-  if (a.phase != "done") {
-    FT_LOG(Info, Master, "resuming the {} of incident {} (phase {}{})", a.decision, a.incident,
-           a.phase, a.sent ? ", commands sent" : "");
+  if (a.phase != proto::ActionPhase::kDone) {
+    FT_LOG(Info, Master, "resuming the {} of incident {} (phase {}{})", proto::DecisionKindName(a.decision),
+           a.incident, proto::ActionPhaseName(a.phase), a.sent ? ", commands sent" : "");
   }
   action_ = std::move(a);
 }
@@ -132,7 +132,7 @@ void ActionRunner::Drop() {
 
 void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
   Action& a = *action_;
-  if (a.phase == "save" && !a.sent) {
+  if (a.phase == proto::ActionPhase::kSave && !a.sent) {
     const std::string from = LastAckId();
     if (from.empty()) return;
     CommandBatch b = SaveBatch(a, from, unix_ms, ctx_->keys, ToMs(ctx_->options.config.save_deadline));
@@ -151,7 +151,7 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
            "acknowledgements", a.incident, b.commands, b.commands == 1 ? "" : "s",
            ToMs(ctx_->options.config.save_deadline));
   }
-  if (a.phase == "save") {
+  if (a.phase == proto::ActionPhase::kSave) {
     if (!copies_deadline_) {
       if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
       if (!pending_acks_.empty()) {
@@ -169,11 +169,11 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     if (!SaveCopiesSettled(now, unix_ms, &judged)) return;
     if (!RecordSaveOutcome(a, judged)) return;
     copies_deadline_.reset();
-    a.phase = "stop";
+    a.phase = proto::ActionPhase::kStop;
     a.sent = false;
     pending_loaded_ = false;
   }
-  if (a.phase == "stop" && !a.sent) {
+  if (a.phase == proto::ActionPhase::kStop && !a.sent) {
     redis::Reply members;
     if (!ctx_->store->Run({"SMEMBERS", ctx_->keys.Workers()}, &members).ok()) return;
     const std::string from = LastAckId();
@@ -190,7 +190,7 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     FT_LOG(Info, Master, "incident {}: stop sent to {} node{}", a.incident, a.nodes.size(),
            a.nodes.size() == 1 ? "" : "s");
   }
-  if (a.phase == "stop") {
+  if (a.phase == proto::ActionPhase::kStop) {
     if (!AcksSettled(now, unix_ms, a.deadline_unix_ms)) return;
     if (!pending_acks_.empty()) {
       FT_LOG(Warn, Master, "incident {}: {} node{} did not acknowledge the stop (worker gone?); "
@@ -198,13 +198,13 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
              pending_acks_.size() == 1 ? "" : "s");
     }
     Action done = a;
-    done.phase = "done";
+    done.phase = proto::ActionPhase::kDone;
     if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "action", proto::Encode(done), "job_state",
-                     "stopped"}})) {
+                            proto::JobStateName(proto::JobState::kStopped)}})) {
       return;
     }
     a = std::move(done);
-    ctx_->job_state = "stopped";
+    ctx_->job_state = proto::JobState::kStopped;
     FT_LOG(Info, Master, "job {} stopped (incident {})", ctx_->options.job, a.incident);
   }
 }
@@ -222,11 +222,11 @@ std::string ActionRunner::LastAckId() {
 void ActionRunner::LoadPending() {
   pending_acks_.clear();
   const Action& a = *action_;
-  if (a.phase == "save") {
+  if (a.phase == proto::ActionPhase::kSave) {
     for (const SaveTarget& t : a.save) {
       if (!t.node.empty()) pending_acks_.insert(fmt::format("{}-save-{}", a.incident, t.rank));
     }
-  } else if (a.phase == "stop") {
+  } else if (a.phase == proto::ActionPhase::kStop) {
     for (const std::string& node : a.nodes) pending_acks_.insert(fmt::format("{}-stop-{}", a.incident, node));
   }
   ack_cursor_ = a.acks_from;

@@ -58,7 +58,7 @@ class ActionRunner {
   // One step of the action; call while active().
   void Run(Clock::time_point now, int64_t unix_ms);
 
-  bool active() const { return action_ && action_->phase != "done"; }
+  bool active() const { return action_ && action_->phase != proto::ActionPhase::kDone; }
   const std::optional<Action>& action() const { return action_; }
 
  private:

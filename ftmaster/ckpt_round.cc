@@ -13,6 +13,7 @@
 #include "ftmaster/core/save_outcome.h"
 #include "ftmaster/loop_util.h"
 #include "proto/ckpt_codec.h"
+#include "proto/master_codec.h"
 #include "proto/notice.h"
 
 // The checkpoint round (ckpt_round.h says what it reads and writes, and when).
@@ -229,7 +230,7 @@ bool CkptRound::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     i.first_event_unix_ms = unix_ms;
     i.window_closed_unix_ms = unix_ms;
     i.decided_unix_ms = unix_ms;
-    i.decision = "none";
+    i.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
     i.message = fmt::format(
         "silent data corruption suspected on rank {} (node {}): its bytes of step {} differ from "
         "the {} replicas that agree; their copy is used for the restore. Node {} is an eviction "

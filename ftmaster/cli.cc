@@ -113,7 +113,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   for (const auto& s : summaries.values()) rows[s.rank].summary = &s;
   for (const auto& [rank, e] : last_event) rows[rank].event = &e;
 
-  const std::string job_state = state.count("job_state") ? state["job_state"] : "unknown";
+  // Absent or garbled (reported above, counted in garbled_values): "unknown".
+  const std::string job_state = JobStateText(ReadJobState(state.count("job_state") ? state["job_state"] : "", &bad));
   if (o.json) {
     Json j = Json::object();
     j["job"] = o.job;

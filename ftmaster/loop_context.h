@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -94,7 +95,8 @@ struct LoopContext {
   LoopStats stats;
   FencedWriter writer;
   BadValues bad;
-  std::string job_state;             // as last read or written ("" before the first read)
+  std::optional<proto::JobState> job_state;  // as last read or written (none before the first read,
+                                             // or while what was read is unknown)
   Clock::time_point tick_started{};  // by the real clock
 };
 

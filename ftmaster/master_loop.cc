@@ -75,7 +75,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
       redis::Reply reply;
       if (store.Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &reply).ok() &&
           reply.is_string()) {
-        ctx_.job_state = reply.str();
+        ctx_.job_state = ReadJobState(reply.str(), &ctx_.bad);
       }
       next_state_poll_ = now + kStatePoll;
     }
@@ -107,8 +107,9 @@ void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
   auto next = Clock::now();
   while (!stop.load(std::memory_order_relaxed)) {
     Tick();
-    if (exit_when_stopped && (ctx_.job_state == "stopped" || ctx_.job_state == "finished")) {
-      FT_LOG(Info, Master, "job {} is {}; exiting (--exit-when-stopped)", ctx_.options.job, ctx_.job_state);
+    if (exit_when_stopped && ctx_.job_state && proto::JobEnded(*ctx_.job_state)) {
+      FT_LOG(Info, Master, "job {} is {}; exiting (--exit-when-stopped)", ctx_.options.job,
+             JobStateText(ctx_.job_state));
       break;
     }
     next += ctx_.options.tick;
@@ -139,15 +140,13 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   if (hash.is_array()) {
     for (size_t i = 0; i + 1 < hash.size(); i += 2) state[hash[i].str()] = hash[i + 1].str();
   }
-  std::string& job_state = ctx_.job_state;
-  job_state = state.count("job_state") ? state["job_state"] : "";
-  if (job_state != "running" && job_state != "stopping" && job_state != "stopped" &&
-      job_state != "finished") {
-    if (!job_state.empty()) {
-      ctx_.bad.Report("master job_state", job_state, Status::Corrupt("unknown job state"));
+  // None or an unknown one (reported): the job is watched from here.
+  ctx_.job_state = ReadJobState(state.count("job_state") ? state["job_state"] : "", &ctx_.bad);
+  if (!ctx_.job_state) {
+    if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", proto::JobStateName(proto::JobState::kRunning)}})) {
+      return;
     }
-    if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "running"}})) return;
-    job_state = "running";
+    ctx_.job_state = proto::JobState::kRunning;
   }
   if (!membership_.LoadTerm(state)) return;
   summary_.LoadTerm(state);
@@ -158,7 +157,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   EnsureTransferSecret(now);  // not a condition of the term: a failure is retried at the next check
   term_loaded_ = true;
   FT_LOG(Info, Master, "state loaded: job {}, events after {}, timeouts version {}{}{}",
-         job_state, window_.cursor().empty() ? "the start" : window_.cursor(), summary_.timeouts_version(),
+         JobStateText(ctx_.job_state), window_.cursor().empty() ? "the start" : window_.cursor(), summary_.timeouts_version(),
          window_.open() ? ", an incident window open" : "",
          actions_.active() ? ", an action in progress" : "");
 }
@@ -166,14 +165,14 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
 void MasterLoop::TakeAction(WindowAction decided) {
   if (decided.ours) {
     actions_.Start(std::move(decided.action));
-    ctx_.job_state = "stopping";
+    ctx_.job_state = proto::JobState::kStopping;
     return;
   }
   // Another master decided this window first: carry out what it stored.
   actions_.LoadStored();
   redis::Reply state;
   if (ctx_.store->Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &state).ok() && state.is_string()) {
-    ctx_.job_state = state.str();
+    ctx_.job_state = ReadJobState(state.str(), &ctx_.bad);
   }
 }
 
@@ -187,23 +186,24 @@ void MasterLoop::OnRanksRead() {
     // The topology while the ranks run, so that it is known (and kept) once they have left.
     if (!membership_.has_explicit()) (void)membership_.CurrentTopology();
     // A stopped or finished job launched again (new processes) is watched again.
-    const std::string& job_state = ctx_.job_state;
+    const std::optional<proto::JobState> job_state = ctx_.job_state;
+    const bool finished = job_state == proto::JobState::kFinished;
     const std::optional<Action>& action = actions_.action();
-    if ((job_state == "stopped" && action) || job_state == "finished") {
+    if ((job_state == proto::JobState::kStopped && action) || finished) {
       for (const proto::Membership& m : members) {
         if (proto::Is(m.state, proto::RankState::kRunning) &&
-            (job_state == "finished" ||
+            (finished ||
              static_cast<int64_t>(m.incarnation / 1000000) > action->decided_unix_ms)) {
           // The finished action goes (its outcome stays in `checkpoint:<incident>`), so the
           // new run is watched and decided like a first one.
-          const std::string was = job_state;
-          if (ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "running"},
+          if (ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state",
+                                proto::JobStateName(proto::JobState::kRunning)},
                                {"HDEL", ctx_.keys.MasterState(), "action"}})) {
-            ctx_.job_state = "running";
+            ctx_.job_state = proto::JobState::kRunning;
             actions_.Drop();
             window_.ForgetProgress();
             FT_LOG(Info, Master, "rank {} on {} (a new incarnation) started after the job was {}: "
-                   "watching the job again", m.rank, m.node, was);
+                   "watching the job again", m.rank, m.node, JobStateText(job_state));
           }
           break;
         }
@@ -214,10 +214,12 @@ void MasterLoop::OnRanksRead() {
 }
 
 void MasterLoop::MaybeFinish() {
-  if (!all_exited_ || ctx_.job_state != "running" || window_.open()) return;
+  if (!all_exited_ || ctx_.job_state != proto::JobState::kRunning || window_.open()) return;
   if (actions_.active()) return;
-  if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", "finished"}})) return;
-  ctx_.job_state = "finished";
+  if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", proto::JobStateName(proto::JobState::kFinished)}})) {
+    return;
+  }
+  ctx_.job_state = proto::JobState::kFinished;
   FT_LOG(Info, Master, "job {} finished: all {} ranks exited cleanly; topology {}", ctx_.options.job,
          membership_.values().size(), membership_.CurrentTopology().Describe());
 }

@@ -76,8 +76,8 @@ class MasterLoop {
   void Tick();
   void Tick(Clock::time_point now, int64_t unix_ms);
 
-  // Ticks until `stop` is set (or, with exit_when_stopped, until job_state is "stopped" or
-  // "finished"),
+  // Ticks until `stop` is set (or, with exit_when_stopped, until the job ended:
+  // proto::JobEnded, stopped or finished),
   // then releases the lease.
   void Run(const std::atomic<bool>& stop, bool exit_when_stopped);
   // Hands the lease over (clean shutdown).
@@ -87,7 +87,7 @@ class MasterLoop {
   bool leading(Clock::time_point now) const { return ctx_.lease.leading(now); }
   const std::string& id() const { return ctx_.lease.id(); }
   // As last seen in Redis ("" before the first read).
-  const std::string& job_state() const { return ctx_.job_state; }
+  std::optional<proto::JobState> job_state() const { return ctx_.job_state; }
   bool incident_open() const { return window_.open(); }
   const Stats& stats() const { return ctx_.stats; }
   const BadValues& bad_values() const { return ctx_.bad; }

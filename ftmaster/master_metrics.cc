@@ -112,10 +112,11 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   if (!s.ok() || replies.size() != 4) return false;
   (void)registry_->Set(kLeader, own,
                        replies[0].is_string() && replies[0].str() == options_.master_id ? 1 : 0);
-  const std::string state = replies[1].is_string() ? replies[1].str() : "";
+  // Absent or garbled (reported once): no state's gauge is 1.
+  const std::optional<proto::JobState> state = ReadJobState(replies[1].is_string() ? replies[1].str() : "", &bad_);
   if (state != job_state_) {
-    if (!job_state_.empty()) (void)registry_->Set(kJobState, {options_.job, job_state_}, 0);
-    if (!state.empty()) (void)registry_->Set(kJobState, {options_.job, state}, 1);
+    if (job_state_) (void)registry_->Set(kJobState, {options_.job, proto::JobStateName(*job_state_)}, 0);
+    if (state) (void)registry_->Set(kJobState, {options_.job, proto::JobStateName(*state)}, 1);
     job_state_ = state;
   }
   int64_t version = 0;

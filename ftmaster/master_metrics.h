@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -59,7 +60,7 @@ class MasterMetrics {
   BadValues bad_;
   std::string incident_cursor_ = "-";         // XRANGE start of the next read
   std::map<int64_t, std::string> verdicts_;   // step -> state, as last counted
-  std::string job_state_;                     // the state whose gauge is 1
+  std::optional<proto::JobState> job_state_;  // the state whose gauge is 1
   std::thread thread_;
   Mutex mu_;
   CondVar cv_;

@@ -62,6 +62,16 @@ bool BadValues::Report(std::string_view where, std::string_view raw, const Statu
   return true;
 }
 
+std::optional<proto::JobState> ReadJobState(std::string_view raw, BadValues* bad) {
+  if (raw.empty()) return std::nullopt;
+  proto::JobState state;
+  if (Status s = proto::DecodeJobState(raw, &state); !s.ok()) {
+    bad->Report("master job_state", raw, s);
+    return std::nullopt;
+  }
+  return state;
+}
+
 namespace {
 
 int RankOf(const proto::RankProgress& v) { return v.rank; }

@@ -7,6 +7,7 @@
 #define FT_FTMASTER_STORE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 
 #include "common/status.h"
 #include "proto/ckpt_codec.h"
+#include "proto/master_codec.h"
 #include "proto/messages.h"
 #include "redis/reply.h"
 
@@ -50,6 +52,12 @@ class BadValues {
   std::unordered_set<uint64_t> seen_;
   uint64_t count_ = 0;
 };
+
+// `job_state` of the master hash as read: nullopt when absent ("") or garbled (reported to
+// `bad` once, as "master job_state"). What an unknown state means is the reader's to say.
+std::optional<proto::JobState> ReadJobState(std::string_view raw, BadValues* bad);
+// A state as read, for people: its name, or "unknown".
+inline const char* JobStateText(std::optional<proto::JobState> s) { return s ? proto::JobStateName(*s) : "unknown"; }
 
 // A hash of rank -> JSON value (progress, summary, ranks) as decoded values, read whole
 // (HGETALL), in chunks (HSCAN: BeginPass, LoadPairs per chunk, EndPass) or field by field

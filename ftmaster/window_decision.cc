@@ -69,7 +69,7 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   }
   d.action.decision = decision.decision;
   d.action.save = std::move(decision.save);  // 131k targets: not used after this
-  d.action.phase = decision.decision == "save-then-stop" ? "save" : "stop";
+  d.action.phase = proto::FirstPhase(decision.decision);
   d.action.decided_unix_ms = decided_unix_ms;
   d.evict_nodes = std::move(decision.evict_nodes);
   d.reason = std::move(decision.reason);

@@ -126,9 +126,9 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
     return;
   }
   if (proto::Is(event, proto::EventKind::kExit) && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
-  if (ctx_->job_state != "running") {
+  if (ctx_->job_state != proto::JobState::kRunning) {
     FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
-           event.rank, ctx_->job_state);
+           event.rank, JobStateText(ctx_->job_state));
     return;
   }
   if (!open_.open) {
@@ -337,7 +337,8 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   std::string encoded_action = proto::Encode(d.action);
   const double encoded_ms = MsSince(closed_at);
   auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes,
-                                         {{"action", std::move(encoded_action)}, {"job_state", "stopping"}},
+                                         {{"action", std::move(encoded_action)},
+                                          {"job_state", proto::JobStateName(proto::JobState::kStopping)}},
                                          {}, {"open_incident"});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
@@ -350,7 +351,8 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   open_ = IncidentWindow{};
   if (any) {
     FT_LOG(Info, Master, "incident {}: {} ({}); topology {}; after the window closed: decided {:.0f} ms, "
-           "action encoded {:.0f} ms, written {:.0f} ms", d.action.incident, d.action.decision, d.reason,
+           "action encoded {:.0f} ms, written {:.0f} ms", d.action.incident,
+           proto::DecisionKindName(d.action.decision), d.reason,
            d.topology, ctx_->stats.last_attribute_ms, encoded_ms, ctx_->stats.last_close_to_written_ms);
   } else {
     FT_LOG(Info, Master, "incident {} was already decided by another master", d.action.incident);

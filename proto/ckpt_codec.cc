@@ -112,15 +112,8 @@ std::string Encode(const StepVerdict& v) {
 
 Status Decode(std::string_view json, StepVerdict* out) {
   return DecodeValue(json, out, [](const Reader& r, StepVerdict* v) -> Status {
-    std::string state;
-    FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &state, Empty::kRejected));
+    FT_RETURN_IF_ERROR(ReadName(r, "state", "state", ParseVerdictState, kVerdictStates, VerdictStateName, &v->state));
     FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &v->step, 0));
-    std::optional<VerdictState> known = ParseVerdictState(state);
-    if (!known.has_value()) {
-      return Status::Corrupt(r.Path("state") + ": unknown state '" + state.substr(0, 16) +
-                             "' (verified, untrusted, incomplete)");
-    }
-    v->state = *known;
     FT_RETURN_IF_ERROR(r.Int("shards", Need::kRequired, &v->shards, 0));
     FT_RETURN_IF_ERROR(r.Int("verified_shards", Need::kRequired, &v->verified_shards, 0));
     if (v->verified_shards > v->shards) {

@@ -68,11 +68,7 @@ Status ReadOp(const Reader& r, Need need, OpKind* out) {
   FT_RETURN_IF_ERROR(r.Str("op", need, &name, need == Need::kRequired ? Empty::kRejected : Empty::kAllowed));
   if (name.empty()) return Status::Ok();
   std::optional<OpKind> kind = ParseOpKind(name);
-  if (!kind.has_value()) {
-    std::string known;
-    for (OpKind k : kOpKinds) known += (known.empty() ? "" : ", ") + std::string(OpKindName(k));
-    return Status::Corrupt(r.Path("op") + ": unknown op kind '" + name.substr(0, 16) + "' (" + known + ")");
-  }
+  if (!kind.has_value()) return UnknownName(r.Path("op"), "op kind", name, kOpKinds, OpKindName);
   *out = *kind;
   return Status::Ok();
 }

@@ -8,10 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -279,6 +282,33 @@ class Reader {
   simdjson::dom::object obj_;
   FieldPath path_;
 };
+
+// "<where>: unknown <what> '<name>' (<the names of known>)": a name of one of proto/'s
+// vocabularies (an enum with its XName and ParseX) that this build does not know, or that this
+// value may not hold (`known` a part of the vocabulary).
+template <typename E, size_t N>
+Status UnknownName(const std::string& where, const char* what, std::string_view name, const E (&known)[N],
+                   const char* (*name_of)(E)) {
+  std::string names;
+  for (E e : known) names += (names.empty() ? "" : ", ") + std::string(name_of(e));
+  return Status::Corrupt(where + ": unknown " + what + " '" + std::string(name.substr(0, 16)) + "' (" + names +
+                         ")");
+}
+
+// A required field holding a vocabulary's name: read by `parse`, and one of `known`; refused by
+// name otherwise (UnknownName), an empty one as empty.
+template <typename E, size_t N>
+Status ReadName(const Reader& r, const char* key, const char* what, std::optional<E> (*parse)(std::string_view),
+                const E (&known)[N], const char* (*name_of)(E), E* out) {
+  std::string name;
+  FT_RETURN_IF_ERROR(r.Str(key, Need::kRequired, &name, Empty::kRejected));
+  const std::optional<E> value = parse(name);
+  if (!value.has_value() || std::find(std::begin(known), std::end(known), *value) == std::end(known)) {
+    return UnknownName(r.Path(key), what, name, known, name_of);
+  }
+  *out = *value;
+  return Status::Ok();
+}
 
 
 // Brackets and braces outside strings: the parser keeps its own stack, but a bound on nesting

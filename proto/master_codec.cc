@@ -57,12 +57,21 @@ Status DecodeSaveEntry(Elem e, const FieldPath& path, size_t* budget, std::vecto
 
 }  // namespace
 
+// --- JobState --------------------------------------------------------------------------------
+
+Status DecodeJobState(std::string_view text, JobState* out) {
+  const std::optional<JobState> state = ParseJobState(text);
+  if (!state.has_value()) return UnknownName("job_state", "job state", text, kJobStates, JobStateName);
+  *out = *state;
+  return Status::Ok();
+}
+
 // --- MasterAction ---------------------------------------------------------------------------
 
 std::string Encode(const MasterAction& a) {
   OJson j = Versioned();
   j["incident"] = a.incident;
-  j["decision"] = a.decision;
+  j["decision"] = DecisionKindName(a.decision);
   // One "<node>:<rank ranges>" per node (131k targets were 4 MB of objects, and as long to
   // encode as the rest of a decision).
   std::vector<std::string> nodes;
@@ -77,7 +86,7 @@ std::string Encode(const MasterAction& a) {
     save.push_back(node + ":" + RankRanges::Of(ranks_of[node]).Format());
   }
   j["save"] = std::move(save);
-  j["phase"] = a.phase;
+  j["phase"] = ActionPhaseName(a.phase);
   j["sent"] = a.sent;
   j["acks_from"] = a.acks_from;
   j["deadline_unix_ms"] = a.deadline_unix_ms;
@@ -89,7 +98,9 @@ std::string Encode(const MasterAction& a) {
 Status Decode(std::string_view json, MasterAction* out) {
   return DecodeValue(json, out, [](const Reader& r, MasterAction* a) -> Status {
     FT_RETURN_IF_ERROR(r.Str("incident", Need::kRequired, &a->incident));
-    FT_RETURN_IF_ERROR(r.Str("decision", Need::kRequired, &a->decision));
+    // An action decided something: "none" is refused with the names it may hold.
+    static constexpr DecisionKind kActing[] = {DecisionKind::kSaveThenStop, DecisionKind::kStop};
+    FT_RETURN_IF_ERROR(ReadName(r, "decision", "decision", ParseDecisionKind, kActing, DecisionKindName, &a->decision));
     std::vector<std::vector<SaveTarget>> save;
     size_t budget = kMaxListEntries;
     FT_RETURN_IF_ERROR(r.List("save", Need::kOptional, &save,
@@ -101,11 +112,7 @@ Status Decode(std::string_view json, MasterAction* out) {
     a->save.clear();
     a->save.reserve(targets);
     for (auto& of_node : save) a->save.insert(a->save.end(), of_node.begin(), of_node.end());
-    FT_RETURN_IF_ERROR(r.Str("phase", Need::kRequired, &a->phase, Empty::kRejected));
-    if (a->phase != "save" && a->phase != "stop" && a->phase != "done") {
-      return Status::Corrupt(r.Path("phase") + ": unknown phase '" + a->phase.substr(0, 16) +
-                             "' (save, stop, done)");
-    }
+    FT_RETURN_IF_ERROR(ReadName(r, "phase", "phase", ParseActionPhase, kActionPhases, ActionPhaseName, &a->phase));
     FT_RETURN_IF_ERROR(r.Bool("sent", Need::kRequired, &a->sent));
     FT_RETURN_IF_ERROR(r.Str("acks_from", Need::kRequired, &a->acks_from));
     FT_RETURN_IF_ERROR(r.Int("deadline_unix_ms", Need::kRequired, &a->deadline_unix_ms));

@@ -1,13 +1,17 @@
 // The master's own durable values, kept as fields of its state hash ft:{J}:master
 // (docs/redis-schema.md) so that a restarted or standby master continues where the last one
-// stood: `action` (a decision being carried out) and `open_incident` (an incident window being
-// collected). Same contract as codec.h: JSON with "v" first; decoding takes foreign bytes,
-// checks every field's type and range, returns kCorrupt naming the first bad field or
-// kUnsupported for another schema version, never throws; `out` is set only on success.
+// stood: `job_state` (JobState, a plain string), `action` (a decision being carried out) and
+// `open_incident` (an incident window being collected). Same contract as codec.h: JSON with
+// "v" first; decoding takes foreign bytes, checks every field's type and range, returns kCorrupt
+// naming the first bad field or kUnsupported for another schema version, never throws; `out`
+// is set only on success. The vocabularies of these values (JobState, DecisionKind,
+// ActionPhase) are enums here, written as their names and read back by their parse; the codec
+// refuses a name it does not know, naming it.
 #ifndef FT_PROTO_MASTER_CODEC_H_
 #define FT_PROTO_MASTER_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,6 +20,98 @@
 
 namespace ft::proto {
 
+// The job's state (`job_state` in the master hash): written as JobStateName, read back by
+// DecodeJobState (ParseJobState's names; a reader decides what an unknown value means to it).
+enum class JobState : uint8_t {
+  kRunning,   // watched: incidents are collected and decided
+  kStopping,  // a decision is being carried out (`action`)
+  kStopped,   // every stop was acknowledged or its deadline passed
+  kFinished,  // every rank exited cleanly, no incident open and no action under way
+};
+inline constexpr JobState kJobStates[] = {JobState::kRunning, JobState::kStopping, JobState::kStopped,
+                                          JobState::kFinished};
+
+inline constexpr const char* JobStateName(JobState s) {
+  switch (s) {
+    case JobState::kRunning: return "running";
+    case JobState::kStopping: return "stopping";
+    case JobState::kStopped: return "stopped";
+    case JobState::kFinished: return "finished";
+  }
+  return "?";
+}
+
+inline std::optional<JobState> ParseJobState(std::string_view name) {
+  for (JobState s : kJobStates) {
+    if (name == JobStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// The job has ended, stopped by a decision or finished on its own: nothing runs to be watched
+// until it is launched again (`ftmaster run --exit-when-stopped` exits).
+inline constexpr bool JobEnded(JobState s) { return s == JobState::kStopped || s == JobState::kFinished; }
+
+// The bytes of `job_state` (a plain string, not JSON) as a state: kCorrupt "unknown job state
+// '<value>' (running, stopping, stopped, finished)" for anything else, the empty string included.
+Status DecodeJobState(std::string_view text, JobState* out);
+
+// What a decision does (MasterAction::decision, master::Decision::decision; Incident::decision
+// carries its name): written as DecisionKindName, read back by ParseDecisionKind. An action is
+// always save-then-stop or stop: its codec refuses "none" as it refuses an unknown name.
+enum class DecisionKind : uint8_t {
+  kNone,          // nothing to do: the incident is reported and watched
+  kSaveThenStop,  // the save targets save a checkpoint, then every node is stopped
+  kStop,          // every node is stopped, no save (no full checkpoint can be taken)
+};
+inline constexpr DecisionKind kDecisionKinds[] = {DecisionKind::kNone, DecisionKind::kSaveThenStop,
+                                                  DecisionKind::kStop};
+
+inline constexpr const char* DecisionKindName(DecisionKind d) {
+  switch (d) {
+    case DecisionKind::kNone: return "none";
+    case DecisionKind::kSaveThenStop: return "save-then-stop";
+    case DecisionKind::kStop: return "stop";
+  }
+  return "?";
+}
+
+inline std::optional<DecisionKind> ParseDecisionKind(std::string_view name) {
+  for (DecisionKind d : kDecisionKinds) {
+    if (name == DecisionKindName(d)) return d;
+  }
+  return std::nullopt;
+}
+
+// An action's phases, in order: save (only a save-then-stop) → stop → done.
+enum class ActionPhase : uint8_t {
+  kSave,  // save commands to the save targets; their acks and copies awaited
+  kStop,  // stop commands to every node; their acks awaited
+  kDone,  // carried out: the job is stopped
+};
+inline constexpr ActionPhase kActionPhases[] = {ActionPhase::kSave, ActionPhase::kStop, ActionPhase::kDone};
+
+inline constexpr const char* ActionPhaseName(ActionPhase p) {
+  switch (p) {
+    case ActionPhase::kSave: return "save";
+    case ActionPhase::kStop: return "stop";
+    case ActionPhase::kDone: return "done";
+  }
+  return "?";
+}
+
+inline std::optional<ActionPhase> ParseActionPhase(std::string_view name) {
+  for (ActionPhase p : kActionPhases) {
+    if (name == ActionPhaseName(p)) return p;
+  }
+  return std::nullopt;
+}
+
+// The phase an action of decision `d` starts in.
+inline constexpr ActionPhase FirstPhase(DecisionKind d) {
+  return d == DecisionKind::kSaveThenStop ? ActionPhase::kSave : ActionPhase::kStop;
+}
+
 // A rank asked to save its shard before the job stops.
 struct SaveTarget {
   int rank = -1;
@@ -23,12 +119,12 @@ struct SaveTarget {
   bool operator==(const SaveTarget&) const = default;
 };
 
-// `action`: a persisted decision being carried out. phase: "save" → "stop" → "done".
+// `action`: a persisted decision being carried out.
 struct MasterAction {
   std::string incident;
-  std::string decision;           // "save-then-stop" or "stop"
+  DecisionKind decision = DecisionKind::kStop;  // save-then-stop or stop
   std::vector<SaveTarget> save;
-  std::string phase;              // "save", "stop", "done"
+  ActionPhase phase = ActionPhase::kStop;
   bool sent = false;              // this phase's commands are in the streams
   std::string acks_from;          // acks stream id before they were sent
   int64_t deadline_unix_ms = 0;   // of this phase

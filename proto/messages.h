@@ -417,7 +417,7 @@ struct Incident {
   int64_t window_closed_unix_ms = 0;  // the collection window found closed (master's clock)
   int64_t decided_unix_ms = 0;        // attribution and decision done
   double decide_ms = 0;          // first event to decision
-  std::string decision;          // "save-then-stop", "stop", "none"
+  std::string decision;          // DecisionKindName (master_codec.h): "save-then-stop", "stop", "none"; "" undecided
   std::string message;
 
   bool operator==(const Incident&) const = default;

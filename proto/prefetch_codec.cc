@@ -7,17 +7,13 @@ namespace {
 
 using namespace ft::proto::json;  // NOLINT: the codec's vocabulary (json_codec.h)
 
-bool KnownOutcome(const std::string& o) {
-  return o == "pulled" || o == "kept" || o == "local" || o == "failed" || o == "running";
-}
-
 }  // namespace
 
 std::string Encode(const PrefetchReport& p) {
   OJson j = Versioned();
   j["node"] = p.node;
   j["step"] = p.step;
-  j["state"] = p.state;
+  j["state"] = PrefetchStateName(p.state);
   j["started_unix_ms"] = p.started_unix_ms;
   j["done_unix_ms"] = p.done_unix_ms;
   j["pull_s"] = Finite(p.pull_s);
@@ -25,7 +21,7 @@ std::string Encode(const PrefetchReport& p) {
   for (const PrefetchRank& r : p.ranks) {
     OJson o = OJson::object();
     o["rank"] = r.rank;
-    o["outcome"] = r.outcome;
+    o["outcome"] = PrefetchOutcomeName(r.outcome);
     o["ok"] = r.ok;
     o["bytes"] = r.bytes;
     o["seconds"] = Finite(r.seconds);
@@ -43,20 +39,14 @@ Status Decode(std::string_view json, PrefetchReport* out) {
   return DecodeValue(json, out, [](const Reader& r, PrefetchReport* p) -> Status {
     FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &p->node, Empty::kRejected));
     FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &p->step, 0));
-    FT_RETURN_IF_ERROR(r.Str("state", Need::kRequired, &p->state, Empty::kRejected));
-    if (p->state != "running" && p->state != "done") {
-      return Status::Corrupt(r.Path("state") + ": unknown state '" + p->state.substr(0, 16) + "' (running, done)");
-    }
+    FT_RETURN_IF_ERROR(ReadName(r, "state", "state", ParsePrefetchState, kPrefetchStates, PrefetchStateName, &p->state));
     FT_RETURN_IF_ERROR(r.Int("started_unix_ms", Need::kRequired, &p->started_unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Int("done_unix_ms", Need::kOptional, &p->done_unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("pull_s", Need::kOptional, &p->pull_s, 0));
     return r.Objects("ranks", Need::kOptional, &p->ranks, [](const Reader& o, PrefetchRank* rank) -> Status {
       FT_RETURN_IF_ERROR(o.Int("rank", Need::kRequired, &rank->rank, 0));
-      FT_RETURN_IF_ERROR(o.Str("outcome", Need::kRequired, &rank->outcome, Empty::kRejected));
-      if (!KnownOutcome(rank->outcome)) {
-        return Status::Corrupt(o.Path("outcome") + ": unknown outcome '" + rank->outcome.substr(0, 16) +
-                               "' (pulled, kept, local, failed, running)");
-      }
+      FT_RETURN_IF_ERROR(ReadName(o, "outcome", "outcome", ParsePrefetchOutcome, kPrefetchOutcomes,
+                                  PrefetchOutcomeName, &rank->outcome));
       FT_RETURN_IF_ERROR(o.Bool("ok", Need::kRequired, &rank->ok));
       FT_RETURN_IF_ERROR(o.Int("bytes", Need::kOptional, &rank->bytes));
       FT_RETURN_IF_ERROR(o.Num("seconds", Need::kOptional, &rank->seconds, 0));

@@ -8,6 +8,7 @@
 #define FT_PROTO_PREFETCH_CODEC_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,12 +17,65 @@
 
 namespace ft::proto {
 
-// One rank of the node. outcome: "pulled" (from another node into the prefetch arena),
-// "kept" (the prefetch arena already held the planned copy), "local" (this node already holds
-// a copy: nothing to pull), "failed" (error says why; restore reads another source), "running".
+// What became of one rank's prefetch (PrefetchRank::outcome): written as PrefetchOutcomeName,
+// read back by ParsePrefetchOutcome; the codec refuses a name it does not know.
+enum class PrefetchOutcome : uint8_t {
+  kPulled,   // pulled from another node into the prefetch arena
+  kKept,     // the prefetch arena already held the planned copy
+  kLocal,    // this node already holds a copy: nothing to pull
+  kFailed,   // error says why; the rank's restore reads another source
+  kRunning,  // not ended yet
+};
+inline constexpr PrefetchOutcome kPrefetchOutcomes[] = {PrefetchOutcome::kPulled, PrefetchOutcome::kKept,
+                                                        PrefetchOutcome::kLocal, PrefetchOutcome::kFailed,
+                                                        PrefetchOutcome::kRunning};
+
+inline constexpr const char* PrefetchOutcomeName(PrefetchOutcome o) {
+  switch (o) {
+    case PrefetchOutcome::kPulled: return "pulled";
+    case PrefetchOutcome::kKept: return "kept";
+    case PrefetchOutcome::kLocal: return "local";
+    case PrefetchOutcome::kFailed: return "failed";
+    case PrefetchOutcome::kRunning: return "running";
+  }
+  return "?";
+}
+
+inline std::optional<PrefetchOutcome> ParsePrefetchOutcome(std::string_view name) {
+  for (PrefetchOutcome o : kPrefetchOutcomes) {
+    if (name == PrefetchOutcomeName(o)) return o;
+  }
+  return std::nullopt;
+}
+
+// The planned copy now sits in the rank's prefetch arena (pulled, or kept from before).
+inline constexpr bool InPrefetchArena(PrefetchOutcome o) {
+  return o == PrefetchOutcome::kPulled || o == PrefetchOutcome::kKept;
+}
+
+// A node's prefetch as a whole (PrefetchReport::state): running until every rank has an outcome.
+enum class PrefetchState : uint8_t { kRunning, kDone };
+inline constexpr PrefetchState kPrefetchStates[] = {PrefetchState::kRunning, PrefetchState::kDone};
+
+inline constexpr const char* PrefetchStateName(PrefetchState s) {
+  switch (s) {
+    case PrefetchState::kRunning: return "running";
+    case PrefetchState::kDone: return "done";
+  }
+  return "?";
+}
+
+inline std::optional<PrefetchState> ParsePrefetchState(std::string_view name) {
+  for (PrefetchState s : kPrefetchStates) {
+    if (name == PrefetchStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// One rank of the node.
 struct PrefetchRank {
   int rank = -1;
-  std::string outcome;
+  PrefetchOutcome outcome = PrefetchOutcome::kRunning;
   bool ok = false;                 // the rank can restore from this node's memory
   uint64_t bytes = 0;              // pulled
   double seconds = 0;              // this rank's pull, Stat to commit
@@ -35,7 +89,7 @@ struct PrefetchRank {
 struct PrefetchReport {
   std::string node;
   int64_t step = -1;               // the planned step
-  std::string state;               // "running", "done"
+  PrefetchState state = PrefetchState::kRunning;
   int64_t started_unix_ms = 0;
   int64_t done_unix_ms = 0;        // 0 while running
   double pull_s = 0;               // started to done: what the node's ranks waited for

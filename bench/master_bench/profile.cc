@@ -109,7 +109,7 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
   proto::MasterAction action;
   action.decision = decision.decision;
   action.save = decision.save;
-  action.phase = "save";
+  action.phase = proto::FirstPhase(decision.decision);
   const std::string action_json = proto::Encode(action);
   const double encode_action = MsSince(t);
   t = Clock::now();
@@ -151,7 +151,7 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
               decode_progress, hget_ranks, decode_ranks, compare_ranks, read_events,
               events.size(), can_close, attribute, decide, encode, incident_bytes, encode_action,
               static_cast<double>(action_json.size()) / 1e6, write_action,
-              decision.decision.c_str(), decision.save.size(), hget_summary, decode_summary,
+              proto::DecisionKindName(decision.decision), decision.save.size(), hget_summary, decode_summary,
               model);
   std::fflush(stdout);
   sched_setaffinity(0, sizeof(saved), &saved);

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "ftmaster/core/text.h"
+#include "proto/master_codec.h"
 
 namespace ft::master {
 namespace {
@@ -611,7 +612,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
   Builder crash = start(proto::IncidentKind::kCrash, "");
   Builder frozen = start(proto::IncidentKind::kHostFrozen, "");
   Builder busy = start(proto::IncidentKind::kBusy, "");
-  busy.incident.decision = "none";
+  busy.incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
   std::vector<std::string> hang_summary, crash_summary, frozen_summary, busy_summary;
 
   // Deaths that are a teardown, not a crash: asked to end (a terminate signal, a stop by the

@@ -67,7 +67,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
                  " (a transport hang across nodes does not say which link failed)";
   }
 
-  d.decision = "stop";
+  d.decision = proto::DecisionKind::kStop;
   if (!topology.known()) {
     d.reason = "topology " + topology.Describe() + ": cannot tell whether a full checkpoint "
                "exists, stopping without saving" + evict_note;
@@ -197,7 +197,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     }
     d.save = std::move(by_rank_order);
   }
-  d.decision = "save-then-stop";
+  d.decision = proto::DecisionKind::kSaveThenStop;
   std::sort(suspects_saving.begin(), suspects_saving.end());
   std::string suspects_note;
   if (!suspects_saving.empty()) {
@@ -224,7 +224,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
 void ApplyDecision(const Decision& decision, std::span<proto::Incident> incidents) {
   for (proto::Incident& incident : incidents) {
     if (!Acted(incident)) continue;
-    incident.decision = decision.decision;
+    incident.decision = proto::DecisionKindName(decision.decision);
     if (!decision.reason.empty()) {
       incident.message += incident.message.empty() ? decision.reason : "; " + decision.reason;
     }

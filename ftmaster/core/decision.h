@@ -49,7 +49,7 @@ namespace ft::master {
 using SaveTarget = proto::SaveTarget;
 
 struct Decision {
-  std::string decision = "none";     // "save-then-stop", "stop", "none"
+  proto::DecisionKind decision = proto::DecisionKind::kNone;
   std::vector<SaveTarget> save;      // by rank; empty unless save-then-stop
   std::vector<std::string> evict_nodes;  // sorted
   std::string reason;                // for people, one line

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "ftmaster/core/text.h"
+#include "proto/master_codec.h"
 
 namespace ft::master {
 namespace {
@@ -166,7 +167,7 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
     proto::Incident incident;
     incident.kind = proto::IncidentKindName(proto::IncidentKind::kStraggler);
     incident.id = fmt::format("{}-straggler-{}", now_unix_ms, rank);
-    incident.decision = "none";
+    incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
     incident.first_event_unix_ms = now_unix_ms;
     incident.decided_unix_ms = now_unix_ms;
     std::sort(f.evidence.begin(), f.evidence.end());

@@ -70,8 +70,8 @@ TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
   EXPECT_EQ(d.kind, WindowDecision::Kind::kAct);
   ASSERT_EQ(d.to_write.size(), 2u);
   EXPECT_EQ(d.action.incident, "1000-crash") << "the acted incident names the action";
-  EXPECT_EQ(d.action.decision, "save-then-stop") << d.reason;
-  EXPECT_EQ(d.action.phase, "save");
+  EXPECT_EQ(d.action.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
+  EXPECT_EQ(d.action.phase, proto::ActionPhase::kSave);
   EXPECT_EQ(d.action.decided_unix_ms, 5010);
   ASSERT_EQ(d.action.save.size(), 1u);
   EXPECT_EQ(d.action.save[0].rank, 0) << "the crashed rank's healthy DP replica saves";
@@ -83,7 +83,7 @@ TEST(CommandBatchTest, SaveAsksEveryTargetWithANodeAndStoresTheActionWithThem) {
   const proto::Keys keys("j");
   Action a;
   a.incident = "1000-crash";
-  a.phase = "save";
+  a.phase = proto::ActionPhase::kSave;
   a.save = {{0, "n0"}, {1, ""}, {2, "n2"}};
   CommandBatch b = SaveBatch(a, "7-0", 5000, keys, 30000);
   EXPECT_EQ(b.commands, 2u);
@@ -102,7 +102,7 @@ TEST(CommandBatchTest, StopCommandsEveryNodeInOrderWithTheGraceInTheDeadline) {
   const proto::Keys keys("j");
   Action a;
   a.incident = "1000-crash";
-  a.phase = "stop";
+  a.phase = proto::ActionPhase::kStop;
   CommandBatch b = StopBatch(a, "9-0", {"nb", "na"}, 5000, keys, 10);
   EXPECT_EQ(b.next.nodes, (std::vector<std::string>{"na", "nb"}));
   EXPECT_EQ(b.commands, 2u);

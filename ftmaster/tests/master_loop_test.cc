@@ -249,8 +249,8 @@ TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
   EXPECT_EQ(server_.Members(keys_.Evicted()), (std::set<std::string>{"n1"}));
   EXPECT_EQ(State("job_state"), "stopping");
   proto::MasterAction action = StoredAction();
-  EXPECT_EQ(action.decision, "save-then-stop");
-  EXPECT_EQ(action.phase, "save");
+  EXPECT_EQ(action.decision, proto::DecisionKind::kSaveThenStop);
+  EXPECT_EQ(action.phase, proto::ActionPhase::kSave);
   ASSERT_TRUE(action.sent);
   const std::vector<proto::Command> saves = CommandsFor("n0");
   ASSERT_EQ(saves.size(), 2u);  // ranks 0 and 1: every healthy replica saves
@@ -262,12 +262,12 @@ TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
   // the done rank's copy is awaited (copy_wait, 5 s; it never comes here).
   Ack(saves[0].id, "n0", saves[0].rank, "done");
   Run(29000, {&a});
-  EXPECT_EQ(StoredAction().phase, "save") << "before the deadline the master waits";
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kSave) << "before the deadline the master waits";
   Run(1500, {&a});
-  EXPECT_EQ(StoredAction().phase, "save") << "the saved copy's report is awaited";
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kSave) << "the saved copy's report is awaited";
   Run(5000, {&a});
   action = StoredAction();
-  EXPECT_EQ(action.phase, "stop");
+  EXPECT_EQ(action.phase, proto::ActionPhase::kStop);
   EXPECT_EQ(action.nodes, (std::vector<std::string>{"n0", "n1"}));
   ASSERT_EQ(CommandsFor("n1").size(), 2u);
   EXPECT_EQ(CommandsFor("n1")[1].kind, "stop");
@@ -277,8 +277,8 @@ TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
   Ack(fmt::format("{}-stop-n1", action.incident), "n1", -1, "done");
   Run(200, {&a});
   EXPECT_EQ(State("job_state"), "stopped");
-  EXPECT_EQ(StoredAction().phase, "done");
-  EXPECT_EQ(a.loop->job_state(), "stopped");
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kDone);
+  EXPECT_EQ(a.loop->job_state(), proto::JobState::kStopped);
 }
 
 // Workers write calm ranks' tables only on a change (ftworker/report_pacing.h): the window's
@@ -414,14 +414,14 @@ TEST_F(MasterLoopTest, AJobWhoseRanksAllExitCleanlyIsFinishedAndKeepsItsTopology
   for (int r = 0; r < job_.world(); ++r) Exit(r, true, 0);
   Run(5000, {&a});
   EXPECT_EQ(State("job_state"), "finished");
-  EXPECT_EQ(a.loop->job_state(), "finished");
+  EXPECT_EQ(a.loop->job_state(), proto::JobState::kFinished);
   EXPECT_TRUE(server_.Stream(keys_.Incidents()).empty());
   EXPECT_EQ(State("inferred_topology"), "tp=2,dp=2,pp=1") << "kept, not re-inferred";
 
   a.loop->Release();
   Master b = MakeMaster("b");
   Run(500, {&b});
-  EXPECT_EQ(b.loop->job_state(), "finished");
+  EXPECT_EQ(b.loop->job_state(), proto::JobState::kFinished);
   EXPECT_EQ(State("inferred_topology"), "tp=2,dp=2,pp=1");
 
   // The job launched again: watched again.
@@ -443,6 +443,30 @@ TEST_F(MasterLoopTest, NotFinishedWhenARankDidNotExitCleanly) {
   Exit(3, false, -9);
   Run(5000, {&a});
   EXPECT_NE(State("job_state"), "finished");
+}
+
+// A job_state this build does not know is no state: a standby reads it as unknown (reported, not
+// taken for running or stopped); the leader of a new term reports it and watches the job.
+TEST_F(MasterLoopTest, AnUnknownJobStateIsReportedAndANewLeaderWatchesTheJob) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  Run(100, {&a});
+  ASSERT_EQ(State("job_state"), "running");
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
+  Run(1500, {&a, &b});
+  ASSERT_EQ(b.loop->job_state(), proto::JobState::kRunning) << "the standby polls the leader's state";
+  server_.Execute({"HSET", keys_.MasterState(), "job_state", "paused"});
+  const uint64_t bad_before = b.loop->bad_values().count();
+  Run(1500, {&a, &b});
+  EXPECT_EQ(b.loop->job_state(), std::nullopt);
+  EXPECT_GT(b.loop->bad_values().count(), bad_before);
+
+  a.loop->Release();
+  const uint64_t bad_standby = b.loop->bad_values().count();
+  Run(500, {&b});
+  EXPECT_EQ(State("job_state"), "running");
+  EXPECT_EQ(b.loop->job_state(), proto::JobState::kRunning);
+  EXPECT_GT(b.loop->bad_values().count(), bad_standby) << "the new term's read reports it too";
 }
 
 // ---- checkpoints: verification, the restore plan, sdc ------------------------------------------
@@ -709,7 +733,7 @@ TEST_F(MasterLoopTest, SaveIsVerifiedAndPlannedBeforeTheStop) {
   Exit(3, false, -9);
   Run(1500, {&a});
   proto::MasterAction action = StoredAction();
-  ASSERT_EQ(action.decision, "save-then-stop");
+  ASSERT_EQ(action.decision, proto::DecisionKind::kSaveThenStop);
   ASSERT_EQ(action.save.size(), 3u);  // ranks 0, 1, 2
   for (const SaveTarget& t : action.save) {
     PutCopy(50, t.rank, t.rank % 2 == 0 ? 0x50a : 0x50b);
@@ -718,7 +742,7 @@ TEST_F(MasterLoopTest, SaveIsVerifiedAndPlannedBeforeTheStop) {
   }
   Run(200, {&a});
   action = StoredAction();
-  EXPECT_EQ(action.phase, "stop");
+  EXPECT_EQ(action.phase, proto::ActionPhase::kStop);
   proto::RestorePlan plan = Plan();
   EXPECT_EQ(plan.step, 50) << "published before the stop";
   ASSERT_EQ(plan.ranks.size(), 4u);
@@ -765,7 +789,7 @@ TEST_F(MasterLoopTest, TheIncidentSaysTheRestoredCopiesCameFromTerminationSaves)
   Exit(3, false, -9);
   Run(1500, {&a});
   proto::MasterAction action = StoredAction();
-  ASSERT_EQ(action.decision, "save-then-stop");
+  ASSERT_EQ(action.decision, proto::DecisionKind::kSaveThenStop);
   for (int rank : {0, 1, 2}) PutCopy(60, rank, rank % 2 == 0 ? 0x60a : 0x60b, {"arena"}, false, "termination");
   Run(7000, {&a});  // copy_wait for rank 3's copy, which never comes
   EXPECT_EQ(Plan().step, 60);
@@ -803,10 +827,10 @@ TEST_F(MasterLoopTest, SaveWaitsForTheCopiesOfTheStepTheAcksName) {
     server_.Execute({"XADD", keys_.Acks(), "*", "id", ack.id, "result", "done", "json", proto::Encode(ack)});
   }
   Run(1000, {&a});
-  EXPECT_EQ(StoredAction().phase, "save") << "rank 1's copy of step 61 is not reported yet";
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kSave) << "rank 1's copy of step 61 is not reported yet";
   PutCopy(61, 1, 0x61b);
   Run(200, {&a});
-  EXPECT_EQ(StoredAction().phase, "stop");
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kStop);
   EXPECT_EQ(Plan().step, 61);
   SaveOutcome outcome;
   ASSERT_TRUE(DecodeSaveOutcome(State("checkpoint"), &outcome));
@@ -827,7 +851,7 @@ TEST_F(MasterLoopTest, NothingRegisteredIsRecordedInTheIncident) {
     Ack(fmt::format("{}-save-{}", action.incident, t.rank), t.node, t.rank, "nothing_registered");
   }
   Run(200, {&a});
-  EXPECT_EQ(StoredAction().phase, "stop") << "no copy to wait for";
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kStop) << "no copy to wait for";
   SaveOutcome outcome;
   ASSERT_TRUE(DecodeSaveOutcome(State("checkpoint:" + action.incident), &outcome));
   EXPECT_EQ(outcome.saved, 0);
@@ -855,7 +879,7 @@ TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
   }
   Run(200, {&a});
   first = StoredAction();
-  ASSERT_EQ(first.phase, "stop");
+  ASSERT_EQ(first.phase, proto::ActionPhase::kStop);
   for (const std::string& node : first.nodes) Ack(fmt::format("{}-stop-{}", first.incident, node), node, -1, "done");
   Run(200, {&a});
   ASSERT_EQ(State("job_state"), "stopped");
@@ -872,7 +896,7 @@ TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
   Report();
   Run(2500, {&a});
   EXPECT_EQ(State("job_state"), "running");
-  EXPECT_EQ(a.loop->job_state(), "running");
+  EXPECT_EQ(a.loop->job_state(), proto::JobState::kRunning);
   EXPECT_FALSE(server_.HGet(keys_.MasterState(), "action").has_value()) << "the done action is cleared";
   EXPECT_FALSE(State("checkpoint:" + first.incident).empty()) << "the first incident's outcome stays";
 
@@ -885,8 +909,8 @@ TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
   EXPECT_EQ(Incidents("crash").size(), 2u);
   proto::MasterAction second = StoredAction();
   EXPECT_NE(second.incident, first.incident);
-  EXPECT_EQ(second.decision, "save-then-stop");
-  EXPECT_EQ(second.phase, "save");
+  EXPECT_EQ(second.decision, proto::DecisionKind::kSaveThenStop);
+  EXPECT_EQ(second.phase, proto::ActionPhase::kSave);
   EXPECT_EQ(State("job_state"), "stopping");
 }
 
@@ -923,20 +947,20 @@ TEST_F(MasterLoopTest, CheckpointsShowThePrefetchOfReplacementNodes) {
   proto::PrefetchReport done;
   done.node = "n2";
   done.step = 100;
-  done.state = "done";
+  done.state = proto::PrefetchState::kDone;
   done.started_unix_ms = UnixMs() - 3000;
   done.done_unix_ms = UnixMs() - 1200;
   done.pull_s = 1.8;
   for (int r = 2; r < 4; ++r) {
-    done.ranks.push_back(proto::PrefetchRank{r, "pulled", true, 3u << 20, 1.7, "n0", r - 2, "tcp", ""});
+    done.ranks.push_back(proto::PrefetchRank{r, proto::PrefetchOutcome::kPulled, true, 3u << 20, 1.7, "n0", r - 2, "tcp", ""});
   }
   proto::PrefetchReport running;
   running.node = "n3";
   running.step = 100;
-  running.state = "running";
+  running.state = proto::PrefetchState::kRunning;
   running.started_unix_ms = UnixMs() - 2500;
-  running.ranks.push_back(proto::PrefetchRank{4, "running", false, 0, 0, "", -1, "", ""});
-  running.ranks.push_back(proto::PrefetchRank{5, "failed", false, 0, 0.2, "", -1, "", "n0: connection refused"});
+  running.ranks.push_back(proto::PrefetchRank{4, proto::PrefetchOutcome::kRunning, false, 0, 0, "", -1, "", ""});
+  running.ranks.push_back(proto::PrefetchRank{5, proto::PrefetchOutcome::kFailed, false, 0, 0.2, "", -1, "", "n0: connection refused"});
   proto::PrefetchReport old = done;
   old.node = "n4";
   old.step = 90;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "redis/fake_store.h"
@@ -110,6 +112,27 @@ TEST_F(MasterMetricsTest, LeaderJobStateTimeoutsAndEvicted) {
   ASSERT_TRUE(leader.Round(store_, -1));
   EXPECT_EQ(Value("ft_master_job_state", {"job1", "running"}), 0);
   EXPECT_EQ(Value("ft_master_job_state", {"job1", "stopped"}), 1);
+}
+
+// A job_state this build does not know is no state: no gauge is 1 and the value makes no series
+// of its own; a known state afterwards is shown again.
+TEST_F(MasterMetricsTest, AnUnknownJobStateSetsNoStateGauge) {
+  MasterMetrics m = Make("m0");
+  Cmd({"HSET", keys_.MasterState(), "job_state", "stopping"});
+  ASSERT_TRUE(m.Round(store_, -1));
+  EXPECT_EQ(Value("ft_master_job_state", {"job1", "stopping"}), 1);
+  Cmd({"HSET", keys_.MasterState(), "job_state", "paused"});
+  ASSERT_TRUE(m.Round(store_, -1));
+  EXPECT_EQ(Value("ft_master_job_state", {"job1", "stopping"}), 0);
+  EXPECT_TRUE(std::isnan(Value("ft_master_job_state", {"job1", "paused"})));
+  for (const char* state : {"running", "stopped", "finished"}) {
+    EXPECT_TRUE(std::isnan(Value("ft_master_job_state", {"job1", state}))) << state << ": never shown";
+  }
+  EXPECT_EQ(registry_.Render().find("paused"), std::string::npos);
+  Cmd({"HSET", keys_.MasterState(), "job_state", "finished"});
+  ASSERT_TRUE(m.Round(store_, -1));
+  EXPECT_EQ(Value("ft_master_job_state", {"job1", "finished"}), 1);
+  EXPECT_EQ(Value("ft_master_job_state", {"job1", "stopping"}), 0);
 }
 
 TEST_F(MasterMetricsTest, ARedisFailureKeepsTheFiguresAndTheCursor) {

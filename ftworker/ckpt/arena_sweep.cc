@@ -24,6 +24,7 @@
 #include "jitckpt/checksum.h"
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
+#include "proto/master_codec.h"
 
 namespace ft::worker {
 
@@ -265,7 +266,8 @@ Status ReadJobGcFacts(redis::Commands& db, const proto::Keys& keys, JobGcFacts* 
   facts.known = true;
   redis::Reply state, plan, verdicts;
   if (Status s = db.Run({"HGET", keys.MasterState(), "job_state"}, &state); !s.ok()) return s;
-  facts.finished = state.is_string() && state.str() == "finished";
+  // Absent or unknown is not finished: the arenas a finished job would let go are kept.
+  facts.finished = state.is_string() && proto::ParseJobState(state.str()) == proto::JobState::kFinished;
   if (Status s = db.Run({"GET", keys.Restore()}, &plan); !s.ok()) return s;
   if (plan.is_string()) {
     proto::RestorePlan decoded;

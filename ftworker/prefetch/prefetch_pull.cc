@@ -52,7 +52,7 @@ proto::PrefetchRank RankPuller::Attempt(int64_t step, const RankWork& work, cons
     copies_.RemovePrefetchArena(work.rank);
     out = proto::PrefetchRank{};
     out.rank = work.rank;
-    out.outcome = "failed";
+    out.outcome = proto::PrefetchOutcome::kFailed;
     out.error = std::move(why);
     out.seconds = SecondsSince(start);
     return out;
@@ -61,7 +61,7 @@ proto::PrefetchRank RankPuller::Attempt(int64_t step, const RankWork& work, cons
   const std::string local = copies_.Find(step, work);
   if (!local.empty()) {
     copies_.RemovePrefetchArena(work.rank);  // an older prefetch of this rank is not needed either
-    out.outcome = "local";
+    out.outcome = proto::PrefetchOutcome::kLocal;
     out.ok = true;
     out.seconds = SecondsSince(start);
     FT_LOG(Info, Worker, "rank {}: step {} is on this node already ({}): nothing to pull", work.rank, step,
@@ -70,7 +70,7 @@ proto::PrefetchRank RankPuller::Attempt(int64_t step, const RankWork& work, cons
   }
   // A worker restarted after its prefetch: the copy is still there.
   if (int source_rank = -1; copies_.PrefetchArenaHolds(work.rank, step, work.digest, &source_rank)) {
-    out.outcome = "kept";
+    out.outcome = proto::PrefetchOutcome::kKept;
     out.ok = true;
     out.source_rank = source_rank;
     out.seconds = SecondsSince(start);
@@ -224,7 +224,7 @@ Status RankPuller::Pull(int64_t step, const RankWork& work, const std::atomic<bo
       out->transport += (out->transport.empty() ? "" : "+") + kind;
     }
   }
-  out->outcome = "pulled";
+  out->outcome = proto::PrefetchOutcome::kPulled;
   out->ok = true;
   out->bytes = m.data_bytes;
   out->source_rank = m.rank;

@@ -19,7 +19,6 @@ int64_t UnixMsNow() {
       .count();
 }
 
-bool Ready(const proto::PrefetchRank& result) { return result.outcome == "pulled" || result.outcome == "kept"; }
 
 }  // namespace
 
@@ -38,7 +37,7 @@ PrefetchRun::PrefetchRun(const PrefetcherOptions& options, const RankPuller& pul
   removed_.assign(work_.size(), false);
   for (size_t i = 0; i < work_.size(); ++i) {
     results_[i].rank = work_[i].rank;
-    results_[i].outcome = "running";
+    results_[i].outcome = proto::PrefetchOutcome::kRunning;
   }
   remaining_ = work_.size();
   started_ = std::chrono::steady_clock::now();
@@ -96,7 +95,7 @@ proto::PrefetchRank PrefetchRun::RunRank(size_t i) {
   auto backoff = std::chrono::milliseconds(500);
   for (int attempt = 1;; ++attempt) {
     proto::PrefetchRank result = puller_.Attempt(step_, work, stopping_);
-    if (result.outcome != "failed") return result;
+    if (result.outcome != proto::PrefetchOutcome::kFailed) return result;
     if (stopping_.load() || std::chrono::steady_clock::now() + backoff > retry_until_) {
       if (attempt > 1) result.error = fmt::format("{} attempts, the last: {}", attempt, result.error);
       FT_LOG(Warn, Worker, "rank {}: prefetching step {} failed: {}; its ft_restore reads another source "
@@ -128,8 +127,8 @@ void PrefetchRun::Finish(size_t i, proto::PrefetchRank result) {
   pull_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   int pulled = 0, failed = 0;
   for (const proto::PrefetchRank& r : results_) {
-    pulled += Ready(r);
-    failed += r.outcome == "failed";
+    pulled += proto::InPrefetchArena(r.outcome);
+    failed += r.outcome == proto::PrefetchOutcome::kFailed;
   }
   FT_LOG(Info, Worker, "prefetch of step {} ended after {:.3f} s: {} rank(s) ready in this node's "
          "memory, {} failed; writing the restore plan file", step_, pull_s_, pulled, failed);
@@ -142,7 +141,7 @@ proto::PrefetchReport PrefetchRun::Report(const std::string& node) const {
   proto::PrefetchReport out;
   out.node = node;
   out.step = step_;
-  out.state = remaining_ > 0 ? "running" : "done";
+  out.state = remaining_ > 0 ? proto::PrefetchState::kRunning : proto::PrefetchState::kDone;
   out.started_unix_ms = started_unix_ms_;
   out.done_unix_ms = done_unix_ms_;
   out.pull_s = pull_s_;
@@ -154,7 +153,7 @@ bool PrefetchRun::LocalCopyDropped(const proto::RestorePlan& plan) const {
   MutexLock lock(&mu_);
   if (remaining_ > 0) return false;
   for (size_t i = 0; i < work_.size(); ++i) {
-    if (results_[i].outcome != "local") continue;
+    if (results_[i].outcome != proto::PrefetchOutcome::kLocal) continue;
     auto line = std::find_if(plan.ranks.begin(), plan.ranks.end(),
                              [&](const proto::RestoreRank& r) { return r.rank == work_[i].rank; });
     if (line == plan.ranks.end()) continue;
@@ -172,7 +171,7 @@ bool PrefetchRun::Shape(ckpt::NodePlan* plan) const {
   if (step_ != plan->step) return true;  // an older plan's prefetch: nothing of it applies
   for (size_t i = 0; i < work_.size(); ++i) {
     const proto::PrefetchRank& result = results_[i];
-    if (!Ready(result) || removed_[i]) continue;
+    if (!proto::InPrefetchArena(result.outcome) || removed_[i]) continue;
     auto line = std::find_if(plan->ranks.begin(), plan->ranks.end(),
                              [&](const ckpt::PlanRank& r) { return r.rank == result.rank; });
     if (line == plan->ranks.end() || line->digest != work_[i].digest) continue;
@@ -204,7 +203,7 @@ int PrefetchRun::RemoveRestoredCopies(const NodeCopies& copies) {
   int removed = 0;
   for (size_t i = 0; i < work_.size(); ++i) {
     const proto::PrefetchRank& result = results[i];
-    if (!Ready(result) || removed_[i]) continue;
+    if (!proto::InPrefetchArena(result.outcome) || removed_[i]) continue;
     if (!copies.OwnArenaHolds(result.rank, step_, work_[i].digest)) continue;
     // The rank restored: its own arena holds the step (and the keeper persists it from there).
     copies.RemovePrefetchArena(result.rank);

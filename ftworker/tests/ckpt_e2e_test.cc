@@ -401,13 +401,13 @@ TEST_F(CkptE2eTest, AReplacementNodesWorkerPullsItsRanksShardsFromAPeerWorker) {
   proto::PrefetchReport decoded;
   while (std::chrono::steady_clock::now() < deadline) {
     report = Get({"HGET", keys_.Prefetch(), "node2"});
-    if (report && proto::Decode(*report, &decoded).ok() && decoded.state == "done") break;
+    if (report && proto::Decode(*report, &decoded).ok() && decoded.state == proto::PrefetchState::kDone) break;
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_EQ(decoded.state, "done") << ReadFile(log2);
+  ASSERT_EQ(decoded.state, proto::PrefetchState::kDone) << ReadFile(log2);
   ASSERT_EQ(decoded.ranks.size(), 2u);
   for (const proto::PrefetchRank& rank : decoded.ranks) {
-    EXPECT_EQ(rank.outcome, "pulled") << rank.error;
+    EXPECT_EQ(rank.outcome, proto::PrefetchOutcome::kPulled) << rank.error;
     EXPECT_EQ(rank.source, "node0");
     EXPECT_EQ(rank.transport, "tcp");
     EXPECT_EQ(rank.bytes, m0.data_bytes);

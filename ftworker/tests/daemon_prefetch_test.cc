@@ -64,7 +64,7 @@ TEST_F(PrefetcherTest, TheDaemonWithNodeRanksWritesThePlanFileOnceThePullsEnded)
   ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &report).ok());
   proto::PrefetchReport decoded;
   ASSERT_TRUE(proto::Decode(report.str(), &decoded).ok()) << report.str();
-  EXPECT_EQ(decoded.state, "done");
+  EXPECT_EQ(decoded.state, proto::PrefetchState::kDone);
   EXPECT_EQ(engine_->min_rates(), (std::vector<uint64_t>{3 << 20, 3 << 20})) << "FT_PULL_MIN_RATE reaches each pull";
 }
 

@@ -675,7 +675,7 @@ TEST(MasterCodecTest, OlderActionWithoutOptionalListsDecodes) {
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(a.save.empty());
   EXPECT_TRUE(a.nodes.empty());
-  EXPECT_EQ(a.phase, "stop");
+  EXPECT_EQ(a.phase, ActionPhase::kStop);
 }
 
 // --- Checkpoint values (ckpt_codec.h) ---------------------------------------------------------

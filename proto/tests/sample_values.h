@@ -177,9 +177,9 @@ inline WorkerHeartbeat SampleHeartbeat() {
 inline MasterAction SampleAction() {
   MasterAction a;
   a.incident = "1763800000000-hang";
-  a.decision = "save-then-stop";
+  a.decision = DecisionKind::kSaveThenStop;
   a.save = {{3, "node-a"}, {7, ""}};
-  a.phase = "stop";
+  a.phase = ActionPhase::kStop;
   a.sent = true;
   a.acks_from = "1763800000100-0";
   a.deadline_unix_ms = 1763800030000;
@@ -249,13 +249,13 @@ inline PrefetchReport SamplePrefetch() {
   PrefetchReport p;
   p.node = "node2";
   p.step = 1200;
-  p.state = "done";
+  p.state = PrefetchState::kDone;
   p.started_unix_ms = 1763800002000;
   p.done_unix_ms = 1763800003500;
   p.pull_s = 1.5;
-  PrefetchRank pulled{4, "pulled", true, 67108864, 1.25, "node0", 0, "tcp", ""};
-  PrefetchRank failed{5, "failed", false, 0, 0.5, "", -1, "", "no source on another node answered"};
-  PrefetchRank local{6, "local", true, 0, 0, "", -1, "", ""};
+  PrefetchRank pulled{4, PrefetchOutcome::kPulled, true, 67108864, 1.25, "node0", 0, "tcp", ""};
+  PrefetchRank failed{5, PrefetchOutcome::kFailed, false, 0, 0.5, "", -1, "", "no source on another node answered"};
+  PrefetchRank local{6, PrefetchOutcome::kLocal, true, 0, 0, "", -1, "", ""};
   p.ranks = {pulled, failed, local};
   return p;
 }

@@ -1,14 +1,17 @@
-// The vocabularies of proto/messages.h: every name parses back to its value, the two questions
+// The vocabularies of proto/messages.h, ckpt_codec.h, master_codec.h and prefetch_codec.h: every name parses back to its value, the two questions
 // asked of a rank state answer as the decision and attribution need, and the codec refuses a
 // state or kind it does not know, naming the field and the value (and accepts every known one).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <set>
 #include <string>
 
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
+#include "proto/master_codec.h"
 #include "proto/messages.h"
+#include "proto/prefetch_codec.h"
 #include "proto/tests/sample_values.h"
 
 namespace ft::proto {
@@ -345,6 +348,166 @@ TEST(VocabularyTest, VerdictStatesParseBackAndAnUnknownOneIsRefused) {
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
   EXPECT_EQ(s.message().rfind("state: unknown state 'trusted' (verified, untrusted, incomplete)", 0), 0u)
       << s.ToString();
+}
+
+// Every value of a vocabulary by its name: each parses back, no two share one, and the names
+// are the ones on the wire (a literal: renaming one is a schema change).
+template <typename E, size_t N>
+std::set<std::string> NamesParsingBack(const E (&all)[N], const char* (*name_of)(E),
+                                       std::optional<E> (*parse)(std::string_view)) {
+  std::set<std::string> names;
+  for (E e : all) {
+    EXPECT_EQ(parse(name_of(e)), e) << name_of(e);
+    EXPECT_TRUE(names.insert(name_of(e)).second) << name_of(e);
+  }
+  return names;
+}
+
+TEST(VocabularyTest, TheMasterAndPrefetchVocabulariesParseBack) {
+  EXPECT_EQ(NamesParsingBack(kJobStates, JobStateName, ParseJobState),
+            (std::set<std::string>{"running", "stopping", "stopped", "finished"}));
+  EXPECT_EQ(NamesParsingBack(kDecisionKinds, DecisionKindName, ParseDecisionKind),
+            (std::set<std::string>{"none", "save-then-stop", "stop"}));
+  EXPECT_EQ(NamesParsingBack(kActionPhases, ActionPhaseName, ParseActionPhase),
+            (std::set<std::string>{"save", "stop", "done"}));
+  EXPECT_EQ(NamesParsingBack(kPrefetchStates, PrefetchStateName, ParsePrefetchState),
+            (std::set<std::string>{"running", "done"}));
+  EXPECT_EQ(NamesParsingBack(kPrefetchOutcomes, PrefetchOutcomeName, ParsePrefetchOutcome),
+            (std::set<std::string>{"pulled", "kept", "local", "failed", "running"}));
+  EXPECT_FALSE(ParseJobState("Running").has_value());
+  EXPECT_FALSE(ParseJobState("").has_value());
+  EXPECT_FALSE(ParseDecisionKind("save_then_stop").has_value());
+  EXPECT_FALSE(ParseActionPhase("saving").has_value());
+  EXPECT_FALSE(ParsePrefetchState("finished").has_value());
+  EXPECT_FALSE(ParsePrefetchOutcome("done").has_value());
+}
+
+// The one question asked of each: has the job ended, where does an action start, does the
+// prefetch arena hold the planned copy.
+TEST(VocabularyTest, TheQuestionsAskedOfThem) {
+  EXPECT_FALSE(JobEnded(JobState::kRunning));
+  EXPECT_FALSE(JobEnded(JobState::kStopping));
+  EXPECT_TRUE(JobEnded(JobState::kStopped));
+  EXPECT_TRUE(JobEnded(JobState::kFinished));
+  EXPECT_EQ(FirstPhase(DecisionKind::kSaveThenStop), ActionPhase::kSave);
+  EXPECT_EQ(FirstPhase(DecisionKind::kStop), ActionPhase::kStop);
+  EXPECT_TRUE(InPrefetchArena(PrefetchOutcome::kPulled));
+  EXPECT_TRUE(InPrefetchArena(PrefetchOutcome::kKept));
+  EXPECT_FALSE(InPrefetchArena(PrefetchOutcome::kLocal));  // this node's own copy, not the prefetch arena
+  EXPECT_FALSE(InPrefetchArena(PrefetchOutcome::kFailed));
+  EXPECT_FALSE(InPrefetchArena(PrefetchOutcome::kRunning));
+}
+
+// job_state is a plain string: every state decodes from its name; anything else, empty
+// included, is refused naming the value and the states.
+TEST(VocabularyTest, AJobStateDecodesFromItsNameOnly) {
+  for (JobState st : kJobStates) {
+    JobState out = st == JobState::kRunning ? JobState::kFinished : JobState::kRunning;
+    ASSERT_TRUE(DecodeJobState(JobStateName(st), &out).ok()) << JobStateName(st);
+    EXPECT_EQ(out, st);
+  }
+  JobState out = JobState::kStopping;
+  Status s = DecodeJobState("paused", &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "job_state: unknown job state 'paused' (running, stopping, stopped, finished)");
+  EXPECT_EQ(out, JobState::kStopping) << "untouched on failure";
+  EXPECT_EQ(DecodeJobState("", &out).code(), StatusCode::kCorrupt);
+  EXPECT_EQ(DecodeJobState("finished ", &out).code(), StatusCode::kCorrupt);
+}
+
+// An action's decision and phase: every pair round trips; an unknown name is refused by name,
+// and so is "none" (an action decided something).
+TEST(VocabularyTest, AnActionRefusesAnUnknownDecisionOrPhaseByName) {
+  for (DecisionKind d : {DecisionKind::kSaveThenStop, DecisionKind::kStop}) {
+    for (ActionPhase p : kActionPhases) {
+      MasterAction a = SampleAction();
+      a.decision = d;
+      a.phase = p;
+      const std::string text = Encode(a);
+      EXPECT_NE(text.find(std::string(R"("decision":")") + DecisionKindName(d) + "\""), std::string::npos) << text;
+      EXPECT_NE(text.find(std::string(R"("phase":")") + ActionPhaseName(p) + "\""), std::string::npos) << text;
+      MasterAction out;
+      ASSERT_TRUE(Decode(text, &out).ok()) << text;
+      EXPECT_EQ(out, a);
+    }
+  }
+  const std::string text = Encode(SampleAction());
+  auto with = [&text](const std::string& from, const std::string& to) {
+    std::string garbled = text;
+    garbled.replace(garbled.find(from), from.size(), to);
+    return garbled;
+  };
+  MasterAction out;
+  Status s = Decode(with(R"("decision":"save-then-stop")", R"("decision":"save-and-stop")"), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_EQ(s.message(), "decision: unknown decision 'save-and-stop' (save-then-stop, stop)");
+  s = Decode(with(R"("decision":"save-then-stop")", R"("decision":"none")"), &out);
+  EXPECT_EQ(s.message(), "decision: unknown decision 'none' (save-then-stop, stop)");
+  s = Decode(with(R"("decision":"save-then-stop")", R"("decision":"")"), &out);
+  EXPECT_EQ(s.message(), "decision: must not be empty");
+  s = Decode(with(R"("phase":"stop")", R"("phase":"Stop")"), &out);
+  EXPECT_EQ(s.message(), "phase: unknown phase 'Stop' (save, stop, done)");
+  EXPECT_EQ(out, MasterAction{}) << "untouched on failure";
+}
+
+// A prefetch report's state and every outcome round trip; unknown ones are refused by name
+// (PrefetchCodecTest names the fields).
+TEST(VocabularyTest, EveryPrefetchStateAndOutcomeRoundTrips) {
+  for (PrefetchState st : kPrefetchStates) {
+    for (PrefetchOutcome o : kPrefetchOutcomes) {
+      PrefetchReport p = SamplePrefetch();
+      p.state = st;
+      p.ranks.at(1).outcome = o;
+      PrefetchReport out;
+      ASSERT_TRUE(Decode(Encode(p), &out).ok()) << PrefetchStateName(st) << " " << PrefetchOutcomeName(o);
+      EXPECT_EQ(out, p);
+    }
+  }
+}
+
+// Bytes today's readers find in Redis, written when these fields were strings: they decode to
+// the values named and encode back to the same bytes.
+TEST(VocabularyTest, ActionsAndPrefetchReportsWrittenAsStringsDecodeToTheSameValues) {
+  const std::string save =
+      R"({"v":1,"incident":"1763800000000-hang","decision":"save-then-stop","save":["node-a:3",":7"],)"
+      R"("phase":"save","sent":false,"acks_from":"","deadline_unix_ms":0,"nodes":[],"decided_unix_ms":1763800000900})";
+  const std::string done =
+      R"({"v":1,"incident":"9-crash","decision":"stop","save":[],"phase":"done","sent":true,)"
+      R"("acks_from":"9-0","deadline_unix_ms":15009,"nodes":["n0","n1"],"decided_unix_ms":9})";
+  MasterAction a;
+  ASSERT_TRUE(Decode(save, &a).ok());
+  EXPECT_EQ(a.decision, DecisionKind::kSaveThenStop);
+  EXPECT_EQ(a.phase, ActionPhase::kSave);
+  EXPECT_EQ(Encode(a), save);
+  ASSERT_TRUE(Decode(done, &a).ok());
+  EXPECT_EQ(a.decision, DecisionKind::kStop);
+  EXPECT_EQ(a.phase, ActionPhase::kDone);
+  EXPECT_EQ(Encode(a), done);
+
+  const std::string report =
+      R"({"v":1,"node":"node2","step":1200,"state":"running","started_unix_ms":1763800002000,"done_unix_ms":0,)"
+      R"("pull_s":0.0,"ranks":[{"rank":4,"outcome":"pulled","ok":true,"bytes":67108864,"seconds":1.25,)"
+      R"("source":"node0","source_rank":0,"transport":"tcp","error":""},{"rank":5,"outcome":"kept","ok":true,)"
+      R"("bytes":0,"seconds":0.0,"source":"","source_rank":3,"transport":"","error":""},{"rank":6,"outcome":"local",)"
+      R"("ok":true,"bytes":0,"seconds":0.0,"source":"","source_rank":-1,"transport":"","error":""},{"rank":7,)"
+      R"("outcome":"failed","ok":false,"bytes":0,"seconds":0.5,"source":"","source_rank":-1,"transport":"",)"
+      R"("error":"no source"},{"rank":8,"outcome":"running","ok":false,"bytes":0,"seconds":0.0,"source":"",)"
+      R"("source_rank":-1,"transport":"","error":""}]})";
+  PrefetchReport p;
+  ASSERT_TRUE(Decode(report, &p).ok());
+  EXPECT_EQ(p.state, PrefetchState::kRunning);
+  ASSERT_EQ(p.ranks.size(), 5u);
+  EXPECT_EQ(p.ranks[0].outcome, PrefetchOutcome::kPulled);
+  EXPECT_EQ(p.ranks[1].outcome, PrefetchOutcome::kKept);
+  EXPECT_EQ(p.ranks[2].outcome, PrefetchOutcome::kLocal);
+  EXPECT_EQ(p.ranks[3].outcome, PrefetchOutcome::kFailed);
+  EXPECT_EQ(p.ranks[4].outcome, PrefetchOutcome::kRunning);
+  EXPECT_EQ(Encode(p), report);
+  std::string finished = report;
+  finished.replace(finished.find(R"("state":"running")"), 17, R"("state":"done")");
+  ASSERT_TRUE(Decode(finished, &p).ok());
+  EXPECT_EQ(p.state, PrefetchState::kDone);
+  EXPECT_EQ(Encode(p), finished);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ TEST(DecisionTest, ReplicaExistsSavesEveryHealthyReplica) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.save[0].node, "n0");
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
@@ -48,7 +48,7 @@ TEST(DecisionTest, HostFrozenIsDecidedLikeAHang) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
   ApplyDecision(d, incidents);
   EXPECT_EQ(incidents[0].decision, "save-then-stop");
@@ -60,7 +60,7 @@ TEST(DecisionTest, HealthyRanksOnAnEvictedNodeSaveToo) {
   // n0, still saves (its copy is compared with rank 3's, and its tiers may outlive the node).
   std::vector<proto::Incident> incidents = {Incident("hang", {{0, "n0", ""}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop);
   EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
 }
@@ -70,7 +70,7 @@ TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
   job.membership[7].state = "dead";  // rank 5's only replica (shard tp=1 pp=1)
   std::vector<proto::Incident> incidents = {Incident("crash", {{5, "n2", ""}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
   EXPECT_TRUE(d.save.empty());
   EXPECT_NE(d.reason.find("shard tp=1 pp=1"), std::string::npos) << d.reason;
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n2"}));
@@ -82,7 +82,7 @@ TEST(DecisionTest, ShardedOptimizerSavesTheAliveHangSuspectToo) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", "compute hang"}})};
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
-  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_EQ(d.save[2].node, "n1");
   EXPECT_NE(d.reason.find("alive suspect 2"), std::string::npos) << d.reason;
@@ -98,7 +98,7 @@ TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
     Job job(2, 2, 2, 2);
     std::vector<proto::Incident> incidents = {Incident("host-frozen", {{2, "n1", "host frozen"}})};
     Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
-    EXPECT_EQ(d.decision, "stop");
+    EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
     EXPECT_TRUE(d.save.empty());
     EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save its slice (a host-frozen suspect)"),
               std::string::npos) << d.reason;
@@ -109,24 +109,24 @@ TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
     job.membership[5].state = "dead";
     std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
     Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
-    EXPECT_EQ(d.decision, "stop");
+    EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
     EXPECT_NE(d.reason.find("(dead)"), std::string::npos) << d.reason;
   }
   {
     Job job(2, 2, 2, 2);  // a hang suspect that another incident calls crashed
     std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}}), Incident("crash", {{5, "n2", ""}})};
-    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), job.membership, true).decision, "stop");
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), job.membership, true).decision, proto::DecisionKind::kStop);
   }
   {
     Job job(2, 2, 2, 2);  // no membership: nothing shows the suspect alive
     std::vector<proto::Incident> incidents = {Incident("hang", {{5, "n2", ""}})};
-    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), {}, true).decision, "stop");
+    EXPECT_EQ(Decide(incidents, Grid(2, 2, 2), {}, true).decision, proto::DecisionKind::kStop);
   }
   {
     Job job(2, 2, 2, 2);  // a hung transport: its members are not asked (transport hangs are not compute/host hangs)
     proto::Incident t = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
     t.comm_id = job.DpComm(0, 0);
-    EXPECT_EQ(Decide(std::vector<proto::Incident>{t}, Grid(2, 2, 2), job.membership, true).decision, "stop");
+    EXPECT_EQ(Decide(std::vector<proto::Incident>{t}, Grid(2, 2, 2), job.membership, true).decision, proto::DecisionKind::kStop);
   }
 }
 
@@ -142,7 +142,7 @@ TEST(DecisionTest, ReplicatedSavesAliveSuspectsOnlyForAShardWithoutHealthyReplic
   // Shard tp=0 pp=0 is ranks 0 and 2: both hang, alive.
   incidents = {Incident("hang", {{0, "n0", "compute hang"}, {2, "n1", "host hang"}})};
   d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
   EXPECT_NE(d.reason.find("alive suspects 0,2"), std::string::npos) << d.reason;
   EXPECT_NE(d.reason.find("no healthy replica"), std::string::npos) << d.reason;
@@ -151,13 +151,13 @@ TEST(DecisionTest, ReplicatedSavesAliveSuspectsOnlyForAShardWithoutHealthyReplic
   job.membership[2].state = "dead";
   incidents = {Incident("hang", {{0, "n0", "compute hang"}})};
   d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop") << d.reason;
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(Ranks(d), (std::vector<int>{0, 1, 3, 4, 5, 6, 7}));
 
   // Frozen instead of hung: no save of it, and the shard has nobody.
   incidents = {Incident("host-frozen", {{0, "n0", "host frozen"}})};
   d = Decide(incidents, Grid(2, 2, 2), job.membership, false);
-  EXPECT_EQ(d.decision, "stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
   EXPECT_NE(d.reason.find("shard tp=0 pp=0"), std::string::npos) << d.reason;
 }
 
@@ -167,7 +167,7 @@ TEST(DecisionTest, BusyAndStragglerNeedNoDecision) {
                                             Incident("straggler", {{4, "n2", ""}})};
   incidents[0].decision = incidents[1].decision = "none";
   Decision d = Decide(incidents, Grid(2, 2, 2), job.membership, true);
-  EXPECT_EQ(d.decision, "none");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kNone);
   EXPECT_TRUE(d.evict_nodes.empty());
   ApplyDecision(d, incidents);
   EXPECT_EQ(incidents[0].decision, "none");
@@ -177,7 +177,7 @@ TEST(DecisionTest, NoTopologyStops) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> incidents = {Incident("hang", {{2, "n1", ""}})};
   Decision d = Decide(incidents, Topology::Unknown("cannot tell tp from dp"), job.membership, false);
-  EXPECT_EQ(d.decision, "stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
   EXPECT_NE(d.reason.find("cannot tell tp from dp"), std::string::npos) << d.reason;
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
 }
@@ -188,20 +188,20 @@ TEST(DecisionTest, TransportHangEvictsOnlyASingleNode) {
   across.comm_id = job.DpComm(0, 0);
   Decision d = Decide(std::vector<proto::Incident>{across}, Grid(2, 2, 2), job.membership, false);
   EXPECT_TRUE(d.evict_nodes.empty());
-  EXPECT_EQ(d.decision, "stop");  // both replicas of shard (0,0) are suspects
+  EXPECT_EQ(d.decision, proto::DecisionKind::kStop);  // both replicas of shard (0,0) are suspects
   EXPECT_NE(d.reason.find("not evicting"), std::string::npos) << d.reason;
 
   proto::Incident inside = Incident("transport-hang", {{0, "n0", ""}, {1, "n0", ""}});
   d = Decide(std::vector<proto::Incident>{inside}, Grid(2, 2, 2), job.membership, false);
   EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n0"}));
-  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop);
   EXPECT_EQ(Ranks(d), (std::vector<int>{2, 3, 4, 5, 6, 7}));
 }
 
 TEST(DecisionTest, UnnamedStuckRankStops) {
   Job job(1, 2, 1);
   std::vector<proto::Incident> incidents = {Incident("hang", {})};
-  EXPECT_EQ(Decide(incidents, Grid(1, 2, 1), job.membership, false).decision, "stop");
+  EXPECT_EQ(Decide(incidents, Grid(1, 2, 1), job.membership, false).decision, proto::DecisionKind::kStop);
 }
 
 TEST(DecisionTest, PureDataParallelSavesEveryHealthyRank) {
@@ -209,7 +209,7 @@ TEST(DecisionTest, PureDataParallelSavesEveryHealthyRank) {
   job.membership[6].state = "exited";  // no agent left to save
   std::vector<proto::Incident> incidents = {Incident("crash", {{0, "n0", ""}})};
   Decision d = Decide(incidents, Grid(1, 8, 1), job.membership, false);
-  EXPECT_EQ(d.decision, "save-then-stop");
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop);
   EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 7}));
 }
 

@@ -145,7 +145,7 @@ TEST_F(PrefetcherTest, ARankWhoseCopyHereWentIsPulledFromItsBuddyCopy) {
   prefetcher.WaitIdle();
   proto::PrefetchReport report = prefetcher.report();
   ASSERT_NE(Result(report, 4), nullptr);
-  EXPECT_EQ(Result(report, 4)->outcome, "local");
+  EXPECT_EQ(Result(report, 4)->outcome, proto::PrefetchOutcome::kLocal);
   EXPECT_TRUE(engine_->stats().empty());
 
   ASSERT_EQ(std::remove(ckpt::Arena::PathFor(here_dir_, job_, 4).c_str()), 0);
@@ -156,7 +156,7 @@ TEST_F(PrefetcherTest, ARankWhoseCopyHereWentIsPulledFromItsBuddyCopy) {
   report = prefetcher.report();
   const proto::PrefetchRank* r = Result(report, 4);
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->outcome, "pulled") << r->error;
+  EXPECT_EQ(r->outcome, proto::PrefetchOutcome::kPulled) << r->error;
   EXPECT_EQ(r->source, "node0");
   EXPECT_EQ(engine_->stats(), std::vector<std::string>{"node0:replica/40/4"});
   ExpectPrefetched(4, 0x44);
@@ -192,12 +192,12 @@ TEST_F(PrefetcherTest, PullsEachRanksShardFromTheFirstLiveSourceWhileThePlanIsWi
   for (const std::string& secret : engine_->secrets()) EXPECT_EQ(secret, std::string(64, 'a'));
 
   proto::PrefetchReport report = prefetcher.report();
-  EXPECT_EQ(report.state, "done");
+  EXPECT_EQ(report.state, proto::PrefetchState::kDone);
   EXPECT_EQ(report.step, kStep);
   EXPECT_GT(report.done_unix_ms, 0);
   EXPECT_GE(report.done_unix_ms, report.started_unix_ms);
   ASSERT_NE(Result(report, 4), nullptr);
-  EXPECT_EQ(Result(report, 4)->outcome, "pulled");
+  EXPECT_EQ(Result(report, 4)->outcome, proto::PrefetchOutcome::kPulled);
   EXPECT_TRUE(Result(report, 4)->ok);
   EXPECT_EQ(Result(report, 4)->source, "node0");
   EXPECT_EQ(Result(report, 4)->source_rank, 0);
@@ -227,8 +227,8 @@ TEST_F(PrefetcherTest, RanksThatHoldTheirCopyOnThisNodeAreNotPulled) {
   EXPECT_FALSE(PrefetchFileExists(4));
   EXPECT_FALSE(PrefetchFileExists(5));
   proto::PrefetchReport report = prefetcher.report();
-  EXPECT_EQ(Result(report, 4)->outcome, "local");
-  EXPECT_EQ(Result(report, 5)->outcome, "local");
+  EXPECT_EQ(Result(report, 4)->outcome, proto::PrefetchOutcome::kLocal);
+  EXPECT_EQ(Result(report, 5)->outcome, proto::PrefetchOutcome::kLocal);
   bool written = false;
   ckpt::NodePlan plan = Shaped(prefetcher, &written);
   EXPECT_TRUE(written);
@@ -255,7 +255,7 @@ TEST_F(PrefetcherTest, AFifoAtALocalCopysPathIsRefusedNotWaitedOn) {
   EXPECT_FALSE(blocked) << "the prefetcher waited on a FIFO in the local tier";
   proto::PrefetchReport report = prefetcher.report();
   ASSERT_NE(Result(report, 5), nullptr);
-  EXPECT_EQ(Result(report, 5)->outcome, "pulled");
+  EXPECT_EQ(Result(report, 5)->outcome, proto::PrefetchOutcome::kPulled);
   EXPECT_TRUE(Result(report, 5)->ok);
 }
 
@@ -275,7 +275,7 @@ TEST_F(PrefetcherTest, AnotherJobsArenaUnderThisRanksNameIsNotItsCopy) {
   prefetcher.WaitIdle();
   proto::PrefetchReport report = prefetcher.report();
   ASSERT_NE(Result(report, 4), nullptr);
-  EXPECT_EQ(Result(report, 4)->outcome, "pulled");
+  EXPECT_EQ(Result(report, 4)->outcome, proto::PrefetchOutcome::kPulled);
   ExpectPrefetched(4, 0x44);
 }
 
@@ -292,7 +292,7 @@ TEST_F(PrefetcherTest, SourcesOnEvictedUnreachableOrUnpublishedNodesAreSkippedAn
   EXPECT_EQ(Result(report, 4)->source, "node3");
   EXPECT_EQ(Result(report, 4)->source_rank, 6);
   // Rank 5: node0 was its only live replica.
-  EXPECT_EQ(Result(report, 5)->outcome, "failed");
+  EXPECT_EQ(Result(report, 5)->outcome, proto::PrefetchOutcome::kFailed);
   EXPECT_FALSE(Result(report, 5)->ok);
   EXPECT_NE(Result(report, 5)->error.find("Connection refused"), std::string::npos) << Result(report, 5)->error;
   EXPECT_FALSE(PrefetchFileExists(5));
@@ -359,7 +359,7 @@ TEST_F(PrefetcherTest, ACopyWhoseDigestDiffersFromThePlansIsRefused) {
   Prefetcher again(options_);
   again.OnPlan(Plan(), store_);
   again.WaitIdle();
-  EXPECT_EQ(Result(again.report(), 4)->outcome, "failed");
+  EXPECT_EQ(Result(again.report(), 4)->outcome, proto::PrefetchOutcome::kFailed);
   EXPECT_NE(Result(again.report(), 4)->error.find("differs from the verified"), std::string::npos);
   EXPECT_FALSE(PrefetchFileExists(4));
 }
@@ -384,11 +384,11 @@ TEST_F(PrefetcherTest, ACorruptedChunkIsFetchedFromTheNextSourceThenFromTheRemot
   ExpectPrefetched(4, 0x44);
   const proto::PrefetchReport report = prefetcher.report();
   const proto::PrefetchRank* r4 = Result(report, 4);
-  EXPECT_EQ(r4->outcome, "pulled");
+  EXPECT_EQ(r4->outcome, proto::PrefetchOutcome::kPulled);
   EXPECT_EQ(r4->source, "node0");
   EXPECT_EQ(r4->transport, "tcp+fallback");
   // Rank 5 has no remote copy: chunk 1 is bad on its only source, so the pull fails whole.
-  EXPECT_EQ(Result(prefetcher.report(), 5)->outcome, "failed");
+  EXPECT_EQ(Result(prefetcher.report(), 5)->outcome, proto::PrefetchOutcome::kFailed);
   EXPECT_FALSE(PrefetchFileExists(5));
 }
 
@@ -431,7 +431,7 @@ TEST_F(PrefetcherTest, AFailedRankIsTriedAgainWithTheEndpointsAndSecretRedisHasT
   for (int rank : {4, 5}) {
     const proto::PrefetchRank* r = Result(report, rank);
     ASSERT_NE(r, nullptr);
-    EXPECT_EQ(r->outcome, "pulled") << rank << ": " << r->error;
+    EXPECT_EQ(r->outcome, proto::PrefetchOutcome::kPulled) << rank << ": " << r->error;
     EXPECT_EQ(r->source, "node0") << rank;
   }
   ExpectPrefetched(4, 0x44);
@@ -459,7 +459,7 @@ TEST_F(PrefetcherTest, RetriesEndAtTheirDeadlineOrWhenTheWorkerStops) {
     const proto::PrefetchReport report = prefetcher.report();
     const proto::PrefetchRank* r = Result(report, 4);
     ASSERT_NE(r, nullptr);
-    EXPECT_EQ(r->outcome, "failed");
+    EXPECT_EQ(r->outcome, proto::PrefetchOutcome::kFailed);
     EXPECT_NE(r->error.find("2 attempts, the last: "), std::string::npos) << r->error;
     EXPECT_NE(r->error.find("transfer secret is not in Redis"), std::string::npos) << r->error;
   }
@@ -491,7 +491,7 @@ TEST_F(PrefetcherTest, ANewPlanVersionOfTheSameCopiesPullsNothingAgainAndARestar
   restarted.OnPlan(Plan(2), store_);
   restarted.WaitIdle();
   EXPECT_EQ(engine_->stats().size(), 2u);
-  EXPECT_EQ(Result(restarted.report(), 4)->outcome, "kept");
+  EXPECT_EQ(Result(restarted.report(), 4)->outcome, proto::PrefetchOutcome::kKept);
   bool written = false;
   ckpt::NodePlan plan = Shaped(restarted, &written);
   ASSERT_TRUE(written);
@@ -554,7 +554,7 @@ TEST_F(PrefetcherTest, ThePlanFileIsWithheldThenWrittenWithPrefetchedThenCleaned
   ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &running).ok());
   proto::PrefetchReport report;
   ASSERT_TRUE(proto::Decode(running.str(), &report).ok());
-  EXPECT_EQ(report.state, "running");
+  EXPECT_EQ(report.state, proto::PrefetchState::kRunning);
 
   engine_->Release();
   prefetcher.WaitIdle();
@@ -569,7 +569,7 @@ TEST_F(PrefetcherTest, ThePlanFileIsWithheldThenWrittenWithPrefetchedThenCleaned
   redis::Reply done;
   ASSERT_TRUE(store_.Run({"HGET", keys_.Prefetch(), "node2"}, &done).ok());
   ASSERT_TRUE(proto::Decode(done.str(), &report).ok());
-  EXPECT_EQ(report.state, "done");
+  EXPECT_EQ(report.state, proto::PrefetchState::kDone);
   EXPECT_EQ(report.ranks.size(), 2u);
   EXPECT_GE(report.pull_s, 0);
 

@@ -146,7 +146,7 @@ TEST_F(PrefetcherTransferTest, PullsOverTcpSkippingADeadNodeAndRefetchesACorrupt
   const proto::PrefetchReport report = prefetcher.report();
   ASSERT_EQ(report.ranks.size(), 1u);
   const proto::PrefetchRank& r = report.ranks[0];
-  ASSERT_EQ(r.outcome, "pulled") << r.error;
+  ASSERT_EQ(r.outcome, proto::PrefetchOutcome::kPulled) << r.error;
   EXPECT_EQ(r.source, "node0");
   EXPECT_EQ(r.source_rank, 0);
   EXPECT_EQ(r.transport, "tcp");
@@ -212,7 +212,7 @@ TEST_F(PrefetcherTransferTest, PullsOverRdmaWhereBothNodesHaveADeviceAndReleases
 
     const proto::PrefetchReport report = prefetcher.report();
     ASSERT_EQ(report.ranks.size(), 1u);
-    ASSERT_EQ(report.ranks[0].outcome, "pulled") << report.ranks[0].error;
+    ASSERT_EQ(report.ranks[0].outcome, proto::PrefetchOutcome::kPulled) << report.ranks[0].error;
     EXPECT_EQ(report.ranks[0].transport, "verbs") << "step " << step;
     ckpt::Manifest m;
     EXPECT_EQ(Prefetched(&m), std::vector<uint8_t>(saved.data_bytes, fill)) << "step " << step;
@@ -236,7 +236,7 @@ TEST_F(PrefetcherTransferTest, AWrongSecretGetsNothing) {
   prefetcher.WaitIdle();
   const proto::PrefetchReport report = prefetcher.report();
   ASSERT_EQ(report.ranks.size(), 1u);
-  EXPECT_EQ(report.ranks[0].outcome, "failed");
+  EXPECT_EQ(report.ranks[0].outcome, proto::PrefetchOutcome::kFailed);
   EXPECT_FALSE(std::filesystem::exists(ckpt::Arena::PrefetchPathFor(here_, job_, 4)));
   EXPECT_EQ(node0.stats().bytes_sent, 0u);
   EXPECT_GE(node0.stats().auth_refused, 1u);
