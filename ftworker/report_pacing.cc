@@ -86,7 +86,11 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
     avg = *s;
     return;
   }
+  // One window counts within half to twice the average: a window that held one long step (a
+  // 20 s host pause in a 100 ms job) would otherwise keep the average high for a dozen windows
+  // and make a paused rank a straggler; a lasting change still moves it 30% per window.
   auto mix = [](double* average, double sample) {
+    if (*average > 0) sample = std::clamp(sample, *average / kMaxStepPerWindow, *average * kMaxStepPerWindow);
     *average = (1 - kSmoothing) * *average + kSmoothing * sample;
     return *average;
   };

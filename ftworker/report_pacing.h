@@ -81,6 +81,7 @@ class SummaryPacer {
   void Forget() { written_.clear(); }
 
   static constexpr double kSmoothing = 0.3;  // the newest window's weight
+  static constexpr double kMaxStepPerWindow = 2;  // a window counts within avg/2 .. 2 avg
   static constexpr double kTailRise = 0.5;   // an op's p99 or max rose by this much
 
  private:

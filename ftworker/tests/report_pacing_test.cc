@@ -168,6 +168,34 @@ TEST(SummaryPacerTest, AStragglersComputeIsWrittenWithinThreeWindows) {
   EXPECT_LT(s.compute_ms, 37.5);
 }
 
+// One window that held a 20 s host pause (its median compute 200x the rank's) must not leave
+// the rank looking 20% slower than its peers for the straggler's 10 summaries in a row; a
+// lasting 2x slowdown is still followed within a few windows.
+TEST(SummaryPacerTest, OneOutlierWindowMovesTheTypicalTimeOnceALastingChangeIsFollowed) {
+  SummaryPacer pacer(10000, 0.15);
+  int64_t t = kT0;
+  proto::RankSummary s;
+  for (int k = 0; k < 5; ++k) {
+    s = Window(0, 100, 12, 20);
+    pacer.Next(&s, t += 1000);
+  }
+  s = Window(0, 20000, 12, 20);
+  pacer.Next(&s, t += 1000);
+  EXPECT_LE(s.compute_ms, 130.001) << "one window moves the average by at most 30%";
+  int above = 0;
+  for (int k = 0; k < 10; ++k) {
+    s = Window(0, 100, 12, 20);
+    pacer.Next(&s, t += 1000);
+    if (s.compute_ms >= 120) ++above;
+  }
+  EXPECT_LE(above, 2) << "windows after the outlier still 20% above: " << above;
+  for (int k = 0; k < 8; ++k) {
+    s = Window(0, 200, 12, 20);
+    pacer.Next(&s, t += 1000);
+  }
+  EXPECT_GT(s.compute_ms, 180) << "a lasting 2x slowdown is followed";
+}
+
 TEST(SummaryPacerTest, ATailThatRoseByHalfIsWrittenAtOnceAndTimesAreRoundedToTheMicrosecond) {
   SummaryPacer pacer(10000, 0.15);
   proto::RankSummary s = Window(0, 25.123456789, 12, 20);
