@@ -147,9 +147,8 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
 
 void WindowRound::Notice(Clock::time_point now) {
   if (open_.open && membership_of_window_ != open_.first_event_id) return;  // members not read yet
-  const std::optional<proto::RankRanges> ranks =
-      open_.open ? NoticeRanks() : std::optional<proto::RankRanges>();
-  const std::string ranks_text = ranks ? ranks->Format() : "*";
+  const std::optional<proto::RankRanges> ranks = open_.open ? notice_ranks_ : std::nullopt;
+  const std::string ranks_text = open_.open ? notice_ranks_text_ : std::string("*");
   const bool renew = open_.open && window_noticed_ &&
                      (now >= next_window_notice_ || ranks_text != noticed_ranks_ ||
                       noticed_window_ != open_.first_event_id);
@@ -232,6 +231,8 @@ bool WindowRound::ReadProgress(Clock::time_point now) {
     window_whole_ = false;
   }
   membership_of_window_ = open_.first_event_id;
+  notice_ranks_ = NoticeRanks();  // once per read, not at every notice check
+  notice_ranks_text_ = notice_ranks_ ? notice_ranks_->Format() : "*";
   ctx_->stats.progress_read_ms = MsSince(start);
   next_progress_ = now + Spacing(ctx_->options.tick, ctx_->stats.progress_read_ms);
   return true;

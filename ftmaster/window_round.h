@@ -98,6 +98,8 @@ class WindowRound {
   std::vector<proto::Membership> window_membership_;  // the open window's members
   bool window_whole_ = false;          // progress_ holds every table (no membership known)
   std::string membership_of_window_;   // the window (first event id) those were read for
+  std::optional<proto::RankRanges> notice_ranks_;  // NoticeRanks() at that read
+  std::string notice_ranks_text_ = "*";            // its text ("*": none named, every rank)
   Clock::time_point next_progress_{};
   std::deque<int64_t> clean_exits_;        // unix_ms of clean exits read in the events
   std::vector<int64_t> clean_exit_times_;  // Input()'s, by CollectCleanExits

@@ -51,16 +51,4 @@ Status ParseNodeRanks(std::string_view text, std::vector<int>* out) {
   return Status::Ok();
 }
 
-std::string FormatNodeRanks(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") +
-           (j == i ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]));
-    i = j + 1;
-  }
-  return out;
-}
-
 }  // namespace ft::worker

@@ -14,8 +14,9 @@ namespace ft::worker {
 // "4-7", "4,5,6,7", "0-3,8": sorted, each rank once. InvalidArgument naming the bad part.
 // Empty text: no ranks.
 Status ParseNodeRanks(std::string_view text, std::vector<int>* out);
-// The other way, for logs: "4-7", "0-3,8".
-std::string FormatNodeRanks(const std::vector<int>& ranks);
+// The other way (logs): proto::RankRanges::Of(ranks).Format(), "4-7", "0-3,8". The parse here
+// stays lenient (any order, repeats: a person writes it); RankRanges::Parse is the strict one
+// for what ft writes itself.
 
 }  // namespace ft::worker
 

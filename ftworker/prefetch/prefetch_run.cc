@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "ftworker/prefetch/prefetch_node_ranks.h"
+#include "proto/rank_ranges.h"
 #include "proto/keys.h"
 
 namespace ft::worker {
@@ -49,7 +50,7 @@ void PrefetchRun::Start(std::function<void()> changed) {
   MutexLock lock(&mu_);
   changed_ = std::move(changed);
   FT_LOG(Info, Worker, "prefetching step {} for rank(s) {} of this node from other nodes' copies", step_,
-         FormatNodeRanks(options_.ranks));
+         proto::RankRanges::Of(options_.ranks).Format());
   for (size_t i = 0; i < work_.size(); ++i) {
     threads_.emplace_back([this, i] { Finish(i, RunRank(i)); });
   }

@@ -3,6 +3,7 @@
 // which sources are used, skipped or refused, the prefetch arena, the plan file withheld and
 // then written with "prefetched", the report in Redis, the cleanup after the restore.
 #include "ftworker/prefetch/prefetcher.h"
+#include "proto/rank_ranges.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -45,7 +46,7 @@ TEST(NodeRanksTest, RangesAndListsParseSortedAndOnce) {
   EXPECT_EQ(ranks, (std::vector<int>{0, 1, 2, 8}));
   ASSERT_TRUE(ParseNodeRanks("", &ranks).ok());
   EXPECT_TRUE(ranks.empty());
-  EXPECT_EQ(FormatNodeRanks({0, 1, 2, 8, 10, 11}), "0-2,8,10-11");
+  EXPECT_EQ(proto::RankRanges::Of(std::vector<int>{0, 1, 2, 8, 10, 11}).Format(), "0-2,8,10-11");
   for (const char* bad : {"x", "4-", "-4", "7-4", "4,,5", "4,", "04", "4 ", "1-99999999", "2147483648"}) {
     Status s = ParseNodeRanks(bad, &ranks);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
