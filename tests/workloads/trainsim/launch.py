@@ -25,6 +25,16 @@ decides). --teardown torchrun|slurm|kubernetes|mpirun sets both as that launcher
 --preempt-after S SIGTERMs every rank after S seconds (a preemption, scancel, a pod eviction).
 Ranks die with the launcher (PR_SET_PDEATHSIG), even if it is SIGKILLed.
 
+Restarts in place, as torchrun's elastic agent does with --max_restarts: --max-restarts N
+starts the whole group again, on the same nodes with the same ranks, once every rank of a
+failed group is gone (after the teardown above), up to N times, --restart-delay seconds after
+the last rank went; TORCHELASTIC_RESTART_COUNT counts the restarts, and "{restart}" in a
+--node-env value is replaced by it. A group that ends cleanly, or a launcher that got a signal,
+is not restarted. The exit status is the last group's.
+
+TORCHELASTIC_RUN_ID is what torchrun gives: "none" under its static rendezvous (the default
+here), a fresh random UUID per launch under --standalone, or --run-id (torchrun's --rdzv_id).
+
 Python 3 standard library only.
 """
 
@@ -109,7 +119,17 @@ def parse_args(argv):
     p.add_argument("--preempt-after", type=float, default=0,
                    help="after this many seconds, SIGTERM every rank as a scheduler's preemption, "
                         "scancel or a pod eviction does (SIGKILL --kill-after later); exit 143")
-    p.add_argument("--run-id", default=None, help="TORCHELASTIC_RUN_ID (default: random)")
+    p.add_argument("--run-id", default=None,
+                   help="TORCHELASTIC_RUN_ID, as torchrun's --rdzv_id (default: 'none', as torchrun's "
+                        "static rendezvous gives)")
+    p.add_argument("--standalone", action="store_true",
+                   help="as torchrun --standalone: TORCHELASTIC_RUN_ID is a fresh random UUID per launch")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="restart a failed group in place up to N times, as torchrun --max_restarts "
+                        "(default 0)")
+    p.add_argument("--restart-delay", type=float, default=0.0,
+                   help="seconds between the last rank of a failed group gone and the restart "
+                        "(default 0: at once, as torchrun)")
     p.add_argument("--node-names", default=None,
                    help="comma-separated names of the nodes, in rank order (default node0,node1,...)")
     p.add_argument("--node-env", action="append", default=[], metavar="KEY=VALUE",
@@ -125,6 +145,10 @@ def parse_args(argv):
         p.error("no program given (put it after --)")
     if args.nodes < 1 or args.ranks_per_node < 1:
         p.error("--nodes and --ranks-per-node must be positive")
+    if args.max_restarts < 0 or args.restart_delay < 0:
+        p.error("--max-restarts and --restart-delay must not be negative")
+    if args.standalone and args.run_id is not None:
+        p.error("--standalone makes its own run id: give --run-id or --standalone, not both")
     if args.node_names is None:
         args.node_names = ["node%d" % k for k in range(args.nodes)]
     else:
@@ -176,6 +200,8 @@ class Launcher:
         except OSError:
             pass
         self.pid = os.getpid()
+        self.restart = 0  # TORCHELASTIC_RESTART_COUNT of the group running
+        self.run_id = args.run_id or (str(uuid.uuid4()) if args.standalone else "none")
 
     def child_setup(self):
         # Runs in the child between fork and exec: die with the launcher.
@@ -184,7 +210,7 @@ class Launcher:
         if os.getppid() != self.pid:
             os._exit(1)
 
-    def environment(self, r, port, run_id):
+    def environment(self, r, port):
         env = dict(os.environ)
         env.update({
             "RANK": str(r.rank),
@@ -198,36 +224,37 @@ class Launcher:
             "ROLE_NAME": "default",
             "MASTER_ADDR": self.args.master_addr,
             "MASTER_PORT": str(port),
-            "TORCHELASTIC_RUN_ID": run_id,
-            "TORCHELASTIC_RESTART_COUNT": "0",
-            "TORCHELASTIC_MAX_RESTARTS": "0",
+            "TORCHELASTIC_RUN_ID": self.run_id,
+            "TORCHELASTIC_RESTART_COUNT": str(self.restart),
+            "TORCHELASTIC_MAX_RESTARTS": str(self.args.max_restarts),
             "FT_NODE_ID": self.args.node_names[r.node],
         })
         for key, value in self.args.node_env:
-            env[key] = value.replace("{node}", self.args.node_names[r.node])
+            env[key] = value.replace("{node}", self.args.node_names[r.node]).replace(
+                "{restart}", str(self.restart))
         if "OMP_NUM_THREADS" not in os.environ and self.args.ranks_per_node > 1:
             env["OMP_NUM_THREADS"] = "1"  # as torchrun does
         return env
 
     def start(self):
         port = self.args.master_port or free_port(self.args.master_addr)
-        run_id = self.args.run_id or uuid.uuid4().hex[:12]
         if self.args.log_dir:
             os.makedirs(self.args.log_dir, exist_ok=True)
-        log("world %d: %d nodes x %d ranks, MASTER_ADDR=%s MASTER_PORT=%d run %s" % (
+        log("world %d: %d nodes x %d ranks, MASTER_ADDR=%s MASTER_PORT=%d run %s%s" % (
             self.world, self.args.nodes, self.args.ranks_per_node, self.args.master_addr, port,
-            run_id))
+            self.run_id, " restart %d" % self.restart if self.restart else ""))
         for node in range(self.args.nodes):
             for local in range(self.args.ranks_per_node):
                 r = Rank(node * self.args.ranks_per_node + local, node, local)
                 if self.args.log_dir:
-                    r.log = open(os.path.join(self.args.log_dir, "rank%d.log" % r.rank), "wb")
+                    # A restarted group appends to the same file, as a rank's log under one job.
+                    r.log = open(os.path.join(self.args.log_dir, "rank%d.log" % r.rank), "ab")
                     stdout, stderr = r.log, subprocess.STDOUT
                 else:
                     stdout, stderr = subprocess.PIPE, subprocess.PIPE
                 try:
                     r.proc = subprocess.Popen(
-                        self.args.program, env=self.environment(r, port, run_id), stdin=subprocess.DEVNULL,
+                        self.args.program, env=self.environment(r, port), stdin=subprocess.DEVNULL,
                         stdout=stdout, stderr=stderr, start_new_session=True,
                         preexec_fn=self.child_setup)
                 except OSError as e:
@@ -314,14 +341,8 @@ class Launcher:
         else:  # a second signal: no more patience
             self.kill_at = time.monotonic()
 
-    def run(self):
-        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(s, self.on_signal)
-        started = time.monotonic()
-        if not self.start():
-            return 1
-        deadline = started + self.args.timeout if self.args.timeout > 0 else None
-        preempt_at = started + self.args.preempt_after if self.args.preempt_after > 0 else None
+    def run_group(self, started, deadline, preempt_at):
+        """Runs one group of ranks until every rank is gone: (timed_out, preempt_at left)."""
         timed_out = False
         while self.alive():
             self.pump(0.05)
@@ -352,6 +373,36 @@ class Launcher:
         drain_until = time.monotonic() + 1.0
         while self.sel.get_map() and time.monotonic() < drain_until:
             self.pump(0.05)
+        return timed_out, preempt_at
+
+    def run(self):
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, self.on_signal)
+        started = time.monotonic()
+        deadline = started + self.args.timeout if self.args.timeout > 0 else None
+        preempt_at = started + self.args.preempt_after if self.args.preempt_after > 0 else None
+        while True:
+            if not self.start():
+                return 1
+            timed_out, preempt_at = self.run_group(started, deadline, preempt_at)
+            restart = (self.first_failure is not None and not timed_out and self.got_signal is None and
+                       self.restart < self.args.max_restarts)
+            if not restart:
+                break
+            rank, code = self.first_failure
+            self.restart += 1
+            log("group failed (rank %d first, exit %d): restart %d of %d in place%s" % (
+                rank, code, self.restart, self.args.max_restarts,
+                " in %.1f s" % self.args.restart_delay if self.args.restart_delay else ""))
+            until = time.monotonic() + self.args.restart_delay
+            while self.got_signal is None and time.monotonic() < until:
+                time.sleep(min(0.05, max(0.0, until - time.monotonic())))
+            if self.got_signal is not None:
+                break
+            self.ranks = []
+            self.first_failure = None
+            self.terminate_at = None
+            self.kill_at = None
         elapsed = time.monotonic() - started
         if timed_out:
             return 124
@@ -361,7 +412,8 @@ class Launcher:
             rank, code = self.first_failure
             log("failed: rank %d first, exit %d (%.1f s)" % (rank, code, elapsed))
             return code
-        log("all %d ranks exited 0 (%.1f s)" % (self.world, elapsed))
+        log("all %d ranks exited 0 (%.1f s)%s" % (
+            self.world, elapsed, " after %d restarts" % self.restart if self.restart else ""))
         return 0
 
 

@@ -221,6 +221,57 @@ class LaunchTest(unittest.TestCase):
         self.assertRegex(err, r"rank 1 .*killed by signal SIGKILL")
         self.assertLess(secs, 10)
 
+    def test_restarts_in_place_until_a_group_succeeds(self):
+        # Rank 1 fails in the first two groups; the third ends cleanly. Every group has the
+        # same ranks on the same nodes, the same run id, and its own restart count.
+        prog = ("import os, sys, json\n"
+                "print(json.dumps({k: os.environ.get(k) for k in ['TORCHELASTIC_RESTART_COUNT', "
+                "'TORCHELASTIC_MAX_RESTARTS', 'TORCHELASTIC_RUN_ID', 'FT_NODE_ID', 'TAG']}), flush=True)\n"
+                "if os.environ['RANK'] == '1' and os.environ['TORCHELASTIC_RESTART_COUNT'] != '2': sys.exit(7)\n")
+        rc, out, err, _ = launch(["--nodes", "2", "--ranks-per-node", "1", "--teardown", "torchrun",
+                                  "--max-restarts", "3", "--run-id", "j1", "--node-env", "TAG={node}-{restart}"],
+                                 prog)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err.count("restart 1 of 3 in place"), 1, err)
+        self.assertEqual(err.count("restart 2 of 3 in place"), 1, err)
+        self.assertNotIn("restart 3 of 3", err)
+        seen = [(int(m.group(1)), json.loads(m.group(2))) for m in re.finditer(r"^\[rank (\d+)\] (.*)$", out, re.M)]
+        self.assertEqual(len(seen), 6, out)
+        for rank, e in seen:
+            self.assertEqual(e["TORCHELASTIC_RUN_ID"], "j1")
+            self.assertEqual(e["TORCHELASTIC_MAX_RESTARTS"], "3")
+            self.assertEqual(e["FT_NODE_ID"], "node%d" % rank)
+            self.assertEqual(e["TAG"], "node%d-%s" % (rank, e["TORCHELASTIC_RESTART_COUNT"]))
+        self.assertEqual(sorted(e["TORCHELASTIC_RESTART_COUNT"] for _, e in seen), ["0", "0", "1", "1", "2", "2"])
+
+    def test_restarts_run_out_and_the_last_failure_is_the_status(self):
+        prog = "import os, sys\nif os.environ['RANK'] == '0': sys.exit(5)\nimport time; time.sleep(30)\n"
+        rc, _, err, secs = launch(["--nodes", "1", "--ranks-per-node", "2", "--teardown", "torchrun",
+                                   "--kill-after", "1", "--max-restarts", "1", "--restart-delay", "0.3"], prog)
+        self.assertEqual(rc, 5, err)
+        self.assertEqual(err.count("restart 1 of 1 in place in 0.3 s"), 1, err)
+        self.assertEqual(err.count("exited with code 5"), 2, err)
+        self.assertLess(secs, 20)
+
+    def test_a_clean_group_is_not_restarted(self):
+        rc, _, err, _ = launch(["--nodes", "1", "--ranks-per-node", "2", "--max-restarts", "2"], "pass")
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("restart", err)
+
+    def test_run_id_as_torchrun_gives_it(self):
+        prog = "import os; print(os.environ['TORCHELASTIC_RUN_ID'])"
+        rc, out, err, _ = launch(["--nodes", "1", "--ranks-per-node", "1"], prog)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("[rank 0] none", out)  # torchrun's static rendezvous
+        ids = set()
+        for _ in range(2):
+            rc, out, err, _ = launch(["--nodes", "1", "--ranks-per-node", "1", "--standalone"], prog)
+            self.assertEqual(rc, 0, err)
+            m = re.search(r"^\[rank 0\] ([0-9a-f-]{36})$", out, re.M)
+            self.assertIsNotNone(m, out)
+            ids.add(m.group(1))
+        self.assertEqual(len(ids), 2)  # a fresh id per launch
+
     def test_usage_errors(self):
         p = subprocess.run([PY, LAUNCH, "--nodes", "1", "--ranks-per-node", "1"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
