@@ -20,7 +20,7 @@ bool OpensWindow(const proto::Event& event) {
   // rank that returned early leaves its peers waiting, and their timeouts open the window
   // (with this exit in it as evidence). A death or a freeze is an incident on its own, seen
   // waited on or not (attribution.h says which deaths are a teardown).
-  if (proto::Is(event, proto::EventKind::kExit)) return !event.clean;
+  if (proto::Is(event, proto::EventKind::kExit)) return !proto::EndedCleanly(event);
   return proto::Is(event, proto::EventKind::kTimeout) || proto::Is(event, proto::EventKind::kError) ||
          proto::Is(event, proto::EventKind::kFrozen);
 }

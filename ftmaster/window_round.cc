@@ -125,7 +125,7 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
     FT_LOG(Debug, Master, "event {} of kind '{}' ignored", id, event.kind);
     return;
   }
-  if (proto::Is(event, proto::EventKind::kExit) && event.clean && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
+  if (proto::EndedCleanly(event) && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
   if (ctx_->job_state != proto::JobState::kRunning) {
     FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
            event.rank, JobStateText(ctx_->job_state));

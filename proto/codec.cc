@@ -184,6 +184,7 @@ std::string Encode(const Event& e) {
   if (error || exit || e.code != 0) j["code"] = e.code;
   if (exit || e.clean) j["clean"] = e.clean;
   if (e.terminated_by_signal != 0) j["terminated_by_signal"] = e.terminated_by_signal;
+  if (e.status_unknown) j["status_unknown"] = true;
   if (e.terminate_unix_ms != 0) j["terminate_unix_ms"] = e.terminate_unix_ms;
   if (slow || e.step_ms != 0) j["step_ms"] = Finite(e.step_ms);
   if (slow || e.baseline_ms != 0) j["baseline_ms"] = Finite(e.baseline_ms);
@@ -218,6 +219,7 @@ Status Decode(std::string_view json, Event* out) {
     FT_RETURN_IF_ERROR(r.Str("call", Need::kOptional, &e->call));
     FT_RETURN_IF_ERROR(r.Int("code", Need::kOptional, &e->code));
     FT_RETURN_IF_ERROR(r.Bool("clean", Need::kOptional, &e->clean));
+    FT_RETURN_IF_ERROR(r.Bool("status_unknown", Need::kOptional, &e->status_unknown));
     FT_RETURN_IF_ERROR(r.Int("terminated_by_signal", Need::kOptional, &e->terminated_by_signal, 0, 128));
     FT_RETURN_IF_ERROR(r.Int("terminate_unix_ms", Need::kOptional, &e->terminate_unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("step_ms", Need::kOptional, &e->step_ms, 0));

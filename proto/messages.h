@@ -267,7 +267,8 @@ struct Event {
   std::string api;               // "cudart" or "nccl"
   std::string call;              // the symbol
   int64_t code = 0;              // error: its return code; exit: exit status or -signal
-  bool clean = false;            // exit: the process ended through its normal exit path
+  bool clean = false;            // exit: the process ended through its normal exit path with status 0
+  bool status_unknown = false;   // exit: how it ended is unknown to the worker (code says nothing)
   // exit: a signal told the process to terminate before it ended (libft.so wrote it into the
   // segment header: SIGTERM from a launcher or scheduler), and when (Unix ms); 0 none. A death
   // that follows was asked for: a teardown, not a crash.
@@ -281,6 +282,13 @@ struct Event {
 
   bool operator==(const Event&) const = default;
 };
+
+// An exit event that says the rank finished: its exit path with status 0. A failing status
+// (an uncaught exception exits 1 through the same path) is a failure, whatever an older worker
+// wrote in `clean`.
+inline bool EndedCleanly(const Event& e) {
+  return e.kind == EventKindName(EventKind::kExit) && e.clean && e.code == 0;
+}
 
 struct OpSummary {
   uint64_t comm_id = 0;

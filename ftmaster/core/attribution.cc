@@ -1,6 +1,7 @@
 #include "ftmaster/core/attribution.h"
 
 #include <fmt/format.h>
+#include <string.h>
 
 #include <algorithm>
 #include <limits>
@@ -135,7 +136,7 @@ class Snapshot {
       r.dead = r.exit_event != nullptr || (r.progress && proto::ProcessGone(r.progress->state)) ||
                (r.member && proto::ProcessGone(r.member->state));
       r.clean_exit = r.dead && (r.exit_event != nullptr
-                                    ? r.exit_event->clean
+                                    ? proto::EndedCleanly(*r.exit_event)
                                     : (r.progress ? proto::Is(r.progress->state, proto::RankState::kExited)
                                                   : r.member && proto::Is(r.member->state, proto::RankState::kExited)));
       r.frozen = !r.dead && r.progress != nullptr && r.progress->frozen;
@@ -538,6 +539,20 @@ std::string FrozenHow(const proto::RankProgress& p) {
   return how;
 }
 
+// How an exit event says the process ended, in words: never "code 0" for a death the worker
+// could not read the status of.
+std::string ExitHow(const proto::Event& e) {
+  if (e.status_unknown) return "gone, exit status unknown (killed or crashed)";
+  if (e.code < 0) {
+    const char* abbrev = sigabbrev_np(static_cast<int>(-e.code));
+    return abbrev != nullptr ? fmt::format("killed by signal {} (SIG{})", -e.code, abbrev)
+                             : fmt::format("killed by signal {}", -e.code);
+  }
+  if (proto::EndedCleanly(e)) return "exited cleanly (status 0)";
+  if (e.clean || e.code != 0) return fmt::format("exited with status {}", e.code);
+  return "gone, exit status unknown (killed or crashed)";  // a worker before status_unknown
+}
+
 std::string EventLine(const proto::Event& e) {
   std::string who = e.node.empty() ? fmt::format("rank {}", e.rank)
                                    : fmt::format("rank {} ({})", e.rank, e.node);
@@ -548,7 +563,7 @@ std::string EventLine(const proto::Event& e) {
                        e.started ? "GPU waiting on peers" : "GPU had not reached it");
   }
   if (proto::Is(e, proto::EventKind::kExit)) {
-    return fmt::format("exit of {}: code {}{}{}", who, e.code, e.clean ? " (clean)" : "",
+    return fmt::format("exit of {}: {}{}", who, ExitHow(e),
                        e.terminated_by_signal != 0
                            ? fmt::format(" after signal {} told it to terminate", e.terminated_by_signal)
                            : std::string());
@@ -620,7 +635,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
   // the rest). The clean exits: the caller's, and those in the window.
   std::vector<int64_t> clean_exits(in.clean_exit_unix_ms.begin(), in.clean_exit_unix_ms.end());
   for (const proto::Event& e : in.events) {
-    if (proto::Is(e, proto::EventKind::kExit) && e.clean && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
+    if (proto::EndedCleanly(e) && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
   }
   std::sort(clean_exits.begin(), clean_exits.end());
   auto finishing = [&](const RankInfo& r) {
@@ -675,8 +690,7 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
     if (r.dead) {
       into = &crash;
       std::string how = r.exit_event != nullptr
-                            ? fmt::format("process exited (code {}{})", r.exit_event->code,
-                                          r.exit_event->clean ? ", clean" : "")
+                            ? fmt::format("process {}", ExitHow(*r.exit_event))
                             : fmt::format("process {}", r.progress && proto::ProcessGone(r.progress->state)
                                                             ? r.progress->state
                                                             : r.member->state);
@@ -768,11 +782,11 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
       const proto::Event& e = *r.exit_event;
       crash.Suspect(
           r.rank, r.node,
-          fmt::format("process gone without a clean exit (code {}) while the job ran; no peer is "
+          fmt::format("process {} while the job ran; no peer is "
                       "seen waiting on it inside NCCL (peers may wait outside it: a CPU collective, "
                       "a store barrier, a data loader; or be between collectives), and the job cannot "
                       "go on without it",
-                      e.code),
+                      ExitHow(e)),
           kConfCrash);
       crash.EvidenceOnce(EventLine(e));
       crash_summary.push_back(fmt::format("{}@{} (gone)", r.rank, r.node));

@@ -228,6 +228,26 @@ TEST_F(MasterLoopTest, ACleanExitAloneOpensNoWindow) {
   EXPECT_TRUE(server_.Stream(keys_.Incidents()).empty());
 }
 
+// An uncaught exception ends a rank through its exit path with status 1: a crash like a
+// SIGKILL, never the job finishing — also as an older worker wrote it (clean, code 1) — and the
+// incident gives the status, not "code 0".
+TEST_F(MasterLoopTest, AFailingExitStatusIsACrashNotAFinish) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  Run(100, {&a});
+  Exit(3, /*clean=*/true, /*code=*/1);
+  Run(2500, {&a});
+  for (int r = 0; r < 3; ++r) Exit(r, true, 0);  // the others end cleanly after it
+  Run(2500, {&a});
+  const std::vector<proto::Incident> crashes = Incidents("crash");
+  ASSERT_EQ(crashes.size(), 1u);
+  ASSERT_FALSE(crashes[0].suspects.empty());
+  EXPECT_EQ(crashes[0].suspects[0].rank, 3);
+  EXPECT_NE(proto::Encode(crashes[0]).find("exited with status 1"), std::string::npos) << proto::Encode(crashes[0]);
+  EXPECT_NE(State("job_state"), "finished");
+  EXPECT_NE(a.loop->job_state(), proto::JobState::kFinished);
+}
+
 // A crash opens a window; when it closes the incident is written once, the save goes to the
 // healthy replica's node, and with no acknowledgement the stop follows at the save deadline.
 TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {

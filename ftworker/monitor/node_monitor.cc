@@ -147,7 +147,7 @@ void NodeMonitor::Reclaim() {
   for (const auto& m : monitors_) {
     if (!m->finished() || reclaimed_.count(m->name()) > 0) continue;
     // A clean exit removes its own segment; one left behind is removed once the pid is gone.
-    if (m->life() == Life::kExited && !m->pid_gone()) continue;
+    if (m->exited_itself() && !m->pid_gone()) continue;
     Status s = discovery_.Reclaim(m->name(), m->inode());
     if (!s.ok()) {
       FT_LOG(Warn, Worker, "cannot remove segment {} of rank {} (pid {}, gone): {}; remove it by hand",
@@ -164,7 +164,7 @@ void NodeMonitor::Retire(uint64_t now_ns) {
     bool replaced = Current(m->rank()) != m.get();
     bool expired = now_ns - m->finished_ns() >= options_.retain_ns;
     if (!replaced && !expired) continue;
-    if (m->life() == Life::kExited && !m->pid_gone() && !expired) continue;
+    if (m->exited_itself() && !m->pid_gone() && !expired) continue;
     retire.insert(m.get());
   }
   if (retire.empty()) return;

@@ -264,7 +264,7 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
   uint64_t utime = 0, stime = 0;
   int field = 3;
   bool have_start = false;
-  while (!rest.empty() && field <= 22) {
+  while (!rest.empty() && field <= 52) {
     size_t space = rest.find(' ');
     std::string_view token = rest.substr(0, space);
     if (field == 3) {
@@ -277,6 +277,10 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
     } else if (field == 22) {
       if (!ParseU64(token, &stat.start_ticks)) return std::nullopt;
       have_start = true;
+    } else if (field == 52) {
+      uint64_t status = 0;
+      while (!token.empty() && (token.back() == '\n' || token.back() == ' ')) token.remove_suffix(1);
+      if (ParseU64(token, &status) && status <= 0xffff) stat.wait_status = static_cast<int>(status);
     }
     ++field;
     if (space == std::string_view::npos) break;

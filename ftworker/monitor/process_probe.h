@@ -26,6 +26,9 @@ struct ProcStat {
   char state = '?';          // 'R', 'S', 'D', 'Z' (zombie: dead, not yet reaped), 'X', ...
   uint64_t start_ticks = 0;  // field 22: start time after boot, in clock ticks
   uint64_t cpu_ticks = 0;    // fields 14 + 15: utime + stime
+  // Field 52 (Linux 3.5+): the status as waitpid(2) reports it — meaningful only for a zombie,
+  // whose parent has not reaped it yet; nullopt when the kernel does not give it.
+  std::optional<int> wait_status;
 };
 
 // Parses the text of /proc/<pid>/stat (the command name may hold spaces and parentheses).

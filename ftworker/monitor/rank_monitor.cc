@@ -1,5 +1,7 @@
 #include "ftworker/monitor/rank_monitor.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -103,7 +105,12 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   auto state = static_cast<shm::ProcessState>(segment_->header()->state.load(std::memory_order_acquire));
   if (state == shm::ProcessState::kExited) {
     pid_gone_ = gone;
-    Finish(Life::kExited, now_ns, now_unix_ms, events);
+    exited_itself_ = true;
+    // Only status 0 is a finish: a rank ending by an uncaught exception exits 1 through the
+    // same path, and its job has failed.
+    const bool failed = segment_->header()->exit_status.load(std::memory_order_acquire) != 0;
+    Finish(!failed ? Life::kExited : stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms,
+           events);
   } else if (gone) {
     pid_gone_ = true;
     Finish(stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms, events);
@@ -331,7 +338,10 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   auto stat = probe_->ReadStat(pid_);
   proc_state_ = 0;
   if (!stat) return false;  // exists, /proc hidden (hidepid): trust kill(2)
-  if (stat->state == 'Z' || stat->state == 'X') return true;
+  if (stat->state == 'Z' || stat->state == 'X') {
+    wait_status_ = stat->wait_status;  // how it ended, while its parent has not reaped it
+    return true;
+  }
   proc_state_ = stat->state;
   if (!start_ticks_) {
     start_ticks_ = stat->start_ticks;
@@ -561,6 +571,25 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
     e.code = status != 0 ? status : -term;
     e.message = fmt::format("rank {} (pid {}) is gone without a clean exit{}", rank_, pid_, asked);
     FT_LOG(Info, Worker, "{}", e.message);
+  } else if (exited_itself_) {
+    e.code = status;
+    e.message = fmt::format(
+        "rank {} (pid {}) exited with status {}: a failure (an uncaught exception, exit({})), not a "
+        "finish; its log has the error",
+        rank_, pid_, status, status);
+    FT_LOG(Warn, Worker, "{}", e.message);
+  } else if (wait_status_ && WIFSIGNALED(*wait_status_)) {
+    // What the kernel says of a zombie beats what the process last wrote in its header.
+    const int sig = WTERMSIG(*wait_status_);
+    e.code = -sig;
+    e.message = fmt::format("rank {} (pid {}) was killed by signal {} ({}){}", rank_, pid_, sig, strsignal(sig),
+                            sig == SIGKILL ? ": by a person, the launcher or the OOM killer (see dmesg)" : "");
+    FT_LOG(Warn, Worker, "{}", e.message);
+  } else if (wait_status_ && WIFEXITED(*wait_status_)) {
+    e.code = WEXITSTATUS(*wait_status_);
+    e.message = fmt::format("rank {} (pid {}) exited with status {} without libft.so's exit path (_exit, "
+                            "or a failure before it)", rank_, pid_, e.code);
+    FT_LOG(Warn, Worker, "{}", e.message);
   } else if (status != 0) {
     e.code = status;
     e.message = fmt::format(
@@ -570,9 +599,11 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
     FT_LOG(Warn, Worker, "{}", e.message);
   } else {
     e.code = 0;
+    e.status_unknown = true;
     e.message = fmt::format(
         "rank {} (pid {}) is gone without a clean exit: killed or crashed; its exit status is "
-        "unknown to the worker. Check the launcher's log (signal, OOM killer) for the cause",
+        "unknown to the worker (its parent reaped it first). Check the launcher's log (signal, OOM "
+        "killer) for the cause",
         rank_, pid_);
     FT_LOG(Warn, Worker, "{}", e.message);
   }

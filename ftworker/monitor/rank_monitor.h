@@ -8,7 +8,9 @@
 //     communicator, and reported under that communicator with p2p = true);
 //   - checks the process: alive when kill(pid, 0) finds it and /proc/<pid>/stat shows the same
 //     start time and no zombie; a pid gone without state kExited is a death, reported at once
-//     ("exit", clean = false); kExited is a clean exit with the header's exit_status. Either
+//     ("exit", clean = false); kExited with exit_status 0 is a clean exit. An exit through the
+//     normal path with a failing status (an uncaught exception, exit(1)) is a failure like a
+//     death: state "dead", clean = false, code = the status — never how a job finishes. Either
 //     carries terminated_by_signal when libft.so recorded that a signal (SIGTERM from a
 //     launcher) asked the process to end: a teardown, not a crash. If the
 //     pid is invisible from the start while the heartbeat advances, the process lives in
@@ -101,6 +103,9 @@ class RankMonitor {
   Status Signal(int signal);
   uint64_t finished_ns() const { return finished_ns_; }
   bool pid_gone() const { return pid_gone_; }
+  // The process ended through its exit path (libft.so marked the segment exited, whatever the
+  // status): it removes its own segment, and may still be running its last exit handlers.
+  bool exited_itself() const { return exited_itself_; }
 
   int rank() const { return rank_; }
   int pid() const { return pid_; }
@@ -170,6 +175,8 @@ class RankMonitor {
   Life life_ = Life::kRunning;
   uint64_t finished_ns_ = 0;
   bool pid_gone_ = false;
+  bool exited_itself_ = false;
+  std::optional<int> wait_status_;  // as waitpid(2) would report it, read from a zombie's /proc
   bool stop_signalled_ = false;
   bool first_tick_ = true;
   bool foreign_pid_ns_ = false;

@@ -125,7 +125,7 @@ TEST(AttributionTest, ExitEventMakesACrashEvenWithARunningReport) {
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "crash");
   EXPECT_EQ(incidents[0].suspects[0].rank, 1);
-  EXPECT_NE(incidents[0].suspects[0].why.find("exited (code -9)"), std::string::npos);
+  EXPECT_NE(incidents[0].suspects[0].why.find("killed by signal 9 (SIGKILL)"), std::string::npos);
 }
 
 // The end of a job: rank 1 finished allreduce #11 and exited through its normal path; the
@@ -159,7 +159,7 @@ TEST(AttributionTest, CleanExitBeforeTheCollectiveIsACrash) {
   EXPECT_EQ(incidents[0].kind, "crash");
   ASSERT_EQ(incidents[0].suspects.size(), 1u);
   EXPECT_EQ(incidents[0].suspects[0].rank, 1);
-  EXPECT_NE(incidents[0].suspects[0].why.find("exited (code 0, clean)"), std::string::npos)
+  EXPECT_NE(incidents[0].suspects[0].why.find("exited cleanly (status 0)"), std::string::npos)
       << incidents[0].suspects[0].why;
 }
 
@@ -538,7 +538,8 @@ TEST(AttributionTest, DeathWithNobodySeenWaitingIsACrash) {
   EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.95);
   EXPECT_NE(incidents[0].message.find("gone without a clean exit"), std::string::npos) << incidents[0].message;
   EXPECT_EQ(std::count(incidents[0].evidence.begin(), incidents[0].evidence.end(),
-                       "exit of rank 2 (n1): code 0"), 1) << Dump(incidents);
+                       "exit of rank 2 (n1): gone, exit status unknown (killed or crashed)"), 1)
+      << Dump(incidents);
   EXPECT_TRUE(why_none.empty());
 }
 

@@ -197,9 +197,12 @@ TEST(Discovery, KilledProcessIsReportedAtOnceAndReclaimed) {
   EXPECT_EQ(e0->code, 0);
   EXPECT_NE(e0->message.find("killed or crashed; its exit status is unknown to the worker"), std::string::npos);
   EXPECT_EQ(e0->progress.state, "dead");
+  EXPECT_TRUE(e0->status_unknown) << "reaped before the worker looked";
   const proto::Event* e1 = FindEvent(events, "exit", 1);
   ASSERT_NE(e1, nullptr);
-  EXPECT_EQ(e1->code, 7);
+  EXPECT_EQ(e1->code, -SIGKILL) << "the kernel's word for the zombie, not the 7 its header held";
+  EXPECT_FALSE(e1->status_unknown);
+  EXPECT_NE(e1->message.find("killed by signal 9"), std::string::npos) << e1->message;
   EXPECT_FALSE(FileExists(a.name()));
   EXPECT_FALSE(FileExists(b.name()));
   EXPECT_TRUE(m.Ranks().empty());
@@ -218,12 +221,12 @@ TEST(Discovery, CleanExitThenReclaimOnceThePidIsGone) {
   FakeRank r(job, 0, 3'900'060);
   uint64_t t = MonoNs();
   Tick(m, t);
-  r.Exit(3);
+  r.Exit(0);
   auto events = Tick(m, t + 10 * kMs);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, "exit");
   EXPECT_TRUE(events[0].clean);
-  EXPECT_EQ(events[0].code, 3);
+  EXPECT_EQ(events[0].code, 0);
   EXPECT_EQ(events[0].progress.state, "exited");
   EXPECT_TRUE(FileExists(r.name())) << "its own process removes it";
   probe.procs[3'900'060].exists = false;
@@ -234,12 +237,40 @@ TEST(Discovery, CleanExitThenReclaimOnceThePidIsGone) {
   EXPECT_TRUE(m.Progress().empty());
 }
 
+// An uncaught exception ends a Python rank through the normal exit path with status 1: a
+// failure of the job, never part of its finish — and the segment is still its process's to remove.
+TEST(Discovery, AFailingExitStatusIsADeathNotAFinish) {
+  FakeProbe probe;
+  std::string job = UniqueJob("failing");
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
+  o.retain_ns = 1 * kSec;
+  NodeMonitor m(o);
+  FakeRank r(job, 0, 3'900'065);
+  uint64_t t = MonoNs();
+  Tick(m, t);
+  r.Exit(1);
+  auto events = Tick(m, t + 10 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "exit");
+  EXPECT_FALSE(events[0].clean);
+  EXPECT_FALSE(events[0].status_unknown);
+  EXPECT_EQ(events[0].code, 1);
+  EXPECT_EQ(events[0].progress.state, "dead");
+  EXPECT_NE(events[0].message.find("exited with status 1: a failure"), std::string::npos) << events[0].message;
+  ASSERT_EQ(m.Progress().size(), 1u);
+  EXPECT_EQ(m.Progress()[0].state, "dead");
+  EXPECT_TRUE(FileExists(r.name())) << "its process is still in its exit handlers: it removes it";
+  probe.procs[3'900'065].exists = false;
+  EXPECT_TRUE(Tick(m, t + 20 * kMs).empty()) << "reported once";
+  EXPECT_FALSE(FileExists(r.name())) << "left behind by a process that is gone: reclaimed";
+}
+
 TEST(Discovery, RecycledPidIsADeath) {
   FakeProbe probe;
   std::string job = UniqueJob("recycled");
   NodeMonitor m(MonitorOptions(job, &probe));
   FakeRank r(job, 0, 3'900'070);
-  probe.procs[3'900'070].stat = ProcStat{'S', 1000, 0};
+  probe.procs[3'900'070].stat = ProcStat{'S', 1000, 0, std::nullopt};
   uint64_t t = MonoNs();
   EXPECT_TRUE(Tick(m, t).empty());
   probe.procs[3'900'070].stat.start_ticks = 5000;  // another process has the pid now

@@ -294,7 +294,7 @@ TEST_F(NodeMonitorTest, BusyRankThatOthersWaitOn) {
 
 TEST_F(NodeMonitorTest, BusyFromCpuUnlessBlocked) {
   FakeRank r(job_, 0, kPid0);
-  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0};
+  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0, std::nullopt};
   for (int i = 0; i <= 10; ++i) {
     probe_.procs[kPid0].stat.cpu_ticks = static_cast<uint64_t>(i) * 5;  // 50 ticks/s of 100
     TickAt(t0_ + static_cast<uint64_t>(i) * 100 * kMs);
@@ -407,7 +407,7 @@ TEST_F(NodeMonitorTest, SummariesOfDurations) {
 // are shared) gets little CPU, but its main thread waits on a run queue: busy, not idle.
 TEST_F(NodeMonitorTest, BusyWhenStarvedOfCpuButRunnable) {
   FakeRank r(job_, 0, kPid0);
-  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0};
+  probe_.procs[kPid0].stat = ProcStat{'R', 1000, 0, std::nullopt};
   probe_.procs[kPid0].run_delay_ns = 0;
   for (int i = 0; i <= 10; ++i) {
     probe_.procs[kPid0].stat.cpu_ticks = static_cast<uint64_t>(i) * 2;        // 20% CPU

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 
 #include <iterator>
 #include <string>
@@ -80,6 +82,24 @@ TEST(ProcStat, ParsesNamesWithSpacesAndParens) {
   EXPECT_EQ(s->start_ticks, 12345u);
   EXPECT_FALSE(ParseProcStat("garbage"));
   EXPECT_FALSE(ParseProcStat("1 (x) S 1 2"));
+  EXPECT_FALSE(s->wait_status) << "a kernel before 3.5 writes no field 52";
+}
+
+TEST(ProcStat, AZombiesWaitStatusIsField52) {
+  // A zombie killed by SIGKILL: exit_code (field 52) is the waitpid(2) status, 9.
+  std::string text = "42 (trainsim) Z 1 42 42 0 -1 4194560 1 0 0 0 17 5 0 0 20 0 1 0 12345 0 0";
+  for (int field = 25; field <= 51; ++field) text += " 0";
+  auto s = ParseProcStat(text + " 9\n");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, 'Z');
+  ASSERT_TRUE(s->wait_status);
+  EXPECT_TRUE(WIFSIGNALED(*s->wait_status));
+  EXPECT_EQ(WTERMSIG(*s->wait_status), SIGKILL);
+  s = ParseProcStat(text + " 256\n");  // exit(1)
+  ASSERT_TRUE(s && s->wait_status);
+  EXPECT_TRUE(WIFEXITED(*s->wait_status));
+  EXPECT_EQ(WEXITSTATUS(*s->wait_status), 1);
+  EXPECT_FALSE(ParseProcStat(text + " x\n")->wait_status) << "garbage is no status";
 }
 
 TEST(ProcStat, OwnProcess) {

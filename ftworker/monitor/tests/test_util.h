@@ -173,7 +173,7 @@ class FakeProbe : public ProcessProbe {
  public:
   struct Proc {
     bool exists = true;
-    ProcStat stat{'S', 1000, 0};
+    ProcStat stat{'S', 1000, 0, std::nullopt};
     bool has_stat = true;
     std::optional<uint64_t> run_delay_ns;  // /proc/<pid>/schedstat's run-queue wait
     int64_t uid = -1;  // -1: whatever uid the segment claims
