@@ -27,6 +27,7 @@ constexpr FaultEntry kFaults[] = {
     {"crash-segv", FaultKind::kCrashSegv}, {"crash-abort", FaultKind::kCrashAbort},
     {"slow", FaultKind::kSlow},          {"pause", FaultKind::kPause},
     {"sdc", FaultKind::kSdc},            {"exit", FaultKind::kExit},
+    {"fail", FaultKind::kFail},
 };
 
 struct FtModeEntry {
@@ -147,7 +148,7 @@ const std::vector<Flag>& Flags() {
        IntFlag(&Config::bootstrap_port)},
       {"--fault", "KIND", false,
        "inject a fault: hang-kernel, hang-host, crash-kill, crash-segv,\n"
-       "crash-abort, slow, pause, sdc (see below)",
+       "crash-abort, exit, fail, slow, pause, sdc (see below)",
        [](Config* c, const std::string& v) {
          for (const FaultEntry& f : kFaults) {
            if (v == f.name) {
@@ -248,11 +249,15 @@ std::string HelpText(bool reference) {
          "  crash-segv    store to an inaccessible page (SIGSEGV)\n"
          "  crash-abort   abort()\n"
          "  exit          exit(0): the rank's program ends cleanly there (its peers block)\n"
+         "  fail          print an error and exit(1), as an uncaught exception ends a Python\n"
+         "                rank (a CUDA OOM, a NaN check): exit handlers run, its peers block\n"
          "  slow          from the fault step on, compute takes --slow-factor times longer\n"
          "  pause         busy host work (CPU, no CUDA/NCCL call) for --pause-s seconds once, then carry on\n"
          "  sdc           silent data corruption: flip one bit of one parameter on the device, train on\n"
          "                (its data-parallel replicas now disagree)\n"
-         "Peers of a faulting rank simply block in their collectives.\n"
+         "Peers of a faulting rank simply block in their collectives. A run restored at the\n"
+         "fault step does not fault there again (the fault was transient: a relaunch in place with\n"
+         "the same command line goes on).\n"
          "\nwith libft.so (LD_PRELOAD), unless --ft off: registers each layer's parameters\n"
          "(layers.<global layer>.weight) and the optimizer's step counter (optimizer.steps),\n"
          "with --optimizer momentum its momentum buffer (optimizer.momentum; with\n"

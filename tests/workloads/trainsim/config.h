@@ -8,7 +8,7 @@
 
 namespace trainsim {
 
-enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause, kSdc, kExit };
+enum class FaultKind { kNone, kHangKernel, kHangHost, kCrashKill, kCrashSegv, kCrashAbort, kSlow, kPause, kSdc, kExit, kFail };
 
 // --fault-rank all: every rank faults.
 inline constexpr int kAllRanks = -1;

@@ -55,6 +55,10 @@ void InjectHostFault(const Config& c, int rank) {
     case FaultKind::kExit:
       std::fflush(nullptr);
       std::exit(0);
+    case FaultKind::kFail:
+      std::fprintf(stderr, "trainsim rank=%d: error: injected failure (as an uncaught exception)\n", rank);
+      std::fflush(nullptr);
+      std::exit(1);
     case FaultKind::kPause:
       HostWork(c.pause_s);
       std::fprintf(stderr, "trainsim rank=%d: pause over, resuming\n", rank);

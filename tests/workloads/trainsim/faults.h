@@ -8,7 +8,8 @@
 namespace trainsim {
 
 // Performs a host fault: hang-host (never returns), crash-kill / crash-segv / crash-abort (the
-// process dies), exit (exit(0): a clean end there), pause (busy host work for pause_s, no CUDA/NCCL call, then returns). Other kinds return at once.
+// process dies), exit (exit(0): a clean end there), fail (exit(1): a failure through the exit
+// path, as an uncaught exception), pause (busy host work for pause_s, no CUDA/NCCL call, then returns). Other kinds return at once.
 void InjectHostFault(const Config& config, int rank);
 
 // Silent data corruption of one parameter: flips one bit of v's float representation such that
