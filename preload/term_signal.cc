@@ -86,6 +86,13 @@ std::atomic<uint64_t> g_merged{0};  // bit s: signal s arrived while the save ra
 // or FinishAtExit when the app reached exit() first. An app handler that ran and called exit()
 // owes nothing more: the process then ends with exit's status, as it would without ft.
 std::atomic<bool> g_owed{false};
+// The app handled a signal and the process went on: the segment's terminating mark is cleared
+// at the second step completed since (NoteStepDone counts down). Not at once: a handler that
+// ends the program returns too (it sets a flag the loop reads once per step, raises
+// SystemExit), the step in progress may still complete, and that exit is a teardown, not a
+// finish. A loop that completes a second step has not taken the signal as an end.
+constexpr int kStepsToGoOn = 2;
+std::atomic<int> g_mark_steps_left{0};
 
 // Runs `fn` with every signal blocked on this thread and g_lock held: a handler can never
 // interrupt a writer on its own thread, so it never spins on a lock its thread holds.
@@ -162,8 +169,8 @@ void MarkTerminating(int sig) {
   h->terminate_signal.store(sig, std::memory_order_release);
 }
 
-// The signal was handled and the process goes on: it is no longer on its way out (the worker
-// watches it for a freeze again, and a death that follows is not a teardown).
+// The process went on after the signal and completed a step: it is no longer on its way out
+// (the worker watches it for a freeze again, and a death that follows is not a teardown).
 void ClearTerminating() {
   internal::Runtime* rt = internal::g_rt;
   if (rt == nullptr || !rt->segment) return;
@@ -216,7 +223,7 @@ bool Chain(int sig, siginfo_t* info, void* context) {
 
 // Back to kIdle after the signal's action left the process running. Async-signal-safe.
 void GoOn() {
-  ClearTerminating();
+  g_mark_steps_left.store(kStepsToGoOn, std::memory_order_release);
   char drain[16];
   while (read(g_done_pipe[0], drain, sizeof drain) > 0) {
   }
@@ -238,7 +245,10 @@ void Handler(int sig, siginfo_t* info, void* context) {
     g_first_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
     g_first_signal.store(sig, std::memory_order_release);
     g_owed.store(true, std::memory_order_release);
-    MarkTerminating(sig);
+    Locked([&] {  // against NoteStepDone clearing the mark of the signal before
+      g_mark_steps_left.store(0, std::memory_order_relaxed);
+      MarkTerminating(sig);
+    });
     sem_post(&g_wake);
     // Back into the app, which goes on until the save is in (its next ft_update_begin waits
     // for it): this thread may be the one that finishes the update the save waits for.
@@ -394,6 +404,16 @@ void FinishAtExit() noexcept {
     siginfo_t info = g_first_info;
     (void)Chain(sig, &info, nullptr);
   }
+}
+
+void NoteStepDone() noexcept {
+  if (g_mark_steps_left.load(std::memory_order_acquire) == 0) return;
+  Locked([] {
+    const int left = g_mark_steps_left.load(std::memory_order_relaxed);
+    if (left == 0 || g_state.load(std::memory_order_acquire) != kIdle) return;
+    g_mark_steps_left.store(left - 1, std::memory_order_relaxed);
+    if (left == 1) ClearTerminating();
+  });
 }
 
 void BlockTerminationSignals() noexcept {

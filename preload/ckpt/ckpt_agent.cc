@@ -403,6 +403,7 @@ int Agent::StepDone(int64_t step) {
   last_step_.store(step, std::memory_order_release);
   steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
+  term::NoteStepDone();  // a rank that handled a termination signal and trains on
   Phase phase;
   {
     MutexLock lock(&mu_);
