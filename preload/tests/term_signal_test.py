@@ -21,6 +21,8 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   sigset, sysv_signal, bsd_signal
                      the handler installed (after ft armed SIGTERM) by that older function is
                      chained like one sigaction installs: saved first, then it runs once
+  strict-c-signal    the same for signal() in a program compiled as strict ISO C
+                     (term_strict_c_app.c: glibc binds it to __sysv_signal)
   exit-failure       exit(1) after step 5: the step is saved before the process ends, which still
                      exits 1 and removes its segment
   exit-clean         exit(0) after step 5: a clean finish saves nothing
@@ -412,10 +414,14 @@ def run_case(args):
             check_ended_as_without_ft(app, rc)
         finally:
             app.close()
-    elif c in ("sigset", "sysv_signal", "bsd_signal"):
-        app = App(args, ["--handler", "app", "--handler-after", "--install", c])
+    elif c in ("sigset", "sysv_signal", "bsd_signal", "strict-c-signal"):
+        if c == "strict-c-signal":
+            app = App(args, [], cmd=[args.strict_c_app])
+        else:
+            app = App(args, ["--handler", "app", "--handler-after", "--install", c])
         try:
-            check("reads back its own" in app.wait_line("handler "), "the app reads back another handler")
+            if c != "strict-c-signal":
+                check("reads back its own" in app.wait_line("handler "), "the app reads back another handler")
             before, _ = signal_after_steps(app)
             rc = app.wait_exit()
             out = app.output()
@@ -513,6 +519,7 @@ def main():
     p.add_argument("--libft", required=True)
     p.add_argument("--case", required=True)
     p.add_argument("--tool", help="ckpt_bench_tool (joins-save posts a save command with it)")
+    p.add_argument("--strict-c-app", help="term_strict_c_app (strict-c-signal)")
     p.add_argument("--state-mib", type=int, default=512, help="killed-mid-save: the app's registered state")
     run_case(p.parse_args())
 
