@@ -9,7 +9,7 @@
 //   real.h           FT_REAL_CUDA: the real CUDA functions behind the wrappers (copies, events)
 //   runtime.h        t_in_ft, ReentryGuard: ft's own CUDA calls are not intercepted again
 //   poller_rules.h   RelaxCaptureMode, MayRecordInto: CUDA's stream-capture rules
-//   term_signal.h    term::ParseSignals, Arm, BlockTerminationSignals, FinishAtExit
+//   term_signal.h    term::ParseSignals, Arm, BlockTerminationSignals, FinishAtExit, NoteStepDone
 // A narrower surface (g_rt's four fields behind accessors) is a change of the agent's code;
 // this header is where it would land.
 #ifndef FT_PRELOAD_HOOK_RUNTIME_H_

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -52,7 +53,9 @@ int CallRealSigaction(int sig, const struct sigaction* act, struct sigaction* ol
   return fn(sig, act, old);
 }
 
-// Where the save stands: one termination save per process.
+// Where the termination save stands. kIdle → (a signal) kSaving → (saved) kDone → (the
+// signal's action taken and the process goes on: an app handler returned, or SIG_IGN) kIdle,
+// so a later signal saves again (a newer step) and the rank is a normal running one.
 enum SaveState : int { kIdle = 0, kSaving = 1, kDone = 2 };
 
 // The app's disposition of each armed signal, double-buffered so the handler reads a whole
@@ -78,6 +81,18 @@ std::atomic<int> g_first_signal{0};
 siginfo_t g_first_info;
 std::atomic<pid_t> g_first_tid{0};
 std::atomic<uint64_t> g_merged{0};  // bit s: signal s arrived while the save ran
+// The first signal's action is still owed to the app: set by the handler that started the
+// save; taken (cleared) once, by whoever acts on it — ft-term redelivering it after the save,
+// or FinishAtExit when the app reached exit() first. An app handler that ran and called exit()
+// owes nothing more: the process then ends with exit's status, as it would without ft.
+std::atomic<bool> g_owed{false};
+// The app handled a signal and the process went on: the segment's terminating mark is cleared
+// at the second step completed since (NoteStepDone counts down). Not at once: a handler that
+// ends the program returns too (it sets a flag the loop reads once per step, raises
+// SystemExit), the step in progress may still complete, and that exit is a teardown, not a
+// finish. A loop that completes a second step has not taken the signal as an end.
+constexpr int kStepsToGoOn = 2;
+std::atomic<int> g_mark_steps_left{0};
 
 // Runs `fn` with every signal blocked on this thread and g_lock held: a handler can never
 // interrupt a writer on its own thread, so it never spins on a lock its thread holds.
@@ -113,9 +128,11 @@ bool RunsAFunction(const struct sigaction& a) {
 
 // Ours as the kernel holds it. With an app handler, the app's SA_RESTART and SA_ONSTACK, so a
 // system call the signal interrupts behaves as the app asked (Python wants EINTR, most C code a
-// restart). With none (default or ignore), SA_RESTART: without ft no call of the app would
-// have been interrupted at all.
+// restart). With the default action, SA_RESTART: without ft no call of the app would have been
+// interrupted at all. An ignored signal stays ignored in the kernel: it asks for nothing (no
+// save, no mark) and interrupts nothing, even a call no SA_RESTART restarts (nanosleep).
 struct sigaction OursFor(const struct sigaction& app) {
+  if ((app.sa_flags & SA_SIGINFO) == 0 && app.sa_handler == SIG_IGN) return app;
   struct sigaction ours;
   std::memset(&ours, 0, sizeof ours);
   ours.sa_sigaction = Handler;
@@ -152,11 +169,23 @@ void MarkTerminating(int sig) {
   h->terminate_signal.store(sig, std::memory_order_release);
 }
 
-// What the signal would have done without ft. Async-signal-safe.
-void Chain(int sig, siginfo_t* info, void* context) {
+// The process went on after the signal and completed a step: it is no longer on its way out
+// (the worker watches it for a freeze again, and a death that follows is not a teardown).
+void ClearTerminating() {
+  internal::Runtime* rt = internal::g_rt;
+  if (rt == nullptr || !rt->segment) return;
+  shm::SegmentHeader* h = rt->segment->header();
+  h->terminate_signal.store(0, std::memory_order_release);
+  h->terminate_unix_ns.store(0, std::memory_order_relaxed);
+}
+
+// What the signal would have done without ft. Async-signal-safe. False when the default action
+// follows (the process ends by the signal once this handler returns); true when the app's
+// handler ran and returned, or the signal is ignored: the process goes on.
+bool Chain(int sig, siginfo_t* info, void* context) {
   struct sigaction app = AppAction(sig);
   const bool with_info = (app.sa_flags & SA_SIGINFO) != 0;
-  if (!with_info && app.sa_handler == SIG_IGN) return;
+  if (!with_info && app.sa_handler == SIG_IGN) return true;
   if (!with_info && app.sa_handler == SIG_DFL) {
     // Every signal we arm terminates by default: hand it to the kernel's default action. The
     // signal is blocked while this handler runs, so the raise lands when it returns.
@@ -166,13 +195,20 @@ void Chain(int sig, siginfo_t* info, void* context) {
     sigemptyset(&dfl.sa_mask);
     CallRealSigaction(sig, &dfl, nullptr);
     raise(sig);
-    return;
+    return false;
   }
   if (app.sa_flags & SA_RESETHAND) {
+    // The kernel would reset the disposition on entry: the app's reads SIG_DFL from now on,
+    // and ours in the kernel is the one for the default action.
     struct sigaction dfl;
     std::memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    Locked([&] { SetAppAction(sig, dfl); });
+    sigemptyset(&dfl.sa_mask);
+    Locked([&] {
+      SetAppAction(sig, dfl);
+      struct sigaction ours = OursFor(dfl);
+      CallRealSigaction(sig, &ours, nullptr);
+    });
   }
   sigset_t saved;
   pthread_sigmask(SIG_BLOCK, &app.sa_mask, &saved);
@@ -182,6 +218,18 @@ void Chain(int sig, siginfo_t* info, void* context) {
     app.sa_handler(sig);
   }
   pthread_sigmask(SIG_SETMASK, &saved, nullptr);
+  return true;
+}
+
+// Back to kIdle after the signal's action left the process running. Async-signal-safe.
+void GoOn() {
+  g_mark_steps_left.store(kStepsToGoOn, std::memory_order_release);
+  char drain[16];
+  while (read(g_done_pipe[0], drain, sizeof drain) > 0) {
+  }
+  g_owed.store(false, std::memory_order_relaxed);
+  int expected = kDone;
+  g_state.compare_exchange_strong(expected, kIdle, std::memory_order_acq_rel);
 }
 
 void Handler(int sig, siginfo_t* info, void* context) {
@@ -196,7 +244,11 @@ void Handler(int sig, siginfo_t* info, void* context) {
     if (info != nullptr) g_first_info = *info;
     g_first_tid.store(static_cast<pid_t>(syscall(SYS_gettid)), std::memory_order_relaxed);
     g_first_signal.store(sig, std::memory_order_release);
-    MarkTerminating(sig);
+    g_owed.store(true, std::memory_order_release);
+    Locked([&] {  // against NoteStepDone clearing the mark of the signal before
+      g_mark_steps_left.store(0, std::memory_order_relaxed);
+      MarkTerminating(sig);
+    });
     sem_post(&g_wake);
     // Back into the app, which goes on until the save is in (its next ft_update_begin waits
     // for it): this thread may be the one that finishes the update the save waits for.
@@ -204,8 +256,8 @@ void Handler(int sig, siginfo_t* info, void* context) {
     if (sig != g_first_signal.load(std::memory_order_acquire) && sig < 64) {
       g_merged.fetch_or(uint64_t{1} << sig, std::memory_order_relaxed);
     }
-  } else {
-    Chain(sig, info, context);
+  } else if (Chain(sig, info, context)) {
+    GoOn();  // the app's handler returned (or it ignores the signal now): a running rank again
   }
   errno = saved_errno;
 }
@@ -234,19 +286,31 @@ void Watch(std::vector<int> signals) {
   pthread_sigmask(SIG_BLOCK, &mine, nullptr);  // our handler runs on the app's threads
   pthread_setname_np(pthread_self(), "ft-term");
   t_in_ft = true;
-  while (sem_wait(&g_wake) != 0) {
-    if (errno != EINTR) return;  // cannot happen with a valid semaphore; never save then
-  }
-  const int sig = g_first_signal.load(std::memory_order_acquire);
-  agent::SaveForTermination(sig);
-  g_state.store(kDone, std::memory_order_release);
-  const char done = 1;
-  ssize_t ignored = write(g_done_pipe[1], &done, 1);
-  (void)ignored;
-  Redeliver(sig);
-  const uint64_t merged = g_merged.exchange(0, std::memory_order_acq_rel);
-  for (int s = 1; s < 64; ++s) {
-    if (merged & (uint64_t{1} << s)) kill(getpid(), s);
+  for (;;) {  // one save per signal that found the state kIdle
+    while (sem_wait(&g_wake) != 0) {
+      if (errno != EINTR) return;  // cannot happen with a valid semaphore; never save then
+    }
+    const int sig = g_first_signal.load(std::memory_order_acquire);
+    char name[16] = "signal";
+    if (sigabbrev_np(sig) != nullptr) snprintf(name, sizeof name, "SIG%s", sigabbrev_np(sig));
+    (void)agent::SaveBeforeEnd(name, false);
+    g_state.store(kDone, std::memory_order_release);
+    // No signal merges once kDone; taken before the redelivery can make the state kIdle again.
+    const uint64_t merged = g_merged.exchange(0, std::memory_order_acq_rel);
+    const char done = 1;
+    ssize_t ignored = write(g_done_pipe[1], &done, 1);
+    (void)ignored;
+    if (g_owed.exchange(false, std::memory_order_acq_rel)) {
+      const struct sigaction app = AppAction(sig);
+      if ((app.sa_flags & SA_SIGINFO) == 0 && app.sa_handler == SIG_IGN) {
+        GoOn();  // ignored since (the kernel would discard it): the process goes on
+      } else {
+        Redeliver(sig);
+      }
+    }
+    for (int s = 1; s < 64; ++s) {
+      if (merged & (uint64_t{1} << s)) kill(getpid(), s);
+    }
   }
 }
 
@@ -331,12 +395,25 @@ void FinishAtExit() noexcept {
   // The app reached exit() while its termination save ran (an interrupted call took an error
   // path): the save finishes, then the signal acts as it would have without ft — with the
   // default action the process ends by the signal, not with exit's status.
+  // An app handler that already ran (and called exit itself: a Python program's handler, an
+  // SA_RESETHAND one) owes nothing: the process ends with exit's status.
   if (g_state.load(std::memory_order_acquire) == kSaving) WaitForTheSave();
   const int sig = g_first_signal.load(std::memory_order_acquire);
-  if (sig > 0 && sig < kMaxSignal && !RunsAFunction(AppAction(sig))) {
+  if (sig > 0 && sig < kMaxSignal && !RunsAFunction(AppAction(sig)) &&
+      g_owed.exchange(false, std::memory_order_acq_rel)) {
     siginfo_t info = g_first_info;
-    Chain(sig, &info, nullptr);
+    (void)Chain(sig, &info, nullptr);
   }
+}
+
+void NoteStepDone() noexcept {
+  if (g_mark_steps_left.load(std::memory_order_acquire) == 0) return;
+  Locked([] {
+    const int left = g_mark_steps_left.load(std::memory_order_relaxed);
+    if (left == 0 || g_state.load(std::memory_order_acquire) != kIdle) return;
+    g_mark_steps_left.store(left - 1, std::memory_order_relaxed);
+    if (left == 1) ClearTerminating();
+  });
 }
 
 void BlockTerminationSignals() noexcept {
@@ -376,19 +453,68 @@ int AppSigaction(int sig, const struct sigaction* act, struct sigaction* old) {
 }  // namespace ft::preload::term
 
 // The libc entry points, exported (libft.map). Only the signals FT_CKPT_ON_SIGNAL arms, once
-// armed, are virtualized; every other call goes straight to libc's.
+// armed, are virtualized; every other call goes straight to libc's sigaction.
 extern "C" __attribute__((visibility("default"))) int sigaction(int sig, const struct sigaction* act,
                                                                 struct sigaction* old) noexcept {
   return ft::preload::term::AppSigaction(sig, act, old);
 }
 
-extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) noexcept {
-  // glibc's signal(): BSD semantics (SA_RESTART, the handler stays installed).
+namespace {
+
+// The older ways to set a handler, as glibc implements them: each calls libc's internal
+// sigaction, which no interposition sees, so each is interposed here too.
+sighandler_t SetHandler(int sig, sighandler_t handler, int flags) noexcept {
   struct sigaction act, old;
   std::memset(&act, 0, sizeof act);
   act.sa_handler = handler;
   sigemptyset(&act.sa_mask);
-  act.sa_flags = SA_RESTART;
+  act.sa_flags = flags;
   if (ft::preload::term::AppSigaction(sig, &act, &old) != 0) return SIG_ERR;
   return old.sa_handler;
+}
+
+}  // namespace
+
+// glibc's signal(), bsd_signal() and ssignal(): BSD semantics (SA_RESTART, the handler stays).
+extern "C" __attribute__((visibility("default"))) sighandler_t signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESTART);
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t bsd_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESTART);
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t ssignal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESTART);
+}
+
+// System V semantics: the handler is reset to the default on entry and the signal is not
+// blocked while it runs. __sysv_signal is what signal() binds to in a program compiled for
+// strict ISO C or POSIX (no _DEFAULT_SOURCE).
+extern "C" __attribute__((visibility("default"))) sighandler_t sysv_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER);
+}
+
+extern "C" __attribute__((visibility("default"))) sighandler_t __sysv_signal(int sig, sighandler_t handler) noexcept {
+  return SetHandler(sig, handler, SA_RESETHAND | SA_NODEFER);
+}
+
+// sigset(): System V's reliable signals (glibc's sysdeps/posix/sigset.c): SIG_HOLD blocks the
+// signal; anything else installs it (no flags) and unblocks the signal. SIG_HOLD is returned
+// when the signal was blocked before.
+extern "C" __attribute__((visibility("default"))) sighandler_t sigset(int sig, sighandler_t disp) noexcept {
+  sigset_t set, old_mask;
+  sigemptyset(&set);
+  if (sigaddset(&set, sig) < 0) return SIG_ERR;
+  if (disp == SIG_HOLD) {
+    if (sigprocmask(SIG_BLOCK, &set, &old_mask) < 0) return SIG_ERR;
+    if (sigismember(&old_mask, sig)) return SIG_HOLD;
+    struct sigaction current;
+    if (ft::preload::term::AppSigaction(sig, nullptr, &current) < 0) return SIG_ERR;
+    return current.sa_handler;
+  }
+  const sighandler_t previous = SetHandler(sig, disp, 0);
+  if (previous == SIG_ERR) return SIG_ERR;
+  if (sigprocmask(SIG_UNBLOCK, &set, &old_mask) < 0) return SIG_ERR;
+  return sigismember(&old_mask, sig) ? SIG_HOLD : previous;
 }

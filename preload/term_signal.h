@@ -15,10 +15,20 @@
 //              signal arriving while the save runs is merged into the first (as the kernel
 //              merges a pending standard signal).
 //   ft-term    runs the save (bounded by FT_CKPT_TERM_GRACE), then sends the first signal
-//              again, with its siginfo, to the thread it hit; our handler then chains.
-//   chaining   the app's sigaction/signal calls for an armed signal are virtualized: they
-//              read and write the app's disposition, never ours (so the app cannot lose its
-//              handler nor remove ours); SA_RESETHAND and sa_mask are honoured when chaining.
+//              again, with its siginfo, to the thread it hit; our handler then chains. When
+//              the chained action leaves the process running (the app's handler returned), a
+//              later signal saves again (a newer step), and the segment's mark is cleared at
+//              the second step completed since (NoteStepDone): a handler that ends the program
+//              returns too (the step in progress may still complete), and its exit stays a
+//              teardown.
+//   chaining   the app's sigaction/signal (and bsd_signal, ssignal, sysv_signal, sigset) calls
+//              for an armed signal are virtualized: they read and write the app's disposition,
+//              never ours (so the app cannot lose its handler nor remove ours); SA_RESETHAND and
+//              sa_mask are honoured when chaining. A signal the app ignores is ignored in the
+//              kernel: it asks for no save and interrupts nothing.
+//   exit       the first signal's action is owed once: when the app reaches exit() before
+//              ft-term delivered it, exit takes it (FinishAtExit); when the app's handler ran
+//              (and called exit, or ended the program), nothing more is owed.
 // A forked child chains at once (it owns no save); an exec'd program starts clean.
 #ifndef FT_PRELOAD_TERM_SIGNAL_H_
 #define FT_PRELOAD_TERM_SIGNAL_H_
@@ -40,8 +50,14 @@ Status ParseSignals(std::string_view text, std::vector<int>* out);
 void Arm(const std::vector<int>& signals);
 
 // At exit(), after the agent's own wait: a termination save in progress is waited for (the
-// grace), then a default action the signal still owes is taken (the process ends by it).
+// grace), then a default action the signal still owes is taken (the process ends by it); a
+// signal the app's handler already took owes nothing (exit's status stands).
 void FinishAtExit() noexcept;
+
+// ft_step_done (any app thread): the second step completed after the app's handler took a
+// signal and returned clears the segment's terminating mark: a running rank again.
+// Lock-free (one atomic load) unless a mark is to be cleared.
+void NoteStepDone() noexcept;
 
 // Blocks FT_CKPT_ON_SIGNAL's signals in the calling thread: libft.so's own threads (the poller,
 // the agent and its checksum helpers) never take one, so the handler always runs on an app

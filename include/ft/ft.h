@@ -31,7 +31,7 @@ extern "C" {
 /* The ABI version this header describes; ft_version() returns the library's. A library
  * answers every call of an older header; a newer header's new calls are absent from an older
  * library (weak imports then read as null). */
-#define FT_ABI_VERSION 1
+#define FT_ABI_VERSION 2  /* 2: ft_save_on_failure */
 
 typedef enum ft_result {
   FT_OK = 0,
@@ -116,6 +116,21 @@ int ft_step_done(int64_t step);
  * on top of the restored bytes. FT_OK with *step = the restored step. */
 int ft_restore(int64_t* step);
 
+/* The process is about to end because of a failure (an uncaught exception, a fatal error of
+ * its own): saves the state of the last completed step into the host arena now, as a
+ * termination signal's save does — one step, never a mix (an optimizer update that began and
+ * does not end within two step times is not saved), a step already committed is not saved
+ * again — within FT_CKPT_TERM_GRACE. Its peers usually die of the same failure moments later,
+ * so nothing may be left alive to answer a just-in-time save. FT_OK when saved, or when there
+ * is nothing newer to save (no step completed in this process, or the last one is committed);
+ * FT_INVALID_ARGUMENT before ft_register_end (nothing saved); FT_TIMEOUT when the update in
+ * flight or the save did not end in time; FT_CUDA_ERROR when the save failed. Any thread, any
+ * number of times (one save at a time). A C or C++ program need not call it: exit() with a
+ * non-zero status takes the same save (glibc); a Python process must, before the interpreter
+ * frees its tensors (sys.excepthook). Since ABI 2: with FT_WEAK_IMPORT, check it is non-null
+ * (or ft_version() >= 2). */
+int ft_save_on_failure(void);
+
 #ifdef FT_WEAK_IMPORT
 #pragma weak ft_version
 #pragma weak ft_result_string
@@ -126,6 +141,7 @@ int ft_restore(int64_t* step);
 #pragma weak ft_update_begin
 #pragma weak ft_step_done
 #pragma weak ft_restore
+#pragma weak ft_save_on_failure
 /* True when libft.so is loaded and provides this ABI. */
 static inline int ft_available(void) { return ft_version != 0 && ft_version() >= 1; }
 #endif

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -40,6 +41,21 @@ int ArenaSlots(const Config& cfg) {
   FT_LOG(Warn, Ckpt, "FT_CKPT_ARENA_SLOTS={} is neither 1 nor 2; the arena holds 2 copies",
          cfg.ckpt_arena_slots);
   return 2;
+}
+
+// At exit(), before libft.so's own handler (registered at Init, so it runs after this one)
+// marks the segment exited: glibc's on_exit passes the exit status (an atexit handler cannot
+// see it); elsewhere the status reads 0 and a failing exit saves nothing.
+#if defined(__GLIBC__)
+void FinishAtExitWithStatus(int status, void*) { TheAgent().FinishAtExit(status); }
+#endif
+void FinishAtExitNoStatus() { TheAgent().FinishAtExit(0); }
+
+void RegisterExitHandler() {
+#if defined(__GLIBC__)
+  if (on_exit(FinishAtExitWithStatus, nullptr) == 0) return;
+#endif
+  atexit(FinishAtExitNoStatus);
 }
 
 }  // namespace
@@ -226,7 +242,7 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   }
   done_cv_.NotifyAll();
   static std::once_flag exit_handler;
-  std::call_once(exit_handler, [] { atexit([] { TheAgent().FinishAtExit(); }); });
+  std::call_once(exit_handler, [] { RegisterExitHandler(); });
   // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
   std::vector<int> signals;
   Status parsed = term::ParseSignals(cfg.ckpt_on_signal, &signals);
@@ -387,6 +403,7 @@ int Agent::StepDone(int64_t step) {
   last_step_.store(step, std::memory_order_release);
   steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
+  term::NoteStepDone();  // a rank that handled a termination signal and trains on
   Phase phase;
   {
     MutexLock lock(&mu_);

@@ -29,15 +29,30 @@ int ApiRegisterEnd();
 int ApiUpdateBegin(void* stream);
 int ApiStepDone(int64_t step);
 int ApiRestore(int64_t* step);
+int ApiSaveOnFailure();
 
 // Poller thread: a kSave or kSaveAtStep command taken from the mailbox. The agent
 // acknowledges it, at once (nothing registered, no arena) or when the save that serves it
 // ends; the poller must not take it again.
 void HandOverSaveCommand(const shm::Command& command) noexcept;
 
-// The "ft-term" thread (term_signal.h): `sig` asked the process to terminate; saves the state
-// of the last completed step into the arena, bounded by FT_CKPT_TERM_GRACE. Never throws.
-void SaveForTermination(int sig) noexcept;
+// How a save before the process ends went.
+enum class EndSave {
+  kSaved,          // the last completed step is committed now
+  kNothingNewer,   // no step completed in this process, or the last one is committed already
+  kNotRegistered,  // ft_register_end not called (or no arena): nothing to save
+  kUpdateRunning,  // the optimizer update in flight did not end: not saved (never a mix)
+  kTimedOut,       // the grace ran out: nothing committed
+  kFailed,         // the save failed or was torn (its log line says why)
+};
+
+// The process is about to end: saves the state of the last completed step into the arena, the
+// same step rules for every cause, bounded by FT_CKPT_TERM_GRACE. `reason` names the cause in
+// the log ("SIGTERM", "exit status 1", "ft_save_on_failure"). `caller_ends`: the calling thread
+// is the one ending the process (exit(), ft_save_on_failure) and will finish no update, so an
+// update in flight is waited for two step times, not half the grace. Called by the "ft-term"
+// thread (term_signal.h), the exit handler and ft_save_on_failure; one at a time. Never throws.
+EndSave SaveBeforeEnd(const char* reason, bool caller_ends) noexcept;
 
 }  // namespace ft::preload::agent
 

@@ -78,10 +78,15 @@ class Agent {
   int StepDone(int64_t step);
   int Restore(int64_t* step);
   void HandOver(const shm::Command& command);
-  void FinishAtExit() noexcept;
-  // ckpt_agent_term.cc: the save a termination signal asks for (term_signal.h), on the
-  // "ft-term" thread; returns when it committed, failed or the grace ran out.
-  void SaveForTermination(int sig);
+  // At exit() with `status`: a save in progress is finished; a failing exit (non-zero) saves
+  // the last completed step first (ckpt_agent_term.cc); then the termination signal's end.
+  void FinishAtExit(int status) noexcept;
+  // ckpt_agent_term.cc: the save before the process ends (ckpt_agent.h, SaveBeforeEnd);
+  // returns when it committed, failed or the grace ran out.
+  EndSave SaveBeforeEnd(const char* reason, bool caller_ends);
+  int SaveOnFailure();
+  // Every registered host buffer is still mapped (the exit save would not fault on it).
+  bool HostBuffersMapped() const;
 
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
@@ -136,6 +141,8 @@ class Agent {
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
   // save's result is committed_step_ once saving_ is false again.
   bool term_requested_ GUARDED_BY(mu_) = false;
+  // Held by SaveBeforeEnd from start to end: its causes may race (a SIGTERM and a failure).
+  std::timed_mutex end_save_mu_;
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};

@@ -1,20 +1,20 @@
-// The checkpoint agent's termination save (ckpt_agent_impl.h, term_signal.h): a launcher or a
-// scheduler asked the process to end; the state of the last completed step goes into the arena
-// before the signal takes effect, within FT_CKPT_TERM_GRACE.
+// The checkpoint agent's save before the process ends (ckpt_agent_impl.h): a launcher or a
+// scheduler asked the process to end (term_signal.h), or it ends by a failure (exit() with a
+// non-zero status, ft_save_on_failure); the state of the last completed step goes into the arena
+// first, within FT_CKPT_TERM_GRACE.
 //
 // One step, never a mix: the copy waits until no optimizer update is running (no update window
 // open, or its device marker not reached: the GPU has not begun it), and while it copies, the
 // next ft_update_begin waits. A copy during which a window opened or a step completed anyway
 // (a program without ft_update_begin) is marked torn and never restored.
-#include <signal.h>
-#include <string.h>
-
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <thread>
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "include/ft/ft.h"
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 
@@ -48,19 +48,26 @@ void Agent::WaitWhileTermHold() {
   done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !term_hold_.load(std::memory_order_acquire); });
 }
 
-void Agent::SaveForTermination(int sig) {
+EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
   const auto start = Clock::now();
   const auto grace = g_rt->config.ckpt_term_grace;
   const auto deadline = start + grace;
-  const std::string name = sigabbrev_np(sig) != nullptr ? std::string("SIG") + sigabbrev_np(sig) : "signal";
   {
     MutexLock lock(&mu_);
-    if (phase_ != Phase::kReady) return;  // nothing to save; Arm runs only once ready
+    if (phase_ != Phase::kReady) return EndSave::kNotRegistered;  // nothing to save
+  }
+  // One at a time (a SIGTERM's save and ft_save_on_failure racing in a teardown): the second
+  // finds the step committed. Bounded like the save itself.
+  std::unique_lock<std::timed_mutex> one(end_save_mu_, std::defer_lock);
+  if (!one.try_lock_until(deadline)) {
+    FT_LOG(Warn, Ckpt, "{}: another save before the end still running after the grace ({:.1f} s)", name,
+           Seconds(grace));
+    return EndSave::kTimedOut;
   }
   if (last_step_.load(std::memory_order_acquire) == kNoStep) {
     // Nothing this process computed: the arena's copy (restored from, or older) stays as is.
-    FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved; the signal goes on", name);
-    return;
+    FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved", name);
+    return EndSave::kNothingNewer;
   }
   term_hold_.store(true, std::memory_order_seq_cst);
   HoldReleased release{&term_hold_, &mu_, &done_cv_};
@@ -87,15 +94,19 @@ void Agent::SaveForTermination(int sig) {
   }
 
   // A step boundary: the update in progress (if any) reaches ft_step_done. Half the grace at
-  // most; past it the committed copy is worth more than a torn one.
-  const auto settle_by = start + grace / 2;
+  // most; past it the committed copy is worth more than a torn one. A thread that is ending the
+  // process will not finish its update: then only the first wait's two step times.
+  const auto settle_by = caller_ends ? start + std::clamp<Clock::duration>(
+                                                   std::chrono::nanoseconds(2 * step_interval_ns_.load()),
+                                                   std::chrono::milliseconds(50), grace / 2)
+                                     : start + grace / 2;
   while (TornNow()) {
     if (Clock::now() >= settle_by) {
       FT_LOG(Warn, Ckpt,
              "{}: the optimizer update of step {} was still running after {:.1f} s; no termination save "
-             "(the arena keeps its committed copy), the signal goes on",
+             "(the arena keeps its committed copy)",
              name, last_step_.load() + 1, Seconds(Clock::now() - start));
-      return;
+      return EndSave::kUpdateRunning;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
@@ -103,34 +114,61 @@ void Agent::SaveForTermination(int sig) {
   MutexLock lock(&mu_);
   // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
   if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_; })) {
-    FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s); the signal goes on", name,
-           Seconds(grace));
-    return;
+    FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s)", name, Seconds(grace));
+    return EndSave::kTimedOut;
   }
   const int64_t step = last_step_.load(std::memory_order_acquire);
   if (committed_step_ == step) {
     FT_LOG(Info, Ckpt, "{}: step {} is already committed in the arena; nothing more to save", name, step);
-    return;
+    return EndSave::kNothingNewer;
   }
   term_requested_ = true;
   work_cv_.NotifyOne();
   // Taken (the flag cleared) and finished (FinishSave cleared saving_ and set committed_step_).
   if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !term_requested_ && !saving_; })) {
-    FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s); the "
-           "signal goes on", name, Seconds(grace));
-    return;
+    FT_LOG(Warn, Ckpt, "{}: the termination save did not finish within FT_CKPT_TERM_GRACE ({:.1f} s)", name,
+           Seconds(grace));
+    return EndSave::kTimedOut;
   }
   if (committed_step_ == step) {
-    FT_LOG(Info, Ckpt, "{}: termination save committed step={} {:.3f} s after the signal", name, step,
+    FT_LOG(Info, Ckpt, "{}: termination save committed step={} {:.3f} s after it was asked for", name, step,
            Seconds(Clock::now() - start));
-  }  // else the save said why (failed or torn: "termination save ... failed", torn=1)
+    return EndSave::kSaved;
+  }
+  return EndSave::kFailed;  // the save said why (failed or torn: "termination save ... failed", torn=1)
 }
 
-void SaveForTermination(int sig) noexcept {
+EndSave SaveBeforeEnd(const char* reason, bool caller_ends) noexcept {
   try {
-    TheAgent().SaveForTermination(sig);
+    return TheAgent().SaveBeforeEnd(reason, caller_ends);
   } catch (...) {
+    return EndSave::kFailed;
   }
 }
+
+int Agent::SaveOnFailure() {
+  switch (SaveBeforeEnd("ft_save_on_failure", true)) {
+    case EndSave::kSaved:
+    case EndSave::kNothingNewer:
+      return FT_OK;
+    case EndSave::kNotRegistered: {
+      MutexLock lock(&mu_);
+      if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, "ft_save_on_failure: " + arena_error_);
+      return Fail(FT_INVALID_ARGUMENT,
+                  "ft_save_on_failure: nothing registered yet (call it after ft_register_end): nothing saved");
+    }
+    case EndSave::kUpdateRunning:
+      return Fail(FT_TIMEOUT, "ft_save_on_failure: the optimizer update was running and did not end; nothing "
+                              "saved (the arena keeps its committed copy)");
+    case EndSave::kTimedOut:
+      return Fail(FT_TIMEOUT, "ft_save_on_failure: the save did not end within FT_CKPT_TERM_GRACE; nothing "
+                              "committed");
+    case EndSave::kFailed:
+      break;
+  }
+  return Fail(FT_CUDA_ERROR, "ft_save_on_failure: the save failed or was torn (see the log); nothing committed");
+}
+
+int ApiSaveOnFailure() { return TheAgent().SaveOnFailure(); }
 
 }  // namespace ft::preload::agent

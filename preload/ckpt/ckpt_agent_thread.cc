@@ -1,11 +1,14 @@
 // The ft-ckpt thread's half of the checkpoint agent (ckpt_agent_impl.h): the save commands
 // the poller hands over, the work loop (just-in-time and periodic saves, restores), the
 // acknowledgements, and the wait for a save in progress at exit.
+#include <dlfcn.h>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "common/log.h"
@@ -30,23 +33,56 @@ void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
   shm::AckCommand(*g_rt->segment, seq, static_cast<int32_t>(code), message);
 }
 
-// At a normal exit (the app returned from main or called exit): a save in progress, or asked
-// for, is finished first — typically the periodic save of the last step, whose commit runs
-// after ft_step_done returned; cut short, it would leave the arena without any committed
-// copy. Bounded: a copy stuck behind a dead device is given up after kExitWait.
-void Agent::FinishAtExit() noexcept {
+// At exit (the app returned from main or called exit): a save in progress, or asked for, is
+// finished first — typically the periodic save of the last step, whose commit runs after
+// ft_step_done returned; cut short, it would leave the arena without any committed copy.
+// Bounded: a copy stuck behind a dead device is given up after kExitWait. A failing exit (a
+// non-zero status: an uncaught error, a peer's collective failing) then saves the last
+// completed step, as a termination signal would: its peers die of the same failure
+// milliseconds later, and nothing would be left alive to answer a just-in-time save. Not in
+// a Python process: the interpreter freed its objects (the tensors the buffers point into)
+// before C exit handlers run; its helper calls ft_save_on_failure before that instead.
+void Agent::FinishAtExit(int status) noexcept {
   constexpr auto kExitWait = std::chrono::seconds(10);
   try {
     if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
-    MutexLock lock(&mu_);
-    if (phase_ != Phase::kReady) return;
-    bool done = done_cv_.WaitFor(&mu_, kExitWait, [&]() REQUIRES(mu_) {
-      return !saving_ && app_requests_.empty() && jit_waiting_.empty();
-    });
-    if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+    {
+      MutexLock lock(&mu_);
+      if (phase_ != Phase::kReady) return;
+      bool done = done_cv_.WaitFor(&mu_, kExitWait, [&]() REQUIRES(mu_) {
+        return !saving_ && app_requests_.empty() && jit_waiting_.empty();
+      });
+      if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+    }
+    if (status != 0) {
+      if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
+        FT_LOG(Debug, Ckpt, "exit status {} in a Python process: no save at exit (ft_save_on_failure's)",
+               status);
+      } else if (HostBuffersMapped()) {
+        const std::string reason = "exit status " + std::to_string(status);
+        (void)SaveBeforeEnd(reason.c_str(), true);
+      }
+    }
   } catch (...) {
   }
   term::FinishAtExit();
+}
+
+// A program that returned from main has run its locals' destructors: a host buffer whose
+// pages are gone would fault the save's copy and end the process by SIGSEGV instead of its
+// status. msync fails with ENOMEM on a range that is not wholly mapped.
+bool Agent::HostBuffersMapped() const {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const Registered& b : buffers_) {
+    if (b.where != Registered::Where::kHost || b.bytes == 0) continue;
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(b.ptr) & ~(page - 1);
+    const uintptr_t end = reinterpret_cast<uintptr_t>(b.ptr) + b.bytes;
+    if (msync(reinterpret_cast<void*>(begin), end - begin, MS_ASYNC) != 0) {
+      FT_LOG(Warn, Ckpt, "exit: the registered buffer {} is no longer mapped; no save at exit", b.name);
+      return false;
+    }
+  }
+  return true;
 }
 
 namespace {

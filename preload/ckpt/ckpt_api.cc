@@ -116,3 +116,7 @@ FT_API int ft_step_done(int64_t step) {
 FT_API int ft_restore(int64_t* step) {
   return Guarded("ft_restore", [&] { return ft::preload::agent::ApiRestore(step); });
 }
+
+FT_API int ft_save_on_failure(void) {
+  return Guarded("ft_save_on_failure", [&] { return ft::preload::agent::ApiSaveOnFailure(); });
+}

@@ -1,17 +1,27 @@
 // A training loop with host state for the termination-save tests (term_signal_test.py), run
 // under LD_PRELOAD=libft.so, and the check of what its arena holds afterwards.
 //
-//   term_app run [--handler none|app|ign|info] [--handler-after] [--register 0|1]
+//   term_app run [--handler none|app|ign|info|log] [--handler-after] [--resethand]
+//                [--install sigaction|signal|bsd_signal|sysv_signal|sigset] [--register 0|1]
 //                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
-//                [--max-steps S]
+//                [--max-steps S] [--exit-after S [--exit-code C] [--exit-in-update]]
+//                [--save-on-failure-after S]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
-//     "step <s>" printed, M ms of "forward/backward". The app's own handler of SIGTERM (and
-//     SIGINT), installed before ft_register_end or after (--handler-after), prints
-//     "app handler sig=<s> count=<n> code=<si_code> pid=<si_pid>" and ends the loop: the
-//     program exits 0 after "exiting count=<n>". --block-read: after step 3 it blocks in
-//     read(stdin) and exits 0 when the read returns (EOF or an interrupted call). --max-steps:
-//     after step S it idles (prints "idle after step S") until a handler of its own ran.
+//     "step <s> eintr=<n>" printed (n: sleeps interrupted so far), M ms of
+//     "forward/backward". The app's own handler of SIGTERM (and SIGINT), installed before
+//     ft_register_end or after (--handler-after), with sigaction (or --install's function),
+//     prints "app handler sig=<s> count=<n> code=<si_code> pid=<si_pid>" and ends the loop: the
+//     program exits 0 after "exiting count=<n>". "log" only prints (the loop goes on).
+//     --resethand: the handler is SA_RESETHAND. An atexit
+//     handler, registered first, prints "atexit handler ran" without a newline (only exit's
+//     stdio flush writes it). --block-read: after step 3 it blocks in read(stdin) and exits 0
+//     when the read returns (EOF or an interrupted call). --max-steps: after step S it idles
+//     (prints "idle after step S") until a handler of its own ran. --exit-after: exit(C)
+//     after step S (--exit-in-update: inside step S+1's update, half of it written).
+//     --save-on-failure-after: ft_save_on_failure before registration ("early result=<r>"),
+//     then after step S from two threads at once ("save_on_failure results=<a>,<b>"), then
+//     exit(0).
 //   term_app check --arena-dir D --job J --rank R
 //     prints "arena step=<s> torn=<0|1> content=<ok|mixed>": content ok when every byte
 //     of the state is the fill of the step the manifest names.
@@ -25,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "include/ft/ft.h"
@@ -33,7 +44,12 @@
 
 namespace {
 
+// glibc still exports bsd_signal but no longer declares it.
+extern "C" sighandler_t bsd_signal(int sig, sighandler_t handler);
+
 std::atomic<int> g_handled{0};
+std::atomic<int> g_logged{0};
+std::atomic<int> g_eintr{0};
 
 void Say(const char* text) {
   ssize_t ignored = write(1, text, strlen(text));
@@ -47,6 +63,15 @@ void PlainHandler(int sig) {
   Say(line);
 }
 
+void LogHandler(int sig) {
+  int n = g_logged.fetch_add(1) + 1;
+  char line[128];
+  snprintf(line, sizeof line, "app handler logged sig=%d count=%d\n", sig, n);
+  Say(line);
+}
+
+void AtExit() { printf("atexit handler ran"); }
+
 void InfoHandler(int sig, siginfo_t* info, void*) {
   int n = g_handled.fetch_add(1) + 1;
   char line[128];
@@ -55,7 +80,12 @@ void InfoHandler(int sig, siginfo_t* info, void*) {
   Say(line);
 }
 
-void Install(const std::string& kind) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+void SysvSigset(int sig, sighandler_t handler) { sigset(sig, handler); }
+#pragma GCC diagnostic pop
+
+void Install(const std::string& kind, const std::string& how, bool resethand) {
   struct sigaction a;
   memset(&a, 0, sizeof a);
   sigemptyset(&a.sa_mask);
@@ -66,30 +96,37 @@ void Install(const std::string& kind) {
     a.sa_flags = SA_SIGINFO;
   } else if (kind == "ign") {
     a.sa_handler = SIG_IGN;
+  } else if (kind == "log") {
+    a.sa_handler = LogHandler;
   } else {
     return;
   }
-  sigaction(SIGTERM, &a, nullptr);
-  sigaction(SIGINT, &a, nullptr);
+  if (resethand) a.sa_flags |= SA_RESETHAND;
+  for (int sig : {SIGTERM, SIGINT}) {
+    if (how == "signal") signal(sig, a.sa_handler);
+    else if (how == "bsd_signal") bsd_signal(sig, a.sa_handler);
+    else if (how == "sysv_signal") sysv_signal(sig, a.sa_handler);
+    else if (how == "sigset") SysvSigset(sig, a.sa_handler);
+    else sigaction(sig, &a, nullptr);
+  }
   // What the app reads back is its own disposition, whatever libft.so installed.
   struct sigaction back;
   sigaction(SIGTERM, nullptr, &back);
-  const bool same = (kind == "info") ? back.sa_sigaction == InfoHandler
-                    : (kind == "app") ? back.sa_handler == PlainHandler
-                                      : back.sa_handler == SIG_IGN;
+  const bool same = (kind == "info") ? back.sa_sigaction == InfoHandler : back.sa_handler == a.sa_handler;
   printf("handler %s reads back %s\n", kind.c_str(), same ? "its own" : "another");
 }
 
 void Sleep(int ms) {
   struct timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0) {
+    if (errno == EINTR) g_eintr.fetch_add(1);
   }
 }
 
 int Run(int argc, char** argv) {
-  std::string handler = "none";
-  bool after = false, reg = true, fork_child = false, block_read = false;
-  int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0;
+  std::string handler = "none", how = "sigaction";
+  bool after = false, reg = true, fork_child = false, block_read = false, resethand = false, exit_in_update = false;
+  int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0, exit_after = 0, exit_code = 1, save_after = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -102,17 +139,25 @@ int Run(int argc, char** argv) {
     else if (a == "--fork-child") fork_child = true;
     else if (a == "--block-read") block_read = true;
     else if (a == "--max-steps") max_steps = atoi(next().c_str());
+    else if (a == "--resethand") resethand = true;
+    else if (a == "--install") how = next();
+    else if (a == "--exit-after") exit_after = atoi(next().c_str());
+    else if (a == "--exit-code") exit_code = atoi(next().c_str());
+    else if (a == "--exit-in-update") exit_in_update = true;
+    else if (a == "--save-on-failure-after") save_after = atoi(next().c_str());
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  atexit(AtExit);
   std::vector<unsigned char> state(static_cast<size_t>(kib) * 1024, 0);
-  if (!after) Install(handler);
+  if (save_after > 0) printf("early result=%d\n", ft_save_on_failure());
+  if (!after) Install(handler, how, resethand);
   if (reg) {
     if (ft_register("state", state.data(), state.size()) != FT_OK || ft_register_end() != FT_OK) {
       printf("ft: %s\n", ft_last_error());
     }
   }
-  if (after) Install(handler);
+  if (after) Install(handler, how, resethand);
   for (int step = 1; g_handled.load() == 0; ++step) {
     ft_update_begin(nullptr);
     const unsigned char fill = static_cast<unsigned char>(step & 0xff);
@@ -123,7 +168,25 @@ int Run(int argc, char** argv) {
     }
     memset(state.data(), fill, state.size());
     ft_step_done(step);
-    printf("step %d\n", step);
+    printf("step %d eintr=%d\n", step, g_eintr.load());
+    if (exit_after > 0 && step == exit_after) {
+      if (exit_in_update) {
+        ft_update_begin(nullptr);  // no stream: the update may already be running
+        memset(state.data(), static_cast<unsigned char>((step + 1) & 0xff), state.size() / 2);
+        printf("exit(%d) inside the update of step %d\n", exit_code, step + 1);
+      } else {
+        printf("exit(%d) after step %d\n", exit_code, step);
+      }
+      exit(exit_code);  // the state stays alive: exit() does not unwind
+    }
+    if (save_after > 0 && step == save_after) {
+      std::atomic<int> other{-1};
+      std::thread t([&] { other.store(ft_save_on_failure()); });
+      const int mine = ft_save_on_failure();
+      t.join();
+      printf("save_on_failure results=%d,%d\n", mine, other.load());
+      exit(0);
+    }
     if (step == 1) {
       printf("ready pid=%d\n", static_cast<int>(getpid()));
       if (fork_child) {

@@ -8,7 +8,28 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   app-handler        the app's SIGTERM handler, installed before ft_register_end, runs once
                      after the save and the app exits 0; it reads back its own handler
   app-handler-after  the same with the handler installed after ft armed the signal
-  ignored            SIG_IGN: saved, and the process runs on
+  ignored            SIG_IGN: nothing happens, as without ft — no save, no terminating mark, no
+                     sleep interrupted (EINTR) — and the process runs on
+  handler-continues  the app's handler logs and returns: saved, then the rank is a running one
+                     again (the segment's terminating mark cleared); a later SIGTERM saves the
+                     newer step
+  resethand-exit     an SA_RESETHAND handler ends the loop and the program exits 0 (the signal's
+                     disposition is the default again by then): the process exits 0, its atexit
+                     handlers and stdio run, its segment is removed, after the save
+  python-exit        a Python program whose SIGTERM handler calls sys.exit(0) (term_py_app.py):
+                     exits 0 with its atexit output, the segment removed, after the save
+  sigset, sysv_signal, bsd_signal
+                     the handler installed (after ft armed SIGTERM) by that older function is
+                     chained like one sigaction installs: saved first, then it runs once
+  strict-c-signal    the same for signal() in a program compiled as strict ISO C
+                     (term_strict_c_app.c: glibc binds it to __sysv_signal)
+  exit-failure       exit(1) after step 5: the step is saved before the process ends, which still
+                     exits 1 and removes its segment
+  exit-clean         exit(0) after step 5: a clean finish saves nothing
+  exit-in-update     exit(1) inside the update of step 6 (no stream: it may be running): no save
+                     or a torn one, never a mix
+  save-on-failure    ft_save_on_failure: before registration a no-op (FT_INVALID_ARGUMENT); after
+                     step 5, from two threads at once, both FT_OK and one save of step 5
   siginfo-handler    an SA_SIGINFO handler sees the sender's pid
   second-signal      two SIGTERMs 5 ms apart: one save, one death by SIGTERM
   nothing-registered nothing registered: SIGTERM kills at once, no arena
@@ -55,7 +76,7 @@ def check(cond, msg):
 
 
 class App:
-    def __init__(self, args, flags, env_extra=None, tmp_dir=None, stale_segment=False):
+    def __init__(self, args, flags, env_extra=None, tmp_dir=None, stale_segment=False, cmd=None):
         self.dir = tempfile.mkdtemp(prefix="ft-term-", dir=tmp_dir)
         self.job = "term-%d" % os.getpid()
         env = dict(os.environ, LD_PRELOAD=args.libft, FT_JOB=self.job, FT_RANK="0", FT_WORLD_SIZE="1",
@@ -72,7 +93,7 @@ class App:
                 f.write("left by a process killed with this pid")
             os.chmod(path, 0o600)
 
-        self.proc = subprocess.Popen([args.app, "run"] + flags, env=env, stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen((cmd or [args.app, "run"]) + flags, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      preexec_fn=plant_stale_segment if stale_segment else None)
         threading.Thread(target=self._read, daemon=True).start()
@@ -122,6 +143,15 @@ class App:
         fields = dict(kv.split("=") for kv in out.split()[1:])
         return int(fields["step"]), fields["torn"] == "1", fields["content"]
 
+    def segments(self):
+        return [n for n in os.listdir("/dev/shm") if n.startswith("ft.%s." % self.job)]
+
+    def terminate_mark(self):
+        """The segment header's terminate_signal (docs/shm-format.md, offset 328)."""
+        with open("/dev/shm/ft.%s.r0.p%d" % (self.job, self.proc.pid), "rb") as f:
+            f.seek(328)
+            return struct.unpack("<i", f.read(4))[0]
+
     def close(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -168,6 +198,26 @@ def arena_writing(path):
         return False
     slots = struct.unpack_from("<I", header, 64)[0]
     return any(struct.unpack_from("<Q", header, 192 + 64 * s)[0] % 2 == 1 for s in range(min(slots, 2)))
+
+
+def wait_for(cond, what, timeout=20):
+    deadline = time.time() + timeout
+    while not cond():
+        if time.time() > deadline:
+            fail("not within %d s: %s" % (timeout, what))
+        time.sleep(0.01)
+
+
+def saved_steps(app):
+    return [int(m) for m in re.findall(r"termination save committed step=(\d+)", app.output())]
+
+
+def check_ended_as_without_ft(app, rc):
+    """exit(0) after the app's SIGTERM handler ran: status 0, atexit handlers and stdio, no segment."""
+    out = app.output()
+    check(rc == 0, "exit status %d, expected 0 (the app exits 0 after its handler); output:\n%s" % (rc, out[-2000:]))
+    check("atexit handler ran" in out, "the app's atexit handler did not run (or stdio was not flushed)")
+    check(not app.segments(), "the segment was left in /dev/shm: %s" % app.segments())
 
 
 def check_killed_at_once(app, sent):
@@ -323,9 +373,99 @@ def run_case(args):
         app = App(args, ["--handler", "ign"])
         try:
             before, _ = signal_after_steps(app)
-            app.wait_line("step %d" % (before + 30))  # it runs on
+            line = app.wait_line("step %d " % (before + 30))  # it runs on
             check(app.proc.poll() is None, "the process ended although it ignores SIGTERM")
-            check_saved(app, before, before + 30)
+            check(line.endswith(" eintr=0"), "a sleep was interrupted by the ignored signal: " + line)
+            check(app.terminate_mark() == 0, "the segment says the process was told to terminate")
+            check("termination save" not in app.output(), "an ignored SIGTERM took a termination save")
+            check(app.arena() is None, "an ignored SIGTERM committed a copy")
+        finally:
+            app.close()
+    elif c == "handler-continues":
+        app = App(args, ["--handler", "log"])
+        try:
+            before, _ = signal_after_steps(app)
+            app.wait_line("app handler logged sig=15 count=1")
+            first = check_saved(app, before, app.last_step())
+            wait_for(lambda: app.terminate_mark() == 0, "the terminating mark cleared after the handler returned")
+            again = app.last_step() + 3
+            before, _ = signal_after_steps(app, again)
+            app.wait_line("app handler logged sig=15 count=2")
+            wait_for(lambda: len(saved_steps(app)) == 2, "a second termination save for the second SIGTERM")
+            second = saved_steps(app)[1]
+            check(second > first, "the second save holds step %d, not newer than the first's %d" % (second, first))
+            check_saved(app, before, app.last_step())
+            wait_for(lambda: app.terminate_mark() == 0, "the terminating mark cleared again")
+            app.wait_line("step %d " % (app.last_step() + 2))
+            check(app.proc.poll() is None, "the process ended although its handler returned")
+            print("saved step %d, then step %d for the second SIGTERM; running on" % (first, second))
+        finally:
+            app.close()
+    elif c in ("resethand-exit", "python-exit"):
+        if c == "python-exit":
+            app = App(args, [], cmd=[sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                  "term_py_app.py")])
+        else:
+            app = App(args, ["--handler", "app", "--resethand"])
+        try:
+            before, _ = signal_after_steps(app)
+            rc = app.wait_exit()
+            check_saved(app, before, app.last_step())
+            check_ended_as_without_ft(app, rc)
+        finally:
+            app.close()
+    elif c in ("sigset", "sysv_signal", "bsd_signal", "strict-c-signal"):
+        if c == "strict-c-signal":
+            app = App(args, [], cmd=[args.strict_c_app])
+        else:
+            app = App(args, ["--handler", "app", "--handler-after", "--install", c])
+        try:
+            if c != "strict-c-signal":
+                check("reads back its own" in app.wait_line("handler "), "the app reads back another handler")
+            before, _ = signal_after_steps(app)
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == 0, "exit status %d, expected 0 (the app's handler ends the loop)\n%s" % (rc, out[-2000:]))
+            check(out.count("app handler sig=15") == 1, "the app's handler did not run once")
+            check_saved(app, before, app.last_step())
+        finally:
+            app.close()
+    elif c in ("exit-failure", "exit-clean", "exit-in-update"):
+        code = 0 if c == "exit-clean" else 1
+        flags = ["--exit-after", "5", "--exit-code", str(code)] + (["--exit-in-update"] if c == "exit-in-update" else [])
+        app = App(args, flags)
+        try:
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == code, "exit status %d, expected %d; output:\n%s" % (rc, code, out[-2000:]))
+            check(not app.segments(), "the segment was left in /dev/shm: %s" % app.segments())
+            got = app.arena()
+            if c == "exit-failure":
+                check(got is not None, "no committed copy after exit(1); output:\n" + out[-2000:])
+                check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole" % (got,))
+                check("exit status 1: termination save committed step=5" in out, "the log does not say why it saved")
+            elif c == "exit-clean":
+                check(got is None, "exit(0) committed a copy: %s" % (got,))
+                check("termination save" not in out, "exit(0) took a save")
+            else:
+                check(got is None or got[1] or (got[0] == 5 and got[2] == "ok"),
+                      "the arena holds %s: a copy of two steps" % (got,))
+                check("was still running" in out, "the exit save did not see the update running:\n" + out[-2000:])
+        finally:
+            app.close()
+    elif c == "save-on-failure":
+        app = App(args, ["--save-on-failure-after", "5"])
+        try:
+            check(app.wait_line("early result=") == "early result=2",
+                  "ft_save_on_failure before registration is not FT_INVALID_ARGUMENT")
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == 0, "exit status %d, expected 0; output:\n%s" % (rc, out[-2000:]))
+            check("save_on_failure results=0,0" in out, "ft_save_on_failure did not return FT_OK twice:\n" + out[-2000:])
+            check(saved_steps(app) == [5], "saves %s, expected one of step 5" % saved_steps(app))
+            check("already committed" in out, "the second call did not find step 5 committed")
+            got = app.arena()
+            check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole" % (got,))
         finally:
             app.close()
     elif c in ("nothing-registered", "disabled", "off"):
@@ -379,6 +519,7 @@ def main():
     p.add_argument("--libft", required=True)
     p.add_argument("--case", required=True)
     p.add_argument("--tool", help="ckpt_bench_tool (joins-save posts a save command with it)")
+    p.add_argument("--strict-c-app", help="term_strict_c_app (strict-c-signal)")
     p.add_argument("--state-mib", type=int, default=512, help="killed-mid-save: the app's registered state")
     run_case(p.parse_args())
 
