@@ -203,7 +203,13 @@ class _Unpickler(pickle.Unpickler):
 
 def pack(objects, capacity):
     """The buffer's bytes for {name: object} (each object's state_dict()), or ValueError."""
-    payload = pickle.dumps({name: encode(obj.state_dict(), name) for name, obj in objects.items()}, protocol=4)
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=4)
+    # No memo: the bytes depend on the values only, not on which objects happen to be shared
+    # (replicas' copies are compared byte for byte).
+    pickler.fast = True
+    pickler.dump({name: encode(obj.state_dict(), name) for name, obj in objects.items()})
+    payload = out.getvalue()
     if HEADER + len(payload) > capacity:
         raise ValueError("ft: the Python state (%s) takes %d bytes, over the %d its buffer holds: pass a larger "
                          "state_bytes to ft.register_state (the bound is fixed at registration; nothing was "
