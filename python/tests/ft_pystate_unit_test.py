@@ -192,10 +192,11 @@ class Bound(WithLibrary):
         self.assertEqual(self.lib.registered, [])
 
     def test_only_plain_values_and_arrays_are_read_back(self):
+        import pickle
+        import struct
         from ft import _pystate
-        raw = _pystate.MAGIC + b"\0" * 8
-        evil = __import__("pickle").dumps({"x": ctypes.c_int(1)}, protocol=4)
-        raw = _pystate.MAGIC + __import__("struct").pack("<Q", len(evil)) + evil
+        evil = pickle.dumps({"x": ctypes.c_int(1)}, protocol=4)  # names ctypes.c_int
+        raw = _pystate.MAGIC + struct.pack("<Q", len(evil)) + evil
         with self.assertRaisesRegex(Exception, "never writes"):
             _pystate.unpack(raw)
         with self.assertRaisesRegex(ValueError, "does not start with"):
