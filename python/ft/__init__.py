@@ -2,31 +2,34 @@
 
     import ft
     ft.init_optimizer_state(optimizer)   # its lazily created state, training unchanged
-    ft.register_state({"model": model.state_dict(), "optim": optimizer.state_dict()})
+    ft.register_state({"model": model, "optim": optimizer, "sched": scheduler, "rng": ft.RngState()})
     ft.register_end()
     start = ft.restore() or 0            # the restored step, or None: from scratch
     for step in range(start, steps):
         ...backward...
         ft.update_begin(torch.cuda.current_stream().cuda_stream)
-        optimizer.step()
+        optimizer.step(); scheduler.step()
         torch.cuda.current_stream().synchronize()
-        ft.step_done(step + 1)
+        ft.step_done(step + 1)           # also writes the Python state of this step
 
 The functions call libft.so's C ABI (include/ft/ft.h, docs/checkpoints.md). Without libft.so
 (not preloaded, no FT_LIBRARY) or with it disabled (FT_ENABLE=0), every call does nothing and
-returns NOT_AVAILABLE, which is falsy; one warning says why. Errors raise FtError.
+returns NOT_AVAILABLE, which is falsy (register_state: an empty list); one warning says why.
+Errors raise FtError.
 """
 
 import ctypes
 import threading
 import warnings
 
-from ._flatten import uninitialized_optimizers, walk
+from . import _failure, _pystate
+from ._flatten import collect, uninitialized_optimizers
 from ._optim import init_optimizer_state
+from ._pystate import STATE_BYTES, RngState, Values
 
 __all__ = ["FtError", "NOT_AVAILABLE", "available", "version", "set_shard", "register",
            "register_state", "register_end", "update_begin", "step_done", "restore",
-           "init_optimizer_state"]
+           "init_optimizer_state", "RngState", "Values", "STATE_BYTES"]
 
 # ft_result codes (include/ft/ft.h).
 OK = 0
@@ -67,6 +70,9 @@ class FtError(RuntimeError):
 
 _lock = threading.Lock()
 _state = {"loaded": False, "lib": None, "why": "", "warned": False}
+# The Python state buffers registered (one per register_state call that held objects), written
+# at every step_done and read back after restore.
+_python_states = []
 
 
 def _lib():
@@ -128,41 +134,73 @@ def register(name, ptr, nbytes):
     return _call("ft_register", name.encode("utf-8"), ctypes.c_void_p(int(ptr)), int(nbytes))
 
 
-def register_state(mapping, prefix=""):
-    """Registers every buffer of `mapping` (anything with data_ptr(), e.g. a PyTorch state
-    dict of a model and an optimizer; its size is element_size() * nelement(), else nbytes),
-    nested mappings and lists flattened with dotted names under `prefix`. Returns the names
-    registered, in order, or NOT_AVAILABLE. Every rank of a data-parallel group must register
-    the same names and sizes in the same order (a state dict's order is deterministic).
+def register_state(mapping, prefix="", state_bytes=STATE_BYTES):
+    """Registers everything a run needs of `mapping`, nested mappings and lists flattened with
+    dotted names under `prefix`:
+      - every buffer (anything with data_ptr(), e.g. a tensor; its size is element_size() *
+        nelement(), else nbytes) with ft_register;
+      - a PyTorch module: its state_dict(keep_vars=True)'s tensors;
+      - a PyTorch optimizer: its state tensors (names "<name>.state.<i>.<key>"), and its param
+        groups' plain values (the learning rate a scheduler changes) in the Python state;
+      - any other object with state_dict() and load_state_dict() (an LR scheduler, ft.RngState(),
+        ft.Values(...), a sampler): its state_dict() in the Python state.
+    The Python state is one host buffer of `state_bytes` (registered as "<prefix.>python_state"
+    with the tensors), written at every step_done and given back to each object's
+    load_state_dict() by restore(): saved, verified and restored with the same step.
+    Returns the names registered, in order ([] when libft.so is absent or disabled, after the
+    same checks). Every rank of a data-parallel group must register the same names and sizes in
+    the same order, and hold the same bytes (a rank-dependent RNG seed makes its state differ).
 
-    ValueError, before anything is registered: a non-contiguous tensor, a buffer whose size
-    cannot be taken, or a mapping that holds buffers of which none has a byte to register
-    (nothing would be saved, and restore() would fail later), or an optimizer's state dict
-    whose state is still empty (its first step creates it: call init_optimizer_state first,
-    or a restore would leave the optimizer's state at zero under restored parameters).
+    ValueError, before anything is registered: a value that is none of the above (a plain
+    number, a string, None, an optimizer's state_dict() copy: it could not be put back where the
+    program reads it), a non-contiguous tensor, a buffer whose size cannot be taken, nothing to
+    save at all (no buffer with a byte, no object), an optimizer whose state is still empty (call
+    init_optimizer_state first), or a Python state over `state_bytes`.
 
     Every registered object is kept alive for the life of the process (libft.so may copy it
     until the process is gone, interpreter shutdown included)."""
-    if _lib() is None:
-        return _not_available(_state["why"])
-    found = walk(mapping, prefix)
+    found = collect(mapping, prefix)
+    if found.refused:
+        raise ValueError("ft.register_state: %s — nothing was registered. A plain value that changes belongs in an "
+                         "object with state_dict()/load_state_dict() (ft.Values(...)); one the program recreates "
+                         "(configuration) stays out of the mapping" %
+                         "; ".join("%r is %s" % (n or "the mapping", why) for n, why in found.refused[:5]))
     empty = uninitialized_optimizers(mapping, prefix)
     if empty:
         raise ValueError("ft.register_state: %s is an optimizer's state dict without state (PyTorch creates it "
                          "in the first step): call ft.init_optimizer_state(optimizer) before taking the state "
                          "dict (an optimizer that keeps no state: leave its state dict out)" % " and ".join(repr(n or "the mapping") for n in empty))
-    buffers = [b for b in found if b[2] > 0]
-    if found and not buffers:
-        raise ValueError("ft.register_state: the mapping holds %d tensors (%s) but none has a byte to register: "
-                         "nothing would be saved" % (len(found), ", ".join(b[0] for b in found[:5]) +
-                                                    (", ..." if len(found) > 5 else "")))
+    buffers = [b for b in found.buffers if b[2] > 0]
+    if not buffers and not found.objects:
+        if found.buffers:
+            raise ValueError("ft.register_state: the mapping holds %d tensors (%s) but none has a byte to register: "
+                             "nothing would be saved" % (len(found.buffers), ", ".join(b[0] for b in found.buffers[:5]) +
+                                                        (", ..." if len(found.buffers) > 5 else "")))
+        raise ValueError("ft.register_state: the mapping holds nothing to save (no tensor, no object with "
+                         "state_dict()/load_state_dict())")
+    python_state = None
+    if found.objects:
+        name = prefix + "." + "python_state" if prefix else "python_state"
+        if _python_states:
+            name += ".%d" % len(_python_states)
+        python_state = _pystate.StateBuffer(name, found.objects, int(state_bytes))  # ValueError if too large
+    lib = _lib()
+    if lib is None:
+        _not_available(_state["why"])
+        return []
     names = []
     for name, ptr, nbytes, value in buffers:
         result = register(name, ptr, nbytes)
         if result is NOT_AVAILABLE:
-            return NOT_AVAILABLE
+            return []
         _keep_forever(value)
         names.append(name)
+    if python_state is not None:
+        if register(python_state.name, python_state.address(), python_state.capacity) is NOT_AVAILABLE:
+            return []
+        _python_states.append(python_state)
+        names.append(python_state.name)
+    _failure.install(lib)
     return names
 
 
@@ -199,7 +237,14 @@ def update_begin(stream=None):
 
 
 def step_done(step):
-    """Optimizer step `step` (the application's own number) is complete on the device."""
+    """Optimizer step `step` (the application's own number) is complete on the device, and the
+    objects in the Python state (a scheduler: step it before this call) hold this step's
+    values: they are written into their buffer first. ValueError when they outgrew the buffer
+    (the step is then not reported: no copy of it is taken)."""
+    if _lib() is None:
+        return _not_available(_state["why"])
+    for python_state in _python_states:
+        python_state.write()
     return _call("ft_step_done", int(step))
 
 
@@ -213,6 +258,13 @@ def restore():
     step = ctypes.c_int64(-1)
     code = lib.ft_restore(ctypes.byref(step))
     if code == OK:
+        for python_state in _python_states:
+            try:
+                python_state.load()
+            except Exception as e:
+                raise FtError(CORRUPT, "FT_CORRUPT", "step %d was restored but its Python state %r could not be read "
+                              "back (%s: %s): do not train on, the run would not be the one saved" %
+                              (step.value, python_state.name, type(e).__name__, e)) from e
         return step.value
     if code == NO_CHECKPOINT:
         return None

@@ -1,10 +1,17 @@
 """Flattening a state mapping (a PyTorch state dict of a model and its optimizer, possibly
 nested) into named buffers: anything with data_ptr() is a buffer (its size: element_size() *
 nelement(), which every PyTorch has, else nbytes); mappings and lists are walked with dotted
-names; every other value (learning rates, flags, None) is configuration, not state, and
-skipped."""
+names. A PyTorch module is its state_dict(keep_vars=True); a PyTorch optimizer is its state
+tensors plus its param groups' plain values (the learning rate a scheduler changes); any other
+object with state_dict() and load_state_dict() (an LR scheduler, ft.RngState, ft.Values, a
+sampler) is kept whole in the Python state (_pystate). Any other value (a plain number, a
+string, None, an optimizer's state dict copy) cannot be put back where the program reads it:
+it is collected as refused, and register_state names it in a ValueError — nothing is dropped
+silently."""
 
 from collections.abc import Mapping
+
+from . import _pystate
 
 
 def is_buffer(value):
@@ -37,9 +44,33 @@ def flatten(mapping, prefix=""):
 def walk(mapping, prefix=""):
     """Like flatten, zero-byte buffers included, each with its object:
     [(name, pointer, bytes, buffer)]."""
-    out = []
+    return collect(mapping, prefix).buffers
+
+
+class Collected:
+    """What a state mapping holds: buffers [(name, pointer, bytes, buffer)], objects kept in
+    the Python state {name: object with state_dict/load_state_dict}, and the names of values
+    that are neither (refused)."""
+
+    def __init__(self):
+        self.buffers = []
+        self.objects = {}
+        self.refused = []
+
+
+def collect(mapping, prefix=""):
+    out = Collected()
     _walk(mapping, prefix, out)
     return out
+
+
+def is_module(value):
+    return callable(getattr(value, "named_parameters", None)) and callable(getattr(value, "state_dict", None))
+
+
+def is_optimizer_state_dict(value):
+    return (isinstance(value, Mapping) and isinstance(value.get("state"), Mapping) and
+            isinstance(value.get("param_groups"), (list, tuple)))
 
 
 def _join(prefix, key):
@@ -54,13 +85,27 @@ def _walk(value, name, out):
             raise ValueError("ft: %r is not contiguous: register a contiguous tensor (.contiguous() "
                              "copies it; register the copy the program updates)" % name)
         nbytes = buffer_bytes(value, name)
-        out.append((name, int(value.data_ptr()) if nbytes > 0 else 0, nbytes, value))
+        out.buffers.append((name, int(value.data_ptr()) if nbytes > 0 else 0, nbytes, value))
+    elif is_module(value):
+        _walk(value.state_dict(keep_vars=True), name, out)
+    elif _pystate.is_optimizer(value):
+        _walk(value.state_dict()["state"], _join(name, "state"), out)
+        out.objects[_join(name, "param_groups")] = _pystate.OptimizerGroups(value)
+    elif _pystate.is_stateful(value):
+        out.objects[name or "state"] = value
+    elif is_optimizer_state_dict(value):
+        # A copy: its param groups' learning rates cannot be put back into the optimizer.
+        out.refused.append((name, "an optimizer's state dict (a copy: the learning rates of its param groups, "
+                                  "which a scheduler changes, cannot be put back into the optimizer from it); "
+                                  "register the optimizer itself"))
     elif isinstance(value, Mapping):
         for key, item in value.items():
             _walk(item, _join(name, key), out)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _walk(item, _join(name, i), out)
+    else:
+        out.refused.append((name, "a %s, which cannot be put back where the program reads it" % type(value).__name__))
 
 
 def uninitialized_optimizers(mapping, prefix=""):
@@ -73,6 +118,8 @@ def uninitialized_optimizers(mapping, prefix=""):
 
 
 def _find_optimizers(value, name, out):
+    if _pystate.is_optimizer(value):
+        value = value.state_dict()
     if isinstance(value, Mapping):
         state, groups = value.get("state"), value.get("param_groups")
         if isinstance(state, Mapping) and isinstance(groups, (list, tuple)):

@@ -22,11 +22,22 @@ _SIGNATURES = {
 }
 
 
+# Entry points a library may lack (older builds): declared when present; check with hasattr.
+_OPTIONAL = {
+    "ft_save_on_failure": (ctypes.c_int, []),
+}
+
+
 def _declare(lib):
     for name, (restype, argtypes) in _SIGNATURES.items():
         fn = getattr(lib, name)
         fn.restype = restype
         fn.argtypes = argtypes
+    for name, (restype, argtypes) in _OPTIONAL.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype = restype
+            fn.argtypes = argtypes
     return lib
 
 

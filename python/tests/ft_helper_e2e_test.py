@@ -2,12 +2,13 @@
 """python/ft end to end on the gpusim stand-ins: a Python program under LD_PRELOAD=libft.so
 registers device memory (cudaMalloc through ctypes) and a host ctypes array as a nested state
 dict, takes a periodic save (FT_CKPT_EVERY=1) at step_done(1), changes the buffers, points a
-node plan file at its own arena, and restore() brings back step 1 byte for byte. Before that,
+node plan file at its own arena, and restore() brings back step 1 byte for byte, and the Python
+state (an ft.Values registered with them) as it was at step_done(1). Before that,
 a plan with no step makes restore() return None; registering after register_end() raises
 FtError(FT_INVALID_ARGUMENT); update_begin takes a stream object with cuda_stream (as a
 torch.cuda.Stream) made with cudaStreamCreate. A second program with FT_ENABLE=0 (libft.so
-loaded but disabled) gets NOT_AVAILABLE from every call, with one warning, and its buffers
-untouched.
+loaded but disabled) gets NOT_AVAILABLE from every call (register_state: []), with one
+warning, and its buffers untouched.
 
 usage: ft_helper_e2e_test.py --python-dir P --libft L --gpusim-dir G --plan-tool T
 """
@@ -84,9 +85,11 @@ def child(args):
     ctypes.memmove(host, saved_host, HOST_BYTES)
 
     state = {"model": {"weight": Buffer(dev.value, DEVICE_BYTES)},
-             "optim": {"state": [{"exp_avg": Buffer(ctypes.addressof(host), HOST_BYTES)}], "lr": 0.5}}
-    names = ft.register_state(state)
-    check(names == ["model.weight", "optim.state.0.exp_avg"], "registered %r" % (names,))
+             "optim": {"state": [{"exp_avg": Buffer(ctypes.addressof(host), HOST_BYTES)}]},
+             "progress": ft.Values(seen=5, epoch=(0, "a"))}
+    progress = state["progress"]
+    names = ft.register_state(state, state_bytes=4096)
+    check(names == ["model.weight", "optim.state.0.exp_avg", "python_state"], "registered %r" % (names,))
     check(ft.set_shard(0, 0, 0) == ft.OK, "set_shard")
     check(ft.register_end() == ft.OK, "register_end")
     try:
@@ -115,6 +118,7 @@ def child(args):
           "cudaMemcpyAsync H2D on the update's stream")
     check(cudart.cudaStreamSynchronize(stream) == 0, "cudaStreamSynchronize")
     ctypes.memmove(host, pattern(HOST_BYTES, 98), HOST_BYTES)
+    progress["seen"] = 99
     check(from_device() != saved_dev, "device bytes did not change")
 
     plan("--step", "1", "--wait-s", "30")  # waits for the save's commit
@@ -122,11 +126,14 @@ def child(args):
     check(step == 1, "restore() returned %r, expected 1" % (step,))
     check(from_device() == saved_dev, "device bytes differ from the saved ones after restore")
     check(bytes(host) == saved_host, "host bytes differ from the saved ones after restore")
+    check(progress.state_dict() == {"seen": 5, "epoch": (0, "a")},
+          "the Python state after restore: %r, expected step 1's" % (progress,))
     print("OK: restore() -> 1, device and host bytes are back", flush=True)
 
 
 def disabled_child(args):
-    """libft.so loaded, FT_ENABLE=0: every call NOT_AVAILABLE, one warning, nothing touched."""
+    """libft.so loaded, FT_ENABLE=0: every call NOT_AVAILABLE (register_state: []), one warning,
+    nothing touched."""
     import warnings
     sys.path.insert(0, args.python_dir)
     import ft
@@ -135,7 +142,7 @@ def disabled_child(args):
         warnings.simplefilter("always")
         results = [ft.register_state({"w": Buffer(ctypes.addressof(host), 64)}), ft.register_end(), ft.step_done(1),
                    ft.restore()]
-    if not ft.available() or any(r is not ft.NOT_AVAILABLE for r in results):
+    if not ft.available() or results[0] != [] or any(r is not ft.NOT_AVAILABLE for r in results[1:]):
         print("FAIL: disabled: available=%s results=%r" % (ft.available(), results))
         sys.exit(1)
     ours = [str(w.message) for w in caught if "ft: not available" in str(w.message)]

@@ -13,7 +13,7 @@ import warnings
 sys.path.insert(0, sys.argv.pop(1))
 os.environ["FT_LIBRARY"] = "/nonexistent/libft.so"
 import ft  # noqa: E402
-from ft._flatten import flatten  # noqa: E402
+from ft._flatten import collect, flatten  # noqa: E402
 
 
 class FakeTensor:
@@ -33,10 +33,7 @@ class Flatten(unittest.TestCase):
     def test_model_and_optimizer_state_dicts_flatten_with_dotted_names(self):
         state = {
             "model": {"layer0.weight": FakeTensor(0x1000, 64), "layer0.bias": FakeTensor(0x2000, 8)},
-            "optim": {
-                "state": {0: {"step": FakeTensor(0x3000, 4), "exp_avg": FakeTensor(0x4000, 64)}},
-                "param_groups": [{"lr": 0.1, "params": [0, 1], "betas": (0.9, 0.99)}],
-            },
+            "optim": {"state": {0: {"step": FakeTensor(0x3000, 4), "exp_avg": FakeTensor(0x4000, 64)}}},
         }
         self.assertEqual(flatten(state), [
             ("model.layer0.weight", 0x1000, 64),
@@ -49,6 +46,25 @@ class Flatten(unittest.TestCase):
         self.assertEqual(flatten({"w": [FakeTensor(1, 4), FakeTensor(2, 0)]}, prefix="rank3"),
                          [("rank3.w.0", 1, 4)])
         self.assertEqual(flatten({}), [])
+
+    def test_plain_values_and_state_dict_copies_of_optimizers_are_refused_by_name(self):
+        got = collect({"model": {"w": FakeTensor(1, 4)}, "step": 7, "cfg": {"lr": 0.1, "name": None},
+                       "optim": {"state": {}, "param_groups": [{"lr": 0.1, "params": [0]}]}})
+        self.assertEqual([b[0] for b in got.buffers], ["model.w"])
+        self.assertEqual([n for n, _ in got.refused], ["step", "cfg.lr", "cfg.name", "optim"])
+        self.assertIn("register the optimizer itself", dict(got.refused)["optim"])
+
+    def test_objects_with_state_dict_are_kept_whole(self):
+        class Sched:
+            def state_dict(self):
+                return {"last_epoch": 3}
+
+            def load_state_dict(self, state):
+                pass
+        sched = Sched()
+        got = collect({"sched": sched, "w": FakeTensor(1, 4)}, prefix="p")
+        self.assertEqual(got.objects, {"p.sched": sched})
+        self.assertEqual(got.refused, [])
 
     def test_a_non_contiguous_tensor_is_refused_by_name(self):
         with self.assertRaisesRegex(ValueError, "'m.w' is not contiguous"):
@@ -70,6 +86,7 @@ class NotAvailable(unittest.TestCase):
                 ft.step_done(1),
                 ft.restore(),
             ]
+        self.assertEqual(results.pop(3), [])  # register_state: a list, as with libft.so
         for r in results:
             self.assertIs(r, ft.NOT_AVAILABLE)
             self.assertFalse(r)

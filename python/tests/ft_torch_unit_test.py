@@ -37,12 +37,15 @@ class RecordingLibrary:
 class WithRecorder(unittest.TestCase):
     def setUp(self):
         self.saved = dict(ft._state)
+        self.saved_states = list(ft._python_states)
         self.lib = RecordingLibrary()
         ft._state.update({"loaded": True, "lib": self.lib, "why": "", "warned": False})
+        del ft._python_states[:]
 
     def tearDown(self):
         ft._state.clear()
         ft._state.update(self.saved)
+        ft._python_states[:] = self.saved_states
 
 
 def model_and_optimizer(seed=0):
@@ -63,12 +66,15 @@ class RegisterState(WithRecorder):
         model(torch.randn(4, 8)).sum().backward()
         optimizer.step()  # creates the optimizer's state (not init_optimizer_state: tested below)
         sd_model, sd_optim = model.state_dict(keep_vars=True), optimizer.state_dict()
-        names = ft.register_state({"model": sd_model, "optim": sd_optim})
+        names = ft.register_state({"model": model, "optim": optimizer})
         want = expected("model", sd_model)
         for index, state in sd_optim["state"].items():
             want += expected("optim.state.%d" % index, state)
-        self.assertEqual(self.lib.registered, want)
-        self.assertEqual(names, [n for n, _, _ in want])
+        # The optimizer's param groups' values (its learning rate) in the Python state, last.
+        self.assertEqual(self.lib.registered[:-1], want)
+        self.assertEqual(self.lib.registered[-1][0], "python_state")
+        self.assertEqual(self.lib.registered[-1][2], ft.STATE_BYTES)
+        self.assertEqual(names, [n for n, _, _ in want] + ["python_state"])
         sizes = dict((n, b) for n, _, b in self.lib.registered)
         # Parameters, BatchNorm's buffers (an int64 counter among them), Adam's state and its
         # step counter (a 0-dim float32 CPU tensor since PyTorch 1.12).
@@ -85,7 +91,10 @@ class RegisterState(WithRecorder):
 
     def test_a_mapping_whose_tensors_yield_nothing_is_an_error(self):
         with self.assertRaisesRegex(ValueError, "holds 2 tensors .* none has a byte"):
-            ft.register_state({"a": torch.zeros(0), "b": {"c": torch.empty(0, 4)}, "lr": 0.1})
+            ft.register_state({"a": torch.zeros(0), "b": {"c": torch.empty(0, 4)}})
+        self.assertEqual(self.lib.registered, [])
+        with self.assertRaisesRegex(ValueError, "holds nothing to save"):
+            ft.register_state({"a": {}, "b": []})
         self.assertEqual(self.lib.registered, [])
 
     def test_a_buffer_without_a_size_is_an_error_not_skipped(self):
@@ -100,12 +109,13 @@ class RegisterState(WithRecorder):
         model, optimizer = model_and_optimizer()
         with self.assertRaisesRegex(ValueError, "'optim' is an optimizer's state dict without state.*"
                                                 "init_optimizer_state"):
-            ft.register_state({"model": model.state_dict(), "optim": optimizer.state_dict()})
+            ft.register_state({"model": model.state_dict(), "optim": optimizer})
         self.assertEqual(self.lib.registered, [])
-        # Plain SGD keeps no state: nothing to create, nothing refused.
+        # Plain SGD keeps no state: nothing to create, nothing refused (its learning rate is
+        # kept in the Python state).
         plain = torch.optim.SGD(model.parameters(), lr=0.1)
-        ft.register_state({"optim": plain.state_dict(), "w": model[0].weight})
-        self.assertEqual([n for n, _, _ in self.lib.registered], ["w"])
+        ft.register_state({"optim": plain, "w": model[0].weight})
+        self.assertEqual([n for n, _, _ in self.lib.registered], ["w", "python_state"])
 
     def test_registered_tensors_outlive_the_program_s_references(self):
         # libft.so may copy them while the interpreter shuts down (a save asked for after an
