@@ -64,7 +64,8 @@ def run_once(args, case, run):
         c.start_ckpt_job(MODEL + ["--steps", str(STEPS), "--compute-ms", "20", "--fault", fault,
                                   "--fault-rank", str(FAULTY), "--fault-step", str(FAULT_STEP)],
                          timeout=150, launch_args=launch_args)
-        rc = c.wait_for(lambda: c.job_proc.poll(), 170, "the job, restarted in place, to end", poll=0.2)
+        c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the job, restarted in place, to end", poll=0.2)
+        rc = c.job_proc.returncode
         out = c.job_output()
         check("restart 1 of 1 in place" in out, "launch.py did not restart the group:\n" + out[-3000:])
         check(rc == 0, "the restarted group exited %s" % rc)
