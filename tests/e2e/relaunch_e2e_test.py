@@ -16,6 +16,9 @@ requeue or a Kubernetes restart do.
                         agent), the group restarted in place 1 s after the last rank went: the
                         same bounds; rank 3 has no copy of its own (it was killed), so its shard
                         comes from its replica on node0
+  --case elastic        the same, restarted at once (torchrun --max_restarts): the ranks start
+                        before the master has judged the copies, and wait for its plan
+                        (measured with --repeat; ckpt.e2e_restart-before-plan is its make-test case)
 
 --repeat N runs the case N times in a row and prints one line per run and a RESULT line.
 """
@@ -41,6 +44,7 @@ CASES = {
                   "exited with status 1"),
     "kill-in-place": ("crash-kill", ["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay", "1"],
                       "rank 3"),
+    "elastic": ("crash-kill", ["--teardown", "torchrun", "--max-restarts", "1"], "rank 3"),
 }
 
 
