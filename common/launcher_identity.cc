@@ -1,7 +1,12 @@
 #include "common/launcher_identity.h"
 
+#include <fmt/format.h>
+
+#include <cctype>
 #include <initializer_list>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "common/units.h"
 
@@ -20,10 +25,12 @@ std::optional<int> FirstInt(const Environment& env, std::initializer_list<const 
   return std::nullopt;
 }
 
-std::optional<std::string> FirstString(const Environment& env, std::initializer_list<const char*> names) {
+// The first of `names` that is set and not empty: (variable, value).
+std::optional<std::pair<std::string, std::string>> FirstString(
+    const Environment& env, std::initializer_list<const char*> names) {
   for (const char* name : names) {
     auto text = env.Get(name);
-    if (text && !text->empty()) return std::string(*text);
+    if (text && !text->empty()) return std::make_pair(std::string(name), std::string(*text));
   }
   return std::nullopt;
 }
@@ -34,13 +41,45 @@ struct Launcher {
   std::initializer_list<const char*> rank;
   std::initializer_list<const char*> local_rank;
   std::initializer_list<const char*> world_size;
-  std::initializer_list<const char*> job;
+  std::initializer_list<const char*> job;  // the first set names the job
 };
 
-// Checked in order: torchrun under Slurm sets both, and its RANK is the training rank.
+// 8-4-4-4-12 hex digits: what torchrun --standalone makes per launch (str(uuid.uuid4())).
+bool LooksLikeUuid(std::string_view s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!std::isxdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Why the launcher's `value` of `variable` cannot name a job, or "" when it can. A job's name
+// must be stable across its relaunches (its checkpoints are found by it) and distinct between
+// jobs (two jobs under one name share incidents, plans and commands).
+std::string WhyNotAJobName(std::string_view variable, std::string_view value) {
+  if (variable != "TORCHELASTIC_RUN_ID") return "";
+  if (value == "none") {
+    return "TORCHELASTIC_RUN_ID=none names no job (torchrun sets it for every job under its "
+           "static rendezvous, so all jobs would share one name)";
+  }
+  if (LooksLikeUuid(value)) {
+    return fmt::format("TORCHELASTIC_RUN_ID={} is a random id made for this launch (torchrun "
+                       "--standalone), so a relaunch could never find the job's checkpoints",
+                       value);
+  }
+  return "";
+}
+
+// Checked in order: torchrun under Slurm sets both, and its RANK is the training rank. Slurm's
+// job id survives a requeue, so it names the job before torchrun's run id.
 const Launcher kLaunchers[] = {
     {"torchrun", "RANK", {"RANK"}, {"LOCAL_RANK"}, {"WORLD_SIZE"},
-     {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"}},
+     {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}},
     {"openmpi", "OMPI_COMM_WORLD_RANK", {"OMPI_COMM_WORLD_RANK"}, {"OMPI_COMM_WORLD_LOCAL_RANK"},
      {"OMPI_COMM_WORLD_SIZE"}, {"SLURM_JOB_ID", "OMPI_MCA_orte_ess_jobid"}},
     {"slurm", "SLURM_PROCID", {"SLURM_PROCID"}, {"SLURM_LOCALID"}, {"SLURM_NTASKS"},
@@ -63,14 +102,28 @@ LauncherIdentity ResolveLauncherIdentity(const Config& config, const Environment
     id.rank = FirstInt(env, launcher.rank).value_or(-1);
     id.local_rank = FirstInt(env, launcher.local_rank).value_or(-1);
     id.world_size = FirstInt(env, launcher.world_size).value_or(-1);
-    id.job = FirstString(env, launcher.job).value_or("");
+    if (auto named = FirstString(env, launcher.job)) {
+      if (std::string why = WhyNotAJobName(named->first, named->second); why.empty()) {
+        id.job = named->second;
+      } else {
+        id.job_error = why;
+      }
+    }
     break;
   }
   if (config.rank >= 0) id.rank = static_cast<int>(config.rank);
   if (config.local_rank >= 0) id.local_rank = static_cast<int>(config.local_rank);
   if (config.world_size >= 0) id.world_size = static_cast<int>(config.world_size);
-  if (!config.job.empty()) id.job = config.job;
-  if (id.job.empty()) id.job = "default";
+  if (!config.job.empty()) {
+    id.job = config.job;
+    id.job_error.clear();
+  }
+  if (!id.job_error.empty()) {
+    id.job_error += "; set FT_JOB to a name that stays the same when the job is relaunched and "
+                    "differs between jobs (Slurm's SLURM_JOB_ID is taken when set)";
+  } else if (id.job.empty()) {
+    id.job = "default";
+  }
   id.node = !config.node_id.empty() ? config.node_id : host_name;
   if (id.node.empty()) id.node = "unknown";
   return id;

@@ -52,13 +52,16 @@ std::vector<AclKeyPattern> WorkerKeys(const proto::Keys& k) {
   return {
       // Published by the master, read by every worker.
       Read(k.Timeouts()), Read(k.TimeoutsVersion()), Read(p + "cmd:*"), Read(k.Restore()),
+      // Its node's command cursor, beside the stream (node names hold no ':').
+      ReadWrite(p + "cmd:*:cursor"),
       Read(k.RestoreVersion()), Read(k.TransferSecret()), Read(k.Evicted()), Read(k.Notify()),
       // What the arena pass asks: whether the job finished, and the steps' verdicts.
       Read(k.MasterState()), Read(k.CkptVerdicts()),
       // Written by workers (and read back: a worker re-asserts what Redis lost).
       ReadWrite(k.Events()), ReadWrite(k.Acks()), ReadWrite(k.AllGroups("progress")),
       ReadWrite(k.AllGroups("summary")), ReadWrite(k.Ranks()), ReadWrite(k.RanksVersion()),
-      ReadWrite(k.Workers()), ReadWrite(k.AllGroups("worker:*")), ReadWrite(k.AllGroups("cursor:*")),
+      ReadWrite(k.Workers()), ReadWrite(k.AllGroups("worker:*")),
+      Read(k.AllGroups("cursor:*")),  // the grouped layout's cursor: read once after an upgrade
       ReadWrite(k.CkptSteps()), ReadWrite(p + "ckpt:[0-9]*"), ReadWrite(k.Endpoints()),
       ReadWrite(k.Prefetch())};
 }

@@ -30,9 +30,32 @@ int64_t StepOfAck(const std::string& message) {
 
 // ---- a phase's commands, as values ------------------------------------------------------
 
+DecidedFor::DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms) {
+  const uint64_t decided_ns = static_cast<uint64_t>(std::max<int64_t>(decided_unix_ms, 0)) * 1000000;
+  for (const proto::Membership& m : members) {
+    if (m.rank < 0 || m.incarnation == 0) continue;
+    if (decided_ns > 0 && m.incarnation > decided_ns) continue;  // started after the decision
+    by_node_[m.node].push_back({m.rank, m.incarnation});
+    by_rank_[m.rank] = m.incarnation;
+  }
+}
+
+std::vector<proto::RankIncarnation> DecidedFor::OfNode(const std::string& node) const {
+  auto it = by_node_.find(node);
+  return it == by_node_.end() ? std::vector<proto::RankIncarnation>{} : it->second;
+}
+
+std::vector<proto::RankIncarnation> DecidedFor::OfRank(int rank) const {
+  auto it = by_rank_.find(rank);
+  if (it == by_rank_.end()) return {};
+  return {proto::RankIncarnation{rank, it->second}};
+}
+
 CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
-                       const proto::Keys& keys, int64_t save_deadline_ms) {
+                       const proto::Keys& keys, int64_t save_deadline_ms,
+                       std::span<const proto::Membership> members) {
   CommandBatch b;
+  const DecidedFor decided_for(members, a.decided_unix_ms);
   b.next = a;
   b.next.sent = true;
   b.next.acks_from = acks_from;
@@ -48,6 +71,8 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
     command.rank = t.rank;
     command.text = a.incident;
     command.unix_ms = unix_ms;
+    command.decided_unix_ms = a.decided_unix_ms;
+    command.incarnations = decided_for.OfRank(t.rank);
     b.writes.push_back({"XADD", keys.Commands(t.node), "MAXLEN", "~", kCommandsCap, "*", "kind",
                         "save", "rank", std::to_string(t.rank), "json", proto::Encode(command)});
     ++b.commands;
@@ -58,8 +83,10 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
 }
 
 CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
-                       int64_t unix_ms, const proto::Keys& keys, double grace_s) {
+                       int64_t unix_ms, const proto::Keys& keys, double grace_s,
+                       std::span<const proto::Membership> members) {
   CommandBatch b;
+  const DecidedFor decided_for(members, a.decided_unix_ms);
   b.next = a;
   b.next.sent = true;
   b.next.acks_from = acks_from;
@@ -74,6 +101,8 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
     command.grace_s = grace_s;
     command.text = fmt::format("ft: stopping the job after incident {}", a.incident);
     command.unix_ms = unix_ms;
+    command.decided_unix_ms = a.decided_unix_ms;
+    command.incarnations = decided_for.OfNode(node);
     b.writes.push_back({"XADD", keys.Commands(node), "MAXLEN", "~", kCommandsCap, "*", "kind",
                         "stop", "rank", "-1", "json", proto::Encode(command)});
   }
@@ -135,7 +164,8 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
   if (a.phase == proto::ActionPhase::kSave && !a.sent) {
     const std::string from = LastAckId();
     if (from.empty()) return;
-    CommandBatch b = SaveBatch(a, from, unix_ms, ctx_->keys, ToMs(ctx_->options.config.save_deadline));
+    CommandBatch b = SaveBatch(a, from, unix_ms, ctx_->keys, ToMs(ctx_->options.config.save_deadline),
+                               membership_->values());
     for (int rank : b.nodeless) {
       FT_LOG(Warn, Master, "rank {} should save but no node is known for it (no membership); "
              "its shard will be missing from the checkpoint", rank);
@@ -182,7 +212,8 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     for (const redis::Reply& m : members.elements()) {
       if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
     }
-    CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s);
+    CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s,
+                               membership_->values());
     if (!ctx_->writer.Run(b.writes)) return;
     ctx_->stats.commands += b.commands;
     a = std::move(b.next);

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,11 +32,28 @@ struct CommandBatch {
   uint64_t commands = 0;
   std::vector<int> nodeless;        // save targets with no node known: not asked
 };
-// `acks_from`: the acks stream's last id before the commands go out.
+// The processes a command decided at `decided_unix_ms` is for (proto::Command::incarnations),
+// by node: the members whose process had started by then. A rank relaunched since (in place by
+// its launcher, while the action ran) is not named, and the worker refuses it the command.
+class DecidedFor {
+ public:
+  DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms);
+  std::vector<proto::RankIncarnation> OfNode(const std::string& node) const;
+  std::vector<proto::RankIncarnation> OfRank(int rank) const;
+
+ private:
+  std::map<std::string, std::vector<proto::RankIncarnation>> by_node_;
+  std::map<int, uint64_t> by_rank_;
+};
+
+// `acks_from`: the acks stream's last id before the commands go out; `members`: the membership
+// as the master knows it (DecidedFor).
 CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
-                       const proto::Keys& keys, int64_t save_deadline_ms);
+                       const proto::Keys& keys, int64_t save_deadline_ms,
+                       std::span<const proto::Membership> members);
 CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
-                       int64_t unix_ms, const proto::Keys& keys, double grace_s);
+                       int64_t unix_ms, const proto::Keys& keys, double grace_s,
+                       std::span<const proto::Membership> members);
 
 class ActionRunner {
  public:

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "ftmaster/action_runner.h"
 #include "ftmaster/prefetch_view.h"
 #include "ftmaster/report.h"
 #include "ftmaster/core/save_outcome.h"
@@ -535,6 +536,14 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
     return Status::NotFound(fmt::format("no workers have registered for job {} ({} is empty)", o.job,
                                         keys.Workers()));
   }
+  // The processes running now: a worker that replays its stream later (its cursor lost) must
+  // not make a relaunch of theirs save.
+  redis::Reply ranks_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Ranks()}, &ranks_reply));
+  BadValues bad;
+  DecodedHash<proto::Membership> ranks("ranks");
+  ranks.Load(ranks_reply, &bad);
+  const DecidedFor decided_for(ranks.values(), o.now_unix_ms);
   // One id for the request: each worker passes it to its ranks, whose acks name it.
   const std::string id = fmt::format("{}-save-at-step", o.now_unix_ms);
   for (const std::string& node : nodes) {
@@ -544,6 +553,8 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
     command.rank = -1;
     command.text = id;
     command.unix_ms = o.now_unix_ms;
+    command.decided_unix_ms = o.now_unix_ms;
+    command.incarnations = decided_for.OfNode(node);
     redis::Reply added;
     FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(node), "MAXLEN", "~", "1000", "*", "kind",
                                     "save-at-step", "rank", "-1", "json", proto::Encode(command)},

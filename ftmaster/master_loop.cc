@@ -87,6 +87,13 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
     term_ = ctx_.lease.term();
   }
   leading_ = true;
+  if (ctx_.job_state && proto::JobEnded(*ctx_.job_state) && store.connected()) {
+    // An ended job is checked for a relaunch at every tick, before its events: the new run's
+    // first crash (seconds in) must find it running again, not be ignored as the old run's.
+    // While the membership does not move this is one GET of ranks:version.
+    membership_.ReadSoon(now);
+    (void)membership_.Read(now, false);
+  }
   window_.ReadEvents(now, unix_ms);
   if (!store.connected()) return;
   window_.Notice(now);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+
 #include "common/log.h"
 
 namespace ft::worker {
@@ -23,6 +26,23 @@ std::string AckResultName(int32_t result) {
   if (result == static_cast<int32_t>(StatusCode::kNotFound)) return "nothing_registered";
   if (result == static_cast<int32_t>(StatusCode::kNotReady)) return "scheduled";
   return "failed";
+}
+
+std::string CommandStaleness(const proto::Command& command, int rank, uint64_t incarnation) {
+  for (const proto::RankIncarnation& named : command.incarnations) {
+    if (named.rank != rank) continue;
+    if (named.incarnation == incarnation) return "";
+    return fmt::format("written for incarnation {} of rank {}; the rank runs incarnation {} now "
+                       "(another process{})", named.incarnation, rank, incarnation,
+                       incarnation > named.incarnation ? ", started since" : "");
+  }
+  const int64_t decided = command.decided_unix_ms > 0 ? command.decided_unix_ms : command.unix_ms;
+  const uint64_t decided_ns = static_cast<uint64_t>(std::max<int64_t>(decided, 0)) * 1000000;
+  if (decided_ns > 0 && incarnation > decided_ns) {
+    return fmt::format("decided at {} ms, before rank {}'s process started ({} ms): it was meant "
+                       "for a process before it", decided, rank, incarnation / 1000000);
+  }
+  return "";
 }
 
 CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms)
@@ -49,6 +69,27 @@ std::vector<int> CommandRunner::Targets(const proto::Command& command) const {
   return ranks;
 }
 
+std::vector<int> CommandRunner::CurrentTargets(const proto::Command& command, int64_t now_unix_ms,
+                                               std::vector<proto::CommandAck>* acks) const {
+  std::vector<int> ranks = Targets(command);
+  if (ranks.empty()) return ranks;
+  std::map<int, uint64_t> incarnation;
+  for (const proto::Membership& m : monitor_->Memberships()) incarnation[m.rank] = m.incarnation;
+  std::vector<int> current;
+  for (int rank : ranks) {
+    auto it = incarnation.find(rank);
+    std::string why = it == incarnation.end() ? "" : CommandStaleness(command, rank, it->second);
+    if (why.empty()) {
+      current.push_back(rank);
+      continue;
+    }
+    FT_LOG(Warn, Worker, "command {} ({}) not executed for rank {}: {}", command.id, command.kind,
+           rank, why);
+    acks->push_back(MakeAck(command, rank, "stale", std::move(why), now_unix_ms));
+  }
+  return current;
+}
+
 void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
                             std::vector<proto::CommandAck>* acks) {
   if (!executed_.insert(command.id).second) {
@@ -73,6 +114,8 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
                             fmt::format("no rank {} on node {}", command.rank, node_), now_unix_ms));
     return;
   }
+  ranks = CurrentTargets(command, now_unix_ms, acks);
+  if (ranks.empty()) return;  // every target runs another process than the command's: acked stale
   FT_LOG(Info, Worker, "command {} ({}) for {} rank(s)", command.id, command.kind, ranks.size());
   for (int rank : ranks) {
     if (command.kind == "stop") {

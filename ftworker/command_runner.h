@@ -11,6 +11,11 @@
 // a save at the next step 10 min (the next step may be a long one away). The process's result
 // becomes the ack's result (AckResultName); its message passes through unchanged (a save's
 // carries the step and the digest).
+//
+// Incarnations: a command acts only on the processes it was written for (Command::incarnations,
+// else those started before it was written: CommandStaleness). Any other process of a target
+// rank — a relaunch, which a worker replaying its stream after losing the cursor would otherwise
+// stop or make save — gets the ack "stale", and the command is logged, not executed.
 #ifndef FT_FTWORKER_COMMAND_RUNNER_H_
 #define FT_FTWORKER_COMMAND_RUNNER_H_
 
@@ -23,6 +28,14 @@
 #include "proto/messages.h"
 
 namespace ft::worker {
+
+// Why `command` is not for the process of `rank` that started at `incarnation` (its segment's
+// CLOCK_REALTIME ns), or "" when it is: a rank the command names must run the incarnation named;
+// a rank it does not name (a writer that did not know its membership, or one before the field)
+// must have started before the command was decided (decided_unix_ms, else unix_ms; 0: no
+// time, not refused). That comparison is across two hosts' clocks: a process started within
+// their skew of the decision may be refused; the master names every rank it knows.
+std::string CommandStaleness(const proto::Command& command, int rank, uint64_t incarnation);
 
 // The ack result a mailbox result code becomes: 0 "done", kUnsupported "not_supported",
 // kNotFound "nothing_registered" (a save with no state registered), kNotReady "scheduled" (a
@@ -55,6 +68,10 @@ class CommandRunner {
   proto::CommandAck MakeAck(const proto::Command& command, int rank, std::string result,
                             std::string message, int64_t now_unix_ms) const;
   std::vector<int> Targets(const proto::Command& command) const;
+  // Targets() less the ranks whose process the command was not written for (each acked
+  // "stale" into *acks).
+  std::vector<int> CurrentTargets(const proto::Command& command, int64_t now_unix_ms,
+                                  std::vector<proto::CommandAck>* acks) const;
 
   NodeMonitor* monitor_;
   std::string node_;

@@ -159,8 +159,8 @@ bool Daemon::EnsureConnected(uint64_t mono_ns) {
       Status s = store_->Run({"GET", keys_.CommandCursor(options_.node)}, &reply);
       if (!s.ok()) return false;
       if (!reply.is_string()) {
-        // Where a worker of the layout before the groups kept it (docs/redis-schema.md,
-        // "Slots"): an upgraded worker must not run its node's old commands again.
+        // Where a worker of the grouped layout kept it (docs/redis-schema.md, "Slots"): an
+        // upgraded worker must not run its node's old commands again.
         s = store_->Run({"GET", keys_.LegacyCommandCursor(options_.node)}, &reply);
         if (!s.ok()) return false;
       }

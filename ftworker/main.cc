@@ -167,6 +167,12 @@ int main(int argc, char** argv) {
   gethostname(host, sizeof(host) - 1);
   ft::LauncherIdentity identity = ft::ResolveLauncherIdentity(config, env, host);
   std::string job = !flags.job.empty() ? flags.job : identity.job;
+  if (job.empty()) {
+    // The launcher's id names no job (torchrun's "none", a per-launch random id): a worker
+    // under a guessed name would never meet its ranks' segments or its master.
+    std::fprintf(stderr, "ftworker: %s (or pass --job)\n", identity.job_error.c_str());
+    return 2;
+  }
   std::string node = !flags.node.empty() ? flags.node : identity.node;
 
   if (flags.status) {

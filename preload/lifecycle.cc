@@ -134,6 +134,14 @@ void DoInit() {
   auto rt = std::make_unique<Runtime>();
   rt->config = config;
   rt->identity = ResolveLauncherIdentity(config, env, HostName());
+  if (!rt->identity.job_error.empty()) {
+    // Monitoring that cannot be matched with the job's worker and master watches nothing, and
+    // checkpoints under a guessed name are never found again: run unmonitored, loudly.
+    FT_LOG(Error, Preload, "libft.so disabled: {}; the job runs unmonitored and without "
+           "checkpoints", rt->identity.job_error);
+    g_state.store(kPassThrough);
+    return;
+  }
   log::SetRank(rt->identity.rank);
   rt->owner_pid = getpid();
   rt->poll_ns = std::max<uint64_t>(static_cast<uint64_t>(config.poll_interval.count()), 100000);

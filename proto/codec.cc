@@ -400,6 +400,17 @@ std::string Encode(const Command& c) {
   j["text"] = c.text;
   j["grace_s"] = Finite(c.grace_s);
   j["unix_ms"] = c.unix_ms;
+  if (c.decided_unix_ms != 0) j["decided_unix_ms"] = c.decided_unix_ms;
+  if (!c.incarnations.empty()) {
+    OJson list = OJson::array();
+    for (const RankIncarnation& ri : c.incarnations) {
+      OJson e = OJson::object();
+      e["rank"] = ri.rank;
+      e["incarnation"] = ri.incarnation;
+      list.push_back(std::move(e));
+    }
+    j["incarnations"] = std::move(list);
+  }
   return Dump(j);
 }
 
@@ -410,6 +421,12 @@ Status Decode(std::string_view json, Command* out) {
     FT_RETURN_IF_ERROR(r.Int("rank", Need::kOptional, &c->rank, -1));
     FT_RETURN_IF_ERROR(r.Str("text", Need::kOptional, &c->text));
     FT_RETURN_IF_ERROR(r.Num("grace_s", Need::kOptional, &c->grace_s, 0));
+    FT_RETURN_IF_ERROR(r.Objects("incarnations", Need::kOptional, &c->incarnations,
+                                 [](const Reader& o, RankIncarnation* ri) -> Status {
+                                   FT_RETURN_IF_ERROR(o.Int("rank", Need::kRequired, &ri->rank, 0));
+                                   return o.Int("incarnation", Need::kRequired, &ri->incarnation);
+                                 }));
+    FT_RETURN_IF_ERROR(r.Int("decided_unix_ms", Need::kOptional, &c->decided_unix_ms, 0));
     return r.Int("unix_ms", Need::kOptional, &c->unix_ms, 0);
   });
 }

@@ -63,10 +63,10 @@ std::string Keys::Commands(std::string_view node) const {
   return prefix_ + "cmd:" + SanitizeName(node);
 }
 std::string Keys::CommandCursor(std::string_view node) const {
-  return GroupPrefix(GroupOfNode(node)) + "cursor:" + SanitizeName(node);
+  return Commands(node) + ":cursor";
 }
 std::string Keys::LegacyCommandCursor(std::string_view node) const {
-  return Commands(node) + ":cursor";
+  return GroupPrefix(GroupOfNode(node)) + "cursor:" + SanitizeName(node);
 }
 std::string Keys::Acks() const { return prefix_ + "acks"; }
 std::string Keys::Notify() const { return prefix_ + "notify"; }

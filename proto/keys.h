@@ -3,8 +3,9 @@
 // "Slots"): "ft:{<job>}:" for the job-wide keys, which change together (the lease and every
 // write fenced by it, the plan, incidents, commands, checkpoint steps: one slot, so scripts
 // and pipelines over them work), and "ft:{<job>:g<k>}:" for group k's per-rank keys (a rank's
-// progress and summary: group rank mod kGroups) and per-node keys (a worker's heartbeat and
-// command cursor: group GroupOfNode). Nothing that one script touches spans two tags. One
+// progress and summary: group rank mod kGroups) and per-node keys (a worker's heartbeat: group
+// GroupOfNode). A node's command cursor sits beside its command stream, in the job's tag: a
+// shard that loses one loses both, never the cursor alone. Nothing that one script touches spans two tags. One
 // layout for a single server and a cluster: hash tags mean nothing to a single server.
 #ifndef FT_PROTO_KEYS_H_
 #define FT_PROTO_KEYS_H_
@@ -48,9 +49,11 @@ class Keys {
   std::string Timeouts() const;                      // string: TimeoutTable
   std::string TimeoutsVersion() const;               // string: its version (cheap to poll)
   std::string Commands(std::string_view node) const; // stream: Command for one node
-  std::string CommandCursor(std::string_view node) const;  // string: last stream id executed (node's group)
-  // Where workers before the groups kept the cursor (ft:{<job>}:cmd:<node>:cursor): read once
-  // by an upgraded worker that finds no cursor in the group, never written.
+  // string: last stream id executed, ft:{<job>}:cmd:<node>:cursor (the stream's slot).
+  std::string CommandCursor(std::string_view node) const;
+  // Where workers of the grouped layout kept the cursor (ft:{<job>:g<k>}:cursor:<node>, a
+  // slot apart from the stream): read once by an upgraded worker that finds no cursor beside
+  // the stream, never written.
   std::string LegacyCommandCursor(std::string_view node) const;
   std::string Acks() const;                          // stream: CommandAck
   std::string Notify() const;                        // stream: Notice (proto/notice.h) for every worker

@@ -382,6 +382,15 @@ struct TimeoutTable {
 // A command for the worker of one node. kind: "stop" (SIGTERM, then SIGKILL after grace_s),
 // "message" (text into the rank's mailbox), "save" (just-in-time checkpoint). rank -1: every
 // rank of the node. id is unique per command; executing an id twice does nothing the second time.
+// One rank's process a command was decided for: its membership's incarnation (the process's
+// start, CLOCK_REALTIME ns on its node) as the writer saw it.
+struct RankIncarnation {
+  int rank = -1;
+  uint64_t incarnation = 0;
+
+  bool operator==(const RankIncarnation&) const = default;
+};
+
 struct Command {
   std::string id;
   std::string kind;
@@ -389,11 +398,22 @@ struct Command {
   std::string text;
   double grace_s = 10;
   int64_t unix_ms = 0;
+  // The processes the command is for: a worker executes it only for a rank whose current
+  // incarnation is the one named here, and acks it "stale" for any other (a relaunched rank
+  // must never act on its predecessor's commands, also when a worker replays its stream).
+  // A rank not named (its membership unknown to the writer, or a writer before this field):
+  // executed only by a process that started before the decision (decided_unix_ms).
+  std::vector<RankIncarnation> incarnations;
+  // When the master decided what the command carries out (0: unix_ms); a rank not named above
+  // must have started before it.
+  int64_t decided_unix_ms = 0;
 
   bool operator==(const Command&) const = default;
 };
 
-// result: "done", "not_supported", "failed", "no_such_rank".
+// result: "done", "not_supported", "failed", "no_such_rank", "stale" (the rank runs another
+// process than the one the command was written for: not executed), and the mailbox's
+// (ftworker/command_runner.h, AckResultName).
 struct CommandAck {
   std::string id;
   std::string node;

@@ -78,5 +78,51 @@ TEST(LauncherIdentityTest, GarbageValuesAreIgnoredNotTrusted) {
   EXPECT_EQ(none.job, "default");
 }
 
+TEST(LauncherIdentityTest, TorchrunsStaticRunIdNoneIsRefusedNamingFtJob) {
+  auto id = Resolve({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_RUN_ID", "none"}});
+  EXPECT_EQ(id.launcher, "torchrun");
+  EXPECT_EQ(id.job, "") << "every static torchrun job would share the name 'none'";
+  EXPECT_NE(id.job_error.find("FT_JOB"), std::string::npos) << id.job_error;
+  EXPECT_NE(id.job_error.find("TORCHELASTIC_RUN_ID=none"), std::string::npos) << id.job_error;
+}
+
+TEST(LauncherIdentityTest, AStandaloneRandomRunIdIsRefusedNamingFtJob) {
+  auto id = Resolve({{"RANK", "1"}, {"WORLD_SIZE", "2"},
+                     {"TORCHELASTIC_RUN_ID", "3f2b8c1e-9a4d-4e6f-8b7a-0c1d2e3f4a5b"}});
+  EXPECT_EQ(id.job, "") << "a relaunch gets another uuid and would never restore";
+  EXPECT_NE(id.job_error.find("FT_JOB"), std::string::npos) << id.job_error;
+  // A run id the user chose (--rdzv_id) is stable: taken.
+  auto chosen = Resolve({{"RANK", "1"}, {"TORCHELASTIC_RUN_ID", "llama-70b-run2"}});
+  EXPECT_EQ(chosen.job, "llama-70b-run2");
+  EXPECT_EQ(chosen.job_error, "");
+}
+
+TEST(LauncherIdentityTest, SlurmsJobIdWinsOverTorchrunsRunId) {
+  // Slurm's job id survives a requeue; torchrun's run id may be "none" or per launch.
+  auto none = Resolve({{"RANK", "2"}, {"SLURM_JOB_ID", "4242"}, {"TORCHELASTIC_RUN_ID", "none"}});
+  EXPECT_EQ(none.job, "4242");
+  EXPECT_EQ(none.job_error, "");
+  auto named = Resolve({{"RANK", "2"}, {"SLURM_JOB_ID", "4242"}, {"TORCHELASTIC_RUN_ID", "llama"}});
+  EXPECT_EQ(named.job, "4242");
+}
+
+TEST(LauncherIdentityTest, FtJobOverridesEverythingAndClearsTheRefusal) {
+  for (const char* run_id : {"none", "3f2b8c1e-9a4d-4e6f-8b7a-0c1d2e3f4a5b", "llama"}) {
+    auto id = Resolve({{"RANK", "0"}, {"SLURM_JOB_ID", "4242"}, {"TORCHELASTIC_RUN_ID", run_id},
+                       {"FT_JOB", "mine"}});
+    EXPECT_EQ(id.job, "mine") << run_id;
+    EXPECT_EQ(id.job_error, "") << run_id;
+  }
+}
+
+TEST(LauncherIdentityTest, NothingNamingTheJobStillMeansDefault) {
+  // A program run by hand, with no launcher: one job on the machine, as documented.
+  auto id = Resolve({});
+  EXPECT_EQ(id.job, "default");
+  EXPECT_EQ(id.job_error, "");
+  auto torchrun_without_id = Resolve({{"RANK", "0"}, {"WORLD_SIZE", "1"}});
+  EXPECT_EQ(torchrun_without_id.job, "default");
+}
+
 }  // namespace
 }  // namespace ft

@@ -638,10 +638,14 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
     if (proto::EndedCleanly(e) && e.terminated_by_signal == 0) clean_exits.push_back(e.unix_ms);
   }
   std::sort(clean_exits.begin(), clean_exits.end());
+  // Only a clean exit of the dying rank's own run counts: one before its process started ended
+  // an earlier launch of the job (finished, then launched again under the same name).
   auto finishing = [&](const RankInfo& r) {
     if (r.exit_event == nullptr) return false;
     const int64_t died = r.exit_event->unix_ms;
-    auto it = std::lower_bound(clean_exits.begin(), clean_exits.end(), died - in.finish_teardown_ms);
+    const int64_t started = static_cast<int64_t>(r.exit_event->progress.incarnation / 1000000);
+    auto it = std::lower_bound(clean_exits.begin(), clean_exits.end(),
+                               std::max(died - in.finish_teardown_ms, started));
     return it != clean_exits.end() && *it <= died;
   };
   std::vector<std::string> teardown;  // "5@node1 (signal 15)"

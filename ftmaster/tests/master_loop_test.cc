@@ -454,6 +454,33 @@ TEST_F(MasterLoopTest, AJobWhoseRanksAllExitCleanlyIsFinishedAndKeepsItsTopology
   EXPECT_EQ(State("job_state"), "running");
 }
 
+// A finished job launched again whose first event is a crash, before the master's regular
+// membership read: the relaunch is seen first (an ended job's membership is read every tick),
+// and the crash is an incident, not an event of the finished run nor its teardown.
+TEST_F(MasterLoopTest, ACrashRightAfterAFinishedJobIsLaunchedAgainIsAnIncident) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  Run(2500, {&a});
+  for (int r = 0; r < job_.world(); ++r) Exit(r, true, 0);
+  Run(5000, {&a});
+  ASSERT_EQ(State("job_state"), "finished");
+  const uint64_t relaunched = static_cast<uint64_t>(UnixMs()) * 1000000;
+  for (proto::Membership& m : job_.membership) {
+    m.state = "running";
+    m.incarnation = relaunched;
+  }
+  for (proto::RankProgress& p : job_.progress) {
+    p.state = "running";
+    p.incarnation = relaunched;
+  }
+  Report();
+  Exit(3, false, -9);  // at once: the master has not read the membership since
+  Run(3000, {&a});
+  const auto incidents = server_.Stream(keys_.Incidents());
+  ASSERT_EQ(incidents.size(), 1u) << "the relaunch's crash was ignored as the finished run's";
+  EXPECT_NE(State("job_state"), "finished");
+}
+
 // A job with a rank that died is not finished: it is a crash.
 TEST_F(MasterLoopTest, NotFinishedWhenARankDidNotExitCleanly) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");

@@ -123,5 +123,25 @@ TEST_F(CommandRunnerTest, EachKindWaitsAsLongAsItMay) {
   EXPECT_EQ(runner_.in_flight(), 0u);
 }
 
+// The rule itself: a named rank must run the named process; an unnamed one must have started
+// before the decision; a command with no time and no names is executed (the old writers').
+TEST(CommandStalenessTest, NamedIncarnationOrStartedBeforeTheDecision) {
+  proto::Command c;
+  c.id = "x";
+  c.kind = "stop";
+  const uint64_t started = 1'700'000'000'000ull * 1000000;
+  EXPECT_EQ(CommandStaleness(c, 3, started), "");
+  c.incarnations = {{3, started}};
+  EXPECT_EQ(CommandStaleness(c, 3, started), "");
+  c.incarnations = {{3, started - 1}};
+  EXPECT_NE(CommandStaleness(c, 3, started).find("written for incarnation"), std::string::npos);
+  c.incarnations = {{4, started}};
+  c.decided_unix_ms = 1'700'000'000'000 - 1;  // rank 3 not named, started after the decision
+  EXPECT_NE(CommandStaleness(c, 3, started), "");
+  c.decided_unix_ms = 0;
+  c.unix_ms = 1'700'000'000'000 + 5;  // the write time stands in for the decision's
+  EXPECT_EQ(CommandStaleness(c, 3, started), "");
+}
+
 }  // namespace
 }  // namespace ft::worker

@@ -50,13 +50,17 @@ class DaemonTest : public ::testing::Test {
     }
   }
 
-  std::string Command(const std::string& kind, int rank, const std::string& id) {
+  std::string Command(const std::string& kind, int rank, const std::string& id,
+                      std::vector<proto::RankIncarnation> incarnations = {},
+                      int64_t decided_unix_ms = 0) {
     proto::Command c;
     c.id = id;
     c.kind = kind;
     c.rank = rank;
     c.grace_s = 1;
     c.text = "test";
+    c.incarnations = std::move(incarnations);
+    c.decided_unix_ms = decided_unix_ms;
     Reply r = server_.Execute({"XADD", keys_.Commands("n1"), "*", "kind", kind, "rank",
                                std::to_string(rank), "json", proto::Encode(c)});
     return r.str();
@@ -168,7 +172,37 @@ TEST_F(DaemonTest, AckSurvivesAnOutageAndARestartDoesNotRepeatCommands) {
   EXPECT_EQ(Acks().size(), 1u) << "a restarted worker resumed after the cursor";
 }
 
-// A worker upgraded from the layout before the groups (docs/redis-schema.md, "Slots") finds
+// Commands act only on the process they were decided for: a stop or save written for an earlier
+// incarnation of the rank (what a worker that lost its cursor replays after a relaunch), or
+// for no named process before this one started, is acked "stale" and not executed.
+TEST_F(DaemonTest, CommandsForAnotherIncarnationAreAckedStaleNotExecuted) {
+  FakeRank rank(job_, 0, kPid0, "n1");
+  TickFor(300);
+  proto::Membership m;
+  ASSERT_TRUE(proto::Decode(server_.HGet(keys_.Ranks(), "0").value_or(""), &m).ok());
+  ASSERT_GT(m.incarnation, 0u);
+  const int64_t before_start_ms = static_cast<int64_t>(m.incarnation / 1000000) - 60000;
+  Command("stop", -1, "old-stop-n1", {{0, m.incarnation - 1}}, before_start_ms);
+  Command("save", 0, "old-save-0", {{0, m.incarnation - 1}}, before_start_ms);
+  Command("stop", -1, "unnamed-stop-n1", {}, before_start_ms);
+  TickFor(300);
+  std::vector<proto::CommandAck> acks = Acks();
+  ASSERT_EQ(acks.size(), 3u);
+  for (const proto::CommandAck& a : acks) {
+    EXPECT_EQ(a.result, "stale") << a.id << ": " << a.message;
+    EXPECT_EQ(a.rank, 0) << a.id;
+  }
+  EXPECT_TRUE(probe_.signals.empty()) << "a relaunched rank was stopped by its predecessor's stop";
+  // The one written for this process runs.
+  Command("stop", -1, "new-stop-n1", {{0, m.incarnation}}, before_start_ms + 120000);
+  TickFor(300);
+  acks = Acks();
+  ASSERT_EQ(acks.size(), 4u);
+  EXPECT_EQ(acks[3].result, "done") << acks[3].message;
+  EXPECT_EQ(probe_.signals.size(), 1u);
+}
+
+// A worker upgraded from the grouped layout (docs/redis-schema.md, "Slots") finds
 // its cursor where the old worker kept it, and does not run the node's old commands again.
 TEST_F(DaemonTest, AnUpgradedWorkerResumesAfterTheCursorOfTheOldLayout) {
   TickFor(100);
@@ -176,10 +210,10 @@ TEST_F(DaemonTest, AnUpgradedWorkerResumesAfterTheCursorOfTheOldLayout) {
   TickFor(300);
   ASSERT_EQ(Acks().size(), 1u);
   ASSERT_EQ(server_.Get(keys_.CommandCursor("n1")).value_or(""), id);
-  // What an old worker left: the cursor under ft:{J}:cmd:n1:cursor, none in the group.
+  // What an old worker left: the cursor in the node's group, none beside the stream.
   server_.Execute({"SET", keys_.LegacyCommandCursor("n1"), id});
   server_.Execute({"DEL", keys_.CommandCursor("n1")});
-  EXPECT_EQ(keys_.LegacyCommandCursor("n1"), keys_.Commands("n1") + ":cursor");
+  EXPECT_EQ(keys_.CommandCursor("n1"), keys_.Commands("n1") + ":cursor");
 
   std::unique_ptr<Daemon> upgraded;
   NewDaemon(&upgraded);

@@ -576,7 +576,14 @@ TEST(CodecAcceptTest, ExitAfterATerminateSignal) {
 TEST(CodecAcceptTest, PinnedEncoding) {
   EXPECT_EQ(Encode(SampleCommand()),
             R"({"v":1,"id":"incident-3/save","kind":"save","rank":4,"text":"save now",)"
-            R"("grace_s":2.5,"unix_ms":1763800000600})");
+            R"("grace_s":2.5,"unix_ms":1763800000600,"decided_unix_ms":1763800000100,)"
+            R"("incarnations":[{"rank":4,"incarnation":1763799990123456789}]})");
+  // A command without incarnations or a decision time is written as before them.
+  proto::Command plain = SampleCommand();
+  plain.incarnations.clear();
+  plain.decided_unix_ms = 0;
+  EXPECT_EQ(Encode(plain), R"({"v":1,"id":"incident-3/save","kind":"save","rank":4,"text":"save now",)"
+                           R"("grace_s":2.5,"unix_ms":1763800000600})");
   EXPECT_EQ(Encode(SampleTimeouts()),
             R"({"v":1,"version":17,"default_ms":30000.0,"unix_ms":1763800000500,"entries":[)"
             R"({"comm":"0000000000000001","op":"allreduce","bucket":2,"ms":1500.5},)"
@@ -858,6 +865,27 @@ TEST(TransferCodecTest, BadEndpointFieldsAreNamed) {
   TransferEndpoint out;
   EXPECT_EQ(Decode(j.dump(), &out).message(), "transports: missing (required)");
   EXPECT_EQ(DecodeWith(e, "/unix_ms", -5), "unix_ms: must not be negative, got -5");
+}
+
+}  // namespace
+}  // namespace ft::proto
+
+namespace ft::proto {
+namespace {
+
+TEST(CommandCodecTest, IncarnationsRoundTripAndAreOptional) {
+  Command c = SampleCommand();
+  c.incarnations = {{0, 1763799990123456789ull}, {7, 18000000000000000000ull}};
+  Command out;
+  ASSERT_TRUE(Decode(Encode(c), &out).ok());
+  EXPECT_EQ(out.incarnations, c.incarnations);
+  // A command of a writer before the field names no incarnation.
+  Json j = Json::parse(Encode(c));
+  j.erase("incarnations");
+  ASSERT_TRUE(Decode(j.dump(), &out).ok());
+  EXPECT_TRUE(out.incarnations.empty());
+  j["incarnations"] = Json::array({Json{{"rank", -1}, {"incarnation", 5}}});
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
 }
 
 }  // namespace

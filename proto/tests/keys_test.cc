@@ -25,7 +25,8 @@ TEST(KeysTest, EveryKeyOfTheSchema) {
   EXPECT_EQ(k.Timeouts(), "ft:{llama}:timeouts");
   EXPECT_EQ(k.TimeoutsVersion(), "ft:{llama}:timeouts:version");
   EXPECT_EQ(k.Commands("node1"), "ft:{llama}:cmd:node1");
-  EXPECT_EQ(k.CommandCursor("node1"), node1 + "cursor:node1");
+  EXPECT_EQ(k.CommandCursor("node1"), "ft:{llama}:cmd:node1:cursor") << "in the stream's slot";
+  EXPECT_EQ(k.LegacyCommandCursor("node1"), node1 + "cursor:node1");
   EXPECT_EQ(k.Acks(), "ft:{llama}:acks");
   EXPECT_EQ(k.Incidents(), "ft:{llama}:incidents");
   EXPECT_EQ(k.Evicted(), "ft:{llama}:evicted");

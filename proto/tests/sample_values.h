@@ -133,6 +133,8 @@ inline Command SampleCommand() {
   c.text = "save now";
   c.grace_s = 2.5;
   c.unix_ms = 1763800000600;
+  c.incarnations = {{4, 1763799990123456789ull}};
+  c.decided_unix_ms = 1763800000100;
   return c;
 }
 

@@ -348,7 +348,8 @@ class Cluster:
         return "ft:{%s:g%d}:%s" % (self.job, int(rank) % self.GROUPS, suffix)
 
     def node_key(self, prefix, node):
-        """A per-node key of the node's group (worker:<node>, cursor:<node>)."""
+        """A per-node key of the node's group (worker:<node>; cursor:<node>, where workers
+        before the cursor moved beside its stream, cmd:<node>:cursor, kept it)."""
         h = 0xcbf29ce484222325
         for b in node.encode():
             h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF

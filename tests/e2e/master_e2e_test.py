@@ -18,6 +18,10 @@ real redis-server, ftmaster deciding.
   --case finished      a clean run to the end, no --topology: job_state "finished", no
                        incident, `ftmaster status` keeps the topology inferred while the ranks
                        ran; a stop sent afterwards is acknowledged "done: nothing to stop"
+  --case relaunch-after-finish  the job finishes cleanly and is launched again at once under
+                       the same FT_JOB; rank 6 of the new run is SIGKILLed and the rest torn
+                       down 0.1 s later: a crash incident (not "after a clean exit of the
+                       job"), save-then-stop, a restore plan
 """
 
 import argparse
@@ -233,12 +237,49 @@ def case_finished(args):
         print("OK: finished, topology kept, the late stop answered")
 
 
+def case_relaunch_after_finish(args):
+    with Cluster(args, job="ms-relaunch") as c:
+        c.start_master(TOPOLOGY, FAST)
+        c.start_workers(FAST)
+        c.start_job(MODEL + ["--steps", "30", "--compute-ms", "20"])
+        check(c.job_proc.wait(timeout=150) == 0, "the first run failed:\n" + c.job_output()[-3000:])
+        c.wait_for(lambda: c.db.command("HGET", c.key("master"), "job_state") == "finished", 30,
+                   "job_state finished")
+        t_relaunch = time.time()
+        # Launched again at once (a user's rerun, a scheduler's retry), within the master's
+        # teardown horizon of the first run's clean exits (60 s).
+        # Its launcher tears the rest down 0.1 s after the crash, as torchrun's agent does: no
+        # rank is left waiting, so only the crash itself can make the incident.
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--fault", "crash-kill",
+                             "--fault-rank", "6", "--fault-step", "20"], launch_args=("--grace", "0.1"))
+        inc = c.poll_until(lambda: c.incidents("crash"), 60)
+        if not inc:
+            closed = [line for line in c.master_log().splitlines() if "no incident" in line or "closed" in line]
+            fail("no crash incident for the relaunched job's crash; the master said:\n" + "\n".join(closed[-5:]))
+        inc = inc[0]
+        show(inc)
+        print("crash incident %.1f s after the relaunch" % (inc["decided_unix_ms"] / 1000.0 - t_relaunch))
+        check(suspects(inc) == [(6, "node1")], "suspects %s, expected rank 6 on node1" % suspects(inc))
+        check(inc["decision"] == "save-then-stop", "decision %s" % inc["decision"])
+
+        def saved():
+            acks = [json.loads(f["json"]) for _, f in c.stream("acks")]
+            return sorted(a["rank"] for a in acks if a["result"] == "done" and a["message"].startswith("saved step="))
+        plan = c.wait_for(lambda: json.loads(c.db.command("GET", c.key("restore")) or "null"), 60,
+                          "a restore plan")
+        print("restore plan of step %s; saves acknowledged by ranks %s (the rest saved on "
+              "their launcher's SIGTERM)" % (plan.get("step"), saved()))
+        check(isinstance(plan.get("step"), int) and plan["step"] >= 1, "plan without a step: %s" % plan)
+        print("OK: the relaunch's crash was an incident; saved and planned")
+
+
 def main():
     args = parse_args()
     cases = {
         "compute-hang": case_compute_hang, "host-hang": case_host_hang, "crash": case_crash,
         "transport": case_transport, "one-second": case_one_second, "straggler": case_straggler,
         "pause": case_pause, "takeover": case_takeover, "finished": case_finished,
+        "relaunch-after-finish": case_relaunch_after_finish,
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)

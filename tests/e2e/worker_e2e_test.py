@@ -19,9 +19,14 @@ their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
                         is still reported
   --case redis-restart  Redis stopped before a hang and started after it: the worker survives
                         and the events raised during the outage arrive, in order
+  --case replay-after-relaunch  node1's worker runs a stop and a save written for the first
+                        launch; the job is launched again and node1's worker restarted with its
+                        command cursor gone: it replays both, acks them "stale", and the
+                        relaunched ranks are neither stopped nor made to save
 """
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -309,6 +314,75 @@ def case_redis_restart(args):
         print("OK: %d events raised during the outage delivered after it, in order" % len(during))
 
 
+def last_step(c, rank):
+    """The last step `rank` of the current launch printed (trainsim --verbose), -1 before any."""
+    steps = [int(s) for s in re.findall(r"trainsim rank=%d step=(\d+) " % rank, c.job_output())]
+    return steps[-1] if steps else -1
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split(")")[-1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def case_replay_after_relaunch(args):
+    with Cluster(args, job="wk-replay") as c:
+        c.start_workers(FAST_TIMEOUT)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--verbose"])
+        node1 = [4, 5, 6, 7]
+        first = {r: c.wait_for(lambda r=r: (c.hash_json("ranks", r) or {}).get("incarnation"), 20,
+                               "rank %d's membership" % r) for r in node1}
+        c.wait_for(lambda: last_step(c, 4) >= 3, 30, "rank 4 stepping")
+        now_ms = int(time.time() * 1000)
+        # What a master writes after an incident of the first launch: a save of rank 4, then a
+        # stop of node1, each naming the processes it was decided for.
+        old = [{"v": 1, "id": "old-save-4", "kind": "save", "rank": 4, "text": "old", "grace_s": 1,
+                "unix_ms": now_ms, "decided_unix_ms": now_ms,
+                "incarnations": [{"rank": 4, "incarnation": first[4]}]},
+               {"v": 1, "id": "old-stop-node1", "kind": "stop", "rank": -1, "text": "old", "grace_s": 1,
+                "unix_ms": now_ms, "decided_unix_ms": now_ms,
+                "incarnations": [{"rank": r, "incarnation": first[r]} for r in node1]}]
+        for cmd in old:
+            c.db.command("XADD", c.key("cmd:node1"), "*", "kind", cmd["kind"], "rank", str(cmd["rank"]),
+                         "json", json.dumps(cmd))
+
+        def acks_of(ids, after_ms=0):
+            acks = [json.loads(f["json"]) for _, f in c.stream("acks")]
+            return [a for a in acks if a["id"] in ids and a["unix_ms"] >= after_ms]
+        c.wait_for(lambda: len(acks_of({"old-stop-node1"})) == 4, 30, "the first launch's stop acks")
+        c.stop_job()
+        check(c.stop_worker("node1") == 0, "worker node1 did not exit cleanly")
+        # The cursor is lost (a fresh Redis, a shard that lost its slot): every place a worker
+        # ever kept it.
+        c.db.command("DEL", c.key("cmd:node1:cursor"), c.node_key("cursor:", "node1"))
+
+        # Launched again under the same job name; node1's worker comes back once its ranks are
+        # up (their segments exist; they wait in ft_restore for the worker's plan file).
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--verbose"])
+        pids = c.wait_for(lambda: len(c.rank_pids()) == 8 and c.rank_pids(), 30, "the relaunch's pids")
+        c.wait_for(lambda: all(os.path.exists("/dev/shm/ft.%s.r%d.p%d" % (c.job, r, pids[r])) for r in node1),
+                   30, "the relaunched node1 ranks' segments")
+        t_restart = int(time.time() * 1000)
+        c.start_worker("node1", FAST_TIMEOUT)
+        replayed = c.wait_for(lambda: len(acks_of({"old-save-4", "old-stop-node1"}, t_restart)) >= 5 and
+                              acks_of({"old-save-4", "old-stop-node1"}, t_restart), 30,
+                              "the restarted worker's acks of the replayed commands")
+        for a in replayed:
+            print("replayed %s rank %d: %s: %s" % (a["id"], a["rank"], a["result"], a["message"]))
+        check(all(a["result"] == "stale" for a in replayed),
+              "a replayed command acted on the relaunch: %s" % [(a["id"], a["rank"], a["result"]) for a in replayed])
+        dead = [r for r in node1 if not alive(pids[r])]
+        check(not dead, "relaunched ranks %s were stopped by the first launch's stop" % dead)
+        # Still training: rank 4 steps on after the replay.
+        step = last_step(c, 4)
+        c.wait_for(lambda: last_step(c, 4) > step + 2, 30, "rank 4 stepping after the replay")
+        check(c.job_proc.poll() is None, "the relaunched job ended:\n" + c.job_output()[-2000:])
+        print("OK: %d replayed acks, all stale; node1's relaunched ranks untouched" % len(replayed))
+
+
 def case_quiet(args):
     """A calm job's progress tables stay as written (issue "131,072 ranks": a healthy job's
     Redis writes); a window notice of the master's (proto/notice.h) has every table written at
@@ -396,6 +470,7 @@ def main():
         "redis-restart": lambda: case_redis_restart(args),
         "stop-after-exit": lambda: case_stop_after_exit(args),
         "quiet": lambda: case_quiet(args),
+        "replay-after-relaunch": lambda: case_replay_after_relaunch(args),
     }
     if args.case not in cases:
         fail("unknown case %s" % args.case)

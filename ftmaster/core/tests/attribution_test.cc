@@ -614,6 +614,28 @@ TEST(AttributionTest, DeathsAfterACleanExitAreTheJobFinishing) {
   EXPECT_EQ(incidents[0].suspects.size(), 2u) << Dump(incidents);
 }
 
+// A job that finished and was launched again under the same name: the first run's clean exits,
+// seconds before, end nothing of the new run; its crash is an incident like any other.
+TEST(AttributionTest, CleanExitsOfAnEarlierLaunchDoNotExcuseACrash) {
+  Job job(1, 4, 1, 2);
+  const int64_t relaunched = Job::kNow - 3000;
+  for (int r = 0; r < 4; ++r) job.Progress(r).incarnation = static_cast<uint64_t>(relaunched) * 1000000;
+  const std::vector<proto::Event> deaths = {Death(job, 1, Job::kNow - 1500)};
+  AttributionInput in = Input(job, deaths);
+  const std::vector<int64_t> first_run_exits = {relaunched - 2000, relaunched - 1900};
+  in.clean_exit_unix_ms = first_run_exits;
+  std::string why_none;
+  auto incidents = Attribute(in, &why_none);
+  ASSERT_EQ(incidents.size(), 1u) << "closed as: " << why_none;
+  EXPECT_EQ(incidents[0].kind, "crash");
+  ASSERT_EQ(incidents[0].suspects.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].suspects[0].rank, 1);
+  // A clean exit of the new run itself still marks its teardown.
+  const std::vector<int64_t> this_run_exit = {Job::kNow - 1600};
+  in.clean_exit_unix_ms = this_run_exit;
+  EXPECT_TRUE(Attribute(in).empty());
+}
+
 TEST(AttributionTest, RankStoppedByItsWorkerIsNoCrash) {
   Job job(1, 4, 1, 2);
   proto::Event e = Death(job, 2, Job::kNow - 300);
