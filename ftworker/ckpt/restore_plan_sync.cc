@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -28,6 +30,7 @@ ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncO
   out.node = proto::SanitizeName(options.node);
   out.version = plan.version;
   out.step = plan.step < 0 ? -1 : plan.step;
+  out.settling = plan.settling;
   // The ranks may run in another working directory: the file names absolute paths.
   out.arena_dir = Absolute(options.arena_dir);
   out.local_dir = Absolute(options.local_dir);
@@ -52,7 +55,23 @@ RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
       keys_(options_.job),
       path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
 
+void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns) {
+  local_settling_ = fmt::format("rank {} of this node ended ({}) and the master has not judged its job's copies since",
+                                rank, how);
+  local_since_version_ = version_;
+  local_until_ns_ = mono_ns + options_.settle_for_ns;
+  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling until the master publishes "
+         "a final plan", rank, how, path_);
+  if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
+}
+
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
+  if (!local_settling_.empty() && mono_ns >= local_until_ns_) {
+    FT_LOG(Warn, Worker, "no final restore plan from the master within {} ms of a rank's end on this node; the "
+           "plan file says what the master last said (is ftmaster running?)", options_.settle_for_ns / 1'000'000);
+    local_settling_.clear();
+    if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
+  }
   if (mono_ns < next_poll_ns_) return;
   redis::Reply version;
   if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
@@ -78,6 +97,8 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   }
   plan_ = ToNodePlan(plan, options_);
   plan_version_ = current;
+  // A plan the master published after the rank's end, and final: it knows.
+  if (!local_settling_.empty() && current != local_since_version_ && plan.settling.empty()) local_settling_.clear();
   have_plan_ = true;
   if (gate_ != nullptr) gate_->OnPlan(plan, redis);
   WriteCurrent(current);
@@ -90,6 +111,7 @@ void RestorePlanSync::Refresh() {
 
 void RestorePlanSync::WriteCurrent(const std::string& version) {
   ckpt::NodePlan shaped = plan_;
+  if (shaped.settling.empty()) shaped.settling = local_settling_;
   if (gate_ != nullptr) {
     gate_generation_ = gate_->generation();
     if (!gate_->Shape(&shaped)) {
@@ -153,7 +175,11 @@ void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& versi
   have_version_ = true;
   version_ = version;
   ++files_written_;
-  if (plan.step < 0) {
+  if (!plan.settling.empty()) {
+    FT_LOG(Info, Worker, "restore plan{} (step {}) written to {} as settling: {}",
+           version.empty() ? "" : " version " + version, plan.step < 0 ? std::string("none") : std::to_string(plan.step),
+           path_, plan.settling);
+  } else if (plan.step < 0) {
     FT_LOG(Info, Worker, "restore plan{}: no verified checkpoint (step none) written to {}",
            version.empty() ? "" : " version " + version, path_);
   } else {
