@@ -3,6 +3,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -80,7 +82,9 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .node = options_.node,
                                         .arena_dir = options_.config.ckpt_arena_dir,
                                         .local_dir = options_.config.ckpt_dir,
-                                        .remote_dir = options_.config.ckpt_remote_dir}),
+                                        .remote_dir = options_.config.ckpt_remote_dir,
+                                        .settle_for_ns = static_cast<uint64_t>(
+                                            std::chrono::nanoseconds(options_.config.restore_wait).count())}),
       store_(std::move(store)),
       progress_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.progress_refresh).count()),
       summary_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.summary_refresh).count(),
@@ -125,26 +129,29 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
       .make_server = options_.make_transfer_server});
   std::vector<int> node_ranks;
   if (Status s = ParseNodeRanks(options_.config.node_ranks, &node_ranks); !s.ok()) {
-    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; no prefetch for this node", s.message());
-  } else if (!node_ranks.empty()) {
-    PrefetcherOptions prefetch;
-    prefetch.job = options_.job;
-    prefetch.node = options_.node;
-    prefetch.ranks = std::move(node_ranks);
-    prefetch.arena_dir = options_.config.ckpt_arena_dir;
-    prefetch.local_dir = options_.config.ckpt_dir;
-    prefetch.remote_dir = options_.config.ckpt_remote_dir;
-    prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
-    prefetch.pull.fast_path = options_.pull_fast_path;
-    prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
-    // Tries again only while the ranks, which wait FT_RESTORE_WAIT for the plan file, are
-    // still likely to be starting.
-    prefetch.retry_for = std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.restore_wait) / 2;
-    prefetch.destination_mapped = options_.prefetch_arena_mapped;
-    prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
-    prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
-    plan_sync_.SetGate(prefetcher_.get());
+    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; this node prefetches only for the ranks it sees", s.message());
+    node_ranks.clear();
   }
+  // Every node prefetches: a rank relaunched in place (torchrun --max_restarts, a Slurm
+  // requeue) whose planned copy is not on its node has it pulled from a replica on another
+  // node, as a replacement node's ranks (FT_NODE_RANKS) do. The ranks it sees join the set.
+  PrefetcherOptions prefetch;
+  prefetch.job = options_.job;
+  prefetch.node = options_.node;
+  prefetch.ranks = std::move(node_ranks);
+  prefetch.arena_dir = options_.config.ckpt_arena_dir;
+  prefetch.local_dir = options_.config.ckpt_dir;
+  prefetch.remote_dir = options_.config.ckpt_remote_dir;
+  prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+  prefetch.pull.fast_path = options_.pull_fast_path;
+  prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
+  // Tries again only while the ranks, which wait FT_RESTORE_WAIT for the plan file, are
+  // still likely to be starting.
+  prefetch.retry_for = std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.restore_wait) / 2;
+  prefetch.destination_mapped = options_.prefetch_arena_mapped;
+  prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
+  prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
+  plan_sync_.SetGate(prefetcher_.get());
 }
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
@@ -275,6 +282,12 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
+    // A relaunch in place may start before the master heard of this end: its ft_restore waits.
+    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0)) {
+      plan_sync_.NoteRankEnded(event.rank,
+                               event.code < 0 ? fmt::format("signal {}", -event.code) : fmt::format("exit status {}", event.code),
+                               mono_ns);
+    }
   }
   const MasterNews news = TakeNews(mono_ns);
   Report(mono_ns, unix_ms);
@@ -320,6 +333,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // A replacement node's prefetch runs on its own threads; the plan file follows it even while
   // Redis is away.
   if (prefetcher_ != nullptr) {
+    prefetcher_->AddRanks(node_ranks);
     prefetcher_->Tick(mono_ns, unix_ms, store_->connected() ? store_.get() : nullptr);
     plan_sync_.Refresh();
   }
