@@ -286,11 +286,9 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
     if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
   }
   std::vector<int> gone;
-  bool running = false;
   for (const auto& [rank, m] : newest) {
     const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
     const bool is_gone = state == proto::RankState::kDead || state == proto::RankState::kStopped;
-    running |= state == proto::RankState::kRunning;
     if (is_gone) gone.push_back(rank);
     auto [seen, first] = seen_.try_emplace(rank, Seen{m->incarnation, is_gone});
     // A relaunch (a newer incarnation) or a rank newly gone: its node's copies may be on their way.
@@ -300,14 +298,19 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
     }
     seen->second = Seen{m->incarnation, is_gone};
   }
-  if (!gone.empty() && running) {
-    why.push_back(fmt::format("rank{} {} ended without a clean exit while others run: a teardown is under way",
-                              gone.size() == 1 ? "" : "s", fmt::join(gone, ",")));
-  } else if (moved_ && now < moved_at_ + kSettleAfterMove) {
-    why.push_back("ranks ended or were relaunched lately: copies of their last steps may still be reported");
+  // Not "some ranks gone while others run": the master reads the membership every few seconds,
+  // and a relaunch's ranks register one by one, so that state lasts past the copies it waits for.
+  if (moved_ && now < moved_at_ + kSettleAfterMove) {
+    why.push_back(fmt::format("rank{} {} ended or were relaunched lately: copies of their last steps may still be "
+                              "reported", gone.size() == 1 ? "" : "s",
+                              gone.empty() ? std::string("of the job") : fmt::format("{}", fmt::join(gone, ","))));
   }
+  // A newer step waiting for its replicas matters to a relaunch: after ranks ended or were
+  // relaunched (its copies are theirs), not in a healthy job saving periodically (whose plan
+  // would flap between settling and final at every save).
+  const bool after_move = moved_ && now < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
   for (const auto& [step, s] : steps_) {
-    if (step > planned_step && !s->judged && !s->settled) {
+    if (after_move && step > planned_step && !s->judged && !s->settled) {
       why.push_back(fmt::format("step {} waits for its replicas' copies (judged once all are in or within {} ms)",
                                 step, ctx_->options.copy_wait.count()));
       break;

@@ -877,7 +877,7 @@ TEST_F(MasterLoopTest, ACrashMakesThePlanSettleUntilItsCopiesAreJudged) {
   Run(1500, {&a});
   proto::RestorePlan plan = Plan();
   EXPECT_EQ(plan.step, -1);
-  EXPECT_NE(plan.settling, "") << "rank 3 died, its peers run: a teardown is under way";
+  EXPECT_NE(plan.settling, "") << "rank 3 died: its copies, its peers' too, may be on their way";
   proto::MasterAction action = StoredAction();
   for (const SaveTarget& t : action.save) {
     Ack(fmt::format("{}-save-{}", action.incident, t.rank), t.node, t.rank, "failed");

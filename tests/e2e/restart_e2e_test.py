@@ -73,6 +73,10 @@ def restart_in_place(args, delay):
         fault_ms = min(i["first_event_unix_ms"] for i in crash) if crash else None
         resumed = resumed_unix_ms(c)
         took = (max(resumed.values()) - fault_ms) / 1000.0 if fault_ms and resumed else float("nan")
+        for node in c.node_names:  # how the relaunch got its plan, for people
+            for line in c.worker_log(node).splitlines():
+                if re.search(r"settling|prefetched step|no final restore plan|restore plan version", line):
+                    print("%s: %s" % (node, line[:220]))
         print("RESULT restart-delay=%s restored=%d reached=%d bit-identical=yes fault-to-resume=%.2fs "
               "rank%d-from=%s(rank %d)" % (delay, step, crash_step, took, crashed, pulled[crashed][1],
                                           pulled[crashed][2]))
