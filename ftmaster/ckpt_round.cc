@@ -24,7 +24,7 @@ namespace {
 constexpr int kCkptSteps = 16;  // newest steps looked at; workers keep FT_CKPT_KEEP per tier
 // After a rank was relaunched or seen gone, how long copies may still be on their way: a
 // termination save commits, its worker's scan reports it (about a second), a round reads it.
-constexpr std::chrono::seconds kSettleAfterMove{3};
+constexpr std::chrono::seconds kSettleAfterMove{3};  // plus the copy wait
 
 }  // namespace
 
@@ -285,11 +285,9 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
     auto [at, inserted] = newest.emplace(m.rank, &m);
     if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
   }
-  std::vector<int> gone;
   for (const auto& [rank, m] : newest) {
     const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
     const bool is_gone = state == proto::RankState::kDead || state == proto::RankState::kStopped;
-    if (is_gone) gone.push_back(rank);
     auto [seen, first] = seen_.try_emplace(rank, Seen{m->incarnation, is_gone});
     // A relaunch (a newer incarnation) or a rank newly gone: its node's copies may be on their way.
     if (!first && (m->incarnation > seen->second.incarnation || (is_gone && !seen->second.gone))) {
@@ -298,13 +296,9 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
     }
     seen->second = Seen{m->incarnation, is_gone};
   }
-  // Not "some ranks gone while others run": the master reads the membership every few seconds,
-  // and a relaunch's ranks register one by one, so that state lasts past the copies it waits for.
-  if (moved_ && now < moved_at_ + kSettleAfterMove) {
-    why.push_back(fmt::format("rank{} {} ended or were relaunched lately: copies of their last steps may still be "
-                              "reported", gone.size() == 1 ? "" : "s",
-                              gone.empty() ? std::string("of the job") : fmt::format("{}", fmt::join(gone, ","))));
-  }
+  // Not "ranks ended lately" by itself: a plan already final would be withdrawn and republished
+  // (ranks on one node restoring while another node's wait, a hang to the master). The node's
+  // worker holds its plan file for a moment after its ranks end (RestorePlanSync::NoteRankEnded).
   // A newer step waiting for its replicas matters to a relaunch: after ranks ended or were
   // relaunched (its copies are theirs), not in a healthy job saving periodically (whose plan
   // would flap between settling and final at every save).

@@ -73,9 +73,9 @@ class CkptRound {
   // evicted_; a change makes the plan dirty. False when Redis failed.
   bool ReadEvicted();
   void LoadPlan();  // at a new term: the published plan and its version
-  // Why a plan published now would not be final yet (empty: it is): a rank relaunched or gone
-  // lately (its node's copies may not be reported yet), copies newer than `planned_step` waiting
-  // for their replicas. Notes relaunches and ends on the way.
+  // Why a plan published now would not be final yet (empty: it is): after ranks ended or were
+  // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
+  // and ends on the way.
   std::string SettlingWhy(Clock::time_point now, int64_t planned_step);
 
   LoopContext* ctx_;

@@ -82,9 +82,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .node = options_.node,
                                         .arena_dir = options_.config.ckpt_arena_dir,
                                         .local_dir = options_.config.ckpt_dir,
-                                        .remote_dir = options_.config.ckpt_remote_dir,
-                                        .settle_for_ns = static_cast<uint64_t>(
-                                            std::chrono::nanoseconds(options_.config.restore_wait).count())}),
+                                        .remote_dir = options_.config.ckpt_remote_dir}),
       store_(std::move(store)),
       progress_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.progress_refresh).count()),
       summary_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.summary_refresh).count(),

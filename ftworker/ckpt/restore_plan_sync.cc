@@ -56,19 +56,16 @@ RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
       path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
 
 void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns) {
-  local_settling_ = fmt::format("rank {} of this node ended ({}) and the master has not judged its job's copies since",
-                                rank, how);
-  local_since_version_ = version_;
+  local_settling_ = fmt::format("rank {} of this node ended ({}) less than {} ms ago: its copies may still reach "
+                                "the master", rank, how, options_.settle_for_ns / 1'000'000);
   local_until_ns_ = mono_ns + options_.settle_for_ns;
-  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling until the master publishes "
-         "a final plan", rank, how, path_);
+  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling for {} ms", rank, how, path_,
+         options_.settle_for_ns / 1'000'000);
   if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
 }
 
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   if (!local_settling_.empty() && mono_ns >= local_until_ns_) {
-    FT_LOG(Warn, Worker, "no final restore plan from the master within {} ms of a rank's end on this node; the "
-           "plan file says what the master last said (is ftmaster running?)", options_.settle_for_ns / 1'000'000);
     local_settling_.clear();
     if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
   }
@@ -97,8 +94,6 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   }
   plan_ = ToNodePlan(plan, options_);
   plan_version_ = current;
-  // A plan the master published after the rank's end, and final: it knows.
-  if (!local_settling_.empty() && current != local_since_version_ && plan.settling.empty()) local_settling_.clear();
   have_plan_ = true;
   if (gate_ != nullptr) gate_->OnPlan(plan, redis);
   WriteCurrent(current);

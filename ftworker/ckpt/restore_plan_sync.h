@@ -13,8 +13,9 @@
 // its generation() changes the file is shaped and written again, without waiting for Redis.
 // Settling: a plan the master marks settling is written so (`settling <why>`): ft_restore waits
 // for the final one. A rank of this node that ended without a clean exit (NoteRankEnded) makes
-// the file settling too — the master has not heard of it yet — until the master publishes a
-// newer plan that is final, or settle_for passed.
+// the file settling too for settle_for — the master may not have heard of it, nor of the copies
+// its peers saved as they were torn down; every node of a teardown waits about as long, so a
+// relaunch's ranks restore together.
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_
@@ -49,8 +50,9 @@ struct RestorePlanSyncOptions {
   std::string local_dir;   // FT_CKPT_DIR
   std::string remote_dir;  // FT_CKPT_REMOTE_DIR
   uint64_t poll_interval_ns = 1'000'000'000;
-  // How long a rank's end on this node keeps the file settling at most (FT_RESTORE_WAIT).
-  uint64_t settle_for_ns = 10'000'000'000;
+  // How long a rank's end on this node keeps the file settling (a worker's copy scan, about a
+  // second, and a master's round after it).
+  uint64_t settle_for_ns = 3'000'000'000;
 };
 
 // The node's view of the master's plan (version, step, every rank's digest and sources).
@@ -73,7 +75,7 @@ class RestorePlanSync {
   // Writes the file again when the gate's generation changed (no Redis needed).
   void Refresh();
   // A rank of this node ended without a clean exit (`how`, for people): the file says settling
-  // until a newer final plan comes from the master, or settle_for_ns after `mono_ns`.
+  // until settle_for_ns after `mono_ns` (and longer while the master says settling).
   void NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns);
   // What the file says it waits for ("" : final).
   const std::string& local_settling() const { return local_settling_; }
@@ -110,8 +112,7 @@ class RestorePlanSync {
   ckpt::NodePlan plan_;
   std::string plan_version_;      // its restore:version
   bool withholding_ = false;
-  std::string local_settling_;       // NoteRankEnded's why; "" none
-  std::string local_since_version_;  // the plan version current when it began
+  std::string local_settling_;  // NoteRankEnded's why; "" none
   uint64_t local_until_ns_ = 0;
 };
 

@@ -149,7 +149,8 @@ TEST_F(RestorePlanSyncTest, TheMastersSettlingPlanIsWrittenSettling) {
   EXPECT_EQ(ReadPlan(sync).settling, "") << "final: step none now means start from scratch";
 }
 
-TEST_F(RestorePlanSyncTest, ARankThatEndedMakesTheFileSettleUntilANewerFinalPlan) {
+TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLonger) {
+  options_.settle_for_ns = 3 * kSec;
   RestorePlanSync sync(options_);
   proto::RestorePlan published;
   published.version = 2;
@@ -160,38 +161,26 @@ TEST_F(RestorePlanSyncTest, ARankThatEndedMakesTheFileSettleUntilANewerFinalPlan
   ckpt::NodePlan plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, -1);
   EXPECT_NE(plan.settling.find("rank 3 of this node ended (signal 9)"), std::string::npos) << plan.settling;
-  sync.PollSoon();
-  sync.Poll(2 * kSec, store_);
-  EXPECT_NE(ReadPlan(sync).settling, "") << "the same plan: the master has not judged since";
   published.version = 3;
   published.settling = "step 30 waits for its replicas' copies";
   Publish(published);
   sync.PollSoon();
-  sync.Poll(3 * kSec, store_);
-  EXPECT_EQ(ReadPlan(sync).settling, "step 30 waits for its replicas' copies");
+  sync.Poll(2 * kSec, store_);
+  EXPECT_EQ(ReadPlan(sync).settling, "step 30 waits for its replicas' copies") << "the master's reason first";
   published.version = 4;
   published.step = 30;
   published.settling.clear();
   published.ranks.push_back({3, 0x1234ull, {{1, "node0", {"arena"}}}});
   Publish(published);
   sync.PollSoon();
-  sync.Poll(4 * kSec, store_);
+  sync.Poll(3 * kSec, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_NE(plan.settling, "") << "final, but the rank ended 2 s ago: its peers' copies may still come";
+  sync.Poll(4 * kSec + 1, store_);
   plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, 30);
   EXPECT_EQ(plan.settling, "");
-}
-
-TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileOnlyForAWhile) {
-  options_.settle_for_ns = 5 * kSec;
-  RestorePlanSync sync(options_);
-  sync.Poll(1 * kSec, store_);
-  sync.NoteRankEnded(0, "exit status 1", 1 * kSec);
-  EXPECT_NE(ReadPlan(sync).settling, "");
-  sync.Poll(5 * kSec, store_);
-  EXPECT_NE(ReadPlan(sync).settling, "");
-  LogCapture log;
-  sync.Poll(6 * kSec + 1, store_);
-  EXPECT_EQ(ReadPlan(sync).settling, "") << "no master to say so: the file says what the master last said";
 }
 
 TEST_F(RestorePlanSyncTest, RelativeDirectoriesBecomeAbsolute) {
