@@ -106,7 +106,10 @@ void RestorePlanSync::Refresh() {
 
 void RestorePlanSync::WriteCurrent(const std::string& version) {
   ckpt::NodePlan shaped = plan_;
-  if (shaped.settling.empty()) shaped.settling = local_settling_;
+  // Only over `step none`: a plan naming a step (the master's just-in-time save of the crash,
+  // judged before the teardown) is restored at once on every node alike; holding it here while
+  // another node's ranks restore would make them wait on these ranks, a hang to the master.
+  if (shaped.settling.empty() && shaped.step < 0) shaped.settling = local_settling_;
   if (gate_ != nullptr) {
     gate_generation_ = gate_->generation();
     if (!gate_->Shape(&shaped)) {

@@ -12,10 +12,9 @@
 // plan now would pick a worse source) or add sources to it (the prefetched copies); whenever
 // its generation() changes the file is shaped and written again, without waiting for Redis.
 // Settling: a plan the master marks settling is written so (`settling <why>`): ft_restore waits
-// for the final one. A rank of this node that ended without a clean exit (NoteRankEnded) makes
-// the file settling too for settle_for — the master may not have heard of it, nor of the copies
-// its peers saved as they were torn down; every node of a teardown waits about as long, so a
-// relaunch's ranks restore together.
+// for the final one. A rank of this node that ended without a clean exit (NoteRankEnded, not
+// one this worker stopped) makes a `step none` file settling too for settle_for — the master
+// may not have heard of it, nor of the copies its peers saved as they were torn down.
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_

@@ -176,10 +176,17 @@ TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLo
   sync.Poll(3 * kSec, store_);
   plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, 30);
-  EXPECT_NE(plan.settling, "") << "final, but the rank ended 2 s ago: its peers' copies may still come";
+  EXPECT_EQ(plan.settling, "") << "a final step: restored at once, on every node alike";
+  published.version = 5;
+  published.step = -1;
+  published.ranks.clear();
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(3 * kSec + 1, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "step none less than 3 s after the end: not yet the master's word";
   sync.Poll(4 * kSec + 1, store_);
   plan = ReadPlan(sync);
-  EXPECT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.step, -1);
   EXPECT_EQ(plan.settling, "");
 }
 
