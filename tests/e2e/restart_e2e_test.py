@@ -12,7 +12,7 @@ nodes (ranks 0,1 on node0, ranks 2,3 on node1; rank 1 holds rank 3's shard).
                               node), and the job ends with trainsim_reference's checksums
   --case restart-before-plan  the same with the restart at once (--restart-delay 0): where the
                               relaunch comes before the plan its ranks wait for it
-  --case requeue-before-plan  every rank SIGTERMed at once (a preemption, --teardown slurm), the
+  --case requeue-before-plan  every rank SIGTERMed at once past step 10 (a preemption), the
                               job launched again the moment the launcher exited (a requeue): the
                               ranks come before the plan of the termination saves; they wait for
                               it (the workers saw their ranks end) instead of training from step 0
@@ -23,6 +23,7 @@ first event) to the last rank's resume.
 
 import os
 import re
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -89,8 +90,13 @@ def requeue_before_plan(args):
         c.start_master(["--topology", "dp=2,tp=2,pp=1"], FAST)
         for node in c.node_names:
             c.start_worker(node, c.ckpt_env(FAST))
-        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20"],
-                         launch_args=["--teardown", "slurm", "--preempt-after", "3"])
+        c.start_ckpt_job(model + ["--steps", str(steps), "--compute-ms", "20", "--verbose"],
+                         launch_args=["--teardown", "slurm"])
+        # A preemption once every rank trained a while (not after a fixed time: a loaded host
+        # starts the ranks slowly): the launcher forwards SIGTERM to every rank, as srun does.
+        c.wait_for(lambda: len(set(re.findall(r"trainsim rank=(\d+) step=(?:[1-9]\d+) ", c.job_output()))) == 4, 90,
+                   "every rank past step 10")
+        c.job_proc.send_signal(signal.SIGTERM)
         rc = wait_job_exit(c, 90, "the preempted job")
         check(rc != 0, "the preempted job exited %d" % rc)
         with open(c.job_out.name) as f:
