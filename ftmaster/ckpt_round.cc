@@ -22,6 +22,9 @@ namespace ft::master {
 namespace {
 
 constexpr int kCkptSteps = 16;  // newest steps looked at; workers keep FT_CKPT_KEEP per tier
+// After a rank was relaunched or seen gone, how long copies may still be on their way: a
+// termination save commits, its worker's scan reports it (about a second), a round reads it.
+constexpr std::chrono::seconds kSettleAfterMove{3};  // plus the copy wait
 
 }  // namespace
 
@@ -60,6 +63,7 @@ void CkptRound::LoadPlan() {
 
 void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   const auto start = Clock::now();
+  now_ = now;
   next_round_ = now + ctx_->options.ckpt_period;
   const Topology& topology = membership_->CurrentTopology();
   if (!topology.known()) {
@@ -128,6 +132,8 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   }
   if (!ReadEvicted()) return;
   if (membership_->version() != plan_ranks_version_) plan_dirty_ = true;
+  // Settling ends by time too (a relaunch's copies had their while to come): looked at every round.
+  if (SettlingWhy(now, plan_.step) != plan_.settling) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
   next_round_ = now + Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare);
 }
@@ -269,6 +275,44 @@ bool CkptRound::ReadEvicted() {
   return true;
 }
 
+std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) {
+  // Not "an incident's decision under way": its save commands wait for a relaunched rank's
+  // ft_restore, which would wait for the decision. Its copies are covered below (the ranks that
+  // ended, the step they saved waiting for its replicas).
+  std::vector<std::string> why;
+  std::map<int, const proto::Membership*> newest;
+  for (const proto::Membership& m : membership_->values()) {
+    auto [at, inserted] = newest.emplace(m.rank, &m);
+    if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
+  }
+  for (const auto& [rank, m] : newest) {
+    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+    const bool is_gone = state == proto::RankState::kDead || state == proto::RankState::kStopped;
+    auto [seen, first] = seen_.try_emplace(rank, Seen{m->incarnation, is_gone});
+    // A relaunch (a newer incarnation) or a rank newly gone: its node's copies may be on their way.
+    if (!first && (m->incarnation > seen->second.incarnation || (is_gone && !seen->second.gone))) {
+      moved_at_ = now;
+      moved_ = true;
+    }
+    seen->second = Seen{m->incarnation, is_gone};
+  }
+  // Not "ranks ended lately" by itself: a plan already final would be withdrawn and republished
+  // (ranks on one node restoring while another node's wait, a hang to the master). The node's
+  // worker holds its plan file for a moment after its ranks end (RestorePlanSync::NoteRankEnded).
+  // A newer step waiting for its replicas matters to a relaunch: after ranks ended or were
+  // relaunched (its copies are theirs), not in a healthy job saving periodically (whose plan
+  // would flap between settling and final at every save).
+  const bool after_move = moved_ && now < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
+  for (const auto& [step, s] : steps_) {
+    if (after_move && step > planned_step && !s->judged && !s->settled) {
+      why.push_back(fmt::format("step {} waits for its replicas' copies (judged once all are in or within {} ms)",
+                                step, ctx_->options.copy_wait.count()));
+      break;
+    }
+  }
+  return fmt::format("{}", fmt::join(why, "; "));
+}
+
 bool CkptRound::PublishPlan(int64_t unix_ms) {
   const Topology& topology = membership_->CurrentTopology();
   if (!topology.known() || !plan_loaded_) return false;
@@ -314,7 +358,9 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
            chosen ? fmt::format("; step {} is planned instead", plan.step) : "");
   }
   unplannable_ = std::move(only_evicted);
-  if (!chosen && plan_.step == -1) return true;  // nothing to restore, and none was said
+  plan.settling = SettlingWhy(now_, plan.step);
+  // Nothing to restore, and none was said: a first launch's `step none` needs no plan.
+  if (!chosen && plan_.step == -1 && plan.settling == plan_.settling) return true;
   if (SamePlanContent(plan, plan_)) return true;
   plan.version = plan_.version + 1;
   plan.unix_ms = unix_ms;
@@ -329,7 +375,10 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
       skipped.empty() ? ""
                       : fmt::format(" (newer untrusted step{} {} skipped)", skipped.size() == 1 ? "" : "s",
                                     fmt::join(skipped, ", "));
-  if (chosen) {
+  if (!plan.settling.empty()) {
+    FT_LOG(Info, Master, "restore plan {} (step {}) is settling: {}; ranks starting now wait for the final plan",
+           plan.version, plan.step < 0 ? std::string("none") : std::to_string(plan.step), plan.settling);
+  } else if (chosen) {
     // Which saves took the copies: after a teardown or a preemption, termination saves. A
     // buddy copy is its rank's save again: one per rank (of_step is by rank, own copy first).
     std::vector<proto::CkptCopy> saved;
@@ -349,6 +398,7 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
 
 bool CkptRound::JudgeSavedStep(int64_t step, Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
   *judged = nullptr;
+  now_ = now;
   if (!ReadAndJudgeStep(step, now, unix_ms, /*settled=*/true)) return false;
   if (!ReadEvicted()) return false;  // the incident's evictions shape the plan published here
   (void)PublishPlan(unix_ms);

@@ -73,6 +73,10 @@ class CkptRound {
   // evicted_; a change makes the plan dirty. False when Redis failed.
   bool ReadEvicted();
   void LoadPlan();  // at a new term: the published plan and its version
+  // Why a plan published now would not be final yet (empty: it is): after ranks ended or were
+  // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
+  // and ends on the way.
+  std::string SettlingWhy(Clock::time_point now, int64_t planned_step);
 
   LoopContext* ctx_;
   JobMembership* membership_;
@@ -86,6 +90,14 @@ class CkptRound {
   uint64_t plan_ranks_version_ = 0;    // membership version the plan's node order used
   EvictedNodes evicted_;               // as last read (the plan puts their copies last)
   std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
+  struct Seen {
+    uint64_t incarnation = 0;
+    bool gone = false;  // dead or stopped: ended without a clean exit
+  };
+  std::map<int, Seen> seen_;              // each rank's newest incarnation as last looked at
+  Clock::time_point moved_at_{};          // a rank was last seen relaunched or newly gone
+  bool moved_ = false;                    // moved_at_ is set
+  Clock::time_point now_{};               // the round's (or the save's judgement's) time
   Clock::time_point next_round_{};
 };
 

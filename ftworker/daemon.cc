@@ -3,6 +3,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -125,26 +127,29 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
       .make_server = options_.make_transfer_server});
   std::vector<int> node_ranks;
   if (Status s = ParseNodeRanks(options_.config.node_ranks, &node_ranks); !s.ok()) {
-    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; no prefetch for this node", s.message());
-  } else if (!node_ranks.empty()) {
-    PrefetcherOptions prefetch;
-    prefetch.job = options_.job;
-    prefetch.node = options_.node;
-    prefetch.ranks = std::move(node_ranks);
-    prefetch.arena_dir = options_.config.ckpt_arena_dir;
-    prefetch.local_dir = options_.config.ckpt_dir;
-    prefetch.remote_dir = options_.config.ckpt_remote_dir;
-    prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
-    prefetch.pull.fast_path = options_.pull_fast_path;
-    prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
-    // Tries again only while the ranks, which wait FT_RESTORE_WAIT for the plan file, are
-    // still likely to be starting.
-    prefetch.retry_for = std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.restore_wait) / 2;
-    prefetch.destination_mapped = options_.prefetch_arena_mapped;
-    prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
-    prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
-    plan_sync_.SetGate(prefetcher_.get());
+    FT_LOG(Error, Worker, "FT_NODE_RANKS: {}; this node prefetches only for the ranks it sees", s.message());
+    node_ranks.clear();
   }
+  // Every node prefetches: a rank relaunched in place (torchrun --max_restarts, a Slurm
+  // requeue) whose planned copy is not on its node has it pulled from a replica on another
+  // node, as a replacement node's ranks (FT_NODE_RANKS) do. The ranks it sees join the set.
+  PrefetcherOptions prefetch;
+  prefetch.job = options_.job;
+  prefetch.node = options_.node;
+  prefetch.ranks = std::move(node_ranks);
+  prefetch.arena_dir = options_.config.ckpt_arena_dir;
+  prefetch.local_dir = options_.config.ckpt_dir;
+  prefetch.remote_dir = options_.config.ckpt_remote_dir;
+  prefetch.engine = options_.pull_engine != nullptr ? options_.pull_engine : MakeTransferEngine();
+  prefetch.pull.fast_path = options_.pull_fast_path;
+  prefetch.pull.min_bytes_per_second = options_.config.pull_min_rate;
+  // Tries again only while the ranks, which wait FT_RESTORE_WAIT for the plan file, are
+  // still likely to be starting.
+  prefetch.retry_for = std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.restore_wait) / 2;
+  prefetch.destination_mapped = options_.prefetch_arena_mapped;
+  prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
+  prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
+  plan_sync_.SetGate(prefetcher_.get());
 }
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {
@@ -268,6 +273,13 @@ void Daemon::PollArenaGc(uint64_t mono_ns) {
   keeper_->SetGcFacts(facts, monitor_->Ranks());
 }
 
+bool Daemon::StoppedByThisWorker(int rank) const {
+  for (const proto::Membership& m : monitor_->Memberships()) {
+    if (m.rank == rank) return m.state == proto::RankStateName(proto::RankState::kStopped);
+  }
+  return false;
+}
+
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -275,6 +287,14 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
+    // A relaunch in place may start before the master heard of this end: its ft_restore waits.
+    // Not for a rank this worker stopped: the master's stop came after its saves were judged.
+    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0) &&
+        !StoppedByThisWorker(event.rank)) {
+      plan_sync_.NoteRankEnded(event.rank,
+                               event.code < 0 ? fmt::format("signal {}", -event.code) : fmt::format("exit status {}", event.code),
+                               mono_ns);
+    }
   }
   const MasterNews news = TakeNews(mono_ns);
   Report(mono_ns, unix_ms);
@@ -320,6 +340,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // A replacement node's prefetch runs on its own threads; the plan file follows it even while
   // Redis is away.
   if (prefetcher_ != nullptr) {
+    prefetcher_->AddRanks(node_ranks);
     prefetcher_->Tick(mono_ns, unix_ms, store_->connected() ? store_.get() : nullptr);
     plan_sync_.Refresh();
   }

@@ -8,9 +8,10 @@
 //
 // Checkpoints: the TransferService serves the node's committed copies to peers (its server on
 // its own threads); the CkptKeeper reports the node's committed copies (and persists them on its
-// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis. With
-// FT_NODE_RANKS, the Prefetcher pulls those ranks' planned shards from other nodes (on its own
-// threads) and the plan file waits for it. Every 5 s the job's state (finished, planned,
+// own thread); the RestorePlanSync keeps the node's restore plan file in step with Redis. The
+// Prefetcher pulls the planned shards of the node's ranks (those it sees and saw, and
+// FT_NODE_RANKS) that have no copy on the node from other nodes (on its own threads) and the
+// plan file waits for it. Every 5 s the job's state (finished, planned,
 // newest complete and verified steps) goes to the keeper, which removes the host arenas that
 // are no longer needed (ftworker/ckpt/arena_gc.h).
 // Single-threaded: everything but the keeper's persist thread happens on the thread that
@@ -92,10 +93,12 @@ class Daemon {
   CkptKeeper& keeper() { return *keeper_; }
   const RestorePlanSync& plan_sync() const { return plan_sync_; }
   const TransferService& transfer() const { return *transfer_; }
-  Prefetcher* prefetcher() { return prefetcher_.get(); }  // null without FT_NODE_RANKS
+  Prefetcher* prefetcher() { return prefetcher_.get(); }
   Replicator* replicator() { return replicator_.get(); }  // null without FT_CKPT_REPLICATE_EVERY
 
  private:
+  // Whether `rank`'s current incarnation ended by this worker's stop command.
+  bool StoppedByThisWorker(int rank) const;
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
   // keeps in Redis.
   bool EnsureConnected(uint64_t mono_ns);

@@ -26,6 +26,7 @@ namespace {
 constexpr std::string_view kHeaderKey = "ft-restore-plan";
 constexpr size_t kMaxPlanBytes = 64ull << 20;  // ~100 bytes a rank: room for 500k ranks
 constexpr size_t kMaxNameBytes = 255;
+constexpr size_t kMaxSettlingBytes = 1024;
 
 Status LineError(size_t line, std::string_view why) {
   return Status::Corrupt(fmt::format("restore plan line {}: {}", line, why));
@@ -138,9 +139,18 @@ std::string NodePlanPath(std::string_view arena_dir, std::string_view job, std::
 }
 
 std::string EncodeNodePlan(const NodePlan& plan) {
-  std::string out = fmt::format("{} {}\njob {}\nnode {}\nversion {}\n", kHeaderKey, kNodePlanVersion, plan.job,
+  // A final plan stays format 1: ranks still running an older libft.so read it.
+  const uint32_t format = plan.settling.empty() ? 1 : kNodePlanVersion;
+  std::string out = fmt::format("{} {}\njob {}\nnode {}\nversion {}\n", kHeaderKey, format, plan.job,
                                 plan.node, plan.version);
   out += plan.step >= 0 ? fmt::format("step {}\n", plan.step) : "step none\n";
+  if (!plan.settling.empty()) {
+    std::string why = plan.settling.substr(0, kMaxSettlingBytes);
+    for (char& c : why) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';  // one line, as the reader wants
+    }
+    out += fmt::format("settling {}\n", why);
+  }
   out += fmt::format("arena_dir {}\n", plan.arena_dir);
   if (!plan.local_dir.empty()) out += fmt::format("local_dir {}\n", plan.local_dir);
   if (!plan.remote_dir.empty()) out += fmt::format("remote_dir {}\n", plan.remote_dir);
@@ -168,6 +178,7 @@ Status ParseNodePlan(std::string_view text, NodePlan* out) {
   std::set<int> seen_ranks;
   bool ended = false;
   size_t line_number = 0;
+  int64_t format = 0;
   size_t at = 0;
   while (at < text.size()) {
     size_t newline = text.find('\n', at);
@@ -187,13 +198,12 @@ Status ParseNodePlan(std::string_view text, NodePlan* out) {
     bool has_value = space != std::string_view::npos;
 
     if (line_number == 1) {
-      int64_t version = 0;
-      if (key != kHeaderKey || !ParseInteger(value, 1, INT32_MAX, &version)) {
+      if (key != kHeaderKey || !ParseInteger(value, 1, INT32_MAX, &format)) {
         return LineError(1, fmt::format("not a restore plan (expected '{} {}')", kHeaderKey, kNodePlanVersion));
       }
-      if (version > kNodePlanVersion) {
+      if (format > kNodePlanVersion) {
         return Status::Unsupported(fmt::format("restore plan format {} is newer than this build's {}; upgrade ft",
-                                               version, kNodePlanVersion));
+                                               format, kNodePlanVersion));
       }
       continue;
     }
@@ -209,10 +219,11 @@ Status ParseNodePlan(std::string_view text, NodePlan* out) {
       plan.ranks.push_back(std::move(rank));
       continue;
     }
-    static const std::set<std::string_view> kScalarKeys = {"job",  "node",      "version",  "step",
-                                                           "arena_dir", "local_dir", "remote_dir"};
-    if (!kScalarKeys.contains(key)) {
-      return LineError(line_number, fmt::format("unknown key '{}'", key.substr(0, 64)));
+    static const std::set<std::string_view> kScalarKeys = {"job",       "node",      "version",    "step",
+                                                           "arena_dir", "local_dir", "remote_dir", "settling"};
+    if (!kScalarKeys.contains(key) || (key == "settling" && format < 2)) {
+      return LineError(line_number, fmt::format("unknown key '{}'{}", key.substr(0, 64),
+                                                key == "settling" ? " (format 2 has it, this file says 1)" : ""));
     }
     if (!seen_keys.insert(*kScalarKeys.find(key)).second) {
       return LineError(line_number, fmt::format("'{}' twice", key));
@@ -234,6 +245,9 @@ Status ParseNodePlan(std::string_view text, NodePlan* out) {
       } else if (!ParseInteger(value, 0, INT64_MAX, &plan.step)) {
         return LineError(line_number, fmt::format("bad step '{}' (a number or 'none')", value.substr(0, 64)));
       }
+    } else if (key == "settling") {
+      if (value.size() > kMaxSettlingBytes) return LineError(line_number, "settling reason too long");
+      plan.settling = std::string(value);
     } else if (key == "arena_dir") {
       FT_RETURN_IF_ERROR(ParsePath(line_number, key, value, &plan.arena_dir));
     } else if (key == "local_dir") {

@@ -4,11 +4,12 @@
 //
 //   path  <arena_dir>/ft-plan.<job>.<node>   (0600; job and node sanitized)
 //
-//   ft-restore-plan 1
+//   ft-restore-plan 1      (2 when the plan is settling: the `settling` line)
 //   job <job>
 //   node <node>
 //   version <the master's plan version>
 //   step <step>            or   step none      (no verified checkpoint: start from scratch)
+//   settling <why>         (format 2; absent: final) not final yet — ft_restore waits
 //   arena_dir <path>
 //   local_dir <path>       (absent when the worker has no local tier)
 //   remote_dir <path>      (absent when the worker has no remote tier)
@@ -34,7 +35,9 @@
 
 namespace ft::ckpt {
 
-inline constexpr uint32_t kNodePlanVersion = 1;
+// Format 2 adds the `settling` line; a final plan is still written as format 1, which every
+// reader since the first reads.
+inline constexpr uint32_t kNodePlanVersion = 2;
 
 struct PlanSource {
   int rank = -1;
@@ -55,6 +58,9 @@ struct NodePlan {
   std::string node;
   int64_t version = 0;
   int64_t step = -1;               // -1: none
+  // Empty: final. Otherwise why the plan is not final yet (the master settles an incident, a
+  // teardown, newer copies; a rank of this node ended): ft_restore waits for the final plan.
+  std::string settling;
   std::string arena_dir, local_dir, remote_dir;
   std::vector<PlanRank> ranks;     // sorted by rank
 

@@ -163,6 +163,8 @@ std::string Encode(const RestorePlan& p) {
   }
   j["ranks"] = std::move(ranks);
   j["unix_ms"] = p.unix_ms;
+  j["state"] = p.settling.empty() ? "final" : "settling";
+  if (!p.settling.empty()) j["why"] = p.settling;
   return Dump(j);
 }
 
@@ -181,6 +183,14 @@ Status Decode(std::string_view json, RestorePlan* out) {
     }));
     if (p->step < 0 && !p->ranks.empty()) {
       return Status::Corrupt(r.Path("ranks") + ": a plan with no step (-1) names no ranks");
+    }
+    // `state` came with settling plans (2026-12): a plan without it is final.
+    std::string state = "final";
+    FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &state));
+    if (state == "settling") {
+      FT_RETURN_IF_ERROR(r.Str("why", Need::kRequired, &p->settling, Empty::kRejected));
+    } else if (state != "final") {
+      return Status::Corrupt(r.Path("state") + ": '" + state.substr(0, 32) + "' is neither 'final' nor 'settling'");
     }
     return r.Int("unix_ms", Need::kRequired, &p->unix_ms);
   });

@@ -156,6 +156,10 @@ struct RestorePlan {
   int64_t step = -1;              // -1: no verified checkpoint
   std::vector<RestoreRank> ranks; // by rank
   int64_t unix_ms = 0;
+  // Empty: final — what a relaunch restores. Otherwise the plan is settling and this says why
+  // (an incident's saves under way, a teardown's copies not all reported, a newer step waiting
+  // for its replicas): a rank starting now waits for the final plan (`state` in the JSON).
+  std::string settling;
   bool operator==(const RestorePlan&) const = default;
 };
 

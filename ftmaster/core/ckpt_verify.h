@@ -115,7 +115,8 @@ int FirstRankWithoutSource(const proto::RestorePlan& plan);
 // The plan with no checkpoint (step -1, no ranks).
 proto::RestorePlan NoPlan();
 
-// Plans are compared without their version and time: a republish only when something else moved.
+// Plans are compared without their version and time: a republish only when something else moved
+// (the step, the ranks' sources, whether it is settling and why).
 bool SamePlanContent(const proto::RestorePlan& a, const proto::RestorePlan& b);
 
 }  // namespace ft::master

@@ -903,12 +903,54 @@ TEST_F(MasterLoopTest, NothingRegisteredIsRecordedInTheIncident) {
   ASSERT_TRUE(DecodeSaveOutcome(State("checkpoint:" + action.incident), &outcome));
   EXPECT_EQ(outcome.saved, 0);
   EXPECT_EQ(outcome.nothing_registered, 3);
-  EXPECT_FALSE(server_.Exists(keys_.Restore())) << "no checkpoint, no plan";
+  EXPECT_EQ(Plan().step, -1) << "no checkpoint";
   const std::string text = Cli(IncidentsCommand, false);
   EXPECT_NE(text.find("the job is stopped without a checkpoint: nothing is registered — call ft_register"),
             std::string::npos) << text;
   nlohmann::json line = nlohmann::json::parse(Cli(IncidentsCommand, true));
   EXPECT_EQ(line["checkpoint"]["nothing_registered"], 3);
+}
+
+// A first launch has no history: no plan, the workers write `step none` at once. After a crash,
+// copies newer than the plan that wait for their replicas make the plan settling — a relaunch
+// that comes meanwhile waits; once they are judged the plan of their step is final, and stays.
+TEST_F(MasterLoopTest, ACrashMakesThePlanSettleUntilItsCopiesAreJudged) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PeersWaitOnRank3();
+  Report();
+  Run(3000, {&a});
+  EXPECT_FALSE(server_.Exists(keys_.Restore())) << "a first launch: nothing to settle, no plan";
+  Exit(3, false, -9);
+  Run(1500, {&a});
+  proto::MasterAction action = StoredAction();
+  for (const SaveTarget& t : action.save) {
+    Ack(fmt::format("{}-save-{}", action.incident, t.rank), t.node, t.rank, "failed");
+  }
+  Run(200, {&a});
+  action = StoredAction();
+  for (const std::string& node : action.nodes) Ack(fmt::format("{}-stop-{}", action.incident, node), node, -1, "done");
+  // The survivors' termination saves, then their ends.
+  for (int r = 0; r < 3; ++r) PutCopy(30, r, r % 2 == 0 ? 0xa0 : 0xb1, {"arena"}, false, "termination");
+  for (int r = 0; r < 3; ++r) Exit(r, false, -15);
+  Run(1000, {&a});
+  proto::RestorePlan plan = Plan();
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_NE(plan.settling.find("step 30 waits for its replicas"), std::string::npos) << plan.settling;
+  const int64_t settling_version = plan.version;
+  Run(8000, {&a});
+  plan = Plan();
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.settling, "") << "judged: final";
+  EXPECT_GT(plan.version, settling_version);
+  const int64_t final_version = plan.version;
+  // The relaunch: new incarnations. The final plan is not withdrawn.
+  for (proto::Membership& m : job_.membership) {
+    m.incarnation += 1;
+    m.state = "running";
+  }
+  Report();
+  Run(4000, {&a});
+  EXPECT_EQ(Plan().version, final_version) << "once final, the plan stays until something newer is saved";
 }
 
 // After a stop, the relaunched job (new incarnations) is watched again: running, the finished

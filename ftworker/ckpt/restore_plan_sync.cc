@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -28,6 +30,7 @@ ckpt::NodePlan ToNodePlan(const proto::RestorePlan& plan, const RestorePlanSyncO
   out.node = proto::SanitizeName(options.node);
   out.version = plan.version;
   out.step = plan.step < 0 ? -1 : plan.step;
+  out.settling = plan.settling;
   // The ranks may run in another working directory: the file names absolute paths.
   out.arena_dir = Absolute(options.arena_dir);
   out.local_dir = Absolute(options.local_dir);
@@ -52,7 +55,20 @@ RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
       keys_(options_.job),
       path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
 
+void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns) {
+  local_settling_ = fmt::format("rank {} of this node ended ({}) less than {} ms ago: its copies may still reach "
+                                "the master", rank, how, options_.settle_for_ns / 1'000'000);
+  local_until_ns_ = mono_ns + options_.settle_for_ns;
+  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling for {} ms", rank, how, path_,
+         options_.settle_for_ns / 1'000'000);
+  if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
+}
+
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
+  if (!local_settling_.empty() && mono_ns >= local_until_ns_) {
+    local_settling_.clear();
+    if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
+  }
   if (mono_ns < next_poll_ns_) return;
   redis::Reply version;
   if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
@@ -90,6 +106,10 @@ void RestorePlanSync::Refresh() {
 
 void RestorePlanSync::WriteCurrent(const std::string& version) {
   ckpt::NodePlan shaped = plan_;
+  // Only over `step none`: a plan naming a step (the master's just-in-time save of the crash,
+  // judged before the teardown) is restored at once on every node alike; holding it here while
+  // another node's ranks restore would make them wait on these ranks, a hang to the master.
+  if (shaped.settling.empty() && shaped.step < 0) shaped.settling = local_settling_;
   if (gate_ != nullptr) {
     gate_generation_ = gate_->generation();
     if (!gate_->Shape(&shaped)) {
@@ -153,7 +173,11 @@ void RestorePlanSync::Write(const ckpt::NodePlan& plan, const std::string& versi
   have_version_ = true;
   version_ = version;
   ++files_written_;
-  if (plan.step < 0) {
+  if (!plan.settling.empty()) {
+    FT_LOG(Info, Worker, "restore plan{} (step {}) written to {} as settling: {}",
+           version.empty() ? "" : " version " + version, plan.step < 0 ? std::string("none") : std::to_string(plan.step),
+           path_, plan.settling);
+  } else if (plan.step < 0) {
     FT_LOG(Info, Worker, "restore plan{}: no verified checkpoint (step none) written to {}",
            version.empty() ? "" : " version " + version, path_);
   } else {

@@ -11,6 +11,10 @@
 // may withhold the file (the pulls for this node's ranks are running: a rank that read the
 // plan now would pick a worse source) or add sources to it (the prefetched copies); whenever
 // its generation() changes the file is shaped and written again, without waiting for Redis.
+// Settling: a plan the master marks settling is written so (`settling <why>`): ft_restore waits
+// for the final one. A rank of this node that ended without a clean exit (NoteRankEnded, not
+// one this worker stopped) makes a `step none` file settling too for settle_for — the master
+// may not have heard of it, nor of the copies its peers saved as they were torn down.
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_
@@ -45,6 +49,9 @@ struct RestorePlanSyncOptions {
   std::string local_dir;   // FT_CKPT_DIR
   std::string remote_dir;  // FT_CKPT_REMOTE_DIR
   uint64_t poll_interval_ns = 1'000'000'000;
+  // How long a rank's end on this node keeps the file settling (a worker's copy scan, about a
+  // second, and a master's round after it).
+  uint64_t settle_for_ns = 3'000'000'000;
 };
 
 // The node's view of the master's plan (version, step, every rank's digest and sources).
@@ -66,6 +73,11 @@ class RestorePlanSync {
   void StretchPolls(uint64_t ns) { stretched_poll_ns_ = ns; }
   // Writes the file again when the gate's generation changed (no Redis needed).
   void Refresh();
+  // A rank of this node ended without a clean exit (`how`, for people): the file says settling
+  // until settle_for_ns after `mono_ns` (and longer while the master says settling).
+  void NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns);
+  // What the file says it waits for ("" : final).
+  const std::string& local_settling() const { return local_settling_; }
 
   // Removes the plan file this worker wrote (at a clean stop).
   void RemoveFile();
@@ -99,6 +111,8 @@ class RestorePlanSync {
   ckpt::NodePlan plan_;
   std::string plan_version_;      // its restore:version
   bool withholding_ = false;
+  std::string local_settling_;  // NoteRankEnded's why; "" none
+  uint64_t local_until_ns_ = 0;
 };
 
 }  // namespace ft::worker

@@ -24,12 +24,12 @@ int64_t UnixMsNow() {
 }  // namespace
 
 PrefetchRun::PrefetchRun(const PrefetcherOptions& options, const RankPuller& puller, const proto::RestorePlan& plan,
-                         PrefetchPeers peers)
-    : options_(options), puller_(puller), here_(proto::SanitizeName(options.node)) {
+                         std::vector<int> ranks, PrefetchPeers peers)
+    : options_(options), puller_(puller), here_(proto::SanitizeName(options.node)), ranks_(std::move(ranks)) {
   step_ = plan.step;
-  key_ = PlanKey(plan, options_.ranks);
+  key_ = PlanKey(plan, ranks_);
   for (const proto::RestoreRank& line : plan.ranks) {
-    if (!std::binary_search(options_.ranks.begin(), options_.ranks.end(), line.rank)) continue;
+    if (!std::binary_search(ranks_.begin(), ranks_.end(), line.rank)) continue;
     lines_.push_back(line);
     work_.push_back(ChooseSources(line, plan.step, peers, here_, options_.pull));
   }
@@ -50,7 +50,7 @@ void PrefetchRun::Start(std::function<void()> changed) {
   MutexLock lock(&mu_);
   changed_ = std::move(changed);
   FT_LOG(Info, Worker, "prefetching step {} for rank(s) {} of this node from other nodes' copies", step_,
-         proto::RankRanges::Of(options_.ranks).Format());
+         proto::RankRanges::Of(ranks_).Format());
   for (size_t i = 0; i < work_.size(); ++i) {
     threads_.emplace_back([this, i] { Finish(i, RunRank(i)); });
   }

@@ -35,10 +35,10 @@ namespace ft::worker {
 
 class PrefetchRun {
  public:
-  // The run of `plan` for options.ranks, its sources chosen from `peers`. Nothing starts yet.
-  // `options` and `puller` must outlive the run.
+  // The run of `plan` for `ranks` (sorted: the node's ranks, Prefetcher::AddRanks), its
+  // sources chosen from `peers`. Nothing starts yet. `options` and `puller` must outlive the run.
   PrefetchRun(const PrefetcherOptions& options, const RankPuller& puller, const proto::RestorePlan& plan,
-              PrefetchPeers peers);
+              std::vector<int> ranks, PrefetchPeers peers);
   PrefetchRun(const PrefetchRun&) = delete;
   PrefetchRun& operator=(const PrefetchRun&) = delete;
 
@@ -85,6 +85,7 @@ class PrefetchRun {
   const PrefetcherOptions& options_;
   const RankPuller& puller_;
   const std::string here_;  // this node, sanitized
+  const std::vector<int> ranks_;  // the node's ranks when the run was made, sorted
 
   // Fixed at construction.
   int64_t step_ = -1;

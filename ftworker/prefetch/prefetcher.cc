@@ -1,5 +1,6 @@
 #include "ftworker/prefetch/prefetcher.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "ftworker/prefetch/prefetch_run.h"
@@ -11,7 +12,8 @@ Prefetcher::Prefetcher(PrefetcherOptions options)
     : options_(std::move(options)),
       keys_(options_.job),
       copies_(options_.job, options_.arena_dir, options_.local_dir),
-      puller_(options_, copies_) {}
+      puller_(options_, copies_),
+      ranks_(options_.ranks) {}
 
 Prefetcher::~Prefetcher() {
   std::shared_ptr<PrefetchRun> current = run();
@@ -31,7 +33,38 @@ void Prefetcher::Changed(bool report) {
 }
 
 void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) {
-  const std::string key = PlanKey(plan, options_.ranks);
+  last_plan_ = std::make_unique<proto::RestorePlan>(plan);
+  if (Consider(plan)) (void)TryStart(redis);
+}
+
+void Prefetcher::AddRanks(const std::vector<int>& ranks) {
+  std::vector<int> merged;
+  {
+    MutexLock lock(&mu_);
+    merged = ranks_;
+  }
+  const size_t before = merged.size();
+  for (int rank : ranks) {
+    auto at = std::lower_bound(merged.begin(), merged.end(), rank);
+    if (at == merged.end() || *at != rank) merged.insert(at, rank);
+  }
+  if (merged.size() == before) return;
+  {
+    MutexLock lock(&mu_);
+    ranks_ = std::move(merged);
+  }
+  // A rank new to this node (a segment seen for the first time) whose planned copy is not
+  // here: pulled now, on the next Tick (which starts what waits).
+  if (last_plan_ != nullptr) (void)Consider(*last_plan_);
+}
+
+std::vector<int> Prefetcher::ranks() const {
+  MutexLock lock(&mu_);
+  return ranks_;
+}
+
+bool Prefetcher::Consider(const proto::RestorePlan& plan) {
+  const std::string key = PlanKey(plan, ranks());
   // The run changes only on this thread (TryStart): what it says now holds below.
   const std::shared_ptr<PrefetchRun> current = run();
   const bool same_as_run = !key.empty() && current != nullptr && current->key() == key;
@@ -39,26 +72,24 @@ void Prefetcher::OnPlan(const proto::RestorePlan& plan, redis::Commands& redis) 
   // this node and the plan no longer lists any copy here (its arena went with its process):
   // pulled anew.
   const bool same_and_still_here = same_as_run && !current->LocalCopyDropped(plan);
-  {
-    MutexLock lock(&mu_);
-    if (key.empty()) {
-      // Nothing for this node's ranks (no step, or no line for them): any older prefetch is
-      // moot, and the file goes out as the master wrote it.
-      pending_.reset();
-      Changed(false);
-      return;
-    }
-    if (same_and_still_here && pending_ == nullptr) return;
-    if (pending_ != nullptr && PlanKey(*pending_, options_.ranks) == key) return;
-    if (same_and_still_here) {
-      pending_.reset();  // back to what the last prefetch did
-      Changed(false);
-      return;
-    }
-    pending_ = std::make_unique<proto::RestorePlan>(plan);
+  MutexLock lock(&mu_);
+  if (key.empty()) {
+    // Nothing for this node's ranks (no step, or no line for them): any older prefetch is
+    // moot, and the file goes out as the master wrote it.
+    pending_.reset();
     Changed(false);
+    return false;
   }
-  (void)TryStart(redis);
+  if (same_and_still_here && pending_ == nullptr) return false;
+  if (pending_ != nullptr && PlanKey(*pending_, ranks_) == key) return false;
+  if (same_and_still_here) {
+    pending_.reset();  // back to what the last prefetch did
+    Changed(false);
+    return false;
+  }
+  pending_ = std::make_unique<proto::RestorePlan>(plan);
+  Changed(false);
+  return true;
 }
 
 bool Prefetcher::TryStart(redis::Commands& redis) {
@@ -78,7 +109,7 @@ bool Prefetcher::TryStart(redis::Commands& redis) {
   {
     MutexLock lock(&mu_);
     if (pending_ == nullptr) return true;  // a plan with nothing for us came in meanwhile
-    next = std::make_shared<PrefetchRun>(options_, puller_, *pending_, std::move(peers));
+    next = std::make_shared<PrefetchRun>(options_, puller_, *pending_, ranks_, std::move(peers));
     pending_.reset();
     run_ = next;
   }
@@ -116,10 +147,11 @@ proto::PrefetchReport Prefetcher::report() const {
 }
 
 bool Prefetcher::Shape(ckpt::NodePlan* plan) {
-  if (options_.ranks.empty() || plan->step < 0) return true;
+  if (plan->step < 0) return true;
   std::shared_ptr<PrefetchRun> current;
   {
     MutexLock lock(&mu_);
+    if (ranks_.empty()) return true;
     if (pending_ != nullptr) return false;
     current = run_;
   }

@@ -1,6 +1,8 @@
-// ft::worker::Prefetcher: on a replacement node, pulls the planned shards of the ranks the
-// scheduler will start here (FT_NODE_RANKS) from verified replicas on other nodes, before
-// those ranks start, so that ft_restore reads them from this node's memory.
+// ft::worker::Prefetcher: pulls the planned shards of this node's ranks — those the worker saw
+// here (a relaunch in place: the crashed rank's shard is in a replica's memory on another
+// node), those Redis records here, and those the scheduler will start here (FT_NODE_RANKS: a
+// replacement node) — from verified replicas on other nodes, before or while those ranks start,
+// so that ft_restore reads them from this node's memory.
 //
 // When the master's restore plan names a step, for each of the node's ranks with a line in
 // the plan: a rank that already has the planned copy on this node (its own arena, its local-
@@ -73,6 +75,13 @@ class Prefetcher : public PlanGate {
   bool Shape(ckpt::NodePlan* plan) override;
   uint64_t generation() const override { return generation_.load(std::memory_order_acquire); }
 
+  // The daemon's thread: ranks this node runs or ran — the segments the worker saw, the ranks
+  // Redis records on this node — added to FT_NODE_RANKS (the set only grows: a rank that
+  // crashed is the one whose copy a relaunch in place needs). A rank new to the set whose
+  // planned copy is not on this node is pulled from the last plan's sources (the next Tick).
+  void AddRanks(const std::vector<int>& ranks);
+  std::vector<int> ranks() const EXCLUDES(mu_);  // sorted
+
   // The daemon's thread, every tick: starts a prefetch that waits for Redis, reaps a finished
   // one, publishes the report when it changed, removes prefetched copies no longer needed.
   // `redis` may be null (Redis away): the rest still happens.
@@ -86,6 +95,9 @@ class Prefetcher : public PlanGate {
  private:
   static constexpr uint64_t kPeersRefreshNs = 1'000'000'000;
 
+  // Makes `plan` the pending prefetch when its copies for the node's ranks differ from the last
+  // run's. True: a prefetch waits to start (TryStart).
+  bool Consider(const proto::RestorePlan& plan) EXCLUDES(mu_);
   // Reads the secret, endpoints and evicted nodes and starts the pending plan's prefetch.
   // False when Redis did not answer (retried next tick).
   bool TryStart(redis::Commands& redis);
@@ -111,8 +123,10 @@ class Prefetcher : public PlanGate {
   mutable Mutex mu_;
   std::unique_ptr<proto::RestorePlan> pending_ GUARDED_BY(mu_);  // the plan whose prefetch waits for Redis
   std::shared_ptr<PrefetchRun> run_ GUARDED_BY(mu_);             // the last prefetch started (running or done)
+  std::vector<int> ranks_ GUARDED_BY(mu_);                        // FT_NODE_RANKS and AddRanks, sorted
 
   // The daemon's thread only.
+  std::unique_ptr<proto::RestorePlan> last_plan_;  // the master's last plan (OnPlan)
   uint64_t published_revision_ = 0;
   uint64_t next_cleanup_ns_ = 0;
   uint64_t next_peers_refresh_ns_ = 0;

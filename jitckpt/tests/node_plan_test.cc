@@ -171,9 +171,43 @@ TEST(NodePlanTest, ABuddyCopyIsASourceWithTheReplicaTier) {
 }
 
 TEST(NodePlanTest, NewerFormatIsRefusedByName) {
-  Status s = Parse("ft-restore-plan 2\nsomething new\nend\n");
+  Status s = Parse("ft-restore-plan 3\nsomething new\nend\n");
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_EQ(s.message(), "restore plan format 2 is newer than this build's 1; upgrade ft");
+  EXPECT_EQ(s.message(), "restore plan format 3 is newer than this build's 2; upgrade ft");
+}
+
+TEST(NodePlanTest, ASettlingPlanIsFormatTwoAndAFinalOneStaysFormatOne) {
+  NodePlan plan = SamplePlan();
+  plan.settling = "rank 3 of this node ended (signal 9)";
+  const std::string text = EncodeNodePlan(plan);
+  EXPECT_EQ(text.substr(0, text.find("arena_dir")),
+            "ft-restore-plan 2\n"
+            "job job-a\n"
+            "node node-1.cluster\n"
+            "version 12\n"
+            "step 1200\n"
+            "settling rank 3 of this node ended (signal 9)\n");
+  NodePlan back;
+  ASSERT_TRUE(ParseNodePlan(text, &back).ok());
+  EXPECT_EQ(back, plan);
+  // Final: the format every reader since the first reads (EncodesTheDocumentedFormat pins it).
+  plan.settling.clear();
+  EXPECT_EQ(EncodeNodePlan(plan).substr(0, 18), "ft-restore-plan 1\n");
+}
+
+TEST(NodePlanTest, SettlingIsAFormatTwoKeyOnOneLine) {
+  Status s = Parse("ft-restore-plan 1\njob j\nnode n\nversion 1\nstep none\nsettling x\narena_dir /a\nend\n");
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("line 6: unknown key 'settling'"), std::string::npos) << s.message();
+  EXPECT_FALSE(Parse("ft-restore-plan 2\njob j\nnode n\nversion 1\nstep none\nsettling\narena_dir /a\nend\n").ok());
+  NodePlan plan;
+  plan.job = "j";
+  plan.node = "n";
+  plan.arena_dir = "/a";
+  plan.settling = "two\nlines";  // written as one: the reader takes one line
+  NodePlan back;
+  ASSERT_TRUE(ParseNodePlan(EncodeNodePlan(plan), &back).ok());
+  EXPECT_EQ(back.settling, "two lines");
 }
 
 TEST(NodePlanTest, TruncationAtEveryLengthIsAnError) {

@@ -16,12 +16,24 @@ namespace ft::preload::agent {
 Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan) {
   auto deadline = std::chrono::steady_clock::now() + wait;
   Status last;
+  std::string settling;  // what the last plan read said it waits for
   for (;;) {
     Status read = ckpt::ReadNodePlan(path, plan);
-    if (read.ok()) return read;
-    if (read.code() != StatusCode::kNotFound) last = read;
+    if (read.ok() && plan->settling.empty()) return read;
+    if (read.ok() && plan->settling != settling) {
+      // Said once per reason: a relaunch that came before the master judged the copies.
+      FT_LOG(Info, Ckpt, "ft_restore waits for the final restore plan (at most {}): {}", FormatDuration(wait),
+             plan->settling);
+      settling = plan->settling;
+    }
+    if (!read.ok() && read.code() != StatusCode::kNotFound) last = read;
     if (std::chrono::steady_clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (!settling.empty()) {
+    return Status::Timeout("the restore plan at " + path + " was still settling after " + FormatDuration(wait) +
+                           " (FT_RESTORE_WAIT): " + settling + "; not starting from scratch over a checkpoint "
+                           "that may be on its way — relaunch, or raise FT_RESTORE_WAIT");
   }
   std::string message = "no restore plan at " + path + " after " + FormatDuration(wait) +
                         ": is ftworker running on this node (FT_RESTORE_WAIT)?";

@@ -17,8 +17,9 @@
 
 namespace ft::preload::agent {
 
-// App thread: reads the plan file at `path`, polling every 50 ms for up to `wait`. Timeout
-// (naming the file, and why the last read failed if it did) when none appears in time.
+// App thread: reads the plan file at `path`, polling every 50 ms for up to `wait`, until it is
+// there and final (a settling plan is waited through, its reason logged once). Timeout (naming
+// the file, and why the last read failed or what the plan still waited for) when none came.
 Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan);
 
 struct RestoreTarget {

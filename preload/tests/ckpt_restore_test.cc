@@ -68,12 +68,13 @@ std::vector<uint8_t> Saved(const Committed& c, const std::string& name) {
 }
 
 // The plan ftworker would write for this node: `step` of this rank from its own arena.
-void WritePlan(int64_t step, uint64_t digest) {
+void WritePlan(int64_t step, uint64_t digest, const std::string& settling = "") {
   ckpt::NodePlan plan;
   plan.job = Job();
   plan.node = Env("FT_NODE_ID");
   plan.version = 1;
   plan.step = step;
+  plan.settling = settling;
   plan.arena_dir = ArenaDir();
   if (step >= 0) {
     ckpt::PlanRank r;
@@ -137,6 +138,16 @@ TEST(CkptRestore, NoPlanInTimeIsATimeoutAndAPlanWithoutStepIsNoCheckpoint) {
   EXPECT_EQ(RunSelf("CkptChild.NoPlan", {"FT_NODE_ID=node-without-worker", "FT_RESTORE_WAIT=300ms"}), 0);
   WritePlan(-1, 0);
   EXPECT_EQ(RunSelf("CkptChild.PlanWithoutStep", {}), 0);
+}
+
+// A settling plan (the master has not judged a crash's copies yet) is never read as `step none`:
+// ft_restore waits for the final plan, and past FT_RESTORE_WAIT fails saying what it waited for.
+TEST(CkptRestore, ASettlingPlanIsWaitedThroughNeverReadAsStepNone) {
+  Parent();
+  WritePlan(-1, 0, "rank 0 of this node ended (signal 9)");
+  EXPECT_EQ(RunSelf("CkptChild.SettlingPlanTimesOut", {"FT_RESTORE_WAIT=300ms"}), 0);
+  WritePlan(-1, 0, "rank 0 of this node ended (signal 9)");
+  EXPECT_EQ(RunSelf("CkptChild.WaitsThroughASettlingPlan", {}), 0);
 }
 
 // A save command that arrives while ft_restore waits for its plan waits for the restore: run
@@ -276,6 +287,37 @@ TEST(CkptChild, NoPlan) {
   int64_t step = -1;
   EXPECT_EQ(ft_restore(&step), FT_TIMEOUT);
   EXPECT_NE(std::string(ft_last_error()).find("ftworker"), std::string::npos) << ft_last_error();
+}
+
+TEST(CkptChild, SettlingPlanTimesOut) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptRestore.ASettlingPlanIsWaitedThroughNeverReadAsStepNone";
+  Register("param", "state");
+  int64_t step = -1;
+  EXPECT_EQ(ft_restore(&step), FT_TIMEOUT);
+  EXPECT_NE(std::string(ft_last_error()).find("still settling"), std::string::npos) << ft_last_error();
+  EXPECT_NE(std::string(ft_last_error()).find("rank 0 of this node ended (signal 9)"), std::string::npos)
+      << ft_last_error();
+}
+
+TEST(CkptChild, WaitsThroughASettlingPlan) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptRestore.ASettlingPlanIsWaitedThroughNeverReadAsStepNone";
+  auto c = ReadArena();
+  ASSERT_TRUE(c->status.ok());
+  const uint64_t digest = ckpt::ContentDigest(c->manifest);
+  Register("param", "state");
+  // The master's final plan comes later than the rank: ft_restore must not have returned.
+  std::atomic<bool> returned{false};
+  std::thread master([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(returned.load()) << "ft_restore returned while the plan was settling";
+    WritePlan(3, digest);
+  });
+  int64_t step = -1;
+  const int r = ft_restore(&step);
+  returned = true;
+  master.join();
+  EXPECT_EQ(r, FT_OK) << ft_last_error();
+  EXPECT_EQ(step, 3);
 }
 
 TEST(CkptChild, PlanWithoutStep) {

@@ -753,6 +753,25 @@ TEST(CkptCodecTest, BadPlanFieldsAreNamed) {
   EXPECT_EQ(DecodeWith(p, "/ranks/0", 7).rfind("ranks[0]: expected an object", 0), 0u);
 }
 
+// A settling plan says so and why; a plan from before `state` (or "final") is final.
+TEST(CkptCodecTest, APlanIsFinalOrSettlingWithItsReason) {
+  RestorePlan p = SamplePlan();
+  EXPECT_NE(Encode(p).find(R"("state":"final")"), std::string::npos) << Encode(p);
+  p.settling = "step 1300 waits for its replicas' copies";
+  const std::string text = Encode(p);
+  EXPECT_NE(text.find(R"("state":"settling","why":"step 1300 waits for its replicas' copies")"), std::string::npos)
+      << text;
+  RestorePlan out;
+  ASSERT_TRUE(Decode(text, &out).ok());
+  EXPECT_TRUE(out == p);
+  Json older = Json::parse(Encode(SamplePlan()));
+  older.erase("state");
+  ASSERT_TRUE(Decode(older.dump(), &out).ok());
+  EXPECT_EQ(out.settling, "");
+  EXPECT_EQ(DecodeWith(SamplePlan(), "/state", "maybe"), "state: 'maybe' is neither 'final' nor 'settling'");
+  EXPECT_EQ(DecodeWith(SamplePlan(), "/state", "settling"), "why: missing (required)");
+}
+
 TEST(CkptCodecTest, NoPlanAndEmptyListsDecode) {
   RestorePlan none;
   none.version = 1;

@@ -131,6 +131,65 @@ TEST_F(RestorePlanSyncTest, FollowsThePlanAndKeepsTheFileWhenAPlanIsGarbled) {
 
 // Relative tier directories are resolved against the worker's directory: the ranks may run
 // elsewhere, and the file format takes absolute paths only.
+TEST_F(RestorePlanSyncTest, TheMastersSettlingPlanIsWrittenSettling) {
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 4;
+  published.settling = "an incident's decision is being carried out";
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.settling, "an incident's decision is being carried out");
+  published.version = 5;
+  published.settling.clear();
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(1 * kSec + 1, store_);
+  EXPECT_EQ(ReadPlan(sync).settling, "") << "final: step none now means start from scratch";
+}
+
+TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLonger) {
+  options_.settle_for_ns = 3 * kSec;
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 2;
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(ReadPlan(sync).settling, "");
+  sync.NoteRankEnded(3, "signal 9", 1 * kSec);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_NE(plan.settling.find("rank 3 of this node ended (signal 9)"), std::string::npos) << plan.settling;
+  published.version = 3;
+  published.settling = "step 30 waits for its replicas' copies";
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(2 * kSec, store_);
+  EXPECT_EQ(ReadPlan(sync).settling, "step 30 waits for its replicas' copies") << "the master's reason first";
+  published.version = 4;
+  published.step = 30;
+  published.settling.clear();
+  published.ranks.push_back({3, 0x1234ull, {{1, "node0", {"arena"}}}});
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(3 * kSec, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.settling, "") << "a final step: restored at once, on every node alike";
+  published.version = 5;
+  published.step = -1;
+  published.ranks.clear();
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(3 * kSec + 1, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "step none less than 3 s after the end: not yet the master's word";
+  sync.Poll(4 * kSec + 1, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.settling, "");
+}
+
 TEST_F(RestorePlanSyncTest, RelativeDirectoriesBecomeAbsolute) {
   options_.local_dir = "ckpt/local";
   RestorePlanSync sync(options_);

@@ -207,6 +207,33 @@ TEST_F(PrefetcherTest, PullsEachRanksShardFromTheFirstLiveSourceWhileThePlanIsWi
   EXPECT_EQ(Result(report, 5)->source_rank, 1);
 }
 
+// Without FT_NODE_RANKS (a relaunch in place): the ranks the worker saw on its node have their
+// planned copies pulled when none is here — also a rank first seen after the plan came.
+TEST_F(PrefetcherTest, RanksSeenOnTheNodeArePulledWithoutNodeRanks) {
+  SaveReplicas();
+  options_.ranks.clear();
+  Prefetcher prefetcher(options_);
+  prefetcher.OnPlan(Plan(), store_);
+  prefetcher.WaitIdle();
+  EXPECT_TRUE(engine_->stats().empty()) << "no rank of this node known yet";
+  prefetcher.AddRanks({4});
+  EXPECT_TRUE(prefetcher.busy()) << "the copy of a rank new to the node waits to be pulled";
+  bool written = true;
+  Shaped(prefetcher, &written);
+  EXPECT_FALSE(written) << "the plan file waits for the pull";
+  prefetcher.Tick(1, 1, &store_);
+  prefetcher.WaitIdle();
+  ExpectPrefetched(4, 0x44);
+  EXPECT_FALSE(PrefetchFileExists(5)) << "rank 5 was never seen here";
+  ckpt::NodePlan plan = Shaped(prefetcher, &written);
+  ASSERT_TRUE(written);
+  EXPECT_EQ(plan.Find(4)->sources.front(), (ckpt::PlanSource{4, "node2", {"prefetched"}}));
+  EXPECT_EQ(plan.Find(5)->sources.front().node, "node1") << "the master's plan, unchanged";
+  prefetcher.AddRanks({4});
+  EXPECT_FALSE(prefetcher.busy()) << "a rank already in the set pulls nothing again";
+  EXPECT_EQ(prefetcher.ranks(), std::vector<int>{4});
+}
+
 TEST_F(PrefetcherTest, RanksThatHoldTheirCopyOnThisNodeAreNotPulled) {
   SaveReplicas();
   SaveArena(here_dir_, 4, 0x44);  // rank 4 ran here before: its own arena holds the step

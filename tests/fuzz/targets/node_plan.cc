@@ -28,9 +28,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 ft::fuzz::TargetInfo FuzzTargetInfo() {
   ft::fuzz::TargetInfo info;
   info.name = "node_plan";
-  info.seeds = {ft::ckpt::EncodeNodePlan(ft::ckpt::testing::SamplePlan())};
+  ft::ckpt::NodePlan settling = ft::ckpt::testing::SamplePlan();
+  settling.settling = "rank 3 of this node ended (signal 9)";
+  info.seeds = {ft::ckpt::EncodeNodePlan(ft::ckpt::testing::SamplePlan()), ft::ckpt::EncodeNodePlan(settling)};
   info.mutate.tokens = {"0", "1", "9", "a", "f", "x", " ", ":", ",", "/", ".", "-", "\n", "\t", "\x7f", "\xff",
-                        "rank ", "step ", "end\n", "18446744073709551616", "-1"};
+                        "rank ", "step ", "settling ", "end\n", "18446744073709551616", "-1"};
   info.mutate.max_edits = 3;
   info.random_max_bytes = 300;
   info.random_start = "ft-restore-plan 1\n";

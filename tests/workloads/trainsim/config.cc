@@ -167,6 +167,10 @@ const std::vector<Flag>& Flags() {
          return IntFlag(&Config::fault_rank)(c, v) && c->fault_rank >= 0;
        }},
       {"--fault-step", "S", false, "the step at which it faults (default 0)", IntFlag(&Config::fault_step)},
+      {"--fault-restart", "K", false,
+       "fault only in the group a launcher started K-th (TORCHELASTIC_RESTART_COUNT=K,\n"
+       "unset counts as 0): a restart in place then runs clean (default: every launch)",
+       [](Config* c, const std::string& v) { return IntFlag(&Config::fault_restart)(c, v) && c->fault_restart >= 0; }},
       {"--slow-factor", "F", false, "slow: compute takes F times longer from then on (default 1.5)",
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->slow_factor); }},
       {"--pause-s", "T", false, "pause: host pause in seconds at the fault step (default 20)",

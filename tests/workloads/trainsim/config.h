@@ -46,6 +46,7 @@ struct Config {
   FaultKind fault = FaultKind::kNone;
   int fault_rank = 0;  // kAllRanks: every rank
   int fault_step = 0;
+  int fault_restart = -1;  // -1: every launch; K: only in the group TORCHELASTIC_RESTART_COUNT=K
   double slow_factor = 1.5;
   double pause_s = 20.0;
   FtMode ft = FtMode::kRestore;

@@ -478,6 +478,9 @@ int main(int argc, char** argv) {
   const int world = EnvInt("WORLD_SIZE", "SLURM_NTASKS", 1);
   const int local_rank = EnvInt("LOCAL_RANK", "SLURM_LOCALID", 0);
   g_rank = rank;
+  if (config.fault_restart >= 0 && EnvInt("TORCHELASTIC_RESTART_COUNT", nullptr, 0) != config.fault_restart) {
+    config.fault = FaultKind::kNone;  // --fault-restart: another launch's fault
+  }
   if (!Finish(&config, world, &error)) {
     std::fprintf(stderr, "trainsim: error: %s (see --help)\n", error.c_str());
     return 2;
