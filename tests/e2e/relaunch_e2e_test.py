@@ -66,7 +66,8 @@ def run_once(args, case, run):
             c.start_worker(node)  # no FT_CKPT_DIR, no remote directory: memory only
         t0 = time.monotonic()
         c.start_ckpt_job(MODEL + ["--steps", str(STEPS), "--compute-ms", "20", "--fault", fault,
-                                  "--fault-rank", str(FAULTY), "--fault-step", str(FAULT_STEP)],
+                                  "--fault-rank", str(FAULTY), "--fault-step", str(FAULT_STEP),
+                                  "--fault-restart", "0"],
                          timeout=150, launch_args=launch_args)
         c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the job, restarted in place, to end", poll=0.2)
         rc = c.job_proc.returncode

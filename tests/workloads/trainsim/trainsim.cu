@@ -224,10 +224,7 @@ class Trainer {
   void Run() {
     for (int step = static_cast<int>(ft_.step); step < c_.steps; ++step) {
       const bool faulting = c_.fault != FaultKind::kNone && (rank_ == c_.fault_rank || c_.fault_rank == kAllRanks);
-      // A run restored at the fault step does not fault there again: the fault was transient,
-      // and a relaunch in place runs the same command line.
-      const bool resumed_here = ft_.restored && step == static_cast<int>(ft_.step);
-      if (faulting && step == c_.fault_step && !resumed_here) InjectFault(step);
+      if (faulting && step == c_.fault_step) InjectFault(step);
       const double t0 = NowS();
       double compute_ms = c_.compute_ms;
       if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step) compute_ms *= c_.slow_factor;
