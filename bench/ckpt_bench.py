@@ -258,7 +258,7 @@ class Bench:
             gone_s.append(time.monotonic() - t0)
             err = p.stderr.read()
             p.stdin.close()
-            m = re.search(r"termination save committed .* ([0-9.]+) s after the signal", err)
+            m = re.search(r"termination save committed .* ([0-9.]+) s after (?:the signal|it was asked for)", err)
             if rc != -signal.SIGTERM or not m:
                 die("termination save: exit %s, no committed copy said:\n%s" % (rc, err[-2000:]))
             commit_s.append(float(m.group(1)))

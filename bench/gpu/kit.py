@@ -599,7 +599,7 @@ def section_ckpt(out):
                 stop(saver)
                 exit_s = float("nan")
             rest = saver.stdout.read() if saver.stdout else ""
-            said = re.search(r"termination save committed .* ([0-9.]+) s after the signal", rest)
+            said = re.search(r"termination save committed .* ([0-9.]+) s after (?:the signal|it was asked for)", rest)
             term_save_s = float(said.group(1)) if said else float("nan")
             rc, text = run([tool, "wait", "--arena-dir", arena_dir, "--job", job, "--ranks", "0", "--step", "1",
                             "--timeout-s", "3"], env=kit_env(cfg), timeout=10)
