@@ -64,6 +64,10 @@ void OnExit(int status) {
   header->exit_status.store(status, std::memory_order_relaxed);
   header->state.store(static_cast<uint32_t>(shm::ProcessState::kExited),
                       std::memory_order_release);
+  // A failing exit leaves its segment for the worker to read and reclaim: a rank that fails
+  // before the worker's next listing (an exception in its first second) would otherwise end
+  // unseen, and its job's failure with it.
+  if (status != 0) return;
   Status removed = rt->segment->Remove();
   if (!removed.ok()) FT_LOG(Warn, Preload, "removing segment at exit: {}", removed.ToString());
 }

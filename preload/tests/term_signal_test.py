@@ -24,7 +24,7 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   strict-c-signal    the same for signal() in a program compiled as strict ISO C
                      (term_strict_c_app.c: glibc binds it to __sysv_signal)
   exit-failure       exit(1) after step 5: the step is saved before the process ends, which still
-                     exits 1 and removes its segment
+                     exits 1 and leaves its segment (state Exited, status 1) for the worker
   exit-clean         exit(0) after step 5: a clean finish saves nothing
   exit-in-update     exit(1) inside the update of step 6 (no stream: it may be running): no save
                      or a torn one, never a mix
@@ -142,6 +142,12 @@ class App:
             return None
         fields = dict(kv.split("=") for kv in out.split()[1:])
         return int(fields["step"]), fields["torn"] == "1", fields["content"]
+
+    def exit_fields(self, name):
+        """The segment header's state and exit_status (docs/shm-format.md, offsets 320 and 324)."""
+        with open(os.path.join("/dev/shm", name), "rb") as f:
+            f.seek(320)
+            return struct.unpack("<Ii", f.read(8))
 
     def segments(self):
         return [n for n in os.listdir("/dev/shm") if n.startswith("ft.%s." % self.job)]
@@ -438,7 +444,16 @@ def run_case(args):
             rc = app.wait_exit()
             out = app.output()
             check(rc == code, "exit status %d, expected %d; output:\n%s" % (rc, code, out[-2000:]))
-            check(not app.segments(), "the segment was left in /dev/shm: %s" % app.segments())
+            if code == 0:
+                check(not app.segments(), "the segment was left in /dev/shm: %s" % app.segments())
+            else:
+                # A failing exit leaves its segment, Exited with the status, for the worker to
+                # report and reclaim (docs/shm-format.md).
+                segs = app.segments()
+                check(len(segs) == 1, "a failing exit leaves its segment for the worker: %s" % segs)
+                state, status = app.exit_fields(segs[0])
+                check(state == 2 and status == code, "the segment says state %d exit_status %d, expected "
+                      "2 (exited) and %d" % (state, status, code))
             got = app.arena()
             if c == "exit-failure":
                 check(got is not None, "no committed copy after exit(1); output:\n" + out[-2000:])

@@ -265,6 +265,25 @@ TEST(Discovery, AFailingExitStatusIsADeathNotAFinish) {
   EXPECT_FALSE(FileExists(r.name())) << "left behind by a process that is gone: reclaimed";
 }
 
+// A rank that failed before the worker's first listing saw it (an exception in its first
+// second): libft.so leaves a failing exit's segment, so the failure is still reported.
+TEST(Discovery, AFailingExitSeenOnlyAfterThePidIsGoneIsStillReported) {
+  FakeProbe probe;
+  std::string job = UniqueJob("failedunseen");
+  NodeMonitor m(MonitorOptions(job, &probe));
+  FakeRank r(job, 2, 3'900'066);
+  r.Exit(1);
+  probe.procs[3'900'066].exists = false;
+  auto events = Tick(m, MonoNs());
+  ASSERT_EQ(CountEvents(events, "exit"), 1u);
+  const proto::Event* e = FindEvent(events, "exit", 2);
+  ASSERT_NE(e, nullptr);
+  EXPECT_FALSE(e->clean);
+  EXPECT_EQ(e->code, 1);
+  EXPECT_EQ(e->progress.state, "dead");
+  EXPECT_FALSE(FileExists(r.name())) << "reclaimed: its process is gone";
+}
+
 TEST(Discovery, RecycledPidIsADeath) {
   FakeProbe probe;
   std::string job = UniqueJob("recycled");
