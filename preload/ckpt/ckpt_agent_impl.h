@@ -141,8 +141,9 @@ class Agent {
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
   // save's result is committed_step_ once saving_ is false again.
   bool term_requested_ GUARDED_BY(mu_) = false;
-  // Held by SaveBeforeEnd from start to end: its causes may race (a SIGTERM and a failure).
-  std::timed_mutex end_save_mu_;
+  // Set by SaveBeforeEnd from start to end (under mu_, waited on through done_cv_): its causes
+  // may race (a SIGTERM and a failure).
+  std::atomic<bool> end_saving_{false};
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};

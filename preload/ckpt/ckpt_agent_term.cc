@@ -25,8 +25,9 @@ using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Lets the waiting update go on whichever way SaveForTermination returns. Stored under the
-// lock the waiter checks it with, so the wake-up cannot fall between its check and its wait.
+// Clears a flag others wait on (the hold an update waits behind, the save before the end a
+// second cause waits behind) whichever way SaveBeforeEnd returns. Stored under the lock the
+// waiter checks it with, so the wake-up cannot fall between its check and its wait.
 struct HoldReleased {
   std::atomic<bool>* hold;
   Mutex* mu;
@@ -58,12 +59,18 @@ EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
   }
   // One at a time (a SIGTERM's save and ft_save_on_failure racing in a teardown): the second
   // finds the step committed. Bounded like the save itself.
-  std::unique_lock<std::timed_mutex> one(end_save_mu_, std::defer_lock);
-  if (!one.try_lock_until(deadline)) {
-    FT_LOG(Warn, Ckpt, "{}: another save before the end still running after the grace ({:.1f} s)", name,
-           Seconds(grace));
-    return EndSave::kTimedOut;
+  // (A flag under mu_, not a timed mutex: ThreadSanitizer does not see pthread_mutex_clocklock
+  // take a lock and reports its unlock.)
+  {
+    MutexLock lock(&mu_);
+    if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !end_saving_.load(std::memory_order_acquire); })) {
+      FT_LOG(Warn, Ckpt, "{}: another save before the end still running after the grace ({:.1f} s)", name,
+             Seconds(grace));
+      return EndSave::kTimedOut;
+    }
+    end_saving_.store(true, std::memory_order_release);
   }
+  HoldReleased one{&end_saving_, &mu_, &done_cv_};
   if (last_step_.load(std::memory_order_acquire) == kNoStep) {
     // Nothing this process computed: the arena's copy (restored from, or older) stays as is.
     FT_LOG(Info, Ckpt, "{}: no step completed in this process yet, nothing saved", name);
