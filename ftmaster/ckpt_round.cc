@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "ftmaster/core/ckpt_lineage.h"
 #include "ftmaster/core/save_outcome.h"
 #include "ftmaster/loop_util.h"
 #include "proto/ckpt_codec.h"
@@ -57,8 +58,59 @@ void CkptRound::LoadPlan() {
   }
   int64_t published = 0;
   if (version.ToInt(&published) && published > plan_.version) plan_.version = published;
+  redis::Reply rewinds;
+  if (!ctx_->store->Run({"GET", ctx_->keys.CkptRewinds()}, &rewinds).ok()) return;
+  proto::CkptRewinds loaded;
+  if (rewinds.is_string()) {
+    Status s = proto::Decode(rewinds.str(), &loaded);
+    if (!s.ok()) {
+      // Forgetting them could plan a left run's copy; the next relaunch or finish writes anew.
+      ctx_->bad.Report(ctx_->keys.CkptRewinds(), rewinds.str(), s.WithContext("unreadable; taken as none"));
+      loaded = proto::CkptRewinds{};
+    }
+  }
+  if (loaded != rewinds_) {
+    rewinds_ = std::move(loaded);
+    for (auto& [step, s] : steps_) s->fields = -1;  // judged again under these rewinds
+  }
   plan_loaded_ = true;
   plan_dirty_ = true;
+}
+
+void CkptRound::NoteFinished(int64_t last_exit_unix_ms) {
+  finished_at_ms_ = std::max(finished_at_ms_, last_exit_unix_ms);
+  if (plan_loaded_) RecordRewinds();
+}
+
+bool CkptRound::StoreRewind(proto::CkptRewind rewind) {
+  proto::CkptRewinds next = rewinds_;
+  const std::string why = rewind.why;
+  if (!AddRewind(&next.rewinds, std::move(rewind))) return true;
+  if (!ctx_->writer.Run({{"SET", ctx_->keys.CkptRewinds(), proto::Encode(next)}})) return false;
+  rewinds_ = std::move(next);
+  for (auto& [step, s] : steps_) s->fields = -1;  // judged again: some copies may be of a left run
+  plan_dirty_ = true;
+  FT_LOG(Info, Master, "checkpoints: {}; copies of later steps saved before it are of the run the job left "
+         "and are not planned again", why);
+  return true;
+}
+
+void CkptRound::RecordRewinds() {
+  if (finished_at_ms_ > 0 &&
+      StoreRewind(proto::CkptRewind{-1, finished_at_ms_ + 1,
+                                    "the job finished (every rank exited cleanly): a launch after it starts from scratch"})) {
+    finished_at_ms_ = 0;
+  }
+  // The step a relaunch restores is the final plan's (a relaunched rank's ft_restore waits while
+  // it settles). Not while the plan is about to change: a rewind just stored re-judges the steps.
+  // And not while copies of the ranks that ended may still come (the plan may still move to them,
+  // and the relaunched ranks' workers hold their plan files that long).
+  const bool moving = moved_ && now_ < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
+  if (relaunched_from_ms_ > 0 && finished_at_ms_ == 0 && !moving && !plan_dirty_ && plan_.settling.empty()) {
+    const std::string why = plan_.step >= 0 ? fmt::format("a relaunch restored step {}", plan_.step)
+                                            : std::string("a relaunch started from scratch (no restorable step)");
+    if (StoreRewind(proto::CkptRewind{plan_.step, relaunched_from_ms_, why})) relaunched_from_ms_ = 0;
+  }
 }
 
 void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
@@ -135,6 +187,7 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   // Settling ends by time too (a relaunch's copies had their while to come): looked at every round.
   if (SettlingWhy(now, plan_.step) != plan_.settling) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
+  RecordRewinds();
   next_round_ = now + Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare);
 }
 
@@ -155,9 +208,17 @@ bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t un
   s.fields = static_cast<int64_t>(reply.size() / 2 + buddy_reply.size() / 2);
   s.judged.reset();  // points into of_step, rebuilt below
   s.of_step.clear();
+  int superseded = 0;
+  const proto::CkptRewind* superseded_by = nullptr;
+  bool all_superseded = false;  // nothing of the run the job continues: no replica to wait for
   for (const bool buddy : {false, true}) {
     for (const proto::CkptCopy& c : (buddy ? s.buddies : s.copies).values()) {
       if (c.step == step && c.buddy == buddy) {
+        if (const proto::CkptRewind* by = SupersededBy(c, rewinds_.rewinds)) {
+          ++superseded;
+          superseded_by = by;
+          continue;
+        }
         s.of_step.push_back(c);
       } else {
         ctx_->bad.Report(buddy ? ctx_->keys.CkptBuddy(step) : ctx_->keys.CkptStep(step), proto::Encode(c),
@@ -173,12 +234,19 @@ bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t un
             [](const auto& a, const auto& b) { return std::tie(a.rank, a.buddy) < std::tie(b.rank, b.buddy); });
   s.judged = JudgeStep(step, s.of_step, membership_->CurrentTopology(), ctx_->options.config.sharded_optimizer, unix_ms);
   s.refresh_at = now + Spacing(ctx_->options.ckpt_refresh, MsSince(start), kSteadyShare);
+  if (superseded > 0) {
+    s.judged->verdict.reasons.push_back(proto::VerdictReason::kSuperseded);
+    s.judged->verdict.why += fmt::format("; {} cop{} of a run the job left ignored (saved before {})", superseded,
+                                         superseded == 1 ? "y" : "ies", superseded_by->why);
+    // Nothing of the run the job continues: no replica of it is on its way to wait for.
+    all_superseded = s.of_step.empty();
+  }
   // A verdict on the copies that happen to be in (replicas save at the same moment and report
   // a few milliseconds apart) could accept a corrupted copy as a single replica before its
   // twin arrives: until every replica reported or copy_wait passed, the step stays unjudged
   // (re-read every round, never planned).
   const bool deadline_passed = now >= s.first_seen + ctx_->options.copy_wait;
-  if (!settled && !s.settled && !s.judged->every_replica_reported && !deadline_passed) {
+  if (!settled && !s.settled && !all_superseded && !s.judged->every_replica_reported && !deadline_passed) {
     if (!s.held_logged) {
       FT_LOG(Debug, Master, "checkpoint step {}: {} of {} replicas reported; judged when the rest are in or in {} ms",
              step, s.judged->reported, s.judged->expected, ctx_->options.copy_wait.count());
@@ -188,7 +256,7 @@ bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t un
     return true;
   }
   s.settled = true;  // a plan published on it is never withdrawn for want of a replica
-  if (!s.judged->every_replica_reported) {
+  if (!s.judged->every_replica_reported && !all_superseded) {
     s.judged->verdict.reasons.push_back(proto::VerdictReason::kPartialReport);
     s.judged->verdict.why += fmt::format("; judged with {} of {} replicas reported ({})", s.judged->reported,
                                          s.judged->expected,
@@ -293,6 +361,12 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
     if (!first && (m->incarnation > seen->second.incarnation || (is_gone && !seen->second.gone))) {
       moved_at_ = now;
       moved_ = true;
+    }
+    if (!first && m->incarnation > seen->second.incarnation) {
+      const int64_t started_ms = static_cast<int64_t>(m->incarnation / 1000000);
+      // The latest start: the ranks of one launch come up together (none trains past the
+      // restored step before all are up), and of two launches before a rewind the later counts.
+      relaunched_from_ms_ = std::max(relaunched_from_ms_, started_ms);
     }
     seen->second = Seen{m->incarnation, is_gone};
   }

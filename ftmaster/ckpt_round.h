@@ -47,6 +47,12 @@ class CkptRound {
   // The newest step in ft:{J}:ckpt:steps (-1 none). False when Redis failed.
   bool NewestStep(int64_t* step);
 
+  // Every rank of the job exited cleanly, the last report of it at `last_exit_unix_ms`: a launch
+  // after it starts from scratch, so no copy saved before it is planned again (a rewind to -1,
+  // ckpt_lineage.h). Stored in ft:{J}:ckpt:rewinds at once or at a later round.
+  void NoteFinished(int64_t last_exit_unix_ms);
+  const std::vector<proto::CkptRewind>& rewinds() const { return rewinds_.rewinds; }
+
  private:
   struct Step {
     DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
@@ -72,7 +78,13 @@ class CkptRound {
   // ft:{J}:evicted, and which of those nodes' workers still serve (their heartbeat keys), into
   // evicted_; a change makes the plan dirty. False when Redis failed.
   bool ReadEvicted();
-  void LoadPlan();  // at a new term: the published plan and its version
+  void LoadPlan();  // at a new term: the published plan and its version, and the rewinds
+  // Adds a rewind and stores the list (ft:{J}:ckpt:rewinds); every step is judged again. False
+  // when the write failed (the caller keeps it pending).
+  bool StoreRewind(proto::CkptRewind rewind);
+  // A relaunch seen (relaunched_from_ms_) is a rewind to the step its ranks restore: the plan's
+  // once it is final. A finish noted (finished_at_ms_) is a rewind to -1.
+  void RecordRewinds();
   // Why a plan published now would not be final yet (empty: it is): after ranks ended or were
   // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
   // and ends on the way.
@@ -95,6 +107,9 @@ class CkptRound {
     bool gone = false;  // dead or stopped: ended without a clean exit
   };
   std::map<int, Seen> seen_;              // each rank's newest incarnation as last looked at
+  proto::CkptRewinds rewinds_;            // as stored (ckpt_lineage.h)
+  int64_t relaunched_from_ms_ = 0;        // the latest start of relaunched ranks not yet a rewind
+  int64_t finished_at_ms_ = 0;            // a finish not yet stored as a rewind
   Clock::time_point moved_at_{};          // a rank was last seen relaunched or newly gone
   bool moved_ = false;                    // moved_at_ is set
   Clock::time_point now_{};               // the round's (or the save's judgement's) time

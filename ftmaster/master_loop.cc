@@ -57,6 +57,7 @@ Status MasterLoop::Init() { return membership_.Init(); }
 void MasterLoop::Tick() { Tick(Clock::now(), UnixMsNow()); }
 
 void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
+  tick_unix_ms_ = unix_ms;
   redis::Store& store = *ctx_.store;
   ++ctx_.stats.ticks;
   ctx_.tick_started = Clock::now();
@@ -229,6 +230,11 @@ void MasterLoop::MaybeFinish() {
   ctx_.job_state = proto::JobState::kFinished;
   FT_LOG(Info, Master, "job {} finished: all {} ranks exited cleanly; topology {}", ctx_.options.job,
          membership_.values().size(), membership_.CurrentTopology().Describe());
+  // Its checkpoints are of a finished run: a launch after it restores none of them. Every copy
+  // its ranks saved is older than their exits' reports (or, without their times, than now).
+  int64_t last_exit_ms = 0;
+  for (const proto::Membership& m : membership_.values()) last_exit_ms = std::max(last_exit_ms, m.unix_ms);
+  ckpt_.NoteFinished(last_exit_ms > 0 ? last_exit_ms : tick_unix_ms_);
 }
 
 void MasterLoop::EnsureTransferSecret(Clock::time_point now) {

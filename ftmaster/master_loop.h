@@ -121,6 +121,7 @@ class MasterLoop {
   bool leading_ = false;
   uint64_t ranks_version_seen_ = 0;  // the membership version OnRanksRead last acted on
   bool all_exited_ = false;          // every rank in the membership exited cleanly
+  int64_t tick_unix_ms_ = 0;         // the current tick's wall clock
   Clock::time_point next_state_poll_{};
   Clock::time_point next_secret_check_{};
   bool secret_seen_ = false;  // the transfer secret was there at a check of this master's

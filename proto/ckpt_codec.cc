@@ -65,6 +65,7 @@ std::string Encode(const CkptCopy& c) {
   j["tiers"] = TiersJson(c.tiers);
   j["error"] = c.error;
   j["unix_ms"] = c.unix_ms;
+  if (c.saved_unix_ms > 0) j["saved_unix_ms"] = c.saved_unix_ms;
   return Dump(j);
 }
 
@@ -86,6 +87,7 @@ Status Decode(std::string_view json, CkptCopy* out) {
     FT_RETURN_IF_ERROR(r.Int("bytes", Need::kRequired, &c->bytes));
     FT_RETURN_IF_ERROR(CheckTiers(r, &c->tiers));
     FT_RETURN_IF_ERROR(r.Str("error", Need::kOptional, &c->error));
+    FT_RETURN_IF_ERROR(r.Int("saved_unix_ms", Need::kOptional, &c->saved_unix_ms, 0));
     return r.Int("unix_ms", Need::kRequired, &c->unix_ms);
   });
 }
@@ -193,6 +195,37 @@ Status Decode(std::string_view json, RestorePlan* out) {
       return Status::Corrupt(r.Path("state") + ": '" + state.substr(0, 32) + "' is neither 'final' nor 'settling'");
     }
     return r.Int("unix_ms", Need::kRequired, &p->unix_ms);
+  });
+}
+
+// --- CkptRewinds -----------------------------------------------------------------------------
+
+std::string Encode(const CkptRewinds& value) {
+  OJson j = Versioned();
+  OJson rewinds = OJson::array();
+  for (const CkptRewind& w : value.rewinds) {
+    OJson o = OJson::object();
+    o["step"] = w.step;
+    o["unix_ms"] = w.unix_ms;
+    o["why"] = w.why;
+    rewinds.push_back(std::move(o));
+  }
+  j["rewinds"] = std::move(rewinds);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, CkptRewinds* out) {
+  return DecodeValue(json, out, [](const Reader& r, CkptRewinds* v) -> Status {
+    FT_RETURN_IF_ERROR(r.Objects("rewinds", Need::kRequired, &v->rewinds, [](const Reader& o, CkptRewind* w) -> Status {
+      FT_RETURN_IF_ERROR(o.Int("step", Need::kRequired, &w->step, -1));
+      FT_RETURN_IF_ERROR(o.Int("unix_ms", Need::kRequired, &w->unix_ms, 0));
+      return o.Str("why", Need::kOptional, &w->why);
+    }));
+    if (v->rewinds.size() > kMaxCkptRewinds) {
+      return Status::Corrupt(r.Path("rewinds") + ": " + std::to_string(v->rewinds.size()) + " rewinds, more than the " +
+                             std::to_string(kMaxCkptRewinds) + " kept");
+    }
+    return Status::Ok();
   });
 }
 

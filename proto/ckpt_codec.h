@@ -40,8 +40,30 @@ struct CkptCopy {
   uint64_t bytes = 0;             // data bytes
   std::vector<std::string> tiers; // "arena", "local", "remote": where a committed copy is now
   std::string error;              // the last persist failure, e.g. "local: No space left on device"
-  int64_t unix_ms = 0;
+  int64_t unix_ms = 0;            // when the worker last reported it
+  // When the rank saved it (the manifest's creation time, the rank's node clock); 0: unknown (a
+  // worker from before it), then unix_ms stands in. Tells which run of the job a copy is of
+  // (CkptRewind). Encoded only when known.
+  int64_t saved_unix_ms = 0;
   bool operator==(const CkptCopy&) const = default;
+};
+
+// Where the job's training went back: a launch that began from `step` (-1: from scratch) at
+// `unix_ms` (the relaunched processes' start, or the clean end of the run before it). A copy of
+// a step newer than `step` saved before `unix_ms` is of the run the job left: its step number
+// may come again with other bytes, so it is never judged or planned again.
+struct CkptRewind {
+  int64_t step = -1;
+  int64_t unix_ms = 0;
+  std::string why;  // for people: "the job finished", "a relaunch restored step 30"
+  bool operator==(const CkptRewind&) const = default;
+};
+
+// ft:{J}:ckpt:rewinds: the newest rewinds, oldest first (at most kMaxCkptRewinds).
+inline constexpr size_t kMaxCkptRewinds = 16;
+struct CkptRewinds {
+  std::vector<CkptRewind> rewinds;
+  bool operator==(const CkptRewinds&) const = default;
 };
 
 // Why a step got its verdict: one code per part of StepVerdict::why (the words are for people
@@ -61,12 +83,14 @@ enum class VerdictReason : uint8_t {
   kTornIgnored,           // torn copies did not count
   kOutsideTopology,       // copies the topology has no place for were ignored
   kPartialReport,         // judged before every replica reported (a deadline, or the save's acks)
+  kSuperseded,            // copies of a run the job left (a later relaunch went back) were ignored
 };
 inline constexpr VerdictReason kVerdictReasons[] = {
     VerdictReason::kTopologyUnknown, VerdictReason::kAccepted,        VerdictReason::kReplicasDisagree,
     VerdictReason::kShardsMissing,   VerdictReason::kNoSourceLeft,    VerdictReason::kSilentDataCorruption,
     VerdictReason::kSingleCopy,      VerdictReason::kShardedOptimizer, VerdictReason::kBuddyCopies,
     VerdictReason::kTornIgnored,     VerdictReason::kOutsideTopology, VerdictReason::kPartialReport,
+    VerdictReason::kSuperseded,
 };
 
 inline constexpr const char* VerdictReasonName(VerdictReason r) {
@@ -83,6 +107,7 @@ inline constexpr const char* VerdictReasonName(VerdictReason r) {
     case VerdictReason::kTornIgnored: return "torn-ignored";
     case VerdictReason::kOutsideTopology: return "outside-topology";
     case VerdictReason::kPartialReport: return "partial-report";
+    case VerdictReason::kSuperseded: return "superseded";
   }
   return "?";
 }
@@ -166,9 +191,11 @@ struct RestorePlan {
 std::string Encode(const CkptCopy& value);
 std::string Encode(const StepVerdict& value);
 std::string Encode(const RestorePlan& value);
+std::string Encode(const CkptRewinds& value);
 Status Decode(std::string_view json, CkptCopy* out);
 Status Decode(std::string_view json, StepVerdict* out);
 Status Decode(std::string_view json, RestorePlan* out);
+Status Decode(std::string_view json, CkptRewinds* out);
 
 }  // namespace ft::proto
 

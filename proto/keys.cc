@@ -78,6 +78,7 @@ std::string Keys::CkptSteps() const { return prefix_ + "ckpt:steps"; }
 std::string Keys::CkptStep(int64_t step) const { return prefix_ + "ckpt:" + std::to_string(step); }
 std::string Keys::CkptBuddy(int64_t step) const { return prefix_ + "ckpt:" + std::to_string(step) + ":buddy"; }
 std::string Keys::CkptVerdicts() const { return prefix_ + "ckpt:verdicts"; }
+std::string Keys::CkptRewinds() const { return prefix_ + "ckpt:rewinds"; }
 std::string Keys::Restore() const { return prefix_ + "restore"; }
 std::string Keys::RestoreVersion() const { return prefix_ + "restore:version"; }
 std::string Keys::TransferSecret() const { return prefix_ + "transfer:secret"; }

@@ -65,6 +65,7 @@ class Keys {
   std::string CkptStep(int64_t step) const;          // hash: rank -> CkptCopy
   std::string CkptBuddy(int64_t step) const;         // hash: rank -> CkptCopy (buddy copies)
   std::string CkptVerdicts() const;                  // hash: step -> StepVerdict
+  std::string CkptRewinds() const;                   // string: CkptRewinds (where the job went back)
   std::string Restore() const;                       // string: RestorePlan
   std::string RestoreVersion() const;                // string: its version
   std::string TransferSecret() const;                // string: the job's peer-transfer secret (hex)

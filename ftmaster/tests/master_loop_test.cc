@@ -154,6 +154,40 @@ class MasterLoopTest : public ::testing::Test {
     server_.Execute({"HSET", keys_.CkptStep(step), std::to_string(rank), proto::Encode(c)});
     server_.Execute({"ZADD", keys_.CkptSteps(), std::to_string(step), std::to_string(step)});
   }
+  // A copy saved at `saved_ms` (a restarted worker reports an old copy again: unix_ms is now).
+  void PutCopySavedAt(int64_t step, int rank, uint64_t digest, int64_t saved_ms) {
+    proto::CkptCopy c;
+    c.step = step;
+    c.rank = rank;
+    c.node = job_.membership[static_cast<size_t>(rank)].node;
+    c.digest = digest;
+    c.origin = "periodic";
+    c.bytes = 4096;
+    c.tiers = {"arena"};
+    c.unix_ms = UnixMs();
+    c.saved_unix_ms = saved_ms;
+    server_.Execute({"HSET", keys_.CkptStep(step), std::to_string(rank), proto::Encode(c)});
+    server_.Execute({"ZADD", keys_.CkptSteps(), std::to_string(step), std::to_string(step)});
+  }
+  void Relaunch() {
+    for (proto::Membership& m : job_.membership) {
+      m.state = "running";
+      m.incarnation = static_cast<uint64_t>(UnixMs()) * 1000000;
+    }
+    for (proto::RankProgress& p : job_.progress) {
+      p.state = "running";
+      p.incarnation = static_cast<uint64_t>(UnixMs()) * 1000000;
+    }
+    Report();
+  }
+  proto::CkptRewinds Rewinds() {
+    proto::CkptRewinds r;
+    auto text = server_.Get(keys_.CkptRewinds());
+    if (text) {
+      EXPECT_TRUE(proto::Decode(*text, &r).ok()) << *text;
+    }
+    return r;
+  }
   proto::RestorePlan Plan() {
     proto::RestorePlan p;
     auto text = server_.Get(keys_.Restore());
@@ -951,6 +985,69 @@ TEST_F(MasterLoopTest, ACrashMakesThePlanSettleUntilItsCopiesAreJudged) {
   Report();
   Run(4000, {&a});
   EXPECT_EQ(Plan().version, final_version) << "once final, the plan stays until something newer is saved";
+}
+
+// A job that finished and is launched again starts from scratch: the finished run's plan is
+// withdrawn at the finish, and its copies — still in a tier, reported again by a restarted worker —
+// are never planned again, even where the new run has only reached lower step numbers.
+TEST_F(MasterLoopTest, AFinishedRunsCopiesAreNeverPlannedAgain) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(30, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 30);
+  const int64_t saved_ms = UnixMs() - 1000;
+  for (int r = 0; r < 4; ++r) Exit(r, true, 0);
+  Run(3000, {&a});
+  ASSERT_EQ(State("job_state"), "finished");
+  EXPECT_EQ(Plan().step, -1) << "a launch after the finish restores nothing of the finished run";
+  EXPECT_EQ(Plan().settling, "");
+  ASSERT_EQ(Rewinds().rewinds.size(), 1u);
+  EXPECT_EQ(Rewinds().rewinds[0].step, -1);
+  EXPECT_TRUE(Verdict(30).Has(proto::VerdictReason::kSuperseded)) << Verdict(30).why;
+
+  Relaunch();
+  Run(1000, {&a});
+  EXPECT_EQ(State("job_state"), "running");
+  // A restarted worker reports the old copies again (a new report time, the old save time).
+  for (int r = 0; r < 4; ++r) PutCopySavedAt(30, r, r % 2 == 0 ? 0xa0 : 0xb1, saved_ms);
+  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xc0 : 0xd1);  // the new run's save
+  Run(2000, {&a});
+  EXPECT_EQ(Plan().step, 20) << "the new run's step, not the finished run's step 30";
+  EXPECT_EQ(Plan().ranks[0].digest, 0xc0u);
+
+  // A successor reads the rewinds and keeps planning the same.
+  a.loop->Release();
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
+  Run(2000, {&b});
+  EXPECT_EQ(Plan().step, 20);
+}
+
+// A relaunch that restored step 30: the left run's copy of step 35 (one rank's, saved before the
+// relaunch) is not judged beside the new run's step 35, whose copies then verify on their own.
+TEST_F(MasterLoopTest, ARelaunchSupersedesTheLeftRunsLaterCopies) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(30, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  PutCopy(35, 0, 0xdead);  // the left run's rank 0 saved step 35 alone before the job stopped
+  Run(6000, {&a});
+  ASSERT_EQ(Plan().step, 30);
+  ASSERT_EQ(Verdict(35).state, proto::VerdictState::kIncomplete);
+  Run(1000, {&a});
+  Relaunch();
+  Run(10000, {&a});  // the relaunch's settling window passes; its rewind is stored
+  ASSERT_EQ(Rewinds().rewinds.size(), 1u);
+  EXPECT_EQ(Rewinds().rewinds[0].step, 30);
+  EXPECT_EQ(Rewinds().rewinds[0].why, "a relaunch restored step 30");
+  EXPECT_TRUE(Verdict(35).Has(proto::VerdictReason::kSuperseded)) << Verdict(35).why;
+  // The new run reaches step 35 again: ranks 1-3 saved it, rank 0's field still holds the left
+  // run's copy (its save is late). Judged with that copy, shard (tp 0) would be untrusted.
+  for (int r = 1; r < 4; ++r) PutCopy(35, r, r % 2 == 0 ? 0xa5 : 0xb5);
+  Run(6000, {&a});
+  EXPECT_EQ(Verdict(35).state, proto::VerdictState::kVerified) << Verdict(35).why;
+  EXPECT_EQ(Plan().step, 35);
+  EXPECT_EQ(Plan().ranks[0].digest, 0xa5u) << "the new run's bytes";
 }
 
 // After a stop, the relaunched job (new incarnations) is watched again: running, the finished

@@ -79,6 +79,7 @@ CkptKeeper::Held& CkptKeeper::EntryLocked(const ckpt::Manifest& m, int64_t unix_
   c.bytes = m.data_bytes;
   // A copy found in a tier is dated by its manifest.
   c.unix_ms = unix_ms > 0 ? unix_ms : static_cast<int64_t>(m.created_unix_ns / 1000000);
+  c.saved_unix_ms = static_cast<int64_t>(m.created_unix_ns / 1000000);
   dirty_.insert(id);
   return held;
 }

@@ -55,6 +55,7 @@ proto::CkptCopy BuddyCopyOf(const ckpt::Manifest& m, const std::string& node) {
   c.bytes = m.data_bytes;
   c.tiers = {"replica"};
   c.unix_ms = static_cast<int64_t>(m.created_unix_ns / 1000000);
+  c.saved_unix_ms = c.unix_ms;
   return c;
 }
 

@@ -159,6 +159,15 @@ struct Traits<RestorePlan> {
 };
 
 template <>
+struct Traits<CkptRewinds> {
+  static CkptRewinds Sample() { return SampleRewinds(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    // (`rewinds` itself too: CkptCodecTest.RewindsAreBoundedAndNamed.)
+    return {{"/rewinds/1/step", "rewinds[1].step"}, {"/rewinds/0/unix_ms", "rewinds[0].unix_ms"}};
+  }
+};
+
+template <>
 struct Traits<PrefetchReport> {
   static PrefetchReport Sample() { return SamplePrefetch(); }
   static std::vector<std::pair<std::string, std::string>> Required() {
@@ -186,7 +195,7 @@ class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
                                   OpenIncident, CkptCopy, StepVerdict, RestorePlan,
-                                  PrefetchReport, TransferEndpoint>;
+                                  CkptRewinds, PrefetchReport, TransferEndpoint>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -788,6 +797,20 @@ TEST(CkptCodecTest, NoPlanAndEmptyListsDecode) {
   EXPECT_TRUE(c.tiers.empty());
 }
 
+TEST(CkptCodecTest, RewindsAreBoundedAndNamed) {
+  CkptRewinds out;
+  EXPECT_EQ(Decode(R"({"v":1})", &out).message().rfind("rewinds: ", 0), 0u);
+  CkptRewinds many;
+  for (size_t k = 0; k <= kMaxCkptRewinds; ++k) many.rewinds.push_back({static_cast<int64_t>(k), 1000, ""});
+  Status s = Decode(Encode(many), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("more than the 16 kept"), std::string::npos) << s.ToString();
+  EXPECT_EQ(Decode(R"({"v":1,"rewinds":[{"step":-2,"unix_ms":5}]})", &out).message().rfind("rewinds[0].step", 0), 0u);
+  EXPECT_TRUE(out == CkptRewinds{}) << "untouched on error";
+  ASSERT_TRUE(Decode(R"({"v":1,"rewinds":[]})", &out).ok());
+  EXPECT_TRUE(out.rewinds.empty());
+}
+
 TEST(CkptCodecTest, PinnedEncoding) {
   EXPECT_EQ(Encode(SampleVerdict()),
             R"({"v":1,"step":1200,"state":"verified","shards":4,"verified_shards":4,"copies":7,)"
@@ -799,7 +822,12 @@ TEST(CkptCodecTest, PinnedEncoding) {
   EXPECT_EQ(Encode(c),
             R"({"v":1,"step":1200,"rank":5,"node":"node1","tp":1,"pp":0,"dp":2,)"
             R"("digest":"fedcba9876543210","torn":true,"origin":"termination","bytes":1099511627779,)"
-            R"("tiers":["arena"],"error":"","unix_ms":1763800001000})");
+            R"("tiers":["arena"],"error":"","unix_ms":1763800001000,"saved_unix_ms":1763800000900})");
+  c.saved_unix_ms = 0;  // unknown (a worker from before it): not written, and decoded as 0
+  EXPECT_EQ(Encode(c).find("saved_unix_ms"), std::string::npos);
+  CkptCopy back;
+  ASSERT_TRUE(Decode(Encode(c), &back).ok());
+  EXPECT_EQ(back.saved_unix_ms, 0);
   c.origin = "";  // unknown (a manifest of format 1): not written
   EXPECT_EQ(Encode(c).find("origin"), std::string::npos);
   EXPECT_EQ(Encode(c).find("buddy"), std::string::npos) << "written only when true";

@@ -64,6 +64,7 @@ std::vector<Kind> AllKinds() {
       {"CkptCopy", Encode(SampleCkptCopy()), DecodeChecked<CkptCopy>},
       {"StepVerdict", Encode(SampleVerdict()), DecodeChecked<StepVerdict>},
       {"RestorePlan", Encode(SamplePlan()), DecodeChecked<RestorePlan>},
+      {"CkptRewinds", Encode(SampleRewinds()), DecodeChecked<CkptRewinds>},
       {"PrefetchReport", Encode(SamplePrefetch()), DecodeChecked<PrefetchReport>},
       {"TransferEndpoint", Encode(SampleEndpoint()), DecodeChecked<TransferEndpoint>},
   };

@@ -33,6 +33,7 @@ TEST(KeysTest, EveryKeyOfTheSchema) {
   EXPECT_EQ(k.Leader(), "ft:{llama}:leader");
   EXPECT_EQ(k.MasterState(), "ft:{llama}:master");
   EXPECT_EQ(k.Prefetch(), "ft:{llama}:prefetch");
+  EXPECT_EQ(k.CkptRewinds(), "ft:{llama}:ckpt:rewinds") << "in the job's slot: written beside the plan";
 }
 
 TEST(KeysTest, NamesAreSanitized) {

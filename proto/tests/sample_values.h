@@ -216,7 +216,14 @@ inline CkptCopy SampleCkptCopy() {
   c.tiers = {"arena", "local", "remote"};
   c.error = "local: No space left on device";
   c.unix_ms = 1763800001000;
+  c.saved_unix_ms = 1763800000900;
   return c;
+}
+
+inline CkptRewinds SampleRewinds() {
+  CkptRewinds r;
+  r.rewinds = {{30, 1763800000000, "a relaunch restored step 30"}, {-1, 1763800009000, "the job finished"}};
+  return r;
 }
 
 inline StepVerdict SampleVerdict() {

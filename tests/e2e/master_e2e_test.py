@@ -265,8 +265,10 @@ def case_relaunch_after_finish(args):
         def saved():
             acks = [json.loads(f["json"]) for _, f in c.stream("acks")]
             return sorted(a["rank"] for a in acks if a["result"] == "done" and a["message"].startswith("saved step="))
-        plan = c.wait_for(lambda: json.loads(c.db.command("GET", c.key("restore")) or "null"), 60,
-                          "a restore plan")
+        def final_plan():  # not the settling one published while the save's copies come in
+            plan = json.loads(c.db.command("GET", c.key("restore")) or "null")
+            return plan if plan and plan.get("state", "final") == "final" else None
+        plan = c.wait_for(final_plan, 60, "a final restore plan")
         print("restore plan of step %s; saves acknowledged by ranks %s (the rest saved on "
               "their launcher's SIGTERM)" % (plan.get("step"), saved()))
         check(isinstance(plan.get("step"), int) and plan["step"] >= 1, "plan without a step: %s" % plan)

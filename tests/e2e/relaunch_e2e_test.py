@@ -20,12 +20,20 @@ requeue or a Kubernetes restart do.
                         before the master has judged the copies, and wait for its plan
                         (measured with --repeat; ckpt.e2e_restart-before-plan is its make-test case)
 
+  --case after-finish   the same job name launched twice, with a local disk tier (copies outlive
+                        the arenas): the first launch crashes at step 30 and its restart in
+                        place finishes step 60; the master withdraws the plan at the finish. The
+                        second launch starts from scratch, crashes at step 20, and its restart
+                        restores step 20 — not the first launch's step 30, still on disk and
+                        reported again — and ends bit-identical to an uninterrupted 40-step run
+
 --repeat N runs the case N times in a row and prints one line per run and a RESULT line.
 """
 
 import argparse
 import json
 import os
+import re
 import sys
 import time
 
@@ -52,7 +60,7 @@ def parse_args():
     p = argparse.ArgumentParser()
     for name in ("launch", "trainsim", "libft", "ftworker", "ftmaster", "reference"):
         p.add_argument("--" + name, required=True)
-    p.add_argument("--case", required=True, choices=sorted(CASES))
+    p.add_argument("--case", required=True, choices=sorted(CASES) + ["after-finish"])
     p.add_argument("--repeat", type=int, default=1)
     return p.parse_args()
 
@@ -99,8 +107,67 @@ def run_once(args, case, run):
         return step
 
 
+def restored_by_launch(out):
+    """[{rank: step} before the restart, {rank: step} after it] from one launch.py run's output."""
+    before, _, after = out.partition("in place")
+    found = lambda text: {int(r): int(s) for r, s in re.findall(r"trainsim rank=(\d+) restored step=(\d+)", text)}
+    return found(before), found(after)
+
+
+def launch_twice(args, run):
+    job = "relaunch-after-finish-%d-%d" % (os.getpid(), run)
+    restart = ["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay", "1"]
+    with CkptCluster(args, job=job, nodes=2, ranks_per_node=2) as c:
+        c.start_master(TOPOLOGY)
+        for node in c.node_names:
+            c.start_ckpt_worker(node)  # a local tier: the first launch's copies stay on disk
+        c.start_ckpt_job(MODEL + ["--steps", str(STEPS), "--compute-ms", "20", "--fault", "crash-kill",
+                                  "--fault-rank", str(FAULTY), "--fault-step", str(FAULT_STEP),
+                                  "--fault-restart", "0"], timeout=150, launch_args=restart)
+        c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the first launch to end", poll=0.2)
+        check(c.job_proc.returncode == 0, "the first launch exited %s" % c.job_proc.returncode)
+        _, first = restored_by_launch(c.job_output())
+        check(set(first.values()) == {FAULT_STEP}, "the first launch's restart restored %s" % first)
+        c.wait_for(lambda: c.db.command("HGET", c.key("master"), "job_state") == "finished", 30, "job_state finished")
+        plan = c.wait_for(lambda: (c.plan() or {}).get("step") == -1 and c.plan(), 30,
+                          "the finished run's plan withdrawn (step -1)")
+        old = c.copies(FAULT_STEP)
+        check(len(old) >= 3, "the first launch's copies of step %d are gone from Redis: %s" % (FAULT_STEP, old))
+        print("after the finish: plan %d step %d; %d copies of step %d still reported (tiers %s)" % (
+            plan["version"], plan["step"], len(old), FAULT_STEP, sorted({t for v in old.values() for t in v["tiers"]})))
+
+        steps_b, fault_b = 40, 20
+        c.start_ckpt_job(MODEL + ["--steps", str(steps_b), "--compute-ms", "20", "--fault", "crash-kill",
+                                  "--fault-rank", str(FAULTY), "--fault-step", str(fault_b),
+                                  "--fault-restart", "0"], timeout=150, launch_args=restart)
+        c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the second launch to end", poll=0.2)
+        out = c.job_output()
+        check("restart 1 of 1 in place" in out, "launch.py did not restart the second launch:\n" + out[-3000:])
+        check(c.job_proc.returncode == 0, "the second launch exited %s" % c.job_proc.returncode)
+        start, restart_b = restored_by_launch(out)
+        check(not start, "the second launch restored %s at its start: the finished run's state" % start)
+        steps = set(restart_b.values())
+        check(sorted(restart_b) == list(range(WORLD)) and len(steps) == 1,
+              "the second launch's restart restored %s: expected one step on all %d ranks" % (restart_b, WORLD))
+        step = steps.pop()
+        check(fault_b - 1 <= step <= fault_b,
+              "restored step %d: the second launch had reached step %d (the first launch's step %d is of "
+              "a finished run)" % (step, fault_b, FAULT_STEP))
+        check_reference(c, args, MODEL + ["--steps", str(steps_b)], WORLD)
+        rewinds = json.loads(c.db.command("GET", c.key("ckpt:rewinds")) or "{}").get("rewinds", [])
+        print("run %d: the second launch started from scratch and its restart restored step %d on every rank, "
+              "bit-identical; rewinds %s" % (run, step, [(w["step"], w["why"]) for w in rewinds]), flush=True)
+        return fault_b - step
+
+
 def main():
     args = parse_args()
+    if args.case == "after-finish":
+        behind = [launch_twice(args, run) for run in range(args.repeat)]
+        print("RESULT relaunch case=after-finish runs=%d max_steps_behind=%d" % (len(behind), max(behind)))
+        print("OK: after-finish: %d of %d runs started the second launch from scratch and restored its own step"
+              % (len(behind), args.repeat))
+        return
     results = []
     for run in range(args.repeat):
         results.append(run_once(args, args.case, run))

@@ -40,7 +40,7 @@ constexpr DecodeFn kKinds[] = {
     DecodeChecked<CommandAck>,   DecodeChecked<Incident>,      DecodeChecked<WorkerHeartbeat>,
     DecodeChecked<MasterAction>, DecodeChecked<OpenIncident>,  DecodeChecked<CkptCopy>,
     DecodeChecked<StepVerdict>,  DecodeChecked<RestorePlan>,   DecodeChecked<PrefetchReport>,
-    DecodeChecked<TransferEndpoint>,
+    DecodeChecked<TransferEndpoint>, DecodeChecked<CkptRewinds>,
 };
 
 }  // namespace
