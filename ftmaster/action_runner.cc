@@ -270,8 +270,10 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
   std::map<int64_t, int> steps;  // step -> ranks that said they saved it
   for (const auto& [rank, result] : save_results_) {
     if (result != "done") continue;
-    done.push_back(std::to_string(rank));
     auto m = save_messages_.find(rank);
+    // A torn copy is never reported as the rank's copy (its arena keeps the whole one): none to wait for.
+    if (m != save_messages_.end() && m->second.find(" torn=1") != std::string::npos) continue;
+    done.push_back(std::to_string(rank));
     const int64_t step = m == save_messages_.end() ? -1 : StepOfAck(m->second);
     if (step >= 0) ++steps[step];
   }

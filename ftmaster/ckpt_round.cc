@@ -77,9 +77,22 @@ void CkptRound::LoadPlan() {
   plan_dirty_ = true;
 }
 
-void CkptRound::NoteFinished(int64_t last_exit_unix_ms) {
+void CkptRound::NoteFinished(int64_t last_exit_unix_ms, int64_t end_step) {
+  if (end_step < 0) {
+    FT_LOG(Info, Master, "checkpoints: the job finished at a step its ranks did not report (libft.so or ftworker "
+           "from before it): its copies stay restorable as they are");
+    return;
+  }
+  if (steps_.empty()) return;  // no copy of this job at all: nothing it could restore
   finished_at_ms_ = std::max(finished_at_ms_, last_exit_unix_ms);
-  if (plan_loaded_) RecordRewinds();
+  finished_step_ = end_step;
+  finished_seen_ = now_;  // the last round's time: at most a ckpt_period behind
+  plan_dirty_ = true;  // settling while it is decided
+}
+
+bool CkptRound::EndStepSaved() const {
+  auto it = steps_.find(finished_step_);
+  return it != steps_.end() && !it->second->of_step.empty();
 }
 
 bool CkptRound::StoreRewind(proto::CkptRewind rewind) {
@@ -96,10 +109,18 @@ bool CkptRound::StoreRewind(proto::CkptRewind rewind) {
 }
 
 void CkptRound::RecordRewinds() {
-  if (finished_at_ms_ > 0 &&
-      StoreRewind(proto::CkptRewind{-1, finished_at_ms_ + 1,
-                                    "the job finished (every rank exited cleanly): a launch after it starts from scratch"})) {
-    finished_at_ms_ = 0;
+  if (finished_at_ms_ > 0) {
+    if (EndStepSaved()) {
+      FT_LOG(Info, Master, "checkpoints: the job finished at step {}, which it saved: a launch after it "
+             "continues from its newest restorable step", finished_step_);
+      finished_at_ms_ = 0;
+      plan_dirty_ = true;
+    } else if (now_ >= finished_seen_ + kSettleAfterMove + ctx_->options.copy_wait) {
+      const std::string why =
+          fmt::format("the job finished at step {}, past its last checkpoint (every rank exited cleanly): a "
+                      "launch after it starts from scratch", finished_step_);
+      if (StoreRewind(proto::CkptRewind{-1, finished_at_ms_ + 1, why})) finished_at_ms_ = 0;
+    }
   }
   // The step a relaunch restores is the final plan's (a relaunched rank's ft_restore waits while
   // it settles). Not while the plan is about to change: a rewind just stored re-judges the steps.
@@ -376,6 +397,10 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
   // A newer step waiting for its replicas matters to a relaunch: after ranks ended or were
   // relaunched (its copies are theirs), not in a healthy job saving periodically (whose plan
   // would flap between settling and final at every save).
+  if (finished_at_ms_ > 0) {
+    why.push_back(fmt::format("the job finished at step {}: whether it saved that step is settled within {} ms",
+                              finished_step_, (kSettleAfterMove + ctx_->options.copy_wait).count()));
+  }
   const bool after_move = moved_ && now < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
   for (const auto& [step, s] : steps_) {
     if (after_move && step > planned_step && !s->judged && !s->settled) {

@@ -47,10 +47,14 @@ class CkptRound {
   // The newest step in ft:{J}:ckpt:steps (-1 none). False when Redis failed.
   bool NewestStep(int64_t* step);
 
-  // Every rank of the job exited cleanly, the last report of it at `last_exit_unix_ms`: a launch
-  // after it starts from scratch, so no copy saved before it is planned again (a rewind to -1,
-  // ckpt_lineage.h). Stored in ft:{J}:ckpt:rewinds at once or at a later round.
-  void NoteFinished(int64_t last_exit_unix_ms);
+  // Every rank of the job exited cleanly, the last report of it at `last_exit_unix_ms`, at step
+  // `end_step` (-1 unknown). A run that saved the step it ended at stays restorable as a running
+  // job's (its newest trustworthy step: a launch after it continues); one that ended past its
+  // last checkpoint holds only states it went past, so a launch after it starts from scratch: a
+  // rewind to -1 (ckpt_lineage.h) in ft:{J}:ckpt:rewinds. Decided once the end step's copies are
+  // seen, or when the copies of ranks that ended had their while to come; the plan settles
+  // meanwhile. Unknown end step (older libft.so or worker): nothing changes.
+  void NoteFinished(int64_t last_exit_unix_ms, int64_t end_step);
   const std::vector<proto::CkptRewind>& rewinds() const { return rewinds_.rewinds; }
 
  private:
@@ -85,6 +89,7 @@ class CkptRound {
   // A relaunch seen (relaunched_from_ms_) is a rewind to the step its ranks restore: the plan's
   // once it is final. A finish noted (finished_at_ms_) is a rewind to -1.
   void RecordRewinds();
+  bool EndStepSaved() const;  // the finished run's end step has a copy (of this run)
   // Why a plan published now would not be final yet (empty: it is): after ranks ended or were
   // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
   // and ends on the way.
@@ -109,7 +114,9 @@ class CkptRound {
   std::map<int, Seen> seen_;              // each rank's newest incarnation as last looked at
   proto::CkptRewinds rewinds_;            // as stored (ckpt_lineage.h)
   int64_t relaunched_from_ms_ = 0;        // the latest start of relaunched ranks not yet a rewind
-  int64_t finished_at_ms_ = 0;            // a finish not yet stored as a rewind
+  int64_t finished_at_ms_ = 0;            // a finish not yet decided (NoteFinished)
+  int64_t finished_step_ = -1;            // the step it ended at
+  Clock::time_point finished_seen_{};     // when it was noted
   Clock::time_point moved_at_{};          // a rank was last seen relaunched or newly gone
   bool moved_ = false;                    // moved_at_ is set
   Clock::time_point now_{};               // the round's (or the save's judgement's) time

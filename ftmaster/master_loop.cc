@@ -230,11 +230,16 @@ void MasterLoop::MaybeFinish() {
   ctx_.job_state = proto::JobState::kFinished;
   FT_LOG(Info, Master, "job {} finished: all {} ranks exited cleanly; topology {}", ctx_.options.job,
          membership_.values().size(), membership_.CurrentTopology().Describe());
-  // Its checkpoints are of a finished run: a launch after it restores none of them. Every copy
-  // its ranks saved is older than their exits' reports (or, without their times, than now).
-  int64_t last_exit_ms = 0;
-  for (const proto::Membership& m : membership_.values()) last_exit_ms = std::max(last_exit_ms, m.unix_ms);
-  ckpt_.NoteFinished(last_exit_ms > 0 ? last_exit_ms : tick_unix_ms_);
+  // Its checkpoints are of a finished run: a launch after it restores none of them but a copy of
+  // the step it ended at. Every copy its ranks saved is older than their exits' reports (or,
+  // without their times, than now).
+  // The step it ended at: the ranks' last ft_step_done (the newest, should they differ).
+  int64_t last_exit_ms = 0, end_step = -1;
+  for (const proto::Membership& m : membership_.values()) {
+    last_exit_ms = std::max(last_exit_ms, m.unix_ms);
+    end_step = std::max(end_step, m.step);
+  }
+  ckpt_.NoteFinished(last_exit_ms > 0 ? last_exit_ms : tick_unix_ms_, end_step);
 }
 
 void MasterLoop::EnsureTransferSecret(Clock::time_point now) {

@@ -303,6 +303,7 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
         // The previous writer died inside a save: that slot holds no copy. With two slots it
         // is the other one than the committed copy's, which stays.
         if (LoadCommittedSlot(live) == static_cast<uint32_t>(slot)) StoreCommittedSlot(live, kNoSlot);
+        __atomic_store_n(&live->slots[slot].manifest_bytes, uint64_t{0}, __ATOMIC_RELAXED);
         StoreSequence(live, slot, seq + 1, __ATOMIC_RELEASE);
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
@@ -403,6 +404,8 @@ uint8_t* Arena::BeginWrite() {
   StoreSequence(h, slot, seq + 1 + (seq % 2), __ATOMIC_RELAXED);  // odd
   // The odd sequence is visible before any byte of the new copy.
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  // The slot's old manifest no longer describes its data: a write given up leaves no copy there.
+  __atomic_store_n(&h->slots[slot].manifest_bytes, uint64_t{0}, __ATOMIC_RELAXED);
   writing_slot_ = slot;
   return write_data();
 }
@@ -430,10 +433,19 @@ Status Arena::Commit(const Manifest& m) {
   std::memcpy(base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_, bytes.data(), bytes.size());
   __atomic_store_n(&word->manifest_bytes, static_cast<uint64_t>(bytes.size()), __ATOMIC_RELAXED);
   __atomic_store_n(&word->committed_unix_ns, NowUnixNs(), __ATOMIC_RELAXED);
+  // A torn copy never replaces a whole one as the committed copy: with two slots it stays in
+  // its own (readable by ReadSlot, and the next save's slot), the whole copy committed.
+  const bool keep_whole = m.torn && slots_ > 1 && CommittedIsWhole();
   StoreSequence(h, slot, LoadSequence(h, slot, __ATOMIC_RELAXED) + 1, __ATOMIC_RELEASE);  // even
-  StoreCommittedSlot(h, static_cast<uint32_t>(slot));
+  if (!keep_whole) StoreCommittedSlot(h, static_cast<uint32_t>(slot));
   writing_slot_ = -1;
   return Status::Ok();
+}
+
+bool Arena::CommittedIsWhole() const {
+  Manifest committed;
+  uint64_t generation = 0;
+  return ReadCommitted(&committed, &generation).ok() && !committed.torn;
 }
 
 void Arena::AbandonWrite() {
@@ -448,6 +460,40 @@ void Arena::AbandonWrite() {
 int Arena::writer_pid() const {
   if (base_ == nullptr) return 0;
   return static_cast<int>(__atomic_load_n(&HeaderOf(base_)->writer_pid, __ATOMIC_RELAXED));
+}
+
+Status Arena::ReadSlot(int slot, Manifest* m, uint64_t* generation) const {
+  if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
+  if (slot < 0 || slot >= slots_) {
+    return Status::InvalidArgument(fmt::format("host arena {} has {} slot(s), not slot {}", path_, slots_, slot));
+  }
+  const ArenaHeader* h = HeaderOf(base_);
+  const uint64_t before = LoadSequence(h, slot);
+  const uint64_t length = __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED);
+  if (before % 2 != 0 || length == 0) {
+    return Status::NotFound(fmt::format("host arena {} slot {}: {}", path_, slot,
+                                        before % 2 != 0 ? "a save is writing it" : "no copy"));
+  }
+  if (length > manifest_capacity_) {
+    return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
+                                       manifest_capacity_));
+  }
+  const uint8_t* region = base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_;
+  std::vector<uint8_t> bytes(region, region + length);
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  if (LoadSequence(h, slot, __ATOMIC_RELAXED) != before) {
+    return Status::NotFound(fmt::format("host arena {} slot {}: a save began while its manifest was read", path_, slot));
+  }
+  Manifest parsed;
+  Status s = ParseManifest(bytes, &parsed);
+  if (!s.ok()) return s.WithContext(fmt::format("host arena {}", path_));
+  if (parsed.data_bytes > data_capacity_) {
+    return Status::Corrupt(fmt::format("host arena {}: manifest of {} data bytes, the arena holds {}", path_,
+                                       parsed.data_bytes, data_capacity_));
+  }
+  *m = std::move(parsed);
+  *generation = GenerationOf(before, slot);
+  return Status::Ok();
 }
 
 Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {

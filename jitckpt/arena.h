@@ -22,6 +22,11 @@
 // writing that slot meanwhile and the copy must be discarded. Chunk checksums catch what the
 // sequence cannot (a bad page).
 //
+// A torn copy (saved while the optimizer may have been writing: never restored) does not replace
+// a whole committed copy: with two slots it is written to the free slot and left uncommitted
+// there (ReadSlot reads it; the next save overwrites it), so the whole copy of the step before
+// stays the committed one. It is committed only where no whole copy is (one slot, or none yet).
+//
 // One writer (the rank's agent thread); any number of readers in other processes. The space
 // is reserved up front with posix_fallocate, so a full /dev/shm is an error at creation,
 // never a SIGBUS at save time.
@@ -107,6 +112,10 @@ class Arena {
   Status ReadCommitted(Manifest* m, uint64_t* generation) const;
   const uint8_t* data(uint64_t generation) const;
   bool StillCommitted(uint64_t generation) const;
+  // One slot's copy, committed or not (a torn copy kept beside a whole one): NotFound when the
+  // slot holds none or a save is writing it. data() and StillCommitted() take its generation
+  // as they take a committed copy's (StillCommitted: the slot was not written since).
+  Status ReadSlot(int slot, Manifest* m, uint64_t* generation) const;
 
   // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted by rank.
   static std::vector<std::string> List(std::string_view arena_dir, std::string_view job);
@@ -122,6 +131,7 @@ class Arena {
         data_capacity_(data_capacity) {}
 
   int SlotOf(uint64_t generation) const { return static_cast<int>(generation & 1); }
+  bool CommittedIsWhole() const;  // the committed copy is readable and not torn
 
   std::string path_;
   uint8_t* base_ = nullptr;

@@ -328,6 +328,7 @@ std::string Encode(const Membership& m) {
     comms.push_back(std::move(e));
   }
   j["comms"] = std::move(comms);
+  if (m.step >= 0) j["step"] = m.step;
   return Dump(j);
 }
 
@@ -343,6 +344,7 @@ Status Decode(std::string_view json, Membership* out) {
     FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &m->state));
     FT_RETURN_IF_ERROR(CheckRankState(r, m->state));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &m->unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("step", Need::kOptional, &m->step, -1));
     return r.Objects("comms", Need::kOptional, &m->comms, [](const Reader& c, CommMember* cm) {
       FT_RETURN_IF_ERROR(c.Hex("comm", Need::kRequired, &cm->comm_id));
       FT_RETURN_IF_ERROR(c.Bool("p2p", Need::kOptional, &cm->p2p));

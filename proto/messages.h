@@ -356,6 +356,10 @@ struct Membership {
   std::string state;             // as RankProgress::state
   int64_t unix_ms = 0;
   std::vector<CommMember> comms;
+  // Of an ended rank: the step of its last ft_step_done (-1: unknown, or none; a running rank's
+  // membership leaves it out, so it is not rewritten every step). After a clean exit of every
+  // rank, the step the job ended at: the master keeps only that step's copies plannable.
+  int64_t step = -1;
 
   bool operator==(const Membership&) const = default;
 };

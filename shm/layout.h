@@ -116,7 +116,11 @@ struct SegmentHeader {
   std::atomic<uint64_t> blocked_count;             // 472
   alignas(64) std::atomic<uint64_t> ring_head;     // 512: records ever published
   std::atomic<uint64_t> ring_dropped;              // 520: records dropped on a full ring
-  uint8_t reserved1[1024 - 528];
+  // 1 + the step of the app's last ft_step_done (0: none yet), written by libft.so's checkpoint
+  // API: after a clean exit the worker reads the step the job ended at. Added within version 1
+  // in bytes that were reserved zero (an older producer reads as "none").
+  std::atomic<int64_t> app_step_plus1;             // 528
+  uint8_t reserved1[1024 - 536];
   // Failures libft.so swallowed, by place (shm/hook_failures.h); the last slot also takes
   // places that found no free slot.
   HookFailureSlot hook_failures[kHookFailureSlots];  // 1024
@@ -201,6 +205,8 @@ struct Record {
 };
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(offsetof(SegmentHeader, app_step_plus1) == 528);
+static_assert(sizeof(std::atomic<int64_t>) == 8 && std::atomic<int64_t>::is_always_lock_free);
 static_assert(sizeof(ControlPage) == kControlBytes);
 static_assert(sizeof(MailboxSlot) == 256);
 static_assert(sizeof(HookFailureSlot) == 16);

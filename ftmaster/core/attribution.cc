@@ -542,15 +542,15 @@ std::string FrozenHow(const proto::RankProgress& p) {
 // How an exit event says the process ended, in words: never "code 0" for a death the worker
 // could not read the status of.
 std::string ExitHow(const proto::Event& e) {
-  if (e.status_unknown) return "gone, exit status unknown (killed or crashed)";
+  // A worker from before status_unknown wrote such a death as not clean with code 0.
+  if (e.status_unknown || (!e.clean && e.code == 0)) return "gone, exit status unknown (killed or crashed)";
   if (e.code < 0) {
     const char* abbrev = sigabbrev_np(static_cast<int>(-e.code));
     return abbrev != nullptr ? fmt::format("killed by signal {} (SIG{})", -e.code, abbrev)
                              : fmt::format("killed by signal {}", -e.code);
   }
   if (proto::EndedCleanly(e)) return "exited cleanly (status 0)";
-  if (e.clean || e.code != 0) return fmt::format("exited with status {}", e.code);
-  return "gone, exit status unknown (killed or crashed)";  // a worker before status_unknown
+  return fmt::format("exited with status {}", e.code);
 }
 
 std::string EventLine(const proto::Event& e) {

@@ -8,6 +8,8 @@
 // to, -1 for a start from scratch, and when). A copy is superseded when some rewind went back
 // below its step after the copy was saved:
 //     superseded(copy) = exists rewind w: copy.step > w.step && saved(copy) < w.unix_ms
+// A finish is a rewind to -1 when the job ended past its last checkpoint (ckpt_round.h says
+// when): what ft holds is then an older state than the run reached.
 // Times are CLOCK_REALTIME of the ranks' nodes (a copy's save, a process's start); the rule needs
 // them ordered only across a relaunch (old copies saved before the old processes ended, which is
 // before the new ones started), seconds against the milliseconds NTP keeps nodes apart.

@@ -919,6 +919,35 @@ TEST_F(MasterLoopTest, SaveWaitsForTheCopiesOfTheStepTheAcksName) {
   EXPECT_EQ(outcome.verified, 2);
 }
 
+// A rank whose save was torn (taken inside its update) reports no new copy: its arena keeps the
+// whole one. The save does not wait the copy deadline for it.
+TEST_F(MasterLoopTest, ATornSaveIsNotWaitedFor) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PeersWaitOnRank3();
+  Report();
+  Run(100, {&a});
+  Exit(3, false, -9);
+  Run(1500, {&a});
+  proto::MasterAction action = StoredAction();
+  ASSERT_EQ(action.save.size(), 3u);
+  PutCopy(61, 0, 0x61a);
+  PutCopy(61, 2, 0x61a);
+  // Rank 1 answers with a torn save of step 61: no copy of step 61 comes from it.
+  for (const SaveTarget& t : action.save) {
+    proto::CommandAck ack;
+    ack.id = fmt::format("{}-save-{}", action.incident, t.rank);
+    ack.node = t.node;
+    ack.rank = t.rank;
+    ack.result = "done";
+    ack.message = t.rank == 1 ? "saved step=61 digest=0000000000000062 torn=1 bytes=4096 ms=3"
+                              : "saved step=61 digest=0000000000000061 torn=0 bytes=4096 ms=3";
+    ack.unix_ms = UnixMs();
+    server_.Execute({"XADD", keys_.Acks(), "*", "id", ack.id, "result", "done", "json", proto::Encode(ack)});
+  }
+  Run(1000, {&a});  // well within the 5 s copy deadline
+  EXPECT_EQ(StoredAction().phase, proto::ActionPhase::kStop) << "waited for a torn copy that never comes";
+}
+
 // Nothing registered: no checkpoint, no wait for copies, and the incident says why.
 TEST_F(MasterLoopTest, NothingRegisteredIsRecordedInTheIncident) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
@@ -997,8 +1026,9 @@ TEST_F(MasterLoopTest, AFinishedRunsCopiesAreNeverPlannedAgain) {
   Run(1000, {&a});
   ASSERT_EQ(Plan().step, 30);
   const int64_t saved_ms = UnixMs() - 1000;
+  for (int r = 0; r < 4; ++r) job_.membership[static_cast<size_t>(r)].step = 60;  // past the save
   for (int r = 0; r < 4; ++r) Exit(r, true, 0);
-  Run(3000, {&a});
+  Run(10000, {&a});
   ASSERT_EQ(State("job_state"), "finished");
   EXPECT_EQ(Plan().step, -1) << "a launch after the finish restores nothing of the finished run";
   EXPECT_EQ(Plan().settling, "");
@@ -1021,6 +1051,45 @@ TEST_F(MasterLoopTest, AFinishedRunsCopiesAreNeverPlannedAgain) {
   Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
   Run(2000, {&b});
   EXPECT_EQ(Plan().step, 20);
+}
+
+// A job that saved the step it ended at stays restorable as a running job's: its newest
+// trustworthy step — here, its end step 30 untrusted (two replicas disagree), step 20 — and no
+// rewind is recorded. The step comes with the ranks' exits.
+TEST_F(MasterLoopTest, AFinishAtASavedStepKeepsTheRunRestorable) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  for (int r = 0; r < 4; ++r) PutCopy(30, r, r == 3 ? 0xbad : r % 2 == 0 ? 0xa3 : 0xb3);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 20);
+  for (int r = 0; r < 4; ++r) job_.membership[static_cast<size_t>(r)].step = 30;
+  for (int r = 0; r < 4; ++r) Exit(r, true, 0);
+  Run(10000, {&a});
+  ASSERT_EQ(State("job_state"), "finished");
+  EXPECT_TRUE(Rewinds().rewinds.empty());
+  EXPECT_EQ(Plan().step, 20);
+  EXPECT_EQ(Plan().settling, "");
+  EXPECT_EQ(Verdict(20).state, proto::VerdictState::kVerified);
+}
+
+// A job that ended past its last checkpoint (step 60, saved at 30): the plan settles while the
+// end step's copies may come, then none is planned — a launch after it starts from scratch.
+TEST_F(MasterLoopTest, AFinishPastTheLastCheckpointPlansNothing) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(30, r, r % 2 == 0 ? 0xa3 : 0xb3);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 30);
+  for (int r = 0; r < 4; ++r) job_.membership[static_cast<size_t>(r)].step = 60;
+  for (int r = 0; r < 4; ++r) Exit(r, true, 0);
+  Run(2000, {&a});
+  ASSERT_EQ(State("job_state"), "finished");
+  EXPECT_NE(Plan().settling.find("the job finished at step 60"), std::string::npos) << Plan().settling;
+  Run(8000, {&a});
+  ASSERT_EQ(Rewinds().rewinds.size(), 1u);
+  EXPECT_EQ(Plan().step, -1);
+  EXPECT_EQ(Plan().settling, "");
 }
 
 // A relaunch that restored step 30: the left run's copy of step 35 (one rank's, saved before the

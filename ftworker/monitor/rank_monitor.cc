@@ -631,6 +631,11 @@ proto::Membership RankMonitor::membership() const {
   m.state = proto::RankStateName(life_);
   m.unix_ms = progress_.observed_unix_ms;
   for (const auto& [id, member] : members_) m.comms.push_back(member);
+  // The segment stays mapped after the process removed it at its exit: its last value is final.
+  if (finished() && segment_) {
+    const int64_t plus1 = segment_->header()->app_step_plus1.load(std::memory_order_acquire);
+    if (plus1 > 0) m.step = plus1 - 1;
+  }
   return m;
 }
 

@@ -336,6 +336,74 @@ TEST_F(ArenaTest, WithTwoSlotsACopyOutlivesTheNextSave) {
   EXPECT_TRUE(reader.StillCommitted(next));
 }
 
+// A torn save (the optimizer may have been writing) never takes the committed place of a whole
+// copy: the whole step stays committed, the torn one sits in the other slot (ReadSlot), and the
+// next save overwrites the torn one, not the whole one. A torn copy is committed only where no
+// whole copy is (first save; one slot).
+TEST_F(ArenaTest, ATornCopyNeverReplacesAWholeOne) {
+  Arena writer = OpenWriter();
+  Manifest whole = SaveSample(&writer, 1);
+  std::vector<uint8_t> data;
+  Manifest torn = SampleManifest(&data, {5000, 4096, 123}, 4096, 2);
+  torn.step = whole.step + 1;
+  torn.torn = true;
+  std::memcpy(writer.BeginWrite(), data.data(), data.size());
+  ASSERT_TRUE(writer.Commit(torn).ok());
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  uint64_t generation = 0;
+  EXPECT_EQ(Committed(reader, nullptr, &generation), whole) << "the whole copy stays the committed one";
+  Manifest in_slot;
+  uint64_t slot_generation = 0;
+  const int torn_slot = 1 - static_cast<int>(generation & 1);
+  ASSERT_TRUE(reader.ReadSlot(torn_slot, &in_slot, &slot_generation).ok());
+  EXPECT_EQ(in_slot, torn);
+  EXPECT_TRUE(reader.StillCommitted(slot_generation));
+
+  // Torn again: still into the torn copy's slot.
+  torn.step += 1;
+  std::memcpy(writer.BeginWrite(), data.data(), data.size());
+  ASSERT_TRUE(writer.Commit(torn).ok());
+  EXPECT_EQ(Committed(reader), whole);
+  EXPECT_TRUE(reader.StillCommitted(generation)) << "the whole copy's slot was not written";
+
+  // The next whole save takes the torn slot and is committed.
+  Manifest next = SaveSample(&writer, 3);
+  EXPECT_EQ(Committed(reader), next);
+  EXPECT_TRUE(reader.StillCommitted(generation)) << "the previous whole copy survives one more save";
+
+  // A given-up write leaves its slot with no copy (not the old manifest over half-new data).
+  writer.BeginWrite();
+  writer.AbandonWrite();
+  EXPECT_EQ(reader.ReadSlot(static_cast<int>(generation & 1), &in_slot, &slot_generation).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(reader.ReadSlot(2, &in_slot, &slot_generation).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ArenaTest, ATornCopyIsCommittedWhereNoWholeOneIs) {
+  for (int slots : {2, 1}) {
+    std::filesystem::remove(dir_.File("ft-ckpt.job-a.3"));
+    Arena writer = OpenWriter(1 << 20, kManifestCapacity, slots);
+    std::vector<uint8_t> data;
+    Manifest torn = SampleManifest(&data, {5000, 4096, 123}, 4096, 2);
+    torn.torn = true;
+    std::memcpy(writer.BeginWrite(), data.data(), data.size());
+    ASSERT_TRUE(writer.Commit(torn).ok());
+    EXPECT_EQ(Committed(writer), torn) << slots << " slot(s): the first copy, torn, is what there is";
+    torn.step += 1;
+    std::memcpy(writer.BeginWrite(), data.data(), data.size());
+    ASSERT_TRUE(writer.Commit(torn).ok());
+    EXPECT_EQ(Committed(writer), torn) << "a torn copy replaces a torn one";
+    if (slots == 1) {
+      Manifest whole = SaveSample(&writer, 5);
+      torn.step = whole.step + 1;
+      std::memcpy(writer.BeginWrite(), data.data(), data.size());
+      ASSERT_TRUE(writer.Commit(torn).ok());
+      EXPECT_EQ(Committed(writer), torn) << "one slot: the save overwrote the whole copy in place";
+    }
+  }
+}
+
 TEST_F(ArenaTest, WithOneSlotAReaderSeesABeginWriteAndTheNextCommit) {
   Arena writer = OpenWriter(1 << 20, kManifestCapacity, 1);
   SaveSample(&writer, 1);

@@ -401,6 +401,10 @@ int Agent::StepDone(int64_t step) {
   const uint64_t previous_ns = last_step_done_ns_.exchange(now_ns, std::memory_order_acq_rel);
   if (previous_ns != 0) step_interval_ns_.store(now_ns - previous_ns, std::memory_order_relaxed);
   last_step_.store(step, std::memory_order_release);
+  // For the worker: the step this process reached (after a clean exit, the job's end).
+  if (g_rt != nullptr && g_rt->segment && step >= 0) {
+    g_rt->segment->header()->app_step_plus1.store(step + 1, std::memory_order_relaxed);
+  }
   steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
   term::NoteStepDone();  // a rank that handled a termination signal and trains on

@@ -272,10 +272,11 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
 void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome) {
   {
     MutexLock lock(&mu_);
-    // A torn copy is committed but never restored. A failed save keeps the committed copy with
-    // two slots; with one it began writing over it, and none is left.
-    if (outcome.status.ok()) {
-      committed_step_ = outcome.torn ? kNoStep : outcome.step;
+    // A torn copy is never restored: with two slots the arena keeps the whole copy committed
+    // beside it (Arena::Commit), with one it overwrote it. A failed save keeps the committed
+    // copy with two slots; with one it began writing over it, and none is left.
+    if (outcome.status.ok() && !outcome.torn) {
+      committed_step_ = outcome.step;
     } else if (arena_.slot_count() < 2) {
       committed_step_ = kNoStep;
     }

@@ -192,12 +192,20 @@ TEST(CkptSave, SaveCommandsArrivingTogetherAreServedByOneSave) {
 
 TEST(CkptSave, SaveTakenWhileTheUpdateMayRunIsTorn) {
   State& s = Registered();
+  auto whole = ReadArena();
+  ASSERT_TRUE(whole->status.ok()) << whole->status.ToString();
+  ASSERT_FALSE(whole->manifest.torn);
   // The update's stream is unknown: it may already be writing.
   ASSERT_EQ(ft_update_begin(nullptr), FT_OK);
   auto ack = WaitAck(Post(shm::CommandType::kSave, "save-4"));
   ASSERT_TRUE(ack);
   EXPECT_EQ(Field(ack->message, "torn"), "1") << ack->message;
-  EXPECT_TRUE(ReadArena()->manifest.torn);
+  // The torn copy does not hide the whole one: it stays the committed copy, unchanged.
+  auto kept = ReadArena();
+  ASSERT_TRUE(kept->status.ok()) << kept->status.ToString();
+  EXPECT_FALSE(kept->manifest.torn) << "a torn copy replaced the whole copy of step " << whole->manifest.step;
+  EXPECT_EQ(kept->manifest, whole->manifest);
+  EXPECT_EQ(kept->generation, whole->generation);
 
   // The update's stream has reached the update: its device work may have begun.
   cudaStream_t idle;

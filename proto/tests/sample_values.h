@@ -113,6 +113,7 @@ inline Membership SampleMembership() {
   m.state = "exited";
   m.unix_ms = 1763800000400;
   m.comms = {{0xabcULL, true, 1, 2}, {0xdefULL, false, 3, 16}};
+  m.step = 1199;
   return m;
 }
 

@@ -265,9 +265,9 @@ def case_relaunch_after_finish(args):
         def saved():
             acks = [json.loads(f["json"]) for _, f in c.stream("acks")]
             return sorted(a["rank"] for a in acks if a["result"] == "done" and a["message"].startswith("saved step="))
-        def final_plan():  # not the settling one published while the save's copies come in
+        def final_plan():  # the crash's: not one settling while the save's copies come in
             plan = json.loads(c.db.command("GET", c.key("restore")) or "null")
-            return plan if plan and plan.get("state", "final") == "final" else None
+            return plan if plan and plan.get("state", "final") == "final" and plan.get("step", -1) >= 0 else None
         plan = c.wait_for(final_plan, 60, "a final restore plan")
         print("restore plan of step %s; saves acknowledged by ranks %s (the rest saved on "
               "their launcher's SIGTERM)" % (plan.get("step"), saved()))
