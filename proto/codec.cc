@@ -1,5 +1,7 @@
 #include "proto/codec.h"
 
+#include <algorithm>
+
 #include <cfloat>
 #include <cmath>
 #include <exception>
@@ -61,13 +63,23 @@ Status CheckRankState(const Reader& r, const std::string& state) {
                          "' (running, disabled, exited, dead, stopped)");
 }
 
-// An op kind is one of OpKind's names (messages.h), refused by name otherwise; an empty one
-// (allowed where the field is optional, as absent) is kNone.
+// A name a newer libft.so may write: lowercase letters and digits, at most 32 of them (every
+// OpKind name is one). Anything else is not a name but damage.
+bool LooksLikeOpName(std::string_view name) {
+  if (name.empty() || name.size() > 32) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); });
+}
+
+// An op kind is one of OpKind's names (messages.h). A name this build does not know but that
+// looks like one is a newer writer's op (during a rolling upgrade a newer libft.so's): kOther,
+// so its event or table is kept, not dropped whole. Anything else is refused by name. An empty
+// one (allowed where the field is optional, as absent) is kNone.
 Status ReadOp(const Reader& r, Need need, OpKind* out) {
   std::string name;
   FT_RETURN_IF_ERROR(r.Str("op", need, &name, need == Need::kRequired ? Empty::kRejected : Empty::kAllowed));
   if (name.empty()) return Status::Ok();
   std::optional<OpKind> kind = ParseOpKind(name);
+  if (!kind.has_value() && LooksLikeOpName(name)) kind = OpKind::kOther;
   if (!kind.has_value()) return UnknownName(r.Path("op"), "op kind", name, kOpKinds, OpKindName);
   *out = *kind;
   return Status::Ok();
