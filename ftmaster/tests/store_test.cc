@@ -97,10 +97,10 @@ TEST(DecodedHashTest, FieldReadsTouchOnlyTheirFields) {
   EXPECT_EQ(bad.count(), 2u);
 }
 
-// A summary naming an op kind this build does not know (proto::OpKind) is skipped and said
-// once, naming the field; its rank's good neighbours are read; the same bytes again are not
+// A summary whose op kind is garbled (not a name: a newer writer's unknown name is `other`) is
+// skipped and said once, naming the field; its rank's good neighbours are read; the same bytes again are not
 // decoded (or reported) again, and a rewritten good value is taken.
-TEST(DecodedHashTest, AnUnknownOpKindSkipsItsRowAndIsReportedOnce) {
+TEST(DecodedHashTest, AGarbledOpKindSkipsItsRowAndIsReportedOnce) {
   auto summary = [](int rank, const char* op) {
     proto::RankSummary s;
     s.rank = rank;
@@ -113,13 +113,13 @@ TEST(DecodedHashTest, AnUnknownOpKindSkipsItsRowAndIsReportedOnce) {
   };
   BadValues bad;
   DecodedHash<proto::RankSummary> h("summary");
-  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "teleport")}}), &bad);
+  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "tele port")}}), &bad);
   ASSERT_EQ(h.values().size(), 1u);
   EXPECT_EQ(h.values()[0].rank, 0);
   EXPECT_EQ(h.values()[0].ops.at(0).op, proto::OpKind::kAllReduce);
   EXPECT_EQ(bad.count(), 1u);
-  EXPECT_FALSE(bad.Report("summary field 1", summary(1, "teleport"), Status::Corrupt("again"))) << "logged once";
-  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "teleport")}}), &bad);
+  EXPECT_FALSE(bad.Report("summary field 1", summary(1, "tele port"), Status::Corrupt("again"))) << "logged once";
+  h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "tele port")}}), &bad);
   EXPECT_EQ(bad.count(), 2u) << "the same bytes are not decoded again (the one count is the test's own)";
   h.Load(Pairs({{0, summary(0, "allreduce")}, {1, summary(1, "recv")}}), &bad);
   EXPECT_EQ(h.values().size(), 2u);
