@@ -34,6 +34,10 @@ bool ParseStep(std::string_view text, int64_t* step) {
   return r.ec == std::errc() && r.ptr == text.data() + text.size() && *step >= 0;
 }
 
+std::chrono::milliseconds CkptRound::SettleWindow() const { return kSettleAfterMove + ctx_->options.copy_wait; }
+
+bool CkptRound::Moving(Clock::time_point now) const { return moved_ && now < moved_at_ + SettleWindow(); }
+
 void CkptRound::NewTerm(Clock::time_point now) {
   steps_.clear();
   topology_.clear();
@@ -115,7 +119,7 @@ void CkptRound::RecordRewinds() {
              "continues from its newest restorable step", finished_step_);
       finished_at_ms_ = 0;
       plan_dirty_ = true;
-    } else if (now_ >= finished_seen_ + kSettleAfterMove + ctx_->options.copy_wait) {
+    } else if (now_ >= finished_seen_ + SettleWindow()) {
       const std::string why =
           fmt::format("the job finished at step {}, past its last checkpoint (every rank exited cleanly): a "
                       "launch after it starts from scratch", finished_step_);
@@ -126,8 +130,7 @@ void CkptRound::RecordRewinds() {
   // it settles). Not while the plan is about to change: a rewind just stored re-judges the steps.
   // And not while copies of the ranks that ended may still come (the plan may still move to them,
   // and the relaunched ranks' workers hold their plan files that long).
-  const bool moving = moved_ && now_ < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
-  if (relaunched_from_ms_ > 0 && finished_at_ms_ == 0 && !moving && !plan_dirty_ && plan_.settling.empty()) {
+  if (relaunched_from_ms_ > 0 && finished_at_ms_ == 0 && !Moving(now_) && !plan_dirty_ && plan_.settling.empty()) {
     const std::string why = plan_.step >= 0 ? fmt::format("a relaunch restored step {}", plan_.step)
                                             : std::string("a relaunch started from scratch (no restorable step)");
     if (StoreRewind(proto::CkptRewind{plan_.step, relaunched_from_ms_, why})) relaunched_from_ms_ = 0;
@@ -399,9 +402,9 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
   // would flap between settling and final at every save).
   if (finished_at_ms_ > 0) {
     why.push_back(fmt::format("the job finished at step {}: whether it saved that step is settled within {} ms",
-                              finished_step_, (kSettleAfterMove + ctx_->options.copy_wait).count()));
+                              finished_step_, SettleWindow().count()));
   }
-  const bool after_move = moved_ && now < moved_at_ + kSettleAfterMove + ctx_->options.copy_wait;
+  const bool after_move = Moving(now);
   for (const auto& [step, s] : steps_) {
     if (after_move && step > planned_step && !s->judged && !s->settled) {
       why.push_back(fmt::format("step {} waits for its replicas' copies (judged once all are in or within {} ms)",

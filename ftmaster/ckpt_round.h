@@ -9,6 +9,7 @@
 #ifndef FT_FTMASTER_CKPT_ROUND_H_
 #define FT_FTMASTER_CKPT_ROUND_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -90,6 +91,10 @@ class CkptRound {
   // once it is final. A finish noted (finished_at_ms_) is a rewind to -1.
   void RecordRewinds();
   bool EndStepSaved() const;  // the finished run's end step has a copy (of this run)
+  // After ranks ended or were relaunched (or the job finished), how long their copies may still
+  // be on their way; Moving: a rank moved less than that ago.
+  std::chrono::milliseconds SettleWindow() const;
+  bool Moving(Clock::time_point now) const;
   // Why a plan published now would not be final yet (empty: it is): after ranks ended or were
   // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
   // and ends on the way.

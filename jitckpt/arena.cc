@@ -462,18 +462,17 @@ int Arena::writer_pid() const {
   return static_cast<int>(__atomic_load_n(&HeaderOf(base_)->writer_pid, __ATOMIC_RELAXED));
 }
 
-Status Arena::ReadSlot(int slot, Manifest* m, uint64_t* generation) const {
-  if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
-  if (slot < 0 || slot >= slots_) {
-    return Status::InvalidArgument(fmt::format("host arena {} has {} slot(s), not slot {}", path_, slots_, slot));
-  }
+Status Arena::ReadSlotOnce(int slot, bool committed, SlotBusy* busy, Manifest* m, uint64_t* generation) const {
   const ArenaHeader* h = HeaderOf(base_);
+  *busy = SlotBusy::kNo;
   const uint64_t before = LoadSequence(h, slot);
-  const uint64_t length = __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED);
-  if (before % 2 != 0 || length == 0) {
-    return Status::NotFound(fmt::format("host arena {} slot {}: {}", path_, slot,
-                                        before % 2 != 0 ? "a save is writing it" : "no copy"));
+  if (before % 2 != 0) {
+    *busy = SlotBusy::kWriting;
+    return Status::NotFound(fmt::format("host arena {} slot {}: a save is writing it", path_, slot));
   }
+  const uint64_t length = __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED);
+  // An uncommitted slot without a manifest holds no copy; the committed one must have one.
+  if (length == 0 && !committed) return Status::NotFound(fmt::format("host arena {} slot {}: no copy", path_, slot));
   if (length > manifest_capacity_) {
     return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
                                        manifest_capacity_));
@@ -481,7 +480,8 @@ Status Arena::ReadSlot(int slot, Manifest* m, uint64_t* generation) const {
   const uint8_t* region = base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_;
   std::vector<uint8_t> bytes(region, region + length);
   __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  if (LoadSequence(h, slot, __ATOMIC_RELAXED) != before) {
+  if (LoadSequence(h, slot, __ATOMIC_RELAXED) != before) {  // a save began in that slot
+    *busy = SlotBusy::kBegan;
     return Status::NotFound(fmt::format("host arena {} slot {}: a save began while its manifest was read", path_, slot));
   }
   Manifest parsed;
@@ -494,6 +494,15 @@ Status Arena::ReadSlot(int slot, Manifest* m, uint64_t* generation) const {
   *m = std::move(parsed);
   *generation = GenerationOf(before, slot);
   return Status::Ok();
+}
+
+Status Arena::ReadSlot(int slot, Manifest* m, uint64_t* generation) const {
+  if (base_ == nullptr) return Status::InvalidArgument("host arena not open");
+  if (slot < 0 || slot >= slots_) {
+    return Status::InvalidArgument(fmt::format("host arena {} has {} slot(s), not slot {}", path_, slots_, slot));
+  }
+  SlotBusy busy = SlotBusy::kNo;
+  return ReadSlotOnce(slot, /*committed=*/false, &busy, m, generation);
 }
 
 Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
@@ -512,31 +521,14 @@ Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
     if (committed >= static_cast<uint32_t>(slots_)) {
       return Status::Corrupt(fmt::format("host arena {}: committed slot {} of {}", path_, committed, slots_));
     }
-    const int slot = static_cast<int>(committed);
-    const uint64_t before = LoadSequence(h, slot);
-    if (before % 2 != 0) {
-      if (slots_ == 1) return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
-      continue;
+    SlotBusy busy = SlotBusy::kNo;
+    Status s = ReadSlotOnce(static_cast<int>(committed), /*committed=*/true, &busy, m, generation);
+    if (busy == SlotBusy::kNo) return s;
+    // Being written with one slot: the save overwrites the only copy. Otherwise the committed
+    // slot moves on: read again.
+    if (busy == SlotBusy::kWriting && slots_ == 1) {
+      return Status::NotFound(fmt::format("host arena {}: a save is in progress", path_));
     }
-    const uint64_t length = __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED);
-    if (length > manifest_capacity_) {
-      return Status::Corrupt(fmt::format("host arena {}: manifest of {} bytes in a region of {}", path_, length,
-                                         manifest_capacity_));
-    }
-    const uint8_t* region = base_ + kHeaderBytes + static_cast<uint64_t>(slot) * manifest_capacity_;
-    std::vector<uint8_t> bytes(region, region + length);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (LoadSequence(h, slot, __ATOMIC_RELAXED) != before) continue;  // a save began in that slot
-    Manifest parsed;
-    Status s = ParseManifest(bytes, &parsed);
-    if (!s.ok()) return s.WithContext(fmt::format("host arena {}", path_));
-    if (parsed.data_bytes > data_capacity_) {
-      return Status::Corrupt(fmt::format("host arena {}: manifest of {} data bytes, the arena holds {}", path_,
-                                         parsed.data_bytes, data_capacity_));
-    }
-    *m = std::move(parsed);
-    *generation = GenerationOf(before, slot);
-    return Status::Ok();
   }
   return Status::NotFound(fmt::format("host arena {}: saves began while its manifest was read", path_));
 }

@@ -132,6 +132,11 @@ class Arena {
 
   int SlotOf(uint64_t generation) const { return static_cast<int>(generation & 1); }
   bool CommittedIsWhole() const;  // the committed copy is readable and not torn
+  // One read of `slot`'s manifest (the seqlock's reader half). *busy (NotFound): a save is
+  // writing the slot, or began while it was read. `committed`: the slot is the committed one,
+  // so an empty manifest is damage (Corrupt from the parse), not "no copy".
+  enum class SlotBusy { kNo, kWriting, kBegan };
+  Status ReadSlotOnce(int slot, bool committed, SlotBusy* busy, Manifest* m, uint64_t* generation) const;
 
   std::string path_;
   uint8_t* base_ = nullptr;

@@ -139,8 +139,10 @@ class MasterLoopTest : public ::testing::Test {
 
   // What a worker reports for a committed copy: the copy in ft:{J}:ckpt:<step>, the step in
   // ft:{J}:ckpt:steps.
+  // `saved_ms` (0: none): when the rank saved it — a restarted worker reports an old copy again,
+  // unix_ms now and saved_unix_ms then.
   void PutCopy(int64_t step, int rank, uint64_t digest, std::vector<std::string> tiers = {"arena"},
-               bool torn = false, std::string origin = "") {
+               bool torn = false, std::string origin = "", int64_t saved_ms = 0) {
     proto::CkptCopy c;
     c.step = step;
     c.rank = rank;
@@ -150,20 +152,6 @@ class MasterLoopTest : public ::testing::Test {
     c.origin = !origin.empty() ? origin : torn ? "just-in-time" : "periodic";
     c.bytes = 4096;
     c.tiers = std::move(tiers);
-    c.unix_ms = UnixMs();
-    server_.Execute({"HSET", keys_.CkptStep(step), std::to_string(rank), proto::Encode(c)});
-    server_.Execute({"ZADD", keys_.CkptSteps(), std::to_string(step), std::to_string(step)});
-  }
-  // A copy saved at `saved_ms` (a restarted worker reports an old copy again: unix_ms is now).
-  void PutCopySavedAt(int64_t step, int rank, uint64_t digest, int64_t saved_ms) {
-    proto::CkptCopy c;
-    c.step = step;
-    c.rank = rank;
-    c.node = job_.membership[static_cast<size_t>(rank)].node;
-    c.digest = digest;
-    c.origin = "periodic";
-    c.bytes = 4096;
-    c.tiers = {"arena"};
     c.unix_ms = UnixMs();
     c.saved_unix_ms = saved_ms;
     server_.Execute({"HSET", keys_.CkptStep(step), std::to_string(rank), proto::Encode(c)});
@@ -1040,7 +1028,7 @@ TEST_F(MasterLoopTest, AFinishedRunsCopiesAreNeverPlannedAgain) {
   Run(1000, {&a});
   EXPECT_EQ(State("job_state"), "running");
   // A restarted worker reports the old copies again (a new report time, the old save time).
-  for (int r = 0; r < 4; ++r) PutCopySavedAt(30, r, r % 2 == 0 ? 0xa0 : 0xb1, saved_ms);
+  for (int r = 0; r < 4; ++r) PutCopy(30, r, r % 2 == 0 ? 0xa0 : 0xb1, {"arena"}, false, "periodic", saved_ms);
   for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xc0 : 0xd1);  // the new run's save
   Run(2000, {&a});
   EXPECT_EQ(Plan().step, 20) << "the new run's step, not the finished run's step 30";
