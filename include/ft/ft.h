@@ -102,9 +102,15 @@ int ft_update_begin(void* stream);
  *    and the commit run in the background, and the next ft_update_begin orders the optimizer
  *    behind the copy. A save due while the previous one is still copying or checksumming is
  *    skipped (the next due step after it ends is taken), never waited for.
- *  - otherwise it returns once the device-to-host copy into the pinned arena is done (then the
- *    state must be complete on the device when it is called: after a synchronize); checksums
- *    and the commit run in the background. */
+ *  - otherwise it returns once the device-to-host copy into the pinned arena is done; with a
+ *    stream given to ft_update_begin it first waits for the step's work to end on the device,
+ *    without one the state must be complete on the device when it is called (after a
+ *    synchronize). Checksums and the commit run in the background.
+ * A just-in-time or termination save copies the step the device holds, which may be older than
+ * the last ft_step_done when the step's work is still queued (a hang past it): the markers this
+ * call and ft_update_begin record on the stream say which (docs/checkpoints.md, "Which step a
+ * copy holds"). Host-memory buffers are copied as the host left them: a device behind its host
+ * makes such a copy torn. Without a stream, ft_step_done's word is taken. */
 int ft_step_done(int64_t step);
 
 /* At start-up, after registration: asks this node's ftworker for the job's restore plan
@@ -127,7 +133,8 @@ int ft_restore(int64_t* step);
  * flight or the save did not end in time; FT_CUDA_ERROR when the save failed. Any thread, any
  * number of times (one save at a time). A C or C++ program need not call it: exit() with a
  * non-zero status takes the same save (glibc); a Python process must, before the interpreter
- * frees its tensors (sys.excepthook). Since ABI 2: with FT_WEAK_IMPORT, check it is non-null
+ * frees its tensors (sys.excepthook). Once it returned the process counts as ending: later
+ * save commands are refused (its memory is being freed), the saved copy stays. Since ABI 2: with FT_WEAK_IMPORT, check it is non-null
  * (or ft_version() >= 2). */
 int ft_save_on_failure(void);
 

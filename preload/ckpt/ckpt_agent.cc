@@ -210,8 +210,10 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     return Fail(FT_NO_SPACE, message);
   }
   int device = -1;
+  bool has_host = false;
   for (const Registered& b : buffers) {
     if (b.where != Registered::Where::kHost) device = b.device;
+    if (b.where == Registered::Where::kHost) has_host = true;
   }
   if (cfg.ckpt_pin) {
     // Pinned, the device-to-host copies run at full speed and asynchronously. The cost
@@ -238,6 +240,8 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     base_ = std::move(base);
     arena_ = std::move(arena);
     device_ = device;
+    has_host_buffers_ = has_host;
+    has_device_buffers_ = device >= 0;
     phase_ = Phase::kReady;
   }
   done_cv_.NotifyAll();
@@ -361,9 +365,20 @@ int Agent::UpdateBegin(cudaStream_t stream) {
         cuda.Check(get_device(&device)) == cudaSuccess) {
       cudaEvent_t e = UpdateEventFor(device, &cuda);
       if (e != nullptr && cuda.Check(record(e, stream)) == cudaSuccess) marked = e;
+      int64_t before = last_step_.load(std::memory_order_acquire);
+      if (before == kNoStep) before = restored_step_.load(std::memory_order_acquire);
+      markers_.Record(StepMarkers::Kind::kUpdateBegin, before, stream, device, &cuda);
+    } else {
+      markers_.Skip();
     }
+    update_device_.store(device, std::memory_order_release);
     update_stream_.store(stream, std::memory_order_release);
   } else {
+    if (stream == nullptr) {
+      markers_.Forget();  // the app no longer says where its update runs
+    } else {
+      markers_.Skip();  // captured into a graph: it runs at a time no marker places
+    }
     update_stream_.store(nullptr, std::memory_order_release);
   }
   // No stream to order: the host waits for the copies (what ft_step_done used to do).
@@ -397,6 +412,17 @@ int64_t Agent::StepLabel() const {
 }
 
 int Agent::StepDone(int64_t step) {
+  // The step's end on the device, before anything here says the step is done: a save that
+  // sees the step must also find its marker.
+  if (cudaStream_t stream = update_stream_.load(std::memory_order_acquire); stream != nullptr) {
+    if (internal::MayRecordInto(stream)) {
+      AppCuda cuda;
+      markers_.Record(StepMarkers::Kind::kStepEnd, step, stream, update_device_.load(std::memory_order_acquire),
+                      &cuda);
+    } else {
+      markers_.Skip();
+    }
+  }
   const uint64_t now_ns = internal::NowNs();
   const uint64_t previous_ns = last_step_done_ns_.exchange(now_ns, std::memory_order_acq_rel);
   if (previous_ns != 0) step_interval_ns_.store(now_ns - previous_ns, std::memory_order_relaxed);
@@ -440,6 +466,12 @@ int Agent::StepDone(int64_t step) {
       SkippedLocked(step);  // a just-in-time save began meanwhile
       return FT_OK;
     }
+  }
+  if (after == nullptr && has_device_buffers_) {
+    // A blocking save copies at once: the step's work must have ended on the device first.
+    lock.Unlock();
+    WaitStepOnDevice(step);
+    lock.Lock();
   }
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kPeriodic;

@@ -24,6 +24,7 @@
 #include "preload/ckpt/ckpt_cuda.h"
 #include "preload/ckpt/ckpt_restore.h"
 #include "preload/ckpt/ckpt_save.h"
+#include "preload/ckpt/step_markers.h"
 #include "preload/hook_runtime.h"
 #include "shm/mailbox.h"
 
@@ -51,6 +52,14 @@ struct AppRequest {
   bool copied = false;    // periodic: the copy ended, or (snapshot) every copy is issued
   bool finished = false;  // restore: done
   RestoreOutcome outcome;
+};
+
+// Where a just-in-time or termination save cuts the app's timeline (ckpt_agent_cut.cc): the
+// step its copy is labelled with, and whether the copy turned out torn (asked once every chunk
+// has landed).
+struct SaveCut {
+  int64_t step = 0;
+  std::function<bool()> torn;
 };
 
 struct SaveOutcome {
@@ -85,6 +94,8 @@ class Agent {
   // returns when it committed, failed or the grace ran out.
   EndSave SaveBeforeEnd(const char* reason, bool caller_ends);
   int SaveOnFailure();
+  // The process is ending: save commands, queued or to come, are refused (ending_).
+  void RefuseSavesFromNow();
   // Every registered host buffer is still mapped (the exit save would not fault on it).
   bool HostBuffersMapped() const;
 
@@ -99,6 +110,13 @@ class Agent {
   // The optimizer's work may have begun: an update window is open and its device marker was
   // reached (or there is none to ask).
   bool TornNow();
+  // ckpt_agent_cut.cc: the step a save's copy holds — the device's (StepMarkers) when the app
+  // names its stream, else the host's — waiting a little for the device to reach a step
+  // boundary. Agent thread.
+  SaveCut CutForSave(SaveOrigin origin);
+  // A blocking periodic save of `step`: the app thread waits until the device finished it
+  // (ft_step_done may come with the step's work still queued).
+  void WaitStepOnDevice(int64_t step);
   // ft_update_begin and ft_step_done wait here while a termination save holds the state.
   void WaitWhileTermHold();
   int64_t StepLabel() const;
@@ -129,6 +147,8 @@ class Agent {
   ckpt::Manifest base_;  // identity and layout of every save
   ckpt::Arena arena_;
   int device_ = -1;
+  bool has_host_buffers_ = false;    // copied as the host left them
+  bool has_device_buffers_ = false;  // copied as the device left them (StepMarkers)
   // Work (mu_).
   std::deque<std::shared_ptr<AppRequest>> app_requests_ GUARDED_BY(mu_);
   std::vector<uint64_t> jit_waiting_ GUARDED_BY(mu_);      // kSave commands not yet served
@@ -144,6 +164,10 @@ class Agent {
   // Set by SaveBeforeEnd from start to end (under mu_, waited on through done_cv_): its causes
   // may race (a SIGTERM and a failure).
   std::atomic<bool> end_saving_{false};
+  // The process is ending (ft_save_on_failure returned, exit() began): the registered memory
+  // is being freed, so save commands are refused from now on; the termination save of a failing
+  // exit still runs.
+  std::atomic<bool> ending_{false};
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};
@@ -167,6 +191,9 @@ class Agent {
   std::atomic<cudaEvent_t> device_events_[kMaxDevices] = {};
   // Snapshots that never block the host (ckpt_save.h, SaveJob::after).
   std::atomic<cudaStream_t> update_stream_{nullptr};  // ft_update_begin's last recordable stream
+  std::atomic<int> update_device_{-1};                // ... and its device
+  // Which step the device memory holds (step_markers.h).
+  StepMarkers markers_;
   std::atomic<cudaEvent_t> step_events_[kMaxDevices] = {};  // ft_step_done's marker, per device
   // The event after the running snapshot's copies, until they landed: every ft_update_begin
   // makes its stream wait for it. Set by the agent thread before ft_step_done returns.

@@ -154,7 +154,9 @@ EndSave SaveBeforeEnd(const char* reason, bool caller_ends) noexcept {
 }
 
 int Agent::SaveOnFailure() {
-  switch (SaveBeforeEnd("ft_save_on_failure", true)) {
+  const EndSave saved = SaveBeforeEnd("ft_save_on_failure", true);
+  RefuseSavesFromNow();
+  switch (saved) {
     case EndSave::kSaved:
     case EndSave::kNothingNewer:
       return FT_OK;

@@ -54,6 +54,8 @@ void Agent::FinishAtExit(int status) noexcept {
       });
       if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
     }
+    // A program that returned from main has destroyed its locals: no save command may copy them.
+    RefuseSavesFromNow();
     if (status != 0) {
       if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
         FT_LOG(Debug, Ckpt, "exit status {} in a Python process: no save at exit (ft_save_on_failure's)",
@@ -90,7 +92,21 @@ namespace {
 // "nothing registered" — neither is true), the message saying why.
 constexpr StatusCode kNothingToSaveCode = StatusCode::kUnavailable;
 constexpr const char* kNothingToSave = "no step completed or restored yet: nothing to save";
+constexpr StatusCode kEndingCode = StatusCode::kUnavailable;
+constexpr const char* kEnding = "the process is ending (its memory is being freed): no save now";
 }  // namespace
+
+void Agent::RefuseSavesFromNow() {
+  std::vector<uint64_t> refused;
+  {
+    MutexLock lock(&mu_);
+    ending_.store(true, std::memory_order_release);
+    refused.swap(jit_waiting_);
+    refused.insert(refused.end(), at_step_waiting_.begin(), at_step_waiting_.end());
+    at_step_waiting_.clear();
+  }
+  for (uint64_t seq : refused) AckNow(seq, kEndingCode, kEnding);
+}
 
 void Agent::HandOver(const shm::Command& command) {
   bool at_step = command.type == static_cast<uint32_t>(shm::CommandType::kSaveAtStep);
@@ -98,25 +114,30 @@ void Agent::HandOver(const shm::Command& command) {
   StatusCode code = StatusCode::kNotFound;
   {
     MutexLock lock(&mu_);
-    switch (phase_) {
-      case Phase::kEmpty:
-        refusal = "nothing registered";
-        break;
-      case Phase::kOpen:
-        // A periodic save waits for the next ft_step_done, which ends registration.
-        if (buffers_.empty() || !at_step) refusal = "nothing registered";
-        break;
-      case Phase::kNoArena:
-        refusal = arena_ack_;
-        code = StatusCode::kIoError;
-        break;
-      default:
-        // A restore under way may still give the state a step: the command waits for it.
-        if (!at_step && restoring_ == 0 && NothingToSaveYet()) {
-          refusal = kNothingToSave;
-          code = kNothingToSaveCode;
-        }
-        break;
+    if (ending_.load(std::memory_order_acquire)) {
+      refusal = kEnding;
+      code = kEndingCode;
+    } else {
+      switch (phase_) {
+        case Phase::kEmpty:
+          refusal = "nothing registered";
+          break;
+        case Phase::kOpen:
+          // A periodic save waits for the next ft_step_done, which ends registration.
+          if (buffers_.empty() || !at_step) refusal = "nothing registered";
+          break;
+        case Phase::kNoArena:
+          refusal = arena_ack_;
+          code = StatusCode::kIoError;
+          break;
+        default:
+          // A restore under way may still give the state a step: the command waits for it.
+          if (!at_step && restoring_ == 0 && NothingToSaveYet()) {
+            refusal = kNothingToSave;
+            code = kNothingToSaveCode;
+          }
+          break;
+      }
     }
     if (refusal.empty()) {
       if (at_step) {
@@ -135,12 +156,15 @@ void Agent::HandOver(const shm::Command& command) {
 
 SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin) {
   auto start = std::chrono::steady_clock::now();
-  const uint64_t windows_at_start = update_windows_.load(std::memory_order_acquire);
-  const uint64_t steps_at_start = steps_done_.load(std::memory_order_acquire);
   SaveJob job;
   job.buffers = &buffers_;
   job.manifest = base_;
-  job.manifest.step = periodic ? periodic->step : StepLabel();
+  SaveCut cut;
+  if (!periodic) {
+    (void)cuda->Prepare(device_);  // the markers are polled in relaxed capture mode
+    cut = CutForSave(origin);
+  }
+  job.manifest.step = periodic ? periodic->step : cut.step;
   job.manifest.origin = origin;
   job.arena = &arena_;
   job.device = device_;
@@ -231,13 +255,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       done_cv_.NotifyAll();
     };
   } else {
-    // Torn when the optimizer's work may be running now, or when an update window opened or
-    // a step completed at any moment of the copy (a whole window inside it leaves no open
-    // flag behind).
-    job.torn = [this, windows_at_start, steps_at_start] {
-      return TornNow() || update_windows_.load(std::memory_order_acquire) != windows_at_start ||
-             steps_done_.load(std::memory_order_acquire) != steps_at_start;
-    };
+    job.torn = cut.torn;  // ckpt_agent_cut.cc
   }
   job.committing = [this] {
     MutexLock lock(&mu_);
