@@ -22,9 +22,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Position = StepMarkers::Position;
 
-// A device still moving is given this long to stop at a step boundary (a rank whose peer hangs
-// stops at its next collective; a preempted rank at the end of what its host queued).
-constexpr auto kQuietFor = std::chrono::milliseconds(20);
+// A device at a step boundary that reached no marker for this long is taken as stopped there
+// (a rank whose peer hangs stops at its next collective). Long enough for a loaded host's
+// device (gpusim's streams are threads) between two markers of a healthy step.
+constexpr auto kQuietFor = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -49,10 +50,17 @@ SaveCut Agent::CutForSave(SaveOrigin origin) {
   }
   auto whole = [](const Position& p) { return p.state == Position::State::kBoundary && p.step != kNoStep; };
   // Wait for a boundary the device stays at: nothing more queued, or no marker reached lately.
+  // A termination save holds the host (the next ft_update_begin waits), so a healthy device
+  // drains what its host queued: it is given a quarter of the grace to get there, and the copy
+  // is of the newest step. A just-in-time save's device stops at a collective its hung peer
+  // never joins: about two steps.
   const double interval_s = step_interval_ns_.load(std::memory_order_relaxed) / 1e9;
+  const double grace_s =
+      g_rt != nullptr ? std::chrono::duration<double>(g_rt->config.ckpt_term_grace).count() : 10.0;
+  const double wait_s = origin == SaveOrigin::kTermination ? std::max(1.0, grace_s / 4)
+                                                           : std::clamp(2 * interval_s, 1.0, 10.0);
   const auto deadline =
-      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
-                         std::clamp(2 * interval_s, 1.0, 10.0)));
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wait_s));
   auto quiet_since = Clock::now();
   for (;;) {
     const auto now = Clock::now();

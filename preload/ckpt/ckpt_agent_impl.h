@@ -161,6 +161,8 @@ class Agent {
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the
   // save's result is committed_step_ once saving_ is false again.
   bool term_requested_ GUARDED_BY(mu_) = false;
+  // The step the last termination save committed whole; kNoStep: failed, torn, or none yet.
+  int64_t term_saved_ GUARDED_BY(mu_) = kNoStep;
   // Set by SaveBeforeEnd from start to end (under mu_, waited on through done_cv_): its causes
   // may race (a SIGTERM and a failure).
   std::atomic<bool> end_saving_{false};

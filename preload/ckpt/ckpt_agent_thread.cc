@@ -372,6 +372,10 @@ void Agent::Run() {
                                 : termination ? SaveOrigin::kTermination
                                               : SaveOrigin::kJustInTime;
       SaveOutcome outcome = Save(request, &cuda, origin);
+      if (termination) {
+        MutexLock done(&mu_);
+        term_saved_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+      }
       FinishSave(std::move(waiters), outcome);
     } catch (...) {
       Failed(request, save ? &waiters : nullptr);

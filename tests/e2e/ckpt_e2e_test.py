@@ -453,7 +453,10 @@ def case_preemption(args):
         check(not missing, "ranks without a termination save, their last checkpoint lines: %s" % missing)
         # A rank saves the step it completed, or the one before when its update had not reached
         # the device (the copy is then that step's, and the rank completed one more after it).
-        check(all(reached[r] - 1 <= saved[r] <= reached[r] for r in saved),
+        # With TRAINSIM_STEP_SYNC=0 the host's ft_step_done runs up to trainsim's run-ahead (2
+        # steps) before its device: the copy is the device's step.
+        behind = 1 + (2 if os.environ.get("TRAINSIM_STEP_SYNC") == "0" else 0)
+        check(all(reached[r] - behind <= saved[r] <= reached[r] for r in saved),
               "a save is not the step its rank completed: saves %s, reached %s" % (saved, reached))
         # Ranks are at most a step apart when the signal lands; the newest step every shard
         # (tp-dp-pp: shard = rank % 2) holds is restored. An arena holds one copy, so when one

@@ -140,6 +140,11 @@ const std::vector<Flag>& Flags() {
        "optimizer): each updates 1/dp of the parameters, an all-gather makes them\n"
        "whole; the results equal the unsharded run's (same --optimizer)",
        [](Config* c, const std::string&) { c->sharded_optimizer = true; return true; }},
+      {"--no-step-sync", nullptr, false,
+       "call ft_step_done with the step's work still queued on the stream (no\n"
+       "synchronize per step, as a PyTorch loop without .item()); also\n"
+       "TRAINSIM_STEP_SYNC=0 in the environment",
+       [](Config* c, const std::string&) { c->step_sync = false; return true; }},
       {"--verbose", nullptr, false, "print one line per step with its wall time",
        [](Config* c, const std::string&) { c->verbose = true; return true; }},
       {"--bootstrap-port", "PORT", false,
@@ -272,6 +277,10 @@ std::string HelpText(bool reference) {
 }
 
 ParseResult ParseArgs(int argc, char** argv, Config* config, std::string* error) {
+  // The environment's default, so a suite runs unchanged in the no-sync mode.
+  if (const char* sync = getenv("TRAINSIM_STEP_SYNC"); sync != nullptr && std::string(sync) == "0") {
+    config->step_sync = false;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") return ParseResult::kHelp;

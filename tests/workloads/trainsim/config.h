@@ -42,6 +42,11 @@ struct Config {
   double compute_ms = 2.0;
   uint64_t seed = 1;
   bool verbose = false;
+  // Synchronize the stream before ft_step_done (the default). Off (--no-step-sync, or
+  // TRAINSIM_STEP_SYNC=0 in the environment): the host queues step after step and calls
+  // ft_step_done with the step's work still queued, as a PyTorch loop that never calls .item()
+  // does; only CUDA's launch queue holds it back.
+  bool step_sync = true;
   int bootstrap_port = 0;  // 0: MASTER_PORT
   FaultKind fault = FaultKind::kNone;
   int fault_rank = 0;  // kAllRanks: every rank

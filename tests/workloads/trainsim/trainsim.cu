@@ -229,8 +229,12 @@ class Trainer {
       double compute_ms = c_.compute_ms;
       if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step) compute_ms *= c_.slow_factor;
       Step(step, static_cast<int64_t>(compute_ms * 1e6));
-      CUDA_CHECK(cudaStreamSynchronize(stream_));
-      FtStepDone(ft_, step + 1);  // the label is the number of steps completed
+      if (c_.step_sync) {
+        CUDA_CHECK(cudaStreamSynchronize(stream_));
+      } else {
+        RunAhead();
+      }
+      FtStepDone(ft_, step + 1);  // the label is the number of steps completed (or queued)
       if (ft_.restored && step == static_cast<int>(ft_.step)) {
         std::printf("trainsim rank=%d resumed step=%d unix_ms=%lld\n", rank_, step + 1, UnixMs());
         std::fflush(stdout);
@@ -238,6 +242,31 @@ class Trainer {
       if (c_.verbose) {
         std::printf("trainsim rank=%d step=%d ms=%.3f\n", rank_, step, (NowS() - t0) * 1e3);
       }
+    }
+    // The checks below read the state with plain cudaMemcpy (the legacy stream, which a
+    // non-blocking stream_ is not ordered with): the last steps must have landed.
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // --no-step-sync: the host queues the next steps without waiting, but no further than
+  // kRunAhead steps beyond its device, as a real program's host is held back by CUDA's launch
+  // queue (about a thousand launches: a step of a real model or two; trainsim's steps are a
+  // few dozen launches, so the queue alone would let it run the whole job ahead).
+  static constexpr size_t kRunAhead = 2;
+  void RunAhead() {
+    cudaEvent_t e = nullptr;
+    if (!spare_events_.empty()) {
+      e = spare_events_.back();
+      spare_events_.pop_back();
+    } else {
+      CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    CUDA_CHECK(cudaEventRecord(e, stream_));
+    step_ends_.push_back(e);
+    if (step_ends_.size() > kRunAhead) {
+      CUDA_CHECK(cudaEventSynchronize(step_ends_.front()));
+      spare_events_.push_back(step_ends_.front());
+      step_ends_.erase(step_ends_.begin());
     }
   }
 
@@ -290,14 +319,19 @@ class Trainer {
     } else if (c_.fault == FaultKind::kSdc) {
       CorruptOneParameter();
     } else {
+      // A fault of the host "at step S" comes after the device finished step S-1, also with
+      // --no-step-sync: the ranks' devices are where a synchronized run's would be, and only
+      // the peers' hosts run ahead of theirs.
+      if (c_.fault != FaultKind::kSlow) CUDA_CHECK(cudaStreamSynchronize(stream_));
       InjectHostFault(c_, rank_);
     }
   }
 
   // Silent data corruption: one bit of the first parameter that can take a flip within the
-  // model's domain (faults.h), changed on the device behind the program's back. The stream is
-  // idle here (the previous step was synchronized), so plain cudaMemcpy sees its final state.
+  // model's domain (faults.h), changed on the device behind the program's back, once the
+  // stream is idle (plain cudaMemcpy then sees the previous step's final state).
   void CorruptOneParameter() {
+    CUDA_CHECK(cudaStreamSynchronize(stream_));  // --no-step-sync: the last step may still be queued
     std::vector<float> head(static_cast<size_t>(std::min<int64_t>(shard_, 4096)));
     CUDA_CHECK(cudaMemcpy(head.data(), params_, head.size() * sizeof(float), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < head.size(); ++i) {
@@ -450,6 +484,8 @@ class Trainer {
   int64_t* opt_steps_ = nullptr;  // [1]: the optimizer's update count (its checkpointed state)
   float* momentum_ = nullptr;     // [slice_]: --optimizer momentum's buffer (this rank's slice)
   FtStart ft_;
+  std::vector<cudaEvent_t> step_ends_;     // --no-step-sync: the last steps' ends, oldest first
+  std::vector<cudaEvent_t> spare_events_;  // reached, for reuse
 };
 
 }  // namespace trainsim
