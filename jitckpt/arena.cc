@@ -533,6 +533,37 @@ Status Arena::ReadCommitted(Manifest* m, uint64_t* generation) const {
   return Status::NotFound(fmt::format("host arena {}: saves began while its manifest was read", path_));
 }
 
+Status Arena::ReadStep(int64_t step, Manifest* m, uint64_t* generation) const {
+  Status committed = ReadCommitted(m, generation);
+  if (committed.ok() && m->step == step && !m->torn) return committed;
+  if (committed.code() == StatusCode::kCorrupt) return committed;
+  const int committed_slot = committed.ok() ? SlotOf(*generation) : -1;
+  for (int slot = 0; slot < slots_; ++slot) {
+    if (slot == committed_slot) continue;
+    Manifest other;
+    uint64_t other_generation = 0;
+    if (!ReadSlot(slot, &other, &other_generation).ok() || other.step != step || other.torn) continue;
+    *m = std::move(other);
+    *generation = other_generation;
+    return Status::Ok();
+  }
+  return Status::NotFound(fmt::format("host arena {} holds no whole copy of step {}", path_, step));
+}
+
+Status Arena::MakeCommitted(uint64_t generation) {
+  if (!writable_ || writing_slot_ >= 0) {
+    return Status::InvalidArgument(fmt::format("host arena {}: not its writer, or a write is open", path_));
+  }
+  const int slot = SlotOf(generation);
+  ArenaHeader* h = HeaderOf(base_);
+  if (slot >= slots_ || LoadSequence(h, slot, __ATOMIC_RELAXED) != SequenceOf(generation) ||
+      __atomic_load_n(&h->slots[slot].manifest_bytes, __ATOMIC_RELAXED) == 0) {
+    return Status::NotReady(fmt::format("host arena {} slot {}: no longer the copy read", path_, slot));
+  }
+  StoreCommittedSlot(h, static_cast<uint32_t>(slot));
+  return Status::Ok();
+}
+
 const uint8_t* Arena::data(uint64_t generation) const {
   if (base_ == nullptr || SlotOf(generation) >= slots_) return nullptr;
   return base_ + data_offset_ + static_cast<uint64_t>(SlotOf(generation)) * data_capacity_;

@@ -117,6 +117,17 @@ class Arena {
   // as they take a committed copy's (StillCommitted: the slot was not written since).
   Status ReadSlot(int slot, Manifest* m, uint64_t* generation) const;
 
+  // The whole copy of `step` in any slot: the committed one when it holds that step, else the
+  // other slot's (the copy of the step before, kept until the next save: a plan that restores
+  // it after a newer step was saved on some ranks, a preemption's split). NotFound when no slot
+  // holds a whole copy of that step.
+  Status ReadStep(int64_t step, Manifest* m, uint64_t* generation) const;
+  // Writer, no write open: makes the copy `generation` names (ReadStep's) the committed one —
+  // a restore that used the other slot's copy rewinds the arena to it, so readers, the next
+  // save (which then writes the other slot) and a restarted rank all see the restored step.
+  // NotReady when the slot was written since or holds no copy.
+  Status MakeCommitted(uint64_t generation);
+
   // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted by rank.
   static std::vector<std::string> List(std::string_view arena_dir, std::string_view job);
   // The rank of an arena path, or -1.

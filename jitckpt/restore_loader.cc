@@ -159,7 +159,10 @@ class Loader {
   Status TryOwnArena(Manifest* used) {
     Manifest m;
     uint64_t generation = 0;
-    Status st = own_->ReadCommitted(&m, &generation);
+    // Either slot: a newer step saved after the planned one (a preemption's split, a step the
+    // plan did not trust) leaves the planned copy in the other slot.
+    Status st = own_->ReadStep(plan_.step, &m, &generation);
+    if (!st.ok()) st = own_->ReadCommitted(&m, &generation);  // what the arena holds instead, for the reason
     if (!st.ok()) {
       return Skip(SkipReason::kNoCommittedCopy,
                   Status::NotFound(fmt::format("{} holds no committed copy", own_->path())));
@@ -173,6 +176,11 @@ class Loader {
             Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i)));
       }
     }
+    // The other slot's copy becomes the committed one: the restored step is what the arena
+    // holds from now on (the agent copies the committed copy into the buffers next).
+    if (Status made = own_->MakeCommitted(generation); !made.ok()) {
+      return Skip(SkipReason::kNoCommittedCopy, std::move(made));
+    }
     *used = std::move(m);
     return Status::Ok();
   }
@@ -184,7 +192,8 @@ class Loader {
     if (Status open = Arena::OpenForRead(path, &peer); !open.ok()) return SkipOpen(std::move(open));
     Manifest m;
     uint64_t generation = 0;
-    Status st = peer.ReadCommitted(&m, &generation);
+    Status st = peer.ReadStep(plan_.step, &m, &generation);
+    if (!st.ok()) st = peer.ReadCommitted(&m, &generation);  // what it holds instead, for the reason
     if (!st.ok()) {
       return Skip(SkipReason::kNoCommittedCopy,
                   Status::NotFound(fmt::format("{} holds no committed copy", path)));

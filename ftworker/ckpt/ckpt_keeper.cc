@@ -183,39 +183,59 @@ void CkptKeeper::ScanArenas(int64_t unix_ms) {
         FT_LOG(Warn, Worker, "checkpoint arena {} of rank {} is unreadable: {}; its copies are "
                "not reported until the rank saves again", path, rank, s.message());
       }
-      ArenaLost(path);
+      for (int slot = 0; slot < ckpt::kArenaMaxSlots; ++slot) ArenaLost({path, slot});
       continue;
     }
-    auto seen = arenas_.find(path);
-    if (seen != arenas_.end() && seen->second.Same(generation, m)) continue;
     if (m.job != options_.job || m.rank != rank) {
       if (warned_.insert(path).second) {
         FT_LOG(Warn, Worker, "checkpoint arena {} holds a copy of job '{}' rank {}, not of job "
                "'{}' rank {}: ignored (remove the file if it is stale)", path, m.job, m.rank,
                options_.job, rank);
       }
-      ArenaLost(path);
+      for (int slot = 0; slot < ckpt::kArenaMaxSlots; ++slot) ArenaLost({path, slot});
       continue;
     }
     warned_.erase(path);
-    ArenaLost(path);
-    ArenaHolds(path, generation, m, unix_ms);
+    const int committed_slot = static_cast<int>(generation & 1);
+    for (int slot = 0; slot < ckpt::kArenaMaxSlots; ++slot) {
+      const ArenaSlot where{path, slot};
+      ckpt::Manifest copy;
+      uint64_t copy_generation = 0;
+      const bool committed = slot == committed_slot;
+      if (committed) {
+        copy = m;
+        copy_generation = generation;
+      } else if (slot >= arena.slot_count() || !arena.ReadSlot(slot, &copy, &copy_generation).ok() ||
+                 copy.job != options_.job || copy.rank != rank || copy.step == m.step) {
+        // Empty, being written, or the committed step again: nothing more to report.
+        ArenaLost(where);
+        continue;
+      }
+      auto seen = arenas_.find(where);
+      if (seen != arenas_.end() && seen->second.Same(copy_generation, copy)) continue;
+      ArenaLost(where);
+      ArenaHolds(where, copy_generation, copy, unix_ms, committed);
+    }
   }
   for (auto it = arenas_.begin(); it != arenas_.end();) {
     auto next = std::next(it);
-    if (!listed.contains(it->first)) ArenaLost(it->first);
+    if (!listed.contains(it->first.path)) ArenaLost(it->first);
     it = next;
   }
 }
 
-void CkptKeeper::ArenaHolds(const std::string& path, uint64_t generation,
-                            const ckpt::Manifest& m, int64_t unix_ms) {
-  arenas_[path] = ArenaSeen{generation, m.created_unix_ns, ckpt::CopyId{m.step, m.rank}};
+void CkptKeeper::ArenaHolds(const ArenaSlot& where, uint64_t generation, const ckpt::Manifest& m, int64_t unix_ms,
+                            bool persist) {
+  arenas_[where] = ArenaSeen{generation, m.created_unix_ns, ckpt::CopyId{m.step, m.rank}};
   {
     MutexLock lock(&mu_);
     Held& held = EntryLocked(m, unix_ms);
     held.arena = true;
-    held.arena_path = path;
+    held.arena_path = where.path;
+  }
+  if (!persist) {
+    FT_LOG(Debug, Worker, "rank {} keeps step {} in its arena's other slot{}", m.rank, m.step, m.torn ? " (torn)" : "");
+    return;
   }
   FT_LOG(Info, Worker, "rank {} committed step {} in its arena ({} bytes, digest {}{})", m.rank,
          m.step, m.data_bytes, ckpt::DigestHex(ckpt::ContentDigest(m)), m.torn ? ", torn" : "");
@@ -225,14 +245,19 @@ void CkptKeeper::ArenaHolds(const std::string& path, uint64_t generation,
     return;
   }
   if (options_.local_dir.empty() && options_.remote_dir.empty()) return;
-  Enqueue(Task{Task::Kind::kPersist, path, generation, m.rank});
+  Enqueue(Task{Task::Kind::kPersist, where.path, generation, m.rank});
 }
 
-void CkptKeeper::ArenaLost(const std::string& path) {
-  auto it = arenas_.find(path);
+void CkptKeeper::ArenaLost(const ArenaSlot& where) {
+  auto it = arenas_.find(where);
   if (it == arenas_.end()) return;
   ckpt::CopyId id = it->second.id;
   arenas_.erase(it);
+  // The arena's other slot may hold the same copy (a slot overwritten by a save of the step the
+  // other holds cannot be told apart by id): it is still held then.
+  for (const auto& [other, seen] : arenas_) {
+    if (other.path == where.path && seen.id.step == id.step && seen.id.rank == id.rank) return;
+  }
   MutexLock lock(&mu_);
   auto held = held_.find(id);
   if (held == held_.end() || !held->second.arena) return;

@@ -38,6 +38,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -130,8 +131,11 @@ class CkptKeeper {
     uint64_t generation = 0; // kPersist
     int rank = -1;           // kPersist, kAdoptRemote
   };
-  // A commit is known by its generation and its manifest's step and creation time: a rank
-  // that re-registers with another geometry gets a new file whose generations start again.
+  // A copy in one slot of an arena, known by its generation and its manifest's step and
+  // creation time: a rank that re-registers with another geometry gets a new file whose
+  // generations start again. Both slots are reported: the committed copy and the one of the
+  // step before (the other slot, until the next save overwrites it), so a plan can choose the
+  // newest step every shard holds whole (a preemption that split the ranks over two steps).
   struct ArenaSeen {
     uint64_t generation = 0;
     uint64_t created_unix_ns = 0;
@@ -140,10 +144,17 @@ class CkptKeeper {
       return generation == gen && created_unix_ns == m.created_unix_ns && id.step == m.step;
     }
   };
+  struct ArenaSlot {
+    std::string path;
+    int slot = 0;
+    bool operator<(const ArenaSlot& o) const { return std::tie(path, slot) < std::tie(o.path, o.slot); }
+  };
 
   void ScanArenas(int64_t unix_ms);
-  void ArenaHolds(const std::string& path, uint64_t generation, const ckpt::Manifest& m, int64_t unix_ms);
-  void ArenaLost(const std::string& path);
+  // `persist`: the committed copy (the other slot's is older: persisted when it was committed).
+  void ArenaHolds(const ArenaSlot& where, uint64_t generation, const ckpt::Manifest& m, int64_t unix_ms,
+                  bool persist);
+  void ArenaLost(const ArenaSlot& where);
   void Enqueue(Task task);
 
   void PersistLoop();
@@ -171,7 +182,7 @@ class CkptKeeper {
 
   // Daemon loop only.
   std::set<int> owned_ranks_;
-  std::map<std::string, ArenaSeen> arenas_;  // path -> the commit it holds
+  std::map<ArenaSlot, ArenaSeen> arenas_;    // the copy each slot of an arena holds
   std::set<std::string> warned_;             // paths whose trouble was logged once
   uint64_t next_scan_ns_ = 0;
 

@@ -22,12 +22,13 @@ bool IsPlanned(const ckpt::Manifest& m, int64_t step, uint64_t digest) {
   return m.step == step && !m.torn && ckpt::ContentDigest(m) == digest;
 }
 
-// Whether the arena file at `path` has committed the planned copy of `job`; its manifest to *m.
+// Whether the arena file at `path` holds the planned copy of `job` in either slot (the restore
+// takes the other slot's too); its manifest to *m.
 bool ArenaHoldsPlanned(const std::string& path, std::string_view job, int64_t step, uint64_t digest,
                        ckpt::Manifest* m) {
   ckpt::Arena arena;
   uint64_t generation = 0;
-  return ckpt::Arena::OpenForRead(path, &arena).ok() && arena.ReadCommitted(m, &generation).ok() && m->job == job &&
+  return ckpt::Arena::OpenForRead(path, &arena).ok() && arena.ReadStep(step, m, &generation).ok() && m->job == job &&
          IsPlanned(*m, step, digest);
 }
 

@@ -174,20 +174,30 @@ TEST_F(CkptE2eTest, CopiesAreReportedAndRetentionRemovesThem) {
   EXPECT_EQ(Copy(5, 0)->node, "n1");
 
   arena.Save(6, 0x22);
+  // Step 5 leaves the local tier (FT_CKPT_KEEP=1) but stays in the arena's other slot until
+  // the next save: still reported, the arena its only tier.
   ASSERT_TRUE(TickUntil(*daemon, [&] {
     auto c = Copy(6, 0);
-    return c && c->tiers == std::vector<std::string>{"arena", "local"} && !StepListed(5);
+    auto c5 = Copy(5, 0);
+    return c && c->tiers == std::vector<std::string>{"arena", "local"} && c5 &&
+           c5->tiers == std::vector<std::string>{"arena"};
+  }));
+  arena.Save(7, 0x33);
+  ASSERT_TRUE(TickUntil(*daemon, [&] {
+    auto c = Copy(6, 0);
+    return Copy(7, 0).has_value() && c && c->tiers == std::vector<std::string>{"arena"} && !StepListed(5);
   }));
   EXPECT_FALSE(Copy(5, 0).has_value());
   EXPECT_TRUE(StepListed(6));
+  EXPECT_TRUE(StepListed(7));
 
   // Redis restarts without its data: the worker writes the node's copies again.
   server_.Stop();
   ASSERT_TRUE(server_.Restart().ok());
   ASSERT_TRUE(client_.Connect(server_.endpoint(), 1000ms).ok());
-  ASSERT_FALSE(Copy(6, 0).has_value());
-  ASSERT_TRUE(TickUntil(*daemon, [&] { return Copy(6, 0).has_value() && StepListed(6); }, 20s));
-  EXPECT_EQ(Copy(6, 0)->tiers, (std::vector<std::string>{"arena", "local"}));
+  ASSERT_FALSE(Copy(7, 0).has_value());
+  ASSERT_TRUE(TickUntil(*daemon, [&] { return Copy(7, 0).has_value() && StepListed(7); }, 20s));
+  EXPECT_EQ(Copy(7, 0)->tiers, (std::vector<std::string>{"arena", "local"}));
 }
 
 // A rank acknowledges a save: its copy reaches Redis with the ack, not a scan interval later.

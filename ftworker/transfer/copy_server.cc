@@ -142,7 +142,9 @@ Status CopyProvider::OpenArena(ckpt::CopyId id, CopyPlace place, std::shared_ptr
   if (!s.ok()) return NotHeld(id, place, s.message());
   ckpt::Manifest m;
   uint64_t generation = 0;
-  s = mapping->arena.ReadCommitted(&m, &generation);
+  // Either slot: the plan may restore the step before the newest one saved.
+  s = mapping->arena.ReadStep(id.step, &m, &generation);
+  if (!s.ok()) s = mapping->arena.ReadCommitted(&m, &generation);  // what it holds instead, for the reason
   if (!s.ok()) return NotHeld(id, place, s.message());
   if (m.job != options_.job || m.step != id.step || m.rank != id.rank) {
     return NotHeld(id, place,

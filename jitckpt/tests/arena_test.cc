@@ -380,6 +380,53 @@ TEST_F(ArenaTest, ATornCopyNeverReplacesAWholeOne) {
   EXPECT_EQ(reader.ReadSlot(2, &in_slot, &slot_generation).code(), StatusCode::kInvalidArgument);
 }
 
+// The step before the newest stays readable by its step (a plan that restores it after some
+// ranks saved one more) until the next save; a restore that used it makes it the committed copy.
+TEST_F(ArenaTest, ReadStepFindsEitherSlotsWholeCopyAndMakeCommittedRewindsToIt) {
+  Arena writer = OpenWriter();
+  std::vector<uint8_t> data;
+  Manifest older = SampleManifest(&data, {5000, 4096, 123}, 4096, 1);
+  older.step = 10;
+  std::memcpy(writer.BeginWrite(), data.data(), data.size());
+  ASSERT_TRUE(writer.Commit(older).ok());
+  Manifest newer = SampleManifest(&data, {5000, 4096, 123}, 4096, 2);
+  newer.step = 11;
+  std::memcpy(writer.BeginWrite(), data.data(), data.size());
+  ASSERT_TRUE(writer.Commit(newer).ok());
+  Arena reader;
+  ASSERT_TRUE(Arena::OpenForRead(writer.path(), &reader).ok());
+  Manifest m;
+  uint64_t g10 = 0, g11 = 0;
+  ASSERT_TRUE(reader.ReadStep(11, &m, &g11).ok());
+  EXPECT_EQ(m, newer);
+  ASSERT_TRUE(reader.ReadStep(10, &m, &g10).ok()) << "the other slot's copy";
+  EXPECT_EQ(m, older);
+  for (size_t i = 0; i < older.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(older, i, reader.data(g10))) << i;
+  EXPECT_EQ(reader.ReadStep(9, &m, &g10).code(), StatusCode::kNotFound);
+  EXPECT_EQ(reader.MakeCommitted(g10).code(), StatusCode::kInvalidArgument) << "a reader cannot";
+
+  ASSERT_TRUE(writer.ReadStep(10, &m, &g10).ok());
+  ASSERT_TRUE(writer.MakeCommitted(g10).ok());
+  EXPECT_EQ(Committed(reader), older) << "rewound to the restored step";
+  EXPECT_TRUE(reader.ReadStep(11, &m, &g11).ok()) << "the newer copy stays until the next save";
+  Manifest next = SaveSample(&writer, 3);
+  EXPECT_EQ(Committed(reader), next);
+  EXPECT_EQ(reader.ReadStep(11, &m, &g11).code(), StatusCode::kNotFound) << "the next save took the other slot";
+  EXPECT_TRUE(reader.ReadStep(10, &m, &g10).ok()) << "the restored step's copy stays";
+
+  // A torn copy is never found by its step; a slot written since the read cannot be committed.
+  Manifest torn = SampleManifest(&data, {5000, 4096, 123}, 4096, 4);
+  torn.step = 12;
+  torn.torn = true;
+  std::memcpy(writer.BeginWrite(), data.data(), data.size());
+  ASSERT_TRUE(writer.Commit(torn).ok());
+  EXPECT_EQ(reader.ReadStep(12, &m, &g11).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(writer.ReadStep(next.step, &m, &g11).ok());
+  SaveSample(&writer, 5);
+  SaveSample(&writer, 6);
+  EXPECT_EQ(writer.MakeCommitted(g11).code(), StatusCode::kNotReady);
+}
+
 TEST_F(ArenaTest, ATornCopyIsCommittedWhereNoWholeOneIs) {
   for (int slots : {2, 1}) {
     std::filesystem::remove(dir_.File("ft-ckpt.job-a.3"));

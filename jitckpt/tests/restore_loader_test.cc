@@ -173,6 +173,42 @@ TEST_F(RestoreLoaderTest, OwnArenaHoldingTheStepIsVerifiedInPlaceAndNothingIsCop
   ExpectOwnHoldsTheStep();
 }
 
+// A newer step saved after the planned one (a preemption that split the ranks over two steps):
+// the planned copy is in the own arena's other slot, restored from there in place and made the
+// committed copy again; a same-node peer's other slot serves it too.
+TEST_F(RestoreLoaderTest, ThePlannedStepInTheOtherSlotIsRestoredAndCommittedAgain) {
+  Manifest newer = CopyOf(kRank);
+  newer.step = kStep + 1;
+  std::vector<uint8_t> other(data_.size(), 0x5a);
+  {
+    Arena arena;
+    ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, 2, &arena).ok());
+    CommitInto(arena, CopyOf(kRank), data_);
+    CommitInto(arena, newer, other);
+  }
+  OpenOwn();
+  RestoreResult result;
+  Status st = Load(&result);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectSource(result, SourceKind::kOwnArena, kRank);
+  EXPECT_TRUE(result.skipped.empty());
+  ExpectOwnHoldsTheStep();  // the committed copy is the planned step again
+
+  Manifest peer_newer = CopyOf(kPeer);
+  peer_newer.step = kStep + 1;
+  SaveToArena(kPeer, CopyOf(kPeer), data_);
+  {
+    Arena arena;
+    ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kPeer, ManifestBytes(), saved_.data_bytes, 2, &arena).ok());
+    CommitInto(arena, peer_newer, other);
+  }
+  own_ = Arena();
+  std::filesystem::remove(Arena::PathFor(plan_.arena_dir, plan_.job, kRank));
+  RestoreResult from_peer = OpenAndLoad();
+  ExpectSource(from_peer, SourceKind::kPeerArena, kPeer);
+  ExpectOwnHoldsTheStep();
+}
+
 TEST_F(RestoreLoaderTest, SameNodePeerArenaIsNextAndTheCopyBecomesThisRanks) {
   SaveToArena(kPeer, CopyOf(kPeer), data_);
   SaveToDir(plan_.local_dir, CopyOf(kRank), data_);

@@ -222,23 +222,25 @@ TEST_F(CkptKeeperTest, CopyOverwrittenWhilePersistingIsDroppedForTheNewOne) {
 }
 
 // FT_CKPT_KEEP steps per tier; a copy retention removed from every tier is reported removed,
-// and one the arena no longer holds loses the arena tier.
+// and one the arena no longer holds loses the arena tier. The arena's two slots hold the last
+// two steps saved.
 TEST_F(CkptKeeperTest, RetentionKeepsTheNewestStepsAndReportsWhatWentAway) {
-  auto keeper = NewKeeper(/*keep=*/2);
+  auto keeper = NewKeeper(/*keep=*/3);
   keeper->SetPlan(-1);  // the master has verified nothing yet
   FakeArena arena(arena_dir_, job_, 0, 64 << 10, 16 << 10);
   arena.world_size = 1;
-  for (int64_t step = 1; step <= 3; ++step) {
+  for (int64_t step = 1; step <= 4; ++step) {
     arena.Save(step, static_cast<uint8_t>(step));
     Tick(*keeper);
     Settle(*keeper);
   }
   for (const std::string& dir : {local_, remote_}) {
-    EXPECT_EQ(ckpt::ListCommitted(dir, job_), (std::vector<ckpt::CopyId>{{2, 0}, {3, 0}})) << dir;
+    EXPECT_EQ(ckpt::ListCommitted(dir, job_), (std::vector<ckpt::CopyId>{{2, 0}, {3, 0}, {4, 0}})) << dir;
   }
   EXPECT_TRUE(Latest(1, 0).removed);
   EXPECT_EQ(Latest(2, 0).copy.tiers, (Tiers{"local", "remote"}));
-  EXPECT_EQ(Latest(3, 0).copy.tiers, (Tiers{"arena", "local", "remote"}));
+  EXPECT_EQ(Latest(3, 0).copy.tiers, (Tiers{"arena", "local", "remote"})) << "the arena's other slot";
+  EXPECT_EQ(Latest(4, 0).copy.tiers, (Tiers{"arena", "local", "remote"}));
 }
 
 // Two nodes share the remote tier (FT_CKPT_KEEP=2, four ranks). Node 2's persists of steps 300
@@ -335,6 +337,10 @@ TEST_F(CkptKeeperTest, RetentionKeepsTheNewestVerifiedStepBesideThePlannedOne) {
   for (const std::string& dir : {local_, remote_}) {
     EXPECT_EQ(ckpt::ListCommitted(dir, job_), (std::vector<ckpt::CopyId>{{1, 0}, {2, 0}, {4, 0}})) << dir;
   }
+  EXPECT_EQ(Latest(3, 0).copy.tiers, (Tiers{"arena"})) << "out of the tiers, still in the arena's other slot";
+  arena.Save(5, 5);
+  Tick(*keeper);
+  Settle(*keeper);
   EXPECT_TRUE(Latest(3, 0).removed);
 }
 
