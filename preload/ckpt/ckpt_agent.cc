@@ -252,6 +252,12 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   Status parsed = term::ParseSignals(cfg.ckpt_on_signal, &signals);
   if (parsed.ok()) {
     term::Arm(signals);
+    // For the worker: a stop it sends waits for this save before SIGKILL (shm/layout.h).
+    if (!signals.empty() && g_rt->segment) {
+      const auto grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.ckpt_term_grace).count();
+      g_rt->segment->header()->term_grace_ms.store(
+          static_cast<uint32_t>(std::clamp<int64_t>(grace_ms, 0, UINT32_MAX)), std::memory_order_relaxed);
+    }
   } else {
     FT_LOG(Warn, Ckpt, "{}: no save at termination", parsed.message());
   }
@@ -336,7 +342,7 @@ void Agent::SkippedLocked(int64_t step) {
 
 int Agent::UpdateBegin(cudaStream_t stream) {
   updates_entering_.fetch_add(1, std::memory_order_seq_cst);
-  if (term_hold_.load(std::memory_order_seq_cst)) {
+  if (HeldNow()) {
     updates_entering_.fetch_sub(1, std::memory_order_seq_cst);
     WaitWhileTermHold();
     updates_entering_.fetch_add(1, std::memory_order_seq_cst);

@@ -7,6 +7,7 @@
 #define FT_PRELOAD_CKPT_AGENT_IMPL_H_
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
@@ -119,6 +120,18 @@ class Agent {
   void WaitStepOnDevice(int64_t step);
   // ft_update_begin and ft_step_done wait here while a termination save holds the state.
   void WaitWhileTermHold();
+  // A termination save holds the state: now (term_hold_), or once the next step completed
+  // (hold_after_steps_).
+  bool HeldNow() const {
+    return term_hold_.load(std::memory_order_seq_cst) ||
+           steps_done_.load(std::memory_order_seq_cst) > hold_after_steps_.load(std::memory_order_seq_cst);
+  }
+  // ckpt_agent_term.cc: the save of the held step (requested of the agent thread, waited for);
+  // then, after a signal, one step more and its save.
+  EndSave SaveHeldStep(const char* name, std::chrono::steady_clock::time_point start,
+                       std::chrono::steady_clock::time_point deadline);
+  EndSave SaveOneStepMore(const char* name, std::chrono::steady_clock::time_point start,
+                          std::chrono::steady_clock::time_point deadline, EndSave first);
   int64_t StepLabel() const;
   // Neither a step completed nor a restore done in this process: the registered state is what
   // the app initialised, not a checkpoint, and a save of it would commit it as a step over the
@@ -173,6 +186,9 @@ class Agent {
   // Set while a termination save waits for the state to hold still and copies it: the next
   // ft_update_begin waits (bounded by the grace), so the copy is one step.
   std::atomic<bool> term_hold_{false};
+  // A signalled rank's one step more (SaveOneStepMore): its update waits again once steps_done_
+  // is past this (UINT64_MAX: no such hold).
+  std::atomic<uint64_t> hold_after_steps_{UINT64_MAX};
   // App threads between entering ft_update_begin and publishing update_open_: a termination
   // save that set term_hold_ waits for them before it reads update_open_ (each side stores
   // its flag, then reads the other's, seq_cst: one of them sees the other).

@@ -46,7 +46,7 @@ struct HoldReleased {
 void Agent::WaitWhileTermHold() {
   const auto grace = g_rt != nullptr ? g_rt->config.ckpt_term_grace : std::chrono::seconds(10);
   MutexLock lock(&mu_);
-  done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !term_hold_.load(std::memory_order_acquire); });
+  done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !HeldNow(); });
 }
 
 EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
@@ -78,6 +78,10 @@ EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
   }
   term_hold_.store(true, std::memory_order_seq_cst);
   HoldReleased release{&term_hold_, &mu_, &done_cv_};
+  struct StepHoldReleased {
+    std::atomic<uint64_t>* after;
+    ~StepHoldReleased() { after->store(UINT64_MAX, std::memory_order_seq_cst); }  // before `release` wakes
+  } step_release{&hold_after_steps_};
   // An ft_update_begin that passed the hold before it was set publishes its window first.
   while (updates_entering_.load(std::memory_order_seq_cst) > 0 && Clock::now() < start + grace / 4) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -118,6 +122,54 @@ EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
+  const EndSave first = SaveHeldStep(name, start, deadline);
+  if (caller_ends || (first != EndSave::kSaved && first != EndSave::kNothingNewer)) return first;
+  return SaveOneStepMore(name, start, deadline, first);
+}
+
+// A preemption signals every rank at once, and each holds at its next update: ranks inside an
+// update finish it first, so the held ranks are one step apart at most — with every rank its
+// own shard (a sharded optimizer), neither step would be whole. So a signalled rank, its step
+// saved, trains one step more (its peers' collectives of that step are queued or done: the
+// ranks behind reach it too) and saves it into the other slot: every rank then holds the newer
+// of the two steps, as its first or its second copy, and the plan takes it. A rank whose next
+// step cannot complete (a peer is gone: a teardown after a crash) keeps its first copy after
+// about two step times; one stopped inside that update never commits a mix (the first copy
+// stays committed).
+EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock::time_point deadline,
+                               EndSave first) {
+  const uint64_t steps = steps_done_.load(std::memory_order_acquire);
+  const int64_t saved_step = last_step_.load(std::memory_order_acquire);
+  const uint64_t interval = step_interval_ns_.load(std::memory_order_relaxed);
+  const auto remaining = deadline - Clock::now();
+  const auto wait = std::clamp<Clock::duration>(std::chrono::nanoseconds(2 * interval) + std::chrono::milliseconds(50),
+                                                std::chrono::milliseconds(100),
+                                                std::max<Clock::duration>(std::chrono::milliseconds(100), remaining / 2));
+  {
+    MutexLock lock(&mu_);
+    hold_after_steps_.store(steps, std::memory_order_seq_cst);  // the update after the next step waits
+    term_hold_.store(false, std::memory_order_seq_cst);
+  }
+  done_cv_.NotifyAll();
+  const auto until = Clock::now() + wait;
+  while (steps_done_.load(std::memory_order_acquire) == steps && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  term_hold_.store(true, std::memory_order_seq_cst);
+  while (updates_entering_.load(std::memory_order_seq_cst) > 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  if (steps_done_.load(std::memory_order_acquire) == steps || update_open_.load(std::memory_order_acquire)) {
+    FT_LOG(Info, Ckpt, "{}: the step after {} did not complete within {:.3f} s (a peer gone, or its update still "
+           "running); step {} is this rank's copy", name, saved_step, Seconds(wait), saved_step);
+    return first;
+  }
+  const EndSave second = SaveHeldStep(name, start, deadline);
+  return second == EndSave::kSaved ? second : first;
+}
+
+EndSave Agent::SaveHeldStep(const char* name, Clock::time_point start, Clock::time_point deadline) {
+  const auto grace = deadline - start;
   MutexLock lock(&mu_);
   // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
   if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_; })) {

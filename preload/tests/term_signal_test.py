@@ -3,8 +3,9 @@
 term_app (a loop with 256 KiB of registered host state, every byte = the step) under
 LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send it.
 
-  default            no handler: the state of a completed step is committed, then the process
-                     dies by SIGTERM (exit status -15), as it would without ft
+  default            no handler: the state of a completed step is committed (the step signalled,
+                     then one step more: a preempted job's ranks all hold the newer one), then
+                     the process dies by SIGTERM (exit status -15), as it would without ft
   app-handler        the app's SIGTERM handler, installed before ft_register_end, runs once
                      after the save and the app exits 0; it reads back its own handler
   app-handler-after  the same with the handler installed after ft armed the signal
@@ -31,7 +32,8 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   save-on-failure    ft_save_on_failure: before registration a no-op (FT_INVALID_ARGUMENT); after
                      step 5, from two threads at once, both FT_OK and one save of step 5
   siginfo-handler    an SA_SIGINFO handler sees the sender's pid
-  second-signal      two SIGTERMs 5 ms apart: one save, one death by SIGTERM
+  second-signal      two SIGTERMs 5 ms apart: one termination save (of the step signalled and
+                     the one after it), one death by SIGTERM
   nothing-registered nothing registered: SIGTERM kills at once, no arena
   disabled           FT_ENABLE=0: SIGTERM kills at once, no arena
   forked-child       a fork()ed child dies by SIGTERM at once (the save is the parent's);
@@ -247,8 +249,11 @@ def run_case(args):
             rc = app.wait_exit()
             check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15)" % rc)
             check_saved(app, before, app.last_step())
-            saves = app.output().count("termination save:")
-            check(saves == 1, "%d termination saves, expected one" % saves)
+            # The step the signal found, then one step more (SaveOneStepMore: a preempted job's
+            # ranks all hold the newer of the two); a second signal adds none.
+            steps = saved_steps(app)
+            check(1 <= len(steps) <= 2 and steps == sorted(set(steps)) and steps[-1] - steps[0] <= 1,
+                  "termination saves of steps %s, expected the step signalled and at most one more" % steps)
         finally:
             app.close()
     elif c in ("app-handler", "app-handler-after", "siginfo-handler"):
@@ -394,11 +399,12 @@ def run_case(args):
             app.wait_line("app handler logged sig=15 count=1")
             first = check_saved(app, before, app.last_step())
             wait_for(lambda: app.terminate_mark() == 0, "the terminating mark cleared after the handler returned")
+            n_first = len(saved_steps(app))  # the step signalled, and maybe the one after it
             again = app.last_step() + 3
             before, _ = signal_after_steps(app, again)
             app.wait_line("app handler logged sig=15 count=2")
-            wait_for(lambda: len(saved_steps(app)) == 2, "a second termination save for the second SIGTERM")
-            second = saved_steps(app)[1]
+            wait_for(lambda: len(saved_steps(app)) > n_first, "a second termination save for the second SIGTERM")
+            second = saved_steps(app)[n_first]
             check(second > first, "the second save holds step %d, not newer than the first's %d" % (second, first))
             check_saved(app, before, app.last_step())
             wait_for(lambda: app.terminate_mark() == 0, "the terminating mark cleared again")

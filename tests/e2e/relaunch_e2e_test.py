@@ -27,18 +27,26 @@ requeue or a Kubernetes restart do.
                         restores step 20 — not the first launch's step 30, still on disk and
                         reported again — and ends bit-identical to an uninterrupted 40-step run
 
+  --case preemption     a sharded optimizer (dp=2 tp=2, every rank its own shard), SIGTERM to
+                        every rank at a random moment of a random step (srun's, a preemption),
+                        the job relaunched with the same command: every rank restores one step,
+                        at most one behind the newest step a rank reached, bit-identical — never
+                        a split between two steps, never nothing (issue 28 item 4)
+
 --repeat N runs the case N times in a row and prints one line per run and a RESULT line.
 """
 
 import argparse
 import json
 import os
+import random
 import re
+import signal
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ckpt_e2e_test import CkptCluster, check_reference  # noqa: E402
+from ckpt_e2e_test import CkptCluster, check_reference, wait_job_exit  # noqa: E402
 from cluster import check  # noqa: E402
 
 STEPS, FAULT_STEP, FAULTY = 60, 30, 3
@@ -60,7 +68,7 @@ def parse_args():
     p = argparse.ArgumentParser()
     for name in ("launch", "trainsim", "libft", "ftworker", "ftmaster", "reference"):
         p.add_argument("--" + name, required=True)
-    p.add_argument("--case", required=True, choices=sorted(CASES) + ["after-finish"])
+    p.add_argument("--case", required=True, choices=sorted(CASES) + ["after-finish", "preemption"])
     p.add_argument("--repeat", type=int, default=1)
     return p.parse_args()
 
@@ -160,8 +168,60 @@ def launch_twice(args, run):
         return fault_b - step
 
 
+def preempt_once(args, run):
+    """One preemption of a sharded job with the defaults; returns how many steps the restore is
+    behind the newest step a rank reached."""
+    steps = 200
+    model = MODEL + ["--sharded-optimizer", "--steps", str(steps), "--compute-ms", "20"]
+    job = "relaunch-preempt-%d-%d" % (os.getpid(), run)
+    rng = random.Random(1000 + run)
+    with CkptCluster(args, job=job, nodes=2, ranks_per_node=2) as c:
+        c.start_master(TOPOLOGY, {"FT_SHARDED_OPTIMIZER": "1"})  # what a sharded job's deployment says
+        for node in c.node_names:
+            c.start_worker(node)  # memory only
+        c.start_ckpt_job(model + ["--verbose"], timeout=150, launch_args=["--teardown", "slurm"])
+        at = rng.randrange(15, 40)
+        c.wait_for(lambda: re.search(r"trainsim rank=\d+ step=%d " % at, c.job_output()), 90, "step %d" % at, poll=0.01)
+        time.sleep(rng.uniform(0, 0.03))  # anywhere in a step of about 25 ms
+        c.job_proc.send_signal(signal.SIGTERM)  # srun forwards it to every rank
+        rc = wait_job_exit(c, 60, "the preempted job")
+        check(rc == 128 + signal.SIGTERM, "the preempted job exited %d, expected %d" % (rc, 128 + signal.SIGTERM))
+        reached = {}
+        for r, st in re.findall(r"trainsim rank=(\d+) step=(\d+) ", c.job_output()):
+            reached[int(r)] = max(reached.get(int(r), 0), int(st) + 1)
+        saves = {}
+        for r in range(WORLD):
+            for line in c.rank_log(r):
+                m = re.search(r"termination save committed step=(\d+) ", line)
+                if m:
+                    saves.setdefault(r, []).append(int(m.group(1)))
+        c.start_ckpt_job(model, timeout=150)  # the same command, no signal
+        c.wait_for(lambda: c.job_proc.poll() is not None, 120, "the relaunched job to end", poll=0.2)
+        check(c.job_proc.returncode == 0, "the relaunched job exited %s" % c.job_proc.returncode)
+        restored = c.restored()
+        step_set = set(restored.values())
+        check(sorted(restored) == list(range(WORLD)) and len(step_set) == 1,
+              "run %d: the relaunch restored %s (signalled after step %d; termination saves %s, reached %s)" % (
+                  run, restored, at, saves, reached))
+        step = step_set.pop()
+        newest = max(reached.values())
+        check(step >= newest - 1, "run %d: restored step %d, ranks reached %s (termination saves %s)" % (
+            run, step, reached, saves))
+        check_reference(c, args, MODEL + ["--sharded-optimizer", "--steps", str(steps)], WORLD)
+        print("run %d: SIGTERM after step %d: termination saves %s, reached %s -> restored step %d on every rank, "
+              "bit-identical" % (run, at, saves, reached, step), flush=True)
+        return newest - step
+
+
 def main():
     args = parse_args()
+    if args.case == "preemption":
+        behind = [preempt_once(args, run) for run in range(args.repeat)]
+        print("RESULT relaunch case=preemption runs=%d restored_all=%d max_steps_behind=%d" % (
+            len(behind), len(behind), max(behind)))
+        print("OK: preemption: %d of %d runs restored one step on every rank, at most %d behind, bit-identical"
+              % (len(behind), args.repeat, max(behind)))
+        return
     if args.case == "after-finish":
         behind = [launch_twice(args, run) for run in range(args.repeat)]
         print("RESULT relaunch case=after-finish runs=%d max_steps_behind=%d" % (len(behind), max(behind)))
