@@ -120,7 +120,12 @@ struct SegmentHeader {
   // API: after a clean exit the worker reads the step the job ended at. Added within version 1
   // in bytes that were reserved zero (an older producer reads as "none").
   std::atomic<int64_t> app_step_plus1;             // 528
-  uint8_t reserved1[1024 - 536];
+  // The termination save's grace (FT_CKPT_TERM_GRACE, ms) when libft.so armed it (0: none, or an
+  // older producer): a worker stopping the rank waits that long, and more, before SIGKILL, so
+  // its stop never cuts the save it asked for. Added within version 1 in reserved bytes.
+  std::atomic<uint32_t> term_grace_ms;             // 536
+  uint32_t reserved_term0;                         // 540
+  uint8_t reserved1[1024 - 544];
   // Failures libft.so swallowed, by place (shm/hook_failures.h); the last slot also takes
   // places that found no free slot.
   HookFailureSlot hook_failures[kHookFailureSlots];  // 1024
@@ -206,6 +211,7 @@ struct Record {
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
 static_assert(offsetof(SegmentHeader, app_step_plus1) == 528);
+static_assert(offsetof(SegmentHeader, term_grace_ms) == 536);
 static_assert(sizeof(std::atomic<int64_t>) == 8 && std::atomic<int64_t>::is_always_lock_free);
 static_assert(sizeof(ControlPage) == kControlBytes);
 static_assert(sizeof(MailboxSlot) == 256);

@@ -22,6 +22,10 @@ NodeMonitorOptions NodeMonitorOptions::FromConfig(const Config& config, std::str
 
 namespace {
 
+// A stopped rank's SIGKILL comes this long after its termination-save grace: the save's end,
+// the app's handler, the process's exit.
+constexpr double kAfterTermGraceS = 5;
+
 DiscoveryOptions MakeDiscovery(const NodeMonitorOptions& o) {
   DiscoveryOptions d;
   d.job = o.job;
@@ -228,6 +232,10 @@ Status NodeMonitor::StopRank(int rank, double grace_s) {
   }
   FT_RETURN_IF_ERROR(m->Signal(SIGTERM));
   m->MarkStopSignalled();
+  // The rank saves before it ends (FT_CKPT_TERM_GRACE, published in its segment): a SIGKILL
+  // inside that grace would cut the save this stop asked for.
+  const double save_s = m->term_grace_ms() > 0 ? m->term_grace_ms() / 1000.0 + kAfterTermGraceS : 0;
+  grace_s = std::max(grace_s, save_s);
   uint64_t grace_ns = grace_s > 0 ? static_cast<uint64_t>(grace_s * 1e9) : 0;
   uint64_t deadline = now_ns_ + grace_ns;
   FT_LOG(Info, Worker, "rank {} (pid {}): SIGTERM sent; SIGKILL after {} s if still alive", rank, m->pid(), grace_s);

@@ -109,6 +109,10 @@ class RankMonitor {
 
   int rank() const { return rank_; }
   int pid() const { return pid_; }
+  // The rank's termination-save grace in ms (shm/layout.h term_grace_ms; 0: none armed).
+  uint32_t term_grace_ms() const {
+    return segment_ ? segment_->header()->term_grace_ms.load(std::memory_order_relaxed) : 0;
+  }
   uint64_t incarnation() const { return incarnation_; }
   const std::string& name() const { return segment_->name(); }
   uint64_t inode() const { return inode_; }

@@ -328,6 +328,23 @@ TEST_F(NodeMonitorTest, StopRankTermThenKillAfterGrace) {
   EXPECT_EQ(probe_.signals.size(), 2u);
 }
 
+// A rank that armed a termination save (its segment says for how long) is given that grace
+// and 5 s more before SIGKILL, whatever shorter grace the stop carries: the stop never cuts
+// the save it asked for (ftmaster's stop sends 10 s, FT_CKPT_TERM_GRACE's default).
+TEST_F(NodeMonitorTest, StopWaitsForTheRanksTerminationSaveBeforeSigkill) {
+  FakeRank r(job_, 4, kPid0);
+  r.header()->term_grace_ms.store(10000);
+  TickAt(t0_);
+  ASSERT_TRUE(monitor_.StopRank(4, 10).ok());
+  TickAt(t0_ + 11000 * kMs);
+  EXPECT_EQ(probe_.signals.size(), 1u) << "SIGKILL at the save's grace: it would cut the save";
+  TickAt(t0_ + 14900 * kMs);
+  EXPECT_EQ(probe_.signals.size(), 1u);
+  TickAt(t0_ + 15100 * kMs);
+  ASSERT_EQ(probe_.signals.size(), 2u);
+  EXPECT_EQ(probe_.signals[1], std::make_pair(kPid0, SIGKILL));
+}
+
 TEST_F(NodeMonitorTest, RankGoneAfterAStopIsStoppedNotDead) {
   FakeRank stopped(job_, 4, kPid0);
   FakeRank crashed(job_, 5, kPid0 + 1);
