@@ -66,6 +66,8 @@ struct Server::Impl {
   std::thread thread;
 
   void Accept();
+  // Closes the open connection that has waited longest for a request; false when none waits.
+  bool EvictLongestWaiting();
 };
 
 namespace {
@@ -84,7 +86,13 @@ class Session : public std::enable_shared_from_this<Session> {
   // Stop: the peer sees the connection end now, whatever was pending.
   void Close() { stream_.close(); }
 
+  // Waiting for a request (idle keep-alive, or one arriving slowly), and since when.
+  bool reading() const { return reading_; }
+  std::chrono::steady_clock::time_point reading_since() const { return reading_since_; }
+
   void Read() {
+    reading_ = true;
+    reading_since_ = std::chrono::steady_clock::now();
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(server_->options.max_request_bytes));
     parser_->body_limit(server_->options.max_request_bytes);
@@ -95,6 +103,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void OnRead(beast::error_code ec) {
+    reading_ = false;
     if (ec == http::error::header_limit || ec == http::error::body_limit ||
         ec == http::error::buffer_overflow) {
       Reply(http::status::request_header_fields_too_large, "request too large\n", 11, false);
@@ -141,6 +150,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   Server::Impl* server_;
+  bool reading_ = false;
+  std::chrono::steady_clock::time_point reading_since_;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
 };
@@ -151,7 +162,10 @@ void Server::Impl::Accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (stopped || ec == asio::error::operation_aborted) return;
     if (!ec) {
-      if (connections >= options.max_connections) {
+      // Full: the connection that has waited longest for a request makes room (idle ones —
+      // an old keep-alive, a client that connected and sent nothing — must not keep a scrape
+      // out for read_timeout). Only when every one is being answered is the new one refused.
+      if (connections >= options.max_connections && !EvictLongestWaiting()) {
         beast::error_code ignored;
         socket.close(ignored);
       } else {
@@ -160,6 +174,18 @@ void Server::Impl::Accept() {
     }
     Accept();
   });
+}
+
+bool Server::Impl::EvictLongestWaiting() {
+  Session* oldest = nullptr;
+  for (Session* session : sessions) {
+    if (session->reading() && (oldest == nullptr || session->reading_since() < oldest->reading_since())) {
+      oldest = session;
+    }
+  }
+  if (oldest == nullptr) return false;
+  oldest->Close();  // its read ends with an error and the session goes (the count with it)
+  return true;
 }
 
 Status Server::Start(ServerOptions options, RenderFn render, std::unique_ptr<Server>* out) {

@@ -2,8 +2,9 @@
 // on one thread of its own. Anything else is answered 404 (another path) or 405 (another method).
 // A hostile or slow client cannot hold it: a request must arrive whole within read_timeout (an
 // idle keep-alive connection is closed after it too), a request larger than max_request_bytes is
-// refused (431) and the connection closed, and at most max_connections are open at once (more are
-// closed on accept).
+// refused (431) and the connection closed, and at most max_connections are open at once: one more
+// closes the connection that has waited longest for a request (idle clients never keep a scrape
+// out), and is itself closed only when every open one is being answered.
 //
 // The server only renders: the owner updates the Registry on its own thread and `render` (called
 // on the server's thread, once per scrape) must be thread-safe — Registry::Render is.
