@@ -109,6 +109,24 @@ void Locked(Fn&& fn) {
   syscall(SYS_rt_sigprocmask, SIG_SETMASK, &saved, nullptr, _NSIG / 8);
 }
 
+// fork(): the child has only the forking thread, so g_lock copied while another thread held it
+// would never be released there (its first sigaction would spin for ever). Taken around the
+// fork (every signal blocked, as Locked does), so the child gets it free and the table whole.
+thread_local sigset_t t_fork_mask;
+void PrepareFork() {
+  sigset_t all;
+  sigfillset(&all);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &all, &t_fork_mask, _NSIG / 8);
+  g_lock.lock();
+}
+void AfterFork() {
+  g_lock.unlock();
+  syscall(SYS_rt_sigprocmask, SIG_SETMASK, &t_fork_mask, nullptr, _NSIG / 8);
+}
+// At load, before the app can fork: a program may fork without ever calling CUDA (the rest of
+// libft.so starts at the first call).
+__attribute__((constructor)) void RegisterForkHandlers() { pthread_atfork(PrepareFork, AfterFork, AfterFork); }
+
 struct sigaction AppAction(int sig) {
   return g_app.slots[g_app.current[sig].load(std::memory_order_acquire)][sig];
 }
