@@ -1,5 +1,7 @@
 #include "ftmaster/window_decision.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include <utility>
@@ -70,7 +72,13 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   d.action.decision = decision.decision;
   d.action.save = std::move(decision.save);  // 131k targets: not used after this
   d.action.phase = proto::FirstPhase(decision.decision);
-  d.action.decided_unix_ms = decided_unix_ms;
+  // The processes the action is for: those running when the incident window opened. A
+  // launcher that restarted the group in place meanwhile (torchrun's elastic agent, at once)
+  // runs new processes by the decision, a second or more later: a stop or save decided for the
+  // failed run must not reach them (the workers refuse a command decided before a rank's
+  // process started), and the master watches them as a new run.
+  d.action.decided_unix_ms =
+      window.opened_unix_ms > 0 ? std::min(decided_unix_ms, window.opened_unix_ms) : decided_unix_ms;
   d.evict_nodes = std::move(decision.evict_nodes);
   d.reason = std::move(decision.reason);
   d.topology = topology->Describe();

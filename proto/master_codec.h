@@ -129,6 +129,8 @@ struct MasterAction {
   std::string acks_from;          // acks stream id before they were sent
   int64_t deadline_unix_ms = 0;   // of this phase
   std::vector<std::string> nodes; // stop: the nodes commanded
+  // The processes the action is for started before this (the incident window's opening, or
+  // the decision if earlier): a process started since is a relaunch, never commanded.
   int64_t decided_unix_ms = 0;
 
   bool operator==(const MasterAction&) const = default;

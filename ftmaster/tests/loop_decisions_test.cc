@@ -73,7 +73,7 @@ TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
   EXPECT_EQ(d.action.incident, "1000-crash") << "the acted incident names the action";
   EXPECT_EQ(d.action.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
   EXPECT_EQ(d.action.phase, proto::ActionPhase::kSave);
-  EXPECT_EQ(d.action.decided_unix_ms, 5010);
+  EXPECT_EQ(d.action.decided_unix_ms, 1005) << "for the processes that ran when the window opened";
   ASSERT_EQ(d.action.save.size(), 1u);
   EXPECT_EQ(d.action.save[0].rank, 0) << "the crashed rank's healthy DP replica saves";
   EXPECT_EQ(d.evict_nodes, std::vector<std::string>{"n1"});
@@ -111,6 +111,28 @@ TEST(CommandBatchTest, StopCommandsEveryNodeInOrderWithTheGraceInTheDeadline) {
   EXPECT_EQ(b.writes[0][1], keys.Commands("na"));
   EXPECT_EQ(b.next.deadline_unix_ms, 5000 + 10 * 1000 + 5000);
   EXPECT_TRUE(b.next.sent);
+}
+
+// A group restarted in place while the window was open (torchrun at once after a crash): the
+// stop decided for the failed run names none of the new processes, and the workers refuse it
+// for them (a seeded campaign schedule: the restarted job was killed by the old incident's stop).
+TEST(WindowDecisionTest, AGroupRestartedWhileTheWindowWasOpenIsNotCommanded) {
+  Topology topology;
+  ASSERT_TRUE(Topology::Parse("tp=1,dp=2,pp=1", "", 0, &topology).ok());
+  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kCrash, {1})}, "", Window(), 3700, 3710,
+                                  &topology, {}, false);
+  ASSERT_EQ(d.kind, WindowDecision::Kind::kAct);
+  proto::Membership relaunched;
+  relaunched.rank = 0;
+  relaunched.node = "n0";
+  relaunched.incarnation = 2000 * 1000000ull;  // started 1 s after the window opened
+  const std::vector<proto::Membership> members = {relaunched};
+  d.action.phase = proto::ActionPhase::kStop;
+  CommandBatch stop = StopBatch(d.action, "9-0", {"n0"}, 3800, proto::Keys("j"), 10, members);
+  proto::Command c;
+  ASSERT_TRUE(proto::Decode(stop.writes[0].back(), &c).ok());
+  EXPECT_TRUE(c.incarnations.empty()) << "the new process is not the one the stop was decided for";
+  EXPECT_LT(c.decided_unix_ms, 2000) << "its worker refuses the stop for a process started after it";
 }
 
 // Each command names the processes it was decided for: the members that had started by the
