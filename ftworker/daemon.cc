@@ -273,13 +273,6 @@ void Daemon::PollArenaGc(uint64_t mono_ns) {
   keeper_->SetGcFacts(facts, monitor_->Ranks());
 }
 
-bool Daemon::StoppedByThisWorker(int rank) const {
-  for (const proto::Membership& m : monitor_->Memberships()) {
-    if (m.rank == rank) return m.state == proto::RankStateName(proto::RankState::kStopped);
-  }
-  return false;
-}
-
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -288,9 +281,11 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
     // A relaunch in place may start before the master heard of this end: its ft_restore waits.
-    // Not for a rank this worker stopped: the master's stop came after its saves were judged.
-    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0) &&
-        !StoppedByThisWorker(event.rank)) {
+    // A rank this worker stopped too: a stop decided without a save leaves the plan to the
+    // copies still coming (the termination saves the stop asked for), and a group restarted at
+    // once read the plan from before the fault (a campaign seed: half the ranks started from
+    // scratch while the other half restored).
+    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0)) {
       plan_sync_.NoteRankEnded(event.rank,
                                event.code < 0 ? fmt::format("signal {}", -event.code) : fmt::format("exit status {}", event.code),
                                mono_ns);

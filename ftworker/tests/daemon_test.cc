@@ -10,6 +10,7 @@
 #include "ftworker/daemon.h"
 #include "ftworker/ckpt/tests/ckpt_test_util.h"
 #include "ftworker/monitor/tests/test_util.h"
+#include "jitckpt/node_plan.h"
 #include "proto/codec.h"
 #include "redis/fake_store.h"
 
@@ -200,6 +201,25 @@ TEST_F(DaemonTest, CommandsForAnotherIncarnationAreAckedStaleNotExecuted) {
   ASSERT_EQ(acks.size(), 4u);
   EXPECT_EQ(acks[3].result, "done") << acks[3].message;
   EXPECT_EQ(probe_.signals.size(), 1u);
+}
+
+// A rank this worker stopped (the master's stop) ended: the node's plan file says settling for
+// a while, so ranks restarted in place at once wait for the plan made after the fault instead of
+// reading the one from before it as final.
+TEST_F(DaemonTest, ARankStoppedByThisWorkerSettlesThePlanFile) {
+  FakeRank rank(job_, 0, kPid0, "n1");
+  TickFor(1500);  // the plan of no checkpoint, read from Redis and written
+  ckpt::NodePlan plan;
+  const std::string path = ckpt::NodePlanPath(arena_dir_.path(), job_, "n1");
+  ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok()) << path;
+  ASSERT_EQ(plan.settling, "");
+  Command("stop", -1, "stop-n1");
+  TickFor(300);
+  ASSERT_EQ(probe_.signals.size(), 1u);
+  probe_.procs[kPid0].exists = false;  // died of the SIGTERM
+  TickFor(300);
+  ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok());
+  EXPECT_NE(plan.settling.find("rank 0 of this node ended"), std::string::npos) << "'" << plan.settling << "'";
 }
 
 // A worker upgraded from the grouped layout (docs/redis-schema.md, "Slots") finds
