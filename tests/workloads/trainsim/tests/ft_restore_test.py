@@ -7,8 +7,10 @@ worker would write), 2 ranks dp=2 on node0, FT_CKPT_EVERY=4, arenas in a private
   3. a plan naming step 8 (each rank's own arena), --steps 12: every rank prints
      'restored step=8', computes steps 8..11 only, and ends on trainsim_reference --steps 12
      (the optimizer's counter, restored with the parameters, adds up to 12).
-  4. the same plan again, but the arenas now hold step 12: no verified copy of step 8 exists,
-     so ft_restore fails and trainsim exits 1 saying so, without training from scratch.
+  4. the same plan again: the arenas now hold step 12, and step 8 in their other slot — restored
+     from there (both slots are copies), --steps 16 ends on the reference and saves 12 and 16.
+     Then the same plan once more: no copy of step 8 is left, so ft_restore fails and trainsim
+     exits 1 saying so, without training from scratch.
   5. --ft restore and no plan file at all (no worker): FT_TIMEOUT after FT_RESTORE_WAIT, exit 1.
   6. an arena directory that cannot hold the arena: registration fails, trainsim warns and
      trains on to the reference's checksums (no restore is attempted).
@@ -78,6 +80,14 @@ def main():
                      "rank %d did not say when its first step after the restore (step 9) completed:\n%s" % (r, out))
         tc.verify_against_reference(args, tc.checksums(out), longer, 2)
         print("OK: restored step 8, ran 8..11, checksums of 12 steps", flush=True)
+
+        longest = ["--dp", "2", "--steps", "16", "--param-bytes", "256k"]
+        out, err = run(longest)
+        for r in range(2):
+            tc.check("trainsim rank=%d restored step=8" % r in out,
+                     "rank %d did not restore step 8 from its arena's other slot:\n%s" % (r, out))
+        tc.verify_against_reference(args, tc.checksums(out), longest, 2)
+        print("OK: step 8 restored from the other slot behind step 12, checksums of 16 steps", flush=True)
 
         out, err = run(longer, expect_rc=1)
         tc.check(not tc.checksums(out), "a rank trained although its restore failed:\n" + out)
