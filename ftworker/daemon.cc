@@ -273,6 +273,13 @@ void Daemon::PollArenaGc(uint64_t mono_ns) {
   keeper_->SetGcFacts(facts, monitor_->Ranks());
 }
 
+bool Daemon::StoppedByThisWorker(int rank) const {
+  for (const proto::Membership& m : monitor_->Memberships()) {
+    if (m.rank == rank) return m.state == proto::RankStateName(proto::RankState::kStopped);
+  }
+  return false;
+}
+
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -281,11 +288,16 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
     // A relaunch in place may start before the master heard of this end: its ft_restore waits.
-    // A rank this worker stopped too: a stop decided without a save leaves the plan to the
-    // copies still coming (the termination saves the stop asked for), and a group restarted at
-    // once read the plan from before the fault (a campaign seed: half the ranks started from
-    // scratch while the other half restored).
-    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0)) {
+    // A rank this worker stopped too, unless the plan in hand was published after the stop was
+    // decided (a save-then-stop: the saves were judged first). A stop decided without a save
+    // leaves the plan to the copies still coming, and a group restarted at once read the plan
+    // from before the fault (a campaign seed: half the ranks started from scratch while the
+    // other half restored). Both times are the master's clock.
+    const int64_t stop_decided = runner_.StopDecidedAt(event.rank);
+    const bool plan_after_stop = StoppedByThisWorker(event.rank) && stop_decided > 0 &&
+                                 plan_sync_.plan_unix_ms() >= stop_decided;
+    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0) &&
+        !plan_after_stop) {
       plan_sync_.NoteRankEnded(event.rank,
                                event.code < 0 ? fmt::format("signal {}", -event.code) : fmt::format("exit status {}", event.code),
                                mono_ns);

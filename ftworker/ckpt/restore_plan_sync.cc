@@ -94,6 +94,7 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   }
   plan_ = ToNodePlan(plan, options_);
   plan_version_ = current;
+  plan_unix_ms_ = plan.unix_ms;
   have_plan_ = true;
   if (gate_ != nullptr) gate_->OnPlan(plan, redis);
   WriteCurrent(current);

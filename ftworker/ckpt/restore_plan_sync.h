@@ -89,6 +89,8 @@ class RestorePlanSync {
   // its step (-1: none). What checkpoint retention must keep.
   bool have_plan() const { return have_plan_; }
   int64_t planned_step() const { return plan_.step; }
+  // When the master published the plan in hand (its clock; 0: none, or `step none` by default).
+  int64_t plan_unix_ms() const { return plan_unix_ms_; }
 
  private:
   // Shapes the last plan through the gate, then writes or withholds it.
@@ -110,6 +112,7 @@ class RestorePlanSync {
   bool have_plan_ = false;        // plan_ holds the last plan decoded
   ckpt::NodePlan plan_;
   std::string plan_version_;      // its restore:version
+  int64_t plan_unix_ms_ = 0;      // its unix_ms
   bool withholding_ = false;
   std::string local_settling_;  // NoteRankEnded's why; "" none
   uint64_t local_until_ns_ = 0;

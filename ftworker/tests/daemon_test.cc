@@ -222,6 +222,32 @@ TEST_F(DaemonTest, ARankStoppedByThisWorkerSettlesThePlanFile) {
   EXPECT_NE(plan.settling.find("rank 0 of this node ended"), std::string::npos) << "'" << plan.settling << "'";
 }
 
+// After a save-then-stop the master published the plan (the saves judged) after it decided the
+// stop: the stopped ranks' end does not hold a relaunch back.
+TEST_F(DaemonTest, AStopDecidedBeforeThePlanInHandDoesNotSettleIt) {
+  FakeRank rank(job_, 0, kPid0, "n1");
+  proto::RestorePlan published;
+  published.version = 3;
+  published.step = 30;
+  published.unix_ms = UnixMs();
+  server_.Execute({"SET", keys_.Restore(), proto::Encode(published)});
+  server_.Execute({"SET", keys_.RestoreVersion(), "3"});
+  TickFor(1500);
+  ckpt::NodePlan plan;
+  const std::string path = ckpt::NodePlanPath(arena_dir_.path(), job_, "n1");
+  ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok()) << path;
+  ASSERT_EQ(plan.step, 30);
+  proto::Membership m;
+  ASSERT_TRUE(proto::Decode(server_.HGet(keys_.Ranks(), "0").value_or(""), &m).ok());
+  Command("stop", -1, "stop-n1", {{0, m.incarnation}}, published.unix_ms - 500);  // decided before the plan
+  TickFor(300);
+  ASSERT_EQ(probe_.signals.size(), 1u);
+  probe_.procs[kPid0].exists = false;
+  TickFor(300);
+  ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok());
+  EXPECT_EQ(plan.settling, "") << "the plan was made after the stop's decision";
+}
+
 // A worker upgraded from the grouped layout (docs/redis-schema.md, "Slots") finds
 // its cursor where the old worker kept it, and does not run the node's old commands again.
 TEST_F(DaemonTest, AnUpgradedWorkerResumesAfterTheCursorOfTheOldLayout) {
