@@ -55,6 +55,7 @@ Draw MakeDraw(uint64_t seed) {
   }
   // 1-3 faults in all: the rest benign or a second fault during recovery.
   const int64_t total = pick(1, 3);
+  bool failover = false;
   while (static_cast<int64_t>(d.faults.size()) < total) {
     const int64_t extra = pick(0, 3);
     const int64_t at = pick(2000, fault_at + 8000);
@@ -62,7 +63,8 @@ Draw MakeDraw(uint64_t seed) {
       d.faults.push_back(Fault{FaultKind::kDelayReports, at, -1, any_node(), pick(5, 40) * 100, true, 0});
     } else if (extra == 1) {
       d.faults.push_back(Fault{FaultKind::kWorkerRestart, at, -1, any_node(), pick(0, 30) * 100, pick(0, 1) == 0, 0});
-    } else if (extra == 2) {
+    } else if (extra == 2 && !failover) {
+      failover = true;  // one standby: a second failover would leave the job without a master
       d.faults.push_back(Fault{FaultKind::kMasterFailover, at, -1, "", 0, true, 0});
     } else if (!d.faults.empty() && d.faults[0].kind != FaultKind::kDelayReports &&
                d.faults[0].kind != FaultKind::kWorkerRestart && d.faults[0].kind != FaultKind::kMasterFailover) {

@@ -264,7 +264,12 @@ void ModelWorker::ScanArenas(const ModelJob& job, int64_t now_ms) {
 void ModelWorker::Tick(int64_t now_ms, ModelJob& job) {
   if (!running_) return;
   store_->Ensure(MonoOf(now_ms));
-  for (const ExitNote& note : std::exchange(pending_exits_, {})) ReportExit(note, job, now_ms);
+  for (const ExitNote& note : std::exchange(pending_exits_, {})) {
+    ReportExit(note, job, now_ms);
+    // daemon.cc: an ended rank's last copies are scanned at once and flushed with its end (the
+    // outbox sends ckpt:* slots before ranks:*), so the master never sees the end first.
+    next_scan_ms_ = now_ms;
+  }
   ReportMemberships(job, now_ms);
   RunCommands(job, now_ms);
   if (now_ms >= next_scan_ms_) {
