@@ -30,11 +30,11 @@ int64_t StepOfAck(const std::string& message) {
 
 // ---- a phase's commands, as values ------------------------------------------------------
 
-DecidedFor::DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms) {
+DecidedFor::DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms, bool at_decision) {
   const uint64_t decided_ns = static_cast<uint64_t>(std::max<int64_t>(decided_unix_ms, 0)) * 1000000;
   for (const proto::Membership& m : members) {
     if (m.rank < 0 || m.incarnation == 0) continue;
-    if (decided_ns > 0 && m.incarnation > decided_ns) continue;  // started after the decision
+    if (!at_decision && decided_ns > 0 && m.incarnation > decided_ns) continue;  // started after the decision
     by_node_[m.node].push_back({m.rank, m.incarnation});
     by_rank_[m.rank] = m.incarnation;
   }
@@ -53,9 +53,9 @@ std::vector<proto::RankIncarnation> DecidedFor::OfRank(int rank) const {
 
 CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
                        const proto::Keys& keys, int64_t save_deadline_ms,
-                       std::span<const proto::Membership> members) {
+                       std::span<const proto::Membership> members, bool at_decision) {
   CommandBatch b;
-  const DecidedFor decided_for(members, a.decided_unix_ms);
+  const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
   b.next = a;
   b.next.sent = true;
   b.next.acks_from = acks_from;
@@ -84,9 +84,9 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
 
 CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
                        int64_t unix_ms, const proto::Keys& keys, double grace_s,
-                       std::span<const proto::Membership> members) {
+                       std::span<const proto::Membership> members, bool at_decision) {
   CommandBatch b;
-  const DecidedFor decided_for(members, a.decided_unix_ms);
+  const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
   b.next = a;
   b.next.sent = true;
   b.next.acks_from = acks_from;
@@ -116,6 +116,7 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
 
 void ActionRunner::NewTerm(Clock::time_point now) {
   action_.reset();
+  decided_members_.reset();
   pending_acks_.clear();
   copies_deadline_.reset();
   pending_loaded_ = false;
@@ -140,7 +141,27 @@ void ActionRunner::LoadTerm(const MasterHash& state) {
 
 void ActionRunner::Start(Action action) {
   action_ = std::move(action);
+  // Who each rank's process was (not its communicators: at 131k ranks those are tens of MB).
+  decided_members_.emplace();
+  decided_members_->reserve(membership_->values().size());
+  for (const proto::Membership& m : membership_->values()) {
+    proto::Membership slim;
+    slim.rank = m.rank;
+    slim.node = m.node;
+    slim.incarnation = m.incarnation;
+    decided_members_->push_back(std::move(slim));
+  }
   pending_loaded_ = false;
+}
+
+bool ActionRunner::StartedAfterDecision(const proto::Membership& m) const {
+  if (!action_) return true;
+  if (decided_members_) {
+    return std::none_of(decided_members_->begin(), decided_members_->end(), [&](const proto::Membership& d) {
+      return d.rank == m.rank && d.incarnation == m.incarnation;
+    });
+  }
+  return static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms;
 }
 
 void ActionRunner::LoadStored() {
@@ -149,12 +170,14 @@ void ActionRunner::LoadStored() {
       stored.is_string()) {
     Action a;
     if (proto::Decode(stored.str(), &a).ok()) action_ = std::move(a);
+    decided_members_.reset();
     pending_loaded_ = false;
   }
 }
 
 void ActionRunner::Drop() {
   action_.reset();
+  decided_members_.reset();
   pending_acks_.clear();
   pending_loaded_ = false;
 }
@@ -165,7 +188,8 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     const std::string from = LastAckId();
     if (from.empty()) return;
     CommandBatch b = SaveBatch(a, from, unix_ms, ctx_->keys, ToMs(ctx_->options.config.save_deadline),
-                               membership_->values());
+                               decided_members_ ? *decided_members_ : membership_->values(),
+                               decided_members_.has_value());
     for (int rank : b.nodeless) {
       FT_LOG(Warn, Master, "rank {} should save but no node is known for it (no membership); "
              "its shard will be missing from the checkpoint", rank);
@@ -213,7 +237,8 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
       if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
     }
     CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s,
-                               membership_->values());
+                               decided_members_ ? *decided_members_ : membership_->values(),
+                               decided_members_.has_value());
     if (!ctx_->writer.Run(b.writes)) return;
     ctx_->stats.commands += b.commands;
     a = std::move(b.next);

@@ -33,11 +33,15 @@ struct CommandBatch {
   std::vector<int> nodeless;        // save targets with no node known: not asked
 };
 // The processes a command decided at `decided_unix_ms` is for (proto::Command::incarnations),
-// by node: the members whose process had started by then. A rank relaunched since (in place by
-// its launcher, while the action ran) is not named, and the worker refuses it the command.
+// by node. A rank relaunched since (in place by its launcher, while the action ran) is not
+// named, and the worker refuses it the command. `at_decision`: `members` is the membership as
+// the master knew it when it decided, every process in it is decided for — no clock compared.
+// Otherwise (a master that took over the action) the members whose process had started by
+// `decided_unix_ms`: a process's start is its node's clock, the decision the master's, so a skew
+// past the gap between them names the wrong processes.
 class DecidedFor {
  public:
-  DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms);
+  DecidedFor(std::span<const proto::Membership> members, int64_t decided_unix_ms, bool at_decision = false);
   std::vector<proto::RankIncarnation> OfNode(const std::string& node) const;
   std::vector<proto::RankIncarnation> OfRank(int rank) const;
 
@@ -50,10 +54,10 @@ class DecidedFor {
 // as the master knows it (DecidedFor).
 CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
                        const proto::Keys& keys, int64_t save_deadline_ms,
-                       std::span<const proto::Membership> members);
+                       std::span<const proto::Membership> members, bool at_decision = false);
 CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
                        int64_t unix_ms, const proto::Keys& keys, double grace_s,
-                       std::span<const proto::Membership> members);
+                       std::span<const proto::Membership> members, bool at_decision = false);
 
 class ActionRunner {
  public:
@@ -78,6 +82,10 @@ class ActionRunner {
 
   bool active() const { return action_ && action_->phase != proto::ActionPhase::kDone; }
   const std::optional<Action>& action() const { return action_; }
+  // Whether `m`'s process started after the action was decided (a relaunch): it is not in the
+  // membership this master knew when it decided; for an action taken over from another master,
+  // by the clocks (DecidedFor).
+  bool StartedAfterDecision(const proto::Membership& m) const;
 
  private:
   std::string LastAckId();  // "" when Redis failed
@@ -97,6 +105,8 @@ class ActionRunner {
   JobMembership* membership_;
   CkptRound* ckpt_;
   std::optional<Action> action_;
+  // The membership when this master decided action_ (Start); none for a stored one (LoadStored).
+  std::optional<std::vector<proto::Membership>> decided_members_;
   std::set<std::string> pending_acks_;
   bool pending_loaded_ = false;
   std::string ack_cursor_;

@@ -26,6 +26,8 @@ constexpr int kCkptSteps = 16;  // newest steps looked at; workers keep FT_CKPT_
 // After a rank was relaunched or seen gone, how long copies may still be on their way: a
 // termination save commits, its worker's scan reports it (about a second), a round reads it.
 constexpr std::chrono::seconds kSettleAfterMove{3};  // plus the copy wait
+// How long a plan naming another step waits while a launch restores from the published one.
+constexpr std::chrono::seconds kMaxPlanHold{60};
 
 }  // namespace
 
@@ -62,6 +64,14 @@ void CkptRound::LoadPlan() {
   }
   int64_t published = 0;
   if (version.ToInt(&published) && published > plan_.version) plan_.version = published;
+  if (plan_.version > 0) {
+    // Another master published before this term: what moved meanwhile is unknown to this one
+    // (it saw no end nor relaunch), so it is taken as a move: a newer step waiting for its
+    // replicas keeps the plan settling (a campaign seed: a successor made step 3 final while
+    // the teardown's copies of step 6 waited for their third replica).
+    moved_at_ = now_;
+    moved_ = true;
+  }
   redis::Reply rewinds;
   if (!ctx_->store->Run({"GET", ctx_->keys.CkptRewinds()}, &rewinds).ok()) return;
   proto::CkptRewinds loaded;
@@ -72,6 +82,12 @@ void CkptRound::LoadPlan() {
       ctx_->bad.Report(ctx_->keys.CkptRewinds(), rewinds.str(), s.WithContext("unreadable; taken as none"));
       loaded = proto::CkptRewinds{};
     }
+  }
+  // The ends the last master echoed stay echoed: the relaunched ranks' memberships no longer
+  // show them, and a worker waiting for one would wait its whole bound.
+  for (const auto& [node, unix_ms] : plan_.ends_seen) {
+    int64_t& at = ends_seen_[node];
+    at = std::max(at, unix_ms);
   }
   if (loaded != rewinds_) {
     rewinds_ = std::move(loaded);
@@ -112,7 +128,17 @@ bool CkptRound::StoreRewind(proto::CkptRewind rewind) {
   return true;
 }
 
-void CkptRound::RecordRewinds() {
+void CkptRound::RecordRewinds(int64_t unix_ms) {
+  if (mismatch_rewind_) {
+    bool any_runs = false;
+    for (const auto& [rank, m] : NewestMembers()) {
+      const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+      any_runs |= state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
+    }
+    const std::string why = fmt::format("the ranks of a launch restored different steps (most of them {}) and "
+                                        "trained on a mixed state", *mismatch_rewind_);
+    if (!any_runs && StoreRewind(proto::CkptRewind{*mismatch_rewind_, unix_ms, why})) mismatch_rewind_.reset();
+  }
   if (finished_at_ms_ > 0) {
     if (EndStepSaved()) {
       FT_LOG(Info, Master, "checkpoints: the job finished at step {}, which it saved: a launch after it "
@@ -159,6 +185,7 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
     if (!plan_loaded_) return;
   }
 
+  NoteEnds();  // before the copies are read (NoteEnds says why)
   redis::Reply reply;
   if (!ctx_->store->Run({"ZREVRANGE", ctx_->keys.CkptSteps(), "0", std::to_string(kCkptSteps - 1)}, &reply).ok()) return;
   std::vector<int64_t> steps;
@@ -211,7 +238,7 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   // Settling ends by time too (a relaunch's copies had their while to come): looked at every round.
   if (SettlingWhy(now, plan_.step) != plan_.settling) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
-  RecordRewinds();
+  RecordRewinds(unix_ms);
   next_round_ = now + Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare);
 }
 
@@ -222,13 +249,29 @@ bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t un
   if (!ctx_->store->Run({"HGETALL", ctx_->keys.CkptBuddy(step)}, &buddy_reply).ok()) return false;
   ++ctx_->stats.ckpt_step_reads;
   std::unique_ptr<Step>& slot = steps_[step];
-  if (!slot) {
+  const bool first_read = !slot;
+  if (first_read) {
     slot = std::make_unique<Step>();
     slot->first_seen = now;
+    // The step the published plan names was judged for good by whoever published it: a master
+    // that took over does not withdraw the plan while it waits for replicas that never come.
+    slot->settled = step == plan_.step;
   }
   Step& s = *slot;
   s.copies.Load(reply, &ctx_->bad);
   s.buddies.Load(buddy_reply, &ctx_->bad);
+  if (first_read) {
+    // The replicas' deadline runs from the first report, not from this master's first read: a
+    // master that took over would otherwise wait a whole copy_wait again while relaunched ranks
+    // wait for the plan (a campaign seed: they gave up, FT_RESTORE_WAIT). Report times are the
+    // workers' clocks: a skew moves only this deadline.
+    int64_t first_report_ms = unix_ms;
+    for (const proto::CkptCopy& c : s.copies.values()) {
+      if (c.unix_ms > 0) first_report_ms = std::min(first_report_ms, c.unix_ms);
+    }
+    const int64_t ago_ms = std::min<int64_t>(unix_ms - first_report_ms, ctx_->options.copy_wait.count());
+    s.first_seen = now - std::chrono::milliseconds(std::max<int64_t>(ago_ms, 0));
+  }
   s.fields = static_cast<int64_t>(reply.size() / 2 + buddy_reply.size() / 2);
   s.judged.reset();  // points into of_step, rebuilt below
   s.of_step.clear();
@@ -367,16 +410,123 @@ bool CkptRound::ReadEvicted() {
   return true;
 }
 
-std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) {
-  // Not "an incident's decision under way": its save commands wait for a relaunched rank's
-  // ft_restore, which would wait for the decision. Its copies are covered below (the ranks that
-  // ended, the step they saved waiting for its replicas).
-  std::vector<std::string> why;
+std::map<int, const proto::Membership*> CkptRound::NewestMembers() const {
   std::map<int, const proto::Membership*> newest;
   for (const proto::Membership& m : membership_->values()) {
     auto [at, inserted] = newest.emplace(m.rank, &m);
     if (!inserted && m.incarnation > at->second->incarnation) at->second = &m;
   }
+  return newest;
+}
+
+int64_t CkptRound::NewestEndMs(const std::map<int, const proto::Membership*>& newest) const {
+  // A relaunched rank's membership no longer shows the end it followed: the ends read from the
+  // events (and echoed by an earlier master) count too.
+  int64_t newest_end_ms = 0;
+  for (const auto& [node, unix_ms] : ends_seen_) newest_end_ms = std::max(newest_end_ms, unix_ms);
+  for (const auto& [node, unix_ms] : ctx_->rank_ends) newest_end_ms = std::max(newest_end_ms, unix_ms);
+  for (const auto& [rank, m] : newest) {
+    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+    if (state == proto::RankState::kDead || state == proto::RankState::kStopped) {
+      newest_end_ms = std::max(newest_end_ms, m->unix_ms);
+    }
+  }
+  return newest_end_ms;
+}
+
+std::string CkptRound::LaunchRestoringFrom(int64_t version) const {
+  const std::map<int, const proto::Membership*> newest = NewestMembers();
+  const int64_t newest_end_ms = NewestEndMs(newest);
+  int from_it = 0, waiting = 0;
+  for (const auto& [rank, m] : newest) {
+    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+    const bool runs = state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
+    if (!runs || static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms) continue;
+    if (m->restored_step >= -1) {
+      from_it += m->restore_plan == version ? 1 : 0;
+    } else {
+      ++waiting;
+    }
+  }
+  if (from_it == 0 || waiting == 0) return "";
+  return fmt::format("{} rank{} restored from it, {} not yet", from_it, from_it == 1 ? "" : "s", waiting);
+}
+
+std::optional<proto::Incident> CkptRound::TakeRestoreMismatch(int64_t unix_ms) {
+  const std::map<int, const proto::Membership*> newest = NewestMembers();
+  const int64_t newest_end_ms = NewestEndMs(newest);
+  std::map<int64_t, std::vector<const proto::Membership*>> by_step;
+  uint64_t launch = 0;  // the launch's first start
+  for (const auto& [rank, m] : newest) {
+    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+    const bool runs = state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
+    if (!runs || static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms || m->restored_step < -1) continue;
+    by_step[m->restored_step].push_back(m);
+    launch = launch == 0 ? m->incarnation : std::min(launch, m->incarnation);
+  }
+  if (by_step.size() < 2 || launch == mismatch_launch_) return std::nullopt;
+  mismatch_launch_ = launch;
+  // The step most ranks restored is taken as the launch's; the others are its suspects. What the
+  // launch saved past it is of a mixed state: superseded by a rewind to it once the launch is gone.
+  auto most = std::max_element(by_step.begin(), by_step.end(),
+                               [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+  mismatch_rewind_ = most->first;
+  auto name = [](int64_t step) { return step < 0 ? std::string("nothing") : fmt::format("step {}", step); };
+  proto::Incident i;
+  i.id = fmt::format("restore-mismatch-{}", launch / 1000000);
+  i.kind = proto::IncidentKindName(proto::IncidentKind::kRestoreMismatch);
+  for (const auto& [step, members] : by_step) {
+    std::vector<std::string> ranks;
+    std::set<int64_t> plans;
+    for (const proto::Membership* m : members) {
+      if (ranks.size() < 16) ranks.push_back(std::to_string(m->rank));
+      plans.insert(m->restore_plan);
+      if (step != most->first && i.suspects.size() < 16) {
+        i.suspects.push_back(proto::Suspect{m->rank, m->node, fmt::format("restored {} where {} ranks restored {}",
+                                                                          name(step), most->second.size(),
+                                                                          name(most->first))});
+      }
+    }
+    i.evidence.push_back(fmt::format("{} rank{} restored {} (plan version{} {}): {}{}", members.size(),
+                                     members.size() == 1 ? "" : "s", name(step), plans.size() == 1 ? "" : "s",
+                                     fmt::join(plans, ", "), fmt::join(ranks, ", "),
+                                     members.size() > ranks.size() ? ", ..." : ""));
+  }
+  i.confidence = 1.0;
+  i.first_event_unix_ms = unix_ms;
+  i.window_closed_unix_ms = unix_ms;
+  i.decided_unix_ms = unix_ms;
+  i.decision = proto::DecisionKindName(proto::DecisionKind::kStop);
+  i.message = fmt::format(
+      "the ranks of the launch that started at {} ms restored {} different steps ({}): stopping the job before "
+      "it trains on a mixed state; what it saved past {} is not planned again, and a relaunch restores one step on "
+      "every rank",
+      launch / 1000000, by_step.size(), fmt::join(i.evidence, "; "), name(most->first));
+  FT_LOG(Error, Master, "{}", i.message);
+  return i;
+}
+
+void CkptRound::NoteEnds() {
+  ends_version_ = ctx_->rank_ends_version;
+  for (const auto& [node, unix_ms] : ctx_->rank_ends) {
+    int64_t& at = ends_seen_[node];
+    if (unix_ms > at) {
+      at = unix_ms;
+      plan_dirty_ = true;  // the echo is part of the plan: its workers wait for it
+      // A move as a relaunch is: the ended ranks' copies may be waiting for their replicas. Seen
+      // here too by a master that took over after the end (its membership view starts there).
+      moved_at_ = now_;
+      moved_ = true;
+    }
+  }
+}
+
+std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) {
+  // Not "an incident's decision under way": its save commands wait for a relaunched rank's
+  // ft_restore, which would wait for the decision. Its copies are covered below (the ranks that
+  // ended, the step they saved waiting for its replicas).
+  std::vector<std::string> why;
+  const std::map<int, const proto::Membership*> newest = NewestMembers();
   for (const auto& [rank, m] : newest) {
     const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
     const bool is_gone = state == proto::RankState::kDead || state == proto::RankState::kStopped;
@@ -403,6 +553,24 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
   if (finished_at_ms_ > 0) {
     why.push_back(fmt::format("the job finished at step {}: whether it saved that step is settled within {} ms",
                               finished_step_, SettleWindow().count()));
+  }
+  // A teardown under way: a rank ended without a clean finish while ranks that started before
+  // that end still run. They are being stopped (a crash's stop, a launcher's SIGTERM) and save on
+  // their way out: a plan final now may name an older step than their last copies (a campaign
+  // seed: the killed rank's relaunch restored step 14 while its peers' termination saves of 19
+  // were still coming). Start and end times are the ranks' nodes' clocks, ordered across a
+  // teardown by far more than NTP keeps nodes apart (ckpt_lineage.h).
+  const int64_t newest_end_ms = NewestEndMs(newest);
+  std::vector<int> ending;
+  for (const auto& [rank, m] : newest) {
+    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
+    const bool runs = state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
+    if (runs && static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms) ending.push_back(rank);
+  }
+  if (!ending.empty()) {
+    why.push_back(fmt::format("{} rank{} of the run a rank left still run{} (being stopped: their last copies may "
+                              "still come)", ending.size(), ending.size() == 1 ? "" : "s",
+                              ending.size() <= 8 ? fmt::format(" ({})", fmt::join(ending, ", ")) : std::string()));
   }
   const bool after_move = Moving(now);
   for (const auto& [step, s] : steps_) {
@@ -461,9 +629,41 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
   }
   unplannable_ = std::move(only_evicted);
   plan.settling = SettlingWhy(now_, plan.step);
+  plan.ends_seen = ends_seen_;
   // Nothing to restore, and none was said: a first launch's `step none` needs no plan.
-  if (!chosen && plan_.step == -1 && plan.settling == plan_.settling) return true;
+  if (!chosen && plan_.step == -1 && plan.settling == plan_.settling && plan.ends_seen == plan_.ends_seen) return true;
   if (SamePlanContent(plan, plan_)) return true;
+  // One plan per launch: once a rank of the launch now running restored from the published plan,
+  // one naming another step waits until every rank of the launch restored (or the launch ended):
+  // ranks reading later would restore another step than their peers (TakeRestoreMismatch
+  // stops such a launch; this keeps the master from causing it).
+  if (plan.step != plan_.step && plan_.version > 0) {
+    const std::string restoring = LaunchRestoringFrom(plan_.version);
+    if (restoring.empty()) {
+      held_since_.reset();
+    } else if (!held_since_) {
+      held_since_ = now_;
+    }
+    // Bounded: ranks that never call ft_restore (or a restore that never ends) must not freeze
+    // the plan of a job that trains on.
+    if (!restoring.empty() && now_ - *held_since_ >= kMaxPlanHold) {
+      FT_LOG(Warn, Master, "restore plan {} was held {} s while its launch restored ({}): publishing step {} now",
+             plan_.version, std::chrono::duration_cast<std::chrono::seconds>(kMaxPlanHold).count(), restoring,
+             plan.step);
+    } else if (!restoring.empty()) {
+      if (held_plan_step_ != plan.step) {
+        FT_LOG(Info, Master, "restore plan {} (step {}) stays while its launch restores ({}); step {} is planned "
+               "once every rank of the launch restored", plan_.version,
+               plan_.step < 0 ? std::string("none") : std::to_string(plan_.step), restoring,
+               plan.step < 0 ? std::string("none") : std::to_string(plan.step));
+        held_plan_step_ = plan.step;
+      }
+      plan_dirty_ = true;  // looked at again every round (the bound, the launch's progress)
+      return true;
+    }
+  }
+  held_plan_step_ = -2;
+  held_since_.reset();
   plan.version = plan_.version + 1;
   plan.unix_ms = unix_ms;
   if (!ctx_->writer.Run({{"SET", ctx_->keys.Restore(), proto::Encode(plan)},

@@ -38,7 +38,12 @@ class CkptRound {
 
   // A new term: steps, verdicts written and the plan are read again; the round is due now.
   void NewTerm(Clock::time_point now);
-  bool Due(Clock::time_point now) const { return now >= next_round_; }
+  // Due every ckpt_period, and at once when an end was read: its node's ranks may be relaunched
+  // and waiting for the plan to echo it.
+  bool Due(Clock::time_point now) const {
+    return now >= next_round_ || ctx_->rank_ends_version != ends_version_ ||
+           (plan_loaded_ && membership_->version() != plan_ranks_version_);
+  }
   void Run(Clock::time_point now, int64_t unix_ms);
 
   // A save's step, its copies acknowledged: judged now even if some replica never reported,
@@ -57,6 +62,14 @@ class CkptRound {
   // meanwhile. Unknown end step (older libft.so or worker): nothing changes.
   void NoteFinished(int64_t last_exit_unix_ms, int64_t end_step);
   const std::vector<proto::CkptRewind>& rewinds() const { return rewinds_.rewinds; }
+
+  // The ranks of the launch now running (started after the newest end of a rank, so a teardown's
+  // survivors do not count) reported restoring different steps (Membership::restored_step): the
+  // incident to stop the job for, once per launch; else nullopt. Such a launch trains, and
+  // saves, a mixed state: once none of its ranks runs any more a rewind to the step most of them
+  // restored (stored then, so its last copies are covered) keeps its later copies out of every
+  // plan.
+  std::optional<proto::Incident> TakeRestoreMismatch(int64_t unix_ms);
 
  private:
   struct Step {
@@ -89,7 +102,7 @@ class CkptRound {
   bool StoreRewind(proto::CkptRewind rewind);
   // A relaunch seen (relaunched_from_ms_) is a rewind to the step its ranks restore: the plan's
   // once it is final. A finish noted (finished_at_ms_) is a rewind to -1.
-  void RecordRewinds();
+  void RecordRewinds(int64_t unix_ms);
   bool EndStepSaved() const;  // the finished run's end step has a copy (of this run)
   // After ranks ended or were relaunched (or the job finished), how long their copies may still
   // be on their way; Moving: a rank moved less than that ago.
@@ -99,6 +112,18 @@ class CkptRound {
   // relaunched, copies newer than `planned_step` waiting for their replicas. Notes relaunches
   // and ends on the way.
   std::string SettlingWhy(Clock::time_point now, int64_t planned_step);
+  // Each rank's newest membership (by incarnation), and the newest end of a rank (dead or
+  // stopped there, or read from the events) in its node's clock (0: none).
+  std::map<int, const proto::Membership*> NewestMembers() const;
+  int64_t NewestEndMs(const std::map<int, const proto::Membership*>& newest) const;
+  // Some ranks of the launch now running restored from plan `version` and some have not yet
+  // restored: how many of each, for people ("" otherwise).
+  std::string LaunchRestoringFrom(int64_t version) const;
+  // Folds the ends read from the events (LoopContext::rank_ends) into ends_seen_, before a round
+  // reads the copies: a plan carrying an end was built on every copy its worker reported before
+  // the exit event (ftworker reports an ended rank's copies first). Not from the membership: a
+  // rank relaunched at once overwrites its end there before a round may see it.
+  void NoteEnds();
 
   LoopContext* ctx_;
   JobMembership* membership_;
@@ -117,8 +142,15 @@ class CkptRound {
     bool gone = false;  // dead or stopped: ended without a clean exit
   };
   std::map<int, Seen> seen_;              // each rank's newest incarnation as last looked at
+  uint64_t ends_version_ = 0;                 // LoopContext::rank_ends_version folded
+  std::map<std::string, int64_t> ends_seen_;  // NoteEnds: per node its newest end (its clock);
+                                              // never lowered (a relaunch hides the end it followed)
   proto::CkptRewinds rewinds_;            // as stored (ckpt_lineage.h)
   int64_t relaunched_from_ms_ = 0;        // the latest start of relaunched ranks not yet a rewind
+  int64_t held_plan_step_ = -2;           // a plan held back while a launch restores (logged once)
+  std::optional<Clock::time_point> held_since_;  // since when (bounded: kMaxPlanHold)
+  uint64_t mismatch_launch_ = 0;          // the launch (its first start) a mismatch was reported of
+  std::optional<int64_t> mismatch_rewind_;  // the step most of it restored: a rewind once it is gone
   int64_t finished_at_ms_ = 0;            // a finish not yet decided (NoteFinished)
   int64_t finished_step_ = -1;            // the step it ended at
   Clock::time_point finished_seen_{};     // when it was noted

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -98,6 +99,12 @@ struct LoopContext {
   std::optional<proto::JobState> job_state;  // as last read or written (none before the first read,
                                              // or while what was read is unknown)
   Clock::time_point tick_started{};  // by the real clock
+  // Per node, the newest end of one of its ranks without a clean finish (an exit event read from
+  // the events stream: a crash, a kill, a teardown), in that node's clock. The checkpoint round
+  // echoes it in the plan (RestorePlan::ends_seen); ftworker reports an ended rank's copies
+  // before its exit event, so copies read after an end was read include its last saves.
+  std::map<std::string, int64_t> rank_ends;
+  uint64_t rank_ends_version = 0;  // moves whenever rank_ends does: the round echoes it at once
 };
 
 }  // namespace ft::master

@@ -95,8 +95,11 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
     membership_.ReadSoon(now);
     (void)membership_.Read(now, false);
   }
+  const uint64_t ends_before = ctx_.rank_ends_version;
   window_.ReadEvents(now, unix_ms);
   if (!store.connected()) return;
+  // A rank ended: whether its peers are still being stopped shapes the plan (ckpt_round.h).
+  if (ctx_.rank_ends_version != ends_before) membership_.ReadSoon(now);
   window_.Notice(now);
   if (window_.open()) {
     if (std::optional<WindowAction> decided = window_.Step(now, unix_ms)) TakeAction(std::move(*decided));
@@ -105,6 +108,9 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   if (actions_.active() && store.connected()) actions_.Run(now, unix_ms);
   if (summary_.Due(now) && store.connected()) summary_.Run(now, unix_ms);
   if (ckpt_.Due(now) && store.connected()) ckpt_.Run(now, unix_ms);
+  if (ctx_.job_state == proto::JobState::kRunning && !actions_.active() && store.connected()) {
+    if (std::optional<proto::Incident> mismatch = ckpt_.TakeRestoreMismatch(unix_ms)) StopForRestoreMismatch(*mismatch);
+  }
   if (!window_.open() && membership_.Due(now) && store.connected()) (void)membership_.Read(now, false);
   if (now >= next_secret_check_ && store.connected()) EnsureTransferSecret(now);
 }
@@ -170,6 +176,21 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
          actions_.active() ? ", an action in progress" : "");
 }
 
+void MasterLoop::StopForRestoreMismatch(const proto::Incident& incident) {
+  Action stop;
+  stop.incident = incident.id;
+  stop.decision = proto::DecisionKind::kStop;
+  stop.phase = proto::ActionPhase::kStop;
+  stop.decided_unix_ms = incident.decided_unix_ms;
+  auto won = ctx_.writer.WriteIncidents({incident}, incident.decided_unix_ms, {},
+                                        {{"action", proto::Encode(stop)},
+                                         {"job_state", proto::JobStateName(proto::JobState::kStopping)}},
+                                        {}, {});
+  if (!won) return;  // fenced out or Redis failed: the next look finds the mismatch again
+  if ((*won)[0]) ctx_.Print(incident, {});
+  TakeAction(WindowAction{std::move(stop), (*won)[0]});
+}
+
 void MasterLoop::TakeAction(WindowAction decided) {
   if (decided.ours) {
     actions_.Start(std::move(decided.action));
@@ -199,9 +220,7 @@ void MasterLoop::OnRanksRead() {
     const std::optional<Action>& action = actions_.action();
     if ((job_state == proto::JobState::kStopped && action) || finished) {
       for (const proto::Membership& m : members) {
-        if (proto::Is(m.state, proto::RankState::kRunning) &&
-            (finished ||
-             static_cast<int64_t>(m.incarnation / 1000000) > action->decided_unix_ms)) {
+        if (proto::Is(m.state, proto::RankState::kRunning) && (finished || actions_.StartedAfterDecision(m))) {
           // The finished action goes (its outcome stays in `checkpoint:<incident>`), so the
           // new run is watched and decided like a first one.
           if (ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state",

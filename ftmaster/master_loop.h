@@ -102,6 +102,9 @@ class MasterLoop {
   // A window closed with an action: the runner starts ours, or loads the one another master
   // stored (with the job state it wrote).
   void TakeAction(WindowAction decided);
+  // The ranks of a launch restored different steps (CkptRound::TakeRestoreMismatch): the incident
+  // written and the job stopped, as a window's stop decision would.
+  void StopForRestoreMismatch(const proto::Incident& incident);
   // After every membership read (JobMembership::OnRead): when it moved, the stragglers' ranks,
   // whether every rank exited, the inferred topology, and a stopped or finished job launched
   // again; then MaybeFinish.

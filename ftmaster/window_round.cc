@@ -126,6 +126,13 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
     return;
   }
   if (proto::EndedCleanly(event) && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
+  if (proto::Is(event, proto::EventKind::kExit) && (!event.clean || event.code != 0) && !event.node.empty()) {
+    int64_t& at = ctx_->rank_ends[event.node];  // in any job state: a stopped job's ends too
+    if (event.unix_ms > at) {
+      at = event.unix_ms;
+      ++ctx_->rank_ends_version;
+    }
+  }
   if (ctx_->job_state != proto::JobState::kRunning) {
     FT_LOG(Debug, Master, "{} event {} of rank {} ignored: the job is {}", event.kind, id,
            event.rank, JobStateText(ctx_->job_state));

@@ -119,7 +119,6 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
   FT_LOG(Info, Worker, "command {} ({}) for {} rank(s)", command.id, command.kind, ranks.size());
   for (int rank : ranks) {
     if (command.kind == "stop") {
-      stop_decided_[rank] = command.decided_unix_ms > 0 ? command.decided_unix_ms : command.unix_ms;
       Status s = monitor_->StopRank(rank, command.grace_s);
       acks->push_back(s.ok() ? MakeAck(command, rank, "done",
                                        fmt::format("SIGTERM sent; SIGKILL after {} s if still alive",

@@ -56,11 +56,6 @@ class CommandRunner {
   void Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks);
 
   size_t in_flight() const { return waiting_.size(); }
-  // When the master decided the stop this runner sent `rank` (its clock), or -1: none sent.
-  int64_t StopDecidedAt(int rank) const {
-    auto it = stop_decided_.find(rank);
-    return it == stop_decided_.end() ? -1 : it->second;
-  }
 
  private:
   struct Waiting {
@@ -81,7 +76,6 @@ class CommandRunner {
 
   NodeMonitor* monitor_;
   std::string node_;
-  std::map<int, int64_t> stop_decided_;  // rank -> the last stop's decided_unix_ms
   int64_t save_deadline_ms_;
   std::set<std::string> executed_;
   std::vector<Waiting> waiting_;

@@ -273,34 +273,49 @@ void Daemon::PollArenaGc(uint64_t mono_ns) {
   keeper_->SetGcFacts(facts, monitor_->Ranks());
 }
 
-bool Daemon::StoppedByThisWorker(int rank) const {
-  for (const proto::Membership& m : monitor_->Memberships()) {
-    if (m.rank == rank) return m.state == proto::RankStateName(proto::RankState::kStopped);
+std::vector<int> Daemon::TickKeeper(uint64_t mono_ns, int64_t unix_ms) {
+  // The ranks Redis records on this node count too: a restarted worker serves their arenas.
+  std::vector<int> node_ranks = monitor_->Ranks();
+  node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
+  keeper_->Tick(mono_ns, unix_ms, node_ranks);
+  for (const CkptReport& report : keeper_->TakeReports()) {
+    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, false);
+    if (report.removed) {
+      reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
+    } else {
+      reporter_.SetCkptCopy(report.copy);
+    }
   }
-  return false;
+  return node_ranks;
 }
 
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
+  // An ended rank's last copies (a preempted rank saves twice on its way out) reach Redis before
+  // its exit event does: the master echoes an end only in a plan built on the copies read after
+  // it read the end (CkptRound::NoteEnds), and this node's plan file waits for that echo.
+  const bool ended = std::any_of(events.begin(), events.end(), [](const proto::Event& e) {
+    return e.kind == proto::EventKindName(proto::EventKind::kExit);
+  });
+  if (ended) {
+    keeper_->ScanSoon();
+    (void)TickKeeper(mono_ns, unix_ms);
+    if (store_->connected() && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+  }
   for (const auto& event : events) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);
     reporter_.AddEvent(event);
     if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
-    // A relaunch in place may start before the master heard of this end: its ft_restore waits.
-    // A rank this worker stopped too, unless the plan in hand was published after the stop was
-    // decided (a save-then-stop: the saves were judged first). A stop decided without a save
-    // leaves the plan to the copies still coming, and a group restarted at once read the plan
-    // from before the fault (a campaign seed: half the ranks started from scratch while the
-    // other half restored). Both times are the master's clock.
-    const int64_t stop_decided = runner_.StopDecidedAt(event.rank);
-    const bool plan_after_stop = StoppedByThisWorker(event.rank) && stop_decided > 0 &&
-                                 plan_sync_.plan_unix_ms() >= stop_decided;
-    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0) &&
-        !plan_after_stop) {
+    // A relaunch in place may start before the master heard of this end and read the copies the
+    // rank saved on its way out: its ft_restore waits for the master's echo of the end. A rank
+    // this worker stopped too: a plan published after the stop was decided need not be built on
+    // them (a campaign seed: a plan republished for an eviction, before the teardown's copies
+    // came, sent half the ranks back to scratch while the other half restored).
+    if (event.kind == proto::EventKindName(proto::EventKind::kExit) && (!event.clean || event.code != 0)) {
       plan_sync_.NoteRankEnded(event.rank,
                                event.code < 0 ? fmt::format("signal {}", -event.code) : fmt::format("exit status {}", event.code),
-                               mono_ns);
+                               mono_ns, event.unix_ms);
     }
   }
   const MasterNews news = TakeNews(mono_ns);
@@ -315,18 +330,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // A rank answered (a save, most likely): its copy is reported with the ack, not up to a scan
   // interval later — the master counts the copies of a save before it stops the job.
   if (!acks.empty()) keeper_->ScanSoon();
-  // The ranks Redis records on this node count too: a restarted worker serves their arenas.
-  std::vector<int> node_ranks = monitor_->Ranks();
-  node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
-  keeper_->Tick(mono_ns, unix_ms, node_ranks);
-  for (const CkptReport& report : keeper_->TakeReports()) {
-    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, false);
-    if (report.removed) {
-      reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
-    } else {
-      reporter_.SetCkptCopy(report.copy);
-    }
-  }
+  const std::vector<int> node_ranks = TickKeeper(mono_ns, unix_ms);
 
   // Buddy copies of another node's ranks: the pulls run on the replicator's thread.
   if (replicator_ != nullptr) {
@@ -359,7 +363,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   CheckMembershipInRedis(mono_ns);
   if (store_->connected()) plan_sync_.Poll(mono_ns, *store_);
   // Retention never removes the step a restore would read (the master's newest verified one).
-  if (plan_sync_.have_plan()) keeper_->SetPlan(plan_sync_.planned_step());
+  if (plan_sync_.have_plan()) {
+    keeper_->SetPlan(plan_sync_.planned_step());
+    if (replicator_ != nullptr) replicator_->SetPlannedStep(plan_sync_.planned_step());
+  }
   PollArenaGc(mono_ns);
   PollMaster(mono_ns, unix_ms, news);
 }

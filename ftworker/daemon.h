@@ -97,8 +97,8 @@ class Daemon {
   Replicator* replicator() { return replicator_.get(); }  // null without FT_CKPT_REPLICATE_EVERY
 
  private:
-  // Whether `rank`'s current incarnation ended by this worker's stop command.
-  bool StoppedByThisWorker(int rank) const;
+  // The checkpoint keeper's turn (its copies into the reporter); returns the node's ranks.
+  std::vector<int> TickKeeper(uint64_t mono_ns, int64_t unix_ms);
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
   // keeps in Redis.
   bool EnsureConnected(uint64_t mono_ns);

@@ -167,6 +167,11 @@ std::string Encode(const RestorePlan& p) {
   j["unix_ms"] = p.unix_ms;
   j["state"] = p.settling.empty() ? "final" : "settling";
   if (!p.settling.empty()) j["why"] = p.settling;
+  if (!p.ends_seen.empty()) {
+    OJson ends = OJson::array();
+    for (const auto& [node, unix_ms] : p.ends_seen) ends.push_back(OJson{{"node", node}, {"unix_ms", unix_ms}});
+    j["ends_seen"] = std::move(ends);
+  }
   return Dump(j);
 }
 
@@ -193,6 +198,21 @@ Status Decode(std::string_view json, RestorePlan* out) {
       FT_RETURN_IF_ERROR(r.Str("why", Need::kRequired, &p->settling, Empty::kRejected));
     } else if (state != "final") {
       return Status::Corrupt(r.Path("state") + ": '" + state.substr(0, 32) + "' is neither 'final' nor 'settling'");
+    }
+    // Came with the ends' echo (2026-12): a plan without it echoes none (a worker whose rank
+    // ended waits its bounded while, then takes the plan).
+    struct End {
+      std::string node;
+      int64_t unix_ms = 0;
+    };
+    std::vector<End> ends;
+    FT_RETURN_IF_ERROR(r.Objects("ends_seen", Need::kOptional, &ends, [](const Reader& o, End* e) -> Status {
+      FT_RETURN_IF_ERROR(o.Str("node", Need::kRequired, &e->node, Empty::kRejected));
+      return o.Int("unix_ms", Need::kRequired, &e->unix_ms, 0);
+    }));
+    for (End& e : ends) {
+      int64_t& at = p->ends_seen[std::move(e.node)];
+      at = std::max(at, e.unix_ms);
     }
     return r.Int("unix_ms", Need::kRequired, &p->unix_ms);
   });

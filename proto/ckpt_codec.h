@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -185,6 +186,12 @@ struct RestorePlan {
   // (an incident's saves under way, a teardown's copies not all reported, a newer step waiting
   // for its replicas): a rank starting now waits for the final plan (`state` in the JSON).
   std::string settling;
+  // Per node, the newest end of one of its ranks (a crash, a kill, a teardown) the master had
+  // heard of when it read the copies this plan is built on: the Membership.unix_ms of the
+  // ended rank, in that node's own clock (compared only with that node's own times). A worker
+  // whose rank ended later keeps its plan file settling until the master echoes the end: the
+  // copies the rank saved on its way out are then in the plan's reckoning.
+  std::map<std::string, int64_t> ends_seen;
   bool operator==(const RestorePlan&) const = default;
 };
 

@@ -341,6 +341,10 @@ std::string Encode(const Membership& m) {
   }
   j["comms"] = std::move(comms);
   if (m.step >= 0) j["step"] = m.step;
+  if (m.restored_step >= -1) {
+    j["restored_step"] = m.restored_step;
+    j["restore_plan"] = m.restore_plan;
+  }
   return Dump(j);
 }
 
@@ -357,6 +361,8 @@ Status Decode(std::string_view json, Membership* out) {
     FT_RETURN_IF_ERROR(CheckRankState(r, m->state));
     FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &m->unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Int("step", Need::kOptional, &m->step, -1));
+    FT_RETURN_IF_ERROR(r.Int("restored_step", Need::kOptional, &m->restored_step, -1));
+    FT_RETURN_IF_ERROR(r.Int("restore_plan", Need::kOptional, &m->restore_plan, 0));
     return r.Objects("comms", Need::kOptional, &m->comms, [](const Reader& c, CommMember* cm) {
       FT_RETURN_IF_ERROR(c.Hex("comm", Need::kRequired, &cm->comm_id));
       FT_RETURN_IF_ERROR(c.Bool("p2p", Need::kOptional, &cm->p2p));

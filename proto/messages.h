@@ -118,6 +118,7 @@ enum class IncidentKind : uint8_t {
   kBusy,           // a rank works on the host; nothing to do
   kStraggler,      // a rank is slower than its peers
   kSdc,            // a replica's checkpoint differs from its peers' (silent data corruption)
+  kRestoreMismatch,  // the ranks of one launch restored different steps: stopped before it trains on
 };
 
 inline constexpr const char* IncidentKindName(IncidentKind k) {
@@ -129,6 +130,7 @@ inline constexpr const char* IncidentKindName(IncidentKind k) {
     case IncidentKind::kBusy: return "busy";
     case IncidentKind::kStraggler: return "straggler";
     case IncidentKind::kSdc: return "sdc";
+    case IncidentKind::kRestoreMismatch: return "restore-mismatch";
   }
   return "?";
 }
@@ -136,7 +138,7 @@ inline constexpr const char* IncidentKindName(IncidentKind k) {
 inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
     if (name == IncidentKindName(k)) return k;
   }
   return std::nullopt;
@@ -360,6 +362,11 @@ struct Membership {
   // membership leaves it out, so it is not rewritten every step). After a clean exit of every
   // rank, the step the job ended at: the master keeps only that step's copies plannable.
   int64_t step = -1;
+  // What the rank's ft_restore did (shm restored_step_plus2): -2 not known (not called yet, or an
+  // older libft.so), -1 restored nothing, else the step restored; restore_plan: the version of
+  // the plan it read. The master stops a launch whose ranks restored different steps.
+  int64_t restored_step = -2;
+  int64_t restore_plan = 0;
 
   bool operator==(const Membership&) const = default;
 };

@@ -125,7 +125,14 @@ struct SegmentHeader {
   // its stop never cuts the save it asked for. Added within version 1 in reserved bytes.
   std::atomic<uint32_t> term_grace_ms;             // 536
   uint32_t reserved_term0;                         // 540
-  uint8_t reserved1[1024 - 544];
+  // What the app's ft_restore did: 0 none yet (or an older producer), 1 it restored nothing
+  // (the plan had no step, or the restore failed: the app starts from its own state), S + 2 it
+  // restored step S; with the version of the restore plan it read (restore_plan_version is
+  // written first). The master compares them across the ranks of a launch: one step on every
+  // rank, or the job is stopped. Added within version 1 in reserved bytes.
+  std::atomic<int64_t> restored_step_plus2;        // 544
+  std::atomic<int64_t> restore_plan_version;       // 552
+  uint8_t reserved1[1024 - 560];
   // Failures libft.so swallowed, by place (shm/hook_failures.h); the last slot also takes
   // places that found no free slot.
   HookFailureSlot hook_failures[kHookFailureSlots];  // 1024
@@ -212,6 +219,8 @@ struct Record {
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
 static_assert(offsetof(SegmentHeader, app_step_plus1) == 528);
 static_assert(offsetof(SegmentHeader, term_grace_ms) == 536);
+static_assert(offsetof(SegmentHeader, restored_step_plus2) == 544);
+static_assert(offsetof(SegmentHeader, restore_plan_version) == 552);
 static_assert(sizeof(std::atomic<int64_t>) == 8 && std::atomic<int64_t>::is_always_lock_free);
 static_assert(sizeof(ControlPage) == kControlBytes);
 static_assert(sizeof(MailboxSlot) == 256);

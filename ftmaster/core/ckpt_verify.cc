@@ -311,7 +311,7 @@ int FirstRankWithoutSource(const proto::RestorePlan& plan) {
 proto::RestorePlan NoPlan() { return proto::RestorePlan{}; }
 
 bool SamePlanContent(const proto::RestorePlan& a, const proto::RestorePlan& b) {
-  return a.step == b.step && a.ranks == b.ranks && a.settling == b.settling;
+  return a.step == b.step && a.ranks == b.ranks && a.settling == b.settling && a.ends_seen == b.ends_seen;
 }
 
 }  // namespace ft::master

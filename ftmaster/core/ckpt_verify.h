@@ -116,7 +116,7 @@ int FirstRankWithoutSource(const proto::RestorePlan& plan);
 proto::RestorePlan NoPlan();
 
 // Plans are compared without their version and time: a republish only when something else moved
-// (the step, the ranks' sources, whether it is settling and why).
+// (the step, the ranks' sources, whether it is settling and why, the ends it echoes).
 bool SamePlanContent(const proto::RestorePlan& a, const proto::RestorePlan& b);
 
 }  // namespace ft::master

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,7 +90,7 @@ class MasterLoopTest : public ::testing::Test {
 
   // `report`: the worker also rewrote the tables (else only the event carries the news, and
   // the window waits for fresh reports up to hang_window).
-  void Exit(int rank, bool clean, int code, bool report = true) {
+  void Exit(int rank, bool clean, int code, bool report = true, int terminated_by_signal = 0) {
     job_.membership[static_cast<size_t>(rank)].state = clean ? "exited" : "dead";
     job_.progress[static_cast<size_t>(rank)].state = clean ? "exited" : "dead";
     if (report) Report();
@@ -100,6 +101,8 @@ class MasterLoopTest : public ::testing::Test {
     e.unix_ms = UnixMs();
     e.code = code;
     e.clean = clean;
+    e.terminated_by_signal = terminated_by_signal;
+    e.terminate_unix_ms = terminated_by_signal > 0 ? UnixMs() - 50 : 0;
     e.message = "test";
     e.progress = job_.progress[static_cast<size_t>(rank)];
     server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", std::to_string(rank),
@@ -581,9 +584,15 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
   EXPECT_EQ(Plan().version, 2);
   PutCopy(101, 0, 0xa0);
   PutCopy(101, 1, 0xb1);
-  Run(6000, {&b});  // one replica per shard: judged at copy_wait
-  EXPECT_EQ(Plan().step, 101);
+  Run(1000, {&b});
+  // What moved before its term is unknown to a successor: a newer step waiting for its replicas
+  // keeps the plan settling for the settle window.
   EXPECT_EQ(Plan().version, 3);
+  EXPECT_NE(Plan().settling.find("step 101 waits for its replicas"), std::string::npos) << Plan().settling;
+  Run(5000, {&b});  // one replica per shard: judged at copy_wait
+  EXPECT_EQ(Plan().step, 101);
+  EXPECT_EQ(Plan().settling, "");
+  EXPECT_EQ(Plan().version, 4);
 }
 
 // tp=2 dp=2 on n0 {0,1}, n1 {2,3}: n1 joins the evicted set (a scheduler or the master wrote
@@ -994,14 +1003,165 @@ TEST_F(MasterLoopTest, ACrashMakesThePlanSettleUntilItsCopiesAreJudged) {
   EXPECT_EQ(plan.settling, "") << "judged: final";
   EXPECT_GT(plan.version, settling_version);
   const int64_t final_version = plan.version;
-  // The relaunch: new incarnations. The final plan is not withdrawn.
+  // The relaunch: new incarnations (started now). The final plan is not withdrawn.
   for (proto::Membership& m : job_.membership) {
-    m.incarnation += 1;
+    m.incarnation = static_cast<uint64_t>(UnixMs()) * 1000000;
     m.state = "running";
   }
   Report();
   Run(4000, {&a});
   EXPECT_EQ(Plan().version, final_version) << "once final, the plan stays until something newer is saved";
+}
+
+// Each node's newest end (an exit event without a clean finish, its time in that node's clock)
+// is echoed in the plan, so a worker whose rank ended knows the plan was built on the copies it
+// reported before the end; the echo is never lowered (a relaunch hides the end in the
+// membership) and a new master keeps the last one's.
+TEST_F(MasterLoopTest, ThePlanEchoesEachNodesNewestEndAndKeepsItAcrossARelaunchAndATakeover) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(6000, {&a});
+  ASSERT_EQ(Plan().step, 20);
+  EXPECT_TRUE(Plan().ends_seen.empty()) << "nothing ended";
+  // A preemption: each rank's second termination save (step 21) reported before its end.
+  std::map<std::string, int64_t> ends;
+  for (int r = 0; r < 4; ++r) {
+    PutCopy(21, r, r % 2 == 0 ? 0xa1 : 0xb2, {"arena"}, false, "termination");
+    ends[job_.membership[static_cast<size_t>(r)].node] = UnixMs();
+    Exit(r, false, -15, true, /*terminated_by_signal=*/15);
+  }
+  ASSERT_EQ(ends.size(), 2u);
+  Run(2000, {&a});
+  proto::RestorePlan plan = Plan();
+  EXPECT_EQ(plan.step, 21);
+  EXPECT_EQ(plan.settling, "");
+  EXPECT_EQ(plan.ends_seen, ends);
+  Relaunch();
+  Run(4000, {&a});
+  EXPECT_EQ(Plan().ends_seen, ends) << "the relaunched ranks' memberships hide the ends: still echoed";
+  a.loop->Release();
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
+  Run(4000, {&b});
+  EXPECT_EQ(Plan().ends_seen, ends) << "the new master starts from the published echo";
+  const std::string node1 = job_.membership[1].node;
+  Exit(1, false, -9);
+  ends[node1] = UnixMs();
+  Run(2000, {&b});
+  EXPECT_EQ(Plan().ends_seen, ends) << "rank 1's node's newer end; the other node's kept";
+}
+
+// One plan per launch: once ranks of a relaunch restored from the published plan, a newer step
+// (a late copy, a save) is not published until every rank of the launch restored; bounded, so
+// ranks that never call ft_restore do not freeze the plan of a job that trains on.
+TEST_F(MasterLoopTest, APlanStaysWhileItsLaunchRestoresThenMoves) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(6000, {&a});
+  ASSERT_EQ(Plan().step, 20);
+  for (int r = 0; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+    Exit(r, false, -15, true, 15);
+  }
+  Run(2000, {&a});
+  Relaunch();
+  const int64_t version = Plan().version;
+  for (int r = 0; r < 2; ++r) {
+    job_.membership[static_cast<size_t>(r)].restored_step = 20;
+    job_.membership[static_cast<size_t>(r)].restore_plan = version;
+  }
+  Report();
+  Run(1000, {&a});
+  for (int r = 0; r < 4; ++r) PutCopy(21, r, r % 2 == 0 ? 0xa2 : 0xb3);  // a late copy of a newer step
+  Run(3000, {&a});
+  EXPECT_EQ(Plan().step, 20) << "ranks 2 and 3 have not restored yet";
+  EXPECT_EQ(Plan().version, version);
+  for (int r = 2; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].restored_step = 20;
+    job_.membership[static_cast<size_t>(r)].restore_plan = version;
+  }
+  Report();
+  Run(3000, {&a});
+  EXPECT_EQ(Plan().step, 21) << "every rank of the launch restored";
+  EXPECT_TRUE(Incidents("restore-mismatch").empty());
+  // A launch whose ranks never all restore holds the plan at most a minute.
+  for (int r = 0; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+    Exit(r, false, -15, true, 15);
+  }
+  Run(2000, {&a});
+  Relaunch();
+  for (int r = 0; r < 4; ++r) job_.membership[static_cast<size_t>(r)].restored_step = r == 0 ? 21 : -2;
+  job_.membership[0].restore_plan = Plan().version;
+  Report();
+  Run(1000, {&a});
+  for (int r = 0; r < 4; ++r) PutCopy(24, r, r % 2 == 0 ? 0xa4 : 0xb4);
+  Run(20000, {&a});
+  EXPECT_EQ(Plan().step, 21);
+  Run(45000, {&a});
+  EXPECT_EQ(Plan().step, 24) << "held at most a minute";
+}
+
+// A launch whose ranks restored different steps (a plan moved between their reads, a rank whose
+// restore failed) trains a mixed state: an incident names the odd ranks and the job is stopped;
+// once the launch is gone a rewind keeps what it saved past the step most ranks restored out of
+// every plan. Ranks still running from before the newest end (a teardown's survivors) are not
+// of the launch.
+TEST_F(MasterLoopTest, ALaunchWhoseRanksRestoredDifferentStepsIsStoppedAndItsLaterCopiesNeverPlanned) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(6000, {&a});
+  ASSERT_EQ(Plan().step, 20);
+  // Rank 3 crashed; its relaunch restored step 20 while ranks 0-2 (the first launch, started from
+  // scratch) are still being torn down: not a mismatch.
+  for (int r = 0; r < 3; ++r) job_.membership[static_cast<size_t>(r)].restored_step = -1;
+  job_.membership[3].unix_ms = UnixMs();
+  Exit(3, false, -15, true, 15);  // a teardown: no incident (this test's is the mismatch)
+  Run(200, {&a});
+  job_.membership[3].state = "running";
+  job_.membership[3].incarnation = static_cast<uint64_t>(UnixMs()) * 1000000;
+  job_.membership[3].restored_step = 20;
+  Report();
+  Run(2000, {&a});
+  EXPECT_TRUE(Incidents("restore-mismatch").empty()) << "the survivors of a teardown are not of the launch";
+  // Every rank ended, then a relaunch: ranks 0-2 restored 20, rank 3 nothing.
+  for (int r = 0; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+    Exit(r, false, -15, true, 15);
+  }
+  Run(2000, {&a});
+  Relaunch();
+  const int64_t version = Plan().version;
+  for (int r = 0; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].restored_step = r < 3 ? 20 : -1;
+    job_.membership[static_cast<size_t>(r)].restore_plan = version;
+  }
+  Report();
+  Run(1000, {&a});
+  std::vector<proto::Incident> mismatch = Incidents("restore-mismatch");
+  ASSERT_EQ(mismatch.size(), 1u);
+  EXPECT_EQ(mismatch[0].decision, "stop");
+  ASSERT_EQ(mismatch[0].suspects.size(), 1u);
+  EXPECT_EQ(mismatch[0].suspects[0].rank, 3);
+  EXPECT_NE(mismatch[0].message.find("3 ranks restored step 20"), std::string::npos) << mismatch[0].message;
+  EXPECT_EQ(StoredAction().decision, proto::DecisionKind::kStop);
+  EXPECT_FALSE(CommandsFor("n0").empty()) << "the job is stopped";
+  // What the mixed launch saved before it ended: never planned.
+  for (int r = 0; r < 4; ++r) PutCopy(21, r, r % 2 == 0 ? 0xa2 : 0xb3, {"arena"}, false, "termination");
+  for (int r = 0; r < 4; ++r) {
+    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+    Exit(r, false, -15, true, 15);
+  }
+  Run(8000, {&a});
+  const proto::CkptRewinds rewinds = Rewinds();
+  ASSERT_FALSE(rewinds.rewinds.empty());
+  EXPECT_EQ(rewinds.rewinds.back().step, 20);
+  EXPECT_NE(rewinds.rewinds.back().why.find("restored different steps"), std::string::npos) << rewinds.rewinds.back().why;
+  EXPECT_TRUE(Verdict(21).Has(proto::VerdictReason::kSuperseded)) << Verdict(21).why;
+  EXPECT_EQ(Plan().step, 20);
+  EXPECT_EQ(Incidents("restore-mismatch").size(), 1u) << "once per launch";
 }
 
 // A job that finished and is launched again starts from scratch: the finished run's plan is
@@ -1155,6 +1315,40 @@ TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
   EXPECT_EQ(second.decision, proto::DecisionKind::kSaveThenStop);
   EXPECT_EQ(second.phase, proto::ActionPhase::kSave);
   EXPECT_EQ(State("job_state"), "stopping");
+}
+
+// A relaunch whose nodes' clocks run 30 s behind the master's: its processes "started" before
+// the stop was decided by those clocks, yet they are not the processes the master knew when it
+// decided, so the job is watched again (by the clocks the new run's events were dropped).
+TEST_F(MasterLoopTest, ARelaunchIsSeenWhateverTheNodesClocksSay) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  for (proto::Membership& m : job_.membership) m.incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+  PeersWaitOnRank3();
+  Report();
+  Run(100, {&a});
+  Exit(3, false, -9);
+  Run(1500, {&a});
+  proto::MasterAction first = StoredAction();
+  for (const SaveTarget& t : first.save) {
+    Ack(fmt::format("{}-save-{}", first.incident, t.rank), t.node, t.rank, "failed");
+  }
+  Run(200, {&a});
+  first = StoredAction();
+  ASSERT_EQ(first.phase, proto::ActionPhase::kStop);
+  for (const std::string& node : first.nodes) Ack(fmt::format("{}-stop-{}", first.incident, node), node, -1, "done");
+  Run(200, {&a});
+  ASSERT_EQ(State("job_state"), "stopped");
+  for (const proto::Command& c : CommandsFor("n0")) {
+    if (c.kind == "stop") {
+      EXPECT_EQ(c.incarnations.size(), 2u) << "both processes of n0 it knew are named";
+    }
+  }
+  Job fresh(2, 2, 1, 2);
+  job_ = fresh;
+  for (proto::Membership& m : job_.membership) m.incarnation = static_cast<uint64_t>(UnixMs() - 30000) * 1000000;
+  Report();
+  Run(2500, {&a});
+  EXPECT_EQ(State("job_state"), "running") << "the relaunch is watched although its clock says it started before the stop";
 }
 
 // `ftmaster save`: one save-at-step command (rank -1) per worker, with the id it prints.

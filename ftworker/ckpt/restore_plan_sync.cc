@@ -55,20 +55,36 @@ RestorePlanSync::RestorePlanSync(RestorePlanSyncOptions options)
       keys_(options_.job),
       path_(ckpt::NodePlanPath(options_.arena_dir, options_.job, options_.node)) {}
 
-void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns) {
-  local_settling_ = fmt::format("rank {} of this node ended ({}) less than {} ms ago: its copies may still reach "
-                                "the master", rank, how, options_.settle_for_ns / 1'000'000);
-  local_until_ns_ = mono_ns + options_.settle_for_ns;
-  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling for {} ms", rank, how, path_,
-         options_.settle_for_ns / 1'000'000);
+void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns, int64_t end_unix_ms) {
+  none_why_ = fmt::format("rank {} of this node ended ({}) less than {} ms ago: its copies may still reach the "
+                          "master", rank, how, options_.settle_for_ns / 1'000'000);
+  none_until_ns_ = mono_ns + options_.settle_for_ns;
+  if (end_unix_ms > plan_echo_ms_ && end_unix_ms >= end_unix_ms_) {
+    end_unix_ms_ = end_unix_ms;
+    end_why_ = fmt::format("rank {} of this node ended ({}); the master has not yet read the copies it saved on "
+                           "its way out (waited for at most {} ms)", rank, how, options_.end_wait_for_ns / 1'000'000);
+    end_until_ns_ = mono_ns + options_.end_wait_for_ns;
+  }
+  FT_LOG(Info, Worker, "rank {} ended ({}): the restore plan file {} says settling until the master has heard of "
+         "it", rank, how, path_);
   if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
 }
 
+std::string RestorePlanSync::local_settling() const { return !end_why_.empty() ? end_why_ : none_why_; }
+
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
-  if (!local_settling_.empty() && mono_ns >= local_until_ns_) {
-    local_settling_.clear();
-    if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
+  bool rewrite = false;
+  if (!none_why_.empty() && mono_ns >= none_until_ns_) {
+    none_why_.clear();
+    rewrite = true;
   }
+  if (!end_why_.empty() && mono_ns >= end_until_ns_) {
+    FT_LOG(Warn, Worker, "the master did not say within {} ms that it heard of the end of this node's rank ({}): "
+           "the restore plan file {} takes its plan as it is", options_.end_wait_for_ns / 1'000'000, end_why_, path_);
+    end_why_.clear();
+    rewrite = true;
+  }
+  if (rewrite && have_plan_ && !withholding_) WriteCurrent(plan_version_);
   if (mono_ns < next_poll_ns_) return;
   redis::Reply version;
   if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
@@ -94,7 +110,13 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   }
   plan_ = ToNodePlan(plan, options_);
   plan_version_ = current;
-  plan_unix_ms_ = plan.unix_ms;
+  auto echo = plan.ends_seen.find(options_.node);
+  plan_echo_ms_ = echo == plan.ends_seen.end() ? 0 : echo->second;
+  if (!end_why_.empty() && plan_echo_ms_ >= end_unix_ms_) {
+    FT_LOG(Info, Worker, "restore plan version {} is built on the copies of this node's ranks that ended",
+           current);
+    end_why_.clear();
+  }
   have_plan_ = true;
   if (gate_ != nullptr) gate_->OnPlan(plan, redis);
   WriteCurrent(current);
@@ -107,10 +129,10 @@ void RestorePlanSync::Refresh() {
 
 void RestorePlanSync::WriteCurrent(const std::string& version) {
   ckpt::NodePlan shaped = plan_;
-  // Only over `step none`: a plan naming a step (the master's just-in-time save of the crash,
-  // judged before the teardown) is restored at once on every node alike; holding it here while
-  // another node's ranks restore would make them wait on these ranks, a hang to the master.
-  if (shaped.settling.empty() && shaped.step < 0) shaped.settling = local_settling_;
+  // A plan naming a step is held only until the master echoes the end (about a round): long
+  // holds there would make other nodes' restored ranks wait on these ranks, a hang to the
+  // master. Over `step none` the peers' teardown copies get their while too.
+  if (shaped.settling.empty()) shaped.settling = !end_why_.empty() ? end_why_ : shaped.step < 0 ? none_why_ : "";
   if (gate_ != nullptr) {
     gate_generation_ = gate_->generation();
     if (!gate_->Shape(&shaped)) {

@@ -13,8 +13,13 @@
 // its generation() changes the file is shaped and written again, without waiting for Redis.
 // Settling: a plan the master marks settling is written so (`settling <why>`): ft_restore waits
 // for the final one. A rank of this node that ended without a clean exit (NoteRankEnded, not
-// one this worker stopped) makes a `step none` file settling too for settle_for — the master
-// may not have heard of it, nor of the copies its peers saved as they were torn down.
+// one this worker stopped) makes the file settling too, whatever plan it holds, until the
+// master's plan echoes that end (RestorePlan::ends_seen, in this node's clock): until then the
+// master has not read the copies the rank saved on its way out (a preempted rank's last two
+// saves), and a rank relaunched in place would restore an older step than every shard holds
+// (at most end_wait_for, for a master that is away). Over a `step none` plan it settles at
+// least settle_for — the master may not have heard of the copies its peers on other nodes
+// saved as they were torn down.
 // Not thread-safe: the daemon loop owns it.
 #ifndef FT_FTWORKER_RESTORE_PLAN_SYNC_H_
 #define FT_FTWORKER_RESTORE_PLAN_SYNC_H_
@@ -52,6 +57,8 @@ struct RestorePlanSyncOptions {
   // How long a rank's end on this node keeps the file settling (a worker's copy scan, about a
   // second, and a master's round after it).
   uint64_t settle_for_ns = 3'000'000'000;
+  // How long a rank's end keeps any plan settling while the master has not echoed it.
+  uint64_t end_wait_for_ns = 6'000'000'000;  // below ft_restore's default wait (FT_RESTORE_WAIT, 10 s)
 };
 
 // The node's view of the master's plan (version, step, every rank's digest and sources).
@@ -73,11 +80,13 @@ class RestorePlanSync {
   void StretchPolls(uint64_t ns) { stretched_poll_ns_ = ns; }
   // Writes the file again when the gate's generation changed (no Redis needed).
   void Refresh();
-  // A rank of this node ended without a clean exit (`how`, for people): the file says settling
-  // until settle_for_ns after `mono_ns` (and longer while the master says settling).
-  void NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns);
-  // What the file says it waits for ("" : final).
-  const std::string& local_settling() const { return local_settling_; }
+  // A rank of this node ended without a clean exit (`how`, for people) at `end_unix_ms` (this
+  // node's clock: its ended Membership.unix_ms): the file says settling until the master's plan
+  // echoes the end (or end_wait_for_ns passed), over `step none` at least settle_for_ns after
+  // `mono_ns` (and longer while the master says settling).
+  void NoteRankEnded(int rank, const std::string& how, uint64_t mono_ns, int64_t end_unix_ms);
+  // What the file says it waits for of this node's own ("" : nothing).
+  std::string local_settling() const;
 
   // Removes the plan file this worker wrote (at a clean stop).
   void RemoveFile();
@@ -89,8 +98,6 @@ class RestorePlanSync {
   // its step (-1: none). What checkpoint retention must keep.
   bool have_plan() const { return have_plan_; }
   int64_t planned_step() const { return plan_.step; }
-  // When the master published the plan in hand (its clock; 0: none, or `step none` by default).
-  int64_t plan_unix_ms() const { return plan_unix_ms_; }
 
  private:
   // Shapes the last plan through the gate, then writes or withholds it.
@@ -112,10 +119,14 @@ class RestorePlanSync {
   bool have_plan_ = false;        // plan_ holds the last plan decoded
   ckpt::NodePlan plan_;
   std::string plan_version_;      // its restore:version
-  int64_t plan_unix_ms_ = 0;      // its unix_ms
   bool withholding_ = false;
-  std::string local_settling_;  // NoteRankEnded's why; "" none
-  uint64_t local_until_ns_ = 0;
+  // NoteRankEnded: the newest end not yet echoed, and until when it is waited for.
+  std::string end_why_;         // "" none pending
+  int64_t end_unix_ms_ = 0;
+  uint64_t end_until_ns_ = 0;
+  int64_t plan_echo_ms_ = 0;    // the plan in hand's ends_seen for this node
+  std::string none_why_;        // over `step none`: settles at least until none_until_ns_
+  uint64_t none_until_ns_ = 0;
 };
 
 }  // namespace ft::worker

@@ -124,6 +124,13 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   if (life_ == Life::kRunning) timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
   for (size_t i = first_event; i < events->size(); ++i) (*events)[i].progress = progress_;
   hook_failures_ = shm::SnapshotHookFailures(segment_->header());
+  // What ft_restore did (the step first, acquire: the plan version was written before it).
+  const int64_t restored_plus2 = segment_->header()->restored_step_plus2.load(std::memory_order_acquire);
+  if (restored_plus2 > 0 && restored_plus2 - 2 != restored_step_) {
+    restored_step_ = restored_plus2 - 2;
+    restore_plan_ = segment_->header()->restore_plan_version.load(std::memory_order_relaxed);
+    membership_changed_ = true;
+  }
   if (progress_.state != last_state_) {
     last_state_ = progress_.state;
     membership_changed_ = true;
@@ -630,6 +637,8 @@ proto::Membership RankMonitor::membership() const {
   m.incarnation = incarnation_;
   m.state = proto::RankStateName(life_);
   m.unix_ms = progress_.observed_unix_ms;
+  m.restored_step = restored_step_;
+  m.restore_plan = restore_plan_;
   for (const auto& [id, member] : members_) m.comms.push_back(member);
   // The segment stays mapped after the process removed it at its exit: its last value is final.
   if (finished() && segment_) {

@@ -206,6 +206,8 @@ class RankMonitor {
   std::unordered_map<uint64_t, std::array<RecentEnter, 64>> recent_enters_;
   bool membership_changed_ = true;
   std::string last_state_;
+  int64_t restored_step_ = -2;  // what ft_restore did (proto::Membership::restored_step)
+  int64_t restore_plan_ = 0;
 
   // Records, steps, summary window.
   uint64_t last_dropped_ = 0;

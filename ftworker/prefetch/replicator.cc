@@ -186,6 +186,10 @@ void Replicator::Poll(redis::Commands& redis) {
       guarded_ = guarded;
     }
   }
+  {
+    MutexLock lock(&mu_);
+    DropUnguarded(guarded.empty() ? std::vector<int>{} : beat.ranks);
+  }
   if (guarded.empty() || beat.ranks.empty() || !secret.is_string() || secret.str().empty()) return;
 
   redis::Reply steps;
@@ -342,6 +346,34 @@ std::string Replicator::ReplicaPathOf(ckpt::CopyId id) {
   auto it = held_.find(id.rank);
   if (it == held_.end() || it->second.step != id.step) return "";
   return ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, id.rank);
+}
+
+void Replicator::SetPlannedStep(int64_t step) {
+  MutexLock lock(&mu_);
+  planned_step_ = step;
+}
+
+void Replicator::DropUnguarded(const std::vector<int>& guarded_ranks) {
+  if (planned_step_ < 0) return;  // no plan: nothing says which copies a restore still needs
+  for (auto it = held_.begin(); it != held_.end();) {
+    const auto& [rank, held] = *it;
+    const bool guarded = std::find(guarded_ranks.begin(), guarded_ranks.end(), rank) != guarded_ranks.end();
+    if (guarded || held.step >= planned_step_) {
+      ++it;
+      continue;
+    }
+    const std::string path = ckpt::Arena::ReplicaPathFor(options_.arena_dir, options_.job, rank);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      FT_LOG(Warn, Worker, "could not remove the buddy copy {} of rank {}: {}", path, rank, std::strerror(errno));
+      ++it;
+      continue;
+    }
+    FT_LOG(Info, Worker, "buddy copies: removed rank {}'s copy of step {} ({}): the ring no longer gives this "
+           "node that rank, and the restore plan is at step {}", rank, held.step, path, planned_step_);
+    reports_.push_back(CkptReport{held.copy, true});
+    failed_step_.erase(rank);
+    it = held_.erase(it);
+  }
 }
 
 std::string Replicator::guarded() const {

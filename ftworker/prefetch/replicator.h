@@ -94,6 +94,11 @@ class Replicator {
   std::vector<CkptReport> TakeReports();
   // Makes the next TakeReports() report every buddy copy held: for a Redis that lost its data.
   void ReportAll();
+  // The step the master's restore plan names (-1 none), from the node's plan sync. A buddy copy
+  // of a rank the ring no longer gives this node (its node moved, or left) is removed once its
+  // step is older than the planned one: until then it may be the only copy of its shard (the
+  // node it came from may be the one that failed), after that no plan goes back to it.
+  void SetPlannedStep(int64_t step);
   // The replica arena holding (step, rank), or "". Any thread.
   std::string ReplicaPathOf(ckpt::CopyId id);
   // The node whose ranks this node copies now ("" none yet).
@@ -116,6 +121,8 @@ class Replicator {
   };
 
   void Poll(redis::Commands& redis);
+  // Removes the buddy copies of ranks not in `guarded_ranks` whose step is below planned_step_.
+  void DropUnguarded(const std::vector<int>& guarded_ranks) REQUIRES(mu_);
   void FindKept();  // replica arenas a previous worker left: held again
   void Loop();
   // *transfer_s: the engine's pull alone (what bytes_pulled/seconds_pulling rate).
@@ -133,6 +140,7 @@ class Replicator {
   bool busy_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
   std::string guarded_ GUARDED_BY(mu_);
+  int64_t planned_step_ GUARDED_BY(mu_) = -1;
   std::vector<CkptReport> reports_ GUARDED_BY(mu_);
   uint64_t bytes_ GUARDED_BY(mu_) = 0;
   double seconds_ GUARDED_BY(mu_) = 0;

@@ -222,9 +222,11 @@ TEST_F(DaemonTest, ARankStoppedByThisWorkerSettlesThePlanFile) {
   EXPECT_NE(plan.settling.find("rank 0 of this node ended"), std::string::npos) << "'" << plan.settling << "'";
 }
 
-// After a save-then-stop the master published the plan (the saves judged) after it decided the
-// stop: the stopped ranks' end does not hold a relaunch back.
-TEST_F(DaemonTest, AStopDecidedBeforeThePlanInHandDoesNotSettleIt) {
+// After a save-then-stop the plan names the saved step, but a plan published after the stop
+// need not hold the copies the stopped ranks saved on their way out: the file waits until the
+// master's plan echoes this node's end (the exit event's time), and the copies went to Redis
+// before the exit event.
+TEST_F(DaemonTest, AStoppedRanksEndHoldsThePlanUntilTheMasterEchoesIt) {
   FakeRank rank(job_, 0, kPid0, "n1");
   proto::RestorePlan published;
   published.version = 3;
@@ -245,7 +247,25 @@ TEST_F(DaemonTest, AStopDecidedBeforeThePlanInHandDoesNotSettleIt) {
   probe_.procs[kPid0].exists = false;
   TickFor(300);
   ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok());
-  EXPECT_EQ(plan.settling, "") << "the plan was made after the stop's decision";
+  EXPECT_NE(plan.settling.find("rank 0 of this node ended"), std::string::npos) << "'" << plan.settling << "'";
+  int64_t end_ms = -1;
+  for (const auto& e : server_.Stream(keys_.Events())) {
+    for (size_t i = 0; i + 1 < e.fields.size(); i += 2) {
+      proto::Event event;
+      if (e.fields[i] == "json" && proto::Decode(e.fields[i + 1], &event).ok() && event.kind == "exit") {
+        end_ms = event.unix_ms;
+      }
+    }
+  }
+  ASSERT_GT(end_ms, 0) << "the exit event was reported";
+  published.version = 4;
+  published.ends_seen = {{"n1", end_ms}};
+  server_.Execute({"SET", keys_.Restore(), proto::Encode(published)});
+  server_.Execute({"SET", keys_.RestoreVersion(), "4"});
+  TickFor(1500);
+  ASSERT_TRUE(ckpt::ReadNodePlan(path, &plan).ok());
+  EXPECT_EQ(plan.step, 30);
+  EXPECT_EQ(plan.settling, "") << "the master's plan is built on what the stopped rank reported";
 }
 
 // A worker upgraded from the grouped layout (docs/redis-schema.md, "Slots") finds

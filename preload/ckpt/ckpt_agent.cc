@@ -520,9 +520,14 @@ int Agent::Restore(int64_t* step) {
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kRestore;
   Status waited = WaitForPlan(path, g_rt->config.restore_wait, &request->plan);
-  if (!waited.ok()) return Fail(FT_TIMEOUT, "ft_restore: " + std::string(waited.message()));
+  if (!waited.ok()) {
+    RecordRestored(-1, 0);
+    return Fail(FT_TIMEOUT, "ft_restore: " + std::string(waited.message()));
+  }
+  const int64_t plan_version = request->plan.version;
   int rank = std::max(id.rank, 0);
   if (request->plan.step < 0 || request->plan.Find(rank) == nullptr) {
+    RecordRestored(-1, plan_version);
     return Fail(FT_NO_CHECKPOINT, "ft_restore: the restore plan (" + path + ") has no step for rank " +
                                       std::to_string(rank) + ": starting from scratch");
   }
@@ -531,9 +536,22 @@ int Agent::Restore(int64_t* step) {
   work_cv_.NotifyOne();
   done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return request->finished; });
   const RestoreOutcome& out = request->outcome;
-  if (out.result != FT_OK) return Fail(out.result, out.message);
+  if (out.result != FT_OK) {
+    RecordRestored(-1, plan_version);
+    return Fail(out.result, out.message);
+  }
+  RecordRestored(out.step, plan_version);
   *step = out.step;  // the agent thread set the step label before any queued save ran
   return FT_OK;
+}
+
+void Agent::RecordRestored(int64_t step, int64_t plan_version) {
+  // For the master's comparison of a launch's ranks (shm/layout.h): the version first, so a
+  // reader that sees the step sees the plan it came from.
+  if (g_rt == nullptr || !g_rt->segment) return;
+  shm::SegmentHeader* h = g_rt->segment->header();
+  h->restore_plan_version.store(plan_version, std::memory_order_relaxed);
+  h->restored_step_plus2.store(step < 0 ? 1 : step + 2, std::memory_order_release);
 }
 
 int ApiSetShard(int tp, int pp, int dp) { return TheAgent().SetShard(tp, pp, dp); }

@@ -87,6 +87,8 @@ class Agent {
   int UpdateBegin(cudaStream_t stream);
   int StepDone(int64_t step);
   int Restore(int64_t* step);
+  // What ft_restore did, in the segment for the worker (step -1: nothing restored).
+  void RecordRestored(int64_t step, int64_t plan_version);
   void HandOver(const shm::Command& command);
   // At exit() with `status`: a save in progress is finished; a failing exit (non-zero) saves
   // the last completed step first (ckpt_agent_term.cc); then the termination signal's end.

@@ -171,8 +171,15 @@ EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock:
 EndSave Agent::SaveHeldStep(const char* name, Clock::time_point start, Clock::time_point deadline) {
   const auto grace = deadline - start;
   MutexLock lock(&mu_);
-  // A save already running (a just-in-time command, a periodic save) is joined, not doubled.
-  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_; })) {
+  // A save already running (a just-in-time command, a periodic save) is joined, not doubled; so
+  // is a periodic snapshot queued behind it (queued while the previous one committed), which the
+  // agent thread takes before a termination save: saving its step again would double the hold,
+  // and commit the same step into both slots (the older whole step gone).
+  auto queued_snapshot = [&]() REQUIRES(mu_) {
+    return std::any_of(app_requests_.begin(), app_requests_.end(),
+                       [](const std::shared_ptr<AppRequest>& r) { return r->kind == AppRequest::Kind::kPeriodic; });
+  };
+  if (!done_cv_.WaitUntil(&mu_, deadline, [&]() REQUIRES(mu_) { return !saving_ && !queued_snapshot(); })) {
     FT_LOG(Warn, Ckpt, "{}: a save still running after the grace ({:.1f} s)", name, Seconds(grace));
     return EndSave::kTimedOut;
   }

@@ -154,7 +154,8 @@ struct Traits<RestorePlan> {
             {"/ranks/1/rank", "ranks[1].rank"},
             {"/ranks/0/digest", "ranks[0].digest"},
             {"/ranks/1/sources/1/rank", "ranks[1].sources[1].rank"},
-            {"/ranks/0/sources/0/node", "ranks[0].sources[0].node"}};
+            {"/ranks/0/sources/0/node", "ranks[0].sources[0].node"},
+            {"/ends_seen/1/unix_ms", "ends_seen[1].unix_ms"}};
   }
 };
 
@@ -779,6 +780,24 @@ TEST(CkptCodecTest, APlanIsFinalOrSettlingWithItsReason) {
   EXPECT_EQ(out.settling, "");
   EXPECT_EQ(DecodeWith(SamplePlan(), "/state", "maybe"), "state: 'maybe' is neither 'final' nor 'settling'");
   EXPECT_EQ(DecodeWith(SamplePlan(), "/state", "settling"), "why: missing (required)");
+}
+
+// The ends a plan was built after: per node, the newest (a repeated node keeps its newest); a
+// plan from before the echo has none.
+TEST(CkptCodecTest, APlanEchoesTheEndsItHeardOf) {
+  RestorePlan out;
+  ASSERT_TRUE(Decode(Encode(SamplePlan()), &out).ok());
+  EXPECT_EQ(out.ends_seen, (std::map<std::string, int64_t>{{"node0", 1763800001100}, {"node1", 1763800001150}}));
+  Json twice = Json::parse(Encode(SamplePlan()));
+  twice["ends_seen"].push_back(Json{{"node", "node0"}, {"unix_ms", 7}});
+  ASSERT_TRUE(Decode(twice.dump(), &out).ok());
+  EXPECT_EQ(out.ends_seen.at("node0"), 1763800001100);
+  Json older = Json::parse(Encode(SamplePlan()));
+  older.erase("ends_seen");
+  ASSERT_TRUE(Decode(older.dump(), &out).ok());
+  EXPECT_TRUE(out.ends_seen.empty());
+  EXPECT_EQ(DecodeWith(SamplePlan(), "/ends_seen/0/node", ""), "ends_seen[0].node: must not be empty");
+  EXPECT_EQ(DecodeWith(SamplePlan(), "/ends_seen/1/unix_ms", -3), "ends_seen[1].unix_ms: must not be negative, got -3");
 }
 
 TEST(CkptCodecTest, NoPlanAndEmptyListsDecode) {

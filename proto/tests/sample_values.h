@@ -252,6 +252,7 @@ inline RestorePlan SamplePlan() {
     p.ranks.push_back(rr);
   }
   p.unix_ms = 1763800001200;
+  p.ends_seen = {{"node0", 1763800001100}, {"node1", 1763800001150}};
   return p;
 }
 

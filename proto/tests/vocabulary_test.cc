@@ -30,7 +30,7 @@ TEST(VocabularyTest, EveryNameParsesBackAndUnknownNamesDoNot) {
   }
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
     EXPECT_EQ(ParseIncidentKind(IncidentKindName(k)), k) << IncidentKindName(k);
   }
   EXPECT_FALSE(ParseRankState("starting").has_value());
@@ -105,7 +105,7 @@ TEST(VocabularyTest, EveryKnownStateAndKindDecodes) {
   }
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
     Incident i = SampleIncident();
     i.kind = IncidentKindName(k);
     Incident out;

@@ -51,7 +51,6 @@ void ModelWorker::Start(int64_t now_ms) {
   o.arena_dir = plan_dir_;
   plan_sync_ = std::make_unique<worker::RestorePlanSync>(o);
   reported_.clear();  // a new keeper: every copy is reported again
-  stop_decided_.clear();
   running_ = true;
   next_report_ms_ = now_ms;
   next_scan_ms_ = now_ms;
@@ -78,6 +77,13 @@ proto::Membership ModelWorker::MembershipOf(int rank, const ModelJob& job, int64
   m.unix_ms = now_ms;
   m.state = "running";
   m.step = -1;
+  // What the rank's ft_restore did, as libft.so writes it into its segment (restored_step_plus2).
+  for (auto r = job.restores().rbegin(); r != job.restores().rend(); ++r) {
+    if (r->launch != job.launch() || r->rank != rank || !r->done) continue;
+    m.restored_step = r->ok ? r->step : -1;
+    m.restore_plan = r->plan_version;
+    break;
+  }
   auto it = ended_.find(rank);
   if (it != ended_.end() && it->second.incarnation == m.incarnation) {
     m.state = it->second.note.stopped_by_worker ? "stopped" : "dead";
@@ -107,15 +113,10 @@ void ModelWorker::ReportExit(const ExitNote& note, ModelJob& job, int64_t now_ms
   e.progress = p;
   reporter_->AddEvent(e);
   reporter_->SetMembership(m);
-  // daemon.cc: a stopped rank settles the node's plan file only when the plan in hand predates
-  // the stop's decision.
-  auto decided = stop_decided_.find(note.rank);
-  const bool plan_after_stop = note.stopped_by_worker && decided != stop_decided_.end() && decided->second > 0 &&
-                               plan_sync_->plan_unix_ms() >= decided->second;
-  if (!plan_after_stop) {
-    NoteEnded(*plan_sync_, note.rank, note.code < 0 ? fmt::format("signal {}", -note.code) : fmt::format("exit status {}", note.code),
-              static_cast<uint64_t>(now_ms) * 1000000ull, m.unix_ms);
-  }
+  // daemon.cc: every end without a clean finish (a stopped rank's too) holds the node's plan
+  // file until the master's plan echoes it.
+  NoteEnded(*plan_sync_, note.rank, note.code < 0 ? fmt::format("signal {}", -note.code) : fmt::format("exit status {}", note.code),
+            static_cast<uint64_t>(now_ms) * 1000000ull, m.unix_ms);
 }
 
 void ModelWorker::ReportMemberships(ModelJob& job, int64_t now_ms) {
@@ -187,7 +188,6 @@ void ModelWorker::RunCommands(ModelJob& job, int64_t now_ms) {
         continue;
       }
       if (c.kind == "stop") {
-        stop_decided_[rank] = decided;
         if (job.alive(rank)) {
           job.Terminate(rank, now_ms, /*by_worker=*/true);
           ack(rank, "done", "SIGTERM sent");
@@ -264,12 +264,14 @@ void ModelWorker::ScanArenas(const ModelJob& job, int64_t now_ms) {
 void ModelWorker::Tick(int64_t now_ms, ModelJob& job) {
   if (!running_) return;
   store_->Ensure(MonoOf(now_ms));
-  for (const ExitNote& note : std::exchange(pending_exits_, {})) {
-    ReportExit(note, job, now_ms);
-    // daemon.cc: an ended rank's last copies are scanned at once and flushed with its end (the
-    // outbox sends ckpt:* slots before ranks:*), so the master never sees the end first.
-    next_scan_ms_ = now_ms;
+  // daemon.cc: an ended rank's last copies are scanned at once and flushed before its exit
+  // event is reported, so the master never reads the end first.
+  if (!pending_exits_.empty()) {
+    ScanArenas(job, now_ms);
+    next_scan_ms_ = now_ms + kScanMs;
+    if (now_ms >= hold_until_ms_) (void)reporter_->Flush(*shim_);
   }
+  for (const ExitNote& note : std::exchange(pending_exits_, {})) ReportExit(note, job, now_ms);
   ReportMemberships(job, now_ms);
   RunCommands(job, now_ms);
   if (now_ms >= next_scan_ms_) {

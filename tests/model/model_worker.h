@@ -83,7 +83,6 @@ class ModelWorker {
   std::vector<ExitNote> pending_exits_;
   std::vector<SaveAck> pending_acks_;
   std::map<int, Ended> ended_;                  // rank -> how its current process ended
-  std::map<int, int64_t> stop_decided_;         // rank -> the stop's decision time (master clock)
   std::map<std::pair<int64_t, int>, std::string> reported_;  // (step, rank) -> copy as last reported
 };
 

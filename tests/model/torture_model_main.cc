@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     }
   }
   if (seeds == 0) return Usage();
-  (void)ft::log::Configure(trace ? "warn" : "off", "");
+  (void)ft::log::Configure(trace ? (std::getenv("FT_MODEL_LOG") ? std::getenv("FT_MODEL_LOG") : "warn") : "off", "");
 
   char dir_template[] = "/tmp/ft-torture-model.XXXXXX";
   if (::mkdtemp(dir_template) == nullptr) {

@@ -157,7 +157,7 @@ TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLo
   Publish(published);
   sync.Poll(1 * kSec, store_);
   ASSERT_EQ(ReadPlan(sync).settling, "");
-  sync.NoteRankEnded(3, "signal 9", 1 * kSec);
+  sync.NoteRankEnded(3, "signal 9", 1 * kSec, 5000);
   ckpt::NodePlan plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, -1);
   EXPECT_NE(plan.settling.find("rank 3 of this node ended (signal 9)"), std::string::npos) << plan.settling;
@@ -171,12 +171,13 @@ TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLo
   published.step = 30;
   published.settling.clear();
   published.ranks.push_back({3, 0x1234ull, {{1, "node0", {"arena"}}}});
+  published.ends_seen = {{"node/1", 5000}};
   Publish(published);
   sync.PollSoon();
   sync.Poll(3 * kSec, store_);
   plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, 30);
-  EXPECT_EQ(plan.settling, "") << "a final step: restored at once, on every node alike";
+  EXPECT_EQ(plan.settling, "") << "a final step built after the end: restored at once, on every node alike";
   published.version = 5;
   published.step = -1;
   published.ranks.clear();
@@ -187,6 +188,55 @@ TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLo
   sync.Poll(4 * kSec + 1, store_);
   plan = ReadPlan(sync);
   EXPECT_EQ(plan.step, -1);
+  EXPECT_EQ(plan.settling, "");
+}
+
+// A preempted rank saves twice on its way out: a final plan the master built before it heard of
+// the end (no echo, or an older one) may name the older step, so it is held until the echo
+// comes; a master that never echoes holds it at most end_wait_for.
+TEST_F(RestorePlanSyncTest, AnyPlanWaitsUntilTheMasterEchoesTheEndOfARank) {
+  options_.settle_for_ns = 1 * kSec;
+  options_.end_wait_for_ns = 10 * kSec;
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 2;
+  published.step = 41;
+  published.ranks.push_back({3, 0x1234ull, {{3, "node/1", {"arena"}}}});
+  published.ends_seen = {{"node/1", 4000}, {"node/2", 9000}};  // an earlier end; another node's
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(ReadPlan(sync).settling, "");
+  sync.NoteRankEnded(3, "signal 15", 2 * kSec, 8000);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 41);
+  EXPECT_NE(plan.settling.find("rank 3 of this node ended (signal 15); the master has not yet read the copies"),
+            std::string::npos) << plan.settling;
+  published.version = 3;
+  published.ends_seen["node/1"] = 7999;  // still before this end
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(4 * kSec, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "an echo of an earlier end";
+  published.version = 4;
+  published.step = 42;
+  published.ranks[0].digest = 0x4242ull;
+  published.ends_seen["node/1"] = 8000;
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(5 * kSec, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 42);
+  EXPECT_EQ(plan.settling, "") << "built on the copies the rank saved on its way out";
+  EXPECT_EQ(sync.local_settling(), "");
+
+  // The master away: the end is waited for end_wait_for, then the plan is taken as it is.
+  sync.NoteRankEnded(2, "signal 9", 6 * kSec, 12000);
+  EXPECT_NE(ReadPlan(sync).settling, "");
+  sync.Poll(15 * kSec, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "9 s after the end: still waited for";
+  sync.Poll(16 * kSec + 1, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 42);
   EXPECT_EQ(plan.settling, "");
 }
 

@@ -3,6 +3,7 @@
 // rdma::Server on loopback serves "node0"'s arenas through the worker's own CopyProvider, and
 // "node1"'s replicator pulls them into its replica arenas, reports them and serves them on.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -302,6 +303,38 @@ TEST_F(ReplicatorTest, ThePullsKeepToTheRateCap) {
   const double floor_s = 2.0 * static_cast<double>(m0.data_bytes - m0.chunk_bytes) / options.bytes_per_second;
   EXPECT_GE(seconds, floor_s) << "pulled " << 2 * m0.data_bytes << " bytes in " << seconds << " s";
   EXPECT_GE(replicator.seconds_pulling(), floor_s);
+}
+
+// A rank the ring no longer gives this node keeps its buddy copy while a restore may still need
+// it (its node may be the one that failed), and loses it once the plan is past its step: the
+// node's memory does not grow with every move of the ring. A guarded rank's copy stays.
+TEST_F(ReplicatorTest, ACopyOfARankNoLongerGuardedGoesOnceThePlanIsPastIt) {
+  FakeArena rank0(node0_, job_, 0, kBytes);
+  FakeArena rank1(node0_, job_, 1, kBytes);
+  PeerNode node0(job_, node0_);
+  Publish("node0", node0.port());
+  Report(rank0.Save(10, 0x10));
+  Report(rank1.Save(10, 0x11));
+  Replicator replicator(Options(/*every=*/100));
+  Round(replicator);
+  ASSERT_EQ(replicator.TakeReports().size(), 2u);
+  const std::string path0 = ckpt::Arena::ReplicaPathFor(here_, job_, 0);
+  ASSERT_NE(replicator.ReplicaPathOf({10, 0}), "");
+  Alive("node0", {1});  // rank 0 moved to another node (the ring guards it elsewhere)
+  replicator.SetPlannedStep(10);
+  Round(replicator);
+  EXPECT_TRUE(replicator.TakeReports().empty()) << "the plan is at its step: still needed";
+  EXPECT_NE(replicator.ReplicaPathOf({10, 0}), "");
+  replicator.SetPlannedStep(12);
+  Round(replicator);
+  std::vector<CkptReport> reports = replicator.TakeReports();
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_TRUE(reports[0].removed);
+  EXPECT_EQ(reports[0].copy.rank, 0);
+  EXPECT_EQ(reports[0].copy.step, 10);
+  EXPECT_EQ(replicator.ReplicaPathOf({10, 0}), "");
+  EXPECT_NE(::access(path0.c_str(), F_OK), 0) << "the replica arena is gone";
+  EXPECT_NE(replicator.ReplicaPathOf({10, 1}), "") << "rank 1 is still guarded: its copy stays";
 }
 
 TEST_F(ReplicatorTest, ADeadGuardedWorkerIsSkippedARestartedWorkerReportsItsCopiesAgain) {
