@@ -139,20 +139,13 @@ void ActionRunner::LoadTerm(const MasterHash& state) {
   action_ = std::move(a);
 }
 
-void ActionRunner::Start(Action action) {
+void ActionRunner::Start(Action action, std::vector<proto::Membership> decided_for) {
   action_ = std::move(action);
-  // Who each rank's process was (not its communicators: at 131k ranks those are tens of MB).
-  decided_members_.emplace();
-  decided_members_->reserve(membership_->values().size());
-  for (const proto::Membership& m : membership_->values()) {
-    proto::Membership slim;
-    slim.rank = m.rank;
-    slim.node = m.node;
-    slim.incarnation = m.incarnation;
-    decided_members_->push_back(std::move(slim));
-  }
+  decided_members_ = decided_for.empty() ? SlimMembers(membership_->values()) : std::move(decided_for);
   pending_loaded_ = false;
 }
+
+
 
 bool ActionRunner::StartedAfterDecision(const proto::Membership& m) const {
   if (!action_) return true;

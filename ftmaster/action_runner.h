@@ -69,8 +69,10 @@ class ActionRunner {
   // A new term: no action until LoadTerm reads the stored one; the acks are due now.
   void NewTerm(Clock::time_point now);
   void LoadTerm(const MasterHash& state);
-  // An action this master just decided and wrote (the window round's).
-  void Start(Action action);
+  // An action this master just decided and wrote (the window round's). `decided_for`: the
+  // processes it is for — the membership as it was when the incident's window opened (a rank
+  // relaunched since is not one of them); empty: the membership now.
+  void Start(Action action, std::vector<proto::Membership> decided_for = {});
   // The action another master stored (it decided the window first). Unchanged when Redis failed.
   void LoadStored();
   // The job was launched again after its action: the action is forgotten (its `action` field

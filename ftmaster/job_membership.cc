@@ -5,6 +5,19 @@
 
 namespace ft::master {
 
+std::vector<proto::Membership> SlimMembers(std::span<const proto::Membership> members) {
+  std::vector<proto::Membership> slim;
+  slim.reserve(members.size());
+  for (const proto::Membership& m : members) {
+    proto::Membership s;
+    s.rank = m.rank;
+    s.node = m.node;
+    s.incarnation = m.incarnation;
+    slim.push_back(std::move(s));
+  }
+  return slim;
+}
+
 Status JobMembership::Init() {
   const MasterOptions& o = ctx_->options;
   if (!o.topology.empty()) {

@@ -16,6 +16,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "ftmaster/core/topology.h"
@@ -23,6 +24,10 @@
 #include "ftmaster/store.h"
 
 namespace ft::master {
+
+// Rank, node and incarnation of each member (not its communicators: at 131k ranks those are tens
+// of MB): which processes an action is for (action_runner.h, DecidedFor).
+std::vector<proto::Membership> SlimMembers(std::span<const proto::Membership> members);
 
 class JobMembership {
  public:

@@ -102,7 +102,9 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   if (ctx_.rank_ends_version != ends_before) membership_.ReadSoon(now);
   window_.Notice(now);
   if (window_.open()) {
-    if (std::optional<WindowAction> decided = window_.Step(now, unix_ms)) TakeAction(std::move(*decided));
+    if (std::optional<WindowAction> decided = window_.Step(now, unix_ms)) {
+      TakeAction(std::move(*decided), window_.members_at_open());
+    }
   }
   window_.Notice(now);
   if (actions_.active() && store.connected()) actions_.Run(now, unix_ms);
@@ -188,12 +190,12 @@ void MasterLoop::StopForRestoreMismatch(const proto::Incident& incident) {
                                         {}, {});
   if (!won) return;  // fenced out or Redis failed: the next look finds the mismatch again
   if ((*won)[0]) ctx_.Print(incident, {});
-  TakeAction(WindowAction{std::move(stop), (*won)[0]});
+  TakeAction(WindowAction{std::move(stop), (*won)[0]}, {});
 }
 
-void MasterLoop::TakeAction(WindowAction decided) {
+void MasterLoop::TakeAction(WindowAction decided, std::vector<proto::Membership> decided_for) {
   if (decided.ours) {
-    actions_.Start(std::move(decided.action));
+    actions_.Start(std::move(decided.action), std::move(decided_for));
     ctx_.job_state = proto::JobState::kStopping;
     return;
   }

@@ -101,7 +101,8 @@ class MasterLoop {
   void EnsureTransferSecret(Clock::time_point now);
   // A window closed with an action: the runner starts ours, or loads the one another master
   // stored (with the job state it wrote).
-  void TakeAction(WindowAction decided);
+  // `decided_for`: the processes the action is for (ActionRunner::Start); empty: the membership now.
+  void TakeAction(WindowAction decided, std::vector<proto::Membership> decided_for);
   // The ranks of a launch restored different steps (CkptRound::TakeRestoreMismatch): the incident
   // written and the job stopped, as a window's stop decision would.
   void StopForRestoreMismatch(const proto::Incident& incident);

@@ -61,6 +61,7 @@ bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
     o.Add(std::move(event));
   }
   open_ = std::move(o);
+  members_at_open_.clear();  // not known to this master: its action is for the membership then
   FT_LOG(Info, Master, "continuing the incident window opened at event {} ({} events so "
          "far){}", open_.first_event_id, open_.events.size(),
          open_.watching ? ", watching a busy rank" : "");
@@ -126,6 +127,10 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
     return;
   }
   if (proto::EndedCleanly(event) && event.terminated_by_signal == 0) NoteCleanExit(event.unix_ms);
+  if (proto::Is(event, proto::EventKind::kExit) && event.terminated_by_signal != 0 && event.rank >= 0 &&
+      event.progress.incarnation != 0) {
+    teardown_deaths_[event.rank] = event.progress.incarnation;  // one per rank: its newest process
+  }
   if (proto::Is(event, proto::EventKind::kExit) && (!event.clean || event.code != 0) && !event.node.empty()) {
     int64_t& at = ctx_->rank_ends[event.node];  // in any job state: a stopped job's ends too
     if (event.unix_ms > at) {
@@ -138,6 +143,13 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
            event.rank, JobStateText(ctx_->job_state));
     return;
   }
+  if (const uint64_t newer = NewerProcessOf(event.rank, event.progress.incarnation)) {
+    // A worker restarted after the rank ended reports the end late, when its relaunch already
+    // runs: deciding on it would stop the relaunch (a campaign seed).
+    FT_LOG(Info, Master, "{} event {} of rank {} is of its process from before a relaunch (incarnation {}; {} runs "
+           "now): not an incident", event.kind, id, event.rank, event.progress.incarnation, newer);
+    return;
+  }
   if (!open_.open) {
     if (!OpensWindow(event)) return;  // busy or a clean exit alone: nothing is stuck yet
     open_ = IncidentWindow{};
@@ -146,10 +158,27 @@ void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t u
     open_.first_event_id = id;
     open_.first_unix_ms = event.unix_ms;
     open_.opened_unix_ms = unix_ms;
+    members_at_open_ = SlimMembers(membership_->values());
     FT_LOG(Info, Master, "incident window opened by the {} event {} of rank {} on {}: {}",
            event.kind, id, event.rank, event.node, event.message);
   }
   open_.Add(std::move(event));
+}
+
+uint64_t WindowRound::NewerProcessOf(int rank, uint64_t incarnation) {
+  if (incarnation == 0 || rank < 0) return 0;
+  if (newest_by_rank_for_ != membership_->version()) {
+    newest_by_rank_.clear();
+    for (const proto::Membership& m : membership_->values()) {
+      uint64_t& newest = newest_by_rank_[m.rank];
+      if (proto::Is(m.state, proto::RankState::kRunning) || proto::Is(m.state, proto::RankState::kDisabled)) {
+        newest = std::max(newest, m.incarnation);
+      }
+    }
+    newest_by_rank_for_ = membership_->version();
+  }
+  auto it = newest_by_rank_.find(rank);
+  return it != newest_by_rank_.end() && it->second > incarnation ? it->second : 0;
 }
 
 void WindowRound::Notice(Clock::time_point now) {
@@ -259,6 +288,7 @@ AttributionInput WindowRound::Input(int64_t unix_ms) const {
   in.stale_ms = static_cast<double>(3 * ToMs(config.report_interval) + ToMs(config.hang_window) + 1000);
   in.min_wait_ms = static_cast<double>(ToMs(config.timeout_floor));
   in.clean_exit_unix_ms = clean_exit_times_;
+  in.teardown_deaths = &teardown_deaths_;
   return in;
 }
 

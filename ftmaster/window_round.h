@@ -15,8 +15,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ftmaster/core/attribution.h"
@@ -64,6 +66,9 @@ class WindowRound {
   void ForgetProgress() { progress_.Clear(); }
 
   bool open() const { return open_.open; }
+  // The processes when the open (or last) window opened: those its action is for. Empty for a
+  // window continued from another master's.
+  const std::vector<proto::Membership>& members_at_open() const { return members_at_open_; }
   const std::string& cursor() const { return cursor_; }
   const IncidentWindow& window() const { return open_; }
 
@@ -103,6 +108,13 @@ class WindowRound {
   Clock::time_point next_progress_{};
   std::deque<int64_t> clean_exits_;        // unix_ms of clean exits read in the events
   std::vector<int64_t> clean_exit_times_;  // Input()'s, by CollectCleanExits
+  std::map<int, uint64_t> teardown_deaths_;  // rank -> its process that died told to terminate
+  std::vector<proto::Membership> members_at_open_;  // the processes when the window opened (slim)
+  // The incarnation of a running process of `rank` newer than `incarnation` (0: none): an event
+  // of an older process is not about the job as it runs now.
+  uint64_t NewerProcessOf(int rank, uint64_t incarnation);
+  std::unordered_map<int, uint64_t> newest_by_rank_;  // rank -> its newest running incarnation
+  uint64_t newest_by_rank_for_ = UINT64_MAX;           // the membership version it was built for
   bool window_noticed_ = false;  // the last window notice written said "open"
   std::string noticed_window_;   // and named this window
   std::string noticed_ranks_;    // and these ranks ("*": none named, every rank)

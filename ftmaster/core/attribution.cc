@@ -144,6 +144,15 @@ class Snapshot {
                        ((r.exit_event != nullptr && (r.exit_event->terminated_by_signal != 0 ||
                                                      proto::Is(r.exit_event->progress.state, proto::RankState::kStopped))) ||
                         (r.progress != nullptr && proto::Is(r.progress->state, proto::RankState::kStopped)));
+      // Told to terminate, as an exit event of an earlier window said: a preempted rank's peers
+      // may wait on it past that window (their own termination saves, one step more).
+      if (r.dead && !r.clean_exit && !r.asked_to_end && in.teardown_deaths != nullptr) {
+        const uint64_t incarnation = r.progress != nullptr ? r.progress->incarnation
+                                     : r.member != nullptr ? r.member->incarnation
+                                                           : 0;
+        auto it = in.teardown_deaths->find(r.rank);
+        r.asked_to_end = incarnation != 0 && it != in.teardown_deaths->end() && it->second == incarnation;
+      }
     }
     // Communicators: membership first, then the rows themselves.
     for (size_t i = 0; i < ranks_.size(); ++i) {

@@ -70,6 +70,7 @@
 #define FT_FTMASTER_ATTRIBUTION_H_
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -102,6 +103,9 @@ struct AttributionInput {
   // them died in the job's teardown. Clean exit events in `events` count too.
   std::span<const int64_t> clean_exit_unix_ms;
   int64_t finish_teardown_ms = 60000;
+  // Processes that died after being told to terminate (rank -> incarnation), from the exit
+  // events of earlier windows: a teardown death, whichever window sees its peers wait on it.
+  const std::map<int, uint64_t>* teardown_deaths = nullptr;
 };
 
 // Attributes the current state. Empty when nothing waits (the hang resolved itself) and no

@@ -273,6 +273,66 @@ TEST_F(MasterLoopTest, AFailingExitStatusIsACrashNotAFinish) {
   EXPECT_NE(a.loop->job_state(), proto::JobState::kFinished);
 }
 
+// A preempted rank's exit (told to terminate) closes its window with no incident; its peers,
+// still waiting on it a second later (their own termination saves, one step more), open another
+// window by their timeouts: still the teardown, not a crash that stops the job (a campaign seed).
+TEST_F(MasterLoopTest, PeersWaitingOnAPreemptedRankInALaterWindowAreNoCrash) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  for (size_t r = 0; r < job_.membership.size(); ++r) {
+    job_.membership[r].incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+    job_.progress[r].incarnation = job_.membership[r].incarnation;
+  }
+  Report();
+  Run(100, {&a});
+  Exit(3, false, -15, true, /*terminated_by_signal=*/15);
+  Run(1500, {&a});
+  ASSERT_FALSE(a.loop->incident_open());
+  PeersWaitOnRank3();
+  Report();
+  proto::Event e;
+  e.kind = "timeout";
+  e.rank = 1;
+  e.node = job_.membership[1].node;
+  e.unix_ms = UnixMs();
+  e.comm_id = job_.DpComm(1, 0);
+  e.seq = 11;
+  e.message = "test";
+  e.progress = job_.progress[1];
+  server_.Execute({"XADD", keys_.Events(), "*", "kind", "timeout", "rank", "1", "node", e.node, "json",
+                   proto::Encode(e)});
+  Run(1500, {&a});
+  EXPECT_TRUE(Incidents("crash").empty()) << "rank 3 was told to terminate";
+  EXPECT_EQ(State("job_state"), "running");
+}
+
+// A worker restarted after its rank died reports the death late, when the rank's relaunch already
+// runs (a newer incarnation in the membership): not an incident that would stop the relaunch.
+TEST_F(MasterLoopTest, TheLateExitOfAProcessFromBeforeARelaunchIsNoIncident) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  const uint64_t old_incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+  for (size_t r = 0; r < job_.membership.size(); ++r) {
+    job_.membership[r].incarnation = static_cast<uint64_t>(UnixMs() - 1000) * 1000000;  // the relaunch
+    job_.progress[r].incarnation = job_.membership[r].incarnation;
+  }
+  Report();
+  Run(2500, {&a});
+  job_.progress[0].incarnation = old_incarnation;  // the event's process: the one before
+  job_.progress[0].state = "dead";
+  proto::Event e;
+  e.kind = "exit";
+  e.rank = 0;
+  e.node = job_.membership[0].node;
+  e.unix_ms = UnixMs();
+  e.code = 1;
+  e.message = "rank 0 exited with status 1";
+  e.progress = job_.progress[0];
+  server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", "0", "node", e.node, "json", proto::Encode(e)});
+  Run(1500, {&a});
+  EXPECT_FALSE(a.loop->incident_open());
+  EXPECT_TRUE(Incidents("crash").empty());
+  EXPECT_EQ(State("job_state"), "running");
+}
+
 // A crash opens a window; when it closes the incident is written once, the save goes to the
 // healthy replica's node, and with no acknowledgement the stop follows at the save deadline.
 TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {

@@ -116,12 +116,15 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
     Finish(stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms, events);
   } else {
     life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
+    if (!foreign_pending_) seen_alive_ = true;
     BuildProgress(now_ns, now_unix_ms);
     CheckFrozen(now_ns, now_unix_ms, events);
   }
   OnSteps(now_unix_ms, events);
   // A disabled libft.so stopped updating its table: what it shows in flight is stale.
-  if (life_ == Life::kRunning) timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
+  if (life_ == Life::kRunning && !foreign_pending_) {
+    timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
+  }
   for (size_t i = first_event; i < events->size(); ++i) (*events)[i].progress = progress_;
   hook_failures_ = shm::SnapshotHookFailures(segment_->header());
   // What ft_restore did (the step first, acquire: the plan version was written before it).
@@ -330,14 +333,32 @@ bool RankMonitor::CheckGone(uint64_t now_ns) {
   uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
   if (first_tick_) {
     first_tick_ = false;
+    // A pid not visible with a fresh heartbeat: a process in another pid namespace, or one that
+    // died just before this worker started (a worker restarted right after its ranks ended).
+    // Only a heartbeat that advances tells them apart; until then nothing it shows in flight is
+    // a timeout.
     if (!probe_->PidExists(pid_) && heartbeat != 0 && now_ns >= heartbeat &&
         now_ns - heartbeat < kHeartbeatFreshNs) {
+      foreign_pending_ = true;
+      foreign_pending_heartbeat_ = heartbeat;
+      foreign_pending_since_ns_ = now_ns;
+      return false;
+    }
+  }
+  if (foreign_pending_) {
+    if (heartbeat != foreign_pending_heartbeat_) {
+      foreign_pending_ = false;
       foreign_pid_ns_ = true;
       FT_LOG(Info, Worker,
              "rank {}: pid {} is not visible here but its heartbeat advances: the process runs "
              "in another pid namespace; its death is detected from its heartbeat (3 s) and its "
              "CPU use is unknown. Share the pid namespace (hostPID) for faster detection",
              rank_, pid_);
+    } else if (now_ns - foreign_pending_since_ns_ < kHeartbeatFreshNs) {
+      return false;
+    } else {
+      foreign_pending_ = false;
+      return true;  // its heartbeat stood still: the process is gone
     }
   }
   if (foreign_pid_ns_) return heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kForeignStaleNs);
@@ -546,10 +567,18 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   ReadSlots();
   life_ = life;
   finished_ns_ = now_ns;
-  BuildProgress(now_ns, now_unix_ms);
   const shm::SegmentHeader* h = segment_->header();
+  // A process this worker never saw alive (it started after the process had ended: a restarted
+  // worker) ended at about its last heartbeat, not now: the end's time tells the master which
+  // ranks started after it (a relaunch) and which before (a teardown under way).
+  int64_t end_unix_ms = now_unix_ms;
+  const uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
+  if (!seen_alive_ && heartbeat != 0 && heartbeat <= now_ns) {
+    end_unix_ms = now_unix_ms - static_cast<int64_t>((now_ns - heartbeat) / 1'000'000);
+  }
+  BuildProgress(now_ns, end_unix_ms);
   int32_t status = h->exit_status.load(std::memory_order_acquire);
-  proto::Event e = MakeEvent(proto::EventKind::kExit, now_unix_ms);
+  proto::Event e = MakeEvent(proto::EventKind::kExit, end_unix_ms);
   e.clean = life == Life::kExited;
   // libft.so's signal handler writes these before anything else when a launcher or scheduler
   // asks the process to end (SIGTERM): what follows is a teardown. Only a real signal number

@@ -184,6 +184,12 @@ class RankMonitor {
   bool stop_signalled_ = false;
   bool first_tick_ = true;
   bool foreign_pid_ns_ = false;
+  // First seen with its pid not visible and a fresh heartbeat: foreign once the heartbeat moves,
+  // gone if it stands still for a second (CheckGone).
+  bool foreign_pending_ = false;
+  bool seen_alive_ = false;  // a tick found the process running (not only its segment)
+  uint64_t foreign_pending_heartbeat_ = 0;
+  uint64_t foreign_pending_since_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
   char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
   uint64_t stopped_since_ns_ = 0;  // first tick that saw it stopped (T/t) in a row; 0 not stopped

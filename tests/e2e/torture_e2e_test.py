@@ -6,9 +6,12 @@ disk tiers) varied by the seed, and invariants checked after each:
 
   the draw    optimizer replicated or sharded (every rank its own shard); FT_CKPT_EVERY 0, 1 or
               3; the host synchronizing before ft_step_done or not (TRAINSIM_STEP_SYNC=0); the
-              fault — a rank SIGKILLed, a rank's failing exit (an uncaught exception), or SIGTERM
-              to every rank (a preemption) — at a random step and, for the preemption, a random
-              moment in it; a crashed group restarted in place after 0-3 s (torchrun
+              fault — a rank SIGKILLed, a rank's failing exit (an uncaught exception), a rank hung
+              in a kernel (the master saves the healthy ranks and stops the job), or SIGTERM to
+              every rank (a preemption) — at a random step and, for the preemption, a random
+              moment in it; with a second fault at that moment: the fault's node's ftworker
+              SIGKILLed (its plan file left behind) and started again, or ftmaster SIGKILLed and
+              started again, after 0-2 s; a crashed group restarted in place after 0-3 s (torchrun
               --max_restarts), a preempted job relaunched with the same command.
   I1          every rank restores one step S, or none.
   I2          the job then ends bit-identical to an uninterrupted run (trainsim_reference):
@@ -58,6 +61,9 @@ def parse_args():
         p.add_argument("--" + name, required=True)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--no-worker-restart", action="store_true",
+                   help="draw no ftworker restart as the second fault (make test: its open defects are the "
+                        "soak's to count)")
     p.add_argument("--lag-allowed", type=int, default=0,
                    help="I3 accepts a restore this many steps behind the newest step whole on every shard "
                         "(counted as behind_newest); 0: strict")
@@ -75,6 +81,11 @@ def draw(seed):
         "step": rng.randrange(10, 28),
         "restart_delay": rng.choice([0, 0.5, 1, 3]),
         "moment": rng.uniform(0, 0.03),
+        # Drawn last, so the draws above keep their meaning for every seed: a second fault at the
+        # first one's moment (the fault's node's worker SIGKILLed and started again, ftmaster
+        # SIGKILLed and started again), or the rank hanging in a kernel instead of its crash.
+        "extra": rng.choice([None, None, None, "worker-restart", "master-restart", "hang"]),
+        "extra_delay": rng.choice([0, 0.5, 2]),
     }
 
 
@@ -114,6 +125,8 @@ def leftover_segments(job):
 
 def run_seed(args, seed, counts):
     d = draw(seed)
+    if args.no_worker_restart and d["extra"] == "worker-restart":
+        d["extra"] = None
     shape = MODEL + (["--sharded-optimizer"] if d["sharded"] else []) + ["--steps", str(STEPS)]
     model = shape + ["--compute-ms", "20"]
     env = {}
@@ -122,8 +135,28 @@ def run_seed(args, seed, counts):
     if not d["sync"]:
         env["TRAINSIM_STEP_SYNC"] = "0"
     job = "torture-%d-%d" % (seed, os.getpid())
+    fault = d["fault"]
+    if d["extra"] == "hang" and fault != "preempt":
+        fault = "hang-kernel"
+    master_env = {"FT_SHARDED_OPTIMIZER": "1"} if d["sharded"] else {}
     with CkptCluster(args, job=job, nodes=2, ranks_per_node=2) as c:
-        c.start_master(TOPOLOGY, {"FT_SHARDED_OPTIMIZER": "1"} if d["sharded"] else {})
+        c.start_master(TOPOLOGY, master_env)
+
+        def second_fault(rank):
+            """The extra fault at the first one's moment (a no-op for none or hang)."""
+            if d["extra"] == "worker-restart":
+                node = c.node_names[rank // 2]
+                c.stop_worker(node, signal.SIGKILL)
+                time.sleep(d["extra_delay"])
+                c.start_worker(node)
+            elif d["extra"] == "master-restart":
+                old = c.masters.pop("m0")
+                old.kill()
+                old.wait()
+                c.master = None
+                time.sleep(d["extra_delay"])
+                c.start_master(TOPOLOGY, master_env)
+
         for node in c.node_names:
             c.start_worker(node)  # memory only: the defaults
         if d["fault"] == "preempt":
@@ -132,6 +165,7 @@ def run_seed(args, seed, counts):
                        "step %d" % d["step"], poll=0.01)
             time.sleep(d["moment"])
             c.job_proc.send_signal(signal.SIGTERM)
+            second_fault(d["rank"])
             wait_job_exit(c, 60, "the preempted job")
             first = c.job_output()
             reached = {}
@@ -143,10 +177,15 @@ def run_seed(args, seed, counts):
             final = c.job_output()
             restored = c.restored()
         else:
-            c.start_ckpt_job(model + ["--fault", d["fault"], "--fault-rank", str(d["rank"]), "--fault-step",
+            # --verbose: the step lines the second fault waits for.
+            c.start_ckpt_job(model + ["--verbose", "--fault", fault, "--fault-rank", str(d["rank"]), "--fault-step",
                                       str(d["step"]), "--fault-restart", "0"], env=env, timeout=150,
                              launch_args=["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay",
                                           str(d["restart_delay"])])
+            if d["extra"] in ("worker-restart", "master-restart"):
+                c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"] - 1), c.job_output()),
+                           90, "step %d" % d["step"], poll=0.01)
+                second_fault(d["rank"])
             c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the job, restarted in place, to end", poll=0.2)
             out = c.job_output()
             before, _, final = out.partition("in place")

@@ -310,6 +310,9 @@ TEST(Discovery, ProcessInAnotherPidNamespaceLivesByItsHeartbeat) {
   r.header()->heartbeat_ns.store(t - 5 * kMs);
   EXPECT_TRUE(Tick(m, t).empty());
   EXPECT_EQ(m.Progress()[0].state, "running");
+  EXPECT_EQ(logs.Count({"another pid namespace"}), 0u) << "not before its heartbeat moved";
+  r.header()->heartbeat_ns.store(t + 5 * kMs);
+  EXPECT_TRUE(Tick(m, t + 10 * kMs).empty());
   EXPECT_EQ(logs.Count({"another pid namespace"}), 1u);
   r.header()->heartbeat_ns.store(t + 1 * kSec);
   EXPECT_TRUE(Tick(m, t + 2 * kSec).empty());

@@ -106,6 +106,33 @@ TEST_F(NodeMonitorTest, ProgressRowsAndMembership) {
   EXPECT_EQ(monitor_.Ranks(), std::vector<int>{0});
 }
 
+// A worker started right after a rank died finds its segment with a fresh heartbeat and no pid:
+// not a process in another pid namespace (its heartbeat stands still). What it shows in flight
+// is never a timeout (a restarted worker's false incident stopped a relaunch in the campaign),
+// and it is a death within a second.
+TEST_F(NodeMonitorTest, ARankThatDiedJustBeforeTheWorkerStartedIsADeathNotATimeout) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  r.Enter(kComm, 2, Op(OpKind::kAllReduce), 4096, t0_ - 2000 * kMs);
+  r.Start(kComm, 2, Op(OpKind::kAllReduce), t0_ - 2000 * kMs);
+  r.header()->heartbeat_ns.store(t0_ - 5 * kMs);
+  probe_.procs[kPid0].exists = false;
+  monitor_.SetTimeouts(Table(100));
+  std::vector<proto::Event> events = TickAt(t0_);
+  for (const proto::Event& e : TickAt(t0_ + 500 * kMs)) events.push_back(e);
+  for (const proto::Event& e : events) EXPECT_NE(e.kind, "timeout") << e.message;
+  events = TickAt(t0_ + 1100 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, "exit");
+  EXPECT_FALSE(events[0].clean);
+  // It ended at its last heartbeat, not when this worker noticed: the master tells a relaunch
+  // (started after the end) from a teardown under way by that time.
+  EXPECT_NEAR(static_cast<double>(events[0].unix_ms),
+              static_cast<double>(1'700'000'000'000 + static_cast<int64_t>((t0_ - 5 * kMs) / kMs)), 1.0);
+  ASSERT_EQ(monitor_.Memberships().size(), 1u);
+  EXPECT_EQ(monitor_.Memberships()[0].unix_ms, events[0].unix_ms);
+}
+
 TEST_F(NodeMonitorTest, TimeoutWhenTheGpuWaitsOnPeersOncePerSeq) {
   FakeRank r(job_, 0, kPid0);
   r.CommInit(kComm, 0, 2);
