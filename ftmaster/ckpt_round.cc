@@ -453,6 +453,10 @@ std::string CkptRound::LaunchRestoringFrom(int64_t version) const {
 }
 
 std::optional<proto::Incident> CkptRound::TakeRestoreMismatch(int64_t unix_ms) {
+  // Looked at when the membership or the ends moved, not every tick (131k ranks).
+  const std::pair<uint64_t, uint64_t> looked{membership_->version(), ctx_->rank_ends_version};
+  if (looked == mismatch_looked_at_) return std::nullopt;
+  mismatch_looked_at_ = looked;
   const std::map<int, const proto::Membership*> newest = NewestMembers();
   const int64_t newest_end_ms = NewestEndMs(newest);
   std::map<int64_t, std::vector<const proto::Membership*>> by_step;

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ftmaster/core/ckpt_verify.h"
@@ -149,6 +150,7 @@ class CkptRound {
   int64_t relaunched_from_ms_ = 0;        // the latest start of relaunched ranks not yet a rewind
   int64_t held_plan_step_ = -2;           // a plan held back while a launch restores (logged once)
   std::optional<Clock::time_point> held_since_;  // since when (bounded: kMaxPlanHold)
+  std::pair<uint64_t, uint64_t> mismatch_looked_at_{UINT64_MAX, 0};  // (membership, ends) versions
   uint64_t mismatch_launch_ = 0;          // the launch (its first start) a mismatch was reported of
   std::optional<int64_t> mismatch_rewind_;  // the step most of it restored: a rewind once it is gone
   int64_t finished_at_ms_ = 0;            // a finish not yet decided (NoteFinished)
