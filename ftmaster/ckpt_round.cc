@@ -29,6 +29,15 @@ constexpr std::chrono::seconds kSettleAfterMove{3};  // plus the copy wait
 // How long a plan naming another step waits while a launch restores from the published one.
 constexpr std::chrono::seconds kMaxPlanHold{60};
 
+// An incident the checkpoint round finds by itself (no window collected it): seen, closed and
+// decided at once.
+void DecidedNow(proto::Incident* i, int64_t unix_ms, proto::DecisionKind decision) {
+  i->first_event_unix_ms = unix_ms;
+  i->window_closed_unix_ms = unix_ms;
+  i->decided_unix_ms = unix_ms;
+  i->decision = proto::DecisionKindName(decision);
+}
+
 }  // namespace
 
 bool ParseStep(std::string_view text, int64_t* step) {
@@ -368,10 +377,7 @@ bool CkptRound::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     i.evidence.push_back(fmt::format("step {}: ranks {} (same shard) hold digest {:016x}", judged.verdict.step,
                                      fmt::join(agreeing, ", "), f.majority));
     i.confidence = static_cast<double>(f.agreeing) / static_cast<double>(shard.copies);
-    i.first_event_unix_ms = unix_ms;
-    i.window_closed_unix_ms = unix_ms;
-    i.decided_unix_ms = unix_ms;
-    i.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
+    DecidedNow(&i, unix_ms, proto::DecisionKind::kNone);
     i.message = fmt::format(
         "silent data corruption suspected on rank {} (node {}): its bytes of step {} differ from "
         "the {} replicas that agree; their copy is used for the restore. Node {} is an eviction "
@@ -497,10 +503,7 @@ std::optional<proto::Incident> CkptRound::TakeRestoreMismatch(int64_t unix_ms) {
                                      members.size() > ranks.size() ? ", ..." : ""));
   }
   i.confidence = 1.0;
-  i.first_event_unix_ms = unix_ms;
-  i.window_closed_unix_ms = unix_ms;
-  i.decided_unix_ms = unix_ms;
-  i.decision = proto::DecisionKindName(proto::DecisionKind::kStop);
+  DecidedNow(&i, unix_ms, proto::DecisionKind::kStop);
   i.message = fmt::format(
       "the ranks of the launch that started at {} ms restored {} different steps ({}): stopping the job before "
       "it trains on a mixed state; what it saved past {} is not planned again, and a relaunch restores one step on "

@@ -88,6 +88,28 @@ class MasterLoopTest : public ::testing::Test {
     job_.Set(2, job_.TpComm(1, 0), 11, 11, 10, 5000);
   }
 
+  // Rank 3 crashes while its peers wait on it; every save fails and the stop is acknowledged:
+  // the job is stopped. The action as stored.
+  proto::MasterAction CrashOfRank3SavesFailStopped(Master& a) {
+    PeersWaitOnRank3();
+    Report();
+    Run(100, {&a});
+    Exit(3, false, -9);
+    Run(1500, {&a});
+    proto::MasterAction action = StoredAction();
+    for (const SaveTarget& t : action.save) {
+      Ack(fmt::format("{}-save-{}", action.incident, t.rank), t.node, t.rank, "failed");
+    }
+    Run(200, {&a});
+    action = StoredAction();
+    EXPECT_EQ(action.phase, proto::ActionPhase::kStop);
+    for (const std::string& node : action.nodes) {
+      Ack(fmt::format("{}-stop-{}", action.incident, node), node, -1, "done");
+    }
+    Run(200, {&a});
+    return action;
+  }
+
   // `report`: the worker also rewrote the tables (else only the event carries the news, and
   // the window waits for fresh reports up to hang_window).
   void Exit(int rank, bool clean, int code, bool report = true, int terminated_by_signal = 0) {
@@ -1331,20 +1353,7 @@ TEST_F(MasterLoopTest, ARelaunchSupersedesTheLeftRunsLaterCopies) {
 // action cleared, and a new hang decided like a first one.
 TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
-  PeersWaitOnRank3();
-  Report();
-  Run(100, {&a});
-  Exit(3, false, -9);
-  Run(1500, {&a});
-  proto::MasterAction first = StoredAction();
-  for (const SaveTarget& t : first.save) {
-    Ack(fmt::format("{}-save-{}", first.incident, t.rank), t.node, t.rank, "failed");
-  }
-  Run(200, {&a});
-  first = StoredAction();
-  ASSERT_EQ(first.phase, proto::ActionPhase::kStop);
-  for (const std::string& node : first.nodes) Ack(fmt::format("{}-stop-{}", first.incident, node), node, -1, "done");
-  Run(200, {&a});
+  const proto::MasterAction first = CrashOfRank3SavesFailStopped(a);
   ASSERT_EQ(State("job_state"), "stopped");
 
   // Events of the stopped job are ignored while it is stopped.
@@ -1383,20 +1392,7 @@ TEST_F(MasterLoopTest, RelaunchAfterAStopIsWatchedAgain) {
 TEST_F(MasterLoopTest, ARelaunchIsSeenWhateverTheNodesClocksSay) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   for (proto::Membership& m : job_.membership) m.incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
-  PeersWaitOnRank3();
-  Report();
-  Run(100, {&a});
-  Exit(3, false, -9);
-  Run(1500, {&a});
-  proto::MasterAction first = StoredAction();
-  for (const SaveTarget& t : first.save) {
-    Ack(fmt::format("{}-save-{}", first.incident, t.rank), t.node, t.rank, "failed");
-  }
-  Run(200, {&a});
-  first = StoredAction();
-  ASSERT_EQ(first.phase, proto::ActionPhase::kStop);
-  for (const std::string& node : first.nodes) Ack(fmt::format("{}-stop-{}", first.incident, node), node, -1, "done");
-  Run(200, {&a});
+  const proto::MasterAction first = CrashOfRank3SavesFailStopped(a);
   ASSERT_EQ(State("job_state"), "stopped");
   for (const proto::Command& c : CommandsFor("n0")) {
     if (c.kind == "stop") {
