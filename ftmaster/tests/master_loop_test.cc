@@ -88,6 +88,21 @@ class MasterLoopTest : public ::testing::Test {
     job_.Set(2, job_.TpComm(1, 0), 11, 11, 10, 5000);
   }
 
+  // Every rank's copy of step 20 (two shards, two replicas each), judged and planned.
+  void PlanStep20(Master& a) {
+    Report();
+    for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
+    Run(6000, {&a});
+  }
+  // Every rank ends told to terminate (a teardown: no incident), at its node's time now.
+  void EveryRankTornDown(Master& a) {
+    for (int r = 0; r < 4; ++r) {
+      job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+      Exit(r, false, -15, true, 15);
+    }
+    Run(2000, {&a});
+  }
+
   // Rank 3 crashes while its peers wait on it; every save fails and the stop is acknowledged:
   // the job is stopped. The action as stored.
   proto::MasterAction CrashOfRank3SavesFailStopped(Master& a) {
@@ -1101,9 +1116,7 @@ TEST_F(MasterLoopTest, ACrashMakesThePlanSettleUntilItsCopiesAreJudged) {
 // membership) and a new master keeps the last one's.
 TEST_F(MasterLoopTest, ThePlanEchoesEachNodesNewestEndAndKeepsItAcrossARelaunchAndATakeover) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
-  Report();
-  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
-  Run(6000, {&a});
+  PlanStep20(a);
   ASSERT_EQ(Plan().step, 20);
   EXPECT_TRUE(Plan().ends_seen.empty()) << "nothing ended";
   // A preemption: each rank's second termination save (step 21) reported before its end.
@@ -1138,15 +1151,9 @@ TEST_F(MasterLoopTest, ThePlanEchoesEachNodesNewestEndAndKeepsItAcrossARelaunchA
 // ranks that never call ft_restore do not freeze the plan of a job that trains on.
 TEST_F(MasterLoopTest, APlanStaysWhileItsLaunchRestoresThenMoves) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
-  Report();
-  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
-  Run(6000, {&a});
+  PlanStep20(a);
   ASSERT_EQ(Plan().step, 20);
-  for (int r = 0; r < 4; ++r) {
-    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
-    Exit(r, false, -15, true, 15);
-  }
-  Run(2000, {&a});
+  EveryRankTornDown(a);
   Relaunch();
   const int64_t version = Plan().version;
   for (int r = 0; r < 2; ++r) {
@@ -1168,11 +1175,7 @@ TEST_F(MasterLoopTest, APlanStaysWhileItsLaunchRestoresThenMoves) {
   EXPECT_EQ(Plan().step, 21) << "every rank of the launch restored";
   EXPECT_TRUE(Incidents("restore-mismatch").empty());
   // A launch whose ranks never all restore holds the plan at most a minute.
-  for (int r = 0; r < 4; ++r) {
-    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
-    Exit(r, false, -15, true, 15);
-  }
-  Run(2000, {&a});
+  EveryRankTornDown(a);
   Relaunch();
   for (int r = 0; r < 4; ++r) job_.membership[static_cast<size_t>(r)].restored_step = r == 0 ? 21 : -2;
   job_.membership[0].restore_plan = Plan().version;
@@ -1192,9 +1195,7 @@ TEST_F(MasterLoopTest, APlanStaysWhileItsLaunchRestoresThenMoves) {
 // of the launch.
 TEST_F(MasterLoopTest, ALaunchWhoseRanksRestoredDifferentStepsIsStoppedAndItsLaterCopiesNeverPlanned) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
-  Report();
-  for (int r = 0; r < 4; ++r) PutCopy(20, r, r % 2 == 0 ? 0xa0 : 0xb1);
-  Run(6000, {&a});
+  PlanStep20(a);
   ASSERT_EQ(Plan().step, 20);
   // Rank 3 crashed; its relaunch restored step 20 while ranks 0-2 (the first launch, started from
   // scratch) are still being torn down: not a mismatch.
@@ -1209,11 +1210,7 @@ TEST_F(MasterLoopTest, ALaunchWhoseRanksRestoredDifferentStepsIsStoppedAndItsLat
   Run(2000, {&a});
   EXPECT_TRUE(Incidents("restore-mismatch").empty()) << "the survivors of a teardown are not of the launch";
   // Every rank ended, then a relaunch: ranks 0-2 restored 20, rank 3 nothing.
-  for (int r = 0; r < 4; ++r) {
-    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
-    Exit(r, false, -15, true, 15);
-  }
-  Run(2000, {&a});
+  EveryRankTornDown(a);
   Relaunch();
   const int64_t version = Plan().version;
   for (int r = 0; r < 4; ++r) {
