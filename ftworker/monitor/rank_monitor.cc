@@ -116,7 +116,10 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
     Finish(stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms, events);
   } else {
     life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
-    if (!foreign_pending_) seen_alive_ = true;
+    if (!foreign_pending_) {
+      seen_alive_ = true;
+      alive_unix_ms_ = now_unix_ms;
+    }
     BuildProgress(now_ns, now_unix_ms);
     CheckFrozen(now_ns, now_unix_ms, events);
   }
@@ -568,14 +571,16 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   life_ = life;
   finished_ns_ = now_ns;
   const shm::SegmentHeader* h = segment_->header();
-  // A process this worker never saw alive (it started after the process had ended: a restarted
-  // worker) ended at about its last heartbeat, not now: the end's time tells the master which
-  // ranks started after it (a relaunch) and which before (a teardown under way).
-  int64_t end_unix_ms = now_unix_ms;
+  // When it ended, not when this worker noticed (a tick late, seconds late on a loaded host or for
+  // a restarted worker): the end's time tells the master which ranks started after it (a
+  // relaunch, which a launcher starts only once the old processes are gone) and which before (a
+  // teardown under way). The later of its last heartbeat and the last tick that saw it alive.
+  int64_t end_unix_ms = seen_alive_ ? alive_unix_ms_ : 0;
   const uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
-  if (!seen_alive_ && heartbeat != 0 && heartbeat <= now_ns) {
-    end_unix_ms = now_unix_ms - static_cast<int64_t>((now_ns - heartbeat) / 1'000'000);
+  if (heartbeat != 0 && heartbeat <= now_ns) {
+    end_unix_ms = std::max(end_unix_ms, now_unix_ms - static_cast<int64_t>((now_ns - heartbeat) / 1'000'000));
   }
+  if (end_unix_ms <= 0 || end_unix_ms > now_unix_ms) end_unix_ms = now_unix_ms;
   BuildProgress(now_ns, end_unix_ms);
   int32_t status = h->exit_status.load(std::memory_order_acquire);
   proto::Event e = MakeEvent(proto::EventKind::kExit, end_unix_ms);

@@ -188,6 +188,7 @@ class RankMonitor {
   // gone if it stands still for a second (CheckGone).
   bool foreign_pending_ = false;
   bool seen_alive_ = false;  // a tick found the process running (not only its segment)
+  int64_t alive_unix_ms_ = 0;  // the last such tick
   uint64_t foreign_pending_heartbeat_ = 0;
   uint64_t foreign_pending_since_ns_ = 0;
   std::optional<uint64_t> start_ticks_;
