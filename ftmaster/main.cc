@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "ftmaster/acl.h"
 #include "ftmaster/cli.h"
+#include "ftmaster/core/slow_policy.h"
 #include "ftmaster/embedded_redis.h"
 #include "ftmaster/master_loop.h"
 #include "ftmaster/master_metrics.h"
@@ -191,6 +192,10 @@ int main(int argc, char** argv) {
   }
   s = ft::log::Configure(config.log_level, config.log_subsystems);
   if (!s.ok()) std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+  if (!ft::master::ParseSlowAction(config.slow_action)) {
+    std::fprintf(stderr, "ftmaster: FT_SLOW_ACTION=%s: expected report or evict\n", config.slow_action.c_str());
+    return 2;
+  }
   for (const auto& w : warnings) FT_LOG(Warn, Master, "{}", w);
   if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
     FT_LOG(Warn, Master, "{}", w);

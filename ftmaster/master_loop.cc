@@ -50,6 +50,7 @@ MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> stor
       window_(&ctx_, &membership_),
       summary_(&ctx_) {
   membership_.OnRead([this] { OnRanksRead(); });
+  window_.OnSlowdown([this](const proto::Event& e, int64_t unix_ms) { summary_.AddSlowdown(e, unix_ms); });
 }
 
 Status MasterLoop::Init() { return membership_.Init(); }
@@ -109,6 +110,12 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   window_.Notice(now);
   if (actions_.active() && store.connected()) actions_.Run(now, unix_ms);
   if (summary_.Due(now) && store.connected()) summary_.Run(now, unix_ms);
+  if (std::optional<SlowEviction> slow = summary_.TakeEviction()) {
+    // Only a running job with nothing else under way; otherwise the next pass weighs it again.
+    if (ctx_.job_state == proto::JobState::kRunning && !actions_.active() && !window_.open() && store.connected()) {
+      StopForSlowness(std::move(*slow), unix_ms);
+    }
+  }
   if (ckpt_.Due(now) && store.connected()) ckpt_.Run(now, unix_ms);
   if (ctx_.job_state == proto::JobState::kRunning && !actions_.active() && store.connected()) {
     if (std::optional<proto::Incident> mismatch = ckpt_.TakeRestoreMismatch(unix_ms)) StopForRestoreMismatch(*mismatch);
@@ -193,6 +200,28 @@ void MasterLoop::StopForRestoreMismatch(const proto::Incident& incident) {
   TakeAction(WindowAction{std::move(stop), (*won)[0]}, {});
 }
 
+void MasterLoop::StopForSlowness(SlowEviction slow, int64_t unix_ms) {
+  // The stop command SIGTERMs every rank: each saves the step it was finishing (a termination
+  // save, as on a preemption), the plan takes the newest step every shard has, and the
+  // relaunch without the evicted node restores it.
+  Action stop;
+  stop.incident = slow.incident.id;
+  stop.decision = proto::DecisionKind::kStop;
+  stop.phase = proto::ActionPhase::kStop;
+  stop.decided_unix_ms = unix_ms;
+  auto won = ctx_.writer.WriteIncidents({slow.incident}, unix_ms, {slow.node},
+                                        {{"action", proto::Encode(stop)},
+                                         {"job_state", proto::JobStateName(proto::JobState::kStopping)},
+                                         {"slow_evictions", summary_.SlowEvictionsField(unix_ms)}},
+                                        {}, {});
+  if (!won) return;  // fenced out or Redis failed: the next pass weighs the rank again
+  summary_.SlowEvicted(slow.rank, unix_ms);
+  if ((*won)[0]) ctx_.Print(slow.incident, {slow.node});
+  FT_LOG(Info, Master, "incident {}: stopping the job to replace {} (rank {} straggles)", slow.incident.id,
+         slow.node, slow.rank);
+  TakeAction(WindowAction{std::move(stop), (*won)[0]}, {});
+}
+
 void MasterLoop::TakeAction(WindowAction decided, std::vector<proto::Membership> decided_for) {
   if (decided.ours) {
     actions_.Start(std::move(decided.action), std::move(decided_for));
@@ -225,9 +254,16 @@ void MasterLoop::OnRanksRead() {
         if (proto::Is(m.state, proto::RankState::kRunning) && (finished || actions_.StartedAfterDecision(m))) {
           // The finished action goes (its outcome stays in `checkpoint:<incident>`), so the
           // new run is watched and decided like a first one.
-          if (ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state",
-                                proto::JobStateName(proto::JobState::kRunning)},
-                               {"HDEL", ctx_.keys.MasterState(), "action"}})) {
+          // The job's recovery, as the slow policy weighs it: the stop decided → running again.
+          const int64_t recovery_ms = action ? tick_unix_ms_ - action->decided_unix_ms : 0;
+          std::vector<redis::Argv> writes = {{"HSET", ctx_.keys.MasterState(), "job_state",
+                                              proto::JobStateName(proto::JobState::kRunning)},
+                                             {"HDEL", ctx_.keys.MasterState(), "action"}};
+          if (recovery_ms > 0) {
+            writes.push_back({"HSET", ctx_.keys.MasterState(), "last_recovery_ms", std::to_string(recovery_ms)});
+          }
+          if (ctx_.writer.Run(writes)) {
+            if (recovery_ms > 0) summary_.SetMeasuredRecovery(static_cast<double>(recovery_ms) / 1000.0);
             ctx_.job_state = proto::JobState::kRunning;
             actions_.Drop();
             window_.ForgetProgress();

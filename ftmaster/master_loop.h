@@ -106,6 +106,9 @@ class MasterLoop {
   // The ranks of a launch restored different steps (CkptRound::TakeRestoreMismatch): the incident
   // written and the job stopped, as a window's stop decision would.
   void StopForRestoreMismatch(const proto::Incident& incident);
+  // The slow policy evicts a straggler's node (SummaryRound::TakeEviction): the incident written
+  // with the node evicted, and the job stopped so that its relaunch runs without it.
+  void StopForSlowness(SlowEviction slow, int64_t unix_ms);
   // After every membership read (JobMembership::OnRead): when it moved, the stragglers' ranks,
   // whether every rank exited, the inferred topology, and a stopped or finished job launched
   // again; then MaybeFinish.

@@ -2,20 +2,44 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "common/log.h"
+#include "ftmaster/core/text.h"
 #include "ftmaster/loop_util.h"
 #include "proto/codec.h"
 #include "proto/notice.h"
 
 namespace ft::master {
+namespace {
+
+// Twice what the straggler detector takes to name a rank: a job-wide view must leave it
+// the time to find a culprit first.
+JobSlowdownOptions JobSlowOptions(const Config& config) {
+  const StragglerOptions s = StragglerOptions::FromConfig(config);
+  JobSlowdownOptions o;
+  o.settle_ms = std::max<int64_t>(o.settle_ms, 2 * s.steps * s.interval_ms);
+  return o;
+}
+
+// "1700000000000-straggler-5" -> 1700000000000 (when the episode was named); 0 if not that form.
+int64_t NamedAt(const std::string& incident_id) {
+  long long at = 0;
+  return std::sscanf(incident_id.c_str(), "%lld-straggler-", &at) == 1 && at > 0 ? at : 0;
+}
+
+}  // namespace
 
 SummaryRound::SummaryRound(LoopContext* ctx)
     : ctx_(ctx),
       timeouts_(TimeoutOptions::FromConfig(ctx->options.config)),
-      stragglers_(StragglerOptions::FromConfig(ctx->options.config)) {}
+      stragglers_(StragglerOptions::FromConfig(ctx->options.config)),
+      job_slow_(JobSlowOptions(ctx->options.config)),
+      policy_(SlowPolicy::FromConfig(ctx->options.config)) {}
 
 void SummaryRound::NewTerm(Clock::time_point now) {
   cursor_.clear();
@@ -28,6 +52,13 @@ void SummaryRound::NewTerm(Clock::time_point now) {
   straggler_fields_.clear();
   inherited_seen_.clear();
   summary_ms_.clear();
+  job_slow_ = JobSlowdown(JobSlowOptions(ctx_->options.config));
+  named_at_.clear();
+  verdicts_.clear();
+  evicted_episodes_.clear();
+  slow_evictions_.clear();
+  measured_recovery_s_.reset();
+  eviction_.reset();
   next_round_ = now;
 }
 
@@ -38,8 +69,46 @@ void SummaryRound::LoadTerm(const MasterHash& state) {
     if (std::sscanf(field.c_str() + 10, "%d", &rank) == 1 && rank >= 0) {
       straggler_fields_[rank] = value;
       inherited_seen_[rank] = 0;
+      if (const int64_t at = NamedAt(value)) named_at_[rank] = at;  // the episode's age goes on
     }
   }
+  if (auto it = state.find("slow_evictions"); it != state.end()) {
+    for (size_t pos = 0; pos < it->second.size();) {
+      const size_t comma = std::min(it->second.find(',', pos), it->second.size());
+      const long long at = std::atoll(it->second.substr(pos, comma - pos).c_str());
+      if (at > 0) slow_evictions_.push_back(at);
+      pos = comma + 1;
+    }
+  }
+  if (auto it = state.find("last_recovery_ms"); it != state.end()) {
+    const long long ms = std::atoll(it->second.c_str());
+    if (ms > 0) measured_recovery_s_ = static_cast<double>(ms) / 1000.0;
+  }
+}
+
+void SummaryRound::SetMembership(std::span<const proto::Membership> members) {
+  stragglers_.SetMembership(members);
+  members_.assign(members.begin(), members.end());
+}
+
+std::optional<SlowEviction> SummaryRound::TakeEviction() {
+  std::optional<SlowEviction> e = std::move(eviction_);
+  eviction_.reset();
+  return e;
+}
+
+void SummaryRound::SlowEvicted(int rank, int64_t unix_ms) {
+  slow_evictions_.push_back(unix_ms);
+  evicted_episodes_.insert(rank);
+}
+
+std::string SummaryRound::SlowEvictionsField(int64_t unix_ms) const {
+  // The last day's: enough for any hourly budget, bounded in size.
+  std::string out;
+  for (int64_t at : slow_evictions_) {
+    if (at > unix_ms - 24 * 3600 * 1000) out += fmt::format("{},", at);
+  }
+  return out + std::to_string(unix_ms);
 }
 
 bool SummaryRound::LoadTimeouts() {
@@ -135,6 +204,12 @@ void SummaryRound::Run(Clock::time_point now, int64_t unix_ms) {
     }
   }
   Stragglers(unix_ms);
+  if (ctx_->job_state == proto::JobState::kRunning) {
+    WeighEpisodes(unix_ms);
+    JobWide(unix_ms);
+  } else {
+    job_slow_.Reset();
+  }
   next_round_ = now + Spacing(ctx_->options.summary_period, MsSince(start), share);
 }
 
@@ -143,7 +218,11 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
   const std::unordered_set<int>& named = stragglers_.named();
   std::vector<redis::Argv> ended;
   for (int rank : named_before_) {
-    if (named.count(rank) || !straggler_fields_.count(rank)) continue;
+    if (named.count(rank)) continue;
+    named_at_.erase(rank);  // the episode ended: a new one starts the confirmation again
+    verdicts_.erase(rank);
+    evicted_episodes_.erase(rank);
+    if (!straggler_fields_.count(rank)) continue;
     ended.push_back({"HDEL", ctx_->keys.MasterState(), fmt::format("straggler:{}", rank)});
     FT_LOG(Info, Master, "rank {} no longer straggles", rank);
   }
@@ -179,12 +258,99 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
     if (incident.suspects.empty()) continue;
     const int rank = incident.suspects.front().rank;
     if (straggler_fields_.count(rank)) continue;  // this episode was written already
+    named_at_.try_emplace(rank, unix_ms);
+    if (std::optional<SlowCase> slow = MeasureSlow(rank, summaries_.values(), members_)) {
+      slow->named_unix_ms = named_at_[rank];
+      const SlowVerdict v = DecideSlow(*slow, Context(unix_ms, false), policy_);
+      incident.evidence.push_back(v.arithmetic);
+      incident.message += "; " + v.why;
+      verdicts_[rank] = v.why;
+    }
     auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {},
                               {{fmt::format("straggler:{}", rank), incident.id}}, {});
     if (!won) continue;
     straggler_fields_[rank] = incident.id;
     if ((*won)[0]) ctx_->Print(incident, {});
   }
+}
+
+
+SlowContext SummaryRound::Context(int64_t unix_ms, bool read_evicted) {
+  SlowContext c;
+  c.now_unix_ms = unix_ms;
+  c.measured_recovery_s = measured_recovery_s_;
+  c.recent_evictions_unix_ms = slow_evictions_;
+  c.job_slow = job_slow_.active();
+  std::set<std::string> nodes;
+  for (const proto::Membership& m : members_) {
+    if (proto::Is(m.state, proto::RankState::kRunning) && !m.node.empty()) nodes.insert(m.node);
+  }
+  c.job_nodes = static_cast<int>(nodes.size());
+  redis::Reply evicted;
+  if (read_evicted && ctx_->store->Run({"SMEMBERS", ctx_->keys.Evicted()}, &evicted).ok() && evicted.is_array()) {
+    for (size_t i = 0; i < evicted.size(); ++i) {
+      if (evicted[i].is_string() && nodes.count(evicted[i].str())) ++c.evicted_job_nodes;
+    }
+  }
+  return c;
+}
+
+void SummaryRound::WeighEpisodes(int64_t unix_ms) {
+  for (int rank : stragglers_.named()) {
+    if (evicted_episodes_.count(rank)) continue;
+    std::optional<SlowCase> slow = MeasureSlow(rank, summaries_.values(), members_);
+    if (!slow) continue;
+    slow->named_unix_ms = named_at_.try_emplace(rank, unix_ms).first->second;
+    const bool in_reach = policy_.action == SlowAction::kEvict &&
+                          unix_ms - slow->named_unix_ms >= policy_.confirm_ms;
+    const SlowVerdict v = DecideSlow(*slow, Context(unix_ms, in_reach), policy_);
+    std::string& logged = verdicts_[rank];
+    if (v.why != logged) {
+      FT_LOG(Info, Master, "rank {} on {} straggles: {}; {}", rank, slow->node, v.arithmetic, v.why);
+      logged = v.why;
+    }
+    if (!v.evict || eviction_) continue;
+    SlowEviction e;
+    e.rank = rank;
+    e.node = slow->node;
+    proto::Incident& incident = e.incident;
+    incident.kind = proto::IncidentKindName(proto::IncidentKind::kStraggler);
+    incident.id = fmt::format("{}-straggler-{}-evict", unix_ms, rank);
+    incident.decision = proto::DecisionKindName(proto::DecisionKind::kStop);
+    incident.first_event_unix_ms = slow->named_unix_ms;
+    incident.decided_unix_ms = unix_ms;
+    incident.decide_ms = static_cast<double>(unix_ms - slow->named_unix_ms);
+    incident.confidence = 0.9;
+    incident.suspects.push_back(proto::Suspect{
+        rank, slow->node,
+        fmt::format("straggler for {}: compute {:.2f}x its peers' median", HumanMs(incident.decide_ms),
+                    slow->median_compute_ms > 0 ? slow->compute_ms / slow->median_compute_ms : 0.0)});
+    incident.evidence.push_back(v.arithmetic);
+    if (auto it = straggler_fields_.find(rank); it != straggler_fields_.end()) {
+      incident.evidence.push_back("named by incident " + it->second);
+    }
+    incident.message = fmt::format(
+        "rank {} ({}) has slowed the job since it was named {} ago: {}. Every rank saves as it is "
+        "stopped (FT_CKPT_ON_SIGNAL); relaunch without {}",
+        rank, slow->node, HumanMs(incident.decide_ms), v.why, slow->node);
+    eviction_ = std::move(e);
+  }
+}
+
+void SummaryRound::JobWide(int64_t unix_ms) {
+  std::set<std::string> nodes;
+  int running = 0;
+  for (const proto::Membership& m : members_) {
+    if (!proto::Is(m.state, proto::RankState::kRunning)) continue;
+    ++running;
+    nodes.insert(m.node);
+  }
+  const bool explained = !stragglers_.named().empty();
+  std::optional<proto::Incident> incident =
+      job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained);
+  if (!incident) return;
+  auto won = ctx_->writer.WriteIncidents({*incident}, unix_ms, {}, {}, {}, {});
+  if (won && (*won)[0]) ctx_->Print(*incident, {});
 }
 
 }  // namespace ft::master

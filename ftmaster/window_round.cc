@@ -120,6 +120,7 @@ void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
 void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms) {
   if (proto::Is(event, proto::EventKind::kSlowdown)) {
     FT_LOG(Info, Master, "rank {} on {} is slow: {}", event.rank, event.node, event.message);
+    if (on_slowdown_) on_slowdown_(event, unix_ms);
     return;
   }
   if (!CollectedInWindow(event.kind)) {

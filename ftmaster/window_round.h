@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <deque>
 #include <map>
 #include <optional>
@@ -64,6 +65,8 @@ class WindowRound {
   std::optional<WindowAction> Step(Clock::time_point now, int64_t unix_ms);
   // The tables read so far say nothing any more (the job was launched again).
   void ForgetProgress() { progress_.Clear(); }
+  // Where `slowdown` events go (they open no window): the summary round's job-wide view.
+  void OnSlowdown(std::function<void(const proto::Event&, int64_t unix_ms)> f) { on_slowdown_ = std::move(f); }
 
   bool open() const { return open_.open; }
   // The processes when the open (or last) window opened: those its action is for. Empty for a
@@ -74,6 +77,7 @@ class WindowRound {
 
  private:
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
+  std::function<void(const proto::Event&, int64_t)> on_slowdown_;
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
   // closed_at: when the window was found closed (real clock, for the stats).

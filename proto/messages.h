@@ -119,6 +119,8 @@ enum class IncidentKind : uint8_t {
   kStraggler,      // a rank is slower than its peers
   kSdc,            // a replica's checkpoint differs from its peers' (silent data corruption)
   kRestoreMismatch,  // the ranks of one launch restored different steps: stopped before it trains on
+  kSlowLink,       // a communicator's transfer is slow while its members arrive on time: a link
+  kJobSlow,        // every rank slowed alike (a slow data source, a congested fabric): no culprit
 };
 
 inline constexpr const char* IncidentKindName(IncidentKind k) {
@@ -131,6 +133,8 @@ inline constexpr const char* IncidentKindName(IncidentKind k) {
     case IncidentKind::kStraggler: return "straggler";
     case IncidentKind::kSdc: return "sdc";
     case IncidentKind::kRestoreMismatch: return "restore-mismatch";
+    case IncidentKind::kSlowLink: return "slow-link";
+    case IncidentKind::kJobSlow: return "job-slow";
   }
   return "?";
 }
@@ -138,7 +142,8 @@ inline constexpr const char* IncidentKindName(IncidentKind k) {
 inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch, IncidentKind::kSlowLink,
+                         IncidentKind::kJobSlow}) {
     if (name == IncidentKindName(k)) return k;
   }
   return std::nullopt;

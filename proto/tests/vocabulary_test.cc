@@ -30,7 +30,8 @@ TEST(VocabularyTest, EveryNameParsesBackAndUnknownNamesDoNot) {
   }
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch, IncidentKind::kSlowLink,
+                         IncidentKind::kJobSlow}) {
     EXPECT_EQ(ParseIncidentKind(IncidentKindName(k)), k) << IncidentKindName(k);
   }
   EXPECT_FALSE(ParseRankState("starting").has_value());
@@ -105,7 +106,8 @@ TEST(VocabularyTest, EveryKnownStateAndKindDecodes) {
   }
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch}) {
+                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch, IncidentKind::kSlowLink,
+                         IncidentKind::kJobSlow}) {
     Incident i = SampleIncident();
     i.kind = IncidentKindName(k);
     Incident out;

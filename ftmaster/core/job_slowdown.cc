@@ -1,0 +1,77 @@
+#include "ftmaster/core/job_slowdown.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "ftmaster/core/text.h"
+#include "proto/master_codec.h"
+
+namespace ft::master {
+
+void JobSlowdown::Add(const proto::Event& slowdown, int64_t read_unix_ms) {
+  if (slowdown.rank < 0) return;
+  reports_[slowdown.rank] = Report{slowdown.node, read_unix_ms, slowdown.step_ms, slowdown.baseline_ms};
+}
+
+std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int running_ranks, int nodes,
+                                                     bool explained) {
+  std::erase_if(reports_, [&](const auto& r) { return now_unix_ms - r.second.read_unix_ms > options_.window_ms; });
+  if (reports_.empty()) {
+    reached_unix_ms_ = 0;
+    named_ = false;  // the episode is over: a later one is named again
+    return std::nullopt;
+  }
+  std::set<std::string> slowed_nodes;
+  for (const auto& [rank, r] : reports_) slowed_nodes.insert(r.node);
+  const int count = static_cast<int>(reports_.size());
+  const bool reached = running_ranks > 0 && count >= 2 && count >= options_.share * running_ranks &&
+                       static_cast<int>(slowed_nodes.size()) >= std::min(nodes, 2);
+  if (explained) {
+    // A culprit explains these slowdowns: they are its, not the job's. A slowdown the job
+    // still has once it is gone comes as new reports (a worker raises one per episode).
+    reports_.clear();
+    reached_unix_ms_ = 0;
+    return std::nullopt;
+  }
+  if (!reached) {
+    reached_unix_ms_ = 0;  // reached again, and settled again, before it is job-wide
+    return std::nullopt;
+  }
+  if (reached_unix_ms_ == 0) reached_unix_ms_ = now_unix_ms;
+  if (named_ || now_unix_ms - reached_unix_ms_ < options_.settle_ms) return std::nullopt;
+  named_ = true;
+
+  std::vector<double> ratios;
+  for (const auto& [rank, r] : reports_) {
+    if (r.baseline_ms > 0) ratios.push_back(r.step_ms / r.baseline_ms);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double median = ratios.empty() ? 0 : ratios[ratios.size() / 2];
+  proto::Incident incident;
+  incident.kind = proto::IncidentKindName(proto::IncidentKind::kJobSlow);
+  incident.id = fmt::format("{}-job-slow", now_unix_ms);
+  incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
+  incident.first_event_unix_ms = reached_unix_ms_;
+  incident.decided_unix_ms = now_unix_ms;
+  incident.confidence = std::clamp(static_cast<double>(count) / running_ranks, 0.0, 1.0);
+  for (const auto& [rank, r] : reports_) {
+    incident.evidence.push_back(fmt::format("rank {} ({}): step {} against its baseline {} ({:+.0f}%)", rank,
+                                            r.node, HumanMs(r.step_ms), HumanMs(r.baseline_ms),
+                                            r.baseline_ms > 0 ? 100 * (r.step_ms / r.baseline_ms - 1) : 0.0));
+    if (incident.evidence.size() == 16 && count > 17) {
+      incident.evidence.push_back(fmt::format("... and {} more ranks", count - 16));
+      break;
+    }
+  }
+  incident.message = fmt::format(
+      "the whole job slowed alike: {} of {} ranks on {} of {} nodes, median step {:.2f}x its baseline, "
+      "no straggler or slow link among them; look at what every rank shares (input pipeline, storage, "
+      "the fabric, a job-wide setting): no node is evicted for it",
+      count, running_ranks, slowed_nodes.size(), nodes, median);
+  return incident;
+}
+
+}  // namespace ft::master

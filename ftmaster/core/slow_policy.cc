@@ -1,0 +1,129 @@
+#include "ftmaster/core/slow_policy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+namespace ft::master {
+namespace {
+
+constexpr int64_t kHourMs = 3600 * 1000;
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+}
+
+}  // namespace
+
+std::optional<SlowAction> ParseSlowAction(std::string_view text) {
+  if (text == "report") return SlowAction::kReport;
+  if (text == "evict") return SlowAction::kEvict;
+  return std::nullopt;
+}
+
+SlowPolicy SlowPolicy::FromConfig(const Config& config) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  SlowPolicy p;
+  // ftmaster refuses to start with any other value (main.cc), so report is never a silent typo.
+  p.action = ParseSlowAction(config.slow_action).value_or(SlowAction::kReport);
+  p.horizon_steps = std::max<int64_t>(0, config.slow_horizon);
+  p.recovery_estimate_s = duration_cast<milliseconds>(config.slow_recovery_cost).count() / 1000.0;
+  p.confirm_ms = duration_cast<milliseconds>(config.slow_confirm).count();
+  p.evictions_per_hour = std::max<int64_t>(0, config.slow_evictions_per_hour);
+  p.min_nodes = std::max<int64_t>(0, config.slow_min_nodes);
+  return p;
+}
+
+std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary> summaries,
+                                    std::span<const proto::Membership> membership) {
+  std::set<uint64_t> comms;  // the rank's collective communicators (as the straggler detector's)
+  for (const proto::Membership& m : membership) {
+    if (m.rank != rank) continue;
+    for (const proto::CommMember& c : m.comms) {
+      if (c.comm_size >= 2 && !c.p2p) comms.insert(c.comm_id);
+    }
+  }
+  std::set<int> peers;
+  for (const proto::Membership& m : membership) {
+    if (m.rank == rank) continue;
+    for (const proto::CommMember& c : m.comms) {
+      if (comms.count(c.comm_id)) peers.insert(m.rank);
+    }
+  }
+  const proto::RankSummary* own = nullptr;
+  std::vector<double> peer_compute, steps;
+  for (const proto::RankSummary& s : summaries) {
+    if (s.step_p50_ms > 0) steps.push_back(s.step_p50_ms);
+    if (s.rank == rank) {
+      own = &s;
+    } else if (peers.count(s.rank) && s.compute_ms > 0) {
+      peer_compute.push_back(s.compute_ms);
+    }
+  }
+  if (own == nullptr || peer_compute.empty()) return std::nullopt;
+  SlowCase c;
+  c.rank = rank;
+  c.node = own->node;
+  c.compute_ms = own->compute_ms;
+  c.median_compute_ms = Median(std::move(peer_compute));
+  c.step_ms = Median(std::move(steps));
+  return c;
+}
+
+SlowVerdict DecideSlow(const SlowCase& slow, const SlowContext& context, const SlowPolicy& policy) {
+  SlowVerdict v;
+  v.excess_ms = std::max(0.0, slow.compute_ms - slow.median_compute_ms);
+  v.keep_s = static_cast<double>(policy.horizon_steps) * v.excess_ms / 1000.0;
+  const bool measured = context.measured_recovery_s.has_value();
+  const double recovery_s = measured ? *context.measured_recovery_s : policy.recovery_estimate_s;
+  v.replace_s = recovery_s + slow.step_ms / 1000.0;
+  v.arithmetic = fmt::format(
+      "excess {:.1f} ms/step (compute {:.1f} ms vs peers' {:.1f} ms; step {:.1f} ms) x horizon {} steps "
+      "(FT_SLOW_HORIZON) = keep {:.1f} s; replace = recovery {:.1f} s ({}) + 1 step = {:.1f} s",
+      v.excess_ms, slow.compute_ms, slow.median_compute_ms, slow.step_ms, policy.horizon_steps, v.keep_s,
+      recovery_s, measured ? "the job's last, measured" : "FT_SLOW_RECOVERY_COST", v.replace_s);
+
+  const int64_t age_ms = context.now_unix_ms - slow.named_unix_ms;
+  v.confirmed = age_ms >= policy.confirm_ms;
+  const int64_t recent = std::count_if(
+      context.recent_evictions_unix_ms.begin(), context.recent_evictions_unix_ms.end(),
+      [&](int64_t at) { return at > context.now_unix_ms - kHourMs && at <= context.now_unix_ms; });
+  const int64_t left_after = context.job_nodes - context.evicted_job_nodes - 1;
+
+  if (policy.action == SlowAction::kReport) {
+    v.why = "report: FT_SLOW_ACTION=report (evict to replace it automatically)";
+  } else if (context.job_slow) {
+    v.why = "report: the whole job is slowed (job-slow): no one node is the cause";
+  } else if (v.keep_s <= v.replace_s) {
+    v.why = fmt::format("report: keeping the rank costs {:.1f} s over the horizon, replacing it {:.1f} s",
+                        v.keep_s, v.replace_s);
+  } else if (recent >= policy.evictions_per_hour) {
+    v.why = fmt::format("report: {} slow eviction{} in the last hour already (FT_SLOW_EVICTIONS_PER_HOUR={})",
+                        recent, recent == 1 ? "" : "s", policy.evictions_per_hour);
+  } else if (left_after < policy.min_nodes) {
+    v.why = fmt::format("report: evicting {} would leave {} healthy node{} of {} (FT_SLOW_MIN_NODES={})",
+                        slow.node, std::max<int64_t>(0, left_after), left_after == 1 ? "" : "s",
+                        context.job_nodes, policy.min_nodes);
+  } else if (slow.node.empty()) {
+    v.why = "report: the rank's node is not known";
+  } else if (!v.confirmed) {
+    v.why = fmt::format("evict {} if the rank still qualifies {:.0f} s after it was named (FT_SLOW_CONFIRM)",
+                        slow.node, static_cast<double>(policy.confirm_ms) / 1000.0);
+  } else {
+    v.evict = true;
+    v.why = fmt::format("evict {}: replacing it saves {:.1f} s over the horizon; the ranks save as they stop, "
+                        "the relaunch restores on a spare",
+                        slow.node, v.keep_s - v.replace_s);
+  }
+  return v;
+}
+
+}  // namespace ft::master

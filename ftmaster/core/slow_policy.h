@@ -1,0 +1,93 @@
+// What a lasting slowdown of one rank is worth: keep the slow part, or stop the job (every rank
+// saves as it terminates), evict the slow node and relaunch on a spare. Pure: the caller passes
+// the named straggler, the job's own figures and the clock.
+//
+// The arithmetic, carried by the incident as it is:
+//   excess   the slow rank's compute minus its peers' median: what every step of the job waits
+//            for it (collectives hold the others at the slow rank's pace);
+//   keep     horizon_steps × excess: the time the job loses if the rank stays; the horizon is
+//            the steps left when the job says so (not yet: FT_SLOW_HORIZON stands for it);
+//   replace  the job's own last recovery (a stop decided → its relaunch running, measured by
+//            the master) or FT_SLOW_RECOVERY_COST until it has one, plus one step redone (a
+//            termination save keeps the step the ranks were finishing).
+// Evict only when all of these hold, else report (each refusal says which):
+//   - FT_SLOW_ACTION is `evict` (default `report`: a person decides);
+//   - keep > replace;
+//   - confirmed: the rank was named at least FT_SLOW_CONFIRM ago and still qualifies (the
+//     caller ends an episode the moment the rank stops qualifying: a slowdown that passes is
+//     never evicted — hysteresis);
+//   - fewer than FT_SLOW_EVICTIONS_PER_HOUR slow evictions in the last hour (a fleet-wide
+//     cause, a bad rack, must not churn the job through every spare);
+//   - the job keeps at least FT_SLOW_MIN_NODES nodes not evicted besides the slow one;
+//   - the job is not slowed as a whole (job-slow): then nobody is the culprit.
+#ifndef FT_FTMASTER_SLOW_POLICY_H_
+#define FT_FTMASTER_SLOW_POLICY_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "common/config.h"
+#include "proto/messages.h"
+
+namespace ft::master {
+
+enum class SlowAction : uint8_t { kReport, kEvict };
+
+struct SlowPolicy {
+  SlowAction action = SlowAction::kReport;
+  int64_t horizon_steps = 10000;
+  double recovery_estimate_s = 120;
+  int64_t confirm_ms = 30000;
+  int64_t evictions_per_hour = 1;
+  int64_t min_nodes = 1;
+
+  static SlowPolicy FromConfig(const Config& config);
+};
+
+// A named straggler as the detector measured it.
+struct SlowCase {
+  int rank = -1;
+  std::string node;
+  double compute_ms = 0;          // the slow rank's
+  double median_compute_ms = 0;   // its peers'
+  double step_ms = 0;             // the job's step time now (the slow pace)
+  int64_t named_unix_ms = 0;      // when the episode began
+};
+
+// The job around it.
+struct SlowContext {
+  int64_t now_unix_ms = 0;
+  std::optional<double> measured_recovery_s;  // the job's own last recovery
+  std::span<const int64_t> recent_evictions_unix_ms;  // slow evictions, any age
+  int job_nodes = 0;               // distinct nodes of the running ranks
+  int evicted_job_nodes = 0;       // of those, already in the eviction set
+  bool job_slow = false;           // a job-wide slowdown stands
+};
+
+struct SlowVerdict {
+  bool evict = false;
+  bool confirmed = false;  // named long enough ago: what is decided now is final for the episode
+  double excess_ms = 0;
+  double keep_s = 0;
+  double replace_s = 0;
+  std::string arithmetic;  // "excess 25.0 ms/step x horizon 10000 steps = keep 250 s; ..."
+  std::string why;         // the verdict in words: "evict node1: ..." or "report: ..."
+};
+
+// The named rank's figures from the summaries as they stand: its compute against the median of
+// its peers' (the ranks sharing a collective communicator with it, as the straggler detector
+// compares), the job's step time (the
+// median of every rank's step_p50). nullopt when the rank has no summary or no peer has one.
+std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary> summaries,
+                                    std::span<const proto::Membership> membership);
+
+SlowVerdict DecideSlow(const SlowCase& slow, const SlowContext& context, const SlowPolicy& policy);
+
+// "report" | "evict"; nullopt for anything else.
+std::optional<SlowAction> ParseSlowAction(std::string_view text);
+
+}  // namespace ft::master
+
+#endif  // FT_FTMASTER_SLOW_POLICY_H_

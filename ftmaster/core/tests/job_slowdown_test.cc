@@ -1,0 +1,83 @@
+#include "ftmaster/core/job_slowdown.h"
+
+#include <gtest/gtest.h>
+
+namespace ft::master {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+
+proto::Event Slowdown(int rank, double step_ms = 130, double baseline_ms = 100) {
+  proto::Event e;
+  e.kind = "slowdown";
+  e.rank = rank;
+  e.node = rank < 4 ? "node0" : "node1";
+  e.step_ms = step_ms;
+  e.baseline_ms = baseline_ms;
+  return e;
+}
+
+TEST(JobSlowdownTest, EveryRankSlowedAndNoCulpritIsJobWideOnceSettled) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0 + r * 100);
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false).has_value());  // reached: settling
+  EXPECT_FALSE(job.Evaluate(kT0 + 20999, 8, 2, false).has_value());
+  std::optional<proto::Incident> incident = job.Evaluate(kT0 + 21000, 8, 2, false);
+  ASSERT_TRUE(incident.has_value());
+  EXPECT_EQ(incident->kind, "job-slow");
+  EXPECT_EQ(incident->decision, "none");
+  EXPECT_TRUE(incident->suspects.empty());
+  EXPECT_EQ(incident->evidence.size(), 8u);
+  EXPECT_NE(incident->message.find("8 of 8 ranks on 2 of 2 nodes"), std::string::npos) << incident->message;
+  EXPECT_NE(incident->message.find("1.30x"), std::string::npos) << incident->message;
+  EXPECT_TRUE(job.active());
+  EXPECT_FALSE(job.Evaluate(kT0 + 22000, 8, 2, false).has_value());  // once per episode
+}
+
+TEST(JobSlowdownTest, AStragglerExplainsItsPeersSlowSteps) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 10000, 8, 2, true).has_value());   // rank 5 named meanwhile
+  // The straggler was replaced (an eviction, a relaunch): the reports it explained are gone
+  // with it, however recent.
+  EXPECT_FALSE(job.Evaluate(kT0 + 26000, 8, 2, false).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 50000, 8, 2, false).has_value());
+  // A slowdown the job has on its own comes as new reports, and settles before it is named.
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0 + 60000);
+  EXPECT_FALSE(job.Evaluate(kT0 + 61000, 8, 2, false).has_value());
+  EXPECT_TRUE(job.Evaluate(kT0 + 81000, 8, 2, false).has_value());
+  EXPECT_TRUE(job.active());
+  EXPECT_FALSE(job.Evaluate(kT0 + 130000, 8, 2, false).has_value());
+  EXPECT_FALSE(job.active());  // the reports aged out: the episode ended
+}
+
+TEST(JobSlowdownTest, ResetForgetsTheReportsOfARunThatEnded) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false).has_value());
+  job.Reset();
+  EXPECT_FALSE(job.Evaluate(kT0 + 30000, 8, 2, false).has_value());
+}
+
+TEST(JobSlowdownTest, AFewSlowRanksOrOneNodeAreNotTheJob) {
+  JobSlowdown job;
+  for (int r = 0; r < 5; ++r) job.Add(Slowdown(r), kT0);  // 5 of 8 < 75%
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 30000, 8, 2, false).has_value());
+  JobSlowdown one_node;
+  for (int r = 0; r < 4; ++r) one_node.Add(Slowdown(r), kT0);  // all of node0's, none of node1's
+  EXPECT_FALSE(one_node.Evaluate(kT0 + 1000, 4, 2, false).has_value());
+  EXPECT_FALSE(one_node.Evaluate(kT0 + 30000, 4, 2, false).has_value());
+}
+
+TEST(JobSlowdownTest, ReportsOlderThanTheWindowDoNotCount) {
+  JobSlowdown job;
+  for (int r = 0; r < 4; ++r) job.Add(Slowdown(r), kT0);
+  for (int r = 4; r < 8; ++r) job.Add(Slowdown(r), kT0 + 61000);  // the first four aged out by then
+  EXPECT_FALSE(job.Evaluate(kT0 + 61000, 8, 2, false).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 90000, 8, 2, false).has_value());
+}
+
+}  // namespace
+}  // namespace ft::master

@@ -1,0 +1,159 @@
+#include "ftmaster/core/slow_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "ftmaster/core/tests/job_fixture.h"
+
+namespace ft::master {
+namespace {
+
+constexpr int64_t kT0 = 1'700'000'000'000;
+
+SlowPolicy Evicting() {
+  SlowPolicy p;
+  p.action = SlowAction::kEvict;
+  p.horizon_steps = 10000;
+  p.recovery_estimate_s = 120;
+  p.confirm_ms = 30000;
+  p.evictions_per_hour = 1;
+  p.min_nodes = 1;
+  return p;
+}
+
+// Rank 5 on node1 computes 1.5x its peers (75 ms vs 50 ms), named 40 s ago, 2 nodes, none evicted.
+SlowCase HalfAgainSlower() {
+  SlowCase s;
+  s.rank = 5;
+  s.node = "node1";
+  s.compute_ms = 75;
+  s.median_compute_ms = 50;
+  s.step_ms = 110;
+  s.named_unix_ms = kT0 - 40000;
+  return s;
+}
+
+SlowContext TwoNodes() {
+  SlowContext c;
+  c.now_unix_ms = kT0;
+  c.job_nodes = 2;
+  return c;
+}
+
+TEST(SlowPolicyTest, EvictsWhenKeepingCostsMoreThanReplacingAndTheArithmeticSaysWhy) {
+  const SlowVerdict v = DecideSlow(HalfAgainSlower(), TwoNodes(), Evicting());
+  EXPECT_TRUE(v.evict) << v.why;
+  EXPECT_TRUE(v.confirmed);
+  EXPECT_DOUBLE_EQ(v.excess_ms, 25);
+  EXPECT_DOUBLE_EQ(v.keep_s, 250);              // 10000 steps x 25 ms
+  EXPECT_NEAR(v.replace_s, 120.11, 1e-9);       // the estimate + one step of 110 ms
+  EXPECT_NE(v.arithmetic.find("keep 250.0 s"), std::string::npos) << v.arithmetic;
+  EXPECT_NE(v.arithmetic.find("FT_SLOW_RECOVERY_COST"), std::string::npos) << v.arithmetic;
+  EXPECT_NE(v.why.find("evict node1"), std::string::npos) << v.why;
+}
+
+TEST(SlowPolicyTest, ReportIsTheDefault) {
+  const SlowVerdict v = DecideSlow(HalfAgainSlower(), TwoNodes(), SlowPolicy{});
+  EXPECT_FALSE(v.evict);
+  EXPECT_NE(v.why.find("FT_SLOW_ACTION=report"), std::string::npos) << v.why;
+}
+
+TEST(SlowPolicyTest, ACheapSlowdownIsKept) {
+  SlowCase s = HalfAgainSlower();
+  s.compute_ms = 55;  // 5 ms x 10000 steps = 50 s < 120 s
+  const SlowVerdict v = DecideSlow(s, TwoNodes(), Evicting());
+  EXPECT_FALSE(v.evict);
+  EXPECT_DOUBLE_EQ(v.keep_s, 50);
+  EXPECT_NE(v.why.find("keeping the rank costs 50.0 s"), std::string::npos) << v.why;
+}
+
+TEST(SlowPolicyTest, TheJobsOwnMeasuredRecoveryReplacesTheEstimate) {
+  SlowContext c = TwoNodes();
+  c.measured_recovery_s = 300;  // this job recovers slowly: 250 s of keeping is cheaper
+  const SlowVerdict v = DecideSlow(HalfAgainSlower(), c, Evicting());
+  EXPECT_FALSE(v.evict) << v.why;
+  EXPECT_NEAR(v.replace_s, 300.11, 1e-9);
+  EXPECT_NE(v.arithmetic.find("measured"), std::string::npos) << v.arithmetic;
+  c.measured_recovery_s = 20;
+  EXPECT_TRUE(DecideSlow(HalfAgainSlower(), c, Evicting()).evict);
+}
+
+TEST(SlowPolicyTest, NotBeforeTheConfirmationAndThenAtOnce) {
+  SlowCase s = HalfAgainSlower();
+  s.named_unix_ms = kT0 - 29999;
+  SlowVerdict v = DecideSlow(s, TwoNodes(), Evicting());
+  EXPECT_FALSE(v.evict);
+  EXPECT_FALSE(v.confirmed);
+  EXPECT_NE(v.why.find("FT_SLOW_CONFIRM"), std::string::npos) << v.why;
+  s.named_unix_ms = kT0 - 30000;
+  v = DecideSlow(s, TwoNodes(), Evicting());
+  EXPECT_TRUE(v.evict) << v.why;
+}
+
+TEST(SlowPolicyTest, TheHourlyBudgetCountsOnlyTheLastHour) {
+  std::vector<int64_t> evictions = {kT0 - 3600 * 1000 - 1};  // just over an hour ago
+  SlowContext c = TwoNodes();
+  c.recent_evictions_unix_ms = evictions;
+  EXPECT_TRUE(DecideSlow(HalfAgainSlower(), c, Evicting()).evict);
+  evictions.push_back(kT0 - 60000);
+  c.recent_evictions_unix_ms = evictions;
+  const SlowVerdict v = DecideSlow(HalfAgainSlower(), c, Evicting());
+  EXPECT_FALSE(v.evict);
+  EXPECT_NE(v.why.find("FT_SLOW_EVICTIONS_PER_HOUR=1"), std::string::npos) << v.why;
+}
+
+TEST(SlowPolicyTest, NeverBelowTheMinimumOfHealthyNodes) {
+  SlowContext c = TwoNodes();
+  c.evicted_job_nodes = 1;  // the other node is evicted already: evicting node1 leaves none
+  SlowVerdict v = DecideSlow(HalfAgainSlower(), c, Evicting());
+  EXPECT_FALSE(v.evict);
+  EXPECT_NE(v.why.find("FT_SLOW_MIN_NODES=1"), std::string::npos) << v.why;
+  c.evicted_job_nodes = 0;
+  SlowPolicy p = Evicting();
+  p.min_nodes = 2;
+  EXPECT_FALSE(DecideSlow(HalfAgainSlower(), c, p).evict);
+}
+
+TEST(SlowPolicyTest, AJobSlowedAsAWholeEvictsNobody) {
+  SlowContext c = TwoNodes();
+  c.job_slow = true;
+  const SlowVerdict v = DecideSlow(HalfAgainSlower(), c, Evicting());
+  EXPECT_FALSE(v.evict);
+  EXPECT_NE(v.why.find("job-slow"), std::string::npos) << v.why;
+}
+
+TEST(SlowPolicyTest, ParsesOnlyItsTwoActions) {
+  EXPECT_EQ(ParseSlowAction("report"), SlowAction::kReport);
+  EXPECT_EQ(ParseSlowAction("evict"), SlowAction::kEvict);
+  EXPECT_FALSE(ParseSlowAction("Evict").has_value());
+  EXPECT_FALSE(ParseSlowAction("").has_value());
+}
+
+TEST(SlowPolicyTest, MeasuresTheRankAgainstThePeersItSharesACommunicatorWith) {
+  testing::Job job(2, 2, 2, 4);  // tp=2 dp=2 pp=2 on 2 nodes: rank 5 is t1 d0 s1
+  std::vector<proto::RankSummary> summaries;
+  for (int r = 0; r < job.world(); ++r) {
+    proto::RankSummary s;
+    s.rank = r;
+    s.node = job.membership[static_cast<size_t>(r)].node;
+    // Stage 0 computes 40 ms, stage 1 60 ms: rank 5 is compared with its stage's ranks only.
+    s.compute_ms = r < 4 ? 40 : 60;
+    s.step_p50_ms = 120;
+    summaries.push_back(s);
+  }
+  summaries[5].compute_ms = 90;
+  summaries[5].step_p50_ms = 150;
+  summaries[4].compute_ms = 58;
+  const std::optional<SlowCase> c = MeasureSlow(5, summaries, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->node, "n1");
+  EXPECT_DOUBLE_EQ(c->compute_ms, 90);
+  // Peers: tp peer 4 (60), dp peer 7 (60); not pp peer 1 (40, another stage's work, p2p).
+  EXPECT_DOUBLE_EQ(c->median_compute_ms, 59);
+  EXPECT_DOUBLE_EQ(c->step_ms, 120);
+  EXPECT_FALSE(MeasureSlow(9, summaries, job.membership).has_value());
+}
+
+}  // namespace
+}  // namespace ft::master

@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Fail-slow end to end: trainsim on gpusim under libft.so, two ftworkers, ftmaster, a real
+redis-server; one rank (or every rank) computes slower from a step on.
+
+  --case evict       dp=2 tp=4 on 2 nodes, rank 5 1.5x slower, FT_SLOW_ACTION=evict: a straggler
+                     incident names rank 5 on node1 (with the cost arithmetic), then a second one
+                     (decision stop) evicts node1; every rank saves as it is stopped, the relaunch
+                     with node2 in node1's place restores one step on every rank, finishes with
+                     trainsim_reference's checksums, and its steps are as fast as before the fault
+  --case localize-x1.2, --case localize-x3
+                     rank 5 1.2x / 3x slower, the default policy (report): named with its node
+                     within 30 s of the fault, decision none, nothing evicted, the job finishes
+  --case job-wide    every rank 1.3x slower, FT_SLOW_ACTION=evict: a job-slow incident, no
+                     straggler named, nothing evicted, the job finishes
+
+Each prints `RESULT failslow case=... localize_s=... false_evictions=... step_time_after_ratio=...`
+(the figures it measured; bench/ runs the cases for the record).
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import check  # noqa: E402
+from ckpt_e2e_test import CkptCluster, check_reference, parse_args, suspects, wait_job_exit  # noqa: E402
+
+FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5"}
+# Replicas of every shard on both nodes (tp-dp-pp: rank r and r+4 hold one shard), so the
+# relaunch without node1 pulls node1's shards from node0's memory: no disk tier (the default).
+MODEL = ["--dp", "2", "--tp", "4", "--param-bytes", "256kb", "--hidden", "4096", "--compute-ms", "40"]
+TOPOLOGY = ["--topology", "dp=2,tp=4,pp=1", "--order", "tp-dp-pp"]
+SLOW_RANK = 5
+FAULT_STEP = 150  # a baseline of step times before it (the workers' and the comparison's)
+LOCALIZE_LIMIT_S = 30
+
+
+def fault_unix_ms(c, rank):
+    m = re.search(r"trainsim rank=%d: injecting fault \w+ at step \d+ unix_ms=(\d+)" % rank, c.job_output())
+    return int(m.group(1)) if m else None
+
+
+def step_ms(output, rank, first, last):
+    """Rank `rank`'s wall time per step over steps [first, last) from trainsim --verbose lines."""
+    times = [float(ms) for step, ms in re.findall(r"^\[rank %d\] trainsim rank=%d step=(\d+) ms=([0-9.]+)$"
+                                                   % (rank, rank), output, re.M)
+             if first <= int(step) < last]
+    return times
+
+
+def start_workers(c, nodes=("node0", "node1"), env=None):
+    """Workers with no disk tier (the default): a copy lives in the nodes' memory only."""
+    for node in nodes:
+        c.start_worker(node, c.ckpt_env({**FAST, **(env or {})}))
+
+
+def evicted(c):
+    return sorted(c.db.command("SMEMBERS", c.key("evicted")) or [])
+
+
+def localized(c, rank, node, since_ms):
+    """Waits for the straggler incident naming `rank`; checks it names `node`, decides nothing
+    and carries the cost arithmetic; returns (incident, seconds from the fault to it)."""
+    inc = c.wait_for(lambda: [i for i in c.incidents("straggler") if i["decision"] == "none"], 90,
+                     "a straggler incident")[0]
+    print("incident %s: %s\n  %s\n  evidence: %s" % (inc["id"], suspects(inc), inc["message"], inc["evidence"]))
+    check(suspects(inc) == [(rank, node)], "straggler %s, expected rank %d on %s" % (suspects(inc), rank, node))
+    check(any("horizon" in e and "keep" in e for e in inc["evidence"]),
+          "the incident carries no cost arithmetic: %s" % inc["evidence"])
+    took = (inc["decided_unix_ms"] - since_ms) / 1000.0
+    print("localized %.1f s after the fault" % took)
+    check(took <= LOCALIZE_LIMIT_S, "named %.1f s after the fault, more than %d s" % (took, LOCALIZE_LIMIT_S))
+    return inc, took
+
+
+def case_evict(args):
+    steps = 1200
+    with CkptCluster(args, job="fs-evict") as c:
+        env = {**FAST, "FT_SLOW_ACTION": "evict", "FT_SLOW_CONFIRM": "10s"}
+        c.start_master(TOPOLOGY, env)
+        start_workers(c)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--verbose", "--fault", "slow", "--slow-factor", "1.5",
+                                  "--fault-rank", str(SLOW_RANK), "--fault-step", str(FAULT_STEP)])
+        c.wait_for(lambda: fault_unix_ms(c, SLOW_RANK), 60, "the slowdown to begin")
+        named, took = localized(c, SLOW_RANK, "node1", fault_unix_ms(c, SLOW_RANK))
+        check("evict node1 if" in named["message"], "the incident does not say it evicts later: %s" % named["message"])
+        inc = c.wait_for(lambda: [i for i in c.incidents("straggler") if i["decision"] == "stop"], 90,
+                         "the eviction")[0]
+        print("incident %s: %s decision=%s\n  %s\n  evidence: %s" % (inc["id"], suspects(inc), inc["decision"],
+                                                                    inc["message"], inc["evidence"]))
+        check(suspects(inc) == [(SLOW_RANK, "node1")], "evicting incident names %s" % suspects(inc))
+        check(evicted(c) == ["node1"], "evicted %s, expected node1" % evicted(c))
+        rc = wait_job_exit(c, 60, "the job stopped by the master")
+        check(rc != 0, "the stopped job exited %d" % rc)
+        before = step_ms(c.job_output(), 0, 50, FAULT_STEP)
+        slow = step_ms(c.job_output(), 0, FAULT_STEP + 20, FAULT_STEP + 120)
+        reached = max(int(s) for s in re.findall(r"trainsim rank=\d+ step=(\d+) ms=", c.job_output()))
+        saved = c.wait_for(lambda: (c.plan() or {}).get("step"), 60, "a restore plan")
+        print("plan: step %s (the job reached step %d)" % (saved, reached))
+        check(saved >= reached - 1, "the plan restores step %s, the job reached %d: more than a step lost"
+              % (saved, reached))
+
+        # node1 is gone; node2 takes its place with nothing in its memory.
+        c.drop_node("node1")
+        start_workers(c, ["node2"], {"FT_NODE_RANKS": "4-7"})
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--verbose"], node_names=["node0", "node2"])
+        rc = wait_job_exit(c, 240, "the relaunched job to finish")
+        check(rc == 0, "the relaunched job exited %d:\n%s" % (rc, c.job_output()[-3000:]))
+        restored = c.restored()
+        check(restored == {r: saved for r in range(8)}, "restored %s, expected step %s on every rank" % (restored, saved))
+        check_reference(c, args, MODEL + ["--steps", str(steps)], 8)
+        after = step_ms(c.job_output(), 0, saved + 20, saved + 220)
+        # The lower quartile: load from elsewhere on the machine only ever adds time to a step,
+        # so it moves a median between two phases of a run far more than the quartile.
+        q = {name: statistics.quantiles(v, n=4)[0] for name, v in (("before", before), ("slow", slow),
+                                                                   ("after", after))}
+        ratio = q["after"] / q["before"]
+        print("rank 0's step (lower quartile; median): %.1f ms (%.1f) before the fault, %.1f ms (%.1f) while "
+              "rank 5 was slow, %.1f ms (%.1f) after the replacement: %.3fx" %
+              (q["before"], statistics.median(before), q["slow"], statistics.median(slow), q["after"],
+               statistics.median(after), ratio))
+        check(ratio <= 1.03, "steps after the replacement take %.3fx those before the fault" % ratio)
+        jobwide = c.incidents("job-slow")
+        check(not jobwide, "the straggler's slowdown was called job-wide: %s" % [i["message"] for i in jobwide])
+        print("RESULT failslow case=evict localize_s=%.1f false_evictions=0 step_time_after_ratio=%.3f" % (took, ratio))
+
+
+def localize_case(factor):
+    def run(args):
+        steps = FAULT_STEP + 400
+        with CkptCluster(args, job="fs-x%s" % factor) as c:
+            c.start_master(TOPOLOGY, FAST)
+            start_workers(c)
+            c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", str(factor),
+                                      "--fault-rank", str(SLOW_RANK), "--fault-step", str(FAULT_STEP)],
+                             timeout=300)
+            c.wait_for(lambda: fault_unix_ms(c, SLOW_RANK), 60, "the slowdown to begin")
+            inc, took = localized(c, SLOW_RANK, "node1", fault_unix_ms(c, SLOW_RANK))
+            check("FT_SLOW_ACTION=report" in inc["message"], "the default policy is not report: %s" % inc["message"])
+            rc = wait_job_exit(c, 300, "the job to finish")
+            check(rc == 0, "the job exited %d" % rc)
+            stops = [i for i in c.incidents() if i["decision"] != "none"]
+            check(not stops and not evicted(c), "the report policy acted: %s, evicted %s" % (stops, evicted(c)))
+            print("RESULT failslow case=x%s localize_s=%.1f false_evictions=0" % (factor, took))
+    return run
+
+
+def case_job_wide(args):
+    steps = FAULT_STEP + 500
+    with CkptCluster(args, job="fs-jobwide") as c:
+        c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict", "FT_SLOW_CONFIRM": "10s"})
+        start_workers(c)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", "1.3",
+                                  "--fault-rank", "all", "--fault-step", str(FAULT_STEP)], timeout=300)
+        inc = c.wait_for(lambda: c.incidents("job-slow"), 120, "a job-slow incident")[0]
+        print("incident %s: %s\n  evidence: %s" % (inc["id"], inc["message"], inc["evidence"][:3]))
+        check(not inc["suspects"], "a job-wide slowdown names suspects: %s" % inc["suspects"])
+        rc = wait_job_exit(c, 300, "the job to finish")
+        check(rc == 0, "the job exited %d" % rc)
+        others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "job-slow"]
+        check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
+        print("RESULT failslow case=job-wide false_evictions=0 incidents=%s" % json.dumps([inc["kind"]]))
+
+
+CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2), "localize-x3": localize_case(3),
+         "job-wide": case_job_wide}
+
+if __name__ == "__main__":
+    a = parse_args()
+    CASES[a.case](a)
+    print("OK")
