@@ -13,7 +13,7 @@ namespace ft::master {
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer) {
+                            bool sharded_optimizer, int64_t busy_report_ms) {
   WindowDecision d;
   d.outcomes = window.outcomes;
   d.last_outcome = window.last_outcome;
@@ -42,11 +42,14 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
       busy_outcome = "busy:";
       for (size_t i = 0; i < incident.suspects.size(); ++i) {
         busy_outcome += (i ? "," : "") + std::to_string(incident.suspects[i].rank);
+        d.busy_ranks.push_back(incident.suspects[i].rank);
       }
     }
   }
+  const bool busy_long = decided_unix_ms - first >= busy_report_ms;
   for (proto::Incident& incident : incidents) {
     if (proto::Is(incident, proto::IncidentKind::kBusy)) {
+      if (!acted && !busy_long) continue;  // watched, not yet worth an incident
       if (busy_outcome == d.last_outcome) continue;  // unchanged: written before
       ++d.outcomes;
       if (d.outcomes > 1) incident.id += fmt::format("-{}", d.outcomes);

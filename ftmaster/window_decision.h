@@ -19,7 +19,8 @@ namespace ft::master {
 struct WindowDecision {
   enum class Kind {
     kClose,  // nothing to report: the window closes (close_why)
-    kWatch,  // a busy rank holds the job up: written when its outcome changed, watched
+    kWatch,  // a busy rank holds the job up: watched; written when its outcome changed, once it
+             // has held the job for busy_report_ms
     kAct,    // an incident that stops the job: written with `action`, the window closes
   };
   Kind kind = Kind::kClose;
@@ -27,6 +28,7 @@ struct WindowDecision {
   // The incidents to write (ids and times set); busy ones only when their outcome changed.
   std::vector<proto::Incident> to_write;
   std::string busy_outcome;  // "busy:3,5", "" when no rank is busy
+  std::vector<int> busy_ranks;  // 3, 5
   // The window's busy outcomes once this one is written (IncidentWindow::outcomes,
   // last_outcome): they name the next busy incident of the same window.
   int outcomes = 0;
@@ -41,10 +43,14 @@ struct WindowDecision {
 // `incidents`, `why_none`: Attribute's answer for `window`. Ids are made from the window's first
 // event (the same for any master deciding it). `topology`: needed only when an incident is Acted
 // (nullptr otherwise). `decided_unix_ms`: the tick's time plus what it has cost so far.
+// `busy_report_ms` (FT_BUSY_REPORT_AFTER): a busy outcome alone is written only once the window
+// is that old — a healthy job's host work (a benchmark's setup between sizes, a data loader's
+// refill, a 20 s pause) holds its peers for seconds and is no incident; a rank busy for
+// minutes is worth an operator's look. With an acted incident, busy ones are written at once.
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer);
+                            bool sharded_optimizer, int64_t busy_report_ms);
 
 }  // namespace ft::master
 

@@ -306,6 +306,14 @@ std::optional<WindowAction> WindowRound::Step(Clock::time_point now, int64_t uni
   const int64_t window_ms = ToMs(ctx_->options.config.hang_window);
   if (open_.watching) {
     if (unix_ms < open_.next_eval_unix_ms) return std::nullopt;
+    // The tables read for the last look are all newer than the first event, so ReadProgress
+    // fetches none again: the busy ranks' own are read, and once they call CUDA/NCCL again the
+    // job moves and the window is over (a new stall opens a new one). Re-reading every member
+    // instead catches peers mid-op as the busy rank rejoins: a transient "neither completes".
+    if (std::optional<std::string> resumed = BusyRanksResumed()) {
+      CloseIncident(*resumed);
+      return std::nullopt;
+    }
     if (!ReadProgress(now) || !ReadRanks(now)) return std::nullopt;
     return Close(Clock::now(), unix_ms);
   }
@@ -339,7 +347,8 @@ std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int6
   const bool acted = std::any_of(incidents.begin(), incidents.end(), [](const auto& i) { return Acted(i); });
   const Topology* topology = acted ? &membership_->CurrentTopology() : nullptr;
   WindowDecision d = DecideWindow(std::move(incidents), why_none, open_, unix_ms, decided_unix_ms, topology,
-                                  membership_->values(), ctx_->options.config.sharded_optimizer);
+                                  membership_->values(), ctx_->options.config.sharded_optimizer,
+                                  ToMs(ctx_->options.config.busy_report_after));
   return Commit(std::move(d), closed_at, unix_ms);
 }
 
@@ -355,6 +364,10 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   if (d.kind == WindowDecision::Kind::kWatch) {
     const int64_t window_ms = ToMs(ctx_->options.config.hang_window);
     open_.watching = true;
+    if (watched_busy_.empty()) {
+      // Where each busy rank stood: it is back in the job once it has entered further ops.
+      for (int rank : d.busy_ranks) watched_busy_[rank] = EnteredOps(rank);
+    }
     open_.next_eval_unix_ms = unix_ms + window_ms;
     if (d.to_write.empty()) {
       FT_LOG(Debug, Master, "busy outcome unchanged ({}); watching", d.busy_outcome);
@@ -407,10 +420,47 @@ void WindowRound::NoteCleanExit(int64_t unix_ms) {
   if (clean_exits_.size() < kMaxCleanExits) clean_exits_.push_back(unix_ms);
 }
 
+uint64_t WindowRound::EnteredOps(int rank) const {
+  const proto::RankProgress* newest = nullptr;
+  for (const proto::RankProgress& p : progress_.values()) {
+    if (p.rank == rank && (newest == nullptr || p.observed_unix_ms > newest->observed_unix_ms)) newest = &p;
+  }
+  for (const proto::Event& e : open_.events) {
+    const proto::RankProgress& p = e.progress;
+    if (p.rank == rank && (newest == nullptr || p.observed_unix_ms > newest->observed_unix_ms)) newest = &p;
+  }
+  uint64_t entered = 0;
+  if (newest != nullptr) {
+    for (const proto::CommRow& row : newest->comms) entered += row.entered_seq;
+  }
+  return entered;
+}
+
+std::optional<std::string> WindowRound::BusyRanksResumed() {
+  if (watched_busy_.empty()) return std::nullopt;
+  for (const auto& [rank, entered] : watched_busy_) {
+    redis::Reply reply;
+    const std::string key = ctx_->keys.Progress(proto::Keys::GroupOfRank(rank));
+    if (!ctx_->store->Run({"HGET", key, std::to_string(rank)}, &reply).ok() || !reply.is_string()) return std::nullopt;
+    proto::RankProgress p;
+    if (!proto::Decode(reply.str(), &p).ok()) return std::nullopt;
+    // Back in the job: it entered ops past those it had entered when the watch began (a rank
+    // busy on the host enters none, whatever other CUDA calls it makes).
+    uint64_t now_entered = 0;
+    for (const proto::CommRow& row : p.comms) now_entered += row.entered_seq;
+    if (now_entered <= entered) return std::nullopt;
+  }
+  std::string ranks;
+  for (const auto& [rank, entered] : watched_busy_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+  return fmt::format("resolved: busy rank{} {} back in the job (entering collectives again)",
+                     watched_busy_.size() == 1 ? "" : "s", ranks);
+}
+
 void WindowRound::CloseIncident(const std::string& why) {
   if (!ctx_->writer.Run({{"HDEL", ctx_->keys.MasterState(), "open_incident"}})) return;
   FT_LOG(Info, Master, "incident window of event {} closed: {}", open_.first_event_id, why);
   open_ = IncidentWindow{};
+  watched_busy_.clear();
 }
 
 }  // namespace ft::master

@@ -14,8 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -77,7 +77,6 @@ class WindowRound {
 
  private:
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
-  std::function<void(const proto::Event&, int64_t)> on_slowdown_;
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
   // closed_at: when the window was found closed (real clock, for the stats).
@@ -85,6 +84,11 @@ class WindowRound {
   // The fenced write of a decision, and what follows once it is accepted.
   std::optional<WindowAction> Commit(WindowDecision d, Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
+  // A watched window's busy ranks all back in the job (entering ops again): why it is over;
+  // nullopt while any is still away (or its table cannot be read).
+  std::optional<std::string> BusyRanksResumed();
+  // The sum of `rank`'s entered sequence numbers in its newest table the window holds.
+  uint64_t EnteredOps(int rank) const;
   AttributionInput Input(int64_t unix_ms) const;
   // The ranks an open window's notice names: its members, or none (every rank) when the
   // membership is not known or too many to name.
@@ -97,6 +101,8 @@ class WindowRound {
 
   static constexpr size_t kMaxCleanExits = 4096;
 
+  std::function<void(const proto::Event&, int64_t)> on_slowdown_;
+  std::map<int, uint64_t> watched_busy_;  // a watched window's busy ranks -> their ops entered then
   LoopContext* ctx_;
   JobMembership* membership_;
   std::string cursor_;                 // last event id processed ("" none)

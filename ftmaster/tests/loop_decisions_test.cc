@@ -32,7 +32,7 @@ IncidentWindow Window() {
 }
 
 TEST(WindowDecisionTest, NothingAttributedClosesTheWindow) {
-  WindowDecision d = DecideWindow({}, "", Window(), 5000, 5010, nullptr, {}, false);
+  WindowDecision d = DecideWindow({}, "", Window(), 5000, 5010, nullptr, {}, false, 0);
   EXPECT_EQ(d.kind, WindowDecision::Kind::kClose);
   EXPECT_TRUE(d.to_write.empty());
   EXPECT_FALSE(d.close_why.empty());
@@ -40,7 +40,7 @@ TEST(WindowDecisionTest, NothingAttributedClosesTheWindow) {
 
 TEST(WindowDecisionTest, ABusyOutcomeIsWrittenOnlyWhenItChanges) {
   IncidentWindow w = Window();
-  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 5000, 5010, nullptr, {}, false);
+  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 5000, 5010, nullptr, {}, false, 0);
   EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
   ASSERT_EQ(d.to_write.size(), 1u);
   EXPECT_EQ(d.to_write[0].id, "1000-busy") << "named by the window's first event";
@@ -52,22 +52,41 @@ TEST(WindowDecisionTest, ABusyOutcomeIsWrittenOnlyWhenItChanges) {
 
   w.outcomes = d.outcomes;
   w.last_outcome = d.last_outcome;
-  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 6000, 6010, nullptr, {}, false);
+  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3, 5})}, "", w, 6000, 6010, nullptr, {}, false, 0);
   EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
   EXPECT_TRUE(d.to_write.empty()) << "unchanged: written before";
   EXPECT_EQ(d.outcomes, 1);
 
-  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3})}, "", w, 7000, 7010, nullptr, {}, false);
+  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3})}, "", w, 7000, 7010, nullptr, {}, false, 0);
   ASSERT_EQ(d.to_write.size(), 1u);
   EXPECT_EQ(d.to_write[0].id, "1000-busy-2") << "the window's second busy outcome";
   EXPECT_EQ(d.last_outcome, "busy:3");
+}
+
+// A healthy job's host work (an all-reduce benchmark between sizes, a 20 s pause) holds its
+// peers for seconds: watched, no incident; a rank that holds them for FT_BUSY_REPORT_AFTER is
+// reported once.
+TEST(WindowDecisionTest, ABusyRankIsReportedOnlyOnceItHeldTheJobLong) {
+  IncidentWindow w = Window();  // first event at 1000
+  WindowDecision d = DecideWindow({Made(proto::IncidentKind::kBusy, {3})}, "", w, 20000, 20010, nullptr, {}, false,
+                                  60000);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
+  EXPECT_TRUE(d.to_write.empty());
+  EXPECT_EQ(d.outcomes, 0);
+  EXPECT_EQ(d.busy_outcome, "busy:3");
+  EXPECT_EQ(d.busy_ranks, std::vector<int>{3}) << "the ranks the watch waits for";
+  d = DecideWindow({Made(proto::IncidentKind::kBusy, {3})}, "", w, 60990, 61000, nullptr, {}, false, 60000);
+  EXPECT_EQ(d.kind, WindowDecision::Kind::kWatch);
+  ASSERT_EQ(d.to_write.size(), 1u);
+  EXPECT_EQ(d.to_write[0].id, "1000-busy");
+  EXPECT_EQ(d.to_write[0].decide_ms, 60000);
 }
 
 TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
   Topology topology;
   ASSERT_TRUE(Topology::Parse("tp=1,dp=2,pp=1", "", 0, &topology).ok());
   WindowDecision d = DecideWindow({Made(proto::IncidentKind::kCrash, {1}), Made(proto::IncidentKind::kBusy, {0})},
-                                  "", Window(), 5000, 5010, &topology, {}, false);
+                                  "", Window(), 5000, 5010, &topology, {}, false, 60000);
   EXPECT_EQ(d.kind, WindowDecision::Kind::kAct);
   ASSERT_EQ(d.to_write.size(), 2u);
   EXPECT_EQ(d.action.incident, "1000-crash") << "the acted incident names the action";
@@ -120,7 +139,7 @@ TEST(WindowDecisionTest, AGroupRestartedWhileTheWindowWasOpenIsNotCommanded) {
   Topology topology;
   ASSERT_TRUE(Topology::Parse("tp=1,dp=2,pp=1", "", 0, &topology).ok());
   WindowDecision d = DecideWindow({Made(proto::IncidentKind::kCrash, {1})}, "", Window(), 3700, 3710,
-                                  &topology, {}, false);
+                                  &topology, {}, false, 60000);
   ASSERT_EQ(d.kind, WindowDecision::Kind::kAct);
   proto::Membership relaunched;
   relaunched.rank = 0;

@@ -172,7 +172,8 @@ def case_pause(args):
         # Every event of the run is in and the master has read them all, its window closed.
         c.wait_exits(range(8))
         c.wait_for(c.master_caught_up, 30, "the master to read every event and close its window")
-        bad = [i for i in c.incidents() if i["kind"] != "busy"]
+        # Not even a busy one: the pause holds its peers for 20 s, less than FT_BUSY_REPORT_AFTER.
+        bad = c.incidents()
         print("incidents: %s" % [(i["kind"], suspects(i)) for i in c.incidents()])
         print("timeout events during the pause: %d" % len(c.events(kind="timeout")))
         check(not bad, "a healthy run with a pause produced incidents: %s" % [(i["kind"], suspects(i)) for i in bad])
