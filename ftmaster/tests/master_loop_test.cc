@@ -46,11 +46,11 @@ class MasterLoopTest : public ::testing::Test {
   int64_t UnixMs() const { return Job::kNow + elapsed_ms_; }
   Clock::time_point Now() const { return Clock::time_point(std::chrono::hours(1000)) + std::chrono::milliseconds(elapsed_ms_); }
 
-  Master MakeMaster(const std::string& id, const std::string& topology = "") {
+  Master MakeMaster(const std::string& id, const std::string& topology = "", Config config = Config::Defaults()) {
     MasterOptions o;
     o.job = "job";
     o.id = id;
-    o.config = Config::Defaults();
+    o.config = std::move(config);
     o.topology = topology;
     o.out = nullptr;
     auto store = std::make_unique<redis::FakeStore>(&server_, id);
@@ -123,6 +123,30 @@ class MasterLoopTest : public ::testing::Test {
     }
     Run(200, {&a});
     return action;
+  }
+
+  // What the workers' summaries say each second for `seconds`: every rank computes 100 ms and
+  // waits in its dp all-reduce for the slowest; rank 3 computes `factor` times that.
+  void SummariesWithSlowRank3(Master& a, int seconds, double factor) {
+    for (int s = 0; s < seconds; ++s) {
+      for (int r = 0; r < 4; ++r) {
+        proto::RankSummary sum;
+        sum.rank = r;
+        sum.node = job_.membership[static_cast<size_t>(r)].node;
+        sum.unix_ms = UnixMs();
+        sum.steps = static_cast<uint64_t>(10 * (s + 1));
+        sum.compute_ms = r == 3 ? 100 * factor : 100;
+        sum.step_p50_ms = 100 * factor + 20;
+        proto::OpSummary op;
+        op.comm_id = job_.DpComm(r % 2, 0);
+        op.op = proto::OpKind::kAllReduce;
+        op.count = 10;
+        op.p50_ms = 100 * factor - sum.compute_ms + 20;
+        sum.ops.push_back(op);
+        server_.Execute({"HSET", keys_.SummaryOf(r), std::to_string(r), proto::Encode(sum)});
+      }
+      Run(1000, {&a});
+    }
   }
 
   // `report`: the worker also rewrote the tables (else only the event carries the news, and
@@ -1613,5 +1637,72 @@ TEST(CkptScaleTest, JudgesAndPlans16kCopiesAndStaysCheapWhenNothingChanged) {
   EXPECT_EQ(loop.stats().plans_published, 1u) << "nothing changed: nothing republished";
 }
 
+// FT_SLOW_ACTION=evict: a rank 1.5x slower than its peers is named (decision none, with the cost
+// arithmetic), and once it has qualified FT_SLOW_CONFIRM its node is evicted and the job stopped
+// (each rank saves as it terminates): one second incident, the node in the eviction set, a stop
+// command to every node, the eviction counted for the hourly budget.
+TEST_F(MasterLoopTest, AStragglerWorthReplacingIsEvictedThroughAStop) {
+  Config config = Config::Defaults();
+  config.slow_action = "evict";
+  config.slow_confirm = std::chrono::seconds(5);
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1", config);
+  Report();
+  SummariesWithSlowRank3(a, 12, 1.5);
+  std::vector<proto::Incident> named = Incidents("straggler");
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].decision, "none");
+  EXPECT_EQ(named[0].suspects[0].rank, 3);
+  EXPECT_NE(named[0].message.find("evict n1 if the rank still qualifies"), std::string::npos) << named[0].message;
+  EXPECT_TRUE(server_.Members(keys_.Evicted()).empty()) << "not before the confirmation";
+  EXPECT_EQ(State("job_state"), "running");
+
+  SummariesWithSlowRank3(a, 6, 1.5);
+  named = Incidents("straggler");
+  ASSERT_EQ(named.size(), 2u);
+  const proto::Incident& evicting = named[1];
+  EXPECT_EQ(evicting.decision, "stop");
+  EXPECT_EQ(evicting.id.substr(evicting.id.size() - 18), "-straggler-3-evict");
+  ASSERT_EQ(evicting.suspects.size(), 1u);
+  EXPECT_EQ(evicting.suspects[0].node, "n1");
+  EXPECT_NE(evicting.evidence[0].find("keep 500.0 s"), std::string::npos) << evicting.evidence[0];  // 50 ms x 10000
+  EXPECT_EQ(server_.Members(keys_.Evicted()), std::set<std::string>{"n1"});
+  EXPECT_EQ(StoredAction().decision, proto::DecisionKind::kStop);
+  EXPECT_EQ(StoredAction().incident, evicting.id);
+  EXPECT_FALSE(State("slow_evictions").empty());
+  for (const char* node : {"n0", "n1"}) {
+    std::vector<proto::Command> commands = CommandsFor(node);
+    ASSERT_EQ(commands.size(), 1u) << node;
+    EXPECT_EQ(commands[0].kind, "stop") << node;
+  }
+  // Still slow while it stops: no second eviction.
+  SummariesWithSlowRank3(a, 5, 1.5);
+  EXPECT_EQ(Incidents("straggler").size(), 2u);
+}
+
+// The default policy only reports, however long the rank stays slow; a slowdown that ends
+// before FT_SLOW_CONFIRM is not evicted even when the policy would evict.
+TEST_F(MasterLoopTest, AStragglerIsOnlyReportedByDefaultOrWhenItRecovers) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  SummariesWithSlowRank3(a, 60, 1.5);
+  std::vector<proto::Incident> named = Incidents("straggler");
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_NE(named[0].message.find("FT_SLOW_ACTION=report"), std::string::npos) << named[0].message;
+  EXPECT_TRUE(server_.Members(keys_.Evicted()).empty());
+  EXPECT_EQ(State("job_state"), "running");
+
+  Config config = Config::Defaults();
+  config.slow_action = "evict";
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1", config);
+  server_.FlushAll();
+  Report();
+  SummariesWithSlowRank3(b, 15, 1.5);  // named at about 10 s
+  SummariesWithSlowRank3(b, 40, 1.0);  // recovered 5 s later: 30 s FT_SLOW_CONFIRM never reached
+  EXPECT_EQ(Incidents("straggler").size(), 1u);
+  EXPECT_TRUE(server_.Members(keys_.Evicted()).empty());
+  EXPECT_EQ(State("job_state"), "running");
+}
+
 }  // namespace
 }  // namespace ft::master
+
