@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo torture asan tsan fuzz bench-overhead bench-worker bench-master bench-ckpt bench-pull gpu-dryrun soak lint clean
+.PHONY: all deps configure build test demo torture asan tsan fuzz bench-overhead bench-worker bench-master bench-ckpt bench-pull bench-failslow gpu-dryrun soak lint clean
 
 all: build
 
@@ -69,6 +69,12 @@ bench-master: build
 bench-worker: build
 	@python3 bench/worker_bench.py $(BUILD)
 	@python3 bench/redis_volume.py $(BUILD)
+
+# Fail-slow on the stand-ins: a rank 1.2x/1.5x/3x slower named (localize_s from the fault), the
+# 1.5x one evicted and the job back at full speed after the relaunch (step_time_after_ratio),
+# every rank 1.3x slower named job-wide; no healthy node evicted (RESULT failslow ...).
+bench-failslow: build
+	@python3 bench/failslow_bench.py $(BUILD)
 
 # What a checkpoint costs on the stand-ins, 1 GiB per rank (and a 4-rank run): JIT save against
 # memcpy, periodic save blocking, local-tier persist against dd oflag=direct, restore from each
