@@ -263,7 +263,9 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
       slow->named_unix_ms = named_at_[rank];
       const SlowVerdict v = DecideSlow(*slow, Context(unix_ms, false), policy_);
       incident.evidence.push_back(v.arithmetic);
-      incident.message += "; " + v.why;
+      incident.evidence.push_back("where: " + slow->where_why);
+      incident.message += fmt::format("; the time goes to {}; {}",
+                                      slow->where.empty() ? "its GPU or its host (not sampled)" : slow->where_why, v.why);
       verdicts_[rank] = v.why;
     }
     auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {},
@@ -326,6 +328,7 @@ void SummaryRound::WeighEpisodes(int64_t unix_ms) {
         fmt::format("straggler for {}: compute {:.2f}x its peers' median", HumanMs(incident.decide_ms),
                     slow->median_compute_ms > 0 ? slow->compute_ms / slow->median_compute_ms : 0.0)});
     incident.evidence.push_back(v.arithmetic);
+    incident.evidence.push_back("where: " + slow->where_why);
     if (auto it = straggler_fields_.find(rank); it != straggler_fields_.end()) {
       incident.evidence.push_back("named by incident " + it->second);
     }

@@ -20,6 +20,42 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+// SlowCase::where from the kernel samples of the rank and its peers.
+void LocateExcess(const proto::RankSummary& own, std::span<const proto::RankSummary> summaries,
+                  const std::set<int>& peers, SlowCase* c) {
+  std::unordered_map<std::string, std::vector<double>> peer_p50;  // kernel -> its peers' p50s
+  for (const proto::RankSummary& s : summaries) {
+    if (!peers.count(s.rank)) continue;
+    for (const proto::KernelSummary& k : s.kernel_samples) {
+      if (k.count > 0 && k.p50_ms > 0) peer_p50[k.name].push_back(k.p50_ms);
+    }
+  }
+  // Time-weighted: one slow kernel that takes most of the step counts for most of it.
+  double own_ms = 0, peers_ms = 0;
+  for (const proto::KernelSummary& k : own.kernel_samples) {
+    auto it = peer_p50.find(k.name);
+    if (k.count == 0 || k.p50_ms <= 0 || it == peer_p50.end()) continue;
+    own_ms += k.p50_ms;
+    peers_ms += Median(it->second);
+  }
+  if (peers_ms <= 0 || c->median_compute_ms <= 0) {
+    c->where_why = "no kernel samples to tell its GPU from its host (FT_KERNEL_SAMPLE=N samples every Nth launch)";
+    return;
+  }
+  const double kernels = own_ms / peers_ms;
+  const double compute = c->compute_ms / c->median_compute_ms;
+  if (kernels - 1 >= 0.5 * (compute - 1)) {
+    c->where = "gpu";
+    c->where_why = fmt::format("its GPU: the same kernels run {:.2f}x its peers' (clocks, thermals, power "
+                               "capping, a failing GPU)", kernels);
+  } else {
+    c->where = "host";
+    c->where_why = fmt::format("its host: its kernels run at its peers' speed ({:.2f}x) while its compute "
+                               "takes {:.2f}x: the time goes between them (CPU contention, the input "
+                               "pipeline, host-side work)", kernels, compute);
+  }
+}
+
 }  // namespace
 
 std::optional<SlowAction> ParseSlowAction(std::string_view text) {
@@ -75,6 +111,7 @@ std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary
   c.compute_ms = own->compute_ms;
   c.median_compute_ms = Median(std::move(peer_compute));
   c.step_ms = Median(std::move(steps));
+  LocateExcess(*own, summaries, peers, &c);
   return c;
 }
 

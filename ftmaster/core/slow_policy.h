@@ -54,6 +54,11 @@ struct SlowCase {
   double median_compute_ms = 0;   // its peers'
   double step_ms = 0;             // the job's step time now (the slow pace)
   int64_t named_unix_ms = 0;      // when the episode began
+  // Where the extra time goes, from sampled kernel times (FT_KERNEL_SAMPLE): "gpu" (its kernels
+  // run slower than its peers' same kernels), "host" (they do not: the time is between them —
+  // CPU contention, the input pipeline), "" (no samples to tell); and the sentence that says so.
+  std::string where;
+  std::string where_why;
 };
 
 // The job around it.
@@ -79,7 +84,10 @@ struct SlowVerdict {
 // The named rank's figures from the summaries as they stand: its compute against the median of
 // its peers' (the ranks sharing a collective communicator with it, as the straggler detector
 // compares), the job's step time (the
-// median of every rank's step_p50). nullopt when the rank has no summary or no peer has one.
+// median of every rank's step_p50), and where its extra time goes: the p50s of its sampled
+// kernels added up against the medians of its peers' p50s of the same kernels — a kernel time
+// ratio of at least half the compute's excess is its GPU, less is its host.
+// nullopt when the rank has no summary or no peer has one.
 std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary> summaries,
                                     std::span<const proto::Membership> membership);
 

@@ -134,12 +134,16 @@ def localize_case(factor):
         with CkptCluster(args, job="fs-x%s" % factor) as c:
             c.start_master(TOPOLOGY, FAST)
             start_workers(c)
+            # Kernels sampled: trainsim's slow rank spins longer in its compute kernel, which the
+            # incident must put on its GPU.
             c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", str(factor),
                                       "--fault-rank", str(SLOW_RANK), "--fault-step", str(FAULT_STEP)],
-                             timeout=300)
+                             env={"FT_KERNEL_SAMPLE": "1"}, timeout=300)
             c.wait_for(lambda: fault_unix_ms(c, SLOW_RANK), 60, "the slowdown to begin")
             inc, took = localized(c, SLOW_RANK, "node1", fault_unix_ms(c, SLOW_RANK))
             check("FT_SLOW_ACTION=report" in inc["message"], "the default policy is not report: %s" % inc["message"])
+            check("its GPU: the same kernels run" in inc["message"],
+                  "the incident does not put the time on the GPU: %s" % inc["message"])
             rc = wait_job_exit(c, 300, "the job to finish")
             check(rc == 0, "the job exited %d" % rc)
             stops = [i for i in c.incidents() if i["decision"] != "none"]

@@ -155,5 +155,37 @@ TEST(SlowPolicyTest, MeasuresTheRankAgainstThePeersItSharesACommunicatorWith) {
   EXPECT_FALSE(MeasureSlow(9, summaries, job.membership).has_value());
 }
 
+// Rank 1 (dp=4) computes 1.5x its peers. Its sampled kernels tell where the time goes.
+TEST(SlowPolicyTest, KernelSamplesTellItsGpuFromItsHost) {
+  testing::Job job(1, 4, 1, 4);
+  auto summaries = [&](double own_kernel_ms) {
+    std::vector<proto::RankSummary> out;
+    for (int r = 0; r < 4; ++r) {
+      proto::RankSummary s;
+      s.rank = r;
+      s.node = "n0";
+      s.compute_ms = r == 1 ? 150 : 100;
+      s.step_p50_ms = 170;
+      s.kernel_samples.push_back(proto::KernelSummary{"gemm", 4, r == 1 ? own_kernel_ms : 10, 12});
+      s.kernel_samples.push_back(proto::KernelSummary{"softmax", 4, r == 1 ? own_kernel_ms / 5 : 2, 3});
+      out.push_back(s);
+    }
+    return out;
+  };
+  std::optional<SlowCase> c = MeasureSlow(1, summaries(15), job.membership);  // kernels 1.5x
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->where, "gpu") << c->where_why;
+  EXPECT_NE(c->where_why.find("1.50x"), std::string::npos) << c->where_why;
+  c = MeasureSlow(1, summaries(10.2), job.membership);  // kernels as fast as the peers'
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->where, "host") << c->where_why;
+  std::vector<proto::RankSummary> unsampled = summaries(10);
+  for (proto::RankSummary& s : unsampled) s.kernel_samples.clear();
+  c = MeasureSlow(1, unsampled, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->where, "");
+  EXPECT_NE(c->where_why.find("FT_KERNEL_SAMPLE"), std::string::npos) << c->where_why;
+}
+
 }  // namespace
 }  // namespace ft::master
