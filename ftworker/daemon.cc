@@ -150,6 +150,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
   prefetch.destination_unmapped = options_.prefetch_arena_unmapped;
   prefetcher_ = std::make_unique<Prefetcher>(std::move(prefetch));
   plan_sync_.SetGate(prefetcher_.get());
+  plan_sync_.Claim();  // before anything else touches the plan file: a killed predecessor's goes
 }
 
 bool Daemon::EnsureConnected(uint64_t mono_ns) {

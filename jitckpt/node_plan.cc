@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <charconv>
 #include <climits>
+#include <cstring>
 #include <set>
 
 #include "jitckpt/checksum.h"
@@ -336,6 +337,91 @@ Status ReadNodePlan(const std::string& path, NodePlan* out) {
   text.resize(got);
   Status s = ParseNodePlan(text, out);
   return s.ok() ? s : s.WithContext(path);
+}
+
+}  // namespace ft::ckpt
+
+namespace ft::ckpt {
+namespace {
+
+struct flock WholeFile(short type) {
+  struct flock l {};
+  l.l_type = type;
+  l.l_whence = SEEK_SET;
+  l.l_start = 0;
+  l.l_len = 0;
+  return l;
+}
+
+// Whether some open file description holds a write lock on the file at `fd`.
+bool LockedByAnyone(int fd) {
+  struct flock l = WholeFile(F_RDLCK);
+  if (::fcntl(fd, F_OFD_GETLK, &l) != 0) return true;  // cannot tell: trusted, as before the lock
+  return l.l_type != F_UNLCK;
+}
+
+}  // namespace
+
+std::string NodePlanLockPath(const std::string& plan_path) {
+  const size_t slash = plan_path.rfind('/');
+  const std::string dir = slash == std::string::npos ? std::string() : plan_path.substr(0, slash + 1);
+  std::string name = slash == std::string::npos ? plan_path : plan_path.substr(slash + 1);
+  if (name.rfind("ft-plan.", 0) == 0) name = "ft-planlock." + name.substr(8);
+  else name += ".lock";
+  return dir + name;
+}
+
+PlanWriterLock::~PlanWriterLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status PlanWriterLock::Claim(const std::string& plan_path, bool remove_plan) {
+  if (fd_ >= 0) return Status::Ok();
+  lock_path_ = NodePlanLockPath(plan_path);
+  const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    return Status::IoError(fmt::format("opening the plan lock {}: {}", lock_path_, std::strerror(errno)));
+  }
+  if (LockedByAnyone(fd)) {
+    ::close(fd);
+    return Status::Unavailable(fmt::format("{} is held by another live worker of this node and job", lock_path_));
+  }
+  // The plan file first: once the lock is ours, what is there must be ours too.
+  if (remove_plan && ::unlink(plan_path.c_str()) != 0 && errno != ENOENT) {
+    const int e = errno;
+    ::close(fd);
+    return Status::IoError(fmt::format("removing the plan file {} a previous worker left: {}", plan_path,
+                                       std::strerror(e)));
+  }
+  struct flock l = WholeFile(F_WRLCK);
+  if (::fcntl(fd, F_OFD_SETLK, &l) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::IoError(fmt::format("locking {}: {}", lock_path_, std::strerror(e)));
+  }
+  fd_ = fd;
+  return Status::Ok();
+}
+
+void PlanWriterLock::Release() {
+  if (fd_ < 0) return;
+  ::unlink(lock_path_.c_str());
+  ::close(fd_);
+  fd_ = -1;
+}
+
+Status ReadLiveNodePlan(const std::string& path, NodePlan* out) {
+  const std::string lock = NodePlanLockPath(path);
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd >= 0) {
+    const bool alive = LockedByAnyone(fd);
+    ::close(fd);
+    if (!alive) {
+      return Status::NotFound(fmt::format("the worker that wrote {} is gone (nothing holds {}): its plan is not "
+                                          "current; waiting for the next worker's", path, lock));
+    }
+  }
+  return ReadNodePlan(path, out);
 }
 
 }  // namespace ft::ckpt

@@ -77,6 +77,40 @@ Status WriteNodePlan(const std::string& path, const NodePlan& plan);
 // user (a FIFO, a symlink: OpenTrusted, jitckpt/file_ops.h); ParseNodePlan's errors otherwise.
 Status ReadNodePlan(const std::string& path, NodePlan* out);
 
+// Whether a plan file is current: its worker holds `<arena dir>/ft-planlock.<job>.<node>` locked
+// (an open-file-description write lock, which the kernel drops when the worker dies, SIGKILL
+// included) for as long as it runs. A plan file whose lock file exists and is held by nobody was
+// left by a worker that was killed: it says what was planned before the failure a relaunch is
+// recovering from (a rank reading it would restore nothing, or an old step, while its peers
+// restore the plan of now). No lock file: a worker from before the lock, trusted as it was.
+std::string NodePlanLockPath(const std::string& plan_path);
+
+// The worker's side. Claim(): unless another live worker holds the lock, removes the plan file
+// left there (a killed worker's) and then takes the lock — in that order, so a reader that
+// checks the lock first and reads the plan second never takes a dead worker's plan for a live
+// one's. Release(): the lock file removed and the lock dropped (a clean stop, after the plan
+// file). The destructor drops the lock (the file stays: the next worker's Claim reuses it).
+class PlanWriterLock {
+ public:
+  PlanWriterLock() = default;
+  ~PlanWriterLock();
+  PlanWriterLock(const PlanWriterLock&) = delete;
+  PlanWriterLock& operator=(const PlanWriterLock&) = delete;
+
+  // `remove_plan`: the plan file there is not the caller's own (none written yet).
+  Status Claim(const std::string& plan_path, bool remove_plan = true);
+  void Release();
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+  std::string lock_path_;
+};
+
+// The reader's side: ReadNodePlan, unless the plan's worker is gone (NotFound, saying so: the
+// caller waits for the next worker's plan as for an absent file).
+Status ReadLiveNodePlan(const std::string& path, NodePlan* out);
+
 }  // namespace ft::ckpt
 
 #endif  // FT_JITCKPT_NODE_PLAN_H_

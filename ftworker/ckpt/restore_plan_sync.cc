@@ -73,6 +73,7 @@ void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t m
 std::string RestorePlanSync::local_settling() const { return !end_why_.empty() ? end_why_ : none_why_; }
 
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
+  if (claiming_ && !lock_.held()) Claim();
   bool rewrite = false;
   if (!none_why_.empty() && mono_ns >= none_until_ns_) {
     none_why_.clear();
@@ -163,12 +164,31 @@ void RestorePlanSync::Withhold(const ckpt::NodePlan& plan, const std::string& ve
   version_ = version;
 }
 
+void RestorePlanSync::Claim() {
+  claiming_ = true;
+  if (lock_.held()) return;
+  Status s = lock_.Claim(path_, /*remove_plan=*/files_written_ == 0);
+  if (s.ok()) {
+    FT_LOG(Info, Worker, "holding {} while this worker runs: ranks trust the plan file {} only while it is held",
+           ckpt::NodePlanLockPath(path_), path_);
+    return;
+  }
+  if (!claim_logged_) {
+    FT_LOG(Warn, Worker, "cannot take the restore plan lock yet: {}; trying again", s.message());
+    claim_logged_ = true;
+  }
+}
+
 void RestorePlanSync::RemoveFile() {
-  if (files_written_ == 0) return;  // not ours: another worker may have written it
+  if (files_written_ == 0) {  // not ours: another worker may have written it
+    lock_.Release();
+    return;
+  }
   if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
     FT_LOG(Warn, Worker, "could not remove the restore plan file {}: {}; ranks started before the "
            "next worker runs may read it", path_, std::strerror(errno));
   }
+  lock_.Release();
   have_version_ = false;
 }
 

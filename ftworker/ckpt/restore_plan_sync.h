@@ -88,7 +88,11 @@ class RestorePlanSync {
   // What the file says it waits for of this node's own ("" : nothing).
   std::string local_settling() const;
 
-  // Removes the plan file this worker wrote (at a clean stop).
+  // Takes the plan lock (jitckpt/node_plan.h, PlanWriterLock): a plan file left by a killed
+  // worker is removed and ranks read this worker's plans only. While another live worker holds
+  // it (a restarted worker whose predecessor has not exited yet), tried again at each Poll.
+  void Claim();
+  // Removes the plan file this worker wrote, then the lock (at a clean stop).
   void RemoveFile();
 
   const std::string& path() const { return path_; }
@@ -108,6 +112,9 @@ class RestorePlanSync {
   RestorePlanSyncOptions options_;
   proto::Keys keys_;
   std::string path_;
+  ckpt::PlanWriterLock lock_;
+  bool claim_logged_ = false;   // a failed claim said once
+  bool claiming_ = false;       // Claim was called: keep trying until it holds
   uint64_t next_poll_ns_ = 0;
   uint64_t stretched_poll_ns_ = 0;  // StretchPolls; 0: options_.poll_interval_ns
   bool have_version_ = false;

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -258,6 +259,48 @@ TEST_F(NodePlanFileTest, WriteIsPrivateAtomicAndReadsBack) {
   ASSERT_TRUE(ReadNodePlan(path, &back).ok());
   EXPECT_EQ(back, plan);
   EXPECT_EQ(Files(), std::vector<std::string>{"ft-plan.job-a.n1"});
+}
+
+// A worker killed by SIGKILL leaves its plan file: a relaunch reading it would restore what was
+// planned before the failure (or nothing) while its peers restore the plan of now (campaign
+// seed 252). The lock tells a live worker's file from a dead one's.
+TEST_F(NodePlanFileTest, APlanIsReadOnlyWhileItsWorkerHoldsTheLock) {
+  const std::string path = NodePlanPath(dir_.path(), "job-a", "n1");
+  NodePlan back;
+  ASSERT_TRUE(WriteNodePlan(path, SamplePlan()).ok());
+  EXPECT_TRUE(ReadLiveNodePlan(path, &back).ok()) << "no lock file: a worker from before the lock";
+
+  auto dead = std::make_unique<PlanWriterLock>();
+  ASSERT_TRUE(dead->Claim(path).ok());
+  EXPECT_EQ(ReadLiveNodePlan(path, &back).code(), StatusCode::kNotFound) << "Claim removed the file left there";
+  NodePlan plan = SamplePlan();
+  plan.version = 21;
+  ASSERT_TRUE(WriteNodePlan(path, plan).ok());
+  ASSERT_TRUE(ReadLiveNodePlan(path, &back).ok());
+  EXPECT_EQ(back.version, 21u);
+
+  // A second worker of the node cannot claim while the first lives, and removes nothing.
+  PlanWriterLock second;
+  EXPECT_EQ(second.Claim(path).code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(ReadLiveNodePlan(path, &back).ok());
+
+  dead.reset();  // SIGKILL: the kernel drops the lock; the files stay
+  EXPECT_EQ(Files(), (std::vector<std::string>{"ft-plan.job-a.n1", "ft-planlock.job-a.n1"}));
+  Status stale = ReadLiveNodePlan(path, &back);
+  EXPECT_EQ(stale.code(), StatusCode::kNotFound);
+  EXPECT_NE(stale.message().find("is gone"), std::string::npos) << stale.ToString();
+
+  // The next worker: the dead one's plan goes before its lock is taken; its own plans are read.
+  ASSERT_TRUE(second.Claim(path).ok());
+  EXPECT_EQ(Files(), std::vector<std::string>{"ft-planlock.job-a.n1"});
+  plan.version = 22;
+  ASSERT_TRUE(WriteNodePlan(path, plan).ok());
+  ASSERT_TRUE(ReadLiveNodePlan(path, &back).ok());
+  EXPECT_EQ(back.version, 22u);
+  // A clean stop removes the plan, then the lock file.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  second.Release();
+  EXPECT_TRUE(Files().empty());
 }
 
 TEST_F(NodePlanFileTest, AnUnreadablePlanIsNeverWritten) {

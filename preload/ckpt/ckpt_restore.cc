@@ -18,7 +18,7 @@ Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan)
   Status last;
   std::string settling;  // what the last plan read said it waits for
   for (;;) {
-    Status read = ckpt::ReadNodePlan(path, plan);
+    Status read = ckpt::ReadLiveNodePlan(path, plan);  // a killed worker's plan is no plan
     if (read.ok() && plan->settling.empty()) return read;
     if (read.ok() && plan->settling != settling) {
       // Said once per reason: a relaunch that came before the master judged the copies.

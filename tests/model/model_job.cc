@@ -251,7 +251,7 @@ void ModelJob::TryRestore(int rank, int64_t now_ms, const std::string& plan_path
   Rank& k = ranks_[rank];
   RestoreRecord& rec = restores_[k.restore_index];
   ckpt::NodePlan plan;
-  const Status read = ckpt::ReadNodePlan(plan_path, &plan);
+  const Status read = ckpt::ReadLiveNodePlan(plan_path, &plan);
   if (!read.ok() || !plan.settling.empty()) {
     if (now_ms - k.restore_started_ms < kRestoreWaitMs) return;
     rec.done = true;

@@ -50,6 +50,7 @@ void ModelWorker::Start(int64_t now_ms) {
   o.node = node_;
   o.arena_dir = plan_dir_;
   plan_sync_ = std::make_unique<worker::RestorePlanSync>(o);
+  plan_sync_->Claim();  // as ftworker's daemon: a killed predecessor's plan file goes
   reported_.clear();  // a new keeper: every copy is reported again
   running_ = true;
   next_report_ms_ = now_ms;
@@ -60,7 +61,7 @@ void ModelWorker::Start(int64_t now_ms) {
 void ModelWorker::Stop(bool clean) {
   if (!running_) return;
   if (clean) plan_sync_->RemoveFile();
-  trace_(fmt::format("worker {}: {}", node_, clean ? "stops (plan file removed)" : "SIGKILLed (plan file left)"));
+  trace_(fmt::format("worker {}: {}", node_, clean ? "stops (plan file removed)" : "SIGKILLed (plan file left, its lock dropped)"));
   plan_sync_.reset();
   reporter_.reset();
   shim_.reset();
