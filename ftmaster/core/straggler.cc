@@ -40,6 +40,7 @@ double CollectiveMs(const proto::RankSummary& s, uint64_t comm) {
 StragglerOptions StragglerOptions::FromConfig(const Config& config) {
   StragglerOptions o;
   o.steps = static_cast<int>(std::max<int64_t>(1, config.straggler_steps));
+  o.min_excess = static_cast<double>(std::max<int64_t>(1, config.straggler_pct)) / 100.0;
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
   o.interval_ms = std::max<int64_t>(1, duration_cast<milliseconds>(config.summary_interval).count());
@@ -177,8 +178,8 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
                     "waits on {} comm{}", f.ratio, f.evidence.size(),
                     f.evidence.size() == 1 ? "" : "s")});
     incident.evidence = std::move(f.evidence);
-    // 1.2x barely qualifies (0.55); 1.5x and more is a clear case (0.85 and up).
-    incident.confidence = std::clamp(0.55 + (f.ratio - 1.2), 0.55, 0.95);
+    // 1.1x barely qualifies (0.55); 1.5x and more is a clear case (0.95).
+    incident.confidence = std::clamp(0.55 + (f.ratio - 1.1), 0.55, 0.95);
     incident.message = fmt::format(
         "rank {} ({}) slows its communicators: {:.2f}x the compute time of its peers; check "
         "its GPU clocks, thermals and input pipeline", rank, s.node, f.ratio);

@@ -4,7 +4,8 @@
 //     of its ops on the comm in its latest summary), and
 //   - has the largest compute_ms, and
 //   - whose compute_ms is at least (1 + min_excess) times the median compute_ms of the other
-//     members (20% by default; the others' median, so that a two-member comm works too),
+//     members (FT_STRAGGLER_PCT, 10% by default: a lasting 10% slowdown of one rank costs a
+//     large job a tenth of its GPUs; the others' median, so that a two-member comm works too),
 // in `steps` consecutive summaries of that rank (straggler_steps), or, when its summary is not
 // rewritten, for `steps` summary intervals by this master's clock: a worker writes a summary
 // only when its smoothed times moved (ftworker/report_pacing.h), so one that stands unchanged
@@ -33,11 +34,12 @@ namespace ft::master {
 
 struct StragglerOptions {
   int steps = 10;
-  double min_excess = 0.20;
+  double min_excess = 0.10;
   int64_t interval_ms = 1000;  // a standing summary counts once per interval
   int64_t stale_ms = 25000;    // by the summary's unix_ms against Evaluate's now
 
-  // straggler_steps; summary_interval; twice summary_refresh and 5 s (clocks of other hosts).
+  // straggler_steps, straggler_pct; summary_interval; twice summary_refresh and 5 s (clocks
+  // of other hosts).
   static StragglerOptions FromConfig(const Config& config);
 };
 

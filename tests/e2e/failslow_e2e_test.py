@@ -131,7 +131,7 @@ def case_evict(args):
 def localize_case(factor):
     def run(args):
         steps = FAULT_STEP + 400
-        with CkptCluster(args, job="fs-x%s" % factor) as c:
+        with CkptCluster(args, job="fs-x%d" % round(factor * 10)) as c:  # no dot: a job name keeps it as a key
             c.start_master(TOPOLOGY, FAST)
             start_workers(c)
             # Kernels sampled: trainsim's slow rank spins longer in its compute kernel, which the
