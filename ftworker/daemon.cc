@@ -29,7 +29,9 @@ constexpr auto kWatchBlock = std::chrono::milliseconds(5000);  // one XREAD per 
 // The master renews an open window's notice every second (ftmaster/window_round.cc); one whose
 // "closed" was lost ends here.
 constexpr uint64_t kWindowNoticeLifeNs = 30000 * kMs;
-constexpr double kSummaryChangeRatio = 0.15;  // below the straggler's 20% excess
+// Half the straggler detector's 10% excess (FT_STRAGGLER_PCT): a summary standing up to this far off
+// the rank's smoothed times is read as still current, so a noisy rank's high moment must not stand.
+constexpr double kSummaryChangeRatio = 0.05;
 constexpr uint64_t kMembershipCheckNs = 1000 * kMs;
 constexpr uint64_t kArenaGcPollNs = 5000 * kMs;  // the job's state for the arena pass
 

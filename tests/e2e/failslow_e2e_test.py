@@ -12,6 +12,10 @@ redis-server; one rank (or every rank) computes slower from a step on.
                      within 30 s of the fault, decision none, nothing evicted, the job finishes
   --case job-wide    every rank 1.3x slower, FT_SLOW_ACTION=evict: a job-slow incident, no
                      straggler named, nothing evicted, the job finishes
+  --case slow-ends   rank 5 1.5x slower for about 10 s, then as before, FT_SLOW_ACTION=evict:
+                     never evicted (FT_SLOW_CONFIRM), the job finishes
+  --case jitter      every rank's compute +-20% at random per step, FT_SLOW_ACTION=evict, 60 s
+                     (soak: --long, 5 minutes): no incident at all
 
 Each prints `RESULT failslow case=... localize_s=... false_evictions=... step_time_after_ratio=...`
 (the figures it measured; bench/ runs the cases for the record).
@@ -170,10 +174,53 @@ def case_job_wide(args):
         check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
 
 
+def case_slow_ends(args):
+    """Rank 5 1.5x slower for about 10 s, then as fast as before, FT_SLOW_ACTION=evict with the
+    default FT_SLOW_CONFIRM (30 s): reported at most, never evicted; the job finishes."""
+    steps = FAULT_STEP + 600
+    with CkptCluster(args, job="fs-ends") as c:
+        c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict"})
+        start_workers(c)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", "1.5",
+                                  "--slow-steps", "150", "--fault-rank", str(SLOW_RANK),
+                                  "--fault-step", str(FAULT_STEP)], timeout=300)
+        rc = wait_job_exit(c, 300, "the job to finish")
+        check(rc == 0, "the job exited %d" % rc)
+        named = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents()]
+        print("incidents: %s" % named)
+        stops = [i for i in c.incidents() if i["decision"] != "none"]
+        print("RESULT failslow case=slow-ends false_evictions=%d named=%d" %
+              (len(evicted(c)), len(c.incidents("straggler"))))
+        check(not stops and not evicted(c), "a slowdown that ended was acted on: %s, evicted %s" % (named, evicted(c)))
+
+
+def case_jitter(args):
+    """Every rank's compute jitters +-20% per step for 5 minutes (--long; 60 s otherwise),
+    FT_SLOW_ACTION=evict: no incident of any kind, nothing evicted."""
+    seconds = 300 if args.long else 60
+    steps = int(seconds * 1000 / 55)
+    with CkptCluster(args, job="fs-jitter") as c:
+        c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict"})
+        start_workers(c)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--jitter", "0.2"], timeout=seconds + 120)
+        rc = wait_job_exit(c, seconds + 240, "the job to finish")
+        check(rc == 0, "the job exited %d" % rc)
+        c.wait_exits(range(8))
+        c.wait_for(c.master_caught_up, 30, "the master to read every event")
+        named = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents()]
+        print("RESULT failslow case=jitter seconds=%d false_evictions=%d incidents=%d" %
+              (seconds, len(evicted(c)), len(named)))
+        check(not named and not evicted(c), "a healthy job with jitter raised %s, evicted %s" % (named, evicted(c)))
+
+
 CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2), "localize-x3": localize_case(3),
-         "job-wide": case_job_wide}
+         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter}
 
 if __name__ == "__main__":
+    long_run = "--long" in sys.argv
+    if long_run:
+        sys.argv.remove("--long")
     a = parse_args()
+    a.long = long_run
     CASES[a.case](a)
     print("OK")

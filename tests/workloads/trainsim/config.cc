@@ -178,6 +178,12 @@ const std::vector<Flag>& Flags() {
        [](Config* c, const std::string& v) { return IntFlag(&Config::fault_restart)(c, v) && c->fault_restart >= 0; }},
       {"--slow-factor", "F", false, "slow: compute takes F times longer from then on (default 1.5)",
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->slow_factor); }},
+      {"--slow-steps", "N", false, "slow: only for N steps, then back to full speed (default 0: to the end)",
+       [](Config* c, const std::string& v) { return IntFlag(&Config::slow_steps)(c, v) && c->slow_steps >= 0; }},
+      {"--jitter", "J", false,
+       "every step's compute takes a factor drawn uniformly from [1-J, 1+J] (per rank and\n"
+       "step, reproducible; default 0): a healthy job's noise",
+       [](Config* c, const std::string& v) { return ParseDouble(v, &c->jitter) && c->jitter >= 0 && c->jitter < 1; }},
       {"--pause-s", "T", false, "pause: host pause in seconds at the fault step (default 20)",
        [](Config* c, const std::string& v) { return ParseDouble(v, &c->pause_s); }},
       {"--ft", "MODE", false,
@@ -260,7 +266,8 @@ std::string HelpText(bool reference) {
          "  exit          exit(0): the rank's program ends cleanly there (its peers block)\n"
          "  fail          print an error and exit(1), as an uncaught exception ends a Python\n"
          "                rank (a CUDA OOM, a NaN check): exit handlers run, its peers block\n"
-         "  slow          from the fault step on, compute takes --slow-factor times longer\n"
+         "  slow          from the fault step on (for --slow-steps steps, or to the end), compute takes\n"
+         "                --slow-factor times longer\n"
          "  pause         busy host work (CPU, no CUDA/NCCL call) for --pause-s seconds once, then carry on\n"
          "  sdc           silent data corruption: flip one bit of one parameter on the device, train on\n"
          "                (its data-parallel replicas now disagree)\n"

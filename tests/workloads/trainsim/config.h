@@ -53,6 +53,8 @@ struct Config {
   int fault_step = 0;
   int fault_restart = -1;  // -1: every launch; K: only in the group TORCHELASTIC_RESTART_COUNT=K
   double slow_factor = 1.5;
+  int slow_steps = 0;      // slow: for this many steps, then as fast as before (0: to the end)
+  double jitter = 0;       // every step's compute times a uniform draw in [1 - jitter, 1 + jitter]
   double pause_s = 20.0;
   FtMode ft = FtMode::kRestore;
   Optimizer optimizer = Optimizer::kDefault;

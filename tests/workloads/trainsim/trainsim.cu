@@ -226,8 +226,11 @@ class Trainer {
       const bool faulting = c_.fault != FaultKind::kNone && (rank_ == c_.fault_rank || c_.fault_rank == kAllRanks);
       if (faulting && step == c_.fault_step) InjectFault(step);
       const double t0 = NowS();
-      double compute_ms = c_.compute_ms;
-      if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step) compute_ms *= c_.slow_factor;
+      double compute_ms = c_.compute_ms * Jitter(step);
+      if (faulting && c_.fault == FaultKind::kSlow && step >= c_.fault_step &&
+          (c_.slow_steps == 0 || step < c_.fault_step + c_.slow_steps)) {
+        compute_ms *= c_.slow_factor;
+      }
       Step(step, static_cast<int64_t>(compute_ms * 1e6));
       if (c_.step_sync) {
         CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -246,6 +249,18 @@ class Trainer {
     // The checks below read the state with plain cudaMemcpy (the legacy stream, which a
     // non-blocking stream_ is not ordered with): the last steps must have landed.
     CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  // --jitter: a factor in [1 - J, 1 + J] from (rank, step) alone, so a rerun draws the same.
+  double Jitter(int step) const {
+    if (c_.jitter <= 0) return 1;
+    // splitmix64 of (rank, step): no rank draws higher on average than another.
+    uint64_t x = (static_cast<uint64_t>(rank_) << 32 | static_cast<uint32_t>(step)) + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    const double unit = static_cast<double>(x >> 11) / 9007199254740992.0;  // [0, 1)
+    return 1 + c_.jitter * (2 * unit - 1);
   }
 
   // --no-step-sync: the host queues the next steps without waiting, but no further than
