@@ -256,6 +256,13 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
   named_before_ = named;
   for (proto::Incident& incident : incidents) {
     if (incident.suspects.empty()) continue;
+    if (proto::Is(incident, proto::IncidentKind::kSlowLink)) {
+      // Once per episode by the detector (named_links); a master that takes over may name a
+      // standing one again.
+      auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {}, {}, {});
+      if (won && (*won)[0]) ctx_->Print(incident, {});
+      continue;
+    }
     const int rank = incident.suspects.front().rank;
     if (straggler_fields_.count(rank)) continue;  // this episode was written already
     named_at_.try_emplace(rank, unix_ms);
@@ -348,7 +355,7 @@ void SummaryRound::JobWide(int64_t unix_ms) {
     ++running;
     nodes.insert(m.node);
   }
-  const bool explained = !stragglers_.named().empty();
+  const bool explained = !stragglers_.named().empty() || !stragglers_.named_links().empty();
   std::optional<proto::Incident> incident =
       job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained);
   if (!incident) return;

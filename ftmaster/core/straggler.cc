@@ -1,10 +1,13 @@
 #include "ftmaster/core/straggler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
+#include <string>
 
 #include "ftmaster/core/text.h"
 #include "proto/master_codec.h"
@@ -185,7 +188,114 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
         "its GPU clocks, thermals and input pipeline", rank, s.node, f.ratio);
     out.push_back(std::move(incident));
   }
+  EvaluateLinks(now_unix_ms, &out);
   return out;
+}
+
+void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::Incident>* out) {
+  struct Link {
+    uint64_t comm = 0;
+    double transfer_ms = 0;
+    int64_t newest_ms = 0;  // the newest member summary
+    std::vector<int> members;
+  };
+  std::map<std::string, std::vector<Link>> roles;  // role -> its comms reporting in full
+  for (auto& [comm, ranks] : comms_) {
+    Link link{comm, -1, 0, ranks};
+    std::set<std::pair<int, int>> shape;  // (op, bucket)
+    bool whole = ranks.size() >= 2;
+    for (int rank : ranks) {
+      auto it = latest_.find(rank);
+      if (it == latest_.end() || now_unix_ms - it->second.unix_ms > options_.stale_ms) {
+        whole = false;
+        break;
+      }
+      const double ms = CollectiveMs(it->second, comm);
+      if (ms < 0) {
+        whole = false;
+        break;
+      }
+      link.transfer_ms = link.transfer_ms < 0 ? ms : std::min(link.transfer_ms, ms);
+      link.newest_ms = std::max(link.newest_ms, it->second.unix_ms);
+      for (const proto::OpSummary& op : it->second.ops) {
+        if (op.comm_id == comm && op.count > 0) shape.emplace(static_cast<int>(op.op), op.bucket);
+      }
+    }
+    if (!whole) continue;
+    std::string role = fmt::format("{}", ranks.size());
+    for (const auto& [op, bucket] : shape) role += fmt::format("|{}:{}", op, bucket);
+    roles[role].push_back(std::move(link));
+  }
+
+  std::unordered_set<uint64_t> qualifying;
+  std::vector<const Link*> found;
+  std::map<uint64_t, double> role_median;
+  for (auto& [role, links] : roles) {
+    if (links.size() < 3) continue;
+    for (const Link& link : links) {
+      std::vector<double> others;
+      for (const Link& other : links) {
+        if (other.comm != link.comm) others.push_back(other.transfer_ms);
+      }
+      const double median = Median(others);
+      LinkStreak& streak = link_streaks_[link.comm];
+      const bool slow = link.transfer_ms >= (1 + options_.min_excess) * median &&
+                        link.transfer_ms - median >= kLinkFloorMs;
+      if (!slow) {
+        streak = LinkStreak{};
+        continue;
+      }
+      if (streak.count == 0 || link.newest_ms > streak.last_counted_ms ||
+          now_unix_ms - streak.counted_at_ms >= options_.interval_ms) {
+        ++streak.count;  // a new summary, or the standing ones for another interval
+        streak.last_counted_ms = link.newest_ms;
+        streak.counted_at_ms = now_unix_ms;
+      }
+      if (streak.count < options_.steps) continue;
+      qualifying.insert(link.comm);
+      found.push_back(&link);
+      role_median[link.comm] = median;
+    }
+  }
+  for (auto it = link_streaks_.begin(); it != link_streaks_.end();) {
+    it = comms_.count(it->first) ? std::next(it) : link_streaks_.erase(it);
+  }
+  for (auto it = named_links_.begin(); it != named_links_.end();) {
+    it = qualifying.count(*it) ? std::next(it) : named_links_.erase(it);
+  }
+  for (const Link* link : found) {
+    if (!named_links_.insert(link->comm).second) continue;
+    const double median = role_median[link->comm];
+    proto::Incident incident;
+    incident.kind = proto::IncidentKindName(proto::IncidentKind::kSlowLink);
+    incident.id = fmt::format("{}-slow-link-{}", now_unix_ms, CommHex(link->comm));
+    incident.comm_id = link->comm;
+    incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
+    incident.first_event_unix_ms = now_unix_ms;
+    incident.decided_unix_ms = now_unix_ms;
+    std::set<std::string> nodes;
+    std::string ends;
+    for (int rank : link->members) {
+      const proto::RankSummary& s = latest_[rank];
+      nodes.insert(s.node);
+      incident.suspects.push_back(proto::Suspect{
+          rank, s.node, fmt::format("an end of comm {}, whose transfer takes {} where its role's take {}",
+                                    CommHex(link->comm), HumanMs(link->transfer_ms), HumanMs(median))});
+      ends += fmt::format("{}rank {} ({})", ends.empty() ? "" : ", ", rank, s.node);
+    }
+    incident.evidence.push_back(fmt::format(
+        "comm {}: the shortest member's collective p50 (the transfer once every member arrived) {} against "
+        "the median {} of the other comms of its role ({:.2f}x), {} summaries in a row",
+        CommHex(link->comm), HumanMs(link->transfer_ms), HumanMs(median), link->transfer_ms / median,
+        options_.steps));
+    incident.confidence = std::clamp(0.55 + (link->transfer_ms / median - 1.1), 0.55, 0.95);
+    incident.message = fmt::format(
+        "the link of comm {} is slow: its members arrive on time and wait {:.2f}x as long as their role's other "
+        "comms for the transfer; its ends: {}; check the NICs, cables and switch ports between {} (not a "
+        "compute straggler: no node is evicted for it)",
+        CommHex(link->comm), link->transfer_ms / median, ends, fmt::join(nodes, " and "));
+    out->push_back(std::move(incident));
+  }
 }
 
 }  // namespace ft::master

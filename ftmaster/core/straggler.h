@@ -17,6 +17,18 @@
 // after it stopped qualifying on every comm. Comms with p2p traffic only and comms with fewer
 // than two members reporting are skipped.
 //
+// A slow link: once every member of a collective comm has arrived, what remains is the
+// transfer, so the comm's transfer time is its shortest member duration (the last to arrive
+// waits for nobody). Comms of one role — as many members, the same (op, size bucket) pairs: the
+// DP groups of a job, its TP groups — move the same bytes the same way. A comm whose transfer
+// is at least (1 + min_excess) times the median of the other comms of its role, and at least
+// kLinkFloorMs longer, for `steps` summaries in a row (the compute straggler's streak rule), is
+// a slow link: one Incident, kind "slow-link", comm_id set, its members (both ends) the
+// suspects, decision "none" — which end's NIC, cable or switch port is at fault the summaries
+// cannot tell. A role needs at least three comms reporting (two cannot say which is slow).
+// A compute straggler does not look like one: its comm's shortest duration is its own, the
+// transfer, as fast as its role's.
+//
 // Not thread-safe: one thread owns a StragglerDetector.
 #ifndef FT_FTMASTER_STRAGGLER_H_
 #define FT_FTMASTER_STRAGGLER_H_
@@ -57,6 +69,12 @@ class StragglerDetector {
   // The ranks named and still qualifying after the last Evaluate: a rank's episode lasts
   // while it is in here (the master keeps episodes in Redis across master restarts).
   const std::unordered_set<int>& named() const { return named_; }
+  // The comms named slow links and still qualifying after the last Evaluate.
+  const std::unordered_set<uint64_t>& named_links() const { return named_links_; }
+
+  // A slow link must add at least this much to every collective on it: below, the transfer
+  // times are too small to compare across comms.
+  static constexpr double kLinkFloorMs = 2;
 
  private:
   struct Streak {
@@ -76,6 +94,16 @@ class StragglerDetector {
   std::unordered_map<int, proto::RankSummary> latest_;
   std::unordered_map<uint64_t, Streak> streaks_;
   std::unordered_set<int> named_;
+
+  struct LinkStreak {
+    int count = 0;
+    int64_t last_counted_ms = 0;  // the newest member summary counted
+    int64_t counted_at_ms = 0;
+  };
+  // The slow-link pass of Evaluate: its incidents appended to `out`.
+  void EvaluateLinks(int64_t now_unix_ms, std::vector<proto::Incident>* out);
+  std::unordered_map<uint64_t, LinkStreak> link_streaks_;
+  std::unordered_set<uint64_t> named_links_;
 };
 
 }  // namespace ft::master

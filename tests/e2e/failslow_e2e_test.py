@@ -12,6 +12,8 @@ redis-server; one rank (or every rank) computes slower from a step on.
                      within 30 s of the fault, decision none, nothing evicted, the job finishes
   --case job-wide    every rank 1.3x slower, FT_SLOW_ACTION=evict: a job-slow incident, no
                      straggler named, nothing evicted, the job finishes
+  --case slow-link   the DP communicator of ranks 1 and 5 transfers 20 ms slower (gpusim): a
+                     slow-link incident names both ends and nodes, no straggler, nothing evicted
   --case slow-ends   rank 5 1.5x slower for about 10 s, then as before, FT_SLOW_ACTION=evict:
                      never evicted (FT_SLOW_CONFIRM), the job finishes
   --case jitter      every rank's compute +-20% at random per step, FT_SLOW_ACTION=evict, 60 s
@@ -25,6 +27,7 @@ import os
 import re
 import statistics
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import check  # noqa: E402
@@ -134,7 +137,7 @@ def case_evict(args):
 
 def localize_case(factor):
     def run(args):
-        steps = FAULT_STEP + 400
+        steps = FAULT_STEP + (400 if factor < 2 else 250)  # named within ~100 steps either way
         with CkptCluster(args, job="fs-x%d" % round(factor * 10)) as c:  # no dot: a job name keeps it as a key
             c.start_master(TOPOLOGY, FAST)
             start_workers(c)
@@ -174,10 +177,31 @@ def case_job_wide(args):
         check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
 
 
+def case_slow_link(args):
+    """The DP communicator of ranks 1 (node0) and 5 (node1) transfers 20 ms slower on gpusim
+    (GPUSIM_NCCL_SLOW: once both arrived): a slow-link incident names both ends and their
+    nodes; no straggler, nothing evicted (FT_SLOW_ACTION=evict), the job finishes."""
+    steps = 700
+    with CkptCluster(args, job="fs-link") as c:
+        c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict"})
+        start_workers(c)
+        started_ms = int(time.time() * 1000)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps)], env={"GPUSIM_NCCL_SLOW": "dp:20@1+5"}, timeout=300)
+        inc = c.wait_for(lambda: c.incidents("slow-link"), 90, "a slow-link incident")[0]
+        took = (inc["decided_unix_ms"] - started_ms) / 1000.0
+        print("incident %s: %s\n  %s\n  evidence: %s" % (inc["id"], suspects(inc), inc["message"], inc["evidence"]))
+        check(suspects(inc) == [(1, "node0"), (5, "node1")], "slow link named %s, expected ranks 1 and 5" % suspects(inc))
+        rc = wait_job_exit(c, 300, "the job to finish")
+        check(rc == 0, "the job exited %d" % rc)
+        others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "slow-link"]
+        print("RESULT failslow case=slow-link localize_s=%.1f false_evictions=%d" % (took, len(evicted(c))))
+        check(not others and not evicted(c), "a slow link was blamed on a rank: %s, evicted %s" % (others, evicted(c)))
+
+
 def case_slow_ends(args):
     """Rank 5 1.5x slower for about 10 s, then as fast as before, FT_SLOW_ACTION=evict with the
     default FT_SLOW_CONFIRM (30 s): reported at most, never evicted; the job finishes."""
-    steps = FAULT_STEP + 600
+    steps = FAULT_STEP + 450
     with CkptCluster(args, job="fs-ends") as c:
         c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict"})
         start_workers(c)
@@ -214,7 +238,7 @@ def case_jitter(args):
 
 
 CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2), "localize-x3": localize_case(3),
-         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter}
+         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter, "slow-link": case_slow_link}
 
 if __name__ == "__main__":
     long_run = "--long" in sys.argv

@@ -138,5 +138,114 @@ TEST(StragglerTest, SummariesOlderThanStaleTakeNoPart) {
   }
 }
 
+// dp=2 tp=4 (Megatron order): four DP comms {t, t+4} of one role, one TP comm per DP index.
+// Every rank computes compute[r]; in each DP all-reduce the members wait for the later one and
+// then transfer for transfer[t] ms; the TP all-reduces take 3 ms plus the wait.
+void LinkRound(const Job& job, StragglerDetector* d, int64_t at, const std::vector<double>& compute,
+               const std::vector<double>& transfer) {
+  for (int r = 0; r < job.world(); ++r) {
+    const int t = r % 4, dp = r / 4;
+    proto::RankSummary s;
+    s.rank = r;
+    s.node = job.membership[static_cast<size_t>(r)].node;
+    s.unix_ms = at;
+    s.compute_ms = compute[static_cast<size_t>(r)];
+    const double later = std::max(compute[static_cast<size_t>(t)], compute[static_cast<size_t>(t + 4)]);
+    proto::OpSummary dp_op;
+    dp_op.comm_id = job.DpComm(t, 0);
+    dp_op.op = proto::OpKind::kAllReduce;
+    dp_op.bucket = 2;
+    dp_op.count = 4;
+    dp_op.p50_ms = later - s.compute_ms + transfer[static_cast<size_t>(t)];
+    s.ops.push_back(dp_op);
+    proto::OpSummary tp_op;
+    tp_op.comm_id = job.TpComm(dp, 0);
+    tp_op.op = proto::OpKind::kAllReduce;
+    tp_op.bucket = 0;
+    tp_op.count = 8;
+    double slowest = 0;
+    for (int k = 0; k < 4; ++k) slowest = std::max(slowest, compute[static_cast<size_t>(dp * 4 + k)]);
+    tp_op.p50_ms = slowest - s.compute_ms + 3;
+    s.ops.push_back(tp_op);
+    d->Add(s);
+  }
+}
+
+TEST(StragglerTest, ASlowLinkNamesBothEndsAndNoComputeStraggler) {
+  Job job(4, 2, 1, 4);  // ranks 0-3 on n0, 4-7 on n1
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  const std::vector<double> compute(8, 100);
+  const std::vector<double> transfer = {5, 25, 5, 5};  // DP comm {1, 5} transfers 5x slower
+  std::vector<proto::Incident> named;
+  int round = 0;
+  for (; round < 30 && named.empty(); ++round) {
+    LinkRound(job, &d, kT0 + round * 1000, compute, transfer);
+    named = d.Evaluate(kT0 + round * 1000);
+  }
+  EXPECT_EQ(round, 10);  // straggler_steps summaries in a row
+  ASSERT_EQ(named.size(), 1u);
+  const proto::Incident& i = named[0];
+  EXPECT_EQ(i.kind, "slow-link");
+  EXPECT_EQ(i.decision, "none");
+  EXPECT_EQ(i.comm_id, job.DpComm(1, 0));
+  ASSERT_EQ(i.suspects.size(), 2u);
+  EXPECT_EQ(i.suspects[0].rank, 1);
+  EXPECT_EQ(i.suspects[0].node, "n0");
+  EXPECT_EQ(i.suspects[1].rank, 5);
+  EXPECT_EQ(i.suspects[1].node, "n1");
+  EXPECT_NE(i.message.find("n0 and n1"), std::string::npos) << i.message;
+  EXPECT_TRUE(d.named().empty()) << "a slow link is not a compute straggler";
+  EXPECT_EQ(d.named_links().size(), 1u);
+  for (int more = 0; more < 5; ++more) {
+    LinkRound(job, &d, kT0 + (round + more) * 1000, compute, transfer);
+    EXPECT_TRUE(d.Evaluate(kT0 + (round + more) * 1000).empty()) << "named once per episode";
+  }
+  // The link recovers: the episode ends.
+  LinkRound(job, &d, kT0 + 60000, compute, {5, 5, 5, 5});
+  EXPECT_TRUE(d.Evaluate(kT0 + 60000).empty());
+  EXPECT_TRUE(d.named_links().empty());
+}
+
+TEST(StragglerTest, AComputeStragglerIsNoSlowLink) {
+  Job job(4, 2, 1, 4);
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  std::vector<double> compute(8, 100);
+  compute[5] = 150;  // rank 5 computes 1.5x: its DP peer 1 waits 50 ms more in their all-reduce
+  std::vector<proto::Incident> all;
+  for (int round = 0; round < 30; ++round) {
+    LinkRound(job, &d, kT0 + round * 1000, compute, {5, 5, 5, 5});
+    for (proto::Incident& i : d.Evaluate(kT0 + round * 1000)) all.push_back(std::move(i));
+  }
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].kind, "straggler");
+  EXPECT_EQ(all[0].suspects[0].rank, 5);
+  EXPECT_TRUE(d.named_links().empty());
+}
+
+TEST(StragglerTest, TwoCommsOfARoleCannotSayWhichLinkIsSlow) {
+  Job job(2, 2, 1, 2);  // two DP comms only
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  for (int round = 0; round < 30; ++round) {
+    for (int r = 0; r < 4; ++r) {
+      proto::RankSummary s;
+      s.rank = r;
+      s.node = job.membership[static_cast<size_t>(r)].node;
+      s.unix_ms = kT0 + round * 1000;
+      s.compute_ms = 100;
+      proto::OpSummary op;
+      op.comm_id = job.DpComm(r % 2, 0);
+      op.op = proto::OpKind::kAllReduce;
+      op.count = 4;
+      op.p50_ms = r % 2 == 1 ? 25 : 5;
+      s.ops.push_back(op);
+      d.Add(s);
+    }
+    EXPECT_TRUE(d.Evaluate(kT0 + round * 1000).empty()) << round;
+  }
+}
+
 }  // namespace
 }  // namespace ft::master

@@ -1,5 +1,7 @@
 #include "comm.h"
 
+#include <algorithm>
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -209,6 +211,10 @@ ncclResult_t RunInit(const std::shared_ptr<CommCore>& core) {
   const std::string hex = Hex64(c->id_hash);
   for (const StallRule& r : c->cfg.stalls) {
     if (r.comm == c->name || r.comm == hex) stall = std::min(stall, r.after);
+  }
+  for (const SlowRule& r : c->cfg.slows) {
+    const bool here = r.ranks.empty() || std::find(r.ranks.begin(), r.ranks.end(), c->cfg.process_rank) != r.ranks.end();
+    if (here && (r.comm == c->name || r.comm == hex)) c->slow_ms = std::max(c->slow_ms, r.ms);
   }
   Layout layout = ComputeLayout(c->nranks, c->cfg.chunk_bytes);
   std::unique_ptr<Segment> seg;

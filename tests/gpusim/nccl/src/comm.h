@@ -45,6 +45,7 @@ class CommCore {
   std::unique_ptr<Segment> seg;
   std::string shm_name;
   uint64_t stall_at = kNoStall;
+  int slow_ms = 0;  // GPUSIM_NCCL_SLOW: added to every collective once all members arrived
 
   // ncclInProgress until init finishes, then ncclSuccess or the init error.
   std::atomic<int> init_state{ncclInProgress};

@@ -74,6 +74,64 @@ bool ParseStall(const char* v, Config* cfg) {
   return true;
 }
 
+// <comm>:<ms>[@<rank>+<rank>...][,...]
+bool ParseSlow(const char* v, Config* cfg) {
+  std::vector<SlowRule> rules;
+  std::string s(v);
+  size_t pos = 0;
+  auto number = [](const std::string& text, long max, long* out) {
+    char* end = nullptr;
+    errno = 0;
+    long n = std::strtol(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || *end != '\0' || n < 0 || n > max) return false;
+    *out = n;
+    return true;
+  };
+  while (pos <= s.size()) {
+    size_t comma = s.find(',', pos);
+    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    if (!item.empty()) {
+      SlowRule rule;
+      std::string ranks;
+      if (size_t at = item.find('@'); at != std::string::npos) {
+        ranks = item.substr(at + 1);
+        item.resize(at);
+        if (ranks.empty()) return false;
+      }
+      size_t colon = item.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == item.size()) return false;
+      long ms = 0;
+      if (!number(item.substr(colon + 1), 600000, &ms)) return false;
+      rule.comm = item.substr(0, colon);
+      rule.ms = static_cast<int>(ms);
+      for (size_t p = 0; !ranks.empty() && p <= ranks.size();) {
+        size_t plus = ranks.find('+', p);
+        long r = 0;
+        if (!number(ranks.substr(p, plus == std::string::npos ? std::string::npos : plus - p), 1 << 30, &r)) {
+          return false;
+        }
+        rule.ranks.push_back(static_cast<int>(r));
+        if (plus == std::string::npos) break;
+        p = plus + 1;
+      }
+      rules.push_back(std::move(rule));
+    }
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  cfg->slows = std::move(rules);
+  return true;
+}
+
+bool ParseRank(const char* v, Config* cfg) {
+  char* end = nullptr;
+  errno = 0;
+  long n = std::strtol(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || n < 0 || n > (1 << 30)) return false;
+  cfg->process_rank = static_cast<int>(n);
+  return true;
+}
+
 bool ParseMs(const char* v, int* out) {
   char* end = nullptr;
   errno = 0;
@@ -107,6 +165,10 @@ constexpr Entry kTable[] = {
      "name prefix of the shared-memory segments (default /gpusim-nccl-)"},
     {"GPUSIM_NCCL_STALL", ParseStall,
      "<comm>:<N>[,...]: collective N+1 on that communicator never completes (until abort)"},
+    {"GPUSIM_NCCL_SLOW", ParseSlow,
+     "<comm>:<ms>[@<rank>+<rank>...][,...]: every collective on that communicator takes <ms> longer "
+     "once all its members arrived (a slow link), in the processes whose RANK is listed (all if none)"},
+    {"RANK", ParseRank, "the launcher's global rank of this process (GPUSIM_NCCL_SLOW's rank list)"},
     {"GPUSIM_NCCL_TEARDOWN_MS", ParseTeardown,
      "milliseconds ncclCommDestroy/ncclCommAbort spend tearing down (default 0, max 600000)"},
     {"GPUSIM_NCCL_LAUNCH_DELAY_MS", ParseLaunchDelay,

@@ -15,12 +15,23 @@ struct StallRule {
   uint64_t after = 0;  // collectives that complete before the stall
 };
 
+// A slow link: every collective on the communicator takes `ms` longer once all its members
+// have arrived (the transfer, not an arrival), in the processes whose RANK is listed (all when
+// none is): list both ends of the link, and every member of that communicator waits alike.
+struct SlowRule {
+  std::string comm;  // commName, "comm<k>", or the 16-hex-digit communicator id
+  int ms = 0;
+  std::vector<int> ranks;  // the processes' RANK it applies in; empty: every process
+};
+
 struct Config {
   double init_timeout_s = 120;           // GPUSIM_NCCL_INIT_TIMEOUT_S
   bool debug = false;                    // GPUSIM_NCCL_DEBUG
   uint64_t chunk_bytes = 1 << 20;        // GPUSIM_NCCL_CHUNK_BYTES
   std::string shm_prefix = "/gpusim-nccl-";  // GPUSIM_NCCL_SHM_PREFIX
   std::vector<StallRule> stalls;         // GPUSIM_NCCL_STALL
+  std::vector<SlowRule> slows;           // GPUSIM_NCCL_SLOW
+  int process_rank = -1;                 // RANK (the launcher's), -1 when unset
   int teardown_ms = 0;                   // GPUSIM_NCCL_TEARDOWN_MS: destroy/abort take this long
   int launch_delay_ms = 0;               // GPUSIM_NCCL_LAUNCH_DELAY_MS: nonblocking ops stay
                                          // ncclInProgress this long (until then, or an abort)

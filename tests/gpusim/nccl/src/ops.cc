@@ -64,10 +64,16 @@ class Op {
   std::shared_ptr<CommCore> comm_ref() const { return a_.comm; }
   const Segment* segment() const { return c_->seg.get(); }
   bool done() const { return phase_ == kDone; }
+  // How long a task waiting on this op may sleep: no longer than its slowed transfer lasts.
+  int64_t SleepNs(int64_t longest) const {
+    if (phase_ != kSlowed) return longest;
+    return std::clamp<int64_t>(slow_until_ns_ - NowNs(), 0, longest);
+  }
 
   void Begin(bool persistent) {
     persistent_ = persistent;
     phase_ = kStart;
+    slow_until_ns_ = 0;
     round_ = 0;
     chunks_ = 0;
     owner_ = nullptr;
@@ -100,7 +106,7 @@ class Op {
   }
 
  private:
-  enum Phase { kStart, kCopyIn, kWait, kStalled, kRun, kDone };
+  enum Phase { kStart, kCopyIn, kWait, kSlowed, kStalled, kRun, kDone };
 
   bool Acquire(std::atomic<void*>* slot) {
     void* expected = nullptr;
@@ -139,6 +145,13 @@ class Op {
           for (int k = 0; k < c_->nranks; ++k) {
             if (seg->rank_area(k)->coll_arrive.load(std::memory_order_acquire) < step_) return moved;
           }
+          if (c_->slow_ms > 0 && round_ == 0 && slow_until_ns_ == 0) {
+            // GPUSIM_NCCL_SLOW: everyone is here; the transfer itself takes longer.
+            slow_until_ns_ = NowNs() + int64_t{c_->slow_ms} * 1000000;
+            phase_ = kSlowed;
+            moved = true;
+            break;
+          }
           Compute(seg, static_cast<int>(step_ & 1));
           c_->coll_step.store(step_, std::memory_order_relaxed);
           if (++round_ == rounds_) {
@@ -146,6 +159,12 @@ class Op {
             return true;
           }
           phase_ = kCopyIn;
+          moved = true;
+          break;
+        }
+        case kSlowed: {
+          if (NowNs() < slow_until_ns_) return moved;
+          phase_ = kWait;  // everyone arrived already: it computes at once
           moved = true;
           break;
         }
@@ -323,6 +342,7 @@ class Op {
   Phase phase_ = kDone;
   uint64_t seq_ = 0, step_ = 0, round_ = 0;
   bool stalled_ = false;
+  int64_t slow_until_ns_ = 0;  // GPUSIM_NCCL_SLOW: when this collective's transfer may end
   uint64_t chunks_ = 0, msg_chunks_ = 0;
   std::atomic<void*>* owner_ = nullptr;
 };
@@ -371,7 +391,11 @@ void CUDART_CB RunTask(void* user) {
         // Every state change rings the doorbell of the segment it happened in, including a
         // local or remote abort, so a long sleep loses nothing. With several communicators in
         // one task we can sleep on only one of them: poll the others every millisecond.
-        t->ops[waiting]->segment()->Sleep(bells[waiting], multi_segment ? 1000000 : 200000000);
+        int64_t sleep_ns = multi_segment ? 1000000 : 200000000;
+        for (size_t i = 0; i < nops; ++i) {
+          if (!t->ops[i]->done()) sleep_ns = t->ops[i]->SleepNs(sleep_ns);
+        }
+        t->ops[waiting]->segment()->Sleep(bells[waiting], sleep_ns);
       }
     }
   } catch (...) {
