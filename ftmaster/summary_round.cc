@@ -283,7 +283,6 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
   }
 }
 
-
 SlowContext SummaryRound::Context(int64_t unix_ms, bool read_evicted) {
   SlowContext c;
   c.now_unix_ms = unix_ms;
