@@ -356,7 +356,12 @@ Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string*
     return Status::Ok();
   }
   if (nodes.empty()) *out += fmt::format("no nodes evicted for job {}\n", o.job);
-  for (const std::string& n : nodes) *out += n + "\n";
+  // Each node's reason, where the master recorded one (`evicted_why:<node>` in its hash).
+  for (const std::string& n : nodes) {
+    redis::Reply why;
+    const bool known = Run(client, {"HGET", keys.MasterState(), "evicted_why:" + n}, &why).ok() && why.is_string();
+    *out += known ? fmt::format("{}  {}\n", n, why.str()) : n + "\n";
+  }
   return Status::Ok();
 }
 

@@ -212,7 +212,9 @@ void MasterLoop::StopForSlowness(SlowEviction slow, int64_t unix_ms) {
   auto won = ctx_.writer.WriteIncidents({slow.incident}, unix_ms, {slow.node},
                                         {{"action", proto::Encode(stop)},
                                          {"job_state", proto::JobStateName(proto::JobState::kStopping)},
-                                         {"slow_evictions", summary_.SlowEvictionsField(unix_ms)}},
+                                         {"slow_evictions", summary_.SlowEvictionsField(unix_ms)},
+                                         {"evicted_why:" + slow.node,
+                                          fmt::format("fail-slow: rank {} straggles ({})", slow.rank, slow.incident.id)}},
                                         {}, {});
   if (!won) return;  // fenced out or Redis failed: the next pass weighs the rank again
   summary_.SlowEvicted(slow.rank, unix_ms);

@@ -7,13 +7,14 @@
 #include <utility>
 
 #include "ftmaster/core/decision.h"
+#include "ftmaster/core/hw_evidence.h"
 
 namespace ft::master {
 
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer, int64_t busy_report_ms) {
+                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware) {
   WindowDecision d;
   d.outcomes = window.outcomes;
   d.last_outcome = window.last_outcome;
@@ -46,6 +47,9 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
       }
     }
   }
+  // What the suspects' GPUs, NICs and hosts said around the incident: in the incident, and in
+  // the decision (a crash evicts its node only with evidence against it).
+  if (hardware != nullptr) AttachHardware(incidents, *hardware, unix_ms);
   const bool busy_long = decided_unix_ms - first >= busy_report_ms;
   for (proto::Incident& incident : incidents) {
     if (proto::Is(incident, proto::IncidentKind::kBusy)) {
@@ -83,6 +87,7 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   d.action.decided_unix_ms =
       window.opened_unix_ms > 0 ? std::min(decided_unix_ms, window.opened_unix_ms) : decided_unix_ms;
   d.evict_nodes = std::move(decision.evict_nodes);
+  d.evict_reasons = std::move(decision.evict_reasons);
   d.reason = std::move(decision.reason);
   d.topology = topology->Describe();
   return d;

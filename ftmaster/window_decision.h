@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ftmaster/core/hw_evidence.h"
 #include "ftmaster/core/topology.h"
 #include "ftmaster/incident_window.h"
 #include "ftmaster/loop_context.h"
@@ -36,6 +37,7 @@ struct WindowDecision {
   // kAct
   Action action;
   std::vector<std::string> evict_nodes;
+  std::vector<std::string> evict_reasons;  // one per evict_nodes
   std::string reason;        // the decision's, for the log
   std::string topology;      // described, for the log
 };
@@ -50,7 +52,7 @@ struct WindowDecision {
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer, int64_t busy_report_ms);
+                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware = nullptr);
 
 }  // namespace ft::master
 

@@ -117,7 +117,48 @@ void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
   }
 }
 
+void WindowRound::TakeHardware(const proto::Event& event, int64_t unix_ms) {
+  proto::HwSignal s = event.hw;
+  s.node = event.node;
+  if (s.unix_ms == 0) s.unix_ms = event.unix_ms;
+  hardware_.Prune(unix_ms - kHardwareKeepMs);
+  hardware_.Add(s);
+  if (!s.critical || ctx_->job_state != proto::JobState::kRunning || open_.open) return;
+  const std::string key = fmt::format("{}|{}|{}", s.node, s.device, s.kind);
+  auto [it, fresh] = hardware_reported_.emplace(key, unix_ms);
+  if (!fresh && unix_ms - it->second < kHardwareRepeatMs) return;
+  it->second = unix_ms;
+  proto::Incident incident;
+  // From the event's own fields: the same id for any master that reads it.
+  incident.id = fmt::format("{}-hardware-{}-{}", event.unix_ms, s.node, s.kind);
+  incident.kind = proto::IncidentKindName(proto::IncidentKind::kHardware);
+  const std::string what = DescribeSignal(s);
+  if (s.ranks.empty()) {
+    incident.suspects.push_back({-1, s.node, what});
+  } else {
+    for (int rank : s.ranks) incident.suspects.push_back({rank, s.node, what});
+  }
+  incident.evidence.push_back(fmt::format("hardware on {}: {}{}", s.node, what, s.detail.empty() ? "" : ": " + s.detail));
+  incident.hardware = {s};
+  incident.hardware_checked = true;
+  incident.confidence = 1;
+  incident.first_event_unix_ms = event.unix_ms;
+  incident.window_closed_unix_ms = unix_ms;
+  incident.decided_unix_ms = unix_ms;
+  incident.decide_ms = static_cast<double>(std::max<int64_t>(0, unix_ms - event.unix_ms));
+  incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
+  incident.message = fmt::format("a critical hardware signal on {} while the job runs: {}; nothing has failed "
+                                 "yet: {} is a suspect (a rank there that hangs or crashes evicts it)",
+                                 s.node, what, s.node);
+  auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {}, {}, {});
+  if (won && (*won)[0]) ctx_->Print(incident, {});
+}
+
 void WindowRound::TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms) {
+  if (proto::Is(event, proto::EventKind::kHardware)) {
+    TakeHardware(event, unix_ms);
+    return;
+  }
   if (proto::Is(event, proto::EventKind::kSlowdown)) {
     FT_LOG(Info, Master, "rank {} on {} is slow: {}", event.rank, event.node, event.message);
     if (on_slowdown_) on_slowdown_(event, unix_ms);
@@ -348,7 +389,7 @@ std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int6
   const Topology* topology = acted ? &membership_->CurrentTopology() : nullptr;
   WindowDecision d = DecideWindow(std::move(incidents), why_none, open_, unix_ms, decided_unix_ms, topology,
                                   membership_->values(), ctx_->options.config.sharded_optimizer,
-                                  ToMs(ctx_->options.config.busy_report_after));
+                                  ToMs(ctx_->options.config.busy_report_after), &hardware_);
   return Commit(std::move(d), closed_at, unix_ms);
 }
 
@@ -388,10 +429,14 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   ctx_->stats.last_attribute_ms = MsSince(closed_at);
   std::string encoded_action = proto::Encode(d.action);
   const double encoded_ms = MsSince(closed_at);
-  auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes,
-                                         {{"action", std::move(encoded_action)},
-                                          {"job_state", proto::JobStateName(proto::JobState::kStopping)}},
-                                         {}, {"open_incident"});
+  // Each evicted node's reason beside the action (`evicted_why:<node>`): what a scheduler's
+  // drain takes as its reason.
+  std::vector<std::pair<std::string, std::string>> on_win = {
+      {"action", std::move(encoded_action)}, {"job_state", proto::JobStateName(proto::JobState::kStopping)}};
+  for (size_t i = 0; i < d.evict_nodes.size() && i < d.evict_reasons.size(); ++i) {
+    on_win.push_back({"evicted_why:" + d.evict_nodes[i], d.evict_reasons[i]});
+  }
+  auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {"open_incident"});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
   bool any = false;

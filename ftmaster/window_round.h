@@ -68,6 +68,9 @@ class WindowRound {
   // Where `slowdown` events go (they open no window): the summary round's job-wide view.
   void OnSlowdown(std::function<void(const proto::Event&, int64_t unix_ms)> f) { on_slowdown_ = std::move(f); }
 
+  // The hardware signals the workers reported lately, by node: the incidents' evidence.
+  const HwLog& hardware() const { return hardware_; }
+
   bool open() const { return open_.open; }
   // The processes when the open (or last) window opened: those its action is for. Empty for a
   // window continued from another master's.
@@ -77,6 +80,10 @@ class WindowRound {
 
  private:
   void TakeEvent(const std::string& id, proto::Event event, int64_t unix_ms);
+  // A hardware event: kept as evidence; a critical one on a node of the running job, with no
+  // incident window open, is reported at once as a "hardware" incident (its node a suspect
+  // before anything fails), once per (node, device, kind) per kHardwareRepeatMs.
+  void TakeHardware(const proto::Event& event, int64_t unix_ms);
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
   // closed_at: when the window was found closed (real clock, for the stats).
@@ -100,8 +107,12 @@ class WindowRound {
   void CollectCleanExits();
 
   static constexpr size_t kMaxCleanExits = 4096;
+  static constexpr int64_t kHardwareKeepMs = 10 * 60'000;
+  static constexpr int64_t kHardwareRepeatMs = 10 * 60'000;
 
   std::function<void(const proto::Event&, int64_t)> on_slowdown_;
+  HwLog hardware_;
+  std::map<std::string, int64_t> hardware_reported_;  // "node|device|kind" -> when
   std::map<int, uint64_t> watched_busy_;  // a watched window's busy ranks -> their ops entered then
   LoopContext* ctx_;
   JobMembership* membership_;

@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <string>
 #include <vector>
@@ -232,10 +233,25 @@ void PollLanes(PollerState& st, uint64_t now) {
   }
 }
 
+// The rank's GPU as the worker's hardware signals name it (shm/layout.h gpu_bus_id): the
+// device of the first op the poller times, written once.
+void RecordGpuBusId(int device) {
+  shm::SegmentHeader* header = g_rt->segment->header();
+  if (header->gpu_bus_id_ready.load(std::memory_order_relaxed) != 0) return;
+  auto get_bus_id = FT_REAL_CUDA(cudaDeviceGetPCIBusId);
+  char id[sizeof(header->gpu_bus_id)] = {};
+  if (get_bus_id == nullptr || get_bus_id(id, sizeof(id) - 1, device) != cudaSuccess) return;
+  std::memcpy(header->gpu_bus_id, id, sizeof(id));
+  header->gpu_bus_id_ready.store(1, std::memory_order_release);
+}
+
 void SetPollerDevice(PollerState& st, int device) {
   if (device < 0 || device == st.device) return;
   if (auto set = FT_REAL_CUDA(cudaSetDevice)) {
-    if (set(device) == cudaSuccess) st.device = device;
+    if (set(device) == cudaSuccess) {
+      st.device = device;
+      RecordGpuBusId(device);
+    }
   }
 }
 

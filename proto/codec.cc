@@ -172,6 +172,44 @@ Status Decode(std::string_view json, RankProgress* out) {
   return DecodeValue(json, out, ReadProgress);
 }
 
+// --- HwSignal (inside an Event and an Incident) -------------------------------------------
+
+namespace {
+
+OJson HwSignalJson(const HwSignal& h) {
+  OJson o = OJson::object();
+  if (!h.node.empty()) o["node"] = h.node;
+  o["source"] = h.source;
+  o["device"] = h.device;
+  o["kind"] = h.kind;
+  o["value"] = h.value;
+  o["total"] = h.total;
+  o["critical"] = h.critical;
+  if (!h.ranks.empty()) o["ranks"] = h.ranks;
+  if (h.pid != 0) o["pid"] = h.pid;
+  o["unix_ms"] = h.unix_ms;
+  o["detail"] = h.detail;
+  return o;
+}
+
+Status ReadHwSignal(const Reader& r, HwSignal* h) {
+  FT_RETURN_IF_ERROR(r.Str("node", Need::kOptional, &h->node));
+  FT_RETURN_IF_ERROR(r.Str("source", Need::kRequired, &h->source, Empty::kRejected));
+  FT_RETURN_IF_ERROR(r.Str("device", Need::kOptional, &h->device));
+  FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &h->kind, Empty::kRejected));
+  FT_RETURN_IF_ERROR(r.Int("value", Need::kOptional, &h->value));
+  FT_RETURN_IF_ERROR(r.Int("total", Need::kOptional, &h->total));
+  FT_RETURN_IF_ERROR(r.Bool("critical", Need::kOptional, &h->critical));
+  FT_RETURN_IF_ERROR(r.List("ranks", Need::kOptional, &h->ranks, [](Elem e, const FieldPath& path, int* rank) {
+    return CheckInt(e, path, rank, 0);
+  }));
+  FT_RETURN_IF_ERROR(r.Int("pid", Need::kOptional, &h->pid, 0));
+  FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kOptional, &h->unix_ms, 0));
+  return r.Str("detail", Need::kOptional, &h->detail);
+}
+
+}  // namespace
+
 // --- Event ----------------------------------------------------------------------------------
 
 std::string Encode(const Event& e) {
@@ -201,6 +239,7 @@ std::string Encode(const Event& e) {
   if (slow || e.step_ms != 0) j["step_ms"] = Finite(e.step_ms);
   if (slow || e.baseline_ms != 0) j["baseline_ms"] = Finite(e.baseline_ms);
   if (slow || e.compute_ms != 0) j["compute_ms"] = Finite(e.compute_ms);
+  if (Is(e, EventKind::kHardware) || !(e.hw == HwSignal{})) j["hw"] = HwSignalJson(e.hw);
   // Workers always attach the progress table; a value decoded without one stays without one.
   if (!(e.progress == RankProgress{})) {
     OJson progress = OJson::object();
@@ -215,7 +254,7 @@ Status Decode(std::string_view json, Event* out) {
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &e->kind, Empty::kRejected));
     if (!ParseEventKind(e->kind)) {
       return Status::Corrupt(r.Path("kind") + ": unknown event kind '" + e->kind.substr(0, 16) +
-                             "' (timeout, error, exit, slowdown, busy, frozen)");
+                             "' (timeout, error, exit, slowdown, busy, frozen, hardware)");
     }
     FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &e->rank, kRankLow));
     FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &e->node, Empty::kRejected));
@@ -237,6 +276,8 @@ Status Decode(std::string_view json, Event* out) {
     FT_RETURN_IF_ERROR(r.Num("step_ms", Need::kOptional, &e->step_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("baseline_ms", Need::kOptional, &e->baseline_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("compute_ms", Need::kOptional, &e->compute_ms, 0));
+    FT_RETURN_IF_ERROR(r.Object("hw", Is(*e, EventKind::kHardware) ? Need::kRequired : Need::kOptional,
+                                [&](const Reader& h) { return ReadHwSignal(h, &e->hw); }));
     return r.Object("progress", Need::kOptional,
                     [&](const Reader& p) { return ReadProgress(p, &e->progress); });
   });
@@ -492,6 +533,12 @@ std::string Encode(const Incident& i) {
   j["suspects"] = std::move(suspects);
   if (Is(i, IncidentKind::kTransportHang) || i.comm_id != 0) j["comm"] = CommIdHex(i.comm_id);
   j["evidence"] = i.evidence;
+  if (!i.hardware.empty()) {
+    OJson hardware = OJson::array();
+    for (const HwSignal& h : i.hardware) hardware.push_back(HwSignalJson(h));
+    j["hardware"] = std::move(hardware);
+  }
+  if (i.hardware_checked) j["hardware_checked"] = true;
   j["confidence"] = Finite(i.confidence);
   j["first_event_unix_ms"] = i.first_event_unix_ms;
   j["window_closed_unix_ms"] = i.window_closed_unix_ms;
@@ -508,7 +555,8 @@ Status Decode(std::string_view json, Incident* out) {
     FT_RETURN_IF_ERROR(r.Str("kind", Need::kRequired, &i->kind, Empty::kRejected));
     if (!ParseIncidentKind(i->kind)) {
       return Status::Corrupt(r.Path("kind") + ": unknown incident kind '" + i->kind.substr(0, 16) +
-                             "' (hang, host-frozen, crash, transport-hang, busy, straggler, sdc)");
+                             "' (hang, host-frozen, crash, transport-hang, busy, straggler, sdc, "
+                             "restore-mismatch, slow-link, job-slow, hardware)");
     }
     FT_RETURN_IF_ERROR(r.Objects("suspects", Need::kOptional, &i->suspects,
                                  [](const Reader& o, Suspect* s) -> Status {
@@ -521,6 +569,8 @@ Status Decode(std::string_view json, Incident* out) {
                               [](Elem e, const FieldPath& path, std::string* s) {
                                 return CheckStr(e, path, s);
                               }));
+    FT_RETURN_IF_ERROR(r.Objects("hardware", Need::kOptional, &i->hardware, ReadHwSignal));
+    FT_RETURN_IF_ERROR(r.Bool("hardware_checked", Need::kOptional, &i->hardware_checked));
     FT_RETURN_IF_ERROR(r.Num("confidence", Need::kOptional, &i->confidence, 0, 1));
     FT_RETURN_IF_ERROR(r.Int("first_event_unix_ms", Need::kOptional, &i->first_event_unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Int("window_closed_unix_ms", Need::kOptional, &i->window_closed_unix_ms, 0));

@@ -87,6 +87,7 @@ enum class EventKind : uint8_t {
   kSlowdown,  // step time against the rank's own baseline
   kBusy,      // working on the host, not stuck
   kFrozen,    // stopped by a signal or a debugger, or its poller silent
+  kHardware,  // a hardware or system signal changed on the node (Event::hw)
 };
 
 inline constexpr const char* EventKindName(EventKind k) {
@@ -97,13 +98,14 @@ inline constexpr const char* EventKindName(EventKind k) {
     case EventKind::kSlowdown: return "slowdown";
     case EventKind::kBusy: return "busy";
     case EventKind::kFrozen: return "frozen";
+    case EventKind::kHardware: return "hardware";
   }
   return "?";
 }
 
 inline std::optional<EventKind> ParseEventKind(std::string_view name) {
   for (EventKind k : {EventKind::kTimeout, EventKind::kError, EventKind::kExit, EventKind::kSlowdown,
-                      EventKind::kBusy, EventKind::kFrozen}) {
+                      EventKind::kBusy, EventKind::kFrozen, EventKind::kHardware}) {
     if (name == EventKindName(k)) return k;
   }
   return std::nullopt;
@@ -121,6 +123,7 @@ enum class IncidentKind : uint8_t {
   kRestoreMismatch,  // the ranks of one launch restored different steps: stopped before it trains on
   kSlowLink,       // a communicator's transfer is slow while its members arrive on time: a link
   kJobSlow,        // every rank slowed alike (a slow data source, a congested fabric): no culprit
+  kHardware,       // a critical hardware signal on a node of the running job, before anything hangs
 };
 
 inline constexpr const char* IncidentKindName(IncidentKind k) {
@@ -135,6 +138,7 @@ inline constexpr const char* IncidentKindName(IncidentKind k) {
     case IncidentKind::kRestoreMismatch: return "restore-mismatch";
     case IncidentKind::kSlowLink: return "slow-link";
     case IncidentKind::kJobSlow: return "job-slow";
+    case IncidentKind::kHardware: return "hardware";
   }
   return "?";
 }
@@ -143,7 +147,7 @@ inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
                          IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
                          IncidentKind::kSdc, IncidentKind::kRestoreMismatch, IncidentKind::kSlowLink,
-                         IncidentKind::kJobSlow}) {
+                         IncidentKind::kJobSlow, IncidentKind::kHardware}) {
     if (name == IncidentKindName(k)) return k;
   }
   return std::nullopt;
@@ -257,6 +261,25 @@ struct RankProgress {
 };
 
 // An event a worker raises. kind: EventKindName.
+// One hardware or system signal a worker read (ftworker/health): an event of a device (an
+// Xid, an OOM kill) or the increase of one of its error counters, as it travels (Event::hw,
+// Incident::hardware). kind and its criticality: ftworker/health/signal_kinds.h.
+struct HwSignal {
+  std::string node;        // the node it was read on ("" inside an Event: Event::node says it)
+  std::string source;      // "nvml", "rdma" (sysfs port counters), "kmsg" (the kernel log)
+  std::string device;      // a GPU's PCI bus id "0000:3b:00.0", a NIC port "mlx5_0/1", "host"
+  std::string kind;        // "xid", "ecc-uncorrected", "link-downed", "oom-kill", ...
+  int64_t value = 0;       // an Xid's number; a counter's increase; a throttle reason mask
+  int64_t total = 0;       // a counter's value now (0 for events)
+  bool critical = false;   // evidence against the hardware (application-class Xids are not)
+  std::vector<int> ranks;  // the ranks whose GPU or nearest NIC it is; empty: the node's
+  int pid = 0;             // oom-kill: the victim
+  int64_t unix_ms = 0;     // when the worker read it (kmsg: the line's own time)
+  std::string detail;      // for people: the kernel log line, the counter's sysfs name
+
+  bool operator==(const HwSignal&) const = default;
+};
+
 struct Event {
   std::string kind;
   int rank = -1;
@@ -286,6 +309,7 @@ struct Event {
   double baseline_ms = 0;
   double compute_ms = 0;
   RankProgress progress;         // the rank's whole progress table at the event
+  HwSignal hw;                   // hardware: the signal (rank -1: the node's)
 
   bool operator==(const Event&) const = default;
 };
@@ -456,6 +480,10 @@ struct Incident {
   std::vector<Suspect> suspects;
   uint64_t comm_id = 0;          // transport-hang: the communicator
   std::vector<std::string> evidence;  // "rank 3 waits on allreduce #812 of comm 3fa2.. (started, 2.1 s)"
+  // The hardware and system signals of the suspects' GPUs, NICs and hosts from around the
+  // incident (ftmaster/hw_evidence.h), critical first; hardware_checked with none: "none found".
+  std::vector<HwSignal> hardware;
+  bool hardware_checked = false;
   double confidence = 0;         // 0..1
   int64_t first_event_unix_ms = 0;
   int64_t window_closed_unix_ms = 0;  // the collection window found closed (master's clock)

@@ -94,7 +94,12 @@ struct SegmentHeader {
   char host[kNameBytes];        // 216
   uint32_t record_version;      // 280: the record format (shm/records.h kRecordVersion); 0 = 1,
                                 //      written by producers that predate the field
-  uint8_t reserved0[320 - 284];
+  // The PCI bus id of the GPU the rank uses ("0000:3B:00.0", cudaDeviceGetPCIBusId), written
+  // by libft.so's poller when it first learns the app's device, then gpu_bus_id_ready = 1
+  // (release): the worker maps the node's hardware signals to ranks by it. Added within
+  // version 1 in bytes that were reserved zero (an older producer reads as "not known").
+  std::atomic<uint32_t> gpu_bus_id_ready;  // 284
+  char gpu_bus_id[32];                      // 288: NUL-terminated
   // Live part, one cache line per writer.
   alignas(64) std::atomic<uint32_t> state;        // 320: ProcessState
   std::atomic<int32_t> exit_status;               // 324: set with kExited
@@ -217,6 +222,8 @@ struct Record {
 };
 
 static_assert(sizeof(SegmentHeader) == kHeaderBytes);
+static_assert(offsetof(SegmentHeader, gpu_bus_id_ready) == 284 && offsetof(SegmentHeader, gpu_bus_id) == 288);
+static_assert(offsetof(SegmentHeader, state) == 320);
 static_assert(offsetof(SegmentHeader, app_step_plus1) == 528);
 static_assert(offsetof(SegmentHeader, term_grace_ms) == 536);
 static_assert(offsetof(SegmentHeader, restored_step_plus2) == 544);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -111,6 +112,19 @@ uint64_t SegmentBytes(const SegmentOptions& options) {
   uint64_t ring_offset =
       RoundUp(kHeaderBytes + kControlBytes + uint64_t{options.comm_slots} * kCommSlotBytes, kPage);
   return RoundUp(ring_offset + uint64_t{options.ring_capacity} * kRecordBytes, kPage);
+}
+
+std::string GpuBusIdOf(const SegmentHeader& header) {
+  if (header.gpu_bus_id_ready.load(std::memory_order_acquire) != 1) return {};
+  char id[sizeof(header.gpu_bus_id)];
+  std::memcpy(id, header.gpu_bus_id, sizeof(id));
+  const size_t n = strnlen(id, sizeof(id));
+  if (n == 0 || n == sizeof(id)) return {};
+  for (size_t i = 0; i < n; ++i) {
+    const char c = id[i];
+    if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return {};
+  }
+  return std::string(id, n);
 }
 
 Status ValidateHeader(const void* bytes, uint64_t size, HeaderCopy* copy) {

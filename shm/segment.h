@@ -67,6 +67,10 @@ struct HeaderCopy {
   std::string job, node, host;  // bounded by their fields, NUL or not
 };
 
+// The rank's GPU PCI bus id as libft.so wrote it (SegmentHeader::gpu_bus_id), "" while not
+// written or when the bytes are not a printable bus id (foreign bytes: bounded, checked).
+std::string GpuBusIdOf(const SegmentHeader& header);
+
 // Checks foreign bytes claiming to be a segment of `size` bytes: magic, layout version (older
 // ones down to kOldestReadableLayoutVersion pass: shm/layout_v1.h), record format version
 // (older ones pass: readers know them), sizes, offsets in bounds and not overlapping, capacity a power of two. Unknown versions are

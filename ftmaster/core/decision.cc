@@ -1,5 +1,7 @@
 #include "ftmaster/core/decision.h"
 
+#include "ftmaster/core/hw_evidence.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,6 +25,82 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
+// Which suspect nodes are evicted, and why. A hang (a stuck kernel or host thread) evicts its
+// node as it always did. A crash or a stopped process evicts only with evidence against the node:
+// a critical hardware signal there (hw_evidence.h), or, for a stopped process, every rank of the
+// node stopped (a frozen host). A transport hang whose members share a node evicts it; across
+// nodes it evicts only the nodes whose NIC port reported a link failure (the link named), none
+// when no port did.
+std::map<std::string, std::string> EvictedNodes(std::span<const proto::Incident> incidents,
+                                                std::span<const proto::Membership> membership,
+                                                std::vector<std::string>* kept_nodes,
+                                                std::vector<std::string>* kept_software) {
+  std::map<std::string, std::string> evict;
+  std::set<int> frozen;  // suspects of host-frozen incidents
+  for (const proto::Incident& incident : incidents) {
+    if (!Acted(incident) || !proto::Is(incident, proto::IncidentKind::kHostFrozen)) continue;
+    for (const proto::Suspect& s : incident.suspects) frozen.insert(s.rank);
+  }
+  // Every rank membership lists on `node` is frozen (and there is at least one).
+  auto host_frozen = [&](const std::string& node) {
+    bool any_rank = false;
+    for (const proto::Membership& m : membership) {
+      if (m.node != node || m.rank < 0 || proto::ProcessGone(m.state)) continue;
+      any_rank = true;
+      if (!frozen.count(m.rank)) return false;
+    }
+    return any_rank || membership.empty();
+  };
+  auto evidence = [&](const proto::Incident& incident, const std::string& node) -> std::string {
+    std::vector<const proto::HwSignal*> critical = CriticalOn(incident, node);
+    return critical.empty() ? std::string() : DescribeSignal(*critical.front());
+  };
+  for (const proto::Incident& incident : incidents) {
+    if (!Acted(incident)) continue;
+    std::set<std::string> nodes;
+    for (const proto::Suspect& s : incident.suspects) {
+      if (!s.node.empty()) nodes.insert(s.node);
+    }
+    const bool crash = proto::Is(incident, proto::IncidentKind::kCrash);
+    const bool stopped = proto::Is(incident, proto::IncidentKind::kHostFrozen);
+    if (proto::Is(incident, proto::IncidentKind::kTransportHang) && nodes.size() > 1) {
+      std::map<std::string, std::string> links;
+      for (const std::string& node : nodes) {
+        for (const proto::HwSignal* s : CriticalOn(incident, node)) {
+          if (s->source == "rdma") {
+            links.emplace(node, "its NIC's link failed during a transport hang: " + DescribeSignal(*s));
+          }
+        }
+      }
+      if (!links.empty() && links.size() < nodes.size()) {
+        evict.insert(links.begin(), links.end());
+      } else {
+        kept_nodes->push_back(fmt::format("{} nodes of comm {:016x}", nodes.size(), incident.comm_id));
+      }
+      continue;
+    }
+    for (const std::string& node : nodes) {
+      const std::string against = evidence(incident, node);
+      if (crash || stopped) {
+        if (!against.empty()) {
+          evict.emplace(node, fmt::format("a {} with hardware evidence: {}", incident.kind, against));
+        } else if (stopped && host_frozen(node)) {
+          evict.emplace(node, "host frozen: every rank on it stopped");
+        } else {
+          kept_software->push_back(node);
+        }
+        continue;
+      }
+      evict.emplace(node, against.empty() ? fmt::format("a {} suspect", incident.kind)
+                                          : fmt::format("a {} suspect; hardware: {}", incident.kind, against));
+    }
+  }
+  for (const auto& [node, why] : evict) {
+    kept_software->erase(std::remove(kept_software->begin(), kept_software->end(), node), kept_software->end());
+  }
+  return evict;
+}
+
 }  // namespace
 
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
@@ -31,8 +109,8 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
   std::set<int> unhealthy;
   std::set<int> hang_suspects;   // suspects of "hang" incidents (compute or host hang)
   std::map<int, std::string> other_suspects;  // of host-frozen, crash, transport-hang: kind
-  std::set<std::string> evict;
   std::vector<std::string> kept_nodes;  // transport hangs spanning nodes: not evicted
+  std::vector<std::string> kept_software;  // crashed or stopped processes with no evidence against their node
   bool any = false;
   bool bad_suspect = false;
   for (const proto::Incident& incident : incidents) {
@@ -50,21 +128,28 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
       if (!s.node.empty()) nodes.insert(s.node);
     }
     if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
-    if (proto::Is(incident, proto::IncidentKind::kTransportHang) && nodes.size() > 1) {
-      kept_nodes.push_back(fmt::format("{} nodes of comm {:016x}", nodes.size(), incident.comm_id));
-      continue;
-    }
-    evict.insert(nodes.begin(), nodes.end());
   }
   if (!any) {
     d.reason = "no hang or crash: nothing to decide";
     return d;
   }
-  d.evict_nodes.assign(evict.begin(), evict.end());
+  const std::map<std::string, std::string> evict = EvictedNodes(incidents, membership, &kept_nodes, &kept_software);
+  for (const auto& [node, why] : evict) {
+    d.evict_nodes.push_back(node);
+    d.evict_reasons.push_back(why);
+  }
   std::string evict_note;
   if (!kept_nodes.empty()) {
     evict_note = "; not evicting the " + kept_nodes.front() +
                  " (a transport hang across nodes does not say which link failed)";
+  }
+  if (!kept_software.empty()) {
+    evict_note += "; not evicting " + kept_software.front() +
+                  ": a software failure with no evidence against the node (no hardware signal, "
+                  "not a frozen host): it restarts in place and stays schedulable";
+  }
+  for (size_t i = 0; i < d.evict_nodes.size(); ++i) {
+    evict_note += fmt::format("; evicting {}: {}", d.evict_nodes[i], d.evict_reasons[i]);
   }
 
   d.decision = proto::DecisionKind::kStop;

@@ -27,11 +27,16 @@
 //     the restore plan keeps the newest step every shard has.
 //   - Otherwise "save-then-stop" with those ranks, or "stop" naming the first shard (or rank)
 //     that cannot be saved.
-//   - Evict: the nodes of hang, host-frozen and crash suspects. A transport hang evicts its node when all
-//     of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch),
-//     and no node when they span several: the snapshot cannot tell which link or NIC failed,
-//     and evicting every node of the comm would take healthy nodes out; the incident names
-//     them for a person to check.
+//   - Evict (EvictedNodes in decision.cc), with a reason per node: the nodes of hang suspects.
+//     A crash or a stopped process evicts its node only with evidence against the node: a
+//     critical hardware signal there in the incident's hardware (hw_evidence.h: an Xid of the
+//     GPU's, uncorrectable ECC, a link down, an MCE), or every rank of the node stopped (a frozen
+//     host); without it the failure is the software's: the job restarts in place and the node
+//     stays schedulable (the seed systems do the same). A transport hang evicts its node when
+//     all of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch);
+//     across nodes, the nodes whose NIC port reported a link failure (the link named), and
+//     none when no port did or every node's did: evicting every node of the comm would take
+//     healthy nodes out; the incident names them for a person to check.
 #ifndef FT_FTMASTER_DECISION_H_
 #define FT_FTMASTER_DECISION_H_
 
@@ -52,6 +57,7 @@ struct Decision {
   proto::DecisionKind decision = proto::DecisionKind::kNone;
   std::vector<SaveTarget> save;      // by rank; empty unless save-then-stop
   std::vector<std::string> evict_nodes;  // sorted
+  std::vector<std::string> evict_reasons;  // one per evict_nodes, for the scheduler's drain reason
   std::string reason;                // for people, one line
 };
 

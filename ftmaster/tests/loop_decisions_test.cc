@@ -85,8 +85,20 @@ TEST(WindowDecisionTest, ABusyRankIsReportedOnlyOnceItHeldTheJobLong) {
 TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
   Topology topology;
   ASSERT_TRUE(Topology::Parse("tp=1,dp=2,pp=1", "", 0, &topology).ok());
+  // The crashed rank's GPU fell off the bus just before (hw_evidence.h): its node goes.
+  HwLog hardware;
+  proto::HwSignal xid;
+  xid.node = "n1";
+  xid.source = "nvml";
+  xid.device = "0000:2a:00.0";
+  xid.kind = "xid";
+  xid.value = 79;
+  xid.critical = true;
+  xid.ranks = {1};
+  xid.unix_ms = 950;
+  hardware.Add(xid);
   WindowDecision d = DecideWindow({Made(proto::IncidentKind::kCrash, {1}), Made(proto::IncidentKind::kBusy, {0})},
-                                  "", Window(), 5000, 5010, &topology, {}, false, 60000);
+                                  "", Window(), 5000, 5010, &topology, {}, false, 60000, &hardware);
   EXPECT_EQ(d.kind, WindowDecision::Kind::kAct);
   ASSERT_EQ(d.to_write.size(), 2u);
   EXPECT_EQ(d.action.incident, "1000-crash") << "the acted incident names the action";
@@ -96,7 +108,18 @@ TEST(WindowDecisionTest, ACrashIsActedOnWithTheTopology) {
   ASSERT_EQ(d.action.save.size(), 1u);
   EXPECT_EQ(d.action.save[0].rank, 0) << "the crashed rank's healthy DP replica saves";
   EXPECT_EQ(d.evict_nodes, std::vector<std::string>{"n1"});
+  ASSERT_EQ(d.evict_reasons.size(), 1u);
+  EXPECT_NE(d.evict_reasons[0].find("Xid 79"), std::string::npos) << d.evict_reasons[0];
   EXPECT_EQ(d.to_write[0].decision, "save-then-stop") << "the incident carries the decision";
+  ASSERT_EQ(d.to_write[0].hardware.size(), 1u) << "the incident carries its evidence";
+  EXPECT_EQ(d.to_write[0].hardware[0].value, 79);
+
+  // Without it, the crash is the software's: nothing evicted, the job restarts in place.
+  const HwLog none;
+  d = DecideWindow({Made(proto::IncidentKind::kCrash, {1})}, "", Window(), 5000, 5010, &topology, {}, false, 60000,
+                   &none);
+  EXPECT_TRUE(d.evict_nodes.empty());
+  EXPECT_TRUE(d.to_write[0].hardware_checked);
 }
 
 TEST(CommandBatchTest, SaveAsksEveryTargetWithANodeAndStoresTheActionWithThem) {

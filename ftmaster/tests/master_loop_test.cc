@@ -170,6 +170,25 @@ class MasterLoopTest : public ::testing::Test {
                      "node", e.node, "json", proto::Encode(e)});
   }
 
+  // A worker's hardware event: `kind` on rank's GPU.
+  void Hardware(int rank, const std::string& kind, int64_t value, bool critical) {
+    proto::Event e;
+    e.kind = "hardware";
+    e.rank = rank;
+    e.node = job_.membership[static_cast<size_t>(rank)].node;
+    e.unix_ms = UnixMs();
+    e.message = "test";
+    e.hw.source = "nvml";
+    e.hw.device = "0000:2a:00.0";
+    e.hw.kind = kind;
+    e.hw.value = value;
+    e.hw.critical = critical;
+    e.hw.ranks = {rank};
+    e.hw.unix_ms = e.unix_ms;
+    server_.Execute({"XADD", keys_.Events(), "*", "kind", "hardware", "rank", std::to_string(rank),
+                     "node", e.node, "json", proto::Encode(e)});
+  }
+
   void Ack(const std::string& id, const std::string& node, int rank, const std::string& result) {
     proto::CommandAck a;
     a.id = id;
@@ -301,6 +320,42 @@ TEST_F(MasterLoopTest, LeadsAndMarksTheJobRunning) {
 
 // One rank exits cleanly while the others run on (the end of a job, seen one rank at a
 // time): no window, no incident. A crash opens one at once (below).
+// A critical signal while the job runs is an incident at once (its node a suspect before
+// anything fails), once; a crash on that node then evicts it, with the signal as the reason.
+TEST_F(MasterLoopTest, HardwareSignalsAreReportedAndEvictTheNodeOfACrash) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PeersWaitOnRank3();
+  Report();
+  Run(100, {&a});
+  Hardware(3, "xid", 13, false);  // an application's: kept as evidence, no incident
+  Run(200, {&a});
+  EXPECT_TRUE(server_.Stream(keys_.Incidents()).empty());
+  Hardware(3, "xid", 79, true);
+  Run(200, {&a});
+  ASSERT_EQ(server_.Stream(keys_.Incidents()).size(), 1u);
+  proto::Incident hw;
+  const auto written = server_.Stream(keys_.Incidents());
+  const auto& fields = written[0].fields;
+  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
+    if (fields[i] == "json") {
+      ASSERT_TRUE(proto::Decode(fields[i + 1], &hw).ok());
+    }
+  }
+  EXPECT_EQ(hw.kind, "hardware");
+  ASSERT_EQ(hw.suspects.size(), 1u);
+  EXPECT_EQ(hw.suspects[0].rank, 3);
+  EXPECT_EQ(hw.decision, "none");
+  Hardware(3, "xid", 79, true);  // again: said once
+  Run(200, {&a});
+  EXPECT_EQ(server_.Stream(keys_.Incidents()).size(), 1u);
+  EXPECT_EQ(State("job_state"), "running") << "a signal alone stops nothing";
+
+  Exit(3, false, -9, /*report=*/true);
+  Run(1500, {&a});
+  EXPECT_EQ(server_.Members(keys_.Evicted()), (std::set<std::string>{"n1"}));
+  EXPECT_NE(State("evicted_why:n1").find("Xid 79"), std::string::npos) << State("evicted_why:n1");
+}
+
 TEST_F(MasterLoopTest, ACleanExitAloneOpensNoWindow) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   Report();
@@ -412,7 +467,8 @@ TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
   Run(200, {&a});
   EXPECT_FALSE(a.loop->incident_open());
   ASSERT_EQ(server_.Stream(keys_.Incidents()).size(), 1u);
-  EXPECT_EQ(server_.Members(keys_.Evicted()), (std::set<std::string>{"n1"}));
+  EXPECT_TRUE(server_.Members(keys_.Evicted()).empty())
+      << "a crash with no evidence against its node restarts in place (hw_evidence.h)";
   EXPECT_EQ(State("job_state"), "stopping");
   proto::MasterAction action = StoredAction();
   EXPECT_EQ(action.decision, proto::DecisionKind::kSaveThenStop);

@@ -48,6 +48,22 @@ inline RankProgress SampleProgress() {
   return p;
 }
 
+inline HwSignal SampleHwSignal() {
+  HwSignal h;
+  h.node = "node1";
+  h.source = "nvml";
+  h.device = "0000:3b:00.0";
+  h.kind = "xid";
+  h.value = 79;
+  h.total = 3;
+  h.critical = true;
+  h.ranks = {5, 6};
+  h.pid = 4242;
+  h.unix_ms = 1763800000100;
+  h.detail = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.";
+  return h;
+}
+
 inline Event SampleEvent() {
   Event e;
   e.kind = "timeout";
@@ -69,6 +85,7 @@ inline Event SampleEvent() {
   e.baseline_ms = 900.25;
   e.compute_ms = 700.75;
   e.progress = SampleProgress();
+  e.hw = SampleHwSignal();
   return e;
 }
 
@@ -157,6 +174,8 @@ inline Incident SampleIncident() {
   i.suspects = {{5, "node1", "never reached allreduce #812"}, {6, "node2", "dead"}};
   i.comm_id = 0x3fa2ULL;
   i.evidence = {"rank 3 waits on allreduce #812", "rank 4 waits too"};
+  i.hardware = {SampleHwSignal()};
+  i.hardware_checked = true;
   i.confidence = 0.875;
   i.first_event_unix_ms = 1763800000000;
   i.window_closed_unix_ms = 1763800000950;

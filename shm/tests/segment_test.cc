@@ -23,6 +23,23 @@ TEST(SegmentTest, NameCarriesJobRankPidAndSanitizesJob) {
   EXPECT_EQ(SegmentName("job", 3, 5).rfind(SegmentPrefix("job"), 0), 0u);
 }
 
+// The GPU's bus id is foreign bytes too: read only once published, bounded, and only when it
+// looks like a bus id.
+TEST(SegmentTest, GpuBusIdIsReadOnlyWhenPublishedAndWellFormed) {
+  SegmentHeader h{};
+  std::memcpy(h.gpu_bus_id, "0000:3B:00.0", 13);
+  EXPECT_EQ(GpuBusIdOf(h), "") << "not published yet";
+  h.gpu_bus_id_ready.store(1);
+  EXPECT_EQ(GpuBusIdOf(h), "0000:3B:00.0");
+  std::memset(h.gpu_bus_id, 'a', sizeof(h.gpu_bus_id));  // no NUL in the field
+  EXPECT_EQ(GpuBusIdOf(h), "");
+  std::memcpy(h.gpu_bus_id, "0000:3B;rm -rf\0", 16);
+  EXPECT_EQ(GpuBusIdOf(h), "");
+  h.gpu_bus_id_ready.store(7);  // garbage flag
+  std::memcpy(h.gpu_bus_id, "0000:3B:00.0", 13);
+  EXPECT_EQ(GpuBusIdOf(h), "");
+}
+
 // Segment names follow the one job-name rule (common/job_name.h): jobs whose names differ
 // never list each other's segments.
 TEST(SegmentTest, JobsWhoseNamesDifferNeverShareAPrefix) {

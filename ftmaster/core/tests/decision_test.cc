@@ -9,6 +9,19 @@ namespace {
 
 using testing::Job;
 
+proto::HwSignal Signal(const char* node, const char* source, const char* kind, int64_t value, bool critical,
+                       std::vector<int> ranks) {
+  proto::HwSignal h;
+  h.node = node;
+  h.source = source;
+  h.device = std::string(source) == "rdma" ? "mlx5_0/1" : "0000:2a:00.0";
+  h.kind = kind;
+  h.value = value;
+  h.critical = critical;
+  h.ranks = std::move(ranks);
+  return h;
+}
+
 proto::Incident Incident(const char* kind, std::vector<proto::Suspect> suspects) {
   proto::Incident i;
   i.id = std::string("1-") + kind;
@@ -73,7 +86,9 @@ TEST(DecisionTest, ShardWithoutHealthyReplicaStops) {
   EXPECT_EQ(d.decision, proto::DecisionKind::kStop);
   EXPECT_TRUE(d.save.empty());
   EXPECT_NE(d.reason.find("shard tp=1 pp=1"), std::string::npos) << d.reason;
-  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n2"}));
+  // A crash with no evidence against n2 is the software's: it restarts in place.
+  EXPECT_TRUE(d.evict_nodes.empty());
+  EXPECT_NE(d.reason.find("not evicting n2: a software failure"), std::string::npos) << d.reason;
 }
 
 // Sharded optimizer state: every DP rank holds its own slice, so a hung rank whose process is
@@ -102,7 +117,7 @@ TEST(DecisionTest, ShardedOptimizerStopsWhenASuspectCannotSave) {
     EXPECT_TRUE(d.save.empty());
     EXPECT_NE(d.reason.find("rank 2 of shard tp=0 pp=0 cannot save its slice (a host-frozen suspect)"),
               std::string::npos) << d.reason;
-    EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+    EXPECT_TRUE(d.evict_nodes.empty()) << "rank 3 runs on n1: a stopped process, not a frozen host";
   }
   {
     Job job(2, 2, 2, 2);  // named in a hang, but its process is gone
@@ -211,6 +226,54 @@ TEST(DecisionTest, PureDataParallelSavesEveryHealthyRank) {
   Decision d = Decide(incidents, Grid(1, 8, 1), job.membership, false);
   EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop);
   EXPECT_EQ(Ranks(d), (std::vector<int>{1, 2, 3, 4, 5, 7}));
+}
+
+// Evidence decides whether a failed process takes its node with it (hw_evidence.h): the GPU
+// fallen off the bus does; an application's Xid, or nothing, does not.
+TEST(DecisionTest, ACrashEvictsItsNodeOnlyWithHardwareEvidence) {
+  Job job(2, 2, 2, 2);
+  proto::Incident crash = Incident("crash", {{2, "n1", "killed by signal 9"}});
+  crash.hardware = {Signal("n1", "nvml", "xid", 79, true, {2})};
+  Decision d = Decide(std::vector<proto::Incident>{crash}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  ASSERT_EQ(d.evict_reasons.size(), 1u);
+  EXPECT_NE(d.evict_reasons[0].find("Xid 79 on GPU 0000:2a:00.0 (rank 2)"), std::string::npos) << d.evict_reasons[0];
+  EXPECT_EQ(d.decision, proto::DecisionKind::kSaveThenStop) << d.reason;
+
+  crash.hardware = {Signal("n1", "nvml", "xid", 13, false, {2})};
+  d = Decide(std::vector<proto::Incident>{crash}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_TRUE(d.evict_nodes.empty()) << "an application's Xid alone never evicts";
+  EXPECT_NE(d.reason.find("restarts in place"), std::string::npos) << d.reason;
+
+  // Critical, but on another node: not evidence against n1.
+  crash.hardware = {Signal("n3", "nvml", "ecc-uncorrected", 2, true, {6})};
+  d = Decide(std::vector<proto::Incident>{crash}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_TRUE(d.evict_nodes.empty());
+}
+
+TEST(DecisionTest, AFrozenHostIsEvictedAStoppedProcessIsNot) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> one = {Incident("host-frozen", {{2, "n1", "stopped"}})};
+  EXPECT_TRUE(Decide(one, Grid(2, 2, 2), job.membership, false).evict_nodes.empty());
+  std::vector<proto::Incident> both = {Incident("host-frozen", {{2, "n1", "stopped"}, {3, "n1", "stopped"}})};
+  Decision d = Decide(both, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  EXPECT_NE(d.evict_reasons.at(0).find("host frozen"), std::string::npos) << d.evict_reasons.at(0);
+}
+
+TEST(DecisionTest, ATransportHangAcrossNodesEvictsTheNodeWhoseLinkWentDown) {
+  Job job(2, 2, 2, 2);
+  proto::Incident across = Incident("transport-hang", {{0, "n0", ""}, {2, "n1", ""}});
+  across.comm_id = job.DpComm(0, 0);
+  across.hardware = {Signal("n1", "rdma", "link-downed", 2, true, {2, 3}),
+                     Signal("n0", "rdma", "port-xmit-wait", 500, false, {0, 1})};
+  Decision d = Decide(std::vector<proto::Incident>{across}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  EXPECT_NE(d.evict_reasons.at(0).find("link-downed +2 on NIC mlx5_0/1"), std::string::npos) << d.evict_reasons.at(0);
+  // Every node's link down: which one failed first is not said; nobody is evicted.
+  across.hardware.push_back(Signal("n0", "rdma", "link-downed", 1, true, {0, 1}));
+  d = Decide(std::vector<proto::Incident>{across}, Grid(2, 2, 2), job.membership, false);
+  EXPECT_TRUE(d.evict_nodes.empty());
 }
 
 }  // namespace
