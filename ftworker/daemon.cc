@@ -86,6 +86,7 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
                                         .local_dir = options_.config.ckpt_dir,
                                         .remote_dir = options_.config.ckpt_remote_dir}),
       store_(std::move(store)),
+      rank_devices_(options_.config.sysfs_root),
       progress_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.progress_refresh).count()),
       summary_pacer_(std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.summary_refresh).count(),
                      kSummaryChangeRatio) {
@@ -321,6 +322,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
                                mono_ns, event.unix_ms);
     }
   }
+  ReportHardware(unix_ms);
   const MasterNews news = TakeNews(mono_ns);
   Report(mono_ns, unix_ms);
   if (mono_ns >= next_heartbeat_ns_) {
@@ -372,6 +374,38 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   }
   PollArenaGc(mono_ns);
   PollMaster(mono_ns, unix_ms, news);
+}
+
+void Daemon::ReportHardware(int64_t unix_ms) {
+  if (options_.health == nullptr) return;
+  std::vector<proto::HwSignal> signals = options_.health->Take();
+  if (signals.empty()) return;
+  std::vector<health::RankDevice> ranks;
+  for (const NodeMonitor::RankHardware& r : monitor_->Hardware()) ranks.push_back({r.rank, r.pid, r.gpu_bus_id});
+  rank_devices_.Update(ranks);
+  for (proto::HwSignal& signal : signals) {
+    rank_devices_.Attach(&signal);
+    proto::Event event;
+    event.kind = proto::EventKindName(proto::EventKind::kHardware);
+    event.rank = signal.ranks.size() == 1 ? signal.ranks.front() : -1;
+    event.node = options_.node;
+    event.unix_ms = signal.unix_ms > 0 ? signal.unix_ms : unix_ms;
+    std::string whose = "the node";
+    if (!signal.ranks.empty()) {
+      whose = "rank";
+      for (size_t i = 0; i < signal.ranks.size(); ++i) whose += (i ? "," : " ") + std::to_string(signal.ranks[i]);
+    }
+    event.message = fmt::format("{}{} {} on {} ({}): {}", signal.critical ? "critical: " : "", signal.kind,
+                                signal.value, signal.device, whose, signal.detail);
+    if (signal.critical) {
+      FT_LOG(Warn, Worker, "hardware: {}", event.message);
+    } else {
+      FT_LOG(Info, Worker, "hardware: {}", event.message);
+    }
+    event.hw = std::move(signal);
+    reporter_.AddEvent(event);
+    if (options_.metrics != nullptr) options_.metrics->OnEvent(event);
+  }
 }
 
 MasterNews Daemon::TakeNews(uint64_t mono_ns) {

@@ -27,6 +27,8 @@
 
 #include "common/config.h"
 #include "ftworker/ckpt/ckpt_keeper.h"
+#include "ftworker/health/health_sampler.h"
+#include "ftworker/health/rank_devices.h"
 #include "ftworker/command_runner.h"
 #include "ftworker/master_watch.h"
 #include "ftworker/monitor/node_monitor.h"
@@ -65,6 +67,9 @@ struct DaemonOptions {
   std::function<void(const uint8_t*, uint64_t)> arena_mapped, arena_unmapped;
   ArenaHolderFn arena_holder;  // tests: who holds an arena; empty: SystemArenaHolder()
   WorkerMetrics* metrics = nullptr;  // fed by the loop (worker_metrics.h); null: none
+  // The node's hardware and system signals (main.cc starts one with FT_HEALTH), reported as
+  // hardware events each tick; null: none read (tests that do not inject signals).
+  health::HealthSampler* health = nullptr;
 };
 
 class Daemon {
@@ -109,6 +114,8 @@ class Daemon {
   // The polls of what the master publishes: at once for what a notice named, the rest at
   // their fallback rate (quick while no notice can be heard, slow while they can).
   void PollMaster(uint64_t mono_ns, int64_t unix_ms, const MasterNews& news);
+  // The hardware signals read since the last tick, each with the ranks it concerns, as events.
+  void ReportHardware(int64_t unix_ms);
   // Which progress tables and summaries go out at this tick (report_pacing.h).
   void Report(uint64_t mono_ns, int64_t unix_ms);
   // Whether Redis still holds this node's memberships (one HMGET, every kMembershipCheckNs);
@@ -130,6 +137,7 @@ class Daemon {
   std::unique_ptr<Prefetcher> prefetcher_;  // the plan file's gate: after plan_sync_
   std::unique_ptr<redis::Store> store_;
   std::unique_ptr<MasterWatch> watch_;  // null: no notices (tests on a FakeStore)
+  health::RankDevices rank_devices_;
   ProgressPacer progress_pacer_;
   SummaryPacer summary_pacer_;
   bool window_open_ = false;          // the master's window notice: its ranks' tables are written

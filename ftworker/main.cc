@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "common/log.h"
 #include "ftworker/daemon.h"
 #include "ftworker/ckpt/gc_command.h"
+#include "ftworker/health/health_sampler.h"
 #include "ftworker/transfer/listen_address.h"
 #include "ftworker/monitor/node_monitor.h"
 #include "ftworker/prefetch/prefetcher.h"
@@ -295,6 +298,18 @@ int main(int argc, char** argv) {
   options.metrics = &worker_metrics;
   options.persist = worker_metrics.WrapPersist(std::move(options.persist));
   options.make_transfer_server = worker_metrics.WrapTransferServer(std::move(options.make_transfer_server));
+  // Hardware and system signals (FT_HEALTH): NVML, the RDMA ports' counters, the kernel log,
+  // read on the sampler's own thread.
+  std::unique_ptr<ft::worker::health::HealthSampler> health;
+  if (config.health) {
+    health = std::make_unique<ft::worker::health::HealthSampler>(ft::worker::health::HealthSamplerOptions{
+        .nvml_library = config.nvml_library,
+        .sysfs_root = config.sysfs_root,
+        .kmsg_path = config.kmsg_path,
+        .interval = std::chrono::duration_cast<std::chrono::milliseconds>(config.health_interval)});
+    health->Start();
+    options.health = health.get();
+  }
   {
     ft::worker::Daemon daemon(std::move(options), &monitor);
     daemon.Run(g_stop);

@@ -217,6 +217,12 @@ std::vector<int> NodeMonitor::Ranks() const {
   return ranks;
 }
 
+std::vector<NodeMonitor::RankHardware> NodeMonitor::Hardware() const {
+  std::vector<RankHardware> out;
+  for (const auto& [rank, m] : current_) out.push_back({rank, m->pid(), m->gpu_bus_id()});
+  return out;
+}
+
 std::vector<NodeMonitor::RankHookFailures> NodeMonitor::HookFailures() const {
   std::vector<RankHookFailures> out;
   for (const auto& m : monitors_) {

@@ -79,6 +79,16 @@ class NodeMonitor {
   // Ranks whose current incarnation is alive (running or disabled), ascending.
   std::vector<int> Ranks() const;
 
+  // The current incarnation of each rank, alive or not (an OOM kill is read after the process
+  // ended): its pid and GPU (shm/layout.h gpu_bus_id, "" until libft.so wrote it). The daemon
+  // maps hardware signals to ranks by them (ftworker/health/rank_devices.h).
+  struct RankHardware {
+    int rank = -1;
+    int pid = 0;
+    std::string gpu_bus_id;
+  };
+  std::vector<RankHardware> Hardware() const;
+
   // Failures libft.so swallowed (shm/hook_failures.h), per incarnation still read, as of the
   // last Tick; incarnations without any are left out. The counts only grow within one.
   struct RankHookFailures {

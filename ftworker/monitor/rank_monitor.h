@@ -113,6 +113,8 @@ class RankMonitor {
   uint32_t term_grace_ms() const {
     return segment_ ? segment_->header()->term_grace_ms.load(std::memory_order_relaxed) : 0;
   }
+  // The rank's GPU PCI bus id (shm/layout.h gpu_bus_id), "" until libft.so wrote it.
+  std::string gpu_bus_id() const { return segment_ ? shm::GpuBusIdOf(*segment_->header()) : std::string(); }
   uint64_t incarnation() const { return incarnation_; }
   const std::string& name() const { return segment_->name(); }
   uint64_t inode() const { return inode_; }
