@@ -234,11 +234,71 @@ Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValu
   return Status::Ok();
 }
 
+namespace {
+
+// The stacks the workers took for each incident (`<incident>-stacks-<rank>` acks,
+// stacks_request.h), by incident id.
+struct RankStack {
+  int rank = -1;
+  std::string node, result, text;
+};
+Status ReadStacks(redis::Commands& client, const proto::Keys& keys, std::map<std::string, std::vector<RankStack>>* out) {
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Acks(), "-", "+"}, &reply));
+  std::vector<StreamEntry> entries;
+  ParseStream(reply, &entries);
+  for (const StreamEntry& e : entries) {
+    const std::string* json = e.Get("json");
+    proto::CommandAck ack;
+    if (json == nullptr || !proto::Decode(*json, &ack).ok()) continue;  // not a stack: the others report bad acks
+    const size_t at = ack.id.rfind("-stacks-");
+    if (at == std::string::npos) continue;
+    (*out)[ack.id.substr(0, at)].push_back({ack.rank, ack.node, ack.result, ack.message});
+  }
+  return Status::Ok();
+}
+
+// The suspects' stacks, then the healthy ranks' grouped by their main thread's stack (the
+// dominant group first): a suspect whose stack is not the healthy ranks' is where it is stuck.
+std::string StacksBlock(const proto::Incident& incident, const std::vector<RankStack>& stacks) {
+  std::set<int> suspects;
+  for (const proto::Suspect& s : incident.suspects) suspects.insert(s.rank);
+  auto first_line = [](const std::string& text) { return text.substr(0, text.find('\n')); };
+  std::string out;
+  std::map<std::string, std::vector<int>> healthy;  // main thread's stack -> ranks
+  for (const RankStack& s : stacks) {
+    if (suspects.count(s.rank)) {
+      out += s.result == "done"
+                 ? fmt::format("   stack of rank {} (suspect, {}): {}\n", s.rank, s.node, first_line(s.text))
+                 : fmt::format("   stack of rank {} (suspect, {}): not taken: {}\n", s.rank, s.node, s.text);
+    } else if (s.result == "done") {
+      // Alike whatever their thread ids: "tid 4100: " left out of the key.
+      std::string stack = first_line(s.text);
+      if (const size_t colon = stack.find(": "); stack.rfind("tid ", 0) == 0 && colon != std::string::npos) {
+        stack = stack.substr(colon + 2);
+      }
+      healthy[stack].push_back(s.rank);
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<int>>> groups(healthy.begin(), healthy.end());
+  std::stable_sort(groups.begin(), groups.end(), [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
+  for (const auto& [stack, ranks] : groups) {
+    std::string list;
+    for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    out += fmt::format("   stack of healthy rank{} {}: {}\n", ranks.size() == 1 ? "" : "s", list, stack);
+  }
+  return out;
+}
+
+}  // namespace
+
 Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   BadValues bad;
   PlanSummary plan;
   FT_RETURN_IF_ERROR(ReadPlanSummary(client, keys, &bad, &plan));
+  std::map<std::string, std::vector<RankStack>> stacks;
+  FT_RETURN_IF_ERROR(ReadStacks(client, keys, &stacks));
   std::string start = "-";
   size_t shown = 0;
   // The newest incident is written last, with the plan the relaunch restores.
@@ -290,10 +350,18 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
       if (o.json) {
         Json j = AsJson(incident);
         if (saved) j["checkpoint"] = Json::parse(outcomes[k], nullptr, false);
+        if (auto st = stacks.find(incident.id); st != stacks.end()) {
+          Json list = Json::array();
+          for (const RankStack& r : st->second) {
+            list.push_back({{"rank", r.rank}, {"node", r.node}, {"result", r.result}, {"stack", r.text}});
+          }
+          j["stacks"] = std::move(list);
+        }
         held_json = std::move(j);
       } else {
         held = IncidentBlock(incident, {});
         if (saved) held += fmt::format("   checkpoint: {}\n", DescribeSaveOutcome(outcome));
+        if (auto st = stacks.find(incident.id); st != stacks.end()) held += StacksBlock(incident, st->second);
       }
     }
     if (entries.size() < 1000) break;

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "ftmaster/core/decision.h"
 #include "ftmaster/loop_util.h"
+#include "ftmaster/stacks_request.h"
 #include "proto/codec.h"
 #include "proto/notice.h"
 #include "redis/spread.h"
@@ -115,6 +116,13 @@ void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
     if (!ctx_->writer.Run(writes)) return;
     if (entries.size() < kEventBatch) return;
   }
+}
+
+void WindowRound::RequestStacks(const std::vector<proto::Incident>& written, int64_t unix_ms) {
+  std::vector<redis::Argv> writes = StacksRequests(written, membership_->values(), unix_ms, ctx_->keys);
+  if (writes.empty()) return;
+  // Best effort: a lost request costs the incident its stacks, nothing else.
+  if (!ctx_->writer.Run(writes)) FT_LOG(Info, Master, "the stacks of the incident's suspects were not requested");
 }
 
 void WindowRound::TakeHardware(const proto::Event& event, int64_t unix_ms) {
@@ -418,9 +426,13 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
                                            {{"open_incident", proto::Encode(open_.Persisted())}}, {});
     ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
     if (!won) return std::nullopt;
+    std::vector<proto::Incident> written;
     for (size_t i = 0; i < d.to_write.size(); ++i) {
-      if ((*won)[i]) ctx_->Print(d.to_write[i], {});
+      if (!(*won)[i]) continue;
+      ctx_->Print(d.to_write[i], {});
+      written.push_back(d.to_write[i]);
     }
+    RequestStacks(written, unix_ms);
     FT_LOG(Info, Master, "a busy rank holds the job up ({}); re-evaluating every {} ms",
            d.busy_outcome, window_ms);
     return std::nullopt;
@@ -440,11 +452,16 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
   bool any = false;
+  std::vector<proto::Incident> written;
   for (size_t i = 0; i < d.to_write.size(); ++i) {
     if (!(*won)[i]) continue;
     any = true;
     ctx_->Print(d.to_write[i], Acted(d.to_write[i]) ? d.evict_nodes : std::vector<std::string>{});
+    written.push_back(d.to_write[i]);
   }
+  // Before the action's save and stop commands: a worker executes its node's commands in order,
+  // so the stacks are taken while the suspects still run.
+  RequestStacks(written, unix_ms);
   open_ = IncidentWindow{};
   if (any) {
     FT_LOG(Info, Master, "incident {}: {} ({}); topology {}; after the window closed: decided {:.0f} ms, "

@@ -84,6 +84,8 @@ class WindowRound {
   // incident window open, is reported at once as a "hardware" incident (its node a suspect
   // before anything fails), once per (node, device, kind) per kHardwareRepeatMs.
   void TakeHardware(const proto::Event& event, int64_t unix_ms);
+  // Asks the workers for the stacks of the written incidents' suspects (stacks_request.h).
+  void RequestStacks(const std::vector<proto::Incident>& written, int64_t unix_ms);
   bool ReadProgress(Clock::time_point now);
   bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
   // closed_at: when the window was found closed (real clock, for the stats).

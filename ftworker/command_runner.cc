@@ -45,8 +45,31 @@ std::string CommandStaleness(const proto::Command& command, int rank, uint64_t i
   return "";
 }
 
-CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms)
-    : monitor_(monitor), node_(std::move(node)), save_deadline_ms_(save_deadline_ms) {}
+CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms,
+                             std::string stack_tool)
+    : monitor_(monitor), node_(std::move(node)), save_deadline_ms_(save_deadline_ms),
+      stack_tool_(std::move(stack_tool)) {}
+
+void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t now_unix_ms,
+                                std::vector<proto::CommandAck>* acks) {
+  if (stack_tool_.empty()) {
+    acks->push_back(MakeAck(command, rank, "not_supported", "stack collection is off on this node (FT_STACKS=0)",
+                            now_unix_ms));
+    return;
+  }
+  int pid = 0;
+  for (const proto::Membership& m : monitor_->Memberships()) {
+    if (m.rank == rank) pid = m.pid;
+  }
+  std::unique_ptr<StackCapture> capture;
+  Status s = pid > 0 ? StackCapture::Start(stack_tool_, pid, static_cast<uint64_t>(now_unix_ms) * 1000000, &capture)
+                     : Status::NotFound(fmt::format("rank {} has no process on node {}", rank, node_));
+  if (!s.ok()) {
+    acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
+    return;
+  }
+  stacks_.push_back(Stacking{command, rank, std::move(capture)});
+}
 
 proto::CommandAck CommandRunner::MakeAck(const proto::Command& command, int rank,
                                          std::string result, std::string message,
@@ -128,6 +151,10 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
                                        now_unix_ms));
       continue;
     }
+    if (command.kind == "stacks") {
+      StartStacks(command, rank, now_unix_ms, acks);
+      continue;
+    }
     MailboxCommand type;
     int64_t wait_ms = kMessageAckMs;
     if (command.kind == "message") {
@@ -154,6 +181,17 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
 }
 
 void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks) {
+  for (size_t i = 0; i < stacks_.size();) {
+    std::string summary;
+    Status s;
+    if (!stacks_[i].capture->Poll(static_cast<uint64_t>(now_unix_ms) * 1000000, &summary, &s)) {
+      ++i;
+      continue;
+    }
+    acks->push_back(MakeAck(stacks_[i].command, stacks_[i].rank, s.ok() ? "done" : "failed",
+                            s.ok() ? std::move(summary) : std::string(s.message()), now_unix_ms));
+    stacks_.erase(stacks_.begin() + static_cast<long>(i));
+  }
   for (size_t i = 0; i < waiting_.size();) {
     Waiting& w = waiting_[i];
     auto ack = monitor_->PollAck(w.rank, w.seq);

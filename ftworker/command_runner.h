@@ -6,7 +6,9 @@
 //
 // Kinds and the mailbox command each becomes: "message" -> kMessage, "save" -> kSave (a
 // just-in-time checkpoint now), "save-at-step" -> kSaveAtStep (a checkpoint at the rank's next
-// ft_step_done); "stop" signals the rank. How long the process's acknowledgement is waited for
+// ft_step_done); "stop" signals the rank; "stacks" takes the rank's native stacks
+// (ftworker/stacks/stack_capture.h, eu-stack), acked "done" with one line per thread, unless
+// FT_STACKS is 0 ("not_supported"). How long the process's acknowledgement is waited for
 // depends on the kind: a message 10 s, a save FT_SAVE_DEADLINE (a save copies the whole state),
 // a save at the next step 10 min (the next step may be a long one away). The process's result
 // becomes the ack's result (AckResultName); its message passes through unchanged (a save's
@@ -22,10 +24,12 @@
 #include <cstdint>
 #include <set>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ftworker/monitor/node_monitor.h"
+#include "ftworker/stacks/stack_capture.h"
 #include "proto/messages.h"
 
 namespace ft::worker {
@@ -46,7 +50,9 @@ std::string AckResultName(int32_t result);
 class CommandRunner {
  public:
   // `save_deadline_ms`: how long a "save" waits for the process's acknowledgement.
-  CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms = 30000);
+  // `stack_tool`: what "stacks" runs (FT_STACK_TOOL); "": stacks are off (FT_STACKS=0).
+  CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms = 30000,
+                std::string stack_tool = "eu-stack");
 
   // Starts `command`; acknowledgements that are ready now are appended to *acks.
   void Execute(const proto::Command& command, int64_t now_unix_ms,
@@ -55,7 +61,7 @@ class CommandRunner {
   // those that waited longer than their kind allows (see above).
   void Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks);
 
-  size_t in_flight() const { return waiting_.size(); }
+  size_t in_flight() const { return waiting_.size() + stacks_.size(); }
 
  private:
   struct Waiting {
@@ -77,8 +83,18 @@ class CommandRunner {
   NodeMonitor* monitor_;
   std::string node_;
   int64_t save_deadline_ms_;
+  struct Stacking {
+    proto::Command command;
+    int rank;
+    std::unique_ptr<StackCapture> capture;
+  };
+  void StartStacks(const proto::Command& command, int rank, int64_t now_unix_ms,
+                   std::vector<proto::CommandAck>* acks);
+
+  std::string stack_tool_;
   std::set<std::string> executed_;
   std::vector<Waiting> waiting_;
+  std::vector<Stacking> stacks_;
 };
 
 }  // namespace ft::worker

@@ -10,6 +10,7 @@ packages=(
   libfmt-dev libhiredis-dev libboost-dev libibverbs-dev nlohmann-json3-dev libsimdjson-dev
   libxxhash-dev libssl-dev
   redis-server
+  elfutils       # eu-stack: the stacks of an incident's suspects (FT_STACK_TOOL)
   prometheus     # metrics.e2e_prometheus scrapes ftworker and ftmaster with it
   python3-torch  # PyTorch (CPU) for Debian's /usr/bin/python3: the PyTorch tests (python/README.md)
 )

@@ -17,6 +17,9 @@ local rank 1, GPU 1 (gpusim's bus 0x2a), whose nearest NIC in the test's PCI tre
                    link and evicts node1 alone
   --case none      rank 5 SIGKILLed with nothing reported by any signal: the incident says
                    "none found", nothing evicted
+  --case stack     rank 3 stops in a host function (trainsim --fault hang-host): the hang
+                   incident's suspect stack, taken by its worker (eu-stack), names that
+                   function, beside the healthy ranks' stacks, within 10 s of the verdict
 
 Each prints `RESULT health case=... evidence_s=...` (the verdict to its evidence being in Redis).
 """
@@ -250,7 +253,33 @@ def case_none(args):
         print("RESULT health case=none evidence_s=%.1f evicted=none" % evidence_lag(crash))
 
 
-CASES = {"gpu": case_gpu, "app-xid": case_app_xid, "link": case_link, "none": case_none}
+def case_stack(args):
+    with HealthCluster(args, job="hw-stack") as c:
+        c.start()
+        c.start_ckpt_job(MODEL[:-2] + ["--steps", "100000", "--fault", "hang-host", "--fault-rank", "3",
+                                       "--fault-step", "60"])
+        inc = c.wait_for(lambda: c.incidents("hang"), 90, "the hang incident")[0]
+        show(inc)
+        check(suspects(inc) == [(3, "node0")], "suspects %s, expected rank 3 on node0" % suspects(inc))
+
+        def shown():
+            out = c.master_cli("incidents")
+            return out if "stack of rank 3 (suspect" in out and "stack of healthy" in out else None
+        text = c.wait_for(shown, 30, "the suspect's and the healthy ranks' stacks in `ftmaster incidents`", poll=0.5)
+        took = time.time() - inc["decided_unix_ms"] / 1000.0
+        print("$ ftmaster incidents\n" + text)
+        line = next(l for l in text.splitlines() if "stack of rank 3 (suspect" in l)
+        check("InjectHostFault" in line and "pause" in line,
+              "the suspect's stack does not name the host function it waits in: %s" % line)
+        listed = [json.loads(l) for l in c.master_cli("incidents", "--json").splitlines() if l.strip()]
+        stacks = next(i["stacks"] for i in listed if i["id"] == inc["id"])
+        check(sorted(s["rank"] for s in stacks) == [0, 1, 3], "stacks of ranks %s, expected 3 and two healthy"
+              % sorted(s["rank"] for s in stacks))
+        check(took <= 10, "the stacks were shown %.1f s after the verdict" % took)
+        print("RESULT health case=stack stack_s=%.1f" % took)
+
+
+CASES = {"gpu": case_gpu, "app-xid": case_app_xid, "link": case_link, "none": case_none, "stack": case_stack}
 
 
 def main():
