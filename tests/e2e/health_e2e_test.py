@@ -36,7 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import check  # noqa: E402
 from ckpt_e2e_test import CkptCluster, parse_args, suspects  # noqa: E402
 
-FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5", "FT_HEALTH_INTERVAL": "250ms"}
+# Progress tables refreshed every second: wait_running sees the ranks move.
+FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5", "FT_HEALTH_INTERVAL": "250ms", "FT_PROGRESS_REFRESH": "1s"}
 MODEL = ["--dp", "2", "--tp", "4", "--param-bytes", "64kb", "--compute-ms", "20", "--steps", "100000"]
 TOPOLOGY = ["--topology", "dp=2,tp=4,pp=1", "--order", "tp-dp-pp"]
 # gpusim's PCI bus of GPU k (tests/gpusim/cudart/device.cc).
