@@ -22,8 +22,11 @@ build: configure
 
 # Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
 # soaks (label soak) run with `make soak`.
+# Unit tests two at a time (each is one short process); the end-to-end tests one at a time, as
+# their timing promises are sized for.
 test: build
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE soak
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -L unit -j 2
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit'
 
 # Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
 # ftmaster and two workers: no incident.

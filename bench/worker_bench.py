@@ -87,6 +87,45 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])
 
 
+def thread_ticks(pid, name):
+    """utime + stime of the threads of `pid` named `name` (/proc/<pid>/task/*/comm)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
+                if f.read().strip() != name:
+                    continue
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                data = f.read()
+        except OSError:
+            continue
+        fields = data[data.rindex(")") + 2:].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
+
+
+def signal_sources(build, root, ranks):
+    """What the worker's health sampler reads, as on a GPU node: gpusim's NVML with `ranks` GPUs,
+    a sysfs tree with one RDMA port per GPU, a kernel log file."""
+    env = {"FT_NVML_LIBRARY": os.path.join(build, "gpusim", "libnvidia-ml.so.1"),
+           "GPUSIM_DEVICE_COUNT": str(ranks), "GPUSIM_NVML_STATE": os.path.join(root, "nvml-state"),
+           "FT_SYSFS_ROOT": os.path.join(root, "sys"), "FT_KMSG_PATH": os.path.join(root, "kmsg")}
+    open(env["GPUSIM_NVML_STATE"], "w").close()
+    open(env["FT_KMSG_PATH"], "w").close()
+    for k in range(ranks):
+        port = os.path.join(root, "sys", "class", "infiniband", "mlx5_%d" % k, "ports", "1")
+        for sub, names in (("counters", ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors",
+                                         "port_xmit_discards", "port_xmit_wait")),
+                           ("hw_counters", ("local_ack_timeout_err", "out_of_sequence"))):
+            os.makedirs(os.path.join(port, sub))
+            for n in names:
+                with open(os.path.join(port, sub, n), "w") as f:
+                    f.write("0\n")
+        with open(os.path.join(port, "state"), "w") as f:
+            f.write("4: ACTIVE\n")
+    return env
+
+
 def sched_ns(pid):
     """CPU time in ns from /proc/<pid>/schedstat (finer than the 10 ms ticks of stat); None
     when the kernel does not provide it."""
@@ -238,6 +277,7 @@ def main():
         env["FT_REDIS_PASSWORD"] = server.password
         env["FT_TIMEOUT_WARMUP"] = "%dms" % int(timeout_ms)
         env.setdefault("FT_LOG_LEVEL", "info")
+        env.update(signal_sources(build, log_dir, ranks))
         worker = subprocess.Popen([worker_exe, "--job", job, "--redis", server.url, "--node", "n0"],
                                   stdin=subprocess.DEVNULL, stdout=worker_log, stderr=worker_log,
                                   env=env)
@@ -269,11 +309,13 @@ def main():
         c0 = [p.counters() for p in producers]
         t0 = mono_ns()
         w0 = cpu_ticks(worker.pid)
+        h0 = thread_ticks(worker.pid, "ft-health")
         s0 = sched_ns(worker.pid)
         p0 = sum(cpu_ticks(p.proc.pid) for p in producers)
         r0 = cpu_ticks(server.proc.pid)
         time.sleep(window_s)
         w1 = cpu_ticks(worker.pid)
+        h1 = thread_ticks(worker.pid, "ft-health")
         s1 = sched_ns(worker.pid)
         t1 = mono_ns()
         p1 = sum(cpu_ticks(p.proc.pid) for p in producers)
@@ -281,6 +323,9 @@ def main():
         c1 = [p.counters() for p in producers]
         elapsed = (t1 - t0) / 1e9
         cpu_pct = 100.0 * (w1 - w0) / CLK_TCK / elapsed
+        health_pct = 100.0 * (h1 - h0) / CLK_TCK / elapsed
+        print("bench: health sampler (NVML on %d GPUs, %d RDMA ports, the kernel log, every %s): %.2f%% of one core"
+              % (ranks, ranks, os.environ.get("FT_HEALTH_INTERVAL", "1s"), health_pct))
         sched_pct = 100.0 * (s1 - s0) / 1e9 / elapsed if s0 is not None and s1 is not None else None
         rates = [(b[0] - a[0]) / elapsed for a, b in zip(c0, c1)]       # offered (ring_head)
         consumed = [(b[2] - a[2]) / elapsed for a, b in zip(c0, c1)]    # taken (ring_tail)
@@ -367,8 +412,8 @@ def main():
                   "MISSED (producers starved: they offered less; figures understate the load)"),
                  "yes" if sum(run_drops) == 0 else "NO", detect))
         print("RESULT worker cpu_pct=%.2f event_latency_ms=%.1f ranks=%d consumed_per_s=%.0f "
-              "consumed_total_per_s=%.0f ring_drops=%d offered_per_s=%.0f"
-              % (cpu_pct, latency, ranks, min(consumed), sum(consumed), sum(run_drops), min(rates)),
+              "consumed_total_per_s=%.0f ring_drops=%d offered_per_s=%.0f health_cpu_pct=%.2f"
+              % (cpu_pct, latency, ranks, min(consumed), sum(consumed), sum(run_drops), min(rates), health_pct),
               flush=True)
         ok = True
     finally:
