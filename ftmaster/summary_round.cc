@@ -256,6 +256,7 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
   named_before_ = named;
   for (proto::Incident& incident : incidents) {
     if (incident.suspects.empty()) continue;
+    if (hardware_ != nullptr) AttachHardware(std::span<proto::Incident>(&incident, 1), *hardware_, unix_ms);
     if (proto::Is(incident, proto::IncidentKind::kSlowLink)) {
       // Once per episode by the detector (named_links); a master that takes over may name a
       // standing one again.

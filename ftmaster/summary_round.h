@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ftmaster/core/hw_evidence.h"
 #include "ftmaster/core/job_slowdown.h"
 #include "ftmaster/core/slow_policy.h"
 #include "ftmaster/core/straggler.h"
@@ -43,6 +44,9 @@ class SummaryRound {
   using Clock = LoopContext::Clock;
 
   explicit SummaryRound(LoopContext* ctx);
+  // The hardware signals the window round keeps (hw_evidence.h): attached to straggler and
+  // slow-link incidents (a throttling GPU, a NIC's errors say why it is slow). Null: none.
+  void SetHardware(const HwLog* hardware) { hardware_ = hardware; }
 
   // A new term: the models start empty (the first pass gives them every summary); due now.
   void NewTerm(Clock::time_point now);
@@ -79,6 +83,7 @@ class SummaryRound {
   SlowContext Context(int64_t unix_ms, bool read_evicted);
 
   LoopContext* ctx_;
+  const HwLog* hardware_ = nullptr;
   TimeoutModel timeouts_;
   bool unpublished_ = false;      // a table computed but not yet written
   StragglerDetector stragglers_;
