@@ -111,13 +111,14 @@ asan: deps
 # ThreadSanitizer build of the concurrent parts: common, shm, libft.so inside a gpusim program
 # (its poller and checkpoint agent threads) and under termination signals (the ft-term thread), the transfer engine (server I/O threads, a pull's
 # connection threads), the prefetcher (one thread per rank, retries, the daemon's refresh) and the metrics
-# server (its Beast thread rendering while the owner updates; stop with connections open).
+# server (its Beast thread rendering while the owner updates; stop with connections open), the
+# health sampler (its thread reading while the worker's loop takes).
 # Not preload.ckpt_device_order: it races two simulated device streams on purpose (a copy while
 # the update runs, which the save must call torn), and gpusim's streams are host threads.
 TSAN_BUILD ?= build-tsan
 tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test worker_daemon_prefetch_test metrics_test
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl rdma_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
 	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_' \
 	  -E '^preload\.ckpt_device_order$$'
 
