@@ -815,6 +815,31 @@ std::vector<proto::Incident> Attribute(const AttributionInput& in, std::string* 
       frozen_summary.push_back(fmt::format("{}@{} (frozen)", r.rank, r.node));
     }
   }
+  // A cascade (one rank dies, the launcher or NCCL takes the rest down): which process ended
+  // first and how, by the workers' own clocks (NTP keeps nodes within milliseconds; the events'
+  // order in Redis is the order they were read, not the order they happened).
+  if (!crash.incident.suspects.empty()) {
+    std::vector<const RankInfo*> deaths;
+    for (const RankInfo& r : ranks) {
+      if (r.dead && !r.clean_exit && r.exit_event != nullptr) deaths.push_back(&r);
+    }
+    std::sort(deaths.begin(), deaths.end(), [](const RankInfo* a, const RankInfo* b) {
+      return a->exit_event->unix_ms != b->exit_event->unix_ms ? a->exit_event->unix_ms < b->exit_event->unix_ms
+                                                              : a->rank < b->rank;
+    });
+    if (deaths.size() > 1) {
+      const int64_t t0 = deaths.front()->exit_event->unix_ms;
+      std::string then;
+      for (size_t i = 1; i < deaths.size() && i < 4; ++i) {
+        then += fmt::format("{}{}@{} +{} ms", i == 1 ? "" : ", ", deaths[i]->rank, deaths[i]->node,
+                            deaths[i]->exit_event->unix_ms - t0);
+      }
+      if (deaths.size() > 4) then += fmt::format(", and {} more", deaths.size() - 4);
+      crash.Evidence(fmt::format("first to fail (by the workers' clocks): rank {} on {}, {}; then {}",
+                                 deaths.front()->rank, deaths.front()->node, ExitHow(*deaths.front()->exit_event),
+                                 then));
+    }
+  }
   if (!teardown.empty() && !crash.incident.suspects.empty()) {
     std::string list;
     for (size_t i = 0; i < teardown.size() && i < 8; ++i) list += (i ? ", " : "") + teardown[i];

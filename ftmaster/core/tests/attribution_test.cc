@@ -586,6 +586,24 @@ TEST(AttributionTest, TeardownAfterACrashNamesOnlyTheCrash) {
   EXPECT_EQ(incidents[0].suspects[0].rank, 1);
 }
 
+// A cascade: the incident says which process ended first and how, by the workers' clocks,
+// whatever order the events were read in.
+TEST(AttributionTest, ACascadeNamesTheFirstToFail) {
+  Job job = DpJobWaitingOn(1);
+  std::vector<proto::Event> events = {Death(job, 2, Job::kNow - 800, 15), Death(job, 1, Job::kNow - 900),
+                                      Death(job, 3, Job::kNow - 780, 15)};
+  events[1].code = -9;
+  events[1].status_unknown = false;
+  auto incidents = Attribute(Input(job, events));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  std::string first;
+  for (const std::string& e : incidents[0].evidence) {
+    if (e.find("first to fail") != std::string::npos) first = e;
+  }
+  EXPECT_EQ(first, "first to fail (by the workers' clocks): rank 1 on n0, killed by signal 9 (SIGKILL); then "
+                   "2@n1 +100 ms, 3@n1 +120 ms") << Dump(incidents);
+}
+
 // The job finishing: rank 0 exited cleanly, its launcher tore down the rest (no signal
 // recorded: a libft.so without the handler, or SIGKILL).
 TEST(AttributionTest, DeathsAfterACleanExitAreTheJobFinishing) {
