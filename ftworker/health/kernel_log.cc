@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 #include "ftworker/health/pci_bus_id.h"
 #include "ftworker/health/signal_kinds.h"
@@ -63,9 +64,10 @@ std::optional<proto::HwSignal> ParseKernelLogRecord(std::string_view record, int
   s.source = "kmsg";
   s.unix_ms = boot_unix_ms + *usec / 1000;
   s.detail = std::string(message.substr(0, kDetailBytes));
-  constexpr std::string_view kXidTag = "NVRM: Xid (PCI:";
+  constexpr std::string_view kXidTag = "NVRM: Xid (";
   if (size_t at = message.find(kXidTag); at != std::string_view::npos) {
     std::string_view rest = message.substr(at + kXidTag.size());
+    if (rest.substr(0, 4) == "PCI:") rest.remove_prefix(4);  // older drivers leave it out
     const size_t close = rest.find(')');
     if (close == std::string_view::npos) return std::nullopt;
     // "0000:3b:00": domain:bus:device, the function left out.
@@ -85,9 +87,18 @@ std::optional<proto::HwSignal> ParseKernelLogRecord(std::string_view record, int
     s.device = "host";
     s.kind = std::string(kMce);
   } else if (message.find("Killed process ") != std::string_view::npos) {
+    // "Out of memory: Killed process 1234 (python3) ...", "Memory cgroup out of memory: ...".
     s.device = "host";
     s.kind = std::string(kOomKill);
     s.pid = NumberAfter(message, "Killed process ");
+    if (s.pid == 0) return std::nullopt;
+  } else if (message.substr(0, 9) == "oom-kill:") {
+    // The summary the kernel (4.19+) writes just before "Killed process" for the same victim:
+    // "oom-kill:constraint=...,task_memcg=/...,task=python3,pid=1234,uid=0". KernelLog says
+    // one of the two.
+    s.device = "host";
+    s.kind = std::string(kOomKill);
+    s.pid = NumberAfter(message, ",pid=");
     if (s.pid == 0) return std::nullopt;
   } else {
     return std::nullopt;
@@ -101,7 +112,12 @@ KernelLog::~KernelLog() { close(fd_); }
 Status KernelLog::Open(const std::string& path, std::unique_ptr<KernelLog>* out) {
   int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    return Status::Unavailable(fmt::format("{}: {} (kernel.dmesg_restrict, or not root)", path, std::strerror(errno)));
+    const int err = errno;
+    const bool denied = err == EACCES || err == EPERM;
+    return Status::FromErrno(err, fmt::format("open {}{}", path,
+                                              denied ? " (kernel.dmesg_restrict: run ftworker as root, or set "
+                                                       "FT_KMSG_PATH=\"\" to stop reading the kernel log)"
+                                                     : ""));
   }
   lseek(fd, 0, SEEK_END);  // /dev/kmsg: only new records; a file: what is appended
   out->reset(new KernelLog(fd));
@@ -110,26 +126,39 @@ Status KernelLog::Open(const std::string& path, std::unique_ptr<KernelLog>* out)
 
 std::vector<proto::HwSignal> KernelLog::Poll() {
   std::vector<proto::HwSignal> out;
-  // The kernel's record times count from boot on the monotonic clock; their wall time is that
-  // plus when the machine booted by the realtime clock (off by any suspend: none on a GPU node).
+  // A record's time counts microseconds since boot on the kernel's log clock (local_clock),
+  // which stops during suspend as CLOCK_MONOTONIC does; CLOCK_BOOTTIME does not stop, so
+  // realtime - boottime would misdate every record after a suspend. Realtime - monotonic is
+  // when the machine booted as the log clock sees it (to within the clocks' drift).
   const int64_t boot_unix_ms = ClockMs(CLOCK_REALTIME) - ClockMs(CLOCK_MONOTONIC);
-  char buf[8192];  // /dev/kmsg refuses a read shorter than its record
+  char buf[kMaxLineBytes];  // /dev/kmsg refuses a read shorter than its record (at most 8 KiB)
   size_t records = 0;
-  while (records < kMaxRecords) {
+  for (size_t reads = 0; records < kMaxRecords && reads < 2 * kMaxRecords; ++reads) {
     ssize_t n = read(fd_, buf, sizeof(buf));
-    if (n < 0 && errno == EPIPE) continue;  // records overwritten before they were read
-    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EPIPE || errno == EINTR)) continue;  // EPIPE: records overwritten before they were read
     if (n <= 0) break;
     partial_.append(buf, static_cast<size_t>(n));
     size_t start = 0;
     for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
       std::string_view line(partial_.data() + start, nl - start);
-      if (line.empty() || line[0] == ' ') continue;  // a record's continuation (SUBSYSTEM=...)
+      if (std::exchange(skip_line_, false)) continue;  // the end of a line too long to be a record
+      if (line.empty() || line[0] == ' ') continue;      // a record's continuation (SUBSYSTEM=...)
       ++records;
-      if (std::optional<proto::HwSignal> s = ParseKernelLogRecord(line, boot_unix_ms)) out.push_back(std::move(*s));
+      std::optional<proto::HwSignal> s = ParseKernelLogRecord(line, boot_unix_ms);
+      if (!s) continue;
+      if (s->kind == kOomKill) {
+        // One kill writes two lines naming the victim ("oom-kill:..." then "Killed process").
+        if (s->pid == last_oom_pid_ && s->unix_ms - last_oom_unix_ms_ < 5000 && s->unix_ms >= last_oom_unix_ms_) continue;
+        last_oom_pid_ = s->pid;
+        last_oom_unix_ms_ = s->unix_ms;
+      }
+      out.push_back(std::move(*s));
     }
     partial_.erase(0, start);
-    if (partial_.size() > sizeof(buf)) partial_.clear();  // a line with no end: not a record
+    if (partial_.size() >= kMaxLineBytes) {  // a line with no end in sight: not a record
+      partial_.clear();
+      skip_line_ = true;
+    }
   }
   return out;
 }

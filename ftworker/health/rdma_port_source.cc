@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <utility>
 
 #include "common/log.h"
@@ -31,12 +33,16 @@ constexpr Counter kCounters[] = {
     {"hw_counters/out_of_sequence", kOutOfSequence},
 };
 
-// A small sysfs file's text, or nullopt when it cannot be read.
-std::optional<std::string> ReadSmall(const std::string& path) {
+// A small sysfs file's text, or nullopt when it cannot be read (then *err is the errno).
+std::optional<std::string> ReadSmall(const std::string& path, int* err = nullptr) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  if (fd < 0) {
+    if (err != nullptr) *err = errno;
+    return std::nullopt;
+  }
   char buf[128];
   ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  if (n < 0 && err != nullptr) *err = errno;
   close(fd);
   if (n < 0) return std::nullopt;
   return std::string(buf, static_cast<size_t>(n));
@@ -80,7 +86,8 @@ void RdmaPortSource::Rescan(int64_t unix_ms) {
 }
 
 std::vector<proto::HwSignal> RdmaPortSource::Poll(int64_t unix_ms) {
-  if (unix_ms >= next_rescan_ms_) Rescan(unix_ms);
+  // unix_ms is the wall clock: one set back (NTP, by hand) must not postpone the rescan.
+  if (unix_ms >= next_rescan_ms_ || unix_ms + rescan_ms_ < next_rescan_ms_) Rescan(unix_ms);
   std::vector<proto::HwSignal> out;
   auto signal = [&](const std::string& port, std::string_view kind, int64_t value, int64_t total,
                     std::string detail) {
@@ -98,12 +105,15 @@ std::vector<proto::HwSignal> RdmaPortSource::Poll(int64_t unix_ms) {
   for (auto& [name, port] : ports_) {
     for (const Counter& c : kCounters) {
       const std::string path = port.dir + "/" + c.file;
-      std::optional<std::string> text = ReadSmall(path);
+      int err = 0;
+      std::optional<std::string> text = ReadSmall(path, &err);
       std::optional<uint64_t> value = text ? ParseCounter(*text) : std::nullopt;
       if (!value) {
-        // hw_counters are driver-specific: a missing one is normal; a garbled one is said once.
-        if (text && complained_.insert(path).second) {
-          FT_LOG(Info, Worker, "RDMA counter {} is not a number: skipped", path);
+        // hw_counters are driver-specific: a missing one is normal; an unreadable or garbled
+        // one is said once.
+        if ((text || err != ENOENT) && complained_.insert(path).second) {
+          FT_LOG(Info, Worker, "RDMA counter {} skipped ({}); the port's other counters are still read", path,
+                 text ? "not a number" : std::strerror(err));
         }
         continue;
       }

@@ -28,6 +28,33 @@ TEST(NicMapTest, TheNicUnderTheGpusSwitchIsNearest) {
   EXPECT_EQ(NearestNic(t.root(), "not a bus id"), "");
 }
 
+TEST(NicMapTest, TheSameSwitchBeatsTheSameRootComplex) {
+  SysfsTree t;
+  // Root complex 00: a switch (01.0 -> 02:00.0 -> 03:08.0) holding GPU 18 and mlx5_2; mlx5_0
+  // hangs off the root port beside it; mlx5_1 is on another root complex.
+  t.AddPort("mlx5_0", 1, "pci0000:00/0000:00:02.0", "0000:0a:00.0");
+  t.AddPort("mlx5_1", 1, "pci0000:80/0000:80:01.0", "0000:85:00.0");
+  t.AddPort("mlx5_2", 1, "pci0000:00/0000:00:01.0/0000:02:00.0/0000:03:08.0", "0000:19:00.0");
+  t.AddPci("0000:18:00.0", "pci0000:00/0000:00:01.0/0000:02:00.0/0000:03:08.0");
+  t.AddPci("0000:81:00.0", "pci0000:80/0000:80:03.0");
+  t.AddPci("0000:2a:00.0", "pci0000:00/0000:00:03.0");
+  EXPECT_EQ(NearestNic(t.root(), "0000:18:00.0"), "mlx5_2/1");
+  EXPECT_EQ(NearestNic(t.root(), "0000:81:00.0"), "mlx5_1/1") << "the same root complex";
+  // 2a shares only root complex 00 with mlx5_0 and mlx5_2: a tie, the first by name.
+  EXPECT_EQ(NearestNic(t.root(), "0000:2a:00.0"), "mlx5_0/1");
+}
+
+TEST(NicMapTest, TheFirstActivePortElsePortOne) {
+  SysfsTree t;
+  t.AddPort("mlx5_0", 1, "pci0000:00/0000:00:01.0", "0000:05:00.0");
+  t.Write("class/infiniband/mlx5_0/ports/2/state", "4: ACTIVE\n");
+  t.Write("class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
+  t.AddPci("0000:18:00.0", "pci0000:00/0000:00:01.0");
+  EXPECT_EQ(NearestNic(t.root(), "0000:18:00.0"), "mlx5_0/2");
+  t.Write("class/infiniband/mlx5_0/ports/2/state", "1: DOWN\n");
+  EXPECT_EQ(NearestNic(t.root(), "0000:18:00.0"), "mlx5_0/1") << "none active: port 1";
+}
+
 TEST(NicMapTest, NoRdmaDeviceIsNoNic) {
   SysfsTree t;
   t.AddPci("0000:18:00.0", "pci0000:00/0000:00:01.0");
