@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <thread>
 #include <set>
 #include <map>
 #include <optional>
@@ -645,6 +647,64 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
                       "boundary — see `ftmaster checkpoints`\n",
                       id, nodes.size(), nodes.size() == 1 ? "" : "s");
   return Status::Ok();
+}
+
+bool ParseRankFlag(const std::string& text, int* rank) {
+  int v = -1;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < 0) return false;
+  *rank = v;
+  return true;
+}
+
+Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply value;
+  FT_RETURN_IF_ERROR(Run(client, {"HGET", keys.Ranks(), std::to_string(rank)}, &value));
+  proto::Membership m;
+  if (!value.is_string() || !proto::Decode(value.str(), &m).ok() || m.node.empty()) {
+    return Status::NotFound(fmt::format("rank {} of job {} is not in {}", rank, o.job, keys.Ranks()));
+  }
+  redis::Reply last;
+  FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Acks(), "+", "-", "COUNT", "1"}, &last));
+  std::vector<StreamEntry> tail;
+  ParseStream(last, &tail);
+  std::string from = tail.empty() ? "0-0" : tail.front().id;
+  proto::Command command;
+  command.id = fmt::format("cli-{}-stacks-{}", o.now_unix_ms, rank);
+  command.kind = "stacks";
+  command.rank = rank;
+  command.text = "ftmaster stacks";
+  command.unix_ms = o.now_unix_ms;
+  command.decided_unix_ms = o.now_unix_ms;
+  command.incarnations = {proto::RankIncarnation{rank, m.incarnation}};
+  redis::Reply added;
+  FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(m.node), "MAXLEN", "~", "1000", "*", "kind", "stacks", "rank",
+                                  std::to_string(rank), "json", proto::Encode(command)},
+                         &added));
+  // The worker's ack, read as it comes (XREAD after the last ack before the command).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    redis::Reply got;
+    FT_RETURN_IF_ERROR(Run(client, {"XREAD", "COUNT", "100", "STREAMS", keys.Acks(), from}, &got));
+    std::vector<StreamEntry> entries;
+    if (got.is_array() && got.size() > 0 && got[0].size() > 1) ParseStream(got[0][1], &entries);
+    for (const StreamEntry& e : entries) {
+      from = e.id;
+      const std::string* json = e.Get("json");
+      proto::CommandAck ack;
+      if (json == nullptr || !proto::Decode(*json, &ack).ok() || ack.id != command.id) continue;
+      if (o.json) {
+        *out += Json({{"rank", rank}, {"node", ack.node}, {"result", ack.result}, {"stack", ack.message}}).dump() + "\n";
+      } else {
+        *out += fmt::format("rank {} on {} ({}):\n{}", rank, ack.node, ack.result, ack.message);
+        if (!ack.message.empty() && ack.message.back() != '\n') *out += "\n";
+      }
+      return ack.result == "done" ? Status::Ok() : Status::Unavailable(ack.message);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Timeout(fmt::format("no answer from {}'s worker within 10 s (is it running?)", m.node));
 }
 
 }  // namespace ft::master

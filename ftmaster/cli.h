@@ -44,6 +44,11 @@ Status TimeoutsCommand(redis::Commands& client, const CliOptions& options, std::
 Status EvictedCommand(redis::Commands& client, const CliOptions& options, std::string* out);
 Status CheckpointsCommand(redis::Commands& client, const CliOptions& options, std::string* out);
 Status SaveCommand(redis::Commands& client, const CliOptions& options, std::string* out);
+// `ftmaster stacks --rank R`: asks the rank's worker for its stacks (a `stacks` command) and
+// waits up to 10 s for the answer.
+Status StacksCommand(redis::Commands& client, const CliOptions& options, int rank, std::string* out);
+// A --rank value: a decimal rank >= 0.
+bool ParseRankFlag(const std::string& text, int* rank);
 
 }  // namespace ft::master
 

@@ -57,6 +57,8 @@ constexpr const char* kUsage =
     "  checkpoints  checkpoint steps, newest first: verdict, shards verified, copies, tiers,\n"
     "             sdc ranks, and the step the restore plan names\n"
     "  save       ask every rank for a checkpoint at its next step boundary (prints the id)\n"
+    "  stacks     --rank R: the rank's stacks now (native, and Python frames of a python/ft rank),\n"
+    "             taken by its node's worker; waits up to 10 s for them\n"
     "  acl        the job's Redis ACL users (worker, master, read-only operator) as ACL SETUSER\n"
     "             lines for redis-cli, or --aclfile: lines for a Redis ACL file; no Redis needed\n"
     "\n"
@@ -78,7 +80,7 @@ constexpr const char* kUsage =
 
 struct Flags {
   std::string command;
-  std::string job, redis, topology, order, id, redis_env;
+  std::string job, redis, topology, order, id, redis_env, rank;
   bool exit_when_stopped = false;
   bool json = false;
   bool aclfile = false;
@@ -96,7 +98,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     flags->command = argv[i++];
     if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
         flags->command != "timeouts" && flags->command != "evicted" &&
-        flags->command != "checkpoints" && flags->command != "save" && flags->command != "acl") {
+        flags->command != "checkpoints" && flags->command != "save" && flags->command != "acl" &&
+        flags->command != "stacks") {
       return Usage("unknown command '" + flags->command + "'");
     }
   }
@@ -134,6 +137,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
       target = &flags->id;
     } else if (arg == "--redis-env") {
       target = &flags->redis_env;
+    } else if (arg == "--rank") {
+      target = &flags->rank;
     } else if (arg == "--exit-when-stopped" && !has_inline) {
       flags->exit_when_stopped = true;
       continue;
@@ -261,6 +266,10 @@ int main(int argc, char** argv) {
       s = ft::master::CheckpointsCommand(client, options, &out);
     } else if (flags.command == "save") {
       s = ft::master::SaveCommand(client, options, &out);
+    } else if (flags.command == "stacks") {
+      int rank = -1;
+      if (!ft::master::ParseRankFlag(flags.rank, &rank)) return Usage("stacks needs --rank R (a rank of the job)");
+      s = ft::master::StacksCommand(client, options, rank, &out);
     } else {
       s = ft::master::EvictedCommand(client, options, &out);
     }

@@ -14,6 +14,9 @@ namespace {
 // A process that does not answer its mailbox within this is reported, not waited on forever:
 // it may be the hung rank itself.
 constexpr int64_t kMessageAckMs = 10000;
+// How long a Python rank's faulthandler is given to write its frames before the native stack
+// is taken (the handler runs at once unless the process is stuck in the kernel).
+constexpr int64_t kPythonWaitMs = 300;
 // A save at the next step boundary waits for that step: as long as the longest step we expect
 // (PyTorch's and Megatron's collective timeouts are 10 min; a step cannot take longer).
 constexpr int64_t kSaveAtStepAckMs = 10 * 60 * 1000;
@@ -46,9 +49,9 @@ std::string CommandStaleness(const proto::Command& command, int rank, uint64_t i
 }
 
 CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms,
-                             std::string stack_tool)
+                             std::string stack_tool, std::string python_stack_dir)
     : monitor_(monitor), node_(std::move(node)), save_deadline_ms_(save_deadline_ms),
-      stack_tool_(std::move(stack_tool)) {}
+      stack_tool_(std::move(stack_tool)), python_stack_dir_(std::move(python_stack_dir)) {}
 
 void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t now_unix_ms,
                                 std::vector<proto::CommandAck>* acks) {
@@ -61,14 +64,16 @@ void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t
   for (const proto::Membership& m : monitor_->Memberships()) {
     if (m.rank == rank) pid = m.pid;
   }
-  std::unique_ptr<StackCapture> capture;
-  Status s = pid > 0 ? StackCapture::Start(stack_tool_, pid, static_cast<uint64_t>(now_unix_ms) * 1000000, &capture)
-                     : Status::NotFound(fmt::format("rank {} has no process on node {}", rank, node_));
-  if (!s.ok()) {
-    acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
+  if (pid <= 0) {
+    acks->push_back(MakeAck(command, rank, "failed", fmt::format("rank {} has no process on node {}", rank, node_),
+                            now_unix_ms));
     return;
   }
-  stacks_.push_back(Stacking{command, rank, std::move(capture)});
+  Stacking job{command, rank, pid, std::nullopt, now_unix_ms, {}, nullptr};
+  // Python frames first (the handler runs in the process); then the native stack, which
+  // ptrace-stops it.
+  if (!python_stack_dir_.empty()) job.python = AskPythonDump(python_stack_dir_, pid);
+  stacks_.push_back(std::move(job));
 }
 
 proto::CommandAck CommandRunner::MakeAck(const proto::Command& command, int rank,
@@ -182,14 +187,28 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
 
 void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* acks) {
   for (size_t i = 0; i < stacks_.size();) {
+    Stacking& job = stacks_[i];
+    const uint64_t now_ns = static_cast<uint64_t>(now_unix_ms) * 1000000;
     std::string summary;
     Status s;
-    if (!stacks_[i].capture->Poll(static_cast<uint64_t>(now_unix_ms) * 1000000, &summary, &s)) {
+    if (job.capture == nullptr) {
+      if (job.python && now_unix_ms - job.python_asked_ms < kPythonWaitMs) {
+        ++i;
+        continue;
+      }
+      if (job.python) job.python_frames = SummarizePythonDump(ReadPythonDump(*job.python));
+      s = StackCapture::Start(stack_tool_, job.pid, now_ns, &job.capture);
+      if (!s.ok()) job.capture.reset();
+    }
+    if (job.capture != nullptr && !job.capture->Poll(now_ns, &summary, &s)) {
       ++i;
       continue;
     }
-    acks->push_back(MakeAck(stacks_[i].command, stacks_[i].rank, s.ok() ? "done" : "failed",
-                            s.ok() ? std::move(summary) : std::string(s.message()), now_unix_ms));
+    // The Python frames stand even when the native stack could not be taken.
+    const bool any = s.ok() || !job.python_frames.empty();
+    std::string text = job.python_frames + (s.ok() ? summary : fmt::format("native: {}\n", s.message()));
+    acks->push_back(MakeAck(job.command, job.rank, any ? "done" : "failed",
+                            any ? std::move(text) : std::string(s.message()), now_unix_ms));
     stacks_.erase(stacks_.begin() + static_cast<long>(i));
   }
   for (size_t i = 0; i < waiting_.size();) {

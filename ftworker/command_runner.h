@@ -25,10 +25,12 @@
 #include <set>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ftworker/monitor/node_monitor.h"
+#include "ftworker/stacks/python_stack.h"
 #include "ftworker/stacks/stack_capture.h"
 #include "proto/messages.h"
 
@@ -51,8 +53,10 @@ class CommandRunner {
  public:
   // `save_deadline_ms`: how long a "save" waits for the process's acknowledgement.
   // `stack_tool`: what "stacks" runs (FT_STACK_TOOL); "": stacks are off (FT_STACKS=0).
+  // `python_stack_dir`: where python/ft's ranks keep their faulthandler file (the node's arena
+  // directory, ftworker/stacks/python_stack.h); "": Python frames not asked for.
   CommandRunner(NodeMonitor* monitor, std::string node, int64_t save_deadline_ms = 30000,
-                std::string stack_tool = "eu-stack");
+                std::string stack_tool = "eu-stack", std::string python_stack_dir = "");
 
   // Starts `command`; acknowledgements that are ready now are appended to *acks.
   void Execute(const proto::Command& command, int64_t now_unix_ms,
@@ -86,12 +90,17 @@ class CommandRunner {
   struct Stacking {
     proto::Command command;
     int rank;
-    std::unique_ptr<StackCapture> capture;
+    int pid;
+    std::optional<PythonDump> python;  // asked for: the native stack waits for it (kPythonWaitMs)
+    int64_t python_asked_ms = 0;
+    std::string python_frames;
+    std::unique_ptr<StackCapture> capture;  // null while the Python dump is awaited
   };
   void StartStacks(const proto::Command& command, int rank, int64_t now_unix_ms,
                    std::vector<proto::CommandAck>* acks);
 
   std::string stack_tool_;
+  std::string python_stack_dir_;
   std::set<std::string> executed_;
   std::vector<Waiting> waiting_;
   std::vector<Stacking> stacks_;

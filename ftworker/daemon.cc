@@ -71,7 +71,10 @@ Daemon::Daemon(DaemonOptions options, NodeMonitor* monitor, std::unique_ptr<redi
       reporter_(keys_, options_.node, static_cast<size_t>(std::max<int64_t>(options_.config.redis_buffer, 16))),
       runner_(monitor, options_.node,
               std::chrono::duration_cast<std::chrono::milliseconds>(options_.config.save_deadline).count(),
-              options_.config.stacks ? options_.config.stack_tool : std::string()),
+              options_.config.stacks ? options_.config.stack_tool : std::string(),
+              options_.config.stacks ? (options_.config.ckpt_arena_dir.empty() ? std::string("/dev/shm")
+                                                                               : options_.config.ckpt_arena_dir)
+                                     : std::string()),
       keeper_(std::make_unique<CkptKeeper>(CkptKeeperOptions{
           .job = options_.job,
           .node = options_.node,

@@ -81,6 +81,9 @@ def _lib():
             from . import _library
             _state["lib"], _state["why"] = _library.load()
             _state["loaded"] = True
+            if _state["lib"] is not None:
+                from . import _stacks
+                _stacks.enable()  # the worker can then read this rank's Python frames
         return _state["lib"]
 
 

@@ -35,6 +35,12 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def wait_for_batch():
+    """A data loader that never delivers: the frame ftmaster's stacks must name."""
+    while True:
+        time.sleep(0.2)
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, required=True, help="optimizer steps in all")
@@ -44,6 +50,9 @@ def parse_args():
     p.add_argument("--crash-rank", type=int, default=-1)
     p.add_argument("--fail-at-step", type=int, default=0, help="raise an exception on --fail-rank after this step")
     p.add_argument("--fail-rank", type=int, default=-1)
+    p.add_argument("--hang-at-step", type=int, default=0,
+                   help="--hang-rank waits forever in wait_for_batch() after this step (a stuck data loader)")
+    p.add_argument("--hang-rank", type=int, default=-1)
     p.add_argument("--dropout", type=float, default=0.1, help="dropout probability after each hidden layer")
     p.add_argument("--python-dir", default=os.path.join(HERE, "..", "..", "..", "python"),
                    help="where the ft package is (default: the source tree's python/)")
@@ -124,6 +133,9 @@ def main():
         if step + 1 == args.fail_at_step and rank == args.fail_rank:
             say(rank, "raising an exception after step %d" % (step + 1))
             raise RuntimeError("torch_ddp: injected failure after step %d" % (step + 1))
+        if step + 1 == args.hang_at_step and rank == args.hang_rank:
+            say(rank, "hanging in wait_for_batch after step %d" % (step + 1))
+            wait_for_batch()
         if args.step_ms > 0:
             time.sleep(args.step_ms / 1000.0)
 
