@@ -41,18 +41,9 @@ std::string ThrottleNames(unsigned long long mask) {
   return names;
 }
 
-proto::HwSignal MakeSignal(const std::string& device, std::string_view kind, int64_t value,
+proto::HwSignal NvmlSignal(const std::string& device, std::string_view kind, int64_t value,
                            int64_t total, int64_t unix_ms, std::string detail) {
-  proto::HwSignal s;
-  s.source = "nvml";
-  s.device = device;
-  s.kind = std::string(kind);
-  s.value = value;
-  s.total = total;
-  s.critical = IsCritical(kind, value);
-  s.unix_ms = unix_ms;
-  s.detail = std::move(detail);
-  return s;
+  return MakeSignal("nvml", device, kind, value, total, unix_ms, std::move(detail));
 }
 
 // One NVML counter read as deltas.
@@ -139,7 +130,7 @@ struct NvmlSource::Gpu {
 
   void Emit(std::vector<proto::HwSignal>* out, std::string_view kind, int64_t value, int64_t total,
             int64_t unix_ms, std::string detail) const {
-    out->push_back(MakeSignal(device, kind, value, total, unix_ms, std::move(detail)));
+    out->push_back(NvmlSignal(device, kind, value, total, unix_ms, std::move(detail)));
   }
 
   void ReportLost(int64_t unix_ms, std::vector<proto::HwSignal>* out) {
@@ -440,7 +431,7 @@ void NvmlSource::DrainXids(int64_t unix_ms, std::vector<proto::HwSignal>* out) {
     if (gpu) {
       gpu->Emit(out, kXid, xid, 0, unix_ms, fmt::format("Xid {}", xid));
     } else {
-      out->push_back(MakeSignal("host", kXid, xid, 0, unix_ms,
+      out->push_back(NvmlSignal("host", kXid, xid, 0, unix_ms,
                                 fmt::format("Xid {} on a GPU NVML did not name", xid)));
     }
   }

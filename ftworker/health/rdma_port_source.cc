@@ -91,16 +91,7 @@ std::vector<proto::HwSignal> RdmaPortSource::Poll(int64_t unix_ms) {
   std::vector<proto::HwSignal> out;
   auto signal = [&](const std::string& port, std::string_view kind, int64_t value, int64_t total,
                     std::string detail) {
-    proto::HwSignal s;
-    s.source = "rdma";
-    s.device = port;
-    s.kind = std::string(kind);
-    s.value = value;
-    s.total = total;
-    s.critical = IsCritical(kind, value);
-    s.unix_ms = unix_ms;
-    s.detail = std::move(detail);
-    out.push_back(std::move(s));
+    out.push_back(MakeSignal("rdma", port, kind, value, total, unix_ms, std::move(detail)));
   };
   for (auto& [name, port] : ports_) {
     for (const Counter& c : kCounters) {

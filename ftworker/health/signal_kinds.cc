@@ -25,4 +25,18 @@ bool IsCritical(std::string_view kind, int64_t value) {
          kind == kMce;
 }
 
+proto::HwSignal MakeSignal(std::string_view source, std::string device, std::string_view kind, int64_t value,
+                           int64_t total, int64_t unix_ms, std::string detail) {
+  proto::HwSignal s;
+  s.source = std::string(source);
+  s.device = std::move(device);
+  s.kind = std::string(kind);
+  s.value = value;
+  s.total = total;
+  s.critical = IsCritical(kind, value);
+  s.unix_ms = unix_ms;
+  s.detail = std::move(detail);
+  return s;
+}
+
 }  // namespace ft::worker::health

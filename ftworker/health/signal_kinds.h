@@ -12,7 +12,10 @@
 #define FT_FTWORKER_HEALTH_SIGNAL_KINDS_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+
+#include "proto/messages.h"
 
 namespace ft::worker::health {
 
@@ -45,6 +48,11 @@ bool IsApplicationXid(int64_t xid);
 // Whether a signal of `kind` with `value` is evidence against the hardware. Throttling,
 // PCIe replays, congestion counters (xmit_wait) and OOM kills are reported, not critical.
 bool IsCritical(std::string_view kind, int64_t value);
+
+// The one maker of a reader's signal: `critical` from IsCritical, `ranks` left to the caller
+// (rank_devices.h).
+proto::HwSignal MakeSignal(std::string_view source, std::string device, std::string_view kind, int64_t value,
+                           int64_t total, int64_t unix_ms, std::string detail);
 
 }  // namespace ft::worker::health
 
