@@ -23,7 +23,9 @@ def _start_time():
     return data[data.rindex(")") + 2:].split()[19]  # field 22
 
 
-def _remove(path):
+def _remove(path, owner):
+    if os.getpid() != owner:  # a forked child (a data loader worker) leaves its parent's file
+        return
     try:
         os.unlink(path)
     except OSError:
@@ -44,6 +46,6 @@ def enable():
         f.flush()
         faulthandler.register(SIGNAL, file=f, all_threads=True, chain=False)
         _file = f
-        atexit.register(_remove, path)
+        atexit.register(_remove, path, os.getpid())
     except (OSError, ValueError, RuntimeError, IndexError):
         pass
