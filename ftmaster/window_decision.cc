@@ -1,6 +1,7 @@
 #include "ftmaster/window_decision.h"
 
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -14,7 +15,8 @@ namespace ft::master {
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware) {
+                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware,
+                            const std::map<std::string, int>* prior_failures) {
   WindowDecision d;
   d.outcomes = window.outcomes;
   d.last_outcome = window.last_outcome;
@@ -68,7 +70,15 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   }
 
   d.kind = WindowDecision::Kind::kAct;
-  Decision decision = Decide(incidents, *topology, members, sharded_optimizer);
+  Decision decision = Decide(incidents, *topology, members, sharded_optimizer, prior_failures);
+  std::set<std::string> failed;
+  for (const proto::Incident& incident : incidents) {
+    if (!proto::Is(incident, proto::IncidentKind::kCrash) && !proto::Is(incident, proto::IncidentKind::kHostFrozen)) continue;
+    for (const proto::Suspect& s : incident.suspects) {
+      if (!s.node.empty()) failed.insert(s.node);
+    }
+  }
+  d.failed_nodes.assign(failed.begin(), failed.end());
   ApplyDecision(decision, d.to_write);
   for (const proto::Incident& incident : d.to_write) {
     if (Acted(incident)) {

@@ -6,6 +6,7 @@
 #define FT_FTMASTER_WINDOW_DECISION_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct WindowDecision {
   Action action;
   std::vector<std::string> evict_nodes;
   std::vector<std::string> evict_reasons;  // one per evict_nodes
+  // The nodes of its crash and stopped-process suspects: their failures, counted for the next
+  // decision (Decide's prior_failures).
+  std::vector<std::string> failed_nodes;
   std::string reason;        // the decision's, for the log
   std::string topology;      // described, for the log
 };
@@ -52,7 +56,8 @@ struct WindowDecision {
 WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::string& why_none,
                             const IncidentWindow& window, int64_t unix_ms, int64_t decided_unix_ms,
                             const Topology* topology, const std::vector<proto::Membership>& members,
-                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware = nullptr);
+                            bool sharded_optimizer, int64_t busy_report_ms, const HwLog* hardware = nullptr,
+                            const std::map<std::string, int>* prior_failures = nullptr);
 
 }  // namespace ft::master
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -27,6 +28,24 @@ void WindowRound::NewTerm(Clock::time_point now) {
 }
 
 bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
+  failures_.clear();
+  for (const auto& [field, value] : state) {
+    if (field.rfind("failures:", 0) != 0) continue;
+    std::vector<int64_t>& times = failures_[field.substr(9)];
+    for (size_t at = 0; at < value.size();) {
+      size_t comma = value.find(',', at);
+      if (comma == std::string::npos) comma = value.size();
+      int64_t ms = 0;
+      const char* first = value.data() + at;
+      auto [end, ec] = std::from_chars(first, value.data() + comma, ms);
+      if (ec == std::errc() && end == value.data() + comma && ms > 0) {
+        times.push_back(ms);
+      } else {
+        ctx_->bad.Report("master " + field, value, Status::Corrupt("not a list of Unix ms; that entry is left out"));
+      }
+      at = comma + 1;
+    }
+  }
   auto it = state.find("events_cursor");
   if (it != state.end()) {
     uint64_t ms = 0, seq = 0;
@@ -395,9 +414,15 @@ std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int6
   // The topology only when the job is to be stopped: the decision names save targets by it.
   const bool acted = std::any_of(incidents.begin(), incidents.end(), [](const auto& i) { return Acted(i); });
   const Topology* topology = acted ? &membership_->CurrentTopology() : nullptr;
+  std::map<std::string, int> prior;  // each node's failures within the hour (Decide)
+  for (const auto& [node, times] : failures_) {
+    prior[node] = static_cast<int>(std::count_if(times.begin(), times.end(), [&](int64_t t) {
+      return t >= unix_ms - kRepeatedFailureMs;
+    }));
+  }
   WindowDecision d = DecideWindow(std::move(incidents), why_none, open_, unix_ms, decided_unix_ms, topology,
                                   membership_->values(), ctx_->options.config.sharded_optimizer,
-                                  ToMs(ctx_->options.config.busy_report_after), &hardware_);
+                                  ToMs(ctx_->options.config.busy_report_after), &hardware_, &prior);
   return Commit(std::move(d), closed_at, unix_ms);
 }
 
@@ -448,8 +473,19 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   for (size_t i = 0; i < d.evict_nodes.size() && i < d.evict_reasons.size(); ++i) {
     on_win.push_back({"evicted_why:" + d.evict_nodes[i], d.evict_reasons[i]});
   }
+  // This failure counted for the node's next one (repeated failures evict it).
+  std::map<std::string, std::vector<int64_t>> failures = failures_;
+  for (const std::string& node : d.failed_nodes) {
+    std::vector<int64_t>& times = failures[node];
+    std::erase_if(times, [&](int64_t t) { return t < unix_ms - kRepeatedFailureMs; });
+    times.push_back(unix_ms);
+    std::string joined;
+    for (int64_t t : times) joined += (joined.empty() ? "" : ",") + std::to_string(t);
+    on_win.push_back({"failures:" + node, joined});
+  }
   auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {"open_incident"});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
+  failures_ = std::move(failures);
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
   bool any = false;
   std::vector<proto::Incident> written;

@@ -114,6 +114,9 @@ class WindowRound {
 
   std::function<void(const proto::Event&, int64_t)> on_slowdown_;
   HwLog hardware_;
+  // Each node's crashes and stopped processes (Unix ms) within kRepeatedFailureMs: persisted as
+  // `failures:<node>` with the decision, read back at a term's start.
+  std::map<std::string, std::vector<int64_t>> failures_;
   std::map<std::string, int64_t> hardware_reported_;  // "node|device|kind" -> when
   std::map<int, uint64_t> watched_busy_;  // a watched window's busy ranks -> their ops entered then
   LoopContext* ctx_;

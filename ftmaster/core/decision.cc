@@ -25,14 +25,21 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
+int PriorFailures(const std::map<std::string, int>* prior_failures, const std::string& node) {
+  if (prior_failures == nullptr) return 0;
+  auto it = prior_failures->find(node);
+  return it == prior_failures->end() ? 0 : it->second;
+}
+
 // Which suspect nodes are evicted, and why. A hang (a stuck kernel or host thread) evicts its
 // node as it always did. A crash or a stopped process evicts only with evidence against the node:
-// a critical hardware signal there (hw_evidence.h), or, for a stopped process, every rank of the
-// node stopped (a frozen host). A transport hang whose members share a node evicts it; across
+// a critical hardware signal there (hw_evidence.h), for a stopped process every rank of the node
+// stopped (a frozen host), or an earlier crash or stop there within the hour (prior_failures). A transport hang whose members share a node evicts it; across
 // nodes it evicts only the nodes whose NIC port reported a link failure (the link named), none
 // when no port did.
 std::map<std::string, std::string> EvictedNodes(std::span<const proto::Incident> incidents,
                                                 std::span<const proto::Membership> membership,
+                                                const std::map<std::string, int>* prior_failures,
                                                 std::vector<std::string>* kept_nodes,
                                                 std::vector<std::string>* kept_software) {
   std::map<std::string, std::string> evict;
@@ -86,6 +93,9 @@ std::map<std::string, std::string> EvictedNodes(std::span<const proto::Incident>
           evict.emplace(node, fmt::format("a {} with hardware evidence: {}", incident.kind, against));
         } else if (stopped && host_frozen(node)) {
           evict.emplace(node, "host frozen: every rank on it stopped");
+        } else if (const int prior = PriorFailures(prior_failures, node); prior > 0) {
+          evict.emplace(node, fmt::format("repeated failures: a {} after {} earlier crash{} or stop{} on it within the hour",
+                                          incident.kind, prior, prior == 1 ? "" : "es", prior == 1 ? "" : "s"));
         } else {
           kept_software->push_back(node);
         }
@@ -104,7 +114,8 @@ std::map<std::string, std::string> EvictedNodes(std::span<const proto::Incident>
 }  // namespace
 
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
-                std::span<const proto::Membership> membership, bool sharded_optimizer) {
+                std::span<const proto::Membership> membership, bool sharded_optimizer,
+                const std::map<std::string, int>* prior_failures) {
   Decision d;
   std::set<int> unhealthy;
   std::set<int> hang_suspects;   // suspects of "hang" incidents (compute or host hang)
@@ -133,7 +144,7 @@ Decision Decide(std::span<const proto::Incident> incidents, const Topology& topo
     d.reason = "no hang or crash: nothing to decide";
     return d;
   }
-  const std::map<std::string, std::string> evict = EvictedNodes(incidents, membership, &kept_nodes, &kept_software);
+  const std::map<std::string, std::string> evict = EvictedNodes(incidents, membership, prior_failures, &kept_nodes, &kept_software);
   for (const auto& [node, why] : evict) {
     d.evict_nodes.push_back(node);
     d.evict_reasons.push_back(why);

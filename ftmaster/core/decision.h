@@ -30,8 +30,8 @@
 //   - Evict (EvictedNodes in decision.cc), with a reason per node: the nodes of hang suspects.
 //     A crash or a stopped process evicts its node only with evidence against the node: a
 //     critical hardware signal there in the incident's hardware (hw_evidence.h: an Xid of the
-//     GPU's, uncorrectable ECC, a link down, an MCE), or every rank of the node stopped (a frozen
-//     host); without it the failure is the software's: the job restarts in place and the node
+//     GPU's, uncorrectable ECC, a link down, an MCE), every rank of the node stopped (a frozen
+//     host), or an earlier crash or stop there within the hour (repeated failures); without it the failure is the software's: the job restarts in place and the node
 //     stays schedulable (the seed systems do the same). A transport hang evicts its node when
 //     all of the comm's members share one node (the fault is inside it: GPUs, NVLink/NVSwitch);
 //     across nodes, the nodes whose NIC port reported a link failure (the link named), and
@@ -40,6 +40,7 @@
 #ifndef FT_FTMASTER_DECISION_H_
 #define FT_FTMASTER_DECISION_H_
 
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,8 +66,13 @@ struct Decision {
 // others (busy, straggler, sdc) are reported and watched.
 bool Acted(const proto::Incident& incident);
 
+// `prior_failures`: per node, the crashes and stopped processes it had within the last
+// kRepeatedFailureMs before these incidents (the master keeps them: `failures:<node>`). One
+// more with no hardware evidence is a repeated failure: evidence against the node.
+inline constexpr int64_t kRepeatedFailureMs = 60 * 60 * 1000;
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
-                std::span<const proto::Membership> membership, bool sharded_optimizer);
+                std::span<const proto::Membership> membership, bool sharded_optimizer,
+                const std::map<std::string, int>* prior_failures = nullptr);
 
 // Writes the decision into the incidents it covers (hang, crash, transport-hang): `decision`,
 // and the reason appended to `message`. Busy and straggler incidents keep "none".

@@ -251,6 +251,23 @@ TEST(DecisionTest, ACrashEvictsItsNodeOnlyWithHardwareEvidence) {
   EXPECT_TRUE(d.evict_nodes.empty());
 }
 
+// A node whose processes keep failing is suspect whatever its signals say: the second crash or
+// stop on it within the hour evicts it.
+TEST(DecisionTest, RepeatedFailuresOnANodeEvictIt) {
+  Job job(2, 2, 2, 2);
+  std::vector<proto::Incident> crash = {Incident("crash", {{2, "n1", "killed by signal 11"}})};
+  const std::map<std::string, int> none = {{"n1", 0}, {"n2", 3}};
+  EXPECT_TRUE(Decide(crash, Grid(2, 2, 2), job.membership, false, &none).evict_nodes.empty());
+  const std::map<std::string, int> once = {{"n1", 1}};
+  Decision d = Decide(crash, Grid(2, 2, 2), job.membership, false, &once);
+  EXPECT_EQ(d.evict_nodes, (std::vector<std::string>{"n1"}));
+  EXPECT_NE(d.evict_reasons.at(0).find("repeated failures: a crash after 1 earlier crash or stop"), std::string::npos)
+      << d.evict_reasons.at(0);
+  std::vector<proto::Incident> stopped = {Incident("host-frozen", {{2, "n1", "stopped"}})};
+  EXPECT_EQ(Decide(stopped, Grid(2, 2, 2), job.membership, false, &once).evict_nodes,
+            (std::vector<std::string>{"n1"}));
+}
+
 TEST(DecisionTest, AFrozenHostIsEvictedAStoppedProcessIsNot) {
   Job job(2, 2, 2, 2);
   std::vector<proto::Incident> one = {Incident("host-frozen", {{2, "n1", "stopped"}})};
