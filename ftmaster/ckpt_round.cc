@@ -386,6 +386,7 @@ bool CkptRound::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
     incidents.push_back(std::move(i));
   }
   if (incidents.empty()) return true;
+  if (hardware_ != nullptr) AttachHardware(incidents, *hardware_, unix_ms);
   auto won = ctx_->writer.WriteIncidents(incidents, unix_ms, {}, {}, {}, {});
   if (!won) return false;
   for (size_t k = 0; k < incidents.size(); ++k) {

@@ -22,6 +22,7 @@
 
 #include "ftmaster/core/ckpt_verify.h"
 #include "ftmaster/job_membership.h"
+#include "ftmaster/core/hw_evidence.h"
 #include "ftmaster/loop_context.h"
 #include "ftmaster/store.h"
 #include "proto/ckpt_codec.h"
@@ -36,6 +37,9 @@ class CkptRound {
   using Clock = LoopContext::Clock;
 
   CkptRound(LoopContext* ctx, JobMembership* membership) : ctx_(ctx), membership_(membership) {}
+  // The workers' hardware signals (hw_evidence.h): attached to sdc incidents (an ECC error on
+  // the replica's GPU says why its bytes differ). Null: none.
+  void SetHardware(const HwLog* hardware) { hardware_ = hardware; }
 
   // A new term: steps, verdicts written and the plan are read again; the round is due now.
   void NewTerm(Clock::time_point now);
@@ -126,6 +130,7 @@ class CkptRound {
   // rank relaunched at once overwrites its end there before a round may see it.
   void NoteEnds();
 
+  const HwLog* hardware_ = nullptr;
   LoopContext* ctx_;
   JobMembership* membership_;
   std::map<int64_t, std::unique_ptr<Step>> steps_;  // the newest kCkptSteps steps

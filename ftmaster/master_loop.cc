@@ -52,6 +52,7 @@ MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> stor
   membership_.OnRead([this] { OnRanksRead(); });
   window_.OnSlowdown([this](const proto::Event& e, int64_t unix_ms) { summary_.AddSlowdown(e, unix_ms); });
   summary_.SetHardware(&window_.hardware());
+  ckpt_.SetHardware(&window_.hardware());
 }
 
 Status MasterLoop::Init() { return membership_.Init(); }
