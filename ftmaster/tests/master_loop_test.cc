@@ -845,9 +845,12 @@ TEST_F(MasterLoopTest, OddReplicaIsAnSdcIncidentAndTheMajorityIsPlanned) {
   EXPECT_EQ(sdc[0].suspects[0].node, "n0");
   EXPECT_EQ(sdc[0].decision, "none");
   EXPECT_NE(sdc[0].message.find("eviction candidate"), std::string::npos) << sdc[0].message;
-  ASSERT_EQ(sdc[0].evidence.size(), 2u);
+  ASSERT_EQ(sdc[0].evidence.size(), 3u);
   EXPECT_NE(sdc[0].evidence[0].find("0000000000000bad"), std::string::npos) << sdc[0].evidence[0];
   EXPECT_NE(sdc[0].evidence[1].find("000000000000600d"), std::string::npos) << sdc[0].evidence[1];
+  EXPECT_EQ(sdc[0].evidence[2], "hardware: none found on n0 from 60 s before the incident")
+      << "the suspect's node's signals are looked for (hw_evidence.h)";
+  EXPECT_TRUE(sdc[0].hardware_checked);
   EXPECT_TRUE(server_.Members(keys_.Evicted()).empty()) << "a candidate, not evicted";
   proto::RestorePlan plan = Plan();
   EXPECT_EQ(plan.step, 100);
