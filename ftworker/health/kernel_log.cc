@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -148,7 +149,9 @@ std::vector<proto::HwSignal> KernelLog::Poll() {
       if (!s) continue;
       if (s->kind == kOomKill) {
         // One kill writes two lines naming the victim ("oom-kill:..." then "Killed process").
-        if (s->pid == last_oom_pid_ && s->unix_ms - last_oom_unix_ms_ < 5000 && s->unix_ms >= last_oom_unix_ms_) continue;
+        // Each poll dates records from its own reading of the two clocks, a millisecond either
+        // way: the two lines of one kill can read a millisecond apart in either order.
+        if (s->pid == last_oom_pid_ && std::abs(s->unix_ms - last_oom_unix_ms_) < 5000) continue;
         last_oom_pid_ = s->pid;
         last_oom_unix_ms_ = s->unix_ms;
       }
