@@ -4,8 +4,13 @@
 #define FT_FTMASTER_LOOP_UTIL_H_
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/config.h"
 
@@ -37,6 +42,30 @@ inline double MsSince(std::chrono::steady_clock::time_point start) {
 // Spaces a periodic read so it takes at most 1/share (a third by default) of the loop's time.
 inline Ms Spacing(Ms nominal, double cost_ms, double share = 3) {
   return std::max(nominal, Ms(static_cast<int64_t>(share * cost_ms)));
+}
+
+// A master-hash field of Unix ms times, comma-separated (`slow_evictions`, `failures:<node>`).
+// Entries that are not a positive number are left out, and *garbled says there were some.
+inline std::vector<int64_t> ParseUnixMsList(std::string_view text, bool* garbled = nullptr) {
+  std::vector<int64_t> times;
+  for (size_t at = 0; at < text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    int64_t ms = 0;
+    auto [end, ec] = std::from_chars(text.data() + at, text.data() + comma, ms);
+    if (ec == std::errc() && end == text.data() + comma && ms > 0) {
+      times.push_back(ms);
+    } else if (garbled != nullptr) {
+      *garbled = true;
+    }
+    at = comma + 1;
+  }
+  return times;
+}
+
+inline std::string UnixMsList(std::span<const int64_t> times) {
+  std::string out;
+  for (int64_t t : times) out += (out.empty() ? "" : ",") + std::to_string(t);
+  return out;
 }
 
 }  // namespace ft::master

@@ -72,14 +72,7 @@ void SummaryRound::LoadTerm(const MasterHash& state) {
       if (const int64_t at = NamedAt(value)) named_at_[rank] = at;  // the episode's age goes on
     }
   }
-  if (auto it = state.find("slow_evictions"); it != state.end()) {
-    for (size_t pos = 0; pos < it->second.size();) {
-      const size_t comma = std::min(it->second.find(',', pos), it->second.size());
-      const long long at = std::atoll(it->second.substr(pos, comma - pos).c_str());
-      if (at > 0) slow_evictions_.push_back(at);
-      pos = comma + 1;
-    }
-  }
+  if (auto it = state.find("slow_evictions"); it != state.end()) slow_evictions_ = ParseUnixMsList(it->second);
   if (auto it = state.find("last_recovery_ms"); it != state.end()) {
     const long long ms = std::atoll(it->second.c_str());
     if (ms > 0) measured_recovery_s_ = static_cast<double>(ms) / 1000.0;
@@ -104,11 +97,12 @@ void SummaryRound::SlowEvicted(int rank, int64_t unix_ms) {
 
 std::string SummaryRound::SlowEvictionsField(int64_t unix_ms) const {
   // The last day's: enough for any hourly budget, bounded in size.
-  std::string out;
+  std::vector<int64_t> kept;
   for (int64_t at : slow_evictions_) {
-    if (at > unix_ms - 24 * 3600 * 1000) out += fmt::format("{},", at);
+    if (at > unix_ms - 24 * 3600 * 1000) kept.push_back(at);
   }
-  return out + std::to_string(unix_ms);
+  kept.push_back(unix_ms);
+  return UnixMsList(kept);
 }
 
 bool SummaryRound::LoadTimeouts() {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -31,20 +30,9 @@ bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
   failures_.clear();
   for (const auto& [field, value] : state) {
     if (field.rfind("failures:", 0) != 0) continue;
-    std::vector<int64_t>& times = failures_[field.substr(9)];
-    for (size_t at = 0; at < value.size();) {
-      size_t comma = value.find(',', at);
-      if (comma == std::string::npos) comma = value.size();
-      int64_t ms = 0;
-      const char* first = value.data() + at;
-      auto [end, ec] = std::from_chars(first, value.data() + comma, ms);
-      if (ec == std::errc() && end == value.data() + comma && ms > 0) {
-        times.push_back(ms);
-      } else {
-        ctx_->bad.Report("master " + field, value, Status::Corrupt("not a list of Unix ms; that entry is left out"));
-      }
-      at = comma + 1;
-    }
+    bool garbled = false;
+    failures_[field.substr(9)] = ParseUnixMsList(value, &garbled);
+    if (garbled) ctx_->bad.Report("master " + field, value, Status::Corrupt("not a list of Unix ms; those entries are left out"));
   }
   auto it = state.find("events_cursor");
   if (it != state.end()) {
@@ -165,7 +153,7 @@ void WindowRound::TakeHardware(const proto::Event& event, int64_t unix_ms) {
   } else {
     for (int rank : s.ranks) incident.suspects.push_back({rank, s.node, what});
   }
-  incident.evidence.push_back(fmt::format("hardware on {}: {}{}", s.node, what, s.detail.empty() ? "" : ": " + s.detail));
+  incident.evidence.push_back(EvidenceLine(s));
   incident.hardware = {s};
   incident.hardware_checked = true;
   incident.confidence = 1;
@@ -479,9 +467,7 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
     std::vector<int64_t>& times = failures[node];
     std::erase_if(times, [&](int64_t t) { return t < unix_ms - kRepeatedFailureMs; });
     times.push_back(unix_ms);
-    std::string joined;
-    for (int64_t t : times) joined += (joined.empty() ? "" : ",") + std::to_string(t);
-    on_win.push_back({"failures:" + node, joined});
+    on_win.push_back({"failures:" + node, UnixMsList(times)});
   }
   auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {"open_incident"});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)

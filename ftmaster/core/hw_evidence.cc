@@ -66,6 +66,10 @@ std::string DescribeSignal(const proto::HwSignal& s) {
   return fmt::format("{}{} on {}{}", s.critical ? "critical " : "", what, where, whose);
 }
 
+std::string EvidenceLine(const proto::HwSignal& s) {
+  return fmt::format("hardware on {}: {}{}", s.node, DescribeSignal(s), s.detail.empty() ? "" : ": " + s.detail.substr(0, 120));
+}
+
 void AttachHardware(std::span<proto::Incident> incidents, const HwLog& log, int64_t unix_ms) {
   for (proto::Incident& incident : incidents) {
     if (incident.suspects.empty()) continue;
@@ -94,10 +98,7 @@ void AttachHardware(std::span<proto::Incident> incidents, const HwLog& log, int6
       return a.unix_ms > b.unix_ms;
     });
     if (found.size() > kHwPerIncident) found.resize(kHwPerIncident);
-    for (const proto::HwSignal& s : found) {
-      incident.evidence.push_back(fmt::format("hardware on {}: {}{}", s.node, DescribeSignal(s),
-                                              s.detail.empty() ? "" : ": " + s.detail.substr(0, 120)));
-    }
+    for (const proto::HwSignal& s : found) incident.evidence.push_back(EvidenceLine(s));
     incident.hardware = std::move(found);
     incident.hardware_checked = true;
   }

@@ -54,6 +54,9 @@ std::vector<const proto::HwSignal*> CriticalOn(const proto::Incident& incident, 
 // "Xid 79 on GPU 0000:3a:00.0 (rank 5)", "link-downed +2 on NIC mlx5_1/1 (ranks 4,5)": for
 // incident lines and eviction reasons.
 std::string DescribeSignal(const proto::HwSignal& s);
+// "hardware on node1: critical Xid 79 on GPU 0000:3a:00.0 (rank 5): <detail>": an incident's
+// evidence line for one signal.
+std::string EvidenceLine(const proto::HwSignal& s);
 
 }  // namespace ft::master
 
