@@ -16,6 +16,16 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
                    agent's copy and checksums compete with the compute for the cores
   persist_ratio    local-tier PersistCopy throughput / `dd if=<arena> of=<file> bs=4M
                    oflag=direct` of the same bytes, same file system          target >= 0.8
+  restore_ratio    a memcpy of the arena's committed copy in a new process (mapped fresh there, into
+                   a pre-faulted buffer: the floor of any restore by a new process) / ft_restore
+                   from the rank's own arena (every chunk verified, copied to the device buffers
+                   as it verifies), alternating, medians of RUNS              target >= 0.9
+  restore_ratio_hot  the same against a memcpy between buffers mapped before (what a process
+                   that had touched the arena would pay; on this VM the first touch of each page
+                   by a process costs ~1.4 s per GiB, see README)
+  register_s_per_gib  ft_register_end of a fresh two-slot arena (create, reserve, map, pin) per
+                   GiB registered; _1slot with FT_CKPT_ARENA_SLOTS=1, median of RUNS
+                   target <= 0.5 here (1 GiB of state, two slots: 2 GiB mapped)
   restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
                    node plan file naming only that source, the directories' pages dropped from
                    the page cache first (cold reads), the restored bytes checked
@@ -32,7 +42,7 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
+RESULT ckpt save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -187,11 +197,13 @@ class Bench:
               (DISK_DIR, direct, fmt(persist_s), fmt(dd_s)), flush=True)
         return median(dd_s) / median(persist_s)
 
-    def arena_path(self, rank):
-        names = [n for n in os.listdir(self.arena_dir) if n.startswith("ft-ckpt.") and n.endswith(".%d" % rank)]
-        if len(names) != 1:
+    def arena_path(self, rank, job=None, must_exist=True):
+        """The arena of `rank` of this bench's job (or `job`): exactly the name libft.so gives it,
+        so the training loop's arenas (another job) never stand in for it."""
+        path = os.path.join(self.arena_dir, "ft-ckpt.%s.%d" % (job or self.job, rank))
+        if must_exist and not os.path.exists(path):
             die("arena of rank %d not found in %s: %s" % (rank, self.arena_dir, os.listdir(self.arena_dir)))
-        return os.path.join(self.arena_dir, names[0])
+        return path
 
     def plan(self, tiers):
         args = ["--arena-dir", self.arena_dir, "--job", self.job, "--node", self.node, "--ranks", "0",
@@ -217,9 +229,9 @@ class Bench:
                     finally:
                         os.close(fd)
 
-    def restore(self, plan_path, plan_text, drop_arena):
+    def restore(self, plan_path, plan_text, drop_arena, runs=None):
         secs = []
-        for _ in range(max(3, RUNS // 2)):
+        for _ in range(runs or max(3, RUNS // 2)):
             with open(plan_path, "w") as f:
                 f.write(plan_text)
             self.drop_tier_caches()
@@ -235,6 +247,40 @@ class Bench:
             secs += values(p.stdout, "restore_s")
         return secs
 
+
+    def register_per_gib(self, slots):
+        """Seconds per GiB of ft_register_end for a fresh arena of `slots` slots (created,
+        reserved, mapped and pinned), median of RUNS ranks, each exiting after one step."""
+        secs = []
+        for _ in range(RUNS):
+            path = self.arena_path(0, must_exist=False)
+            if os.path.exists(path):
+                os.unlink(path)
+            env = self.env(0, 1)
+            env.update({"FT_CKPT_ARENA_SLOTS": str(slots), "FT_CKPT_EVERY": "0"})
+            p = subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps", "1"],
+                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            got = None
+            for line in p.stdout:
+                if got is None:
+                    got = values(line, "register_s")
+                    got = got[0] if got else None
+                if line.startswith("ready"):
+                    break
+            p.stdin.close()
+            if p.wait(timeout=120) != 0 or got is None:
+                die("registering %d slot(s): exit %s, register_s %s" % (slots, p.returncode, got))
+            secs.append(got / (BYTES / float(1 << 30)))
+        os.unlink(self.arena_path(0))
+        print("bench: ft_register_end of a fresh %d-slot arena: %s s per GiB" % (slots, fmt(secs)), flush=True)
+        return median(secs)
+
+    def memcpy_s(self):
+        return values(self.tool_run("memcpy", "--bytes", BYTES, "--threads", 1, "--runs", 1), "memcpy_s")
+
+    def memcpy_from_arena_s(self):
+        return values(self.tool_run("memcpy", "--arena-dir", self.arena_dir, "--job", self.job, "--rank", 0),
+                      "memcpy_s")
 
     def termination_saves(self, runs):
         """A saving rank with no periodic save (FT_CKPT_EVERY=0) after one step, then SIGTERM:
@@ -289,6 +335,10 @@ def every_step_snapshots(b):
                 done_ms += values(p.stdout, "step_done_ms")
                 taken.append(len(re.findall(r"periodic save: saved step=", p.stderr)))
         ratios.append(step_s[1] / step_s[0])
+    # The training runs' arena (their own job) is not the measuring runs' to find.
+    train_arena = b.arena_path(0, job=b.job + "-train", must_exist=False)
+    if os.path.exists(train_arena):
+        os.unlink(train_arena)
     print("bench: training loop, %d MiB, %d steps of %.0f ms compute: ft_step_done with a snapshot every step "
           "median %.3f ms, max %.3f ms; step time ratio (every step / none) %s; snapshots taken per run %s of %d" %
           (BYTES >> 20, TRAIN_STEPS, TRAIN_COMPUTE_MS, median(done_ms), max(done_ms), fmt(ratios), taken,
@@ -399,11 +449,32 @@ def main():
         plans = {t: b.plan(t) for t in ("arena", "local", "remote")}
         b.stop(procs)
         restore = {}
+        fresh_memcpy, hot_memcpy = [], []
         for tier in ("arena", "local", "remote"):
             path, text_ = plans[tier]
-            restore[tier] = b.restore(path, text_, drop_arena=(tier != "arena"))
+            if tier == "arena":
+                # Each restore from the own arena beside the two memcpy baselines, alternating.
+                restore[tier] = []
+                for i in range(RUNS):
+                    if i % 2 == 1:
+                        fresh_memcpy += b.memcpy_from_arena_s()
+                        hot_memcpy += b.memcpy_s()
+                    restore[tier] += b.restore(path, text_, drop_arena=False, runs=1)
+                    if i % 2 == 0:
+                        fresh_memcpy += b.memcpy_from_arena_s()
+                        hot_memcpy += b.memcpy_s()
+            else:
+                restore[tier] = b.restore(path, text_, drop_arena=True)
             print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
+        restore_ratio = median(fresh_memcpy) / median(restore["arena"])
+        restore_ratio_hot = median(hot_memcpy) / median(restore["arena"])
+        print("bench: restore from the own arena (verified, into device buffers) %s s; memcpy of the arena's copy "
+              "mapped fresh in a new process %s s (restore_ratio=%.3f); memcpy between buffers mapped before %s s "
+              "(restore_ratio_hot=%.3f)" % (fmt(restore["arena"]), fmt(fresh_memcpy), restore_ratio, fmt(hot_memcpy),
+                                           restore_ratio_hot), flush=True)
         os.unlink(b.arena_path(0))
+        register_1 = b.register_per_gib(1)
+        register_2 = b.register_per_gib(2)
         term_s, term_gone_s = b.termination_saves(RUNS)
         step_done_ms, every_ratio, every_lo, every_hi = every_step_snapshots(b)
         if RANKS4 > 1:
@@ -415,16 +486,17 @@ def main():
             print("bench: %d ranks: save_ratio=%.3f (all ranks' saves at once vs %d memcpy threads) "
                   "block_s=%.4f (median of every rank's periodic saves)" % (RANKS4, ratio4, RANKS4, median(block4)),
                   flush=True)
-        if os.path.exists(b.arena_path(0)):
+        if os.path.exists(b.arena_path(0, must_exist=False)):
             os.unlink(b.arena_path(0))
         replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
-        print("RESULT ckpt save_ratio=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
+        print("RESULT ckpt save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
+              "block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
               "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
               "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
               "socket_gbps=%.2f replicate_ratio=%.3f" %
-              (save_ratio, median(block), step_done_ms, every_ratio, every_lo, every_hi, persist_ratio,
-               median(restore["arena"]), median(restore["local"]), median(restore["remote"]), term_s, term_gone_s,
-               replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
+              (save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, median(block), step_done_ms, every_ratio, every_lo,
+               every_hi, persist_ratio, median(restore["arena"]), median(restore["local"]), median(restore["remote"]),
+               term_s, term_gone_s, replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
               flush=True)
     finally:
         b.cleanup()

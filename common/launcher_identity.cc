@@ -25,6 +25,22 @@ std::optional<int> FirstInt(const Environment& env, std::initializer_list<const 
   return std::nullopt;
 }
 
+// The same, reading only the leading digits: Slurm writes SLURM_NTASKS_PER_NODE as "8(x4)" when
+// every node runs 8 tasks, and "8,4(x2)" when they differ (this node's count is then not
+// known from it; the first is as good a guess as any for sizing helpers).
+std::optional<int> FirstLeadingInt(const Environment& env, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    auto text = env.Get(name);
+    if (!text) continue;
+    std::string_view digits = *text;
+    size_t n = 0;
+    while (n < digits.size() && n < 9 && digits[n] >= '0' && digits[n] <= '9') ++n;
+    int64_t value = 0;
+    if (n > 0 && ParseInt(digits.substr(0, n), &value).ok() && value > 0) return static_cast<int>(value);
+  }
+  return std::nullopt;
+}
+
 // The first of `names` that is set and not empty: (variable, value).
 std::optional<std::pair<std::string, std::string>> FirstString(
     const Environment& env, std::initializer_list<const char*> names) {
@@ -42,6 +58,7 @@ struct Launcher {
   std::initializer_list<const char*> local_rank;
   std::initializer_list<const char*> world_size;
   std::initializer_list<const char*> job;  // the first set names the job
+  std::initializer_list<const char*> local_world_size;  // ranks on this node
 };
 
 // 8-4-4-4-12 hex digits: what torchrun --standalone makes per launch (str(uuid.uuid4())).
@@ -79,14 +96,15 @@ std::string WhyNotAJobName(std::string_view variable, std::string_view value) {
 // job id survives a requeue, so it names the job before torchrun's run id.
 const Launcher kLaunchers[] = {
     {"torchrun", "RANK", {"RANK"}, {"LOCAL_RANK"}, {"WORLD_SIZE"},
-     {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}},
+     {"SLURM_JOB_ID", "TORCHELASTIC_RUN_ID"}, {"LOCAL_WORLD_SIZE"}},
     {"openmpi", "OMPI_COMM_WORLD_RANK", {"OMPI_COMM_WORLD_RANK"}, {"OMPI_COMM_WORLD_LOCAL_RANK"},
-     {"OMPI_COMM_WORLD_SIZE"}, {"SLURM_JOB_ID", "OMPI_MCA_orte_ess_jobid"}},
+     {"OMPI_COMM_WORLD_SIZE"}, {"SLURM_JOB_ID", "OMPI_MCA_orte_ess_jobid"}, {"OMPI_COMM_WORLD_LOCAL_SIZE"}},
     {"slurm", "SLURM_PROCID", {"SLURM_PROCID"}, {"SLURM_LOCALID"}, {"SLURM_NTASKS"},
-     {"SLURM_JOB_ID"}},
+     {"SLURM_JOB_ID"}, {"SLURM_NTASKS_PER_NODE"}},
     {"pmix", "PMIX_RANK", {"PMIX_RANK"}, {"PMIX_LOCAL_RANK", "MPI_LOCALRANKID"}, {"PMIX_SIZE"},
-     {"PMIX_NAMESPACE"}},
-    {"pmi", "PMI_RANK", {"PMI_RANK"}, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, {"PMI_SIZE"}, {}},
+     {"PMIX_NAMESPACE"}, {"PMIX_LOCAL_SIZE", "MPI_LOCALNRANKS"}},
+    {"pmi", "PMI_RANK", {"PMI_RANK"}, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}, {"PMI_SIZE"}, {},
+     {"MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}},
 };
 
 }  // namespace
@@ -102,6 +120,7 @@ LauncherIdentity ResolveLauncherIdentity(const Config& config, const Environment
     id.rank = FirstInt(env, launcher.rank).value_or(-1);
     id.local_rank = FirstInt(env, launcher.local_rank).value_or(-1);
     id.world_size = FirstInt(env, launcher.world_size).value_or(-1);
+    id.local_world_size = FirstLeadingInt(env, launcher.local_world_size).value_or(-1);
     if (auto named = FirstString(env, launcher.job)) {
       if (std::string why = WhyNotAJobName(named->first, named->second); why.empty()) {
         id.job = named->second;

@@ -25,6 +25,7 @@ struct LauncherIdentity {
   int rank = -1;           // -1: unknown
   int local_rank = -1;
   int world_size = -1;
+  int local_world_size = -1;  // ranks on this node (sizes the checkpoint helpers); -1: unknown
   std::string launcher;    // "torchrun", "openmpi", "slurm", "pmix", "pmi", or "none"
 };
 

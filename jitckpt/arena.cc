@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "jitckpt/populate.h"
 #include "jitckpt/safe_name.h"
 
 // The commit protocol is a seqlock over bulk bytes (gigabytes; they cannot be atomics), so
@@ -213,11 +214,13 @@ void AdviseHugePages(const std::string& path, uint8_t* base, const Geometry& g) 
   }
 }
 
-Status MapWritable(int fd, const std::string& path, uint64_t bytes, uint8_t** base) {
-  // MAP_POPULATE: the pages are touched now, at registration, so a save runs at copy bandwidth.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+Status MapWritable(int fd, const std::string& path, const Geometry& g, uint8_t** base) {
+  void* p = mmap(nullptr, g.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return Status::FromErrno(errno, fmt::format("mmap {}", path));
   *base = static_cast<uint8_t*>(p);
+  AdviseHugePages(path, *base, g);  // before the pages are mapped, or it changes nothing
+  // The pages are mapped now, at registration, so a save runs at copy bandwidth.
+  PopulateForWrite(*base, g.file_bytes);
   return Status::Ok();
 }
 
@@ -291,7 +294,7 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
       if ((st.st_mode & 07777) != 0600) fchmod(fd, 0600);
       uint8_t* base = nullptr;
       Status s = Reserve(fd, dir, path, g.file_bytes);
-      if (s.ok()) s = MapWritable(fd, path, g.file_bytes, &base);
+      if (s.ok()) s = MapWritable(fd, path, g, &base);
       close(fd);
       FT_RETURN_IF_ERROR(s);
       ArenaHeader* live = HeaderOf(base);
@@ -307,7 +310,6 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
         StoreSequence(live, slot, seq + 1, __ATOMIC_RELEASE);
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
-      AdviseHugePages(path, base, g);
       *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
       return Status::Ok();
     }
@@ -335,9 +337,8 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   Status s = Reserve(fd, dir, path, g.file_bytes);
   if (!s.ok()) return fail(s, nullptr);
   uint8_t* base = nullptr;
-  s = MapWritable(fd, temp, g.file_bytes, &base);
+  s = MapWritable(fd, temp, g, &base);
   if (!s.ok()) return fail(s, nullptr);
-  AdviseHugePages(path, base, g);
   ArenaHeader* h = HeaderOf(base);
   h->magic = kArenaMagic;
   h->version = kArenaVersion;

@@ -5,9 +5,60 @@
 
 #include <fmt/format.h>
 
+#include "jitckpt/checksum_simd.h"
+
 namespace ft::ckpt {
 
-uint64_t Checksum(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
+namespace internal {
+
+bool ChecksumVectorAvailable(ChecksumVector v) {
+  switch (v) {
+    case ChecksumVector::kBaseline: return true;
+#if FT_CHECKSUM_X86_DISPATCH
+    case ChecksumVector::kAvx2: return __builtin_cpu_supports("avx2");
+    case ChecksumVector::kAvx512: return __builtin_cpu_supports("avx512f");
+#else
+    case ChecksumVector::kAvx2:
+    case ChecksumVector::kAvx512: return false;
+#endif
+  }
+  return false;
+}
+
+uint64_t ChecksumWith(ChecksumVector v, const void* data, size_t bytes) {
+  switch (v) {
+#if FT_CHECKSUM_X86_DISPATCH
+    case ChecksumVector::kAvx2: return ChecksumAvx2(data, bytes);
+    case ChecksumVector::kAvx512: return ChecksumAvx512(data, bytes);
+#endif
+    default: return XXH3_64bits(data, bytes);
+  }
+}
+
+ChecksumVector ChecksumVectorInUse() {
+  // xxHash's own dispatcher's order: the widest unit the CPU has.
+  static const ChecksumVector chosen = [] {
+    if (ChecksumVectorAvailable(ChecksumVector::kAvx512)) return ChecksumVector::kAvx512;
+    if (ChecksumVectorAvailable(ChecksumVector::kAvx2)) return ChecksumVector::kAvx2;
+    return ChecksumVector::kBaseline;
+  }();
+  return chosen;
+}
+
+const char* ChecksumVectorName(ChecksumVector v) {
+  switch (v) {
+    case ChecksumVector::kBaseline: return "baseline";
+    case ChecksumVector::kAvx2: return "avx2";
+    case ChecksumVector::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+}  // namespace internal
+
+uint64_t Checksum(const void* data, size_t bytes) {
+  return internal::ChecksumWith(internal::ChecksumVectorInUse(), data, bytes);
+}
 
 std::string DigestHex(uint64_t digest) { return fmt::format("{:016x}", digest); }
 

@@ -74,14 +74,16 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
 class Loader {
  public:
   Loader(const NodePlan& plan, const PlanRank& line, int rank,
-         const std::vector<BufferEntry>& registered, Arena* own)
-      : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own) {}
+         const std::vector<BufferEntry>& registered, Arena* own, RestoreSink* sink)
+      : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own), sink_(sink) {}
 
   // OK: restored into the own arena, *used is its manifest. InvalidArgument: the planned copy
   // does not fit the registered buffers (give up). Anything else: this source failed, and
   // reason() says why.
   Status Try(const Candidate& c, Manifest* used) {
     reason_ = SkipReason::kUnreadable;
+    if (sink_ != nullptr && delivered_) sink_->SourceBegins();
+    delivered_ = false;
     switch (c.kind) {
       case SourceKind::kOwnArena: return TryOwnArena(used);
       case SourceKind::kPrefetched:
@@ -175,6 +177,7 @@ class Loader {
             SkipReason::kChunkMismatch,
             Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i)));
       }
+      Deliver(m, i, data);
     }
     // The other slot's copy becomes the committed one: the restored step is what the arena
     // holds from now on (the agent copies the committed copy into the buffers next).
@@ -214,6 +217,7 @@ class Loader {
         return Skip(SkipReason::kChunkMismatch,
                     Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i)));
       }
+      Deliver(m, i, dest);
     }
     // The seqlock: a save that began while we copied may have changed chunks we had verified.
     if (!peer.StillCommitted(generation)) return Overwritten(path);
@@ -228,7 +232,8 @@ class Loader {
     }
     FT_RETURN_IF_ERROR(Accept(m));
     uint8_t* dest = BeginOwnWrite();
-    Status read = ReadData(dir, plan_.job, m, dest, own_->data_capacity());
+    Status read = ReadData(dir, plan_.job, m, dest, own_->data_capacity(),
+                           [&](size_t chunk) { Deliver(m, chunk, dest); });
     if (read.ok()) return CommitOwn(std::move(m), src_rank, used);
     if (read.code() == StatusCode::kNotFound) return Skip(SkipReason::kAbsent, std::move(read));
     // The tier's words say which; its code does not (a wrong size and a bad chunk are both
@@ -241,6 +246,12 @@ class Loader {
     const SkipReason reason =
         read.code() == StatusCode::kCorrupt ? SkipReason::kChunkMismatch : SkipReason::kUnreadable;
     return Skip(reason, std::move(read));
+  }
+
+  void Deliver(const Manifest& m, size_t chunk, const uint8_t* data) {
+    if (sink_ == nullptr) return;
+    sink_->Verified(m, chunk, data);
+    delivered_ = true;
   }
 
   Status Overwritten(const std::string& path) {
@@ -282,6 +293,8 @@ class Loader {
   const int rank_;
   const std::vector<BufferEntry>& registered_;
   Arena* own_;
+  RestoreSink* sink_;       // may be null
+  bool delivered_ = false;  // this source gave the sink a chunk
   bool own_writing_ = false;
   SkipReason reason_ = SkipReason::kUnreadable;  // of the last failed Try
 };
@@ -317,7 +330,8 @@ const char* SkipReasonName(SkipReason reason) {
 }
 
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
-                      const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result) {
+                      const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result,
+                      RestoreSink* sink) {
   const auto start = std::chrono::steady_clock::now();
   if (plan.step < 0) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' has no verified step", plan.job));
@@ -331,7 +345,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
     return Status::InvalidArgument(fmt::format("restoring rank {}: its arena is not open", rank));
   }
   const std::vector<Candidate> candidates = Candidates(plan, *line, rank, node);
-  Loader loader(plan, *line, rank, registered, own);
+  Loader loader(plan, *line, rank, registered, own, sink);
   std::vector<SkippedSource> skipped;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];

@@ -73,12 +73,29 @@ struct RestoreResult {
   std::vector<SkippedSource> skipped;  // the sources tried before, in order
 };
 
+// Where verified chunks go as they verify (the agent: a host-to-device copy into the registered
+// buffers), so the copy to the device overlaps the verification of the chunks after it instead
+// of waiting for the whole copy. Every source of a plan holds the same bytes (one content
+// digest), so the chunks a failed source delivered are right, and the next source delivers
+// every chunk again.
+class RestoreSink {
+ public:
+  virtual ~RestoreSink() = default;
+  // Before a source's first chunk (the second source on): the memory a failed source's chunks
+  // were read from may be written next, so what reads it must be done.
+  virtual void SourceBegins() = 0;
+  // Chunk `chunk` of the copy `m` verified: its bytes are at data + m.chunk_begin(chunk) and
+  // stay there until SourceBegins or LoadForRestore returns.
+  virtual void Verified(const Manifest& m, size_t chunk, const uint8_t* data) = 0;
+};
+
 // `registered`: this rank's buffers as laid out by PlanLayout. NotFound when the plan has no
 // step (or no line for this rank); InvalidArgument (LayoutMatches' words) when the saved
 // layout differs; Corrupt when every source failed (RestoreResult::skipped says why, each with
 // its SkipReason).
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
-                      const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result);
+                      const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result,
+                      RestoreSink* sink = nullptr);
 
 }  // namespace ft::ckpt
 

@@ -115,12 +115,12 @@ Status ReadManifest(FileOps& ops, std::string_view dir, std::string_view job, Co
 }
 
 Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
-                uint64_t dest_capacity) {
-  return ReadData(SystemFileOps(), dir, job, m, dest, dest_capacity);
+                uint64_t dest_capacity, const std::function<void(size_t)>& verified) {
+  return ReadData(SystemFileOps(), dir, job, m, dest, dest_capacity, verified);
 }
 
 Status ReadData(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
-                uint64_t dest_capacity) {
+                uint64_t dest_capacity, const std::function<void(size_t)>& verified) {
   const std::string path = DataPath(dir, job, {m.step, m.rank});
   if (dest == nullptr || dest_capacity < m.data_bytes) {
     return Status::InvalidArgument(fmt::format("reading {}: {} bytes do not fit in {}", path,
@@ -171,6 +171,7 @@ Status ReadData(FileOps& ops, std::string_view dir, std::string_view job, const 
                                            path, next_chunk, m.chunk_begin(next_chunk),
                                            m.chunk_end(next_chunk)));
       }
+      if (verified) verified(next_chunk);
     }
   }
   return Status::Ok();

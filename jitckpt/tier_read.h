@@ -6,6 +6,7 @@
 #define FT_JITCKPT_TIER_READ_H_
 
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 #include "common/status.h"
@@ -22,10 +23,11 @@ Status ReadManifest(std::string_view dir, std::string_view job, CopyId id, Manif
 Status ReadManifest(FileOps& ops, std::string_view dir, std::string_view job, CopyId id, Manifest* m);
 // Reads its data into `dest` (capacity >= m.data_bytes), verifying every chunk as it lands:
 // Corrupt naming the first bad chunk and the file; IoError for a short or failed read.
+// `verified` (may be empty) is called with each chunk's index once it verified.
 Status ReadData(std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
-                uint64_t dest_capacity);
+                uint64_t dest_capacity, const std::function<void(size_t)>& verified = {});
 Status ReadData(FileOps& ops, std::string_view dir, std::string_view job, const Manifest& m, uint8_t* dest,
-                uint64_t dest_capacity);
+                uint64_t dest_capacity, const std::function<void(size_t)>& verified = {});
 
 // Reads bytes [offset, offset + len) of the copy's data into dest[0, len), verifying every
 // chunk in the range: the range must begin at a chunk boundary and end at one or at

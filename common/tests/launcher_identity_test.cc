@@ -57,6 +57,21 @@ TEST(LauncherIdentityTest, PmixAndPmi) {
   EXPECT_EQ(pmi.world_size, 8);
 }
 
+// How many ranks share the node (the checkpoint helpers take a share of its cores), in each
+// launcher's words; Slurm's "8(x4)" is 8 per node; unknown or garbage is -1.
+TEST(LauncherIdentityTest, LocalWorldSizeFromEachLauncher) {
+  EXPECT_EQ(Resolve({{"RANK", "9"}, {"LOCAL_WORLD_SIZE", "8"}}).local_world_size, 8);
+  EXPECT_EQ(Resolve({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}).local_world_size, 4);
+  EXPECT_EQ(Resolve({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS_PER_NODE", "8(x4)"}}).local_world_size, 8);
+  EXPECT_EQ(Resolve({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS_PER_NODE", "2,4(x3)"}}).local_world_size, 2);
+  EXPECT_EQ(Resolve({{"PMIX_RANK", "0"}, {"PMIX_LOCAL_SIZE", "6"}}).local_world_size, 6);
+  EXPECT_EQ(Resolve({{"PMI_RANK", "0"}, {"MPI_LOCALNRANKS", "2"}}).local_world_size, 2);
+  EXPECT_EQ(Resolve({{"RANK", "9"}}).local_world_size, -1);
+  EXPECT_EQ(Resolve({{"RANK", "9"}, {"LOCAL_WORLD_SIZE", "eight"}}).local_world_size, -1);
+  EXPECT_EQ(Resolve({{"RANK", "9"}, {"LOCAL_WORLD_SIZE", "0"}}).local_world_size, -1);
+  EXPECT_EQ(Resolve({{"LOCAL_WORLD_SIZE", "8"}}).local_world_size, -1);  // no launcher named the rank
+}
+
 TEST(LauncherIdentityTest, FtSettingsOverrideTheLauncher) {
   auto id = Resolve({{"RANK", "9"}, {"WORLD_SIZE", "16"}, {"FT_RANK", "1"}, {"FT_JOB", "mine"},
                      {"FT_NODE_ID", "node3"}, {"FT_WORLD_SIZE", "2"}});

@@ -46,7 +46,10 @@ typedef enum ft_result {
   FT_LAYOUT_MISMATCH = 5,   /* ft_restore: the saved buffers' names or sizes differ from the
                                registered ones; nothing was restored */
   FT_CORRUPT = 6,           /* ft_restore: every copy of the planned step failed verification
-                               or could not be read; nothing was restored */
+                               or could not be read. Chunks go to the buffers as they verify,
+                               so when the last copy failed midway the buffers hold part of
+                               the checkpoint (ft_last_error says so): re-initialize them, or
+                               stop, rather than train from them */
   FT_CUDA_ERROR = 7,        /* a CUDA call failed (message in ft_last_error) */
   FT_TIMEOUT = 8,           /* ft_restore: no restore plan from the worker within
                                FT_RESTORE_WAIT (is ftworker running on this node?) */

@@ -103,8 +103,8 @@ class RestoreLoaderTest : public ::testing::Test {
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
 
-  Status Load(RestoreResult* result) {
-    return LoadForRestore(plan_, kRank, plan_.node, registered_, &own_, result);
+  Status Load(RestoreResult* result, RestoreSink* sink = nullptr) {
+    return LoadForRestore(plan_, kRank, plan_.node, registered_, &own_, result, sink);
   }
 
   // Opens the own arena and restores on the plan's node: the result, whose status must be
@@ -392,6 +392,76 @@ TEST_F(RestoreLoaderTest, AFailedRestoreKeepsTheOwnArenasOlderCopy) {
   EXPECT_EQ(m, older);
   EXPECT_EQ(std::memcmp(own_.data(generation), older_data.data(), older_data.size()), 0);
   EXPECT_EQ(own_.write_data(), nullptr) << "the write was given up";
+}
+
+// What the agent does with verified chunks (copies them to the device), written down: the
+// order of calls ("begin" for SourceBegins, the chunk index otherwise) and the bytes, copied
+// into a buffer of its own as each arrives.
+class RecordingSink : public RestoreSink {
+ public:
+  explicit RecordingSink(size_t bytes) : device(bytes, 0xee) {}
+  void SourceBegins() override { calls.push_back("begin"); }
+  void Verified(const Manifest& m, size_t chunk, const uint8_t* data) override {
+    calls.push_back(std::to_string(chunk));
+    std::memcpy(device.data() + m.chunk_begin(chunk), data + m.chunk_begin(chunk),
+                m.chunk_end(chunk) - m.chunk_begin(chunk));
+  }
+  std::vector<std::string> calls;
+  std::vector<uint8_t> device;
+};
+
+std::vector<std::string> Chunks(size_t from, size_t to) {
+  std::vector<std::string> out;
+  for (size_t i = from; i < to; ++i) out.push_back(std::to_string(i));
+  return out;
+}
+
+TEST_F(RestoreLoaderTest, EveryChunkGoesToTheSinkOnceAsItVerifiesFromTheOwnArena) {
+  SaveToArena(kRank, CopyOf(kRank), data_);
+  OpenOwn();
+  RecordingSink sink(data_.size());
+  RestoreResult result;
+  Status st = Load(&result, &sink);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectSource(result, SourceKind::kOwnArena, kRank);
+  ASSERT_GT(saved_.chunk_count(), 2u);
+  EXPECT_EQ(sink.calls, Chunks(0, saved_.chunk_count()));
+  EXPECT_EQ(sink.device, data_);
+}
+
+// A source that fails midway gave the sink the chunks before the bad one (they verified, and
+// every source holds the same bytes); the next source begins with SourceBegins and gives every
+// chunk again. The bad chunk never reaches the sink.
+TEST_F(RestoreLoaderTest, AfterASourceFailsMidwayTheNextOneGivesTheSinkEveryChunkAgain) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), saved_.chunk_begin(2) + 5));
+  OpenOwn();
+  RecordingSink sink(data_.size());
+  RestoreResult result;
+  Status st = Load(&result, &sink);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectSource(result, SourceKind::kRemoteDir, kRank);
+  std::vector<std::string> expected = Chunks(0, 2);  // the local copy's chunks 0 and 1
+  expected.push_back("begin");
+  for (const std::string& c : Chunks(0, saved_.chunk_count())) expected.push_back(c);
+  EXPECT_EQ(sink.calls, expected);
+  EXPECT_EQ(sink.device, data_);
+}
+
+// Every source fails: what the sink got is verified bytes only, and the caller learns from
+// the status that the restore failed (the agent then says the buffers hold part of it).
+TEST_F(RestoreLoaderTest, WhenEverySourceFailsTheSinkGotOnlyVerifiedChunks) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(FlipBitInFile(DataPath(plan_.local_dir, plan_.job, {kStep, kRank}), saved_.chunk_begin(1)));
+  OpenOwn();
+  RecordingSink sink(data_.size());
+  RestoreResult result;
+  EXPECT_EQ(Load(&result, &sink).code(), StatusCode::kCorrupt);
+  // Chunk 0 of the local copy; the next source (rank 7's local copy, absent) began and gave none.
+  EXPECT_EQ(sink.calls, (std::vector<std::string>{"0", "begin"}));
+  EXPECT_EQ(std::memcmp(sink.device.data(), data_.data(), saved_.chunk_end(0)), 0);
+  for (size_t i = saved_.chunk_end(0); i < sink.device.size(); ++i) ASSERT_EQ(sink.device[i], 0xee) << i;
 }
 
 TEST_F(RestoreLoaderTest, ACopyWithMoreChunksThanTheArenaHasRoomForIsSkippedNotFatal) {

@@ -170,7 +170,9 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.device = device_;
   job.periodic = periodic != nullptr;
   job.checksum_threads = ChecksumThreads(g_rt != nullptr ? g_rt->config.ckpt_checksum_threads : 0,
-                                         std::thread::hardware_concurrency());
+                                         std::thread::hardware_concurrency(),
+                                         g_rt != nullptr ? g_rt->identity.local_world_size : -1,
+                                         job.manifest.data_bytes);
   // A snapshot (periodic->after): the app goes on once the copies are issued.
   uint64_t steps_at_issue = 0, orders_at_issue = 0;
   cudaEvent_t copied_event = nullptr;

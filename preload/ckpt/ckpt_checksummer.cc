@@ -62,9 +62,14 @@ void ChunkChecksummer::Finish() {
   helpers_.clear();
 }
 
-int ChecksumThreads(int64_t configured, unsigned hardware_threads) {
+int ChecksumThreads(int64_t configured, unsigned hardware_threads, int local_ranks, uint64_t bytes) {
   if (configured > 0) return static_cast<int>(std::min<int64_t>(configured, 64));
-  return static_cast<int>(std::clamp<unsigned>(hardware_threads / 16, 1, 4));
+  constexpr unsigned kAssumedRanksPerNode = 8;
+  constexpr uint64_t kBytesPerHelper = 64ull << 20;
+  const unsigned ranks = local_ranks > 0 ? static_cast<unsigned>(local_ranks) : kAssumedRanksPerNode;
+  const uint64_t by_cores = hardware_threads / ranks / 2;
+  const uint64_t by_bytes = bytes / kBytesPerHelper;
+  return static_cast<int>(std::clamp<uint64_t>(std::min(by_cores, by_bytes), 1, 8));
 }
 
 }  // namespace ft::preload::agent

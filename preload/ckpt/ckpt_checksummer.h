@@ -58,9 +58,14 @@ class ChunkChecksummer {
   std::vector<std::thread> helpers_;
 };
 
-// How many helpers a save uses: FT_CKPT_CHECKSUM_THREADS when set (> 0), otherwise one per 16
-// hardware threads, at least 1 and at most 4 (the host's GPUs save at once and share the cores).
-int ChecksumThreads(int64_t configured, unsigned hardware_threads);
+// How many helpers a save of `bytes` uses: FT_CKPT_CHECKSUM_THREADS when set (> 0); otherwise
+// half of this rank's share of the host's hardware threads (the node's ranks save at once, and
+// the other half stays with the app's own threads), at most 8 and at most one per 64 MiB of
+// copy, at least 1. The share assumes 8 ranks on the node when the launcher does not say
+// (local_ranks <= 0). On an H200 host's 16 threads with one rank: 8, where one checksum thread
+// kept the save at 7 GB/s of the link's 55 (bench/RESULTS.md); on this repository's 2-vCPU
+// development VM: 1, the other core being gpusim's copy engine.
+int ChecksumThreads(int64_t configured, unsigned hardware_threads, int local_ranks, uint64_t bytes);
 
 }  // namespace ft::preload::agent
 

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -43,47 +44,78 @@ Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan)
 
 namespace {
 
-Status CopyToBuffers(const RestoreTarget& target, AgentCuda* cuda) {
-  if (Status s = cuda->Prepare(target.device); !s.ok()) return s;
-  // The copy the loader just committed (this process is the arena's only writer).
-  ckpt::Manifest committed;
-  uint64_t generation = 0;
-  if (Status s = target.arena->ReadCommitted(&committed, &generation); !s.ok()) return s;
-  const uint8_t* data = target.arena->data(generation);
-  bool device_work = false;
-  bool any_device = false;
-  for (const Registered& b : *target.buffers) any_device |= b.where != Registered::Where::kHost;
-  if (any_device) {
-    // The agent's stream is non-blocking: nothing orders it after work the app already
-    // queued (initialisation kernels, a cudaMemset on the legacy stream), which would
-    // otherwise land on top of the restored bytes.
+// The restore's copy to the buffers, a chunk at a time as each verifies: host buffers by
+// memcpy, device ones on the agent's stream (asynchronous from the pinned arena), so the
+// device copy of chunk c overlaps the verification of chunk c + 1 and a restore runs at the
+// pace of the slower of the two rather than their sum. The first failure is kept and no copy
+// is issued after it.
+class BufferSink : public ckpt::RestoreSink {
+ public:
+  BufferSink(const std::vector<Registered>& buffers, AgentCuda* cuda) : buffers_(buffers), cuda_(cuda) {}
+
+  // The agent's stream is non-blocking: nothing orders it after work the app already queued
+  // (initialisation kernels, a cudaMemset on the legacy stream), which would otherwise land on
+  // top of the restored bytes.
+  Status Start() {
+    bool any_device = false;
+    for (const Registered& b : buffers_) any_device |= b.where != Registered::Where::kHost;
+    if (!any_device) return Status::Ok();
     auto device_sync = FT_REAL_CUDA(cudaDeviceSynchronize);
     if (device_sync == nullptr) return Status::Unavailable("cudaDeviceSynchronize not found");
-    if (Status s = CudaStatus(device_sync(), "cudaDeviceSynchronize (before restore)"); !s.ok()) {
-      return s;
+    return CudaStatus(device_sync(), "cudaDeviceSynchronize (before restore)");
+  }
+
+  void SourceBegins() override { (void)Drain(); }
+
+  void Verified(const ckpt::Manifest& m, size_t chunk, const uint8_t* data) override {
+    if (!status_.ok()) return;
+    wrote_ = true;
+    const uint64_t begin = m.chunk_begin(chunk), end = m.chunk_end(chunk);
+    // The first buffer that ends after `begin` (buffers are in offset order).
+    auto it = std::partition_point(buffers_.begin(), buffers_.end(),
+                                   [&](const Registered& b) { return b.offset + b.bytes <= begin; });
+    for (; it != buffers_.end() && it->offset < end; ++it) {
+      const Registered& b = *it;
+      const uint64_t lo = std::max(begin, b.offset), hi = std::min(end, b.offset + b.bytes);
+      if (lo >= hi) continue;
+      if (b.where == Registered::Where::kHost) {
+        std::memcpy(b.ptr + (lo - b.offset), data + lo, hi - lo);
+        continue;
+      }
+      auto copy = FT_REAL_CUDA(cudaMemcpyAsync);
+      if (copy == nullptr) {
+        status_ = Status::Unavailable("cudaMemcpyAsync not found");
+        return;
+      }
+      const cudaMemcpyKind kind =
+          b.where == Registered::Where::kDevice ? cudaMemcpyHostToDevice : cudaMemcpyDefault;
+      status_ = CudaStatus(copy(b.ptr + (lo - b.offset), data + lo, hi - lo, kind, cuda_->stream()),
+                           "cudaMemcpyAsync (host to device)");
+      if (!status_.ok()) return;
+      pending_ = true;
     }
   }
-  for (const Registered& b : *target.buffers) {
-    if (b.where == Registered::Where::kHost) {
-      std::memcpy(b.ptr, data + b.offset, b.bytes);
-      continue;
-    }
-    auto copy = FT_REAL_CUDA(cudaMemcpyAsync);
-    if (copy == nullptr) return Status::Unavailable("cudaMemcpyAsync not found");
-    cudaMemcpyKind kind =
-        b.where == Registered::Where::kDevice ? cudaMemcpyHostToDevice : cudaMemcpyDefault;
-    if (Status s = CudaStatus(copy(b.ptr, data + b.offset, b.bytes, kind, cuda->stream()),
-                              "cudaMemcpyAsync (host to device)");
-        !s.ok()) {
-      return s;
-    }
-    device_work = true;
+
+  // Waits for the copies issued so far; the first failure of any.
+  Status Drain() {
+    if (!pending_) return status_;
+    pending_ = false;
+    auto sync = FT_REAL_CUDA(cudaStreamSynchronize);
+    Status synced = sync == nullptr ? Status::Unavailable("cudaStreamSynchronize not found")
+                                    : CudaStatus(sync(cuda_->stream()), "cudaStreamSynchronize (restore)");
+    if (status_.ok()) status_ = synced;
+    return status_;
   }
-  if (!device_work) return Status::Ok();
-  auto sync = FT_REAL_CUDA(cudaStreamSynchronize);
-  if (sync == nullptr) return Status::Unavailable("cudaStreamSynchronize not found");
-  return CudaStatus(sync(cuda->stream()), "cudaStreamSynchronize (restore)");
-}
+
+  bool wrote() const { return wrote_; }  // some bytes reached the buffers
+
+ private:
+  const std::vector<Registered>& buffers_;
+  AgentCuda* cuda_;
+  Status status_;
+  bool pending_ = false;
+  bool wrote_ = false;
+};
 
 }  // namespace
 
@@ -91,12 +123,31 @@ RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& 
                                AgentCuda* cuda) {
   RestoreOutcome out;
   auto start = std::chrono::steady_clock::now();
+  BufferSink sink(*target.buffers, cuda);
+  Status ready = cuda->Prepare(target.device);
+  if (ready.ok()) ready = sink.Start();
+  if (!ready.ok()) {
+    out.result = FT_CUDA_ERROR;
+    out.message = "ft_restore: preparing the copy to the registered buffers: " + ready.ToString() +
+                  "; nothing was restored";
+    return out;
+  }
   ckpt::RestoreResult loaded;
   Status s = ckpt::LoadForRestore(plan, target.rank, target.node, target.layout, target.arena,
-                                  &loaded);
+                                  &loaded, &sink);
+  // Every copy issued has landed (or failed) before ft_restore returns, whatever the verdict.
+  Status copied = sink.Drain();
   // The loader logs each source it skipped, and why.
   if (!s.ok()) {
     out.message = "ft_restore: " + s.ToString();
+    if (sink.wrote()) {
+      // A source failed after chunks of it had verified and been copied, and no later source
+      // completed: those chunks are the checkpoint's, the rest is what the app had.
+      out.message += "; the registered buffers hold part of the checkpoint (the chunks that verified "
+                     "before the last source failed): re-initialize them before training from scratch";
+    } else {
+      out.message += "; nothing was restored";
+    }
     switch (s.code()) {
       case StatusCode::kNotFound: out.result = FT_NO_CHECKPOINT; break;
       case StatusCode::kInvalidArgument: out.result = FT_LAYOUT_MISMATCH; break;
@@ -104,7 +155,7 @@ RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& 
     }
     return out;
   }
-  if (Status copied = CopyToBuffers(target, cuda); !copied.ok()) {
+  if (!copied.ok()) {
     out.result = FT_CUDA_ERROR;
     out.message = "ft_restore: copying the verified copy to the registered buffers: " +
                   copied.ToString();

@@ -37,9 +37,10 @@ struct RestoreOutcome {
   int64_t step = -1;
 };
 
-// Agent thread: LoadForRestore (every chunk verified, into the own arena), then every buffer
-// copied from the arena to where it lives (device: on the agent's stream, synchronized).
-// Nothing reaches the device unless the whole copy verified.
+// Agent thread: LoadForRestore (every chunk verified, into the own arena), each chunk copied
+// to the buffers it belongs to as soon as it verified (device: on the agent's stream, all
+// landed before this returns). Only verified bytes reach the buffers; when every source fails
+// after some chunks verified, the buffers hold those chunks and the message says so.
 RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& target,
                                AgentCuda* cuda);
 

@@ -32,7 +32,7 @@ Status RedisCluster::Start() {
     RedisServerOptions o;
     o.password = password_;
     o.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "1000", "--masterauth", password_,
+                    "--cluster-node-timeout", std::to_string(node_timeout_.count()), "--masterauth", password_,
                     "--cluster-replica-validity-factor", "0"};
     servers_.push_back(std::make_unique<RedisServer>(o));
     FT_RETURN_IF_ERROR(servers_.back()->Start());

@@ -20,7 +20,11 @@ namespace ft::redis::testing {
 
 class RedisCluster {
  public:
-  RedisCluster() = default;
+  // node_timeout: cluster-node-timeout. The tests' 1 s makes a failover quick; a benchmark
+  // that loads both cores for minutes wants more, or a node busy for a second is marked
+  // failed and the cluster answers CLUSTERDOWN meanwhile.
+  explicit RedisCluster(std::chrono::milliseconds node_timeout = std::chrono::milliseconds(1000))
+      : node_timeout_(node_timeout) {}
   ~RedisCluster() = default;
 
   // Starts the 6 servers and forms the cluster (up to ~30 s on a loaded machine).
@@ -43,6 +47,7 @@ class RedisCluster {
  private:
   Status Ask(size_t i, const std::vector<std::string>& argv, std::string* text);
 
+  std::chrono::milliseconds node_timeout_;
   std::string password_;
   std::vector<std::unique_ptr<RedisServer>> servers_;  // 0..2 masters, 3..5 their replicas
 };

@@ -71,16 +71,21 @@ TEST(ChunkChecksummerTest, DestroyingWithoutFinishStillChecksumsEverythingHanded
   EXPECT_EQ(c.manifest.chunk_checksums, OneThread(c));
 }
 
-TEST(ChunkChecksummerTest, ThreadsAreTheSettingOrOnePerSixteenHardwareThreadsUpToFour) {
-  EXPECT_EQ(ChecksumThreads(3, 2), 3);
-  EXPECT_EQ(ChecksumThreads(1, 256), 1);
-  EXPECT_EQ(ChecksumThreads(1000, 2), 64);
-  EXPECT_EQ(ChecksumThreads(0, 0), 1);  // hardware_concurrency unknown
-  EXPECT_EQ(ChecksumThreads(0, 2), 1);
-  EXPECT_EQ(ChecksumThreads(0, 16), 1);
-  EXPECT_EQ(ChecksumThreads(0, 32), 2);
-  EXPECT_EQ(ChecksumThreads(0, 224), 4);
-  EXPECT_EQ(ChecksumThreads(-1, 64), 4);
+TEST(ChunkChecksummerTest, ThreadsAreTheSettingOrHalfTheRanksShareOfTheCoresUpToEight) {
+  constexpr uint64_t kGiB = 1ull << 30;
+  EXPECT_EQ(ChecksumThreads(3, 2, 1, kGiB), 3);  // configured wins
+  EXPECT_EQ(ChecksumThreads(1, 256, 1, kGiB), 1);
+  EXPECT_EQ(ChecksumThreads(1000, 2, 1, kGiB), 64);
+  EXPECT_EQ(ChecksumThreads(0, 0, 1, kGiB), 1);  // hardware_concurrency unknown
+  EXPECT_EQ(ChecksumThreads(0, 2, 1, kGiB), 1);  // this VM: the other core is gpusim's copy
+  EXPECT_EQ(ChecksumThreads(0, 16, 1, kGiB), 8);  // the H200 host, one rank
+  EXPECT_EQ(ChecksumThreads(0, 224, 8, kGiB), 8);  // 8 ranks on 224 threads: 14 each, capped
+  EXPECT_EQ(ChecksumThreads(0, 64, 8, kGiB), 4);
+  EXPECT_EQ(ChecksumThreads(0, 64, -1, kGiB), 4);  // unknown: 8 ranks assumed
+  EXPECT_EQ(ChecksumThreads(-1, 64, 0, kGiB), 4);
+  EXPECT_EQ(ChecksumThreads(0, 224, 8, 100ull << 20), 1);  // a small save needs no crowd
+  EXPECT_EQ(ChecksumThreads(0, 224, 8, 200ull << 20), 3);
+  EXPECT_EQ(ChecksumThreads(0, 224, 8, 1ull << 20), 1);
 }
 
 }  // namespace
