@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -85,31 +84,16 @@ Status WaitForChunk(AgentCuda* cuda, size_t c) {
   return CudaStatus(sync(cuda->event(c)), "cudaEventSynchronize (a chunk's copy)");
 }
 
-// How far the copies run ahead of the checksums, in chunks. Few: a chunk is checksummed right
-// after it landed, while it is still in the cache the copy wrote it through (read back from
-// memory instead, the checksums' reads compete with the copy for memory bandwidth: the save ran
-// at 0.4-0.6 of a memcpy here). Enough that the copy engine never waits for the host to issue
-// the next copy. At most kEventWindow (one event each).
-size_t CopyAhead() {
-  static const size_t ahead = [] {
-    const char* v = std::getenv("FT_CKPT_COPY_AHEAD");  // tuning experiments only, undocumented
-    const long n = v != nullptr ? std::strtol(v, nullptr, 10) : 0;
-    return n > 0 ? std::min<size_t>(static_cast<size_t>(n), kEventWindow) : size_t{4};
-  }();
-  return ahead;
-}
-
 // Copies every chunk; `sums` (may be null): checksums each as soon as it landed.
 Status CopyChunks(SaveJob* job, AgentCuda* cuda, ChunkChecksummer* sums) {
   size_t n = job->manifest.chunk_count();
   ChunkCopier copier(*job, cuda);
   std::vector<bool> device_work(kEventWindow, false);
-  const size_t ahead = sums != nullptr ? CopyAhead() : kEventWindow;
   size_t issued = 0;
   for (size_t c = 0; c < n; ++c) {
-    // Keep `ahead` chunks in flight: chunk `issued` reuses the event of chunk
+    // Keep kEventWindow chunks in flight: chunk `issued` reuses the event of chunk
     // issued - kEventWindow, which has been waited for.
-    while (issued < n && issued < c + ahead) {
+    while (issued < n && issued < c + kEventWindow) {
       bool has_device_work = false;
       if (Status s = copier.Issue(issued, &has_device_work); !s.ok()) return s;
       device_work[issued % kEventWindow] = has_device_work;
