@@ -38,6 +38,9 @@ uint64_t ChecksumWith(ChecksumVector v, const void* data, size_t bytes) {
 ChecksumVector ChecksumVectorInUse() {
   // xxHash's own dispatcher's order: the widest unit the CPU has.
   static const ChecksumVector chosen = [] {
+#if FT_CHECKSUM_X86_DISPATCH
+    __builtin_cpu_init();  // may run before libgcc's own constructor (another library's initializer)
+#endif
     if (ChecksumVectorAvailable(ChecksumVector::kAvx512)) return ChecksumVector::kAvx512;
     if (ChecksumVectorAvailable(ChecksumVector::kAvx2)) return ChecksumVector::kAvx2;
     return ChecksumVector::kBaseline;
