@@ -1,11 +1,13 @@
 // ft::ckpt::PopulateForWrite: maps every page of a shared file mapping writable now, so the
 // first save into a host arena runs at copy bandwidth instead of taking a page fault per 4 KiB.
 //
-// Why not MAP_POPULATE: on a tmpfs mapping it faults the pages in one by one under the mapping
-// lock, 1.2 s per GiB on a 2-vCPU VM (measured, bench/RESULTS.md), where MADV_POPULATE_WRITE
-// (Linux 5.14) takes 0.17 s per GiB on one thread and splits over threads. Where the kernel
+// Why not MAP_POPULATE: on a tmpfs mapping it faults the pages in one at a time, 0.21-0.97 s per
+// GiB on the 2-vCPU development VM, where MADV_POPULATE_WRITE (Linux 5.14) took 0.12-0.28 s on
+// one thread and 0.07-0.14 s split over two (alternating runs, 2026-12-03). Where the kernel
 // lacks it, each page gets one atomic add of zero: a write fault that changes no byte, so a
-// reader of a committed copy in the same file reads what it read before.
+// reader of a committed copy in the same file reads what it read before. (A hypervisor that
+// charges each process's first touch of a page, as that VM's does, still charges it later:
+// populating maps the guest's pages, not the host's.)
 #ifndef FT_JITCKPT_POPULATE_H_
 #define FT_JITCKPT_POPULATE_H_
 
