@@ -167,7 +167,8 @@ constexpr Entry kTable[] = {
      "<comm>:<N>[,...]: collective N+1 on that communicator never completes (until abort)"},
     {"GPUSIM_NCCL_SLOW", ParseSlow,
      "<comm>:<ms>[@<rank>+<rank>...][,...]: every collective on that communicator takes <ms> longer "
-     "once all its members arrived (a slow link), in the processes whose RANK is listed (all if none)"},
+     "once all its members arrived, and every send once its receiver is there (a slow link), in the processes whose "
+     "RANK is listed (all if none)"},
     {"RANK", ParseRank, "the launcher's global rank of this process (GPUSIM_NCCL_SLOW's rank list)"},
     {"GPUSIM_NCCL_TEARDOWN_MS", ParseTeardown,
      "milliseconds ncclCommDestroy/ncclCommAbort spend tearing down (default 0, max 600000)"},

@@ -260,13 +260,26 @@ class Op {
 
   bool StepSend() {
     Segment* seg = c_->seg.get();
+    P2pChannel* ch = seg->channel(c_->rank, a_.root);
+    bool moved = false;
     if (phase_ == kStart) {
       if (!Acquire(&c_->send_owner[a_.root])) return false;
+      message_ = ch->sends_begun.fetch_add(1, std::memory_order_relaxed) + 1;
+      phase_ = c_->slow_ms > 0 ? kWait : kRun;
+      moved = true;
+    }
+    if (phase_ == kWait) {
+      // GPUSIM_NCCL_SLOW on a send: once the receiver is there, the transfer takes slow_ms
+      // longer. The chunks are posted only then, so both ends wait it out.
+      if (ch->recvs_begun.load(std::memory_order_acquire) < message_) return moved;
+      slow_until_ns_ = NowNs() + int64_t{c_->slow_ms} * 1000000;
+      phase_ = kSlowed;
+    }
+    if (phase_ == kSlowed) {
+      if (NowNs() < slow_until_ns_) return moved;
       phase_ = kRun;
     }
     const uint64_t slot_bytes = seg->layout().p2p_slot_bytes;
-    P2pChannel* ch = seg->channel(c_->rank, a_.root);
-    bool moved = false;
     while (chunks_ < p2p_chunks_) {
       const uint64_t h = ch->head.load(std::memory_order_relaxed);
       const uint64_t t = ch->tail.load(std::memory_order_acquire);
@@ -288,14 +301,17 @@ class Op {
 
   bool StepRecv() {
     Segment* seg = c_->seg.get();
+    P2pChannel* ch = seg->channel(a_.root, c_->rank);
+    bool moved = false;
     if (phase_ == kStart) {
       if (!Acquire(&c_->recv_owner[a_.root])) return false;
       phase_ = kRun;
       msg_chunks_ = 0;
+      ch->recvs_begun.fetch_add(1, std::memory_order_release);
+      seg->Ring();  // a slowed sender may be waiting for this receiver
+      moved = true;
     }
     const uint64_t slot_bytes = seg->layout().p2p_slot_bytes;
-    P2pChannel* ch = seg->channel(a_.root, c_->rank);
-    bool moved = false;
     while (msg_chunks_ == 0 || chunks_ < msg_chunks_) {
       const uint64_t t = ch->tail.load(std::memory_order_relaxed);
       const uint64_t h = ch->head.load(std::memory_order_acquire);
@@ -336,6 +352,7 @@ class Op {
   size_t round_elems_ = 0;
   uint64_t rounds_ = 0;
   uint64_t p2p_bytes_ = 0, p2p_chunks_ = 0;
+  uint64_t message_ = 0;  // a send's ordinal on its channel, 1-based
 
   // Per execution.
   bool persistent_ = false;

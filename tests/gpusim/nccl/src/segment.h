@@ -24,7 +24,7 @@
 namespace gpusim::nccl {
 
 inline constexpr uint64_t kSegmentMagic = 0x314d49534c43434eull;  // "NCCLSIM1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kReadyMagic = 0x59444552;  // "REDY"
 inline constexpr int kP2pSlots = 4;
 inline constexpr uint64_t kNoStall = ~0ull;
@@ -54,6 +54,10 @@ struct alignas(64) P2pChannel {
   std::atomic<uint64_t> tail;  // chunks consumed by the receiver
   char pad1[56];
   P2pSlotHeader slot[kP2pSlots];
+  // Messages the receiver has begun to receive: a slowed sender (GPUSIM_NCCL_SLOW) starts its
+  // transfer only once its receiver is there, as a link's transfer starts once both ends are.
+  std::atomic<uint64_t> recvs_begun;
+  std::atomic<uint64_t> sends_begun;  // messages the sender has begun, counted by the sender
 };
 
 struct alignas(64) Header {

@@ -163,6 +163,55 @@ TEST_F(Faults, StallInjectionHangsTheNamedCommunicatorAfterNCollectives) {
   ExpectAllOk(out);
 }
 
+// GPUSIM_NCCL_SLOW on point-to-point: a slow link's transfer starts once both ends are there and
+// takes the extra time on both, whichever end arrives last. Lower bounds only: load only adds.
+TEST_F(Faults, SlowLinkDelaysBothEndsOfEveryMessageFromWhenBothAreThere) {
+  const int n = 2;
+  ncclUniqueId slow_id = NewId(), sync_id = NewId();
+  auto out = RunRanks(n, 30, [&](int me) {
+    setenv("GPUSIM_NCCL_SLOW", "slowlink:300", 1);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.commName = "slowlink";
+    ncclComm_t comm, sync;
+    CHILD_NCCL(ncclCommInitRankConfig(&comm, n, slow_id, me, &cfg));
+    CHILD_NCCL(ncclCommInitRank(&sync, n, sync_id, me));
+    cudaStream_t s;
+    CHILD_CUDA(cudaStreamCreate(&s));
+    int x = 1, y = 0;
+    CHILD_NCCL(ncclAllReduce(&x, &y, 1, ncclInt32, ncclSum, sync, s));  // both start together
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    std::vector<float> buf(4096, me == 0 ? 3.5f : kUntouched);
+    // Message 1: the receiver (rank 1) is 0.4 s late; the sender waits for it, then the link.
+    double t0 = NowS();
+    if (me == 0) {
+      CHILD_NCCL(ncclSend(buf.data(), buf.size(), ncclFloat32, 1, comm, s));
+    } else {
+      usleep(400 * 1000);
+      t0 = NowS();
+      CHILD_NCCL(ncclRecv(buf.data(), buf.size(), ncclFloat32, 0, comm, s));
+    }
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    const double took = NowS() - t0;
+    CHILD_CHECK(took >= (me == 0 ? 0.65 : 0.25), "message 1 took %.3f s on rank %d", took, me);
+    CHILD_CHECK(AllEqual(buf, 3.5f));
+    // Message 2, the other way: the receiver (rank 0) waits; the sender's own op takes the link's time.
+    std::fill(buf.begin(), buf.end(), me == 1 ? 4.5f : kUntouched);
+    t0 = NowS();
+    if (me == 1) {
+      CHILD_NCCL(ncclSend(buf.data(), buf.size(), ncclFloat32, 0, comm, s));
+    } else {
+      CHILD_NCCL(ncclRecv(buf.data(), buf.size(), ncclFloat32, 1, comm, s));
+    }
+    CHILD_CUDA(cudaStreamSynchronize(s));
+    const double took2 = NowS() - t0;
+    CHILD_CHECK(took2 >= 0.25, "message 2 took %.3f s on rank %d", took2, me);
+    CHILD_CHECK(AllEqual(buf, 4.5f));
+    CHILD_NCCL(ncclCommDestroy(comm));
+    CHILD_NCCL(ncclCommDestroy(sync));
+  });
+  ExpectAllOk(out);
+}
+
 // Without commName the fallback name is "comm<k>", k counting this process's communicators.
 TEST_F(Faults, StallInjectionByFallbackName) {
   const int n = 2;
