@@ -140,6 +140,20 @@ const std::vector<Flag>& Flags() {
        "optimizer): each updates 1/dp of the parameters, an all-gather makes them\n"
        "whole; the results equal the unsharded run's (same --optimizer)",
        [](Config* c, const std::string&) { c->sharded_optimizer = true; return true; }},
+      {"--compute-at", "PHASE", false,
+       "where the step's compute runs: forward (default: all at the step's start)\n"
+       "or backward (spread over the backward pass's layers, right before the\n"
+       "gradient all-reduce)",
+       [](Config* c, const std::string& v) {
+         if (v == "forward") c->compute_at = ComputeAt::kForward;
+         else if (v == "backward") c->compute_at = ComputeAt::kBackward;
+         else return false;
+         return true;
+       }},
+      {"--overlap-grad-reduce", nullptr, false,
+       "all-reduce each layer's gradient on a second stream as soon as the backward\n"
+       "pass has produced it, overlapping the rest of the backward pass (DDP's buckets)",
+       [](Config* c, const std::string&) { c->overlap_grad_reduce = true; return true; }},
       {"--no-step-sync", nullptr, false,
        "call ft_step_done with the step's work still queued on the stream (no\n"
        "synchronize per step, as a PyTorch loop without .item()); also\n"
@@ -370,6 +384,9 @@ bool Finish(Config* c, int world_size, std::string* error) {
                   std::to_string(c->world()));
     }
     if (c->fault_step < 0) return fail("--fault-step must be >= 0");
+  }
+  if (c->overlap_grad_reduce && c->sharded_optimizer) {
+    return fail("--overlap-grad-reduce all-reduces whole layers: not with --sharded-optimizer's reduce-scatter");
   }
   if (c->optimizer == Optimizer::kDefault) {
     c->optimizer = c->sharded_optimizer ? Optimizer::kMomentum : Optimizer::kSgd;

@@ -28,6 +28,11 @@ const char* FaultName(FaultKind kind);
 // --sharded-optimizer (there must be a state to shard), else SGD; Finish() resolves it.
 enum class Optimizer { kDefault, kSgd, kMomentum };
 
+// Where a step's compute (--compute-ms, and what --fault slow and --jitter do to it) runs: all
+// at the step's start, before the forward pass (the default), or spread over the backward
+// pass's layers, right before the gradient all-reduce that makes every rank's step look equal.
+enum class ComputeAt { kForward, kBackward };
+
 const char* OptimizerName(Optimizer optimizer);
 
 struct Config {
@@ -61,6 +66,10 @@ struct Config {
   // Megatron's distributed optimizer: each DP rank owns 1/dp of the optimizer state and updates
   // that slice of the parameters, then an all-gather makes the parameters whole again.
   bool sharded_optimizer = false;
+  ComputeAt compute_at = ComputeAt::kForward;
+  // DDP's overlap: each layer's gradient all-reduce starts on a second stream as soon as the
+  // backward pass has produced it, while the backward pass goes on with the layers before.
+  bool overlap_grad_reduce = false;
 
   // Derived by Finish().
   int world() const { return dp * tp * pp; }

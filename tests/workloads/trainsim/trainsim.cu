@@ -170,6 +170,11 @@ class Trainer {
     NCCL_CHECK(ncclCommSplit(world_, co_.tp + c_.tp * co_.dp, co_.pp, &pp_, &pp_cfg));
 
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    if (c_.overlap_grad_reduce) {
+      CUDA_CHECK(cudaStreamCreateWithFlags(&reduce_stream_, cudaStreamNonBlocking));
+      grads_ready_.resize(static_cast<size_t>(lps_) + 1);
+      for (cudaEvent_t& e : grads_ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
     // With --sharded-optimizer the buffers are padded to dp equal slices (zeros past nparams:
     // no gradient reaches them, so the optimizer keeps them zero).
     CUDA_CHECK(cudaMalloc(&params_, padded_ * sizeof(float)));
@@ -313,6 +318,8 @@ class Trainer {
                     static_cast<void*>(opt_steps_), static_cast<void*>(momentum_)}) {
       if (p != nullptr) CUDA_CHECK(cudaFree(p));
     }
+    for (cudaEvent_t e : grads_ready_) CUDA_CHECK(cudaEventDestroy(e));
+    if (reduce_stream_ != nullptr) CUDA_CHECK(cudaStreamDestroy(reduce_stream_));
     CUDA_CHECK(cudaStreamDestroy(stream_));
   }
 
@@ -373,10 +380,23 @@ class Trainer {
     }
   }
 
-  void Backward(int m) {
+  // spin_ns: compute before each layer's (--compute-at backward). reduce: the micro-batch is the
+  // last, so each layer's gradient is whole once backward_params has run: --overlap-grad-reduce
+  // all-reduces it on reduce_stream_ from there.
+  void Backward(int m, int64_t spin_ns, bool reduce) {
     float* g = Grad(m);
     for (int64_t l = lps_ - 1; l >= 0; --l) {
+      if (spin_ns > 0) {
+        compute_spin<<<1, 32, 0, stream_>>>(spin_ns);
+        CUDA_CHECK(cudaGetLastError());
+      }
       LAUNCH(backward_params, shard_, Act(m, l), g, grads_ + l * shard_, ShardOffset(), hidden_, shard_);
+      if (reduce) {
+        CUDA_CHECK(cudaEventRecord(grads_ready_[l], stream_));
+        CUDA_CHECK(cudaStreamWaitEvent(reduce_stream_, grads_ready_[l], 0));
+        NCCL_CHECK(ncclAllReduce(grads_ + l * shard_, grads_ + l * shard_, shard_, ncclFloat, ncclSum, dp_,
+                                 reduce_stream_));
+      }
       LAUNCH(backward_input, hidden_, params_ + l * shard_, g, part_, ShardOffset(), shard_, hidden_);
       AllReduceTp(part_);
       LAUNCH(backward_finish, hidden_, part_, g, GlobalLayer(l), hidden_);
@@ -396,10 +416,13 @@ class Trainer {
     const int mbs = c_.microbatches;
     const int prev = co_.pp - 1;
     const int next = co_.pp + 1;
-    if (compute_ns > 0) {
+    const bool in_backward = c_.compute_at == ComputeAt::kBackward;
+    if (compute_ns > 0 && !in_backward) {
       compute_spin<<<1, 32, 0, stream_>>>(compute_ns);
       CUDA_CHECK(cudaGetLastError());
     }
+    const int64_t layer_spin_ns = in_backward ? compute_ns / (int64_t{mbs} * lps_) : 0;
+    const bool overlap = c_.overlap_grad_reduce && c_.dp > 1;
     LAUNCH(fill, padded_, grads_, 0.0f, padded_);
 
     // Forward: receive micro-batch m's input, run the stage, then in one group send its output
@@ -429,7 +452,7 @@ class Trainer {
       NCCL_CHECK(ncclRecv(Grad(0), hidden_, ncclFloat, next, pp_, stream_));
     }
     for (int m = 0; m < mbs; ++m) {
-      Backward(m);
+      Backward(m, layer_spin_ns, overlap && m + 1 == mbs);
       const bool send = !first_stage_;
       const bool recv = !last_stage_ && m + 1 < mbs;
       if (send || recv) {
@@ -447,7 +470,13 @@ class Trainer {
     }
     // Data parallelism: sum, then scale to the average over the global batch.
     const int64_t nparams = lps_ * shard_;
-    if (c_.dp > 1) NCCL_CHECK(ncclAllReduce(grads_, grads_, nparams, ncclFloat, ncclSum, dp_, stream_));
+    if (overlap) {
+      // The optimizer waits for the last layer's all-reduce (reduce_stream_ runs them in order).
+      CUDA_CHECK(cudaEventRecord(grads_ready_[lps_], reduce_stream_));
+      CUDA_CHECK(cudaStreamWaitEvent(stream_, grads_ready_[lps_], 0));
+    } else if (c_.dp > 1) {
+      NCCL_CHECK(ncclAllReduce(grads_, grads_, nparams, ncclFloat, ncclSum, dp_, stream_));
+    }
     FtUpdateBegin(ft_, stream_);  // a save from here to the next step's end would be torn
     LAUNCH(scale, nparams, grads_, AverageFactor(int64_t{c_.dp} * mbs), nparams);
     if (momentum_ != nullptr) {
@@ -490,6 +519,8 @@ class Trainer {
   ncclComm_t tp_ = nullptr;
   ncclComm_t pp_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t reduce_stream_ = nullptr;     // --overlap-grad-reduce: the gradient all-reduces
+  std::vector<cudaEvent_t> grads_ready_;     // [lps + 1]: a layer's gradient whole; the last: all reduced
   float* params_ = nullptr;  // [lps][shard], then zero padding up to padded_
   float* grads_ = nullptr;   // [lps][shard], then zero padding up to padded_
   float* acts_ = nullptr;    // [microbatch][lps + 1][hidden]: each layer's input, then the output

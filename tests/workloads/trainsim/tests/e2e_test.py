@@ -6,6 +6,9 @@
   --case microbatches  4 ranks, dp=2 pp=2, 3 micro-batches (grouped send/recv in flight)
   --case sharded       6 ranks, dp=3 tp=2, --sharded-optimizer (reduce-scatter, a slice's
                        momentum update, all-gather) with slices of unequal fill
+  --case overlap       4 ranks, dp=2 pp=2, 2 micro-batches, --overlap-grad-reduce and
+                       --compute-at backward: each layer's gradient all-reduced on a second
+                       stream while the backward pass goes on; the same model as without
 
 Every case runs without libft.so: trainsim imports ft's API weakly and must then train exactly
 as before, with no trace of ft in its output.
@@ -24,6 +27,8 @@ CASES = {
     # 10000 parameters per rank in 3 slices of 3334: the last one padded.
     "sharded": (2, 3, ["--dp", "3", "--tp", "2", "--steps", "12", "--param-bytes", "40000",
                        "--sharded-optimizer"], [], 30.0),
+    "overlap": (2, 2, ["--dp", "2", "--pp", "2", "--microbatches", "2", "--steps", "12", "--layers", "4"],
+                ["--overlap-grad-reduce", "--compute-at", "backward"], 30.0),
 }
 
 

@@ -253,6 +253,28 @@ TEST(TrainsimConfig, OptimizerAndShardedOptimizer) {
   EXPECT_NE(HelpText(true).find("--sharded-optimizer"), std::string::npos);  // the reference takes it
 }
 
+// Where the compute runs and whether gradients are reduced during the backward pass: trainsim's
+// flags only (the reference's model does not depend on them).
+TEST(TrainsimConfig, ComputePhaseAndOverlappedGradientReduce) {
+  Config c;
+  std::string error;
+  ASSERT_EQ(Parse({}, &c, &error), ParseResult::kOk) << error;
+  EXPECT_EQ(c.compute_at, ComputeAt::kForward);
+  EXPECT_FALSE(c.overlap_grad_reduce);
+  ASSERT_EQ(Parse({"--compute-at", "backward", "--overlap-grad-reduce"}, &c, &error), ParseResult::kOk) << error;
+  ASSERT_TRUE(Finish(&c, 2, &error)) << error;
+  EXPECT_EQ(c.compute_at, ComputeAt::kBackward);
+  EXPECT_TRUE(c.overlap_grad_reduce);
+  Config bad;
+  EXPECT_EQ(Parse({"--compute-at", "optimizer"}, &bad, &error), ParseResult::kError);
+  ASSERT_EQ(Parse({"--overlap-grad-reduce", "--sharded-optimizer", "--optimizer", "momentum"}, &bad, &error),
+            ParseResult::kOk) << error;
+  EXPECT_FALSE(Finish(&bad, 2, &error));
+  EXPECT_NE(error.find("--overlap-grad-reduce"), std::string::npos) << error;
+  EXPECT_EQ(HelpText(true).find("--overlap-grad-reduce"), std::string::npos);
+  EXPECT_NE(HelpText(false).find("--overlap-grad-reduce"), std::string::npos);
+}
+
 // Every rank in a host hang (peers waiting outside NCCL, like a TCPStore barrier), a clean exit.
 TEST(TrainsimConfig, FaultOnEveryRankAndExit) {
   Config c;
