@@ -74,6 +74,9 @@ enum class RecordType : uint16_t {
   // __cudaGetKernel mapped a handle to a host stub: a = cudaKernel_t handle; b = host stub
   // address (its name is in the kKernelName record with that a).
   kKernelHandle = 11,
+  // The app ended a step: ft_step_done(a) was called at time_ns (host). The worker takes these
+  // as the step boundaries instead of inferring them from the ops (docs/shm-format.md).
+  kStepDone = 12,
 };
 
 // Record::flags bits for op records.

@@ -250,6 +250,9 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
     case RecordType::kApiError:
       OnError(r, now_unix_ms, events);
       break;
+    case RecordType::kStepDone:
+      steps_.OnDeclaredStep(r.time_ns);
+      break;
     default:
       break;  // kOpStart (the table has it), kAlloc, types of a newer libft.so
   }

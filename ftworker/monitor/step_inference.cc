@@ -68,9 +68,10 @@ void StepInference::Append(uint64_t signature, uint64_t time_ns, uint64_t bytes)
 }
 
 void StepInference::OnEnter(uint64_t signature, uint64_t time_ns, uint64_t bytes) {
-  Append(signature, time_ns, bytes);
   bytes_since_anchor_ += bytes;
   ++total_ops_;
+  if (state_ == State::kDeclared) return;  // the app's marks are the steps
+  Append(signature, time_ns, bytes);
   switch (state_) {
     case State::kLocked:
       if (pattern_[phase_] == signature) {
@@ -87,7 +88,29 @@ void StepInference::OnEnter(uint64_t signature, uint64_t time_ns, uint64_t bytes
     case State::kSearching:
       Search();
       break;
+    case State::kDeclared:
+      break;
   }
+}
+
+void StepInference::OnDeclaredStep(uint64_t time_ns) {
+  if (state_ != State::kDeclared) {
+    // From inferred steps to declared ones: the step begun at the last inferred anchor would
+    // end at a mark, a step of neither kind. Start over at this mark.
+    state_ = State::kDeclared;
+    ++generation_;
+    pattern_.clear();
+    last_pattern_.clear();
+    candidates_.clear();
+    sigs_.clear();
+    times_.clear();
+    bytes_.clear();
+    runs_valid_ = false;
+    pending_.clear();
+    have_anchor_ = false;
+    bytes_since_anchor_ = 0;
+  }
+  Anchor(time_ns, 0);
 }
 
 void StepInference::OnOpInterval(uint64_t begin_ns, uint64_t end_ns) {
@@ -100,6 +123,12 @@ void StepInference::OnOpInterval(uint64_t begin_ns, uint64_t end_ns) {
 }
 
 void StepInference::OnGap() {
+  if (state_ == State::kDeclared) {
+    // A mark may be lost: the next one begins a step, it ends none.
+    have_anchor_ = false;
+    bytes_since_anchor_ = 0;
+    return;
+  }
   if (state_ == State::kSearching) {
     // Periods must not be matched across lost ops.
     sigs_.clear();
@@ -114,7 +143,8 @@ void StepInference::OnGap() {
 
 void StepInference::Flush() {
   if (state_ == State::kSearching && since_detect_ > 0 && dormant_ == 0) Detect();
-  if (state_ != State::kLocked) FinalizeBefore(UINT64_MAX);
+  // Locked or declared, a step is finalized at the next anchor, once its ops' intervals are in.
+  if (state_ != State::kLocked && state_ != State::kDeclared) FinalizeBefore(UINT64_MAX);
 }
 
 void StepInference::Search() {

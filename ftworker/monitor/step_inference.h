@@ -30,6 +30,13 @@
 // a new generation number (an identical cycle found again keeps its number), so detectors
 // built on step times can start their baselines over.
 //
+// Declared steps: once the app marks its steps itself (ft_step_done: a kStepDone record, fed to
+// OnDeclaredStep), the marks are the step boundaries from then on and the op pattern is no longer
+// searched (a new generation begins). The job's word beats any inference: a step whose ops all
+// look alike — DDP's equal gradient buckets, one all-reduce per layer — repeats every op, so the
+// longest run is one op long and no anchor tells the steps apart. A gap (lost records) may
+// have lost a mark: the step it spans is not reported.
+//
 // Step = anchor enter time to the next anchor enter time. Comm time of a step = the union of
 // the GPU intervals (observed start .. observed completion) of the rank's ops, clipped to the
 // step; compute = step - comm. The GPU interval is used rather than enter..end because a host
@@ -77,6 +84,8 @@ class StepInference {
   void OnOpInterval(uint64_t begin_ns, uint64_t end_ns);
   // Records were lost before the next OnEnter: the position in the cycle is unknown.
   void OnGap();
+  // The app ended a step at time_ns (its ft_step_done): see "Declared steps" above.
+  void OnDeclaredStep(uint64_t time_ns);
   // End of a batch of records: runs a pending search.
   void Flush();
 
@@ -84,12 +93,13 @@ class StepInference {
   std::vector<StepSample> TakeSteps();
 
   bool locked() const { return state_ == State::kLocked; }
+  bool declared() const { return state_ == State::kDeclared; }
   size_t period() const { return pattern_.size(); }
   uint64_t generation() const { return generation_; }
   uint64_t steps() const { return steps_reported_; }
 
  private:
-  enum class State { kSearching, kLocked, kResync };
+  enum class State { kSearching, kLocked, kResync, kDeclared };
   struct Interval {
     uint64_t begin;
     uint64_t end;

@@ -110,7 +110,15 @@ FT_API int ft_update_begin(void* stream) {
 }
 
 FT_API int ft_step_done(int64_t step) {
-  return Guarded("ft_step_done", [&] { return ft::preload::agent::ApiStepDone(step); });
+  return Guarded("ft_step_done", [&] {
+    // The worker's step boundary (kStepDone), stamped before any save work this call does.
+    namespace internal = ft::preload::internal;
+    ft::shm::Record mark = internal::MakeRecord(ft::shm::RecordType::kStepDone, 0, internal::kNoSlot, 0, 0,
+                                                internal::NowNs());
+    mark.a = static_cast<uint64_t>(step);
+    internal::Push(mark);
+    return ft::preload::agent::ApiStepDone(step);
+  });
 }
 
 FT_API int ft_restore(int64_t* step) {

@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -838,6 +839,34 @@ TEST(Behavior, HeartbeatAdvances) {
 // The child half of ExitStatusIsWrittenBeforeExited: run (re-executed, under LD_PRELOAD) only
 // when FT_TEST_EXIT_STATUS is set. It makes a CUDA call (libft.so creates its segment), waits
 // until the parent has attached, then exits with that status.
+// ft_step_done leaves a StepDone mark in the ring, stamped at the call, carrying its step:
+// the worker's step boundaries when the app declares its steps.
+TEST(Behavior, StepDoneLeavesAMarkWithItsStep) {
+  uint64_t before_ns = 0;
+  {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    before_ns = static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+  }
+  // From the preloaded libft.so, as an app that does not link it finds it.
+  auto step_done = reinterpret_cast<int (*)(int64_t)>(dlsym(RTLD_DEFAULT, "ft_step_done"));
+  ASSERT_NE(step_done, nullptr);
+  (void)step_done(41);  // nothing registered: whatever it returns, the mark is made
+  (void)step_done(42);
+  std::vector<shm::Record> marks;
+  test_util::WaitUntil([&] {
+    marks.clear();
+    for (const auto& r : Records()) {
+      if (Is(r, RecordType::kStepDone) && r.time_ns >= before_ns) marks.push_back(r);
+    }
+    return marks.size() >= 2;
+  });
+  ASSERT_EQ(marks.size(), 2u);
+  EXPECT_EQ(marks[0].a, 41u);
+  EXPECT_EQ(marks[1].a, 42u);
+  EXPECT_LE(marks[0].time_ns, marks[1].time_ns);
+}
+
 TEST(ExitHelper, ExitsWithStatus) {
   const char* status = getenv("FT_TEST_EXIT_STATUS");
   const char* fd = getenv("FT_TEST_EXIT_FD");

@@ -39,6 +39,7 @@ TEST(RecordsTest, RecordTypes) {
   EXPECT_EQ(static_cast<uint16_t>(RecordType::kKernelCount), 9);
   EXPECT_EQ(static_cast<uint16_t>(RecordType::kKernelSample), 10);
   EXPECT_EQ(static_cast<uint16_t>(RecordType::kKernelHandle), 11);
+  EXPECT_EQ(static_cast<uint16_t>(RecordType::kStepDone), 12);
 }
 
 TEST(RecordsTest, FlagBits) {

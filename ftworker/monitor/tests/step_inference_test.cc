@@ -142,6 +142,54 @@ TEST(StepInference, SingleOpStep) {
   EXPECT_NEAR(steps.back().step_ms, 20.0, 0.01);
 }
 
+// DDP's overlap with equal buckets: every op of a step is the same all-reduce, so the op
+// pattern repeats every op and inference takes one op for the step. The app's marks
+// (ft_step_done) are the steps: whole, measured from mark to mark, a new generation.
+TEST(StepInference, DeclaredStepsReplaceAPatternThatCannotTellTheStepsApart) {
+  StepInference inf;
+  const uint64_t sig = StepInference::Signature(0x7, static_cast<uint32_t>(OpKind::kAllReduce), 2);
+  uint64_t t = 1'000'000'000;
+  auto step = [&](uint64_t step_ns, bool mark) {
+    // Four buckets launched in a burst at the end of the backward pass, on the GPU one after
+    // the other over the step's last 20 ms; the mark when the host synchronized at the end.
+    for (int b = 0; b < 4; ++b) {
+      inf.OnEnter(sig, t + step_ns - 30 * kMs + static_cast<uint64_t>(b) * 1000, 1 << 20);
+      const uint64_t begin = t + step_ns - 20 * kMs + static_cast<uint64_t>(b) * 5 * kMs;
+      inf.OnOpInterval(begin, begin + 5 * kMs);
+    }
+    t += step_ns;
+    if (mark) inf.OnDeclaredStep(t);
+    inf.Flush();
+  };
+  for (int i = 0; i < 20; ++i) step(100 * kMs, false);
+  EXPECT_EQ(inf.period(), 1u);  // what inference alone makes of it
+  const auto inferred = inf.TakeSteps();
+  ASSERT_FALSE(inferred.empty());
+  EXPECT_LT(inferred.back().step_ms, 50.0);  // a step that is not one
+  const uint64_t before = inf.generation();
+
+  step(100 * kMs, true);  // the first mark: its step's ops were still taken by inference
+  EXPECT_TRUE(inf.declared());
+  for (const auto& s : inf.TakeSteps()) EXPECT_EQ(s.generation, before);
+  for (int i = 0; i < 10; ++i) step(100 * kMs, true);
+  const auto steps = inf.TakeSteps();
+  ASSERT_GE(steps.size(), 9u);  // the first mark begins a step; the last step waits for the next mark
+  for (const auto& s : steps) {
+    EXPECT_NEAR(s.step_ms, 100.0, 0.01);
+    EXPECT_NEAR(s.comm_ms, 20.0, 0.01);
+    EXPECT_NEAR(s.compute_ms, 80.0, 0.01);
+    EXPECT_EQ(s.bytes, 4u << 20);
+    EXPECT_EQ(s.generation, before + 1);
+  }
+  // A gap may have lost a mark: the step it spans is not reported; the next ones are.
+  inf.OnGap();
+  step(300 * kMs, true);
+  for (int i = 0; i < 4; ++i) step(100 * kMs, true);
+  const auto after = inf.TakeSteps();
+  EXPECT_GE(after.size(), 3u);
+  for (const auto& s : after) EXPECT_NEAR(s.step_ms, 100.0, 0.01) << "step " << s.index;
+}
+
 TEST(StepInference, JitterDoesNotMatterNoiseAndDropsResync) {
   StepInference inf;
   Feeder feed{&inf};
