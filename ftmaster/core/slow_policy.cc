@@ -20,6 +20,8 @@ double Median(std::vector<double> v) {
   return v.size() % 2 == 1 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
 }
 
+constexpr double kGpuKernelRatio = 1.25;
+
 // SlowCase::where from the kernel samples of the rank and its peers.
 void LocateExcess(const proto::RankSummary& own, std::span<const proto::RankSummary> summaries,
                   const std::set<int>& peers, SlowCase* c) {
@@ -44,7 +46,11 @@ void LocateExcess(const proto::RankSummary& own, std::span<const proto::RankSumm
   }
   const double kernels = own_ms / peers_ms;
   const double compute = c->compute_ms / c->median_compute_ms;
-  if (kernels - 1 >= 0.5 * (compute - 1)) {
+  // The compute ratio overstates when communication overlaps compute (DDP's buckets): a peer's
+  // compute running while it waits in an all-reduce counts as communication, so its compute
+  // looks short. Kernels a quarter slower than the same kernels elsewhere are its GPU whatever
+  // the compute ratio says.
+  if (kernels - 1 >= 0.5 * (compute - 1) || kernels >= kGpuKernelRatio) {
     c->where = "gpu";
     c->where_why = fmt::format("its GPU: the same kernels run {:.2f}x its peers' (clocks, thermals, power "
                                "capping, a failing GPU)", kernels);

@@ -179,6 +179,13 @@ TEST(SlowPolicyTest, KernelSamplesTellItsGpuFromItsHost) {
   c = MeasureSlow(1, summaries(10.2), job.membership);  // kernels as fast as the peers'
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->where, "host") << c->where_why;
+  // Overlapped communication: its peers' compute hides in their all-reduce waits, so its own
+  // looks 3.3x theirs while its kernels run 1.48x: still its GPU.
+  std::vector<proto::RankSummary> overlapped = summaries(14.8);
+  for (proto::RankSummary& s : overlapped) s.compute_ms = s.rank == 1 ? 62 : 19;
+  c = MeasureSlow(1, overlapped, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->where, "gpu") << c->where_why;
   std::vector<proto::RankSummary> unsampled = summaries(10);
   for (proto::RankSummary& s : unsampled) s.kernel_samples.clear();
   c = MeasureSlow(1, unsampled, job.membership);
