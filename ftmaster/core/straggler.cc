@@ -38,6 +38,17 @@ double CollectiveMs(const proto::RankSummary& s, uint64_t comm) {
   return count == 0 ? -1 : weighted / static_cast<double>(count);
 }
 
+// The rank's fastest op on a point-to-point comm (the p50 of its quickest (op, size)), or -1.
+// Of the two ends of a message one arrives last and waits for nobody: its op is the transfer.
+double FastestOpMs(const proto::RankSummary& s, uint64_t comm) {
+  double fastest = -1;
+  for (const proto::OpSummary& op : s.ops) {
+    if (op.comm_id != comm || op.count == 0) continue;
+    if (fastest < 0 || op.p50_ms < fastest) fastest = op.p50_ms;
+  }
+  return fastest;
+}
+
 }  // namespace
 
 StragglerOptions StragglerOptions::FromConfig(const Config& config) {
@@ -64,9 +75,9 @@ void StragglerDetector::SetMembership(std::span<const proto::Membership> members
     }
   }
   comms_.clear();
+  p2p_comms_.clear();
   for (auto& [id, members] : by_comm) {
-    if (!collective[id]) continue;
-    std::vector<int>& ranks = comms_[id];
+    std::vector<int>& ranks = collective[id] ? comms_[id] : p2p_comms_[id];
     for (const auto& [comm_rank, rank] : members) ranks.push_back(rank);
   }
   for (auto it = streaks_.begin(); it != streaks_.end();) {
@@ -198,33 +209,36 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
     double transfer_ms = 0;
     int64_t newest_ms = 0;  // the newest member summary
     std::vector<int> members;
+    bool p2p = false;
   };
   std::map<std::string, std::vector<Link>> roles;  // role -> its comms reporting in full
-  for (auto& [comm, ranks] : comms_) {
-    Link link{comm, -1, 0, ranks};
-    std::set<std::pair<int, int>> shape;  // (op, bucket)
-    bool whole = ranks.size() >= 2;
-    for (int rank : ranks) {
-      auto it = latest_.find(rank);
-      if (it == latest_.end() || now_unix_ms - it->second.unix_ms > options_.stale_ms) {
-        whole = false;
-        break;
+  for (const bool p2p : {false, true}) {
+    for (const auto& [comm, ranks] : p2p ? p2p_comms_ : comms_) {
+      Link link{comm, -1, 0, ranks, p2p};
+      std::set<std::pair<int, int>> shape;  // (op, bucket)
+      bool whole = ranks.size() >= 2;
+      for (int rank : ranks) {
+        auto it = latest_.find(rank);
+        if (it == latest_.end() || now_unix_ms - it->second.unix_ms > options_.stale_ms) {
+          whole = false;
+          break;
+        }
+        const double ms = p2p ? FastestOpMs(it->second, comm) : CollectiveMs(it->second, comm);
+        if (ms < 0) {
+          whole = false;
+          break;
+        }
+        link.transfer_ms = link.transfer_ms < 0 ? ms : std::min(link.transfer_ms, ms);
+        link.newest_ms = std::max(link.newest_ms, it->second.unix_ms);
+        for (const proto::OpSummary& op : it->second.ops) {
+          if (op.comm_id == comm && op.count > 0) shape.emplace(static_cast<int>(op.op), op.bucket);
+        }
       }
-      const double ms = CollectiveMs(it->second, comm);
-      if (ms < 0) {
-        whole = false;
-        break;
-      }
-      link.transfer_ms = link.transfer_ms < 0 ? ms : std::min(link.transfer_ms, ms);
-      link.newest_ms = std::max(link.newest_ms, it->second.unix_ms);
-      for (const proto::OpSummary& op : it->second.ops) {
-        if (op.comm_id == comm && op.count > 0) shape.emplace(static_cast<int>(op.op), op.bucket);
-      }
+      if (!whole) continue;
+      std::string role = fmt::format("{}{}", p2p ? "p2p|" : "", ranks.size());
+      for (const auto& [op, bucket] : shape) role += fmt::format("|{}:{}", op, bucket);
+      roles[role].push_back(std::move(link));
     }
-    if (!whole) continue;
-    std::string role = fmt::format("{}", ranks.size());
-    for (const auto& [op, bucket] : shape) role += fmt::format("|{}:{}", op, bucket);
-    roles[role].push_back(std::move(link));
   }
 
   std::unordered_set<uint64_t> qualifying;
@@ -258,7 +272,7 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
     }
   }
   for (auto it = link_streaks_.begin(); it != link_streaks_.end();) {
-    it = comms_.count(it->first) ? std::next(it) : link_streaks_.erase(it);
+    it = comms_.count(it->first) || p2p_comms_.count(it->first) ? std::next(it) : link_streaks_.erase(it);
   }
   for (auto it = named_links_.begin(); it != named_links_.end();) {
     it = qualifying.count(*it) ? std::next(it) : named_links_.erase(it);
@@ -284,10 +298,11 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
       ends += fmt::format("{}rank {} ({})", ends.empty() ? "" : ", ", rank, s.node);
     }
     incident.evidence.push_back(fmt::format(
-        "comm {}: the shortest member's collective p50 (the transfer once every member arrived) {} against "
-        "the median {} of the other comms of its role ({:.2f}x), {} summaries in a row",
-        CommHex(link->comm), HumanMs(link->transfer_ms), HumanMs(median), link->transfer_ms / median,
-        options_.steps));
+        "comm {}: {} {} against the median {} of the other comms of its role ({:.2f}x), {} summaries in a row",
+        CommHex(link->comm),
+        link->p2p ? "the fastest send/recv p50 of any member (a message whose other end was there first)"
+                  : "the shortest member's collective p50 (the transfer once every member arrived)",
+        HumanMs(link->transfer_ms), HumanMs(median), link->transfer_ms / median, options_.steps));
     incident.confidence = std::clamp(0.55 + (link->transfer_ms / median - 1.1), 0.55, 0.95);
     incident.message = fmt::format(
         "the link of comm {} is slow: its members arrive on time and wait {:.2f}x as long as their role's other "

@@ -26,6 +26,11 @@
 // a slow link: one Incident, kind "slow-link", comm_id set, its members (both ends) the
 // suspects, decision "none" — which end's NIC, cable or switch port is at fault the summaries
 // cannot tell. A role needs at least three comms reporting (two cannot say which is slow).
+// Point-to-point comms (a pipeline's stages, the pair communicators PyTorch makes for send and
+// recv) form roles of their own, and their transfer is the fastest (op, size) p50 of any member:
+// of a message's two ends one arrives last and waits for nobody, so its op is the transfer; a
+// slow link slows every message on the comm, a late stage only the ops that wait for it. On a
+// p2p comm of more than two members the slow pair is not found while another pair is fast.
 // A compute straggler does not look like one: its comm's shortest duration is its own, the
 // transfer, as fast as its role's.
 //
@@ -91,6 +96,7 @@ class StragglerDetector {
 
   StragglerOptions options_;
   std::unordered_map<uint64_t, std::vector<int>> comms_;  // collective comm -> global ranks
+  std::unordered_map<uint64_t, std::vector<int>> p2p_comms_;  // comms with send/recv only
   std::unordered_map<int, proto::RankSummary> latest_;
   std::unordered_map<uint64_t, Streak> streaks_;
   std::unordered_set<int> named_;

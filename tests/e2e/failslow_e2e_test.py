@@ -7,13 +7,21 @@ redis-server; one rank (or every rank) computes slower from a step on.
                      (decision stop) evicts node1; every rank saves as it is stopped, the relaunch
                      with node2 in node1's place restores one step on every rank, finishes with
                      trainsim_reference's checksums, and its steps are as fast as before the fault
-  --case localize-x1.2, --case localize-x3
-                     rank 5 1.2x / 3x slower, the default policy (report): named with its node
+  --case localize-x1.2
+                     rank 5 1.2x slower, the default policy (report): named with its node
                      within 30 s of the fault, decision none, nothing evicted, the job finishes
+  --case localize-x3 the same at 3x, data parallel only (dp=8) with the compute in the backward
+                     pass, right before the gradient all-reduce (every rank's step looks equal)
+  --case overlap     dp=8, rank 5 1.5x slower in the backward pass, each layer's gradient
+                     all-reduced on a second stream while the backward pass goes on (DDP)
+  --case pipeline    dp=2 tp=2 pp=2, rank 5 (stage 1) 1.5x slower: named with its node
   --case job-wide    every rank 1.3x slower, FT_SLOW_ACTION=evict: a job-slow incident, no
                      straggler named, nothing evicted, the job finishes
   --case slow-link   the DP communicator of ranks 1 and 5 transfers 20 ms slower (gpusim): a
                      slow-link incident names both ends and nodes, no straggler, nothing evicted
+  --case slow-p2p-link
+                     dp=2 tp=2 pp=2: the pipeline link of ranks 1 (stage 0) and 5 (stage 1)
+                     moves every message 20 ms slower: a slow-link incident names both ends
   --case slow-ends   rank 5 1.5x slower for about 10 s, then as before, FT_SLOW_ACTION=evict:
                      never evicted (FT_SLOW_CONFIRM), the job finishes
   --case jitter      every rank's compute +-20% at random per step, FT_SLOW_ACTION=evict, 60 s
@@ -38,6 +46,13 @@ FAST = {"FT_TIMEOUT_WARMUP": "2s", "FT_TIMEOUT_MIN_SAMPLES": "5"}
 # relaunch without node1 pulls node1's shards from node0's memory: no disk tier (the default).
 MODEL = ["--dp", "2", "--tp", "4", "--param-bytes", "256kb", "--hidden", "4096", "--compute-ms", "40"]
 TOPOLOGY = ["--topology", "dp=2,tp=4,pp=1", "--order", "tp-dp-pp"]
+# Data parallel only, the step's compute in the backward pass: the DP all-reduce right after it
+# makes every rank's step as long as the slow one's.
+DDP_MODEL = ["--dp", "8", "--param-bytes", "256kb", "--hidden", "4096", "--compute-ms", "40", "--compute-at", "backward"]
+DDP_TOPOLOGY = ["--topology", "dp=8,tp=1,pp=1", "--order", "tp-dp-pp"]
+# Two pipeline stages (ranks 0-3 stage 0 on node0, 4-7 stage 1 on node1), TP and DP in each.
+PP_MODEL = ["--dp", "2", "--tp", "2", "--pp", "2", "--param-bytes", "256kb", "--hidden", "4096", "--compute-ms", "40"]
+PP_TOPOLOGY = ["--topology", "dp=2,tp=2,pp=2", "--order", "tp-dp-pp"]
 SLOW_RANK = 5
 FAULT_STEP = 150  # a baseline of step times before it (the workers' and the comparison's)
 LOCALIZE_LIMIT_S = 30
@@ -135,15 +150,16 @@ def case_evict(args):
               % (took, len(false), ratio))
 
 
-def localize_case(factor):
+def localize_case(factor, name=None, model=MODEL, topology=TOPOLOGY):
     def run(args):
         steps = FAULT_STEP + (400 if factor < 2 else 250)  # named within ~100 steps either way
-        with CkptCluster(args, job="fs-x%d" % round(factor * 10)) as c:  # no dot: a job name keeps it as a key
-            c.start_master(TOPOLOGY, FAST)
+        job = "fs-%s" % (name or "x%d" % round(factor * 10))  # no dot: a job name keeps it as a key
+        with CkptCluster(args, job=job) as c:
+            c.start_master(topology, FAST)
             start_workers(c)
             # Kernels sampled: trainsim's slow rank spins longer in its compute kernel, which the
             # incident must put on its GPU.
-            c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", str(factor),
+            c.start_ckpt_job(model + ["--steps", str(steps), "--fault", "slow", "--slow-factor", str(factor),
                                       "--fault-rank", str(SLOW_RANK), "--fault-step", str(FAULT_STEP)],
                              env={"FT_KERNEL_SAMPLE": "1"}, timeout=300)
             c.wait_for(lambda: fault_unix_ms(c, SLOW_RANK), 60, "the slowdown to begin")
@@ -154,7 +170,8 @@ def localize_case(factor):
             rc = wait_job_exit(c, 300, "the job to finish")
             check(rc == 0, "the job exited %d" % rc)
             stops = [i for i in c.incidents() if i["decision"] != "none"]
-            print("RESULT failslow case=x%s localize_s=%.1f false_evictions=%d" % (factor, took, len(evicted(c))))
+            print("RESULT failslow case=%s localize_s=%.1f false_evictions=%d"
+                  % (name or "x%s" % factor, took, len(evicted(c))))
             check(not stops and not evicted(c), "the report policy acted: %s, evicted %s" % (stops, evicted(c)))
     return run
 
@@ -177,16 +194,21 @@ def case_job_wide(args):
         check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
 
 
-def case_slow_link(args):
-    """The DP communicator of ranks 1 (node0) and 5 (node1) transfers 20 ms slower on gpusim
-    (GPUSIM_NCCL_SLOW: once both arrived): a slow-link incident names both ends and their
-    nodes; no straggler, nothing evicted (FT_SLOW_ACTION=evict), the job finishes."""
+def slow_link_case(name, model, topology, rule):
+    """A communicator of ranks 1 (node0) and 5 (node1) moves its data 20 ms slower on gpusim
+    (GPUSIM_NCCL_SLOW: a collective once both arrived, a message once its receiver is there): a
+    slow-link incident names both ends and their nodes; no straggler, nothing evicted
+    (FT_SLOW_ACTION=evict), the job finishes."""
+    return lambda args: check_slow_link(args, name, model, topology, rule)
+
+
+def check_slow_link(args, name, model, topology, rule):
     steps = 700
-    with CkptCluster(args, job="fs-link") as c:
-        c.start_master(TOPOLOGY, {**FAST, "FT_SLOW_ACTION": "evict"})
+    with CkptCluster(args, job="fs-%s" % name) as c:
+        c.start_master(topology, {**FAST, "FT_SLOW_ACTION": "evict"})
         start_workers(c)
         started_ms = int(time.time() * 1000)
-        c.start_ckpt_job(MODEL + ["--steps", str(steps)], env={"GPUSIM_NCCL_SLOW": "dp:20@1+5"}, timeout=300)
+        c.start_ckpt_job(model + ["--steps", str(steps)], env={"GPUSIM_NCCL_SLOW": rule}, timeout=300)
         inc = c.wait_for(lambda: c.incidents("slow-link"), 90, "a slow-link incident")[0]
         took = (inc["decided_unix_ms"] - started_ms) / 1000.0
         print("incident %s: %s\n  %s\n  evidence: %s" % (inc["id"], suspects(inc), inc["message"], inc["evidence"]))
@@ -194,7 +216,7 @@ def case_slow_link(args):
         rc = wait_job_exit(c, 300, "the job to finish")
         check(rc == 0, "the job exited %d" % rc)
         others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "slow-link"]
-        print("RESULT failslow case=slow-link localize_s=%.1f false_evictions=%d" % (took, len(evicted(c))))
+        print("RESULT failslow case=%s localize_s=%.1f false_evictions=%d" % (name, took, len(evicted(c))))
         check(not others and not evicted(c), "a slow link was blamed on a rank: %s, evicted %s" % (others, evicted(c)))
 
 
@@ -237,8 +259,13 @@ def case_jitter(args):
         check(not named and not evicted(c), "a healthy job with jitter raised %s, evicted %s" % (named, evicted(c)))
 
 
-CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2), "localize-x3": localize_case(3),
-         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter, "slow-link": case_slow_link}
+CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2),
+         "localize-x3": localize_case(3, "x3-backward", DDP_MODEL, DDP_TOPOLOGY),
+         "overlap": localize_case(1.5, "overlap", DDP_MODEL + ["--overlap-grad-reduce"], DDP_TOPOLOGY),
+         "pipeline": localize_case(1.5, "pipeline", PP_MODEL, PP_TOPOLOGY),
+         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter,
+         "slow-link": slow_link_case("link", MODEL, TOPOLOGY, "dp:20@1+5"),
+         "slow-p2p-link": slow_link_case("p2p-link", PP_MODEL, PP_TOPOLOGY, "pp:20@1+5")}
 
 if __name__ == "__main__":
     long_run = "--long" in sys.argv

@@ -224,6 +224,78 @@ TEST(StragglerTest, AComputeStragglerIsNoSlowLink) {
   EXPECT_TRUE(d.named_links().empty());
 }
 
+// Two pipeline stages (tp=2, dp=2, pp=2: stage 0 on n0, stage 1 on n1), one p2p comm per
+// (tp, dp) pair of stages. Each stage sends one way at once (its receiver waits: the send's
+// p50 is the transfer) and receives the other way after waiting for the other stage's work.
+// `transfer`: per pp comm (t + 2 d); `wait_extra`: per rank, what its receive also waits.
+void PipelineRound(const Job& job, StragglerDetector* d, int64_t at, const std::vector<double>& transfer,
+                   const std::vector<double>& wait_extra) {
+  for (int r = 0; r < job.world(); ++r) {
+    const int t = r % 2, dp = (r / 2) % 2, stage = r / 4;
+    proto::RankSummary s;
+    s.rank = r;
+    s.node = job.membership[static_cast<size_t>(r)].node;
+    s.unix_ms = at;
+    s.compute_ms = 100;
+    const double link = transfer[static_cast<size_t>(t + 2 * dp)];
+    proto::OpSummary send;
+    send.comm_id = job.PpComm(t, dp);
+    send.op = proto::OpKind::kSend;
+    send.count = 10;
+    send.p50_ms = link;
+    s.ops.push_back(send);
+    proto::OpSummary recv = send;
+    recv.op = proto::OpKind::kRecv;
+    recv.p50_ms = (stage == 0 ? 60 : 30) + wait_extra[static_cast<size_t>(r)] + link;
+    s.ops.push_back(recv);
+    proto::OpSummary tp_op;
+    tp_op.comm_id = job.TpComm(dp, stage);
+    tp_op.op = proto::OpKind::kAllReduce;
+    tp_op.count = 10;
+    tp_op.p50_ms = 3;
+    s.ops.push_back(tp_op);
+    d->Add(s);
+  }
+}
+
+TEST(StragglerTest, ASlowPipelineLinkNamesItsTwoStages) {
+  Job job(2, 2, 2, 4);
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  const std::vector<double> transfer = {0.5, 20.5, 0.6, 0.4};  // ranks 1 and 5's link
+  std::vector<proto::Incident> all;
+  for (int round = 0; round < 20; ++round) {
+    PipelineRound(job, &d, kT0 + round * 1000, transfer, std::vector<double>(8, 0));
+    for (proto::Incident& i : d.Evaluate(kT0 + round * 1000)) all.push_back(std::move(i));
+  }
+  ASSERT_EQ(all.size(), 1u);
+  const proto::Incident& i = all[0];
+  EXPECT_EQ(i.kind, "slow-link");
+  EXPECT_EQ(i.comm_id, job.PpComm(1, 0));
+  ASSERT_EQ(i.suspects.size(), 2u);
+  EXPECT_EQ(i.suspects[0].rank, 1);
+  EXPECT_EQ(i.suspects[0].node, "n0");
+  EXPECT_EQ(i.suspects[1].rank, 5);
+  EXPECT_EQ(i.suspects[1].node, "n1");
+  EXPECT_NE(i.evidence[0].find("send/recv"), std::string::npos) << i.evidence[0];
+  EXPECT_TRUE(d.named().empty());
+}
+
+// Stage 1's rank 5 computes 30 ms longer: rank 1 waits that much more for its gradients, but
+// every message still has an end that waits for nobody: no slow link.
+TEST(StragglerTest, ALateStageIsNoSlowPipelineLink) {
+  Job job(2, 2, 2, 4);
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  std::vector<double> wait_extra(8, 0);
+  wait_extra[1] = 30;
+  for (int round = 0; round < 20; ++round) {
+    PipelineRound(job, &d, kT0 + round * 1000, {0.5, 0.5, 0.6, 0.4}, wait_extra);
+    for (const proto::Incident& i : d.Evaluate(kT0 + round * 1000)) ADD_FAILURE() << i.kind << ": " << i.message;
+  }
+  EXPECT_TRUE(d.named_links().empty());
+}
+
 TEST(StragglerTest, TwoCommsOfARoleCannotSayWhichLinkIsSlow) {
   Job job(2, 2, 1, 2);  // two DP comms only
   StragglerDetector d(StragglerOptions{});
