@@ -7,8 +7,9 @@ slowness, and whether the job is back at full speed after the slow node is repla
 Runs the fail-slow scenarios of tests/e2e/failslow_e2e_test.py REPEAT times each (default 3) on
 trainsim/gpusim with real ftworkers, ftmaster and redis-server — rank 5 of 8 (dp=2 tp=4, 2 nodes)
 1.2x, 1.5x (FT_SLOW_ACTION=evict: saved, stopped, node1 evicted, relaunched on node2) and 3x
-slower, every rank 1.3x slower (job-wide, FT_SLOW_ACTION=evict), and one DP communicator's
-transfer 20 ms slower (a slow link, gpusim's GPUSIM_NCCL_SLOW) — and collects each run's
+slower (dp=8, in the backward pass), 1.5x behind overlapped gradient all-reduces and in a pipeline
+stage, every rank 1.3x slower (job-wide, FT_SLOW_ACTION=evict), and one DP communicator's
+transfer or one pipeline link 20 ms slower (gpusim's GPUSIM_NCCL_SLOW) — and collects each run's
 `RESULT failslow case=...` line. Ends with one line:
 
   RESULT failslow localize_s=<median over the localized runs> localize_max_s=<max>
@@ -18,7 +19,7 @@ transfer 20 ms slower (a slow link, gpusim's GPUSIM_NCCL_SLOW) — and collects 
 localize_s: from the fault (trainsim's own timestamp) to the straggler incident's decision.
 step_time_after_ratio: rank 0's step time after the replacement over before the fault (lower
 quartiles). Targets (docs/failslow.md): localize_s <= 30, false_evictions = 0, ratio <= 1.03.
-Environment: REPEAT, CASES (comma-separated, default the five above).
+Environment: REPEAT, CASES (comma-separated, default the eight above).
 """
 import os
 import re
@@ -32,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main():
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
     repeat = int(os.environ.get("REPEAT", "3"))
-    cases = os.environ.get("CASES", "localize-x1.2,evict,localize-x3,job-wide,slow-link").split(",")
+    cases = os.environ.get("CASES", "localize-x1.2,evict,localize-x3,overlap,pipeline,job-wide,slow-link,slow-p2p-link").split(",")
     env = dict(os.environ)
     env.update({"LD_LIBRARY_PATH": os.path.join(build, "gpusim"),
                 "GPUSIM_KERNEL_LIBS": os.path.join(build, "tests/workloads/trainsim/libtrainsim_kernels.so"),
