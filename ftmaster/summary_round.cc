@@ -52,6 +52,8 @@ void SummaryRound::NewTerm(Clock::time_point now) {
   straggler_fields_.clear();
   inherited_seen_.clear();
   summary_ms_.clear();
+  link_fields_.clear();
+  inherited_links_.clear();
   job_slow_ = JobSlowdown(JobSlowOptions(ctx_->options.config));
   named_at_.clear();
   verdicts_.clear();
@@ -64,6 +66,15 @@ void SummaryRound::NewTerm(Clock::time_point now) {
 
 void SummaryRound::LoadTerm(const MasterHash& state) {
   for (const auto& [field, value] : state) {
+    if (field.rfind(kLinkField, 0) == 0) {
+      char* end = nullptr;
+      const uint64_t comm = std::strtoull(field.c_str() + kLinkField.size(), &end, 16);
+      if (comm != 0 && end != nullptr && *end == '\0') {
+        link_fields_[comm] = value;
+        inherited_links_[comm] = 0;  // dated at this master's first pass
+      }
+      continue;
+    }
     if (field.rfind("straggler:", 0) != 0) continue;
     int rank = -1;
     if (std::sscanf(field.c_str() + 10, "%d", &rank) == 1 && rank >= 0) {
@@ -247,15 +258,20 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
   for (int rank : named) {
     if (inherited_seen_.count(rank)) inherited_seen_.erase(rank);  // confirmed: ours now
   }
+  EndLinkEpisodes(unix_ms);
   named_before_ = named;
   for (proto::Incident& incident : incidents) {
     if (incident.suspects.empty()) continue;
     if (hardware_ != nullptr) AttachHardware(std::span<proto::Incident>(&incident, 1), *hardware_, unix_ms);
     if (proto::Is(incident, proto::IncidentKind::kSlowLink)) {
-      // Once per episode by the detector (named_links); a master that takes over may name a
-      // standing one again.
-      auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {}, {}, {});
-      if (won && (*won)[0]) ctx_->Print(incident, {});
+      // Once per episode by the detector (named_links), and the episode is in the master hash:
+      // a master that takes over while the link stays slow names it again and writes nothing.
+      if (link_fields_.count(incident.comm_id)) continue;
+      const std::string field = std::string(kLinkField) + CommHex(incident.comm_id);
+      auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {{field, incident.id}}, {}, {});
+      if (!won) continue;
+      link_fields_[incident.comm_id] = incident.id;
+      if ((*won)[0]) ctx_->Print(incident, {});
       continue;
     }
     const int rank = incident.suspects.front().rank;
@@ -275,6 +291,35 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
     if (!won) continue;
     straggler_fields_[rank] = incident.id;
     if ((*won)[0]) ctx_->Print(incident, {});
+  }
+}
+
+void SummaryRound::EndLinkEpisodes(int64_t unix_ms) {
+  const std::unordered_set<uint64_t>& named = stragglers_.named_links();
+  const StragglerOptions options = StragglerOptions::FromConfig(ctx_->options.config);
+  // An inherited episode ends once this master has had the time to name the link again
+  // (straggler_steps summaries, and two more) and did not.
+  const int64_t grace_ms = (options.steps + 2) * options.interval_ms;
+  std::vector<redis::Argv> ended;
+  std::vector<uint64_t> comms;
+  for (const auto& [comm, id] : link_fields_) {
+    auto inherited = inherited_links_.find(comm);
+    if (named.count(comm)) {
+      if (inherited != inherited_links_.end()) inherited_links_.erase(inherited);  // ours now
+      continue;
+    }
+    if (inherited != inherited_links_.end()) {
+      if (inherited->second == 0) inherited->second = unix_ms;
+      if (unix_ms - inherited->second <= grace_ms) continue;
+    }
+    ended.push_back({"HDEL", ctx_->keys.MasterState(), std::string(kLinkField) + CommHex(comm)});
+    comms.push_back(comm);
+  }
+  if (ended.empty() || !ctx_->writer.Run(ended)) return;
+  for (uint64_t comm : comms) {
+    link_fields_.erase(comm);
+    inherited_links_.erase(comm);
+    FT_LOG(Info, Master, "comm {} is no longer a slow link", CommHex(comm));
   }
 }
 

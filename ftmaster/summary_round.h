@@ -17,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -78,6 +79,11 @@ class SummaryRound {
   // Weighs each standing episode (slow_policy.h); may leave an eviction for the loop.
   void WeighEpisodes(int64_t unix_ms);
   void JobWide(int64_t unix_ms);
+  // Deletes the master-hash fields of slow-link episodes that ended (ours: the detector stopped
+  // naming the link; inherited: not named again within the time it takes).
+  void EndLinkEpisodes(int64_t unix_ms);
+  // The master-hash field of a slow-link episode: "slow-link:<comm hex>" -> its incident id.
+  static constexpr std::string_view kLinkField = "slow-link:";
   // The job around a slow rank; `read_evicted`: the eviction set is read (only when an
   // eviction is in reach: one SMEMBERS).
   SlowContext Context(int64_t unix_ms, bool read_evicted);
@@ -91,6 +97,8 @@ class SummaryRound {
   std::unordered_map<int, std::string> straggler_fields_;  // rank -> incident id (episodes)
   std::unordered_map<int, int> inherited_seen_;            // inherited episode -> summaries since
   std::unordered_map<int, int64_t> summary_ms_;
+  std::unordered_map<uint64_t, std::string> link_fields_;  // comm -> incident id (slow-link episodes)
+  std::unordered_map<uint64_t, int64_t> inherited_links_;  // inherited episode -> this master's first pass
   std::vector<proto::Membership> members_;
   JobSlowdown job_slow_;
   SlowPolicy policy_;

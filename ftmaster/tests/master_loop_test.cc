@@ -149,6 +149,31 @@ class MasterLoopTest : public ::testing::Test {
     }
   }
 
+  // tp=4 dp=2 (job_ made so by the caller): `seconds` one-second rounds of summaries in which
+  // every rank computes alike and DP comm t's transfer takes transfer[t] ms.
+  void SummariesWithLinks(std::vector<Master*> masters, int seconds, const std::vector<double>& transfer) {
+    for (int s = 0; s < seconds; ++s) {
+      for (int r = 0; r < 8; ++r) {
+        proto::RankSummary sum;
+        sum.rank = r;
+        sum.node = job_.membership[static_cast<size_t>(r)].node;
+        sum.unix_ms = UnixMs();
+        sum.steps = static_cast<uint64_t>(10 * (s + 1));
+        sum.compute_ms = 100;
+        sum.step_p50_ms = 130;
+        proto::OpSummary op;
+        op.comm_id = job_.DpComm(r % 4, 0);
+        op.op = proto::OpKind::kAllReduce;
+        op.bucket = 2;
+        op.count = 10;
+        op.p50_ms = transfer[static_cast<size_t>(r % 4)];
+        sum.ops.push_back(op);
+        server_.Execute({"HSET", keys_.SummaryOf(r), std::to_string(r), proto::Encode(sum)});
+      }
+      Run(1000, masters);
+    }
+  }
+
   // `report`: the worker also rewrote the tables (else only the event carries the news, and
   // the window waits for fresh reports up to hang_window).
   void Exit(int rank, bool clean, int code, bool report = true, int terminated_by_signal = 0) {
@@ -1762,6 +1787,31 @@ TEST_F(MasterLoopTest, AStragglerIsOnlyReportedByDefaultOrWhenItRecovers) {
   EXPECT_EQ(State("job_state"), "running");
 }
 
+// A slow-link episode lives in the master hash: a master that takes over while the link stays
+// slow names it again and writes no second incident; when the link recovers the field goes.
+TEST_F(MasterLoopTest, ASlowLinkStaysOneIncidentAcrossATakeoverAndEndsWhenItRecovers) {
+  job_ = Job(4, 2, 1, 4);  // DP comms {0,4} {1,5} {2,6} {3,7}: one role of four
+  Master a = MakeMaster("a", "tp=4,dp=2,pp=1");
+  Report();
+  Run(100, {&a});
+  ASSERT_TRUE(a.loop->leading(Now()));
+  const std::vector<double> slow = {5, 25, 5, 5};
+  SummariesWithLinks({&a}, 15, slow);
+  ASSERT_EQ(Incidents("slow-link").size(), 1u);
+  const std::string field = "slow-link:" + fmt::format("{:016x}", job_.DpComm(1, 0));
+  EXPECT_EQ(State(field), Incidents("slow-link")[0].id);
+
+  Master b = MakeMaster("b", "tp=4,dp=2,pp=1");
+  a.store->Drop();  // a loses Redis for good; b takes over with the link still slow
+  SummariesWithLinks({&a, &b}, 30, slow);
+  ASSERT_TRUE(b.loop->leading(Now()));
+  EXPECT_EQ(Incidents("slow-link").size(), 1u) << "the new leader named the standing link again";
+  EXPECT_FALSE(State(field).empty());
+
+  SummariesWithLinks({&a, &b}, 5, {5, 5, 5, 5});
+  EXPECT_TRUE(State(field).empty()) << "the episode ended with the slowness";
+  EXPECT_EQ(Incidents("slow-link").size(), 1u);
+}
+
 }  // namespace
 }  // namespace ft::master
-
