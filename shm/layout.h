@@ -137,7 +137,13 @@ struct SegmentHeader {
   // rank, or the job is stopped. Added within version 1 in reserved bytes.
   std::atomic<int64_t> restored_step_plus2;        // 544
   std::atomic<int64_t> restore_plan_version;       // 552
-  uint8_t reserved1[1024 - 560];
+  // The steps the job runs in all, numbered as it numbers them for ft_step_done (so the steps
+  // left are this minus app_step_plus1 - 1); 0: not said. Written by libft.so at start
+  // (FT_TOTAL_STEPS) and by ft_set_total_steps, at any time: the worker reads it on each
+  // summary. Added within version 2 in bytes that were reserved zero (an older producer reads
+  // as "not said").
+  std::atomic<int64_t> total_steps;                // 560
+  uint8_t reserved1[1024 - 568];
   // Failures libft.so swallowed, by place (shm/hook_failures.h); the last slot also takes
   // places that found no free slot.
   HookFailureSlot hook_failures[kHookFailureSlots];  // 1024
@@ -228,6 +234,7 @@ static_assert(offsetof(SegmentHeader, app_step_plus1) == 528);
 static_assert(offsetof(SegmentHeader, term_grace_ms) == 536);
 static_assert(offsetof(SegmentHeader, restored_step_plus2) == 544);
 static_assert(offsetof(SegmentHeader, restore_plan_version) == 552);
+static_assert(offsetof(SegmentHeader, total_steps) == 560);
 static_assert(sizeof(std::atomic<int64_t>) == 8 && std::atomic<int64_t>::is_always_lock_free);
 static_assert(sizeof(ControlPage) == kControlBytes);
 static_assert(sizeof(MailboxSlot) == 256);

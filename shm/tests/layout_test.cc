@@ -59,6 +59,13 @@ TEST(LayoutTest, SegmentHeaderOffsets) {
   EXPECT_EQ(sizeof(SegmentHeader::blocked_count), 8u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_head), 512u);
   EXPECT_EQ(offsetof(SegmentHeader, ring_dropped), 520u);
+  EXPECT_EQ(offsetof(SegmentHeader, app_step_plus1), 528u);
+  EXPECT_EQ(offsetof(SegmentHeader, term_grace_ms), 536u);
+  EXPECT_EQ(offsetof(SegmentHeader, restored_step_plus2), 544u);
+  EXPECT_EQ(offsetof(SegmentHeader, restore_plan_version), 552u);
+  // Added within layout version 2 (reserved-zero bytes before): 0 reads as "not said".
+  EXPECT_EQ(offsetof(SegmentHeader, total_steps), 560u);
+  EXPECT_EQ(sizeof(SegmentHeader::total_steps), 8u);
   // Version 2: swallowed hook failures by place.
   EXPECT_EQ(kHookFailureSlots, 32u);
   EXPECT_EQ(offsetof(SegmentHeader, hook_failures), 1024u);
