@@ -178,6 +178,15 @@ void DoInit() {
     g_state.store(kPassThrough);
     return;
   }
+  // The steps the job runs in all, as its environment says (ft_set_total_steps may override):
+  // for the worker's summaries, and so the master's horizon for a slowdown (shm/layout.h).
+  if (config.total_steps > 0) {
+    rt->segment->header()->total_steps.store(config.total_steps, std::memory_order_relaxed);
+  } else if (config.total_steps < 0) {
+    FT_LOG(Warn, Preload, "FT_TOTAL_STEPS={} is not a step count; ignored (the master weighs a slowdown "
+           "over FT_SLOW_HORIZON): set it to the steps the job runs in all, or leave it unset",
+           config.total_steps);
+  }
   if (!config.test_fail_hook.empty()) {
     if (auto place = shm::HookPlaceFromName(config.test_fail_hook)) {
       SetInjectedFailure(static_cast<uint32_t>(*place));

@@ -31,7 +31,7 @@ extern "C" {
 /* The ABI version this header describes; ft_version() returns the library's. A library
  * answers every call of an older header; a newer header's new calls are absent from an older
  * library (weak imports then read as null). */
-#define FT_ABI_VERSION 2  /* 2: ft_save_on_failure */
+#define FT_ABI_VERSION 3  /* 2: ft_save_on_failure; 3: ft_set_total_steps */
 
 typedef enum ft_result {
   FT_OK = 0,
@@ -116,6 +116,16 @@ int ft_update_begin(void* stream);
  * makes such a copy torn. Without a stream, ft_step_done's word is taken. */
 int ft_step_done(int64_t step);
 
+/* Optional: the job runs `total_steps` steps in all, numbered as it numbers them for
+ * ft_step_done (a job that labels a step with the steps completed, as trainsim and the Python
+ * helper do, passes its step count; the steps left are total_steps minus the last step done).
+ * ftmaster then weighs a lasting slowdown over the steps left instead of FT_SLOW_HORIZON: a
+ * job about to end is not stopped to replace a slow node. Overrides FT_TOTAL_STEPS; any thread,
+ * any time, any number of times (the last one holds). FT_INVALID_ARGUMENT when total_steps < 1
+ * (the previous value stays). Since ABI 3: with FT_WEAK_IMPORT, check it is non-null (or
+ * ft_version() >= 3). */
+int ft_set_total_steps(int64_t total_steps);
+
 /* At start-up, after registration: asks this node's ftworker for the job's restore plan
  * (waiting up to FT_RESTORE_WAIT for it), takes the fastest verified copy of the planned step
  * for this rank's shard available on this node (its own arena, a same-node peer's arena, the
@@ -150,6 +160,7 @@ int ft_save_on_failure(void);
 #pragma weak ft_register_end
 #pragma weak ft_update_begin
 #pragma weak ft_step_done
+#pragma weak ft_set_total_steps
 #pragma weak ft_restore
 #pragma weak ft_save_on_failure
 /* True when libft.so is loaded and provides this ABI. */

@@ -121,6 +121,21 @@ FT_API int ft_step_done(int64_t step) {
   });
 }
 
+FT_API int ft_set_total_steps(int64_t total_steps) {
+  return Guarded("ft_set_total_steps", [&] {
+    if (total_steps < 1) {
+      ft::preload::agent::SetLastError("ft_set_total_steps: total_steps must be at least 1, got " +
+                                       std::to_string(total_steps) + "; the job's horizon stays as it was");
+      return FT_INVALID_ARGUMENT;
+    }
+    // For the worker, which carries it into the rank's summaries (shm/layout.h total_steps).
+    namespace internal = ft::preload::internal;
+    if (internal::g_rt == nullptr || !internal::g_rt->segment) return FT_DISABLED;
+    internal::g_rt->segment->header()->total_steps.store(total_steps, std::memory_order_relaxed);
+    return FT_OK;
+  });
+}
+
 FT_API int ft_restore(int64_t* step) {
   return Guarded("ft_restore", [&] { return ft::preload::agent::ApiRestore(step); });
 }

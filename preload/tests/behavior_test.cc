@@ -867,6 +867,24 @@ TEST(Behavior, StepDoneLeavesAMarkWithItsStep) {
   EXPECT_LE(marks[0].time_ns, marks[1].time_ns);
 }
 
+// The steps the job runs in all reach the header for the worker: FT_TOTAL_STEPS (500, set by
+// CTest) at start, then ft_set_total_steps, whose bad values change nothing; and ft_step_done's
+// step beside it (the steps left are the difference).
+TEST(Behavior, TotalStepsReachTheHeaderFromTheEnvironmentThenTheApi) {
+  auto set_total = reinterpret_cast<int (*)(int64_t)>(dlsym(RTLD_DEFAULT, "ft_set_total_steps"));
+  auto step_done = reinterpret_cast<int (*)(int64_t)>(dlsym(RTLD_DEFAULT, "ft_step_done"));
+  ASSERT_NE(set_total, nullptr) << "libft.so does not export ft_set_total_steps";
+  ASSERT_NE(step_done, nullptr);
+  EXPECT_EQ(Own().header()->total_steps.load(), 500) << "FT_TOTAL_STEPS";
+  EXPECT_EQ(set_total(1000), 0);  // FT_OK
+  EXPECT_EQ(Own().header()->total_steps.load(), 1000);
+  EXPECT_EQ(set_total(0), 2);     // FT_INVALID_ARGUMENT
+  EXPECT_EQ(set_total(-7), 2);
+  EXPECT_EQ(Own().header()->total_steps.load(), 1000) << "a refused value changed the total";
+  (void)step_done(150);  // nothing registered: whatever it returns, the step is written
+  EXPECT_EQ(Own().header()->app_step_plus1.load(), 151);
+}
+
 TEST(ExitHelper, ExitsWithStatus) {
   const char* status = getenv("FT_TEST_EXIT_STATUS");
   const char* fd = getenv("FT_TEST_EXIT_FD");
