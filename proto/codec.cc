@@ -322,6 +322,8 @@ std::string Encode(const RankSummary& s) {
     kernels.push_back(std::move(kernel));
   }
   j["kernel_samples"] = std::move(kernels);
+  if (s.declared_step >= 0) j["declared_step"] = s.declared_step;
+  if (s.total_steps > 0) j["total_steps"] = s.total_steps;
   return Dump(j);
 }
 
@@ -338,6 +340,8 @@ Status Decode(std::string_view json, RankSummary* out) {
     FT_RETURN_IF_ERROR(r.Int("records", Need::kOptional, &s->records));
     FT_RETURN_IF_ERROR(r.Int("dropped", Need::kOptional, &s->dropped));
     FT_RETURN_IF_ERROR(r.Int("kernels", Need::kOptional, &s->kernels));
+    FT_RETURN_IF_ERROR(r.Int("declared_step", Need::kOptional, &s->declared_step, -1));
+    FT_RETURN_IF_ERROR(r.Int("total_steps", Need::kOptional, &s->total_steps, 0));
     FT_RETURN_IF_ERROR(r.Objects("kernel_samples", Need::kOptional, &s->kernel_samples,
                                  [](const Reader& k, KernelSummary* kernel) {
       FT_RETURN_IF_ERROR(k.Str("name", Need::kRequired, &kernel->name, Empty::kRejected));

@@ -363,6 +363,12 @@ struct RankSummary {
   std::vector<OpSummary> ops;
   uint64_t kernels = 0;          // kernel launches in the window, all streams
   std::vector<KernelSummary> kernel_samples;  // empty unless libft.so samples kernels
+  // What the job says of its steps (shm app_step_plus1, total_steps): the step of its last
+  // ft_step_done (-1: none yet, or the job does not mark its steps), and the steps it runs in
+  // all, numbered alike (0: not said; ft_set_total_steps, FT_TOTAL_STEPS). Their difference is
+  // the job's horizon for a slowdown (ftmaster/core/slow_policy.h).
+  int64_t declared_step = -1;
+  int64_t total_steps = 0;
 
   bool operator==(const RankSummary&) const = default;
 };

@@ -954,5 +954,34 @@ TEST(CommandCodecTest, IncarnationsRoundTripAndAreOptional) {
   EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
 }
 
+// What the job says of its steps: written only when said, so a summary of a worker from before
+// the fields (or of a job that says nothing) reads as not said, and a said value round-trips.
+TEST(SummaryCodecTest, DeclaredStepsRoundTripAndAreOptional) {
+  RankSummary s = SampleSummary();
+  s.declared_step = 150;
+  s.total_steps = 1000;
+  Json j = Json::parse(Encode(s));
+  EXPECT_EQ(j["declared_step"], 150);
+  EXPECT_EQ(j["total_steps"], 1000);
+  RankSummary out;
+  ASSERT_TRUE(Decode(Encode(s), &out).ok());
+  EXPECT_EQ(out.declared_step, 150);
+  EXPECT_EQ(out.total_steps, 1000);
+  j.erase("declared_step");
+  j.erase("total_steps");
+  RankSummary older;
+  ASSERT_TRUE(Decode(j.dump(), &older).ok());
+  EXPECT_EQ(older.declared_step, -1);
+  EXPECT_EQ(older.total_steps, 0);
+  EXPECT_EQ(older.ops, s.ops);
+  s.declared_step = -1;
+  s.total_steps = 0;
+  j = Json::parse(Encode(s));
+  EXPECT_FALSE(j.contains("declared_step"));
+  EXPECT_FALSE(j.contains("total_steps"));
+  j["total_steps"] = -5;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+}
+
 }  // namespace
 }  // namespace ft::proto

@@ -115,6 +115,8 @@ inline RankSummary SampleSummary() {
   }
   s.kernels = 4242;
   s.kernel_samples.push_back(KernelSummary{"_Z7computePfi", 12, 3.25, 7.5});
+  s.declared_step = 150;
+  s.total_steps = 1000;
   return s;
 }
 
