@@ -714,6 +714,14 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   s.dropped = window_dropped_;
   s.kernels = kernels_.TakeLaunches();
   s.kernel_samples = kernels_.TakeSamples();
+  // What the job says of its steps, from the header (live fields, read as they stand: a record
+  // dropped on a full ring loses neither): the master's horizon for a slowdown.
+  if (segment_) {
+    const int64_t plus1 = segment_->header()->app_step_plus1.load(std::memory_order_acquire);
+    const int64_t total = segment_->header()->total_steps.load(std::memory_order_relaxed);
+    s.declared_step = plus1 > 0 ? plus1 - 1 : -1;
+    s.total_steps = std::max<int64_t>(0, total);
+  }
   for (auto& [key, w] : window_ops_) {
     proto::OpSummary o;
     o.comm_id = key.comm_id;

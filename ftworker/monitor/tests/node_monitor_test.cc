@@ -446,6 +446,26 @@ TEST_F(NodeMonitorTest, SummariesOfDurations) {
   EXPECT_TRUE(monitor_.TakeSummaries(124)[0].ops.empty()) << "a new window";
 }
 
+// What the job says of its steps reaches its summaries from the header, as it stands at each
+// summary: nothing said, then the steps in all (FT_TOTAL_STEPS, ft_set_total_steps) and the
+// last step done.
+TEST_F(NodeMonitorTest, SummariesCarryTheStepsTheJobSaysItRuns) {
+  FakeRank r(job_, 0, kPid0);
+  TickAt(t0_);
+  proto::RankSummary s = monitor_.TakeSummaries(1)[0];
+  EXPECT_EQ(s.declared_step, -1);
+  EXPECT_EQ(s.total_steps, 0);
+  r.header()->total_steps.store(1000);
+  r.header()->app_step_plus1.store(151);  // ft_step_done(150)
+  TickAt(t0_ + 10 * kMs);
+  s = monitor_.TakeSummaries(2)[0];
+  EXPECT_EQ(s.declared_step, 150);
+  EXPECT_EQ(s.total_steps, 1000);
+  r.header()->app_step_plus1.store(152);
+  TickAt(t0_ + 20 * kMs);
+  EXPECT_EQ(monitor_.TakeSummaries(3)[0].declared_step, 151);
+}
+
 // A rank driven through its segment: a tp allreduce per layer and a dp allreduce per step.
 // A rank working on an oversubscribed host (a first step compiling while the node's cores
 // are shared) gets little CPU, but its main thread waits on a run queue: busy, not idle.
