@@ -62,6 +62,25 @@ void LocateExcess(const proto::RankSummary& own, std::span<const proto::RankSumm
   }
 }
 
+// SlowCase::job_step and job_total_steps: the fewest steps left over every summary that says
+// both. The ranks of a job step together (their collectives hold them to one pace), so where
+// they all say, they agree within a step or a summary window. Any rank's word counts for the
+// job: a job may declare its total on one rank only (rank 0's setup code), and the named rank
+// may be the one that did not. Where they disagree, the shorter horizon errs toward reporting:
+// an eviction stops every rank for a recovery, so one that does not pay is the costlier mistake.
+void JobStepsLeft(std::span<const proto::RankSummary> summaries, SlowCase* c) {
+  int64_t fewest = INT64_MAX;
+  for (const proto::RankSummary& s : summaries) {
+    if (s.total_steps <= 0 || s.declared_step < 0) continue;
+    const int64_t left = std::max<int64_t>(0, s.total_steps - s.declared_step);
+    if (left < fewest) {
+      fewest = left;
+      c->job_step = s.declared_step;
+      c->job_total_steps = s.total_steps;
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<SlowAction> ParseSlowAction(std::string_view text) {
@@ -118,21 +137,27 @@ std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary
   c.median_compute_ms = Median(std::move(peer_compute));
   c.step_ms = Median(std::move(steps));
   LocateExcess(*own, summaries, peers, &c);
+  JobStepsLeft(summaries, &c);
   return c;
 }
 
 SlowVerdict DecideSlow(const SlowCase& slow, const SlowContext& context, const SlowPolicy& policy) {
   SlowVerdict v;
   v.excess_ms = std::max(0.0, slow.compute_ms - slow.median_compute_ms);
-  v.keep_s = static_cast<double>(policy.horizon_steps) * v.excess_ms / 1000.0;
+  v.job_horizon = slow.job_total_steps > 0 && slow.job_step >= 0;
+  v.horizon_steps = v.job_horizon ? std::max<int64_t>(0, slow.job_total_steps - slow.job_step) : policy.horizon_steps;
+  v.keep_s = static_cast<double>(v.horizon_steps) * v.excess_ms / 1000.0;
   const bool measured = context.measured_recovery_s.has_value();
   const double recovery_s = measured ? *context.measured_recovery_s : policy.recovery_estimate_s;
   v.replace_s = recovery_s + slow.step_ms / 1000.0;
+  const std::string horizon_from =
+      v.job_horizon ? fmt::format("the job's: {} of {} done", slow.job_step, slow.job_total_steps)
+                    : std::string("FT_SLOW_HORIZON");
   v.arithmetic = fmt::format(
       "excess {:.1f} ms/step (compute {:.1f} ms vs peers' {:.1f} ms; step {:.1f} ms) x horizon {} steps "
-      "(FT_SLOW_HORIZON) = keep {:.1f} s; replace = recovery {:.1f} s ({}) + 1 step = {:.1f} s",
-      v.excess_ms, slow.compute_ms, slow.median_compute_ms, slow.step_ms, policy.horizon_steps, v.keep_s,
-      recovery_s, measured ? "the job's last, measured" : "FT_SLOW_RECOVERY_COST", v.replace_s);
+      "({}) = keep {:.1f} s; replace = recovery {:.1f} s ({}) + 1 step = {:.1f} s",
+      v.excess_ms, slow.compute_ms, slow.median_compute_ms, slow.step_ms, v.horizon_steps, horizon_from,
+      v.keep_s, recovery_s, measured ? "the job's last, measured" : "FT_SLOW_RECOVERY_COST", v.replace_s);
 
   const int64_t age_ms = context.now_unix_ms - slow.named_unix_ms;
   v.confirmed = age_ms >= policy.confirm_ms;
@@ -145,6 +170,14 @@ SlowVerdict DecideSlow(const SlowCase& slow, const SlowContext& context, const S
     v.why = "report: FT_SLOW_ACTION=report (evict to replace it automatically)";
   } else if (context.job_slow) {
     v.why = "report: the whole job is slowed (job-slow): no one node is the cause";
+  } else if (v.keep_s <= v.replace_s && v.job_horizon) {
+    // The job said how far it goes: near its end, a stop and a relaunch cost more than the
+    // slow steps left.
+    const std::string end = v.horizon_steps > 0
+        ? fmt::format("the job ends in {} steps ({} of {} done)", v.horizon_steps, slow.job_step, slow.job_total_steps)
+        : fmt::format("the job has done the {} steps it said it runs ({} done)", slow.job_total_steps, slow.job_step);
+    v.why = fmt::format("report: {}: keeping the rank to its end costs {:.1f} s, replacing it {:.1f} s", end,
+                        v.keep_s, v.replace_s);
   } else if (v.keep_s <= v.replace_s) {
     v.why = fmt::format("report: keeping the rank costs {:.1f} s over the horizon, replacing it {:.1f} s",
                         v.keep_s, v.replace_s);

@@ -5,8 +5,12 @@
 // The arithmetic, carried by the incident as it is:
 //   excess   the slow rank's compute minus its peers' median: what every step of the job waits
 //            for it (collectives hold the others at the slow rank's pace);
-//   keep     horizon_steps × excess: the time the job loses if the rank stays; the horizon is
-//            the steps left when the job says so (not yet: FT_SLOW_HORIZON stands for it);
+//   keep     horizon × excess: the time the job loses if the rank stays. The horizon is the
+//            steps the job has left when it says how many it runs in all (ft_set_total_steps
+//            or FT_TOTAL_STEPS) and marks its steps (ft_step_done): its total minus its last
+//            step done, as the ranks' summaries carry them (MeasureSlow); else FT_SLOW_HORIZON.
+//            A job near its end thus keeps its slow rank: the steps left cost less than a
+//            recovery;
 //   replace  the job's own last recovery (a stop decided → its relaunch running, measured by
 //            the master) or FT_SLOW_RECOVERY_COST until it has one, plus one step redone (a
 //            termination save keeps the step the ranks were finishing).
@@ -59,6 +63,10 @@ struct SlowCase {
   // CPU contention, the input pipeline), "" (no samples to tell); and the sentence that says so.
   std::string where;
   std::string where_why;
+  // What the job says of its steps, from the summary with the fewest steps left: the step of
+  // its last ft_step_done and the steps it runs in all (0: not said: FT_SLOW_HORIZON then).
+  int64_t job_step = -1;
+  int64_t job_total_steps = 0;
 };
 
 // The job around it.
@@ -75,9 +83,13 @@ struct SlowVerdict {
   bool evict = false;
   bool confirmed = false;  // named long enough ago: what is decided now is final for the episode
   double excess_ms = 0;
+  int64_t horizon_steps = 0;
+  bool job_horizon = false;  // the horizon is the job's steps left, not FT_SLOW_HORIZON
   double keep_s = 0;
   double replace_s = 0;
-  std::string arithmetic;  // "excess 25.0 ms/step x horizon 10000 steps = keep 250 s; ..."
+  // "excess 25.0 ms/step (...) x horizon 850 steps (the job's: 150 of 1000 done) = keep 21.2 s;
+  // replace = ...", or "x horizon 10000 steps (FT_SLOW_HORIZON)" when the job does not say.
+  std::string arithmetic;
   std::string why;         // the verdict in words: "evict node1: ..." or "report: ..."
 };
 
@@ -86,7 +98,8 @@ struct SlowVerdict {
 // compares), the job's step time (the
 // median of every rank's step_p50), and where its extra time goes: the p50s of its sampled
 // kernels added up against the medians of its peers' p50s of the same kernels — a kernel time
-// ratio of at least half the compute's excess is its GPU, less is its host.
+// ratio of at least half the compute's excess is its GPU, less is its host — and the job's
+// steps left where its summaries say (job_step, job_total_steps).
 // nullopt when the rank has no summary or no peer has one.
 std::optional<SlowCase> MeasureSlow(int rank, std::span<const proto::RankSummary> summaries,
                                     std::span<const proto::Membership> membership);

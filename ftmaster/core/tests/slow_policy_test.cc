@@ -51,6 +51,57 @@ TEST(SlowPolicyTest, EvictsWhenKeepingCostsMoreThanReplacingAndTheArithmeticSays
   EXPECT_NE(v.arithmetic.find("keep 250.0 s"), std::string::npos) << v.arithmetic;
   EXPECT_NE(v.arithmetic.find("FT_SLOW_RECOVERY_COST"), std::string::npos) << v.arithmetic;
   EXPECT_NE(v.why.find("evict node1"), std::string::npos) << v.why;
+  EXPECT_FALSE(v.job_horizon);
+  EXPECT_EQ(v.horizon_steps, 10000);
+  EXPECT_NE(v.arithmetic.find("x horizon 10000 steps (FT_SLOW_HORIZON)"), std::string::npos) << v.arithmetic;
+}
+
+// The job says it runs 1000 steps and has done 150: 850 steps x 25 ms = 21.25 s to its end,
+// less than a recovery. Over FT_SLOW_HORIZON (10000 steps, 250 s) the same rank is evicted.
+TEST(SlowPolicyTest, AJobNearItsEndKeepsItsSlowRankAndSaysSo) {
+  SlowCase s = HalfAgainSlower();
+  s.job_step = 150;
+  s.job_total_steps = 1000;
+  const SlowVerdict v = DecideSlow(s, TwoNodes(), Evicting());
+  EXPECT_FALSE(v.evict) << v.why;
+  EXPECT_TRUE(v.job_horizon);
+  EXPECT_EQ(v.horizon_steps, 850);
+  EXPECT_DOUBLE_EQ(v.keep_s, 21.25);
+  EXPECT_NE(v.arithmetic.find("x horizon 850 steps (the job's: 150 of 1000 done) = keep 21.2 s"),
+            std::string::npos) << v.arithmetic;
+  EXPECT_EQ(v.arithmetic.find("FT_SLOW_HORIZON"), std::string::npos) << v.arithmetic;
+  EXPECT_EQ(v.why.rfind("report: the job ends in 850 steps (150 of 1000 done)", 0), 0u) << v.why;
+  // Done with what it said it runs (or past it): nothing left to lose by keeping the rank.
+  s.job_step = 1000;
+  const SlowVerdict done = DecideSlow(s, TwoNodes(), Evicting());
+  EXPECT_FALSE(done.evict);
+  EXPECT_EQ(done.horizon_steps, 0);
+  EXPECT_DOUBLE_EQ(done.keep_s, 0);
+  EXPECT_NE(done.why.find("has done the 1000 steps it said it runs"), std::string::npos) << done.why;
+  s.job_step = 1200;
+  EXPECT_EQ(DecideSlow(s, TwoNodes(), Evicting()).horizon_steps, 0);
+}
+
+// The job's horizon replaces FT_SLOW_HORIZON both ways: a long job evicts where a short
+// configured horizon would only report.
+TEST(SlowPolicyTest, ALongJobsOwnHorizonOutweighsAShortConfiguredOne) {
+  SlowPolicy p = Evicting();
+  p.horizon_steps = 1000;  // 25 s of keeping: report
+  EXPECT_FALSE(DecideSlow(HalfAgainSlower(), TwoNodes(), p).evict);
+  SlowCase s = HalfAgainSlower();
+  s.job_step = 100;
+  s.job_total_steps = 20100;  // 20000 steps left: 500 s of keeping
+  const SlowVerdict v = DecideSlow(s, TwoNodes(), p);
+  EXPECT_TRUE(v.evict) << v.why;
+  EXPECT_EQ(v.horizon_steps, 20000);
+  EXPECT_DOUBLE_EQ(v.keep_s, 500);
+  EXPECT_NE(v.arithmetic.find("horizon 20000 steps (the job's: 100 of 20100 done)"), std::string::npos)
+      << v.arithmetic;
+  // A total without a step done (the job does not mark its steps) is no horizon.
+  s.job_step = -1;
+  const SlowVerdict unmarked = DecideSlow(s, TwoNodes(), p);
+  EXPECT_FALSE(unmarked.job_horizon);
+  EXPECT_EQ(unmarked.horizon_steps, 1000);
 }
 
 TEST(SlowPolicyTest, ReportIsTheDefault) {
@@ -153,6 +204,47 @@ TEST(SlowPolicyTest, MeasuresTheRankAgainstThePeersItSharesACommunicatorWith) {
   EXPECT_DOUBLE_EQ(c->median_compute_ms, 59);
   EXPECT_DOUBLE_EQ(c->step_ms, 120);
   EXPECT_FALSE(MeasureSlow(9, summaries, job.membership).has_value());
+}
+
+// The job's steps left come from the summaries that say them: the fewest left over every rank
+// that says (one rank may declare for the job; a summary a window behind says more left).
+TEST(SlowPolicyTest, MeasuresTheJobsStepsLeftFromTheSummariesThatSayThem) {
+  testing::Job job(1, 4, 1, 4);
+  std::vector<proto::RankSummary> summaries;
+  for (int r = 0; r < 4; ++r) {
+    proto::RankSummary s;
+    s.rank = r;
+    s.node = "n0";
+    s.compute_ms = r == 1 ? 150 : 100;
+    s.step_p50_ms = 170;
+    summaries.push_back(s);
+  }
+  std::optional<SlowCase> c = MeasureSlow(1, summaries, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->job_total_steps, 0) << "nothing said";
+  EXPECT_EQ(c->job_step, -1);
+  summaries[2].total_steps = 1000;  // a total, but no step marked: says nothing of what is left
+  c = MeasureSlow(1, summaries, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->job_total_steps, 0);
+  // Rank 0 alone declares: its word is the job's, though rank 1 is the one named.
+  summaries[0].declared_step = 150;
+  summaries[0].total_steps = 1000;
+  c = MeasureSlow(1, summaries, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->job_step, 150);
+  EXPECT_EQ(c->job_total_steps, 1000);
+  // Every rank says; rank 3's summary is a step ahead: the fewest steps left.
+  for (proto::RankSummary& s : summaries) {
+    s.declared_step = s.rank == 3 ? 151 : 150;
+    s.total_steps = 1000;
+  }
+  c = MeasureSlow(1, summaries, job.membership);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->job_step, 151);
+  EXPECT_EQ(c->job_total_steps, 1000);
+  const SlowVerdict v = DecideSlow(*c, TwoNodes(), Evicting());
+  EXPECT_EQ(v.horizon_steps, 849);
 }
 
 // Rank 1 (dp=4) computes 1.5x its peers. Its sampled kernels tell where the time goes.
