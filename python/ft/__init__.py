@@ -27,7 +27,7 @@ from ._flatten import collect, uninitialized_optimizers
 from ._optim import init_optimizer_state
 from ._pystate import STATE_BYTES, RngState, Values
 
-__all__ = ["FtError", "NOT_AVAILABLE", "available", "version", "set_shard", "register",
+__all__ = ["FtError", "NOT_AVAILABLE", "available", "version", "set_shard", "set_total_steps", "register",
            "register_state", "register_end", "update_begin", "step_done", "restore",
            "init_optimizer_state", "RngState", "Values", "STATE_BYTES"]
 
@@ -130,6 +130,22 @@ def version():
 def set_shard(tp, pp, dp):
     """This rank's tensor- and pipeline-parallel index and data-parallel replica index."""
     return _call("ft_set_shard", int(tp), int(pp), int(dp))
+
+
+def set_total_steps(total_steps):
+    """The job runs `total_steps` steps in all, numbered as it numbers them for step_done (a loop
+    that passes step + 1 passes its step count). ftmaster then weighs a lasting slowdown over the
+    steps left instead of FT_SLOW_HORIZON: a job about to end is not stopped to replace a slow
+    node. Overrides FT_TOTAL_STEPS; call it any time. FtError FT_INVALID_ARGUMENT below 1. A
+    libft.so older than the call (ABI 3) does nothing with it: NOT_AVAILABLE, and a warning."""
+    lib = _lib()
+    if lib is None:
+        return _not_available(_state["why"])
+    if getattr(lib, "ft_set_total_steps", None) is None:
+        warnings.warn("ft: this libft.so predates ft_set_total_steps (ABI 3): the master weighs a slowdown over "
+                      "FT_SLOW_HORIZON; set FT_TOTAL_STEPS instead", RuntimeWarning, stacklevel=2)
+        return NOT_AVAILABLE
+    return _call("ft_set_total_steps", int(total_steps))
 
 
 def register(name, ptr, nbytes):

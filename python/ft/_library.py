@@ -25,6 +25,7 @@ _SIGNATURES = {
 # Entry points a library may lack (older builds): declared when present; check with hasattr.
 _OPTIONAL = {
     "ft_save_on_failure": (ctypes.c_int, []),
+    "ft_set_total_steps": (ctypes.c_int, [ctypes.c_int64]),  # ABI 3
 }
 
 

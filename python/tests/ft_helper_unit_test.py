@@ -85,6 +85,7 @@ class NotAvailable(unittest.TestCase):
                 ft.update_begin(None),
                 ft.step_done(1),
                 ft.restore(),
+                ft.set_total_steps(1000),
             ]
         self.assertEqual(results.pop(3), [])  # register_state: a list, as with libft.so
         for r in results:
@@ -99,6 +100,67 @@ class NotAvailable(unittest.TestCase):
         e = ft.FtError(3, "FT_NO_SPACE", "arena does not fit")
         self.assertEqual((e.code, e.name, e.message), (3, "FT_NO_SPACE", "arena does not fit"))
         self.assertIn("FT_NO_SPACE (3): arena does not fit", str(e))
+
+
+class StepsLibrary:
+    """Stands in for libft.so's ft_set_total_steps (include/ft/ft.h): FT_INVALID_ARGUMENT below 1."""
+
+    def __init__(self):
+        self.totals = []
+
+    def ft_set_total_steps(self, total):
+        if total < 1:
+            self.error = b"ft_set_total_steps: total_steps must be at least 1, got %d" % total
+            return ft.INVALID_ARGUMENT
+        self.totals.append(total)
+        return ft.OK
+
+    def ft_result_string(self, code):
+        return b"FT_INVALID_ARGUMENT: a bad argument"
+
+    def ft_last_error(self):
+        return self.error
+
+
+class OlderLibrary:
+    """A libft.so of ABI 2: no ft_set_total_steps."""
+
+    def ft_version(self):
+        return 2
+
+
+class SetTotalSteps(unittest.TestCase):
+    def setUp(self):
+        self.saved_state = dict(ft._state)
+
+    def tearDown(self):
+        ft._state.clear()
+        ft._state.update(self.saved_state)
+
+    def use(self, lib):
+        ft._state.update({"loaded": True, "lib": lib, "why": "", "warned": False})
+
+    def test_passes_the_total_as_an_integer_and_raises_on_a_bad_one(self):
+        lib = StepsLibrary()
+        self.use(lib)
+        self.assertEqual(ft.set_total_steps(1000), ft.OK)
+        self.assertEqual(ft.set_total_steps(2500.0), ft.OK)
+        self.assertEqual(lib.totals, [1000, 2500])
+        self.assertIs(type(lib.totals[1]), int)
+        with self.assertRaises(ft.FtError) as caught:
+            ft.set_total_steps(0)
+        self.assertEqual((caught.exception.code, caught.exception.name), (ft.INVALID_ARGUMENT, "FT_INVALID_ARGUMENT"))
+        self.assertIn("at least 1, got 0", caught.exception.message)
+        self.assertEqual(lib.totals, [1000, 2500])
+
+    def test_a_library_older_than_the_call_is_not_available_and_says_so(self):
+        self.use(OlderLibrary())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            self.assertIs(ft.set_total_steps(1000), ft.NOT_AVAILABLE)
+        self.assertEqual(len(caught), 1, [str(w.message) for w in caught])
+        self.assertIn("predates ft_set_total_steps", str(caught[0].message))
+        self.assertIn("FT_TOTAL_STEPS", str(caught[0].message))
 
 
 if __name__ == "__main__":
