@@ -1,7 +1,9 @@
 #include "common/config.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <vector>
 
 namespace ft {
 namespace {
@@ -34,6 +36,45 @@ bool IsKnownKey(std::string_view key) {
                      [&](const SettingInfo& info) { return key == info.env_key; });
 }
 
+// Edits (insert, delete, replace, swap two neighbours) from a to b, case ignored; stops
+// counting past `limit` (the caller only asks "within 2?").
+int EditDistance(std::string_view a, std::string_view b, int limit) {
+  const size_t n = a.size(), m = b.size();
+  if ((n > m ? n - m : m - n) > static_cast<size_t>(limit)) return limit + 1;
+  auto same = [](char x, char y) { return std::toupper(static_cast<unsigned char>(x)) ==
+                                          std::toupper(static_cast<unsigned char>(y)); };
+  std::vector<std::vector<int>> d(n + 1, std::vector<int>(m + 1));
+  for (size_t i = 0; i <= n; ++i) d[i][0] = static_cast<int>(i);
+  for (size_t j = 0; j <= m; ++j) d[0][j] = static_cast<int>(j);
+  for (size_t i = 1; i <= n; ++i) {
+    for (size_t j = 1; j <= m; ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (same(a[i - 1], b[j - 1]) ? 0 : 1)});
+      if (i > 1 && j > 1 && same(a[i - 1], b[j - 2]) && same(a[i - 2], b[j - 1])) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return std::min(d[n][m], limit + 1);
+}
+
+// The setting an unknown FT_* name is most likely a typo of, or nullptr. Other programs use
+// the FT_ prefix too (FasterTransformer's FT_DEBUG_LEVEL, ...): only a near miss of one of
+// ours is taken for a typo. Short names allow one edit, longer ones two.
+const char* NearMiss(std::string_view key) {
+  std::string_view name = key.substr(3);
+  const int allowed = name.size() <= 5 ? 1 : 2;
+  const char* best = nullptr;
+  int best_distance = allowed + 1;
+  for (const SettingInfo& info : kSettings) {
+    int d = EditDistance(name, std::string_view(info.env_key).substr(3), allowed);
+    if (d < best_distance) {
+      best = info.env_key;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::span<const SettingInfo> AllSettings() { return kSettings; }
@@ -58,7 +99,8 @@ Config Config::Defaults() {
   return config;
 }
 
-Status Config::Load(const Environment& env, Config* out, std::vector<std::string>* warnings) {
+Status Config::Load(const Environment& env, Config* out, std::vector<std::string>* warnings,
+                    std::vector<std::string>* not_settings) {
   Config parsed;
 #define FT_SETTING(field, type, env_key, default_text, help)                                   \
   {                                                                                            \
@@ -73,8 +115,11 @@ Status Config::Load(const Environment& env, Config* out, std::vector<std::string
 #include "common/config_table.def"
 #undef FT_SETTING
   for (const auto& [key, value] : env.vars()) {
-    if (key.starts_with("FT_") && !IsKnownKey(key)) {
-      warnings->push_back("unknown setting " + key + " is ignored (see `print-config` for the list)");
+    if (!key.starts_with("FT_") || IsKnownKey(key)) continue;
+    if (const char* meant = NearMiss(key)) {
+      warnings->push_back("unknown setting " + key + " is ignored: did you mean " + meant + "?");
+    } else if (not_settings != nullptr) {
+      not_settings->push_back(key);
     }
   }
   *out = std::move(parsed);

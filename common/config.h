@@ -45,9 +45,12 @@ struct Config {
 #undef FT_SETTING
 
   // Defaults, then overrides from `env`. A bad value is an InvalidArgument naming the key and
-  // the accepted syntax; `out` is untouched then. Each FT_* variable that names no setting
-  // adds a line to `warnings` (a typo must not silently do nothing).
-  static Status Load(const Environment& env, Config* out, std::vector<std::string>* warnings);
+  // the accepted syntax; `out` is untouched then. An FT_* variable that names no setting but
+  // is within an edit or two of one adds a line to `warnings` naming it (a typo must not
+  // silently do nothing); any other FT_* variable is another program's (the prefix is not
+  // ours alone) and is only listed in `not_settings`, when given.
+  static Status Load(const Environment& env, Config* out, std::vector<std::string>* warnings,
+                     std::vector<std::string>* not_settings = nullptr);
   static Config Defaults();
 
   // The current value of a setting as text in its own syntax ("500ms", "64mb", "1"); a set

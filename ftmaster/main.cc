@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "common/config.h"
 #include "common/environment.h"
 #include "common/job_name.h"
@@ -189,8 +191,8 @@ int main(int argc, char** argv) {
 
   ft::Environment env = ft::Environment::FromProcess();
   ft::Config config;
-  std::vector<std::string> warnings;
-  ft::Status s = ft::Config::Load(env, &config, &warnings);
+  std::vector<std::string> warnings, not_settings;
+  ft::Status s = ft::Config::Load(env, &config, &warnings, &not_settings);
   if (!s.ok()) {
     std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -202,6 +204,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const auto& w : warnings) FT_LOG(Warn, Master, "{}", w);
+  if (!not_settings.empty()) {
+    FT_LOG(Info, Master, "ignoring {} FT_* variable{} that name no ft setting (another program's?): {}",
+           not_settings.size(), not_settings.size() == 1 ? "" : "s", fmt::join(not_settings, ", "));
+  }
   if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
     FT_LOG(Warn, Master, "{}", w);
   }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/ranges.h>
+
 #include "common/config.h"
 #include "common/environment.h"
 #include "common/launcher_identity.h"
@@ -153,8 +155,8 @@ int main(int argc, char** argv) {
 
   ft::Environment env = ft::Environment::FromProcess();
   ft::Config config;
-  std::vector<std::string> warnings;
-  ft::Status s = ft::Config::Load(env, &config, &warnings);
+  std::vector<std::string> warnings, not_settings;
+  ft::Status s = ft::Config::Load(env, &config, &warnings, &not_settings);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
     return 2;
@@ -162,6 +164,10 @@ int main(int argc, char** argv) {
   s = ft::log::Configure(config.log_level, config.log_subsystems);
   if (!s.ok()) std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
   for (const auto& w : warnings) FT_LOG(Warn, Worker, "{}", w);
+  if (!not_settings.empty()) {
+    FT_LOG(Info, Worker, "ignoring {} FT_* variable{} that name no ft setting (another program's?): {}",
+           not_settings.size(), not_settings.size() == 1 ? "" : "s", fmt::join(not_settings, ", "));
+  }
   if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
     FT_LOG(Warn, Worker, "{}", w);
   }

@@ -1,5 +1,6 @@
 #include "common/config.h"
 
+#include <algorithm>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -58,6 +59,33 @@ TEST(ConfigTest, UnknownFtVariableWarnsOthersIgnored) {
                   .ok());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("FT_RANKK"), std::string::npos);
+  EXPECT_NE(warnings[0].find("did you mean FT_RANK?"), std::string::npos) << warnings[0];
+}
+
+// A typo of a setting (an edit or two: a letter missing, doubled, swapped, another case) is
+// warned with the setting it is near; another program's FT_* variable (FasterTransformer's,
+// say) is no typo of ours: every rank would print it. It is listed apart, for one line.
+TEST(ConfigTest, OnlyANearMissOfASettingIsWarnedAsATypo) {
+  Config config;
+  std::vector<std::string> warnings, others;
+  ASSERT_TRUE(Config::Load(Env({{"FT_CKPT_EVRY", "3"},
+                                {"FT_CKPT_ARENA_SLTOS", "1"},
+                                {"FT_Ckpt_Keep", "2"},
+                                {"FT_DEBUG_LEVEL", "DEBUG"},
+                                {"FT_NVTX", "ON"},
+                                {"FT_JIT", "1"}}),
+                           &config, &warnings, &others)
+                  .ok());
+  std::string all;
+  for (const auto& w : warnings) all += w + "\n";
+  EXPECT_EQ(warnings.size(), 3u) << all;
+  EXPECT_NE(all.find("FT_CKPT_EVRY is ignored: did you mean FT_CKPT_EVERY?"), std::string::npos) << all;
+  EXPECT_NE(all.find("FT_CKPT_ARENA_SLTOS is ignored: did you mean FT_CKPT_ARENA_SLOTS?"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("FT_Ckpt_Keep is ignored: did you mean FT_CKPT_KEEP?"), std::string::npos) << all;
+  std::sort(others.begin(), others.end());
+  EXPECT_EQ(others, (std::vector<std::string>{"FT_DEBUG_LEVEL", "FT_JIT", "FT_NVTX"}));
+  EXPECT_EQ(config.ckpt_every, Config::Defaults().ckpt_every);  // a typo sets nothing
 }
 
 TEST(ConfigTest, DescribeShowsCurrentValues) {
