@@ -33,6 +33,23 @@ Status Exporter::Start(ExporterOptions options) {
     ServerOptions server_options;
     server_options.address = address;
     status = Server::Start(server_options, [this] { return registry_.Render(); }, &server_);
+    // The program's own port taken (a second job's master or worker on this host): it is still
+    // worth scraping, so any free port on the same host, said where. A port the user gave is
+    // theirs to fix.
+    const bool default_port = address != options_.listen;
+    if (!status.ok() && status.code() == StatusCode::kUnavailable && default_port) {
+      server_options.address = options_.listen + ":0";
+      Status fallback = Server::Start(server_options, [this] { return registry_.Render(); }, &server_);
+      if (fallback.ok()) {
+        if (log::Enabled(options_.subsystem, LogLevel::kWarn)) {
+          log::Write(options_.subsystem, LogLevel::kWarn,
+                     fmt::format("metrics: port {} is taken (another job's daemon on this host?): serving "
+                                 "http://{}/metrics instead; set FT_METRICS_LISTEN to host:port for a fixed one",
+                                 options_.default_port, server_->address()));
+        }
+        status = fallback;
+      }
+    }
     if (status.ok()) {
       if (log::Enabled(options_.subsystem, LogLevel::kInfo)) {
         log::Write(options_.subsystem, LogLevel::kInfo,

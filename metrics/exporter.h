@@ -3,7 +3,9 @@
 // (a disk never holds the daemon's loop). The daemon fills registry() from its own thread.
 //
 // Metrics are never worth stopping a daemon for: a listen address that cannot be bound or a
-// textfile that cannot be written is logged (Warn, with what to do) and the daemon goes on.
+// textfile that cannot be written is logged (Warn, with what to do) and the daemon goes on. The
+// program's default port taken (two jobs' daemons on one host) moves the server to a free port
+// of the same host, logged with its address.
 #ifndef FT_METRICS_EXPORTER_H_
 #define FT_METRICS_EXPORTER_H_
 

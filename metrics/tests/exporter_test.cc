@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -64,6 +65,22 @@ TEST(MetricsExporterTest, AnAddressInUseIsAnErrorButNotFatal) {
   Exporter off;
   EXPECT_TRUE(off.Start(options).ok());
   EXPECT_EQ(off.address(), "");
+}
+
+// A second job's daemon on one host: its default port is the first one's. It serves on another
+// free port of the same host instead of not at all.
+TEST(MetricsExporterTest, ATakenDefaultPortMovesToAFreeOne) {
+  Exporter first, second;
+  ExporterOptions options;
+  options.listen = "127.0.0.1:0";
+  ASSERT_TRUE(first.Start(options).ok());
+  const std::string taken = first.address();
+  options.listen = "127.0.0.1";
+  options.default_port = static_cast<uint16_t>(std::stoi(taken.substr(taken.rfind(':') + 1)));
+  ASSERT_TRUE(second.Start(options).ok());
+  EXPECT_NE(second.address(), "");
+  EXPECT_NE(second.address(), taken);
+  EXPECT_EQ(second.address().rfind("127.0.0.1:", 0), 0u) << second.address();
 }
 
 }  // namespace
