@@ -33,6 +33,7 @@ Status Retain(FileOps& ops, std::string_view dir, std::string_view job, const Re
   FT_RETURN_IF_ERROR(ListCommitted(ops, dir, job, &copies));
   std::map<int64_t, std::set<int>> ranks_of;
   for (const CopyId& id : copies) ranks_of[id.step].insert(id.rank);
+  out.steps_held = ranks_of.size();
   // Complete: every expected rank has its copy here. Only those count towards keep_steps: a
   // newer step some rank lacks (its node's persist failed, or is still running) must not push
   // out the last step every rank can restore from.

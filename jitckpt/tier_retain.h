@@ -34,6 +34,15 @@ struct RetentionResult {
   std::vector<CopyId> removed;          // copies removed, sorted
   std::vector<std::string> left;        // copies due to go but left: why, naming the file
   std::vector<int64_t> complete_steps;  // the tier's complete steps before retention, ascending
+  size_t steps_held = 0;                 // steps with a copy of any rank there, before retention
+
+  // The tier grows with nothing retention may remove: more steps than keep_steps, fewer of them
+  // complete (a node's persists fail or lag). Fewer steps than keep_steps in all is a tier
+  // still filling (a new job, a just-in-time save that the stuck rank could not join), which is
+  // as it should be.
+  bool Stuck(int keep_steps) const {
+    return steps_held > static_cast<size_t>(keep_steps) && complete_steps.size() < static_cast<size_t>(keep_steps);
+  }
 };
 
 // Removes what `rule` lets go of `job`'s copies in `dir`: per step older than the newest

@@ -501,14 +501,14 @@ void CkptKeeper::Retain(ckpt::TierKind kind, const std::string& dir) {
     });
   }
   const std::string incomplete_key = fmt::format("incomplete {}", ckpt::TierName(kind));
-  if (s.ok() && plan_known && world > 0 && result.complete_steps.size() < static_cast<size_t>(rule.keep_steps)) {
+  if (s.ok() && plan_known && world > 0 && result.Stuck(rule.keep_steps)) {
     say_once(incomplete_key, [&] {
-      FT_LOG(Warn, Worker, "the {} checkpoint tier {} holds {} complete step{} (a copy of every rank{}), "
-             "fewer than FT_CKPT_KEEP={}: retention removes nothing there until it holds more. If "
-             "this lasts, some ranks' persists fail or lag: see the copies' error in `ftmaster "
-             "checkpoints`", ckpt::TierName(kind), dir, result.complete_steps.size(),
-             result.complete_steps.size() == 1 ? "" : "s",
-             kind == ckpt::TierKind::kRemote ? " of the job" : " of this node", rule.keep_steps);
+      FT_LOG(Warn, Worker, "the {} checkpoint tier {} holds {} steps, {} of them complete (a copy of "
+             "every rank{}), fewer than FT_CKPT_KEEP={}: retention removes nothing there until it "
+             "holds more. If this lasts, some ranks' persists fail or lag: see the copies' error in "
+             "`ftmaster checkpoints`", ckpt::TierName(kind), dir, result.steps_held,
+             result.complete_steps.size(), kind == ckpt::TierKind::kRemote ? " of the job" : " of this node",
+             rule.keep_steps);
     });
   } else if (s.ok() && plan_known && world > 0) {
     retention_said_.erase(incomplete_key);  // said again if it happens again

@@ -80,6 +80,24 @@ class RetentionTest : public ::testing::Test {
   AlignedBytes aligned_;
 };
 
+// A tier still filling is not stuck: a new job's first complete step, then a just-in-time
+// save the hung rank could not join (every healthy rank's copy, not the hung one's).
+TEST_F(RetentionTest, ATierStillFillingIsNotStuck) {
+  RetentionResult result;
+  PersistAll(100, {0, 1, 2, 3});
+  ASSERT_TRUE(RetainAs(0, 2, {}, &result).ok());
+  EXPECT_EQ(result.steps_held, 1u);
+  EXPECT_FALSE(result.Stuck(2));
+  PersistAll(107, {0, 1, 3});
+  ASSERT_TRUE(RetainAs(0, 2, {}, &result).ok());
+  EXPECT_EQ(result.steps_held, 2u);
+  EXPECT_EQ(result.complete_steps, (std::vector<int64_t>{100}));
+  EXPECT_FALSE(result.Stuck(2));
+  PersistAll(115, {0, 1, 3});  // a third step none can complete: now it grows
+  ASSERT_TRUE(RetainAs(0, 2, {}, &result).ok());
+  EXPECT_TRUE(result.Stuck(2));
+}
+
 // The case: with FT_CKPT_KEEP=2 a fast node holding steps 300 and 400 of its ranks
 // kept step 200 only while its own copies counted — and removed the only step every rank has.
 TEST_F(RetentionTest, OnlyCompleteStepsCountAndANodeRemovesOnlyItsRanksCopies) {
@@ -90,6 +108,8 @@ TEST_F(RetentionTest, OnlyCompleteStepsCountAndANodeRemovesOnlyItsRanksCopies) {
   ASSERT_TRUE(RetainAs(0, 2, {}, &result).ok());
   EXPECT_TRUE(result.removed.empty());
   EXPECT_EQ(result.complete_steps, (std::vector<int64_t>{200}));
+  EXPECT_EQ(result.steps_held, 3u);
+  EXPECT_TRUE(result.Stuck(2));  // three steps, one complete: it grows and nothing can go
   EXPECT_EQ(Steps(), (std::set<int64_t>{200, 300, 400}));
   EXPECT_EQ(CompleteSteps(), (std::set<int64_t>{200}));
 
