@@ -215,7 +215,9 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     if (b.where != Registered::Where::kHost) device = b.device;
     if (b.where == Registered::Where::kHost) has_host = true;
   }
-  if (cfg.ckpt_pin) {
+  // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
+  // with memcpy: pinning would cost start-up time and only fail without a CUDA runtime.
+  if (cfg.ckpt_pin && device >= 0) {
     // Pinned, the device-to-host copies run at full speed and asynchronously. The cost
     // (~0.1 s/GB) is paid here, at start-up, never at save time.
     auto start = std::chrono::steady_clock::now();
@@ -230,8 +232,9 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
       FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) pinned in {:.3f} s", arena.path(),
              arena.slots_bytes(), arena.slot_count(), seconds);
     } else {
-      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower)",
-             arena.path(), CudaStatus(e, "cudaHostRegister").ToString());
+      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
+             "FT_CKPT_PIN=0 skips pinning and this warning", arena.path(),
+             CudaStatus(e, "cudaHostRegister").ToString());
     }
   }
   {

@@ -182,6 +182,10 @@ def reference_run(args):
         sums = c.checksums(out)
         check(sorted(sums) == list(range(WORLD)), "final checksums of ranks %s, expected %s" % (sorted(sums), WORLD))
         check(len({h for _, h in sums.values()}) == 1, "the DDP replicas end with different bytes: %s" % sums)
+        # A CPU-only job (its state all in host memory, no CUDA runtime) is not pinned, so it is
+        # not told pinning failed; and the warnings it gets are the ones a person should act on.
+        check("pinning" not in out, "a CPU-only job tried to pin its arena:\n%s" %
+              "\n".join(l for l in out.splitlines() if "pinning" in l))
         # ft saw the state: both ranks' copies of the last step reported by their workers.
         copies = c.wait_for(lambda: (lambda got: got if sorted(got) == list(range(WORLD)) else None)(c.copies(STEPS)),
                             30, "both ranks' copies of step %d" % STEPS, poll=0.2)
