@@ -184,7 +184,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
     }
     std::string step = "-", step_time = "-";
     if (row.summary) {
-      step = std::to_string(row.summary->steps);
+      // The job's own step number when it says it (ft_step_done), else the steps ft counted.
+      step = std::to_string(row.summary->declared_step >= 0 ? row.summary->declared_step : row.summary->steps);
       const double ms = row.summary->step_p50_ms > 0 ? row.summary->step_p50_ms : row.summary->step_ms;
       if (ms > 0) step_time = HumanMs(ms);
     }

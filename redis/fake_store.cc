@@ -261,6 +261,12 @@ Reply FakeRedis::Execute(const Argv& a) {
     }
     return Reply::Array(std::move(out));
   }
+  if (cmd == "SCARD") {
+    if (a.size() != 2) return WrongArgs("scard");
+    Value* v = FindTyped(a[1], Type::kSet, &wrong);
+    if (wrong.is_error()) return wrong;
+    return Reply::Integer(v == nullptr ? 0 : static_cast<int64_t>(v->set.size()));
+  }
   if (cmd == "HLEN") {
     if (a.size() != 2) return WrongArgs("hlen");
     Value* v = FindTyped(a[1], Type::kHash, &wrong);
@@ -324,6 +330,12 @@ Reply FakeRedis::Execute(const Argv& a) {
     std::vector<Reply> out;
     for (int64_t i = start; i <= stop; ++i) out.push_back(Reply::String(sorted[static_cast<size_t>(i)].second));
     return Reply::Array(std::move(out));
+  }
+  if (cmd == "XLEN") {
+    if (a.size() != 2) return WrongArgs("xlen");
+    Value* v = FindTyped(a[1], Type::kStream, &wrong);
+    if (wrong.is_error()) return wrong;
+    return Reply::Integer(v == nullptr ? 0 : static_cast<int64_t>(v->stream.size()));
   }
   if (cmd == "XADD") return XAdd(a);
   if (cmd == "XRANGE") return XRange(a, false);

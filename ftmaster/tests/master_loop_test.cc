@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1811,6 +1812,39 @@ TEST_F(MasterLoopTest, ASlowLinkStaysOneIncidentAcrossATakeoverAndEndsWhenItReco
   SummariesWithLinks({&a, &b}, 5, {5, 5, 5, 5});
   EXPECT_TRUE(State(field).empty()) << "the episode ended with the slowness";
   EXPECT_EQ(Incidents("slow-link").size(), 1u);
+}
+
+// A job that numbers its steps (ft_step_done) is shown at its own step in `ftmaster status`, not
+// at the count of steps ft saw (a PyTorch job restored at step 1200 has seen 5); a job that says
+// nothing is shown at the count.
+TEST_F(MasterLoopTest, StatusShowsTheStepTheJobNumbersWhenItSaysIt) {
+  for (int r = 0; r < 2; ++r) {
+    proto::RankSummary sum;
+    sum.rank = r;
+    sum.node = job_.membership[static_cast<size_t>(r)].node;
+    sum.unix_ms = UnixMs();
+    sum.steps = r == 0 ? 5 : 7;
+    sum.step_p50_ms = 250;
+    if (r == 0) {
+      sum.declared_step = 1234;
+      sum.total_steps = 5000;
+    }
+    server_.Execute({"HSET", keys_.SummaryOf(r), std::to_string(r), proto::Encode(sum)});
+  }
+  const std::string text = Cli(StatusCommand, false);
+  auto row_of = [&](int rank) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string first;
+      if (words >> first && first == std::to_string(rank)) return line;
+    }
+    return std::string();
+  };
+  EXPECT_NE(row_of(0).find(" 1234 "), std::string::npos) << text;
+  EXPECT_EQ(row_of(0).find(" 5 "), std::string::npos) << text;
+  EXPECT_NE(row_of(1).find(" 7 "), std::string::npos) << text;
+  EXPECT_NE(row_of(0).find("250"), std::string::npos) << text;  // the step time
 }
 
 }  // namespace
