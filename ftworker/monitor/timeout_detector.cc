@@ -1,5 +1,7 @@
 #include "ftworker/monitor/timeout_detector.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "ftworker/monitor/op_names.h"
@@ -22,6 +24,11 @@ double TimeoutPolicy::TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) 
   return warmup_ms_;
 }
 
+double TimeoutPolicy::TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket, uint64_t seq) const {
+  const double ms = TimeoutMs(comm_id, op, bucket);
+  return seq <= 1 ? std::max(ms, warmup_ms_) : ms;
+}
+
 void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPolicy& policy,
                             const proto::RankProgress& progress, int64_t unix_ms,
                             std::vector<proto::Event>* out) {
@@ -34,7 +41,7 @@ void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPol
       active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});
       continue;
     }
-    double timeout_ms = policy.TimeoutMs(op.comm_id, op.op, proto::SizeBucket(op.bytes));
+    double timeout_ms = policy.TimeoutMs(op.comm_id, op.op, proto::SizeBucket(op.bytes), op.seq);
     if (op.started_age_ms <= timeout_ms) continue;
     raised_[key] = op.seq;
     active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});

@@ -2,7 +2,12 @@
 //
 // TimeoutPolicy: the timeout of a (communicator, op, size bucket): the master's TimeoutTable
 // entry for it, else the table's default_ms (once a table with version > 0 was set), else
-// FT_TIMEOUT_WARMUP.
+// FT_TIMEOUT_WARMUP. The first op of a communicator (seq 1) is never given less than
+// FT_TIMEOUT_WARMUP: it is where a process's peers meet after their start-up, which after a
+// relaunch includes each one's restore (ranks whose node's plan settles later arrive seconds
+// after the others: adapted timeouts of a second named them hung and stopped the healthy
+// relaunch in the campaign), and NCCL sets a communicator's connections up at its first
+// collective.
 //
 // TimeoutDetector (one per rank): an op the rank's GPU has started but not completed
 // (started_seq > completed_seq) for longer than its timeout raises one Timeout for
@@ -33,6 +38,9 @@ class TimeoutPolicy {
 
   void Set(const proto::TimeoutTable& table);
   double TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) const;
+  // The timeout of the op numbered `seq` on its communicator: TimeoutMs, at least the warmup
+  // for the first.
+  double TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket, uint64_t seq) const;
   uint64_t version() const { return version_; }
 
  private:

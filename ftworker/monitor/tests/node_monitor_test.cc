@@ -222,10 +222,13 @@ TEST_F(NodeMonitorTest, TimeoutTableEntriesDefaultAndWarmup) {
   r1.CommInit(kComm, 1, 2);
   r1.CommInit(kDp, 1, 2);
   const uint64_t t1 = t0_ + 10 * kSec;
-  r1.Enter(kComm, 1, Op(OpKind::kAllReduce), big, t1);
-  r1.Start(kComm, 1, Op(OpKind::kAllReduce), t1);
-  r1.Enter(kDp, 1, Op(OpKind::kBroadcast), 16, t1);
-  r1.Start(kDp, 1, Op(OpKind::kBroadcast), t1);
+  // Each communicator's first op done: the table's timeouts apply from the second.
+  r1.Collective(kComm, 1, Op(OpKind::kAllReduce), big, t1 - 10 * kMs, kMs, kMs);
+  r1.Collective(kDp, 1, Op(OpKind::kBroadcast), 16, t1 - 10 * kMs, kMs, kMs);
+  r1.Enter(kComm, 2, Op(OpKind::kAllReduce), big, t1);
+  r1.Start(kComm, 2, Op(OpKind::kAllReduce), t1);
+  r1.Enter(kDp, 2, Op(OpKind::kBroadcast), 16, t1);
+  r1.Start(kDp, 2, Op(OpKind::kBroadcast), t1);
   monitor_.SetTimeouts(Table(1000, {{kComm, proto::OpKind::kAllReduce, 2, 5000}, {kComm, proto::OpKind::kAllReduce, 1, 10}}));
   auto events = TickAt(t1 + 2 * kSec);
   ASSERT_EQ(events.size(), 1u) << "the broadcast uses default_ms, the allreduce its entry";
@@ -238,14 +241,40 @@ TEST_F(NodeMonitorTest, TimeoutTableEntriesDefaultAndWarmup) {
   EXPECT_EQ(events[0].timeout_ms, 5000);
 }
 
+// The first op of a communicator is where the ranks of a relaunch meet after each one's
+// restore: a node whose plan settled later brings its ranks seconds after the others. It is
+// given FT_TIMEOUT_WARMUP (3 s here) even where the table says 1 s; the second op the table's.
+TEST_F(NodeMonitorTest, TheFirstOpOfACommunicatorWaitsAtLeastTheWarmup) {
+  FakeRank r(job_, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  monitor_.SetTimeouts(Table(1000));
+  r.Enter(kComm, 1, Op(OpKind::kReduceScatter), 4096, t0_);
+  r.Start(kComm, 1, Op(OpKind::kReduceScatter), t0_);
+  EXPECT_TRUE(TickAt(t0_ + 2 * kSec).empty()) << "a relaunch's first collective, peers still restoring";
+  auto events = TickAt(t0_ + 3100 * kMs);
+  ASSERT_EQ(events.size(), 1u) << "past the warmup it is a hang like any other";
+  EXPECT_EQ(events[0].seq, 1u);
+  EXPECT_EQ(events[0].timeout_ms, 3000);
+  r.End(kComm, 1, Op(OpKind::kReduceScatter), t0_, t0_ + 3200 * kMs);
+  r.Enter(kComm, 2, Op(OpKind::kReduceScatter), 4096, t0_ + 4 * kSec);
+  r.Start(kComm, 2, Op(OpKind::kReduceScatter), t0_ + 4 * kSec);
+  events = TickAt(t0_ + 5100 * kMs);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].seq, 2u);
+  EXPECT_EQ(events[0].timeout_ms, 1000);
+}
+
 TEST_F(NodeMonitorTest, P2PTimeoutUsesItsCommunicator) {
   FakeRank r(job_, 0, kPid0);
   r.CommInit(kComm, 0, 2);
   uint32_t slot = r.P2PSlot(kComm, true);
   monitor_.SetTimeouts(Table(1000));
   shm::CommTableWriter table(r.seg());
-  table.EnterOp(slot, 1, Op(OpKind::kSend), 4096, 1, t0_);
-  table.Started(slot, 1, t0_);
+  table.EnterOp(slot, 1, Op(OpKind::kSend), 4096, 1, t0_ - 20 * kMs);  // the first, done
+  table.Started(slot, 1, t0_ - 20 * kMs);
+  table.Completed(slot, 1, t0_ - 10 * kMs, 10 * kMs);
+  table.EnterOp(slot, 2, Op(OpKind::kSend), 4096, 1, t0_);
+  table.Started(slot, 2, t0_);
   auto events = TickAt(t0_ + 2 * kSec);
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].comm_id, kComm);
