@@ -56,6 +56,8 @@ class JobMembership {
   bool has_explicit() const { return have_explicit_; }
   // Read once at least, and not empty: the window can find its communicators' members.
   bool known() const { return loaded_ && !ranks_.empty(); }
+  // Read once at least (empty or not).
+  bool loaded() const { return loaded_; }
   const std::vector<proto::Membership>& values() const { return ranks_.values(); }
   uint64_t version() const { return ranks_.version(); }  // moves with every change of values()
 

@@ -98,6 +98,16 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
     membership_.ReadSoon(now);
     (void)membership_.Read(now, false);
   }
+  if (!membership_.loaded()) {
+    // A new master's first events may be a backlog that the workers flushed after an outage,
+    // ends of processes that a relaunch has already replaced: judged before the membership that
+    // shows the relaunch, such an end is a crash of the running job and its stop hits the
+    // relaunch. So the events wait until the membership was read once (HSCAN chunks: a tick or
+    // a few).
+    membership_.ReadSoon(now);
+    (void)membership_.Read(now, false);
+    if (!membership_.loaded()) return;
+  }
   const uint64_t ends_before = ctx_.rank_ends_version;
   window_.ReadEvents(now, unix_ms);
   if (!store.connected()) return;

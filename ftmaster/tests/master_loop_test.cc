@@ -475,6 +475,46 @@ TEST_F(MasterLoopTest, TheLateExitOfAProcessFromBeforeARelaunchIsNoIncident) {
   EXPECT_EQ(State("job_state"), "running");
 }
 
+// The same with a master that starts after both were written (its predecessor died while Redis
+// was away; the workers flushed the exit and the relaunch's membership on reconnecting): it
+// reads the membership before the events, so it does not take the old process's exit for a
+// crash of the running job and stop the relaunch (a campaign seed: crash, ftmaster and Redis
+// restarted, the relaunch in place stopped by the new master).
+TEST_F(MasterLoopTest, ANewMasterReadsTheMembershipBeforeItsFirstEvents) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  const uint64_t old_incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+  for (size_t r = 0; r < job_.membership.size(); ++r) {
+    job_.membership[r].incarnation = old_incarnation + r;
+    job_.progress[r].incarnation = job_.membership[r].incarnation;
+  }
+  Report();
+  Run(2500, {&a});
+  ASSERT_EQ(State("job_state"), "running");
+  // Master a is gone. Rank 3 failed; the launcher restarted every rank in place at once.
+  proto::Event e;
+  e.kind = "exit";
+  e.rank = 3;
+  e.node = job_.membership[3].node;
+  e.unix_ms = UnixMs();
+  e.code = 1;
+  e.message = "rank 3 exited with status 1";
+  e.progress = job_.progress[3];
+  e.progress.state = "dead";
+  server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", "3", "node", e.node, "json", proto::Encode(e)});
+  for (size_t r = 0; r < job_.membership.size(); ++r) {
+    job_.membership[r].incarnation = static_cast<uint64_t>(UnixMs() + 100) * 1000000 + r;
+    job_.progress[r].incarnation = job_.membership[r].incarnation;
+  }
+  Run(200, {});
+  Report();
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
+  Run(6000, {&b});
+  EXPECT_EQ(server_.Get(keys_.Leader()).value_or(""), "b");
+  EXPECT_FALSE(b.loop->incident_open());
+  EXPECT_TRUE(Incidents("crash").empty());
+  EXPECT_EQ(State("job_state"), "running");
+}
+
 // A crash opens a window; when it closes the incident is written once, the save goes to the
 // healthy replica's node, and with no acknowledgement the stop follows at the save deadline.
 TEST_F(MasterLoopTest, WindowCloseDecisionAndAckDeadlines) {
