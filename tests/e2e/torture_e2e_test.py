@@ -7,12 +7,14 @@ disk tiers) varied by the seed, and invariants checked after each:
   the draw    optimizer replicated or sharded (every rank its own shard); FT_CKPT_EVERY 0, 1 or
               3; the host synchronizing before ft_step_done or not (TRAINSIM_STEP_SYNC=0); the
               fault — a rank SIGKILLed, a rank's failing exit (an uncaught exception), a rank hung
-              in a kernel (the master saves the healthy ranks and stops the job), or SIGTERM to
-              every rank (a preemption) — at a random step and, for the preemption, a random
-              moment in it; with a second fault at that moment: the fault's node's ftworker
-              SIGKILLed (its plan file left behind) and started again, or ftmaster SIGKILLed and
-              started again, after 0-2 s; a crashed group restarted in place after 0-3 s (torchrun
-              --max_restarts), a preempted job relaunched with the same command.
+              in a kernel or frozen by SIGSTOP (the master saves the healthy ranks and stops the
+              job), or SIGTERM to every rank (a preemption) — at a random step and, for the
+              preemption and the SIGSTOP, a random moment in it; with a second fault at that
+              moment: the fault's node's ftworker SIGKILLed (its plan file left behind) and
+              started again, or ftmaster SIGKILLed and started again, after 0-2 s; and a third:
+              Redis SIGKILLed and started again after 0-2 s, empty or from a snapshot taken just
+              before; a crashed group restarted in place after 0-3 s (torchrun --max_restarts), a
+              preempted job relaunched with the same command.
   I1          every rank restores one step S, or none.
   I2          the job then ends bit-identical to an uninterrupted run (trainsim_reference):
               the restored state was S on every byte.
@@ -23,11 +25,17 @@ disk tiers) varied by the seed, and invariants checked after each:
               synchronizing: trainsim's run-ahead). --lag-allowed 1 (make test) accepts one step
               behind the newest whole step and counts it (behind_newest): an open defect, timing-
               dependent (about 1.5% of schedules); the soak is strict.
-  I4          a preemption (nothing failed) makes ftmaster stop nothing.
+  I4          a preemption (nothing failed) makes ftmaster stop nothing; a rank frozen by SIGSTOP
+              is named by an incident (unless Redis lost it).
   I5          nothing ft wrote is left: no segment of the job in /dev/shm once its last run ended.
 
---seeds N --first-seed K runs seeds K..K+N-1; a failing seed is printed with its draw, and
-`--first-seed <it> --seeds 1` runs it again. Ends with RESULT torture schedules=N
+--seeds N --first-seed K runs seeds K..K+N-1, --seed-list A,B,C those seeds; a failing seed is
+printed with its draw, and `--seed-list <it>` runs it again. Seeds that once failed run in
+make test (ckpt.e2e_torture-regressions): 25 (a rank frozen by SIGSTOP while ftmaster
+restarted: the relaunch's first collective timed out at the adapted 1 s while the other node's
+ranks still restored, and the healthy relaunch was stopped) and 33 (a failing exit while
+ftmaster and Redis restarted: the new master judged the workers' flushed backlog before it had
+read the membership, took the replaced process's exit for a crash and stopped the relaunch). Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
 
@@ -61,6 +69,8 @@ def parse_args():
         p.add_argument("--" + name, required=True)
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--seed-list", default="",
+                   help="comma-separated seeds to run instead of --first-seed/--seeds (the regression seeds)")
     p.add_argument("--no-worker-restart", action="store_true",
                    help="draw no ftworker restart as the second fault (make test: its open defects are the "
                         "soak's to count)")
@@ -86,6 +96,14 @@ def draw(seed):
         # SIGKILLed and started again), or the rank hanging in a kernel instead of its crash.
         "extra": rng.choice([None, None, None, "worker-restart", "master-restart", "hang"]),
         "extra_delay": rng.choice([0, 0.5, 2]),
+        # Drawn after them for the same reason: the rank stopped by SIGSTOP (a frozen process:
+        # the master saves the healthy ranks and stops the job; the stopped rank saves nothing)
+        # instead of its crash or failing exit, and Redis SIGKILLed at the fault's moment and
+        # started again after 0-2 s, empty (its data lost) or from a snapshot taken just before
+        # (the writes of the last moment lost, as with RDB persistence).
+        "stop": rng.random() < 0.2,
+        "redis": rng.choice([None, None, None, None, "restart-empty", "restart-data"]),
+        "redis_delay": rng.choice([0, 0.5, 2]),
     }
 
 
@@ -138,12 +156,31 @@ def run_seed(args, seed, counts):
     fault = d["fault"]
     if d["extra"] == "hang" and fault != "preempt":
         fault = "hang-kernel"
+    elif d["stop"] and fault != "preempt":
+        fault = "sigstop"  # sent by this test, not by trainsim
     master_env = {"FT_SHARDED_OPTIMIZER": "1"} if d["sharded"] else {}
     with CkptCluster(args, job=job, nodes=2, ranks_per_node=2) as c:
         c.start_master(TOPOLOGY, master_env)
 
+        def redis_fault():
+            """Redis SIGKILLed and started again, empty or from a snapshot taken just before."""
+            if d["redis"] is None:
+                return
+            if d["redis"] == "restart-data":
+                c.db.command("SAVE")
+            c.redis.stop()
+            time.sleep(d["redis_delay"])
+            if d["redis"] == "restart-empty":
+                try:
+                    os.unlink(os.path.join(c.redis.dir, "dump.rdb"))
+                except OSError:
+                    pass
+            c.redis.restart()
+            c.db = c.redis.client()
+
         def second_fault(rank):
-            """The extra fault at the first one's moment (a no-op for none or hang)."""
+            """The extra fault at the first one's moment (a no-op for none or hang), then Redis's."""
+            redis_fault()
             if d["extra"] == "worker-restart":
                 node = c.node_names[rank // 2]
                 c.stop_worker(node, signal.SIGKILL)
@@ -178,11 +215,18 @@ def run_seed(args, seed, counts):
             restored = c.restored()
         else:
             # --verbose: the step lines the second fault waits for.
-            c.start_ckpt_job(model + ["--verbose", "--fault", fault, "--fault-rank", str(d["rank"]), "--fault-step",
-                                      str(d["step"]), "--fault-restart", "0"], env=env, timeout=150,
+            injected = [] if fault == "sigstop" else ["--fault", fault, "--fault-rank", str(d["rank"]),
+                                                       "--fault-step", str(d["step"]), "--fault-restart", "0"]
+            c.start_ckpt_job(model + ["--verbose"] + injected, env=env, timeout=150,
                              launch_args=["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay",
                                           str(d["restart_delay"])])
-            if d["extra"] in ("worker-restart", "master-restart"):
+            if fault == "sigstop":
+                c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"]), c.job_output()),
+                           90, "step %d" % d["step"], poll=0.01)
+                time.sleep(d["moment"])
+                os.kill(c.rank_pids()[d["rank"]], signal.SIGSTOP)
+                second_fault(d["rank"])
+            elif d["extra"] in ("worker-restart", "master-restart") or d["redis"]:
                 c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"] - 1), c.job_output()),
                            90, "step %d" % d["step"], poll=0.01)
                 second_fault(d["rank"])
@@ -230,6 +274,14 @@ def run_seed(args, seed, counts):
             if stops:
                 counts["false_stops"] += 1
                 raise Violation("false_stops", "a preemption made the master stop ranks: %s" % stops)
+        if fault == "sigstop" and d["redis"] is None:
+            # I4: the healthy ranks were stopped by ft, so an incident says why, naming the
+            # frozen rank (with Redis restarted empty the incident may be among what it lost).
+            named = {s["rank"] for i in c.incidents() for s in i.get("suspects", [])}
+            if d["rank"] not in named:
+                counts["false_stops"] += 1
+                raise Violation("false_stops", "rank %d was stopped (SIGSTOP) and no incident names it: %s" %
+                                (d["rank"], c.incidents()))
         # I5: once the last run ended (its processes exited cleanly), no segment of the job is left.
         deadline = time.monotonic() + 10
         while leftover_segments(c.job) and time.monotonic() < deadline:
@@ -245,7 +297,9 @@ def main():
     counts = {"wrong_restores": 0, "lost_beyond_bound": 0, "false_stops": 0, "leftovers": 0, "behind_newest": 0}
     failed = []
     t0 = time.monotonic()
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    seeds = ([int(x) for x in args.seed_list.split(",")] if args.seed_list else
+             list(range(args.first_seed, args.first_seed + args.seeds)))
+    for seed in seeds:
         try:
             d, step, bound = run_seed(args, seed, counts)
             print("seed %d: %s -> restored %s (whole everywhere before the fault: %s)" % (seed, d, step, bound),
@@ -264,7 +318,7 @@ def main():
             print("FAIL seed %d (%s):\n%s" % (seed, draw(seed), traceback.format_exc()), flush=True)
     print("RESULT torture schedules=%d wrong_restores=%d lost_beyond_bound=%d false_stops=%d leftovers=%d "
           "behind_newest=%d failed_seeds=%s seconds=%.0f" % (
-              args.seeds, counts["wrong_restores"], counts["lost_beyond_bound"], counts["false_stops"],
+              len(seeds), counts["wrong_restores"], counts["lost_beyond_bound"], counts["false_stops"],
               counts["leftovers"], counts["behind_newest"], ",".join(map(str, failed)) or "none",
               time.monotonic() - t0))
     sys.exit(1 if failed else 0)
