@@ -13,7 +13,7 @@ disk tiers) varied by the seed, and invariants checked after each:
               moment: the fault's node's ftworker SIGKILLed (its plan file left behind) and
               started again, or ftmaster SIGKILLed and started again, after 0-2 s; and a third:
               Redis SIGKILLed and started again after 0-2 s, empty or from a snapshot taken just
-              before; a crashed group restarted in place after 0-3 s (torchrun --max_restarts), a
+              before; and an operator's `ftmaster save` at a random step; a crashed group restarted in place after 0-3 s (torchrun --max_restarts), a
               preempted job relaunched with the same command.
   I1          every rank restores one step S, or none.
   I2          the job then ends bit-identical to an uninterrupted run (trainsim_reference):
@@ -44,7 +44,9 @@ import os
 import random
 import re
 import signal
+import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -104,6 +106,10 @@ def draw(seed):
         "stop": rng.random() < 0.2,
         "redis": rng.choice([None, None, None, None, "restart-empty", "restart-data"]),
         "redis_delay": rng.choice([0, 0.5, 2]),
+        # And after those: an operator's `ftmaster save` at a random step (before, at or after
+        # the fault's; a preempted job may end first), while whatever else happens.
+        "save": rng.random() < 0.3,
+        "save_step": rng.randrange(5, 30),
     }
 
 
@@ -139,6 +145,21 @@ def whole_everywhere(held, sharded):
 
 def leftover_segments(job):
     return [n for n in os.listdir("/dev/shm") if n.startswith("ft.%s." % job)]
+
+
+def save_at_step(c, step, done):
+    """On a thread: `ftmaster save` once a rank printed `step` (in the first run, or in its
+    restart in place); its result goes to `done`. Redis or the master may be down at that moment: a failed save is a fact of
+    the schedule, not a violation."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not re.search(r"trainsim rank=\d+ step=%d " % step, c.job_output()):
+        if c.job_proc is not None and c.job_proc.poll() is not None:
+            done.append("job ended first")
+            return
+        time.sleep(0.01)
+    out = subprocess.run([c.paths.ftmaster, "save", "--job", c.job, "--redis", c.redis_url()], env=c.base_env(),
+                         capture_output=True, text=True, timeout=20)
+    done.append("save at step %d: exit %d" % (step, out.returncode))
 
 
 def run_seed(args, seed, counts):
@@ -194,10 +215,20 @@ def run_seed(args, seed, counts):
                 time.sleep(d["extra_delay"])
                 c.start_master(TOPOLOGY, master_env)
 
+        saves = []
+        saver = None
+
+        def start_save():
+            nonlocal saver
+            if d["save"]:
+                saver = threading.Thread(target=save_at_step, args=(c, d["save_step"], saves), daemon=True)
+                saver.start()
+
         for node in c.node_names:
             c.start_worker(node)  # memory only: the defaults
         if d["fault"] == "preempt":
             c.start_ckpt_job(model + ["--verbose"], env=env, timeout=150, launch_args=["--teardown", "slurm"])
+            start_save()
             c.wait_for(lambda: re.search(r"trainsim rank=\d+ step=%d " % d["step"], c.job_output()), 90,
                        "step %d" % d["step"], poll=0.01)
             time.sleep(d["moment"])
@@ -220,6 +251,7 @@ def run_seed(args, seed, counts):
             c.start_ckpt_job(model + ["--verbose"] + injected, env=env, timeout=150,
                              launch_args=["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay",
                                           str(d["restart_delay"])])
+            start_save()
             if fault == "sigstop":
                 c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"]), c.job_output()),
                            90, "step %d" % d["step"], poll=0.01)
@@ -239,6 +271,9 @@ def run_seed(args, seed, counts):
                 held[r] = arena_steps([l[len(prefix):] for l in before.splitlines() if l.startswith(prefix)])
             reached = None
             restored = {int(r): int(s) for r, s in re.findall(r"trainsim rank=(\d+) restored step=(\d+)", final)}
+        if saver is not None:
+            saver.join(timeout=60)
+            print("seed %d: %s" % (seed, saves[0] if saves else "the save thread did not end"), flush=True)
         rc = c.job_proc.returncode
         if rc != 0:
             raise Violation("wrong_restores", "the last run exited %s" % rc)
