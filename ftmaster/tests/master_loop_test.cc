@@ -196,6 +196,21 @@ class MasterLoopTest : public ::testing::Test {
                      "node", e.node, "json", proto::Encode(e)});
   }
 
+  // A worker's exit event of `rank`'s process `progress` (its incarnation): status 1, now; the
+  // membership and tables are left as they are (a late report).
+  void FailedExitOf(int rank, const proto::RankProgress& progress) {
+    proto::Event e;
+    e.kind = "exit";
+    e.rank = rank;
+    e.node = job_.membership[static_cast<size_t>(rank)].node;
+    e.unix_ms = UnixMs();
+    e.code = 1;
+    e.message = fmt::format("rank {} exited with status 1", rank);
+    e.progress = progress;
+    server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", std::to_string(rank), "node", e.node,
+                     "json", proto::Encode(e)});
+  }
+
   // A worker's hardware event: `kind` on rank's GPU.
   void Hardware(int rank, const std::string& kind, int64_t value, bool critical) {
     proto::Event e;
@@ -460,15 +475,7 @@ TEST_F(MasterLoopTest, TheLateExitOfAProcessFromBeforeARelaunchIsNoIncident) {
   Run(2500, {&a});
   job_.progress[0].incarnation = old_incarnation;  // the event's process: the one before
   job_.progress[0].state = "dead";
-  proto::Event e;
-  e.kind = "exit";
-  e.rank = 0;
-  e.node = job_.membership[0].node;
-  e.unix_ms = UnixMs();
-  e.code = 1;
-  e.message = "rank 0 exited with status 1";
-  e.progress = job_.progress[0];
-  server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", "0", "node", e.node, "json", proto::Encode(e)});
+  FailedExitOf(0, job_.progress[0]);
   Run(1500, {&a});
   EXPECT_FALSE(a.loop->incident_open());
   EXPECT_TRUE(Incidents("crash").empty());
@@ -491,16 +498,9 @@ TEST_F(MasterLoopTest, ANewMasterReadsTheMembershipBeforeItsFirstEvents) {
   Run(2500, {&a});
   ASSERT_EQ(State("job_state"), "running");
   // Master a is gone. Rank 3 failed; the launcher restarted every rank in place at once.
-  proto::Event e;
-  e.kind = "exit";
-  e.rank = 3;
-  e.node = job_.membership[3].node;
-  e.unix_ms = UnixMs();
-  e.code = 1;
-  e.message = "rank 3 exited with status 1";
-  e.progress = job_.progress[3];
-  e.progress.state = "dead";
-  server_.Execute({"XADD", keys_.Events(), "*", "kind", "exit", "rank", "3", "node", e.node, "json", proto::Encode(e)});
+  proto::RankProgress ended = job_.progress[3];
+  ended.state = "dead";
+  FailedExitOf(3, ended);
   for (size_t r = 0; r < job_.membership.size(); ++r) {
     job_.membership[r].incarnation = static_cast<uint64_t>(UnixMs() + 100) * 1000000 + r;
     job_.progress[r].incarnation = job_.membership[r].incarnation;
