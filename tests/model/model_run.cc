@@ -198,13 +198,17 @@ void Schedule::Step() {
     }
   }
   job_.Tick(now_, [this](int rank) { return WorkerOf(rank).plan_path(); });
-  for (const ExitNote& e : job_.TakeExits()) {
-    WorkerOf(e.rank).OnExit(e);
-    if (!ending_) {
-      // Not one of the draw's faults: a stop by the master, or a failed restore's end.
-      NoteLaunchEnding(e.stopped_by_worker ? "the master's stop" : "unplanned end", false);
+  // A teardown ends ranks still restoring at once, and their exits are noted only then: take
+  // them in this tick too, or the launcher would read them as ends of the launch it starts next.
+  for (std::vector<ExitNote> exits = job_.TakeExits(); !exits.empty(); exits = job_.TakeExits()) {
+    for (const ExitNote& e : exits) {
+      WorkerOf(e.rank).OnExit(e);
+      if (!ending_) {
+        // Not one of the draw's faults: a stop by the master, or a failed restore's end.
+        NoteLaunchEnding(e.stopped_by_worker ? "the master's stop" : "unplanned end", false);
+      }
+      TearDown();  // the launcher ends the rest (idempotent)
     }
-    TearDown();  // the launcher ends the rest (idempotent)
   }
   for (const SaveAck& a : job_.TakeAcks()) WorkerOf(a.rank).OnAck(a);
   for (auto& w : workers_) w->Tick(now_, job_);
