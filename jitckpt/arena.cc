@@ -565,6 +565,22 @@ Status Arena::MakeCommitted(uint64_t generation) {
   return Status::Ok();
 }
 
+Status Arena::RecommitOlderSlot() {
+  Manifest now;
+  uint64_t now_generation = 0;
+  Status committed = ReadCommitted(&now, &now_generation);
+  if (!committed.ok()) return committed;
+  if (slots_ < 2) return Status::NotFound(fmt::format("host arena {} has one slot", path_));
+  Manifest older;
+  uint64_t older_generation = 0;
+  const int other = 1 - SlotOf(now_generation);
+  if (!ReadSlot(other, &older, &older_generation).ok() || older.torn || older.step >= now.step) {
+    return Status::NotFound(fmt::format("host arena {}: no whole copy older than step {} in the other slot", path_,
+                                        now.step));
+  }
+  return MakeCommitted(older_generation);
+}
+
 const uint8_t* Arena::data(uint64_t generation) const {
   if (base_ == nullptr || SlotOf(generation) >= slots_) return nullptr;
   return base_ + data_offset_ + static_cast<uint64_t>(SlotOf(generation)) * data_capacity_;

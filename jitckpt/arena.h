@@ -128,6 +128,13 @@ class Arena {
   // NotReady when the slot was written since or holds no copy.
   Status MakeCommitted(uint64_t generation);
 
+  // Writer, no write open: makes the other slot's copy the committed one when it is whole and
+  // of an older step than the committed copy, so the next save writes over the copy committed
+  // now and the older one stays. A termination's one step more uses it to replace the copy its
+  // first save took (which a crashed peer never took) instead of the older copy every rank
+  // holds. NotFound (nothing changed) when the other slot holds no such copy.
+  Status RecommitOlderSlot();
+
   // Arena files of `job` in `arena_dir` (ftworker scans them), full paths, sorted by rank.
   static std::vector<std::string> List(std::string_view arena_dir, std::string_view job);
   // The rank of an arena path, or -1.

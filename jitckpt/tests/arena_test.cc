@@ -427,6 +427,38 @@ TEST_F(ArenaTest, ReadStepFindsEitherSlotsWholeCopyAndMakeCommittedRewindsToIt) 
   EXPECT_EQ(writer.MakeCommitted(g11).code(), StatusCode::kNotReady);
 }
 
+TEST_F(ArenaTest, RecommitOlderSlotLetsTheNextSaveReplaceTheNewerCopy) {
+  Arena writer = OpenWriter();
+  std::vector<uint8_t> data;
+  auto save = [&](int64_t step, uint64_t seed, bool torn) {
+    Manifest m = SampleManifest(&data, {5000, 4096, 123}, 4096, seed);
+    m.step = step;
+    m.torn = torn;
+    std::memcpy(writer.BeginWrite(), data.data(), data.size());
+    EXPECT_TRUE(writer.Commit(m).ok());
+    return m;
+  };
+  EXPECT_EQ(writer.RecommitOlderSlot().code(), StatusCode::kNotFound) << "nothing committed";
+  const Manifest periodic = save(6, 1, false);
+  EXPECT_EQ(writer.RecommitOlderSlot().code(), StatusCode::kNotFound) << "the other slot is empty";
+  const Manifest first = save(8, 2, false);  // a termination's first copy
+  ASSERT_TRUE(writer.RecommitOlderSlot().ok());
+  EXPECT_EQ(Committed(writer), periodic);
+  EXPECT_EQ(writer.RecommitOlderSlot().code(), StatusCode::kNotFound) << "the other copy is newer now";
+  const Manifest more = save(9, 3, false);  // the one step more
+  Manifest m;
+  uint64_t g = 0;
+  EXPECT_EQ(Committed(writer), more);
+  EXPECT_TRUE(writer.ReadStep(6, &m, &g).ok()) << "the older copy stays";
+  EXPECT_EQ(writer.ReadStep(8, &m, &g).code(), StatusCode::kNotFound) << "the first copy was replaced";
+
+  // A torn copy in the other slot is never made the committed one.
+  save(10, 4, true);
+  EXPECT_EQ(Committed(writer), more);
+  EXPECT_EQ(writer.RecommitOlderSlot().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Committed(writer), more);
+}
+
 TEST_F(ArenaTest, ATornCopyIsCommittedWhereNoWholeOneIs) {
   for (int slots : {2, 1}) {
     std::filesystem::remove(dir_.File("ft-ckpt.job-a.3"));

@@ -132,6 +132,7 @@ class Agent {
   // then, after a signal, one step more and its save.
   EndSave SaveHeldStep(const char* name, std::chrono::steady_clock::time_point start,
                        std::chrono::steady_clock::time_point deadline);
+  void KeepTheOlderCopyLocked() REQUIRES(mu_);
   EndSave SaveOneStepMore(const char* name, std::chrono::steady_clock::time_point start,
                           std::chrono::steady_clock::time_point deadline, EndSave first);
   int64_t StepLabel() const;
@@ -178,6 +179,14 @@ class Agent {
   bool term_requested_ GUARDED_BY(mu_) = false;
   // The step the last termination save committed whole; kNoStep: failed, torn, or none yet.
   int64_t term_saved_ GUARDED_BY(mu_) = kNoStep;
+  // The committed copy is one this process took by a just-in-time or termination save: after a
+  // crash the survivors hold such a copy and the rank that died does not, while a periodic
+  // snapshot or a restored step is on every rank.
+  bool committed_is_local_ GUARDED_BY(mu_) = false;
+  // A signal's one step more is under way (ckpt_agent_term.cc, SaveOneStepMore): the save of
+  // that step (its own, or a periodic one due on it) writes over a local committed copy when
+  // the other slot keeps an older whole one.
+  bool term_one_step_more_ GUARDED_BY(mu_) = false;
   // Set by SaveBeforeEnd from start to end (under mu_, waited on through done_cv_): its causes
   // may race (a SIGTERM and a failure).
   std::atomic<bool> end_saving_{false};

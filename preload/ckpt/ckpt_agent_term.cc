@@ -131,11 +131,20 @@ EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
 // update finish it first, so the held ranks are one step apart at most — with every rank its
 // own shard (a sharded optimizer), neither step would be whole. So a signalled rank, its step
 // saved, trains one step more (its peers' collectives of that step are queued or done: the
-// ranks behind reach it too) and saves it into the other slot: every rank then holds the newer
-// of the two steps, as its first or its second copy, and the plan takes it. A rank whose next
-// step cannot complete (a peer is gone: a teardown after a crash) keeps its first copy after
-// about two step times; one stopped inside that update never commits a mix (the first copy
-// stays committed).
+// ranks behind reach it too) and saves it: every rank then holds the newer of the two steps,
+// and the plan takes it. A rank whose next step cannot complete (a peer is gone: a teardown
+// after a crash) keeps its first copy after about two step times; one stopped inside that
+// update never commits a mix (the first copy stays committed).
+//
+// Which copy the second save replaces: a teardown after a crash looks the same to the rank as
+// a preemption, and when the dead rank died after the step's collectives the survivors' step
+// more completes too. Had it replaced the older slot, the survivors would hold only the two
+// termination steps, which the dead rank never took — with sharded state no step whole
+// anywhere (a campaign schedule: periodic step 6 on every rank, survivors 8 and 9). So when the
+// first copy is one only this process took (termination or just-in-time) and the other slot
+// holds an older whole copy (a periodic snapshot, the restored step), the one step more writes
+// over the first copy; the older copy every rank took stays. The cost: a rank killed while it
+// writes the step more keeps the older copy instead of the first.
 EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock::time_point deadline,
                                EndSave first) {
   const uint64_t steps = steps_done_.load(std::memory_order_acquire);
@@ -149,7 +158,16 @@ EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock:
     MutexLock lock(&mu_);
     hold_after_steps_.store(steps, std::memory_order_seq_cst);  // the update after the next step waits
     term_hold_.store(false, std::memory_order_seq_cst);
+    // Whichever save takes the next step (this one's, or a periodic one falling due on it).
+    term_one_step_more_ = true;
   }
+  struct StepMoreEnded {
+    Agent* agent;
+    ~StepMoreEnded() {
+      MutexLock lock(&agent->mu_);
+      agent->term_one_step_more_ = false;
+    }
+  } step_more_ended{this};
   done_cv_.NotifyAll();
   const auto until = Clock::now() + wait;
   while (steps_done_.load(std::memory_order_acquire) == steps && Clock::now() < until) {

@@ -340,6 +340,7 @@ void Agent::Run() {
         RestoreOutcome out = Restore(*request, &cuda);
         if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
         lock.Lock();
+        if (out.result == FT_OK) committed_is_local_ = false;  // the restored step, every rank's
         request->outcome = std::move(out);
         request->finished = true;
         lock.Unlock();
@@ -367,6 +368,7 @@ void Agent::Run() {
         termination = term_requested_;
         term_requested_ = false;
       }
+      if (term_one_step_more_ && committed_is_local_) KeepTheOlderCopyLocked();
       saving_ = true;
       committing_ = false;
       lock.Unlock();
@@ -374,15 +376,29 @@ void Agent::Run() {
                                 : termination ? SaveOrigin::kTermination
                                               : SaveOrigin::kJustInTime;
       SaveOutcome outcome = Save(request, &cuda, origin);
-      if (termination) {
+      {
         MutexLock done(&mu_);
-        term_saved_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+        if (termination) term_saved_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+        if (outcome.status.ok() && !outcome.torn) committed_is_local_ = origin != SaveOrigin::kPeriodic;
       }
       FinishSave(std::move(waiters), outcome);
     } catch (...) {
       Failed(request, save ? &waiters : nullptr);
     }
   }
+}
+
+// The one step more's save is about to write over the committed copy this process took: the
+// arena commits its older whole copy first (Arena::RecommitOlderSlot), which then stays.
+void Agent::KeepTheOlderCopyLocked() {
+  const int64_t replaced = committed_step_;
+  if (!arena_.RecommitOlderSlot().ok()) return;  // no older whole copy: the free slot, as always
+  ckpt::Manifest kept;
+  uint64_t generation = 0;
+  committed_step_ = arena_.ReadCommitted(&kept, &generation).ok() ? kept.step : kNoStep;
+  committed_is_local_ = false;
+  FT_LOG(Info, Ckpt, "termination save: the step after {} writes over that copy; step {} (every rank's) stays",
+         replaced, committed_step_);
 }
 
 RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {

@@ -22,9 +22,10 @@
 //     --save-on-failure-after: ft_save_on_failure before registration ("early result=<r>"),
 //     then after step S from two threads at once ("save_on_failure results=<a>,<b>"), then
 //     exit(0).
-//   term_app check --arena-dir D --job J --rank R
+//   term_app check --arena-dir D --job J --rank R [--slots 1]
 //     prints "arena step=<s> torn=<0|1> content=<ok|mixed>": content ok when every byte
-//     of the state is the fill of the step the manifest names.
+//     of the state is the fill of the step the manifest names. --slots 1: then a line
+//     "slot <i> step=<s> torn=<0|1> content=<ok|mixed>" for each slot holding a copy.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,14 +216,26 @@ int Run(int argc, char** argv) {
   return 0;
 }
 
+// Every byte of the copy is the fill of the step its manifest names.
+bool HoldsItsStep(const ft::ckpt::Manifest& m, const unsigned char* data) {
+  const unsigned char fill = static_cast<unsigned char>(m.step & 0xff);
+  bool ok = !m.buffers.empty();
+  for (const ft::ckpt::BufferEntry& b : m.buffers) {
+    for (uint64_t i = 0; i < b.bytes && ok; ++i) ok = data[b.offset + i] == fill;
+  }
+  return ok;
+}
+
 int Check(int argc, char** argv) {
   std::string dir, job;
   int rank = 0;
+  bool slots = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--arena-dir") dir = argv[i + 1];
     else if (a == "--job") job = argv[i + 1];
     else if (a == "--rank") rank = atoi(argv[i + 1]);
+    else if (a == "--slots") slots = std::string(argv[i + 1]) == "1";
   }
   ft::ckpt::Arena arena;
   ft::Status s = ft::ckpt::Arena::OpenForRead(ft::ckpt::Arena::PathFor(dir, job, rank), &arena);
@@ -233,14 +246,15 @@ int Check(int argc, char** argv) {
     printf("arena none: %s\n", s.ToString().c_str());
     return 1;
   }
-  const unsigned char* data = arena.data(generation);
-  const unsigned char fill = static_cast<unsigned char>(m.step & 0xff);
-  bool ok = !m.buffers.empty();
-  for (const ft::ckpt::BufferEntry& b : m.buffers) {
-    for (uint64_t i = 0; i < b.bytes && ok; ++i) ok = data[b.offset + i] == fill;
-  }
   printf("arena step=%lld torn=%d content=%s\n", static_cast<long long>(m.step), m.torn ? 1 : 0,
-         ok ? "ok" : "mixed");
+         HoldsItsStep(m, arena.data(generation)) ? "ok" : "mixed");
+  for (int slot = 0; slots && slot < arena.slot_count(); ++slot) {
+    ft::ckpt::Manifest copy;
+    uint64_t copy_generation = 0;
+    if (!arena.ReadSlot(slot, &copy, &copy_generation).ok()) continue;
+    printf("slot %d step=%lld torn=%d content=%s\n", slot, static_cast<long long>(copy.step), copy.torn ? 1 : 0,
+           HoldsItsStep(copy, arena.data(copy_generation)) ? "ok" : "mixed");
+  }
   return 0;
 }
 

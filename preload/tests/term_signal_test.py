@@ -49,6 +49,11 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
                      restarts the call), after saving step 3
   stale-segment      a segment under the app's own name (a SIGKILLed process with the same pid
                      left it): libft.so replaces it instead of disabling itself, and saves
+  step-more-keeps-older
+                     periodic saves every 3 steps, SIGTERM at a step after one: the termination
+                     copy of the step signalled is one only this rank took (a peer that crashed
+                     has the periodic one), so the step more's copy replaces it, never the
+                     periodic copy in the other slot
   killed-mid-save    512 MiB of state (--state-mib), a periodic save of step 3 committed, idle after step 4:
                      SIGTERM starts the termination save of step 4, SIGKILL lands while it
                      writes (the launcher's grace ran out): the arena still holds step 3, whole
@@ -144,6 +149,18 @@ class App:
             return None
         fields = dict(kv.split("=") for kv in out.split()[1:])
         return int(fields["step"]), fields["torn"] == "1", fields["content"]
+
+    def slots(self):
+        """{step: (torn, content)} of every copy in the arena's slots."""
+        out = subprocess.run([self.args.app, "check", "--arena-dir", self.dir, "--job", self.job, "--rank", "0",
+                              "--slots", "1"], capture_output=True, text=True).stdout
+        print(out.strip())
+        copies = {}
+        for line in out.splitlines():
+            if line.startswith("slot "):
+                fields = dict(kv.split("=") for kv in line.split()[2:])
+                copies[int(fields["step"])] = (fields["torn"] == "1", fields["content"])
+        return copies
 
     def exit_fields(self, name):
         """The segment header's state and exit_status (docs/shm-format.md, offsets 320 and 324)."""
@@ -326,6 +343,40 @@ def run_case(args):
             check_saved(app, before, app.last_step())
         finally:
             app.close()
+    elif c == "step-more-keeps-older":
+        # Signalled after step 4 or 5 (never a periodic step), the rank saves that step, trains
+        # one step more and saves it (or a periodic save of step 6 takes it): the arena must
+        # then hold that newest step and the periodic step 3, which every rank holds.
+        for attempt in range(1, 6):
+            app = App(args, ["--step-ms", "60"], {"FT_CKPT_EVERY": "3"})
+            try:
+                app.wait_line("step 4")
+                app.proc.send_signal(signal.SIGTERM)
+                rc = app.wait_exit()
+                check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15)" % rc)
+                out = app.output()
+                first = saved_steps(app)
+                print("termination saves of steps %s" % first)
+                if not first or first[0] % 3 == 0 or "the step after %d did not complete" % first[0] in out:
+                    print("attempt %d: signalled at a periodic step, or no step more (%s); again" % (attempt, first))
+                    continue
+                copies = app.slots()
+                newest = max(copies)
+                check(newest == first[0] + 1, "the arena's newest copy is step %d, expected the step more %d" %
+                      (newest, first[0] + 1))
+                periodic = (first[0] // 3) * 3
+                check(sorted(copies) == [periodic, newest],
+                      "the arena holds steps %s; expected the periodic step %d beside the step more %d (the "
+                      "termination copy of step %d is the one replaced)" % (sorted(copies), periodic, newest,
+                                                                           first[0]))
+                check(all(not torn and content == "ok" for torn, content in copies.values()),
+                      "a copy is torn or mixed: %s" % copies)
+                check("writes over that copy" in out, "the log does not say the step more replaced its first copy")
+                break
+            finally:
+                app.close()
+        else:
+            fail("in 5 tries the signal never landed between periodic steps with a step more after it")
     elif c == "killed-mid-save":
         # The copy of 512 MiB (128 under a sanitizer, whose copies are slower) takes long enough
         # to be caught writing; a try where the save committed before the poll saw it is run again.

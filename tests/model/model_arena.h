@@ -51,6 +51,16 @@ class ModelArena {
   }
   // The restore loader made `slot` (holding the restored copy) the committed one.
   void CommitSlot(int slot) { committed_ = slot; }
+  // Arena::RecommitOlderSlot: the other slot's whole, older copy becomes the committed one, so
+  // the next save writes over the copy committed now. False (nothing changed) when there is none.
+  bool RecommitOlderSlot() {
+    if (committed_ < 0) return false;
+    const SlotCopy& now = slots_[committed_];
+    const SlotCopy& other = slots_[1 - committed_];
+    if (!now.readable() || !other.readable() || other.torn || other.step >= now.step) return false;
+    committed_ = 1 - committed_;
+    return true;
+  }
 
   int committed() const { return committed_; }
   const SlotCopy& slot(int i) const { return slots_[i]; }

@@ -97,13 +97,28 @@ void ModelJob::StepDone(int rank, int64_t now_ms) {
   ++k.done_step;
   k.phase = Phase::kCompute;
   k.until_ms = now_ms + std::max<int64_t>(50, draw_.step_ms - draw_.update_ms - 30 + Jitter(-draw_.step_ms / 10, draw_.step_ms / 10));
-  if (draw_.periodic_every > 0 && k.done_step % draw_.periodic_every == 0 && k.save_slot < 0 && !k.terminating) {
+  // A periodic save falls due on the one step more too (ft_step_done takes it; the
+  // termination joins it); none while the state is held.
+  if (draw_.periodic_every > 0 && k.done_step % draw_.periodic_every == 0 && k.save_slot < 0 &&
+      (!k.terminating || k.term_phase == 2)) {
     StartSave(rank, now_ms, false, "periodic");
   }
 }
 
 void ModelJob::StartSave(int rank, int64_t now_ms, bool torn, const std::string& origin) {
   Rank& k = ranks_[rank];
+  if (k.terminating && k.term_phase == 2 && k.done_step >= k.hold_after) {
+    // The one step more's save replaces a copy only this process took (its termination or
+    // just-in-time save), keeping the older one every rank took (ckpt_agent_term.cc).
+    const ModelArena& a = arenas_[rank];
+    const SlotCopy& committed = a.slot(a.committed() >= 0 ? a.committed() : 0);
+    const bool local = committed.readable() && !committed.torn && committed.run == launch_ &&
+                       (committed.origin == "termination" || committed.origin == "just-in-time");
+    if (local && arenas_[rank].RecommitOlderSlot()) {
+      trace_(fmt::format("rank {}: the one step more writes over its {} copy of step {}", rank, committed.origin,
+                         committed.step));
+    }
+  }
   k.save_slot = arenas_[rank].BeginSave();
   k.save_end_ms = now_ms + draw_.save_ms;
   SlotCopy c;
