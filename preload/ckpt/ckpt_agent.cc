@@ -456,7 +456,10 @@ int Agent::StepDone(int64_t step) {
   if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, arena_error_);
   if (phase_ != Phase::kReady) return FT_OK;
   bool due = (every > 0 && step % every == 0) || !at_step_waiting_.empty();
-  if (!due) return FT_OK;
+  // A signal's one step more is saved by the termination itself (ckpt_agent_term.cc): a
+  // snapshot would begin writing its slot before the device reached the step, which a device
+  // stuck behind a peer that is gone never does.
+  if (!due || term_one_step_more_) return FT_OK;
   // A snapshot that never blocks the host, when the app told us its stream. The previous one
   // still running (copies or checksums): this one is skipped, never waited for — its slot is
   // the only one not committed, and waiting would block the host for the rest of a copy and

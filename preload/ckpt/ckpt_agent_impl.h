@@ -183,9 +183,9 @@ class Agent {
   // crash the survivors hold such a copy and the rank that died does not, while a periodic
   // snapshot or a restored step is on every rank.
   bool committed_is_local_ GUARDED_BY(mu_) = false;
-  // A signal's one step more is under way (ckpt_agent_term.cc, SaveOneStepMore): the save of
-  // that step (its own, or a periodic one due on it) writes over a local committed copy when
-  // the other slot keeps an older whole one.
+  // A signal's one step more is under way (ckpt_agent_term.cc, SaveOneStepMore): no periodic
+  // save falls due, and the termination's save of that step writes over a local committed copy
+  // when the other slot keeps an older whole one.
   bool term_one_step_more_ GUARDED_BY(mu_) = false;
   // Set by SaveBeforeEnd from start to end (under mu_, waited on through done_cv_): its causes
   // may race (a SIGTERM and a failure).

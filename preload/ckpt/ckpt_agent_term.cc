@@ -143,7 +143,11 @@ EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
 // anywhere (a campaign schedule: periodic step 6 on every rank, survivors 8 and 9). So when the
 // first copy is one only this process took (termination or just-in-time) and the other slot
 // holds an older whole copy (a periodic snapshot, the restored step), the one step more writes
-// over the first copy; the older copy every rank took stays. The cost: a rank killed while it
+// over the first copy; the older copy every rank took stays. Only when the device holds the
+// newer step (ckpt_agent_cut.cc: a device behind its host keeps the first copy), and never by a
+// snapshot (no periodic save falls due on the step more): a snapshot's slot is written before
+// the device reaches the step, which a device stuck behind a peer that is gone never does (a
+// campaign schedule lost its newest whole step that way). The cost: a rank killed while it
 // writes the step more keeps the older copy instead of the first.
 EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock::time_point deadline,
                                EndSave first) {
@@ -158,8 +162,7 @@ EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock:
     MutexLock lock(&mu_);
     hold_after_steps_.store(steps, std::memory_order_seq_cst);  // the update after the next step waits
     term_hold_.store(false, std::memory_order_seq_cst);
-    // Whichever save takes the next step (this one's, or a periodic one falling due on it).
-    term_one_step_more_ = true;
+    term_one_step_more_ = true;  // the next step is this save's, not a periodic one's
   }
   struct StepMoreEnded {
     Agent* agent;

@@ -165,6 +165,15 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
     cut = CutForSave(origin);
   }
   job.manifest.step = periodic ? periodic->step : cut.step;
+  if (!periodic && cut.step != kNoStep) {
+    // The one step more's copy, of a step newer than the copy only this process took: it writes
+    // over that copy (ckpt_agent_term.cc). Known only now: a device behind its host may still
+    // hold the step of that copy, which then stays.
+    MutexLock lock(&mu_);
+    if (term_one_step_more_ && committed_is_local_ && committed_step_ != kNoStep && cut.step > committed_step_) {
+      KeepTheOlderCopyLocked();
+    }
+  }
   job.manifest.origin = origin;
   job.arena = &arena_;
   job.device = device_;
@@ -368,7 +377,6 @@ void Agent::Run() {
         termination = term_requested_;
         term_requested_ = false;
       }
-      if (term_one_step_more_ && committed_is_local_) KeepTheOlderCopyLocked();
       saving_ = true;
       committing_ = false;
       lock.Unlock();

@@ -13,7 +13,8 @@ disk tiers) varied by the seed, and invariants checked after each:
               moment: the fault's node's ftworker SIGKILLed (its plan file left behind) and
               started again, or ftmaster SIGKILLed and started again, after 0-2 s; and a third:
               Redis SIGKILLed and started again after 0-2 s, empty or from a snapshot taken just
-              before; and an operator's `ftmaster save` at a random step; a crashed group restarted in place after 0-3 s (torchrun --max_restarts), a
+              before; and an operator's `ftmaster save` at a random step; and a local disk tier
+              on a full disk (every persist fails: ENOSPC); a crashed group restarted in place after 0-3 s (torchrun --max_restarts), a
               preempted job relaunched with the same command.
   I1          every rank restores one step S, or none.
   I2          the job then ends bit-identical to an uninterrupted run (trainsim_reference):
@@ -28,6 +29,7 @@ disk tiers) varied by the seed, and invariants checked after each:
   I4          a preemption (nothing failed) makes ftmaster stop nothing; a rank frozen by SIGSTOP
               is named by an incident (unless Redis lost it).
   I5          nothing ft wrote is left: no segment of the job in /dev/shm once its last run ended.
+  full disk   a worker said its persist failed for want of space (when any copy was saved).
 
 --seeds N --first-seed K runs seeds K..K+N-1, --seed-list A,B,C those seeds; a failing seed is
 printed with its draw, and `--seed-list <it>` runs it again. Seeds that once failed run in
@@ -35,7 +37,11 @@ make test (ckpt.e2e_torture-regressions): 25 (a rank frozen by SIGSTOP while ftm
 restarted: the relaunch's first collective timed out at the adapted 1 s while the other node's
 ranks still restored, and the healthy relaunch was stopped) and 33 (a failing exit while
 ftmaster and Redis restarted: the new master judged the workers' flushed backlog before it had
-read the membership, took the replaced process's exit for a crash and stopped the relaunch). Ends with RESULT torture schedules=N
+read the membership, took the replaced process's exit for a crash and stopped the relaunch) and
+1055 (a preemption, sharded, snapshots every step, the host running ahead of its device: the one
+step more's snapshot began writing over the rank's termination copy before the device reached the
+step, the device never did (its peers had ended), and the newest whole step was lost with it).
+Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
 
@@ -110,6 +116,10 @@ def draw(seed):
         # the fault's; a preempted job may end first), while whatever else happens.
         "save": rng.random() < 0.3,
         "save_step": rng.randrange(5, 30),
+        # And after that: the workers keep a local disk tier (FT_CKPT_DIR), on a disk that is
+        # full (a 64 KiB tmpfs: no copy fits), so every persist fails while recovery goes on
+        # from memory.
+        "disk_full": rng.random() < 0.2,
     }
 
 
@@ -120,9 +130,14 @@ def shard_of(rank, sharded):
 
 def arena_steps(lines):
     """The whole steps a rank's arena holds after the saves its log lines name: two slots; a
-    whole save moves the committed copy to the other slot, a torn one overwrites that slot."""
+    whole save moves the committed copy to the other slot, a torn one overwrites that slot; a
+    termination's one step more that writes over its first copy (libft.so says so) commits the
+    older copy first, so that one stays."""
     committed, other = None, None
     for line in lines:
+        if "writes over that copy" in line and other is not None:
+            committed, other = other, committed
+            continue
         m = re.search(r"save: saved step=(\d+) digest=\w+ torn=([01])", line)
         if not m:
             continue
@@ -162,6 +177,29 @@ def save_at_step(c, step, done):
     done.append("save at step %d: exit %d" % (step, out.returncode))
 
 
+class FullDisks:
+    """A 64 KiB tmpfs mounted on each node's local tier directory (needs root, as the VMs that
+    run make test give): a disk too small for any copy."""
+
+    def __init__(self, c):
+        self.mounted = []
+        for node in c.node_names:
+            where = c.local_dir(node)
+            os.makedirs(where, exist_ok=True)
+            out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs", where],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                self.close()
+                raise Violation("wrong_restores", "cannot mount a small tmpfs as a full disk at %s (the full-disk "
+                                "fault needs root): %s" % (where, out.stderr.strip()))
+            self.mounted.append(where)
+
+    def close(self):
+        for where in self.mounted:
+            subprocess.run(["umount", "-l", where], capture_output=True)
+        self.mounted = []
+
+
 def run_seed(args, seed, counts):
     d = draw(seed)
     if args.no_worker_restart and d["extra"] == "worker-restart":
@@ -181,150 +219,166 @@ def run_seed(args, seed, counts):
         fault = "sigstop"  # sent by this test, not by trainsim
     master_env = {"FT_SHARDED_OPTIMIZER": "1"} if d["sharded"] else {}
     with CkptCluster(args, job=job, nodes=2, ranks_per_node=2) as c:
-        c.start_master(TOPOLOGY, master_env)
+        disks = FullDisks(c) if d["disk_full"] else None
+        try:
+            return run_schedule(args, c, d, fault, model, shape, env, master_env, counts, seed, disks)
+        finally:
+            if disks is not None:
+                disks.close()
 
-        def redis_fault():
-            """Redis SIGKILLed and started again, empty or from a snapshot taken just before."""
-            if d["redis"] is None:
-                return
-            if d["redis"] == "restart-data":
-                c.db.command("SAVE")
-            c.redis.stop()
-            time.sleep(d["redis_delay"])
-            if d["redis"] == "restart-empty":
-                try:
-                    os.unlink(os.path.join(c.redis.dir, "dump.rdb"))
-                except OSError:
-                    pass
-            c.redis.restart()
-            c.db = c.redis.client()
 
-        def second_fault(rank):
-            """The extra fault at the first one's moment (a no-op for none or hang), then Redis's."""
-            redis_fault()
-            if d["extra"] == "worker-restart":
-                node = c.node_names[rank // 2]
-                c.stop_worker(node, signal.SIGKILL)
-                time.sleep(d["extra_delay"])
-                c.start_worker(node)
-            elif d["extra"] == "master-restart":
-                old = c.masters.pop("m0")
-                old.kill()
-                old.wait()
-                c.master = None
-                time.sleep(d["extra_delay"])
-                c.start_master(TOPOLOGY, master_env)
+def run_schedule(args, c, d, fault, model, shape, env, master_env, counts, seed, disks):
+    """One seed's schedule on the cluster `c`; returns (draw, restored step, bound)."""
+    c.start_master(TOPOLOGY, master_env)
 
-        saves = []
-        saver = None
+    def redis_fault():
+        """Redis SIGKILLed and started again, empty or from a snapshot taken just before."""
+        if d["redis"] is None:
+            return
+        if d["redis"] == "restart-data":
+            c.db.command("SAVE")
+        c.redis.stop()
+        time.sleep(d["redis_delay"])
+        if d["redis"] == "restart-empty":
+            try:
+                os.unlink(os.path.join(c.redis.dir, "dump.rdb"))
+            except OSError:
+                pass
+        c.redis.restart()
+        c.db = c.redis.client()
 
-        def start_save():
-            nonlocal saver
-            if d["save"]:
-                saver = threading.Thread(target=save_at_step, args=(c, d["save_step"], saves), daemon=True)
-                saver.start()
+    def second_fault(rank):
+        """The extra fault at the first one's moment (a no-op for none or hang), then Redis's."""
+        redis_fault()
+        if d["extra"] == "worker-restart":
+            node = c.node_names[rank // 2]
+            c.stop_worker(node, signal.SIGKILL)
+            time.sleep(d["extra_delay"])
+            c.start_worker(node, local_tier=disks is not None)
+        elif d["extra"] == "master-restart":
+            old = c.masters.pop("m0")
+            old.kill()
+            old.wait()
+            c.master = None
+            time.sleep(d["extra_delay"])
+            c.start_master(TOPOLOGY, master_env)
 
-        for node in c.node_names:
-            c.start_worker(node)  # memory only: the defaults
-        if d["fault"] == "preempt":
-            c.start_ckpt_job(model + ["--verbose"], env=env, timeout=150, launch_args=["--teardown", "slurm"])
-            start_save()
-            c.wait_for(lambda: re.search(r"trainsim rank=\d+ step=%d " % d["step"], c.job_output()), 90,
-                       "step %d" % d["step"], poll=0.01)
+    saves = []
+    saver = None
+
+    def start_save():
+        nonlocal saver
+        if d["save"]:
+            saver = threading.Thread(target=save_at_step, args=(c, d["save_step"], saves), daemon=True)
+            saver.start()
+
+    for node in c.node_names:
+        c.start_worker(node, local_tier=disks is not None)  # memory only: the defaults
+    if d["fault"] == "preempt":
+        c.start_ckpt_job(model + ["--verbose"], env=env, timeout=150, launch_args=["--teardown", "slurm"])
+        start_save()
+        c.wait_for(lambda: re.search(r"trainsim rank=\d+ step=%d " % d["step"], c.job_output()), 90,
+                   "step %d" % d["step"], poll=0.01)
+        time.sleep(d["moment"])
+        c.job_proc.send_signal(signal.SIGTERM)
+        second_fault(d["rank"])
+        wait_job_exit(c, 60, "the preempted job")
+        first = c.job_output()
+        reached = {}
+        for r, st in re.findall(r"trainsim rank=(\d+) step=(\d+) ", first):
+            reached[int(r)] = max(reached.get(int(r), 0), int(st) + 1)
+        held = {r: arena_steps(c.rank_log(r)) for r in range(WORLD)}
+        c.start_ckpt_job(model, env=env, timeout=150)
+        c.wait_for(lambda: c.job_proc.poll() is not None, 150, "the relaunched job to end", poll=0.2)
+        final = c.job_output()
+        restored = c.restored()
+    else:
+        # --verbose: the step lines the second fault waits for.
+        injected = [] if fault == "sigstop" else ["--fault", fault, "--fault-rank", str(d["rank"]),
+                                                   "--fault-step", str(d["step"]), "--fault-restart", "0"]
+        c.start_ckpt_job(model + ["--verbose"] + injected, env=env, timeout=150,
+                         launch_args=["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay",
+                                      str(d["restart_delay"])])
+        start_save()
+        if fault == "sigstop":
+            c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"]), c.job_output()),
+                       90, "step %d" % d["step"], poll=0.01)
             time.sleep(d["moment"])
-            c.job_proc.send_signal(signal.SIGTERM)
+            os.kill(c.rank_pids()[d["rank"]], signal.SIGSTOP)
             second_fault(d["rank"])
-            wait_job_exit(c, 60, "the preempted job")
-            first = c.job_output()
-            reached = {}
-            for r, st in re.findall(r"trainsim rank=(\d+) step=(\d+) ", first):
-                reached[int(r)] = max(reached.get(int(r), 0), int(st) + 1)
-            held = {r: arena_steps(c.rank_log(r)) for r in range(WORLD)}
-            c.start_ckpt_job(model, env=env, timeout=150)
-            c.wait_for(lambda: c.job_proc.poll() is not None, 150, "the relaunched job to end", poll=0.2)
-            final = c.job_output()
-            restored = c.restored()
-        else:
-            # --verbose: the step lines the second fault waits for.
-            injected = [] if fault == "sigstop" else ["--fault", fault, "--fault-rank", str(d["rank"]),
-                                                       "--fault-step", str(d["step"]), "--fault-restart", "0"]
-            c.start_ckpt_job(model + ["--verbose"] + injected, env=env, timeout=150,
-                             launch_args=["--teardown", "torchrun", "--max-restarts", "1", "--restart-delay",
-                                          str(d["restart_delay"])])
-            start_save()
-            if fault == "sigstop":
-                c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"]), c.job_output()),
-                           90, "step %d" % d["step"], poll=0.01)
-                time.sleep(d["moment"])
-                os.kill(c.rank_pids()[d["rank"]], signal.SIGSTOP)
-                second_fault(d["rank"])
-            elif d["extra"] in ("worker-restart", "master-restart") or d["redis"]:
-                c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"] - 1), c.job_output()),
-                           90, "step %d" % d["step"], poll=0.01)
-                second_fault(d["rank"])
-            c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the job, restarted in place, to end", poll=0.2)
-            out = c.job_output()
-            before, _, final = out.partition("in place")
-            held = {}
-            for r in range(WORLD):
-                prefix = "[rank %d] " % r
-                held[r] = arena_steps([l[len(prefix):] for l in before.splitlines() if l.startswith(prefix)])
-            reached = None
-            restored = {int(r): int(s) for r, s in re.findall(r"trainsim rank=(\d+) restored step=(\d+)", final)}
-        if saver is not None:
-            saver.join(timeout=60)
-            print("seed %d: %s" % (seed, saves[0] if saves else "the save thread did not end"), flush=True)
-        rc = c.job_proc.returncode
-        if rc != 0:
-            raise Violation("wrong_restores", "the last run exited %s" % rc)
-        bound = whole_everywhere(held, d["sharded"])
-        # I1: one step on every rank, or none.
-        steps = set(restored.values())
-        if restored and (sorted(restored) != list(range(WORLD)) or len(steps) != 1):
-            raise Violation("wrong_restores", "ranks restored %s" % restored)
-        step = steps.pop() if restored else None
-        # I2: bit for bit the uninterrupted run's state.
-        got = {int(r): line for r, line in
-               re.findall(r"^\[rank (\d+)\] (trainsim rank=\d+ dp=.*checksum=[0-9a-f]+)$", final, re.M)}
-        want = reference(args, shape)
-        if got != want:
-            raise Violation("wrong_restores", "final checksums %s differ from the reference %s (restored %s)" %
-                            (got, want, step))
-        # I3: no whole step lost.
-        if bound is not None and (step is None or step < bound - args.lag_allowed):
-            raise Violation("lost_beyond_bound", "restored %s, but step %d was whole on every shard (arenas %s)" %
-                            (step, bound, held))
-        if bound is not None and step < bound:
-            # The open defect (one step behind the newest whole one, timing-dependent): tolerated
-            # only with --lag-allowed, and counted.
-            counts["behind_newest"] += 1
-            print("seed %d: restored %d, one behind step %d whole on every shard (arenas %s)" % (seed, step, bound, held),
-                  flush=True)
-        if reached:
-            behind = 1 if d["sync"] else 3
-            if step is None or step < max(reached.values()) - behind:
-                raise Violation("lost_beyond_bound", "preempted: restored %s, ranks reached %s" % (step, reached))
-            # I4: nothing failed, so nothing is stopped by ft.
-            stops = [i for i in c.incidents() if i.get("decision") == "stop"]
-            if stops:
-                counts["false_stops"] += 1
-                raise Violation("false_stops", "a preemption made the master stop ranks: %s" % stops)
-        if fault == "sigstop" and d["redis"] is None:
-            # I4: the healthy ranks were stopped by ft, so an incident says why, naming the
-            # frozen rank (with Redis restarted empty the incident may be among what it lost).
-            named = {s["rank"] for i in c.incidents() for s in i.get("suspects", [])}
-            if d["rank"] not in named:
-                counts["false_stops"] += 1
-                raise Violation("false_stops", "rank %d was stopped (SIGSTOP) and no incident names it: %s" %
-                                (d["rank"], c.incidents()))
-        # I5: once the last run ended (its processes exited cleanly), no segment of the job is left.
-        deadline = time.monotonic() + 10
-        while leftover_segments(c.job) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        left = leftover_segments(c.job)
-        if left:
-            raise Violation("leftovers", "segments left in /dev/shm: %s" % left)
-        return d, step, bound
+        elif d["extra"] in ("worker-restart", "master-restart") or d["redis"]:
+            c.wait_for(lambda: re.search(r"trainsim rank=%d step=%d " % (d["rank"], d["step"] - 1), c.job_output()),
+                       90, "step %d" % d["step"], poll=0.01)
+            second_fault(d["rank"])
+        c.wait_for(lambda: c.job_proc.poll() is not None, 170, "the job, restarted in place, to end", poll=0.2)
+        out = c.job_output()
+        before, _, final = out.partition("in place")
+        held = {}
+        for r in range(WORLD):
+            prefix = "[rank %d] " % r
+            held[r] = arena_steps([l[len(prefix):] for l in before.splitlines() if l.startswith(prefix)])
+        reached = None
+        restored = {int(r): int(s) for r, s in re.findall(r"trainsim rank=(\d+) restored step=(\d+)", final)}
+    if saver is not None:
+        saver.join(timeout=60)
+        print("seed %d: %s" % (seed, saves[0] if saves else "the save thread did not end"), flush=True)
+    rc = c.job_proc.returncode
+    if rc != 0:
+        raise Violation("wrong_restores", "the last run exited %s" % rc)
+    bound = whole_everywhere(held, d["sharded"])
+    # I1: one step on every rank, or none.
+    steps = set(restored.values())
+    if restored and (sorted(restored) != list(range(WORLD)) or len(steps) != 1):
+        raise Violation("wrong_restores", "ranks restored %s" % restored)
+    step = steps.pop() if restored else None
+    # I2: bit for bit the uninterrupted run's state.
+    got = {int(r): line for r, line in
+           re.findall(r"^\[rank (\d+)\] (trainsim rank=\d+ dp=.*checksum=[0-9a-f]+)$", final, re.M)}
+    want = reference(args, shape)
+    if got != want:
+        raise Violation("wrong_restores", "final checksums %s differ from the reference %s (restored %s)" %
+                        (got, want, step))
+    # I3: no whole step lost.
+    if bound is not None and (step is None or step < bound - args.lag_allowed):
+        raise Violation("lost_beyond_bound", "restored %s, but step %d was whole on every shard (arenas %s)" %
+                        (step, bound, held))
+    if bound is not None and step < bound:
+        # The open defect (one step behind the newest whole one, timing-dependent): tolerated
+        # only with --lag-allowed, and counted.
+        counts["behind_newest"] += 1
+        print("seed %d: restored %d, one behind step %d whole on every shard (arenas %s)" % (seed, step, bound, held),
+              flush=True)
+    if reached:
+        behind = 1 if d["sync"] else 3
+        if step is None or step < max(reached.values()) - behind:
+            raise Violation("lost_beyond_bound", "preempted: restored %s, ranks reached %s" % (step, reached))
+        # I4: nothing failed, so nothing is stopped by ft.
+        stops = [i for i in c.incidents() if i.get("decision") == "stop"]
+        if stops:
+            counts["false_stops"] += 1
+            raise Violation("false_stops", "a preemption made the master stop ranks: %s" % stops)
+    if fault == "sigstop" and d["redis"] is None:
+        # I4: the healthy ranks were stopped by ft, so an incident says why, naming the
+        # frozen rank (with Redis restarted empty the incident may be among what it lost).
+        named = {s["rank"] for i in c.incidents() for s in i.get("suspects", [])}
+        if d["rank"] not in named:
+            counts["false_stops"] += 1
+            raise Violation("false_stops", "rank %d was stopped (SIGSTOP) and no incident names it: %s" %
+                            (d["rank"], c.incidents()))
+    # I5: once the last run ended (its processes exited cleanly), no segment of the job is left.
+    deadline = time.monotonic() + 10
+    while leftover_segments(c.job) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = leftover_segments(c.job)
+    if left:
+        raise Violation("leftovers", "segments left in /dev/shm: %s" % left)
+    # The full disk was met: a copy was saved, so a worker tried to persist it.
+    if disks is not None and any(held.values()):
+        logs = "".join(c.worker_log(node) for node in c.node_names)
+        if "No space left on device" not in logs:
+            raise Violation("wrong_restores", "the local tier is full, copies were saved, and no worker said "
+                            "a persist failed for want of space")
+    return d, step, bound
 
 
 def main():

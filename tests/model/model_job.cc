@@ -97,10 +97,8 @@ void ModelJob::StepDone(int rank, int64_t now_ms) {
   ++k.done_step;
   k.phase = Phase::kCompute;
   k.until_ms = now_ms + std::max<int64_t>(50, draw_.step_ms - draw_.update_ms - 30 + Jitter(-draw_.step_ms / 10, draw_.step_ms / 10));
-  // A periodic save falls due on the one step more too (ft_step_done takes it; the
-  // termination joins it); none while the state is held.
-  if (draw_.periodic_every > 0 && k.done_step % draw_.periodic_every == 0 && k.save_slot < 0 &&
-      (!k.terminating || k.term_phase == 2)) {
+  // No periodic save while a termination runs: its own saves take the steps (ckpt_agent.cc).
+  if (draw_.periodic_every > 0 && k.done_step % draw_.periodic_every == 0 && k.save_slot < 0 && !k.terminating) {
     StartSave(rank, now_ms, false, "periodic");
   }
 }
