@@ -11,7 +11,9 @@
 // Two slots (FT_CKPT_ARENA_SLOTS=2, the default): a save writes the slot that does not hold the
 // committed copy and its commit flips which slot does, so a committed copy is only ever
 // replaced by a newer committed one — a save that fails, is given up, or dies with its process
-// (SIGKILL mid-save) leaves the previous copy committed and readable. One slot halves the
+// (SIGKILL mid-save) leaves the previous copy committed and readable. (One exception, asked for:
+// RecommitOlderSlot hands the commit back to the older copy so that the next save replaces the
+// newer one.) One slot halves the
 // memory; then a save overwrites the committed copy in place and a failed save leaves none.
 //
 // Commit protocol, per slot a seqlock: BeginWrite picks the slot (its sequence becomes odd),
