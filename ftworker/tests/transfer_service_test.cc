@@ -237,6 +237,27 @@ TEST_F(TransferServiceTest, ANewSecretRestartsTheServerOnItsPort) {
   EXPECT_EQ(Endpoint()->port, 45678);
 }
 
+// The system gave the old port to another socket once the server closed it (a connection to
+// Redis reconnecting after the outage that changed the secret): the server listens on another
+// free port at once, not after the 5 s retry, and the endpoint names it.
+TEST_F(TransferServiceTest, ARestartWhosePortWasTakenListensOnAnotherAtOnce) {
+  test_util::LogCapture logs;
+  server_.Execute({"SET", keys_.TransferSecret(), kSecret});
+  Start();
+  TickFor(1000);
+  ASSERT_EQ(log_.made.size(), 1u);
+  log_.start_results = {Status::Unavailable("bind: Address already in use")};
+  server_.Execute({"SET", keys_.TransferSecret(), std::string(64, 'c')});
+  TickFor(2500);
+  ASSERT_EQ(log_.made.size(), 3u) << "the old port, then at once any free one";
+  EXPECT_EQ(log_.made[1].port, 45678);
+  EXPECT_EQ(log_.made[2].port, 0) << "FT_TRANSFER_PORT=0: a free port";
+  EXPECT_TRUE(daemon_->transfer().serving());
+  EXPECT_TRUE(Endpoint().has_value());
+  EXPECT_EQ(logs.Count({"could not listen again on 10.1.2.3:45678", "Address already in use", "another port"}), 1u)
+      << logs.All();
+}
+
 TEST_F(TransferServiceTest, RefusedPeersAreLogged) {
   test_util::LogCapture logs;
   server_.Execute({"SET", keys_.TransferSecret(), kSecret});

@@ -105,13 +105,26 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   so.listen_address = options_.listen_address;
   // A restart keeps the port peers know, once; should it be taken meanwhile, FT_TRANSFER_PORT.
   so.port = restart_port_ != 0 ? restart_port_ : static_cast<uint16_t>(options_.port);
+  const bool restart = restart_port_ != 0 && restart_port_ != options_.port;
   restart_port_ = 0;
   so.secret = secret_;
   so.provider = &provider_;
   so.fast_path = options_.fast_path;
-  std::unique_ptr<TransferServer> server =
-      options_.make_server ? options_.make_server(so) : MakeRdmaServer(so);
+  auto make = [&] { return options_.make_server ? options_.make_server(so) : MakeRdmaServer(so); };
+  std::unique_ptr<TransferServer> server = make();
   Status s = server->Start();
+  if (!s.ok() && restart) {
+    // The port this server had was a free one the system chose (FT_TRANSFER_PORT=0), and the
+    // system may hand it to any new connection once it is closed (one to Redis, reconnecting
+    // after the outage that changed the secret). Another free port now, not in 5 s: peers pull
+    // while the job restarts, and they read the new endpoint from Redis (a campaign seed: a
+    // relaunched rank's prefetch gave up on the refused port, and the rank had no source).
+    FT_LOG(Warn, Worker, "the transfer server could not listen again on {}:{}: {}; listening on another "
+           "port, which peers read from {}", options_.listen_address, so.port, s.message(), keys_.Endpoints());
+    so.port = static_cast<uint16_t>(options_.port);
+    server = make();
+    s = server->Start();
+  }
   if (!s.ok()) {
     FT_LOG(Warn, Worker, "the transfer server could not listen on {}:{}: {}; retrying in 5 s (check "
            "FT_LISTEN and FT_TRANSFER_PORT); peers pull this node's copies from others meanwhile",

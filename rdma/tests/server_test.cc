@@ -200,6 +200,29 @@ TEST_F(ServerTest, ListensOnTheGivenAddressOnly) {
   freeifaddrs(addrs);
 }
 
+// A worker whose job secret changed restarts its server on the port its peers know
+// (ftworker/transfer/transfer_service.cc): once Stop returned, that port is free again, also
+// while a peer's connection was open when it stopped.
+TEST_F(ServerTest, AStoppedServersPortIsFreeForTheNextOne) {
+  StartServer();
+  const uint16_t port = server_->port();
+  RawSocket idle(port);  // a peer connected, not yet authenticated
+  ASSERT_TRUE(idle.connected());
+  server_->Stop();
+  ServerOptions options;
+  options.listen_address = "127.0.0.1";
+  options.port = port;
+  options.secret = kSecret;
+  options.provider = &provider_;
+  Server next(options);
+  Status started = next.Start();
+  ASSERT_TRUE(started.ok()) << started.ToString();
+  EXPECT_EQ(next.port(), port);
+  RawSocket again(port);
+  EXPECT_TRUE(again.connected());
+  next.Stop();
+}
+
 TEST_F(ServerTest, ReadOutsideTheRegionIsAnErrorNotBytes) {
   StartServer();
   RawSocket raw(server_->port());
