@@ -40,12 +40,14 @@ ftmaster and Redis restarted: the new master judged the workers' flushed backlog
 read the membership, took the replaced process's exit for a crash and stopped the relaunch) and
 1055 (a preemption, sharded, snapshots every step, the host running ahead of its device: the one
 step more's snapshot began writing over the rank's termination copy before the device reached the
-step, the device never did (its peers had ended), and the newest whole step was lost with it).
+step, the device never did (its peers had ended), and the newest whole step was lost with it) and
+1100 (Redis restarted empty at a SIGSTOP: the master made a new transfer secret, each worker
+restarted its transfer server on its old port, which the system had handed to another socket
+meanwhile; 5 s without a server, and the relaunched rank's prefetch from the peer node gave up).
 Open (found by the 200-seed soak on 2026-12-04, failing with and without that day's termination
-change, so older): 1100, 1117, 1176, 1193, each with Redis restarted empty at the fault — the
-relaunched rank's pull from a peer refused (the transfer endpoint of before the outage), or the
-relaunch stopped as a hang no rank could be named for while half of it trained on; 1197 (Redis
-restarted from a snapshot) once in two runs.
+change, so older): 1117, 1176, 1193, each with Redis restarted empty at the fault — the relaunch
+stopped as a hang no rank could be named for while half of it trained on; 1197 (Redis restarted
+from a snapshot) once in two runs.
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
