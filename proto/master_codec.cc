@@ -149,4 +149,84 @@ Status Decode(std::string_view json, OpenIncident* out) {
   });
 }
 
+// --- Goodput ---------------------------------------------------------------------------------
+
+namespace {
+
+OJson SecondsJson(const GoodputSeconds& seconds, bool with_productive) {
+  OJson j = OJson::object();
+  for (GoodputCause c : kGoodputCauses) {
+    if (c == GoodputCause::kProductive && !with_productive) continue;
+    j[GoodputCauseName(c)] = Finite(seconds[static_cast<size_t>(c)]);
+  }
+  return j;
+}
+
+// Every cause optional (a value written before a cause existed reads it as 0); a cause this build
+// does not know is left alone, as any other field is (a newer master's); a negative figure is
+// refused.
+Status ReadSeconds(const Reader& r, const char* key, GoodputSeconds* out) {
+  *out = {};
+  return r.Object(key, Need::kRequired, [out](const Reader& o) -> Status {
+    for (GoodputCause c : kGoodputCauses) {
+      FT_RETURN_IF_ERROR(o.Num(GoodputCauseName(c), Need::kOptional, &(*out)[static_cast<size_t>(c)], 0, 1e15));
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+std::string Encode(const Goodput& g) {
+  OJson j = Versioned();
+  j["since_unix_ms"] = g.since_unix_ms;
+  j["last_unix_ms"] = g.last_unix_ms;
+  j["rank_s"] = SecondsJson(g.rank_s, true);
+  j["wall_s"] = SecondsJson(g.wall_s, true);
+  j["phase"] = GoodputCauseName(g.phase);
+  j["furthest_step"] = g.furthest_step;
+  j["redo_until_step"] = g.redo_until_step;
+  j["incarnation"] = g.incarnation;
+  j["stepping"] = g.stepping;
+  j["normal_step_ms"] = Finite(g.normal_step_ms);
+  OJson incidents = OJson::array();
+  for (const GoodputIncident& i : g.incidents) {
+    OJson e = OJson::object();
+    e["id"] = i.id;
+    e["fault_unix_ms"] = i.fault_unix_ms;
+    e["rank_s"] = SecondsJson(i.rank_s, false);
+    e["open"] = i.open;
+    incidents.push_back(std::move(e));
+  }
+  j["incidents"] = std::move(incidents);
+  return Dump(j);
+}
+
+Status Decode(std::string_view json, Goodput* out) {
+  return DecodeValue(json, out, [](const Reader& r, Goodput* g) -> Status {
+    FT_RETURN_IF_ERROR(r.Int("since_unix_ms", Need::kRequired, &g->since_unix_ms, 0));
+    FT_RETURN_IF_ERROR(r.Int("last_unix_ms", Need::kRequired, &g->last_unix_ms, 0));
+    FT_RETURN_IF_ERROR(ReadSeconds(r, "rank_s", &g->rank_s));
+    FT_RETURN_IF_ERROR(ReadSeconds(r, "wall_s", &g->wall_s));
+    FT_RETURN_IF_ERROR(ReadName(r, "phase", "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName, &g->phase));
+    FT_RETURN_IF_ERROR(r.Int("furthest_step", Need::kRequired, &g->furthest_step, -1));
+    FT_RETURN_IF_ERROR(r.Int("redo_until_step", Need::kRequired, &g->redo_until_step, -1));
+    FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kRequired, &g->incarnation));
+    FT_RETURN_IF_ERROR(r.Bool("stepping", Need::kRequired, &g->stepping));
+    FT_RETURN_IF_ERROR(r.Num("normal_step_ms", Need::kRequired, &g->normal_step_ms, 0, 1e12));
+    FT_RETURN_IF_ERROR(r.Objects("incidents", Need::kRequired, &g->incidents,
+                                 [](const Reader& o, GoodputIncident* i) -> Status {
+                                   FT_RETURN_IF_ERROR(o.Str("id", Need::kRequired, &i->id));
+                                   FT_RETURN_IF_ERROR(o.Int("fault_unix_ms", Need::kRequired, &i->fault_unix_ms, 0));
+                                   FT_RETURN_IF_ERROR(ReadSeconds(o, "rank_s", &i->rank_s));
+                                   return o.Bool("open", Need::kRequired, &i->open);
+                                 }));
+    if (g->incidents.size() > Goodput::kMaxIncidents) {
+      return Status::Corrupt(r.Path("incidents") + ": " + std::to_string(g->incidents.size()) +
+                             " entries, more than the " + std::to_string(Goodput::kMaxIncidents) + " kept");
+    }
+    return Status::Ok();
+  });
+}
+
 }  // namespace ft::proto

@@ -10,6 +10,8 @@
 #ifndef FT_PROTO_MASTER_CODEC_H_
 #define FT_PROTO_MASTER_CODEC_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -149,10 +151,84 @@ struct OpenIncident {
   bool operator==(const OpenIncident&) const = default;
 };
 
+// Where the job's time goes (`goodput` in the master hash; ftmaster/core/goodput.h accounts
+// it): productive training, or lost to one of these causes. Written as GoodputCauseName.
+enum class GoodputCause : uint8_t {
+  kProductive,  // steps that advance the job past the furthest step it ever reached
+  kStartup,     // ranks up but no step done yet: start-up, initialization and restore
+  kDetection,   // the fault to its incident's decision
+  kSaveStop,    // the decision to the job stopped: just-in-time saves, stop commands
+  kRelaunch,    // the job stopped to its next launch's ranks up
+  kRedone,      // steps trained again after a restore (up to the furthest step reached)
+  kSlowed,      // the share of a slowed step beyond the job's normal step time (fail-slow)
+  kIdle,        // the job is on but none of its ranks is up
+};
+inline constexpr GoodputCause kGoodputCauses[] = {GoodputCause::kProductive, GoodputCause::kStartup,
+                                                  GoodputCause::kDetection,  GoodputCause::kSaveStop,
+                                                  GoodputCause::kRelaunch,   GoodputCause::kRedone,
+                                                  GoodputCause::kSlowed,     GoodputCause::kIdle};
+inline constexpr size_t kGoodputCauseCount = sizeof(kGoodputCauses) / sizeof(kGoodputCauses[0]);
+
+inline constexpr const char* GoodputCauseName(GoodputCause c) {
+  switch (c) {
+    case GoodputCause::kProductive: return "productive";
+    case GoodputCause::kStartup: return "startup";
+    case GoodputCause::kDetection: return "detection";
+    case GoodputCause::kSaveStop: return "save-stop";
+    case GoodputCause::kRelaunch: return "relaunch";
+    case GoodputCause::kRedone: return "redone";
+    case GoodputCause::kSlowed: return "slowed";
+    case GoodputCause::kIdle: return "idle";
+  }
+  return "?";
+}
+
+inline std::optional<GoodputCause> ParseGoodputCause(std::string_view name) {
+  for (GoodputCause c : kGoodputCauses) {
+    if (name == GoodputCauseName(c)) return c;
+  }
+  return std::nullopt;
+}
+
+// Seconds by cause, indexed by the cause's value.
+using GoodputSeconds = std::array<double, kGoodputCauseCount>;
+
+// The time one incident cost: what it lost from its fault until the job trained past the step
+// it had reached again.
+struct GoodputIncident {
+  std::string id;                 // the incident's id ("" while its window is open)
+  int64_t fault_unix_ms = 0;
+  GoodputSeconds rank_s{};        // rank-seconds lost, by cause (kProductive unused)
+  bool open = false;              // still costing: the job has not trained past its step again
+
+  bool operator==(const GoodputIncident&) const = default;
+};
+
+// `goodput`: the job's time accounting, kept by the leading master and continued by the next.
+struct Goodput {
+  static constexpr size_t kMaxIncidents = 16;  // the newest kept
+
+  int64_t since_unix_ms = 0;      // the job's first rank up (0: none yet)
+  int64_t last_unix_ms = 0;       // accounted up to here
+  GoodputSeconds rank_s{};        // rank-seconds by cause: wall seconds x the job's ranks
+  GoodputSeconds wall_s{};        // wall seconds by cause
+  GoodputCause phase = GoodputCause::kStartup;  // what the time is going to now
+  int64_t furthest_step = -1;     // the furthest step any launch reached (-1: none known)
+  int64_t redo_until_step = -1;   // this launch's steps up to here are done again (a restore's)
+  uint64_t incarnation = 0;       // the launch being accounted (its ranks' incarnation)
+  bool stepping = false;          // that launch has done a step
+  double normal_step_ms = 0;      // the job's step time when nothing slows it (0: not known yet)
+  std::vector<GoodputIncident> incidents;  // oldest first
+
+  bool operator==(const Goodput&) const = default;
+};
+
 std::string Encode(const MasterAction& value);
 std::string Encode(const OpenIncident& value);
+std::string Encode(const Goodput& value);
 Status Decode(std::string_view json, MasterAction* out);
 Status Decode(std::string_view json, OpenIncident* out);
+Status Decode(std::string_view json, Goodput* out);
 
 }  // namespace ft::proto
 

@@ -129,6 +129,15 @@ struct Traits<OpenIncident> {
 };
 
 template <>
+struct Traits<Goodput> {
+  static Goodput Sample() { return SampleGoodput(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/since_unix_ms", "since_unix_ms"}, {"/rank_s", "rank_s"},   {"/phase", "phase"},
+            {"/furthest_step", "furthest_step"}, {"/stepping", "stepping"}};
+  }
+};
+
+template <>
 struct Traits<CkptCopy> {
   static CkptCopy Sample() { return SampleCkptCopy(); }
   static std::vector<std::pair<std::string, std::string>> Required() {
@@ -195,7 +204,7 @@ template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
-                                  OpenIncident, CkptCopy, StepVerdict, RestorePlan,
+                                  OpenIncident, Goodput, CkptCopy, StepVerdict, RestorePlan,
                                   CkptRewinds, PrefetchReport, TransferEndpoint>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
@@ -610,6 +619,34 @@ TEST(MasterCodecTest, PinnedEncoding) {
             R"("node-a:3",":7"],"phase":"stop","sent":true,)"
             R"("acks_from":"1763800000100-0","deadline_unix_ms":1763800030000,)"
             R"("nodes":["node-a","node-b"],"decided_unix_ms":1763800000900})");
+}
+
+// The goodput ledger a next master continues: every cause by name, the incidents' own costs.
+TEST(MasterCodecTest, GoodputPinnedAndRefusedWhenGarbled) {
+  EXPECT_EQ(Encode(SampleGoodput()),
+            R"({"v":1,"since_unix_ms":1763800000000,"last_unix_ms":1763800090000,"rank_s":{"productive":480.0,)"
+            R"("startup":40.0,"detection":24.0,"save-stop":8.0,"relaunch":12.0,"redone":16.0,"slowed":20.0,)"
+            R"("idle":4.0},"wall_s":{"productive":60.0,"startup":5.0,"detection":3.0,"save-stop":1.0,)"
+            R"("relaunch":1.5,"redone":2.0,"slowed":2.5,"idle":0.5},"phase":"redone","furthest_step":120,)"
+            R"("redo_until_step":100,"incarnation":2,"stepping":true,"normal_step_ms":250.5,"incidents":[)"
+            R"({"id":"1763800030000-hang","fault_unix_ms":1763800029000,"rank_s":{"startup":40.0,)"
+            R"("detection":24.0,"save-stop":8.0,"relaunch":12.0,"redone":16.0,"slowed":0.0,"idle":0.0},)"
+            R"("open":true}]})");
+  Goodput out;
+  Json negative = Json::parse(Encode(SampleGoodput()));
+  negative["rank_s"]["relaunch"] = -3;
+  Status s = Decode(negative.dump(), &out);
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+  EXPECT_NE(s.message().find("rank_s.relaunch"), std::string_view::npos) << s.ToString();
+  Json phase = Json::parse(Encode(SampleGoodput()));
+  phase["phase"] = "lunch";
+  s = Decode(phase.dump(), &out);
+  EXPECT_NE(s.message().find("unknown goodput cause 'lunch'"), std::string_view::npos) << s.ToString();
+  // A cause a newer master counts is left alone; the ones this build knows are read.
+  Json newer = Json::parse(Encode(SampleGoodput()));
+  newer["rank_s"]["preempted"] = 7;
+  ASSERT_TRUE(Decode(newer.dump(), &out).ok());
+  EXPECT_EQ(out, SampleGoodput());
 }
 
 // The save list as masters wrote it before it was grouped by node: an action in flight across

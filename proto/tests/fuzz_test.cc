@@ -61,6 +61,7 @@ std::vector<Kind> AllKinds() {
       {"WorkerHeartbeat", Encode(SampleHeartbeat()), DecodeChecked<WorkerHeartbeat>},
       {"MasterAction", Encode(SampleAction()), DecodeChecked<MasterAction>},
       {"OpenIncident", Encode(SampleOpenIncident()), DecodeChecked<OpenIncident>},
+      {"Goodput", Encode(SampleGoodput()), DecodeChecked<Goodput>},
       {"CkptCopy", Encode(SampleCkptCopy()), DecodeChecked<CkptCopy>},
       {"StepVerdict", Encode(SampleVerdict()), DecodeChecked<StepVerdict>},
       {"RestorePlan", Encode(SamplePlan()), DecodeChecked<RestorePlan>},

@@ -223,6 +223,27 @@ inline OpenIncident SampleOpenIncident() {
   return o;
 }
 
+inline Goodput SampleGoodput() {
+  Goodput g;
+  g.since_unix_ms = 1763800000000;
+  g.last_unix_ms = 1763800090000;
+  g.rank_s = {480, 40, 24, 8, 12, 16, 20, 4};
+  g.wall_s = {60, 5, 3, 1, 1.5, 2, 2.5, 0.5};
+  g.phase = GoodputCause::kRedone;
+  g.furthest_step = 120;
+  g.redo_until_step = 100;
+  g.incarnation = 2;
+  g.stepping = true;
+  g.normal_step_ms = 250.5;
+  GoodputIncident i;
+  i.id = "1763800030000-hang";
+  i.fault_unix_ms = 1763800029000;
+  i.rank_s = {0, 40, 24, 8, 12, 16, 0, 0};
+  i.open = true;
+  g.incidents = {i};
+  return g;
+}
+
 inline CkptCopy SampleCkptCopy() {
   CkptCopy c;
   c.step = 1200;
