@@ -176,12 +176,13 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
       continue;
     }
     uint64_t seq = 0;
+    const uint64_t incarnation = monitor_->LiveIncarnation(rank);
     Status s = monitor_->PostCommand(rank, type, command.text, &seq);
     if (!s.ok()) {
       acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
       continue;
     }
-    waiting_.push_back(Waiting{command, rank, seq, now_unix_ms, wait_ms});
+    waiting_.push_back(Waiting{command, rank, seq, incarnation, now_unix_ms, wait_ms});
   }
 }
 
@@ -216,6 +217,12 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     auto ack = monitor_->PollAck(w.rank, w.seq);
     if (ack) {
       acks->push_back(MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message,
+                              now_unix_ms));
+    } else if (monitor_->Ended(w.rank, w.incarnation)) {
+      // Its process ended after the command was posted (a teardown, a crash): no answer will
+      // come, and the master's action need not wait out the deadline for it.
+      acks->push_back(MakeAck(w.command, w.rank, "failed",
+                              fmt::format("rank {} ended before it acknowledged the {}", w.rank, w.command.kind),
                               now_unix_ms));
     } else if (now_unix_ms - w.since_unix_ms > w.wait_ms) {
       acks->push_back(MakeAck(w.command, w.rank, "failed",

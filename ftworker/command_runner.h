@@ -72,6 +72,7 @@ class CommandRunner {
     proto::Command command;
     int rank;
     uint64_t seq;
+    uint64_t incarnation;  // the process the command was posted to
     int64_t since_unix_ms;
     int64_t wait_ms;  // failed when not acknowledged within this
   };

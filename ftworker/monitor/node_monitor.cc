@@ -268,6 +268,18 @@ Status NodeMonitor::PostCommand(int rank, MailboxCommand type, std::string_view 
   return shm::PostCommand(m->segment(), static_cast<uint32_t>(type), bytes, seq);
 }
 
+uint64_t NodeMonitor::LiveIncarnation(int rank) const {
+  const RankMonitor* m = CurrentAlive(rank);
+  return m != nullptr ? m->incarnation() : 0;
+}
+
+bool NodeMonitor::Ended(int rank, uint64_t incarnation) const {
+  for (const auto& m : monitors_) {
+    if (m->rank() == rank && m->incarnation() == incarnation) return m->finished();
+  }
+  return true;
+}
+
 std::optional<shm::Ack> NodeMonitor::PollAck(int rank, uint64_t seq) {
   RankMonitor* m = Current(rank);
   if (m == nullptr) return std::nullopt;

@@ -109,6 +109,11 @@ class NodeMonitor {
   }
   // The rank's acknowledgement of command `seq`, once written.
   std::optional<shm::Ack> PollAck(int rank, uint64_t seq);
+  // The incarnation PostCommand posts to now (0: the rank has no live process here).
+  uint64_t LiveIncarnation(int rank) const;
+  // That incarnation of the rank has ended (exited, died, stopped) or is no longer read: a
+  // command posted to it will never be acknowledged.
+  bool Ended(int rank, uint64_t incarnation) const;
 
   // Invalid files ignored by discovery (for tests and the daemon's status line).
   size_t ignored_segments() const { return discovery_.ignored(); }

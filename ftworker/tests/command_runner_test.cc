@@ -123,6 +123,25 @@ TEST_F(CommandRunnerTest, EachKindWaitsAsLongAsItMay) {
   EXPECT_EQ(runner_.in_flight(), 0u);
 }
 
+// A process that ends after its save was posted (a launcher's teardown, a crash) never answers:
+// the save fails at the next poll after the worker saw it end, not at the deadline, so the
+// master's action does not wait out FT_SAVE_DEADLINE for the dead.
+TEST_F(CommandRunnerTest, ASaveToAProcessThatEndsFailsAtOnce) {
+  runner_.Execute(Make("save", "s-gone"), kT0, &acks_);
+  ASSERT_EQ(runner_.in_flight(), 1u);
+  runner_.Poll(kT0 + 100, &acks_);
+  EXPECT_TRUE(acks_.empty()) << "the process is alive and saving";
+  probe_.procs[kPid].exists = false;
+  std::vector<proto::Event> events;
+  monitor_.Tick(MonoNs(), kT0 + 200, &events);
+  runner_.Poll(kT0 + 250, &acks_);
+  ASSERT_EQ(acks_.size(), 1u);
+  EXPECT_EQ(acks_[0].id, "s-gone");
+  EXPECT_EQ(acks_[0].result, "failed");
+  EXPECT_EQ(acks_[0].message, "rank 0 ended before it acknowledged the save");
+  EXPECT_EQ(runner_.in_flight(), 0u);
+}
+
 // The rule itself: a named rank must run the named process; an unnamed one must have started
 // before the decision; a command with no time and no names is executed (the old writers').
 TEST(CommandStalenessTest, NamedIncarnationOrStartedBeforeTheDecision) {
