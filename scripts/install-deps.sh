@@ -13,6 +13,9 @@ packages=(
   elfutils       # eu-stack: the stacks of an incident's suspects (FT_STACK_TOOL)
   prometheus     # metrics.e2e_prometheus scrapes ftworker and ftmaster with it
   python3-torch  # PyTorch (CPU) for Debian's /usr/bin/python3: the PyTorch tests (python/README.md)
+  python3-yaml   # deploy.kubernetes_manifests parses deploy/kubernetes
+  systemd        # systemd-analyze: deploy.systemd_units verifies deploy/systemd
+  slurmctld slurmd slurm-client munge  # deploy.e2e_slurm: a one-node Slurm runs deploy/slurm's prolog and epilog
 )
 
 # `install-deps.sh fuzz` (make fuzz): also clang 16, whose libFuzzer builds tests/fuzz (Debian's
