@@ -49,7 +49,8 @@ Status ParseDuration(std::string_view text, Duration* out) {
   else if (unit == "s" || unit.empty()) scale = 1e9;
   else if (unit == "m" || unit == "min") scale = 60e9;
   else if (unit == "h") scale = 3600e9;
-  else return Status::InvalidArgument("unknown duration unit '" + unit + "' (use ns, us, ms, s, m, h)");
+  else if (unit == "d") scale = 86400e9;
+  else return Status::InvalidArgument("unknown duration unit '" + unit + "' (use ns, us, ms, s, m, h, d)");
   double ns = std::round(number * scale);
   if (ns > static_cast<double>(std::numeric_limits<int64_t>::max() / 2)) {
     return Status::InvalidArgument("duration '" + std::string(text) + "' is too large");

@@ -80,9 +80,14 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   }
   d.failed_nodes.assign(failed.begin(), failed.end());
   ApplyDecision(decision, d.to_write);
-  for (const proto::Incident& incident : d.to_write) {
+  for (proto::Incident& incident : d.to_write) {
     if (Acted(incident)) {
       d.action.incident = incident.id;
+      // The evictions travel with the incident that decided them (a node's history across
+      // jobs is built from the incident stream).
+      for (size_t i = 0; i < decision.evict_nodes.size() && i < decision.evict_reasons.size(); ++i) {
+        incident.evicted.push_back({decision.evict_nodes[i], decision.evict_reasons[i]});
+      }
       break;
     }
   }

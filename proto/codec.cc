@@ -549,6 +549,11 @@ std::string Encode(const Incident& i) {
   j["decided_unix_ms"] = i.decided_unix_ms;
   j["decide_ms"] = Finite(i.decide_ms);
   j["decision"] = i.decision;
+  if (!i.evicted.empty()) {
+    OJson evicted = OJson::array();
+    for (const Eviction& e : i.evicted) evicted.push_back(OJson{{"node", e.node}, {"why", e.why}});
+    j["evicted"] = std::move(evicted);
+  }
   j["message"] = i.message;
   return Dump(j);
 }
@@ -581,6 +586,10 @@ Status Decode(std::string_view json, Incident* out) {
     FT_RETURN_IF_ERROR(r.Int("decided_unix_ms", Need::kOptional, &i->decided_unix_ms, 0));
     FT_RETURN_IF_ERROR(r.Num("decide_ms", Need::kOptional, &i->decide_ms, 0));
     FT_RETURN_IF_ERROR(r.Str("decision", Need::kOptional, &i->decision));
+    FT_RETURN_IF_ERROR(r.Objects("evicted", Need::kOptional, &i->evicted, [](const Reader& o, Eviction* e) -> Status {
+      FT_RETURN_IF_ERROR(o.Str("node", Need::kRequired, &e->node, Empty::kRejected));
+      return o.Str("why", Need::kOptional, &e->why);
+    }));
     return r.Str("message", Need::kOptional, &i->message);
   });
 }

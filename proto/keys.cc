@@ -85,4 +85,8 @@ std::string Keys::TransferSecret() const { return prefix_ + "transfer:secret"; }
 std::string Keys::Endpoints() const { return prefix_ + "endpoints"; }
 std::string Keys::Prefetch() const { return prefix_ + "prefetch"; }
 
+std::string Keys::NodeHistory(std::string_view node) { return "ft:node:{" + SanitizeName(node) + "}:history"; }
+std::string Keys::NodesIndex() { return "ft:nodes"; }
+std::string Keys::Cordons() { return "ft:cordon"; }
+
 }  // namespace ft::proto

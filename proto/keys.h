@@ -72,6 +72,12 @@ class Keys {
   std::string Endpoints() const;                     // hash: node -> TransferEndpoint
   std::string Prefetch() const;                      // hash: node -> PrefetchReport
 
+  // Across jobs (proto/node_history.h): keys of no job's slot, so that they outlive every job.
+  // A node's history carries the node as its hash tag (one slot per node).
+  static std::string NodeHistory(std::string_view node);  // stream: ft:node:{<node>}:history
+  static std::string NodesIndex();                         // sorted set ft:nodes: node -> last record
+  static std::string Cordons();                            // hash ft:cordon: node -> CordonEntry
+
  private:
   std::string job_;     // the job's token
   std::string prefix_;

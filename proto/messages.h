@@ -479,6 +479,14 @@ struct Suspect {
   bool operator==(const Suspect&) const = default;
 };
 
+// A node the incident's decision evicted (ft:{J}:evicted), and why (`evicted_why:<node>`).
+struct Eviction {
+  std::string node;
+  std::string why;
+
+  bool operator==(const Eviction&) const = default;
+};
+
 // kind: IncidentKindName.
 struct Incident {
   std::string id;
@@ -496,6 +504,9 @@ struct Incident {
   int64_t decided_unix_ms = 0;        // attribution and decision done
   double decide_ms = 0;          // first event to decision
   std::string decision;          // DecisionKindName (master_codec.h): "save-then-stop", "stop", "none"; "" undecided
+  // The nodes this incident's decision evicted, with the reasons, as written beside it: a
+  // node's history across jobs is built from the incident stream alone (node_history.h).
+  std::vector<Eviction> evicted;
   std::string message;
 
   bool operator==(const Incident&) const = default;

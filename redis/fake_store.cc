@@ -251,6 +251,17 @@ Reply FakeRedis::Execute(const Argv& a) {
     for (size_t i = 2; i < a.size(); ++i) n += v->set.insert(a[i]).second ? 1 : 0;
     return Reply::Integer(n);
   }
+  if (cmd == "SREM") {
+    if (a.size() < 3) return WrongArgs("srem");
+    Value* v = FindTyped(a[1], Type::kSet, &wrong);
+    if (wrong.is_error()) return wrong;
+    int64_t n = 0;
+    if (v != nullptr) {
+      for (size_t i = 2; i < a.size(); ++i) n += static_cast<int64_t>(v->set.erase(a[i]));
+      if (v->set.empty()) data_.erase(a[1]);
+    }
+    return Reply::Integer(n);
+  }
   if (cmd == "SMEMBERS") {
     if (a.size() != 2) return WrongArgs("smembers");
     Value* v = FindTyped(a[1], Type::kSet, &wrong);
@@ -330,6 +341,25 @@ Reply FakeRedis::Execute(const Argv& a) {
     std::vector<Reply> out;
     for (int64_t i = start; i <= stop; ++i) out.push_back(Reply::String(sorted[static_cast<size_t>(i)].second));
     return Reply::Array(std::move(out));
+  }
+  if (cmd == "ZREMRANGEBYRANK") {
+    // By index over (score, member) ascending, negative indexes from the end.
+    int64_t start = 0, stop = 0;
+    if (a.size() != 4 || !ToInt(a[2], &start) || !ToInt(a[3], &stop)) return WrongArgs("zremrangebyrank");
+    Value* v = FindTyped(a[1], Type::kZset, &wrong);
+    if (wrong.is_error()) return wrong;
+    if (v == nullptr) return Reply::Integer(0);
+    std::vector<std::pair<double, std::string>> sorted;
+    for (const auto& [member, score] : v->zset) sorted.emplace_back(score, member);
+    std::sort(sorted.begin(), sorted.end());
+    const int64_t n = static_cast<int64_t>(sorted.size());
+    if (start < 0) start = std::max<int64_t>(0, n + start);
+    if (stop < 0) stop = n + stop;
+    stop = std::min(stop, n - 1);
+    int64_t removed = 0;
+    for (int64_t i = start; i <= stop; ++i) removed += static_cast<int64_t>(v->zset.erase(sorted[static_cast<size_t>(i)].second));
+    if (v->zset.empty()) data_.erase(a[1]);
+    return Reply::Integer(removed);
   }
   if (cmd == "XLEN") {
     if (a.size() != 2) return WrongArgs("xlen");

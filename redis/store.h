@@ -13,7 +13,7 @@
 //
 // Plain commands the two loops use (and the fake speaks): GET, SET [NX] [PX|EX], DEL, HGET,
 // HSET, HSETNX, HDEL, HGETALL, HMGET, HSCAN [COUNT n] (the fake's cursor: a field index),
-// INCR, SADD, SMEMBERS, XADD [MAXLEN ~ n] *, XRANGE, XREVRANGE.
+// INCR, SADD, SREM, SMEMBERS, XADD [MAXLEN ~ n] *, XRANGE, XREVRANGE, ZADD, ZREMRANGEBYRANK.
 // Not thread-safe: one thread owns each object.
 #ifndef FT_REDIS_STORE_H_
 #define FT_REDIS_STORE_H_

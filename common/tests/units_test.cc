@@ -22,6 +22,8 @@ TEST(UnitsTest, DurationsWithUnits) {
   EXPECT_EQ(d, seconds(3));
   ASSERT_TRUE(ParseDuration("1H", &d).ok());
   EXPECT_EQ(d, seconds(3600));
+  ASSERT_TRUE(ParseDuration("30d", &d).ok());  // days: how long a node's history is kept
+  EXPECT_EQ(d, seconds(30 * 86400));
 }
 
 TEST(UnitsTest, BadDurationsAreErrorsAndLeaveOutputAlone) {

@@ -10,6 +10,7 @@
 
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "proto/node_history_codec.h"
 #include "proto/prefetch_codec.h"
 #include "proto/tests/sample_values.h"
 
@@ -200,12 +201,29 @@ struct Traits<TransferEndpoint> {
   }
 };
 
+template <>
+struct Traits<NodeRecord> {
+  static NodeRecord Sample() { return SampleNodeRecord(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    // job and incident too, except in an operator's cordon records (NodeRecordsNeedTheirIncident).
+    return {{"/kind", "kind"}, {"/node", "node"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+
+template <>
+struct Traits<CordonEntry> {
+  static CordonEntry Sample() { return SampleCordon(); }
+  static std::vector<std::pair<std::string, std::string>> Required() {
+    return {{"/node", "node"}, {"/reason", "reason"}, {"/unix_ms", "unix_ms"}};
+  }
+};
+
 template <typename T>
 class CodecTest : public ::testing::Test {};
 using AllTypes = ::testing::Types<RankProgress, Event, RankSummary, Membership, TimeoutTable,
                                   Command, CommandAck, Incident, WorkerHeartbeat, MasterAction,
                                   OpenIncident, Goodput, CkptCopy, StepVerdict, RestorePlan,
-                                  CkptRewinds, PrefetchReport, TransferEndpoint>;
+                                  CkptRewinds, PrefetchReport, TransferEndpoint, NodeRecord, CordonEntry>;
 TYPED_TEST_SUITE(CodecTest, AllTypes);
 
 TYPED_TEST(CodecTest, RoundTripKeepsEveryField) {
@@ -628,7 +646,7 @@ TEST(MasterCodecTest, GoodputPinnedAndRefusedWhenGarbled) {
             R"("startup":40.0,"detection":24.0,"save-stop":8.0,"relaunch":12.0,"redone":16.0,"slowed":20.0,)"
             R"("idle":4.0},"wall_s":{"productive":60.0,"startup":5.0,"detection":3.0,"save-stop":1.0,)"
             R"("relaunch":1.5,"redone":2.0,"slowed":2.5,"idle":0.5},"phase":"redone","furthest_step":120,)"
-            R"("redo_until_step":100,"incarnation":2,"stepping":true,"normal_step_ms":250.5,"incidents":[)"
+            R"("redo_until_step":100,"redo_left_s":3.5,"launch_incarnation":1,"incarnation":2,"stepping":true,"normal_step_ms":250.5,"incidents":[)"
             R"({"id":"1763800030000-hang","fault_unix_ms":1763800029000,"rank_s":{"startup":40.0,)"
             R"("detection":24.0,"save-stop":8.0,"relaunch":12.0,"redone":16.0,"slowed":0.0,"idle":0.0},)"
             R"("open":true}]})");

@@ -11,6 +11,7 @@
 #include "proto/codec.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "proto/node_history_codec.h"
 #include "proto/prefetch_codec.h"
 #include "proto/transfer_codec.h"
 #include "proto/tests/sample_values.h"
@@ -68,6 +69,8 @@ std::vector<Kind> AllKinds() {
       {"CkptRewinds", Encode(SampleRewinds()), DecodeChecked<CkptRewinds>},
       {"PrefetchReport", Encode(SamplePrefetch()), DecodeChecked<PrefetchReport>},
       {"TransferEndpoint", Encode(SampleEndpoint()), DecodeChecked<TransferEndpoint>},
+      {"NodeRecord", Encode(SampleNodeRecord()), DecodeChecked<NodeRecord>},
+      {"CordonEntry", Encode(SampleCordon()), DecodeChecked<CordonEntry>},
   };
 }
 

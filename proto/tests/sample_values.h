@@ -7,6 +7,7 @@
 #include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
 #include "proto/messages.h"
+#include "proto/node_history_codec.h"
 #include "proto/transfer_codec.h"
 
 namespace ft::proto::testing {
@@ -184,6 +185,7 @@ inline Incident SampleIncident() {
   i.decided_unix_ms = 1763800001500;
   i.decide_ms = 1500.5;
   i.decision = "save-then-stop";
+  i.evicted = {{"node1", "a transport hang across nodes: link-downed on mlx5_0/1"}};
   i.message = "stopping the job";
   return i;
 }
@@ -232,6 +234,8 @@ inline Goodput SampleGoodput() {
   g.phase = GoodputCause::kRedone;
   g.furthest_step = 120;
   g.redo_until_step = 100;
+  g.redo_left_s = 3.5;
+  g.launch_incarnation = 1;
   g.incarnation = 2;
   g.stepping = true;
   g.normal_step_ms = 250.5;
@@ -321,6 +325,30 @@ inline TransferEndpoint SampleEndpoint() {
   e.transports = {"verbs", "tcp"};
   e.unix_ms = 1763800002000;
   return e;
+}
+
+inline NodeRecord SampleNodeRecord() {
+  NodeRecord r;
+  r.kind = NodeRecordKind::kEvicted;
+  r.node = "node1";
+  r.job = "llama-70b";
+  r.incident = "1763800000000-hang-5";
+  r.incident_kind = "hang";
+  r.unix_ms = 1763800001500;
+  r.rank = 5;
+  r.nodes = 3;
+  r.detail = "a hang suspect";
+  return r;
+}
+
+inline CordonEntry SampleCordon() {
+  CordonEntry c;
+  c.node = "node1";
+  c.reason = "lemon: evicted by 2 jobs this week";
+  c.unix_ms = 1763800002000;
+  c.until_unix_ms = 1763886402000;
+  c.by = "ops@ctl-1";
+  return c;
 }
 
 }  // namespace ft::proto::testing

@@ -195,6 +195,25 @@ inline void ContractSortedSetsAndHlen(Store& a, Store& b, const std::string& p) 
   EXPECT_EQ(r.integer(), 0);
   EXPECT_FALSE(b.Run({"HLEN", p + "z"}, &r).ok()) << "WRONGTYPE";
   EXPECT_FALSE(b.Run({"ZADD", p + "h", "1", "m"}, &r).ok()) << "WRONGTYPE";
+  // The node index's bound (ft:nodes): all but the newest N by rank.
+  ASSERT_TRUE(a.Run({"ZADD", p + "n", "5", "e", "1", "a", "3", "c", "2", "b", "4", "d"}, &r).ok());
+  ASSERT_TRUE(a.Run({"ZREMRANGEBYRANK", p + "n", "0", "-4"}, &r).ok());
+  EXPECT_EQ(r.integer(), 2);
+  ASSERT_TRUE(b.Run({"ZRANGE", p + "n", "0", "-1"}, &r).ok());
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ(r[0].str(), "c");
+  ASSERT_TRUE(a.Run({"ZREMRANGEBYRANK", p + "n", "0", "-10"}, &r).ok());
+  EXPECT_EQ(r.integer(), 0) << "fewer members than the bound: nothing removed";
+  ASSERT_TRUE(a.Run({"ZREMRANGEBYRANK", p + "absent", "0", "-2"}, &r).ok());
+  EXPECT_EQ(r.integer(), 0);
+  // A set's member taken back (a lifted cordon leaves the job's eviction list).
+  ASSERT_TRUE(a.Run({"SADD", p + "s", "x", "y"}, &r).ok());
+  ASSERT_TRUE(a.Run({"SREM", p + "s", "x", "absent"}, &r).ok());
+  EXPECT_EQ(r.integer(), 1);
+  ASSERT_TRUE(b.Run({"SMEMBERS", p + "s"}, &r).ok());
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].str(), "y");
+  EXPECT_FALSE(b.Run({"SREM", p + "z", "m"}, &r).ok()) << "WRONGTYPE";
 }
 
 }  // namespace ft::redis::testing

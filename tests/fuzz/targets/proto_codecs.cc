@@ -6,6 +6,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/master_codec.h"
+#include "proto/node_history_codec.h"
 #include "proto/prefetch_codec.h"
 #include "proto/tests/sample_values.h"
 #include "proto/transfer_codec.h"
@@ -40,7 +41,8 @@ constexpr DecodeFn kKinds[] = {
     DecodeChecked<CommandAck>,   DecodeChecked<Incident>,      DecodeChecked<WorkerHeartbeat>,
     DecodeChecked<MasterAction>, DecodeChecked<OpenIncident>,  DecodeChecked<CkptCopy>,
     DecodeChecked<StepVerdict>,  DecodeChecked<RestorePlan>,   DecodeChecked<PrefetchReport>,
-    DecodeChecked<TransferEndpoint>, DecodeChecked<CkptRewinds>,
+    DecodeChecked<TransferEndpoint>, DecodeChecked<CkptRewinds>, DecodeChecked<NodeRecord>,
+    DecodeChecked<CordonEntry>,
 };
 
 }  // namespace
@@ -59,7 +61,7 @@ ft::fuzz::TargetInfo FuzzTargetInfo() {
                 Encode(SampleAck()),        Encode(SampleIncident()), Encode(SampleHeartbeat()),
                 Encode(SampleAction()),     Encode(SampleOpenIncident()), Encode(SampleCkptCopy()),
                 Encode(SampleVerdict()),    Encode(SamplePlan()),     Encode(SamplePrefetch()),
-                Encode(SampleEndpoint())};
+                Encode(SampleEndpoint()),   Encode(SampleNodeRecord()), Encode(SampleCordon())};
   info.mutate.tokens = ft::test_util::JsonTokens();
   info.random_max_bytes = 200;
   info.random_start = "{\"v\":1,";
