@@ -6,7 +6,9 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "ftmaster/core/goodput.h"
 #include "proto/ckpt_codec.h"
+#include "proto/master_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
 #include "redis/redis_store.h"
@@ -29,6 +31,8 @@ constexpr const char* kVerdicts = "ft_master_ckpt_verdicts_total";
 constexpr const char* kSteps = "ft_master_ckpt_steps";
 constexpr const char* kVerifiedStep = "ft_master_ckpt_verified_step";
 constexpr const char* kEvicted = "ft_master_evicted_nodes";
+constexpr const char* kGoodputRatio = "ft_master_goodput_ratio";
+constexpr const char* kGoodputSeconds = "ft_master_goodput_rank_seconds";
 
 const std::vector<double> kSecondsBuckets = {0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300};
 
@@ -58,6 +62,13 @@ MasterMetrics::MasterMetrics(MasterMetricsOptions options, metrics::Registry* re
   Must(registry_->Declare(kSteps, Kind::kGauge, "Checkpoint steps whose current verdict is this state.", {"job", "state"}));
   Must(registry_->Declare(kVerifiedStep, Kind::kGauge, "The newest verified checkpoint step (-1: none).", {"job"}));
   Must(registry_->Declare(kEvicted, Kind::kGauge, "Nodes in the job's eviction set.", {"job"}));
+  Must(registry_->Declare(kGoodputRatio, Kind::kGauge,
+                          "Effective training time ratio (ETTR): productive rank-seconds over all the job held.", {"job"}));
+  // A gauge, not a counter: a fault seen late moves time already counted productive to detection.
+  Must(registry_->Declare(kGoodputSeconds, Kind::kGauge,
+                          "The job's rank-seconds by cause: productive, or lost (startup, detection, save-stop, relaunch, "
+                          "redone, slowed, idle).",
+                          {"job", "cause"}));
 }
 
 MasterMetrics::~MasterMetrics() { Stop(); }
@@ -107,9 +118,10 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   Status s = redis.PipelinePartial({{"GET", keys_.Leader()},
                                     {"HGET", keys_.MasterState(), "job_state"},
                                     {"GET", keys_.TimeoutsVersion()},
-                                    {"SMEMBERS", keys_.Evicted()}},
+                                    {"SMEMBERS", keys_.Evicted()},
+                                    {"HGET", keys_.MasterState(), "goodput"}},
                                    &replies);
-  if (!s.ok() || replies.size() != 4) return false;
+  if (!s.ok() || replies.size() != 5) return false;
   (void)registry_->Set(kLeader, own,
                        replies[0].is_string() && replies[0].str() == options_.master_id ? 1 : 0);
   // Absent or garbled (reported once): no state's gauge is 1.
@@ -126,7 +138,22 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   if (replies[3].is_array()) {
     (void)registry_->Set(kEvicted, {options_.job}, static_cast<double>(replies[3].size()));
   }
+  if (replies[4].is_string()) SetGoodput(replies[4].str());
   return ReadIncidents(redis) && ReadVerdicts(redis);
+}
+
+void MasterMetrics::SetGoodput(const std::string& raw) {
+  proto::Goodput g;
+  Status s = proto::Decode(raw, &g);
+  if (!s.ok()) {
+    bad_.Report("master goodput", raw, s);
+    return;
+  }
+  const GoodputLedger ledger(g);
+  (void)registry_->Set(kGoodputRatio, {options_.job}, ledger.Ettr());
+  for (proto::GoodputCause c : proto::kGoodputCauses) {
+    (void)registry_->Set(kGoodputSeconds, {options_.job, proto::GoodputCauseName(c)}, g.rank_s[static_cast<size_t>(c)]);
+  }
 }
 
 bool MasterMetrics::ReadIncidents(redis::Commands& redis) {

@@ -1,8 +1,9 @@
 // ft::master::MasterMetrics: ftmaster's Prometheus figures (README "Metrics"). Everything the
 // master knows is in Redis, so the figures are read from there — the incident stream, the
-// checkpoint verdicts, the leader lease, the job state, the timeouts' version — on a thread of
-// its own with its own connection, every FT_METRICS_INTERVAL: the loop is never held, and a
-// standby master shows the same job figures as the leader (ft_master_leader tells them apart).
+// checkpoint verdicts, the leader lease, the job state, the timeouts' version, the goodput
+// ledger — on a thread of its own with its own connection, every FT_METRICS_INTERVAL: the loop
+// is never held, and a standby master shows the same job figures as the leader
+// (ft_master_leader tells them apart).
 // Counters count what the job's Redis holds (the incident stream from its start), so a
 // restarted master's counters continue where the job stands.
 #ifndef FT_FTMASTER_MASTER_METRICS_H_
@@ -53,6 +54,8 @@ class MasterMetrics {
   void Loop();
   bool ReadIncidents(redis::Commands& redis);
   bool ReadVerdicts(redis::Commands& redis);
+  // The ledger the leading master keeps (`goodput` in the master hash): ETTR and seconds by cause.
+  void SetGoodput(const std::string& raw);
 
   const MasterMetricsOptions options_;
   const proto::Keys keys_;

@@ -196,6 +196,7 @@ void SummaryRound::Run(Clock::time_point now, int64_t unix_ms) {
   cursor_.clear();
   summaries_.EndPass();
   ++passes_;
+  pace_ = PaceOf(members_, summaries_.values(), unix_ms);
   if (timeouts_.Update(unix_ms)) unpublished_ = true;
   if (unpublished_) {
     const proto::TimeoutTable& table = timeouts_.table();

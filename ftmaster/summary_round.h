@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ftmaster/core/goodput.h"
 #include "ftmaster/core/hw_evidence.h"
 #include "ftmaster/core/job_slowdown.h"
 #include "ftmaster/core/slow_policy.h"
@@ -73,6 +74,8 @@ class SummaryRound {
   void Run(Clock::time_point now, int64_t unix_ms);
 
   uint64_t timeouts_version() const { return timeouts_.table().version; }
+  // The running launch's pace as the last complete pass saw it (goodput.h).
+  const JobPace& pace() const { return pace_; }
 
  private:
   void Stragglers(int64_t unix_ms);
@@ -113,6 +116,7 @@ class SummaryRound {
   int group_ = 0;                 // the group (proto/keys.h) that cursor scans
   uint64_t passes_ = 0;           // in this term
   Clock::time_point next_round_{};
+  JobPace pace_;
 };
 
 }  // namespace ft::master

@@ -186,6 +186,8 @@ std::string Encode(const Goodput& g) {
   j["phase"] = GoodputCauseName(g.phase);
   j["furthest_step"] = g.furthest_step;
   j["redo_until_step"] = g.redo_until_step;
+  j["redo_left_s"] = Finite(g.redo_left_s);
+  j["launch_incarnation"] = g.launch_incarnation;
   j["incarnation"] = g.incarnation;
   j["stepping"] = g.stepping;
   j["normal_step_ms"] = Finite(g.normal_step_ms);
@@ -211,6 +213,8 @@ Status Decode(std::string_view json, Goodput* out) {
     FT_RETURN_IF_ERROR(ReadName(r, "phase", "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName, &g->phase));
     FT_RETURN_IF_ERROR(r.Int("furthest_step", Need::kRequired, &g->furthest_step, -1));
     FT_RETURN_IF_ERROR(r.Int("redo_until_step", Need::kRequired, &g->redo_until_step, -1));
+    FT_RETURN_IF_ERROR(r.Num("redo_left_s", Need::kRequired, &g->redo_left_s, -1, 1e12));
+    FT_RETURN_IF_ERROR(r.Int("launch_incarnation", Need::kRequired, &g->launch_incarnation));
     FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kRequired, &g->incarnation));
     FT_RETURN_IF_ERROR(r.Bool("stepping", Need::kRequired, &g->stepping));
     FT_RETURN_IF_ERROR(r.Num("normal_step_ms", Need::kRequired, &g->normal_step_ms, 0, 1e12));

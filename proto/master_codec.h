@@ -215,7 +215,12 @@ struct Goodput {
   GoodputCause phase = GoodputCause::kStartup;  // what the time is going to now
   int64_t furthest_step = -1;     // the furthest step any launch reached (-1: none known)
   int64_t redo_until_step = -1;   // this launch's steps up to here are done again (a restore's)
-  uint64_t incarnation = 0;       // the launch being accounted (its ranks' incarnation)
+  double redo_left_s = -1;        // of them, the stepping time still to come (-1: not known yet)
+  // The launch being accounted: the oldest incarnation (process start) among its ranks when it
+  // began, and the newest seen since. A launch whose every running rank is newer than the
+  // newest of this one is the next launch.
+  uint64_t launch_incarnation = 0;
+  uint64_t incarnation = 0;
   bool stepping = false;          // that launch has done a step
   double normal_step_ms = 0;      // the job's step time when nothing slows it (0: not known yet)
   std::vector<GoodputIncident> incidents;  // oldest first

@@ -7,10 +7,14 @@
 // pace from the last summary pass) and the ledger gives the time since the previous sample to
 // one phase, weighted by the ranks the job holds (rank-seconds; wall seconds beside them):
 //   stopping → save-stop; stopped → relaunch; an incident window open → detection; no rank up
-//   → idle; ranks up but no step done since they started → startup; a step at or below the
-//   step the job had reached before its last restore → redone; else productive, of which the
-//   share beyond the job's normal step time is slowed while steps take more than
-//   kSlowedAbove times it.
+//   → idle; ranks up but no step done since they started → startup; the steps a restore took
+//   the job back over (from the step restored to the furthest it had reached, at its normal
+//   step time) → redone; else productive, of which the share beyond the job's normal step time
+//   is slowed while steps take more than kSlowedAbove times it.
+// The furthest step comes from the ranks' last ft_step_done as they end and from the pace, the
+// restored step from what the ranks say they restored: both exact when they matter, where the
+// pace may be seconds behind. Without a restored step (ranks that do not say) the pace's step
+// against the furthest decides what is redone.
 // A fault is seen only when its window opens, seconds after it happened; the time from the
 // fault (the window's first event, less the age a timeout event reports) to the opening is
 // moved to detection from what it was given, as far back as the ledger remembers its phases
@@ -27,9 +31,11 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "proto/master_codec.h"
+#include "proto/messages.h"
 
 namespace ft::master {
 
@@ -40,8 +46,14 @@ struct JobPace {
   int ranks = 0;             // running ranks whose summary is of their own process
   int64_t step = -1;         // the fewest steps of theirs declared done (ft_step_done); -1 unknown
   uint64_t steps = 0;        // the fewest steps any of them was seen doing (inferred or declared)
-  double step_ms = 0;        // their median step time (0: not known)
+  double step_ms = 0;        // the median of their last step's time (0: not known)
+  int64_t summary_unix_ms = 0;  // the oldest of those summaries: what they say is as of then
 };
+
+// The pace of the launch now running: its running ranks (the newest incarnation among them)
+// whose summary was written by their own process (not before it registered), from `summaries`.
+JobPace PaceOf(std::span<const proto::Membership> members, std::span<const proto::RankSummary> summaries,
+               int64_t unix_ms);
 
 // The job at one tick of the master.
 struct JobSample {
@@ -49,10 +61,14 @@ struct JobSample {
   std::optional<proto::JobState> state;
   int ranks_held = 0;        // the job's ranks (world size); 0 before any registered
   int ranks_running = 0;     // of those, processes running now
-  uint64_t incarnation = 0;  // the newest launch among the running ranks
+  uint64_t incarnation = 0;         // the newest process among the running ranks (its start)
+  uint64_t oldest_incarnation = 0;  // the oldest
   bool window_open = false;
   int64_t fault_unix_ms = 0; // window open: when the fault began, as its events tell
   std::string incident;      // the incident being acted on ("" none or not decided yet)
+  // Exact where the pace lags (a calm rank's summary is written every FT_SUMMARY_REFRESH):
+  int64_t ended_step = -1;     // the furthest last step (ft_step_done) of the ranks that ended
+  int64_t restored_step = -2;  // what the running launch restored (-1 nothing, -2 not known yet)
   JobPace pace;
 };
 
@@ -64,8 +80,10 @@ class GoodputLedger {
   static constexpr int64_t kRecentMs = 15 * 60 * 1000;
 
   GoodputLedger() = default;
-  // Continues the accounting another master kept (its recent phases are not known here).
-  explicit GoodputLedger(proto::Goodput state) : g_(std::move(state)) {}
+  // Continues the accounting another master kept (its recent phases are not known here). The
+  // time since it last wrote goes to the phase it wrote: what the job was doing as far as
+  // anyone watched.
+  explicit GoodputLedger(proto::Goodput state) : g_(std::move(state)), continued_(g_.since_unix_ms > 0) {}
 
   void Observe(const JobSample& sample);
 
@@ -85,6 +103,8 @@ class GoodputLedger {
 
   proto::GoodputCause PhaseOf(const JobSample& s) const;
   void Add(proto::GoodputCause cause, double wall_s, double ranks);
+  // Moves `wall_s` of time given to `from` to `to` (the open incident's share with it).
+  void Reassign(proto::GoodputCause from, proto::GoodputCause to, double wall_s, double ranks);
   void Account(int64_t from_ms, int64_t to_ms, double ranks, proto::GoodputCause cause, double slowed_share);
   // The fault at `fault_ms`: time given since then to anything but the incident's own phases
   // moves to detection.
@@ -95,6 +115,9 @@ class GoodputLedger {
   proto::Goodput g_;
   std::deque<Segment> recent_;
   bool window_seen_ = false;  // the open window's fault was taken
+  bool continued_ = false;    // the next sample closes the gap since the last master's
+  double redone_before_launch_s_ = 0;   // wall_s[redone] when the launch began
+  double startup_before_launch_s_ = 0;  // wall_s[startup] when the launch began
 };
 
 }  // namespace ft::master

@@ -1,6 +1,6 @@
 // ftmaster's metrics, read from a FakeRedis as the master writes it: incidents counted once by
 // kind and decision with their detect/decide times, verdicts counted as they change, the leader
-// lease, the job state, the timeouts' version.
+// lease, the job state, the timeouts' version, the goodput ledger.
 #include "ftmaster/master_metrics.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
+#include "proto/master_codec.h"
 #include "redis/fake_store.h"
 
 namespace ft::master {
@@ -146,6 +147,27 @@ TEST_F(MasterMetricsTest, ARedisFailureKeepsTheFiguresAndTheCursor) {
   AddIncident("hang", "stop", 100);
   ASSERT_TRUE(m.Round(store_, -1));
   EXPECT_EQ(Value("ft_master_incidents_total", {"job1", "hang", "stop"}), 2);
+}
+
+// The goodput ledger the leader keeps: ETTR and every cause's rank-seconds; a garbled ledger
+// leaves the figures as they were.
+TEST_F(MasterMetricsTest, GoodputRatioAndSecondsByCause) {
+  MasterMetrics m = Make("m0");
+  proto::Goodput g;
+  g.since_unix_ms = 1000;
+  g.last_unix_ms = 101000;
+  g.rank_s[static_cast<size_t>(proto::GoodputCause::kProductive)] = 720;
+  g.rank_s[static_cast<size_t>(proto::GoodputCause::kDetection)] = 50;
+  g.rank_s[static_cast<size_t>(proto::GoodputCause::kRelaunch)] = 30;
+  Cmd({"HSET", keys_.MasterState(), "goodput", proto::Encode(g)});
+  ASSERT_TRUE(m.Round(store_, -1));
+  EXPECT_DOUBLE_EQ(Value("ft_master_goodput_ratio", {"job1"}), 0.9);
+  EXPECT_EQ(Value("ft_master_goodput_rank_seconds", {"job1", "productive"}), 720);
+  EXPECT_EQ(Value("ft_master_goodput_rank_seconds", {"job1", "detection"}), 50);
+  EXPECT_EQ(Value("ft_master_goodput_rank_seconds", {"job1", "slowed"}), 0);
+  Cmd({"HSET", keys_.MasterState(), "goodput", "{\"v\":1,\"rank_s\":7}"});
+  ASSERT_TRUE(m.Round(store_, -1));
+  EXPECT_DOUBLE_EQ(Value("ft_master_goodput_ratio", {"job1"}), 0.9);
 }
 
 }  // namespace

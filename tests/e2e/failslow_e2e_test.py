@@ -65,7 +65,7 @@ def fault_unix_ms(c, rank):
 
 def step_ms(output, rank, first, last):
     """Rank `rank`'s wall time per step over steps [first, last) from trainsim --verbose lines."""
-    times = [float(ms) for step, ms in re.findall(r"^\[rank %d\] trainsim rank=%d step=(\d+) ms=([0-9.]+)$"
+    times = [float(ms) for step, ms in re.findall(r"^\[rank %d\] trainsim rank=%d step=(\d+) ms=([0-9.]+) unix_ms=\d+$"
                                                    % (rank, rank), output, re.M)
              if first <= int(step) < last]
     return times

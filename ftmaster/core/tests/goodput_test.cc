@@ -45,8 +45,9 @@ class Job {
   void Launch(uint64_t incarnation, int64_t restored) {
     s_.state = JobState::kRunning;
     s_.ranks_running = s_.ranks_held;
-    s_.incarnation = incarnation;
+    s_.incarnation = s_.oldest_incarnation = incarnation;
     s_.incident.clear();  // the action is over
+    s_.restored_step = restored;
     s_.pace = {};
     s_.pace.incarnation = incarnation;
     s_.pace.ranks = s_.ranks_held;
@@ -97,6 +98,45 @@ TEST(GoodputTest, NothingIsAccountedBeforeARankIsUp) {
   ledger.Observe(s);
   EXPECT_EQ(GoodputLedger::TotalOf(ledger.state().rank_s), 0);
   EXPECT_EQ(ledger.Ettr(), 1.0);
+}
+
+// The master sees the first ranks a while after they started (the membership is read as it
+// comes): the job's time begins with its first process, whose start its incarnation is.
+TEST(GoodputTest, TheJobsTimeBeginsWithItsFirstProcess) {
+  GoodputLedger ledger;
+  JobSample s;
+  s.unix_ms = 1'763'800'000'000;
+  s.state = JobState::kRunning;
+  s.ranks_held = s.ranks_running = 4;
+  s.incarnation = s.oldest_incarnation = static_cast<uint64_t>(s.unix_ms - 1500) * 1'000'000;
+  ledger.Observe(s);
+  EXPECT_EQ(ledger.state().since_unix_ms, s.unix_ms - 1500);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kStartup), 1.5, 1e-9);
+  EXPECT_NEAR(RankS(ledger, GoodputCause::kStartup), 6.0, 1e-9);
+}
+
+// The pace first seen with ten steps done, in summaries written before the pass that read them:
+// nine of the steps (the first is start-up's) and the time since the summaries were stepping
+// while the ledger could not know it yet.
+TEST(GoodputTest, StepsThePaceShowsLateAreNotStartup) {
+  GoodputLedger ledger;
+  JobSample s;
+  s.unix_ms = 1'000'000;
+  s.state = JobState::kRunning;
+  s.ranks_held = s.ranks_running = 2;
+  s.incarnation = s.oldest_incarnation = 1;
+  ledger.Observe(s);
+  s.unix_ms += 3000;
+  ledger.Observe(s);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kStartup), 3.0, 1e-9);
+  // The summaries were written 0.5 s before the pass that read them: 0.5 s more of stepping.
+  s.pace = {.unix_ms = s.unix_ms, .incarnation = 1, .ranks = 2, .step = 10, .steps = 3, .step_ms = 200,
+            .summary_unix_ms = s.unix_ms - 500};
+  s.restored_step = -1;  // a fresh start: ten steps declared
+  s.unix_ms += 100;
+  ledger.Observe(s);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kStartup), 3.1 - 0.6 - 1.8, 1e-9);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kProductive), 0.6 + 1.8, 1e-9);
 }
 
 TEST(GoodputTest, AHealthyJobIsStartupThenProductive) {
@@ -209,6 +249,18 @@ TEST(GoodputTest, ANextMasterContinuesTheAccounting) {
   GoodputLedger next(job.ledger.state());
   EXPECT_EQ(next.state(), job.ledger.state());
   EXPECT_NEAR(next.Ettr(), job.ledger.Ettr(), 1e-12);
+  // 4 s without a master, the job stopped meanwhile: the gap is what the job was doing when
+  // the last master wrote (productive), the time after it the new master's own phase.
+  const double productive = WallS(next, GoodputCause::kProductive);
+  JobSample stopped;
+  stopped.unix_ms = job.ledger.state().last_unix_ms + 4000;
+  stopped.state = JobState::kStopped;
+  stopped.ranks_held = 4;
+  next.Observe(stopped);
+  EXPECT_NEAR(WallS(next, GoodputCause::kProductive), productive + 4, 1e-9);
+  stopped.unix_ms += 1000;
+  next.Observe(stopped);
+  EXPECT_NEAR(WallS(next, GoodputCause::kRelaunch), 1, 1e-9);
 }
 
 TEST(GoodputTest, OnlyTheNewestIncidentsAreKept) {
@@ -231,6 +283,126 @@ TEST(GoodputTest, OnlyTheNewestIncidentsAreKept) {
   ASSERT_EQ(incidents.size(), proto::Goodput::kMaxIncidents);
   EXPECT_EQ(incidents.back().id, "incident-19");
   EXPECT_EQ(incidents.front().id, "incident-4");
+}
+
+// A calm rank's summary is written every FT_SUMMARY_REFRESH: the pace may say step 4 when the
+// job is at 37. The ranks' last steps as they end, and what the relaunch restored, are exact:
+// the redone time is the steps between at the normal step time.
+TEST(GoodputTest, RedoneIsTheStepsBetweenTheRestoreAndTheFurthestStepTheRanksEndedAt) {
+  JobSample s;
+  s.unix_ms = 1'000'000;
+  s.state = JobState::kRunning;
+  s.ranks_held = s.ranks_running = 2;
+  s.incarnation = s.oldest_incarnation = 1;
+  s.restored_step = -1;
+  s.pace = {.unix_ms = 1'000'000, .incarnation = 1, .ranks = 2, .step = 4, .steps = 5, .step_ms = 200};
+  GoodputLedger ledger;
+  for (int i = 0; i < 70; ++i) {  // 7 s: the pace never moved past step 4
+    s.unix_ms += 100;
+    ledger.Observe(s);
+  }
+  EXPECT_EQ(ledger.state().furthest_step, 4);
+  s.state = JobState::kStopped;  // the job crashed at step 37 and was stopped
+  s.ranks_running = 0;
+  s.ended_step = 37;
+  s.unix_ms += 1000;
+  ledger.Observe(s);
+  EXPECT_EQ(ledger.state().furthest_step, 37);
+  s.state = JobState::kRunning;  // relaunched: restores step 20, steps at once
+  s.incarnation = 2;  // the relaunch's first ranks: the membership read as they register
+  s.oldest_incarnation = 2;
+  s.ranks_running = 1;
+  s.restored_step = -2;
+  s.unix_ms += 300;
+  ledger.Observe(s);
+  s.incarnation = 3;  // and the rest of them, its oldest still the same launch's
+  s.ranks_running = 2;
+  s.restored_step = 20;
+  s.pace = {.unix_ms = s.unix_ms, .incarnation = 2, .ranks = 2, .step = 21, .steps = 1, .step_ms = 200};
+  for (int i = 0; i < 60; ++i) {  // 6 s of stepping, the pace still at step 21
+    s.unix_ms += 100;
+    s.pace.unix_ms = s.unix_ms;
+    ledger.Observe(s);
+  }
+  // 17 steps of 200 ms again, then productive: one launch, its budget granted once.
+  EXPECT_EQ(ledger.state().launch_incarnation, 2u);
+  EXPECT_EQ(ledger.state().incarnation, 3u);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kRedone), 3.4, 0.11);
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kProductive), 6.9 + 6.0 - 3.4, 0.11);
+  EXPECT_EQ(ledger.state().phase, GoodputCause::kProductive);
+}
+
+// The ranks say what they restored after they have stepped for a while (the membership is read
+// as it is rewritten): the time the pace already showed as done again is not granted twice.
+TEST(GoodputTest, ARestoredStepSaidLateDoesNotCountTheRedoneTimeTwice) {
+  JobSample s;
+  s.unix_ms = 1'000'000;
+  s.state = JobState::kRunning;
+  s.ranks_held = s.ranks_running = 2;
+  s.incarnation = s.oldest_incarnation = 1;
+  s.restored_step = -1;
+  s.pace = {.unix_ms = 1'000'000, .incarnation = 1, .ranks = 2, .step = 30, .steps = 31, .step_ms = 200};
+  GoodputLedger ledger;
+  for (int i = 0; i < 10; ++i) {
+    s.unix_ms += 100;
+    ledger.Observe(s);
+  }
+  s.incarnation = s.oldest_incarnation = 2;  // relaunched from step 20 (10 steps: 2 s again)
+  s.restored_step = -2;                      // not said yet
+  s.pace = {.unix_ms = s.unix_ms, .incarnation = 2, .ranks = 2, .step = 21, .steps = 1, .step_ms = 200};
+  for (int i = 0; i < 10; ++i) {  // 1 s: the pace says step 21 of 30, redone
+    s.unix_ms += 100;
+    s.pace.unix_ms = s.unix_ms;
+    ledger.Observe(s);
+  }
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kRedone), 1.0, 0.11);
+  s.restored_step = 20;
+  for (int i = 0; i < 30; ++i) {
+    s.unix_ms += 100;
+    s.pace.unix_ms = s.unix_ms;
+    ledger.Observe(s);
+  }
+  EXPECT_NEAR(WallS(ledger, GoodputCause::kRedone), 2.0, 0.11);
+}
+
+// The pace is the running launch's: a summary its rank's previous process left, or a rank that
+// ended, says nothing of it.
+TEST(GoodputTest, PaceIsTheRunningLaunchsOwn) {
+  auto member = [](int rank, const char* state, uint64_t incarnation, int64_t unix_ms) {
+    proto::Membership m;
+    m.rank = rank;
+    m.state = state;
+    m.incarnation = incarnation;
+    m.unix_ms = unix_ms;
+    return m;
+  };
+  auto summary = [](int rank, int64_t unix_ms, int64_t declared, uint64_t steps, double step_ms) {
+    proto::RankSummary s;
+    s.rank = rank;
+    s.unix_ms = unix_ms;
+    s.declared_step = declared;
+    s.steps = steps;
+    s.step_ms = step_ms;
+    s.step_p50_ms = 2 * step_ms;  // smoothed, lagging: not the pace
+    return s;
+  };
+  const std::vector<proto::Membership> members = {member(0, "running", 7, 5000), member(1, "running", 8, 5000),
+                                                  member(2, "running", 8, 5000), member(3, "dead", 3, 1000)};
+  std::vector<proto::RankSummary> summaries = {summary(0, 6000, 12, 4, 100), summary(1, 6000, 10, 2, 300),
+                                               summary(2, 4000, 90, 80, 900),  // before rank 2 registered
+                                               summary(3, 900, 95, 85, 50)};   // an ended rank
+  JobPace pace = PaceOf(members, summaries, 7000);
+  EXPECT_EQ(pace.unix_ms, 7000);
+  EXPECT_EQ(pace.incarnation, 8u);
+  EXPECT_EQ(pace.ranks, 2);
+  EXPECT_EQ(pace.step, 10);
+  EXPECT_EQ(pace.steps, 2u);
+  EXPECT_EQ(pace.step_ms, 300);  // the upper median of 100 and 300
+  summaries[0].declared_step = -1;  // a rank that does not declare its steps
+  pace = PaceOf(members, summaries, 7000);
+  EXPECT_EQ(pace.step, -1);
+  EXPECT_EQ(pace.steps, 2u);
+  EXPECT_EQ(PaceOf(members, {}, 7000).unix_ms, 0) << "no summary: no pace";
 }
 
 }  // namespace

@@ -248,7 +248,8 @@ class Trainer {
         std::fflush(stdout);
       }
       if (c_.verbose) {
-        std::printf("trainsim rank=%d step=%d ms=%.3f\n", rank_, step, (NowS() - t0) * 1e3);
+        // unix_ms: when the step ended, for tests that time phases of a job against ft's figures.
+        std::printf("trainsim rank=%d step=%d ms=%.3f unix_ms=%lld\n", rank_, step, (NowS() - t0) * 1e3, UnixMs());
       }
     }
     // The checks below read the state with plain cudaMemcpy (the legacy stream, which a

@@ -1,0 +1,73 @@
+#include "ftmaster/goodput_round.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "ftmaster/incident_window.h"
+#include "proto/master_codec.h"
+
+namespace ft::master {
+
+void GoodputRound::LoadTerm(const MasterHash& state) {
+  ledger_ = GoodputLedger();
+  next_persist_ms_ = 0;
+  auto it = state.find("goodput");
+  if (it == state.end()) return;
+  proto::Goodput kept;
+  Status s = proto::Decode(it->second, &kept);
+  if (!s.ok()) {
+    ctx_->bad.Report(ctx_->keys.MasterState() + " goodput", it->second.substr(0, 64), s);
+    return;
+  }
+  ledger_ = GoodputLedger(std::move(kept));
+  persisted_phase_ = ledger_.state().phase;
+}
+
+JobSample GoodputRound::Sample(int64_t unix_ms) const {
+  JobSample s;
+  s.unix_ms = unix_ms;
+  s.state = ctx_->job_state;
+  bool all_restored = true;
+  int64_t restored = INT64_MAX;
+  for (const proto::Membership& m : membership_->values()) {
+    s.ranks_held = std::max(s.ranks_held, m.world_size);
+    if (!proto::Is(m.state, proto::RankState::kRunning)) {
+      s.ended_step = std::max(s.ended_step, m.step);
+      continue;
+    }
+    ++s.ranks_running;
+    s.incarnation = std::max(s.incarnation, m.incarnation);
+    s.oldest_incarnation = s.oldest_incarnation == 0 ? m.incarnation : std::min(s.oldest_incarnation, m.incarnation);
+    if (m.restored_step < -1) all_restored = false;
+    restored = std::min(restored, m.restored_step);
+  }
+  if (s.ranks_running > 0 && all_restored) s.restored_step = restored;
+  s.ranks_held = std::max(s.ranks_held, static_cast<int>(membership_->values().size()));
+  s.window_open = window_->open();
+  if (s.window_open) {
+    // The fault: the earliest of the window's events, a timeout's less the age of its op (the
+    // op was stuck that long before its timer fired).
+    const IncidentWindow& w = window_->window();
+    s.fault_unix_ms = w.first_unix_ms;
+    for (const proto::Event& e : w.events) {
+      if (!OpensWindow(e)) continue;
+      const int64_t at = e.unix_ms - (proto::Is(e, proto::EventKind::kTimeout) ? static_cast<int64_t>(e.age_ms) : 0);
+      if (at > 0 && (s.fault_unix_ms <= 0 || at < s.fault_unix_ms)) s.fault_unix_ms = at;
+    }
+  }
+  if (const std::optional<Action>& action = actions_->action()) s.incident = action->incident;
+  s.pace = summary_->pace();
+  return s;
+}
+
+void GoodputRound::Tick(int64_t unix_ms) {
+  ledger_.Observe(Sample(unix_ms));
+  const proto::Goodput& g = ledger_.state();
+  if (g.since_unix_ms == 0) return;  // nothing accounted yet
+  if (unix_ms < next_persist_ms_ && g.phase == persisted_phase_) return;
+  next_persist_ms_ = unix_ms + kPersistEveryMs;
+  if (ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "goodput", proto::Encode(g)}})) persisted_phase_ = g.phase;
+}
+
+}  // namespace ft::master
