@@ -28,7 +28,10 @@ const std::vector<std::string>& MasterCommands() {
       "ping",  "select", "get",    "set",     "strlen",   "exists", "hget",  "hgetall",
       "hmget", "hlen",   "hscan",  "hset",    "hsetnx",   "hdel",   "sadd",  "scard",
       "smembers", "xadd", "xlen",  "xrange",  "xrevrange", "zrevrange", "zscore", "pexpire",
-      "del",   "eval", "cluster|slots", "asking"};
+      "del",   "eval", "cluster|slots", "asking",
+      // Nodes across jobs (node_history.h, cordon_round.h): the index's bound; a lifted cordon
+      // leaves the job's eviction list.
+      "zadd", "zremrangebyrank", "srem"};
   return kCommands;
 }
 
@@ -66,6 +69,15 @@ std::vector<AclKeyPattern> WorkerKeys(const proto::Keys& k) {
       ReadWrite(k.Prefetch())};
 }
 
+// Nodes across jobs (docs/nodes.md): keys of no job's slot. The master appends to the nodes'
+// histories and their index and reads the cordons; an operator reads all three. Writing a
+// cordon (`ftmaster nodes --cordon`) is an administrator's act: none of the job's users may.
+std::vector<AclKeyPattern> NodeKeys(bool master) {
+  const std::string history = "ft:node:{*}:history";
+  if (master) return {ReadWrite(history), ReadWrite(proto::Keys::NodesIndex()), Read(proto::Keys::Cordons())};
+  return {Read(history), Read(proto::Keys::NodesIndex()), Read(proto::Keys::Cordons())};
+}
+
 std::vector<AclKeyPattern> OperatorKeys(const proto::Keys& k) {
   const std::string& p = k.prefix();
   // Every key of the job but the transfer secret (ACL patterns cannot exclude one, so each
@@ -77,7 +89,9 @@ std::vector<AclKeyPattern> OperatorKeys(const proto::Keys& k) {
           Read(p + "cmd:*"),  Read(k.Acks()),       Read(k.Incidents()),
           Read(k.Evicted()),  Read(k.Leader()),     Read(k.MasterState()),
           Read(p + "ckpt:*"), Read(k.Restore()),    Read(k.RestoreVersion()),
-          Read(k.Endpoints()), Read(k.Prefetch()), Read(k.Notify())};
+          Read(k.Endpoints()), Read(k.Prefetch()), Read(k.Notify()),
+          // Nodes across jobs: `ftmaster nodes`.
+          NodeKeys(false)[0], NodeKeys(false)[1], NodeKeys(false)[2]};
 }
 
 std::string Lower(std::string_view s) {
@@ -176,8 +190,9 @@ std::vector<AclUser> AclUsers(std::string_view job) {
   const std::string base = "ft-" + JobToken(job) + "-";
   std::vector<AclUser> users(3);
   users[0] = {AclRole::kWorker, base + "worker", WorkerCommands(), WorkerKeys(keys)};
-  users[1] = {AclRole::kMaster, base + "master", MasterCommands(),
-              {ReadWrite(keys.prefix() + "*"), ReadWrite(keys.AllGroups("*"))}};
+  std::vector<AclKeyPattern> master_keys = {ReadWrite(keys.prefix() + "*"), ReadWrite(keys.AllGroups("*"))};
+  for (AclKeyPattern& k : NodeKeys(true)) master_keys.push_back(std::move(k));
+  users[1] = {AclRole::kMaster, base + "master", MasterCommands(), std::move(master_keys)};
   users[2] = {AclRole::kOperator, base + "operator", OperatorCommands(), OperatorKeys(keys)};
   return users;
 }
@@ -222,6 +237,8 @@ std::string AclGuide(std::string_view job, bool aclfile) {
            " | redis-cli --user <admin> --askpass; then give each user a password once: ACL "
            "SETUSER <user> >PASSWORD (applying the rules again keeps it).\n";
   }
+  out += "ftmaster: `ftmaster nodes --cordon/--uncordon` writes ft:cordon, ft:nodes and ft:node:{*}:history, "
+         "keys of every job: run it as an administrator (no job's user may write them).\n";
   out += "ftmaster: each program then runs with FT_REDIS_USER=<user> and "
          "FT_REDIS_PASSWORD=<its password>.\n";
   return out;

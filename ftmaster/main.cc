@@ -2,9 +2,11 @@
 // means for the job and carries the decision out through Redis.
 //   ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]
 //                [--id NAME] [--redis-env FILE] [--exit-when-stopped]
-//   ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]
+//   ftmaster status|incidents|timeouts|evicted|checkpoints|goodput|save --job J [--redis URL]
 //            [--redis-env FILE] [--json]
 //   ftmaster acl --job J [--aclfile]
+//   ftmaster nodes [--lemons] [--json] | --cordon NODE --reason TEXT [--for 24h] | --uncordon NODE
+//                  | --cordon-commands slurm|k8s       (no job: nodes across jobs)
 // Settings come from the FT_* table (docs/configuration.md); flags override FT_JOB and
 // FT_REDIS. The password belongs in FT_REDIS_PASSWORD (or the --redis-env file), never in a
 // URL on the command line.
@@ -27,9 +29,11 @@
 #include "common/log.h"
 #include "ftmaster/acl.h"
 #include "ftmaster/cli.h"
+#include "ftmaster/cli_nodes.h"
 #include "ftmaster/core/slow_policy.h"
 #include "ftmaster/embedded_redis.h"
 #include "ftmaster/master_loop.h"
+#include "ftmaster/cli_goodput.h"
 #include "ftmaster/master_metrics.h"
 #include "metrics/exporter.h"
 #include "proto/keys.h"
@@ -46,9 +50,12 @@ void OnSignal(int) { g_stop.store(true); }
 constexpr const char* kUsage =
     "usage: ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]\n"
     "                    [--id NAME] [--redis-env FILE] [--exit-when-stopped]\n"
-    "       ftmaster status|incidents|timeouts|evicted|checkpoints|save --job J [--redis URL]\n"
+    "       ftmaster status|incidents|timeouts|evicted|checkpoints|goodput|save --job J [--redis URL]\n"
     "                    [--redis-env FILE] [--json]\n"
     "       ftmaster acl --job J [--aclfile]\n"
+    "       ftmaster nodes [--lemons] [--json] [--limit N]\n"
+    "       ftmaster nodes --cordon NODE --reason TEXT [--for 24h] | --uncordon NODE\n"
+    "       ftmaster nodes --cordon-commands slurm|k8s\n"
     "\n"
     "  run        lead the job (or stand by while another master leads): adaptive timeouts,\n"
     "             hang/crash/straggler incidents, save-then-stop decisions, evictions\n"
@@ -58,11 +65,19 @@ constexpr const char* kUsage =
     "  evicted    the nodes a scheduler should not use again\n"
     "  checkpoints  checkpoint steps, newest first: verdict, shards verified, copies, tiers,\n"
     "             sdc ranks, and the step the restore plan names\n"
+    "  goodput    where the job's GPU time went: ETTR, productive and lost rank-seconds by cause\n"
+    "             (startup, detection, save-stop, relaunch, redone, slowed, idle), per incident\n"
     "  save       ask every rank for a checkpoint at its next step boundary (prints the id)\n"
     "  stacks     --rank R: the rank's stacks now (native, and Python frames of a python/ft rank),\n"
     "             taken by its node's worker; waits up to 10 s for them\n"
     "  acl        the job's Redis ACL users (worker, master, read-only operator) as ACL SETUSER\n"
     "             lines for redis-cli, or --aclfile: lines for a Redis ACL file; no Redis needed\n"
+    "  nodes      every job's nodes, worst first by their lemon score (evictions, hardware\n"
+    "             signals, crashes, suspicions, slow episodes, recent ones weighing more), with\n"
+    "             why; --lemons: only the lemons. --cordon NODE --reason TEXT [--for DURATION]:\n"
+    "             keep NODE out of every job (each job's eviction list carries it; runs\n"
+    "             FT_CORDON_COMMAND if set); --uncordon NODE; --cordon-commands slurm|k8s: the\n"
+    "             scheduler's drain line for each cordoned node (docs/nodes.md). No --job needed\n"
     "\n"
     "  --job J              the job (default: FT_JOB)\n"
     "  --redis URL          redis://[user@]host:port[/db] (default: FT_REDIS); the password goes\n"
@@ -86,6 +101,9 @@ struct Flags {
   bool exit_when_stopped = false;
   bool json = false;
   bool aclfile = false;
+  // nodes
+  bool lemons = false;
+  std::string cordon, uncordon, reason, for_text, cordon_commands, limit;
 };
 
 int Usage(const std::string& message) {
@@ -100,7 +118,8 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     flags->command = argv[i++];
     if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
         flags->command != "timeouts" && flags->command != "evicted" &&
-        flags->command != "checkpoints" && flags->command != "save" && flags->command != "acl" &&
+        flags->command != "checkpoints" && flags->command != "goodput" && flags->command != "save" &&
+        flags->command != "acl" && flags->command != "nodes" &&
         flags->command != "stacks") {
       return Usage("unknown command '" + flags->command + "'");
     }
@@ -150,21 +169,43 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
     } else if (arg == "--aclfile" && !has_inline) {
       flags->aclfile = true;
       continue;
+    } else if (arg == "--lemons" && !has_inline) {
+      flags->lemons = true;
+      continue;
+    } else if (arg == "--cordon") {
+      target = &flags->cordon;
+    } else if (arg == "--uncordon") {
+      target = &flags->uncordon;
+    } else if (arg == "--reason") {
+      target = &flags->reason;
+    } else if (arg == "--for") {
+      target = &flags->for_text;
+    } else if (arg == "--cordon-commands") {
+      target = &flags->cordon_commands;
+    } else if (arg == "--limit") {
+      target = &flags->limit;
     } else {
       return Usage(std::string("unknown argument '") + argv[i] + "'");
     }
     if (!value(target)) return Usage(arg + " needs a value");
   }
   if (flags->command.empty()) {
-    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints, save or "
-                 "acl");
+    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints, goodput, save, "
+                 "stacks or acl");
   }
   const bool run = flags->command == "run";
-  if (run && flags->json) return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints and save");
+  if (run && flags->json) {
+    return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints, goodput, save and stacks");
+  }
   if (!run && flags->exit_when_stopped) return Usage("--exit-when-stopped applies to run");
   if (!run && !flags->id.empty()) return Usage("--id applies to run");
   if (flags->aclfile && flags->command != "acl") return Usage("--aclfile applies to acl");
   if (flags->command == "acl" && flags->json) return Usage("--json does not apply to acl");
+  if (flags->command != "nodes" && (flags->lemons || !flags->cordon.empty() || !flags->uncordon.empty() ||
+                                    !flags->reason.empty() || !flags->for_text.empty() ||
+                                    !flags->cordon_commands.empty() || !flags->limit.empty())) {
+    return Usage("--lemons, --cordon, --uncordon, --reason, --for, --cordon-commands and --limit apply to nodes");
+  }
   return 0;
 }
 
@@ -213,7 +254,14 @@ int main(int argc, char** argv) {
   }
 
   const std::string job = !flags.job.empty() ? flags.job : config.job;
-  if (job.empty()) {
+  // nodes: across jobs (no job needed); its flags are checked before Redis is.
+  ft::master::NodesOptions nodes;
+  if (flags.command == "nodes") {
+    s = ft::master::NodesOptionsFromFlags(config, flags.lemons, flags.cordon, flags.uncordon, flags.reason,
+                                          flags.for_text, flags.cordon_commands, flags.limit, &nodes);
+    if (!s.ok()) return Usage(std::string(s.message()));
+  }
+  if (job.empty() && flags.command != "nodes") {
     std::fprintf(stderr, "ftmaster: --job is required (or set FT_JOB) (try --help)\n");
     return 2;
   }
@@ -268,10 +316,16 @@ int main(int argc, char** argv) {
       s = ft::master::IncidentsCommand(client, options, &out);
     } else if (flags.command == "timeouts") {
       s = ft::master::TimeoutsCommand(client, options, &out);
+    } else if (flags.command == "goodput") {
+      s = ft::master::GoodputCommand(client, options, &out);
     } else if (flags.command == "checkpoints") {
       s = ft::master::CheckpointsCommand(client, options, &out);
     } else if (flags.command == "save") {
       s = ft::master::SaveCommand(client, options, &out);
+    } else if (flags.command == "nodes") {
+      nodes.json = flags.json;
+      nodes.now_unix_ms = options.now_unix_ms;
+      s = ft::master::NodesCommand(client, nodes, &out);
     } else if (flags.command == "stacks") {
       int rank = -1;
       if (!ft::master::ParseRankFlag(flags.rank, &rank)) return Usage("stacks needs --rank R (a rank of the job)");

@@ -48,7 +48,10 @@ MasterLoop::MasterLoop(MasterOptions options, std::unique_ptr<redis::Store> stor
       ckpt_(&ctx_, &membership_),
       actions_(&ctx_, &membership_, &ckpt_),
       window_(&ctx_, &membership_),
-      summary_(&ctx_) {
+      summary_(&ctx_),
+      history_(&ctx_),
+      cordons_(&ctx_),
+      goodput_(&ctx_, &membership_, &window_, &summary_, &actions_) {
   membership_.OnRead([this] { OnRanksRead(); });
   window_.OnSlowdown([this](const proto::Event& e, int64_t unix_ms) { summary_.AddSlowdown(e, unix_ms); });
   summary_.SetHardware(&window_.hardware());
@@ -134,6 +137,9 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   }
   if (!window_.open() && membership_.Due(now) && store.connected()) (void)membership_.Read(now, false);
   if (now >= next_secret_check_ && store.connected()) EnsureTransferSecret(now);
+  if (history_.Due(now) && store.connected()) history_.Run(now, unix_ms);
+  if (cordons_.Due(now) && store.connected()) cordons_.Run(now, unix_ms);
+  if (store.connected()) goodput_.Tick(unix_ms);
 }
 
 void MasterLoop::Run(const std::atomic<bool>& stop, bool exit_when_stopped) {
@@ -167,6 +173,8 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   summary_.NewTerm(now);
   actions_.NewTerm(now);
   ckpt_.NewTerm(now);
+  history_.NewTerm(now);
+  cordons_.NewTerm(now);
   ranks_version_seen_ = 0;
 
   redis::Reply hash;
@@ -186,6 +194,8 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   if (!membership_.LoadTerm(state)) return;
   summary_.LoadTerm(state);
   actions_.LoadTerm(state);
+  history_.LoadTerm(state);
+  goodput_.LoadTerm(state);
   if (!window_.LoadTerm(state, unix_ms)) return;
   if (!summary_.LoadTimeouts()) return;
 
@@ -221,12 +231,13 @@ void MasterLoop::StopForSlowness(SlowEviction slow, int64_t unix_ms) {
   stop.decision = proto::DecisionKind::kStop;
   stop.phase = proto::ActionPhase::kStop;
   stop.decided_unix_ms = unix_ms;
+  const std::string why = fmt::format("fail-slow: rank {} straggles ({})", slow.rank, slow.incident.id);
+  slow.incident.evicted = {{slow.node, why}};
   auto won = ctx_.writer.WriteIncidents({slow.incident}, unix_ms, {slow.node},
                                         {{"action", proto::Encode(stop)},
                                          {"job_state", proto::JobStateName(proto::JobState::kStopping)},
                                          {"slow_evictions", summary_.SlowEvictionsField(unix_ms)},
-                                         {"evicted_why:" + slow.node,
-                                          fmt::format("fail-slow: rank {} straggles ({})", slow.rank, slow.incident.id)}},
+                                         {"evicted_why:" + slow.node, why}},
                                         {}, {});
   if (!won) return;  // fenced out or Redis failed: the next pass weighs the rank again
   summary_.SlowEvicted(slow.rank, unix_ms);

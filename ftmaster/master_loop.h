@@ -18,6 +18,10 @@
 //     per rank and episode, the episode kept as `straggler:<rank>` in the master hash);
 //   - keeps the job's peer-transfer secret (ft:{J}:transfer:secret) in Redis: created when
 //     absent, never replaced, never printed;
+//   - appends each incident to its nodes' histories across jobs (node_history.h) and keeps the
+//     cluster-wide cordons in the job's eviction list (cordon_round.h);
+//   - accounts the job's time (goodput_round.h: productive, or lost by cause), kept as
+//     `goodput` in the master hash;
 //   - once every rank has exited cleanly, job_state becomes "finished"; the topology inferred
 //     while the ranks ran is kept (`inferred_topology`), not re-inferred from departed ranks.
 // Classes by job, each owning its fields (MasterLoop only sequences them, in this order, each
@@ -46,8 +50,11 @@
 #include "common/status.h"
 #include "ftmaster/action_runner.h"
 #include "ftmaster/ckpt_round.h"
+#include "ftmaster/cordon_round.h"
+#include "ftmaster/goodput_round.h"
 #include "ftmaster/job_membership.h"
 #include "ftmaster/loop_context.h"
+#include "ftmaster/node_history.h"
 #include "ftmaster/store.h"
 #include "ftmaster/summary_round.h"
 #include "ftmaster/window_round.h"
@@ -90,6 +97,7 @@ class MasterLoop {
   std::optional<proto::JobState> job_state() const { return ctx_.job_state; }
   bool incident_open() const { return window_.open(); }
   const Stats& stats() const { return ctx_.stats; }
+  const GoodputLedger& goodput() const { return goodput_.ledger(); }
   const BadValues& bad_values() const { return ctx_.bad; }
   const proto::Keys& keys() const { return ctx_.keys; }
 
@@ -122,6 +130,9 @@ class MasterLoop {
   ActionRunner actions_;
   WindowRound window_;
   SummaryRound summary_;
+  NodeHistoryRound history_;  // nodes across jobs: the incidents in the nodes' histories
+  CordonRound cordons_;       // the cluster-wide cordons in the job's eviction list
+  GoodputRound goodput_;
 
   uint64_t term_ = 0;
   bool term_loaded_ = false;

@@ -52,7 +52,7 @@ TEST(AclUsers, NamedPerJobAndRole) {
   const std::string token = JobToken("exp.1/[a]*");
   EXPECT_EQ(User(users, AclRole::kWorker).name, "ft-" + token + "-worker");
   const AclUser& master = User(users, AclRole::kMaster);
-  ASSERT_EQ(master.keys.size(), 2u);
+  ASSERT_EQ(master.keys.size(), 5u);  // the job's two tags, and the nodes across jobs (NodesAcrossJobs)
   EXPECT_EQ(master.keys[0].pattern, proto::Keys("exp.1/[a]*").prefix() + "*");
   EXPECT_EQ(master.keys[1].pattern, proto::Keys("exp.1/[a]*").AllGroups("*"));
   EXPECT_TRUE(AclAllows(master, "GET", proto::Keys("exp.1/[a]*").Restore(), false));
@@ -146,6 +146,36 @@ TEST(AclUsers, OperatorReadsEverythingButTheSecretAndWritesNothing) {
   for (const char* c : {"SET", "HSET", "XADD", "DEL", "EVAL", "KEYS", "SCAN"}) {
     EXPECT_FALSE(AclAllows(o, c, k.Events(), false)) << c;
   }
+}
+
+TEST(AclUsers, NodesAcrossJobs) {
+  std::vector<AclUser> users = AclUsers("j");
+  const AclUser& w = User(users, AclRole::kWorker);
+  const AclUser& m = User(users, AclRole::kMaster);
+  const AclUser& o = User(users, AclRole::kOperator);
+  const std::string history = proto::Keys::NodeHistory("gpu-017");
+  // The leader appends each incident to its nodes' histories and keeps the index bounded.
+  for (const char* c : {"XADD", "PEXPIRE", "XREVRANGE"}) EXPECT_TRUE(AclAllows(m, c, history, true)) << c;
+  for (const char* c : {"ZADD", "ZREMRANGEBYRANK", "PEXPIRE"}) {
+    EXPECT_TRUE(AclAllows(m, c, proto::Keys::NodesIndex(), true)) << c;
+  }
+  // It reads the cordons into its own eviction list (SREM: a lifted one leaves it); writing a
+  // cordon is an administrator's act.
+  EXPECT_TRUE(AclAllows(m, "HGETALL", proto::Keys::Cordons(), false));
+  EXPECT_FALSE(AclAllows(m, "HSET", proto::Keys::Cordons(), true));
+  EXPECT_TRUE(AclAllows(m, "SREM", proto::Keys("j").Evicted(), true));
+  // Operators read all three (ftmaster nodes) and write none.
+  for (const auto& [c, key] : std::vector<std::pair<const char*, std::string>>{
+           {"XREVRANGE", history}, {"ZREVRANGE", proto::Keys::NodesIndex()}, {"HGETALL", proto::Keys::Cordons()}}) {
+    EXPECT_TRUE(AclAllows(o, c, key, false)) << c;
+  }
+  for (const std::string& key : {history, proto::Keys::NodesIndex(), proto::Keys::Cordons()}) {
+    EXPECT_FALSE(CanWrite(o, key)) << key;
+    EXPECT_FALSE(CanRead(w, key)) << key << ": workers need nothing across jobs";
+  }
+  // The pattern names histories only, not another job's keys.
+  EXPECT_FALSE(CanRead(m, "ft:node:{x}:other"));
+  EXPECT_FALSE(CanRead(m, proto::Keys("j2").MasterState()));
 }
 
 TEST(AclText, SetUserLinesCarryTheRulesAndNoPassword) {

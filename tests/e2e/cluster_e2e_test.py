@@ -97,7 +97,12 @@ def case_detect(args):
         check(status.returncode == 0, "ftmaster status on the cluster failed: %s" % status.stderr[-500:])
         ranks = json.loads(status.stdout).get("ranks", [])
         check(len(ranks) == 8, "ftmaster status lists %d ranks, expected 8: %s" % (len(ranks), status.stdout[:300]))
-        print("OK: the hang decided on a Redis Cluster; status reads all 8 ranks")
+        # The suspect's history across jobs, in its own slot (ft:node:{node1}:history).
+        history = c.wait_for(lambda: c.db.command("XRANGE", "ft:node:{node1}:history", "-", "+"), 15,
+                             "node1's history written on the cluster")
+        check(any(dict(zip(f[0::2], f[1::2])).get("kind") == "suspect" for _, f in history),
+              "node1's history on the cluster: %s" % history)
+        print("OK: the hang decided on a Redis Cluster; status reads all 8 ranks; node1's history written")
 
 
 def events_reported(c):
