@@ -32,6 +32,7 @@ Status Exporter::Start(ExporterOptions options) {
   } else {
     ServerOptions server_options;
     server_options.address = address;
+    server_options.routes = options_.routes;
     status = Server::Start(server_options, [this] { return registry_.Render(); }, &server_);
     // The program's own port taken (a second job's master or worker on this host): it is still
     // worth scraping, so any free port on the same host, said where. A port the user gave is

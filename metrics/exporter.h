@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,6 +39,7 @@ struct ExporterOptions {
   std::string textfile;          // FT_METRICS_TEXTFILE; empty: none
   Duration interval = std::chrono::seconds(1);  // FT_METRICS_INTERVAL: textfile rewrites
   Subsystem subsystem = Subsystem::kWorker;     // where its log lines go
+  std::map<std::string, Route> routes;          // served beside /metrics (ftmaster's page)
 };
 
 class Exporter {

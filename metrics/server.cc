@@ -117,21 +117,27 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& request = parser_->get();
     std::string_view target(request.target().data(), request.target().size());
     if (size_t q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
-    if (target != "/metrics") {
+    const bool metrics = target == "/metrics";
+    const auto route = metrics ? server_->options.routes.end() : server_->options.routes.find(std::string(target));
+    if (!metrics && route == server_->options.routes.end()) {
       Reply(http::status::not_found, "not found: ft serves /metrics\n", request.version(), request.keep_alive());
     } else if (request.method() != http::verb::get) {
       Reply(http::status::method_not_allowed, "only GET\n", request.version(), request.keep_alive());
-    } else {
+    } else if (metrics) {
       server_->scrapes.fetch_add(1, std::memory_order_relaxed);
-      Reply(http::status::ok, server_->render(), request.version(), request.keep_alive());
+      Reply(http::status::ok, server_->render(), request.version(), request.keep_alive(),
+            "text/plain; version=0.0.4; charset=utf-8");
+    } else {
+      Reply(http::status::ok, route->second.render(), request.version(), request.keep_alive(),
+            route->second.content_type);
     }
   }
 
-  void Reply(http::status status, std::string body, unsigned version, bool keep_alive) {
+  void Reply(http::status status, std::string body, unsigned version, bool keep_alive,
+             const std::string& content_type = "text/plain") {
     auto response = std::make_shared<http::response<http::string_body>>(status, version);
     response->set(http::field::server, "ft");
-    response->set(http::field::content_type,
-                  status == http::status::ok ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain");
+    response->set(http::field::content_type, content_type);
     if (status == http::status::method_not_allowed) response->set(http::field::allow, "GET");
     response->keep_alive(keep_alive);
     response->body() = std::move(body);

@@ -125,6 +125,55 @@ TEST_F(MetricsServerTest, OtherPathsAre404AndOtherMethods405) {
   EXPECT_EQ(server_->scrapes(), 0u);
 }
 
+// Extra routes (ftmaster's page): their own Content-Type and body, rendered per request; an
+// unknown path is still 404, another method 405, and /metrics stays the registry's.
+TEST_F(MetricsServerTest, ExtraRoutesServeTheirOwnBodyAndContentType) {
+  ServerOptions options;
+  int renders = 0;
+  options.routes["/"] = {"text/html; charset=utf-8", [&renders] { return "<p>page " + std::to_string(++renders) + "</p>"; }};
+  options.routes["/api/job.json"] = {"application/json", [] { return std::string("{\"state\":\"running\"}"); }};
+  options.routes["/metrics"] = {"text/html", [] { return std::string("not the registry"); }};
+  Start(options);
+  bool closed = false;
+  std::string reply = Request(server_->port(), "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Content-Type: text/html; charset=utf-8\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\r\n\r\n<p>page 1</p>"), std::string::npos) << reply;
+  reply = Request(server_->port(), "GET /?refresh=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_NE(reply.find("<p>page 2</p>"), std::string::npos) << "rendered again per request: " << reply;
+  reply = Request(server_->port(), "GET /api/job.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Content-Type: application/json\r\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("\r\n\r\n{\"state\":\"running\"}"), std::string::npos) << reply;
+  reply = Request(server_->port(), "GET /api/nothing.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 404", 0), 0u) << reply;
+  reply = Request(server_->port(), "GET /index.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 404", 0), 0u) << reply;
+  reply = Request(server_->port(), "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nab", &closed);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 405", 0), 0u) << reply;
+  EXPECT_EQ(reply.find("<p>page"), std::string::npos) << reply;
+  EXPECT_EQ(renders, 2);
+  // /metrics is the registry's whatever the routes say.
+  reply = Request(server_->port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_NE(reply.find("ft_test_total{rank=\"3\"} 7\n"), std::string::npos) << reply;
+  EXPECT_NE(reply.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << reply;
+  EXPECT_EQ(server_->scrapes(), 1u) << "a page request is not a scrape";
+}
+
+// A route keeps the request limits.
+TEST_F(MetricsServerTest, ARouteKeepsTheRequestSizeLimit) {
+  ServerOptions options;
+  options.max_request_bytes = 1024;
+  options.routes["/"] = {"text/html", [] { return std::string("<p>page</p>"); }};
+  Start(options);
+  bool closed = false;
+  std::string reply = Request(server_->port(), "GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(4000, 'y') +
+                                                   "\r\nConnection: close\r\n\r\n", &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(reply.find("<p>page</p>"), std::string::npos) << reply;
+  EXPECT_EQ(reply.find("200 OK"), std::string::npos) << reply;
+}
+
 TEST_F(MetricsServerTest, AClientThatSendsNothingIsCutOffAtTheDeadline) {
   ServerOptions options;
   options.read_timeout = milliseconds(300);
