@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
   ft::metrics::Exporter exporter;
   (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kWorkerPort,
                         .textfile = config.metrics_textfile, .interval = config.metrics_interval,
-                        .subsystem = ft::Subsystem::kWorker});
+                        .subsystem = ft::Subsystem::kWorker, .routes = {}});
   ft::worker::WorkerMetrics worker_metrics(&exporter.registry(), job, node,
                                            static_cast<uint64_t>(config.metrics_interval.count()));
   options.metrics = &worker_metrics;
