@@ -21,7 +21,8 @@ Ends with one line:
               save_s=<save command -> last save acknowledged>
               pull_s=<node2's prefetch of ranks 4-7>  restore_s=<slowest rank's restore>
               fault_to_resume_s=<hang injected -> first step after the restore completed,
-                                  the relaunch included>  ok=<0|1>
+                                  the relaunch included>
+              ettr=<the job's productive share of its GPU time, `ftmaster goodput`>  ok=<0|1>
 
 ok=1 only when every step above happened as described, the checksums match and
 fault_to_resume_s <= 30. Every program is the real one; the demo reads what happened with
@@ -230,7 +231,7 @@ def main():
     args = parse_args()
     d = Demo(args.build)
     ok = 0
-    detect_s = save_s = pull_s = restore_s = fault_to_resume_s = -1.0
+    detect_s = save_s = pull_s = restore_s = fault_to_resume_s = ettr = -1.0
     print("demo: job %s, 8 ranks (dp=2 tp=4) on 2 simulated nodes, %d ms compute per step, %d steps; "
           "rank %d's kernel (node1) hangs at step %d" % (d.job, args.compute_ms, STEPS, HUNG_RANK, HANG_STEP),
           flush=True)
@@ -335,6 +336,16 @@ def main():
                                              "ok" if got.get(r) == want.get(r) else want.get(r)))
         print("demo: hang injected -> training resumed on node0,node2: %.2f s (budget %.0f s)"
               % (fault_to_resume_s, BUDGET_S))
+        # Where the job's GPU time went (docs/goodput.md): the ledger once the job has finished.
+        def ledger():
+            g = json.loads(d.master_cli("goodput", "--json"))
+            return g if g.get("ettr") is not None and g.get("phase") == "productive" else None
+        try:
+            g = wait_for(ledger, 10, "the goodput ledger")
+            ettr = g["ettr"]
+            print("\n$ ftmaster goodput\n" + d.master_cli("goodput"), end="")
+        except (TimeoutError, RuntimeError, ValueError) as e:
+            print("demo: no goodput ledger: %s" % e, flush=True)
         loop = (suspect == HUNG_RANK and inc["kind"] == "hang" and inc["decision"] == "save-then-stop"
                 and job.returncode != 0 and sorted(evicted) == ["node1"] and planned == HANG_STEP
                 and job2.returncode == 0 and restored == {r: HANG_STEP for r in range(8)}
@@ -355,8 +366,8 @@ def main():
             if name == "remote" or name.startswith("local-"):
                 shutil.rmtree(os.path.join(d.dir, name), ignore_errors=True)
     print("demo: logs in %s" % d.dir)
-    print("RESULT demo detect_s=%.2f save_s=%.2f pull_s=%.3f restore_s=%.3f fault_to_resume_s=%.2f ok=%d"
-          % (detect_s, save_s, pull_s, restore_s, fault_to_resume_s, ok))
+    print("RESULT demo detect_s=%.2f save_s=%.2f pull_s=%.3f restore_s=%.3f fault_to_resume_s=%.2f ettr=%.3f ok=%d"
+          % (detect_s, save_s, pull_s, restore_s, fault_to_resume_s, ettr, ok))
     return 0 if ok else 1
 
 
