@@ -35,6 +35,7 @@
 #include "ftmaster/master_loop.h"
 #include "ftmaster/cli_goodput.h"
 #include "ftmaster/master_metrics.h"
+#include "ftmaster/page/reader.h"
 #include "metrics/exporter.h"
 #include "proto/keys.h"
 #include "redis/client.h"
@@ -379,11 +380,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ftmaster: %s (try --help)\n", std::string(s.message()).c_str());
     return 2;
   }
-  // Metrics (README "Metrics"): read from Redis on their own thread, served on their own.
+  // Metrics (README "Metrics"): read from Redis on their own thread, served on their own; the
+  // live page (README "The live page") beside /metrics, read on a thread of its own too.
+  ft::master::page::PageReader page({.job = job, .endpoint = endpoint});
   ft::metrics::Exporter exporter;
   (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kMasterPort,
                         .textfile = config.metrics_textfile, .interval = config.metrics_interval,
-                        .subsystem = ft::Subsystem::kMaster});
+                        .subsystem = ft::Subsystem::kMaster, .routes = page.Routes()});
+  if (!exporter.address().empty()) {
+    page.Start();
+    FT_LOG(Info, Master, "page: serving http://{}/ (and /api/<panel>.json)", exporter.address());
+  }
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
   ft::master::MasterMetrics master_metrics(
@@ -394,6 +401,7 @@ int main(int argc, char** argv) {
   loop.Run(g_stop, flags.exit_when_stopped);
   master_metrics.Stop();
   exporter.Stop();
+  page.Stop();
   if (!env_file.empty()) unlink(env_file.c_str());
   embedded.Stop();
   return 0;

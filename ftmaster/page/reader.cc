@@ -1,0 +1,295 @@
+#include "ftmaster/page/reader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "ftmaster/page/render.h"
+#include "proto/codec.h"
+#include "proto/node_history_codec.h"
+#include "redis/redis_store.h"
+#include "redis/spread.h"
+
+namespace ft::master::page {
+
+namespace {
+
+constexpr int kRefreshS = 2;
+
+void AddGarbled(Snapshot* s, std::string where, std::string_view raw, const Status& why) {
+  s->garbled.push_back({std::move(where), std::string(raw.substr(0, kGarbledBytes)), std::string(why.message())});
+}
+
+int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void ReadRanks(redis::Commands& redis, const proto::Keys& keys, BadValues* bad, Snapshot* s) {
+  DecodedHash<proto::Membership> ranks("ranks");
+  DecodedHash<proto::RankProgress> progress("progress");
+  DecodedHash<proto::RankSummary> summaries("summary");
+  const uint64_t bad_before = bad->count();
+  redis::Reply reply;
+  if (redis.Run({"HGETALL", keys.Ranks()}, &reply).ok()) ranks.Load(reply, bad);
+  if (redis::HGetAllOf(redis, keys.AllProgress(), &reply).ok()) progress.Load(reply, bad);
+  if (redis::HGetAllOf(redis, keys.AllSummaries(), &reply).ok()) summaries.Load(reply, bad);
+  std::map<int, RankRow> rows;
+  for (const proto::Membership& m : ranks.values()) {
+    RankRow& r = rows[m.rank];
+    r.rank = m.rank;
+    r.node = m.node;
+    r.state = m.state;
+  }
+  for (const proto::RankProgress& p : progress.values()) {
+    RankRow& r = rows[p.rank];
+    r.rank = p.rank;
+    if (r.node.empty()) r.node = p.node;
+    r.state = p.state;
+    r.reported = true;
+  }
+  for (const proto::RankSummary& m : summaries.values()) {
+    auto it = rows.find(m.rank);
+    if (it == rows.end()) continue;  // a summary of a rank no longer a member
+    it->second.step = m.declared_step >= 0 ? m.declared_step : static_cast<int64_t>(m.steps);
+    it->second.step_ms = m.step_p50_ms > 0 ? m.step_p50_ms : m.step_ms;
+  }
+  s->ranks.reserve(rows.size());
+  for (auto& [rank, row] : rows) s->ranks.push_back(std::move(row));
+  if (bad->count() > bad_before) {
+    s->garbled.push_back({"ranks", "", fmt::format("{} rank value{} did not decode (skipped)", bad->count() - bad_before,
+                                                   bad->count() - bad_before == 1 ? "" : "s")});
+  }
+}
+
+void ReadIncidents(redis::Commands& redis, const proto::Keys& keys, Snapshot* s) {
+  redis::Reply reply;
+  if (!redis.Run({"XREVRANGE", keys.Incidents(), "+", "-", "COUNT", std::to_string(kIncidentsShown)}, &reply).ok()) return;
+  std::vector<StreamEntry> entries;
+  ParseStream(reply, &entries);
+  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
+    const std::string* json = it->Get("json");
+    IncidentRow row;
+    row.stream_id = it->id;
+    Status st = json ? proto::Decode(*json, &row.incident) : Status::Corrupt("no json field");
+    if (!st.ok()) {
+      AddGarbled(s, "incident " + it->id, json ? std::string_view(*json) : std::string_view(), st);
+      continue;
+    }
+    s->incidents.push_back(std::move(row));
+  }
+}
+
+void ReadCheckpoints(redis::Commands& redis, const proto::Keys& keys, const redis::Reply& steps, Snapshot* s) {
+  if (!steps.is_array()) return;
+  redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
+  for (size_t i = 0; i < steps.size() && i < kCheckpointsShown; ++i) {
+    CheckpointRow row;
+    int64_t step = -1;
+    if (!ParseInt(steps[i].str(), &step).ok()) continue;
+    row.step = step;
+    s->checkpoints.push_back(row);
+    argv.push_back(std::to_string(step));
+  }
+  if (s->checkpoints.empty()) return;
+  redis::Reply got;
+  if (!redis.Run(argv, &got).ok()) return;
+  for (size_t k = 0; k < s->checkpoints.size() && k < got.size(); ++k) {
+    if (!got[k].is_string()) continue;
+    proto::StepVerdict v;
+    if (Status st = proto::Decode(got[k].str(), &v); !st.ok()) {
+      AddGarbled(s, fmt::format("verdict of step {}", s->checkpoints[k].step), got[k].str(), st);
+      continue;
+    }
+    s->checkpoints[k].verdict = std::move(v);
+  }
+}
+
+void ReadNodes(redis::Commands& redis, Snapshot* s) {
+  // Keys of no job (other slots on a Redis Cluster): one command each, never pipelined with the job's.
+  redis::Reply nodes, cordons;
+  const bool have_index = redis.Run({"EXISTS", proto::Keys::NodesIndex()}, &nodes).ok() && nodes.integer() > 0;
+  const bool have_cordons = redis.Run({"HGETALL", proto::Keys::Cordons()}, &cordons).ok() && cordons.size() > 0;
+  s->node_keys_present = have_index || have_cordons;
+  if (!s->node_keys_present) return;
+  for (size_t i = 0; i + 1 < cordons.size() && s->cordons.size() < 100; i += 2) {
+    proto::CordonEntry c;
+    if (Status st = proto::Decode(cordons[i + 1].str(), &c); !st.ok()) {
+      AddGarbled(s, "cordon " + cordons[i].str(), cordons[i + 1].str(), st);
+      continue;
+    }
+    s->cordons.push_back(std::move(c));
+  }
+  if (!have_index) return;
+  // The job's nodes: the incidents' suspects' and evicted first, then the rest in order.
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  auto add = [&](const std::string& node) {
+    if (!node.empty() && order.size() < kNodeHistoryNodes && seen.insert(node).second) order.push_back(node);
+  };
+  for (auto it = s->incidents.rbegin(); it != s->incidents.rend(); ++it) {
+    for (const proto::Suspect& sp : it->incident.suspects) add(sp.node);
+    for (const proto::Eviction& e : it->incident.evicted) add(e.node);
+  }
+  std::set<std::string> job_nodes;
+  for (const RankRow& r : s->ranks) job_nodes.insert(r.node);
+  std::vector<std::string> sorted(job_nodes.begin(), job_nodes.end());
+  std::sort(sorted.begin(), sorted.end(), [](const std::string& a, const std::string& b) { return NaturalLess(a, b); });
+  for (const std::string& n : sorted) add(n);
+  for (const std::string& node : order) {
+    redis::Reply len, entries;
+    if (!redis.Run({"XLEN", proto::Keys::NodeHistory(node)}, &len).ok() || len.integer() <= 0) continue;
+    NodeHistoryRow row;
+    row.node = node;
+    row.total = len.integer();
+    if (redis.Run({"XREVRANGE", proto::Keys::NodeHistory(node), "+", "-", "COUNT", std::to_string(kNodeRecordsShown)},
+                  &entries).ok()) {
+      std::vector<StreamEntry> parsed;
+      ParseStream(entries, &parsed);
+      for (const StreamEntry& e : parsed) {
+        const std::string* json = e.Get("json");
+        proto::NodeRecord r;
+        Status st = json ? proto::Decode(*json, &r) : Status::Corrupt("no json field");
+        if (!st.ok()) {
+          AddGarbled(s, "history of " + node + " " + e.id, json ? std::string_view(*json) : std::string_view(), st);
+          continue;
+        }
+        row.records.push_back(std::move(r));
+      }
+    }
+    s->node_history.push_back(std::move(row));
+  }
+}
+
+}  // namespace
+
+void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad, Snapshot* s) {
+  const proto::Keys keys(job);
+  s->job = job;
+  s->taken_unix_ms = now_unix_ms;
+  s->job_state = "unknown";
+  std::vector<redis::Reply> r;
+  Status st = redis.PipelinePartial({{"GET", keys.Leader()},
+                                     {"HGET", keys.MasterState(), "job_state"},
+                                     {"HGET", keys.MasterState(), "open_incident"},
+                                     {"SCARD", keys.Evicted()},
+                                     {"HGET", keys.MasterState(), "goodput"},
+                                     {"XLEN", keys.Incidents()},
+                                     {"GET", keys.Restore()},
+                                     {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(kCheckpointsShown - 1)}},
+                                    &r);
+  if (!st.ok() || r.size() != 8) {
+    s->redis_up = false;
+    s->redis_error = st.ok() ? "a short reply" : std::string(st.message());
+    return;
+  }
+  s->redis_up = true;
+  if (r[0].is_string()) s->leader = r[0].str();
+  if (r[1].is_string()) {
+    proto::JobState state;
+    if (Status js = proto::DecodeJobState(r[1].str(), &state); js.ok()) {
+      s->job_state = proto::JobStateName(state);
+    } else {
+      s->job_state = "garbled";
+      AddGarbled(s, "master job_state", r[1].str(), js);
+    }
+  }
+  s->open_incident = r[2].is_string();
+  s->evicted_nodes = r[3].integer();
+  if (r[4].is_string()) {
+    proto::Goodput g;
+    if (Status gs = proto::Decode(r[4].str(), &g); gs.ok()) {
+      s->goodput = std::move(g);
+    } else {
+      AddGarbled(s, "master goodput", r[4].str(), gs);
+    }
+  }
+  s->incidents_total = r[5].integer();
+  if (r[6].is_string()) {
+    proto::RestorePlan plan;
+    if (Status ps = proto::Decode(r[6].str(), &plan); ps.ok()) {
+      s->plan = std::move(plan);
+    } else {
+      AddGarbled(s, "restore plan", r[6].str(), ps);
+    }
+  }
+  ReadRanks(redis, keys, bad, s);
+  ReadIncidents(redis, keys, s);
+  ReadCheckpoints(redis, keys, r[7], s);
+  ReadNodes(redis, s);
+}
+
+PageReader::PageReader(PageReaderOptions options) : options_(std::move(options)) {
+  Snapshot empty;
+  empty.job = options_.job;
+  empty.job_state = "unknown";
+  empty.redis_error = "not read yet";
+  Publish(empty);
+}
+
+PageReader::~PageReader() { Stop(); }
+
+void PageReader::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void PageReader::Stop() {
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  cv_.NotifyAll();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PageReader::Publish(const Snapshot& s) {
+  auto r = std::make_shared<Rendered>();
+  r->html = RenderHtml(s, kRefreshS);
+  for (Panel p : kPanels) r->json[PanelName(p)] = RenderJson(s, p);
+  MutexLock lock(&mu_);
+  rendered_ = std::move(r);
+}
+
+std::shared_ptr<const PageReader::Rendered> PageReader::Newest() {
+  MutexLock lock(&mu_);
+  return rendered_;
+}
+
+std::map<std::string, metrics::Route> PageReader::Routes() {
+  std::map<std::string, metrics::Route> routes;
+  routes["/"] = {"text/html; charset=utf-8", [this] { return Newest()->html; }};
+  for (Panel p : kPanels) {
+    const std::string name = PanelName(p);
+    routes["/api/" + name + ".json"] = {"application/json", [this, name] { return Newest()->json.at(name); }};
+  }
+  return routes;
+}
+
+void PageReader::Loop() {
+  redis::ReconnectPolicy policy;
+  policy.log_subsystem = Subsystem::kMaster;
+  redis::RedisStore redis(options_.endpoint, policy);
+  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval);
+  MutexLock lock(&mu_);
+  while (!stopping_) {
+    lock.Unlock();
+    Snapshot s;
+    if (redis.Ensure(std::chrono::steady_clock::now())) {
+      ReadSnapshot(redis, options_.job, NowUnixMs(), &bad_, &s);
+    } else {
+      s.job = options_.job;
+      s.taken_unix_ms = NowUnixMs();
+      s.job_state = "unknown";
+      s.redis_error = "cannot reach Redis (see the log)";
+    }
+    Publish(s);
+    lock.Lock();
+    cv_.WaitFor(&mu_, interval, [this]() REQUIRES(mu_) { return stopping_; });
+  }
+}
+
+}  // namespace ft::master::page

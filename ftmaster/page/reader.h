@@ -1,0 +1,72 @@
+// ft::master::page::PageReader: the live page's data (README "The live page"). Like MasterMetrics it
+// reads the job's Redis on a thread of its own with its own connection, every `interval` (~1 s):
+// the loop is never held, and a standby master's page shows the same job as the leader's. Each
+// snapshot is rendered once (render.h) on that thread; the server's thread only copies the
+// strings of the newest one (Routes()). Nothing secret is read: not the transfer secret, not the
+// Redis URL or password.
+#ifndef FT_FTMASTER_PAGE_READER_H_
+#define FT_FTMASTER_PAGE_READER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/mutex.h"
+#include "common/units.h"
+#include "ftmaster/page/snapshot.h"
+#include "ftmaster/store.h"
+#include "metrics/server.h"
+#include "proto/keys.h"
+#include "redis/store.h"
+#include "redis/url.h"
+
+namespace ft::master::page {
+
+struct PageReaderOptions {
+  std::string job;
+  redis::Endpoint endpoint;
+  Duration interval = std::chrono::seconds(1);
+};
+
+// One read of the job (tests: on a FakeStore). Never fails: what Redis did not answer is absent
+// and s->redis_up / redis_error say so; garbled values land in s->garbled.
+void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad, Snapshot* s);
+
+class PageReader {
+ public:
+  explicit PageReader(PageReaderOptions options);
+  ~PageReader();  // Stop()
+  PageReader(const PageReader&) = delete;
+  PageReader& operator=(const PageReader&) = delete;
+
+  // The reading thread; Stop() joins it. Idempotent.
+  void Start();
+  void Stop();
+
+  // "/" and "/api/<panel>.json", each serving the newest rendering (any thread).
+  std::map<std::string, metrics::Route> Routes();
+
+  // Renders `s` and makes it the one served (the reading thread; tests).
+  void Publish(const Snapshot& s);
+
+ private:
+  struct Rendered {
+    std::string html;
+    std::map<std::string, std::string> json;  // panel name -> body
+  };
+  void Loop();
+  std::shared_ptr<const Rendered> Newest();
+
+  const PageReaderOptions options_;
+  BadValues bad_;  // the reading thread only
+  std::thread thread_;
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  std::shared_ptr<const Rendered> rendered_ GUARDED_BY(mu_);
+};
+
+}  // namespace ft::master::page
+
+#endif  // FT_FTMASTER_PAGE_READER_H_
