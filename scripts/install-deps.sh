@@ -12,6 +12,7 @@ packages=(
   redis-server
   elfutils       # eu-stack: the stacks of an incident's suspects (FT_STACK_TOOL)
   prometheus     # metrics.e2e_prometheus scrapes ftworker and ftmaster with it
+  chromium       # master.e2e_page screenshots ftmaster's live page (headless)
   python3-torch  # PyTorch (CPU) for Debian's /usr/bin/python3: the PyTorch tests (python/README.md)
   python3-yaml   # deploy.kubernetes_manifests parses deploy/kubernetes
   systemd        # systemd-analyze: deploy.systemd_units verifies deploy/systemd
