@@ -28,15 +28,30 @@ int64_t NowUnixMs() {
       .count();
 }
 
-void ReadRanks(redis::Commands& redis, const proto::Keys& keys, BadValues* bad, Snapshot* s) {
-  DecodedHash<proto::Membership> ranks("ranks");
-  DecodedHash<proto::RankProgress> progress("progress");
-  DecodedHash<proto::RankSummary> summaries("summary");
-  const uint64_t bad_before = bad->count();
+// Fields of an HGETALL reply that did not decode (a field may hold a garbled value: skipped).
+size_t Undecoded(const redis::Reply& reply, size_t decoded) {
+  const size_t fields = reply.is_array() ? reply.size() / 2 : 0;
+  return fields > decoded ? fields - decoded : 0;
+}
+
+void ReadRanks(redis::Commands& redis, const proto::Keys& keys, BadValues* bad, RankHashes* h, Snapshot* s) {
   redis::Reply reply;
-  if (redis.Run({"HGETALL", keys.Ranks()}, &reply).ok()) ranks.Load(reply, bad);
-  if (redis::HGetAllOf(redis, keys.AllProgress(), &reply).ok()) progress.Load(reply, bad);
-  if (redis::HGetAllOf(redis, keys.AllSummaries(), &reply).ok()) summaries.Load(reply, bad);
+  size_t undecoded = 0;
+  if (redis.Run({"HGETALL", keys.Ranks()}, &reply).ok()) {
+    h->ranks.Load(reply, bad);
+    undecoded += Undecoded(reply, h->ranks.values().size());
+  }
+  if (redis::HGetAllOf(redis, keys.AllProgress(), &reply).ok()) {
+    h->progress.Load(reply, bad);
+    undecoded += Undecoded(reply, h->progress.values().size());
+  }
+  if (redis::HGetAllOf(redis, keys.AllSummaries(), &reply).ok()) {
+    h->summaries.Load(reply, bad);
+    undecoded += Undecoded(reply, h->summaries.values().size());
+  }
+  const auto& ranks = h->ranks;
+  const auto& progress = h->progress;
+  const auto& summaries = h->summaries;
   std::map<int, RankRow> rows;
   for (const proto::Membership& m : ranks.values()) {
     RankRow& r = rows[m.rank];
@@ -59,9 +74,9 @@ void ReadRanks(redis::Commands& redis, const proto::Keys& keys, BadValues* bad, 
   }
   s->ranks.reserve(rows.size());
   for (auto& [rank, row] : rows) s->ranks.push_back(std::move(row));
-  if (bad->count() > bad_before) {
-    s->garbled.push_back({"ranks", "", fmt::format("{} rank value{} did not decode (skipped)", bad->count() - bad_before,
-                                                   bad->count() - bad_before == 1 ? "" : "s")});
+  if (undecoded > 0) {
+    s->garbled.push_back({"ranks", "", fmt::format("{} rank value{} did not decode (skipped; the log names them)",
+                                                   undecoded, undecoded == 1 ? "" : "s")});
   }
 }
 
@@ -166,7 +181,8 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
 
 }  // namespace
 
-void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad, Snapshot* s) {
+void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad,
+                  RankHashes* hashes, Snapshot* s) {
   const proto::Keys keys(job);
   s->job = job;
   s->taken_unix_ms = now_unix_ms;
@@ -216,7 +232,7 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
       AddGarbled(s, "restore plan", r[6].str(), ps);
     }
   }
-  ReadRanks(redis, keys, bad, s);
+  ReadRanks(redis, keys, bad, hashes, s);
   ReadIncidents(redis, keys, s);
   ReadCheckpoints(redis, keys, r[7], s);
   ReadNodes(redis, s);
@@ -279,7 +295,7 @@ void PageReader::Loop() {
     lock.Unlock();
     Snapshot s;
     if (redis.Ensure(std::chrono::steady_clock::now())) {
-      ReadSnapshot(redis, options_.job, NowUnixMs(), &bad_, &s);
+      ReadSnapshot(redis, options_.job, NowUnixMs(), &bad_, &hashes_, &s);
     } else {
       s.job = options_.job;
       s.taken_unix_ms = NowUnixMs();

@@ -29,9 +29,19 @@ struct PageReaderOptions {
   Duration interval = std::chrono::seconds(1);
 };
 
+// The rank hashes as last decoded, kept from one read to the next: a value whose bytes did not
+// change is not decoded again (DecodedHash), so a large job's read costs little more than the
+// transfer. One reader's (not thread-safe).
+struct RankHashes {
+  DecodedHash<proto::Membership> ranks{"ranks"};
+  DecodedHash<proto::RankProgress> progress{"progress"};
+  DecodedHash<proto::RankSummary> summaries{"summary"};
+};
+
 // One read of the job (tests: on a FakeStore). Never fails: what Redis did not answer is absent
 // and s->redis_up / redis_error say so; garbled values land in s->garbled.
-void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad, Snapshot* s);
+void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_unix_ms, BadValues* bad,
+                  RankHashes* hashes, Snapshot* s);
 
 class PageReader {
  public:
@@ -59,7 +69,8 @@ class PageReader {
   std::shared_ptr<const Rendered> Newest();
 
   const PageReaderOptions options_;
-  BadValues bad_;  // the reading thread only
+  BadValues bad_;       // the reading thread only
+  RankHashes hashes_;   // the reading thread only
   std::thread thread_;
   Mutex mu_;
   CondVar cv_;

@@ -179,13 +179,14 @@ class PageReaderTest : public ::testing::Test {
   }
   Snapshot Read() {
     Snapshot s;
-    ReadSnapshot(store_, "job1", 5000, &bad_, &s);
+    ReadSnapshot(store_, "job1", 5000, &bad_, &hashes_, &s);
     return s;
   }
   redis::FakeRedis server_;
   redis::FakeStore store_;
   proto::Keys keys_;
   BadValues bad_;
+  RankHashes hashes_;
 };
 
 TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
@@ -202,6 +203,7 @@ TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
     sum.step_p50_ms = 200;
     Cmd({"HSET", keys_.SummaryOf(r), std::to_string(r), proto::Encode(sum)});
   }
+  Cmd({"HSET", keys_.SummaryOf(5), "5", "{not json"});  // a garbled summary (of no member)
   Cmd({"SET", keys_.Leader(), "m0"});
   Cmd({"HSET", keys_.MasterState(), "job_state", "stopped"});
   Cmd({"XADD", keys_.Incidents(), "*", "json", proto::Encode(HangIncident())});
@@ -241,8 +243,15 @@ TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
   ASSERT_TRUE(s.plan.has_value());
   ASSERT_TRUE(s.goodput.has_value());
   EXPECT_FALSE(s.node_keys_present);
+  ASSERT_EQ(s.garbled.size(), 2u);
+  EXPECT_EQ(s.garbled[0].where, "ranks");
+  EXPECT_NE(s.garbled[0].why.find("1 rank value did not decode"), std::string::npos) << s.garbled[0].why;
+  EXPECT_EQ(s.garbled[1].where.rfind("incident ", 0), 0u);
+  // Read again (nothing decoded anew): the garbled value is still said.
+  ASSERT_EQ(Read().garbled.size(), 2u);
+  Cmd({"HDEL", keys_.SummaryOf(5), "5"});
+  s = Read();
   ASSERT_EQ(s.garbled.size(), 1u);
-  EXPECT_EQ(s.garbled[0].where.rfind("incident ", 0), 0u);
 
   PageReader reader({.job = "job1", .endpoint = {}, .interval = {}});
   reader.Publish(s);
@@ -260,6 +269,7 @@ TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
   Json job = Json::parse(routes["/api/job.json"].render());
   EXPECT_EQ(job["state"], "stopped");
   EXPECT_EQ(job["garbled"][0]["raw"], "{\"v\":1,\"kind\":<oops>");
+  EXPECT_EQ(s.ranks[3].step, 37) << "the second read kept what the first decoded";
   Json gp = Json::parse(routes["/api/goodput.json"].render());
   EXPECT_DOUBLE_EQ(gp["ettr"].get<double>(), 0.9);
   EXPECT_EQ(gp["rank_s"]["detection"], 10);
