@@ -357,7 +357,7 @@ body{font:14px/1.35 system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d23
 header{background:#1d2330;color:#fff;padding:10px 18px}header h1{margin:0;font-size:18px}
 main{padding:10px 18px;display:grid;gap:14px}
 section{background:#fff;border:1px solid #d8dce3;border-radius:6px;padding:10px 14px}
-h2{font-size:15px;margin:0 0 8px}table{border-collapse:collapse;font-size:13px}
+h2{font-size:15px;margin:12px 0 6px}section>h2:first-child{margin-top:0}table{border-collapse:collapse;font-size:13px}
 td,th{padding:2px 8px;text-align:left;border-bottom:1px solid #eceef2;vertical-align:top}
 .ok{color:#17803d}.bad{color:#b42318;font-weight:600}.unk{color:#8a6d00}
 .garbled{color:#b42318;font-family:monospace;background:#fff1f0}

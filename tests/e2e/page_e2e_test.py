@@ -5,7 +5,7 @@ JSON, and a screenshot of each phase taken with Debian's headless Chromium.
 
   --case hang-relaunch
         dp=4 on two nodes (2 ranks each), steps of ~200 ms, a periodic save every 10 steps;
-        rank 3's kernel hangs at step 16 (as goodput_e2e_test.py's hang case).
+        rank 3's kernel hangs at step 40 (as goodput_e2e_test.py's hang case).
           running    job running, 4 ranks running on node0/node1 with steps, a verified
                      checkpoint of step 10 in the checkpoints panel, the goodput panel there
           incident   the master's hang incident: rank 3 the suspect (its table row and the
@@ -125,7 +125,8 @@ class Page:
 
 
 def run_hang_relaunch(args):
-    steps, hang_step, hung, every = 24, 16, 3, 10
+    # The hang 6 s after the periodic step 10: time for the running phase's checks and screenshot.
+    steps, hang_step, hung, every = 48, 40, 3, 10
     model = ["--dp", "4"] + SMALL + ["--steps", str(steps), "--compute-ms", "200"]
     log_dir = os.environ.get("FT_TEST_LOG_DIR")
     screens = os.path.join(log_dir, "page-screens") if log_dir else "/tmp/ft-page-screens-%d" % os.getpid()
@@ -163,6 +164,8 @@ def run_hang_relaunch(args):
               "checkpoint step %d not in the page" % every)
         check(not c.redis.password or c.redis.password not in body, "the Redis password is in the page")
         page.screenshot("running")
+        check(page.api("job")["state"] == "running", "the job left 'running' before its screenshot was taken: "
+              "the running phase is too short for this machine")
 
         # --- incident: the hang decided, rank 3 the suspect, the wait-for edges drawn.
         c.wait_for(lambda: page.api("job")["state"] == "stopped", 90, "the page showing the job stopped", poll=0.3)
