@@ -141,7 +141,15 @@ void ActionRunner::LoadTerm(const MasterHash& state) {
 
 void ActionRunner::Start(Action action, std::vector<proto::Membership> decided_for) {
   action_ = std::move(action);
-  decided_members_ = decided_for.empty() ? SlimMembers(membership_->values()) : std::move(decided_for);
+  if (decided_for.empty()) decided_for = SlimMembers(membership_->values());
+  // Never a process that started after the action's time (its window's first event): a
+  // relaunch of the run that failed, however late the master read the event (Redis restored
+  // from a snapshot, a takeover's backlog: campaign seed 1197). None left: the action reaches
+  // no process (its commands name none, and the workers refuse the newer ones).
+  std::erase_if(decided_for, [&](const proto::Membership& m) {
+    return m.incarnation > 0 && static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms;
+  });
+  decided_members_ = std::move(decided_for);
   pending_loaded_ = false;
 }
 

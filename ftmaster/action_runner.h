@@ -71,7 +71,8 @@ class ActionRunner {
   void LoadTerm(const MasterHash& state);
   // An action this master just decided and wrote (the window round's). `decided_for`: the
   // processes it is for — the membership as it was when the incident's window opened (a rank
-  // relaunched since is not one of them); empty: the membership now.
+  // relaunched since is not one of them); empty: the membership now. Either way only the
+  // processes that had started by the action's decided_unix_ms.
   void Start(Action action, std::vector<proto::Membership> decided_for = {});
   // The action another master stored (it decided the window first). Unchanged when Redis failed.
   void LoadStored();

@@ -99,8 +99,11 @@ WindowDecision DecideWindow(std::vector<proto::Incident> incidents, const std::s
   // runs new processes by the decision, a second or more later: a stop or save decided for the
   // failed run must not reach them (the workers refuse a command decided before a rank's
   // process started), and the master watches them as a new run.
+  // Nor may it reach a process that started after the window's first event, however late the
+  // master read it (a Redis restored from a snapshot, a takeover's backlog).
   d.action.decided_unix_ms =
       window.opened_unix_ms > 0 ? std::min(decided_unix_ms, window.opened_unix_ms) : decided_unix_ms;
+  if (first > 0) d.action.decided_unix_ms = std::min(d.action.decided_unix_ms, first);
   d.evict_nodes = std::move(decision.evict_nodes);
   d.evict_reasons = std::move(decision.evict_reasons);
   d.reason = std::move(decision.reason);

@@ -10,6 +10,8 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "jitckpt/arena.h"
+#include "jitckpt/manifest.h"
 
 namespace ft::worker {
 
@@ -70,6 +72,26 @@ void RestorePlanSync::NoteRankEnded(int rank, const std::string& how, uint64_t m
   if (have_plan_ && !withholding_) WriteCurrent(plan_version_);
 }
 
+void RestorePlanSync::NoteUnplannedCopies(uint64_t mono_ns) {
+  std::string held;
+  int copies = 0;
+  for (const std::string& path : ckpt::Arena::List(options_.arena_dir, options_.job)) {
+    ckpt::Arena arena;
+    ckpt::Manifest m;
+    uint64_t generation = 0;
+    if (!ckpt::Arena::OpenForRead(path, &arena).ok() || !arena.ReadCommitted(&m, &generation).ok()) continue;
+    if (++copies <= 4) held += fmt::format("{}rank {} step {}", held.empty() ? "" : ", ", ckpt::Arena::RankOf(path), m.step);
+  }
+  if (copies == 0) return;
+  none_why_ = fmt::format("this node's arenas hold copies of the job's ranks ({}{}) and Redis has no restore plan "
+                          "(it restarted empty or was flushed, or the master has not judged them yet); waiting "
+                          "for the master's plan (at most {} ms)",
+                          held, copies > 4 ? fmt::format(" and {} more", copies - 4) : "",
+                          options_.end_wait_for_ns / 1'000'000);
+  none_until_ns_ = mono_ns + options_.end_wait_for_ns;
+  FT_LOG(Info, Worker, "restore plan: {}", none_why_);
+}
+
 std::string RestorePlanSync::local_settling() const { return !end_why_.empty() ? end_why_ : none_why_; }
 
 void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
@@ -93,6 +115,7 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   const std::string current = version.is_string() ? version.str() : "";
   if (have_version_ && current == version_) return;
 
+  if (current.empty() && !have_plan_) NoteUnplannedCopies(mono_ns);
   proto::RestorePlan plan;  // default: step -1, version 0 — `step none`
   if (!current.empty()) {
     redis::Reply value;

@@ -108,6 +108,10 @@ class RestorePlanSync {
   void WriteCurrent(const std::string& version);
   void Write(const ckpt::NodePlan& plan, const std::string& version);
   void Withhold(const ckpt::NodePlan& plan, const std::string& version);
+  // Redis holds no plan and this worker has read none: arenas of the job on this node with a
+  // committed copy mean the plan is gone (Redis restarted empty or flushed), not that the job
+  // is new. The `step none` file settles then (end_wait_for_ns), for the master to judge them.
+  void NoteUnplannedCopies(uint64_t mono_ns);
 
   RestorePlanSyncOptions options_;
   proto::Keys keys_;

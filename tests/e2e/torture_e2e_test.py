@@ -43,11 +43,15 @@ step more's snapshot began writing over the rank's termination copy before the d
 step, the device never did (its peers had ended), and the newest whole step was lost with it) and
 1100 (Redis restarted empty at a SIGSTOP: the master made a new transfer secret, each worker
 restarted its transfer server on its old port, which the system had handed to another socket
-meanwhile; 5 s without a server, and the relaunched rank's prefetch from the peer node gave up).
-Open (found by the 200-seed soak on 2026-12-04, failing with and without that day's termination
-change, so older): 1117, 1176, 1193, each with Redis restarted empty at the fault — the relaunch
-stopped as a hang no rank could be named for while half of it trained on; 1197 (Redis restarted
-from a snapshot) once in two runs.
+meanwhile; 5 s without a server, and the relaunched rank's prefetch from the peer node gave up)
+and 1176 (Redis restarted empty and a worker restarted at a crash: the new worker found no plan
+in Redis and wrote a final `step none` at once, so its node's relaunched ranks started from
+scratch while the other node's waited and restored step 14; the mixed launch was stopped as a
+restore mismatch. A worker whose node holds committed copies with no plan in Redis now settles
+it; 1117 and 1193 were the same) and 1197 (Redis restarted from a snapshot taken before the
+crash's window: the workers' flushed exit event opened it again seconds later, when the
+relaunch in place already ran, and the save and stop went to the relaunched processes; an
+action is now only ever for processes started before its window's first event).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """

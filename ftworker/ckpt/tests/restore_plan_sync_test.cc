@@ -191,6 +191,56 @@ TEST_F(RestorePlanSyncTest, ARanksEndSettlesTheFileForAWhileTheMastersSettlingLo
   EXPECT_EQ(plan.settling, "");
 }
 
+// A worker restarted after Redis restarted empty: no plan in Redis, but this node's arenas hold
+// committed copies of the job. Ranks relaunched now must wait for the master to judge them, not
+// read `step none` and start from scratch beside peers on other nodes that restore (campaign
+// seed 1176: the mixed launch was stopped as a restore mismatch). An empty arena says nothing.
+TEST_F(RestorePlanSyncTest, CopiesOnTheNodeWithNoPlanInRedisSettleStepNone) {
+  options_.end_wait_for_ns = 6 * kSec;
+  {
+    FakeArena empty(tmp_.path(), job_, 1, 4096);  // registered, never saved
+    RestorePlanSync sync(options_);
+    sync.Poll(1 * kSec, store_);
+    EXPECT_EQ(ReadPlan(sync).settling, "") << "no copy: a new job starts at once";
+    sync.RemoveFile();
+  }
+  FakeArena saved(tmp_.path(), job_, 0, 4096);
+  saved.Save(14, 0x5a);
+  LogCapture log;
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, -1);
+  EXPECT_NE(plan.settling.find("hold copies of the job's ranks (rank 0 step 14)"), std::string::npos) << plan.settling;
+  EXPECT_EQ(log.Count({"restore plan: this node's arenas hold copies", "Redis has no restore plan"}), 1u) << log.All();
+  // The master's plan ends the wait at once, as any plan from Redis does.
+  proto::RestorePlan published;
+  published.version = 1;
+  published.step = 14;
+  published.ranks.push_back({0, 0x1234ull, {{0, "node/1", {"arena"}}}});
+  Publish(published);
+  sync.PollSoon();
+  sync.Poll(2 * kSec, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 14);
+  EXPECT_EQ(plan.settling, "");
+}
+
+// A master that never comes: the settling `step none` is final after end_wait_for.
+TEST_F(RestorePlanSyncTest, CopiesWithNoPlanSettleAtMostTheEndWait) {
+  options_.end_wait_for_ns = 6 * kSec;
+  FakeArena saved(tmp_.path(), job_, 2, 4096);
+  saved.Save(9, 0x11);
+  RestorePlanSync sync(options_);
+  sync.Poll(1 * kSec, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "");
+  sync.Poll(6 * kSec, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "5 s of 6";
+  sync.Poll(7 * kSec + 1, store_);
+  EXPECT_EQ(ReadPlan(sync).settling, "");
+  EXPECT_EQ(ReadPlan(sync).step, -1);
+}
+
 // A preempted rank saves twice on its way out: a final plan the master built before it heard of
 // the end (no echo, or an older one) may name the older step, so it is held until the echo
 // comes; a master that never echoes holds it at most end_wait_for.
