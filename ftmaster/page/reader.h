@@ -32,10 +32,15 @@ struct PageReaderOptions {
 // The rank hashes as last decoded, kept from one read to the next: a value whose bytes did not
 // change is not decoded again (DecodedHash), so a large job's read costs little more than the
 // transfer. One reader's (not thread-safe).
+// A read that took T is followed by the next one no sooner than (kRankReadShare - 1) x T later.
 struct RankHashes {
+  static constexpr int64_t kRankReadShare = 10;
   DecodedHash<proto::Membership> ranks{"ranks"};
   DecodedHash<proto::RankProgress> progress{"progress"};
   DecodedHash<proto::RankSummary> summaries{"summary"};
+  size_t undecoded = 0;            // fields of the last read that did not decode
+  int64_t read_unix_ms = 0;        // when last read
+  int64_t next_read_unix_ms = 0;   // not read again before
 };
 
 // One read of the job (tests: on a FakeStore). Never fails: what Redis did not answer is absent

@@ -241,7 +241,7 @@ Json RanksJson(const Snapshot& s) {
     ++states[r.state.empty() ? "unknown" : r.state];
     nodes.insert(r.node);
   }
-  Json j = {{"ranks", s.ranks.size()}, {"nodes", nodes.size()}, {"states", states}};
+  Json j = {{"ranks", s.ranks.size()}, {"nodes", nodes.size()}, {"read_unix_ms", s.ranks_read_unix_ms}, {"states", states}};
   const bool by_group = !groups.empty() && groups.front().nodes > 1;
   j["grouped_by"] = by_group ? "node-group" : "node";
   Json rows = Json::array();
@@ -411,7 +411,9 @@ void RanksHtml(const Snapshot& s, std::string* out) {
   const bool by_group = !groups.empty() && groups.front().nodes > 1;
   std::map<std::string, int> states;
   for (const RankRow& r : s.ranks) ++states[r.state.empty() ? "unknown" : r.state];
-  *out += fmt::format("<section id=\"ranks\"><h2>Ranks</h2><p>{} ranks: {}</p>", s.ranks.size(), StatesText(states));
+  *out += fmt::format("<section id=\"ranks\"><h2>Ranks</h2><p>{} ranks: {}{}</p>", s.ranks.size(), StatesText(states),
+                      s.ranks_read_unix_ms > 0 && s.ranks_read_unix_ms + 1500 < s.taken_unix_ms
+                          ? fmt::format(" <span class=\"dim\">(read at {})</span>", Ms(s.ranks_read_unix_ms)) : "");
   if (s.ranks.empty()) {
     *out += "<p class=\"dim\">no rank has joined (is ftworker running on the nodes, with this job?)</p></section>";
     return;

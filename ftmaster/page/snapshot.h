@@ -64,8 +64,9 @@ struct Snapshot {
   bool open_incident = false;
   int64_t evicted_nodes = 0;
 
-  // Ranks, by rank.
+  // Ranks, by rank, as read at ranks_read_unix_ms (a large job's are read less often).
   std::vector<RankRow> ranks;
+  int64_t ranks_read_unix_ms = 0;
 
   // The incident stream: the newest kIncidentsShown, oldest first; total counts all.
   std::vector<IncidentRow> incidents;

@@ -248,8 +248,10 @@ TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
   EXPECT_NE(s.garbled[0].why.find("1 rank value did not decode"), std::string::npos) << s.garbled[0].why;
   EXPECT_EQ(s.garbled[1].where.rfind("incident ", 0), 0u);
   // Read again (nothing decoded anew): the garbled value is still said.
+  hashes_.next_read_unix_ms = 0;
   ASSERT_EQ(Read().garbled.size(), 2u);
   Cmd({"HDEL", keys_.SummaryOf(5), "5"});
+  hashes_.next_read_unix_ms = 0;
   s = Read();
   ASSERT_EQ(s.garbled.size(), 1u);
 
@@ -287,6 +289,33 @@ TEST_F(PageReaderTest, ReadsTheJobAndShowsAGarbledValueAsSuch) {
   const std::string html2 = RenderHtml(s, 0);
   EXPECT_NE(html2.find("garbled: runn\xEF\xBF\xBDing"), std::string::npos);
   EXPECT_NE(html2.find("<td>master goodput</td><td class=\"garbled\">garbled: "), std::string::npos);
+}
+
+// The rank hashes are read again only once (kRankReadShare - 1) x the last read's time has passed;
+// in between, the page shows the last read's ranks and says when they were read.
+TEST_F(PageReaderTest, TheRankHashesAreReadAtMostATenthOfTheTime) {
+  proto::Membership m;
+  m.rank = 0;
+  m.node = "node0";
+  m.state = "running";
+  Cmd({"HSET", keys_.Ranks(), "0", proto::Encode(m)});
+  Snapshot s;
+  ReadSnapshot(store_, "job1", 5000, &bad_, &hashes_, &s);
+  ASSERT_EQ(s.ranks.size(), 1u);
+  EXPECT_EQ(s.ranks_read_unix_ms, 5000);
+  hashes_.next_read_unix_ms = 5000 + 9 * 300;  // as if the read took 300 ms
+  m.rank = 1;
+  Cmd({"HSET", keys_.Ranks(), "1", proto::Encode(m)});
+  s = Snapshot();
+  ReadSnapshot(store_, "job1", 7000, &bad_, &hashes_, &s);
+  EXPECT_EQ(s.ranks.size(), 1u) << "read again too soon";
+  EXPECT_EQ(s.ranks_read_unix_ms, 5000);
+  EXPECT_NE(RenderHtml(s, 0).find("(read at 00:00:05.000 UTC)"), std::string::npos);
+  s = Snapshot();
+  ReadSnapshot(store_, "job1", 7700, &bad_, &hashes_, &s);
+  EXPECT_EQ(s.ranks.size(), 2u);
+  EXPECT_EQ(s.ranks_read_unix_ms, 7700);
+  EXPECT_EQ(RenderHtml(s, 0).find("(read at"), std::string::npos);
 }
 
 TEST_F(PageReaderTest, NodeHistoryWhenItsKeysExist) {
