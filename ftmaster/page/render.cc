@@ -31,10 +31,11 @@ std::string Ms(int64_t unix_ms) {
   return fmt::format("{:02}:{:02}:{:02}.{:03} UTC", (s / 3600) % 24, (s / 60) % 60, s % 60, unix_ms % 1000);
 }
 
+// A job's or a rank's state as a colour: on track, neither, or wrong.
 std::string StateClass(std::string_view state) {
-  if (state == "running") return "ok";
-  if (state == "" || state == "unknown") return "unk";
-  return "bad";
+  if (state == "running" || state == "finished") return "ok";
+  if (state == "" || state == "unknown" || state == "exited" || state == "stopping") return "unk";
+  return "bad";  // dead, stopped, disabled, garbled
 }
 
 // Length of the valid UTF-8 sequence at text[i], 0 if none.
