@@ -56,7 +56,29 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--build", default="build", help="the CMake build directory")
     p.add_argument("--compute-ms", type=int, default=100, help="compute per training step")
+    p.add_argument("--screenshot", metavar="PNG", help="once the job finished, a screenshot of ftmaster's live "
+                   "page (headless Chromium) into PNG (docs/img/live-page.png is one)")
     return p.parse_args()
+
+
+def page_screenshot(master_log, png):
+    """ftmaster's live page (the address its log names) as Chromium renders it, into `png`."""
+    with open(master_log) as f:
+        m = re.search(r"page: serving (http://\S+/)", f.read())
+    if not m:
+        raise RuntimeError("ftmaster's log names no page address")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        raise RuntimeError("no chromium on PATH (scripts/install-deps.sh installs Debian's)")
+    profile = tempfile.mkdtemp(prefix="ft-demo-chromium-")
+    try:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                        "--no-first-run", "--hide-scrollbars", "--user-data-dir=" + profile, "--window-size=1280,1500",
+                        "--screenshot=" + os.path.abspath(png), m.group(1)],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60, check=True)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    print("demo: the live page %s as a screenshot: %s" % (m.group(1), png), flush=True)
 
 
 class Demo:
@@ -346,6 +368,12 @@ def main():
             print("\n$ ftmaster goodput\n" + d.master_cli("goodput"), end="")
         except (TimeoutError, RuntimeError, ValueError) as e:
             print("demo: no goodput ledger: %s" % e, flush=True)
+        if args.screenshot:
+            try:
+                time.sleep(2.5)  # the page's reader: a read a second, the ranks' every few
+                page_screenshot(os.path.join(d.dir, "ftmaster.log"), args.screenshot)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                print("demo: no screenshot: %s" % e, flush=True)
         loop = (suspect == HUNG_RANK and inc["kind"] == "hang" and inc["decision"] == "save-then-stop"
                 and job.returncode != 0 and sorted(evicted) == ["node1"] and planned == HANG_STEP
                 and job2.returncode == 0 and restored == {r: HANG_STEP for r in range(8)}

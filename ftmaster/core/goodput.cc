@@ -47,10 +47,11 @@ JobPace PaceOf(std::span<const proto::Membership> members, std::span<const proto
     pace.summary_unix_ms = pace.ranks == 0 ? s.unix_ms : std::min(pace.summary_unix_ms, s.unix_ms);
     if (s.declared_step < 0) all_declare = false;
     pace.step = pace.ranks == 0 ? s.declared_step : std::min(pace.step, s.declared_step);
-    // The last step, not the window's smoothed median (report_pacing.h): a slowdown counts from
-    // its first step and ends with its last, not a dozen reports later.
-    const double last = s.step_ms > 0 ? s.step_ms : s.step_p50_ms;
-    if (last > 0) step_ms.push_back(last);
+    // The window's median, smoothed over a few reports (report_pacing.h), not the last step: a
+    // periodic save's step or a loaded host's odd one is not a slowdown. It follows a real one
+    // within a report or two at each end.
+    const double typical = s.step_p50_ms > 0 ? s.step_p50_ms : s.step_ms;
+    if (typical > 0) step_ms.push_back(typical);
     ++pace.ranks;
   }
   if (!all_declare) pace.step = -1;

@@ -46,7 +46,7 @@ struct JobPace {
   int ranks = 0;             // running ranks whose summary is of their own process
   int64_t step = -1;         // the fewest steps of theirs declared done (ft_step_done); -1 unknown
   uint64_t steps = 0;        // the fewest steps any of them was seen doing (inferred or declared)
-  double step_ms = 0;        // the median of their last step's time (0: not known)
+  double step_ms = 0;        // the median of their typical step times (0: not known)
   int64_t summary_unix_ms = 0;  // the oldest of those summaries: what they say is as of then
 };
 

@@ -382,8 +382,8 @@ TEST(GoodputTest, PaceIsTheRunningLaunchsOwn) {
     s.unix_ms = unix_ms;
     s.declared_step = declared;
     s.steps = steps;
-    s.step_ms = step_ms;
-    s.step_p50_ms = 2 * step_ms;  // smoothed, lagging: not the pace
+    s.step_ms = 5 * step_ms;  // the last step alone (a periodic save's): not the pace
+    s.step_p50_ms = step_ms;
     return s;
   };
   const std::vector<proto::Membership> members = {member(0, "running", 7, 5000), member(1, "running", 8, 5000),
