@@ -11,6 +11,7 @@ namespace ft::master {
 
 void GoodputRound::LoadTerm(const MasterHash& state) {
   ledger_ = GoodputLedger();
+  members_version_ = UINT64_MAX;
   next_persist_ms_ = 0;
   auto it = state.find("goodput");
   if (it == state.end()) return;
@@ -24,26 +25,42 @@ void GoodputRound::LoadTerm(const MasterHash& state) {
   persisted_phase_ = ledger_.state().phase;
 }
 
-JobSample GoodputRound::Sample(int64_t unix_ms) const {
-  JobSample s;
-  s.unix_ms = unix_ms;
-  s.state = ctx_->job_state;
+void GoodputRound::SampleMembers(JobSample* s) {
+  const uint64_t version = membership_->version();
+  if (members_version_ == version && members_.ranks_held > 0) {
+    s->ranks_held = members_.ranks_held;
+    s->ended_step = members_.ended_step;
+    s->ranks_running = members_.ranks_running;
+    s->incarnation = members_.incarnation;
+    s->oldest_incarnation = members_.oldest_incarnation;
+    s->restored_step = members_.restored_step;
+    return;
+  }
   bool all_restored = true;
   int64_t restored = INT64_MAX;
   for (const proto::Membership& m : membership_->values()) {
-    s.ranks_held = std::max(s.ranks_held, m.world_size);
+    s->ranks_held = std::max(s->ranks_held, m.world_size);
     if (!proto::Is(m.state, proto::RankState::kRunning)) {
-      s.ended_step = std::max(s.ended_step, m.step);
+      s->ended_step = std::max(s->ended_step, m.step);
       continue;
     }
-    ++s.ranks_running;
-    s.incarnation = std::max(s.incarnation, m.incarnation);
-    s.oldest_incarnation = s.oldest_incarnation == 0 ? m.incarnation : std::min(s.oldest_incarnation, m.incarnation);
+    ++s->ranks_running;
+    s->incarnation = std::max(s->incarnation, m.incarnation);
+    s->oldest_incarnation = s->oldest_incarnation == 0 ? m.incarnation : std::min(s->oldest_incarnation, m.incarnation);
     if (m.restored_step < -1) all_restored = false;
     restored = std::min(restored, m.restored_step);
   }
-  if (s.ranks_running > 0 && all_restored) s.restored_step = restored;
-  s.ranks_held = std::max(s.ranks_held, static_cast<int>(membership_->values().size()));
+  if (s->ranks_running > 0 && all_restored) s->restored_step = restored;
+  s->ranks_held = std::max(s->ranks_held, static_cast<int>(membership_->values().size()));
+  members_ = *s;
+  members_version_ = version;
+}
+
+JobSample GoodputRound::Sample(int64_t unix_ms) {
+  JobSample s;
+  s.unix_ms = unix_ms;
+  s.state = ctx_->job_state;
+  SampleMembers(&s);
   s.window_open = window_->open();
   if (s.window_open) {
     // The fault: the earliest of the window's events, a timeout's less the age of its op (the

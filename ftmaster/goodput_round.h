@@ -36,7 +36,10 @@ class GoodputRound {
   const GoodputLedger& ledger() const { return ledger_; }
 
  private:
-  JobSample Sample(int64_t unix_ms) const;
+  JobSample Sample(int64_t unix_ms);
+  // The membership's part of a sample, walked again only when the membership's version moved:
+  // at 131,072 ranks and a 20 ms tick a walk per tick read 6.5 million rows a second.
+  void SampleMembers(JobSample* s);
 
   LoopContext* ctx_;
   const JobMembership* membership_;
@@ -46,6 +49,8 @@ class GoodputRound {
   GoodputLedger ledger_;
   int64_t next_persist_ms_ = 0;
   proto::GoodputCause persisted_phase_ = proto::GoodputCause::kStartup;
+  JobSample members_;                        // SampleMembers' fields as of members_version_
+  uint64_t members_version_ = UINT64_MAX;    // none yet
 };
 
 }  // namespace ft::master
