@@ -19,14 +19,14 @@ namespace detail {
 inline constexpr uint64_t kCudaSymIds[] = {
 #define FT_CUDA(ret, name, params, args, kind) shm::ApiSymbolId(#name),
 #define FT_CUDA_REAL(ret, name, params) shm::ApiSymbolId(#name),
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
 };
 
 inline constexpr uint64_t kNcclSymIds[] = {
 #define FT_NCCL(ret, name, params, args, kind) shm::ApiSymbolId(#name),
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 };
 

@@ -72,5 +72,5 @@
     ReentryGuard guard;                                                               \
     FT_CUDA_HOOK_##kind                                                               \
   }
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA

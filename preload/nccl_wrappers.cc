@@ -87,5 +87,5 @@ namespace {
     ReentryGuard guard;                                                               \
     FT_NCCL_HOOK_##kind                                                               \
   }
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL

@@ -13,14 +13,14 @@ namespace {
 
 constexpr const char* kNcclNames[] = {
 #define FT_NCCL(ret, name, params, args, kind) #name,
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 };
 
 constexpr const char* kCudaNames[] = {
 #define FT_CUDA(ret, name, params, args, kind) #name,
 #define FT_CUDA_REAL(ret, name, params) #name,
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
 };

@@ -20,7 +20,7 @@ namespace ft::preload {
 
 enum class NcclSym : uint16_t {
 #define FT_NCCL(ret, name, params, args, kind) k_##name,
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
   kCount
 };
@@ -28,7 +28,7 @@ enum class NcclSym : uint16_t {
 enum class CudaSym : uint16_t {
 #define FT_CUDA(ret, name, params, args, kind) k_##name,
 #define FT_CUDA_REAL(ret, name, params) k_##name,
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
   kCount

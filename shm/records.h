@@ -32,7 +32,7 @@ constexpr uint32_t RecordVersionOf(const SegmentHeader& header) {
 
 // kApiError's symbol id (record version 2): FNV-1a 64 of the symbol's name, e.g. "cudaMalloc".
 // A function of the name only, so an id means the same symbol in every build; a reader maps
-// it back to the name through the same lists (preload/cudart.def, preload/nccl.def).
+// it back to the name through the same lists (shm/cudart.def, shm/nccl.def).
 constexpr uint64_t ApiSymbolId(std::string_view name) { return Fnv1a64(name); }
 
 // Record::type.

@@ -22,14 +22,14 @@ struct ApiSymbol {
 constexpr ApiSymbol kCudartSymbols[] = {
 #define FT_CUDA(ret, name, params, args, kind) {shm::ApiSymbolId(#name), #name},
 #define FT_CUDA_REAL(ret, name, params) {shm::ApiSymbolId(#name), #name},
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
 };
 
 constexpr ApiSymbol kNcclSymbols[] = {
 #define FT_NCCL(ret, name, params, args, kind) {shm::ApiSymbolId(#name), #name},
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 };
 

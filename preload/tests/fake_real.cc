@@ -62,7 +62,7 @@ FT_FAKE_EXPORT bool ft_fake_last_call(const char* name, uint64_t* hash, bool* vi
   extern "C" __attribute__((weak, visibility("default"))) ret name params {            \
     return Note<ret>(#name, false FT_FAKE_EXPAND(FT_FAKE_ARGS args));                   \
   }
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 
 #define FT_CUDA(ret, name, params, args, kind)                              \
@@ -72,6 +72,6 @@ FT_FAKE_EXPORT bool ft_fake_last_call(const char* name, uint64_t* hash, bool* vi
 #pragma GCC diagnostic ignored "-Wunused-parameter"
 #define FT_CUDA_REAL(ret, name, params) \
   FT_FAKE_EXPORT ret name params { return cudaErrorNotSupported; }
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL

@@ -21,10 +21,10 @@
 
 // Declarations of the symbols the headers do not declare (_ptsz variants, nvcc's internals).
 #define FT_NCCL(ret, name, params, args, kind) extern "C" ret name params;
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 #define FT_CUDA(ret, name, params, args, kind) extern "C" ret name params;
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 
 namespace ft::preload::testing {
@@ -95,17 +95,17 @@ void CheckForwarding(const char* name, R (*fn)(A...), bool nccl) {
 
 #define FT_NCCL(ret, name, params, args, kind) \
   TEST(ForwardNccl, name) { CheckForwarding(#name, static_cast<ret(*) params>(&::name), true); }
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
 
 #define FT_CUDA(ret, name, params, args, kind) \
   TEST(ForwardCuda, name) { CheckForwarding(#name, static_cast<ret(*) params>(&::name), false); }
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 
 constexpr size_t kNcclCount = 0
 #define FT_NCCL(ret, name, params, args, kind) +1
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
     ;
 

@@ -44,12 +44,12 @@ TEST(OpNames, EverySymbolRoundTrips) {
   EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(#name)), #name); ++n;
 #define FT_CUDA_REAL(ret, name, params) \
   EXPECT_EQ(ApiCallName(1, shm::ApiSymbolId(#name)), #name); ++n;
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
 #define FT_NCCL(ret, name, params, args, kind) \
   EXPECT_EQ(ApiCallName(2, shm::ApiSymbolId(#name)), #name); ++n;
-#include "preload/nccl.def"
+#include "shm/nccl.def"
 #undef FT_NCCL
   EXPECT_GT(n, 50u);
 }
@@ -62,7 +62,7 @@ TEST(OpNames, AnInsertedDefLineRenamesNothing) {
   std::vector<std::string> before, after = {"cudaInsertedBeforeEverything"};
 #define FT_CUDA(ret, name, params, args, kind) before.push_back(#name), after.push_back(#name);
 #define FT_CUDA_REAL(ret, name, params) before.push_back(#name), after.push_back(#name);
-#include "preload/cudart.def"
+#include "shm/cudart.def"
 #undef FT_CUDA
 #undef FT_CUDA_REAL
   ASSERT_EQ(after.size(), before.size() + 1);
