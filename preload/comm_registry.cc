@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "preload/real.h"
+#include "shm/records.h"
 
 namespace ft::preload::internal {
 
@@ -87,10 +88,10 @@ CommInfo* Register(ncclComm_t handle, uint64_t id, int rank, int size, CommOrigi
   }
   g_rt->comms_epoch.fetch_add(1, std::memory_order_release);
   auto r = MakeRecord(RecordType::kCommInit, static_cast<uint16_t>(origin), info->slot, id, 0, NowNs());
-  r.a = static_cast<uint32_t>(rank) | (static_cast<uint64_t>(static_cast<uint32_t>(size)) << 32);
+  r.a = shm::CommRankWord(rank, size);
   r.b = static_cast<uint64_t>(static_cast<int64_t>(g_rt->identity.rank));
   r.c = parent_id;
-  r.d = (static_cast<uint64_t>(ordinal) << 32) | static_cast<uint32_t>(color);
+  r.d = shm::CommParentWord(ordinal, color);
   Push(r);
   FT_LOG(Debug, Preload, "comm {:016x} rank {}/{} (origin {})", id, rank, size,
          static_cast<int>(origin));

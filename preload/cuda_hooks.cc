@@ -39,7 +39,7 @@ Pending* CudaGraphPre(cudaStream_t stream) noexcept {
     ref.seq = n;
     ref.entered_ns = NowNs();
     ref.record_seq = n;
-    ref.record_a = static_cast<uint64_t>(OpKind::kGraphLaunch) | (uint64_t{0xffffffff} << 32);
+    ref.record_a = shm::OpArgsWord(OpKind::kGraphLaunch, 0, shm::kNoPeer);
     p->AddOp(ref);
     return p;
   } catch (...) {

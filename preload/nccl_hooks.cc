@@ -107,8 +107,7 @@ void NcclPreOp(OpCall* call, OpKind op, bool p2p, size_t count, ncclDataType_t d
       g_rt->table->EnterOp(slot, slot_seq, static_cast<uint32_t>(op), bytes, peer, now);
     }
     auto r = MakeRecord(RecordType::kOpEnter, flags, slot, info->id, seq, now);
-    r.a = static_cast<uint64_t>(op) | (static_cast<uint64_t>(dtype & 0xff) << 8) |
-          (static_cast<uint64_t>(static_cast<uint32_t>(peer)) << 32);
+    r.a = shm::OpArgsWord(op, static_cast<uint8_t>(dtype), peer);
     r.b = bytes;
     r.c = reinterpret_cast<uintptr_t>(stream);
     r.d = count;

@@ -110,7 +110,7 @@ struct OpRef {
   uint64_t seq = 0;         // in the table: collectives per comm; p2p ops per comm (p2p slot)
   uint64_t entered_ns = 0;
   uint64_t record_seq = 0;  // in records: as kOpEnter (p2p: per peer and direction)
-  uint64_t record_a = 0;    // kOpEnter's a: op | dtype << 8 | peer << 32
+  uint64_t record_a = 0;    // kOpEnter's a (shm::OpArgsWord)
   uint32_t slot = internal::kNoSlot;
   uint16_t flags = 0;
 };

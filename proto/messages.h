@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "shm/op_kind.h"
+
 namespace ft::proto {
 
 inline constexpr int kSchemaVersion = 1;
@@ -153,59 +155,14 @@ inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   return std::nullopt;
 }
 
-// An op's kind (CommRow::op, Event::op, OpSummary::op, TimeoutEntry::op): written as
-// OpKindName, read back by ParseOpKind; the codec refuses a name it does not know. The names
-// are shm::OpKindName's for libft.so's records (ftworker/monitor/op_names.h maps one to the
-// other; a test holds them equal), and the metrics' `op` label values.
-enum class OpKind : uint8_t {
-  kNone,  // no op: a row whose communicator has entered none yet, an event not about an op
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kBroadcast,
-  kBcast,
-  kReduce,
-  kAlltoAll,
-  kGather,
-  kScatter,
-  kSend,
-  kRecv,
-  kGraphLaunch,  // a CUDA graph launch, timed as a whole
-  kOther,        // a kind this worker's build does not know (a newer libft.so's)
-};
-inline constexpr OpKind kOpKinds[] = {
-    OpKind::kNone,    OpKind::kAllReduce, OpKind::kAllGather,   OpKind::kReduceScatter, OpKind::kBroadcast,
-    OpKind::kBcast,   OpKind::kReduce,    OpKind::kAlltoAll,    OpKind::kGather,        OpKind::kScatter,
-    OpKind::kSend,    OpKind::kRecv,      OpKind::kGraphLaunch, OpKind::kOther,
-};
-
-inline constexpr const char* OpKindName(OpKind k) {
-  switch (k) {
-    case OpKind::kNone: return "none";
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kBcast: return "bcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAlltoAll: return "alltoall";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
-    case OpKind::kGraphLaunch: return "graphlaunch";
-    case OpKind::kOther: return "other";
-  }
-  return "?";
-}
-
-// "" is not a name: the codec reads an empty optional op as kNone itself.
-inline std::optional<OpKind> ParseOpKind(std::string_view name) {
-  for (OpKind k : kOpKinds) {
-    if (name == OpKindName(k)) return k;
-  }
-  return std::nullopt;
-}
+// An op's kind (CommRow::op, Event::op, OpSummary::op, TimeoutEntry::op): the record format's
+// one vocabulary (shm/op_kind.h: values and names in one table), written as OpKindName, read
+// back by ParseOpKind; the codec refuses a name it does not know. kOther is a newer libft.so's
+// kind this build does not know.
+using OpKind = shm::OpKind;
+using shm::kOpKinds;
+using shm::OpKindName;
+using shm::ParseOpKind;
 
 // A collective with a root (one member's data goes to all, or all to one).
 inline constexpr bool HasRoot(OpKind k) {

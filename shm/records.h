@@ -1,5 +1,5 @@
-// The record format: what the ring records (shm::Record, 64 bytes) say, by type, and the op
-// kinds of the in-flight table. Part of the segment contract owned by shm/, between libft.so
+// The record format: what the ring records (shm::Record, 64 bytes) say, by type; the op kinds
+// are shm/op_kind.h's. Part of the segment contract owned by shm/, between libft.so
 // (the writer) and its readers (ftworker, ftdump, bench, tests), which may be built at
 // different times: documented in docs/shm-format.md (Records). Append new values; never
 // renumber.
@@ -12,6 +12,7 @@
 
 #include "common/hash.h"
 #include "shm/layout.h"
+#include "shm/op_kind.h"
 
 namespace ft::shm {
 
@@ -37,13 +38,13 @@ constexpr uint64_t ApiSymbolId(std::string_view name) { return Fnv1a64(name); }
 
 // Record::type.
 enum class RecordType : uint16_t {
-  // A communicator this process joined. comm_id; seq 0; a = comm rank | comm size << 32;
-  // b = global rank; c = parent comm id (0 none); d = ordinal on the parent << 32 | u32 color,
-  // flags = CommOrigin.
+  // A communicator this process joined. comm_id; seq 0; a = comm rank | comm size << 32
+  // (CommRankWord); b = global rank; c = parent comm id (0 none); d = ordinal on the parent
+  // << 32 | u32 color (CommParentWord), flags = CommOrigin.
   kCommInit = 1,
   // An op entered (host time). comm_id, seq (collectives: per comm; p2p: per (comm, peer,
-  // direction)); a = OpKind | dtype << 8 | u32 root-or-peer << 32 (0xffffffff none);
-  // b = bytes (count x element size of the count argument); c = stream; d = count.
+  // direction)); a = OpKind | dtype << 8 | u32 root-or-peer << 32 (0xffffffff none):
+  // OpArgsWord; b = bytes (count x element size of the count argument); c = stream; d = count.
   kOpEnter = 2,
   // The GPU reached the op (observed by the poller). comm_id, seq and a as in its kOpEnter.
   kOpStart = 3,
@@ -92,23 +93,6 @@ enum RecordFlags : uint16_t {
                          // stream may advance the table past it (docs/shm-format.md)
 };
 
-// Op kinds: CommSlot::enter_op and the low byte of kOpEnter's a.
-enum class OpKind : uint32_t {
-  kNone = 0,
-  kAllReduce = 1,
-  kAllGather = 2,
-  kReduceScatter = 3,
-  kBroadcast = 4,
-  kBcast = 5,
-  kReduce = 6,
-  kAlltoAll = 7,
-  kGather = 8,
-  kScatter = 9,
-  kSend = 10,
-  kRecv = 11,
-  kGraphLaunch = 20,  // a CUDA graph launch, timed as a whole (comm_id 0)
-};
-
 // Ids in the in-flight table (docs/shm-format.md): splitmix64's finalizer (common/hash.h),
 // never 0 (0 marks a free slot). A communicator's Send/Recv ops have a slot of their own, whose
 // id libft.so claims and the worker maps back to the communicator: P2PSlotId.
@@ -122,11 +106,48 @@ constexpr uint64_t P2PSlotId(uint64_t comm_id) { return MixId(comm_id ^ kP2PSlot
 enum class CommOrigin : uint16_t { kInit = 1, kSplit = 2, kShrink = 3, kInitAll = 4, kUnknown = 5 };
 enum class ApiLibrary : uint64_t { kCudart = 1, kNccl = 2 };
 
-// The one name of each op kind, as every reader shows it and Redis values carry it
-// (docs/redis-schema.md, CommRow.op): "allreduce", "allgather", "reducescatter", "broadcast",
-// "bcast", "reduce", "alltoall", "gather", "scatter", "send", "recv", "graphlaunch"; "none"
-// for 0 and "op<N>" for a kind this build does not know (a newer libft.so).
-std::string OpKindName(uint32_t op_kind);
+// The words of records that pack several values, each written by its maker and read by its
+// reader only (LevelDB's log_format.h: one writer, one reader of a format): a new field is added
+// in one place here, plus docs/shm-format.md.
+
+// An op record's a (kOpEnter, kOpStart, kOpEnd): OpKind | dtype << 8 | u32 root-or-peer << 32.
+inline constexpr int32_t kNoPeer = -1;  // written as 0xffffffff
+struct OpArgs {
+  uint32_t kind = 0;  // an OpKind's value, which this build may not know (OpKindOfRecord)
+  uint8_t dtype = 0;  // ncclDataType_t
+  int32_t peer = kNoPeer;  // root of a rooted collective or peer of a send/recv (comm rank)
+};
+constexpr uint64_t OpArgsWord(OpKind kind, uint8_t dtype, int32_t peer) {
+  return static_cast<uint64_t>(kind) | (uint64_t{dtype} << 8) | (uint64_t{static_cast<uint32_t>(peer)} << 32);
+}
+constexpr OpArgs ReadOpArgs(uint64_t a) {
+  return OpArgs{static_cast<uint32_t>(a & 0xff), static_cast<uint8_t>(a >> 8),
+                static_cast<int32_t>(static_cast<uint32_t>(a >> 32))};
+}
+
+// kCommInit's a: comm rank | comm size << 32.
+struct CommRank {
+  int32_t comm_rank = 0;
+  int32_t comm_size = 0;
+};
+constexpr uint64_t CommRankWord(int32_t comm_rank, int32_t comm_size) {
+  return uint64_t{static_cast<uint32_t>(comm_rank)} | (uint64_t{static_cast<uint32_t>(comm_size)} << 32);
+}
+constexpr CommRank ReadCommRank(uint64_t a) {
+  return CommRank{static_cast<int32_t>(static_cast<uint32_t>(a)), static_cast<int32_t>(static_cast<uint32_t>(a >> 32))};
+}
+
+// kCommInit's d: the ordinal of this split or shrink on the parent << 32 | u32 color.
+struct CommParent {
+  uint32_t ordinal = 0;
+  int32_t color = 0;
+};
+constexpr uint64_t CommParentWord(uint32_t ordinal, int32_t color) {
+  return (uint64_t{ordinal} << 32) | static_cast<uint32_t>(color);
+}
+constexpr CommParent ReadCommParent(uint64_t d) {
+  return CommParent{static_cast<uint32_t>(d >> 32), static_cast<int32_t>(static_cast<uint32_t>(d))};
+}
 
 }  // namespace ft::shm
 

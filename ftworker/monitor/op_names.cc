@@ -57,12 +57,6 @@ std::string ApiCallNameV1(uint64_t index) {
   return fmt::format("#{} (symbol index of an older libft.so)", index);
 }
 
-proto::OpKind ProtoOpKind(uint32_t shm_op_kind) {
-  // By name: the two vocabularies share theirs (shm::OpKindName writes "op<N>" for a kind it
-  // does not know, which is no proto name).
-  return proto::ParseOpKind(shm::OpKindName(shm_op_kind)).value_or(proto::OpKind::kOther);
-}
-
 std::string CommHex(uint64_t comm_id) { return fmt::format("{:016x}", comm_id); }
 
 }  // namespace ft::worker

@@ -1,14 +1,12 @@
-// Names the worker puts into Redis values for things libft.so writes as numbers: API symbols of error records (shm::ApiSymbolId of a name in preload/cudart.def or
-// preload/nccl.def), communicator ids, op kinds (a record's shm::OpKind as proto::OpKind, whose
-// names are shm::OpKindName's); size buckets by proto::SizeBucket (proto/messages.h). Pure
-// functions; any thread.
+// Names the worker puts into Redis values for things libft.so writes as numbers: API symbols of
+// error records (shm::ApiSymbolId of a name in shm/cudart.def or shm/nccl.def) and
+// communicator ids. (Op kinds need no mapping: proto::OpKind is shm::OpKind, and
+// shm::OpKindOfRecord reads a record's.) Pure functions; any thread.
 #ifndef FT_FTWORKER_OP_NAMES_H_
 #define FT_FTWORKER_OP_NAMES_H_
 
 #include <cstdint>
 #include <string>
-
-#include "proto/messages.h"
 
 namespace ft::worker {
 
@@ -21,10 +19,6 @@ const char* ApiLibraryName(uint64_t library);
 std::string ApiCallName(uint64_t library, uint64_t symbol_id);
 // A version-1 record's symbol: "#<index> (symbol index of an older libft.so)".
 std::string ApiCallNameV1(uint64_t index);
-
-// The kind of an op record (shm::OpKind, the low byte of a kOpEnter's `a`) as Redis values
-// carry it; one this build does not know (a newer libft.so's) is proto::OpKind::kOther.
-proto::OpKind ProtoOpKind(uint32_t shm_op_kind);
 
 // 16 lowercase hex digits, as Redis values carry communicator ids.
 std::string CommHex(uint64_t comm_id);

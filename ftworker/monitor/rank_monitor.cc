@@ -186,8 +186,9 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       ended_.erase(r.comm_id);
       proto::CommMember m;
       m.comm_id = r.comm_id;
-      m.comm_rank = static_cast<int32_t>(static_cast<uint32_t>(r.a));
-      m.comm_size = static_cast<int32_t>(static_cast<uint32_t>(r.a >> 32));
+      const shm::CommRank placed = shm::ReadCommRank(r.a);
+      m.comm_rank = placed.comm_rank;
+      m.comm_size = placed.comm_size;
       auto it = members_.find(r.comm_id);
       if (it == members_.end()) {
         if (members_.size() >= kMaxComms) break;
@@ -206,7 +207,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       break;
     case RecordType::kOpEnter: {
       if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
-      uint32_t op = static_cast<uint32_t>(r.a & 0xff);
+      const uint32_t op = shm::ReadOpArgs(r.a).kind;
       steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns, r.b);
       if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
       pending_bytes_[PendingKey(r)] = r.b;
@@ -222,7 +223,7 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       uint64_t bytes = pending->second;
       pending_bytes_.erase(pending);
       if (r.flags & (shm::kFlagError | shm::kFlagUntimed | shm::kFlagCaptured)) break;
-      uint32_t op = static_cast<uint32_t>(r.a & 0xff);
+      const uint32_t op = shm::ReadOpArgs(r.a).kind;
       if (op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
         steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
       }
@@ -453,7 +454,7 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
     row.p2p = slot->p2p;
     row.comm_rank = c.comm_rank;
     row.comm_size = c.comm_size;
-    row.op = ProtoOpKind(c.enter_op);
+    row.op = shm::OpKindOfRecord(c.enter_op);
     row.bytes = c.entered_bytes;
     row.peer = c.entered_peer;
     row.entered_seq = c.entered_seq;
@@ -524,7 +525,7 @@ std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
         op.bytes = it->second[op.seq % 64].bytes;
       }
     }
-    op.op = ProtoOpKind(kind);
+    op.op = shm::OpKindOfRecord(kind);
     op.started_age_ms = c.started_ns == 0 ? 0 : AgeMs(now_ns, c.started_ns);
     ops.push_back(std::move(op));
   }
@@ -725,7 +726,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   for (auto& [key, w] : window_ops_) {
     proto::OpSummary o;
     o.comm_id = key.comm_id;
-    o.op = ProtoOpKind(key.op);
+    o.op = shm::OpKindOfRecord(key.op);
     o.bucket = key.bucket;
     o.count = w.count;
     std::sort(w.samples_ms.begin(), w.samples_ms.end());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ftworker/monitor/process_probe.h"
+#include "proto/messages.h"
 #include "shm/records.h"
 
 namespace ft::worker {
@@ -117,7 +118,7 @@ TEST(OpNames, RecordOpKindsBecomeProtoKindsOfTheSameName) {
   int known = 0;
   for (uint32_t k = 0; k < 256; ++k) {
     const std::string shm_name = shm::OpKindName(k);
-    const proto::OpKind kind = ProtoOpKind(k);
+    const proto::OpKind kind = shm::OpKindOfRecord(k);
     if (shm_name == fmt::format("op{}", k)) {
       EXPECT_EQ(kind, proto::OpKind::kOther) << shm_name;
       continue;
@@ -128,8 +129,8 @@ TEST(OpNames, RecordOpKindsBecomeProtoKindsOfTheSameName) {
   }
   // Every proto kind but kOther is some record's.
   EXPECT_EQ(known, static_cast<int>(std::size(proto::kOpKinds)) - 1);
-  EXPECT_EQ(ProtoOpKind(static_cast<uint32_t>(shm::OpKind::kSend)), proto::OpKind::kSend);
-  EXPECT_EQ(ProtoOpKind(0), proto::OpKind::kNone);
+  EXPECT_EQ(shm::OpKindOfRecord(static_cast<uint32_t>(shm::OpKind::kSend)), proto::OpKind::kSend);
+  EXPECT_EQ(shm::OpKindOfRecord(0), proto::OpKind::kNone);
 }
 
 }  // namespace

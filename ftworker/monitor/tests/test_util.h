@@ -110,7 +110,7 @@ class FakeRank {
     uint32_t slot = *table_->Claim(comm, comm_rank, comm_size, header()->global_rank);
     slots_[comm] = slot;
     Push(RecordType::kCommInit, 1, slot, comm, 0, t,
-         static_cast<uint32_t>(comm_rank) | (uint64_t{static_cast<uint32_t>(comm_size)} << 32),
+         shm::CommRankWord(comm_rank, comm_size),
          static_cast<uint64_t>(header()->global_rank));
     return slot;
   }
@@ -123,7 +123,7 @@ class FakeRank {
   }
 
   uint64_t A(uint32_t op, int64_t peer = -1) {
-    return op | (uint64_t{static_cast<uint32_t>(peer)} << 32);
+    return shm::OpArgsWord(static_cast<shm::OpKind>(op), 0, static_cast<int32_t>(peer));
   }
   // A collective: entered (record + table).
   void Enter(uint64_t comm, uint64_t seq, uint32_t op, uint64_t bytes, uint64_t t) {
