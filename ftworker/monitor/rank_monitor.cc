@@ -1,15 +1,11 @@
 #include "ftworker/monitor/rank_monitor.h"
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
-#include "common/hash.h"
 #include "common/log.h"
+#include "ftworker/monitor/exit_event.h"
 #include "ftworker/monitor/op_names.h"
 #include "shm/records.h"
 
@@ -21,28 +17,11 @@ using shm::RecordType;
 constexpr size_t kBatchRecords = 512;
 constexpr size_t kMaxRecordsPerTick = size_t{1} << 16;  // bounds one tick; the rest waits
 constexpr size_t kMaxComms = 4096;                      // foreign bytes must not grow us unbounded
-constexpr size_t kMaxOpKeys = 4096;
-constexpr size_t kMaxPendingOps = 1 << 15;
-constexpr size_t kMaxSamples = 4096;                    // per (comm, op, bucket) and window
 constexpr size_t kMaxWindowSteps = 4096;
-constexpr uint64_t kCpuWindowNs = 1'000'000'000;
-constexpr uint64_t kCpuMinSpanNs = 100'000'000;
-constexpr uint64_t kForeignStaleNs = 3'000'000'000;     // heartbeat silence = dead, other pid namespace
-constexpr uint64_t kHeartbeatFreshNs = 1'000'000'000;
-constexpr uint64_t kRecycleStaleNs = 2'000'000'000;
-constexpr double kRecycleSlackS = 30;                   // clock steps, btime rounding
 constexpr int64_t kErrorRepeatMs = 10'000;              // one event per error kind per 10 s
 
 double AgeMs(uint64_t now_ns, uint64_t then_ns) {
   return now_ns > then_ns ? static_cast<double>(now_ns - then_ns) / 1e6 : 0.0;
-}
-
-uint64_t PendingKey(const shm::Record& r) { return Mix64(r.comm_id ^ Mix64(r.a ^ Mix64(r.seq))); }
-
-double Percentile(std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
 }  // namespace
@@ -59,6 +38,8 @@ RankMonitor::RankMonitor(std::unique_ptr<shm::Segment> segment, uint64_t inode, 
       batch_(kBatchRecords),
       process_(std::move(process)),
       unverified_(std::move(unverified)),
+      process_watch_(probe, segment_->info().global_rank, segment_->info().pid, segment_->info().incarnation,
+                     segment_->name()),
       slowdown_(settings) {
   // Identity from the copy validated at attach time: the live header may say anything since.
   const shm::HeaderCopy& h = segment_->info();
@@ -93,7 +74,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
                        std::vector<proto::Event>* events) {
   if (finished()) {
     // Nothing more to read; only whether the pid is gone (an exited segment is reclaimed then).
-    if (!pid_gone_) pid_gone_ = foreign_pid_ns_ || !probe_->PidExists(pid_);
+    if (!pid_gone_) pid_gone_ = process_watch_.PidGone();
     return;
   }
   const size_t first_event = events->size();
@@ -101,7 +82,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   ReadSlots();
   // Order matters: the pid is checked before the state, so a process that sets kExited and
   // exits between the two reads is seen as the clean exit it is.
-  bool gone = CheckGone(now_ns);
+  bool gone = process_watch_.CheckGone(now_ns, *segment_->header());
   auto state = static_cast<shm::ProcessState>(segment_->header()->state.load(std::memory_order_acquire));
   if (state == shm::ProcessState::kExited) {
     pid_gone_ = gone;
@@ -116,7 +97,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
     Finish(stop_signalled_ ? Life::kStopped : Life::kDead, now_ns, now_unix_ms, events);
   } else {
     life_ = state == shm::ProcessState::kDisabled ? Life::kDisabled : Life::kRunning;
-    if (!foreign_pending_) {
+    if (!process_watch_.foreign_pending()) {
       seen_alive_ = true;
       alive_unix_ms_ = now_unix_ms;
     }
@@ -125,7 +106,7 @@ void RankMonitor::Tick(uint64_t now_ns, int64_t now_unix_ms, const TimeoutPolicy
   }
   OnSteps(now_unix_ms, events);
   // A disabled libft.so stopped updating its table: what it shows in flight is stale.
-  if (life_ == Life::kRunning && !foreign_pending_) {
+  if (life_ == Life::kRunning && !process_watch_.foreign_pending()) {
     timeouts_.Check(InFlight(now_ns), timeouts, progress_, now_unix_ms, events);
   }
   for (size_t i = first_event; i < events->size(); ++i) (*events)[i].progress = progress_;
@@ -209,42 +190,14 @@ void RankMonitor::OnRecord(const shm::Record& r, int64_t now_unix_ms, std::vecto
       if (r.flags & shm::kFlagCaptured) break;  // runs at each graph launch, not here
       const uint32_t op = shm::ReadOpArgs(r.a).kind;
       steps_.OnEnter(StepInference::Signature(r.comm_id, op, proto::SizeBucket(r.b)), r.time_ns, r.b);
-      if (pending_bytes_.size() >= kMaxPendingOps) pending_bytes_.clear();  // ends were lost
-      pending_bytes_[PendingKey(r)] = r.b;
-      if (!(r.flags & shm::kFlagP2P) && r.comm_id != 0 &&
-          (recent_enters_.size() < kMaxComms || recent_enters_.count(r.comm_id) > 0)) {
-        recent_enters_[r.comm_id][r.seq % 64] = RecentEnter{r.seq, op, r.b};
-      }
+      ops_.OnEnter(r, op);
       break;
     }
     case RecordType::kOpEnd: {
-      auto pending = pending_bytes_.find(PendingKey(r));
-      if (pending == pending_bytes_.end()) break;  // its enter was lost or came before we attached
-      uint64_t bytes = pending->second;
-      pending_bytes_.erase(pending);
-      if (r.flags & (shm::kFlagError | shm::kFlagUntimed | shm::kFlagCaptured)) break;
       const uint32_t op = shm::ReadOpArgs(r.a).kind;
-      if (op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 && r.time_ns >= r.b) {
+      if (ops_.OnEnd(r, op) && op != static_cast<uint32_t>(shm::OpKind::kGraphLaunch) && r.b > 0 &&
+          r.time_ns >= r.b) {
         steps_.OnOpInterval(r.time_ns - r.b, r.time_ns);
-      }
-      OpKey key{r.comm_id, op, proto::SizeBucket(bytes)};
-      auto it = window_ops_.find(key);
-      if (it == window_ops_.end()) {
-        if (window_ops_.size() >= kMaxOpKeys) break;
-        it = window_ops_.emplace(key, OpWindow{}).first;
-      }
-      OpWindow& w = it->second;
-      double ms = static_cast<double>(r.b) / 1e6;
-      ++w.count;
-      w.max_ms = std::max(w.max_ms, ms);
-      w.sum_ms += ms;
-      w.last_seq = std::max(w.last_seq, r.seq);
-      if (w.samples_ms.size() < kMaxSamples) {
-        w.samples_ms.push_back(ms);
-      } else {
-        sample_rng_ = sample_rng_ * 6364136223846793005ull + 1442695040888963407ull;
-        uint64_t j = (sample_rng_ >> 17) % w.count;
-        if (j < kMaxSamples) w.samples_ms[j] = ms;
       }
       break;
     }
@@ -335,89 +288,6 @@ void RankMonitor::ReadSlots() {
   }
 }
 
-bool RankMonitor::CheckGone(uint64_t now_ns) {
-  const shm::SegmentHeader* h = segment_->header();
-  uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
-  if (first_tick_) {
-    first_tick_ = false;
-    // A pid not visible with a fresh heartbeat: a process in another pid namespace, or one that
-    // died just before this worker started (a worker restarted right after its ranks ended).
-    // Only a heartbeat that advances tells them apart; until then nothing it shows in flight is
-    // a timeout.
-    if (!probe_->PidExists(pid_) && heartbeat != 0 && now_ns >= heartbeat &&
-        now_ns - heartbeat < kHeartbeatFreshNs) {
-      foreign_pending_ = true;
-      foreign_pending_heartbeat_ = heartbeat;
-      foreign_pending_since_ns_ = now_ns;
-      return false;
-    }
-  }
-  if (foreign_pending_) {
-    if (heartbeat != foreign_pending_heartbeat_) {
-      foreign_pending_ = false;
-      foreign_pid_ns_ = true;
-      FT_LOG(Info, Worker,
-             "rank {}: pid {} is not visible here but its heartbeat advances: the process runs "
-             "in another pid namespace; its death is detected from its heartbeat (3 s) and its "
-             "CPU use is unknown. Share the pid namespace (hostPID) for faster detection",
-             rank_, pid_);
-    } else if (now_ns - foreign_pending_since_ns_ < kHeartbeatFreshNs) {
-      return false;
-    } else {
-      foreign_pending_ = false;
-      return true;  // its heartbeat stood still: the process is gone
-    }
-  }
-  if (foreign_pid_ns_) return heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kForeignStaleNs);
-  if (!probe_->PidExists(pid_)) return true;
-  auto stat = probe_->ReadStat(pid_);
-  proc_state_ = 0;
-  if (!stat) return false;  // exists, /proc hidden (hidepid): trust kill(2)
-  if (stat->state == 'Z' || stat->state == 'X') {
-    wait_status_ = stat->wait_status;  // how it ended, while its parent has not reaped it
-    return true;
-  }
-  proc_state_ = stat->state;
-  if (!start_ticks_) {
-    start_ticks_ = stat->start_ticks;
-    // A process that started after the segment was created cannot have created it: the pid
-    // was recycled. Believed only when the heartbeat is silent too, since wall clock steps
-    // move the two clocks compared here apart.
-    int64_t boot = probe_->BootTimeUnixS();
-    uint64_t hz = probe_->TicksPerSecond();
-    bool silent = heartbeat == 0 || (now_ns > heartbeat && now_ns - heartbeat > kRecycleStaleNs) ||
-                  h->state.load(std::memory_order_relaxed) == static_cast<uint32_t>(shm::ProcessState::kDisabled);
-    if (boot > 0 && hz > 0 && incarnation_ > 0 && silent) {
-      double started_s = static_cast<double>(boot) + static_cast<double>(stat->start_ticks) / static_cast<double>(hz);
-      double created_s = static_cast<double>(incarnation_) / 1e9;
-      if (started_s > created_s + kRecycleSlackS) {
-        FT_LOG(Info, Worker, "rank {}: pid {} now belongs to a process started after the segment {}: "
-               "the rank's process is gone", rank_, pid_, name());
-        return true;
-      }
-    }
-  } else if (*start_ticks_ != stat->start_ticks) {
-    return true;  // the pid was recycled while we watched
-  }
-  SampleCpu(now_ns, stat->cpu_ticks, probe_->ReadRunDelayNs(pid_));
-  return false;
-}
-
-void RankMonitor::SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns) {
-  if (!cpu_samples_.empty() && now_ns <= cpu_samples_.back().now_ns) return;
-  cpu_samples_.push_back(CpuSample{now_ns, cpu_ticks, run_delay_ns});
-  while (cpu_samples_.size() > 2 && now_ns - cpu_samples_[1].now_ns >= kCpuWindowNs) cpu_samples_.pop_front();
-  const CpuSample& base = cpu_samples_.front();
-  uint64_t span = now_ns - base.now_ns;
-  if (span < kCpuMinSpanNs || cpu_ticks < base.cpu_ticks) return;
-  double cpu_s = static_cast<double>(cpu_ticks - base.cpu_ticks) / static_cast<double>(probe_->TicksPerSecond());
-  cpu_pct_ = 100.0 * cpu_s / (static_cast<double>(span) / 1e9);
-  wait_pct_ = 0;
-  if (run_delay_ns && base.run_delay_ns && *run_delay_ns >= *base.run_delay_ns) {
-    wait_pct_ = 100.0 * static_cast<double>(*run_delay_ns - *base.run_delay_ns) / static_cast<double>(span);
-  }
-}
-
 void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   const shm::SegmentHeader* h = segment_->header();
   proto::RankProgress& p = progress_;
@@ -431,17 +301,18 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
   uint64_t blocked_since = h->blocked_since_ns.load(std::memory_order_acquire);
   p.last_call_age_ms = last_call == 0 ? -1 : AgeMs(now_ns, last_call);
   p.blocked_ms = blocked_since == 0 ? 0 : AgeMs(now_ns, blocked_since);
-  p.cpu_pct = finished() ? 0 : cpu_pct_;
+  p.cpu_pct = finished() ? 0 : process_watch_.cpu_pct();
   bool recent_call = last_call != 0 && (now_ns <= last_call || now_ns - last_call < settings_.busy_call_age_ns);
-  bool working_cpu = p.cpu_pct + (finished() ? 0 : wait_pct_) >= settings_.busy_cpu_pct && blocked_since == 0;
+  bool working_cpu = p.cpu_pct + (finished() ? 0 : process_watch_.wait_pct()) >= settings_.busy_cpu_pct && blocked_since == 0;
   p.busy = !finished() && (recent_call || working_cpu);
   // Frozen: the process cannot run (stopped, traced) or its poller thread has stopped
   // beating. Either way its table no longer moves: the master must not read what it shows in
   // flight as a wait. A disabled libft.so stopped its poller on purpose.
   uint64_t heartbeat = h->heartbeat_ns.load(std::memory_order_acquire);
-  p.proc_state = proc_state_ != 0 && !finished() ? std::string(1, proc_state_) : std::string();
+  const char proc_state = process_watch_.proc_state();
+  p.proc_state = proc_state != 0 && !finished() ? std::string(1, proc_state) : std::string();
   p.heartbeat_age_ms = heartbeat == 0 ? -1 : AgeMs(now_ns, heartbeat);
-  bool stopped = proc_state_ == 'T' || proc_state_ == 't';
+  bool stopped = process_watch_.stopped();
   bool silent = heartbeat != 0 && now_ns > heartbeat && now_ns - heartbeat > settings_.frozen_after_ns;
   p.frozen = life_ == Life::kRunning && (stopped || silent);
   if (p.frozen) p.busy = false;
@@ -468,7 +339,8 @@ void RankMonitor::BuildProgress(uint64_t now_ns, int64_t now_unix_ms) {
 }
 
 void RankMonitor::CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events) {
-  const bool stopped = proc_state_ == 'T' || proc_state_ == 't';
+  const bool stopped = process_watch_.stopped();
+  const char proc_state = process_watch_.proc_state();
   if (!stopped) {
     stopped_since_ns_ = 0;
   } else if (stopped_since_ns_ == 0) {
@@ -492,10 +364,10 @@ void RankMonitor::CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<
   proto::Event e = MakeEvent(proto::EventKind::kFrozen, now_unix_ms);
   e.age_ms = static_cast<double>(frozen_ns) / 1e6;
   const std::string how =
-      proc_state_ == 'T'   ? "its process is stopped (state T: SIGSTOP/SIGTSTP or a job-control stop)"
-      : proc_state_ == 't' ? "its process is stopped by a tracer (state t: a debugger holds it)"
+      proc_state == 'T'   ? "its process is stopped (state T: SIGSTOP/SIGTSTP or a job-control stop)"
+      : proc_state == 't' ? "its process is stopped by a tracer (state t: a debugger holds it)"
                            : fmt::format("its process (state {}) has not run libft.so's poller thread",
-                                         proc_state_ != 0 ? std::string(1, proc_state_) : std::string("?"));
+                                         proc_state != 0 ? std::string(1, proc_state) : std::string("?"));
   e.message = fmt::format(
       "rank {} (pid {}) is frozen: {}, heartbeat silent for {:.1f} s (FT_FROZEN_AFTER {:.1f} s). It "
       "cannot make progress and its peers will wait on it, inside NCCL or not; send SIGCONT if it "
@@ -518,12 +390,9 @@ std::vector<InFlightOp> RankMonitor::InFlight(uint64_t now_ns) const {
     op.seq = c.completed_seq + 1;
     uint32_t kind = c.enter_op;
     op.bytes = c.entered_bytes;
-    if (!slot->p2p) {
-      auto it = recent_enters_.find(slot->real_id);
-      if (it != recent_enters_.end() && it->second[op.seq % 64].seq == op.seq) {
-        kind = it->second[op.seq % 64].op;
-        op.bytes = it->second[op.seq % 64].bytes;
-      }
+    if (auto entered = slot->p2p ? std::nullopt : ops_.EnteredOp(slot->real_id, op.seq)) {
+      kind = entered->op;
+      op.bytes = entered->bytes;
     }
     op.op = shm::OpKindOfRecord(kind);
     op.started_age_ms = c.started_ns == 0 ? 0 : AgeMs(now_ns, c.started_ns);
@@ -588,7 +457,6 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
   BuildProgress(now_ns, end_unix_ms);
   int32_t status = h->exit_status.load(std::memory_order_acquire);
   proto::Event e = MakeEvent(proto::EventKind::kExit, end_unix_ms);
-  e.clean = life == Life::kExited;
   // libft.so's signal handler writes these before anything else when a launcher or scheduler
   // asks the process to end (SIGTERM): what follows is a teardown. Only a real signal number
   // counts (the bytes are the process's to write).
@@ -598,60 +466,7 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
     const uint64_t at = h->terminate_unix_ns.load(std::memory_order_acquire);
     e.terminate_unix_ms = static_cast<int64_t>(std::min<uint64_t>(at / 1'000'000, INT64_MAX));
   }
-  const std::string asked =
-      term > 0 && term < 128
-          ? fmt::format("; it had been told to terminate by signal {} ({}), so this is a teardown "
-                        "(a launcher or scheduler ending it), not a crash",
-                        term, strsignal(term))
-          : std::string();
-  if (e.clean) {
-    e.code = status;
-    e.message = fmt::format("rank {} (pid {}) exited cleanly with status {}{}", rank_, pid_, status, asked);
-    FT_LOG(Info, Worker, "{}", e.message);
-  } else if (life == Life::kStopped) {
-    e.code = status;
-    e.message = fmt::format("rank {} (pid {}) stopped by this worker (a stop command)", rank_, pid_);
-    FT_LOG(Info, Worker, "{}", e.message);
-  } else if (!asked.empty()) {
-    e.code = status != 0 ? status : -term;
-    e.message = fmt::format("rank {} (pid {}) is gone without a clean exit{}", rank_, pid_, asked);
-    FT_LOG(Info, Worker, "{}", e.message);
-  } else if (exited_itself_) {
-    e.code = status;
-    e.message = fmt::format(
-        "rank {} (pid {}) exited with status {}: a failure (an uncaught exception, exit({})), not a "
-        "finish; its log has the error",
-        rank_, pid_, status, status);
-    FT_LOG(Warn, Worker, "{}", e.message);
-  } else if (wait_status_ && WIFSIGNALED(*wait_status_)) {
-    // What the kernel says of a zombie beats what the process last wrote in its header.
-    const int sig = WTERMSIG(*wait_status_);
-    e.code = -sig;
-    e.message = fmt::format("rank {} (pid {}) was killed by signal {} ({}){}", rank_, pid_, sig, strsignal(sig),
-                            sig == SIGKILL ? ": by a person, the launcher or the OOM killer (see dmesg)" : "");
-    FT_LOG(Warn, Worker, "{}", e.message);
-  } else if (wait_status_ && WIFEXITED(*wait_status_)) {
-    e.code = WEXITSTATUS(*wait_status_);
-    e.message = fmt::format("rank {} (pid {}) exited with status {} without libft.so's exit path (_exit, "
-                            "or a failure before it)", rank_, pid_, e.code);
-    FT_LOG(Warn, Worker, "{}", e.message);
-  } else if (status != 0) {
-    e.code = status;
-    e.message = fmt::format(
-        "rank {} (pid {}) is gone without a clean exit; the last exit status it wrote was {}. "
-        "Check the launcher's log for how it ended",
-        rank_, pid_, status);
-    FT_LOG(Warn, Worker, "{}", e.message);
-  } else {
-    e.code = 0;
-    e.status_unknown = true;
-    e.message = fmt::format(
-        "rank {} (pid {}) is gone without a clean exit: killed or crashed; its exit status is "
-        "unknown to the worker (its parent reaped it first). Check the launcher's log (signal, OOM "
-        "killer) for the cause",
-        rank_, pid_);
-    FT_LOG(Warn, Worker, "{}", e.message);
-  }
+  DescribeEnd(RankEnd{rank_, pid_, life, status, term, exited_itself_, process_watch_.wait_status()}, &e);
   events->push_back(std::move(e));
 }
 
@@ -723,21 +538,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
     s.declared_step = plus1 > 0 ? plus1 - 1 : -1;
     s.total_steps = std::max<int64_t>(0, total);
   }
-  for (auto& [key, w] : window_ops_) {
-    proto::OpSummary o;
-    o.comm_id = key.comm_id;
-    o.op = shm::OpKindOfRecord(key.op);
-    o.bucket = key.bucket;
-    o.count = w.count;
-    std::sort(w.samples_ms.begin(), w.samples_ms.end());
-    o.p50_ms = Percentile(w.samples_ms, 0.50);
-    o.p99_ms = Percentile(w.samples_ms, 0.99);
-    o.max_ms = w.max_ms;
-    o.last_seq = w.last_seq;
-    o.sum_ms = w.sum_ms;
-    s.ops.push_back(std::move(o));
-  }
-  window_ops_.clear();
+  s.ops = ops_.TakeSummaries();
   window_steps_ms_.clear();
   window_compute_ms_.clear();
   window_comm_ms_.clear();

@@ -6,8 +6,8 @@
 //   - snapshots every in-flight table slot into the progress table (CommRow per slot; a p2p
 //     slot is recognised by its flag (shm::kCommSlotP2P) or by its id, Mix(comm ^ "p2p-slot") of a known
 //     communicator, and reported under that communicator with p2p = true);
-//   - checks the process: alive when kill(pid, 0) finds it and /proc/<pid>/stat shows the same
-//     start time and no zombie; a pid gone without state kExited is a death, reported at once
+//   - checks the process (ProcessWatch: kill(pid, 0), /proc start time, zombies, the heartbeat
+//     for another pid namespace); a pid gone without state kExited is a death, reported at once
 //     ("exit", clean = false); kExited with exit_status 0 is a clean exit. An exit through the
 //     normal path with a failing status (an uncaught exception, exit(1)) is a failure like a
 //     death: state "dead", clean = false, code = the status — never how a job finishes. Either
@@ -30,9 +30,7 @@
 #ifndef FT_FTWORKER_RANK_MONITOR_H_
 #define FT_FTWORKER_RANK_MONITOR_H_
 
-#include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,7 +42,9 @@
 
 #include "ftworker/monitor/monitor_settings.h"
 #include "ftworker/monitor/process_probe.h"
+#include "ftworker/monitor/process_watch.h"
 #include "ftworker/monitor/kernel_stats.h"
+#include "ftworker/monitor/op_windows.h"
 #include "ftworker/monitor/slowdown_detector.h"
 #include "ftworker/monitor/step_inference.h"
 #include "ftworker/monitor/timeout_detector.h"
@@ -124,24 +124,6 @@ class RankMonitor {
   const std::vector<shm::HookFailureCount>& hook_failures() const { return hook_failures_; }
 
  private:
-  struct OpKey {
-    uint64_t comm_id;
-    uint32_t op;
-    int bucket;
-    auto operator<=>(const OpKey&) const = default;
-  };
-  struct OpWindow {
-    std::vector<double> samples_ms;  // a uniform sample of at most kMaxSamples
-    uint64_t count = 0;
-    double max_ms = 0;
-    double sum_ms = 0;
-    uint64_t last_seq = 0;
-  };
-  struct RecentEnter {
-    uint64_t seq = 0;
-    uint32_t op = 0;
-    uint64_t bytes = 0;
-  };
   struct SlotView {
     shm::CommProgress p;
     uint64_t real_id = 0;
@@ -153,8 +135,6 @@ class RankMonitor {
   void OnError(const shm::Record& r, int64_t now_unix_ms, std::vector<proto::Event>* events);
   void LearnComm(uint64_t comm_id);
   void ReadSlots();
-  bool CheckGone(uint64_t now_ns);
-  void SampleCpu(uint64_t now_ns, uint64_t cpu_ticks, std::optional<uint64_t> run_delay_ns);
   void BuildProgress(uint64_t now_ns, int64_t now_unix_ms);
   void CheckFrozen(uint64_t now_ns, int64_t now_unix_ms, std::vector<proto::Event>* events);
   void OnSteps(int64_t now_unix_ms, std::vector<proto::Event>* events);
@@ -171,6 +151,7 @@ class RankMonitor {
   std::vector<shm::Record> batch_;
   VerifiedProcess process_;
   std::string unverified_;
+  ProcessWatch process_watch_;  // is its process alive, its CPU
 
   // Identity, copied from the validated header once.
   int rank_, local_rank_, world_size_, pid_;
@@ -182,29 +163,11 @@ class RankMonitor {
   uint64_t finished_ns_ = 0;
   bool pid_gone_ = false;
   bool exited_itself_ = false;
-  std::optional<int> wait_status_;  // as waitpid(2) would report it, read from a zombie's /proc
   bool stop_signalled_ = false;
-  bool first_tick_ = true;
-  bool foreign_pid_ns_ = false;
-  // First seen with its pid not visible and a fresh heartbeat: foreign once the heartbeat moves,
-  // gone if it stands still for a second (CheckGone).
-  bool foreign_pending_ = false;
   bool seen_alive_ = false;  // a tick found the process running (not only its segment)
   int64_t alive_unix_ms_ = 0;  // the last such tick
-  uint64_t foreign_pending_heartbeat_ = 0;
-  uint64_t foreign_pending_since_ns_ = 0;
-  std::optional<uint64_t> start_ticks_;
-  char proc_state_ = 0;  // the last state letter of /proc/<pid>/stat; 0 unknown
   uint64_t stopped_since_ns_ = 0;  // first tick that saw it stopped (T/t) in a row; 0 not stopped
   bool frozen_raised_ = false;     // a frozen event was raised for the current episode
-  struct CpuSample {
-    uint64_t now_ns;
-    uint64_t cpu_ticks;
-    std::optional<uint64_t> run_delay_ns;
-  };
-  std::deque<CpuSample> cpu_samples_;
-  double cpu_pct_ = 0;
-  double wait_pct_ = 0;  // of the last ~1 s, runnable but waiting for a CPU (main thread)
   bool warned_ring_ = false;
 
   // Communicators.
@@ -212,7 +175,6 @@ class RankMonitor {
   std::unordered_map<uint64_t, uint64_t> salted_to_real_;   // p2p slot id -> comm id
   std::unordered_set<uint64_t> ended_;                      // kCommEnd seen
   std::vector<std::optional<SlotView>> slots_;  // by slot index
-  std::unordered_map<uint64_t, std::array<RecentEnter, 64>> recent_enters_;
   bool membership_changed_ = true;
   std::string last_state_;
   int64_t restored_step_ = -2;  // what ft_restore did (proto::Membership::restored_step)
@@ -222,9 +184,8 @@ class RankMonitor {
   uint64_t last_dropped_ = 0;
   uint64_t window_records_ = 0;
   uint64_t window_dropped_ = 0;
-  std::map<OpKey, OpWindow> window_ops_;
+  OpWindows ops_;
   KernelStats kernels_;
-  uint64_t sample_rng_ = 0x853c49e6748fea9bull;
   StepInference steps_;
   SlowdownDetector slowdown_;
   uint64_t steps_total_ = 0;
@@ -237,7 +198,6 @@ class RankMonitor {
     uint64_t suppressed = 0;
   };
   std::map<std::tuple<uint64_t, uint64_t, uint64_t>, ErrorSeen> errors_seen_;  // (library, call, code)
-  std::unordered_map<uint64_t, uint64_t> pending_bytes_;  // (comm, a, seq) hash -> bytes of an entered op
 
   TimeoutDetector timeouts_;
   proto::RankProgress progress_;
