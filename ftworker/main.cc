@@ -30,11 +30,11 @@
 #include "ftworker/monitor/node_monitor.h"
 #include "ftworker/prefetch/prefetcher.h"
 #include "ftworker/transfer/pull_command.h"
-#include "rdma/verbs/verbs_setup.h"
 #include "ftworker/status_view.h"
 #include "ftworker/worker_metrics.h"
 #include "metrics/exporter.h"
 #include "redis/url.h"
+#include "transfer_engine/verbs/verbs_setup.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // pull_bench (make bench-pull): how fast a replacement node pulls a checkpoint copy from a peer's
-// memory with the transfer engine (rdma/transfer.h) over TCP on loopback, against the best a
-// plain single-stream socket does with the same bytes, in the same run.
+// memory with the transfer engine (transfer_engine/transfer.h) over TCP on loopback, against the
+// best a plain single-stream socket does with the same bytes, in the same run.
 //
 // One server process (server.h) holds the copy (2 GiB, a pattern, a real manifest with an XXH3
 // checksum per 4 MiB chunk) and serves it through rdma::Server and a plain socket sender. This
@@ -56,7 +56,7 @@
 #include "bench/pull_bench/socket_copy.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/manifest.h"
-#include "rdma/transfer.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::bench {
 namespace {

@@ -12,7 +12,7 @@
 #include "bench/pull_bench/socket_copy.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/manifest.h"
-#include "rdma/transfer.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::bench {
 namespace {

@@ -1,5 +1,5 @@
-// The prefetcher's transfer engine: rdma/transfer.h as it is (TCP, and verbs where the pull
-// options carry a fast path).
+// The prefetcher's transfer engine: transfer_engine/transfer.h as it is (TCP, and verbs where the
+// pull options carry a fast path).
 #include "ftworker/prefetch/prefetch_options.h"
 
 namespace ft::worker {

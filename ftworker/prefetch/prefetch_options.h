@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "rdma/transfer.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 
-// The transfer engine as the prefetcher uses it (rdma/transfer.h); tests put in a fake.
+// The transfer engine as the prefetcher uses it (transfer_engine/transfer.h); tests put in a fake.
 // Called from the prefetcher's threads, several at once.
 class PullEngine {
  public:

@@ -15,8 +15,8 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/transfer_codec.h"
-#include "rdma/transfer.h"
 #include "redis/store.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 

@@ -56,8 +56,8 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
-#include "rdma/transfer.h"
 #include "redis/store.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 

@@ -30,9 +30,9 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/transfer_codec.h"
-#include "rdma/transfer.h"
 #include "redis/client.h"
 #include "redis/tests/redis_test.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 namespace {

@@ -16,10 +16,10 @@
 #include "ftworker/monitor/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "rdma/verbs/tests/fake_verbs.h"
-#include "rdma/verbs/verbs_setup.h"
 #include "redis/fake_store.h"
 #include "tests/util/log_capture.h"
+#include "transfer_engine/verbs/tests/fake_verbs.h"
+#include "transfer_engine/verbs/verbs_setup.h"
 
 namespace ft::worker {
 namespace {
@@ -293,9 +293,10 @@ TEST_F(TransferServiceTest, AFastPathIsOfferedAndPublishedFirst) {
   EXPECT_EQ(e->transports, (std::vector<std::string>{"verbs", "tcp"}));
 }
 
-// The real verbs server on the fake NIC (rdma/verbs/tests/fake_verbs.h), wired as ftworker's main
-// wires it: each arena the worker serves is registered once, when first mapped — before any
-// peer asks — and offered to peers from that registration; the endpoint names verbs first.
+// The real verbs server on the fake NIC (transfer_engine/verbs/tests/fake_verbs.h), wired as
+// ftworker's main wires it: each arena the worker serves is registered once, when first mapped —
+// before any peer asks — and offered to peers from that registration; the endpoint names verbs
+// first.
 TEST_F(TransferServiceTest, TheVerbsServerRegistersEachServedArenaOnceAheadOfAnyPeer) {
   rdma::testing::FakeVerbs nic;
   rdma::VerbsTransport verbs;

@@ -38,7 +38,7 @@
 #include "ftworker/transfer/region_name.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/tier.h"
-#include "rdma/transfer.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 
@@ -53,9 +53,10 @@ struct CopyProviderOptions {
   // The buddy copy file holding (step, rank), "" when none (Replicator::ReplicaPathOf). Empty: none.
   std::function<std::string(ckpt::CopyId)> replica_path_of;
   // Called when an arena's data region is mapped, and when its mapping's last user let go: a
-  // fast path registers the memory with its NIC there, once per arena (rdma/verbs/verbs_transport.h,
-  // VerbsServer::Register and Forget). `unmapped` also hears of every local-tier mapping going
-  // away (a fast path registers those at their first offer). Empty: nothing to do.
+  // fast path registers the memory with its NIC there, once per arena
+  // (transfer_engine/verbs/verbs_transport.h, VerbsServer::Register and Forget). `unmapped` also
+  // hears of every local-tier mapping going away (a fast path registers those at their first
+  // offer). Empty: nothing to do.
   std::function<void(const uint8_t* data, uint64_t bytes)> mapped;
   std::function<void(const uint8_t* data, uint64_t bytes)> unmapped;
 };

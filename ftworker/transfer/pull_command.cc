@@ -16,9 +16,9 @@
 #include "jitckpt/manifest.h"
 #include "proto/keys.h"
 #include "proto/transfer_codec.h"
-#include "rdma/transfer.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 

@@ -1,5 +1,5 @@
-// The names under which a worker serves its node's checkpoint copies to peers (rdma/transfer.h
-// RegionProvider::Open), and which a pulling worker asks for:
+// The names under which a worker serves its node's checkpoint copies to peers
+// (transfer_engine/transfer.h RegionProvider::Open), and which a pulling worker asks for:
 //
 //   arena/<step>/<rank>   the rank's committed copy of <step> in its host arena (memory)
 //   local/<step>/<rank>   that copy in the node's local tier (FT_CKPT_DIR, a disk)

@@ -1,5 +1,5 @@
-// The transfer service's server: rdma::Server (the TCP engine, rdma/transfer.h) behind the
-// TransferServer seam. Its own file so that only ftworker's binary, not the daemon's unit
+// The transfer service's server: rdma::Server (the TCP engine, transfer_engine/transfer.h) behind
+// the TransferServer seam. Its own file so that only ftworker's binary, not the daemon's unit
 // tests, links the engine (they fake the server).
 #include "ftworker/transfer/transfer_service.h"
 

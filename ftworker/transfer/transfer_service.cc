@@ -6,7 +6,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "rdma/auth.h"
+#include "transfer_engine/auth.h"
 
 namespace ft::worker {
 

@@ -1,5 +1,5 @@
-// ft::worker::TransferService: this node's transfer server (rdma/transfer.h) in the worker —
-// its node's committed checkpoint copies (CopyProvider) served to authenticated peers.
+// ft::worker::TransferService: this node's transfer server (transfer_engine/transfer.h) in the
+// worker — its node's committed checkpoint copies (CopyProvider) served to authenticated peers.
 //
 //   1. Waits for the job's secret (ft:{J}:transfer:secret, written by the master): one GET
 //      every half second until it is there. The secret is never logged.
@@ -30,8 +30,8 @@
 #include "common/status.h"
 #include "ftworker/transfer/copy_server.h"
 #include "proto/keys.h"
-#include "rdma/transfer.h"
 #include "redis/store.h"
+#include "transfer_engine/transfer.h"
 
 namespace ft::worker {
 
@@ -55,8 +55,9 @@ struct TransferServiceOptions {
   std::string listen_address;  // chosen already (ChooseListenAddress)
   int64_t port = 0;            // FT_TRANSFER_PORT
   CopyProviderOptions copies;
-  // The fast path offered to peers next to TCP (rdma/verbs/verbs_transport.h's VerbsServer where
-  // the node has a device); published as the endpoint's first transport. Null: TCP only.
+  // The fast path offered to peers next to TCP (transfer_engine/verbs/verbs_transport.h's
+  // VerbsServer where the node has a device); published as the endpoint's first transport. Null:
+  // TCP only.
   rdma::FastPathServer* fast_path = nullptr;
   TransferServerFactory make_server;  // empty: MakeRdmaServer
 };

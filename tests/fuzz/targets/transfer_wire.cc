@@ -1,11 +1,12 @@
-// Transfer-protocol frames as a server or a puller reads them off a socket (rdma/wire.h): a
-// frame of any type, mutated, truncated or random, decodes to Ok or an error with a message and
-// a code a caller handles, never a read past the frame; whatever decodes re-encodes to the
-// same bytes. Half the mutations keep the header's length honest so the payload decoders run.
+// Transfer-protocol frames as a server or a puller reads them off a socket
+// (transfer_engine/wire.h): a frame of any type, mutated, truncated or random, decodes to Ok or an
+// error with a message and a code a caller handles, never a read past the frame; whatever decodes
+// re-encodes to the same bytes. Half the mutations keep the header's length honest so the payload
+// decoders run.
 #include <cstring>
 
-#include "rdma/wire.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "transfer_engine/wire.h"
 
 namespace ft::rdma::wire {
 namespace {

@@ -1,10 +1,10 @@
-// The blobs two verbs peers exchange to connect (rdma/verbs/verbs_blob.h: the offer, the connect
-// request, the accept reply), read from the network: hostile bytes give Ok or an explained
+// The blobs two verbs peers exchange to connect (transfer_engine/verbs/verbs_blob.h: the offer, the
+// connect request, the accept reply), read from the network: hostile bytes give Ok or an explained
 // error with the output untouched; what parses re-encodes to the same value. Each input is
 // tried as all three.
-#include "rdma/verbs/tests/sample_verbs_blobs.h"
-#include "rdma/verbs/verbs_blob.h"
 #include "tests/fuzz/fuzz_target.h"
+#include "transfer_engine/verbs/tests/sample_verbs_blobs.h"
+#include "transfer_engine/verbs/verbs_blob.h"
 
 namespace {
 
