@@ -15,17 +15,6 @@ namespace {
 
 constexpr const char* kCommandsCap = "1000";
 
-// "saved step=<S> digest=..." (shm/mailbox.h): the step a rank saved, or -1.
-int64_t StepOfAck(const std::string& message) {
-  const size_t at = message.find("step=");
-  if (at == std::string::npos) return -1;
-  size_t end = at + 5;
-  while (end < message.size() && message[end] >= '0' && message[end] <= '9') ++end;
-  int64_t step = -1;
-  if (!ParseStep(std::string_view(message).substr(at + 5, end - at - 5), &step)) return -1;
-  return step;
-}
-
 }  // namespace
 
 // ---- a phase's commands, as values ------------------------------------------------------
@@ -197,7 +186,7 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     }
     if (!ctx_->writer.Run(b.writes)) return;
     save_results_.clear();
-    save_messages_.clear();
+    save_copies_.clear();
     copies_deadline_.reset();
     ctx_->stats.commands += b.commands;
     a = std::move(b.next);
@@ -296,12 +285,12 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
   std::map<int64_t, int> steps;  // step -> ranks that said they saved it
   for (const auto& [rank, result] : save_results_) {
     if (result != "done") continue;
-    auto m = save_messages_.find(rank);
+    auto m = save_copies_.find(rank);
+    const proto::SavedCopy* copy = m != save_copies_.end() && m->second ? &*m->second : nullptr;
     // A torn copy is never reported as the rank's copy (its arena keeps the whole one): none to wait for.
-    if (m != save_messages_.end() && m->second.find(" torn=1") != std::string::npos) continue;
+    if (copy != nullptr && copy->torn) continue;
     done.push_back(std::to_string(rank));
-    const int64_t step = m == save_messages_.end() ? -1 : StepOfAck(m->second);
-    if (step >= 0) ++steps[step];
+    if (copy != nullptr && copy->step >= 0) ++steps[copy->step];
   }
   if (done.empty()) return true;  // nothing saved: nothing to verify
   if (!copies_deadline_) copies_deadline_ = now + ctx_->options.copy_wait;
@@ -411,7 +400,7 @@ void ActionRunner::ReadAcks() {
       pending_acks_.erase(*id);
       if (action_ && *id == fmt::format("{}-save-{}", action_->incident, ack.rank)) {
         save_results_[ack.rank] = ack.result;
-        save_messages_[ack.rank] = ack.message;
+        save_copies_[ack.rank] = ack.saved;
       }
       if (ack.result == "not_supported") {
         FT_LOG(Info, Master, "{}: node {} rank {} answered not_supported ({}); counted as an "

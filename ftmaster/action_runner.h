@@ -114,7 +114,7 @@ class ActionRunner {
   bool pending_loaded_ = false;
   std::string ack_cursor_;
   std::map<int, std::string> save_results_;  // rank -> ack result of the current save phase
-  std::map<int, std::string> save_messages_; // rank -> ack message ("saved step=<S> ...")
+  std::map<int, std::optional<proto::SavedCopy>> save_copies_;  // rank -> the copy its ack reports
   std::optional<Clock::time_point> copies_deadline_;  // waiting for the saved copies' reports
   Clock::time_point next_acks_{};
 };

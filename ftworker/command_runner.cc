@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/log.h"
+#include "shm/save_ack.h"
 
 namespace ft::worker {
 
@@ -216,8 +217,11 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     Waiting& w = waiting_[i];
     auto ack = monitor_->PollAck(w.rank, w.seq);
     if (ack) {
-      acks->push_back(MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message,
-                              now_unix_ms));
+      proto::CommandAck done = MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message, now_unix_ms);
+      // The master takes the saved step and digest from the typed copy, not from the prose.
+      const bool save = w.command.kind == "save" || w.command.kind == "save-at-step";
+      if (ack->result == 0 && save) done.saved = shm::ParseSaveAck(ack->message);
+      acks->push_back(std::move(done));
     } else if (monitor_->Ended(w.rank, w.incarnation)) {
       // Its process ended after the command was posted (a teardown, a crash): no answer will
       // come, and the master's action need not wait out the deadline for it.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shm/op_kind.h"
+#include "shm/save_ack.h"
 
 namespace ft::proto {
 
@@ -417,6 +418,10 @@ struct Command {
 // result: "done", "not_supported", "failed", "no_such_rank", "stale" (the rank runs another
 // process than the one the command was written for: not executed), and the mailbox's
 // (ftworker/command_runner.h, AckResultName).
+// A save's outcome, typed: the step, digest, tornness, bytes and duration of the copy a rank
+// took, as the mailbox's acknowledgement carries it (shm/save_ack.h).
+using SavedCopy = shm::SavedCopy;
+
 struct CommandAck {
   std::string id;
   std::string node;
@@ -424,6 +429,9 @@ struct CommandAck {
   std::string result;
   std::string message;
   int64_t unix_ms = 0;
+  // A save's or save-at-step's "done": the copy (the message says the same for people). A worker
+  // of the previous release wrote the message only: the codec reads the copy from it then.
+  std::optional<SavedCopy> saved;
 
   bool operator==(const CommandAck&) const = default;
 };

@@ -26,7 +26,8 @@ enum class CommandType : uint32_t {
 };
 
 // How the checkpoint agent acknowledges kSave / kSaveAtStep (docs/checkpoints.md):
-//   result 0, message "saved step=<S> digest=<hex16> torn=<0|1> bytes=<n> ms=<t>"
+//   result 0, message "saved step=<S> digest=<hex16> torn=<0|1> bytes=<n> ms=<t>" (made and read
+//   by shm/save_ack.h only: SaveAckMessage, ParseSaveAck)
 //   result kNotFound, message "nothing registered"   (ftworker reports "nothing_registered")
 //   result kNotReady, message "scheduled for the next step"   (kSaveAtStep, before it ran)
 //   any other result: failed, the message says why (kUnavailable "no step completed or

@@ -69,6 +69,26 @@ TEST_F(CommandRunnerTest, SaveAtStepBecomesItsMailboxCommand) {
   EXPECT_EQ(cmd->type, static_cast<uint32_t>(shm::CommandType::kSave));
 }
 
+// A save's ack carries the copy typed besides its message; a message command's does not.
+TEST_F(CommandRunnerTest, ASaveAckCarriesItsCopyTyped) {
+  runner_.Execute(Make("save", "inc-1"), kT0, &acks_);
+  auto cmd = Take();
+  ASSERT_TRUE(cmd.has_value());
+  shm::AckCommand(rank_.seg(), cmd->seq, 0, "saved step=12 digest=00000000deadbeef torn=1 bytes=4096 ms=3");
+  runner_.Poll(kT0 + 5, &acks_);
+  ASSERT_EQ(acks_.size(), 1u);
+  ASSERT_TRUE(acks_[0].saved.has_value());
+  EXPECT_EQ(*acks_[0].saved, (proto::SavedCopy{12, 0xdeadbeef, true, 4096, 3}));
+
+  runner_.Execute(Make("message", "m-1"), kT0, &acks_);
+  cmd = Take();
+  ASSERT_TRUE(cmd.has_value());
+  shm::AckCommand(rank_.seg(), cmd->seq, 0, "saved step=1");
+  runner_.Poll(kT0 + 10, &acks_);
+  ASSERT_EQ(acks_.size(), 2u);
+  EXPECT_FALSE(acks_[1].saved.has_value());
+}
+
 // The ack message (step and digest) passes through unchanged; kNotFound is "nothing_registered".
 TEST_F(CommandRunnerTest, AckResultsAndMessagesPassThrough) {
   runner_.Execute(Make("save", "inc-1"), kT0, &acks_);

@@ -627,6 +627,37 @@ TEST(CodecAcceptTest, PinnedEncoding) {
             R"({"comm":"0000000000000002","op":"allgather","bucket":4,"ms":9000.0}]})");
 }
 
+// A save's acknowledgement carries its copy typed; one from a worker of the previous release,
+// which wrote the message only, is read from its message.
+TEST(CodecAcceptTest, SaveAckCarriesItsCopyAndOldAcksAreReadFromTheMessage) {
+  CommandAck a = SampleAck();
+  a.result = "done";
+  a.message = "saved step=12 digest=00000000deadbeef torn=0 bytes=4096 ms=3";
+  a.saved = SavedCopy{12, 0xdeadbeef, false, 4096, 3};
+  EXPECT_EQ(Encode(a),
+            R"({"v":1,"id":"incident-3/save","node":"node1","rank":4,"result":"done",)"
+            R"("message":"saved step=12 digest=00000000deadbeef torn=0 bytes=4096 ms=3","unix_ms":1763800000700,)"
+            R"("saved":{"step":12,"digest":"00000000deadbeef","torn":false,"bytes":4096,"ms":3}})");
+  CommandAck out;
+  ASSERT_TRUE(Decode(Encode(a), &out).ok());
+  EXPECT_EQ(out, a);
+
+  CommandAck old = a;
+  old.saved.reset();
+  old.message = "saved step=61 digest=0000000000000062 torn=1 bytes=4096 ms=3";
+  ASSERT_TRUE(Decode(Encode(old), &out).ok());
+  ASSERT_TRUE(out.saved.has_value());
+  EXPECT_EQ(out.saved->step, 61);
+  EXPECT_TRUE(out.saved->torn);
+  old.result = "failed";  // only a done save said what it saved
+  ASSERT_TRUE(Decode(Encode(old), &out).ok());
+  EXPECT_FALSE(out.saved.has_value());
+
+  Json j = Json::parse(Encode(a));
+  j["saved"]["digest"] = 7;
+  EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
+}
+
 // The master's own values: a state a newer or older master must be able to resume.
 TEST(MasterCodecTest, PinnedEncoding) {
   EXPECT_EQ(Encode(SampleOpenIncident()),
