@@ -133,6 +133,9 @@ class Agent {
   EndSave SaveHeldStep(const char* name, std::chrono::steady_clock::time_point start,
                        std::chrono::steady_clock::time_point deadline);
   void KeepTheOlderCopyLocked() REQUIRES(mu_);
+  // Before a just-in-time or termination save of `saving`: the copy of the step the node's
+  // restore plan names stays when a newer copy sits beside it (the save writes over that one).
+  void KeepThePlannedCopy(int64_t saving) EXCLUDES(mu_);
   EndSave SaveOneStepMore(const char* name, std::chrono::steady_clock::time_point start,
                           std::chrono::steady_clock::time_point deadline, EndSave first);
   int64_t StepLabel() const;

@@ -15,6 +15,7 @@
 #include "common/mutex.h"
 #include "include/ft/ft.h"
 #include "jitckpt/checksum.h"
+#include "jitckpt/node_plan.h"
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 #include "preload/ckpt/ckpt_checksummer.h"
@@ -174,6 +175,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       KeepTheOlderCopyLocked();
     }
   }
+  if (!periodic && cut.step != kNoStep) KeepThePlannedCopy(cut.step);
   job.manifest.origin = origin;
   job.arena = &arena_;
   job.device = device_;
@@ -407,6 +409,34 @@ void Agent::KeepTheOlderCopyLocked() {
   committed_is_local_ = false;
   FT_LOG(Info, Ckpt, "termination save: the step after {} writes over that copy; step {} (every rank's) stays",
          replaced, committed_step_);
+}
+
+// A just-in-time or termination save comes after a fault, when the other ranks' copies may never
+// catch up: a crashed peer took none, an operator's save at the next step boundary landed on
+// different steps on different ranks, the relaunch that restored was cut short. Written over the
+// older slot as usual, it could cost the step the restore plan names — the newest one the master
+// knows whole on every shard — and leave no step whole anywhere (the campaign's seed 14, a rank
+// killed while a relaunch recovered). So that step stays and the save writes over the newer copy
+// beside it. The price, where the plan had not caught up with a newer step whole everywhere, is
+// that step: a restore one save behind, never none.
+void Agent::KeepThePlannedCopy(int64_t saving) {
+  if (g_rt == nullptr) return;
+  const LauncherIdentity& id = g_rt->identity;
+  ckpt::NodePlan plan;
+  if (!ckpt::ReadLiveNodePlan(ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node), &plan).ok() ||
+      plan.step < 0 || saving <= plan.step) {
+    return;
+  }
+  MutexLock lock(&mu_);
+  ckpt::Manifest committed, planned;
+  uint64_t committed_generation = 0, planned_generation = 0;
+  if (!arena_.ReadCommitted(&committed, &committed_generation).ok() || committed.step <= plan.step) return;
+  if (!arena_.ReadStep(plan.step, &planned, &planned_generation).ok()) return;  // not here: as always
+  if (!arena_.MakeCommitted(planned_generation).ok()) return;
+  committed_step_ = plan.step;
+  committed_is_local_ = false;
+  FT_LOG(Info, Ckpt, "save of step {}: writes over the copy of step {}; step {} (the restore plan's, version {}) stays",
+         saving, committed.step, plan.step, plan.version);
 }
 
 RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {

@@ -54,6 +54,10 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
                      copy of the step signalled is one only this rank took (a peer that crashed
                      has the periodic one), so the step more's copy replaces it, never the
                      periodic copy in the other slot
+  keeps-planned-step periodic saves every 3 steps, the node's restore plan naming step 3 (as ftworker
+                     writes it; the master had not judged step 6 whole: a peer never took it):
+                     SIGTERM after step 7 saves over the copy of step 6, never the planned step 3,
+                     which the arena still holds whole beside the newest copy
   killed-mid-save    512 MiB of state (--state-mib), a periodic save of step 3 committed, idle after step 4:
                      SIGTERM starts the termination save of step 4, SIGKILL lands while it
                      writes (the launcher's grace ran out): the arena still holds step 3, whole
@@ -377,6 +381,38 @@ def run_case(args):
                 app.close()
         else:
             fail("in 5 tries the signal never landed between periodic steps with a step more after it")
+    elif c == "keeps-planned-step":
+        for attempt in range(1, 6):
+            app = App(args, ["--step-ms", "60"], {"FT_CKPT_EVERY": "3", "FT_NODE_ID": "n0"})
+            try:
+                app.wait_line("step 6")
+                with open(os.path.join(app.dir, "ft-plan.%s.n0" % app.job), "w") as f:
+                    f.write("ft-restore-plan 1\njob %s\nnode n0\nversion 7\nstep 3\narena_dir %s\n"
+                            "rank 0 0000000000000000 0:n0:arena\nend\n" % (app.job, app.dir))
+                app.wait_line("step 7")
+                app.proc.send_signal(signal.SIGTERM)
+                rc = app.wait_exit()
+                check(rc == -signal.SIGTERM, "exit status %d, expected death by SIGTERM (-15)" % rc)
+                first = saved_steps(app)
+                print("termination saves of steps %s" % first)
+                if not first or first[0] % 3 == 0:
+                    print("attempt %d: signalled at a periodic step (%s); again" % (attempt, first))
+                    continue
+                copies = app.slots()
+                check(3 in copies and not copies[3][0] and copies[3][1] == "ok",
+                      "the arena lost the restore plan's step 3: it holds %s" % copies)
+                check(max(copies) >= first[0] and 6 not in copies,
+                      "the arena holds %s: expected the planned step 3 beside the termination copy (step %d or "
+                      "the step more), step 6 written over" % (sorted(copies), first[0]))
+                check(all(not torn and content == "ok" for torn, content in copies.values()),
+                      "a copy is torn or mixed: %s" % copies)
+                check("(the restore plan's, version 7) stays" in app.output(),
+                      "the log does not say the plan's step stayed")
+                break
+            finally:
+                app.close()
+        else:
+            fail("in 5 tries the signal never landed between periodic steps")
     elif c == "killed-mid-save":
         # The copy of 512 MiB (128 under a sanitizer, whose copies are slower) takes long enough
         # to be caught writing; a try where the save committed before the poll saw it is run again.
