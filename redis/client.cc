@@ -397,14 +397,17 @@ ReconnectingClient::ReconnectingClient(Endpoint endpoint, ReconnectPolicy policy
       policy_(policy),
       rng_(policy.seed != 0 ? policy.seed : std::random_device{}()) {}
 
-milliseconds ReconnectingClient::Backoff() {
-  int64_t base = policy_.initial_backoff.count();
-  int64_t cap = std::max<int64_t>(policy_.max_backoff.count(), 1);
-  for (int i = 1; i < failures_ && base < cap; ++i) base *= 2;
+milliseconds ReconnectBackoff(const ReconnectPolicy& policy, int failures, std::mt19937_64* rng) {
+  int64_t base = policy.initial_backoff.count();
+  int64_t cap = std::max<int64_t>(policy.max_backoff.count(), 1);
+  for (int i = 1; i < failures && base < cap; ++i) base *= 2;
   base = std::min(base, cap);
-  // Up to 20% shorter, never longer: the cap stays a cap.
-  int64_t jitter = base / 5 > 0 ? static_cast<int64_t>(rng_() % static_cast<uint64_t>(base / 5 + 1)) : 0;
+  int64_t jitter = base / 5 > 0 ? static_cast<int64_t>((*rng)() % static_cast<uint64_t>(base / 5 + 1)) : 0;
   return milliseconds{std::max<int64_t>(base - jitter, 1)};
+}
+
+milliseconds ReconnectingClient::Backoff() {
+  return ReconnectBackoff(policy_, failures_, &rng_);
 }
 
 bool ReconnectingClient::Ensure(Clock::time_point now) {

@@ -110,6 +110,12 @@ struct ReconnectPolicy {
   Subsystem log_subsystem = Subsystem::kCommon;     // whose log lines these are
 };
 
+// The wait after `failures` failed attempts in a row: initial_backoff doubled per failure after
+// the first, up to max_backoff, shortened by up to 20% at random from `rng` (never longer: the
+// cap stays a cap). ReconnectingClient and ClusterClient's masters wait this.
+std::chrono::milliseconds ReconnectBackoff(const ReconnectPolicy& policy, int failures,
+                                           std::mt19937_64* rng);
+
 // A Client that comes back by itself, for a loop that must never wait on Redis: call
 // Ensure(now) each tick; it returns at once unless an attempt is due, and an attempt blocks at
 // most policy.connect_timeout. After a failed attempt the next waits 100 ms, doubling to 5 s,

@@ -219,12 +219,7 @@ ClusterClient::ClusterClient(Endpoint endpoint, ReconnectPolicy policy)
 ClusterClient::~ClusterClient() = default;
 
 milliseconds ClusterClient::Backoff(int failures) {
-  int64_t base = policy_.initial_backoff.count();
-  int64_t cap = std::max<int64_t>(policy_.max_backoff.count(), 1);
-  for (int i = 1; i < failures && base < cap; ++i) base *= 2;
-  base = std::min(base, cap);
-  int64_t jitter = base / 5 > 0 ? static_cast<int64_t>(rng_() % static_cast<uint64_t>(base / 5 + 1)) : 0;
-  return milliseconds{std::max<int64_t>(base - jitter, 1)};
+  return ReconnectBackoff(policy_, failures, &rng_);
 }
 
 std::string ClusterClient::Where() const { return Redacted(endpoint_); }

@@ -11,24 +11,37 @@ constexpr const char* kDeleteScript =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then "
     "return redis.call('DEL', KEYS[1]) else return 0 end";
 
-// Runs a list of commands iff KEYS[1] (the fence) holds ARGV[1]. ARGV[2]: the number of
-// commands; then per command its argument count and arguments. -1: fenced out.
-constexpr const char* kFencedScript = R"lua(
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local i = 2
-local n = tonumber(ARGV[i]); i = i + 1
-for c = 1, n do
-  local argc = tonumber(ARGV[i]); i = i + 1
-  redis.call(unpack(ARGV, i, i + argc - 1))
-  i = i + argc
+// The command lists of both scripts below (AppendCommands writes them): their count, then per
+// command its argument count and arguments. run_listed(i, run) runs, when `run`, the list that
+// starts at ARGV[i]; it returns the index after the list and the list's count.
+constexpr const char* kRunListed = R"lua(
+local function run_listed(i, run)
+  local n = tonumber(ARGV[i]); i = i + 1
+  for c = 1, n do
+    local argc = tonumber(ARGV[i]); i = i + 1
+    if run then redis.call(unpack(ARGV, i, i + argc - 1)) end
+    i = i + argc
+  end
+  return i, n
 end
-return n
 )lua";
 
+// Runs a list of commands iff KEYS[1] (the fence) holds ARGV[1]; the list from ARGV[2].
+// -1: fenced out.
+const std::string& FencedScript() {
+  static const std::string script = std::string(kRunListed) + R"lua(
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local _, n = run_listed(2, true)
+return n
+)lua";
+  return script;
+}
+
 // GatedAppend under a fence. KEYS: fence, gate hash, stream. ARGV: fence value, gate value,
-// stream cap, n entries x (gate, field count, fields...), n_on_win commands x (argc, args...),
-// n_always commands x (argc, args...). Returns the per-entry wins, or -1 when fenced out.
-constexpr const char* kGatedAppendScript = R"lua(
+// stream cap, n entries x (gate, field count, fields...), the on_any_win list, the always list.
+// Returns the per-entry wins, or -1 when fenced out.
+const std::string& GatedAppendScript() {
+  static const std::string script = std::string(kRunListed) + R"lua(
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
 local gate_value = ARGV[2]
 local cap = ARGV[3]
@@ -53,20 +66,12 @@ for k = 1, n do
   end
   i = i + nf
 end
-local nw = tonumber(ARGV[i]); i = i + 1
-for c = 1, nw do
-  local argc = tonumber(ARGV[i]); i = i + 1
-  if any then redis.call(unpack(ARGV, i, i + argc - 1)) end
-  i = i + argc
-end
-local na = tonumber(ARGV[i]); i = i + 1
-for c = 1, na do
-  local argc = tonumber(ARGV[i]); i = i + 1
-  redis.call(unpack(ARGV, i, i + argc - 1))
-  i = i + argc
-end
+i = run_listed(i, any)
+run_listed(i, true)
 return won
 )lua";
+  return script;
+}
 
 void AppendCommands(const std::vector<Argv>& commands, Argv* argv) {
   argv->push_back(std::to_string(commands.size()));
@@ -110,7 +115,7 @@ Status RedisStore::DeleteIfHeld(const std::string& key, const std::string& value
 }
 
 Status RedisStore::FencedRun(const Fence& fence, const std::vector<Argv>& commands, bool* held) {
-  Argv argv = {"EVAL", kFencedScript, "1", fence.key, fence.value};
+  Argv argv = {"EVAL", FencedScript(), "1", fence.key, fence.value};
   AppendCommands(commands, &argv);
   Reply reply;
   FT_RETURN_IF_ERROR(Run(argv, &reply));
@@ -120,7 +125,7 @@ Status RedisStore::FencedRun(const Fence& fence, const std::vector<Argv>& comman
 
 Status RedisStore::FencedGatedAppend(const Fence& fence, const GatedAppend& append,
                                      std::vector<bool>* won, bool* held) {
-  Argv argv = {"EVAL", kGatedAppendScript, "3", fence.key, append.gate_hash, append.stream,
+  Argv argv = {"EVAL", GatedAppendScript(), "3", fence.key, append.gate_hash, append.stream,
                fence.value, append.gate_value, append.stream_cap,
                std::to_string(append.entries.size())};
   for (const GatedAppend::Entry& e : append.entries) {

@@ -12,26 +12,16 @@ Reply Reply::Integer(int64_t value) {
   return r;
 }
 
-Reply Reply::String(std::string value) {
+Reply Reply::Text(Type type, std::string text) {
   Reply r;
-  r.type_ = Type::kString;
-  r.str_ = std::move(value);
+  r.type_ = type;
+  r.str_ = std::move(text);
   return r;
 }
 
-Reply Reply::Simple(std::string value) {
-  Reply r;
-  r.type_ = Type::kStatus;
-  r.str_ = std::move(value);
-  return r;
-}
-
-Reply Reply::Error(std::string message) {
-  Reply r;
-  r.type_ = Type::kError;
-  r.str_ = std::move(message);
-  return r;
-}
+Reply Reply::String(std::string value) { return Text(Type::kString, std::move(value)); }
+Reply Reply::Simple(std::string value) { return Text(Type::kStatus, std::move(value)); }
+Reply Reply::Error(std::string message) { return Text(Type::kError, std::move(message)); }
 
 Reply Reply::Array(std::vector<Reply> elements) {
   Reply r;

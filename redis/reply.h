@@ -54,6 +54,8 @@ class Reply {
   bool operator==(const Reply&) const = default;
 
  private:
+  static Reply Text(Type type, std::string text);  // a string, status or error reply
+
   Type type_ = Type::kNil;
   int64_t integer_ = 0;
   std::string str_;

@@ -1,6 +1,6 @@
 // What ftmaster's loop and ftworker's daemon need from Redis, behind two small interfaces so
 // that both loops are tested by driving Tick(now) against an in-memory fake with injected
-// faults (redis/fake_store.h), with no redis-server and no wall clock:
+// faults (redis/fake/fake_store.h), with no redis-server and no wall clock:
 //
 //   Commands — plain commands on one connection: Run one, or pipeline several (Outbox).
 //   Store    — Commands plus (re)connecting on the caller's clock and the few operations that

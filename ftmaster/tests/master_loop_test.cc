@@ -24,7 +24,7 @@
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
 #include "proto/master_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/util/log_capture.h"
 
 namespace ft::master {

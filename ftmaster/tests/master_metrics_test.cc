@@ -10,7 +10,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/codec.h"
 #include "proto/master_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::master {
 namespace {

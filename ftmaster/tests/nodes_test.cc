@@ -26,7 +26,7 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/util/log_capture.h"
 
 namespace ft::master {

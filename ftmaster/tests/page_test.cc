@@ -11,7 +11,7 @@
 #include "proto/codec.h"
 #include "proto/master_codec.h"
 #include "proto/node_history_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::master::page {
 namespace {

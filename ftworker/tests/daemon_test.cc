@@ -1,5 +1,5 @@
 // ftworker's Daemon driven by Tick(mono_ns, unix_ms) against an in-memory Redis
-// (redis/fake_store.h) with injected faults: commands, acknowledgements, outages, a restarted
+// (redis/fake/fake_store.h) with injected faults: commands, acknowledgements, outages, a restarted
 // worker. Ranks are synthetic segments (test_util.h); no redis-server, no wall clock.
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/node_plan.h"
 #include "proto/codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::worker {
 namespace {

@@ -1,5 +1,5 @@
 // The worker's transfer service inside the Daemon, driven by Tick() against an in-memory
-// Redis (redis/fake_store.h) with a fake server behind the TransferServer seam: it waits for
+// Redis (redis/fake/fake_store.h) with a fake server behind the TransferServer seam: it waits for
 // the job's secret, starts the server with it, publishes the endpoint (again after Redis lost
 // it), logs refusals and never the secret, removes the endpoint at a clean stop, and serves
 // the arenas of ranks Redis records on its node even when it never saw their processes.
@@ -16,7 +16,7 @@
 #include "ftworker/monitor/tests/test_util.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/util/log_capture.h"
 #include "transfer_engine/verbs/tests/fake_verbs.h"
 #include "transfer_engine/verbs/verbs_setup.h"

@@ -1,7 +1,7 @@
 // The Store contract on FakeStore, and the fake's own fault injection.
 #include <gtest/gtest.h>
 
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "redis/tests/store_contract.h"
 
 namespace ft::redis {

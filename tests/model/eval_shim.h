@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::model {
 

@@ -14,7 +14,7 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/model/model_worker.h"
 
 namespace ft::model {

@@ -22,7 +22,7 @@
 #include "ftworker/ckpt/restore_plan_sync.h"
 #include "ftworker/reporter.h"
 #include "proto/keys.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/model/eval_shim.h"
 #include "tests/model/model_job.h"
 

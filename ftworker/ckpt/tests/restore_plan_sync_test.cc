@@ -1,4 +1,4 @@
-// RestorePlanSync on an in-memory Redis (redis/fake_store.h): the plan file follows the
+// RestorePlanSync on an in-memory Redis (redis/fake/fake_store.h): the plan file follows the
 // master's plan, `step none` without one, a garbled plan keeps the old file, an unreachable
 // Redis writes nothing, the tier directories are this worker's.
 #include "ftworker/ckpt/restore_plan_sync.h"
@@ -10,7 +10,7 @@
 
 #include "ftworker/ckpt/tests/ckpt_test_util.h"
 #include "ftworker/monitor/tests/test_util.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::worker {
 namespace {

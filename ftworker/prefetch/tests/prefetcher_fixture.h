@@ -29,7 +29,7 @@
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
 #include "proto/transfer_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::worker::testing {
 

@@ -28,7 +28,7 @@
 #include "ftworker/monitor/tests/test_util.h"
 #include "jitckpt/tier.h"
 #include "proto/transfer_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "tests/util/log_capture.h"
 
 namespace ft::worker {

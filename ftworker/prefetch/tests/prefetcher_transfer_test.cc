@@ -12,7 +12,7 @@
 #include "ftworker/ckpt/tests/ckpt_test_util.h"
 #include "ftworker/monitor/tests/test_util.h"
 #include "proto/transfer_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 #include "transfer_engine/tests/settled_stats.h"
 #include "transfer_engine/verbs/tests/fake_verbs.h"
 #include "transfer_engine/verbs/verbs_transport.h"

@@ -17,7 +17,7 @@
 #include "jitckpt/checksum.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
-#include "redis/fake_store.h"
+#include "redis/fake/fake_store.h"
 
 namespace ft::worker {
 namespace {

@@ -3,8 +3,8 @@
 //
 //   FakeRedis — the server: the data and its clock (unix ms, set by the test; TTLs and stream
 //               ids follow it). Speaks the plain commands listed in store.h with Redis's
-//               replies and errors (WRONGTYPE, unknown command), and runs the Store's atomic
-//               operations as single steps. FlushAll() loses everything, as a restarted Redis
+//               replies and errors (WRONGTYPE, unknown command; keyspace.h, commands.cc), and
+//               runs the Store's atomic operations as single steps. FlushAll() loses everything, as a restarted Redis
 //               without persistence does.
 //   FakeStore — one client connection to a FakeRedis (two master loops on one FakeRedis are
 //               two FakeStores), with faults injected on it:
@@ -16,8 +16,8 @@
 //                                       "GATED_APPEND")
 //                 Drop() / Restore()    the connection breaks and Ensure fails until Restore
 // Not thread-safe.
-#ifndef FT_REDIS_FAKE_STORE_H_
-#define FT_REDIS_FAKE_STORE_H_
+#ifndef FT_REDIS_FAKE_FAKE_STORE_H_
+#define FT_REDIS_FAKE_FAKE_STORE_H_
 
 #include <cstdint>
 #include <map>
@@ -27,25 +27,21 @@
 #include <utility>
 #include <vector>
 
+#include "redis/fake/keyspace.h"
 #include "redis/store.h"
 
 namespace ft::redis {
 
 class FakeRedis {
  public:
-  struct StreamEntry {
-    uint64_t ms = 0;
-    uint64_t seq = 0;
-    Argv fields;
-    std::string Id() const { return std::to_string(ms) + "-" + std::to_string(seq); }
-  };
+  using StreamEntry = fake::StreamEntry;
 
-  void SetUnixMs(int64_t unix_ms) { unix_ms_ = unix_ms; }
-  void AdvanceMs(int64_t ms) { unix_ms_ += ms; }
-  int64_t unix_ms() const { return unix_ms_; }
+  void SetUnixMs(int64_t unix_ms) { keys_.unix_ms = unix_ms; }
+  void AdvanceMs(int64_t ms) { keys_.unix_ms += ms; }
+  int64_t unix_ms() const { return keys_.unix_ms; }
 
   // Every key gone (FLUSHALL, or a restart without persistence).
-  void FlushAll() { data_.clear(); }
+  void FlushAll() { keys_.Clear(); }
 
   // One plain command; an error is an error Reply ("WRONGTYPE ...", "ERR ...").
   Reply Execute(const Argv& argv);
@@ -67,28 +63,7 @@ class FakeRedis {
   uint64_t executed() const { return executed_; }
 
  private:
-  enum class Type { kString, kHash, kSet, kStream, kZset };
-  struct Value {
-    Type type = Type::kString;
-    std::string str;
-    std::map<std::string, std::string> hash;
-    std::set<std::string> set;
-    std::map<std::string, double> zset;  // member -> score
-    std::vector<StreamEntry> stream;
-    uint64_t last_ms = 0, last_seq = 0;
-    int64_t expires_unix_ms = 0;  // 0: never
-  };
-
-  Value* Find(const std::string& key);  // nullptr when absent or expired
-  Value* FindTyped(const std::string& key, Type type, Reply* wrongtype);
-  Value& Create(const std::string& key, Type type);
-
-  Reply Set(const Argv& a);
-  Reply XAdd(const Argv& a);
-  Reply XRange(const Argv& a, bool reverse);
-
-  std::map<std::string, Value> data_;
-  int64_t unix_ms_ = 1'700'000'000'000;
+  fake::Keyspace keys_;
   uint64_t executed_ = 0;
 };
 
@@ -137,4 +112,4 @@ class FakeStore : public Store {
 
 }  // namespace ft::redis
 
-#endif  // FT_REDIS_FAKE_STORE_H_
+#endif  // FT_REDIS_FAKE_FAKE_STORE_H_
