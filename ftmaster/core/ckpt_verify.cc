@@ -36,6 +36,156 @@ bool ShardOfCopy(const proto::CkptCopy& c, const Topology& t, bool sharded, Shar
   return true;
 }
 
+// What the copies of one step come to, counted as JudgeStep goes: the shards' states and the
+// copies set aside.
+struct Tally {
+  int torn = 0, outside = 0, buddies = 0;
+  int missing = 0, untrusted = 0, single = 0, sourceless = 0;
+  std::string first_missing, first_untrusted;
+};
+
+// The copies by the shard they belong to; torn ones and those outside the topology counted and
+// left out. Sets the ranks that reported (j.reported) and voted (the verdict's copies).
+std::map<ShardId, std::vector<const proto::CkptCopy*>> CopiesByShard(std::span<const proto::CkptCopy> copies,
+                                                                     const Topology& t, bool sharded,
+                                                                     StepJudgement* j, Tally* tally) {
+  std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
+  std::set<int> reporters, voters;
+  for (const proto::CkptCopy& c : copies) {
+    ShardId s;
+    const bool inside = ShardOfCopy(c, t, sharded, &s);
+    // A rank counts once, whichever of its copies (its own, a buddy copy) is in.
+    if (inside && c.rank >= 0 && c.rank < t.world_size()) reporters.insert(c.rank);
+    if (c.torn) {
+      ++tally->torn;
+      continue;
+    }
+    if (!inside) {
+      ++tally->outside;
+      continue;
+    }
+    if (c.buddy) ++tally->buddies;
+    voters.insert(c.rank);
+    by_shard[s].push_back(&c);
+  }
+  j->reported = static_cast<int>(reporters.size());
+  j->verdict.copies = static_cast<int>(voters.size());
+  return by_shard;
+}
+
+// One shard's copies (`list`, sorted here) to its check: accepted when every vote agrees or a
+// majority of at least three does, untrusted otherwise; replicas outvoted are SDC findings.
+void JudgeShard(const ShardId& id, std::vector<const proto::CkptCopy*>& list, ShardCheck& check, StepJudgement* j,
+                Tally* tally) {
+  // By rank, a rank's own copy before its buddy copy.
+  std::sort(list.begin(), list.end(), [](auto* a, auto* b) {
+    return std::tie(a->rank, a->buddy) < std::tie(b->rank, b->buddy);
+  });
+  // One vote per rank: a buddy copy holds the rank's own bytes again, and counting it would
+  // double the rank's vote (in a 2-replica shard an honest replica would be outvoted and
+  // named as SDC). The rank's own copy votes; its buddy copy only where the own one is gone.
+  std::vector<const proto::CkptCopy*> voting;
+  for (const proto::CkptCopy* c : list) {
+    if (voting.empty() || voting.back()->rank != c->rank) voting.push_back(c);
+  }
+  check.copies = static_cast<int>(voting.size());
+  std::map<uint64_t, int> votes;
+  for (const proto::CkptCopy* c : voting) ++votes[c->digest];
+  auto best = std::max_element(votes.begin(), votes.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  const bool all_equal = votes.size() == 1;
+  const bool majority = voting.size() >= 3 && 2 * best->second > check.copies;
+  if (!all_equal && !majority) {
+    check.state = ShardCheck::State::kUntrusted;
+    ++tally->untrusted;
+    if (tally->first_untrusted.empty()) {
+      std::vector<std::string> held;
+      for (const proto::CkptCopy* c : voting) held.push_back(fmt::format("rank {} {:016x}", c->rank, c->digest));
+      tally->first_untrusted = fmt::format("{} ({})", ShardName(id), fmt::join(held, ", "));
+    }
+    return;
+  }
+  check.state = ShardCheck::State::kAccepted;
+  check.digest = best->first;
+  check.agreeing = best->second;
+  if (voting.size() == 1) ++tally->single;
+  bool any_source = false;
+  // Every copy holding the accepted bytes is a source, buddy copies included.
+  for (const proto::CkptCopy* c : list) {
+    if (c->digest != check.digest) continue;
+    check.holders.push_back(c);
+    any_source = any_source || !c->tiers.empty();
+  }
+  for (const proto::CkptCopy* c : voting) {
+    if (c->digest != check.digest) {
+      j->sdc.push_back(SdcFinding{c->rank, c->node, c->digest, check.digest, check.agreeing, id});
+    }
+  }
+  if (!any_source) ++tally->sourceless;
+}
+
+// The verdict's state, and its why in parts for people, each with its code (v.reasons) in the
+// same order.
+void Explain(const Tally& tally, bool sharded, StepJudgement* j) {
+  proto::StepVerdict& v = j->verdict;
+  using Reason = proto::VerdictReason;
+  std::vector<std::string> why;
+  auto say = [&](Reason reason, std::string text) {
+    v.reasons.push_back(reason);
+    why.push_back(std::move(text));
+  };
+  if (tally.untrusted > 0) {
+    v.state = proto::VerdictState::kUntrusted;
+    say(Reason::kReplicasDisagree,
+        fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
+                    "is not trusted and an earlier one is restored",
+                    tally.untrusted, tally.untrusted == 1 ? "" : "s", tally.first_untrusted));
+  }
+  if (tally.missing > 0) {
+    say(Reason::kShardsMissing, fmt::format("{} of {} shard{} have no copy (first {})", tally.missing, v.shards,
+                                            v.shards == 1 ? "" : "s", tally.first_missing));
+  }
+  if (tally.sourceless > 0) {
+    say(Reason::kNoSourceLeft, fmt::format("{} shard{} no tier holds any more", tally.sourceless,
+                                           tally.sourceless == 1 ? "" : "s"));
+  }
+  j->restorable = tally.untrusted == 0 && tally.missing == 0 && tally.sourceless == 0;
+  if (tally.untrusted == 0) v.state = j->restorable ? proto::VerdictState::kVerified : proto::VerdictState::kIncomplete;
+  if (j->restorable) {
+    v.reasons.insert(v.reasons.begin(), Reason::kAccepted);
+    why.insert(why.begin(), fmt::format("{} of {} shard{} accepted", v.verified_shards, v.shards,
+                                        v.shards == 1 ? "" : "s"));
+  }
+  if (!j->sdc.empty()) {
+    std::vector<std::string> odd;
+    for (const SdcFinding& f : j->sdc) {
+      odd.push_back(fmt::format("rank {} on {} holds {:016x} where {} replica{} agree on {:016x}", f.rank,
+                                f.node, f.digest, f.agreeing, f.agreeing == 1 ? "" : "s", f.majority));
+    }
+    say(Reason::kSilentDataCorruption,
+        fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
+  }
+  if (tally.single > 0) {
+    say(Reason::kSingleCopy, fmt::format("{} shard{} from a single copy, not cross-checked", tally.single,
+                                         tally.single == 1 ? "" : "s"));
+  }
+  if (sharded) {
+    say(Reason::kShardedOptimizer, "sharded optimizer: every rank is its own shard, nothing to compare");
+  }
+  if (tally.buddies > 0) {
+    say(Reason::kBuddyCopies, fmt::format("{} buddy cop{} on other nodes (sources, not votes)", tally.buddies,
+                                          tally.buddies == 1 ? "y" : "ies"));
+  }
+  if (tally.torn > 0) {
+    say(Reason::kTornIgnored, fmt::format("{} torn cop{} ignored", tally.torn, tally.torn == 1 ? "y" : "ies"));
+  }
+  if (tally.outside > 0) {
+    say(Reason::kOutsideTopology, fmt::format("{} cop{} outside the topology ignored", tally.outside,
+                                              tally.outside == 1 ? "y" : "ies"));
+  }
+  v.why = fmt::format("{}", fmt::join(why, "; "));
+}
+
 }  // namespace
 
 ShardId ShardOfRank(int rank, const Topology& t, bool sharded) {
@@ -67,148 +217,22 @@ StepJudgement JudgeStep(int64_t step, std::span<const proto::CkptCopy> copies, c
   }
   v.shards = static_cast<int>(j.shards.size());
   j.expected = t.world_size();
-
-  std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard;
-  int torn = 0, outside = 0, buddies = 0;
-  std::set<int> reporters, voters;
-  for (const proto::CkptCopy& c : copies) {
-    ShardId s;
-    const bool inside = ShardOfCopy(c, t, sharded, &s);
-    // A rank counts once, whichever of its copies (its own, a buddy copy) is in.
-    if (inside && c.rank >= 0 && c.rank < t.world_size()) reporters.insert(c.rank);
-    if (c.torn) {
-      ++torn;
-      continue;
-    }
-    if (!inside) {
-      ++outside;
-      continue;
-    }
-    if (c.buddy) ++buddies;
-    voters.insert(c.rank);
-    by_shard[s].push_back(&c);
-  }
-  j.reported = static_cast<int>(reporters.size());
-  v.copies = static_cast<int>(voters.size());
-
-  int missing = 0, untrusted = 0, single = 0, sourceless = 0;
-  std::string first_missing, first_untrusted;
+  Tally tally;
+  std::map<ShardId, std::vector<const proto::CkptCopy*>> by_shard = CopiesByShard(copies, t, sharded, &j, &tally);
   for (auto& [id, check] : j.shards) {
     auto it = by_shard.find(id);
-    if (it == by_shard.end()) {
-      ++missing;
-      if (first_missing.empty()) first_missing = ShardName(id);
-      continue;
+    if (it != by_shard.end()) {
+      JudgeShard(id, it->second, check, &j, &tally);
+    } else {
+      ++tally.missing;
+      if (tally.first_missing.empty()) tally.first_missing = ShardName(id);
     }
-    std::vector<const proto::CkptCopy*>& list = it->second;
-    // By rank, a rank's own copy before its buddy copy.
-    std::sort(list.begin(), list.end(), [](auto* a, auto* b) {
-      return std::tie(a->rank, a->buddy) < std::tie(b->rank, b->buddy);
-    });
-    // One vote per rank: a buddy copy holds the rank's own bytes again, and counting it would
-    // double the rank's vote (in a 2-replica shard an honest replica would be outvoted and
-    // named as SDC). The rank's own copy votes; its buddy copy only where the own one is gone.
-    std::vector<const proto::CkptCopy*> voting;
-    for (const proto::CkptCopy* c : list) {
-      if (voting.empty() || voting.back()->rank != c->rank) voting.push_back(c);
-    }
-    check.copies = static_cast<int>(voting.size());
-    std::map<uint64_t, int> votes;
-    for (const proto::CkptCopy* c : voting) ++votes[c->digest];
-    auto best = std::max_element(votes.begin(), votes.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-    const bool all_equal = votes.size() == 1;
-    const bool majority = voting.size() >= 3 && 2 * best->second > check.copies;
-    if (!all_equal && !majority) {
-      check.state = ShardCheck::State::kUntrusted;
-      ++untrusted;
-      if (first_untrusted.empty()) {
-        std::vector<std::string> held;
-        for (const proto::CkptCopy* c : voting) held.push_back(fmt::format("rank {} {:016x}", c->rank, c->digest));
-        first_untrusted = fmt::format("{} ({})", ShardName(id), fmt::join(held, ", "));
-      }
-      continue;
-    }
-    check.state = ShardCheck::State::kAccepted;
-    check.digest = best->first;
-    check.agreeing = best->second;
-    if (voting.size() == 1) ++single;
-    bool any_source = false;
-    // Every copy holding the accepted bytes is a source, buddy copies included.
-    for (const proto::CkptCopy* c : list) {
-      if (c->digest != check.digest) continue;
-      check.holders.push_back(c);
-      any_source = any_source || !c->tiers.empty();
-    }
-    for (const proto::CkptCopy* c : voting) {
-      if (c->digest != check.digest) {
-        j.sdc.push_back(SdcFinding{c->rank, c->node, c->digest, check.digest, check.agreeing, id});
-      }
-    }
-    if (!any_source) ++sourceless;
   }
   j.every_replica_reported = j.reported >= j.expected;
   std::sort(j.sdc.begin(), j.sdc.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
   for (const SdcFinding& f : j.sdc) v.sdc_ranks.push_back(f.rank);
-  v.verified_shards = v.shards - missing - untrusted;
-
-  // why's parts for people, each with its code (v.reasons) in the same order.
-  using Reason = proto::VerdictReason;
-  std::vector<std::string> why;
-  auto say = [&](Reason reason, std::string text) {
-    v.reasons.push_back(reason);
-    why.push_back(std::move(text));
-  };
-  if (untrusted > 0) {
-    v.state = proto::VerdictState::kUntrusted;
-    say(Reason::kReplicasDisagree,
-        fmt::format("{} shard{} whose replicas disagree with no majority, first {}: the step "
-                    "is not trusted and an earlier one is restored",
-                    untrusted, untrusted == 1 ? "" : "s", first_untrusted));
-  }
-  if (missing > 0) {
-    say(Reason::kShardsMissing, fmt::format("{} of {} shard{} have no copy (first {})", missing, v.shards,
-                                            v.shards == 1 ? "" : "s", first_missing));
-  }
-  if (sourceless > 0) {
-    say(Reason::kNoSourceLeft,
-        fmt::format("{} shard{} no tier holds any more", sourceless, sourceless == 1 ? "" : "s"));
-  }
-  j.restorable = untrusted == 0 && missing == 0 && sourceless == 0;
-  if (untrusted == 0) v.state = j.restorable ? proto::VerdictState::kVerified : proto::VerdictState::kIncomplete;
-  if (j.restorable) {
-    v.reasons.insert(v.reasons.begin(), Reason::kAccepted);
-    why.insert(why.begin(), fmt::format("{} of {} shard{} accepted", v.verified_shards, v.shards,
-                                        v.shards == 1 ? "" : "s"));
-  }
-  if (!j.sdc.empty()) {
-    std::vector<std::string> odd;
-    for (const SdcFinding& f : j.sdc) {
-      odd.push_back(fmt::format("rank {} on {} holds {:016x} where {} replica{} agree on {:016x}", f.rank,
-                                f.node, f.digest, f.agreeing, f.agreeing == 1 ? "" : "s", f.majority));
-    }
-    say(Reason::kSilentDataCorruption,
-        fmt::format("majority accepted; silent data corruption: {}", fmt::join(odd, "; ")));
-  }
-  if (single > 0) {
-    say(Reason::kSingleCopy,
-        fmt::format("{} shard{} from a single copy, not cross-checked", single, single == 1 ? "" : "s"));
-  }
-  if (sharded) {
-    say(Reason::kShardedOptimizer, "sharded optimizer: every rank is its own shard, nothing to compare");
-  }
-  if (buddies > 0) {
-    say(Reason::kBuddyCopies, fmt::format("{} buddy cop{} on other nodes (sources, not votes)", buddies,
-                                          buddies == 1 ? "y" : "ies"));
-  }
-  if (torn > 0) {
-    say(Reason::kTornIgnored, fmt::format("{} torn cop{} ignored", torn, torn == 1 ? "y" : "ies"));
-  }
-  if (outside > 0) {
-    say(Reason::kOutsideTopology,
-        fmt::format("{} cop{} outside the topology ignored", outside, outside == 1 ? "y" : "ies"));
-  }
-  v.why = fmt::format("{}", fmt::join(why, "; "));
+  v.verified_shards = v.shards - tally.missing - tally.untrusted;
+  Explain(tally, sharded, &j);
   return j;
 }
 

@@ -111,209 +111,268 @@ std::map<std::string, std::string> EvictedNodes(std::span<const proto::Incident>
   return evict;
 }
 
+// The suspects of the incidents that call for a decision, by what they can still do.
+struct Suspects {
+  bool any = false;      // an incident calls for a decision
+  bool unnamed = false;  // one names nobody (or a rank < 0): no shard can be proven healthy
+  std::set<int> unhealthy;
+  std::set<int> hang;                 // suspects of "hang" incidents (compute or host hang)
+  std::map<int, std::string> other;   // of host-frozen, crash, transport-hang: kind
+};
+
+Suspects GatherSuspects(std::span<const proto::Incident> incidents) {
+  Suspects s;
+  for (const proto::Incident& incident : incidents) {
+    if (!Acted(incident)) continue;
+    s.any = true;
+    for (const proto::Suspect& suspect : incident.suspects) {
+      if (suspect.rank < 0) s.unnamed = true;
+      s.unhealthy.insert(suspect.rank);
+      if (proto::Is(incident, proto::IncidentKind::kHang)) {
+        s.hang.insert(suspect.rank);
+      } else {
+        s.other.emplace(suspect.rank, incident.kind);
+      }
+    }
+    if (incident.suspects.empty()) s.unnamed = true;  // stuck, but nobody named
+  }
+  return s;
+}
+
+// The evictions into `d`, and what the reason says of them (and of the nodes kept).
+std::string Evictions(std::span<const proto::Incident> incidents, std::span<const proto::Membership> membership,
+                      const std::map<std::string, int>* prior_failures, Decision* d) {
+  std::vector<std::string> kept_nodes;  // transport hangs spanning nodes: not evicted
+  std::vector<std::string> kept_software;  // crashed or stopped processes with no evidence against their node
+  for (const auto& [node, why] : EvictedNodes(incidents, membership, prior_failures, &kept_nodes, &kept_software)) {
+    d->evict_nodes.push_back(node);
+    d->evict_reasons.push_back(why);
+  }
+  std::string note;
+  if (!kept_nodes.empty()) {
+    note = "; not evicting the " + kept_nodes.front() +
+           " (a transport hang across nodes does not say which link failed)";
+  }
+  if (!kept_software.empty()) {
+    note += "; not evicting " + kept_software.front() +
+            ": a software failure with no evidence against the node (no hardware signal, "
+            "not a frozen host): it restarts in place and stays schedulable";
+  }
+  for (size_t i = 0; i < d->evict_nodes.size(); ++i) {
+    note += fmt::format("; evicting {}: {}", d->evict_nodes[i], d->evict_reasons[i]);
+  }
+  return note;
+}
+
+// Why no shard can be planned at all (topology unknown, a suspect unnamed or outside it);
+// empty when the shards can be.
+std::string CannotPlan(const Topology& topology, const Suspects& suspects) {
+  if (!topology.known()) {
+    return "topology " + topology.Describe() + ": cannot tell whether a full checkpoint "
+           "exists, stopping without saving";
+  }
+  if (suspects.unnamed) {
+    return "a stuck rank could not be named, so no shard can be proven healthy: stopping "
+           "without saving";
+  }
+  for (int r : suspects.unhealthy) {
+    if (r >= topology.world_size()) {
+      return fmt::format("suspect rank {} is outside the topology ({}): stopping without "
+                         "saving", r, topology.Describe());
+    }
+  }
+  return {};
+}
+
+// Who saves each shard (the rules in decision.h). Every rank it is asked about is inside the
+// topology (0 <= rank < world_size): the membership is indexed by rank in a vector (131k ranks:
+// a hash map of them cost most of the decision).
+class ShardSaves {
+ public:
+  ShardSaves(const Topology& topology, std::span<const proto::Membership> membership, const Suspects& suspects,
+             bool sharded_optimizer)
+      : topology_(topology), membership_(membership), suspects_(suspects), sharded_(sharded_optimizer),
+        world_(static_cast<size_t>(topology.world_size())), by_rank_(world_, nullptr), unhealthy_(world_, 0) {
+    for (const proto::Membership& m : membership) {
+      if (m.rank < 0 || static_cast<size_t>(m.rank) >= world_) continue;
+      const proto::Membership*& slot = by_rank_[static_cast<size_t>(m.rank)];
+      if (slot == nullptr || m.incarnation > slot->incarnation) slot = &m;
+    }
+    for (int r : suspects.unhealthy) unhealthy_[static_cast<size_t>(r)] = 1;
+  }
+
+  // Every shard's savers into `save`, by rank; false with *why (the first shard that cannot be
+  // saved) otherwise.
+  bool Plan(std::vector<SaveTarget>* save, std::string* why) {
+    for (int pp = 0; pp < topology_.pp(); ++pp) {
+      for (int tp = 0; tp < topology_.tp(); ++tp) {
+        if (!(sharded_ ? PlanSlices(tp, pp, save, why) : PlanReplicas(tp, pp, save, why))) {
+          save->clear();
+          return false;
+        }
+      }
+    }
+    SortByRank(save);
+    return true;
+  }
+
+  // "; the hung but alive suspects 3,5 save too (...)", "; suspect 4 left out (...)".
+  std::string SuspectsNote() {
+    std::sort(suspects_saving_.begin(), suspects_saving_.end());
+    std::string note;
+    if (!suspects_saving_.empty()) {
+      note = fmt::format(
+          "; the hung but alive suspect{} {} save{} too (agent thread and copy engines free{})",
+          suspects_saving_.size() == 1 ? "" : "s", RankList(suspects_saving_),
+          suspects_saving_.size() == 1 ? "s" : "", sharded_ ? "" : "; no healthy replica of its shard");
+    }
+    if (!suspects_left_.empty()) {
+      note += fmt::format("; suspect{} {} left out (a healthy replica saves the shard)",
+                          suspects_left_.size() == 1 ? "" : "s", RankList(suspects_left_));
+    }
+    return note;
+  }
+
+ private:
+  const proto::Membership* Member(int rank) const { return by_rank_[static_cast<size_t>(rank)]; }
+  std::string NodeOf(int rank) const {
+    const proto::Membership* m = Member(rank);
+    return m == nullptr ? std::string() : m->node;
+  }
+  bool Healthy(int rank) const {
+    if (unhealthy_[static_cast<size_t>(rank)]) return false;
+    if (membership_.empty()) return true;
+    const proto::Membership* m = Member(rank);
+    return m != nullptr && !proto::CannotSave(m->state);
+  }
+  // A hang suspect whose process is alive (membership lists it in a state that can save, and
+  // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
+  // is stuck, but libft.so's agent thread and the GPU's copy engines are free, so it can copy
+  // its own state. The copy holds the last completed step unless the stuck work had begun the
+  // optimizer's update, which the agent marks torn (never restored).
+  bool AliveSuspect(int rank) const {
+    if (!unhealthy_[static_cast<size_t>(rank)]) return false;  // not a suspect at all
+    if (!suspects_.hang.count(rank) || suspects_.other.count(rank)) return false;
+    const proto::Membership* m = Member(rank);
+    return m != nullptr && !proto::CannotSave(m->state);
+  }
+  // Why a rank can save nothing, for the reason.
+  std::string WhyNot(int rank) const {
+    const proto::Membership* m = Member(rank);
+    if (auto k = suspects_.other.find(rank); k != suspects_.other.end()) return "a " + k->second + " suspect";
+    if (m == nullptr) return membership_.empty() ? "a suspect with no membership to show it alive" : "not in membership";
+    if (proto::CannotSave(m->state)) return m->state;
+    return "a suspect";
+  }
+
+  // Sharded optimizer: every DP rank holds a different slice of the optimizer state: each must
+  // save its own, the alive hang suspects included.
+  bool PlanSlices(int tp, int pp, std::vector<SaveTarget>* save, std::string* why) {
+    for (int r : topology_.ShardRanks(tp, pp)) {
+      if (AliveSuspect(r)) {
+        suspects_saving_.push_back(r);
+      } else if (!Healthy(r)) {
+        *why = fmt::format(
+            "optimizer state is sharded across DP and rank {} of shard tp={} pp={} cannot save "
+            "its slice ({}): no full checkpoint of this moment, stopping without saving (the "
+            "restore plan keeps the newest step every shard has)", r, tp, pp, WhyNot(r));
+        return false;
+      }
+      save->push_back(SaveTarget{r, NodeOf(r)});
+    }
+    return true;
+  }
+
+  // Every healthy replica saves: their digests are compared (ckpt_verify.h), which is what
+  // catches a replica whose bytes silently differ. A shard without a healthy replica: its alive
+  // hang suspects save (a single copy each, accepted unless two disagree); with healthy
+  // replicas they are left out.
+  bool PlanReplicas(int tp, int pp, std::vector<SaveTarget>* save, std::string* why) {
+    const std::vector<int> replicas = topology_.ShardRanks(tp, pp);
+    const size_t before = save->size();
+    for (int r : replicas) {
+      if (Healthy(r)) save->push_back(SaveTarget{r, NodeOf(r)});
+    }
+    const bool shard_has_healthy = save->size() > before;
+    for (int r : replicas) {
+      if (!AliveSuspect(r)) continue;
+      if (shard_has_healthy) {
+        suspects_left_.push_back(r);
+      } else {
+        suspects_saving_.push_back(r);
+        save->push_back(SaveTarget{r, NodeOf(r)});
+      }
+    }
+    if (save->size() > before) return true;
+    *why = fmt::format(
+        "no healthy DP replica of shard tp={} pp={} (ranks {}..) and none of its suspects "
+        "can save: no full checkpoint, stopping without saving", tp, pp, replicas.front());
+    return false;
+  }
+
+  // By rank: each rank is in one shard and listed once, so a pass over the ranks orders them.
+  void SortByRank(std::vector<SaveTarget>* save) const {
+    std::vector<int> at(world_, -1);
+    bool twice = false;
+    for (size_t i = 0; i < save->size(); ++i) {
+      int& slot = at[static_cast<size_t>((*save)[i].rank)];
+      twice = twice || slot >= 0;
+      slot = static_cast<int>(i);
+    }
+    if (twice) {
+      std::stable_sort(save->begin(), save->end(),
+                       [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
+      return;
+    }
+    std::vector<SaveTarget> by_rank_order;
+    by_rank_order.reserve(save->size());
+    for (int i : at) {
+      if (i >= 0) by_rank_order.push_back(std::move((*save)[static_cast<size_t>(i)]));
+    }
+    *save = std::move(by_rank_order);
+  }
+
+  const Topology& topology_;
+  std::span<const proto::Membership> membership_;
+  const Suspects& suspects_;
+  const bool sharded_;
+  const size_t world_;
+  std::vector<const proto::Membership*> by_rank_;
+  std::vector<char> unhealthy_;
+  std::vector<int> suspects_saving_;  // alive hang suspects asked to save
+  std::vector<int> suspects_left_;    // alive hang suspects whose shard has healthy replicas
+};
+
 }  // namespace
 
 Decision Decide(std::span<const proto::Incident> incidents, const Topology& topology,
                 std::span<const proto::Membership> membership, bool sharded_optimizer,
                 const std::map<std::string, int>* prior_failures) {
   Decision d;
-  std::set<int> unhealthy;
-  std::set<int> hang_suspects;   // suspects of "hang" incidents (compute or host hang)
-  std::map<int, std::string> other_suspects;  // of host-frozen, crash, transport-hang: kind
-  std::vector<std::string> kept_nodes;  // transport hangs spanning nodes: not evicted
-  std::vector<std::string> kept_software;  // crashed or stopped processes with no evidence against their node
-  bool any = false;
-  bool bad_suspect = false;
-  for (const proto::Incident& incident : incidents) {
-    if (!Acted(incident)) continue;
-    any = true;
-    std::set<std::string> nodes;
-    for (const proto::Suspect& s : incident.suspects) {
-      if (s.rank < 0) bad_suspect = true;
-      unhealthy.insert(s.rank);
-      if (proto::Is(incident, proto::IncidentKind::kHang)) {
-        hang_suspects.insert(s.rank);
-      } else {
-        other_suspects.emplace(s.rank, incident.kind);
-      }
-      if (!s.node.empty()) nodes.insert(s.node);
-    }
-    if (incident.suspects.empty()) bad_suspect = true;  // stuck, but nobody named
-  }
-  if (!any) {
+  const Suspects suspects = GatherSuspects(incidents);
+  if (!suspects.any) {
     d.reason = "no hang or crash: nothing to decide";
     return d;
   }
-  const std::map<std::string, std::string> evict = EvictedNodes(incidents, membership, prior_failures, &kept_nodes, &kept_software);
-  for (const auto& [node, why] : evict) {
-    d.evict_nodes.push_back(node);
-    d.evict_reasons.push_back(why);
-  }
-  std::string evict_note;
-  if (!kept_nodes.empty()) {
-    evict_note = "; not evicting the " + kept_nodes.front() +
-                 " (a transport hang across nodes does not say which link failed)";
-  }
-  if (!kept_software.empty()) {
-    evict_note += "; not evicting " + kept_software.front() +
-                  ": a software failure with no evidence against the node (no hardware signal, "
-                  "not a frozen host): it restarts in place and stays schedulable";
-  }
-  for (size_t i = 0; i < d.evict_nodes.size(); ++i) {
-    evict_note += fmt::format("; evicting {}: {}", d.evict_nodes[i], d.evict_reasons[i]);
-  }
-
+  const std::string evict_note = Evictions(incidents, membership, prior_failures, &d);
   d.decision = proto::DecisionKind::kStop;
-  if (!topology.known()) {
-    d.reason = "topology " + topology.Describe() + ": cannot tell whether a full checkpoint "
-               "exists, stopping without saving" + evict_note;
+  if (std::string why = CannotPlan(topology, suspects); !why.empty()) {
+    d.reason = why + evict_note;
     return d;
   }
-  if (bad_suspect) {
-    d.reason = "a stuck rank could not be named, so no shard can be proven healthy: stopping "
-               "without saving" + evict_note;
+  ShardSaves saves(topology, membership, suspects, sharded_optimizer);
+  if (std::string why; !saves.Plan(&d.save, &why)) {
+    d.reason = why + evict_note;
     return d;
-  }
-  for (int r : unhealthy) {
-    if (r >= topology.world_size()) {
-      d.reason = fmt::format("suspect rank {} is outside the topology ({}): stopping without "
-                             "saving", r, topology.Describe()) + evict_note;
-      return d;
-    }
-  }
-
-  // Every rank from here on is inside the topology (0 <= rank < world_size): the membership
-  // is indexed by rank in a vector (131k ranks: a hash map of them cost most of the decision).
-  const auto world = static_cast<size_t>(topology.world_size());
-  std::vector<const proto::Membership*> by_rank(world, nullptr);
-  for (const proto::Membership& m : membership) {
-    if (m.rank < 0 || static_cast<size_t>(m.rank) >= world) continue;
-    const proto::Membership*& slot = by_rank[static_cast<size_t>(m.rank)];
-    if (slot == nullptr || m.incarnation > slot->incarnation) slot = &m;
-  }
-  std::vector<char> is_unhealthy(world, 0);
-  for (int r : unhealthy) is_unhealthy[static_cast<size_t>(r)] = 1;
-  auto member = [&](int rank) { return by_rank[static_cast<size_t>(rank)]; };
-  auto node_of = [&](int rank) -> std::string {
-    const proto::Membership* m = member(rank);
-    return m == nullptr ? std::string() : m->node;
-  };
-  auto healthy = [&](int rank) {
-    if (is_unhealthy[static_cast<size_t>(rank)]) return false;
-    if (membership.empty()) return true;
-    const proto::Membership* m = member(rank);
-    return m != nullptr && !proto::CannotSave(m->state);
-  };
-  // A hang suspect whose process is alive (membership lists it in a state that can save, and
-  // no incident calls it frozen, dead or part of a hung transport): its app stream or thread
-  // is stuck, but libft.so's agent thread and the GPU's copy engines are free, so it can copy
-  // its own state. The copy holds the last completed step unless the stuck work had begun the
-  // optimizer's update, which the agent marks torn (never restored).
-  auto alive_suspect = [&](int rank) {
-    if (!is_unhealthy[static_cast<size_t>(rank)]) return false;  // not a suspect at all
-    if (!hang_suspects.count(rank) || other_suspects.count(rank)) return false;
-    const proto::Membership* m = member(rank);
-    return m != nullptr && !proto::CannotSave(m->state);
-  };
-  // Why a rank can save nothing, for the reason.
-  auto why_not = [&](int rank) -> std::string {
-    const proto::Membership* m = member(rank);
-    if (auto k = other_suspects.find(rank); k != other_suspects.end()) return "a " + k->second + " suspect";
-    if (m == nullptr) return membership.empty() ? "a suspect with no membership to show it alive" : "not in membership";
-    if (proto::CannotSave(m->state)) return m->state;
-    return "a suspect";
-  };
-  std::vector<int> suspects_saving;  // alive hang suspects asked to save
-  std::vector<int> suspects_left;    // alive hang suspects whose shard has healthy replicas
-
-  for (int pp = 0; pp < topology.pp(); ++pp) {
-    for (int tp = 0; tp < topology.tp(); ++tp) {
-      const std::vector<int> replicas = topology.ShardRanks(tp, pp);
-      if (sharded_optimizer) {
-        // Every DP rank holds a different slice of the optimizer state: each must save its own,
-        // the alive hang suspects included.
-        for (int r : replicas) {
-          if (alive_suspect(r)) {
-            suspects_saving.push_back(r);
-          } else if (!healthy(r)) {
-            d.save.clear();
-            d.reason = fmt::format(
-                "optimizer state is sharded across DP and rank {} of shard tp={} pp={} cannot save "
-                "its slice ({}): no full checkpoint of this moment, stopping without saving (the "
-                "restore plan keeps the newest step every shard has)", r, tp, pp, why_not(r)) + evict_note;
-            return d;
-          }
-          d.save.push_back(SaveTarget{r, node_of(r)});
-        }
-        continue;
-      }
-      // Every healthy replica saves: their digests are compared (ckpt_verify.h), which is what
-      // catches a replica whose bytes silently differ.
-      const size_t before = d.save.size();
-      for (int r : replicas) {
-        if (healthy(r)) d.save.push_back(SaveTarget{r, node_of(r)});
-      }
-      // A shard without a healthy replica: its alive hang suspects save (a single copy each,
-      // accepted unless two disagree); with healthy replicas they are left out as before.
-      const bool shard_has_healthy = d.save.size() > before;
-      for (int r : replicas) {
-        if (!alive_suspect(r)) continue;
-        if (shard_has_healthy) {
-          suspects_left.push_back(r);
-        } else {
-          suspects_saving.push_back(r);
-          d.save.push_back(SaveTarget{r, node_of(r)});
-        }
-      }
-      if (d.save.size() == before) {
-        d.save.clear();
-        d.reason = fmt::format(
-            "no healthy DP replica of shard tp={} pp={} (ranks {}..) and none of its suspects "
-            "can save: no full checkpoint, stopping without saving", tp, pp, replicas.front()) + evict_note;
-        return d;
-      }
-    }
-  }
-  // By rank: each rank is in one shard and listed once, so a pass over the ranks orders them.
-  std::vector<int> at(world, -1);
-  bool twice = false;
-  for (size_t i = 0; i < d.save.size(); ++i) {
-    int& slot = at[static_cast<size_t>(d.save[i].rank)];
-    twice = twice || slot >= 0;
-    slot = static_cast<int>(i);
-  }
-  if (twice) {
-    std::stable_sort(d.save.begin(), d.save.end(),
-                     [](const SaveTarget& a, const SaveTarget& b) { return a.rank < b.rank; });
-  } else {
-    std::vector<SaveTarget> by_rank_order;
-    by_rank_order.reserve(d.save.size());
-    for (int i : at) {
-      if (i >= 0) by_rank_order.push_back(std::move(d.save[static_cast<size_t>(i)]));
-    }
-    d.save = std::move(by_rank_order);
   }
   d.decision = proto::DecisionKind::kSaveThenStop;
-  std::sort(suspects_saving.begin(), suspects_saving.end());
-  std::string suspects_note;
-  if (!suspects_saving.empty()) {
-    suspects_note = fmt::format(
-        "; the hung but alive suspect{} {} save{} too (agent thread and copy engines free{})",
-        suspects_saving.size() == 1 ? "" : "s", RankList(suspects_saving),
-        suspects_saving.size() == 1 ? "s" : "",
-        sharded_optimizer ? "" : "; no healthy replica of its shard");
-  }
-  if (!suspects_left.empty()) {
-    suspects_note += fmt::format("; suspect{} {} left out (a healthy replica saves the shard)",
-                                 suspects_left.size() == 1 ? "" : "s", RankList(suspects_left));
-  }
   d.reason = fmt::format(
       "{} shards ({}) can be saved: saving from {} ranks ({}){}, then stopping{}",
       sharded_optimizer ? topology.world_size() : topology.tp() * topology.pp(), topology.Describe(),
       d.save.size(),
       sharded_optimizer ? "every DP rank: each holds its own slice of the sharded optimizer state"
                         : "every healthy replica, to be compared",
-      suspects_note, evict_note);
+      saves.SuspectsNote(), evict_note);
   return d;
 }
 

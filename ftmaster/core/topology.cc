@@ -218,36 +218,31 @@ std::string Topology::Describe() const {
 
 namespace {
 
-struct Family {
-  int stride = 0;
-  int n = 0;
-  bool p2p = false;
-  std::vector<const std::vector<int>*> groups;
-};
-
-}  // namespace
-
-Topology Topology::Infer(std::span<const proto::Membership> membership) {
-  // Ranks: exactly 0..W-1, each once (the newest incarnation wins).
-  std::unordered_map<int, const proto::Membership*> by_rank;
+// The ranks' newest membership entries by rank; a reason when they are not exactly 0..W-1.
+std::string RanksOf(std::span<const proto::Membership> membership,
+                    std::unordered_map<int, const proto::Membership*>* by_rank) {
   int declared = -1;
   for (const proto::Membership& m : membership) {
     if (m.rank < 0) continue;
-    auto [it, inserted] = by_rank.emplace(m.rank, &m);
+    auto [it, inserted] = by_rank->emplace(m.rank, &m);
     if (!inserted && m.incarnation > it->second->incarnation) it->second = &m;
     declared = std::max(declared, m.world_size);
   }
-  const int world = static_cast<int>(by_rank.size());
-  if (world == 0) return Unknown("no membership reported yet");
-  if (declared > 0 && declared != world) {
-    return Unknown(fmt::format("membership from {} of {} ranks so far", world, declared));
+  const int world = static_cast<int>(by_rank->size());
+  if (world == 0) return "no membership reported yet";
+  if (declared > 0 && declared != world) return fmt::format("membership from {} of {} ranks so far", world, declared);
+  for (const auto& [rank, m] : *by_rank) {
+    if (rank >= world) return fmt::format("ranks are not 0..{}: rank {} reported", world - 1, rank);
   }
-  for (const auto& [rank, m] : by_rank) {
-    if (rank >= world) {
-      return Unknown(fmt::format("ranks are not 0..{}: rank {} reported", world - 1, rank));
-    }
-  }
+  return {};
+}
 
+// The distinct member sets of the communicators (a comm used for collectives and p2p, or two
+// comms over the same ranks, count once), each with whether it carries p2p traffic; groups
+// with a gap or a contradiction are counted in *incomplete.
+std::map<std::vector<int>, bool> MemberSets(const std::unordered_map<int, const proto::Membership*>& by_rank,
+                                            int* incomplete) {
+  const int world = static_cast<int>(by_rank.size());
   // Groups by communicator id, members in comm-rank order.
   struct Group {
     int size = 0;
@@ -274,14 +269,11 @@ Topology Topology::Infer(std::span<const proto::Membership> membership) {
       slot = rank;
     }
   }
-  // Distinct member sets (a comm used for collectives and p2p, or two comms over the same
-  // ranks, count once).
   std::map<std::vector<int>, bool> sets;
-  int incomplete = 0;
   for (auto& [id, g] : groups) {
     if (g.bad || g.size > world ||
         std::find(g.members.begin(), g.members.end(), -1) != g.members.end()) {
-      ++incomplete;
+      ++*incomplete;
       continue;
     }
     std::vector<int> sorted = g.members;
@@ -289,28 +281,44 @@ Topology Topology::Infer(std::span<const proto::Membership> membership) {
     bool& p2p = sets[std::move(sorted)];
     p2p = p2p || g.p2p;
   }
+  return sets;
+}
 
-  // Families: arithmetic groups of one (stride, size).
+struct Family {
+  int stride = 0;
+  int n = 0;
+  bool p2p = false;
+  std::vector<const std::vector<int>*> groups;
+};
+
+// Families: arithmetic groups of one (stride, size); the others counted in *irregular, the
+// strides carrying p2p traffic in *p2p_strides.
+std::map<std::pair<int, int>, Family> FamiliesOf(const std::map<std::vector<int>, bool>& sets,
+                                                 std::set<int>* p2p_strides, int* irregular) {
   std::map<std::pair<int, int>, Family> families;
-  std::set<int> p2p_strides;
-  int irregular = 0;
   for (const auto& [members, p2p] : sets) {
     const int n = static_cast<int>(members.size());
     const int stride = members[1] - members[0];
     bool arithmetic = stride > 0;
     for (int i = 2; arithmetic && i < n; ++i) arithmetic = members[i] - members[i - 1] == stride;
     if (!arithmetic) {
-      ++irregular;
+      ++*irregular;
       continue;
     }
-    if (p2p) p2p_strides.insert(stride);
+    if (p2p) p2p_strides->insert(stride);
     Family& f = families[{stride, n}];
     f.stride = stride;
     f.n = n;
     f.p2p = f.p2p || p2p;
     f.groups.push_back(&members);
   }
-  // Keep the families that partition the world.
+  return families;
+}
+
+// The finest chain of families that partition the world: strides 1, n1, n1*n2, ... with the
+// product of sizes = world. A family spanning the whole world is only used when nothing finer
+// exists.
+std::vector<const Family*> FinestGrid(const std::map<std::pair<int, int>, Family>& families, int world) {
   std::vector<const Family*> partitions;
   std::vector<char> seen(static_cast<size_t>(world));
   for (const auto& [key, f] : families) {
@@ -325,9 +333,6 @@ Topology Topology::Infer(std::span<const proto::Membership> membership) {
     }
     if (ok) partitions.push_back(&f);
   }
-
-  // The finest chain: strides 1, n1, n1*n2, ... with the product of sizes = world. A family
-  // spanning the whole world is only used when nothing finer exists.
   std::vector<const Family*> best;
   std::vector<const Family*> chain;
   auto search = [&](auto&& self, int product) -> void {
@@ -349,6 +354,68 @@ Topology Topology::Infer(std::span<const proto::Membership> membership) {
       if (f->n == world) best = {f};
     }
   }
+  return best;
+}
+
+// Names the grid's dimensions, inner first, into *names and the assumptions made into *note;
+// a reason when they cannot be told apart.
+std::string NameDims(const std::vector<const Family*>& best, const std::set<int>& p2p_strides,
+                     std::vector<Dim>* names, std::string* note) {
+  const int dims = static_cast<int>(best.size());
+  int pp_index = -1;
+  int p2p_dims = 0;
+  for (int i = 0; i < dims; ++i) {
+    if (best[static_cast<size_t>(i)]->p2p || p2p_strides.count(best[static_cast<size_t>(i)]->stride)) {
+      pp_index = i;
+      ++p2p_dims;
+    }
+  }
+  if (p2p_dims > 1) {
+    return "point-to-point traffic on more than one grid dimension; cannot tell which "
+           "is pp; pass the topology explicitly";
+  }
+  if (dims == 3) {
+    if (pp_index < 0) {
+      pp_index = 2;
+      *note = "no p2p traffic seen yet: outermost dimension assumed pp, order tp-dp-pp assumed";
+    }
+    for (int i = 0, other = 0; i < dims; ++i) {
+      if (i == pp_index) names->push_back(Dim::kPp);
+      else names->push_back(other++ == 0 ? Dim::kTp : Dim::kDp);
+    }
+    if (note->empty()) *note = "inner non-pp dimension taken as tp (Megatron convention)";
+  } else if (dims == 2) {
+    if (pp_index >= 0) {
+      return fmt::format(
+          "a pipeline of {} stages and one more dimension of {} ranks: cannot tell tp from dp "
+          "from communicators alone; pass the topology explicitly",
+          best[static_cast<size_t>(pp_index)]->n, best[static_cast<size_t>(1 - pp_index)]->n);
+    }
+    *names = {Dim::kTp, Dim::kDp};
+    *note = "no p2p traffic: pp=1 assumed, inner dimension taken as tp (Megatron convention)";
+  } else if (pp_index == 0) {
+    *names = {Dim::kPp};
+    *note = "one communicator spans all ranks and carries p2p traffic: pure pipeline";
+  } else {
+    *names = {Dim::kDp};
+    *note = "one communicator spans all ranks and nothing finer: taken as pure data parallel "
+            "(a pure tensor-parallel job looks the same; pass the topology to be sure)";
+  }
+  return {};
+}
+
+}  // namespace
+
+Topology Topology::Infer(std::span<const proto::Membership> membership) {
+  // Ranks: exactly 0..W-1, each once (the newest incarnation wins).
+  std::unordered_map<int, const proto::Membership*> by_rank;
+  if (std::string why = RanksOf(membership, &by_rank); !why.empty()) return Unknown(std::move(why));
+  const int world = static_cast<int>(by_rank.size());
+  int incomplete = 0, irregular = 0;
+  const std::map<std::vector<int>, bool> sets = MemberSets(by_rank, &incomplete);
+  std::set<int> p2p_strides;
+  const std::map<std::pair<int, int>, Family> families = FamiliesOf(sets, &p2p_strides, &irregular);
+  const std::vector<const Family*> best = FinestGrid(families, world);
   std::string ignored;
   if (irregular > 0 || incomplete > 0) {
     ignored = fmt::format("; ignored {} irregular and {} incomplete communicator groups",
@@ -371,52 +438,10 @@ Topology Topology::Infer(std::span<const proto::Membership> membership) {
         "communicators form a grid of {} dimensions (context or expert parallelism?); only "
         "tp/dp/pp is understood; pass the topology explicitly", best.size()));
   }
-
-  // Name the dimensions.
-  const int dims = static_cast<int>(best.size());
-  int pp_index = -1;
-  int p2p_dims = 0;
-  for (int i = 0; i < dims; ++i) {
-    if (best[static_cast<size_t>(i)]->p2p || p2p_strides.count(best[static_cast<size_t>(i)]->stride)) {
-      pp_index = i;
-      ++p2p_dims;
-    }
-  }
-  if (p2p_dims > 1) {
-    return Unknown("point-to-point traffic on more than one grid dimension; cannot tell which "
-                   "is pp; pass the topology explicitly");
-  }
   std::vector<Dim> names;
   std::string note;
-  if (dims == 3) {
-    if (pp_index < 0) {
-      pp_index = 2;
-      note = "no p2p traffic seen yet: outermost dimension assumed pp, order tp-dp-pp assumed";
-    }
-    for (int i = 0, other = 0; i < dims; ++i) {
-      if (i == pp_index) names.push_back(Dim::kPp);
-      else names.push_back(other++ == 0 ? Dim::kTp : Dim::kDp);
-    }
-    if (note.empty()) note = "inner non-pp dimension taken as tp (Megatron convention)";
-  } else if (dims == 2) {
-    if (pp_index >= 0) {
-      return Unknown(fmt::format(
-          "a pipeline of {} stages and one more dimension of {} ranks: cannot tell tp from dp "
-          "from communicators alone; pass the topology explicitly",
-          best[static_cast<size_t>(pp_index)]->n, best[static_cast<size_t>(1 - pp_index)]->n));
-    }
-    names = {Dim::kTp, Dim::kDp};
-    note = "no p2p traffic: pp=1 assumed, inner dimension taken as tp (Megatron convention)";
-  } else {
-    if (pp_index == 0) {
-      names = {Dim::kPp};
-      note = "one communicator spans all ranks and carries p2p traffic: pure pipeline";
-    } else {
-      names = {Dim::kDp};
-      note = "one communicator spans all ranks and nothing finer: taken as pure data parallel "
-             "(a pure tensor-parallel job looks the same; pass the topology to be sure)";
-    }
-  }
+  if (std::string why = NameDims(best, p2p_strides, &names, &note); !why.empty()) return Unknown(std::move(why));
+  const int dims = static_cast<int>(best.size());
   std::array<int, kDims> size = {1, 1, 1};
   std::array<Dim, kDims> order{};
   std::array<bool, kDims> used = {false, false, false};
