@@ -1,5 +1,9 @@
 // Hang attribution: from the ranks' progress tables, name the ranks (or the communicator) the
 // job is stuck on. Pure logic over plain values: no Redis, no clock (now is passed in).
+// Attribute runs four phases, each in its own file: the Snapshot of the ranks
+// (attribution_snapshot.h), the WaitForGraph (attribution_graph.h), Classify
+// (attribution_classify.h: roots, how each is stuck, confidences) and WriteIncidents
+// (attribution_evidence.h: suspects' why, evidence, messages). The rules below are theirs.
 //
 // The wait-for graph (nodes are ranks):
 //   - frozen ranks (the worker saw the process stopped, state T/t, or its poller's heartbeat
