@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "common/config.h"
+#include "ftmaster/core/decision.h"  // Action: the decision the jobs carry out
 #include "ftmaster/fenced_writer.h"
 #include "ftmaster/lease.h"
 #include "ftmaster/store.h"
@@ -52,9 +53,6 @@ struct MasterOptions {
   double stop_grace_s = 10;       // the stop command's SIGTERM → SIGKILL grace
   std::FILE* out = stdout;        // decided incidents for people; nullptr: not printed
 };
-
-// A persisted decision being carried out (`action` in the master hash; proto/master_codec.h).
-using Action = proto::MasterAction;
 
 // The master hash (ft:{J}:master) as read at the start of a term: field -> value.
 using MasterHash = std::unordered_map<std::string, std::string>;

@@ -400,17 +400,10 @@ std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int6
   const int64_t decided_unix_ms = unix_ms + static_cast<int64_t>(MsSince(ctx_->tick_started));
   ++ctx_->stats.windows;
   // The topology only when the job is to be stopped: the decision names save targets by it.
-  const bool acted = std::any_of(incidents.begin(), incidents.end(), [](const auto& i) { return Acted(i); });
-  const Topology* topology = acted ? &membership_->CurrentTopology() : nullptr;
-  std::map<std::string, int> prior;  // each node's failures within the hour (Decide)
-  for (const auto& [node, times] : failures_) {
-    prior[node] = static_cast<int>(std::count_if(times.begin(), times.end(), [&](int64_t t) {
-      return t >= unix_ms - kRepeatedFailureMs;
-    }));
-  }
+  const Topology* topology = WindowActs(incidents) ? &membership_->CurrentTopology() : nullptr;
   WindowDecision d = DecideWindow(std::move(incidents), why_none, open_, unix_ms, decided_unix_ms, topology,
                                   membership_->values(), ctx_->options.config.sharded_optimizer,
-                                  ToMs(ctx_->options.config.busy_report_after), &hardware_, &prior);
+                                  ToMs(ctx_->options.config.busy_report_after), &hardware_, &failures_);
   return Commit(std::move(d), closed_at, unix_ms);
 }
 
@@ -462,16 +455,10 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
     on_win.push_back({"evicted_why:" + d.evict_nodes[i], d.evict_reasons[i]});
   }
   // This failure counted for the node's next one (repeated failures evict it).
-  std::map<std::string, std::vector<int64_t>> failures = failures_;
-  for (const std::string& node : d.failed_nodes) {
-    std::vector<int64_t>& times = failures[node];
-    std::erase_if(times, [&](int64_t t) { return t < unix_ms - kRepeatedFailureMs; });
-    times.push_back(unix_ms);
-    on_win.push_back({"failures:" + node, UnixMsList(times)});
-  }
+  for (const auto& [node, times] : d.failures) on_win.push_back({"failures:" + node, UnixMsList(times)});
   auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {"open_incident"});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
-  failures_ = std::move(failures);
+  for (auto& [node, times] : d.failures) failures_[node] = std::move(times);
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
   bool any = false;
   std::vector<proto::Incident> written;

@@ -3,7 +3,7 @@
 // master continues where the last one stopped), opens a window at the first timeout, exit or
 // error event (`open_incident`), collects events and the progress tables of the window's
 // communicators' members (window_reads.h) until WindowCanClose or hang_window, attributes
-// (attribution.h), decides (window_decision.h, pure) and writes each incident exactly once
+// (attribution.h), decides (core/window_decision.h, pure) and writes each incident exactly once
 // (FencedWriter::WriteIncidents). A busy outcome is written when it changes and re-evaluated
 // every hang_window. It tells the workers when a window opens, stays open and closes
 // (proto/notice.h): while one is open they write every rank's progress table.
@@ -23,12 +23,12 @@
 #include <vector>
 
 #include "ftmaster/core/attribution.h"
+#include "ftmaster/core/incident_window.h"
+#include "ftmaster/core/window_decision.h"
 #include "ftmaster/core/window_reads.h"
-#include "ftmaster/incident_window.h"
 #include "ftmaster/job_membership.h"
 #include "ftmaster/loop_context.h"
 #include "ftmaster/store.h"
-#include "ftmaster/window_decision.h"
 #include "proto/rank_ranges.h"
 
 namespace ft::master {
@@ -116,7 +116,7 @@ class WindowRound {
   HwLog hardware_;
   // Each node's crashes and stopped processes (Unix ms) within kRepeatedFailureMs: persisted as
   // `failures:<node>` with the decision, read back at a term's start.
-  std::map<std::string, std::vector<int64_t>> failures_;
+  FailureHistory failures_;
   std::map<std::string, int64_t> hardware_reported_;  // "node|device|kind" -> when
   std::map<int, uint64_t> watched_busy_;  // a watched window's busy ranks -> their ops entered then
   LoopContext* ctx_;

@@ -54,6 +54,10 @@ namespace ft::master {
 // {rank, node (from membership; empty when unknown)}: also part of the persisted action.
 using SaveTarget = proto::SaveTarget;
 
+// A decision as persisted and carried out (`action` in the master hash; proto/master_codec.h):
+// what DecideWindow (window_decision.h) decides and the action runner executes.
+using Action = proto::MasterAction;
+
 struct Decision {
   proto::DecisionKind decision = proto::DecisionKind::kNone;
   std::vector<SaveTarget> save;      // by rank; empty unless save-then-stop

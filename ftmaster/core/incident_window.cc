@@ -1,4 +1,4 @@
-#include "ftmaster/incident_window.h"
+#include "ftmaster/core/incident_window.h"
 
 #include <fmt/format.h>
 
