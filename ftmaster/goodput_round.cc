@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdint>
 
-#include "ftmaster/incident_window.h"
+#include "ftmaster/core/incident_window.h"
 #include "proto/master_codec.h"
 
 namespace ft::master {
