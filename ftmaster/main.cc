@@ -14,26 +14,28 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
-
-#include <fmt/ranges.h>
 
 #include "common/config.h"
 #include "common/environment.h"
 #include "common/job_name.h"
 #include "common/log.h"
-#include "ftmaster/acl.h"
-#include "ftmaster/cli.h"
-#include "ftmaster/cli_nodes.h"
+#include "common/program_start.h"
+#include "ftmaster/cli/acl.h"
+#include "ftmaster/cli/cli.h"
+#include "ftmaster/cli/goodput.h"
+#include "ftmaster/cli/nodes.h"
 #include "ftmaster/core/slow_policy.h"
-#include "ftmaster/embedded_redis.h"
+#include "ftmaster/launch/embedded_redis.h"
 #include "ftmaster/master_loop.h"
-#include "ftmaster/cli_goodput.h"
 #include "ftmaster/master_metrics.h"
 #include "ftmaster/page/reader.h"
 #include "metrics/exporter.h"
@@ -43,10 +45,6 @@
 #include "redis/url.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void OnSignal(int) { g_stop.store(true); }
 
 constexpr const char* kUsage =
     "usage: ftmaster run --job J [--redis URL] [--topology dp=D,tp=T,pp=P] [--order tp-dp-pp]\n"
@@ -107,9 +105,56 @@ struct Flags {
   std::string cordon, uncordon, reason, for_text, cordon_commands, limit;
 };
 
+// The flags that take a value (--name VALUE or --name=VALUE) and those that take none.
+struct ValueFlag {
+  const char* name;
+  std::string Flags::*field;
+};
+constexpr ValueFlag kValueFlags[] = {
+    {"--job", &Flags::job},           {"--redis", &Flags::redis},       {"--topology", &Flags::topology},
+    {"--order", &Flags::order},       {"--id", &Flags::id},             {"--redis-env", &Flags::redis_env},
+    {"--rank", &Flags::rank},         {"--cordon", &Flags::cordon},     {"--uncordon", &Flags::uncordon},
+    {"--reason", &Flags::reason},     {"--for", &Flags::for_text},      {"--cordon-commands", &Flags::cordon_commands},
+    {"--limit", &Flags::limit},
+};
+struct BoolFlag {
+  const char* name;
+  bool Flags::*field;
+};
+constexpr BoolFlag kBoolFlags[] = {
+    {"--exit-when-stopped", &Flags::exit_when_stopped},
+    {"--json", &Flags::json},
+    {"--aclfile", &Flags::aclfile},
+    {"--lemons", &Flags::lemons},
+};
+constexpr const char* kCommands[] = {"run",  "status", "incidents", "timeouts", "evicted", "checkpoints",
+                                     "goodput", "save", "acl", "nodes", "stacks"};
+
 int Usage(const std::string& message) {
   std::fprintf(stderr, "ftmaster: %s (try --help)\n", message.c_str());
   return 2;
+}
+
+// The flags that apply to the command given: 0, or a usage error (printed).
+int CheckFlags(const Flags& flags) {
+  if (flags.command.empty()) {
+    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints, goodput, save, "
+                 "stacks or acl");
+  }
+  const bool run = flags.command == "run";
+  if (run && flags.json) {
+    return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints, goodput, save and stacks");
+  }
+  if (!run && flags.exit_when_stopped) return Usage("--exit-when-stopped applies to run");
+  if (!run && !flags.id.empty()) return Usage("--id applies to run");
+  if (flags.aclfile && flags.command != "acl") return Usage("--aclfile applies to acl");
+  if (flags.command == "acl" && flags.json) return Usage("--json does not apply to acl");
+  if (flags.command != "nodes" && (flags.lemons || !flags.cordon.empty() || !flags.uncordon.empty() ||
+                                   !flags.reason.empty() || !flags.for_text.empty() ||
+                                   !flags.cordon_commands.empty() || !flags.limit.empty())) {
+    return Usage("--lemons, --cordon, --uncordon, --reason, --for, --cordon-commands and --limit apply to nodes");
+  }
+  return 0;
 }
 
 // 0: parsed; 1: --help printed; 2: a usage error (printed).
@@ -117,97 +162,38 @@ int ParseFlags(int argc, char** argv, Flags* flags) {
   int i = 1;
   if (i < argc && argv[i][0] != '-') {
     flags->command = argv[i++];
-    if (flags->command != "run" && flags->command != "status" && flags->command != "incidents" &&
-        flags->command != "timeouts" && flags->command != "evicted" &&
-        flags->command != "checkpoints" && flags->command != "goodput" && flags->command != "save" &&
-        flags->command != "acl" && flags->command != "nodes" &&
-        flags->command != "stacks") {
+    if (std::find(std::begin(kCommands), std::end(kCommands), flags->command) == std::end(kCommands)) {
       return Usage("unknown command '" + flags->command + "'");
     }
   }
   for (; i < argc; ++i) {
     std::string arg = argv[i];
-    std::string inline_value;
-    bool has_inline = false;
+    std::optional<std::string> inline_value;
     if (arg.rfind("--", 0) == 0 && arg.find('=') != std::string::npos) {
       inline_value = arg.substr(arg.find('=') + 1);
       arg = arg.substr(0, arg.find('='));
-      has_inline = true;
     }
-    auto value = [&](std::string* out) {
-      if (has_inline) {
-        *out = inline_value;
-        return true;
-      }
-      if (i + 1 >= argc) return false;
-      *out = argv[++i];
-      return true;
-    };
-    std::string* target = nullptr;
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 1;
-    } else if (arg == "--job") {
-      target = &flags->job;
-    } else if (arg == "--redis") {
-      target = &flags->redis;
-    } else if (arg == "--topology") {
-      target = &flags->topology;
-    } else if (arg == "--order") {
-      target = &flags->order;
-    } else if (arg == "--id") {
-      target = &flags->id;
-    } else if (arg == "--redis-env") {
-      target = &flags->redis_env;
-    } else if (arg == "--rank") {
-      target = &flags->rank;
-    } else if (arg == "--exit-when-stopped" && !has_inline) {
-      flags->exit_when_stopped = true;
-      continue;
-    } else if (arg == "--json" && !has_inline) {
-      flags->json = true;
-      continue;
-    } else if (arg == "--aclfile" && !has_inline) {
-      flags->aclfile = true;
-      continue;
-    } else if (arg == "--lemons" && !has_inline) {
-      flags->lemons = true;
-      continue;
-    } else if (arg == "--cordon") {
-      target = &flags->cordon;
-    } else if (arg == "--uncordon") {
-      target = &flags->uncordon;
-    } else if (arg == "--reason") {
-      target = &flags->reason;
-    } else if (arg == "--for") {
-      target = &flags->for_text;
-    } else if (arg == "--cordon-commands") {
-      target = &flags->cordon_commands;
-    } else if (arg == "--limit") {
-      target = &flags->limit;
-    } else {
-      return Usage(std::string("unknown argument '") + argv[i] + "'");
     }
-    if (!value(target)) return Usage(arg + " needs a value");
+    auto is = [&](const auto& f) { return arg == f.name; };
+    if (auto b = std::find_if(std::begin(kBoolFlags), std::end(kBoolFlags), is);
+        b != std::end(kBoolFlags) && !inline_value) {
+      flags->*(b->field) = true;
+      continue;
+    }
+    auto v = std::find_if(std::begin(kValueFlags), std::end(kValueFlags), is);
+    if (v == std::end(kValueFlags)) return Usage(std::string("unknown argument '") + argv[i] + "'");
+    if (inline_value) {
+      flags->*(v->field) = *inline_value;
+    } else if (i + 1 < argc) {
+      flags->*(v->field) = argv[++i];
+    } else {
+      return Usage(arg + " needs a value");
+    }
   }
-  if (flags->command.empty()) {
-    return Usage("no command given: run, status, incidents, timeouts, evicted, checkpoints, goodput, save, "
-                 "stacks or acl");
-  }
-  const bool run = flags->command == "run";
-  if (run && flags->json) {
-    return Usage("--json applies to status, incidents, timeouts, evicted, checkpoints, goodput, save and stacks");
-  }
-  if (!run && flags->exit_when_stopped) return Usage("--exit-when-stopped applies to run");
-  if (!run && !flags->id.empty()) return Usage("--id applies to run");
-  if (flags->aclfile && flags->command != "acl") return Usage("--aclfile applies to acl");
-  if (flags->command == "acl" && flags->json) return Usage("--json does not apply to acl");
-  if (flags->command != "nodes" && (flags->lemons || !flags->cordon.empty() || !flags->uncordon.empty() ||
-                                    !flags->reason.empty() || !flags->for_text.empty() ||
-                                    !flags->cordon_commands.empty() || !flags->limit.empty())) {
-    return Usage("--lemons, --cordon, --uncordon, --reason, --for, --cordon-commands and --limit apply to nodes");
-  }
-  return 0;
+  return CheckFlags(*flags);
 }
 
 bool FileExists(const std::string& path) { return access(path.c_str(), R_OK) == 0; }
@@ -223,166 +209,161 @@ int Fail(const ft::Status& s) {
   return 1;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What every command starts from: the settings (flags override FT_JOB and FT_REDIS) and the job.
+struct Start {
   Flags flags;
-  int parsed = ParseFlags(argc, argv, &flags);
-  if (parsed == 1) return 0;
-  if (parsed != 0) return 2;
-
-  ft::Environment env = ft::Environment::FromProcess();
   ft::Config config;
-  std::vector<std::string> warnings, not_settings;
-  ft::Status s = ft::Config::Load(env, &config, &warnings, &not_settings);
+  std::string job;
+  ft::master::NodesOptions nodes;  // nodes only
+  // The job as every other file names it (common/job_name.h): two jobs never share the file.
+  std::string DefaultEnvFile() const { return "ft-" + ft::JobToken(job) + ".redis.env"; }
+};
+
+// The settings, logging and the job: 0, or the exit code (the error printed).
+int LoadStart(Start* st) {
+  const Flags& flags = st->flags;
+  ft::Status s = ft::LoadProgramConfig("ftmaster", ft::Subsystem::kMaster, ft::Environment::FromProcess(), &st->config);
   if (!s.ok()) {
     std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  s = ft::log::Configure(config.log_level, config.log_subsystems);
-  if (!s.ok()) std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
-  if (!ft::master::ParseSlowAction(config.slow_action)) {
-    std::fprintf(stderr, "ftmaster: FT_SLOW_ACTION=%s: expected report or evict\n", config.slow_action.c_str());
+  if (!ft::master::ParseSlowAction(st->config.slow_action)) {
+    std::fprintf(stderr, "ftmaster: FT_SLOW_ACTION=%s: expected report or evict\n", st->config.slow_action.c_str());
     return 2;
-  }
-  for (const auto& w : warnings) FT_LOG(Warn, Master, "{}", w);
-  if (!not_settings.empty()) {
-    FT_LOG(Info, Master, "ignoring {} FT_* variable{} that name no ft setting (another program's?): {}",
-           not_settings.size(), not_settings.size() == 1 ? "" : "s", fmt::join(not_settings, ", "));
   }
   if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
     FT_LOG(Warn, Master, "{}", w);
   }
-
-  const std::string job = !flags.job.empty() ? flags.job : config.job;
+  st->job = !flags.job.empty() ? flags.job : st->config.job;
   // nodes: across jobs (no job needed); its flags are checked before Redis is.
-  ft::master::NodesOptions nodes;
   if (flags.command == "nodes") {
-    s = ft::master::NodesOptionsFromFlags(config, flags.lemons, flags.cordon, flags.uncordon, flags.reason,
-                                          flags.for_text, flags.cordon_commands, flags.limit, &nodes);
+    s = ft::master::NodesOptionsFromFlags(st->config, flags.lemons, flags.cordon, flags.uncordon, flags.reason,
+                                          flags.for_text, flags.cordon_commands, flags.limit, &st->nodes);
     if (!s.ok()) return Usage(std::string(s.message()));
   }
-  if (job.empty() && flags.command != "nodes") {
+  if (st->job.empty() && flags.command != "nodes") {
     std::fprintf(stderr, "ftmaster: --job is required (or set FT_JOB) (try --help)\n");
     return 2;
   }
-  if (flags.command == "acl") {
-    std::string guide = ft::master::AclGuide(job, flags.aclfile);
-    std::fputs(guide.c_str(), stderr);
-    std::string text = ft::master::AclText(job, flags.aclfile);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+// The operator's commands' connection: --redis, else FT_REDIS, else --redis-env FILE (or the
+// default file). 0, or the exit code (the error printed).
+int ConnectTool(Start* st, std::unique_ptr<ft::redis::Commands>* connection) {
+  const Flags& flags = st->flags;
+  std::string env_file = flags.redis_env;
+  if (env_file.empty() && flags.redis.empty() && st->config.redis_url.empty() && FileExists(st->DefaultEnvFile())) {
+    env_file = st->DefaultEnvFile();
+  }
+  if (!env_file.empty()) {
+    std::string url, password, user;
+    ft::Status s = ft::master::ReadEnvFile(env_file, &url, &password, &user);
+    if (!s.ok()) return Fail(s);
+    if (flags.redis.empty()) st->config.redis_url = url;
+    if (!password.empty()) st->config.redis_password = password;
+    if (!user.empty()) st->config.redis_user = user;
+  }
+  ft::redis::Endpoint endpoint;
+  ft::Status s = ft::redis::EndpointFromConfig(st->config, flags.redis, &endpoint);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftmaster: %s (or pass --redis-env FILE)\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  s = ft::redis::OpenCommands(endpoint, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000), connection);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// status, incidents, timeouts, evicted, checkpoints, goodput, save, stacks, nodes: one command
+// over Redis, its output on stdout.
+int RunTool(Start* st) {
+  std::unique_ptr<ft::redis::Commands> connection;
+  if (int rc = ConnectTool(st, &connection); rc != 0) return rc;
+  ft::redis::Commands& client = *connection;
+  const Flags& flags = st->flags;
+  ft::master::CliOptions options;
+  options.job = st->job;
+  options.json = flags.json;
+  options.topology = flags.topology;
+  options.order = flags.order;
+  options.now_unix_ms = UnixMs();
+  using Command = ft::Status (*)(ft::redis::Commands&, const ft::master::CliOptions&, std::string*);
+  const std::map<std::string, Command> commands = {
+      {"status", ft::master::StatusCommand},           {"incidents", ft::master::IncidentsCommand},
+      {"timeouts", ft::master::TimeoutsCommand},       {"goodput", ft::master::GoodputCommand},
+      {"checkpoints", ft::master::CheckpointsCommand}, {"save", ft::master::SaveCommand},
+      {"evicted", ft::master::EvictedCommand}};
+  std::string out;
+  ft::Status s;
+  if (flags.command == "nodes") {
+    st->nodes.json = flags.json;
+    st->nodes.now_unix_ms = options.now_unix_ms;
+    s = ft::master::NodesCommand(client, st->nodes, &out);
+  } else if (flags.command == "stacks") {
+    int rank = -1;
+    if (!ft::master::ParseRankFlag(flags.rank, &rank)) return Usage("stacks needs --rank R (a rank of the job)");
+    s = ft::master::StacksCommand(client, options, rank, &out);
+  } else {
+    s = commands.at(flags.command)(client, options, &out);
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// run's Redis: the one given (--redis or FT_REDIS), else an embedded one whose address and
+// password go to *env_file for the workers. 0, or the exit code (the error printed).
+int StartRedis(const Start& st, ft::master::EmbeddedRedis* embedded, ft::redis::Endpoint* endpoint,
+               std::string* env_file) {
+  const Flags& flags = st.flags;
+  if (flags.redis.empty() && st.config.redis_url.empty()) {
+    ft::Status s = embedded->Start();
+    if (!s.ok()) return Fail(s);
+    *env_file = flags.redis_env.empty() ? st.DefaultEnvFile() : flags.redis_env;
+    s = embedded->WriteEnvFile(*env_file);
+    if (!s.ok()) return Fail(s);
+    *endpoint = embedded->endpoint();
+    FT_LOG(Info, Master, "started an embedded Redis at {}; workers find it with: set -a; . {}; "
+           "set +a", ft::redis::Redacted(*endpoint), *env_file);
     return 0;
   }
-  // The job as every other file names it (common/job_name.h): two jobs never share the file.
-  const std::string default_env_file = "ft-" + ft::JobToken(job) + ".redis.env";
-  signal(SIGPIPE, SIG_IGN);
-
-  if (flags.command != "run") {
-    // The address: --redis, else FT_REDIS, else --redis-env FILE (or the default file).
-    std::string env_file = flags.redis_env;
-    if (env_file.empty() && flags.redis.empty() && config.redis_url.empty() &&
-        FileExists(default_env_file)) {
-      env_file = default_env_file;
-    }
-    if (!env_file.empty()) {
-      std::string url, password, user;
-      s = ft::master::ReadEnvFile(env_file, &url, &password, &user);
-      if (!s.ok()) return Fail(s);
-      if (flags.redis.empty()) config.redis_url = url;
-      if (!password.empty()) config.redis_password = password;
-      if (!user.empty()) config.redis_user = user;
-    }
-    ft::redis::Endpoint endpoint;
-    s = ft::redis::EndpointFromConfig(config, flags.redis, &endpoint);
-    if (!s.ok()) {
-      std::fprintf(stderr, "ftmaster: %s (or pass --redis-env FILE)\n",
-                   std::string(s.message()).c_str());
-      return 2;
-    }
-    std::unique_ptr<ft::redis::Commands> connection;
-    s = ft::redis::OpenCommands(endpoint, std::chrono::milliseconds(2000),
-                                std::chrono::milliseconds(10000), &connection);
-    if (!s.ok()) return Fail(s);
-    ft::redis::Commands& client = *connection;
-    ft::master::CliOptions options;
-    options.job = job;
-    options.json = flags.json;
-    options.topology = flags.topology;
-    options.order = flags.order;
-    options.now_unix_ms = UnixMs();
-    std::string out;
-    if (flags.command == "status") {
-      s = ft::master::StatusCommand(client, options, &out);
-    } else if (flags.command == "incidents") {
-      s = ft::master::IncidentsCommand(client, options, &out);
-    } else if (flags.command == "timeouts") {
-      s = ft::master::TimeoutsCommand(client, options, &out);
-    } else if (flags.command == "goodput") {
-      s = ft::master::GoodputCommand(client, options, &out);
-    } else if (flags.command == "checkpoints") {
-      s = ft::master::CheckpointsCommand(client, options, &out);
-    } else if (flags.command == "save") {
-      s = ft::master::SaveCommand(client, options, &out);
-    } else if (flags.command == "nodes") {
-      nodes.json = flags.json;
-      nodes.now_unix_ms = options.now_unix_ms;
-      s = ft::master::NodesCommand(client, nodes, &out);
-    } else if (flags.command == "stacks") {
-      int rank = -1;
-      if (!ft::master::ParseRankFlag(flags.rank, &rank)) return Usage("stacks needs --rank R (a rank of the job)");
-      s = ft::master::StacksCommand(client, options, rank, &out);
-    } else {
-      s = ft::master::EvictedCommand(client, options, &out);
-    }
-    std::fwrite(out.data(), 1, out.size(), stdout);
-    return s.ok() ? 0 : Fail(s);
+  if (!flags.redis_env.empty()) {
+    FT_LOG(Warn, Master, "--redis-env {} ignored: Redis is given (--redis or FT_REDIS), so no "
+           "embedded Redis is started", flags.redis_env);
   }
+  ft::Status s = ft::redis::EndpointFromConfig(st.config, flags.redis, endpoint);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return 0;
+}
 
-  // run
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-
+// run: the master loop until a signal (or, with --exit-when-stopped, the job's end), with its
+// metrics and live page beside it.
+int RunMaster(const Start& st) {
+  const std::atomic<bool>& stop = ft::StopOnSignals();
+  const Flags& flags = st.flags;
+  const ft::Config& config = st.config;
   ft::master::EmbeddedRedis embedded;
   ft::redis::Endpoint endpoint;
   std::string env_file;
-  if (flags.redis.empty() && config.redis_url.empty()) {
-    s = embedded.Start();
-    if (!s.ok()) return Fail(s);
-    env_file = flags.redis_env.empty() ? default_env_file : flags.redis_env;
-    s = embedded.WriteEnvFile(env_file);
-    if (!s.ok()) return Fail(s);
-    endpoint = embedded.endpoint();
-    FT_LOG(Info, Master, "started an embedded Redis at {}; workers find it with: set -a; . {}; "
-           "set +a", ft::redis::Redacted(endpoint), env_file);
-  } else {
-    if (!flags.redis_env.empty()) {
-      FT_LOG(Warn, Master, "--redis-env {} ignored: Redis is given (--redis or FT_REDIS), so no "
-             "embedded Redis is started", flags.redis_env);
-    }
-    s = ft::redis::EndpointFromConfig(config, flags.redis, &endpoint);
-    if (!s.ok()) {
-      std::fprintf(stderr, "ftmaster: %s\n", std::string(s.message()).c_str());
-      return 2;
-    }
-  }
+  if (int rc = StartRedis(st, &embedded, &endpoint, &env_file); rc != 0) return rc;
 
   ft::master::MasterOptions options;
-  options.job = job;
+  options.job = st.job;
   options.id = flags.id;
   options.config = config;
   options.topology = flags.topology;
   options.order = flags.order;
   ft::master::MasterLoop loop(std::move(options), endpoint);
-  s = loop.Init();
+  ft::Status s = loop.Init();
   if (!s.ok()) {
     std::fprintf(stderr, "ftmaster: %s (try --help)\n", std::string(s.message()).c_str());
     return 2;
   }
   // Metrics (README "Metrics"): read from Redis on their own thread, served on their own; the
   // live page (README "The live page") beside /metrics, read on a thread of its own too.
-  ft::master::page::PageReader page({.job = job, .endpoint = endpoint});
+  ft::master::page::PageReader page({.job = st.job, .endpoint = endpoint});
   ft::metrics::Exporter exporter;
   (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kMasterPort,
                         .textfile = config.metrics_textfile, .interval = config.metrics_interval,
@@ -394,15 +375,34 @@ int main(int argc, char** argv) {
   char host[256] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown");
   ft::master::MasterMetrics master_metrics(
-      {.job = job, .node = !config.node_id.empty() ? config.node_id : std::string(host),
+      {.job = st.job, .node = !config.node_id.empty() ? config.node_id : std::string(host),
        .master_id = loop.id(), .endpoint = endpoint, .interval = config.metrics_interval},
       &exporter.registry());
   master_metrics.Start();
-  loop.Run(g_stop, flags.exit_when_stopped);
+  loop.Run(stop, flags.exit_when_stopped);
   master_metrics.Stop();
   exporter.Stop();
   page.Stop();
   if (!env_file.empty()) unlink(env_file.c_str());
   embedded.Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Start st;
+  int parsed = ParseFlags(argc, argv, &st.flags);
+  if (parsed == 1) return 0;
+  if (parsed != 0) return 2;
+  if (int rc = LoadStart(&st); rc != 0) return rc;
+  if (st.flags.command == "acl") {
+    std::string guide = ft::master::AclGuide(st.job, st.flags.aclfile);
+    std::fputs(guide.c_str(), stderr);
+    std::string text = ft::master::AclText(st.job, st.flags.aclfile);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+  }
+  signal(SIGPIPE, SIG_IGN);
+  return st.flags.command == "run" ? RunMaster(st) : RunTool(&st);
 }

@@ -17,12 +17,11 @@
 #include <string>
 #include <vector>
 
-#include <fmt/ranges.h>
-
 #include "common/config.h"
 #include "common/environment.h"
 #include "common/launcher_identity.h"
 #include "common/log.h"
+#include "common/program_start.h"
 #include "ftworker/daemon.h"
 #include "ftworker/ckpt/gc_command.h"
 #include "ftworker/health/health_sampler.h"
@@ -37,10 +36,6 @@
 #include "transfer_engine/verbs/verbs_setup.h"
 
 namespace {
-
-std::atomic<bool> g_stop{false};
-
-void OnSignal(int) { g_stop.store(true); }
 
 constexpr const char* kUsage =
     "usage: ftworker --job J [--redis URL] [--node ID] [--ranks R]\n"
@@ -147,159 +142,156 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   return true;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What every mode starts from: the settings (flags override FT_JOB, FT_REDIS, FT_NODE_ID), the
+// job and this node.
+struct Start {
   Flags flags;
-  if (!ParseFlags(argc, argv, &flags)) return 2;
-
   ft::Environment env = ft::Environment::FromProcess();
   ft::Config config;
-  std::vector<std::string> warnings, not_settings;
-  ft::Status s = ft::Config::Load(env, &config, &warnings, &not_settings);
+  std::string host;
+  std::string job, node;
+};
+
+// 0, or the exit code (the error printed).
+int LoadStart(Start* st) {
+  ft::Status s = ft::LoadProgramConfig("ftworker", ft::Subsystem::kWorker, st->env, &st->config);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  s = ft::log::Configure(config.log_level, config.log_subsystems);
-  if (!s.ok()) std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
-  for (const auto& w : warnings) FT_LOG(Warn, Worker, "{}", w);
-  if (!not_settings.empty()) {
-    FT_LOG(Info, Worker, "ignoring {} FT_* variable{} that name no ft setting (another program's?): {}",
-           not_settings.size(), not_settings.size() == 1 ? "" : "s", fmt::join(not_settings, ", "));
-  }
-  if (std::string w = ft::redis::PasswordInArgumentWarning(flags.redis, "--redis"); !w.empty()) {
+  if (std::string w = ft::redis::PasswordInArgumentWarning(st->flags.redis, "--redis"); !w.empty()) {
     FT_LOG(Warn, Worker, "{}", w);
   }
-
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
-  ft::LauncherIdentity identity = ft::ResolveLauncherIdentity(config, env, host);
-  std::string job = !flags.job.empty() ? flags.job : identity.job;
-  if (job.empty()) {
+  st->host = host;
+  ft::LauncherIdentity identity = ft::ResolveLauncherIdentity(st->config, st->env, host);
+  st->job = !st->flags.job.empty() ? st->flags.job : identity.job;
+  if (st->job.empty()) {
     // The launcher's id names no job (torchrun's "none", a per-launch random id): a worker
     // under a guessed name would never meet its ranks' segments or its master.
     std::fprintf(stderr, "ftworker: %s (or pass --job)\n", identity.job_error.c_str());
     return 2;
   }
-  std::string node = !flags.node.empty() ? flags.node : identity.node;
+  st->node = !st->flags.node.empty() ? st->flags.node : identity.node;
+  return 0;
+}
 
-  if (flags.status) {
-    std::fputs(ft::worker::LocalStatus(job, flags.shm_dir, flags.json).c_str(), stdout);
-    return 0;
+int RunGcMode(const Start& st) {
+  ft::worker::GcCommand gc;
+  gc.job = st.job;
+  gc.arena_dir = !st.flags.arena_dir.empty() ? st.flags.arena_dir : st.config.ckpt_arena_dir;
+  gc.local_dir = st.config.ckpt_dir;
+  gc.remote_dir = st.config.ckpt_remote_dir;
+  gc.dry_run = st.flags.dry_run;
+  gc.release = st.flags.release;
+  ft::Status s = ft::redis::EndpointFromConfig(st.config, st.flags.redis, &gc.redis);
+  if (s.ok()) {
+    gc.have_redis = true;
+  } else if (s.code() == ft::StatusCode::kNotFound) {
+    gc.no_redis_why = "FT_REDIS is not set";
+  } else {
+    std::fprintf(stderr, "ftworker gc: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
+  return ft::worker::RunGc(gc);
+}
 
-  if (flags.gc) {
-    ft::worker::GcCommand gc;
-    gc.job = job;
-    gc.arena_dir = !flags.arena_dir.empty() ? flags.arena_dir : config.ckpt_arena_dir;
-    gc.local_dir = config.ckpt_dir;
-    gc.remote_dir = config.ckpt_remote_dir;
-    gc.dry_run = flags.dry_run;
-    gc.release = flags.release;
-    s = ft::redis::EndpointFromConfig(config, flags.redis, &gc.redis);
-    if (s.ok()) {
-      gc.have_redis = true;
-    } else if (s.code() == ft::StatusCode::kNotFound) {
-      gc.no_redis_why = "FT_REDIS is not set";
-    } else {
-      std::fprintf(stderr, "ftworker gc: %s\n", std::string(s.message()).c_str());
-      return 2;
+int RunPullMode(const Start& st) {
+  ft::worker::PullCommand pull;
+  pull.job = st.job;
+  pull.from = st.flags.from;
+  pull.region = st.flags.region;
+  pull.out = st.flags.out;
+  pull.secret_file = st.flags.secret_file;
+  pull.connections = std::atoi(st.flags.connections.c_str());
+  pull.min_bytes_per_second = st.config.pull_min_rate;
+  ft::Status s = ft::redis::EndpointFromConfig(st.config, st.flags.redis, &pull.redis);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  return ft::worker::RunPull(pull);
+}
+
+// The verbs fast path where this node has an RDMA device (libibverbs loaded at run time);
+// otherwise, said once, TCP alone. Each served arena is registered with the NIC when the
+// worker first maps it, never while a peer waits.
+void OpenFastPath(const ft::Config& config, ft::rdma::VerbsTransport* verbs, ft::worker::DaemonOptions* options) {
+  ft::Status s = ft::rdma::OpenVerbsTransport(config, nullptr, verbs);
+  if (!s.ok()) {
+    FT_LOG(Info, Worker, "no RDMA verbs ({}): this node serves and pulls copies over TCP",
+           s.message());
+    return;
+  }
+  FT_LOG(Info, Worker, "RDMA device {}: peers pull this node's copies over RDMA READ, TCP as the "
+         "fallback", verbs->device->name());
+  options->fast_path = verbs->server.get();
+  options->arena_mapped = [server = verbs->server.get()](const uint8_t* data, uint64_t bytes) {
+    ft::Status r = server->Register(data, bytes);
+    if (!r.ok()) {
+      FT_LOG(Warn, Worker, "registering an arena with the RDMA device failed: {}; peers pull it "
+             "over TCP", r.message());
     }
-    return ft::worker::RunGc(gc);
-  }
-
-  if (flags.pull) {
-    ft::worker::PullCommand pull;
-    pull.job = job;
-    pull.from = flags.from;
-    pull.region = flags.region;
-    pull.out = flags.out;
-    pull.secret_file = flags.secret_file;
-    pull.connections = std::atoi(flags.connections.c_str());
-    pull.min_bytes_per_second = config.pull_min_rate;
-    s = ft::redis::EndpointFromConfig(config, flags.redis, &pull.redis);
-    if (!s.ok()) {
-      std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
-      return 2;
+  };
+  options->arena_unmapped = [server = verbs->server.get()](const uint8_t* data, uint64_t bytes) {
+    server->Forget(data, bytes);
+  };
+  // A replacement node's prefetch reads over RDMA from peers that offer it, straight into
+  // its prefetch arenas, each registered when mapped and forgotten before it is unmapped.
+  options->pull_fast_path = verbs->client.get();
+  options->prefetch_arena_mapped = [client = verbs->client.get()](uint8_t* data, uint64_t bytes) {
+    ft::Status r = client->Register(data, bytes);
+    if (!r.ok()) {
+      FT_LOG(Warn, Worker, "registering a prefetch arena with the RDMA device failed: {}; its "
+             "pull runs over TCP", r.message());
     }
-    return ft::worker::RunPull(pull);
-  }
+  };
+  options->prefetch_arena_unmapped = [client = verbs->client.get()](const uint8_t* data, uint64_t bytes) {
+    client->Forget(data, bytes);
+  };
+}
 
+// The daemon until SIGTERM or SIGINT, with its metrics exporter and health sampler.
+int RunDaemon(const Start& st) {
+  const ft::Config& config = st.config;
   ft::worker::DaemonOptions options;
-  options.job = job;
-  options.node = node;
-  options.host = host;
+  options.job = st.job;
+  options.node = st.node;
+  options.host = st.host;
   options.config = config;
-  if (!flags.ranks.empty()) options.config.node_ranks = flags.ranks;
+  if (!st.flags.ranks.empty()) options.config.node_ranks = st.flags.ranks;
   std::vector<int> node_ranks;
-  s = ft::worker::ParseNodeRanks(options.config.node_ranks, &node_ranks);
+  ft::Status s = ft::worker::ParseNodeRanks(options.config.node_ranks, &node_ranks);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: --ranks / FT_NODE_RANKS: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   ft::worker::ListenChoice listen =
-      ft::worker::ChooseListenAddress(config.listen, host, ft::worker::ResolveHost(host));
+      ft::worker::ChooseListenAddress(config.listen, st.host, ft::worker::ResolveHost(st.host));
   if (!listen.warning.empty()) FT_LOG(Warn, Worker, "{}", listen.warning);
   options.listen_address = listen.address;
-  // The verbs fast path where this node has an RDMA device (libibverbs loaded at run time);
-  // otherwise, said once, TCP alone. Each served arena is registered with the NIC when the
-  // worker first maps it, never while a peer waits.
   ft::rdma::VerbsTransport verbs;
-  s = ft::rdma::OpenVerbsTransport(config, nullptr, &verbs);
-  if (s.ok()) {
-    FT_LOG(Info, Worker, "RDMA device {}: peers pull this node's copies over RDMA READ, TCP as the "
-           "fallback", verbs.device->name());
-    options.fast_path = verbs.server.get();
-    options.arena_mapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
-      ft::Status r = server->Register(data, bytes);
-      if (!r.ok()) {
-        FT_LOG(Warn, Worker, "registering an arena with the RDMA device failed: {}; peers pull it "
-               "over TCP", r.message());
-      }
-    };
-    options.arena_unmapped = [server = verbs.server.get()](const uint8_t* data, uint64_t bytes) {
-      server->Forget(data, bytes);
-    };
-    // A replacement node's prefetch reads over RDMA from peers that offer it, straight into
-    // its prefetch arenas, each registered when mapped and forgotten before it is unmapped.
-    options.pull_fast_path = verbs.client.get();
-    options.prefetch_arena_mapped = [client = verbs.client.get()](uint8_t* data, uint64_t bytes) {
-      ft::Status r = client->Register(data, bytes);
-      if (!r.ok()) {
-        FT_LOG(Warn, Worker, "registering a prefetch arena with the RDMA device failed: {}; its "
-               "pull runs over TCP", r.message());
-      }
-    };
-    options.prefetch_arena_unmapped = [client = verbs.client.get()](const uint8_t* data, uint64_t bytes) {
-      client->Forget(data, bytes);
-    };
-  } else {
-    FT_LOG(Info, Worker, "no RDMA verbs ({}): this node serves and pulls copies over TCP",
-           s.message());
-  }
-  s = ft::redis::EndpointFromConfig(config, flags.redis, &options.endpoint);
+  OpenFastPath(config, &verbs, &options);
+  s = ft::redis::EndpointFromConfig(config, st.flags.redis, &options.endpoint);
   if (!s.ok()) {
     std::fprintf(stderr, "ftworker: %s\n", std::string(s.message()).c_str());
     return 2;
   }
 
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
+  const std::atomic<bool>& stop = ft::StopOnSignals();
   signal(SIGPIPE, SIG_IGN);
 
   ft::worker::NodeMonitorOptions monitor_options =
-      ft::worker::NodeMonitorOptions::FromConfig(config, job, node);
-  monitor_options.shm_dir = flags.shm_dir;
+      ft::worker::NodeMonitorOptions::FromConfig(config, st.job, st.node);
+  monitor_options.shm_dir = st.flags.shm_dir;
   ft::worker::NodeMonitor monitor(std::move(monitor_options));
   // Metrics (README "Metrics"): filled by the loop, served on the exporter's thread.
   ft::metrics::Exporter exporter;
   (void)exporter.Start({.listen = config.metrics_listen, .default_port = ft::metrics::kWorkerPort,
                         .textfile = config.metrics_textfile, .interval = config.metrics_interval,
                         .subsystem = ft::Subsystem::kWorker, .routes = {}});
-  ft::worker::WorkerMetrics worker_metrics(&exporter.registry(), job, node,
+  ft::worker::WorkerMetrics worker_metrics(&exporter.registry(), st.job, st.node,
                                            static_cast<uint64_t>(config.metrics_interval.count()));
   options.metrics = &worker_metrics;
   options.persist = worker_metrics.WrapPersist(std::move(options.persist));
@@ -318,8 +310,23 @@ int main(int argc, char** argv) {
   }
   {
     ft::worker::Daemon daemon(std::move(options), &monitor);
-    daemon.Run(g_stop);
+    daemon.Run(stop);
   }
   exporter.Stop();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Start st;
+  if (!ParseFlags(argc, argv, &st.flags)) return 2;
+  if (int rc = LoadStart(&st); rc != 0) return rc;
+  if (st.flags.status) {
+    std::fputs(ft::worker::LocalStatus(st.job, st.flags.shm_dir, st.flags.json).c_str(), stdout);
+    return 0;
+  }
+  if (st.flags.gc) return RunGcMode(st);
+  if (st.flags.pull) return RunPullMode(st);
+  return RunDaemon(st);
 }

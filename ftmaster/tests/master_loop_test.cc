@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "ftmaster/cli.h"
+#include "ftmaster/cli/cli.h"
 #include "ftmaster/master_loop.h"
 #include "ftmaster/core/save_outcome.h"
 #include "ftmaster/core/tests/job_fixture.h"

@@ -1,7 +1,7 @@
 // Nodes across jobs on an in-memory Redis (redis/fake_store.h): the leader's history writer
 // (node_history.h) — what it writes, bounded per incident, idempotent across a takeover, never
 // in the loop's way when Redis fails or refuses —, the cordons in a job's eviction list
-// (cordon_round.h), and `ftmaster nodes` (cli_nodes.h): the listing worst first, garbled
+// (cordon_round.h), and `ftmaster nodes` (cli/nodes.h): the listing worst first, garbled
 // history entries skipped and counted, cordon, uncordon, the schedulers' lines and
 // FT_CORDON_COMMAND.
 #include <gtest/gtest.h>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "ftmaster/cli_nodes.h"
+#include "ftmaster/cli/nodes.h"
 #include "ftmaster/cordon_round.h"
 #include "ftmaster/loop_context.h"
 #include "ftmaster/master_loop.h"

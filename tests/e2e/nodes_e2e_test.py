@@ -57,7 +57,7 @@ def of_job(c, node, job, kind):
 
 
 def taint_value(reason):
-    """What a Kubernetes taint value may hold, as ftmaster makes it of a reason (cli_nodes.h)."""
+    """What a Kubernetes taint value may hold, as ftmaster makes it of a reason (ftmaster/cli/nodes.h)."""
     ok = re.compile(r"[A-Za-z0-9]")
     v = ""
     for ch in reason:

@@ -1,4 +1,4 @@
-#include "ftmaster/cli_nodes.h"
+#include "ftmaster/cli/nodes.h"
 
 #include <fmt/format.h>
 #include <poll.h>

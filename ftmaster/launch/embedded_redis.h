@@ -7,8 +7,8 @@
 //
 // WriteEnvFile() leaves `FT_REDIS=redis://127.0.0.1:<port>` and `FT_REDIS_PASSWORD=<pw>` in a
 // file of mode 0600 for workers (`set -a; . FILE`). Not thread-safe.
-#ifndef FT_FTMASTER_EMBEDDED_REDIS_H_
-#define FT_FTMASTER_EMBEDDED_REDIS_H_
+#ifndef FT_FTMASTER_LAUNCH_EMBEDDED_REDIS_H_
+#define FT_FTMASTER_LAUNCH_EMBEDDED_REDIS_H_
 
 #include <sys/types.h>
 
@@ -58,4 +58,4 @@ Status ReadEnvFile(const std::string& path, std::string* url, std::string* passw
 
 }  // namespace ft::master
 
-#endif  // FT_FTMASTER_EMBEDDED_REDIS_H_
+#endif  // FT_FTMASTER_LAUNCH_EMBEDDED_REDIS_H_

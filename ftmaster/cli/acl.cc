@@ -1,4 +1,4 @@
-#include "ftmaster/acl.h"
+#include "ftmaster/cli/acl.h"
 
 #include <algorithm>
 #include <cctype>

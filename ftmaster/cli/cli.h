@@ -19,8 +19,8 @@
 // An incident whose save ran shows its outcome (incidents: "checkpoint: saved S of N shards,
 // verified V, step T"; --json: a "checkpoint" object in the incident's line), read from
 // `checkpoint:<incident id>` in the master hash.
-#ifndef FT_FTMASTER_CLI_H_
-#define FT_FTMASTER_CLI_H_
+#ifndef FT_FTMASTER_CLI_CLI_H_
+#define FT_FTMASTER_CLI_CLI_H_
 
 #include <cstdint>
 #include <string>
@@ -52,4 +52,4 @@ bool ParseRankFlag(const std::string& text, int* rank);
 
 }  // namespace ft::master
 
-#endif  // FT_FTMASTER_CLI_H_
+#endif  // FT_FTMASTER_CLI_CLI_H_

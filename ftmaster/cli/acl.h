@@ -15,8 +15,8 @@
 // The rules carry no password and no `reset`: applying them again (a newer ft needing another
 // command) keeps the password an operator gave each user (`ACL SETUSER <user> >password`).
 // Pure functions: no Redis, no environment.
-#ifndef FT_FTMASTER_ACL_H_
-#define FT_FTMASTER_ACL_H_
+#ifndef FT_FTMASTER_CLI_ACL_H_
+#define FT_FTMASTER_CLI_ACL_H_
 
 #include <string>
 #include <string_view>
@@ -66,4 +66,4 @@ bool RedisGlobMatch(std::string_view pattern, std::string_view text);
 
 }  // namespace ft::master
 
-#endif  // FT_FTMASTER_ACL_H_
+#endif  // FT_FTMASTER_CLI_ACL_H_

@@ -1,6 +1,6 @@
-// The job's Redis ACL users (ftmaster/acl.h): which role may read and write which key of the
+// The job's Redis ACL users (ftmaster/cli/acl.h): which role may read and write which key of the
 // job, with which commands, evaluated the way Redis evaluates the printed rules.
-#include "ftmaster/acl.h"
+#include "ftmaster/cli/acl.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "ftmaster/embedded_redis.h"
+#include "ftmaster/launch/embedded_redis.h"
 
 #include <fcntl.h>
 #include <signal.h>

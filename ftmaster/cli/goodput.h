@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "ftmaster/cli.h"
+#include "ftmaster/cli/cli.h"
 #include "redis/store.h"
 
 namespace ft::master {

@@ -1,4 +1,4 @@
-#include "ftmaster/cli_goodput.h"
+#include "ftmaster/cli/goodput.h"
 
 #include <fmt/format.h>
 

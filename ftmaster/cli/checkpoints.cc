@@ -1,0 +1,215 @@
+// `ftmaster checkpoints` (cli.h): the checkpoint steps newest first with their verdicts, copies
+// and tiers, the restore plan, and what replacement nodes' workers prefetched.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "ftmaster/cli/cli.h"
+#include "ftmaster/cli/cli_util.h"
+#include "ftmaster/core/save_outcome.h"
+#include "ftmaster/prefetch_view.h"
+#include "ftmaster/store.h"
+#include "proto/ckpt_codec.h"
+#include "proto/keys.h"
+#include "proto/prefetch_codec.h"
+
+namespace ft::master {
+namespace {
+
+using cli::Age;
+using cli::AsJson;
+using cli::Json;
+using cli::Run;
+
+struct Row {
+  int64_t step = -1;
+  std::optional<proto::StepVerdict> verdict;  // nullopt: not judged yet
+  int copies = 0, torn = 0;
+  std::map<std::string, int> tiers;    // tier -> copies it holds
+  std::map<std::string, int> origins;  // what took the copies -> how many
+};
+
+// What the command shows, as read.
+struct Checkpoints {
+  std::optional<proto::RestorePlan> plan;
+  std::vector<proto::PrefetchReport> prefetch;  // by node (HGETALL order is not)
+  std::vector<Row> rows;                        // newest step first
+  int64_t planned() const { return plan ? plan->step : -1; }
+};
+
+Status ReadPlan(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
+  redis::Reply plan_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
+  if (!plan_reply.is_string()) return Status::Ok();
+  proto::RestorePlan plan;
+  Status s = proto::Decode(plan_reply.str(), &plan);
+  if (s.ok()) {
+    c->plan = std::move(plan);
+  } else {
+    bad->Report(keys.Restore(), plan_reply.str(), s);
+  }
+  return Status::Ok();
+}
+
+// What replacement nodes' workers prefetched (written only where FT_NODE_RANKS is set).
+Status ReadPrefetch(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
+  redis::Reply prefetch_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Prefetch()}, &prefetch_reply));
+  for (size_t i = 0; i + 1 < prefetch_reply.size(); i += 2) {
+    proto::PrefetchReport r;
+    Status s = proto::Decode(prefetch_reply[i + 1].str(), &r);
+    if (s.ok() && r.node != prefetch_reply[i].str()) s = Status::Corrupt("the report of another node");
+    if (!s.ok()) {
+      bad->Report(keys.Prefetch() + " " + prefetch_reply[i].str(), prefetch_reply[i + 1].str(), s);
+      continue;
+    }
+    c->prefetch.push_back(std::move(r));
+  }
+  std::sort(c->prefetch.begin(), c->prefetch.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+  return Status::Ok();
+}
+
+// One row per listed step: its copies counted by tier and by what took them.
+Status ReadSteps(redis::Commands& client, const proto::Keys& keys, const redis::Reply& steps_reply, BadValues* bad,
+                 Checkpoints* c) {
+  for (const redis::Reply& r : steps_reply.elements()) {
+    Row row;
+    const std::string text = r.is_string() ? r.str() : std::string();
+    auto parsed = std::from_chars(text.data(), text.data() + text.size(), row.step);
+    if (text.empty() || parsed.ec != std::errc() || parsed.ptr != text.data() + text.size() || row.step < 0) {
+      bad->Report(keys.CkptSteps(), text, Status::Corrupt("not a step number"));
+      continue;
+    }
+    redis::Reply copies;
+    FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &copies));
+    for (size_t i = 0; i + 1 < copies.size(); i += 2) {
+      proto::CkptCopy copy;
+      Status s = proto::Decode(copies[i + 1].str(), &copy);
+      if (!s.ok()) {
+        bad->Report(keys.CkptStep(row.step) + " " + copies[i].str(), copies[i + 1].str(), s);
+        continue;
+      }
+      ++row.copies;
+      if (copy.torn) ++row.torn;
+      ++row.origins[copy.origin.empty() ? "unknown" : copy.origin];
+      for (const std::string& t : copy.tiers) ++row.tiers[t];
+    }
+    c->rows.push_back(std::move(row));
+  }
+  return Status::Ok();
+}
+
+// The listed steps' verdicts, one HMGET.
+Status ReadVerdicts(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
+  if (c->rows.empty()) return Status::Ok();
+  redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
+  for (const Row& row : c->rows) argv.push_back(std::to_string(row.step));
+  redis::Reply got;
+  FT_RETURN_IF_ERROR(Run(client, argv, &got));
+  for (size_t k = 0; k < c->rows.size() && k < got.size(); ++k) {
+    if (!got[k].is_string()) continue;  // not judged yet
+    proto::StepVerdict v;
+    Status s = proto::Decode(got[k].str(), &v);
+    if (!s.ok() || v.step != c->rows[k].step) {
+      bad->Report(keys.CkptVerdicts() + " " + std::to_string(c->rows[k].step), got[k].str(),
+                  s.ok() ? Status::Corrupt("the verdict of another step") : s);
+      continue;
+    }
+    c->rows[k].verdict = std::move(v);
+  }
+  return Status::Ok();
+}
+
+std::string CheckpointsJson(const CliOptions& o, const Checkpoints& c, const BadValues& bad) {
+  const int64_t planned = c.planned();
+  Json j = Json::object();
+  j["job"] = o.job;
+  Json p = Json::object();
+  p["version"] = c.plan ? Json(c.plan->version) : Json(nullptr);
+  p["step"] = planned >= 0 ? Json(planned) : Json(nullptr);
+  p["ranks"] = c.plan ? Json(c.plan->ranks.size()) : Json(0);
+  j["plan"] = std::move(p);
+  Json list = Json::array();
+  for (const Row& row : c.rows) {
+    Json r = Json::object();
+    r["step"] = row.step;
+    r["state"] = row.verdict ? Json(proto::VerdictStateName(row.verdict->state)) : Json("unjudged");
+    r["shards"] = row.verdict ? Json(row.verdict->shards) : Json(nullptr);
+    r["verified_shards"] = row.verdict ? Json(row.verdict->verified_shards) : Json(nullptr);
+    r["copies"] = row.copies;
+    r["torn"] = row.torn;
+    Json tiers = Json::object();
+    for (const char* t : {"arena", "local", "remote"}) tiers[t] = row.tiers.count(t) ? row.tiers.at(t) : 0;
+    r["tiers"] = std::move(tiers);
+    r["origins"] = row.origins;
+    r["sdc_ranks"] = row.verdict ? Json(row.verdict->sdc_ranks) : Json::array();
+    r["why"] = row.verdict ? Json(row.verdict->why) : Json("");
+    r["planned"] = row.step == planned;
+    list.push_back(std::move(r));
+  }
+  j["steps"] = std::move(list);
+  Json reports = Json::array();
+  for (const proto::PrefetchReport& r : c.prefetch) reports.push_back(AsJson(r));
+  j["prefetch"] = std::move(reports);
+  j["garbled_values"] = bad.count();
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+std::string CheckpointsText(const CliOptions& o, const Checkpoints& c, const BadValues& bad) {
+  const int64_t planned = c.planned();
+  std::string out;
+  if (planned >= 0) {
+    out += fmt::format("restore plan {}: step {} for {} ranks (published {})\n", c.plan->version, planned,
+                       c.plan->ranks.size(), Age(o.now_unix_ms, c.plan->unix_ms));
+  } else if (c.plan) {
+    out += fmt::format("restore plan {}: no restorable checkpoint\n", c.plan->version);
+  } else {
+    out += "no restore plan published\n";
+  }
+  out += PrefetchText(c.prefetch, planned, o.now_unix_ms);
+  if (c.rows.empty()) return out + fmt::format("no checkpoints reported for job {}\n", o.job);
+  auto line = [&](std::string text) {
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out += text + "\n";
+  };
+  line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", "STEP", "STATE", "SHARDS",
+                   "COPIES", "TORN", "TIERS (arena/local/remote)", "SDC", "PLAN", "SAVED BY"));
+  for (const Row& row : c.rows) {
+    std::string shards = row.verdict ? fmt::format("{}/{}", row.verdict->verified_shards, row.verdict->shards) : "-";
+    std::string tiers = fmt::format("{}/{}/{}", row.tiers.count("arena") ? row.tiers.at("arena") : 0,
+                                    row.tiers.count("local") ? row.tiers.at("local") : 0,
+                                    row.tiers.count("remote") ? row.tiers.at("remote") : 0);
+    std::string sdc = "-";
+    if (row.verdict && !row.verdict->sdc_ranks.empty()) sdc = fmt::format("{}", fmt::join(row.verdict->sdc_ranks, ","));
+    line(fmt::format("{:>10}  {:<11}  {:>7}  {:>6}  {:>4}  {:<26}  {:<8}  {:<10}  {}", row.step,
+                     row.verdict ? proto::VerdictStateName(row.verdict->state) : "unjudged", shards, row.copies, row.torn, tiers, sdc,
+                     row.step == planned ? "<- restore" : "", FormatOrigins(row.origins)));
+    if (row.verdict && !row.verdict->why.empty() && row.verdict->state != proto::VerdictState::kVerified) {
+      line(fmt::format("{:>10}  {}", "", row.verdict->why));
+    }
+  }
+  return out + cli::GarbledNote(bad.count());
+}
+
+}  // namespace
+
+Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  BadValues bad;
+  Checkpoints c;
+  redis::Reply steps_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"ZREVRANGE", keys.CkptSteps(), "0", "-1"}, &steps_reply));
+  FT_RETURN_IF_ERROR(ReadPlan(client, keys, &bad, &c));
+  FT_RETURN_IF_ERROR(ReadPrefetch(client, keys, &bad, &c));
+  FT_RETURN_IF_ERROR(ReadSteps(client, keys, steps_reply, &bad, &c));
+  FT_RETURN_IF_ERROR(ReadVerdicts(client, keys, &bad, &c));
+  *out += o.json ? CheckpointsJson(o, c, bad) : CheckpointsText(o, c, bad);
+  return Status::Ok();
+}
+
+}  // namespace ft::master

@@ -1,0 +1,190 @@
+// `ftmaster timeouts`, `evicted`, `save` and `stacks` (cli.h); status, incidents and
+// checkpoints have a file each.
+#include "ftmaster/cli/cli.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "ftmaster/action_runner.h"
+#include "ftmaster/cli/cli_util.h"
+#include "ftmaster/core/text.h"
+#include "ftmaster/store.h"
+#include "proto/keys.h"
+
+namespace ft::master {
+namespace {
+
+using cli::Age;
+using cli::Json;
+using cli::Run;
+
+}  // namespace
+
+Status TimeoutsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Timeouts()}, &reply));
+  if (!reply.is_string()) {
+    if (o.json) {
+      *out += "null\n";
+    } else {
+      *out += fmt::format("no timeouts published for job {} yet (workers use FT_TIMEOUT_WARMUP)\n",
+                          o.job);
+    }
+    return Status::Ok();
+  }
+  proto::TimeoutTable table;
+  FT_RETURN_IF_ERROR(proto::Decode(reply.str(), &table).WithContext(keys.Timeouts()));
+  if (o.json) {
+    *out += proto::Encode(table);
+    *out += "\n";
+    return Status::Ok();
+  }
+  *out += fmt::format("timeouts version {} (published {}): default {}, {} entr{}\n", table.version,
+                      Age(o.now_unix_ms, table.unix_ms), HumanMs(table.default_ms),
+                      table.entries.size(), table.entries.size() == 1 ? "y" : "ies");
+  if (table.entries.empty()) return Status::Ok();
+  *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", "COMM", "OP", "BUCKET", "TIMEOUT");
+  for (const proto::TimeoutEntry& e : table.entries) {
+    *out += fmt::format("{:<16}  {:<14}  {:>6}  {:>10}\n", CommHex(e.comm_id), proto::OpKindName(e.op), e.bucket,
+                        HumanMs(e.ms));
+  }
+  return Status::Ok();
+}
+
+Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Evicted()}, &reply));
+  std::vector<std::string> nodes;
+  for (const redis::Reply& r : reply.elements()) nodes.push_back(r.str());
+  std::sort(nodes.begin(), nodes.end());
+  if (o.json) {
+    *out += Json(nodes).dump();
+    *out += "\n";
+    return Status::Ok();
+  }
+  if (nodes.empty()) *out += fmt::format("no nodes evicted for job {}\n", o.job);
+  // Each node's reason, where the master recorded one (`evicted_why:<node>` in its hash).
+  for (const std::string& n : nodes) {
+    redis::Reply why;
+    const bool known = Run(client, {"HGET", keys.MasterState(), "evicted_why:" + n}, &why).ok() && why.is_string();
+    *out += known ? fmt::format("{}  {}\n", n, why.str()) : n + "\n";
+  }
+  return Status::Ok();
+}
+
+Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply members;
+  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Workers()}, &members));
+  std::set<std::string> nodes;
+  for (const redis::Reply& m : members.elements()) {
+    if (m.is_string() && !m.str().empty()) nodes.insert(m.str());
+  }
+  if (nodes.empty()) {
+    return Status::NotFound(fmt::format("no workers have registered for job {} ({} is empty)", o.job,
+                                        keys.Workers()));
+  }
+  // The processes running now: a worker that replays its stream later (its cursor lost) must
+  // not make a relaunch of theirs save.
+  redis::Reply ranks_reply;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Ranks()}, &ranks_reply));
+  BadValues bad;
+  DecodedHash<proto::Membership> ranks("ranks");
+  ranks.Load(ranks_reply, &bad);
+  const DecidedFor decided_for(ranks.values(), o.now_unix_ms);
+  // One id for the request: each worker passes it to its ranks, whose acks name it.
+  const std::string id = fmt::format("{}-save-at-step", o.now_unix_ms);
+  for (const std::string& node : nodes) {
+    proto::Command command;
+    command.id = id + "-" + node;
+    command.kind = "save-at-step";
+    command.rank = -1;
+    command.text = id;
+    command.unix_ms = o.now_unix_ms;
+    command.decided_unix_ms = o.now_unix_ms;
+    command.incarnations = decided_for.OfNode(node);
+    redis::Reply added;
+    FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(node), "MAXLEN", "~", "1000", "*", "kind",
+                                    "save-at-step", "rank", "-1", "json", proto::Encode(command)},
+                           &added));
+  }
+  if (o.json) {
+    Json j = Json::object();
+    j["id"] = id;
+    j["nodes"] = Json(std::vector<std::string>(nodes.begin(), nodes.end()));
+    *out += j.dump();
+    *out += "\n";
+    return Status::Ok();
+  }
+  *out += fmt::format("save requested: {} (sent to {} node{}); every rank saves at its next step "
+                      "boundary — see `ftmaster checkpoints`\n",
+                      id, nodes.size(), nodes.size() == 1 ? "" : "s");
+  return Status::Ok();
+}
+
+bool ParseRankFlag(const std::string& text, int* rank) {
+  int v = -1;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size() || v < 0) return false;
+  *rank = v;
+  return true;
+}
+
+Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std::string* out) {
+  proto::Keys keys(o.job);
+  redis::Reply value;
+  FT_RETURN_IF_ERROR(Run(client, {"HGET", keys.Ranks(), std::to_string(rank)}, &value));
+  proto::Membership m;
+  if (!value.is_string() || !proto::Decode(value.str(), &m).ok() || m.node.empty()) {
+    return Status::NotFound(fmt::format("rank {} of job {} is not in {}", rank, o.job, keys.Ranks()));
+  }
+  redis::Reply last;
+  FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Acks(), "+", "-", "COUNT", "1"}, &last));
+  std::vector<StreamEntry> tail;
+  ParseStream(last, &tail);
+  std::string from = tail.empty() ? "0-0" : tail.front().id;
+  proto::Command command;
+  command.id = fmt::format("cli-{}-stacks-{}", o.now_unix_ms, rank);
+  command.kind = "stacks";
+  command.rank = rank;
+  command.text = "ftmaster stacks";
+  command.unix_ms = o.now_unix_ms;
+  command.decided_unix_ms = o.now_unix_ms;
+  command.incarnations = {proto::RankIncarnation{rank, m.incarnation}};
+  redis::Reply added;
+  FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(m.node), "MAXLEN", "~", "1000", "*", "kind", "stacks", "rank",
+                                  std::to_string(rank), "json", proto::Encode(command)},
+                         &added));
+  // The worker's ack, read as it comes (XREAD after the last ack before the command).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    redis::Reply got;
+    FT_RETURN_IF_ERROR(Run(client, {"XREAD", "COUNT", "100", "STREAMS", keys.Acks(), from}, &got));
+    std::vector<StreamEntry> entries;
+    if (got.is_array() && got.size() > 0 && got[0].size() > 1) ParseStream(got[0][1], &entries);
+    for (const StreamEntry& e : entries) {
+      from = e.id;
+      const std::string* json = e.Get("json");
+      proto::CommandAck ack;
+      if (json == nullptr || !proto::Decode(*json, &ack).ok() || ack.id != command.id) continue;
+      if (o.json) {
+        *out += Json({{"rank", rank}, {"node", ack.node}, {"result", ack.result}, {"stack", ack.message}}).dump() + "\n";
+      } else {
+        *out += fmt::format("rank {} on {} ({}):\n{}", rank, ack.node, ack.result, ack.message);
+        if (!ack.message.empty() && ack.message.back() != '\n') *out += "\n";
+      }
+      return ack.result == "done" ? Status::Ok() : Status::Unavailable(ack.message);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Status::Timeout(fmt::format("no answer from {}'s worker within 10 s (is it running?)", m.node));
+}
+
+}  // namespace ft::master
