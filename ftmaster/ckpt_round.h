@@ -6,6 +6,8 @@
 // also when the evicted set (ft:{J}:evicted, read every round: a handful of nodes) or the membership moves, since the sources' order
 // and tiers depend on them. The action runner asks it to judge a save's step at once
 // (JudgeSavedStep) before the job is stopped. Single-threaded, owned by MasterLoop.
+// ckpt_round_launches.cc holds what follows the launches: ends, relaunches, the finish, how
+// long the plan settles after them, and the rewinds they come to.
 #ifndef FT_FTMASTER_CKPT_ROUND_H_
 #define FT_FTMASTER_CKPT_ROUND_H_
 
