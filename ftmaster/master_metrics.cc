@@ -5,13 +5,11 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "common/mutex.h"
 #include "ftmaster/core/goodput.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
-#include "redis/redis_store.h"
 
 namespace ft::master {
 
@@ -43,7 +41,10 @@ void Must(Status s) {
 }  // namespace
 
 MasterMetrics::MasterMetrics(MasterMetricsOptions options, metrics::Registry* registry)
-    : options_(std::move(options)), keys_(options_.job), registry_(registry) {
+    : options_(std::move(options)),
+      keys_(options_.job),
+      registry_(registry),
+      poller_(options_.endpoint, options_.interval, [this](redis::Commands* redis) { Poll(redis); }) {
   Must(registry_->Declare(kLeader, Kind::kGauge, "1 while this master holds the job's leader lease.", {"job", "node"}));
   Must(registry_->Declare(kRedisUp, Kind::kGauge, "1 while this master's metrics connection reaches Redis.", {"job", "node"}));
   Must(registry_->Declare(kRedisRtt, Kind::kGauge, "Round trip of a PING to the job's Redis, seconds.", {"job", "node"}));
@@ -73,42 +74,17 @@ MasterMetrics::MasterMetrics(MasterMetricsOptions options, metrics::Registry* re
 
 MasterMetrics::~MasterMetrics() { Stop(); }
 
-void MasterMetrics::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void MasterMetrics::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
+void MasterMetrics::Poll(redis::Commands* redis) {
+  bool up = redis != nullptr;
+  double rtt_s = -1;
+  if (up) {
+    redis::Reply pong;
+    const auto t0 = std::chrono::steady_clock::now();
+    up = redis->Run({"PING"}, &pong).ok();
+    rtt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
-
-void MasterMetrics::Loop() {
-  redis::ReconnectPolicy policy;
-  policy.log_subsystem = Subsystem::kMaster;
-  // A RedisStore: one server or a Redis Cluster (redis+cluster://), as the loop's own.
-  redis::RedisStore redis(options_.endpoint, policy);
-  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval);
-  MutexLock lock(&mu_);
-  while (!stopping_) {
-    lock.Unlock();
-    bool up = redis.Ensure(std::chrono::steady_clock::now());
-    double rtt_s = -1;
-    if (up) {
-      redis::Reply pong;
-      const auto t0 = std::chrono::steady_clock::now();
-      up = redis.Run({"PING"}, &pong).ok();
-      rtt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    if (up) up = Round(redis, rtt_s);
-    (void)registry_->Set(kRedisUp, {options_.job, options_.node}, up ? 1 : 0);
-    lock.Lock();
-    cv_.WaitFor(&mu_, interval, [this]() REQUIRES(mu_) { return stopping_; });
-  }
+  if (up) up = Round(*redis, rtt_s);
+  (void)registry_->Set(kRedisUp, {options_.job, options_.node}, up ? 1 : 0);
 }
 
 bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {

@@ -9,15 +9,12 @@
 #ifndef FT_FTMASTER_MASTER_METRICS_H_
 #define FT_FTMASTER_MASTER_METRICS_H_
 
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 
-#include "common/mutex.h"
 #include "common/units.h"
+#include "ftmaster/redis_poller.h"
 #include "ftmaster/store.h"
 #include "metrics/registry.h"
 #include "proto/keys.h"
@@ -42,16 +39,17 @@ class MasterMetrics {
   MasterMetrics(const MasterMetrics&) = delete;
   MasterMetrics& operator=(const MasterMetrics&) = delete;
 
-  // The reading thread; Stop() joins it. Idempotent.
-  void Start();
-  void Stop();
+  // The reading thread (a RedisPoller); Stop() joins it. Idempotent.
+  void Start() { poller_.Start(); }
+  void Stop() { poller_.Stop(); }
 
   // One round over `redis` (tests: a FakeStore); `rtt_s` the round trip of its PING (<0:
   // unknown). False when Redis failed (the figures read before stay).
   bool Round(redis::Commands& redis, double rtt_s);
 
  private:
-  void Loop();
+  // A poller's round: a PING, then Round; ft_master_redis_up says whether both worked.
+  void Poll(redis::Commands* redis);
   bool ReadIncidents(redis::Commands& redis);
   bool ReadVerdicts(redis::Commands& redis);
   // The ledger the leading master keeps (`goodput` in the master hash): ETTR and seconds by cause.
@@ -64,10 +62,7 @@ class MasterMetrics {
   std::string incident_cursor_ = "-";         // XRANGE start of the next read
   std::map<int64_t, std::string> verdicts_;   // step -> state, as last counted
   std::optional<proto::JobState> job_state_;  // the state whose gauge is 1
-  std::thread thread_;
-  Mutex mu_;
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
+  RedisPoller poller_;                        // last: stopped before the fields it reads go
 };
 
 }  // namespace ft::master

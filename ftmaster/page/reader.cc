@@ -10,7 +10,6 @@
 #include "ftmaster/page/render.h"
 #include "proto/codec.h"
 #include "proto/node_history_codec.h"
-#include "redis/redis_store.h"
 #include "redis/spread.h"
 
 namespace ft::master::page {
@@ -249,7 +248,9 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
   ReadNodes(redis, s);
 }
 
-PageReader::PageReader(PageReaderOptions options) : options_(std::move(options)) {
+PageReader::PageReader(PageReaderOptions options)
+    : options_(std::move(options)),
+      poller_(options_.endpoint, options_.interval, [this](redis::Commands* redis) { Poll(redis); }) {
   Snapshot empty;
   empty.job = options_.job;
   empty.job_state = "unknown";
@@ -258,20 +259,6 @@ PageReader::PageReader(PageReaderOptions options) : options_(std::move(options))
 }
 
 PageReader::~PageReader() { Stop(); }
-
-void PageReader::Start() {
-  if (thread_.joinable()) return;
-  thread_ = std::thread([this] { Loop(); });
-}
-
-void PageReader::Stop() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  cv_.NotifyAll();
-  if (thread_.joinable()) thread_.join();
-}
 
 void PageReader::Publish(const Snapshot& s) {
   auto r = std::make_shared<Rendered>();
@@ -296,27 +283,17 @@ std::map<std::string, metrics::Route> PageReader::Routes() {
   return routes;
 }
 
-void PageReader::Loop() {
-  redis::ReconnectPolicy policy;
-  policy.log_subsystem = Subsystem::kMaster;
-  redis::RedisStore redis(options_.endpoint, policy);
-  const auto interval = std::chrono::duration_cast<std::chrono::milliseconds>(options_.interval);
-  MutexLock lock(&mu_);
-  while (!stopping_) {
-    lock.Unlock();
-    Snapshot s;
-    if (redis.Ensure(std::chrono::steady_clock::now())) {
-      ReadSnapshot(redis, options_.job, NowUnixMs(), &bad_, &hashes_, &s);
-    } else {
-      s.job = options_.job;
-      s.taken_unix_ms = NowUnixMs();
-      s.job_state = "unknown";
-      s.redis_error = "cannot reach Redis (see the log)";
-    }
-    Publish(s);
-    lock.Lock();
-    cv_.WaitFor(&mu_, interval, [this]() REQUIRES(mu_) { return stopping_; });
+void PageReader::Poll(redis::Commands* redis) {
+  Snapshot s;
+  if (redis != nullptr) {
+    ReadSnapshot(*redis, options_.job, NowUnixMs(), &bad_, &hashes_, &s);
+  } else {
+    s.job = options_.job;
+    s.taken_unix_ms = NowUnixMs();
+    s.job_state = "unknown";
+    s.redis_error = "cannot reach Redis (see the log)";
   }
+  Publish(s);
 }
 
 }  // namespace ft::master::page

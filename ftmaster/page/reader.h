@@ -1,8 +1,8 @@
 // ft::master::page::PageReader: the live page's data (README "The live page"). Like MasterMetrics it
-// reads the job's Redis on a thread of its own with its own connection, every `interval` (~1 s):
-// the loop is never held, and a standby master's page shows the same job as the leader's. Each
-// snapshot is rendered once (render.h) on that thread; the server's thread only copies the
-// strings of the newest one (Routes()). Nothing secret is read: not the transfer secret, not the
+// reads the job's Redis through a RedisPoller (ftmaster/redis_poller.h: a thread and a connection
+// of its own), every `interval` (~1 s): the loop is never held, and a standby master's page shows
+// the same job as the leader's. Each snapshot is rendered once (render.h) on that thread; the
+// server's thread only copies the strings of the newest one (Routes()). Nothing secret is read: not the transfer secret, not the
 // Redis URL or password.
 #ifndef FT_FTMASTER_PAGE_READER_H_
 #define FT_FTMASTER_PAGE_READER_H_
@@ -10,11 +10,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "common/mutex.h"
 #include "common/units.h"
 #include "ftmaster/page/snapshot.h"
+#include "ftmaster/redis_poller.h"
 #include "ftmaster/store.h"
 #include "metrics/server.h"
 #include "proto/keys.h"
@@ -55,9 +55,9 @@ class PageReader {
   PageReader(const PageReader&) = delete;
   PageReader& operator=(const PageReader&) = delete;
 
-  // The reading thread; Stop() joins it. Idempotent.
-  void Start();
-  void Stop();
+  // The reading thread (a RedisPoller); Stop() joins it. Idempotent.
+  void Start() { poller_.Start(); }
+  void Stop() { poller_.Stop(); }
 
   // "/" and "/api/<panel>.json", each serving the newest rendering (any thread).
   std::map<std::string, metrics::Route> Routes();
@@ -70,17 +70,16 @@ class PageReader {
     std::string html;
     std::map<std::string, std::string> json;  // panel name -> body
   };
-  void Loop();
+  // A poller's round: one snapshot read (or Redis unreachable, said so) and published.
+  void Poll(redis::Commands* redis);
   std::shared_ptr<const Rendered> Newest();
 
   const PageReaderOptions options_;
   BadValues bad_;       // the reading thread only
   RankHashes hashes_;   // the reading thread only
-  std::thread thread_;
   Mutex mu_;
-  CondVar cv_;
-  bool stopping_ GUARDED_BY(mu_) = false;
   std::shared_ptr<const Rendered> rendered_ GUARDED_BY(mu_);
+  RedisPoller poller_;  // last: stopped before the fields it writes go
 };
 
 }  // namespace ft::master::page

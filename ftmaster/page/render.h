@@ -62,12 +62,15 @@ struct RankGroup {
 };
 std::vector<RankGroup> GroupRanks(const std::vector<RankRow>& ranks, size_t max_rows = kGroupRowsMax);
 
+// The ranks not running, in rank order, at most kNotableMax.
+std::vector<const RankRow*> NotableRanks(const Snapshot& s);
+
 // "node2" before "node10".
 bool NaturalLess(std::string_view a, std::string_view b);
 
 // The whole page; refresh_s > 0 adds a meta refresh.
 std::string RenderHtml(const Snapshot& s, int refresh_s);
-// One panel as JSON (UTF-8; invalid bytes replaced).
+// One panel as JSON (UTF-8; invalid bytes replaced; render_json.cc).
 std::string RenderJson(const Snapshot& s, Panel panel);
 
 }  // namespace ft::master::page
