@@ -23,6 +23,30 @@ using cli::Run;
 
 constexpr int kRecentEvents = 2000;
 
+// --topology, else the one the leading master was given, else inferred from membership. An
+// error only for a bad --topology.
+Status ResolveTopology(const CliOptions& o, std::map<std::string, std::string>& state,
+                       const std::vector<proto::Membership>& members, Topology* topology) {
+  std::string sizes = !o.topology.empty() ? o.topology : state["topology"];
+  std::string order = !o.topology.empty() ? o.order : state["order"];
+  Status parsed = sizes.empty() ? Status::NotFound("no topology given")
+                                : Topology::Parse(sizes, order, 0, topology);
+  if (parsed.ok()) return Status::Ok();
+  if (!o.topology.empty()) return parsed;
+  if (!sizes.empty()) {
+    FT_LOG(Warn, Master, "ignoring the master's stored topology '{}' (order '{}'): {}; inferring it",
+           sizes, order, parsed.message());
+  }
+  // Inferred; once the ranks have left, the master's last inference while they ran.
+  Topology last;
+  const bool have_last = state.count("inferred_topology") &&
+                         Topology::Parse(state["inferred_topology"], state["inferred_order"], 0,
+                                         &last).ok();
+  Topology kept = have_last ? Topology::Kept(last, "inferred while the ranks ran") : Topology();
+  *topology = Topology::InferOrKeep(members, have_last ? &kept : nullptr);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
@@ -58,26 +82,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   FT_RETURN_IF_ERROR(Run(client, {"XLEN", keys.Incidents()}, &incidents));
   FT_RETURN_IF_ERROR(Run(client, {"SCARD", keys.Evicted()}, &evicted));
 
-  // --topology, else the one the leading master was given, else inferred from membership.
   Topology topology;
-  std::string sizes = !o.topology.empty() ? o.topology : state["topology"];
-  std::string order = !o.topology.empty() ? o.order : state["order"];
-  Status parsed = sizes.empty() ? Status::NotFound("no topology given")
-                                : Topology::Parse(sizes, order, 0, &topology);
-  if (!parsed.ok()) {
-    if (!o.topology.empty()) return parsed;
-    if (!sizes.empty()) {
-      FT_LOG(Warn, Master, "ignoring the master's stored topology '{}' (order '{}'): {}; inferring it",
-             sizes, order, parsed.message());
-    }
-    // Inferred; once the ranks have left, the master's last inference while they ran.
-    Topology last;
-    const bool have_last = state.count("inferred_topology") &&
-                           Topology::Parse(state["inferred_topology"], state["inferred_order"], 0,
-                                           &last).ok();
-    Topology kept = have_last ? Topology::Kept(last, "inferred while the ranks ran") : Topology();
-    topology = Topology::InferOrKeep(ranks.values(), have_last ? &kept : nullptr);
-  }
+  FT_RETURN_IF_ERROR(ResolveTopology(o, state, ranks.values(), &topology));
 
   struct Row {
     const proto::Membership* member = nullptr;
