@@ -26,7 +26,7 @@
 //     while the ranks ran is kept (`inferred_topology`), not re-inferred from departed ranks.
 // Classes by job, each owning its fields (MasterLoop only sequences them, in this order, each
 // tick): WindowRound (window_round.h: events, the window, its decision — the decision itself a
-// pure function, window_decision.h), ActionRunner (action_runner.h: carrying out a decision),
+// pure function, core/window_decision.h), ActionRunner (action_runner.h: carrying out a decision),
 // SummaryRound (summary_round.h: timeouts and stragglers), CkptRound (ckpt_round.h: verdicts,
 // sdc incidents, the restore plan), around JobMembership (job_membership.h: the membership and
 // the topology every job reads) and LoopContext (loop_context.h: options, store, the fenced
