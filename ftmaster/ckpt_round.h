@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ftmaster/core/ckpt_verify.h"
+#include "ftmaster/core/gone_nodes.h"
 #include "ftmaster/job_membership.h"
 #include "ftmaster/core/hw_evidence.h"
 #include "ftmaster/loop_context.h"
@@ -103,6 +104,9 @@ class CkptRound {
   // ft:{J}:evicted, and which of those nodes' workers still serve (their heartbeat keys), into
   // evicted_; a change makes the plan dirty. False when Redis failed.
   bool ReadEvicted();
+  // GoneNodes (core/gone_nodes.h): the nodes the plan names whose worker's heartbeat is gone,
+  // looked at in one pipeline every kGoneLookMs. False when Redis failed.
+  bool ReadGone(const std::set<std::string>& evicted);
   void LoadPlan();  // at a new term: the published plan and its version, and the rewinds
   // Adds a rewind and stores the list (ft:{J}:ckpt:rewinds); every step is judged again. False
   // when the write failed (the caller keeps it pending).
@@ -143,7 +147,11 @@ class CkptRound {
   bool plan_loaded_ = false;
   bool plan_dirty_ = true;             // a step was judged anew or the membership moved
   uint64_t plan_ranks_version_ = 0;    // membership version the plan's node order used
-  EvictedNodes evicted_;               // as last read (the plan puts their copies last)
+  EvictedNodes evicted_;               // as last read (the plan puts their copies last); the
+                                       // lost nodes (gone_) among them, as not serving
+  GoneNodes gone_;
+  static constexpr int64_t kGoneLookMs = 2000;
+  int64_t next_gone_look_ms_ = 0;
   std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
   struct Seen {
     uint64_t incarnation = 0;

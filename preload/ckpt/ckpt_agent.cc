@@ -525,7 +525,7 @@ int Agent::Restore(int64_t* step) {
   std::string path = ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node);
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kRestore;
-  Status waited = WaitForPlan(path, g_rt->config.restore_wait, &request->plan);
+  Status waited = WaitForPlan(path, g_rt->config.restore_wait, std::max(id.rank, 0), id.node, &request->plan);
   if (!waited.ok()) {
     RecordRestored(-1, 0);
     return Fail(FT_TIMEOUT, "ft_restore: " + std::string(waited.message()));

@@ -10,17 +10,46 @@
 #include "common/log.h"
 #include "include/ft/ft.h"
 #include "jitckpt/restore_loader.h"
+#include "jitckpt/safe_name.h"
 #include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 
-Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan) {
+bool SourceOnNode(const ckpt::NodePlan& plan, int rank, std::string_view node) {
+  const ckpt::PlanRank* mine = plan.step < 0 ? nullptr : plan.Find(rank);
+  if (mine == nullptr) return true;  // nothing to restore: nothing to wait for
+  for (const ckpt::PlanSource& src : mine->sources) {
+    if (ckpt::SafeNodeName(src.node) == ckpt::SafeNodeName(node)) return true;
+    // The shared remote directory is read from anywhere.
+    if (!plan.remote_dir.empty() && std::find(src.tiers.begin(), src.tiers.end(), "remote") != src.tiers.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+Status WaitForPlan(const std::string& path, Duration wait, int rank, std::string_view node, ckpt::NodePlan* plan) {
   auto deadline = std::chrono::steady_clock::now() + wait;
   Status last;
   std::string settling;  // what the last plan read said it waits for
+  bool said_pull = false;
   for (;;) {
     Status read = ckpt::ReadLiveNodePlan(path, plan);  // a killed worker's plan is no plan
-    if (read.ok() && plan->settling.empty()) return read;
+    // A final plan whose copies of this rank's shard are all on other nodes: the worker pulls
+    // one here once it sees this rank (it learns of a rank from its segment, a poll later than
+    // the rank reads the plan: a replacement node's second rank read the plan the first one's
+    // pull had just released, and found nothing to restore). Wait for the pulled copy; past the
+    // wait the plan is taken as it is and the restore says what it lacked.
+    if (read.ok() && plan->settling.empty()) {
+      if (SourceOnNode(*plan, rank, node) || std::chrono::steady_clock::now() >= deadline) return read;
+      if (!said_pull) {
+        FT_LOG(Info, Ckpt, "ft_restore waits for this node's worker to pull a copy of step {} for rank {} (at most "
+               "{}): the plan's copies of its shard are all on other nodes", plan->step, rank, FormatDuration(wait));
+        said_pull = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     if (read.ok() && plan->settling != settling) {
       // Said once per reason: a relaunch that came before the master judged the copies.
       FT_LOG(Info, Ckpt, "ft_restore waits for the final restore plan (at most {}): {}", FormatDuration(wait),

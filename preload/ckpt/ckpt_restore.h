@@ -18,9 +18,14 @@
 namespace ft::preload::agent {
 
 // App thread: reads the plan file at `path`, polling every 50 ms for up to `wait`, until it is
-// there and final (a settling plan is waited through, its reason logged once). Timeout (naming
-// the file, and why the last read failed or what the plan still waited for) when none came.
-Status WaitForPlan(const std::string& path, Duration wait, ckpt::NodePlan* plan);
+// there and final (a settling plan is waited through, its reason logged once) and names a copy
+// for `rank` on `node` (its own, a same-node peer's, the one the worker pulled here) — a final
+// plan without one is waited through too, for the worker's pull, and taken as it is at the end.
+// Timeout (naming the file, and why the last read failed or what the plan still waited for)
+// when no final plan came.
+Status WaitForPlan(const std::string& path, Duration wait, int rank, std::string_view node, ckpt::NodePlan* plan);
+// Whether the plan names a copy of `rank`'s shard on `node`, or nothing to restore for it.
+bool SourceOnNode(const ckpt::NodePlan& plan, int rank, std::string_view node);
 
 struct RestoreTarget {
   int rank = -1;
