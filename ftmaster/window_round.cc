@@ -507,6 +507,18 @@ uint64_t WindowRound::EnteredOps(int rank) const {
   return entered;
 }
 
+bool WindowRound::ReachedWaitedOps(const proto::RankProgress& p) const {
+  for (const proto::Event& e : open_.events) {
+    if (!proto::Is(e, proto::EventKind::kTimeout) || e.comm_id == 0 || e.seq == 0) continue;
+    if (e.op == proto::OpKind::kSend || e.op == proto::OpKind::kRecv) continue;
+    // A collective is the same #seq on every member; point-to-point counts are each rank's own.
+    for (const proto::CommRow& row : p.comms) {
+      if (row.comm_id == e.comm_id && !row.p2p && row.entered_seq < e.seq) return false;
+    }
+  }
+  return true;
+}
+
 std::optional<std::string> WindowRound::BusyRanksResumed() {
   if (watched_busy_.empty()) return std::nullopt;
   for (const auto& [rank, entered] : watched_busy_) {
@@ -520,6 +532,11 @@ std::optional<std::string> WindowRound::BusyRanksResumed() {
     uint64_t now_entered = 0;
     for (const proto::CommRow& row : p.comms) now_entered += row.entered_seq;
     if (now_entered <= entered) return std::nullopt;
+    // And it reached the collectives its peers wait in. The count alone moved for a rank frozen
+    // since: its node's worker restarted and read ops it had entered before the watch began
+    // (the last progress the old worker wrote was older), and the window closed on a hang that
+    // no timeout raised again (the campaign's seeds 1030 and 1121).
+    if (!ReachedWaitedOps(p)) return std::nullopt;
   }
   std::string ranks;
   for (const auto& [rank, entered] : watched_busy_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);

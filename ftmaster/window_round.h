@@ -93,6 +93,9 @@ class WindowRound {
   // The fenced write of a decision, and what follows once it is accepted.
   std::optional<WindowAction> Commit(WindowDecision d, Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
+  // Whether a rank's progress entered every collective a timeout of the open window waits in
+  // (on the comms it is a member of; point-to-point ops are not compared).
+  bool ReachedWaitedOps(const proto::RankProgress& p) const;
   // A watched window's busy ranks all back in the job (entering ops again): why it is over;
   // nullopt while any is still away (or its table cannot be read).
   std::optional<std::string> BusyRanksResumed();

@@ -66,13 +66,14 @@ regression seeds run without the recovery fault (--no-recovery-fault), as they f
 The node loss found seeds 13 and 72: a sharded job (no buddy copies) whose node1 was lost at a
 preemption could never be relaunched on a new node2: node1 was not evicted, so the plan kept
 naming its copies, which no one could reach, and ranks 2 and 3 ended their restore with
-FT_CORRUPT at every relaunch. The master now counts a node lost once, for 10 s, it runs no rank
-of the job and its worker has no heartbeat (core/gone_nodes.h): only its remote-tier copies
-count, and the plan says `step none` when nothing else holds those shards.
-Open: 1121, once in four runs (a soak of 1100-1199 under load): with no step sync the job hung
-at step 12 before the fault was injected (every rank in all-reduce #12), and the window the
-hang opened closed as "busy ranks back in the job" when node1's worker restarted; nothing was
-raised again.
+FT_CORRUPT at every relaunch. The master now counts a node lost once its worker has had no
+heartbeat for 10 s (core/gone_nodes.h): only its remote-tier copies count, and the plan says
+`step none` when nothing else holds those shards.
+Regression seeds 1030 and 1121, found by the soaks (a rank frozen by SIGSTOP, or a hang with
+no step sync, and its node's worker
+restarted: the restarted worker read ops the frozen rank had entered before the busy watch
+began, the window closed as "busy ranks back in the job", and no timeout raised the hang
+again; a busy rank is back now only once it entered the collectives its peers wait in).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
