@@ -360,6 +360,10 @@ bool CkptRound::ReadGone(const std::set<std::string>& evicted) {
   // each, in one round trip, every kGoneLookMs at most (10,000 nodes: 5,000 EXISTS a second).
   const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now_.time_since_epoch()).count();
   if (now_ms < next_gone_look_ms_) return true;
+  if (membership_->version() != gone_members_version_) {  // a worker registered its ranks: it lived
+    for (const proto::Membership& m : membership_->values()) gone_.SawAlive(m.node);
+    gone_members_version_ = membership_->version();
+  }
   std::map<std::string, bool> beats;
   for (const proto::RestoreRank& r : plan_.ranks) {
     for (const proto::RestoreSource& s : r.sources) {

@@ -152,6 +152,7 @@ class CkptRound {
   GoneNodes gone_;
   static constexpr int64_t kGoneLookMs = 2000;
   int64_t next_gone_look_ms_ = 0;
+  uint64_t gone_members_version_ = 0;  // the membership version SawAlive last walked
   std::vector<std::string> unplannable_;  // verified steps held only on gone evicted nodes (warned)
   struct Seen {
     uint64_t incarnation = 0;

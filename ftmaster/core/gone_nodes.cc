@@ -9,10 +9,12 @@ bool GoneNodes::Observe(const std::map<std::string, bool>& seen, int64_t now_ms)
   }
   for (const auto& [node, beats] : seen) {
     if (beats) {
+      beat_seen_.insert(node);
       missing_since_.erase(node);
       gone_.erase(node);
       continue;
     }
+    if (!beat_seen_.count(node)) continue;
     const int64_t since = missing_since_.emplace(node, now_ms).first->second;
     if (now_ms - since >= kGoneAfterMs) gone_.insert(node);
   }

@@ -5,7 +5,9 @@
 // replacement gets the newest step it can really restore, or `step none` and why, instead of a
 // plan naming copies no one can reach (its ranks there failed their restore, every relaunch).
 //
-// A node counts as gone once its worker's heartbeat has been missing for kGoneAfterMs in a row:
+// A node counts as gone once its worker's heartbeat, seen alive by this master before, has been
+// missing for kGoneAfterMs in a row (a node never seen beating is not judged: a worker not
+// started yet, a master that took over after the node died — which then plans as before):
 // twice the heartbeat's TTL, so a worker that restarts, or a Redis that lost its keys and is
 // written again, never counts. (Its ranks' membership says nothing here: a node lost with its
 // worker leaves its ranks "running" in the membership for good. A node whose ranks still train
@@ -30,9 +32,13 @@ class GoneNodes {
   // one's worker heartbeat is alive: a node not among them is forgotten. True when the set of
   // gone nodes changed.
   bool Observe(const std::map<std::string, bool>& heartbeat, int64_t now_ms);
+  // The node's worker was seen at work otherwise (it registered ranks of the job): it may be
+  // judged from now on, even if no heartbeat of it was read yet.
+  void SawAlive(const std::string& node) { beat_seen_.insert(node); }
   const std::set<std::string>& gone() const { return gone_; }
 
  private:
+  std::set<std::string> beat_seen_;               // a heartbeat seen alive once
   std::map<std::string, int64_t> missing_since_;  // no heartbeat since
   std::set<std::string> gone_;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ftmaster/cli/cli.h"
+#include "ftmaster/core/gone_nodes.h"
 #include "ftmaster/master_loop.h"
 #include "ftmaster/core/save_outcome.h"
 #include "ftmaster/core/tests/job_fixture.h"
@@ -71,11 +72,12 @@ class MasterLoopTest : public ::testing::Test {
     }
   }
 
-  // What workers write: membership, progress (every rank), the workers set.
+  // What workers write: membership, progress (every rank), the workers set, their heartbeats.
   void Report() {
     for (proto::Membership& m : job_.membership) {
       server_.Execute({"HSET", keys_.Ranks(), std::to_string(m.rank), proto::Encode(m)});
       server_.Execute({"SADD", keys_.Workers(), m.node});
+      server_.Execute({"SET", keys_.WorkerHeartbeat(m.node), "{}"});
     }
     for (proto::RankProgress& p : job_.progress) {
       p.observed_unix_ms = UnixMs();
@@ -878,6 +880,41 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
 // → republished with n1's arena copies no source: ranks 2 and 3 pull from n0. When every
 // replica of the newest step is in gone evicted memory, the older step with a remote copy is
 // planned instead.
+// A node lost without an eviction (a preempted spot node that never comes back): its worker's
+// heartbeat gone for GoneNodes::kGoneAfterMs, its copies stop being sources and the plan is
+// republished with n0's alone; gone for less (a worker restarting), nothing moves; back, its
+// copies count again.
+TEST_F(MasterLoopTest, ANodeLostWithoutAnEvictionLeavesThePlan) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(3000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  ASSERT_EQ(Plan().ranks[2].sources.size(), 2u);
+  const int64_t version = Plan().version;
+
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});
+  Run(GoneNodes::kGoneAfterMs / 2, {&a});
+  server_.Execute({"SET", keys_.WorkerHeartbeat("n1"), "{}"});  // a restarted worker: not lost
+  Run(3000, {&a});
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});
+  Run(GoneNodes::kGoneAfterMs / 2, {&a});
+  EXPECT_EQ(Plan().version, version) << "no heartbeat for less than the wait: nothing moves";
+
+  Run(GoneNodes::kGoneAfterMs, {&a});
+  proto::RestorePlan plan = Plan();
+  EXPECT_GT(plan.version, version) << "n1 lost: republished";
+  EXPECT_EQ(plan.step, 100);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(plan.ranks[static_cast<size_t>(r)].sources.size(), 1u) << "rank " << r;
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].node, "n0") << "rank " << r;
+  }
+
+  server_.Execute({"SET", keys_.WorkerHeartbeat("n1"), "{}"});
+  Run(3000, {&a});
+  EXPECT_EQ(Plan().ranks[2].sources.size(), 2u) << "n1 back: its copies are sources again";
+}
+
 TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   Report();
