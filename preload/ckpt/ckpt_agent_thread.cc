@@ -20,6 +20,7 @@
 #include "preload/ckpt/ckpt_agent_impl.h"
 #include "preload/ckpt/ckpt_checksummer.h"
 #include "preload/hook_runtime.h"
+#include "shm/save_ack.h"
 
 namespace ft::preload::agent {
 
@@ -282,10 +283,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   if (out.status.ok()) {
     out.step = m.step;
     out.torn = m.torn;
-    out.message = "saved step=" + std::to_string(m.step) +
-                  " digest=" + ckpt::DigestHex(ckpt::ContentDigest(m)) +
-                  " torn=" + (m.torn ? "1" : "0") + " bytes=" + std::to_string(m.data_bytes) +
-                  " ms=" + std::to_string(ms);
+    out.message = shm::SaveAckMessage({m.step, ckpt::ContentDigest(m), m.torn, m.data_bytes, ms});
     FT_LOG(Info, Ckpt, "{} save: {} (checksums on {} thread(s)){}", origin_name, out.message,
            std::max(job.checksum_threads, 1),
            job.after == nullptr ? std::string()
