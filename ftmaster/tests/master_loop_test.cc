@@ -1636,6 +1636,10 @@ TEST_F(MasterLoopTest, SaveCommandAsksEveryWorker) {
     EXPECT_EQ(commands[0].kind, "save-at-step");
     EXPECT_EQ(commands[0].rank, -1);
     EXPECT_NE(text.find(commands[0].text), std::string::npos) << text;
+    // For the processes started before it, by its time: the membership may not show a restart
+    // in place yet, and a save naming the processes before it ran on other nodes only.
+    EXPECT_TRUE(commands[0].incarnations.empty()) << node;
+    EXPECT_EQ(commands[0].decided_unix_ms, UnixMs()) << node;  // the worker's cut (CommandStaleness)
   }
   nlohmann::json j = nlohmann::json::parse(Cli(SaveCommand, true));
   EXPECT_EQ(j["nodes"], nlohmann::json::array({"n0", "n1"}));
