@@ -532,10 +532,11 @@ std::optional<std::string> WindowRound::BusyRanksResumed() {
     uint64_t now_entered = 0;
     for (const proto::CommRow& row : p.comms) now_entered += row.entered_seq;
     if (now_entered <= entered) return std::nullopt;
-    // And it reached the collectives its peers wait in. The count alone moved for a rank frozen
+    // And it reached the collectives its peers wait in. The count alone moved for a rank hung
     // since: its node's worker restarted and read ops it had entered before the watch began
     // (the last progress the old worker wrote was older), and the window closed on a hang that
-    // no timeout raised again (the campaign's seeds 1030 and 1121).
+    // no timeout raised again (the campaign's seed 1121). Open: a frozen rank that is no member
+    // of the waited comms still passes (seed 1030).
     if (!ReachedWaitedOps(p)) return std::nullopt;
   }
   std::string ranks;

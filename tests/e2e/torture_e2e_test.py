@@ -69,11 +69,15 @@ naming its copies, which no one could reach, and ranks 2 and 3 ended their resto
 FT_CORRUPT at every relaunch. The master now counts a node lost once its worker has had no
 heartbeat for 10 s (core/gone_nodes.h): only its remote-tier copies count, and the plan says
 `step none` when nothing else holds those shards.
-Regression seeds 1030 and 1121, found by the soaks (a rank frozen by SIGSTOP, or a hang with
-no step sync, and its node's worker
-restarted: the restarted worker read ops the frozen rank had entered before the busy watch
-began, the window closed as "busy ranks back in the job", and no timeout raised the hang
-again; a busy rank is back now only once it entered the collectives its peers wait in).
+Regression seed 1121 (a hang with no step sync, and its node's worker restarted: the restarted
+worker read ops the hung ranks had entered before the busy watch began, the window closed as
+"busy ranks back in the job", and no timeout raised the hang again; a busy rank is back now only
+once it entered the collectives its peers' timeouts wait in, on the comms it shares with them).
+Open: 1030, the same with a rank frozen by SIGSTOP that is no member of the comm the timed-out
+peer waits in (rank 1 frozen, rank 2 waiting on rank 0 in the DP all-reduce): the frozen rank's
+counts moved when the restarted worker read it, the waited comm says nothing of it, and the
+window still closes (fails about one run in two). A busy rank should be back only once it
+entered an op after the watch began, by its own host's clock.
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
