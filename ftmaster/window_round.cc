@@ -420,8 +420,12 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
     const int64_t window_ms = ToMs(ctx_->options.config.hang_window);
     open_.watching = true;
     if (watched_busy_.empty()) {
-      // Where each busy rank stood: it is back in the job once it has entered further ops.
-      for (int rank : d.busy_ranks) watched_busy_[rank] = EnteredOps(rank);
+      // Where each busy rank stood, and when: it is back in the job once it has entered
+      // further ops since (busy_watch.h).
+      for (int rank : d.busy_ranks) {
+        const proto::RankProgress* p = NewestProgress(rank);
+        watched_busy_[rank] = BusyWatchStart{p != nullptr ? EnteredOps(*p) : 0, unix_ms};
+      }
     }
     open_.next_eval_unix_ms = unix_ms + window_ms;
     if (d.to_write.empty()) {
@@ -491,7 +495,7 @@ void WindowRound::NoteCleanExit(int64_t unix_ms) {
   if (clean_exits_.size() < kMaxCleanExits) clean_exits_.push_back(unix_ms);
 }
 
-uint64_t WindowRound::EnteredOps(int rank) const {
+const proto::RankProgress* WindowRound::NewestProgress(int rank) const {
   const proto::RankProgress* newest = nullptr;
   for (const proto::RankProgress& p : progress_.values()) {
     if (p.rank == rank && (newest == nullptr || p.observed_unix_ms > newest->observed_unix_ms)) newest = &p;
@@ -500,47 +504,27 @@ uint64_t WindowRound::EnteredOps(int rank) const {
     const proto::RankProgress& p = e.progress;
     if (p.rank == rank && (newest == nullptr || p.observed_unix_ms > newest->observed_unix_ms)) newest = &p;
   }
-  uint64_t entered = 0;
-  if (newest != nullptr) {
-    for (const proto::CommRow& row : newest->comms) entered += row.entered_seq;
-  }
-  return entered;
-}
-
-bool WindowRound::ReachedWaitedOps(const proto::RankProgress& p) const {
-  for (const proto::Event& e : open_.events) {
-    if (!proto::Is(e, proto::EventKind::kTimeout) || e.comm_id == 0 || e.seq == 0) continue;
-    if (e.op == proto::OpKind::kSend || e.op == proto::OpKind::kRecv) continue;
-    // A collective is the same #seq on every member; point-to-point counts are each rank's own.
-    for (const proto::CommRow& row : p.comms) {
-      if (row.comm_id == e.comm_id && !row.p2p && row.entered_seq < e.seq) return false;
-    }
-  }
-  return true;
+  return newest;
 }
 
 std::optional<std::string> WindowRound::BusyRanksResumed() {
   if (watched_busy_.empty()) return std::nullopt;
-  for (const auto& [rank, entered] : watched_busy_) {
+  for (const auto& [rank, start] : watched_busy_) {
     redis::Reply reply;
     const std::string key = ctx_->keys.Progress(proto::Keys::GroupOfRank(rank));
     if (!ctx_->store->Run({"HGET", key, std::to_string(rank)}, &reply).ok() || !reply.is_string()) return std::nullopt;
     proto::RankProgress p;
     if (!proto::Decode(reply.str(), &p).ok()) return std::nullopt;
-    // Back in the job: it entered ops past those it had entered when the watch began (a rank
-    // busy on the host enters none, whatever other CUDA calls it makes).
-    uint64_t now_entered = 0;
-    for (const proto::CommRow& row : p.comms) now_entered += row.entered_seq;
-    if (now_entered <= entered) return std::nullopt;
-    // And it reached the collectives its peers wait in. The count alone moved for a rank hung
-    // since: its node's worker restarted and read ops it had entered before the watch began
-    // (the last progress the old worker wrote was older), and the window closed on a hang that
-    // no timeout raised again (the campaign's seed 1121). Open: a frozen rank that is no member
-    // of the waited comms still passes (seed 1030).
-    if (!ReachedWaitedOps(p)) return std::nullopt;
+    // Back in the job (busy_watch.h): not frozen, and entered ops after the watch began that
+    // reach the collectives its peers wait in.
+    std::string_view why_not = WhyNotBack(p, start, open_.events);
+    if (!why_not.empty()) {
+      FT_LOG(Debug, Master, "busy rank {} not back yet: {}", rank, why_not);
+      return std::nullopt;
+    }
   }
   std::string ranks;
-  for (const auto& [rank, entered] : watched_busy_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
+  for (const auto& [rank, start] : watched_busy_) ranks += (ranks.empty() ? "" : ",") + std::to_string(rank);
   return fmt::format("resolved: busy rank{} {} back in the job (entering collectives again)",
                      watched_busy_.size() == 1 ? "" : "s", ranks);
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ftmaster/core/attribution.h"
+#include "ftmaster/core/busy_watch.h"
 #include "ftmaster/core/incident_window.h"
 #include "ftmaster/core/window_decision.h"
 #include "ftmaster/core/window_reads.h"
@@ -93,14 +94,11 @@ class WindowRound {
   // The fenced write of a decision, and what follows once it is accepted.
   std::optional<WindowAction> Commit(WindowDecision d, Clock::time_point closed_at, int64_t unix_ms);
   void CloseIncident(const std::string& why);
-  // Whether a rank's progress entered every collective a timeout of the open window waits in
-  // (on the comms it is a member of; point-to-point ops are not compared).
-  bool ReachedWaitedOps(const proto::RankProgress& p) const;
   // A watched window's busy ranks all back in the job (entering ops again): why it is over;
   // nullopt while any is still away (or its table cannot be read).
   std::optional<std::string> BusyRanksResumed();
-  // The sum of `rank`'s entered sequence numbers in its newest table the window holds.
-  uint64_t EnteredOps(int rank) const;
+  // `rank`'s newest table the window holds (its progress or an event's); nullptr none.
+  const proto::RankProgress* NewestProgress(int rank) const;
   AttributionInput Input(int64_t unix_ms) const;
   // The ranks an open window's notice names: its members, or none (every rank) when the
   // membership is not known or too many to name.
@@ -121,7 +119,7 @@ class WindowRound {
   // `failures:<node>` with the decision, read back at a term's start.
   FailureHistory failures_;
   std::map<std::string, int64_t> hardware_reported_;  // "node|device|kind" -> when
-  std::map<int, uint64_t> watched_busy_;  // a watched window's busy ranks -> their ops entered then
+  std::map<int, BusyWatchStart> watched_busy_;  // a watched window's busy ranks -> where they stood
   LoopContext* ctx_;
   JobMembership* membership_;
   std::string cursor_;                 // last event id processed ("" none)

@@ -38,7 +38,7 @@ disk tiers) varied by the seed, and invariants checked after each:
 
 --seeds N --first-seed K runs seeds K..K+N-1, --seed-list A,B,C those seeds; a failing seed is
 printed with its draw, and `--seed-list <it>` runs it again. Seeds that once failed run in
-make test (ckpt.e2e_torture-regressions): 25 (a rank frozen by SIGSTOP while ftmaster
+make test (ckpt.e2e_torture-regressions-a and -b): 25 (a rank frozen by SIGSTOP while ftmaster
 restarted: the relaunch's first collective timed out at the adapted 1 s while the other node's
 ranks still restored, and the healthy relaunch was stopped) and 33 (a failing exit while
 ftmaster and Redis restarted: the new master judged the workers' flushed backlog before it had
@@ -69,15 +69,12 @@ naming its copies, which no one could reach, and ranks 2 and 3 ended their resto
 FT_CORRUPT at every relaunch. The master now counts a node lost once its worker has had no
 heartbeat for 10 s (core/gone_nodes.h): only its remote-tier copies count, and the plan says
 `step none` when nothing else holds those shards.
-Regression seed 1121 (a hang with no step sync, and its node's worker restarted: the restarted
-worker read ops the hung ranks had entered before the busy watch began, the window closed as
-"busy ranks back in the job", and no timeout raised the hang again; a busy rank is back now only
-once it entered the collectives its peers' timeouts wait in, on the comms it shares with them).
-Open: 1030, the same with a rank frozen by SIGSTOP that is no member of the comm the timed-out
-peer waits in (rank 1 frozen, rank 2 waiting on rank 0 in the DP all-reduce): the frozen rank's
-counts moved when the restarted worker read it, the waited comm says nothing of it, and the
-window still closes (fails about one run in two). A busy rank should be back only once it
-entered an op after the watch began, by its own host's clock.
+Regression seeds 1121 and 1030 (a hang with no step sync, and its node's worker restarted: the
+restarted worker read ops the hung ranks had entered before the busy watch began, the window
+closed as "busy ranks back in the job", and no timeout raised the hang again; in 1030 the rank
+frozen by SIGSTOP is no member of the comm the timed-out peer waits in). A busy rank is back now
+only when it is not frozen, entered an op after the watch began by its own node's clock, and
+reached the collectives its peers' timeouts wait in (ftmaster/core/busy_watch.h).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
