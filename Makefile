@@ -22,11 +22,12 @@ build: configure
 
 # Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
 # soaks (label soak) run with `make soak`.
-# Unit tests two at a time (each is one short process); the end-to-end tests one at a time, as
-# their timing promises are sized for.
+# Two at a time: the unit tests (each one short process), then the end-to-end tests, except
+# those whose promises are timed against the job's own pace, which run alone (RUN_SERIAL,
+# tests/e2e/CMakeLists.txt).
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -L unit -j 2
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit'
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit' -j 2
 
 # Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
 # ftmaster and two workers: no incident.
