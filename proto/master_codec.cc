@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "proto/json_codec.h"
+#include "proto/json_fields.h"
 #include "proto/rank_ranges.h"
 
 namespace ft::proto {
@@ -126,27 +127,32 @@ Status Decode(std::string_view json, MasterAction* out) {
 
 // --- OpenIncident ---------------------------------------------------------------------------
 
+namespace {
+
+Status ReadStreamId(const Reader& r, const char* key, Need need, std::string* id) {
+  FT_RETURN_IF_ERROR(r.Str(key, need, id, Empty::kRejected));
+  return CheckStreamId(r, key, *id);
+}
+
+const auto kOpenIncidentFields = [](auto& io, auto& o) {
+  io.Custom("first_event_id", o.first_event_id, Need::kRequired, AsIs, ReadStreamId);
+  io.Int("first_event_unix_ms", o.first_event_unix_ms, Need::kRequired);
+  io.Int("opened_unix_ms", o.opened_unix_ms, Need::kRequired);
+  io.Int("outcomes", o.outcomes, Need::kOptional, 0);
+  io.Str("last_outcome", o.last_outcome, Need::kOptional);
+  io.Bool("watching", o.watching, Need::kOptional);
+};
+
+}  // namespace
+
 std::string Encode(const OpenIncident& o) {
   OJson j = Versioned();
-  j["first_event_id"] = o.first_event_id;
-  j["first_event_unix_ms"] = o.first_event_unix_ms;
-  j["opened_unix_ms"] = o.opened_unix_ms;
-  j["outcomes"] = o.outcomes;
-  j["last_outcome"] = o.last_outcome;
-  j["watching"] = o.watching;
+  WriteFields(o, kOpenIncidentFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, OpenIncident* out) {
-  return DecodeValue(json, out, [](const Reader& r, OpenIncident* o) -> Status {
-    FT_RETURN_IF_ERROR(r.Str("first_event_id", Need::kRequired, &o->first_event_id, Empty::kRejected));
-    FT_RETURN_IF_ERROR(CheckStreamId(r, "first_event_id", o->first_event_id));
-    FT_RETURN_IF_ERROR(r.Int("first_event_unix_ms", Need::kRequired, &o->first_event_unix_ms));
-    FT_RETURN_IF_ERROR(r.Int("opened_unix_ms", Need::kRequired, &o->opened_unix_ms));
-    FT_RETURN_IF_ERROR(r.Int("outcomes", Need::kOptional, &o->outcomes, 0));
-    FT_RETURN_IF_ERROR(r.Str("last_outcome", Need::kOptional, &o->last_outcome));
-    return r.Bool("watching", Need::kOptional, &o->watching);
-  });
+  return DecodeValue(json, out, [](const Reader& r, OpenIncident* o) { return FieldReader::Read(r, *o, kOpenIncidentFields); });
 }
 
 // --- Goodput ---------------------------------------------------------------------------------
@@ -161,13 +167,15 @@ OJson SecondsJson(const GoodputSeconds& seconds, bool with_productive) {
   }
   return j;
 }
+OJson AllSecondsJson(const GoodputSeconds& seconds) { return SecondsJson(seconds, true); }
+OJson LostSecondsJson(const GoodputSeconds& seconds) { return SecondsJson(seconds, false); }
 
 // Every cause optional (a value written before a cause existed reads it as 0); a cause this build
 // does not know is left alone, as any other field is (a newer master's); a negative figure is
 // refused.
-Status ReadSeconds(const Reader& r, const char* key, GoodputSeconds* out) {
+Status ReadSeconds(const Reader& r, const char* key, Need need, GoodputSeconds* out) {
   *out = {};
-  return r.Object(key, Need::kRequired, [out](const Reader& o) -> Status {
+  return r.Object(key, need, [out](const Reader& o) -> Status {
     for (GoodputCause c : kGoodputCauses) {
       FT_RETURN_IF_ERROR(o.Num(GoodputCauseName(c), Need::kOptional, &(*out)[static_cast<size_t>(c)], 0, 1e15));
     }
@@ -175,56 +183,46 @@ Status ReadSeconds(const Reader& r, const char* key, GoodputSeconds* out) {
   });
 }
 
+OJson CauseJson(GoodputCause c) { return GoodputCauseName(c); }
+
+Status ReadCause(const Reader& r, const char* key, Need, GoodputCause* out) {
+  return ReadName(r, key, "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName, out);
+}
+
+const auto kGoodputIncidentFields = [](auto& io, auto& i) {
+  io.Str("id", i.id, Need::kRequired);
+  io.Int("fault_unix_ms", i.fault_unix_ms, Need::kRequired, 0);
+  io.Custom("rank_s", i.rank_s, Need::kRequired, LostSecondsJson, ReadSeconds);
+  io.Bool("open", i.open, Need::kRequired);
+};
+
+const auto kGoodputFields = [](auto& io, auto& g) {
+  io.Int("since_unix_ms", g.since_unix_ms, Need::kRequired, 0);
+  io.Int("last_unix_ms", g.last_unix_ms, Need::kRequired, 0);
+  io.Custom("rank_s", g.rank_s, Need::kRequired, AllSecondsJson, ReadSeconds);
+  io.Custom("wall_s", g.wall_s, Need::kRequired, AllSecondsJson, ReadSeconds);
+  io.Custom("phase", g.phase, Need::kRequired, CauseJson, ReadCause);
+  io.Int("furthest_step", g.furthest_step, Need::kRequired, -1);
+  io.Int("redo_until_step", g.redo_until_step, Need::kRequired, -1);
+  io.Num("redo_left_s", g.redo_left_s, Need::kRequired, -1, 1e12);
+  io.Int("launch_incarnation", g.launch_incarnation, Need::kRequired);
+  io.Int("incarnation", g.incarnation, Need::kRequired);
+  io.Bool("stepping", g.stepping, Need::kRequired);
+  io.Num("normal_step_ms", g.normal_step_ms, Need::kRequired, 0, 1e12);
+  io.Objects("incidents", g.incidents, Need::kRequired, kGoodputIncidentFields);
+};
+
 }  // namespace
 
 std::string Encode(const Goodput& g) {
   OJson j = Versioned();
-  j["since_unix_ms"] = g.since_unix_ms;
-  j["last_unix_ms"] = g.last_unix_ms;
-  j["rank_s"] = SecondsJson(g.rank_s, true);
-  j["wall_s"] = SecondsJson(g.wall_s, true);
-  j["phase"] = GoodputCauseName(g.phase);
-  j["furthest_step"] = g.furthest_step;
-  j["redo_until_step"] = g.redo_until_step;
-  j["redo_left_s"] = Finite(g.redo_left_s);
-  j["launch_incarnation"] = g.launch_incarnation;
-  j["incarnation"] = g.incarnation;
-  j["stepping"] = g.stepping;
-  j["normal_step_ms"] = Finite(g.normal_step_ms);
-  OJson incidents = OJson::array();
-  for (const GoodputIncident& i : g.incidents) {
-    OJson e = OJson::object();
-    e["id"] = i.id;
-    e["fault_unix_ms"] = i.fault_unix_ms;
-    e["rank_s"] = SecondsJson(i.rank_s, false);
-    e["open"] = i.open;
-    incidents.push_back(std::move(e));
-  }
-  j["incidents"] = std::move(incidents);
+  WriteFields(g, kGoodputFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, Goodput* out) {
   return DecodeValue(json, out, [](const Reader& r, Goodput* g) -> Status {
-    FT_RETURN_IF_ERROR(r.Int("since_unix_ms", Need::kRequired, &g->since_unix_ms, 0));
-    FT_RETURN_IF_ERROR(r.Int("last_unix_ms", Need::kRequired, &g->last_unix_ms, 0));
-    FT_RETURN_IF_ERROR(ReadSeconds(r, "rank_s", &g->rank_s));
-    FT_RETURN_IF_ERROR(ReadSeconds(r, "wall_s", &g->wall_s));
-    FT_RETURN_IF_ERROR(ReadName(r, "phase", "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName, &g->phase));
-    FT_RETURN_IF_ERROR(r.Int("furthest_step", Need::kRequired, &g->furthest_step, -1));
-    FT_RETURN_IF_ERROR(r.Int("redo_until_step", Need::kRequired, &g->redo_until_step, -1));
-    FT_RETURN_IF_ERROR(r.Num("redo_left_s", Need::kRequired, &g->redo_left_s, -1, 1e12));
-    FT_RETURN_IF_ERROR(r.Int("launch_incarnation", Need::kRequired, &g->launch_incarnation));
-    FT_RETURN_IF_ERROR(r.Int("incarnation", Need::kRequired, &g->incarnation));
-    FT_RETURN_IF_ERROR(r.Bool("stepping", Need::kRequired, &g->stepping));
-    FT_RETURN_IF_ERROR(r.Num("normal_step_ms", Need::kRequired, &g->normal_step_ms, 0, 1e12));
-    FT_RETURN_IF_ERROR(r.Objects("incidents", Need::kRequired, &g->incidents,
-                                 [](const Reader& o, GoodputIncident* i) -> Status {
-                                   FT_RETURN_IF_ERROR(o.Str("id", Need::kRequired, &i->id));
-                                   FT_RETURN_IF_ERROR(o.Int("fault_unix_ms", Need::kRequired, &i->fault_unix_ms, 0));
-                                   FT_RETURN_IF_ERROR(ReadSeconds(o, "rank_s", &i->rank_s));
-                                   return o.Bool("open", Need::kRequired, &i->open);
-                                 }));
+    FT_RETURN_IF_ERROR(FieldReader::Read(r, *g, kGoodputFields));
     if (g->incidents.size() > Goodput::kMaxIncidents) {
       return Status::Corrupt(r.Path("incidents") + ": " + std::to_string(g->incidents.size()) +
                              " entries, more than the " + std::to_string(Goodput::kMaxIncidents) + " kept");

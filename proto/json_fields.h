@@ -1,0 +1,154 @@
+// One list of a struct's fields drives both its encoding and its decoding: a codec writes the
+// list once, as a function template over the direction,
+//
+//   template <typename Io, typename Row>  // Row: const CommRow to encode, CommRow to decode
+//   void CommRowFields(Io& io, Row& c) {
+//     io.Hex("comm", c.comm_id, Need::kRequired);
+//     io.Int("comm_rank", c.comm_rank, Need::kOptional, -1);
+//     io.If(c.bytes != 0).Int("bytes", c.bytes, Need::kOptional);  // written only when set
+//   }
+//
+// and calls it with a FieldWriter (fields in the list's order, "v" first where the caller put
+// it; a field under If(false) is not written) or a FieldReader (each field checked by
+// json_codec.h's Reader, its bounds and its need; the first failure is the result; If does not
+// apply: a field present is always read). A new field is one line, read and written alike.
+// Private to proto/, as json_codec.h.
+#ifndef FT_PROTO_JSON_FIELDS_H_
+#define FT_PROTO_JSON_FIELDS_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/json_codec.h"
+
+namespace ft::proto::json {
+
+class FieldWriter {
+ public:
+  explicit FieldWriter(OJson* j) : j_(j) {}
+
+  // Whether the next field is written (a field of some kinds only, or only when set).
+  FieldWriter& If(bool write) {
+    write_next_ = write;
+    return *this;
+  }
+
+  template <typename T>
+  void Int(const char* key, const T& v, Need, int64_t = 0, uint64_t = 0) { Put(key, v); }
+  void Num(const char* key, const double& v, Need, double = 0, double = 0) { Put(key, Finite(v)); }
+  void Bool(const char* key, const bool& v, Need) { Put(key, v); }
+  void Str(const char* key, const std::string& v, Need, Empty = Empty::kAllowed) { Put(key, v); }
+  void Hex(const char* key, const uint64_t& v, Need) { Put(key, CommIdHex(v)); }
+
+  // A field spelled its own way: write(v) gives its JSON; read(Reader, key, need, T*) is the
+  // FieldReader's half.
+  template <typename T, typename Write, typename Read>
+  void Custom(const char* key, const T& v, Need, Write write, Read) { Put(key, write(v)); }
+
+  // A nested object, its fields listed by fields(io, value).
+  template <typename T, typename Fields>
+  void Object(const char* key, const T& v, Need, Fields fields) {
+    if (!TakeWrite()) return;
+    OJson o = OJson::object();
+    FieldWriter w(&o);
+    fields(w, v);
+    (*j_)[key] = std::move(o);
+  }
+
+  // A list of objects, each one's fields listed by fields(io, entry).
+  template <typename T, typename Fields>
+  void Objects(const char* key, const std::vector<T>& v, Need, Fields fields) {
+    if (!TakeWrite()) return;
+    OJson list = OJson::array();
+    for (const T& entry : v) {
+      OJson o = OJson::object();
+      FieldWriter w(&o);
+      fields(w, entry);
+      list.push_back(std::move(o));
+    }
+    (*j_)[key] = std::move(list);
+  }
+
+ private:
+  bool TakeWrite() {
+    const bool write = write_next_;
+    write_next_ = true;
+    return write;
+  }
+  template <typename V>
+  void Put(const char* key, V&& v) {
+    if (TakeWrite()) (*j_)[key] = std::forward<V>(v);
+  }
+
+  OJson* j_;
+  bool write_next_ = true;
+};
+
+class FieldReader {
+ public:
+  explicit FieldReader(const Reader& r) : r_(r) {}
+
+  FieldReader& If(bool) { return *this; }  // a field present is read whatever the writer's rule
+
+  template <typename T>
+  void Int(const char* key, T& v, Need need, int64_t lo = LowOf<T>(), uint64_t hi = HighOf<T>()) {
+    if (status_.ok()) status_ = r_.Int(key, need, &v, lo, hi);
+  }
+  void Num(const char* key, double& v, Need need, double lo = -DBL_MAX, double hi = DBL_MAX) {
+    if (status_.ok()) status_ = r_.Num(key, need, &v, lo, hi);
+  }
+  void Bool(const char* key, bool& v, Need need) {
+    if (status_.ok()) status_ = r_.Bool(key, need, &v);
+  }
+  void Str(const char* key, std::string& v, Need need, Empty empty = Empty::kAllowed) {
+    if (status_.ok()) status_ = r_.Str(key, need, &v, empty);
+  }
+  void Hex(const char* key, uint64_t& v, Need need) {
+    if (status_.ok()) status_ = r_.Hex(key, need, &v);
+  }
+  template <typename T, typename Write, typename Read>
+  void Custom(const char* key, T& v, Need need, Write, Read read) {
+    if (status_.ok()) status_ = read(r_, key, need, &v);
+  }
+  template <typename T, typename Fields>
+  void Object(const char* key, T& v, Need need, Fields fields) {
+    if (!status_.ok()) return;
+    status_ = r_.Object(key, need, [&](const Reader& r) { return Read(r, v, fields); });
+  }
+  template <typename T, typename Fields>
+  void Objects(const char* key, std::vector<T>& v, Need need, Fields fields) {
+    if (!status_.ok()) return;
+    status_ = r_.Objects(key, need, &v, [&](const Reader& r, T* entry) { return Read(r, *entry, fields); });
+  }
+
+  const Status& status() const { return status_; }
+
+  // The fields of `v` read from `r` by its list.
+  template <typename T, typename Fields>
+  static Status Read(const Reader& r, T& v, Fields fields) {
+    FieldReader io(r);
+    fields(io, v);
+    return io.status();
+  }
+
+ private:
+  const Reader& r_;
+  Status status_;
+};
+
+// A string field a Custom reader checks: written as it is.
+inline OJson AsIs(const std::string& s) { return s; }
+
+// A struct's fields written into `j` by its list (after what `j` already holds: "v").
+template <typename T, typename Fields>
+void WriteFields(const T& v, Fields fields, OJson* j) {
+  FieldWriter w(j);
+  fields(w, v);
+}
+
+}  // namespace ft::proto::json
+
+#endif  // FT_PROTO_JSON_FIELDS_H_
