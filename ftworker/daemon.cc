@@ -297,6 +297,18 @@ std::vector<int> Daemon::TickKeeper(uint64_t mono_ns, int64_t unix_ms) {
   return node_ranks;
 }
 
+DaemonFigures Daemon::Figures() {
+  DaemonFigures f;
+  f.redis_connected = store_->connected();
+  f.redis_dropped = reporter_.dropped();
+  if (replicator_ != nullptr) {
+    f.replicating = true;
+    f.pulled_bytes = replicator_->bytes_pulled();
+    f.pulling_seconds = replicator_->seconds_pulling();
+  }
+  return f;
+}
+
 void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<proto::Event> events;
   monitor_->Tick(mono_ns, unix_ms, &events);
@@ -365,7 +377,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     plan_sync_.Refresh();
   }
 
-  if (options_.metrics != nullptr) options_.metrics->Refresh(mono_ns, *monitor_, *this);
+  if (options_.metrics != nullptr) options_.metrics->Refresh(mono_ns, *monitor_, Figures());
   if (!EnsureConnected(mono_ns)) return;
   // Events first: they are what the master waits for.
   if (reporter_.pending() > 0) (void)reporter_.Flush(*store_);

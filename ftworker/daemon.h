@@ -45,6 +45,7 @@
 namespace ft::worker {
 
 class WorkerMetrics;
+struct DaemonFigures;
 
 struct DaemonOptions {
   std::string job;
@@ -102,6 +103,8 @@ class Daemon {
   Replicator* replicator() { return replicator_.get(); }  // null without FT_CKPT_REPLICATE_EVERY
 
  private:
+  // What the metrics show of the daemon itself (worker_metrics.h).
+  DaemonFigures Figures();
   // The checkpoint keeper's turn (its copies into the reporter); returns the node's ranks.
   std::vector<int> TickKeeper(uint64_t mono_ns, int64_t unix_ms);
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker

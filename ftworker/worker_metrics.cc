@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "ftworker/daemon.h"
 #include "ftworker/monitor/node_monitor.h"
 #include "ftworker/monitor/op_names.h"
 #include "jitckpt/tier.h"
@@ -174,13 +173,13 @@ void WorkerMetrics::OnCkptReport(const CkptReport& report, bool buddy) {
   }
 }
 
-void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon& daemon) {
+void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, const DaemonFigures& daemon) {
   if (mono_ns < next_refresh_ns_) return;
   next_refresh_ns_ = mono_ns + interval_ns_;
   const metrics::LabelValues own = {job_, node_};
   (void)registry_->Set(kRanks, own, static_cast<double>(monitor.Ranks().size()));
-  (void)registry_->Set(kRedisConnected, own, daemon.connected() ? 1 : 0);
-  (void)registry_->Set(kRedisDropped, own, static_cast<double>(daemon.reporter().dropped()));
+  (void)registry_->Set(kRedisConnected, own, daemon.redis_connected ? 1 : 0);
+  (void)registry_->Set(kRedisDropped, own, static_cast<double>(daemon.redis_dropped));
   for (const proto::RankProgress& p : monitor.Progress()) {
     double oldest_ms = 0;
     for (const proto::CommRow& row : p.comms) {
@@ -190,23 +189,15 @@ void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon
   }
   OnHookFailures(monitor.HookFailures());
   rdma::ServerStats served = gone_;
-  if (server_ != nullptr) {
-    const rdma::ServerStats now = server_->stats();
-    served.connections += now.connections;
-    served.bytes_sent += now.bytes_sent;
-    served.reads += now.reads;
-    served.auth_refused += now.auth_refused;
-    served.over_limit += now.over_limit;
-    served.forged += now.forged;
-  }
+  if (server_ != nullptr) served += server_->stats();
   (void)registry_->Set(kServedConnections, own, static_cast<double>(served.connections));
   (void)registry_->Set(kServedBytes, own, static_cast<double>(served.bytes_sent));
   (void)registry_->Set(kServedReads, own, static_cast<double>(served.reads));
   (void)registry_->Set(kServedRefused, own,
                        static_cast<double>(served.auth_refused + served.over_limit + served.forged));
-  if (Replicator* replicator = daemon.replicator()) {
-    (void)registry_->Set(kPulledBytes, own, static_cast<double>(replicator->bytes_pulled()));
-    (void)registry_->Set(kPulledSeconds, own, replicator->seconds_pulling());
+  if (daemon.replicating) {
+    (void)registry_->Set(kPulledBytes, own, static_cast<double>(daemon.pulled_bytes));
+    (void)registry_->Set(kPulledSeconds, own, daemon.pulling_seconds);
   }
 }
 
@@ -230,14 +221,7 @@ void WorkerMetrics::OnHookFailures(const std::vector<NodeMonitor::RankHookFailur
   hook_failures_seen_ = std::move(seen);
 }
 
-void WorkerMetrics::ServerGone(const rdma::ServerStats& last) {
-  gone_.connections += last.connections;
-  gone_.bytes_sent += last.bytes_sent;
-  gone_.reads += last.reads;
-  gone_.auth_refused += last.auth_refused;
-  gone_.over_limit += last.over_limit;
-  gone_.forged += last.forged;
-}
+void WorkerMetrics::ServerGone(const rdma::ServerStats& last) { gone_ += last; }
 
 PersistFn WorkerMetrics::WrapPersist(PersistFn inner) {
   if (!inner) {

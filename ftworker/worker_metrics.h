@@ -24,7 +24,14 @@
 
 namespace ft::worker {
 
-class Daemon;
+// What the daemon's loop knows of itself, handed to each Refresh (the metrics read no daemon).
+struct DaemonFigures {
+  bool redis_connected = false;
+  uint64_t redis_dropped = 0;   // reports the outbox dropped
+  bool replicating = false;     // a replicator runs (buddy copies): the pull figures below
+  uint64_t pulled_bytes = 0;
+  double pulling_seconds = 0;
+};
 
 class WorkerMetrics {
  public:
@@ -37,7 +44,7 @@ class WorkerMetrics {
   void OnSummary(const proto::RankSummary& summary);
   // `buddy`: a copy of another node's rank (the replicator's), else this node's own.
   void OnCkptReport(const CkptReport& report, bool buddy);
-  void Refresh(uint64_t mono_ns, const NodeMonitor& monitor, Daemon& daemon);
+  void Refresh(uint64_t mono_ns, const NodeMonitor& monitor, const DaemonFigures& daemon);
   // The hook failures the segments count (NodeMonitor::HookFailures; Refresh passes them):
   // each incarnation's growth is added to ft_worker_hook_failures_total, so a restarted rank's
   // counts add to its earlier ones.

@@ -83,6 +83,18 @@ struct ServerStats {
   uint64_t over_limit = 0;             // connections closed as accepted: over a cap
   uint64_t forged = 0;                 // sessions ended by a frame that failed its seal
   uint64_t refusal_log_addresses = 0;  // addresses the refusal log remembers now (bounded)
+
+  // The counts of another server added (totals over servers that came and went); the refusal
+  // log's size is a level, not a count: it stays this one's.
+  ServerStats& operator+=(const ServerStats& o) {
+    connections += o.connections;
+    auth_refused += o.auth_refused;
+    bytes_sent += o.bytes_sent;
+    reads += o.reads;
+    over_limit += o.over_limit;
+    forged += o.forged;
+    return *this;
+  }
 };
 
 class Server {
