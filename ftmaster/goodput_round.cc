@@ -25,42 +25,36 @@ void GoodputRound::LoadTerm(const MasterHash& state) {
   persisted_phase_ = ledger_.state().phase;
 }
 
-void GoodputRound::SampleMembers(JobSample* s) {
+JobMembers GoodputRound::Members() {
   const uint64_t version = membership_->version();
-  if (members_version_ == version && members_.ranks_held > 0) {
-    s->ranks_held = members_.ranks_held;
-    s->ended_step = members_.ended_step;
-    s->ranks_running = members_.ranks_running;
-    s->incarnation = members_.incarnation;
-    s->oldest_incarnation = members_.oldest_incarnation;
-    s->restored_step = members_.restored_step;
-    return;
-  }
+  if (members_version_ == version && members_.ranks_held > 0) return members_;
+  JobMembers m;
   bool all_restored = true;
   int64_t restored = INT64_MAX;
-  for (const proto::Membership& m : membership_->values()) {
-    s->ranks_held = std::max(s->ranks_held, m.world_size);
-    if (!proto::Is(m.state, proto::RankState::kRunning)) {
-      s->ended_step = std::max(s->ended_step, m.step);
+  for (const proto::Membership& r : membership_->values()) {
+    m.ranks_held = std::max(m.ranks_held, r.world_size);
+    if (!proto::Is(r.state, proto::RankState::kRunning)) {
+      m.ended_step = std::max(m.ended_step, r.step);
       continue;
     }
-    ++s->ranks_running;
-    s->incarnation = std::max(s->incarnation, m.incarnation);
-    s->oldest_incarnation = s->oldest_incarnation == 0 ? m.incarnation : std::min(s->oldest_incarnation, m.incarnation);
-    if (m.restored_step < -1) all_restored = false;
-    restored = std::min(restored, m.restored_step);
+    ++m.ranks_running;
+    m.incarnation = std::max(m.incarnation, r.incarnation);
+    m.oldest_incarnation = m.oldest_incarnation == 0 ? r.incarnation : std::min(m.oldest_incarnation, r.incarnation);
+    if (r.restored_step < -1) all_restored = false;
+    restored = std::min(restored, r.restored_step);
   }
-  if (s->ranks_running > 0 && all_restored) s->restored_step = restored;
-  s->ranks_held = std::max(s->ranks_held, static_cast<int>(membership_->values().size()));
-  members_ = *s;
+  if (m.ranks_running > 0 && all_restored) m.restored_step = restored;
+  m.ranks_held = std::max(m.ranks_held, static_cast<int>(membership_->values().size()));
+  members_ = m;
   members_version_ = version;
+  return m;
 }
 
 JobSample GoodputRound::Sample(int64_t unix_ms) {
   JobSample s;
   s.unix_ms = unix_ms;
   s.state = ctx_->job_state;
-  SampleMembers(&s);
+  static_cast<JobMembers&>(s) = Members();
   s.window_open = window_->open();
   if (s.window_open) {
     // The fault: the earliest of the window's events, a timeout's less the age of its op (the

@@ -39,7 +39,7 @@ class GoodputRound {
   JobSample Sample(int64_t unix_ms);
   // The membership's part of a sample, walked again only when the membership's version moved:
   // at 131,072 ranks and a 20 ms tick a walk per tick read 6.5 million rows a second.
-  void SampleMembers(JobSample* s);
+  JobMembers Members();
 
   LoopContext* ctx_;
   const JobMembership* membership_;
@@ -49,7 +49,7 @@ class GoodputRound {
   GoodputLedger ledger_;
   int64_t next_persist_ms_ = 0;
   proto::GoodputCause persisted_phase_ = proto::GoodputCause::kStartup;
-  JobSample members_;                        // SampleMembers' fields as of members_version_
+  JobMembers members_;                       // Members() as of members_version_
   uint64_t members_version_ = UINT64_MAX;    // none yet
 };
 

@@ -55,20 +55,24 @@ struct JobPace {
 JobPace PaceOf(std::span<const proto::Membership> members, std::span<const proto::RankSummary> summaries,
                int64_t unix_ms);
 
-// The job at one tick of the master.
-struct JobSample {
-  int64_t unix_ms = 0;
-  std::optional<proto::JobState> state;
+// What the job's membership says at one tick (the part of a sample that changes only with it).
+struct JobMembers {
   int ranks_held = 0;        // the job's ranks (world size); 0 before any registered
   int ranks_running = 0;     // of those, processes running now
   uint64_t incarnation = 0;         // the newest process among the running ranks (its start)
   uint64_t oldest_incarnation = 0;  // the oldest
-  bool window_open = false;
-  int64_t fault_unix_ms = 0; // window open: when the fault began, as its events tell
-  std::string incident;      // the incident being acted on ("" none or not decided yet)
   // Exact where the pace lags (a calm rank's summary is written every FT_SUMMARY_REFRESH):
   int64_t ended_step = -1;     // the furthest last step (ft_step_done) of the ranks that ended
   int64_t restored_step = -2;  // what the running launch restored (-1 nothing, -2 not known yet)
+};
+
+// The job at one tick of the master.
+struct JobSample : JobMembers {
+  int64_t unix_ms = 0;
+  std::optional<proto::JobState> state;
+  bool window_open = false;
+  int64_t fault_unix_ms = 0; // window open: when the fault began, as its events tell
+  std::string incident;      // the incident being acted on ("" none or not decided yet)
   JobPace pace;
 };
 
