@@ -10,7 +10,10 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <string>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -181,8 +184,15 @@ EndSave Agent::SaveOneStepMore(const char* name, Clock::time_point start, Clock:
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (steps_done_.load(std::memory_order_acquire) == steps || update_open_.load(std::memory_order_acquire)) {
+    // The first save's copy stays: the step the device held, which may be behind the host's.
+    int64_t kept = kNoStep;
+    {
+      MutexLock lock(&mu_);
+      kept = committed_step_;
+    }
     FT_LOG(Info, Ckpt, "{}: the step after {} did not complete within {:.3f} s (a peer gone, or its update still "
-           "running); step {} is this rank's copy", name, saved_step, Seconds(wait), saved_step);
+           "running); the arena's committed copy{} stays this rank's copy", name, saved_step, Seconds(wait),
+           kept == kNoStep ? std::string() : fmt::format(" (step {})", kept));
     return first;
   }
   const EndSave second = SaveHeldStep(name, start, deadline);
