@@ -1,6 +1,7 @@
 #include "proto/ckpt_codec.h"
 
 #include "proto/json_codec.h"
+#include "proto/json_fields.h"
 
 namespace ft::proto {
 namespace {
@@ -15,8 +16,8 @@ bool KnownTier(const std::string& tier) {
   return tier == "arena" || tier == "local" || tier == "remote" || tier == "replica";
 }
 
-Status CheckTiers(const Reader& r, std::vector<std::string>* tiers) {
-  return r.List("tiers", Need::kOptional, tiers, [](Elem e, const FieldPath& path, std::string* s) -> Status {
+Status ReadTiers(const Reader& r, const char* key, Need need, std::vector<std::string>* tiers) {
+  return r.List(key, need, tiers, [](Elem e, const FieldPath& path, std::string* s) -> Status {
     FT_RETURN_IF_ERROR(CheckStr(e, path, s, Empty::kRejected));
     if (!KnownTier(*s)) {
       return Status::Corrupt(path.Str() + ": unknown tier '" + s->substr(0, 16) + "' (arena, local, remote, replica)");
@@ -26,10 +27,11 @@ Status CheckTiers(const Reader& r, std::vector<std::string>* tiers) {
 }
 
 // A content digest: 16 hex digits (a JSON number would lose the top bits in many readers).
-Status CheckDigest(const Reader& r, const char* key, uint64_t* out) {
+Status ReadDigest(const Reader& r, const char* key, Need need, uint64_t* out) {
   Elem j;
   bool present;
-  FT_RETURN_IF_ERROR(r.Find(key, Need::kRequired, &j, &present));
+  FT_RETURN_IF_ERROR(r.Find(key, need, &j, &present));
+  if (!present) return Status::Ok();
   if (j.type() != element_type::STRING) {
     return Status::Corrupt(r.Path(key) + ": expected a digest string (16 hex digits), got " + TypeName(j));
   }
@@ -45,51 +47,53 @@ OJson TiersJson(const std::vector<std::string>& tiers) {
   return list;
 }
 
+OJson DigestJson(uint64_t digest) { return CommIdHex(digest); }
+
+// Who saved a copy: empty (a copy of an older writer), or one of the three saves.
+Status ReadOrigin(const Reader& r, const char* key, Need need, std::string* origin) {
+  FT_RETURN_IF_ERROR(r.Str(key, need, origin));
+  if (!origin->empty() && *origin != "periodic" && *origin != "just-in-time" && *origin != "termination") {
+    return Status::Corrupt("origin '" + origin->substr(0, 32) + "' is not periodic, just-in-time or termination");
+  }
+  return Status::Ok();
+}
+
+const auto kCkptCopyFields = [](auto& io, auto& c) {
+  io.Int("step", c.step, Need::kRequired, 0);
+  io.Int("rank", c.rank, Need::kRequired, 0);
+  io.Str("node", c.node, Need::kRequired, Empty::kRejected);
+  io.Int("tp", c.tp, Need::kOptional, -1);
+  io.Int("pp", c.pp, Need::kOptional, -1);
+  io.Int("dp", c.dp, Need::kOptional, -1);
+  io.Custom("digest", c.digest, Need::kRequired, DigestJson, ReadDigest);
+  io.Bool("torn", c.torn, Need::kOptional);
+  io.If(c.buddy).Bool("buddy", c.buddy, Need::kOptional);
+  io.If(!c.origin.empty()).Custom("origin", c.origin, Need::kOptional, AsIs, ReadOrigin);
+  io.Int("bytes", c.bytes, Need::kRequired);
+  io.Custom("tiers", c.tiers, Need::kOptional, TiersJson, ReadTiers);
+  io.Str("error", c.error, Need::kOptional);
+  io.Int("unix_ms", c.unix_ms, Need::kRequired);
+  io.If(c.saved_unix_ms > 0).Int("saved_unix_ms", c.saved_unix_ms, Need::kOptional, 0);
+};
+
+const auto kRewindFields = [](auto& io, auto& w) {
+  io.Int("step", w.step, Need::kRequired, -1);
+  io.Int("unix_ms", w.unix_ms, Need::kRequired, 0);
+  io.Str("why", w.why, Need::kOptional);
+};
+
 }  // namespace
 
 // --- CkptCopy --------------------------------------------------------------------------------
 
 std::string Encode(const CkptCopy& c) {
   OJson j = Versioned();
-  j["step"] = c.step;
-  j["rank"] = c.rank;
-  j["node"] = c.node;
-  j["tp"] = c.tp;
-  j["pp"] = c.pp;
-  j["dp"] = c.dp;
-  j["digest"] = CommIdHex(c.digest);
-  j["torn"] = c.torn;
-  if (c.buddy) j["buddy"] = true;
-  if (!c.origin.empty()) j["origin"] = c.origin;
-  j["bytes"] = c.bytes;
-  j["tiers"] = TiersJson(c.tiers);
-  j["error"] = c.error;
-  j["unix_ms"] = c.unix_ms;
-  if (c.saved_unix_ms > 0) j["saved_unix_ms"] = c.saved_unix_ms;
+  WriteFields(c, kCkptCopyFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, CkptCopy* out) {
-  return DecodeValue(json, out, [](const Reader& r, CkptCopy* c) -> Status {
-    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &c->node, Empty::kRejected));
-    FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &c->step, 0));
-    FT_RETURN_IF_ERROR(r.Int("rank", Need::kRequired, &c->rank, 0));
-    FT_RETURN_IF_ERROR(r.Int("tp", Need::kOptional, &c->tp, -1));
-    FT_RETURN_IF_ERROR(r.Int("pp", Need::kOptional, &c->pp, -1));
-    FT_RETURN_IF_ERROR(r.Int("dp", Need::kOptional, &c->dp, -1));
-    FT_RETURN_IF_ERROR(CheckDigest(r, "digest", &c->digest));
-    FT_RETURN_IF_ERROR(r.Bool("torn", Need::kOptional, &c->torn));
-    FT_RETURN_IF_ERROR(r.Bool("buddy", Need::kOptional, &c->buddy));
-    FT_RETURN_IF_ERROR(r.Str("origin", Need::kOptional, &c->origin));
-    if (!c->origin.empty() && c->origin != "periodic" && c->origin != "just-in-time" && c->origin != "termination") {
-      return Status::Corrupt("origin '" + c->origin.substr(0, 32) + "' is not periodic, just-in-time or termination");
-    }
-    FT_RETURN_IF_ERROR(r.Int("bytes", Need::kRequired, &c->bytes));
-    FT_RETURN_IF_ERROR(CheckTiers(r, &c->tiers));
-    FT_RETURN_IF_ERROR(r.Str("error", Need::kOptional, &c->error));
-    FT_RETURN_IF_ERROR(r.Int("saved_unix_ms", Need::kOptional, &c->saved_unix_ms, 0));
-    return r.Int("unix_ms", Need::kRequired, &c->unix_ms);
-  });
+  return DecodeValue(json, out, [](const Reader& r, CkptCopy* c) { return FieldReader::Read(r, *c, kCkptCopyFields); });
 }
 
 // --- StepVerdict -----------------------------------------------------------------------------
@@ -181,11 +185,11 @@ Status Decode(std::string_view json, RestorePlan* out) {
     FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &p->step, -1));
     FT_RETURN_IF_ERROR(r.Objects("ranks", Need::kOptional, &p->ranks, [](const Reader& o, RestoreRank* rr) -> Status {
       FT_RETURN_IF_ERROR(o.Int("rank", Need::kRequired, &rr->rank, 0));
-      FT_RETURN_IF_ERROR(CheckDigest(o, "digest", &rr->digest));
+      FT_RETURN_IF_ERROR(ReadDigest(o, "digest", Need::kRequired, &rr->digest));
       return o.Objects("sources", Need::kOptional, &rr->sources, [](const Reader& so, RestoreSource* s) -> Status {
         FT_RETURN_IF_ERROR(so.Int("rank", Need::kRequired, &s->rank, 0));
         FT_RETURN_IF_ERROR(so.Str("node", Need::kRequired, &s->node, Empty::kRejected));
-        return CheckTiers(so, &s->tiers);
+        return ReadTiers(so, "tiers", Need::kOptional, &s->tiers);
       });
     }));
     if (p->step < 0 && !p->ranks.empty()) {
@@ -222,25 +226,15 @@ Status Decode(std::string_view json, RestorePlan* out) {
 
 std::string Encode(const CkptRewinds& value) {
   OJson j = Versioned();
-  OJson rewinds = OJson::array();
-  for (const CkptRewind& w : value.rewinds) {
-    OJson o = OJson::object();
-    o["step"] = w.step;
-    o["unix_ms"] = w.unix_ms;
-    o["why"] = w.why;
-    rewinds.push_back(std::move(o));
-  }
-  j["rewinds"] = std::move(rewinds);
+  FieldWriter(&j).Objects("rewinds", value.rewinds, Need::kRequired, kRewindFields);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, CkptRewinds* out) {
   return DecodeValue(json, out, [](const Reader& r, CkptRewinds* v) -> Status {
-    FT_RETURN_IF_ERROR(r.Objects("rewinds", Need::kRequired, &v->rewinds, [](const Reader& o, CkptRewind* w) -> Status {
-      FT_RETURN_IF_ERROR(o.Int("step", Need::kRequired, &w->step, -1));
-      FT_RETURN_IF_ERROR(o.Int("unix_ms", Need::kRequired, &w->unix_ms, 0));
-      return o.Str("why", Need::kOptional, &w->why);
-    }));
+    FieldReader io(r);
+    io.Objects("rewinds", v->rewinds, Need::kRequired, kRewindFields);
+    FT_RETURN_IF_ERROR(io.status());
     if (v->rewinds.size() > kMaxCkptRewinds) {
       return Status::Corrupt(r.Path("rewinds") + ": " + std::to_string(v->rewinds.size()) + " rewinds, more than the " +
                              std::to_string(kMaxCkptRewinds) + " kept");
