@@ -20,24 +20,14 @@
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 #include "redis/reply.h"
+#include "redis/stream_reply.h"
 
 namespace ft::master {
 
-// One entry of a stream: its id and its field/value pairs.
-struct StreamEntry {
-  std::string id;
-  std::vector<std::pair<std::string, std::string>> fields;
-
-  // The value of `name`, or nullptr.
-  const std::string* Get(std::string_view name) const;
-};
-
-// An XRANGE / XREVRANGE reply ([[id, [f, v, ...]], ...]) into entries. Malformed entries are
-// skipped; returns how many were.
-size_t ParseStream(const redis::Reply& reply, std::vector<StreamEntry>* out);
-
-// "1700000000000-5" → true with its parts. Stream ids compare by (ms, seq).
-bool ParseStreamId(std::string_view id, uint64_t* ms, uint64_t* seq);
+// Stream replies are read by redis/stream_reply.h, for every consumer of a stream.
+using redis::ParseStream;
+using redis::ParseStreamId;
+using redis::StreamEntry;
 
 // Remembers which garbled values were reported, so each distinct value is logged once (a
 // value rewritten with another garbling is logged again). Bounded memory.

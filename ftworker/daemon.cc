@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "ftworker/ckpt/arena_sweep.h"
 #include "ftworker/worker_metrics.h"
+#include "redis/stream_reply.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
 
@@ -216,19 +217,13 @@ void Daemon::PollCommands(int64_t unix_ms) {
       {"XRANGE", keys_.Commands(options_.node), start, "+", "COUNT", "64"}, &reply);
   if (!s.ok()) return;
   std::vector<proto::CommandAck> acks;
-  for (const redis::Reply& entry : reply.elements()) {
-    // [id, [field, value, ...]]
-    if (entry.elements().size() != 2 || !entry.elements()[0].is_string()) continue;
-    std::string id = entry.elements()[0].str();
-    const auto& fields = entry.elements()[1].elements();
-    std::string json;
-    for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-      if (fields[i].is_string() && fields[i].str() == "json" && fields[i + 1].is_string()) {
-        json = fields[i + 1].str();
-      }
-    }
+  std::vector<redis::StreamEntry> entries;
+  redis::ParseStream(reply, &entries);
+  for (const redis::StreamEntry& entry : entries) {
+    const std::string& id = entry.id;
+    const std::string* json = entry.Get("json");
     proto::Command command;
-    Status parsed = proto::Decode(json, &command);
+    Status parsed = json != nullptr ? proto::Decode(*json, &command) : Status::Corrupt("no json field");
     if (!parsed.ok()) {
       FT_LOG(Warn, Worker, "command {} on {} ignored: {}", id, keys_.Commands(options_.node),
              parsed.message());

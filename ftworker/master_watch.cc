@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "proto/notice.h"
+#include "redis/stream_reply.h"
 
 namespace ft::worker {
 
@@ -73,18 +74,21 @@ bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify
     if (stream.size() != 2 || !stream[0].is_string()) continue;
     const bool commands = stream[0].str() == commands_key;
     std::string* last = commands ? commands_id : notify_id;
-    for (const redis::Reply& entry : stream[1].elements()) {
-      if (entry.size() != 2 || !entry[0].is_string()) continue;
-      *last = entry[0].str();
+    // The cursor passes every entry read, a malformed one too (else it is read again at once,
+    // forever).
+    for (const redis::Reply& raw : stream[1].elements()) {
+      if (raw.is_array() && raw.size() > 0 && raw[0].is_string()) *last = raw[0].str();
+    }
+    std::vector<redis::StreamEntry> entries;
+    redis::ParseStream(stream[1], &entries);
+    for (const redis::StreamEntry& entry : entries) {
       if (commands) {
         got.commands = true;
         continue;
       }
-      std::vector<std::string> fields;
-      for (const redis::Reply& f : entry[1].elements()) fields.push_back(f.is_string() ? f.str() : "");
       proto::Notice notice;
-      if (Status parsed = proto::ParseNotice(fields, &notice); !parsed.ok()) {
-        FT_LOG(Warn, Worker, "notice {} on {} ignored: {}", entry[0].str(), notify_key, parsed.message());
+      if (Status parsed = proto::ParseNotice(entry.Flat(), &notice); !parsed.ok()) {
+        FT_LOG(Warn, Worker, "notice {} on {} ignored: {}", entry.id, notify_key, parsed.message());
         continue;
       }
       switch (notice.kind) {
