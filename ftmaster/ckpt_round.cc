@@ -367,7 +367,13 @@ bool CkptRound::ReadGone(const std::set<std::string>& evicted) {
   std::map<std::string, bool> beats;
   for (const proto::RestoreRank& r : plan_.ranks) {
     for (const proto::RestoreSource& s : r.sources) {
-      if (!evicted.count(s.node)) beats.emplace(s.node, false);
+      if (evicted.count(s.node)) continue;
+      beats.emplace(s.node, false);
+      // Its worker reported the copy: the node lived, whether or not this master ever saw it
+      // beat. A master that took over after the node was lost never did, and its relaunch on
+      // a replacement no longer names the node in the membership either (the campaign's seed
+      // 1112: the plan named the lost node's copies for good).
+      gone_.SawAlive(s.node);
     }
   }
   for (const std::string& node : gone_.gone()) {

@@ -915,6 +915,29 @@ TEST_F(MasterLoopTest, ANodeLostWithoutAnEvictionLeavesThePlan) {
   EXPECT_EQ(Plan().ranks[2].sources.size(), 2u) << "n1 back: its copies are sources again";
 }
 
+// A master that took over after a node was lost never saw it beat, and the relaunch on a
+// replacement moved its ranks' membership off it: the copies it reported, which the plan
+// names, say it lived, and it is judged like any other (the campaign's seed 1112).
+TEST_F(MasterLoopTest, ANodeLostBeforeThisMasterStartedIsJudgedByTheCopiesItReported) {
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);  // n1's worker saved 2, 3
+  for (int r = 2; r < 4; ++r) job_.membership[static_cast<size_t>(r)].node = "n2";  // relaunched
+  Report();
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});  // never beats while this master runs
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Run(3000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  ASSERT_EQ(Plan().ranks[2].sources.size(), 2u) << "n1's copy still named: not judged yet";
+  const int64_t version = Plan().version;
+
+  Run(GoneNodes::kGoneAfterMs, {&a});
+  const proto::RestorePlan plan = Plan();
+  EXPECT_GT(plan.version, version) << "n1 lost: republished";
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(plan.ranks[static_cast<size_t>(r)].sources.size(), 1u) << "rank " << r;
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].node, "n0") << "rank " << r;
+  }
+}
+
 TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   Report();

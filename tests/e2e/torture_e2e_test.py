@@ -75,6 +75,12 @@ closed as "busy ranks back in the job", and no timeout raised the hang again; in
 frozen by SIGSTOP is no member of the comm the timed-out peer waits in). A busy rank is back now
 only when it is not frozen, entered an op after the watch began by its own node's clock, and
 reached the collectives its peers' timeouts wait in (ftmaster/core/busy_watch.h).
+Regression seed 1112 (the 200-seed soak of 2026-12-04: a sharded job preempted, node1 lost,
+ftmaster restarted 0.5 s in): the relaunch on node2 came while the restarting master had no
+plan in Redis, which the wait read as "no longer names node1"; its ranks 2 and 3 waited for a
+pull from node1 and failed. The wait now takes only a final plan; and a master that starts
+after a node was lost judges it by the copies it reported, which the plan names
+(MasterLoopTest.ANodeLostBeforeThisMasterStartedIsJudgedByTheCopiesItReported).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """
@@ -389,10 +395,14 @@ def run_schedule(args, c, d, fault, model, shape, env, master_env, counts, seed,
                     os.unlink(os.path.join("/dev/shm", name))
             held[2], held[3] = set(), set()
 
-            def names_node1():
-                plan = c.plan() or {}
-                return any(src.get("node") == "node1" for r in plan.get("ranks", []) for src in r.get("sources", []))
-            c.wait_for(lambda: not names_node1(), 60, "a plan that no longer names lost node1's copies", poll=0.5)
+            def plan_without_node1():
+                # A final plan, read from the master: none at all (a master restarting, Redis
+                # restarted empty) or a settling one says nothing of node1 yet.
+                plan = c.plan()
+                if not plan or plan.get("state", "final") != "final":
+                    return False
+                return not any(src.get("node") == "node1" for r in plan.get("ranks", []) for src in r.get("sources", []))
+            c.wait_for(plan_without_node1, 60, "a final plan that no longer names lost node1's copies", poll=0.5)
             c.start_worker("node2", local_tier=disks is not None)
             nodes = ["node0", "node2"]
         relaunched_ms = time.time() * 1000
