@@ -89,14 +89,27 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
   // One window counts within half to twice the average: a window that held one long step (a
   // 20 s host pause in a 100 ms job) would otherwise keep the average high for a dozen windows
   // and make a paused rank a straggler; a lasting change still moves it 30% per window.
+  // An average of nothing yet (the windows so far ended no step: a rank starting, restoring)
+  // starts at the first sample: mixed with 0 it began at 30% of the step and took windows to
+  // climb, and the goodput ledger took that for the job's normal step.
   auto mix = [](double* average, double sample) {
-    if (*average > 0) sample = std::clamp(sample, *average / kMaxStepPerWindow, *average * kMaxStepPerWindow);
+    if (*average <= 0) return *average = sample;
+    sample = std::clamp(sample, *average / kMaxStepPerWindow, *average * kMaxStepPerWindow);
     *average = (1 - kSmoothing) * *average + kSmoothing * sample;
     return *average;
   };
-  s->step_p50_ms = mix(&avg.step_p50_ms, s->step_p50_ms);
-  s->compute_ms = mix(&avg.compute_ms, s->compute_ms);
-  s->comm_wait_ms = mix(&avg.comm_wait_ms, s->comm_wait_ms);
+  if (s->step_p50_ms > 0) {
+    s->step_p50_ms = mix(&avg.step_p50_ms, s->step_p50_ms);
+    s->compute_ms = mix(&avg.compute_ms, s->compute_ms);
+    s->comm_wait_ms = mix(&avg.comm_wait_ms, s->comm_wait_ms);
+  } else {
+    // A window that ended no step (shorter than a step, a rank restoring, waiting or hung)
+    // says nothing of the step's time: the averages stand. Mixed in as a step of half the
+    // average, each such window took 15% off it.
+    s->step_p50_ms = avg.step_p50_ms;
+    s->compute_ms = avg.compute_ms;
+    s->comm_wait_ms = avg.comm_wait_ms;
+  }
   std::vector<proto::OpSummary> ops;
   for (proto::OpSummary& op : s->ops) {
     auto was = std::find_if(avg.ops.begin(), avg.ops.end(), [&](const proto::OpSummary& o) { return SameOp(o, op); });

@@ -196,6 +196,45 @@ TEST(SummaryPacerTest, OneOutlierWindowMovesTheTypicalTimeOnceALastingChangeIsFo
   EXPECT_GT(s.compute_ms, 180) << "a lasting 2x slowdown is followed";
 }
 
+// Windows that end no step (shorter than a step, a rank restoring or hung) leave the step's
+// averages as they are: they used to pull them down 15% each.
+TEST(SummaryPacerTest, AWindowWithoutAStepLeavesTheStepAveragesAlone) {
+  SummaryPacer pacer(10000, 0.15);
+  int64_t t = kT0;
+  proto::RankSummary s;
+  for (int k = 0; k < 5; ++k) {
+    s = Window(0, 180, 20, 30);
+    pacer.Next(&s, t += 200);
+  }
+  ASSERT_NEAR(s.step_p50_ms, 200, 0.01);
+  for (int k = 0; k < 10; ++k) {
+    s = Window(0, 0, 0, 30);  // no step ended: the medians of nothing
+    s.step_ms = 200;          // the last step, as TakeSummary keeps it
+    pacer.Next(&s, t += 200);
+    EXPECT_NEAR(s.step_p50_ms, 200, 0.01) << "after " << k + 1 << " windows without a step";
+    EXPECT_NEAR(s.compute_ms, 180, 0.01);
+    EXPECT_NEAR(s.comm_wait_ms, 20, 0.01);
+  }
+  s = Window(0, 270, 30, 30);  // a step again, slower: followed as before
+  pacer.Next(&s, t += 200);
+  EXPECT_GT(s.step_p50_ms, 200);
+}
+
+// A rank's first windows often end no step (it starts, it restores): the first step's time is
+// the average from there, not 30% of it climbing back (the goodput ledger took such a window's
+// 61 ms for the normal step of a 200 ms job).
+TEST(SummaryPacerTest, TheFirstStepAfterWindowsWithoutOneIsTheAverage) {
+  SummaryPacer pacer(10000, 0.15);
+  int64_t t = kT0;
+  proto::RankSummary s = Window(0, 0, 0, 30);
+  pacer.Next(&s, t += 200);
+  EXPECT_EQ(s.step_p50_ms, 0) << "no step yet: nothing to say";
+  s = Window(0, 180, 20, 30);
+  pacer.Next(&s, t += 200);
+  EXPECT_NEAR(s.step_p50_ms, 200, 0.01);
+  EXPECT_NEAR(s.compute_ms, 180, 0.01);
+}
+
 TEST(SummaryPacerTest, ATailThatRoseByHalfIsWrittenAtOnceAndTimesAreRoundedToTheMicrosecond) {
   SummaryPacer pacer(10000, 0.15);
   proto::RankSummary s = Window(0, 25.123456789, 12, 20);

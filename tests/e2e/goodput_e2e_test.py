@@ -158,6 +158,8 @@ def run_case(args, fault):
         ok &= near("idle", wall["idle"], 0, 0, 1.0)
         productive = (t_fault - first1 + step_done_ms(run2, steps - 1) - t_past) / 1e3 - slowed
         ok &= near("productive", wall["productive"], productive, 3.0, 3.0)
+        if not ok:  # the ledger's own state (normal step, furthest step, redo budget) says why
+            print("ledger state: %s" % c.db.command("HGET", c.key("master"), "goodput"))
         check(ok, "a cause of the goodput ledger is off what the test timed (above)")
         rank_s = g["rank_s"]
         for cause, seconds in wall.items():
