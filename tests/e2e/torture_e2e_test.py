@@ -78,8 +78,9 @@ reached the collectives its peers' timeouts wait in (ftmaster/core/busy_watch.h)
 Regression seed 1112 (the 200-seed soak of 2026-12-04: a sharded job preempted, node1 lost,
 ftmaster restarted 0.5 s in): the relaunch on node2 came while the restarting master had no
 plan in Redis, which the wait read as "no longer names node1"; its ranks 2 and 3 waited for a
-pull from node1 and failed. The wait now takes only a final plan; and a master that starts
-after a node was lost judges it by the copies it reported, which the plan names
+pull from node1 and failed. The wait now takes a plan that has named no copy on node1 for
+12 s (longer than the master takes to judge a node lost); and a master that starts after a
+node was lost judges it by the copies it reported, which the plan names
 (MasterLoopTest.ANodeLostBeforeThisMasterStartedIsJudgedByTheCopiesItReported).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
@@ -395,14 +396,23 @@ def run_schedule(args, c, d, fault, model, shape, env, master_env, counts, seed,
                     os.unlink(os.path.join("/dev/shm", name))
             held[2], held[3] = set(), set()
 
-            def plan_without_node1():
-                # A final plan, read from the master: none at all (a master restarting, Redis
-                # restarted empty) or a settling one says nothing of node1 yet.
+            # A plan that names no copy on node1, and has held so for longer than the master
+            # takes to judge a node lost (10 s): no plan at all (a master restarting, Redis
+            # restarted empty) says nothing, and a plan published before the copies were in
+            # (step none, settling) may name node1 a moment later (seed 1112). A settling plan
+            # may stay settling: node1's ranks never end for the master (seed 1113).
+            clean_since = [None]
+
+            def plan_without_node1_for_a_while():
                 plan = c.plan()
-                if not plan or plan.get("state", "final") != "final":
+                if not plan or any(src.get("node") == "node1" for r in plan.get("ranks", [])
+                                   for src in r.get("sources", [])):
+                    clean_since[0] = None
                     return False
-                return not any(src.get("node") == "node1" for r in plan.get("ranks", []) for src in r.get("sources", []))
-            c.wait_for(plan_without_node1, 60, "a final plan that no longer names lost node1's copies", poll=0.5)
+                clean_since[0] = clean_since[0] or time.monotonic()
+                return time.monotonic() - clean_since[0] >= 12
+            c.wait_for(plan_without_node1_for_a_while, 90, "a plan that no longer names lost node1's copies, for 12 s",
+                       poll=0.5)
             c.start_worker("node2", local_tier=disks is not None)
             nodes = ["node0", "node2"]
         relaunched_ms = time.time() * 1000
