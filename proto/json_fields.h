@@ -1,12 +1,12 @@
 // One list of a struct's fields drives both its encoding and its decoding: a codec writes the
-// list once, as a function template over the direction,
+// list once, as a generic lambda over the direction (c: a const CommRow to encode, a CommRow
+// to decode),
 //
-//   template <typename Io, typename Row>  // Row: const CommRow to encode, CommRow to decode
-//   void CommRowFields(Io& io, Row& c) {
+//   const auto kCommRowFields = [](auto& io, auto& c) {
 //     io.Hex("comm", c.comm_id, Need::kRequired);
 //     io.Int("comm_rank", c.comm_rank, Need::kOptional, -1);
 //     io.If(c.bytes != 0).Int("bytes", c.bytes, Need::kOptional);  // written only when set
-//   }
+//   };
 //
 // and calls it with a FieldWriter (fields in the list's order, "v" first where the caller put
 // it; a field under If(false) is not written) or a FieldReader (each field checked by
