@@ -68,14 +68,14 @@ def case_deep(paths, sig):
         c.wait_for(lambda: all((rows(c, r) or [{}])[0].get("entered", 0) >= DEEP_QUEUE for r in range(4))
                    and completed(c, STOPPED) >= DEEP, 150, "rank %d's GPU %d ops deep" % (STOPPED, DEEP), poll=0.2)
         pid = c.wait_for(lambda: c.rank_pids().get(STOPPED), 10, "rank %d's pid" % STOPPED)
-        early = [(i["kind"], i["suspects"]) for i in c.incidents()]
+        early = [(i["kind"], i["suspects"]) for i in c.fault_incidents()]
         check(not early, "incidents before any rank was stopped: %s" % early)
         os.kill(pid, sig)
         t_fault = time.time()
         print("%s rank %d (pid %d) with %d collectives completed of %d entered" % (
             "killed" if kill else "stopped", STOPPED, pid, completed(c, STOPPED), rows(c, STOPPED)[0]["entered"]))
         try:
-            inc = c.wait_for(lambda: c.incidents(), 30, "incident", poll=0.2)[0]
+            inc = c.wait_for(lambda: c.fault_incidents(), 30, "incident", poll=0.2)[0]
             named = sorted(s["rank"] for s in inc["suspects"])
             print("incident %s: kind=%s suspects=%s, %.0f ms after the %s" % (
                 inc["id"], inc["kind"], named, inc["decided_unix_ms"] - t_fault * 1000, "kill" if kill else "stop"))
@@ -118,12 +118,12 @@ def main():
         c.wait_for(lambda: completed(c, STOPPED) > QUEUE, 90, "rank %d past its first round" % STOPPED,
                    poll=0.2)
         pid = c.wait_for(lambda: c.rank_pids().get(STOPPED), 10, "rank %d's pid" % STOPPED)
-        early = [(i["kind"], i["suspects"]) for i in c.incidents()]
+        early = [(i["kind"], i["suspects"]) for i in c.fault_incidents()]
         check(not early, "incidents before any rank was stopped: %s" % early)
         os.kill(pid, signal.SIGSTOP)
         print("stopped rank %d (pid %d) after %d collectives" % (STOPPED, pid, completed(c, STOPPED)))
         try:
-            inc = c.wait_for(lambda: c.incidents(), 90, "incident", poll=0.2)[0]
+            inc = c.wait_for(lambda: c.fault_incidents(), 90, "incident", poll=0.2)[0]
             named = sorted(s["rank"] for s in inc["suspects"])
             print("incident %s: kind=%s suspects=%s" % (inc["id"], inc["kind"], named))
             for line in inc.get("evidence", [])[:5]:

@@ -188,16 +188,24 @@ class LaunchTest(unittest.TestCase):
             self.assertFalse(exists(pid), pid)
 
     def test_torchrun_teardown_terms_the_rest_a_tenth_of_a_second_after_a_failure(self):
-        # Rank 0 fails at once; the others note when SIGTERM came and exit 0 on it: the launcher
-        # reports the failure, and SIGTERM reached them within about 0.1 s (+ the poll period),
-        # and not the SIGKILL 30 s later.
+        # Rank 0 fails once the others have their SIGTERM handler (a loaded host can start a
+        # Python rank slower than the 0.1 s teardown); they note when SIGTERM came and exit 0 on
+        # it: the launcher reports the failure, and SIGTERM reached them within about 0.1 s
+        # (+ the poll period), and not the SIGKILL 30 s later.
+        ready_dir = tempfile.TemporaryDirectory(prefix="launch-ready-")
+        self.addCleanup(ready_dir.cleanup)
+        ready = ready_dir.name
         prog = ("import os, signal, sys, time\n"
+                "ready = %r\n"
                 "t0 = time.time()\n"
-                "if os.environ['RANK'] == '0': sys.exit(3)\n"
+                "if os.environ['RANK'] == '0':\n"
+                "    while len(os.listdir(ready)) < 3 and time.time() - t0 < 20: time.sleep(0.02)\n"
+                "    sys.exit(3)\n"
                 "def on_term(s, f):\n"
-                "    print('term after %.2f' % (time.time() - t0), flush=True); sys.exit(0)\n"
+                "    print('term after %%.2f' %% (time.time() - t0), flush=True); sys.exit(0)\n"
                 "signal.signal(signal.SIGTERM, on_term)\n"
-                "time.sleep(20)\n")
+                "open(os.path.join(ready, os.environ['RANK']), 'w').close()\n"
+                "time.sleep(20)\n") % ready
         rc, out, err, secs = launch(["--nodes", "2", "--ranks-per-node", "2", "--teardown", "torchrun"], prog)
         self.assertEqual(rc, 3, err)
         waits = [float(x) for x in re.findall(r"term after ([0-9.]+)", out)]
