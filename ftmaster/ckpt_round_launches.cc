@@ -176,13 +176,17 @@ std::string CkptRound::SettlingWhy(Clock::time_point now, int64_t planned_step) 
   // their way out: a plan final now may name an older step than their last copies (a campaign
   // seed: the killed rank's relaunch restored step 14 while its peers' termination saves of 19
   // were still coming). Start and end times are the ranks' nodes' clocks, ordered across a
-  // teardown by far more than NTP keeps nodes apart (ckpt_lineage.h).
+  // teardown by far more than NTP keeps nodes apart (ckpt_lineage.h). A lost node's ranks are
+  // not among them: they "run" in the membership for good, as no worker reports their ends, and
+  // no copy of theirs will come (a plan settling until a relaunch, seed 1113).
   const int64_t newest_end_ms = NewestEndMs(newest);
   std::vector<int> ending;
   for (const auto& [rank, m] : newest) {
     const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
     const bool runs = state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
-    if (runs && static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms) ending.push_back(rank);
+    if (runs && static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms && !gone_.gone().contains(m->node)) {
+      ending.push_back(rank);
+    }
   }
   if (!ending.empty()) {
     why.push_back(fmt::format("{} rank{} of the run a rank left still run{} (being stopped: their last copies may "

@@ -938,6 +938,32 @@ TEST_F(MasterLoopTest, ANodeLostBeforeThisMasterStartedIsJudgedByTheCopiesItRepo
   }
 }
 
+// A node lost with its worker at a preemption: its ranks stay "running" in the membership for
+// good (no worker reports their ends). They are no teardown's survivors whose last copies may
+// still come: once the node counts as lost, the plan is final (seed 1113 kept it settling for
+// as long as the job was not relaunched).
+TEST_F(MasterLoopTest, ALostNodesRanksDoNotKeepThePlanSettling) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  PlanStep20(a);
+  ASSERT_EQ(Plan().step, 20);
+  for (int r = 0; r < 2; ++r) {  // n0's ranks end told to; n1 goes with its ranks and worker
+    job_.membership[static_cast<size_t>(r)].unix_ms = UnixMs();
+    Exit(r, false, -15, true, 15);
+  }
+  server_.Execute({"DEL", keys_.WorkerHeartbeat("n1")});
+  Run(3000, {&a});
+  ASSERT_NE(Plan().settling.find("still run (2, 3)"), std::string::npos) << Plan().settling;
+
+  Run(GoneNodes::kGoneAfterMs, {&a});
+  const proto::RestorePlan plan = Plan();
+  EXPECT_EQ(plan.settling, "") << "n1 lost: its ranks are not being stopped";
+  EXPECT_EQ(plan.step, 20);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(plan.ranks[static_cast<size_t>(r)].sources.size(), 1u) << "rank " << r;
+    EXPECT_EQ(plan.ranks[static_cast<size_t>(r)].sources[0].node, "n0") << "rank " << r;
+  }
+}
+
 TEST_F(MasterLoopTest, EvictionReordersAndRepublishesThePlan) {
   Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
   Report();
