@@ -9,13 +9,9 @@
 #include "ftmaster/loop_util.h"
 #include "ftmaster/core/save_outcome.h"
 #include "proto/codec.h"
+#include "schema/streams.h"
 
 namespace ft::master {
-namespace {
-
-constexpr const char* kCommandsCap = "1000";
-
-}  // namespace
 
 // ---- a phase's commands, as values ------------------------------------------------------
 
@@ -62,8 +58,7 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
     command.unix_ms = unix_ms;
     command.decided_unix_ms = a.decided_unix_ms;
     command.incarnations = decided_for.OfRank(t.rank);
-    b.writes.push_back({"XADD", keys.Commands(t.node), "MAXLEN", "~", kCommandsCap, "*", "kind",
-                        "save", "rank", std::to_string(t.rank), "json", proto::Encode(command)});
+    b.writes.push_back(schema::PostCommand(keys, t.node, command));
     ++b.commands;
   }
   b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
@@ -92,8 +87,7 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
     command.unix_ms = unix_ms;
     command.decided_unix_ms = a.decided_unix_ms;
     command.incarnations = decided_for.OfNode(node);
-    b.writes.push_back({"XADD", keys.Commands(node), "MAXLEN", "~", kCommandsCap, "*", "kind",
-                        "stop", "rank", "-1", "json", proto::Encode(command)});
+    b.writes.push_back(schema::PostCommand(keys, node, command));
   }
   b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
                       proto::JobStateName(proto::JobState::kStopping)});
@@ -256,13 +250,9 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
 }
 
 std::string ActionRunner::LastAckId() {
-  redis::Reply reply;
-  if (!ctx_->store->Run({"XREVRANGE", ctx_->keys.Acks(), "+", "-", "COUNT", "1"}, &reply).ok()) {
-    return "";
-  }
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
-  return entries.empty() ? "0-0" : entries.front().id;
+  schema::StreamRead<proto::CommandAck> newest;
+  if (!schema::ReadStream(*ctx_->store, schema::Newest(ctx_->keys.Acks(), 1), &newest).ok()) return "";
+  return newest.entries.empty() ? "0-0" : newest.entries.front().id;
 }
 
 void ActionRunner::LoadPending() {
@@ -377,40 +367,35 @@ bool ActionRunner::AcksSettled(Clock::time_point now, int64_t unix_ms, int64_t d
 
 void ActionRunner::ReadAcks() {
   for (int batch = 0; batch < kMaxEventBatchesPerTick && !pending_acks_.empty(); ++batch) {
-    redis::Reply reply;
-    const std::string start = ack_cursor_.empty() ? "-" : "(" + ack_cursor_;
-    if (!ctx_->store->Run({"XRANGE", ctx_->keys.Acks(), start, "+", "COUNT", "1000"}, &reply).ok()) {
-      return;
-    }
-    std::vector<StreamEntry> entries;
-    ParseStream(reply, &entries);
-    for (const StreamEntry& e : entries) {
+    schema::StreamRead<proto::CommandAck> read;
+    if (!schema::ReadStream(*ctx_->store, schema::After(ctx_->keys.Acks(), ack_cursor_, 1000), &read).ok()) return;
+    for (schema::Entry<proto::CommandAck>& e : read.entries) {
       ack_cursor_ = e.id;
-      const std::string* id = e.Get("id");
-      if (id == nullptr || pending_acks_.count(*id) == 0) continue;
-      proto::CommandAck ack;
-      const std::string* json = e.Get("json");
-      Status s = json ? proto::Decode(*json, &ack) : Status::Corrupt("no json field");
-      if (!s.ok()) {
-        ctx_->bad.Report(fmt::format("ack {}", e.id), json ? *json : std::string_view(), s);
-        const std::string* result = e.Get("result");
+      proto::CommandAck& ack = e.value;
+      if (!e.ok()) {
+        // Its side fields still say which command it answers and how.
+        const std::string* id = e.raw.Get("id");
+        if (id == nullptr || pending_acks_.count(*id) == 0) continue;
+        ctx_->bad.Report(fmt::format("ack {}", e.id), e.RawJson(), e.why);
+        const std::string* result = e.raw.Get("result");
         ack.id = *id;
         ack.result = result ? *result : "?";
       }
-      pending_acks_.erase(*id);
-      if (action_ && *id == fmt::format("{}-save-{}", action_->incident, ack.rank)) {
+      const std::string id = ack.id;
+      if (pending_acks_.erase(id) == 0) continue;
+      if (action_ && id == fmt::format("{}-save-{}", action_->incident, ack.rank)) {
         save_results_[ack.rank] = ack.result;
         save_copies_[ack.rank] = ack.saved;
       }
       if (ack.result == "not_supported") {
         FT_LOG(Info, Master, "{}: node {} rank {} answered not_supported ({}); counted as an "
-               "answer", *id, ack.node, ack.rank, ack.message);
+               "answer", id, ack.node, ack.rank, ack.message);
       } else {
-        FT_LOG(Info, Master, "{}: node {} rank {} answered {}{}{}", *id, ack.node, ack.rank,
+        FT_LOG(Info, Master, "{}: node {} rank {} answered {}{}{}", id, ack.node, ack.rank,
                ack.result, ack.message.empty() ? "" : ": ", ack.message);
       }
     }
-    if (entries.size() < 1000) return;
+    if (read.entries.size() + read.malformed < 1000) return;
   }
 }
 

@@ -2,13 +2,9 @@
 
 #include "common/log.h"
 #include "proto/codec.h"
+#include "schema/streams.h"
 
 namespace ft::master {
-namespace {
-
-constexpr const char* kIncidentsCap = "10000";
-
-}  // namespace
 
 FencedWriter::FencedWriter(redis::Store* store, const proto::Keys* keys, std::string id,
                            uint64_t* fenced_out)
@@ -41,11 +37,9 @@ std::optional<std::vector<bool>> FencedWriter::WriteIncidents(
   g.gate_hash = keys_->MasterState();
   g.gate_value = std::to_string(unix_ms);
   g.stream = keys_->Incidents();
-  g.stream_cap = kIncidentsCap;
+  g.stream_cap = schema::kIncidentsCap;
   for (const proto::Incident& incident : incidents) {
-    g.entries.push_back({"decided:" + incident.id,
-                         {"kind", incident.kind, "suspects", proto::SuspectsField(incident.suspects),
-                          "json", proto::Encode(incident)}});
+    g.entries.push_back({"decided:" + incident.id, schema::IncidentFields(incident)});
   }
   if (!evict.empty()) {
     redis::Argv sadd = {"SADD", keys_->Evicted()};

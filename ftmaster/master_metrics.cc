@@ -10,6 +10,7 @@
 #include "proto/master_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 
@@ -134,21 +135,17 @@ void MasterMetrics::SetGoodput(const std::string& raw) {
 
 bool MasterMetrics::ReadIncidents(redis::Commands& redis) {
   for (;;) {
-    redis::Reply reply;
-    if (!redis.Run({"XRANGE", keys_.Incidents(), incident_cursor_, "+", "COUNT", "1000"}, &reply).ok()) {
+    schema::StreamRead<proto::Incident> read;
+    if (!schema::ReadStream(redis, schema::After(keys_.Incidents(), incident_cursor_, 1000), &read).ok()) {
       return false;
     }
-    std::vector<StreamEntry> entries;
-    ParseStream(reply, &entries);
-    for (const StreamEntry& e : entries) {
-      incident_cursor_ = "(" + e.id;
-      const std::string* json = e.Get("json");
-      proto::Incident incident;
-      Status s = json ? proto::Decode(*json, &incident) : Status::Corrupt("no json field");
-      if (!s.ok()) {
-        bad_.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(), s);
+    for (const schema::Entry<proto::Incident>& e : read.entries) {
+      incident_cursor_ = e.id;
+      if (!e.ok()) {
+        bad_.Report(fmt::format("incident {}", e.id), e.RawJson(), e.why);
         continue;
       }
+      const proto::Incident& incident = e.value;
       (void)registry_->Add(kIncidents, {options_.job, incident.kind, incident.decision}, 1);
       if (incident.first_event_unix_ms > 0 && incident.window_closed_unix_ms >= incident.first_event_unix_ms) {
         (void)registry_->Observe(kDetect, {options_.job, incident.kind},
@@ -158,7 +155,7 @@ bool MasterMetrics::ReadIncidents(redis::Commands& redis) {
         (void)registry_->Observe(kDecide, {options_.job, incident.kind}, incident.decide_ms / 1e3);
       }
     }
-    if (entries.size() < 1000) return true;
+    if (read.entries.size() + read.malformed < 1000) return true;
   }
 }
 

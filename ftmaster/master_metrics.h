@@ -59,7 +59,7 @@ class MasterMetrics {
   const proto::Keys keys_;
   metrics::Registry* registry_;
   BadValues bad_;
-  std::string incident_cursor_ = "-";         // XRANGE start of the next read
+  std::string incident_cursor_;               // the last incident read ("" before the first)
   std::map<int64_t, std::string> verdicts_;   // step -> state, as last counted
   std::optional<proto::JobState> job_state_;  // the state whose gauge is 1
   RedisPoller poller_;                        // last: stopped before the fields it reads go

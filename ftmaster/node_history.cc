@@ -12,6 +12,7 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 namespace {
@@ -108,27 +109,22 @@ void NodeHistoryRound::Run(Clock::time_point now, int64_t unix_ms) {
 }
 
 bool NodeHistoryRound::Collect(Pending* pending) {
-  redis::Reply reply;
-  const std::string start = cursor_.empty() ? "-" : "(" + cursor_;
-  if (!ctx_->store->Run({"XRANGE", ctx_->keys.Incidents(), start, "+", "COUNT", std::to_string(kBatch)}, &reply).ok()) {
+  schema::StreamRead<proto::Incident> read;
+  if (!schema::ReadStream(*ctx_->store, schema::After(ctx_->keys.Incidents(), cursor_, kBatch), &read).ok()) {
     return false;
   }
-  std::vector<StreamEntry> entries;
-  if (const size_t skipped = ParseStream(reply, &entries); skipped > 0) {
-    ctx_->bad.Report(ctx_->keys.Incidents(), fmt::format("{} malformed entries after {}", skipped, cursor_),
+  if (read.malformed > 0) {
+    ctx_->bad.Report(ctx_->keys.Incidents(), fmt::format("{} malformed entries after {}", read.malformed, cursor_),
                      Status::Corrupt("malformed stream entries: no node history from them"));
   }
   const size_t per_incident = static_cast<size_t>(std::max<int64_t>(1, ctx_->options.config.node_history_per_incident));
-  for (const StreamEntry& e : entries) {
-    proto::Incident incident;
-    const std::string* json = e.Get("json");
-    Status s = json ? proto::Decode(*json, &incident) : Status::Corrupt("no json field");
-    if (!s.ok()) {
-      ctx_->bad.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(),
-                       s.WithContext("no node history from it"));
+  for (const schema::Entry<proto::Incident>& e : read.entries) {
+    if (!e.ok()) {
+      ctx_->bad.Report(fmt::format("incident {}", e.id), e.RawJson(), e.why.WithContext("no node history from it"));
       pending->last_id = e.id;
       continue;
     }
+    const proto::Incident& incident = e.value;
     IncidentRecords r = NodeRecordsOf(incident, ctx_->options.job, per_incident);
     if (!pending->records.empty() && pending->records.size() + r.records.size() > kMaxRecordsPerRun) {
       pending->more = true;
@@ -142,7 +138,7 @@ bool NodeHistoryRound::Collect(Pending* pending) {
     pending->last_id = e.id;
     for (proto::NodeRecord& record : r.records) pending->records.push_back(std::move(record));
   }
-  pending->more = entries.size() >= kBatch;
+  pending->more = read.entries.size() + read.malformed >= kBatch;
   return true;
 }
 

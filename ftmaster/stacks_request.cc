@@ -5,12 +5,10 @@
 #include <map>
 #include <set>
 
-#include "proto/codec.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 namespace {
-
-constexpr const char* kCommandsCap = "1000";
 
 bool HasStacks(const proto::Incident& i) {
   using proto::IncidentKind;
@@ -55,8 +53,7 @@ std::vector<redis::Argv> StacksRequests(std::span<const proto::Incident> inciden
       command.unix_ms = unix_ms;
       command.decided_unix_ms = unix_ms;
       command.incarnations = {proto::RankIncarnation{rank, it->second->incarnation}};
-      writes.push_back({"XADD", keys.Commands(it->second->node), "MAXLEN", "~", kCommandsCap, "*", "kind",
-                        "stacks", "rank", std::to_string(rank), "json", proto::Encode(command)});
+      writes.push_back(schema::PostCommand(keys, it->second->node, command));
     }
   }
   return writes;

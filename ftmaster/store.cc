@@ -195,19 +195,4 @@ template class DecodedHash<proto::RankSummary>;
 template class DecodedHash<proto::Membership>;
 template class DecodedHash<proto::CkptCopy>;
 
-Status DecodeEventEntry(const StreamEntry& entry, proto::Event* out) {
-  const std::string* json = entry.Get("json");
-  if (json == nullptr) return Status::Corrupt(fmt::format("event {} has no json field", entry.id));
-  proto::Event event;
-  Status s = proto::Decode(*json, &event);
-  if (!s.ok()) return s.WithContext(fmt::format("event {}", entry.id));
-  const std::string* kind = entry.Get("kind");
-  if (kind != nullptr && *kind != event.kind) {
-    return Status::Corrupt(fmt::format("event {}: field kind '{}' but json kind '{}'", entry.id,
-                                       kind->substr(0, 32), event.kind));
-  }
-  *out = std::move(event);
-  return Status::Ok();
-}
-
 }  // namespace ft::master

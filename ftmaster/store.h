@@ -112,10 +112,6 @@ extern template class DecodedHash<proto::RankSummary>;
 extern template class DecodedHash<proto::Membership>;
 extern template class DecodedHash<proto::CkptCopy>;
 
-// Decodes one event entry of ft:{J}:events (its `json` field); the other fields must agree
-// with it. Errors name the stream id.
-Status DecodeEventEntry(const StreamEntry& entry, proto::Event* out);
-
 }  // namespace ft::master
 
 #endif  // FT_FTMASTER_STORE_H_

@@ -16,6 +16,7 @@
 #include "proto/codec.h"
 #include "proto/notice.h"
 #include "redis/spread.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 
@@ -55,18 +56,14 @@ bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
   }
   IncidentWindow o = IncidentWindow::Continued(persisted, unix_ms);
   // The window's events again: from its first event up to the cursor.
-  redis::Reply reply;
-  if (!ctx_->store->Run({"XRANGE", ctx_->keys.Events(), o.first_event_id, cursor_.empty() ? "+" : cursor_,
-                         "COUNT", std::to_string(IncidentWindow::kMaxEvents)},
-                        &reply).ok()) {
+  schema::StreamRead<proto::Event> read;
+  if (!schema::ReadStream(*ctx_->store, schema::Between(ctx_->keys.Events(), o.first_event_id, cursor_,
+                                                        IncidentWindow::kMaxEvents),
+                          &read).ok()) {
     return false;
   }
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
-  for (const StreamEntry& e : entries) {
-    proto::Event event;
-    if (!DecodeEventEntry(e, &event).ok() || !CollectedInWindow(event.kind)) continue;
-    o.Add(std::move(event));
+  for (schema::Entry<proto::Event>& e : read.entries) {
+    if (e.ok() && CollectedInWindow(e.value.kind)) o.Add(std::move(e.value));
   }
   open_ = std::move(o);
   members_at_open_.clear();  // not known to this master: its action is for the membership then
@@ -79,38 +76,27 @@ bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
 void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
   const proto::Keys& keys = ctx_->keys;
   for (int batch = 0; batch < kMaxEventBatchesPerTick; ++batch) {
-    redis::Reply reply;
-    const std::string start = cursor_.empty() ? "-" : "(" + cursor_;
-    if (!ctx_->store->Run({"XRANGE", keys.Events(), start, "+", "COUNT", std::to_string(kEventBatch)},
-                          &reply)
-             .ok()) {
+    schema::StreamRead<proto::Event> read;
+    if (!schema::ReadStream(*ctx_->store, schema::After(keys.Events(), cursor_, kEventBatch), &read).ok()) return;
+    if (!read.not_a_stream.empty()) {
+      ctx_->bad.Report(keys.Events(), read.not_a_stream, Status::Corrupt("not a stream reply"));
       return;
     }
-    if (!reply.is_array() && !reply.is_nil()) {
-      ctx_->bad.Report(keys.Events(), reply.DebugString().substr(0, 64),
-                       Status::Corrupt("not a stream reply"));
-      return;
-    }
-    std::vector<StreamEntry> entries;
-    const size_t skipped = ParseStream(reply, &entries);
-    if (skipped > 0) {
-      ctx_->bad.Report(keys.Events(), fmt::format("{} malformed entries after {}", skipped, cursor_),
+    if (read.malformed > 0) {
+      ctx_->bad.Report(keys.Events(), fmt::format("{} malformed entries after {}", read.malformed, cursor_),
                        Status::Corrupt("malformed stream entries"));
     }
-    if (entries.empty()) return;
+    if (read.entries.empty()) return;
     std::vector<redis::Argv> writes;
     const bool was_open = open_.open;
-    for (StreamEntry& e : entries) {
+    for (schema::Entry<proto::Event>& e : read.entries) {
       cursor_ = e.id;
-      proto::Event event;
-      Status s = DecodeEventEntry(e, &event);
-      if (!s.ok()) {
-        const std::string* json = e.Get("json");
-        ctx_->bad.Report(fmt::format("event {}", e.id), json ? *json : std::string_view(), s);
+      if (!e.ok()) {
+        ctx_->bad.Report(fmt::format("event {}", e.id), e.RawJson(), e.why);
         continue;
       }
       ++ctx_->stats.events;
-      TakeEvent(e.id, std::move(event), unix_ms);
+      TakeEvent(e.id, std::move(e.value), unix_ms);
     }
     if (open_.open && !was_open) {
       writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_, "open_incident",
@@ -121,7 +107,7 @@ void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
       writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_});
     }
     if (!ctx_->writer.Run(writes)) return;
-    if (entries.size() < kEventBatch) return;
+    if (read.entries.size() + read.malformed < kEventBatch) return;
   }
 }
 

@@ -13,9 +13,9 @@
 #include "common/log.h"
 #include "ftworker/ckpt/arena_sweep.h"
 #include "ftworker/worker_metrics.h"
-#include "redis/stream_reply.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
+#include "schema/streams.h"
 
 namespace ft::worker {
 
@@ -211,24 +211,18 @@ void Daemon::PollTimeouts() {
 }
 
 void Daemon::PollCommands(int64_t unix_ms) {
-  std::string start = command_cursor_ == "-" ? "-" : "(" + command_cursor_;
-  redis::Reply reply;
-  Status s = store_->Run(
-      {"XRANGE", keys_.Commands(options_.node), start, "+", "COUNT", "64"}, &reply);
-  if (!s.ok()) return;
+  schema::StreamRead<proto::Command> read;
+  const std::string key = keys_.Commands(options_.node);
+  if (!schema::ReadStream(*store_, schema::After(key, command_cursor_ == "-" ? "" : command_cursor_, 64), &read).ok()) {
+    return;
+  }
   std::vector<proto::CommandAck> acks;
-  std::vector<redis::StreamEntry> entries;
-  redis::ParseStream(reply, &entries);
-  for (const redis::StreamEntry& entry : entries) {
-    const std::string& id = entry.id;
-    const std::string* json = entry.Get("json");
-    proto::Command command;
-    Status parsed = json != nullptr ? proto::Decode(*json, &command) : Status::Corrupt("no json field");
-    if (!parsed.ok()) {
-      FT_LOG(Warn, Worker, "command {} on {} ignored: {}", id, keys_.Commands(options_.node),
-             parsed.message());
+  for (const schema::Entry<proto::Command>& e : read.entries) {
+    const std::string& id = e.id;
+    if (!e.ok()) {
+      FT_LOG(Warn, Worker, "command {} on {} ignored: {}", id, key, e.why.message());
     } else {
-      runner_.Execute(command, unix_ms, &acks);
+      runner_.Execute(e.value, unix_ms, &acks);
     }
     command_cursor_ = id;
     // Persisted before the acks go out: a crash in between loses an ack, never repeats an action.

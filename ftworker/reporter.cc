@@ -3,13 +3,12 @@
 #include <fmt/format.h>
 
 #include "proto/codec.h"
+#include "schema/streams.h"
 
 namespace ft::worker {
 
 namespace {
 
-constexpr const char* kEventsCap = "100000";
-constexpr const char* kAcksCap = "10000";
 constexpr int kHeartbeatTtlSeconds = 5;
 
 }  // namespace
@@ -19,16 +18,13 @@ Reporter::Reporter(const proto::Keys& keys, std::string node, size_t buffer)
 
 void Reporter::AddEvent(const proto::Event& event) {
   ++events_added_;
-  outbox_.Append({"XADD", keys_.Events(), "MAXLEN", "~", kEventsCap, "*", "kind", event.kind,
-                  "rank", std::to_string(event.rank), "node", event.node, "json",
-                  proto::Encode(event)});
+  outbox_.Append(schema::AppendEvent(keys_, event));
   // The table at the event is also the rank's newest progress.
   SetProgress(event.progress);
 }
 
 void Reporter::AddAck(const proto::CommandAck& ack) {
-  outbox_.Append({"XADD", keys_.Acks(), "MAXLEN", "~", kAcksCap, "*", "id", ack.id, "result",
-                  ack.result, "json", proto::Encode(ack)});
+  outbox_.Append(schema::AppendAck(keys_, ack));
 }
 
 namespace {

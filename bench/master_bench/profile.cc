@@ -22,6 +22,7 @@
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 #include "redis/client.h"
+#include "schema/streams.h"
 #include "redis/spread.h"
 
 namespace ft::bench {
@@ -69,14 +70,11 @@ void Profile(const Options& o, const Layout& layout, const proto::Keys& keys,
   const double compare_ranks = MsSince(t);
 
   t = Clock::now();
-  Check(c.Run({"XRANGE", keys.Events(), "-", "+", "COUNT", "100000"}, &reply),
-        "profile: XRANGE events");
-  std::vector<master::StreamEntry> entries;
-  master::ParseStream(reply, &entries);
+  schema::StreamRead<proto::Event> read;
+  Check(schema::ReadStream(c, schema::After(keys.Events(), "", 100000), &read), "profile: XRANGE events");
   std::vector<proto::Event> events;
-  for (const master::StreamEntry& e : entries) {
-    proto::Event ev;
-    if (master::DecodeEventEntry(e, &ev).ok()) events.push_back(std::move(ev));
+  for (schema::Entry<proto::Event>& e : read.entries) {
+    if (e.ok()) events.push_back(std::move(e.value));
   }
   const double read_events = MsSince(t);
 

@@ -15,6 +15,7 @@
 #include "ftmaster/core/text.h"
 #include "ftmaster/store.h"
 #include "proto/keys.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 namespace {
@@ -108,9 +109,7 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
     command.unix_ms = o.now_unix_ms;
     command.decided_unix_ms = o.now_unix_ms;
     redis::Reply added;
-    FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(node), "MAXLEN", "~", "1000", "*", "kind",
-                                    "save-at-step", "rank", "-1", "json", proto::Encode(command)},
-                           &added));
+    FT_RETURN_IF_ERROR(Run(client, schema::PostCommand(keys, node, command), &added));
   }
   if (o.json) {
     Json j = Json::object();
@@ -142,11 +141,9 @@ Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std
   if (!value.is_string() || !proto::Decode(value.str(), &m).ok() || m.node.empty()) {
     return Status::NotFound(fmt::format("rank {} of job {} is not in {}", rank, o.job, keys.Ranks()));
   }
-  redis::Reply last;
-  FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Acks(), "+", "-", "COUNT", "1"}, &last));
-  std::vector<StreamEntry> tail;
-  ParseStream(last, &tail);
-  std::string from = tail.empty() ? "0-0" : tail.front().id;
+  schema::StreamRead<proto::CommandAck> last;
+  FT_RETURN_IF_ERROR(schema::ReadStream(client, schema::Newest(keys.Acks(), 1), &last));
+  std::string from = last.entries.empty() ? "0-0" : last.entries.front().id;
   proto::Command command;
   command.id = fmt::format("cli-{}-stacks-{}", o.now_unix_ms, rank);
   command.kind = "stacks";
@@ -156,21 +153,16 @@ Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std
   command.decided_unix_ms = o.now_unix_ms;
   command.incarnations = {proto::RankIncarnation{rank, m.incarnation}};
   redis::Reply added;
-  FT_RETURN_IF_ERROR(Run(client, {"XADD", keys.Commands(m.node), "MAXLEN", "~", "1000", "*", "kind", "stacks", "rank",
-                                  std::to_string(rank), "json", proto::Encode(command)},
-                         &added));
+  FT_RETURN_IF_ERROR(Run(client, schema::PostCommand(keys, m.node, command), &added));
   // The worker's ack, read as it comes (XREAD after the last ack before the command).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < deadline) {
-    redis::Reply got;
-    FT_RETURN_IF_ERROR(Run(client, {"XREAD", "COUNT", "100", "STREAMS", keys.Acks(), from}, &got));
-    std::vector<StreamEntry> entries;
-    if (got.is_array() && got.size() > 0 && got[0].size() > 1) ParseStream(got[0][1], &entries);
-    for (const StreamEntry& e : entries) {
+    schema::StreamRead<proto::CommandAck> read;
+    FT_RETURN_IF_ERROR(schema::ReadStream(client, schema::After(keys.Acks(), from, 100), &read));
+    for (const schema::Entry<proto::CommandAck>& e : read.entries) {
       from = e.id;
-      const std::string* json = e.Get("json");
-      proto::CommandAck ack;
-      if (json == nullptr || !proto::Decode(*json, &ack).ok() || ack.id != command.id) continue;
+      const proto::CommandAck& ack = e.value;
+      if (!e.ok() || ack.id != command.id) continue;
       if (o.json) {
         *out += Json({{"rank", rank}, {"node", ack.node}, {"result", ack.result}, {"stack", ack.message}}).dump() + "\n";
       } else {

@@ -15,6 +15,7 @@
 #include "ftmaster/store.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 namespace {
@@ -67,19 +68,20 @@ struct RankStack {
   std::string node, result, text;
 };
 Status ReadStacks(redis::Commands& client, const proto::Keys& keys, std::map<std::string, std::vector<RankStack>>* out) {
-  redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Acks(), "-", "+"}, &reply));
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
-  for (const StreamEntry& e : entries) {
-    const std::string* json = e.Get("json");
-    proto::CommandAck ack;
-    if (json == nullptr || !proto::Decode(*json, &ack).ok()) continue;  // not a stack: the others report bad acks
-    const size_t at = ack.id.rfind("-stacks-");
-    if (at == std::string::npos) continue;
-    (*out)[ack.id.substr(0, at)].push_back({ack.rank, ack.node, ack.result, ack.message});
+  std::string cursor;
+  for (;;) {
+    schema::StreamRead<proto::CommandAck> read;
+    FT_RETURN_IF_ERROR(schema::ReadStream(client, schema::After(keys.Acks(), cursor, 1000), &read));
+    for (const schema::Entry<proto::CommandAck>& e : read.entries) {
+      if (!e.ok()) continue;  // not a stack: the master reports bad acks
+      const proto::CommandAck& ack = e.value;
+      const size_t at = ack.id.rfind("-stacks-");
+      if (at == std::string::npos) continue;
+      (*out)[ack.id.substr(0, at)].push_back({ack.rank, ack.node, ack.result, ack.message});
+    }
+    if (read.entries.size() + read.malformed < 1000) return Status::Ok();
+    cursor = read.last_id();
   }
-  return Status::Ok();
 }
 
 // The suspects' stacks, then the healthy ranks' grouped by their main thread's stack (the
@@ -123,7 +125,7 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
   FT_RETURN_IF_ERROR(ReadPlanSummary(client, keys, &bad, &plan));
   std::map<std::string, std::vector<RankStack>> stacks;
   FT_RETURN_IF_ERROR(ReadStacks(client, keys, &stacks));
-  std::string start = "-";
+  std::string cursor;
   size_t shown = 0;
   // The newest incident is written last, with the plan the relaunch restores.
   std::string held;
@@ -135,21 +137,16 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
     held_json.reset();
   };
   for (;;) {
-    redis::Reply reply;
-    FT_RETURN_IF_ERROR(Run(client, {"XRANGE", keys.Incidents(), start, "+", "COUNT", "1000"}, &reply));
-    std::vector<StreamEntry> entries;
-    ParseStream(reply, &entries);
+    schema::StreamRead<proto::Incident> read;
+    FT_RETURN_IF_ERROR(schema::ReadStream(client, schema::After(keys.Incidents(), cursor, 1000), &read));
+    cursor = read.last_id().empty() ? cursor : read.last_id();
     std::vector<proto::Incident> batch;
-    for (const StreamEntry& e : entries) {
-      start = "(" + e.id;
-      const std::string* json = e.Get("json");
-      proto::Incident incident;
-      Status s = json ? proto::Decode(*json, &incident) : Status::Corrupt("no json field");
-      if (!s.ok()) {
-        bad.Report(fmt::format("incident {}", e.id), json ? *json : std::string_view(), s);
+    for (schema::Entry<proto::Incident>& e : read.entries) {
+      if (!e.ok()) {
+        bad.Report(fmt::format("incident {}", e.id), e.RawJson(), e.why);
         continue;
       }
-      batch.push_back(std::move(incident));
+      batch.push_back(std::move(e.value));
     }
     // The save outcome of each incident whose save ran (`checkpoint:<id>`, master hash).
     std::vector<std::string> outcomes(batch.size());
@@ -188,7 +185,7 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
         if (auto st = stacks.find(incident.id); st != stacks.end()) held += StacksBlock(incident, st->second);
       }
     }
-    if (entries.size() < 1000) break;
+    if (read.entries.size() + read.malformed < 1000) break;
   }
   if (plan.step >= 0 && shown > 0) {
     if (held_json) {

@@ -12,6 +12,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "redis/spread.h"
+#include "schema/streams.h"
 
 namespace ft::master {
 namespace {
@@ -63,15 +64,11 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   progress.Load(reply, &bad);
   FT_RETURN_IF_ERROR(redis::HGetAllOf(client, keys.AllSummaries(), &reply).WithContext("HGETALL"));
   summaries.Load(reply, &bad);
-  FT_RETURN_IF_ERROR(Run(client, {"XREVRANGE", keys.Events(), "+", "-", "COUNT",
-                                  std::to_string(kRecentEvents)}, &reply));
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
+  schema::StreamRead<proto::Event> events;
+  FT_RETURN_IF_ERROR(schema::ReadStream(client, schema::Newest(keys.Events(), kRecentEvents), &events));
   std::map<int, proto::Event> last_event;  // newest first in the reply: keep the first seen
-  for (const StreamEntry& e : entries) {
-    proto::Event event;
-    if (!DecodeEventEntry(e, &event).ok()) continue;
-    last_event.try_emplace(event.rank, std::move(event));
+  for (schema::Entry<proto::Event>& e : events.entries) {
+    if (e.ok()) last_event.try_emplace(e.value.rank, std::move(e.value));
   }
   FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.MasterState()}, &reply));
   std::map<std::string, std::string> state;

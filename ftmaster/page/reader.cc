@@ -11,6 +11,7 @@
 #include "proto/codec.h"
 #include "proto/node_history_codec.h"
 #include "redis/spread.h"
+#include "schema/streams.h"
 
 namespace ft::master::page {
 
@@ -91,19 +92,16 @@ void ReadRanks(redis::Commands& redis, const proto::Keys& keys, int64_t now_unix
 }
 
 void ReadIncidents(redis::Commands& redis, const proto::Keys& keys, Snapshot* s) {
-  redis::Reply reply;
-  if (!redis.Run({"XREVRANGE", keys.Incidents(), "+", "-", "COUNT", std::to_string(kIncidentsShown)}, &reply).ok()) return;
-  std::vector<StreamEntry> entries;
-  ParseStream(reply, &entries);
-  for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
-    const std::string* json = it->Get("json");
-    IncidentRow row;
-    row.stream_id = it->id;
-    Status st = json ? proto::Decode(*json, &row.incident) : Status::Corrupt("no json field");
-    if (!st.ok()) {
-      AddGarbled(s, "incident " + it->id, json ? std::string_view(*json) : std::string_view(), st);
+  schema::StreamRead<proto::Incident> read;
+  if (!schema::ReadStream(redis, schema::Newest(keys.Incidents(), kIncidentsShown), &read).ok()) return;
+  for (auto it = read.entries.rbegin(); it != read.entries.rend(); ++it) {
+    if (!it->ok()) {
+      AddGarbled(s, "incident " + it->id, it->RawJson(), it->why);
       continue;
     }
+    IncidentRow row;
+    row.stream_id = it->id;
+    row.incident = std::move(it->value);
     s->incidents.push_back(std::move(row));
   }
 }

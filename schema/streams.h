@@ -1,0 +1,117 @@
+// ft::schema streams: each of the job's Redis streams typed, in one place: the one maker of an
+// entry (its key, its cap, its fields, its encoding) and the one reader of an entry back into
+// its struct, for every writer and reader in the worker, the master and the CLI. Entries carry
+// the record as `json` and a few of its fields beside it (kind, rank, id, result, suspects) for
+// people reading the stream with redis-cli; a reader takes the record from `json` and refuses an
+// entry whose side fields say otherwise (docs/redis-schema.md).
+//
+//   stream                 written by          with              read by
+//   events                 worker (outbox)     AppendEvent       master window, `ftmaster status`
+//   acks                   worker (outbox)     AppendAck         master action, CLI save/stacks
+//   cmd:<node>             master, CLI         PostCommand       the node's worker
+//   incidents              master (fenced)     IncidentFields    master metrics/history, page, CLI
+//
+// Reading takes foreign bytes: an entry that does not decode is returned with why, never
+// thrown away silently, and never stops the reader. Pure but for ReadStream's one round trip.
+#ifndef FT_SCHEMA_STREAMS_H_
+#define FT_SCHEMA_STREAMS_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "proto/keys.h"
+#include "proto/messages.h"
+#include "redis/store.h"
+#include "redis/stream_reply.h"
+
+namespace ft::schema {
+
+// The makers: one XADD each, capped (MAXLEN ~) so that a stream nobody trims stays bounded.
+redis::Argv AppendEvent(const proto::Keys& keys, const proto::Event& event);
+redis::Argv AppendAck(const proto::Keys& keys, const proto::CommandAck& ack);
+redis::Argv PostCommand(const proto::Keys& keys, std::string_view node, const proto::Command& command);
+// An incident entry's fields: the master appends them behind its fence and gate
+// (redis::GatedAppend), not with a plain XADD.
+redis::Argv IncidentFields(const proto::Incident& incident);
+inline constexpr const char* kIncidentsCap = "10000";
+
+// The readers of one entry: its json decoded, the side fields checked against it. Errors name
+// the entry's id.
+Status Decode(const redis::StreamEntry& entry, proto::Event* out);
+Status Decode(const redis::StreamEntry& entry, proto::CommandAck* out);
+Status Decode(const redis::StreamEntry& entry, proto::Command* out);
+Status Decode(const redis::StreamEntry& entry, proto::Incident* out);
+
+// Ranges to read, at most `count` entries each. After: the entries past `cursor` ("" for the
+// first), oldest first. Between: from `first` up to `last` ("" for the newest), both included,
+// oldest first. Newest: the newest, newest first.
+redis::Argv After(std::string_view key, std::string_view cursor, size_t count);
+redis::Argv Between(std::string_view key, std::string_view first, std::string_view last, size_t count);
+redis::Argv Newest(std::string_view key, size_t count);
+
+// One entry of a stream as its record, or why it is not one.
+template <typename T>
+struct Entry {
+  std::string id;
+  T value;                 // when ok()
+  Status why;              // why the entry did not decode
+  redis::StreamEntry raw;  // the entry as the stream holds it, kept when it did not decode
+
+  bool ok() const { return why.ok(); }
+  // Its raw json, for a log that quotes a bad entry.
+  std::string_view RawJson() const {
+    const std::string* json = raw.Get("json");
+    return json ? std::string_view(*json) : std::string_view();
+  }
+};
+
+// What one read of a stream gave.
+template <typename T>
+struct StreamRead {
+  std::vector<Entry<T>> entries;  // in the reply's order, decoded or not
+  size_t malformed = 0;           // items of the reply that were no stream entry at all
+  std::string not_a_stream;       // the reply, shortened, when it was neither an array nor nil
+
+  // The id of the reply's last entry ("" when none): a cursor moves past bad entries too.
+  std::string last_id() const { return entries.empty() ? std::string() : entries.back().id; }
+  size_t bad() const {
+    size_t n = 0;
+    for (const Entry<T>& e : entries) n += e.ok() ? 0 : 1;
+    return n;
+  }
+};
+
+// The entries of an XRANGE / XREVRANGE reply, or of one stream in an XREAD reply, as records.
+template <typename T>
+void DecodeStream(const redis::Reply& reply, StreamRead<T>* out) {
+  if (!reply.is_array() && !reply.is_nil()) {
+    out->not_a_stream = reply.DebugString().substr(0, 64);
+    return;
+  }
+  std::vector<redis::StreamEntry> entries;
+  out->malformed += redis::ParseStream(reply, &entries);
+  for (redis::StreamEntry& e : entries) {
+    Entry<T> entry;
+    entry.id = e.id;
+    entry.why = Decode(e, &entry.value);
+    if (!entry.ok()) entry.raw = std::move(e);
+    out->entries.push_back(std::move(entry));
+  }
+}
+
+// One range read (After or Newest) and its decoding. Errors: only Redis's.
+template <typename T>
+Status ReadStream(redis::Commands& redis, const redis::Argv& range, StreamRead<T>* out) {
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(redis.Run(range, &reply));
+  DecodeStream(reply, out);
+  return Status::Ok();
+}
+
+}  // namespace ft::schema
+
+#endif  // FT_SCHEMA_STREAMS_H_
