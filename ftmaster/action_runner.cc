@@ -52,7 +52,7 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
     }
     proto::Command command;
     command.id = fmt::format("{}-save-{}", a.incident, t.rank);
-    command.kind = "save";
+    command.kind = proto::CommandKindName(proto::CommandKind::kSave);
     command.rank = t.rank;
     command.text = a.incident;
     command.unix_ms = unix_ms;
@@ -80,7 +80,7 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
   for (const std::string& node : b.next.nodes) {
     proto::Command command;
     command.id = fmt::format("{}-stop-{}", a.incident, node);
-    command.kind = "stop";
+    command.kind = proto::CommandKindName(proto::CommandKind::kStop);
     command.rank = -1;
     command.grace_s = grace_s;
     command.text = fmt::format("ft: stopping the job after incident {}", a.incident);

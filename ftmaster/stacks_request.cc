@@ -47,7 +47,7 @@ std::vector<redis::Argv> StacksRequests(std::span<const proto::Incident> inciden
       if (it == by_rank.end()) continue;  // gone, or no node known: nothing to ask
       proto::Command command;
       command.id = fmt::format("{}-stacks-{}", incident.id, rank);
-      command.kind = "stacks";
+      command.kind = proto::CommandKindName(proto::CommandKind::kStacks);
       command.rank = rank;
       command.text = incident.id;
       command.unix_ms = unix_ms;

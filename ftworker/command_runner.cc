@@ -126,7 +126,8 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
     return;
   }
   std::vector<int> ranks = Targets(command);
-  if (ranks.empty() && command.rank < 0 && command.kind == "stop") {
+  const std::optional<proto::CommandKind> kind = proto::ParseCommandKind(command.kind);
+  if (ranks.empty() && command.rank < 0 && kind == proto::CommandKind::kStop) {
     // A stop for the whole node after its ranks are gone (a job that finished, or ended on its
     // own before the stop came): done, nothing to do, and said so.
     const size_t gone = monitor_->Memberships().size();
@@ -147,7 +148,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
   if (ranks.empty()) return;  // every target runs another process than the command's: acked stale
   FT_LOG(Info, Worker, "command {} ({}) for {} rank(s)", command.id, command.kind, ranks.size());
   for (int rank : ranks) {
-    if (command.kind == "stop") {
+    if (kind == proto::CommandKind::kStop) {
       Status s = monitor_->StopRank(rank, command.grace_s);
       acks->push_back(s.ok() ? MakeAck(command, rank, "done",
                                        fmt::format("SIGTERM sent; SIGKILL after {} s if still alive",
@@ -157,18 +158,18 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
                                        now_unix_ms));
       continue;
     }
-    if (command.kind == "stacks") {
+    if (kind == proto::CommandKind::kStacks) {
       StartStacks(command, rank, now_unix_ms, acks);
       continue;
     }
     MailboxCommand type;
     int64_t wait_ms = kMessageAckMs;
-    if (command.kind == "message") {
+    if (kind == proto::CommandKind::kMessage) {
       type = MailboxCommand::kMessage;
-    } else if (command.kind == "save") {
+    } else if (kind == proto::CommandKind::kSave) {
       type = MailboxCommand::kSave;
       wait_ms = save_deadline_ms_;
-    } else if (command.kind == "save-at-step") {
+    } else if (kind == proto::CommandKind::kSaveAtStep) {
       type = MailboxCommand::kSaveAtStep;
       wait_ms = kSaveAtStepAckMs;
     } else {
@@ -219,7 +220,8 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     if (ack) {
       proto::CommandAck done = MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message, now_unix_ms);
       // The master takes the saved step and digest from the typed copy, not from the prose.
-      const bool save = w.command.kind == "save" || w.command.kind == "save-at-step";
+      const bool save = proto::Is(w.command, proto::CommandKind::kSave) ||
+                        proto::Is(w.command, proto::CommandKind::kSaveAtStep);
       if (ack->result == 0 && save) done.saved = shm::ParseSaveAck(ack->message);
       acks->push_back(std::move(done));
     } else if (monitor_->Ended(w.rank, w.incarnation)) {

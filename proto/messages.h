@@ -156,6 +156,36 @@ inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   return std::nullopt;
 }
 
+// What a command asks a worker to do (Command::kind). Unlike the kinds above, the codec passes
+// a name it does not know: the worker answers it not_supported, so a newer master learns
+// within a second that an older worker cannot do it, instead of waiting out its deadline.
+enum class CommandKind : uint8_t {
+  kStop,        // SIGTERM the rank (rank -1: every rank of the node), SIGKILL after grace_s
+  kSave,        // a just-in-time save now (the mailbox)
+  kSaveAtStep,  // a save at the rank's next step boundary (the operator's `ftmaster save`)
+  kStacks,      // the rank's stacks (py-spy/gdb, the Python dump), into the ack's message
+  kMessage,     // text into the rank's mailbox (a test hook)
+};
+
+inline constexpr const char* CommandKindName(CommandKind k) {
+  switch (k) {
+    case CommandKind::kStop: return "stop";
+    case CommandKind::kSave: return "save";
+    case CommandKind::kSaveAtStep: return "save-at-step";
+    case CommandKind::kStacks: return "stacks";
+    case CommandKind::kMessage: return "message";
+  }
+  return "?";
+}
+
+inline std::optional<CommandKind> ParseCommandKind(std::string_view name) {
+  for (CommandKind k : {CommandKind::kStop, CommandKind::kSave, CommandKind::kSaveAtStep, CommandKind::kStacks,
+                        CommandKind::kMessage}) {
+    if (name == CommandKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
 // An op's kind (CommRow::op, Event::op, OpSummary::op, TimeoutEntry::op): the record format's
 // one vocabulary (shm/op_kind.h: values and names in one table), written as OpKindName, read
 // back by ParseOpKind; the codec refuses a name it does not know. kOther is a newer libft.so's
@@ -397,7 +427,7 @@ struct RankIncarnation {
 
 struct Command {
   std::string id;
-  std::string kind;
+  std::string kind;  // CommandKindName (a name this release does not know passes: see CommandKind)
   int rank = -1;
   std::string text;
   double grace_s = 10;
@@ -479,6 +509,7 @@ struct Incident {
 
 inline bool Is(const Event& e, EventKind k) { return e.kind == EventKindName(k); }
 inline bool Is(const Incident& i, IncidentKind k) { return i.kind == IncidentKindName(k); }
+inline bool Is(const Command& c, CommandKind k) { return c.kind == CommandKindName(k); }
 
 // The value of ft:{J:g<k>}:worker:<node> (the node's group, proto/keys.h), refreshed every
 // second with a short TTL: its absence means the worker is gone. ranks: the global ranks the

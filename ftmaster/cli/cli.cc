@@ -103,7 +103,7 @@ Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* ou
   for (const std::string& node : nodes) {
     proto::Command command;
     command.id = id + "-" + node;
-    command.kind = "save-at-step";
+    command.kind = proto::CommandKindName(proto::CommandKind::kSaveAtStep);
     command.rank = -1;
     command.text = id;
     command.unix_ms = o.now_unix_ms;
@@ -146,7 +146,7 @@ Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std
   std::string from = last.entries.empty() ? "0-0" : last.entries.front().id;
   proto::Command command;
   command.id = fmt::format("cli-{}-stacks-{}", o.now_unix_ms, rank);
-  command.kind = "stacks";
+  command.kind = proto::CommandKindName(proto::CommandKind::kStacks);
   command.rank = rank;
   command.text = "ftmaster stacks";
   command.unix_ms = o.now_unix_ms;

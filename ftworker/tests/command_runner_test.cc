@@ -69,6 +69,21 @@ TEST_F(CommandRunnerTest, SaveAtStepBecomesItsMailboxCommand) {
   EXPECT_EQ(cmd->type, static_cast<uint32_t>(shm::CommandType::kSave));
 }
 
+// A kind this release does not know (a newer master's) is answered at once, not left to the
+// master's deadline, and nothing reaches the rank's mailbox.
+TEST_F(CommandRunnerTest, AnUnknownKindIsAnsweredNotSupported) {
+  runner_.Execute(Make("defragment", "new-1"), kT0, &acks_);
+  ASSERT_EQ(acks_.size(), 1u);
+  EXPECT_EQ(acks_[0].id, "new-1");
+  EXPECT_EQ(acks_[0].result, "not_supported");
+  EXPECT_NE(acks_[0].message.find("unknown command kind 'defragment'"), std::string::npos) << acks_[0].message;
+  EXPECT_FALSE(Take().has_value());
+  for (proto::CommandKind k : {proto::CommandKind::kStop, proto::CommandKind::kSave, proto::CommandKind::kSaveAtStep,
+                               proto::CommandKind::kStacks, proto::CommandKind::kMessage}) {
+    EXPECT_EQ(proto::ParseCommandKind(proto::CommandKindName(k)), k) << proto::CommandKindName(k);
+  }
+}
+
 // A save's ack carries the copy typed besides its message; a message command's does not.
 TEST_F(CommandRunnerTest, ASaveAckCarriesItsCopyTyped) {
   runner_.Execute(Make("save", "inc-1"), kT0, &acks_);
