@@ -274,7 +274,7 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
   std::vector<std::string> done;
   std::map<int64_t, int> steps;  // step -> ranks that said they saved it
   for (const auto& [rank, result] : save_results_) {
-    if (result != "done") continue;
+    if (!proto::Is(result, proto::AckResult::kDone)) continue;
     auto m = save_copies_.find(rank);
     const proto::SavedCopy* copy = m != save_copies_.end() && m->second ? &*m->second : nullptr;
     // A torn copy is never reported as the rank's copy (its arena keeps the whole one): none to wait for.
@@ -387,7 +387,7 @@ void ActionRunner::ReadAcks() {
         save_results_[ack.rank] = ack.result;
         save_copies_[ack.rank] = ack.saved;
       }
-      if (ack.result == "not_supported") {
+      if (proto::Is(ack, proto::AckResult::kNotSupported)) {
         FT_LOG(Info, Master, "{}: node {} rank {} answered not_supported ({}); counted as an "
                "answer", id, ack.node, ack.rank, ack.message);
       } else {

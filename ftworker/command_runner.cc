@@ -24,12 +24,12 @@ constexpr int64_t kSaveAtStepAckMs = 10 * 60 * 1000;
 
 }  // namespace
 
-std::string AckResultName(int32_t result) {
-  if (result == 0) return "done";
-  if (result == static_cast<int32_t>(StatusCode::kUnsupported)) return "not_supported";
-  if (result == static_cast<int32_t>(StatusCode::kNotFound)) return "nothing_registered";
-  if (result == static_cast<int32_t>(StatusCode::kNotReady)) return "scheduled";
-  return "failed";
+proto::AckResult AckResultOfMailbox(int32_t result) {
+  if (result == 0) return proto::AckResult::kDone;
+  if (result == static_cast<int32_t>(StatusCode::kUnsupported)) return proto::AckResult::kNotSupported;
+  if (result == static_cast<int32_t>(StatusCode::kNotFound)) return proto::AckResult::kNothingRegistered;
+  if (result == static_cast<int32_t>(StatusCode::kNotReady)) return proto::AckResult::kScheduled;
+  return proto::AckResult::kFailed;
 }
 
 std::string CommandStaleness(const proto::Command& command, int rank, uint64_t incarnation) {
@@ -57,7 +57,7 @@ CommandRunner::CommandRunner(NodeMonitor* monitor, std::string node, int64_t sav
 void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t now_unix_ms,
                                 std::vector<proto::CommandAck>* acks) {
   if (stack_tool_.empty()) {
-    acks->push_back(MakeAck(command, rank, "not_supported", "stack collection is off on this node (FT_STACKS=0)",
+    acks->push_back(MakeAck(command, rank, proto::AckResult::kNotSupported, "stack collection is off on this node (FT_STACKS=0)",
                             now_unix_ms));
     return;
   }
@@ -66,7 +66,7 @@ void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t
     if (m.rank == rank) pid = m.pid;
   }
   if (pid <= 0) {
-    acks->push_back(MakeAck(command, rank, "failed", fmt::format("rank {} has no process on node {}", rank, node_),
+    acks->push_back(MakeAck(command, rank, proto::AckResult::kFailed, fmt::format("rank {} has no process on node {}", rank, node_),
                             now_unix_ms));
     return;
   }
@@ -78,13 +78,13 @@ void CommandRunner::StartStacks(const proto::Command& command, int rank, int64_t
 }
 
 proto::CommandAck CommandRunner::MakeAck(const proto::Command& command, int rank,
-                                         std::string result, std::string message,
+                                         proto::AckResult result, std::string message,
                                          int64_t now_unix_ms) const {
   proto::CommandAck ack;
   ack.id = command.id;
   ack.node = node_;
   ack.rank = rank;
-  ack.result = std::move(result);
+  ack.result = proto::AckResultName(result);
   ack.message = std::move(message);
   ack.unix_ms = now_unix_ms;
   return ack;
@@ -114,7 +114,7 @@ std::vector<int> CommandRunner::CurrentTargets(const proto::Command& command, in
     }
     FT_LOG(Warn, Worker, "command {} ({}) not executed for rank {}: {}", command.id, command.kind,
            rank, why);
-    acks->push_back(MakeAck(command, rank, "stale", std::move(why), now_unix_ms));
+    acks->push_back(MakeAck(command, rank, proto::AckResult::kStale, std::move(why), now_unix_ms));
   }
   return current;
 }
@@ -131,7 +131,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
     // A stop for the whole node after its ranks are gone (a job that finished, or ended on its
     // own before the stop came): done, nothing to do, and said so.
     const size_t gone = monitor_->Memberships().size();
-    acks->push_back(MakeAck(command, command.rank, "done",
+    acks->push_back(MakeAck(command, command.rank, proto::AckResult::kDone,
                             gone > 0 ? fmt::format("nothing to stop: all {} rank{} of node {} "
                                                    "already exited", gone, gone == 1 ? "" : "s", node_)
                                      : fmt::format("nothing to stop: no rank of the job runs on "
@@ -140,7 +140,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
     return;
   }
   if (ranks.empty()) {
-    acks->push_back(MakeAck(command, command.rank, "no_such_rank",
+    acks->push_back(MakeAck(command, command.rank, proto::AckResult::kNoSuchRank,
                             fmt::format("no rank {} on node {}", command.rank, node_), now_unix_ms));
     return;
   }
@@ -150,11 +150,11 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
   for (int rank : ranks) {
     if (kind == proto::CommandKind::kStop) {
       Status s = monitor_->StopRank(rank, command.grace_s);
-      acks->push_back(s.ok() ? MakeAck(command, rank, "done",
+      acks->push_back(s.ok() ? MakeAck(command, rank, proto::AckResult::kDone,
                                        fmt::format("SIGTERM sent; SIGKILL after {} s if still alive",
                                                    command.grace_s),
                                        now_unix_ms)
-                             : MakeAck(command, rank, "failed", std::string(s.message()),
+                             : MakeAck(command, rank, proto::AckResult::kFailed, std::string(s.message()),
                                        now_unix_ms));
       continue;
     }
@@ -173,7 +173,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
       type = MailboxCommand::kSaveAtStep;
       wait_ms = kSaveAtStepAckMs;
     } else {
-      acks->push_back(MakeAck(command, rank, "not_supported",
+      acks->push_back(MakeAck(command, rank, proto::AckResult::kNotSupported,
                               fmt::format("unknown command kind '{}'", command.kind), now_unix_ms));
       continue;
     }
@@ -181,7 +181,7 @@ void CommandRunner::Execute(const proto::Command& command, int64_t now_unix_ms,
     const uint64_t incarnation = monitor_->LiveIncarnation(rank);
     Status s = monitor_->PostCommand(rank, type, command.text, &seq);
     if (!s.ok()) {
-      acks->push_back(MakeAck(command, rank, "failed", std::string(s.message()), now_unix_ms));
+      acks->push_back(MakeAck(command, rank, proto::AckResult::kFailed, std::string(s.message()), now_unix_ms));
       continue;
     }
     waiting_.push_back(Waiting{command, rank, seq, incarnation, now_unix_ms, wait_ms});
@@ -210,7 +210,7 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     // The Python frames stand even when the native stack could not be taken.
     const bool any = s.ok() || !job.python_frames.empty();
     std::string text = job.python_frames + (s.ok() ? summary : fmt::format("native: {}\n", s.message()));
-    acks->push_back(MakeAck(job.command, job.rank, any ? "done" : "failed",
+    acks->push_back(MakeAck(job.command, job.rank, any ? proto::AckResult::kDone : proto::AckResult::kFailed,
                             any ? std::move(text) : std::string(s.message()), now_unix_ms));
     stacks_.erase(stacks_.begin() + static_cast<long>(i));
   }
@@ -218,7 +218,7 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     Waiting& w = waiting_[i];
     auto ack = monitor_->PollAck(w.rank, w.seq);
     if (ack) {
-      proto::CommandAck done = MakeAck(w.command, w.rank, AckResultName(ack->result), ack->message, now_unix_ms);
+      proto::CommandAck done = MakeAck(w.command, w.rank, AckResultOfMailbox(ack->result), ack->message, now_unix_ms);
       // The master takes the saved step and digest from the typed copy, not from the prose.
       const bool save = proto::Is(w.command, proto::CommandKind::kSave) ||
                         proto::Is(w.command, proto::CommandKind::kSaveAtStep);
@@ -227,11 +227,11 @@ void CommandRunner::Poll(int64_t now_unix_ms, std::vector<proto::CommandAck>* ac
     } else if (monitor_->Ended(w.rank, w.incarnation)) {
       // Its process ended after the command was posted (a teardown, a crash): no answer will
       // come, and the master's action need not wait out the deadline for it.
-      acks->push_back(MakeAck(w.command, w.rank, "failed",
+      acks->push_back(MakeAck(w.command, w.rank, proto::AckResult::kFailed,
                               fmt::format("rank {} ended before it acknowledged the {}", w.rank, w.command.kind),
                               now_unix_ms));
     } else if (now_unix_ms - w.since_unix_ms > w.wait_ms) {
-      acks->push_back(MakeAck(w.command, w.rank, "failed",
+      acks->push_back(MakeAck(w.command, w.rank, proto::AckResult::kFailed,
                               fmt::format("rank {} did not acknowledge the {} within {} s (hung or "
                                           "gone)", w.rank, w.command.kind, w.wait_ms / 1000.0),
                               now_unix_ms));

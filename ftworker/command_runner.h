@@ -11,7 +11,7 @@
 // FT_STACKS is 0 ("not_supported"). How long the process's acknowledgement is waited for
 // depends on the kind: a message 10 s, a save FT_SAVE_DEADLINE (a save copies the whole state),
 // a save at the next step 10 min (the next step may be a long one away). The process's result
-// becomes the ack's result (AckResultName); its message passes through unchanged (a save's
+// becomes the ack's result (AckResultOfMailbox); its message passes through unchanged (a save's
 // carries the step and the digest).
 //
 // Incarnations: a command acts only on the processes it was written for (Command::incarnations,
@@ -44,10 +44,10 @@ namespace ft::worker {
 // their skew of the decision may be refused; the master names every rank it knows.
 std::string CommandStaleness(const proto::Command& command, int rank, uint64_t incarnation);
 
-// The ack result a mailbox result code becomes: 0 "done", kUnsupported "not_supported",
-// kNotFound "nothing_registered" (a save with no state registered), kNotReady "scheduled" (a
-// save-at-step accepted for the next step), anything else "failed".
-std::string AckResultName(int32_t result);
+// The ack result a mailbox result code becomes: 0 done, kUnsupported not_supported, kNotFound
+// nothing_registered (a save with no state registered), kNotReady scheduled (a save-at-step
+// accepted for the next step), anything else failed.
+proto::AckResult AckResultOfMailbox(int32_t result);
 
 class CommandRunner {
  public:
@@ -77,7 +77,7 @@ class CommandRunner {
     int64_t wait_ms;  // failed when not acknowledged within this
   };
 
-  proto::CommandAck MakeAck(const proto::Command& command, int rank, std::string result,
+  proto::CommandAck MakeAck(const proto::Command& command, int rank, proto::AckResult result,
                             std::string message, int64_t now_unix_ms) const;
   std::vector<int> Targets(const proto::Command& command) const;
   // Targets() less the ranks whose process the command was not written for (each acked

@@ -445,9 +445,31 @@ struct Command {
   bool operator==(const Command&) const = default;
 };
 
-// result: "done", "not_supported", "failed", "no_such_rank", "stale" (the rank runs another
-// process than the one the command was written for: not executed), and the mailbox's
-// (ftworker/command_runner.h, AckResultName).
+// How a worker answered a command (CommandAck::result). A reader takes a name it does not know
+// for a failure (Is(ack, kDone) is false), so a newer worker's answer never reads as success.
+enum class AckResult : uint8_t {
+  kDone,               // carried out (a save: its copy is in `saved`)
+  kNotSupported,       // this node cannot (a libft.so without checkpoints, stacks off, an unknown kind)
+  kNothingRegistered,  // a save asked of an application that never called ft_register
+  kScheduled,          // a save-at-step accepted for the rank's next step
+  kFailed,             // tried and failed, or no answer from the rank in time
+  kNoSuchRank,         // no rank of that number on the node
+  kStale,              // the rank runs another process than the one the command was for: not executed
+};
+
+inline constexpr const char* AckResultName(AckResult r) {
+  switch (r) {
+    case AckResult::kDone: return "done";
+    case AckResult::kNotSupported: return "not_supported";
+    case AckResult::kNothingRegistered: return "nothing_registered";
+    case AckResult::kScheduled: return "scheduled";
+    case AckResult::kFailed: return "failed";
+    case AckResult::kNoSuchRank: return "no_such_rank";
+    case AckResult::kStale: return "stale";
+  }
+  return "?";
+}
+
 // A save's outcome, typed: the step, digest, tornness, bytes and duration of the copy a rank
 // took, as the mailbox's acknowledgement carries it (shm/save_ack.h).
 using SavedCopy = shm::SavedCopy;
@@ -456,7 +478,7 @@ struct CommandAck {
   std::string id;
   std::string node;
   int rank = -1;
-  std::string result;
+  std::string result;  // AckResultName
   std::string message;
   int64_t unix_ms = 0;
   // A save's or save-at-step's "done": the copy (the message says the same for people). A worker
@@ -510,6 +532,8 @@ struct Incident {
 inline bool Is(const Event& e, EventKind k) { return e.kind == EventKindName(k); }
 inline bool Is(const Incident& i, IncidentKind k) { return i.kind == IncidentKindName(k); }
 inline bool Is(const Command& c, CommandKind k) { return c.kind == CommandKindName(k); }
+inline bool Is(const CommandAck& a, AckResult r) { return a.result == AckResultName(r); }
+inline bool Is(std::string_view result, AckResult r) { return result == AckResultName(r); }
 
 // The value of ft:{J:g<k>}:worker:<node> (the node's group, proto/keys.h), refreshed every
 // second with a short TTL: its absence means the worker is gone. ranks: the global ranks the

@@ -169,7 +169,7 @@ Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std
         *out += fmt::format("rank {} on {} ({}):\n{}", rank, ack.node, ack.result, ack.message);
         if (!ack.message.empty() && ack.message.back() != '\n') *out += "\n";
       }
-      return ack.result == "done" ? Status::Ok() : Status::Unavailable(ack.message);
+      return proto::Is(ack, proto::AckResult::kDone) ? Status::Ok() : Status::Unavailable(ack.message);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

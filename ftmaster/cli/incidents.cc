@@ -94,10 +94,10 @@ std::string StacksBlock(const proto::Incident& incident, const std::vector<RankS
   std::map<std::string, std::vector<int>> healthy;  // main thread's stack -> ranks
   for (const RankStack& s : stacks) {
     if (suspects.count(s.rank)) {
-      out += s.result == "done"
+      out += proto::Is(s.result, proto::AckResult::kDone)
                  ? fmt::format("   stack of rank {} (suspect, {}): {}\n", s.rank, s.node, first_line(s.text))
                  : fmt::format("   stack of rank {} (suspect, {}): not taken: {}\n", s.rank, s.node, s.text);
-    } else if (s.result == "done") {
+    } else if (proto::Is(s.result, proto::AckResult::kDone)) {
       // Alike whatever their thread ids: "tid 4100: " left out of the key.
       std::string stack = first_line(s.text);
       if (const size_t colon = stack.find(": "); stack.rfind("tid ", 0) == 0 && colon != std::string::npos) {

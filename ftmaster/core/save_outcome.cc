@@ -25,12 +25,12 @@ SaveOutcome CountSaveOutcome(std::span<const SaveTarget> targets, const std::map
     auto it = results.find(t.rank);
     if (it == results.end()) {
       ++o.unanswered;
-    } else if (it->second == "done") {
+    } else if (proto::Is(it->second, proto::AckResult::kDone)) {
       ++o.done;
       saved.insert(shard);
-    } else if (it->second == "not_supported") {
+    } else if (proto::Is(it->second, proto::AckResult::kNotSupported)) {
       ++o.not_supported;
-    } else if (it->second == "nothing_registered") {
+    } else if (proto::Is(it->second, proto::AckResult::kNothingRegistered)) {
       ++o.nothing_registered;
     } else {
       ++o.failed;

@@ -47,11 +47,12 @@ class CommandRunnerTest : public ::testing::Test {
 };
 
 TEST(AckResultNameTest, NamesEveryResultTheAgentGives) {
-  EXPECT_EQ(AckResultName(0), "done");
-  EXPECT_EQ(AckResultName(static_cast<int32_t>(StatusCode::kUnsupported)), "not_supported");
-  EXPECT_EQ(AckResultName(static_cast<int32_t>(StatusCode::kNotFound)), "nothing_registered");
-  EXPECT_EQ(AckResultName(static_cast<int32_t>(StatusCode::kNotReady)), "scheduled");
-  EXPECT_EQ(AckResultName(static_cast<int32_t>(StatusCode::kIoError)), "failed");
+  auto name = [](int32_t code) { return std::string(proto::AckResultName(AckResultOfMailbox(code))); };
+  EXPECT_EQ(name(0), "done");
+  EXPECT_EQ(name(static_cast<int32_t>(StatusCode::kUnsupported)), "not_supported");
+  EXPECT_EQ(name(static_cast<int32_t>(StatusCode::kNotFound)), "nothing_registered");
+  EXPECT_EQ(name(static_cast<int32_t>(StatusCode::kNotReady)), "scheduled");
+  EXPECT_EQ(name(static_cast<int32_t>(StatusCode::kIoError)), "failed");
 }
 
 TEST_F(CommandRunnerTest, SaveAtStepBecomesItsMailboxCommand) {
