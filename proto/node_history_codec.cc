@@ -1,6 +1,7 @@
 #include "proto/node_history_codec.h"
 
 #include "proto/json_codec.h"
+#include "proto/json_fields.h"
 
 namespace ft::proto {
 namespace {
@@ -10,36 +11,39 @@ using namespace ft::proto::json;  // NOLINT: the codec's vocabulary (json_codec.
 // Room for any real job: 131,072 ranks, nodes of one or more ranks.
 constexpr int kMaxRank = 1 << 24;
 
+const auto kNodeRecordFields = [](auto& io, auto& v) {
+  io.Name("kind", v.kind, "node record kind", ParseNodeRecordKind, kNodeRecordKinds, NodeRecordKindName);
+  io.Str("node", v.node, Need::kRequired, Empty::kRejected);
+  io.Str("job", v.job, Need::kOptional);
+  io.If(!v.incident.empty()).Str("incident", v.incident, Need::kOptional);
+  io.If(!v.incident_kind.empty()).Str("incident_kind", v.incident_kind, Need::kOptional);
+  io.Int("unix_ms", v.unix_ms, Need::kRequired, 0);
+  io.If(v.rank >= 0).Int("rank", v.rank, Need::kOptional, -1, kMaxRank);
+  io.Int("nodes", v.nodes, Need::kOptional, 1, kMaxRank);
+  io.If(!v.detail.empty()).Str("detail", v.detail, Need::kOptional);
+};
+
+const auto kCordonFields = [](auto& io, auto& c) {
+  io.Str("node", c.node, Need::kRequired, Empty::kRejected);
+  io.Str("reason", c.reason, Need::kRequired, Empty::kRejected);
+  io.Int("unix_ms", c.unix_ms, Need::kRequired, 0);
+  io.Int("until_unix_ms", c.until_unix_ms, Need::kOptional, 0);
+  io.If(!c.by.empty()).Str("by", c.by, Need::kOptional);
+};
+
 }  // namespace
 
 // --- NodeRecord ---------------------------------------------------------------------------
 
 std::string Encode(const NodeRecord& r) {
   OJson j = Versioned();
-  j["kind"] = NodeRecordKindName(r.kind);
-  j["node"] = r.node;
-  j["job"] = r.job;
-  if (!r.incident.empty()) j["incident"] = r.incident;
-  if (!r.incident_kind.empty()) j["incident_kind"] = r.incident_kind;
-  j["unix_ms"] = r.unix_ms;
-  if (r.rank >= 0) j["rank"] = r.rank;
-  j["nodes"] = r.nodes;
-  if (!r.detail.empty()) j["detail"] = r.detail;
+  WriteFields(r, kNodeRecordFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, NodeRecord* out) {
   return DecodeValue(json, out, [](const Reader& r, NodeRecord* v) -> Status {
-    FT_RETURN_IF_ERROR(ReadName(r, "kind", "node record kind", ParseNodeRecordKind, kNodeRecordKinds,
-                                NodeRecordKindName, &v->kind));
-    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &v->node, Empty::kRejected));
-    FT_RETURN_IF_ERROR(r.Str("job", Need::kOptional, &v->job));
-    FT_RETURN_IF_ERROR(r.Str("incident", Need::kOptional, &v->incident));
-    FT_RETURN_IF_ERROR(r.Str("incident_kind", Need::kOptional, &v->incident_kind));
-    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &v->unix_ms, 0));
-    FT_RETURN_IF_ERROR(r.Int("rank", Need::kOptional, &v->rank, -1, kMaxRank));
-    FT_RETURN_IF_ERROR(r.Int("nodes", Need::kOptional, &v->nodes, 1, kMaxRank));
-    FT_RETURN_IF_ERROR(r.Str("detail", Need::kOptional, &v->detail));
+    FT_RETURN_IF_ERROR(FieldReader::Read(r, *v, kNodeRecordFields));
     const bool operator_record = v->kind == NodeRecordKind::kCordon || v->kind == NodeRecordKind::kUncordon;
     if (!operator_record && (v->job.empty() || v->incident.empty())) {
       return Status::Corrupt(r.Path(v->job.empty() ? "job" : "incident") + ": missing (required in records of kind '" +
@@ -53,22 +57,12 @@ Status Decode(std::string_view json, NodeRecord* out) {
 
 std::string Encode(const CordonEntry& c) {
   OJson j = Versioned();
-  j["node"] = c.node;
-  j["reason"] = c.reason;
-  j["unix_ms"] = c.unix_ms;
-  j["until_unix_ms"] = c.until_unix_ms;
-  if (!c.by.empty()) j["by"] = c.by;
+  WriteFields(c, kCordonFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, CordonEntry* out) {
-  return DecodeValue(json, out, [](const Reader& r, CordonEntry* c) -> Status {
-    FT_RETURN_IF_ERROR(r.Str("node", Need::kRequired, &c->node, Empty::kRejected));
-    FT_RETURN_IF_ERROR(r.Str("reason", Need::kRequired, &c->reason, Empty::kRejected));
-    FT_RETURN_IF_ERROR(r.Int("unix_ms", Need::kRequired, &c->unix_ms, 0));
-    FT_RETURN_IF_ERROR(r.Int("until_unix_ms", Need::kOptional, &c->until_unix_ms, 0));
-    return r.Str("by", Need::kOptional, &c->by);
-  });
+  return DecodeValue(json, out, [](const Reader& r, CordonEntry* c) { return FieldReader::Read(r, *c, kCordonFields); });
 }
 
 }  // namespace ft::proto
