@@ -41,12 +41,6 @@ Status ReadDigest(const Reader& r, const char* key, Need need, uint64_t* out) {
   return Status::Ok();
 }
 
-OJson TiersJson(const std::vector<std::string>& tiers) {
-  OJson list = OJson::array();
-  for (const std::string& t : tiers) list.push_back(t);
-  return list;
-}
-
 OJson DigestJson(uint64_t digest) { return CommIdHex(digest); }
 
 // Who saved a copy: empty (a copy of an older writer), or one of the three saves.
@@ -70,7 +64,7 @@ const auto kCkptCopyFields = [](auto& io, auto& c) {
   io.If(c.buddy).Bool("buddy", c.buddy, Need::kOptional);
   io.If(!c.origin.empty()).Custom("origin", c.origin, Need::kOptional, AsIs, ReadOrigin);
   io.Int("bytes", c.bytes, Need::kRequired);
-  io.Custom("tiers", c.tiers, Need::kOptional, TiersJson, ReadTiers);
+  io.Custom("tiers", c.tiers, Need::kOptional, StringsAsIs, ReadTiers);
   io.Str("error", c.error, Need::kOptional);
   io.Int("unix_ms", c.unix_ms, Need::kRequired);
   io.If(c.saved_unix_ms > 0).Int("saved_unix_ms", c.saved_unix_ms, Need::kOptional, 0);
@@ -98,127 +92,145 @@ Status Decode(std::string_view json, CkptCopy* out) {
 
 // --- StepVerdict -----------------------------------------------------------------------------
 
+namespace {
+
+OJson ReasonsJson(const std::vector<VerdictReason>& reasons) {
+  OJson list = OJson::array();
+  for (VerdictReason r : reasons) list.push_back(VerdictReasonName(r));
+  return list;
+}
+
+// A name this reader does not know is a newer master's reason: dropped, not refused.
+Status ReadReasons(const Reader& r, const char* key, Need need, std::vector<VerdictReason>* reasons) {
+  std::vector<std::string> names;
+  FT_RETURN_IF_ERROR(r.List(key, need, &names, [](Elem e, const FieldPath& path, std::string* name) {
+    return CheckStr(e, path, name, Empty::kRejected);
+  }));
+  for (const std::string& name : names) {
+    if (std::optional<VerdictReason> known = ParseVerdictReason(name)) reasons->push_back(*known);
+  }
+  return Status::Ok();
+}
+
+const auto kVerdictFields = [](auto& io, auto& v) {
+  io.Int("step", v.step, Need::kRequired, 0);
+  io.Name("state", v.state, "state", ParseVerdictState, kVerdictStates, VerdictStateName);
+  io.Int("shards", v.shards, Need::kRequired, 0);
+  io.Int("verified_shards", v.verified_shards, Need::kRequired, 0);
+  io.Int("copies", v.copies, Need::kRequired, 0);
+  io.Ints("sdc_ranks", v.sdc_ranks, Need::kOptional, 0);
+  io.Str("why", v.why, Need::kOptional);
+  // Written only when known (a verdict of an older master has none).
+  io.If(!v.reasons.empty()).Custom("reasons", v.reasons, Need::kOptional, ReasonsJson, ReadReasons);
+  io.Int("unix_ms", v.unix_ms, Need::kRequired);
+};
+
+}  // namespace
+
 std::string Encode(const StepVerdict& v) {
   OJson j = Versioned();
-  j["step"] = v.step;
-  j["state"] = VerdictStateName(v.state);
-  j["shards"] = v.shards;
-  j["verified_shards"] = v.verified_shards;
-  j["copies"] = v.copies;
-  j["sdc_ranks"] = v.sdc_ranks;
-  j["why"] = v.why;
-  if (!v.reasons.empty()) {  // written only when known (a verdict of an older master has none)
-    OJson reasons = OJson::array();
-    for (VerdictReason r : v.reasons) reasons.push_back(VerdictReasonName(r));
-    j["reasons"] = reasons;
-  }
-  j["unix_ms"] = v.unix_ms;
+  WriteFields(v, kVerdictFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, StepVerdict* out) {
   return DecodeValue(json, out, [](const Reader& r, StepVerdict* v) -> Status {
-    FT_RETURN_IF_ERROR(ReadName(r, "state", "state", ParseVerdictState, kVerdictStates, VerdictStateName, &v->state));
-    FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &v->step, 0));
-    FT_RETURN_IF_ERROR(r.Int("shards", Need::kRequired, &v->shards, 0));
-    FT_RETURN_IF_ERROR(r.Int("verified_shards", Need::kRequired, &v->verified_shards, 0));
+    FT_RETURN_IF_ERROR(FieldReader::Read(r, *v, kVerdictFields));
     if (v->verified_shards > v->shards) {
       return Status::Corrupt(r.Path("verified_shards") + ": " + std::to_string(v->verified_shards) +
                              " is more than the " + std::to_string(v->shards) + " shards");
     }
-    FT_RETURN_IF_ERROR(r.Int("copies", Need::kRequired, &v->copies, 0));
-    FT_RETURN_IF_ERROR(r.List("sdc_ranks", Need::kOptional, &v->sdc_ranks,
-                              [](Elem e, const FieldPath& path, int* rank) {
-                                return CheckInt(e, path, rank, 0);
-                              }));
-    FT_RETURN_IF_ERROR(r.Str("why", Need::kOptional, &v->why));
-    // A name this reader does not know is a newer master's reason: dropped, not refused.
-    std::vector<std::string> reasons;
-    FT_RETURN_IF_ERROR(r.List("reasons", Need::kOptional, &reasons,
-                              [](Elem e, const FieldPath& path, std::string* name) {
-                                return CheckStr(e, path, name, Empty::kRejected);
-                              }));
-    for (const std::string& name : reasons) {
-      if (std::optional<VerdictReason> known = ParseVerdictReason(name)) v->reasons.push_back(*known);
-    }
-    return r.Int("unix_ms", Need::kRequired, &v->unix_ms);
+    return Status::Ok();
   });
 }
 
 // --- RestorePlan -----------------------------------------------------------------------------
 
+namespace {
+
+const auto kRestoreSourceFields = [](auto& io, auto& s) {
+  io.Int("rank", s.rank, Need::kRequired, 0);
+  io.Str("node", s.node, Need::kRequired, Empty::kRejected);
+  io.Custom("tiers", s.tiers, Need::kOptional, StringsAsIs, ReadTiers);
+};
+
+const auto kRestoreRankFields = [](auto& io, auto& rr) {
+  io.Int("rank", rr.rank, Need::kRequired, 0);
+  io.Custom("digest", rr.digest, Need::kRequired, DigestJson, ReadDigest);
+  io.Objects("sources", rr.sources, Need::kOptional, kRestoreSourceFields);
+};
+
+// One end a plan echoes: a node, and its ranks' newest end the master had heard of.
+struct PlanEnd {
+  std::string node;
+  int64_t unix_ms = 0;
+};
+
+const auto kPlanEndFields = [](auto& io, auto& e) {
+  io.Str("node", e.node, Need::kRequired, Empty::kRejected);
+  io.Int("unix_ms", e.unix_ms, Need::kRequired, 0);
+};
+
+OJson EndsJson(const std::map<std::string, int64_t>& ends) {
+  OJson list = OJson::array();
+  for (const auto& [node, unix_ms] : ends) {
+    OJson o = OJson::object();
+    WriteFields(PlanEnd{node, unix_ms}, kPlanEndFields, &o);
+    list.push_back(std::move(o));
+  }
+  return list;
+}
+
+// Came with the ends' echo (2026-12): a plan without it echoes none (a worker whose rank ended
+// waits its bounded while, then takes the plan). A node listed twice keeps its newest end.
+Status ReadEnds(const Reader& r, const char* key, Need need, std::map<std::string, int64_t>* ends) {
+  std::vector<PlanEnd> list;
+  FT_RETURN_IF_ERROR(r.Objects(key, need, &list, [](const Reader& o, PlanEnd* e) {
+    return FieldReader::Read(o, *e, kPlanEndFields);
+  }));
+  for (PlanEnd& e : list) {
+    int64_t& at = (*ends)[std::move(e.node)];
+    at = std::max(at, e.unix_ms);
+  }
+  return Status::Ok();
+}
+
+// `state` came with settling plans (2026-12): a plan without it is final.
+Status ReadPlanState(const Reader& r, const char* key, Need need, std::string* state) {
+  FT_RETURN_IF_ERROR(r.Str(key, need, state));
+  if (*state != "final" && *state != "settling") {
+    return Status::Corrupt(r.Path(key) + ": '" + state->substr(0, 32) + "' is neither 'final' nor 'settling'");
+  }
+  return Status::Ok();
+}
+
+const auto kPlanFields = [](auto& io, auto& p) {
+  io.Int("version", p.version, Need::kRequired, 0);
+  io.Int("step", p.step, Need::kRequired, -1);
+  io.Objects("ranks", p.ranks, Need::kOptional, kRestoreRankFields);
+  io.Int("unix_ms", p.unix_ms, Need::kRequired);
+  // No member of its own: a plan is settling when it says why.
+  std::string state = p.settling.empty() ? "final" : "settling";
+  io.Custom("state", state, Need::kOptional, AsIs, ReadPlanState);
+  io.When(state == "settling").Str("why", p.settling, Need::kRequired, Empty::kRejected);
+  io.If(!p.ends_seen.empty()).Custom("ends_seen", p.ends_seen, Need::kOptional, EndsJson, ReadEnds);
+};
+
+}  // namespace
+
 std::string Encode(const RestorePlan& p) {
   OJson j = Versioned();
-  j["version"] = p.version;
-  j["step"] = p.step;
-  OJson ranks = OJson::array();
-  for (const RestoreRank& rr : p.ranks) {
-    OJson o = OJson::object();
-    o["rank"] = rr.rank;
-    o["digest"] = CommIdHex(rr.digest);
-    OJson sources = OJson::array();
-    for (const RestoreSource& s : rr.sources) {
-      OJson so = OJson::object();
-      so["rank"] = s.rank;
-      so["node"] = s.node;
-      so["tiers"] = TiersJson(s.tiers);
-      sources.push_back(std::move(so));
-    }
-    o["sources"] = std::move(sources);
-    ranks.push_back(std::move(o));
-  }
-  j["ranks"] = std::move(ranks);
-  j["unix_ms"] = p.unix_ms;
-  j["state"] = p.settling.empty() ? "final" : "settling";
-  if (!p.settling.empty()) j["why"] = p.settling;
-  if (!p.ends_seen.empty()) {
-    OJson ends = OJson::array();
-    for (const auto& [node, unix_ms] : p.ends_seen) ends.push_back(OJson{{"node", node}, {"unix_ms", unix_ms}});
-    j["ends_seen"] = std::move(ends);
-  }
+  WriteFields(p, kPlanFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, RestorePlan* out) {
   return DecodeValue(json, out, [](const Reader& r, RestorePlan* p) -> Status {
-    FT_RETURN_IF_ERROR(r.Int("version", Need::kRequired, &p->version, 0));
-    FT_RETURN_IF_ERROR(r.Int("step", Need::kRequired, &p->step, -1));
-    FT_RETURN_IF_ERROR(r.Objects("ranks", Need::kOptional, &p->ranks, [](const Reader& o, RestoreRank* rr) -> Status {
-      FT_RETURN_IF_ERROR(o.Int("rank", Need::kRequired, &rr->rank, 0));
-      FT_RETURN_IF_ERROR(ReadDigest(o, "digest", Need::kRequired, &rr->digest));
-      return o.Objects("sources", Need::kOptional, &rr->sources, [](const Reader& so, RestoreSource* s) -> Status {
-        FT_RETURN_IF_ERROR(so.Int("rank", Need::kRequired, &s->rank, 0));
-        FT_RETURN_IF_ERROR(so.Str("node", Need::kRequired, &s->node, Empty::kRejected));
-        return ReadTiers(so, "tiers", Need::kOptional, &s->tiers);
-      });
-    }));
+    FT_RETURN_IF_ERROR(FieldReader::Read(r, *p, kPlanFields));
     if (p->step < 0 && !p->ranks.empty()) {
       return Status::Corrupt(r.Path("ranks") + ": a plan with no step (-1) names no ranks");
     }
-    // `state` came with settling plans (2026-12): a plan without it is final.
-    std::string state = "final";
-    FT_RETURN_IF_ERROR(r.Str("state", Need::kOptional, &state));
-    if (state == "settling") {
-      FT_RETURN_IF_ERROR(r.Str("why", Need::kRequired, &p->settling, Empty::kRejected));
-    } else if (state != "final") {
-      return Status::Corrupt(r.Path("state") + ": '" + state.substr(0, 32) + "' is neither 'final' nor 'settling'");
-    }
-    // Came with the ends' echo (2026-12): a plan without it echoes none (a worker whose rank
-    // ended waits its bounded while, then takes the plan).
-    struct End {
-      std::string node;
-      int64_t unix_ms = 0;
-    };
-    std::vector<End> ends;
-    FT_RETURN_IF_ERROR(r.Objects("ends_seen", Need::kOptional, &ends, [](const Reader& o, End* e) -> Status {
-      FT_RETURN_IF_ERROR(o.Str("node", Need::kRequired, &e->node, Empty::kRejected));
-      return o.Int("unix_ms", Need::kRequired, &e->unix_ms, 0);
-    }));
-    for (End& e : ends) {
-      int64_t& at = p->ends_seen[std::move(e.node)];
-      at = std::max(at, e.unix_ms);
-    }
-    return r.Int("unix_ms", Need::kRequired, &p->unix_ms);
+    return Status::Ok();
   });
 }
 
