@@ -69,60 +69,62 @@ Status DecodeJobState(std::string_view text, JobState* out) {
 
 // --- MasterAction ---------------------------------------------------------------------------
 
-std::string Encode(const MasterAction& a) {
-  OJson j = Versioned();
-  j["incident"] = a.incident;
-  j["decision"] = DecisionKindName(a.decision);
-  // One "<node>:<rank ranges>" per node (131k targets were 4 MB of objects, and as long to
-  // encode as the rest of a decision).
+namespace {
+
+// One "<node>:<rank ranges>" per node (131k targets were 4 MB of objects, and as long to encode
+// as the rest of a decision).
+OJson SaveJson(const std::vector<SaveTarget>& targets) {
   std::vector<std::string> nodes;
   std::unordered_map<std::string, std::vector<int>> ranks_of;
-  for (const SaveTarget& t : a.save) {
+  for (const SaveTarget& t : targets) {
     auto [it, added] = ranks_of.try_emplace(t.node);
     if (added) nodes.push_back(t.node);
     it->second.push_back(t.rank);
   }
   OJson save = OJson::array();
-  for (const std::string& node : nodes) {
-    save.push_back(node + ":" + RankRanges::Of(ranks_of[node]).Format());
-  }
-  j["save"] = std::move(save);
-  j["phase"] = ActionPhaseName(a.phase);
-  j["sent"] = a.sent;
-  j["acks_from"] = a.acks_from;
-  j["deadline_unix_ms"] = a.deadline_unix_ms;
-  j["nodes"] = a.nodes;
-  j["decided_unix_ms"] = a.decided_unix_ms;
+  for (const std::string& node : nodes) save.push_back(node + ":" + RankRanges::Of(ranks_of[node]).Format());
+  return save;
+}
+
+Status ReadSave(const Reader& r, const char* key, Need need, std::vector<SaveTarget>* targets) {
+  std::vector<std::vector<SaveTarget>> save;
+  size_t budget = kMaxListEntries;
+  FT_RETURN_IF_ERROR(r.List(key, need, &save, [&budget](Elem e, const FieldPath& path, std::vector<SaveTarget>* out) {
+    return DecodeSaveEntry(e, path, &budget, out);
+  }));
+  size_t count = 0;
+  for (const auto& of_node : save) count += of_node.size();
+  targets->clear();
+  targets->reserve(count);
+  for (auto& of_node : save) targets->insert(targets->end(), of_node.begin(), of_node.end());
+  return Status::Ok();
+}
+
+// An action decided something: "none" is refused with the names it may hold.
+constexpr DecisionKind kActing[] = {DecisionKind::kSaveThenStop, DecisionKind::kStop};
+
+const auto kActionFields = [](auto& io, auto& a) {
+  io.Str("incident", a.incident, Need::kRequired);
+  io.Name("decision", a.decision, "decision", ParseDecisionKind, kActing, DecisionKindName);
+  io.Custom("save", a.save, Need::kOptional, SaveJson, ReadSave);
+  io.Name("phase", a.phase, "phase", ParseActionPhase, kActionPhases, ActionPhaseName);
+  io.Bool("sent", a.sent, Need::kRequired);
+  io.Str("acks_from", a.acks_from, Need::kRequired);
+  io.Int("deadline_unix_ms", a.deadline_unix_ms, Need::kRequired);
+  io.Strs("nodes", a.nodes, Need::kOptional);
+  io.Int("decided_unix_ms", a.decided_unix_ms, Need::kRequired);
+};
+
+}  // namespace
+
+std::string Encode(const MasterAction& a) {
+  OJson j = Versioned();
+  WriteFields(a, kActionFields, &j);
   return Dump(j);
 }
 
 Status Decode(std::string_view json, MasterAction* out) {
-  return DecodeValue(json, out, [](const Reader& r, MasterAction* a) -> Status {
-    FT_RETURN_IF_ERROR(r.Str("incident", Need::kRequired, &a->incident));
-    // An action decided something: "none" is refused with the names it may hold.
-    static constexpr DecisionKind kActing[] = {DecisionKind::kSaveThenStop, DecisionKind::kStop};
-    FT_RETURN_IF_ERROR(ReadName(r, "decision", "decision", ParseDecisionKind, kActing, DecisionKindName, &a->decision));
-    std::vector<std::vector<SaveTarget>> save;
-    size_t budget = kMaxListEntries;
-    FT_RETURN_IF_ERROR(r.List("save", Need::kOptional, &save,
-                              [&budget](Elem e, const FieldPath& path, std::vector<SaveTarget>* out) {
-                                return DecodeSaveEntry(e, path, &budget, out);
-                              }));
-    size_t targets = 0;
-    for (const auto& of_node : save) targets += of_node.size();
-    a->save.clear();
-    a->save.reserve(targets);
-    for (auto& of_node : save) a->save.insert(a->save.end(), of_node.begin(), of_node.end());
-    FT_RETURN_IF_ERROR(ReadName(r, "phase", "phase", ParseActionPhase, kActionPhases, ActionPhaseName, &a->phase));
-    FT_RETURN_IF_ERROR(r.Bool("sent", Need::kRequired, &a->sent));
-    FT_RETURN_IF_ERROR(r.Str("acks_from", Need::kRequired, &a->acks_from));
-    FT_RETURN_IF_ERROR(r.Int("deadline_unix_ms", Need::kRequired, &a->deadline_unix_ms));
-    FT_RETURN_IF_ERROR(r.List("nodes", Need::kOptional, &a->nodes,
-                              [](Elem e, const FieldPath& path, std::string* s) {
-                                return CheckStr(e, path, s);
-                              }));
-    return r.Int("decided_unix_ms", Need::kRequired, &a->decided_unix_ms);
-  });
+  return DecodeValue(json, out, [](const Reader& r, MasterAction* a) { return FieldReader::Read(r, *a, kActionFields); });
 }
 
 // --- OpenIncident ---------------------------------------------------------------------------
@@ -183,12 +185,6 @@ Status ReadSeconds(const Reader& r, const char* key, Need need, GoodputSeconds* 
   });
 }
 
-OJson CauseJson(GoodputCause c) { return GoodputCauseName(c); }
-
-Status ReadCause(const Reader& r, const char* key, Need, GoodputCause* out) {
-  return ReadName(r, key, "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName, out);
-}
-
 const auto kGoodputIncidentFields = [](auto& io, auto& i) {
   io.Str("id", i.id, Need::kRequired);
   io.Int("fault_unix_ms", i.fault_unix_ms, Need::kRequired, 0);
@@ -201,7 +197,7 @@ const auto kGoodputFields = [](auto& io, auto& g) {
   io.Int("last_unix_ms", g.last_unix_ms, Need::kRequired, 0);
   io.Custom("rank_s", g.rank_s, Need::kRequired, AllSecondsJson, ReadSeconds);
   io.Custom("wall_s", g.wall_s, Need::kRequired, AllSecondsJson, ReadSeconds);
-  io.Custom("phase", g.phase, Need::kRequired, CauseJson, ReadCause);
+  io.Name("phase", g.phase, "goodput cause", ParseGoodputCause, kGoodputCauses, GoodputCauseName);
   io.Int("furthest_step", g.furthest_step, Need::kRequired, -1);
   io.Int("redo_until_step", g.redo_until_step, Need::kRequired, -1);
   io.Num("redo_left_s", g.redo_left_s, Need::kRequired, -1, 1e12);
