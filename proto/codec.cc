@@ -55,7 +55,6 @@ Status ReadOp(const Reader& r, const char* key, Need need, OpKind* out) {
 }
 
 OJson OpJson(OpKind op) { return OpKindName(op); }
-OJson IntsJson(const std::vector<int>& list) { return list; }
 
 // The field lists (json_fields.h): each struct's fields once, in the order they are written.
 
@@ -148,10 +147,6 @@ Status Decode(std::string_view json, RankProgress* out) {
 
 namespace {
 
-Status ReadRanks(const Reader& r, const char* key, Need need, std::vector<int>* ranks) {
-  return r.List(key, need, ranks, [](Elem e, const FieldPath& path, int* rank) { return CheckInt(e, path, rank, 0); });
-}
-
 const auto kHwSignalFields = [](auto& io, auto& h) {
   io.If(!h.node.empty()).Str("node", h.node, Need::kOptional);
   io.Str("source", h.source, Need::kRequired, Empty::kRejected);
@@ -160,7 +155,7 @@ const auto kHwSignalFields = [](auto& io, auto& h) {
   io.Int("value", h.value, Need::kOptional);
   io.Int("total", h.total, Need::kOptional);
   io.Bool("critical", h.critical, Need::kOptional);
-  io.If(!h.ranks.empty()).Custom("ranks", h.ranks, Need::kOptional, IntsJson, ReadRanks);
+  io.If(!h.ranks.empty()).Ints("ranks", h.ranks, Need::kOptional, 0);
   io.If(h.pid != 0).Int("pid", h.pid, Need::kOptional, 0);
   io.Int("unix_ms", h.unix_ms, Need::kOptional, 0);
   io.Str("detail", h.detail, Need::kOptional);
@@ -398,12 +393,6 @@ Status ReadIncidentKind(const Reader& r, const char* key, Need need, std::string
                          "restore-mismatch, slow-link, job-slow, hardware)");
 }
 
-OJson StringsJson(const std::vector<std::string>& list) { return list; }
-
-Status ReadStrings(const Reader& r, const char* key, Need need, std::vector<std::string>* list) {
-  return r.List(key, need, list, [](Elem e, const FieldPath& path, std::string* s) { return CheckStr(e, path, s); });
-}
-
 const auto kSuspectFields = [](auto& io, auto& s) {
   io.Int("rank", s.rank, Need::kOptional, -1);
   io.Str("node", s.node, Need::kOptional);
@@ -420,7 +409,7 @@ const auto kIncidentFields = [](auto& io, auto& i) {
   io.Custom("kind", i.kind, Need::kRequired, AsIs, ReadIncidentKind);
   io.Objects("suspects", i.suspects, Need::kOptional, kSuspectFields);
   io.If(Is(i, IncidentKind::kTransportHang) || i.comm_id != 0).Hex("comm", i.comm_id, Need::kOptional);
-  io.Custom("evidence", i.evidence, Need::kOptional, StringsJson, ReadStrings);
+  io.Strs("evidence", i.evidence, Need::kOptional);
   io.If(!i.hardware.empty()).Objects("hardware", i.hardware, Need::kOptional, kHwSignalFields);
   io.If(i.hardware_checked).Bool("hardware_checked", i.hardware_checked, Need::kOptional);
   io.Num("confidence", i.confidence, Need::kOptional, 0, 1);
@@ -449,15 +438,11 @@ Status Decode(std::string_view json, Incident* out) {
 
 namespace {
 
-Status ReadRankList(const Reader& r, const char* key, Need need, std::vector<int>* ranks) {
-  return r.List(key, need, ranks, [](Elem e, const FieldPath& path, int* rank) { return CheckInt(e, path, rank, kRankLow); });
-}
-
 const auto kHeartbeatFields = [](auto& io, auto& h) {
   io.Str("node", h.node, Need::kRequired, Empty::kRejected);
   io.Str("host", h.host, Need::kOptional);
   io.Int("pid", h.pid, Need::kOptional, 0);
-  io.Custom("ranks", h.ranks, Need::kOptional, IntsJson, ReadRankList);
+  io.Ints("ranks", h.ranks, Need::kOptional, kRankLow);
   io.Int("unix_ms", h.unix_ms, Need::kRequired, 0);
 };
 
