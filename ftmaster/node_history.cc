@@ -26,24 +26,6 @@ std::string RefusalKind(const std::string& message) { return message.substr(0, m
 
 }  // namespace
 
-Status DecodeNodeRecordEntry(const StreamEntry& entry, std::string_view node, proto::NodeRecord* out) {
-  const std::string* json = entry.Get("json");
-  const std::string* kind = entry.Get("kind");
-  if (json == nullptr) return Status::Corrupt(fmt::format("history entry {}: no json field", entry.id));
-  proto::NodeRecord r;
-  Status s = proto::Decode(*json, &r);
-  if (!s.ok()) return s.WithContext(fmt::format("history entry {}", entry.id));
-  if (kind == nullptr || *kind != proto::NodeRecordKindName(r.kind)) {
-    return Status::Corrupt(fmt::format("history entry {}: kind field '{}' does not match its record's '{}'", entry.id,
-                                       kind ? kind->substr(0, 16) : "", proto::NodeRecordKindName(r.kind)));
-  }
-  if (proto::SanitizeName(r.node) != proto::SanitizeName(node)) {
-    return Status::Corrupt(fmt::format("history entry {}: a record of node '{}' in the history of '{}'", entry.id,
-                                       r.node.substr(0, 64), node));
-  }
-  *out = std::move(r);
-  return Status::Ok();
-}
 
 struct NodeHistoryRound::Pending {
   std::string last_id;                      // the last incident taken (the cursor once written)
@@ -160,7 +142,7 @@ bool NodeHistoryRound::LeaveOutWritten(Pending* pending) {
     ParseStream(replies[i], &entries);
     for (const StreamEntry& e : entries) {
       proto::NodeRecord r;
-      if (DecodeNodeRecordEntry(e, nodes[i], &r).ok()) there[nodes[i]].insert(IdentityOf(r));
+      if (schema::DecodeNodeRecord(e, nodes[i], &r).ok()) there[nodes[i]].insert(IdentityOf(r));
     }
   }
   const size_t before = pending->records.size();
@@ -179,14 +161,12 @@ bool NodeHistoryRound::LeaveOutWritten(Pending* pending) {
 bool NodeHistoryRound::Write(const Pending& pending) {
   if (pending.records.empty()) return true;
   const Config& config = ctx_->options.config;
-  const std::string len = std::to_string(std::max<int64_t>(1, config.node_history_len));
   const std::string ttl = std::to_string(std::max<int64_t>(1000, ToMs(config.node_history_ttl)));
   const int64_t max_nodes = std::max<int64_t>(1, config.node_history_nodes);
   std::vector<redis::Argv> writes;
   std::map<std::string, int64_t> newest;  // per node, its newest record written here
   for (const proto::NodeRecord& r : pending.records) {
-    writes.push_back({"XADD", proto::Keys::NodeHistory(r.node), "MAXLEN", "~", len, "*", "kind",
-                      proto::NodeRecordKindName(r.kind), "json", proto::Encode(r)});
+    writes.push_back(schema::AppendNodeRecord(r, config.node_history_len));
     int64_t& at = newest[r.node];
     at = std::max(at, r.unix_ms);
   }

@@ -40,10 +40,6 @@
 
 namespace ft::master {
 
-// One entry of a node's history stream (fields `kind` and `json`): the record, which must
-// agree with the entry's `kind` and belong to `node` (the key's). Errors name the entry.
-Status DecodeNodeRecordEntry(const StreamEntry& entry, std::string_view node, proto::NodeRecord* out);
-
 class NodeHistoryRound {
  public:
   using Clock = LoopContext::Clock;

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "proto/codec.h"
+#include "proto/node_history_codec.h"
 
 namespace ft::schema {
 
@@ -54,6 +57,11 @@ redis::Argv IncidentFields(const proto::Incident& incident) {
   return {"kind", incident.kind, "suspects", proto::SuspectsField(incident.suspects), "json", proto::Encode(incident)};
 }
 
+redis::Argv AppendNodeRecord(const proto::NodeRecord& record, int64_t history_len) {
+  return {"XADD", proto::Keys::NodeHistory(record.node), "MAXLEN", "~", std::to_string(std::max<int64_t>(1, history_len)),
+          "*", "kind", proto::NodeRecordKindName(record.kind), "json", proto::Encode(record)};
+}
+
 Status Decode(const redis::StreamEntry& entry, proto::Event* out) {
   return DecodeEntry(entry, "event", "kind", &proto::Event::kind, out);
 }
@@ -68,6 +76,25 @@ Status Decode(const redis::StreamEntry& entry, proto::Command* out) {
 
 Status Decode(const redis::StreamEntry& entry, proto::Incident* out) {
   return DecodeEntry(entry, "incident", "kind", &proto::Incident::kind, out);
+}
+
+Status DecodeNodeRecord(const redis::StreamEntry& entry, std::string_view node, proto::NodeRecord* out) {
+  const std::string* json = entry.Get("json");
+  const std::string* kind = entry.Get("kind");
+  if (json == nullptr) return Status::Corrupt(fmt::format("history entry {}: no json field", entry.id));
+  proto::NodeRecord r;
+  Status s = proto::Decode(*json, &r);
+  if (!s.ok()) return s.WithContext(fmt::format("history entry {}", entry.id));
+  if (kind == nullptr || *kind != proto::NodeRecordKindName(r.kind)) {
+    return Status::Corrupt(fmt::format("history entry {}: kind field '{}' does not match its record's '{}'", entry.id,
+                                       kind ? kind->substr(0, 16) : "", proto::NodeRecordKindName(r.kind)));
+  }
+  if (proto::SanitizeName(r.node) != proto::SanitizeName(node)) {
+    return Status::Corrupt(fmt::format("history entry {}: a record of node '{}' in the history of '{}'", entry.id,
+                                       r.node.substr(0, 64), node));
+  }
+  *out = std::move(r);
+  return Status::Ok();
 }
 
 redis::Argv After(std::string_view key, std::string_view cursor, size_t count) {

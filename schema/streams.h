@@ -10,6 +10,7 @@
 //   acks                   worker (outbox)     AppendAck         master action, CLI save/stacks
 //   cmd:<node>             master, CLI         PostCommand       the node's worker
 //   incidents              master (fenced)     IncidentFields    master metrics/history, page, CLI
+//   node:{<n>}:history     master, CLI cordon  AppendNodeRecord  master (verify), page, `nodes`
 //
 // Reading takes foreign bytes: an entry that does not decode is returned with why, never
 // thrown away silently, and never stops the reader. Pure but for ReadStream's one round trip.
@@ -25,6 +26,7 @@
 #include "common/status.h"
 #include "proto/keys.h"
 #include "proto/messages.h"
+#include "proto/node_history.h"
 #include "redis/store.h"
 #include "redis/stream_reply.h"
 
@@ -38,6 +40,9 @@ redis::Argv PostCommand(const proto::Keys& keys, std::string_view node, const pr
 // (redis::GatedAppend), not with a plain XADD.
 redis::Argv IncidentFields(const proto::Incident& incident);
 inline constexpr const char* kIncidentsCap = "10000";
+// A record of a node's history across jobs, kept to the newest `history_len`
+// (FT_NODE_HISTORY_LEN); the caller sets the key's expiry and the nodes index beside it.
+redis::Argv AppendNodeRecord(const proto::NodeRecord& record, int64_t history_len);
 
 // The readers of one entry: its json decoded, the side fields checked against it. Errors name
 // the entry's id.
@@ -45,6 +50,9 @@ Status Decode(const redis::StreamEntry& entry, proto::Event* out);
 Status Decode(const redis::StreamEntry& entry, proto::CommandAck* out);
 Status Decode(const redis::StreamEntry& entry, proto::Command* out);
 Status Decode(const redis::StreamEntry& entry, proto::Incident* out);
+// A node history's entry must also belong to `node`, the history's (a record written into
+// another node's history is refused).
+Status DecodeNodeRecord(const redis::StreamEntry& entry, std::string_view node, proto::NodeRecord* out);
 
 // Ranges to read, at most `count` entries each. After: the entries past `cursor` ("" for the
 // first), oldest first. Between: from `first` up to `last` ("" for the newest), both included,

@@ -26,6 +26,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
+#include "schema/streams.h"
 
 extern char** environ;
 
@@ -98,7 +99,7 @@ Status ReadHistories(redis::Commands& client, const std::vector<std::string>& no
       Status first = skipped > 0 ? Status::Corrupt("an entry that is not a stream entry") : Status::Ok();
       for (const StreamEntry& e : entries) {
         proto::NodeRecord r;
-        Status s = DecodeNodeRecordEntry(e, nodes[i], &r);
+        Status s = schema::DecodeNodeRecord(e, nodes[i], &r);
         if (!s.ok()) {
           if (skipped++ == 0) first = s;
           continue;
@@ -129,8 +130,7 @@ void RecordCordon(redis::Commands& client, const NodesOptions& o, proto::NodeRec
   const std::string ttl = std::to_string(std::max<int64_t>(1000, o.history_ttl_ms));
   std::vector<redis::Reply> replies;
   Status s = client.PipelinePartial(
-      {{"XADD", key, "MAXLEN", "~", std::to_string(std::max<int64_t>(1, o.history_len)), "*", "kind",
-        proto::NodeRecordKindName(kind), "json", proto::Encode(r)},
+      {schema::AppendNodeRecord(r, o.history_len),
        {"PEXPIRE", key, ttl},
        {"ZADD", proto::Keys::NodesIndex(), std::to_string(o.now_unix_ms), node},
        {"ZREMRANGEBYRANK", proto::Keys::NodesIndex(), "0", std::to_string(-(std::max<int64_t>(1, o.index_nodes) + 1))},

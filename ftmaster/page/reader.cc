@@ -173,10 +173,10 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
       std::vector<StreamEntry> parsed;
       ParseStream(entries, &parsed);
       for (const StreamEntry& e : parsed) {
-        const std::string* json = e.Get("json");
         proto::NodeRecord r;
-        Status st = json ? proto::Decode(*json, &r) : Status::Corrupt("no json field");
+        Status st = schema::DecodeNodeRecord(e, node, &r);
         if (!st.ok()) {
+          const std::string* json = e.Get("json");
           AddGarbled(s, "history of " + node + " " + e.id, json ? std::string_view(*json) : std::string_view(), st);
           continue;
         }

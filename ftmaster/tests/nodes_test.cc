@@ -27,6 +27,7 @@
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
 #include "redis/fake/fake_store.h"
+#include "schema/streams.h"
 #include "tests/util/log_capture.h"
 
 namespace ft::master {
@@ -85,7 +86,7 @@ class NodesTest : public ::testing::Test {
       StreamEntry entry{e.Id(), {}};
       for (size_t i = 0; i + 1 < e.fields.size(); i += 2) entry.fields.emplace_back(e.fields[i], e.fields[i + 1]);
       proto::NodeRecord r;
-      Status s = DecodeNodeRecordEntry(entry, node, &r);
+      Status s = schema::DecodeNodeRecord(entry, node, &r);
       EXPECT_TRUE(s.ok()) << s.ToString();
       out.push_back(r);
     }
