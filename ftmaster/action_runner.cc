@@ -9,6 +9,7 @@
 #include "ftmaster/loop_util.h"
 #include "ftmaster/core/save_outcome.h"
 #include "proto/codec.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -61,8 +62,7 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
     b.writes.push_back(schema::PostCommand(keys, t.node, command));
     ++b.commands;
   }
-  b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
-                      proto::JobStateName(proto::JobState::kStopping)});
+  b.writes.push_back(schema::master_hash::SetAction(keys, b.next, proto::JobState::kStopping));
   return b;
 }
 
@@ -89,8 +89,7 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
     command.incarnations = decided_for.OfNode(node);
     b.writes.push_back(schema::PostCommand(keys, node, command));
   }
-  b.writes.push_back({"HSET", keys.MasterState(), "action", proto::Encode(b.next), "job_state",
-                      proto::JobStateName(proto::JobState::kStopping)});
+  b.writes.push_back(schema::master_hash::SetAction(keys, b.next, proto::JobState::kStopping));
   b.commands = b.next.nodes.size();
   return b;
 }
@@ -107,7 +106,7 @@ void ActionRunner::NewTerm(Clock::time_point now) {
 }
 
 void ActionRunner::LoadTerm(const MasterHash& state) {
-  auto it = state.find("action");
+  auto it = state.find(schema::master_hash::kAction);
   if (it == state.end()) return;
   Action a;
   Status s = proto::Decode(it->second, &a);
@@ -150,7 +149,7 @@ bool ActionRunner::StartedAfterDecision(const proto::Membership& m) const {
 
 void ActionRunner::LoadStored() {
   redis::Reply stored;
-  if (ctx_->store->Run({"HGET", ctx_->keys.MasterState(), "action"}, &stored).ok() &&
+  if (ctx_->store->Run(schema::master_hash::Get(ctx_->keys, schema::master_hash::kAction), &stored).ok() &&
       stored.is_string()) {
     Action a;
     if (proto::Decode(stored.str(), &a).ok()) action_ = std::move(a);
@@ -239,8 +238,7 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     }
     Action done = a;
     done.phase = proto::ActionPhase::kDone;
-    if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "action", proto::Encode(done), "job_state",
-                            proto::JobStateName(proto::JobState::kStopped)}})) {
+    if (!ctx_->writer.Run({schema::master_hash::SetAction(ctx_->keys, done, proto::JobState::kStopped)})) {
       return;
     }
     a = std::move(done);
@@ -340,7 +338,8 @@ bool ActionRunner::RecordSaveOutcome(const Action& a, const StepJudgement* judge
   if (judged != nullptr) AddVerification(*judged, &outcome);
   // `checkpoint`: the last save; `checkpoint:<incident>`: each incident's, for `ftmaster incidents`.
   const std::string value = EncodeSaveOutcome(a.incident, outcome);
-  if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "checkpoint", value, "checkpoint:" + a.incident, value}})) {
+  if (!ctx_->writer.Run({schema::master_hash::Set(
+          ctx_->keys, {{schema::master_hash::kCheckpoint, value}, {schema::master_hash::CheckpointOf(a.incident), value}})})) {
     return false;
   }
   std::string text = fmt::format("incident {}: {}", a.incident, DescribeSaveOutcome(outcome));

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
 
@@ -63,7 +64,7 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
   std::map<std::string, std::string> why;
   if (!evicted_list.empty()) {
     redis::Argv hmget = {"HMGET", keys.MasterState()};
-    for (const std::string& n : evicted_list) hmget.push_back("evicted_why:" + n);
+    for (const std::string& n : evicted_list) hmget.push_back(schema::master_hash::EvictedWhy(n));
     redis::Reply reasons;
     if (!ctx_->store->Run(hmget, &reasons).ok() || !reasons.is_array()) return;
     for (size_t i = 0; i < evicted_list.size() && i < reasons.size(); ++i) {
@@ -77,14 +78,14 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
     const bool ours = it != why.end() && it->second.rfind(kCordonedWhy, 0) == 0;
     if (evicted.count(node) && !(ours && it->second != reason)) continue;  // there (or evicted for its own reason)
     writes.push_back({"SADD", keys.Evicted(), node});
-    writes.push_back({"HSET", keys.MasterState(), "evicted_why:" + node, reason});
+    writes.push_back(schema::master_hash::Set(keys, {{schema::master_hash::EvictedWhy(node), reason}}));
     added.push_back(node);
   }
   for (const std::string& node : evicted) {
     auto it = why.find(node);
     if (it == why.end() || it->second.rfind(kCordonedWhy, 0) != 0 || active.count(node)) continue;
     writes.push_back({"SREM", keys.Evicted(), node});
-    writes.push_back({"HDEL", keys.MasterState(), "evicted_why:" + node});
+    writes.push_back(schema::master_hash::Delete(keys, {schema::master_hash::EvictedWhy(node)}));
     lifted.push_back(node);
   }
   if (writes.empty()) return;

@@ -2,6 +2,7 @@
 
 #include "common/log.h"
 #include "proto/codec.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -39,16 +40,16 @@ std::optional<std::vector<bool>> FencedWriter::WriteIncidents(
   g.stream = keys_->Incidents();
   g.stream_cap = schema::kIncidentsCap;
   for (const proto::Incident& incident : incidents) {
-    g.entries.push_back({"decided:" + incident.id, schema::IncidentFields(incident)});
+    g.entries.push_back({schema::master_hash::Decided(incident.id), schema::IncidentFields(incident)});
   }
   if (!evict.empty()) {
     redis::Argv sadd = {"SADD", keys_->Evicted()};
     sadd.insert(sadd.end(), evict.begin(), evict.end());
     g.on_any_win.push_back(std::move(sadd));
   }
-  for (const auto& [f, v] : on_win) g.on_any_win.push_back({"HSET", keys_->MasterState(), f, v});
-  for (const auto& [f, v] : always) g.always.push_back({"HSET", keys_->MasterState(), f, v});
-  for (const std::string& f : del) g.always.push_back({"HDEL", keys_->MasterState(), f});
+  for (const auto& [f, v] : on_win) g.on_any_win.push_back(schema::master_hash::Set(*keys_, {{f, v}}));
+  for (const auto& [f, v] : always) g.always.push_back(schema::master_hash::Set(*keys_, {{f, v}}));
+  for (const std::string& f : del) g.always.push_back(schema::master_hash::Delete(*keys_, {f}));
   std::vector<bool> won;
   bool held = false;
   Status s = store_->FencedGatedAppend(redis::Fence{keys_->Leader(), id_}, g, &won, &held);

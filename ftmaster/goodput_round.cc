@@ -6,6 +6,7 @@
 
 #include "ftmaster/core/incident_window.h"
 #include "proto/master_codec.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
 
@@ -13,12 +14,12 @@ void GoodputRound::LoadTerm(const MasterHash& state) {
   ledger_ = GoodputLedger();
   members_version_ = UINT64_MAX;
   next_persist_ms_ = 0;
-  auto it = state.find("goodput");
+  auto it = state.find(schema::master_hash::kGoodput);
   if (it == state.end()) return;
   proto::Goodput kept;
   Status s = proto::Decode(it->second, &kept);
   if (!s.ok()) {
-    ctx_->bad.Report(ctx_->keys.MasterState() + " goodput", it->second.substr(0, 64), s);
+    ctx_->bad.Report(ctx_->keys.MasterState() + " " + schema::master_hash::kGoodput, it->second.substr(0, 64), s);
     return;
   }
   ledger_ = GoodputLedger(std::move(kept));
@@ -78,7 +79,7 @@ void GoodputRound::Tick(int64_t unix_ms) {
   if (g.since_unix_ms == 0) return;  // nothing accounted yet
   if (unix_ms < next_persist_ms_ && g.phase == persisted_phase_) return;
   next_persist_ms_ = unix_ms + kPersistEveryMs;
-  if (ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "goodput", proto::Encode(g)}})) persisted_phase_ = g.phase;
+  if (ctx_->writer.Run({schema::master_hash::Set(ctx_->keys, {{schema::master_hash::kGoodput, proto::Encode(g)}})})) persisted_phase_ = g.phase;
 }
 
 }  // namespace ft::master

@@ -2,8 +2,11 @@
 
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
+
+namespace mh = schema::master_hash;
 
 std::vector<proto::Membership> SlimMembers(std::span<const proto::Membership> members) {
   std::vector<proto::Membership> slim;
@@ -44,16 +47,16 @@ bool JobMembership::LoadTerm(const MasterHash& state) {
   };
   // The topology this leader decides with, for `ftmaster status` (which has no --topology of
   // its own to go by); an inferred one is recomputed by every reader from the membership.
-  if (have_explicit_ && (field("topology") != o.topology || field("order") != o.order)) {
-    if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "topology", o.topology, "order", o.order}})) {
+  if (have_explicit_ && (field(mh::kTopology) != o.topology || field(mh::kOrder) != o.order)) {
+    if (!ctx_->writer.Run({mh::Set(ctx_->keys, {{mh::kTopology, o.topology}, {mh::kOrder, o.order}})})) {
       return false;
     }
   }
   last_inferred_.reset();
   inferred_.reset();
-  if (!have_explicit_ && state.count("inferred_topology")) {
+  if (!have_explicit_ && state.count(mh::kInferredTopology)) {
     Topology t;
-    Status s = Topology::Parse(field("inferred_topology"), field("inferred_order"), 0, &t);
+    Status s = Topology::Parse(field(mh::kInferredTopology), field(mh::kInferredOrder), 0, &t);
     if (s.ok()) {
       last_inferred_ = Topology::Kept(t, "inferred while the ranks ran");
     } else {
@@ -120,8 +123,8 @@ const Topology& JobMembership::CurrentTopology() {
     const bool changed = !last_inferred_ || last_inferred_->sizes() != inferred_->sizes() ||
                          last_inferred_->order() != inferred_->order();
     if (inferred_->known() && !inferred_->kept() && changed &&
-        ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "inferred_topology", inferred_->sizes(),
-                           "inferred_order", inferred_->order()}})) {
+        ctx_->writer.Run({mh::Set(ctx_->keys, {{mh::kInferredTopology, inferred_->sizes()},
+                                               {mh::kInferredOrder, inferred_->order()}})})) {
       last_inferred_ = Topology::Kept(*inferred_, "inferred while the ranks ran");
     }
   }

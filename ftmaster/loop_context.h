@@ -34,6 +34,7 @@
 #include "proto/master_codec.h"
 #include "proto/messages.h"
 #include "redis/store.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
 
@@ -54,8 +55,9 @@ struct MasterOptions {
   std::FILE* out = stdout;        // decided incidents for people; nullptr: not printed
 };
 
-// The master hash (ft:{J}:master) as read at the start of a term: field -> value.
-using MasterHash = std::unordered_map<std::string, std::string>;
+// The master hash (ft:{J}:master) as read at the start of a term: field -> value
+// (schema/master_hash.h names the fields).
+using MasterHash = schema::master_hash::Fields;
 
 struct LoopStats {
   uint64_t ticks = 0;

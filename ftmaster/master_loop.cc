@@ -17,11 +17,14 @@
 #include "proto/notice.h"
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
+#include "schema/master_hash.h"
 
 // The loop's term and tick, and what a membership read means for the jobs (master_loop.h says
 // which class does which job).
 
 namespace ft::master {
+
+namespace mh = schema::master_hash;
 namespace {
 
 int64_t UnixMsNow() {
@@ -80,7 +83,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
     leading_ = false;
     if (now >= next_state_poll_ && store.connected()) {
       redis::Reply reply;
-      if (store.Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &reply).ok() &&
+      if (store.Run(mh::Get(ctx_.keys, mh::kJobState), &reply).ok() &&
           reply.is_string()) {
         ctx_.job_state = ReadJobState(reply.str(), &ctx_.bad);
       }
@@ -180,13 +183,11 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   redis::Reply hash;
   if (!ctx_.store->Run({"HGETALL", ctx_.keys.MasterState()}, &hash).ok()) return;
   MasterHash state;
-  if (hash.is_array()) {
-    for (size_t i = 0; i + 1 < hash.size(); i += 2) state[hash[i].str()] = hash[i + 1].str();
-  }
+  if (Status s = mh::DecodeAll(hash, &state); !s.ok()) ctx_.bad.Report(ctx_.keys.MasterState(), "", s);
   // None or an unknown one (reported): the job is watched from here.
-  ctx_.job_state = ReadJobState(state.count("job_state") ? state["job_state"] : "", &ctx_.bad);
+  ctx_.job_state = ReadJobState(state.count(mh::kJobState) ? state[mh::kJobState] : "", &ctx_.bad);
   if (!ctx_.job_state) {
-    if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", proto::JobStateName(proto::JobState::kRunning)}})) {
+    if (!ctx_.writer.Run({mh::SetJobState(ctx_.keys, proto::JobState::kRunning)})) {
       return;
     }
     ctx_.job_state = proto::JobState::kRunning;
@@ -234,10 +235,10 @@ void MasterLoop::StopForSlowness(SlowEviction slow, int64_t unix_ms) {
   const std::string why = fmt::format("fail-slow: rank {} straggles ({})", slow.rank, slow.incident.id);
   slow.incident.evicted = {{slow.node, why}};
   auto won = ctx_.writer.WriteIncidents({slow.incident}, unix_ms, {slow.node},
-                                        {{"action", proto::Encode(stop)},
-                                         {"job_state", proto::JobStateName(proto::JobState::kStopping)},
-                                         {"slow_evictions", summary_.SlowEvictionsField(unix_ms)},
-                                         {"evicted_why:" + slow.node, why}},
+                                        {{mh::kAction, proto::Encode(stop)},
+                                         {mh::kJobState, proto::JobStateName(proto::JobState::kStopping)},
+                                         {mh::kSlowEvictions, summary_.SlowEvictionsField(unix_ms)},
+                                         {mh::EvictedWhy(slow.node), why}},
                                         {}, {});
   if (!won) return;  // fenced out or Redis failed: the next pass weighs the rank again
   summary_.SlowEvicted(slow.rank, unix_ms);
@@ -256,7 +257,7 @@ void MasterLoop::TakeAction(WindowAction decided, std::vector<proto::Membership>
   // Another master decided this window first: carry out what it stored.
   actions_.LoadStored();
   redis::Reply state;
-  if (ctx_.store->Run({"HGET", ctx_.keys.MasterState(), "job_state"}, &state).ok() && state.is_string()) {
+  if (ctx_.store->Run(mh::Get(ctx_.keys, mh::kJobState), &state).ok() && state.is_string()) {
     ctx_.job_state = ReadJobState(state.str(), &ctx_.bad);
   }
 }
@@ -281,12 +282,9 @@ void MasterLoop::OnRanksRead() {
           // new run is watched and decided like a first one.
           // The job's recovery, as the slow policy weighs it: the stop decided → running again.
           const int64_t recovery_ms = action ? tick_unix_ms_ - action->decided_unix_ms : 0;
-          std::vector<redis::Argv> writes = {{"HSET", ctx_.keys.MasterState(), "job_state",
-                                              proto::JobStateName(proto::JobState::kRunning)},
-                                             {"HDEL", ctx_.keys.MasterState(), "action"}};
-          if (recovery_ms > 0) {
-            writes.push_back({"HSET", ctx_.keys.MasterState(), "last_recovery_ms", std::to_string(recovery_ms)});
-          }
+          std::vector<redis::Argv> writes = {mh::SetJobState(ctx_.keys, proto::JobState::kRunning),
+                                             mh::Delete(ctx_.keys, {mh::kAction})};
+          if (recovery_ms > 0) writes.push_back(mh::Set(ctx_.keys, {{mh::kLastRecoveryMs, std::to_string(recovery_ms)}}));
           if (ctx_.writer.Run(writes)) {
             if (recovery_ms > 0) summary_.SetMeasuredRecovery(static_cast<double>(recovery_ms) / 1000.0);
             ctx_.job_state = proto::JobState::kRunning;
@@ -306,7 +304,7 @@ void MasterLoop::OnRanksRead() {
 void MasterLoop::MaybeFinish() {
   if (!all_exited_ || ctx_.job_state != proto::JobState::kRunning || window_.open()) return;
   if (actions_.active()) return;
-  if (!ctx_.writer.Run({{"HSET", ctx_.keys.MasterState(), "job_state", proto::JobStateName(proto::JobState::kFinished)}})) {
+  if (!ctx_.writer.Run({mh::SetJobState(ctx_.keys, proto::JobState::kFinished)})) {
     return;
   }
   ctx_.job_state = proto::JobState::kFinished;

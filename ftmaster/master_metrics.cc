@@ -10,6 +10,7 @@
 #include "proto/master_codec.h"
 #include "proto/codec.h"
 #include "redis/client.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -93,10 +94,10 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   if (rtt_s >= 0) (void)registry_->Set(kRedisRtt, own, rtt_s);
   std::vector<redis::Reply> replies;
   Status s = redis.PipelinePartial({{"GET", keys_.Leader()},
-                                    {"HGET", keys_.MasterState(), "job_state"},
+                                    schema::master_hash::Get(keys_, schema::master_hash::kJobState),
                                     {"GET", keys_.TimeoutsVersion()},
                                     {"SMEMBERS", keys_.Evicted()},
-                                    {"HGET", keys_.MasterState(), "goodput"}},
+                                    schema::master_hash::Get(keys_, schema::master_hash::kGoodput)},
                                    &replies);
   if (!s.ok() || replies.size() != 5) return false;
   (void)registry_->Set(kLeader, own,

@@ -12,6 +12,7 @@
 #include "proto/codec.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -43,7 +44,7 @@ void NodeHistoryRound::NewTerm(Clock::time_point now) {
 }
 
 void NodeHistoryRound::LoadTerm(const MasterHash& state) {
-  auto it = state.find("history_cursor");
+  auto it = state.find(schema::master_hash::kHistoryCursor);
   if (it == state.end()) return;
   uint64_t ms = 0, seq = 0;
   if (ParseStreamId(it->second, &ms, &seq)) {
@@ -76,7 +77,7 @@ void NodeHistoryRound::Run(Clock::time_point now, int64_t unix_ms) {
     return Failed(now, "reading the nodes' histories failed");
   }
   if (!Write(pending)) return Failed(now, "Redis failed while writing");
-  if (!ctx_->writer.Run({{"HSET", ctx_->keys.MasterState(), "history_cursor", pending.last_id}})) {
+  if (!ctx_->writer.Run({schema::master_hash::Set(ctx_->keys, {{schema::master_hash::kHistoryCursor, pending.last_id}})})) {
     return Failed(now, "the cursor's write was refused");
   }
   cursor_ = pending.last_id;

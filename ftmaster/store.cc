@@ -6,6 +6,7 @@
 
 #include "common/log.h"
 #include "proto/codec.h"
+#include "schema/rank_hashes.h"
 
 namespace ft::master {
 
@@ -29,15 +30,6 @@ std::optional<proto::JobState> ReadJobState(std::string_view raw, BadValues* bad
   }
   return state;
 }
-
-namespace {
-
-int RankOf(const proto::RankProgress& v) { return v.rank; }
-int RankOf(const proto::RankSummary& v) { return v.rank; }
-int RankOf(const proto::Membership& v) { return v.rank; }
-int RankOf(const proto::CkptCopy& v) { return v.rank; }
-
-}  // namespace
 
 template <typename T>
 void DecodedHash<T>::Load(const redis::Reply& reply, BadValues* bad) {
@@ -126,15 +118,7 @@ bool DecodedHash<T>::Take(const std::string& field, const std::string* raw, BadV
   if (!fresh_slot && slot.raw == *raw) return false;
   slot.raw = *raw;
   T value;
-  Status s = proto::Decode(*raw, &value);
-  if (s.ok()) {
-    int rank = -1;
-    auto r = std::from_chars(field.data(), field.data() + field.size(), rank);
-    if (r.ec != std::errc() || r.ptr != field.data() + field.size() || rank != RankOf(value)) {
-      s = Status::Corrupt(fmt::format("hash field '{}' does not name the value's rank {}",
-                                      field.substr(0, 32), RankOf(value)));
-    }
-  }
+  Status s = schema::DecodeRankValue(field, *raw, &value);
   if (!s.ok()) {
     bad->Report(fmt::format("{} field {}", what_, field.substr(0, 32)), *raw, s);
     if (slot.index >= 0) {

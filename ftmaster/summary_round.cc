@@ -13,8 +13,11 @@
 #include "ftmaster/loop_util.h"
 #include "proto/codec.h"
 #include "proto/notice.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
+
+namespace mh = schema::master_hash;
 namespace {
 
 // Twice what the straggler detector takes to name a rank: a job-wide view must leave it
@@ -66,25 +69,21 @@ void SummaryRound::NewTerm(Clock::time_point now) {
 
 void SummaryRound::LoadTerm(const MasterHash& state) {
   for (const auto& [field, value] : state) {
-    if (field.rfind(kLinkField, 0) == 0) {
-      char* end = nullptr;
-      const uint64_t comm = std::strtoull(field.c_str() + kLinkField.size(), &end, 16);
-      if (comm != 0 && end != nullptr && *end == '\0') {
-        link_fields_[comm] = value;
-        inherited_links_[comm] = 0;  // dated at this master's first pass
-      }
+    uint64_t comm = 0;
+    if (mh::ParseSlowLink(field, &comm)) {
+      link_fields_[comm] = value;
+      inherited_links_[comm] = 0;  // dated at this master's first pass
       continue;
     }
-    if (field.rfind("straggler:", 0) != 0) continue;
     int rank = -1;
-    if (std::sscanf(field.c_str() + 10, "%d", &rank) == 1 && rank >= 0) {
+    if (mh::ParseStraggler(field, &rank)) {
       straggler_fields_[rank] = value;
       inherited_seen_[rank] = 0;
       if (const int64_t at = NamedAt(value)) named_at_[rank] = at;  // the episode's age goes on
     }
   }
-  if (auto it = state.find("slow_evictions"); it != state.end()) slow_evictions_ = ParseUnixMsList(it->second);
-  if (auto it = state.find("last_recovery_ms"); it != state.end()) {
+  if (auto it = state.find(mh::kSlowEvictions); it != state.end()) slow_evictions_ = ParseUnixMsList(it->second);
+  if (auto it = state.find(mh::kLastRecoveryMs); it != state.end()) {
     const long long ms = std::atoll(it->second.c_str());
     if (ms > 0) measured_recovery_s_ = static_cast<double>(ms) / 1000.0;
   }
@@ -222,14 +221,14 @@ void SummaryRound::Run(Clock::time_point now, int64_t unix_ms) {
 void SummaryRound::Stragglers(int64_t unix_ms) {
   std::vector<proto::Incident> incidents = stragglers_.Evaluate(unix_ms);
   const std::unordered_set<int>& named = stragglers_.named();
-  std::vector<redis::Argv> ended;
+  std::vector<int> ended;
   for (int rank : named_before_) {
     if (named.count(rank)) continue;
     named_at_.erase(rank);  // the episode ended: a new one starts the confirmation again
     verdicts_.erase(rank);
     evicted_episodes_.erase(rank);
     if (!straggler_fields_.count(rank)) continue;
-    ended.push_back({"HDEL", ctx_->keys.MasterState(), fmt::format("straggler:{}", rank)});
+    ended.push_back(rank);
     FT_LOG(Info, Master, "rank {} no longer straggles", rank);
   }
   // Episodes a previous master wrote: over once this master has seen enough summaries of the
@@ -245,13 +244,14 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
       }
       if (named.count(s.rank)) continue;
       if (it->second > StragglerOptions::FromConfig(ctx_->options.config).steps + 2) {
-        ended.push_back({"HDEL", ctx_->keys.MasterState(), fmt::format("straggler:{}", s.rank)});
+        ended.push_back(s.rank);
       }
     }
   }
-  if (!ended.empty() && ctx_->writer.Run(ended)) {
-    for (const redis::Argv& cmd : ended) {
-      const int rank = std::atoi(cmd[2].c_str() + 10);
+  std::vector<std::string> ended_fields;
+  for (int rank : ended) ended_fields.push_back(mh::Straggler(rank));
+  if (!ended.empty() && ctx_->writer.Run({mh::Delete(ctx_->keys, std::move(ended_fields))})) {
+    for (int rank : ended) {
       straggler_fields_.erase(rank);
       inherited_seen_.erase(rank);
     }
@@ -268,8 +268,7 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
       // Once per episode by the detector (named_links), and the episode is in the master hash:
       // a master that takes over while the link stays slow names it again and writes nothing.
       if (link_fields_.count(incident.comm_id)) continue;
-      const std::string field = std::string(kLinkField) + CommHex(incident.comm_id);
-      auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {{field, incident.id}}, {}, {});
+      auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {{mh::SlowLink(incident.comm_id), incident.id}}, {}, {});
       if (!won) continue;
       link_fields_[incident.comm_id] = incident.id;
       if ((*won)[0]) ctx_->Print(incident, {});
@@ -288,7 +287,7 @@ void SummaryRound::Stragglers(int64_t unix_ms) {
       verdicts_[rank] = v.why;
     }
     auto won = ctx_->writer.WriteIncidents({incident}, unix_ms, {}, {},
-                              {{fmt::format("straggler:{}", rank), incident.id}}, {});
+                              {{mh::Straggler(rank), incident.id}}, {});
     if (!won) continue;
     straggler_fields_[rank] = incident.id;
     if ((*won)[0]) ctx_->Print(incident, {});
@@ -301,7 +300,7 @@ void SummaryRound::EndLinkEpisodes(int64_t unix_ms) {
   // An inherited episode ends once this master has had the time to name the link again
   // (straggler_steps summaries, and two more) and did not.
   const int64_t grace_ms = (options.steps + 2) * options.interval_ms;
-  std::vector<redis::Argv> ended;
+  std::vector<std::string> ended;
   std::vector<uint64_t> comms;
   for (const auto& [comm, id] : link_fields_) {
     auto inherited = inherited_links_.find(comm);
@@ -313,10 +312,10 @@ void SummaryRound::EndLinkEpisodes(int64_t unix_ms) {
       if (inherited->second == 0) inherited->second = unix_ms;
       if (unix_ms - inherited->second <= grace_ms) continue;
     }
-    ended.push_back({"HDEL", ctx_->keys.MasterState(), std::string(kLinkField) + CommHex(comm)});
+    ended.push_back(mh::SlowLink(comm));
     comms.push_back(comm);
   }
-  if (ended.empty() || !ctx_->writer.Run(ended)) return;
+  if (ended.empty() || !ctx_->writer.Run({mh::Delete(ctx_->keys, std::move(ended))})) return;
   for (uint64_t comm : comms) {
     link_fields_.erase(comm);
     inherited_links_.erase(comm);

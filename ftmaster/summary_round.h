@@ -85,8 +85,6 @@ class SummaryRound {
   // Deletes the master-hash fields of slow-link episodes that ended (ours: the detector stopped
   // naming the link; inherited: not named again within the time it takes).
   void EndLinkEpisodes(int64_t unix_ms);
-  // The master-hash field of a slow-link episode: "slow-link:<comm hex>" -> its incident id.
-  static constexpr std::string_view kLinkField = "slow-link:";
   // The job around a slow rank; `read_evicted`: the eviction set is read (only when an
   // eviction is in reach: one SMEMBERS).
   SlowContext Context(int64_t unix_ms, bool read_evicted);

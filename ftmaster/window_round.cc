@@ -16,9 +16,12 @@
 #include "proto/codec.h"
 #include "proto/notice.h"
 #include "redis/spread.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
+
+namespace mh = schema::master_hash;
 
 void WindowRound::NewTerm(Clock::time_point now) {
   open_ = IncidentWindow{};
@@ -30,12 +33,13 @@ void WindowRound::NewTerm(Clock::time_point now) {
 bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
   failures_.clear();
   for (const auto& [field, value] : state) {
-    if (field.rfind("failures:", 0) != 0) continue;
+    std::string node;
+    if (!mh::ParseFailures(field, &node)) continue;
     bool garbled = false;
-    failures_[field.substr(9)] = ParseUnixMsList(value, &garbled);
+    failures_[node] = ParseUnixMsList(value, &garbled);
     if (garbled) ctx_->bad.Report("master " + field, value, Status::Corrupt("not a list of Unix ms; those entries are left out"));
   }
-  auto it = state.find("events_cursor");
+  auto it = state.find(mh::kEventsCursor);
   if (it != state.end()) {
     uint64_t ms = 0, seq = 0;
     if (ParseStreamId(it->second, &ms, &seq)) {
@@ -45,14 +49,14 @@ bool WindowRound::LoadTerm(const MasterHash& state, int64_t unix_ms) {
                        Status::Corrupt("not a stream id; reading the events from the start"));
     }
   }
-  it = state.find("open_incident");
+  it = state.find(mh::kOpenIncident);
   if (it == state.end()) return true;
   proto::OpenIncident persisted;
   Status s = proto::Decode(it->second, &persisted);
   if (!s.ok()) {
     ctx_->bad.Report("master open_incident", it->second,
                      s.WithContext("unreadable; the window is dropped and events decide anew"));
-    return ctx_->writer.Run({{"HDEL", ctx_->keys.MasterState(), "open_incident"}});
+    return ctx_->writer.Run({mh::Delete(ctx_->keys, {mh::kOpenIncident})});
   }
   IncidentWindow o = IncidentWindow::Continued(persisted, unix_ms);
   // The window's events again: from its first event up to the cursor.
@@ -99,12 +103,11 @@ void WindowRound::ReadEvents(Clock::time_point now, int64_t unix_ms) {
       TakeEvent(e.id, std::move(e.value), unix_ms);
     }
     if (open_.open && !was_open) {
-      writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_, "open_incident",
-                        proto::Encode(open_.Persisted())});
+      writes.push_back(mh::Set(keys, {{mh::kEventsCursor, cursor_}, {mh::kOpenIncident, proto::Encode(open_.Persisted())}}));
       next_progress_ = now;  // read the tables at once
       membership_->ReadSoon(now);
     } else {
-      writes.push_back({"HSET", keys.MasterState(), "events_cursor", cursor_});
+      writes.push_back(mh::Set(keys, {{mh::kEventsCursor, cursor_}}));
     }
     if (!ctx_->writer.Run(writes)) return;
     if (read.entries.size() + read.malformed < kEventBatch) return;
@@ -440,13 +443,13 @@ std::optional<WindowAction> WindowRound::Commit(WindowDecision d, Clock::time_po
   // Each evicted node's reason beside the action (`evicted_why:<node>`): what a scheduler's
   // drain takes as its reason.
   std::vector<std::pair<std::string, std::string>> on_win = {
-      {"action", std::move(encoded_action)}, {"job_state", proto::JobStateName(proto::JobState::kStopping)}};
+      {mh::kAction, std::move(encoded_action)}, {mh::kJobState, proto::JobStateName(proto::JobState::kStopping)}};
   for (size_t i = 0; i < d.evict_nodes.size() && i < d.evict_reasons.size(); ++i) {
-    on_win.push_back({"evicted_why:" + d.evict_nodes[i], d.evict_reasons[i]});
+    on_win.push_back({mh::EvictedWhy(d.evict_nodes[i]), d.evict_reasons[i]});
   }
   // This failure counted for the node's next one (repeated failures evict it).
-  for (const auto& [node, times] : d.failures) on_win.push_back({"failures:" + node, UnixMsList(times)});
-  auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {"open_incident"});
+  for (const auto& [node, times] : d.failures) on_win.push_back({mh::Failures(node), UnixMsList(times)});
+  auto won = ctx_->writer.WriteIncidents(d.to_write, unix_ms, d.evict_nodes, on_win, {}, {mh::kOpenIncident});
   if (!won) return std::nullopt;  // fenced out or Redis failed: the window stays open (retried if leading)
   for (auto& [node, times] : d.failures) failures_[node] = std::move(times);
   ctx_->stats.last_close_to_written_ms = MsSince(closed_at);
@@ -516,7 +519,7 @@ std::optional<std::string> WindowRound::BusyRanksResumed() {
 }
 
 void WindowRound::CloseIncident(const std::string& why) {
-  if (!ctx_->writer.Run({{"HDEL", ctx_->keys.MasterState(), "open_incident"}})) return;
+  if (!ctx_->writer.Run({mh::Delete(ctx_->keys, {mh::kOpenIncident})})) return;
   FT_LOG(Info, Master, "incident window of event {} closed: {}", open_.first_event_id, why);
   open_ = IncidentWindow{};
   watched_busy_.clear();

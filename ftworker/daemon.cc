@@ -15,6 +15,7 @@
 #include "ftworker/worker_metrics.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::worker {
@@ -238,13 +239,20 @@ void Daemon::CheckMembershipInRedis(uint64_t mono_ns) {
   if (reporter_.pending() > 0) return;  // what is queued is not in Redis yet
   std::vector<proto::Membership> memberships = monitor_->Memberships();
   if (memberships.empty()) return;
-  redis::Argv argv{"HMGET", keys_.Ranks()};
-  for (const auto& m : memberships) argv.push_back(std::to_string(m.rank));
+  std::vector<int> ranks;
+  for (const auto& m : memberships) ranks.push_back(m.rank);
   redis::Reply reply;
-  if (!store_->Run(argv, &reply).ok() || !reply.is_array()) return;
+  std::vector<schema::RankValue<proto::Membership>> held;
+  if (!store_->Run(schema::GetRanks(keys_.Ranks(), ranks), &reply).ok() ||
+      !schema::DecodeRankFields(ranks, reply, &held).ok()) {
+    return;
+  }
+  // A value Redis holds, garbled or not, is there: only the ranks it lost are written again.
   std::string missing;
-  for (size_t i = 0; i < reply.elements().size() && i < memberships.size(); ++i) {
-    if (reply.elements()[i].is_nil()) missing += (missing.empty() ? "" : ", ") + std::to_string(memberships[i].rank);
+  for (int rank : ranks) {
+    const bool there = std::any_of(held.begin(), held.end(),
+                                   [&](const auto& v) { return v.field == schema::RankField(rank); });
+    if (!there) missing += (missing.empty() ? "" : ", ") + std::to_string(rank);
   }
   if (missing.empty()) return;
   FT_LOG(Warn, Worker, "Redis no longer holds the membership of rank(s) {} of this node: it lost "

@@ -16,6 +16,7 @@
 #include "ftmaster/store.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
+#include "schema/rank_hashes.h"
 #include "proto/prefetch_codec.h"
 
 namespace ft::master {
@@ -85,13 +86,13 @@ Status ReadSteps(redis::Commands& client, const proto::Keys& keys, const redis::
       bad->Report(keys.CkptSteps(), text, Status::Corrupt("not a step number"));
       continue;
     }
-    redis::Reply copies;
-    FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &copies));
-    for (size_t i = 0; i + 1 < copies.size(); i += 2) {
-      proto::CkptCopy copy;
-      Status s = proto::Decode(copies[i + 1].str(), &copy);
-      if (!s.ok()) {
-        bad->Report(keys.CkptStep(row.step) + " " + copies[i].str(), copies[i + 1].str(), s);
+    redis::Reply reply;
+    FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &reply));
+    std::vector<schema::RankValue<proto::CkptCopy>> copies;
+    if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(row.step), "", s);
+    for (const auto& [field, copy, why, raw] : copies) {
+      if (!why.ok()) {
+        bad->Report(keys.CkptStep(row.step) + " " + field, raw, why);
         continue;
       }
       ++row.copies;

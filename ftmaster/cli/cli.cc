@@ -15,6 +15,8 @@
 #include "ftmaster/core/text.h"
 #include "ftmaster/store.h"
 #include "proto/keys.h"
+#include "schema/master_hash.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -74,7 +76,7 @@ Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string*
   // Each node's reason, where the master recorded one (`evicted_why:<node>` in its hash).
   for (const std::string& n : nodes) {
     redis::Reply why;
-    const bool known = Run(client, {"HGET", keys.MasterState(), "evicted_why:" + n}, &why).ok() && why.is_string();
+    const bool known = Run(client, schema::master_hash::Get(keys, schema::master_hash::EvictedWhy(n)), &why).ok() && why.is_string();
     *out += known ? fmt::format("{}  {}\n", n, why.str()) : n + "\n";
   }
   return Status::Ok();
@@ -136,9 +138,9 @@ bool ParseRankFlag(const std::string& text, int* rank) {
 Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply value;
-  FT_RETURN_IF_ERROR(Run(client, {"HGET", keys.Ranks(), std::to_string(rank)}, &value));
+  FT_RETURN_IF_ERROR(Run(client, {"HGET", keys.Ranks(), schema::RankField(rank)}, &value));
   proto::Membership m;
-  if (!value.is_string() || !proto::Decode(value.str(), &m).ok() || m.node.empty()) {
+  if (!value.is_string() || !schema::DecodeRankValue(schema::RankField(rank), value.str(), &m).ok() || m.node.empty()) {
     return Status::NotFound(fmt::format("rank {} of job {} is not in {}", rank, o.job, keys.Ranks()));
   }
   schema::StreamRead<proto::CommandAck> last;

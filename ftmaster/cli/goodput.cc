@@ -8,6 +8,7 @@
 #include "ftmaster/core/text.h"
 #include "proto/keys.h"
 #include "proto/master_codec.h"
+#include "schema/master_hash.h"
 
 namespace ft::master {
 
@@ -22,14 +23,14 @@ std::string Wall(double seconds) { return HumanMs(seconds * 1000.0); }
 Status GoodputCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   const proto::Keys keys(o.job);
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(client.Run({"HGET", keys.MasterState(), "goodput"}, &reply).WithContext("HGET"));
+  FT_RETURN_IF_ERROR(client.Run(schema::master_hash::Get(keys, schema::master_hash::kGoodput), &reply).WithContext("HGET"));
   if (!reply.is_string()) {
     *out += o.json ? nlohmann::ordered_json{{"job", o.job}, {"ettr", nullptr}}.dump() + "\n"
                    : fmt::format("job {}: nothing accounted yet (no rank of the job was up while a master led it)\n", o.job);
     return Status::Ok();
   }
   proto::Goodput g;
-  FT_RETURN_IF_ERROR(proto::Decode(reply.str(), &g).WithContext(keys.MasterState() + " goodput"));
+  FT_RETURN_IF_ERROR(proto::Decode(reply.str(), &g).WithContext(keys.MasterState() + " " + schema::master_hash::kGoodput));
   const GoodputLedger ledger(g);
   if (o.json) {
     nlohmann::ordered_json j = {{"job", o.job}, {"ettr", ledger.Ettr()}};

@@ -15,6 +15,8 @@
 #include "ftmaster/store.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
+#include "schema/master_hash.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -43,13 +45,14 @@ Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValu
     return Status::Ok();
   }
   if (plan.step < 0) return Status::Ok();
-  redis::Reply copies;
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(plan.step)}, &copies));
+  redis::Reply reply;
+  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(plan.step)}, &reply));
+  std::vector<schema::RankValue<proto::CkptCopy>> copies;
+  if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(plan.step), "", s);
   std::vector<proto::CkptCopy> decoded;
-  for (size_t i = 0; i + 1 < copies.size(); i += 2) {
-    proto::CkptCopy c;
-    if (Status s = proto::Decode(copies[i + 1].str(), &c); !s.ok()) {
-      bad->Report(keys.CkptStep(plan.step) + " " + copies[i].str(), copies[i + 1].str(), s);
+  for (auto& [field, c, why, raw] : copies) {
+    if (!why.ok()) {
+      bad->Report(keys.CkptStep(plan.step) + " " + field, raw, why);
       continue;
     }
     if (c.step == plan.step && !c.torn) decoded.push_back(std::move(c));
@@ -152,7 +155,7 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
     std::vector<std::string> outcomes(batch.size());
     if (!batch.empty()) {
       redis::Argv argv = {"HMGET", keys.MasterState()};
-      for (const proto::Incident& i : batch) argv.push_back("checkpoint:" + i.id);
+      for (const proto::Incident& i : batch) argv.push_back(schema::master_hash::CheckpointOf(i.id));
       redis::Reply got;
       FT_RETURN_IF_ERROR(Run(client, argv, &got));
       for (size_t k = 0; k < batch.size() && k < got.size(); ++k) {
@@ -164,7 +167,7 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
       SaveOutcome outcome;
       const bool saved = !outcomes[k].empty() && DecodeSaveOutcome(outcomes[k], &outcome);
       if (!outcomes[k].empty() && !saved) {
-        bad.Report(fmt::format("checkpoint:{}", incident.id), outcomes[k], Status::Corrupt("not a save outcome"));
+        bad.Report(schema::master_hash::CheckpointOf(incident.id), outcomes[k], Status::Corrupt("not a save outcome"));
       }
       ++shown;
       flush();

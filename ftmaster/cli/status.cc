@@ -12,6 +12,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "redis/spread.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -21,15 +22,16 @@ using cli::AsJson;
 using cli::Age;
 using cli::Json;
 using cli::Run;
+namespace mh = schema::master_hash;
 
 constexpr int kRecentEvents = 2000;
 
 // --topology, else the one the leading master was given, else inferred from membership. An
 // error only for a bad --topology.
-Status ResolveTopology(const CliOptions& o, std::map<std::string, std::string>& state,
+Status ResolveTopology(const CliOptions& o, mh::Fields& state,
                        const std::vector<proto::Membership>& members, Topology* topology) {
-  std::string sizes = !o.topology.empty() ? o.topology : state["topology"];
-  std::string order = !o.topology.empty() ? o.order : state["order"];
+  std::string sizes = !o.topology.empty() ? o.topology : state[mh::kTopology];
+  std::string order = !o.topology.empty() ? o.order : state[mh::kOrder];
   Status parsed = sizes.empty() ? Status::NotFound("no topology given")
                                 : Topology::Parse(sizes, order, 0, topology);
   if (parsed.ok()) return Status::Ok();
@@ -40,8 +42,8 @@ Status ResolveTopology(const CliOptions& o, std::map<std::string, std::string>& 
   }
   // Inferred; once the ranks have left, the master's last inference while they ran.
   Topology last;
-  const bool have_last = state.count("inferred_topology") &&
-                         Topology::Parse(state["inferred_topology"], state["inferred_order"], 0,
+  const bool have_last = state.count(mh::kInferredTopology) &&
+                         Topology::Parse(state[mh::kInferredTopology], state[mh::kInferredOrder], 0,
                                          &last).ok();
   Topology kept = have_last ? Topology::Kept(last, "inferred while the ranks ran") : Topology();
   *topology = Topology::InferOrKeep(members, have_last ? &kept : nullptr);
@@ -71,8 +73,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
     if (e.ok()) last_event.try_emplace(e.value.rank, std::move(e.value));
   }
   FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.MasterState()}, &reply));
-  std::map<std::string, std::string> state;
-  for (size_t i = 0; i + 1 < reply.size(); i += 2) state[reply[i].str()] = reply[i + 1].str();
+  mh::Fields state;
+  FT_RETURN_IF_ERROR(mh::DecodeAll(reply, &state));
   redis::Reply leader, version, incidents, evicted;
   FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Leader()}, &leader));
   FT_RETURN_IF_ERROR(Run(client, {"GET", keys.TimeoutsVersion()}, &version));
@@ -95,7 +97,7 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   for (const auto& [rank, e] : last_event) rows[rank].event = &e;
 
   // Absent or garbled (reported above, counted in garbled_values): "unknown".
-  const std::string job_state = JobStateText(ReadJobState(state.count("job_state") ? state["job_state"] : "", &bad));
+  const std::string job_state = JobStateText(ReadJobState(state.count(mh::kJobState) ? state[mh::kJobState] : "", &bad));
   if (o.json) {
     Json j = Json::object();
     j["job"] = o.job;
@@ -104,8 +106,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
     j["timeouts_version"] = version.is_string() ? Json(version.str()) : Json(nullptr);
     j["incidents"] = incidents.integer();
     j["evicted"] = evicted.integer();
-    j["open_incident"] = state.count("open_incident")
-                             ? Json::parse(state["open_incident"], nullptr, false)
+    j["open_incident"] = state.count(mh::kOpenIncident)
+                             ? Json::parse(state[mh::kOpenIncident], nullptr, false)
                              : Json(nullptr);
     Json t = Json::object();
     t["known"] = topology.known();
@@ -143,7 +145,7 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
                       incidents.integer() == 1 ? "" : "s", evicted.integer(),
                       evicted.integer() == 1 ? "" : "s");
   *out += fmt::format("topology: {}\n", topology.Describe());
-  if (state.count("open_incident")) *out += "an incident window is open (the master is deciding)\n";
+  if (state.count(mh::kOpenIncident)) *out += "an incident window is open (the master is deciding)\n";
   if (rows.empty()) {
     *out += "no ranks have reported (is ftworker running on the nodes, with this --job?)\n";
     return Status::Ok();

@@ -11,6 +11,7 @@
 #include "proto/codec.h"
 #include "proto/node_history_codec.h"
 #include "redis/spread.h"
+#include "schema/master_hash.h"
 #include "schema/streams.h"
 
 namespace ft::master::page {
@@ -197,10 +198,10 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
   s->job_state = "unknown";
   std::vector<redis::Reply> r;
   Status st = redis.PipelinePartial({{"GET", keys.Leader()},
-                                     {"HGET", keys.MasterState(), "job_state"},
-                                     {"HGET", keys.MasterState(), "open_incident"},
+                                     schema::master_hash::Get(keys, schema::master_hash::kJobState),
+                                     schema::master_hash::Get(keys, schema::master_hash::kOpenIncident),
                                      {"SCARD", keys.Evicted()},
-                                     {"HGET", keys.MasterState(), "goodput"},
+                                     schema::master_hash::Get(keys, schema::master_hash::kGoodput),
                                      {"XLEN", keys.Incidents()},
                                      {"GET", keys.Restore()},
                                      {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(kCheckpointsShown - 1)}},

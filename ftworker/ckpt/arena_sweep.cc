@@ -25,6 +25,7 @@
 #include "jitckpt/tier.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "schema/master_hash.h"
 
 namespace ft::worker {
 
@@ -265,7 +266,7 @@ Status ReadJobGcFacts(redis::Commands& db, const proto::Keys& keys, JobGcFacts* 
   JobGcFacts facts;
   facts.known = true;
   redis::Reply state, plan, verdicts;
-  if (Status s = db.Run({"HGET", keys.MasterState(), "job_state"}, &state); !s.ok()) return s;
+  if (Status s = db.Run(schema::master_hash::Get(keys, schema::master_hash::kJobState), &state); !s.ok()) return s;
   // Absent or unknown is not finished: the arenas a finished job would let go are kept.
   facts.finished = state.is_string() && proto::ParseJobState(state.str()) == proto::JobState::kFinished;
   if (Status s = db.Run({"GET", keys.Restore()}, &plan); !s.ok()) return s;

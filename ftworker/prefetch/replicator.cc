@@ -19,6 +19,7 @@
 #include "jitckpt/manifest.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "schema/rank_hashes.h"
 
 namespace ft::worker {
 
@@ -203,13 +204,12 @@ void Replicator::Poll(redis::Commands& redis) {
     const std::string& text = s.str();
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
     if (ec != std::errc() || end != text.data() + text.size() || step < 0) continue;
-    redis::Argv argv = {"HMGET", keys_.CkptStep(step)};
-    for (int rank : beat.ranks) argv.push_back(std::to_string(rank));
     redis::Reply values;
-    if (!redis.Run(argv, &values).ok()) return;
-    for (const redis::Reply& v : values.elements()) {
-      proto::CkptCopy c;
-      if (v.is_string() && proto::Decode(v.str(), &c).ok() && c.step == step) copies.push_back(std::move(c));
+    std::vector<schema::RankValue<proto::CkptCopy>> held;
+    if (!redis.Run(schema::GetRanks(keys_.CkptStep(step), beat.ranks), &values).ok()) return;
+    (void)schema::DecodeRankFields(beat.ranks, values, &held);  // a reply that is none holds nothing
+    for (auto& c : held) {
+      if (c.ok() && c.value.step == step) copies.push_back(std::move(c.value));
     }
   }
   auto endpoint = by_node.find(guarded);

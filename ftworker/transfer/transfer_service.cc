@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "schema/rank_hashes.h"
 #include "transfer_engine/auth.h"
 
 namespace ft::worker {
@@ -165,13 +166,10 @@ void TransferService::CheckEndpoint(redis::Store& store) {
 
 void TransferService::ReadRecordedRanks(redis::Store& store) {
   redis::Reply reply;
-  if (!store.Run({"HGETALL", keys_.Ranks()}, &reply).ok() || !reply.is_array()) return;
-  const auto& items = reply.elements();
-  for (size_t i = 0; i + 1 < items.size(); i += 2) {
-    if (!items[i + 1].is_string()) continue;
-    proto::Membership m;
-    if (!proto::Decode(items[i + 1].str(), &m).ok() || m.node != options_.node) continue;
-    recorded_ranks_.insert(m.rank);
+  std::vector<schema::RankValue<proto::Membership>> ranks;
+  if (!store.Run({"HGETALL", keys_.Ranks()}, &reply).ok() || !schema::DecodeRankHash(reply, &ranks).ok()) return;
+  for (const auto& m : ranks) {
+    if (m.ok() && m.value.node == options_.node) recorded_ranks_.insert(m.value.rank);
   }
   ranks_read_ = true;
   if (!recorded_ranks_.empty()) {
