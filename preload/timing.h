@@ -15,15 +15,20 @@ namespace ft::preload::internal {
 // cudaGetLastError() returns: an error of ours is cleared when the app had none pending.
 class AppCuda {
  public:
-  cudaError_t Check(cudaError_t e) {
-    if (e != cudaSuccess && !had_prior_) {
+  cudaError_t Check(cudaError_t e) { return ClearOurs(e, had_prior_); }
+  AppCuda() : had_prior_(AppErrorPending()) {}
+
+  // The rule, for the checkpoint agent's AppCuda too (preload/agent_host.cc): whether the app
+  // has an error pending, and `e` (ours) cleared when it had none.
+  static bool AppErrorPending() {
+    auto peek = FT_REAL_CUDA(cudaPeekAtLastError);
+    return peek != nullptr && peek() != cudaSuccess;
+  }
+  static cudaError_t ClearOurs(cudaError_t e, bool had_prior) {
+    if (e != cudaSuccess && !had_prior) {
       if (auto get = FT_REAL_CUDA(cudaGetLastError)) get();
     }
     return e;
-  }
-  AppCuda() {
-    auto peek = FT_REAL_CUDA(cudaPeekAtLastError);
-    had_prior_ = peek != nullptr && peek() != cudaSuccess;
   }
 
  private:

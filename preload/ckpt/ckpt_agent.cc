@@ -11,8 +11,8 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "include/ft/ft.h"
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
-#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 
@@ -89,7 +89,7 @@ int Agent::Register(const char* name, const void* ptr, size_t bytes) {
   r.ptr = static_cast<uint8_t*>(const_cast<void*>(ptr));
   r.bytes = bytes;
   // Where the memory lives decides how it is copied. Without a runtime it is host memory.
-  if (auto attributes = FT_REAL_CUDA(cudaPointerGetAttributes)) {
+  if (auto attributes = FT_HOST_CUDA(cudaPointerGetAttributes)) {
     AppCuda cuda;
     cudaPointerAttributes a{};
     cudaError_t e = cuda.Check(attributes(&a, ptr));
@@ -173,8 +173,8 @@ void Agent::GiveUp(const std::string& message, const std::string& ack, StatusCod
 }
 
 int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
-  const Config& cfg = g_rt->config;
-  const LauncherIdentity& id = g_rt->identity;
+  const Config& cfg = host::RuntimeConfig();
+  const LauncherIdentity& id = host::Identity();
   std::vector<ckpt::BufferEntry> named, laid_out;
   for (const Registered& b : buffers) named.push_back({b.name, b.bytes, 0});
   uint64_t data_bytes = 0;
@@ -221,7 +221,7 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     // Pinned, the device-to-host copies run at full speed and asynchronously. The cost
     // (~0.1 s/GB) is paid here, at start-up, never at save time.
     auto start = std::chrono::steady_clock::now();
-    auto host_register = FT_REAL_CUDA(cudaHostRegister);
+    auto host_register = FT_HOST_CUDA(cudaHostRegister);
     AppCuda cuda;
     cudaError_t e = host_register == nullptr
                         ? cudaErrorSharedObjectSymbolNotFound
@@ -252,13 +252,13 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   std::call_once(exit_handler, [] { RegisterExitHandler(); });
   // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
   std::vector<int> signals;
-  Status parsed = term::ParseSignals(cfg.ckpt_on_signal, &signals);
+  Status parsed = host::ParseTerminationSignals(cfg.ckpt_on_signal, &signals);
   if (parsed.ok()) {
-    term::Arm(signals);
+    host::ArmTermination(signals);
     // For the worker: a stop it sends waits for this save before SIGKILL (shm/layout.h).
-    if (!signals.empty() && g_rt->segment) {
+    if (!signals.empty() && host::Segment()) {
       const auto grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.ckpt_term_grace).count();
-      g_rt->segment->header()->term_grace_ms.store(
+      host::Segment()->header()->term_grace_ms.store(
           static_cast<uint32_t>(std::clamp<int64_t>(grace_ms, 0, UINT32_MAX)), std::memory_order_relaxed);
     }
   } else {
@@ -286,11 +286,11 @@ cudaEvent_t LazyDeviceEvent(std::atomic<cudaEvent_t>* events, int device, AppCud
   if (device < 0 || device >= kMaxDevices) return nullptr;
   cudaEvent_t e = events[device].load(std::memory_order_acquire);
   if (e != nullptr) return e;
-  auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+  auto create = FT_HOST_CUDA(cudaEventCreateWithFlags);
   if (create == nullptr || cuda->Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) return nullptr;
   cudaEvent_t expected = nullptr;
   if (!events[device].compare_exchange_strong(expected, e)) {
-    if (auto destroy = FT_REAL_CUDA(cudaEventDestroy)) cuda->Check(destroy(e));
+    if (auto destroy = FT_HOST_CUDA(cudaEventDestroy)) cuda->Check(destroy(e));
     return expected;
   }
   return e;
@@ -303,15 +303,15 @@ cudaEvent_t Agent::UpdateEventFor(int device, AppCuda* cuda) { return LazyDevice
 cudaEvent_t Agent::StepEventFor(int device, AppCuda* cuda) { return LazyDeviceEvent(step_events_, device, cuda); }
 
 cudaEvent_t Agent::RecordStepEnd() {
-  if (g_rt == nullptr || !g_rt->config.ckpt_async) return nullptr;
+  if (!host::Started() || !host::RuntimeConfig().ckpt_async) return nullptr;
   cudaStream_t stream = update_stream_.load(std::memory_order_acquire);
   // Checked again: the app may have begun capturing a graph on it since ft_update_begin.
-  if (stream == nullptr || !internal::MayRecordInto(stream)) return nullptr;
+  if (stream == nullptr || !host::MayRecordInto(stream)) return nullptr;
   AppCuda cuda;
   int device = -1;
-  auto get_device = FT_REAL_CUDA(cudaGetDevice);
-  auto record = FT_REAL_CUDA(cudaEventRecord);
-  if (get_device == nullptr || record == nullptr || FT_REAL_CUDA(cudaStreamWaitEvent) == nullptr ||
+  auto get_device = FT_HOST_CUDA(cudaGetDevice);
+  auto record = FT_HOST_CUDA(cudaEventRecord);
+  if (get_device == nullptr || record == nullptr || FT_HOST_CUDA(cudaStreamWaitEvent) == nullptr ||
       cuda.Check(get_device(&device)) != cudaSuccess) {
     return nullptr;
   }
@@ -333,7 +333,7 @@ void Agent::SkippedLocked(int64_t step) {
   ++skipped_since_log_;
   // At most one line a minute: with FT_CKPT_EVERY=1 and steps shorter than a snapshot, every
   // other step skips.
-  const uint64_t now = internal::NowNs();
+  const uint64_t now = host::NowNs();
   if (skip_logged_ns_ != 0 && now - skip_logged_ns_ < 60ull * 1000000000ull) return;
   FT_LOG(Info, Ckpt,
          "periodic snapshot of step {} skipped: the previous one still copies or checksums ({} skipped "
@@ -361,15 +361,15 @@ int Agent::UpdateBegin(cudaStream_t stream) {
   // anything else is queued on it (its update marker included).
   const cudaEvent_t snapshot = snapshot_copied_.load(std::memory_order_acquire);
   bool ordered = snapshot == nullptr;
-  if (stream != nullptr && internal::MayRecordInto(stream)) {
+  if (stream != nullptr && host::MayRecordInto(stream)) {
     AppCuda cuda;
     if (snapshot != nullptr) {
-      auto wait = FT_REAL_CUDA(cudaStreamWaitEvent);
+      auto wait = FT_HOST_CUDA(cudaStreamWaitEvent);
       ordered = wait != nullptr && cuda.Check(wait(stream, snapshot, 0)) == cudaSuccess;
     }
     int device = -1;
-    auto get_device = FT_REAL_CUDA(cudaGetDevice);
-    auto record = FT_REAL_CUDA(cudaEventRecord);
+    auto get_device = FT_HOST_CUDA(cudaGetDevice);
+    auto record = FT_HOST_CUDA(cudaEventRecord);
     if (get_device != nullptr && record != nullptr &&
         cuda.Check(get_device(&device)) == cudaSuccess) {
       cudaEvent_t e = UpdateEventFor(device, &cuda);
@@ -404,7 +404,7 @@ bool Agent::TornNow() {
   if (!update_open_.load(std::memory_order_acquire)) return false;
   cudaEvent_t e = update_event_.load(std::memory_order_acquire);
   if (e == nullptr) return true;
-  auto query = FT_REAL_CUDA(cudaEventQuery);
+  auto query = FT_HOST_CUDA(cudaEventQuery);
   return query == nullptr || query(e) != cudaErrorNotReady;
 }
 
@@ -424,7 +424,7 @@ int Agent::StepDone(int64_t step) {
   // The step's end on the device, before anything here says the step is done: a save that
   // sees the step must also find its marker.
   if (cudaStream_t stream = update_stream_.load(std::memory_order_acquire); stream != nullptr) {
-    if (internal::MayRecordInto(stream)) {
+    if (host::MayRecordInto(stream)) {
       AppCuda cuda;
       markers_.Record(StepMarkers::Kind::kStepEnd, step, stream, update_device_.load(std::memory_order_acquire),
                       &cuda);
@@ -432,17 +432,17 @@ int Agent::StepDone(int64_t step) {
       markers_.Skip();
     }
   }
-  const uint64_t now_ns = internal::NowNs();
+  const uint64_t now_ns = host::NowNs();
   const uint64_t previous_ns = last_step_done_ns_.exchange(now_ns, std::memory_order_acq_rel);
   if (previous_ns != 0) step_interval_ns_.store(now_ns - previous_ns, std::memory_order_relaxed);
   last_step_.store(step, std::memory_order_release);
   // For the worker: the step this process reached (after a clean exit, the job's end).
-  if (g_rt != nullptr && g_rt->segment && step >= 0) {
-    g_rt->segment->header()->app_step_plus1.store(step + 1, std::memory_order_relaxed);
+  if (host::Started() && host::Segment() && step >= 0) {
+    host::Segment()->header()->app_step_plus1.store(step + 1, std::memory_order_relaxed);
   }
   steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
-  term::NoteStepDone();  // a rank that handled a termination signal and trains on
+  host::NoteStepDone();  // a rank that handled a termination signal and trains on
   Phase phase;
   {
     MutexLock lock(&mu_);
@@ -451,7 +451,7 @@ int Agent::StepDone(int64_t step) {
   if (phase == Phase::kOpen || phase == Phase::kEnding) {
     if (int r = RegisterEnd(); r != FT_OK) return r;
   }
-  int64_t every = g_rt->config.ckpt_every;
+  int64_t every = host::RuntimeConfig().ckpt_every;
   MutexLock lock(&mu_);
   if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, arena_error_);
   if (phase_ != Phase::kReady) return FT_OK;
@@ -465,7 +465,7 @@ int Agent::StepDone(int64_t step) {
   // the only one not committed, and waiting would block the host for the rest of a copy and
   // its checksums every step (docs/checkpoints.md).
   cudaEvent_t after = nullptr;
-  if (update_stream_.load(std::memory_order_acquire) != nullptr && g_rt->config.ckpt_async) {
+  if (update_stream_.load(std::memory_order_acquire) != nullptr && host::RuntimeConfig().ckpt_async) {
     // Once it commits, the next is queued (the agent thread takes it right after).
     if (saving_ && !committing_) {
       SkippedLocked(step);
@@ -521,11 +521,11 @@ int Agent::Restore(int64_t* step) {
       agent->work_cv_.NotifyAll();
     }
   } ends{this};
-  const LauncherIdentity& id = g_rt->identity;
-  std::string path = ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node);
+  const LauncherIdentity& id = host::Identity();
+  std::string path = ckpt::NodePlanPath(host::RuntimeConfig().ckpt_arena_dir, id.job, id.node);
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kRestore;
-  Status waited = WaitForPlan(path, g_rt->config.restore_wait, std::max(id.rank, 0), id.node, &request->plan);
+  Status waited = WaitForPlan(path, host::RuntimeConfig().restore_wait, std::max(id.rank, 0), id.node, &request->plan);
   if (!waited.ok()) {
     RecordRestored(-1, 0);
     return Fail(FT_TIMEOUT, "ft_restore: " + std::string(waited.message()));
@@ -554,8 +554,8 @@ int Agent::Restore(int64_t* step) {
 void Agent::RecordRestored(int64_t step, int64_t plan_version) {
   // For the master's comparison of a launch's ranks (shm/layout.h): the version first, so a
   // reader that sees the step sees the plan it came from.
-  if (g_rt == nullptr || !g_rt->segment) return;
-  shm::SegmentHeader* h = g_rt->segment->header();
+  if (!host::Started() || !host::Segment()) return;
+  shm::SegmentHeader* h = host::Segment()->header();
   h->restore_plan_version.store(plan_version, std::memory_order_relaxed);
   h->restored_step_plus2.store(step < 0 ? 1 : step + 2, std::memory_order_release);
 }

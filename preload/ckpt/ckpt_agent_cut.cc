@@ -56,7 +56,7 @@ SaveCut Agent::CutForSave(SaveOrigin origin) {
   // never joins: about two steps.
   const double interval_s = step_interval_ns_.load(std::memory_order_relaxed) / 1e9;
   const double grace_s =
-      g_rt != nullptr ? std::chrono::duration<double>(g_rt->config.ckpt_term_grace).count() : 10.0;
+      host::Started() ? std::chrono::duration<double>(host::RuntimeConfig().ckpt_term_grace).count() : 10.0;
   const double wait_s = origin == SaveOrigin::kTermination ? std::max(1.0, grace_s / 4)
                                                            : std::clamp(2 * interval_s, 1.0, 10.0);
   const auto deadline =

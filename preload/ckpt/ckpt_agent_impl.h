@@ -22,18 +22,17 @@
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
 #include "jitckpt/node_plan.h"
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_cuda.h"
 #include "preload/ckpt/ckpt_restore.h"
 #include "preload/ckpt/ckpt_save.h"
 #include "preload/ckpt/step_markers.h"
-#include "preload/hook_runtime.h"
 #include "shm/mailbox.h"
 
 namespace ft::preload::agent {
 
-using internal::AppCuda;
-using internal::g_rt;
-using internal::kMaxDevices;
+using host::AppCuda;
+using host::kMaxDevices;
 
 constexpr int64_t kNoStep = INT64_MIN;  // no step known yet
 

@@ -47,14 +47,14 @@ struct HoldReleased {
 }  // namespace
 
 void Agent::WaitWhileTermHold() {
-  const auto grace = g_rt != nullptr ? g_rt->config.ckpt_term_grace : std::chrono::seconds(10);
+  const auto grace = host::Started() ? host::RuntimeConfig().ckpt_term_grace : std::chrono::seconds(10);
   MutexLock lock(&mu_);
   done_cv_.WaitFor(&mu_, grace, [&]() REQUIRES(mu_) { return !HeldNow(); });
 }
 
 EndSave Agent::SaveBeforeEnd(const char* name, bool caller_ends) {
   const auto start = Clock::now();
-  const auto grace = g_rt->config.ckpt_term_grace;
+  const auto grace = host::RuntimeConfig().ckpt_term_grace;
   const auto deadline = start + grace;
   {
     MutexLock lock(&mu_);

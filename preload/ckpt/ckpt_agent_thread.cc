@@ -16,23 +16,23 @@
 #include "include/ft/ft.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/node_plan.h"
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 #include "preload/ckpt/ckpt_checksummer.h"
-#include "preload/hook_runtime.h"
 #include "shm/save_ack.h"
 
 namespace ft::preload::agent {
 
 void Ack(uint64_t seq, const SaveOutcome& o) {
-  if (g_rt == nullptr || !g_rt->segment) return;
+  if (!host::Started() || !host::Segment()) return;
   int32_t result = o.status.ok() ? 0 : static_cast<int32_t>(o.status.code());
-  shm::AckCommand(*g_rt->segment, seq, result, o.message);
+  shm::AckCommand(*host::Segment(), seq, result, o.message);
 }
 
 void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
-  if (g_rt == nullptr || !g_rt->segment) return;
-  shm::AckCommand(*g_rt->segment, seq, static_cast<int32_t>(code), message);
+  if (!host::Started() || !host::Segment()) return;
+  shm::AckCommand(*host::Segment(), seq, static_cast<int32_t>(code), message);
 }
 
 // At exit (the app returned from main or called exit): a save in progress, or asked for, is
@@ -47,7 +47,7 @@ void AckNow(uint64_t seq, StatusCode code, const std::string& message) {
 void Agent::FinishAtExit(int status) noexcept {
   constexpr auto kExitWait = std::chrono::seconds(10);
   try {
-    if (g_rt == nullptr || getpid() != g_rt->owner_pid) return;  // a forked child: not its saves
+    if (!host::Started() || getpid() != host::OwnerPid()) return;  // a forked child: not its saves
     {
       MutexLock lock(&mu_);
       if (phase_ != Phase::kReady) return;
@@ -69,7 +69,7 @@ void Agent::FinishAtExit(int status) noexcept {
     }
   } catch (...) {
   }
-  term::FinishAtExit();
+  host::FinishTerminationAtExit();
 }
 
 // A program that returned from main has run its locals' destructors: a host buffer whose
@@ -181,9 +181,9 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.arena = &arena_;
   job.device = device_;
   job.periodic = periodic != nullptr;
-  job.checksum_threads = ChecksumThreads(g_rt != nullptr ? g_rt->config.ckpt_checksum_threads : 0,
+  job.checksum_threads = ChecksumThreads(host::Started() ? host::RuntimeConfig().ckpt_checksum_threads : 0,
                                          std::thread::hardware_concurrency(),
-                                         g_rt != nullptr ? g_rt->identity.local_world_size : -1,
+                                         host::Started() ? host::Identity().local_world_size : -1,
                                          job.manifest.data_bytes);
   // A snapshot (periodic->after): the app goes on once the copies are issued.
   uint64_t steps_at_issue = 0, orders_at_issue = 0;
@@ -321,9 +321,9 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
 // failure inside one piece of work fails that work — its app thread and its commands get an
 // answer — and the thread goes on.
 void Agent::Run() {
-  t_in_ft = true;  // our CUDA calls are never the app's
+  host::MarkFtThread();  // our CUDA calls are never the app's
   pthread_setname_np(pthread_self(), "ft-ckpt");
-  term::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
+  host::BlockTerminationSignals();  // and its checksum helpers', which inherit the mask
   AgentCuda cuda;
   // The stream and events now, not in the first ft_step_done that takes a snapshot (which
   // would pay for them on the app's thread). A failure is met again, and reported, by a save.
@@ -418,10 +418,10 @@ void Agent::KeepTheOlderCopyLocked() {
 // beside it. The price, where the plan had not caught up with a newer step whole everywhere, is
 // that step: a restore one save behind, never none.
 void Agent::KeepThePlannedCopy(int64_t saving) {
-  if (g_rt == nullptr) return;
-  const LauncherIdentity& id = g_rt->identity;
+  if (!host::Started()) return;
+  const LauncherIdentity& id = host::Identity();
   ckpt::NodePlan plan;
-  if (!ckpt::ReadLiveNodePlan(ckpt::NodePlanPath(g_rt->config.ckpt_arena_dir, id.job, id.node), &plan).ok() ||
+  if (!ckpt::ReadLiveNodePlan(ckpt::NodePlanPath(host::RuntimeConfig().ckpt_arena_dir, id.job, id.node), &plan).ok() ||
       plan.step < 0 || saving <= plan.step) {
     return;
   }
@@ -440,7 +440,7 @@ void Agent::KeepThePlannedCopy(int64_t saving) {
 RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
   RestoreTarget target;
   target.rank = base_.rank;
-  target.node = g_rt->identity.node;
+  target.node = host::Identity().node;
   target.buffers = &buffers_;
   target.layout = base_.buffers;
   target.arena = &arena_;

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "include/ft/ft.h"
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent.h"
-#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 
@@ -40,15 +40,14 @@ int Guarded(const char* what, Body body) noexcept {
   try {
     t_last_error.clear();
     t_static_error = nullptr;
-    if (!(g_state.load(std::memory_order_acquire) == kActive ||
-          (g_state.load(std::memory_order_acquire) == kUninit && InitSlow()))) {
+    if (!host::Active()) {
       t_last_error = std::string(what) +
                      ": libft.so is not active (FT_ENABLE=0, no segment, or a forked child); "
                      "nothing is saved or restored";
       return FT_DISABLED;
     }
-    if (t_in_ft) return FT_DISABLED;  // called back from inside libft.so: never expected
-    ReentryGuard guard;
+    if (host::InFt()) return FT_DISABLED;  // called back from inside libft.so: never expected
+    host::FtScope in_ft;
     return body();
   } catch (const std::exception& e) {
     NoteInternalError(what, e.what());
@@ -112,11 +111,7 @@ FT_API int ft_update_begin(void* stream) {
 FT_API int ft_step_done(int64_t step) {
   return Guarded("ft_step_done", [&] {
     // The worker's step boundary (kStepDone), stamped before any save work this call does.
-    namespace internal = ft::preload::internal;
-    ft::shm::Record mark = internal::MakeRecord(ft::shm::RecordType::kStepDone, 0, internal::kNoSlot, 0, 0,
-                                                internal::NowNs());
-    mark.a = static_cast<uint64_t>(step);
-    internal::Push(mark);
+    ft::preload::host::RecordStepDone(step);
     return ft::preload::agent::ApiStepDone(step);
   });
 }
@@ -129,9 +124,8 @@ FT_API int ft_set_total_steps(int64_t total_steps) {
       return FT_INVALID_ARGUMENT;
     }
     // For the worker, which carries it into the rank's summaries (shm/layout.h total_steps).
-    namespace internal = ft::preload::internal;
-    if (internal::g_rt == nullptr || !internal::g_rt->segment) return FT_DISABLED;
-    internal::g_rt->segment->header()->total_steps.store(total_steps, std::memory_order_relaxed);
+    if (!ft::preload::host::Started() || !ft::preload::host::Segment()) return FT_DISABLED;
+    ft::preload::host::Segment()->header()->total_steps.store(total_steps, std::memory_order_relaxed);
     return FT_OK;
   });
 }

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "preload/hook_runtime.h"
+#include "preload/ckpt/agent_host.h"
 
 namespace ft::preload::agent {
 
@@ -23,14 +23,14 @@ Status CudaStatus(cudaError_t error, const char* what) {
 Status AgentCuda::Prepare(int device) {
   if (device < 0) return Status::Ok();
   if (device_ != device) {
-    auto set = FT_REAL_CUDA(cudaSetDevice);
+    auto set = FT_HOST_CUDA(cudaSetDevice);
     if (set == nullptr) return Status::Unavailable("the CUDA runtime is not loaded");
     if (Status s = CudaStatus(set(device), "cudaSetDevice"); !s.ok()) return s;
     device_ = device;
   }
-  if (!relaxed_) relaxed_ = internal::RelaxCaptureMode();
+  if (!relaxed_) relaxed_ = host::RelaxCaptureMode();
   if (stream_ == nullptr) {
-    auto create = FT_REAL_CUDA(cudaStreamCreateWithFlags);
+    auto create = FT_HOST_CUDA(cudaStreamCreateWithFlags);
     if (create == nullptr) return Status::Unavailable("cudaStreamCreateWithFlags not found");
     cudaStream_t s = nullptr;
     if (Status st = CudaStatus(create(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -40,7 +40,7 @@ Status AgentCuda::Prepare(int device) {
     stream_ = s;
   }
   if (events_.empty()) {
-    auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+    auto create = FT_HOST_CUDA(cudaEventCreateWithFlags);
     if (create == nullptr) return Status::Unavailable("cudaEventCreateWithFlags not found");
     std::vector<cudaEvent_t> made;
     for (size_t i = 0; i < kEventWindow; ++i) {
@@ -54,7 +54,7 @@ Status AgentCuda::Prepare(int device) {
     events_ = std::move(made);
   }
   if (snapshot_event_ == nullptr) {
-    auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+    auto create = FT_HOST_CUDA(cudaEventCreateWithFlags);
     if (create == nullptr) return Status::Unavailable("cudaEventCreateWithFlags not found");
     cudaEvent_t e = nullptr;
     if (Status st = CudaStatus(create(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags"); !st.ok()) {

@@ -11,7 +11,7 @@
 #include "include/ft/ft.h"
 #include "jitckpt/restore_loader.h"
 #include "jitckpt/safe_name.h"
-#include "preload/hook_runtime.h"
+#include "preload/ckpt/agent_host.h"
 
 namespace ft::preload::agent {
 
@@ -89,7 +89,7 @@ class BufferSink : public ckpt::RestoreSink {
     bool any_device = false;
     for (const Registered& b : buffers_) any_device |= b.where != Registered::Where::kHost;
     if (!any_device) return Status::Ok();
-    auto device_sync = FT_REAL_CUDA(cudaDeviceSynchronize);
+    auto device_sync = FT_HOST_CUDA(cudaDeviceSynchronize);
     if (device_sync == nullptr) return Status::Unavailable("cudaDeviceSynchronize not found");
     return CudaStatus(device_sync(), "cudaDeviceSynchronize (before restore)");
   }
@@ -111,7 +111,7 @@ class BufferSink : public ckpt::RestoreSink {
         std::memcpy(b.ptr + (lo - b.offset), data + lo, hi - lo);
         continue;
       }
-      auto copy = FT_REAL_CUDA(cudaMemcpyAsync);
+      auto copy = FT_HOST_CUDA(cudaMemcpyAsync);
       if (copy == nullptr) {
         status_ = Status::Unavailable("cudaMemcpyAsync not found");
         return;
@@ -129,7 +129,7 @@ class BufferSink : public ckpt::RestoreSink {
   Status Drain() {
     if (!pending_) return status_;
     pending_ = false;
-    auto sync = FT_REAL_CUDA(cudaStreamSynchronize);
+    auto sync = FT_HOST_CUDA(cudaStreamSynchronize);
     Status synced = sync == nullptr ? Status::Unavailable("cudaStreamSynchronize not found")
                                     : CudaStatus(sync(cuda_->stream()), "cudaStreamSynchronize (restore)");
     if (status_.ok()) status_ = synced;

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_checksummer.h"
-#include "preload/hook_runtime.h"
 
 namespace ft::preload::agent {
 
@@ -53,7 +53,7 @@ class ChunkCopier {
         std::memcpy(data + lo, from, hi - lo);
         continue;
       }
-      auto copy = FT_REAL_CUDA(cudaMemcpyAsync);
+      auto copy = FT_HOST_CUDA(cudaMemcpyAsync);
       if (copy == nullptr) return Status::Unavailable("cudaMemcpyAsync not found");
       cudaMemcpyKind kind =
           b.where == Registered::Where::kDevice ? cudaMemcpyDeviceToHost : cudaMemcpyDefault;
@@ -65,7 +65,7 @@ class ChunkCopier {
       *has_device_work = true;
     }
     if (*has_device_work && record) {
-      auto record = FT_REAL_CUDA(cudaEventRecord);
+      auto record = FT_HOST_CUDA(cudaEventRecord);
       if (record == nullptr) return Status::Unavailable("cudaEventRecord not found");
       return CudaStatus(record(cuda_->event(c), cuda_->stream()), "cudaEventRecord");
     }
@@ -79,7 +79,7 @@ class ChunkCopier {
 };
 
 Status WaitForChunk(AgentCuda* cuda, size_t c) {
-  auto sync = FT_REAL_CUDA(cudaEventSynchronize);
+  auto sync = FT_HOST_CUDA(cudaEventSynchronize);
   if (sync == nullptr) return Status::Unavailable("cudaEventSynchronize not found");
   return CudaStatus(sync(cuda->event(c)), "cudaEventSynchronize (a chunk's copy)");
 }
@@ -110,7 +110,7 @@ Status CopyChunks(SaveJob* job, AgentCuda* cuda, ChunkChecksummer* sums) {
 // After a failure: copies already issued must not land in the arena later, unnoticed.
 void DrainStream(AgentCuda* cuda) {
   if (cuda->stream() == nullptr) return;
-  if (auto sync = FT_REAL_CUDA(cudaStreamSynchronize)) (void)sync(cuda->stream());
+  if (auto sync = FT_HOST_CUDA(cudaStreamSynchronize)) (void)sync(cuda->stream());
 }
 
 // A periodic snapshot (SaveJob::after): the copies wait on the device for the app's stream,
@@ -142,11 +142,11 @@ Status RunSnapshot(SaveJob* job, AgentCuda* cuda) {
   bool any_device_work = false;
   Status issued;
   if (job->device >= 0) {
-    auto wait = FT_REAL_CUDA(cudaStreamWaitEvent);
+    auto wait = FT_HOST_CUDA(cudaStreamWaitEvent);
     issued = wait == nullptr ? Status::Unavailable("cudaStreamWaitEvent not found")
                              : CudaStatus(wait(cuda->stream(), job->after, 0), "cudaStreamWaitEvent (the app's stream)");
   }
-  auto record = FT_REAL_CUDA(cudaEventRecord);
+  auto record = FT_HOST_CUDA(cudaEventRecord);
   if (issued.ok() && record == nullptr) issued = Status::Unavailable("cudaEventRecord not found");
   ChunkCopier copier(*job, cuda);
   for (size_t g = 0; g < groups && issued.ok(); ++g) {
@@ -177,7 +177,7 @@ Status RunSnapshot(SaveJob* job, AgentCuda* cuda) {
   Status done;
   if (any_device_work) {
     // The app's stream first: it may be far behind its host (or hung).
-    auto query = FT_REAL_CUDA(cudaEventQuery);
+    auto query = FT_HOST_CUDA(cudaEventQuery);
     const auto start = std::chrono::steady_clock::now();
     for (int round = 0; query != nullptr; ++round) {
       cudaError_t q = query(job->after);

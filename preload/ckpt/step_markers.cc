@@ -12,8 +12,8 @@ constexpr size_t kRetireOnRecord = 256;
 // graph another thread is capturing (preload/poller_rules.h). The app thread's mode is put
 // back at once.
 cudaError_t QueryRelaxed(cudaEvent_t e) {
-  auto query = FT_REAL_CUDA(cudaEventQuery);
-  auto exchange = FT_REAL_CUDA(cudaThreadExchangeStreamCaptureMode);
+  auto query = FT_HOST_CUDA(cudaEventQuery);
+  auto exchange = FT_HOST_CUDA(cudaThreadExchangeStreamCaptureMode);
   if (query == nullptr || exchange == nullptr) return cudaErrorNotReady;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   if (exchange(&mode) != cudaSuccess) return cudaErrorNotReady;
@@ -26,7 +26,7 @@ cudaError_t QueryRelaxed(cudaEvent_t e) {
 
 void StepMarkers::DropLocked() {
   if (recording_) restarted_ = true;
-  auto destroy = FT_REAL_CUDA(cudaEventDestroy);
+  auto destroy = FT_HOST_CUDA(cudaEventDestroy);
   // A pending event may still be recorded on the stream: CUDA releases it once reached.
   for (const Marker& m : pending_) {
     if (destroy != nullptr) (void)destroy(m.event);
@@ -55,7 +55,7 @@ void StepMarkers::Skip() {
   if (recording_) gap_ = true;
 }
 
-void StepMarkers::Record(Kind kind, int64_t step, cudaStream_t stream, int device, internal::AppCuda* cuda) {
+void StepMarkers::Record(Kind kind, int64_t step, cudaStream_t stream, int device, host::AppCuda* cuda) {
   MutexLock lock(&mu_);
   if (!recording_ || stream != stream_ || device != device_) {
     // Markers on two streams say nothing about each other's order: start again.
@@ -82,13 +82,13 @@ void StepMarkers::Record(Kind kind, int64_t step, cudaStream_t stream, int devic
     e = free_.back();
     free_.pop_back();
   } else {
-    auto create = FT_REAL_CUDA(cudaEventCreateWithFlags);
+    auto create = FT_HOST_CUDA(cudaEventCreateWithFlags);
     if (create == nullptr || cuda->Check(create(&e, cudaEventDisableTiming)) != cudaSuccess) {
       gap_ = true;
       return;
     }
   }
-  auto record = FT_REAL_CUDA(cudaEventRecord);
+  auto record = FT_HOST_CUDA(cudaEventRecord);
   if (record == nullptr || cuda->Check(record(e, stream)) != cudaSuccess) {
     free_.push_back(e);
     gap_ = true;

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "common/mutex.h"
-#include "preload/hook_runtime.h"
+#include "preload/ckpt/agent_host.h"
 
 namespace ft::preload::agent {
 
@@ -58,7 +58,7 @@ class StepMarkers {
   // App thread, on `stream` of the current device `device`: an update begins after step
   // `step` (the host's last completed or restored one), or step `step` ended. A new stream or device starts the markers afresh. Never fails the app:
   // a record that fails leaves a gap, and `cuda` keeps the app's error state as it was.
-  void Record(Kind kind, int64_t step, cudaStream_t stream, int device, internal::AppCuda* cuda);
+  void Record(Kind kind, int64_t step, cudaStream_t stream, int device, host::AppCuda* cuda);
   // A marker that cannot be recorded now (the stream is being captured into a graph, which runs
   // at a time the markers cannot place): a gap.
   void Skip();
