@@ -37,15 +37,26 @@ std::vector<proto::RankIncarnation> DecidedFor::OfRank(int rank) const {
   return {proto::RankIncarnation{rank, it->second}};
 }
 
-CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
-                       const proto::Keys& keys, int64_t save_deadline_ms,
-                       std::span<const proto::Membership> members, bool at_decision) {
+namespace {
+
+// A batch for `a` sent now: the action marked sent, its acks read from `acks_from`, due at
+// `deadline_unix_ms`.
+CommandBatch SentBatch(const Action& a, const std::string& acks_from, int64_t deadline_unix_ms) {
   CommandBatch b;
-  const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
   b.next = a;
   b.next.sent = true;
   b.next.acks_from = acks_from;
-  b.next.deadline_unix_ms = unix_ms + save_deadline_ms;
+  b.next.deadline_unix_ms = deadline_unix_ms;
+  return b;
+}
+
+}  // namespace
+
+CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t unix_ms,
+                       const proto::Keys& keys, int64_t save_deadline_ms,
+                       std::span<const proto::Membership> members, bool at_decision) {
+  CommandBatch b = SentBatch(a, acks_from, unix_ms + save_deadline_ms);
+  const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
   for (const SaveTarget& t : a.save) {
     if (t.node.empty()) {
       b.nodeless.push_back(t.rank);
@@ -69,12 +80,8 @@ CommandBatch SaveBatch(const Action& a, const std::string& acks_from, int64_t un
 CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vector<std::string> nodes,
                        int64_t unix_ms, const proto::Keys& keys, double grace_s,
                        std::span<const proto::Membership> members, bool at_decision) {
-  CommandBatch b;
+  CommandBatch b = SentBatch(a, acks_from, unix_ms + static_cast<int64_t>(grace_s * 1000) + 5000);
   const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
-  b.next = a;
-  b.next.sent = true;
-  b.next.acks_from = acks_from;
-  b.next.deadline_unix_ms = unix_ms + static_cast<int64_t>(grace_s * 1000) + 5000;
   b.next.nodes = std::move(nodes);
   std::sort(b.next.nodes.begin(), b.next.nodes.end());
   for (const std::string& node : b.next.nodes) {

@@ -191,6 +191,18 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   bool published = false;
   bool refused_logged = false;
   uint64_t skipped = 0;
+  // A periodic save's copy ended (or, for a snapshot, was issued): its app thread goes on.
+  auto tell_copied = [&](const Status& s) {
+    {
+      MutexLock lock(&mu_);
+      periodic->copied = true;
+      if (!s.ok()) {
+        periodic->outcome.result = FT_CUDA_ERROR;
+        periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
+      }
+    }
+    done_cv_.NotifyAll();
+  };
   if (periodic && periodic->after != nullptr) {
     {
       MutexLock lock(&mu_);
@@ -207,15 +219,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
         snapshots_issued_.fetch_add(1, std::memory_order_acq_rel);
         snapshot_copied_.store(copied, std::memory_order_release);
       }
-      {
-        MutexLock lock(&mu_);
-        periodic->copied = true;
-        if (!s.ok()) {
-          periodic->outcome.result = FT_CUDA_ERROR;
-          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
-        }
-      }
-      done_cv_.NotifyAll();
+      tell_copied(s);
     };
     job.landed = [&] {
       if (!published) return;
@@ -257,17 +261,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       for (uint64_t seq : refused) AckNow(seq, StatusCode::kUnavailable, why);
     };
   } else if (periodic) {
-    job.copied = [&](const Status& s) {
-      {
-        MutexLock lock(&mu_);
-        periodic->copied = true;
-        if (!s.ok()) {
-          periodic->outcome.result = FT_CUDA_ERROR;
-          periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
-        }
-      }
-      done_cv_.NotifyAll();
-    };
+    job.copied = tell_copied;
   } else {
     job.torn = cut.torn;  // ckpt_agent_cut.cc
   }
