@@ -303,7 +303,7 @@ PRELOAD_SUITES = [
     ("behavior", "preload_behavior_test",
      "-Behavior.InitAllAndAGroupSpanningTwoCommunicators:Behavior.StartedMeansTheStreamReachedTheOp:"
      "Behavior.KernelLaunchesAreCountedPerStreamAndSampled",
-     {"FT_JOB": "preload_behavior_test", "FT_KERNEL_SAMPLE": "4"}),
+     {"FT_JOB": "preload_behavior_test", "FT_KERNEL_SAMPLE": "4", "FT_TOTAL_STEPS": "500"}),
 ]
 
 
