@@ -162,8 +162,7 @@ bool NodeHistoryRound::LeaveOutWritten(Pending* pending) {
 bool NodeHistoryRound::Write(const Pending& pending) {
   if (pending.records.empty()) return true;
   const Config& config = ctx_->options.config;
-  const std::string ttl = std::to_string(std::max<int64_t>(1000, ToMs(config.node_history_ttl)));
-  const int64_t max_nodes = std::max<int64_t>(1, config.node_history_nodes);
+  const int64_t ttl_ms = ToMs(config.node_history_ttl);
   std::vector<redis::Argv> writes;
   std::map<std::string, int64_t> newest;  // per node, its newest record written here
   for (const proto::NodeRecord& r : pending.records) {
@@ -172,11 +171,9 @@ bool NodeHistoryRound::Write(const Pending& pending) {
     at = std::max(at, r.unix_ms);
   }
   for (const auto& [node, at] : newest) {
-    writes.push_back({"PEXPIRE", proto::Keys::NodeHistory(node), ttl});
-    writes.push_back({"ZADD", proto::Keys::NodesIndex(), std::to_string(at), proto::SanitizeName(node)});
+    for (redis::Argv& w : schema::IndexNode(node, at, ttl_ms)) writes.push_back(std::move(w));
   }
-  writes.push_back({"ZREMRANGEBYRANK", proto::Keys::NodesIndex(), "0", std::to_string(-(max_nodes + 1))});
-  writes.push_back({"PEXPIRE", proto::Keys::NodesIndex(), ttl});
+  for (redis::Argv& w : schema::TrimNodeIndex(config.node_history_nodes, ttl_ms)) writes.push_back(std::move(w));
   std::vector<redis::Reply> replies;
   if (!ctx_->store->PipelinePartial(writes, &replies).ok()) return false;
   size_t refused = 0;

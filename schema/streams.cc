@@ -62,6 +62,16 @@ redis::Argv AppendNodeRecord(const proto::NodeRecord& record, int64_t history_le
           "*", "kind", proto::NodeRecordKindName(record.kind), "json", proto::Encode(record)};
 }
 
+std::vector<redis::Argv> IndexNode(std::string_view node, int64_t at_unix_ms, int64_t ttl_ms) {
+  return {{"PEXPIRE", proto::Keys::NodeHistory(node), std::to_string(std::max<int64_t>(1000, ttl_ms))},
+          {"ZADD", proto::Keys::NodesIndex(), std::to_string(at_unix_ms), proto::SanitizeName(node)}};
+}
+
+std::vector<redis::Argv> TrimNodeIndex(int64_t max_nodes, int64_t ttl_ms) {
+  return {{"ZREMRANGEBYRANK", proto::Keys::NodesIndex(), "0", std::to_string(-(std::max<int64_t>(1, max_nodes) + 1))},
+          {"PEXPIRE", proto::Keys::NodesIndex(), std::to_string(std::max<int64_t>(1000, ttl_ms))}};
+}
+
 Status Decode(const redis::StreamEntry& entry, proto::Event* out) {
   return DecodeEntry(entry, "event", "kind", &proto::Event::kind, out);
 }

@@ -11,6 +11,7 @@
 //   cmd:<node>             master, CLI         PostCommand       the node's worker
 //   incidents              master (fenced)     IncidentFields    master metrics/history, page, CLI
 //   node:{<n>}:history     master, CLI cordon  AppendNodeRecord  master (verify), page, `nodes`
+//                          (and IndexNode / TrimNodeIndex: the nodes index ft:nodes beside it)
 //
 // Reading takes foreign bytes: an entry that does not decode is returned with why, never
 // thrown away silently, and never stops the reader. Pure but for ReadStream's one round trip.
@@ -41,8 +42,14 @@ redis::Argv PostCommand(const proto::Keys& keys, std::string_view node, const pr
 redis::Argv IncidentFields(const proto::Incident& incident);
 inline constexpr const char* kIncidentsCap = "10000";
 // A record of a node's history across jobs, kept to the newest `history_len`
-// (FT_NODE_HISTORY_LEN); the caller sets the key's expiry and the nodes index beside it.
+// (FT_NODE_HISTORY_LEN); IndexNode beside it.
 redis::Argv AppendNodeRecord(const proto::NodeRecord& record, int64_t history_len);
+// After records of `node` were appended: its history expires `ttl_ms` after the newest, and
+// the nodes index (ft:nodes) names it, by its sanitized name as its key does, at `at_unix_ms`.
+// TrimNodeIndex after the nodes of one write: the index keeps the `max_nodes` newest, and
+// expires with the newest history.
+std::vector<redis::Argv> IndexNode(std::string_view node, int64_t at_unix_ms, int64_t ttl_ms);
+std::vector<redis::Argv> TrimNodeIndex(int64_t max_nodes, int64_t ttl_ms);
 
 // The readers of one entry: its json decoded, the side fields checked against it. Errors name
 // the entry's id.

@@ -126,16 +126,11 @@ void RecordCordon(redis::Commands& client, const NodesOptions& o, proto::NodeRec
   r.node = node;
   r.unix_ms = o.now_unix_ms;
   r.detail = proto::CutText(detail, proto::kNodeRecordDetailBytes);
-  const std::string key = proto::Keys::NodeHistory(node);
-  const std::string ttl = std::to_string(std::max<int64_t>(1000, o.history_ttl_ms));
+  std::vector<redis::Argv> writes = {schema::AppendNodeRecord(r, o.history_len)};
+  for (redis::Argv& w : schema::IndexNode(node, o.now_unix_ms, o.history_ttl_ms)) writes.push_back(std::move(w));
+  for (redis::Argv& w : schema::TrimNodeIndex(o.index_nodes, o.history_ttl_ms)) writes.push_back(std::move(w));
   std::vector<redis::Reply> replies;
-  Status s = client.PipelinePartial(
-      {schema::AppendNodeRecord(r, o.history_len),
-       {"PEXPIRE", key, ttl},
-       {"ZADD", proto::Keys::NodesIndex(), std::to_string(o.now_unix_ms), node},
-       {"ZREMRANGEBYRANK", proto::Keys::NodesIndex(), "0", std::to_string(-(std::max<int64_t>(1, o.index_nodes) + 1))},
-       {"PEXPIRE", proto::Keys::NodesIndex(), ttl}},
-      &replies);
+  Status s = client.PipelinePartial(writes, &replies);
   for (const redis::Reply& reply : replies) {
     if (reply.is_error() && s.ok()) s = Status::Unavailable(reply.str());
   }
