@@ -242,7 +242,7 @@ void Daemon::CheckMembershipInRedis(uint64_t mono_ns) {
   std::vector<int> ranks;
   for (const auto& m : memberships) ranks.push_back(m.rank);
   redis::Reply reply;
-  std::vector<schema::RankValue<proto::Membership>> held;
+  std::vector<schema::HashValue<proto::Membership>> held;
   if (!store_->Run(schema::GetRanks(keys_.Ranks(), ranks), &reply).ok() ||
       !schema::DecodeRankFields(ranks, reply, &held).ok()) {
     return;

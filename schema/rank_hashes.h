@@ -29,6 +29,7 @@
 #include "proto/messages.h"
 #include "redis/reply.h"
 #include "redis/store.h"
+#include "schema/hash_reply.h"
 
 namespace ft::schema {
 
@@ -56,53 +57,22 @@ Status DecodeRankValue(std::string_view field, std::string_view raw, proto::Rank
 Status DecodeRankValue(std::string_view field, std::string_view raw, proto::Membership* out);
 Status DecodeRankValue(std::string_view field, std::string_view raw, proto::CkptCopy* out);
 
-// One field of a rank hash as its record, or why it is not one.
-template <typename T>
-struct RankValue {
-  std::string field;
-  T value;          // when ok()
-  Status why;       // why the value did not decode
-  std::string raw;  // the value as the hash holds it, kept when it did not decode
-  bool ok() const { return why.ok(); }
-};
-
 // An HGETALL reply as records, in the reply's order; a field that does not decode is kept with
 // why. Error: the reply is no hash (a flat array of pairs) nor nil.
 template <typename T>
-Status DecodeRankHash(const redis::Reply& reply, std::vector<RankValue<T>>* out) {
-  if (reply.is_nil()) return Status::Ok();
-  if (!reply.is_array() || reply.size() % 2 != 0) {
-    return Status::Corrupt("not a hash reply (wrong key type?): " + reply.DebugString().substr(0, 64));
-  }
-  for (size_t i = 0; i + 1 < reply.size(); i += 2) {
-    RankValue<T> v;
-    v.field = reply[i].is_string() ? reply[i].str() : std::string();
-    v.why = reply[i + 1].is_string() ? DecodeRankValue(v.field, reply[i + 1].str(), &v.value)
-                                     : Status::Corrupt("hash value is not a string");
-    if (!v.ok() && reply[i + 1].is_string()) v.raw = reply[i + 1].str();
-    out->push_back(std::move(v));
-  }
-  return Status::Ok();
+Status DecodeRankHash(const redis::Reply& reply, std::vector<HashValue<T>>* out) {
+  return DecodeHashReply(reply, [](std::string_view f, std::string_view raw, T* v) { return DecodeRankValue(f, raw, v); },
+                         out);
 }
 
 // The HMGET reply for GetRanks(key, ranks) as records: the ranks Redis holds, in `ranks`' order
 // (a rank Redis does not hold is left out). Error: the reply is not one value per rank.
 template <typename T>
-Status DecodeRankFields(const std::vector<int>& ranks, const redis::Reply& reply, std::vector<RankValue<T>>* out) {
-  if (!reply.is_array() || reply.size() != ranks.size()) {
-    return Status::Corrupt("not an HMGET reply for " + std::to_string(ranks.size()) +
-                           " fields: " + reply.DebugString().substr(0, 64));
-  }
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (reply[i].is_nil()) continue;
-    RankValue<T> v;
-    v.field = RankField(ranks[i]);
-    v.why = reply[i].is_string() ? DecodeRankValue(v.field, reply[i].str(), &v.value)
-                                 : Status::Corrupt("hash value is not a string");
-    if (!v.ok() && reply[i].is_string()) v.raw = reply[i].str();
-    out->push_back(std::move(v));
-  }
-  return Status::Ok();
+Status DecodeRankFields(const std::vector<int>& ranks, const redis::Reply& reply, std::vector<HashValue<T>>* out) {
+  std::vector<std::string> fields;
+  for (int rank : ranks) fields.push_back(RankField(rank));
+  return DecodeFieldsReply(fields, reply,
+                           [](std::string_view f, std::string_view raw, T* v) { return DecodeRankValue(f, raw, v); }, out);
 }
 
 }  // namespace ft::schema

@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "ftworker/transfer/region_name.h"
 #include "jitckpt/checksum.h"
+#include "schema/node_hashes.h"
 
 namespace ft::worker {
 
@@ -21,23 +22,21 @@ bool HasTier(const proto::RestoreSource& source, std::string_view tier) {
 bool ReadPrefetchPeers(redis::Commands& redis, const proto::Keys& keys, PrefetchPeers* out) {
   redis::Reply secret, endpoints, evicted;
   if (!redis.Run({"GET", keys.TransferSecret()}, &secret).ok() ||
-      !redis.Run({"HGETALL", keys.Endpoints()}, &endpoints).ok() ||
+      !redis.Run(schema::GetEndpoints(keys), &endpoints).ok() ||
       !redis.Run({"SMEMBERS", keys.Evicted()}, &evicted).ok()) {
     return false;
   }
   out->secret = secret.is_string() ? secret.str() : "";
   out->endpoints.clear();
-  const auto& fields = endpoints.elements();
-  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-    if (!fields[i].is_string() || !fields[i + 1].is_string()) continue;
-    proto::TransferEndpoint endpoint;
-    Status s = proto::Decode(fields[i + 1].str(), &endpoint);
-    if (!s.ok()) {
+  std::vector<schema::HashValue<proto::TransferEndpoint>> published;
+  (void)schema::DecodeEndpoints(endpoints, &published);  // a reply that is no hash publishes none
+  for (auto& e : published) {
+    if (!e.ok()) {
       FT_LOG(Warn, Worker, "the transfer endpoint of node {} in {} is unreadable: {}; not pulling from it",
-             fields[i].str(), keys.Endpoints(), s.message());
+             e.field, keys.Endpoints(), e.why.message());
       continue;
     }
-    out->endpoints[proto::SanitizeName(fields[i].str())] = std::move(endpoint);
+    out->endpoints[proto::SanitizeName(e.field)] = std::move(e.value);
   }
   out->evicted.clear();
   for (const redis::Reply& node : evicted.elements()) {

@@ -19,6 +19,7 @@
 #include "jitckpt/manifest.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "schema/node_hashes.h"
 #include "schema/rank_hashes.h"
 
 namespace ft::worker {
@@ -156,15 +157,14 @@ void Replicator::Poll(redis::Commands& redis) {
   }
   redis::Reply secret, endpoints;
   if (!redis.Run({"GET", keys_.TransferSecret()}, &secret).ok() ||
-      !redis.Run({"HGETALL", keys_.Endpoints()}, &endpoints).ok()) {
+      !redis.Run(schema::GetEndpoints(keys_), &endpoints).ok()) {
     return;
   }
   std::map<std::string, proto::TransferEndpoint> by_node;
-  const auto& fields = endpoints.elements();
-  for (size_t i = 0; i + 1 < fields.size(); i += 2) {
-    if (!fields[i].is_string() || !fields[i + 1].is_string()) continue;
-    proto::TransferEndpoint endpoint;
-    if (proto::Decode(fields[i + 1].str(), &endpoint).ok()) by_node[fields[i].str()] = std::move(endpoint);
+  std::vector<schema::HashValue<proto::TransferEndpoint>> published;
+  (void)schema::DecodeEndpoints(endpoints, &published);  // a reply that is no hash publishes none
+  for (auto& e : published) {
+    if (e.ok() && !e.field.empty()) by_node[e.field] = std::move(e.value);
   }
   // The ring over the nodes that serve: walk back from this node to the first whose worker is
   // alive (its heartbeat key; a killed worker leaves its endpoint behind).
@@ -205,7 +205,7 @@ void Replicator::Poll(redis::Commands& redis) {
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), step);
     if (ec != std::errc() || end != text.data() + text.size() || step < 0) continue;
     redis::Reply values;
-    std::vector<schema::RankValue<proto::CkptCopy>> held;
+    std::vector<schema::HashValue<proto::CkptCopy>> held;
     if (!redis.Run(schema::GetRanks(keys_.CkptStep(step), beat.ranks), &values).ok()) return;
     (void)schema::DecodeRankFields(beat.ranks, values, &held);  // a reply that is none holds nothing
     for (auto& c : held) {

@@ -18,6 +18,7 @@
 #include "proto/transfer_codec.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
+#include "schema/node_hashes.h"
 #include "transfer_engine/transfer.h"
 
 namespace ft::worker {
@@ -107,13 +108,13 @@ int RunPull(const PullCommand& c) {
     options.secret = secret.str();
   }
   redis::Reply value;
-  if (Status s = db.Run({"HGET", keys.Endpoints(), c.from}, &value); !s.ok()) return Fail(s, 2);
+  if (Status s = db.Run(schema::GetEndpoint(keys, c.from), &value); !s.ok()) return Fail(s, 2);
   if (!value.is_string()) {
     return Fail(Status::NotFound(fmt::format("node '{}' publishes no transfer endpoint in {} (is its "
                                              "ftworker running and serving?)", c.from, keys.Endpoints())), 2);
   }
   proto::TransferEndpoint endpoint;
-  if (Status s = proto::Decode(value.str(), &endpoint); !s.ok()) {
+  if (Status s = schema::DecodeEndpoint(value.str(), &endpoint); !s.ok()) {
     return Fail(s.WithContext(fmt::format("{} {}", keys.Endpoints(), c.from)), 2);
   }
   const rdma::Peer peer{c.from, endpoint.address, endpoint.port};

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
+#include "schema/node_hashes.h"
 #include "schema/rank_hashes.h"
 #include "transfer_engine/auth.h"
 
@@ -141,7 +142,7 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
   if (options_.fast_path != nullptr) e.transports.push_back(options_.fast_path->kind());
   e.transports.push_back("tcp");
   e.unix_ms = unix_ms;
-  endpoint_json_ = proto::Encode(e);
+  publish_endpoint_ = schema::SetEndpoint(keys_, options_.node, e);
   endpoint_written_ = false;
   next_endpoint_ns_ = 0;
   next_stats_log_ns_ = mono_ns + kStatsLogNs;
@@ -151,11 +152,12 @@ void TransferService::StartServer(uint64_t mono_ns, int64_t unix_ms) {
 }
 
 void TransferService::CheckEndpoint(redis::Store& store) {
+  if (publish_endpoint_.empty()) return;  // the server is not up
   redis::Reply reply;
-  if (!store.Run({"HGET", keys_.Endpoints(), options_.node}, &reply).ok()) return;
-  if (reply.is_string() && reply.str() == endpoint_json_) return;
+  if (!store.Run(schema::GetEndpoint(keys_, options_.node), &reply).ok()) return;
+  if (reply.is_string() && reply.str() == publish_endpoint_.back()) return;  // the value written
   redis::Reply ignored;
-  if (!store.Run({"HSET", keys_.Endpoints(), options_.node, endpoint_json_}, &ignored).ok()) return;
+  if (!store.Run(publish_endpoint_, &ignored).ok()) return;
   if (endpoint_written_) {
     FT_LOG(Warn, Worker, "Redis no longer held this node's transfer endpoint ({} {}): it lost its "
            "data or another worker claims node '{}'; written again", keys_.Endpoints(), options_.node,
@@ -166,7 +168,7 @@ void TransferService::CheckEndpoint(redis::Store& store) {
 
 void TransferService::ReadRecordedRanks(redis::Store& store) {
   redis::Reply reply;
-  std::vector<schema::RankValue<proto::Membership>> ranks;
+  std::vector<schema::HashValue<proto::Membership>> ranks;
   if (!store.Run({"HGETALL", keys_.Ranks()}, &reply).ok() || !schema::DecodeRankHash(reply, &ranks).ok()) return;
   for (const auto& m : ranks) {
     if (m.ok() && m.value.node == options_.node) recorded_ranks_.insert(m.value.rank);
@@ -206,7 +208,7 @@ void TransferService::Stop(redis::Store* store) {
   server_.reset();
   if (store != nullptr && store->connected() && endpoint_written_) {
     redis::Reply ignored;
-    if (store->Run({"HDEL", keys_.Endpoints(), options_.node}, &ignored).ok()) {
+    if (store->Run(schema::RemoveEndpoint(keys_, options_.node), &ignored).ok()) {
       FT_LOG(Info, Worker, "transfer server stopped; endpoint removed from {}", keys_.Endpoints());
     }
   }

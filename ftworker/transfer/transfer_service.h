@@ -98,7 +98,7 @@ class TransferService {
   std::unique_ptr<TransferServer> server_;
   uint16_t port_ = 0;
   uint16_t restart_port_ = 0;  // the port to keep when restarting for a new secret
-  std::string endpoint_json_;  // what this worker published; empty before the server is up
+  redis::Argv publish_endpoint_;  // SetEndpoint of what this worker publishes; empty before the server is up
   bool endpoint_written_ = false;
   bool ranks_read_ = false;
   std::set<int> recorded_ranks_;

@@ -39,7 +39,7 @@ TEST_F(RankHashesTest, AMembershipReadsBackWholeAndByRank) {
   Run(SetMembership(keys_, Member(3, "n1")));
   Run(SetMembership(keys_, Member(5, "n2")));
 
-  std::vector<RankValue<proto::Membership>> all;
+  std::vector<HashValue<proto::Membership>> all;
   ASSERT_TRUE(DecodeRankHash(Run({"HGETALL", keys_.Ranks()}), &all).ok());
   ASSERT_EQ(all.size(), 2u);
   for (const auto& v : all) {
@@ -48,7 +48,7 @@ TEST_F(RankHashesTest, AMembershipReadsBackWholeAndByRank) {
     EXPECT_EQ(proto::Encode(v.value), proto::Encode(Member(v.value.rank, v.value.rank == 3 ? "n1" : "n2")));
   }
 
-  std::vector<RankValue<proto::Membership>> some;
+  std::vector<HashValue<proto::Membership>> some;
   const std::vector<int> ranks = {5, 4, 3};
   ASSERT_TRUE(DecodeRankFields(ranks, Run(GetRanks(keys_.Ranks(), ranks)), &some).ok());
   ASSERT_EQ(some.size(), 2u) << "rank 4 is not held";
@@ -86,7 +86,7 @@ TEST_F(RankHashesTest, AValueUnderAnotherRanksFieldOrGarbledIsReturnedWithWhy) {
   Run({"HSET", keys_.Ranks(), "x", proto::Encode(Member(1, "n1"))});
   Run(SetMembership(keys_, Member(8, "n1")));
 
-  std::vector<RankValue<proto::Membership>> all;
+  std::vector<HashValue<proto::Membership>> all;
   ASSERT_TRUE(DecodeRankHash(Run({"HGETALL", keys_.Ranks()}), &all).ok());
   ASSERT_EQ(all.size(), 4u) << "every field is returned, decoded or not";
   int good = 0;
@@ -105,7 +105,7 @@ TEST_F(RankHashesTest, AValueUnderAnotherRanksFieldOrGarbledIsReturnedWithWhy) {
 }
 
 TEST_F(RankHashesTest, AReplyThatIsNoHashIsAnError) {
-  std::vector<RankValue<proto::Membership>> out;
+  std::vector<HashValue<proto::Membership>> out;
   EXPECT_TRUE(DecodeRankHash(redis::Reply(), &out).ok()) << "nil: the hash is not there";
   EXPECT_FALSE(DecodeRankHash(redis::Reply::Integer(3), &out).ok());
   EXPECT_FALSE(DecodeRankHash(redis::Reply::Array({redis::Reply::String("1")}), &out).ok()) << "odd length";
