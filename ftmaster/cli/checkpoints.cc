@@ -88,7 +88,7 @@ Status ReadSteps(redis::Commands& client, const proto::Keys& keys, const redis::
     }
     redis::Reply reply;
     FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &reply));
-    std::vector<schema::RankValue<proto::CkptCopy>> copies;
+    std::vector<schema::HashValue<proto::CkptCopy>> copies;
     if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(row.step), "", s);
     for (const auto& [field, copy, why, raw] : copies) {
       if (!why.ok()) {

@@ -47,7 +47,7 @@ Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValu
   if (plan.step < 0) return Status::Ok();
   redis::Reply reply;
   FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(plan.step)}, &reply));
-  std::vector<schema::RankValue<proto::CkptCopy>> copies;
+  std::vector<schema::HashValue<proto::CkptCopy>> copies;
   if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(plan.step), "", s);
   std::vector<proto::CkptCopy> decoded;
   for (auto& [field, c, why, raw] : copies) {
