@@ -17,6 +17,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "proto/notice.h"
+#include "schema/verdict_hash.h"
 
 // The checkpoint round (ckpt_round.h says what it reads and writes, and when).
 
@@ -149,7 +150,7 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
       redis::Reply score;
       if (!ctx_->store->Run({"ZSCORE", ctx_->keys.CkptSteps(), std::to_string(it->first)}, &score).ok()) return;
       if (score.is_nil() &&
-          !ctx_->writer.Run({{"HDEL", ctx_->keys.CkptVerdicts(), std::to_string(it->first)}})) {
+          !ctx_->writer.Run({schema::RemoveVerdict(ctx_->keys, it->first)})) {
         return;
       }
       it = steps_.erase(it);
@@ -279,7 +280,7 @@ bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t un
   timeless.unix_ms = 0;
   std::string verdict = proto::Encode(timeless);
   if (verdict != s.verdict) {
-    if (!ctx_->writer.Run({{"HSET", ctx_->keys.CkptVerdicts(), std::to_string(step), proto::Encode(s.judged->verdict)}})) {
+    if (!ctx_->writer.Run({schema::SetVerdict(ctx_->keys, s.judged->verdict)})) {
       return false;
     }
     s.verdict = std::move(verdict);

@@ -12,6 +12,7 @@
 #include "redis/client.h"
 #include "schema/master_hash.h"
 #include "schema/streams.h"
+#include "schema/verdict_hash.h"
 
 namespace ft::master {
 
@@ -162,16 +163,16 @@ bool MasterMetrics::ReadIncidents(redis::Commands& redis) {
 
 bool MasterMetrics::ReadVerdicts(redis::Commands& redis) {
   redis::Reply reply;
-  if (!redis.Run({"HGETALL", keys_.CkptVerdicts()}, &reply).ok()) return false;
+  if (!redis.Run(schema::GetVerdicts(keys_), &reply).ok()) return false;
+  std::vector<schema::HashValue<proto::StepVerdict>> verdicts;
+  if (Status s = schema::DecodeVerdicts(reply, &verdicts); !s.ok()) bad_.Report(keys_.CkptVerdicts(), "", s);
   std::map<int64_t, std::string> now;
-  for (size_t i = 0; i + 1 < reply.size(); i += 2) {
-    proto::StepVerdict verdict;
-    Status s = proto::Decode(reply[i + 1].str(), &verdict);
-    if (!s.ok()) {
-      bad_.Report(fmt::format("verdict {}", reply[i].str()), reply[i + 1].str(), s);
+  for (const auto& v : verdicts) {
+    if (!v.ok()) {
+      bad_.Report("verdict " + v.field, v.raw, v.why);
       continue;
     }
-    now[verdict.step] = proto::VerdictStateName(verdict.state);
+    now[v.value.step] = proto::VerdictStateName(v.value.state);
   }
   std::map<std::string, int> steps;
   for (proto::VerdictState state : proto::kVerdictStates) steps[proto::VerdictStateName(state)] = 0;

@@ -17,6 +17,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "schema/rank_hashes.h"
+#include "schema/verdict_hash.h"
 #include "proto/prefetch_codec.h"
 
 namespace ft::master {
@@ -108,20 +109,20 @@ Status ReadSteps(redis::Commands& client, const proto::Keys& keys, const redis::
 // The listed steps' verdicts, one HMGET.
 Status ReadVerdicts(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
   if (c->rows.empty()) return Status::Ok();
-  redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
-  for (const Row& row : c->rows) argv.push_back(std::to_string(row.step));
+  std::vector<int64_t> steps;
+  for (const Row& row : c->rows) steps.push_back(row.step);
   redis::Reply got;
-  FT_RETURN_IF_ERROR(Run(client, argv, &got));
-  for (size_t k = 0; k < c->rows.size() && k < got.size(); ++k) {
-    if (!got[k].is_string()) continue;  // not judged yet
-    proto::StepVerdict v;
-    Status s = proto::Decode(got[k].str(), &v);
-    if (!s.ok() || v.step != c->rows[k].step) {
-      bad->Report(keys.CkptVerdicts() + " " + std::to_string(c->rows[k].step), got[k].str(),
-                  s.ok() ? Status::Corrupt("the verdict of another step") : s);
+  FT_RETURN_IF_ERROR(Run(client, schema::GetVerdictsOf(keys, steps), &got));
+  std::vector<schema::HashValue<proto::StepVerdict>> verdicts;  // the steps judged yet
+  if (Status s = schema::DecodeVerdictsOf(steps, got, &verdicts); !s.ok()) bad->Report(keys.CkptVerdicts(), "", s);
+  for (auto& v : verdicts) {
+    if (!v.ok()) {
+      bad->Report(keys.CkptVerdicts() + " " + v.field, v.raw, v.why);
       continue;
     }
-    c->rows[k].verdict = std::move(v);
+    for (Row& row : c->rows) {
+      if (row.step == v.value.step) row.verdict = v.value;
+    }
   }
   return Status::Ok();
 }

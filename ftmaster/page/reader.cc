@@ -13,6 +13,7 @@
 #include "redis/spread.h"
 #include "schema/master_hash.h"
 #include "schema/streams.h"
+#include "schema/verdict_hash.h"
 
 namespace ft::master::page {
 
@@ -109,26 +110,29 @@ void ReadIncidents(redis::Commands& redis, const proto::Keys& keys, Snapshot* s)
 
 void ReadCheckpoints(redis::Commands& redis, const proto::Keys& keys, const redis::Reply& steps, Snapshot* s) {
   if (!steps.is_array()) return;
-  redis::Argv argv = {"HMGET", keys.CkptVerdicts()};
+  std::vector<int64_t> listed;
   for (size_t i = 0; i < steps.size() && i < kCheckpointsShown; ++i) {
     CheckpointRow row;
     int64_t step = -1;
     if (!ParseInt(steps[i].str(), &step).ok()) continue;
     row.step = step;
     s->checkpoints.push_back(row);
-    argv.push_back(std::to_string(step));
+    listed.push_back(step);
   }
   if (s->checkpoints.empty()) return;
   redis::Reply got;
-  if (!redis.Run(argv, &got).ok()) return;
-  for (size_t k = 0; k < s->checkpoints.size() && k < got.size(); ++k) {
-    if (!got[k].is_string()) continue;
-    proto::StepVerdict v;
-    if (Status st = proto::Decode(got[k].str(), &v); !st.ok()) {
-      AddGarbled(s, fmt::format("verdict of step {}", s->checkpoints[k].step), got[k].str(), st);
+  std::vector<schema::HashValue<proto::StepVerdict>> verdicts;
+  if (!redis.Run(schema::GetVerdictsOf(keys, listed), &got).ok() || !schema::DecodeVerdictsOf(listed, got, &verdicts).ok()) {
+    return;
+  }
+  for (auto& v : verdicts) {
+    if (!v.ok()) {
+      AddGarbled(s, "verdict of step " + v.field, v.raw, v.why);
       continue;
     }
-    s->checkpoints[k].verdict = std::move(v);
+    for (CheckpointRow& row : s->checkpoints) {
+      if (row.step == v.value.step) row.verdict = v.value;
+    }
   }
 }
 

@@ -26,6 +26,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "schema/master_hash.h"
+#include "schema/verdict_hash.h"
 
 namespace ft::worker {
 
@@ -277,12 +278,11 @@ Status ReadJobGcFacts(redis::Commands& db, const proto::Keys& keys, JobGcFacts* 
     }
     facts.planned_step = decoded.step;
   }
-  if (Status s = db.Run({"HGETALL", keys.CkptVerdicts()}, &verdicts); !s.ok()) return s;
-  const auto& items = verdicts.elements();
-  for (size_t i = 0; i + 1 < items.size(); i += 2) {
-    if (!items[i + 1].is_string()) continue;
-    proto::StepVerdict v;
-    if (!proto::Decode(items[i + 1].str(), &v).ok()) continue;
+  if (Status s = db.Run(schema::GetVerdicts(keys), &verdicts); !s.ok()) return s;
+  std::vector<schema::HashValue<proto::StepVerdict>> judged;
+  (void)schema::DecodeVerdicts(verdicts, &judged);  // a reply that is no hash judges nothing
+  for (const auto& [field, v, why, raw] : judged) {
+    if (!why.ok()) continue;
     if (v.state == proto::VerdictState::kVerified) facts.newest_verified = std::max(facts.newest_verified, v.step);
     if (v.state != proto::VerdictState::kIncomplete) facts.newest_complete = std::max(facts.newest_complete, v.step);
   }
