@@ -127,7 +127,7 @@ void MasterLoop::Tick(Clock::time_point now, int64_t unix_ms) {
   }
   window_.Notice(now);
   if (actions_.active() && store.connected()) actions_.Run(now, unix_ms);
-  if (summary_.Due(now) && store.connected()) summary_.Run(now, unix_ms);
+  if (summary_.Due(now) && store.connected()) summary_.Run(now, unix_ms, window_.open());
   if (std::optional<SlowEviction> slow = summary_.TakeEviction()) {
     // Only a running job with nothing else under way; otherwise the next pass weighs it again.
     if (ctx_.job_state == proto::JobState::kRunning && !actions_.active() && !window_.open() && store.connected()) {

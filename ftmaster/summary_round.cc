@@ -141,8 +141,9 @@ bool SummaryRound::LoadTimeouts() {
 
 // ---- every summary_period ------------------------------------------------------------------
 
-void SummaryRound::Run(Clock::time_point now, int64_t unix_ms) {
+void SummaryRound::Run(Clock::time_point now, int64_t unix_ms, bool job_stalled) {
   const auto start = Clock::now();
+  stragglers_.SetStalled(job_stalled);
   // The summaries in chunks (HSCAN), one per round, each spaced so that the pass takes about
   // 1/kSteadyShare of the master's time (the term's first pass, before any timeouts are
   // published, 1/3): 131k summaries are ~150 MB, and a single HGETALL of them would hold the

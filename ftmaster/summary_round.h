@@ -71,7 +71,8 @@ class SummaryRound {
   void SetMeasuredRecovery(double seconds) { measured_recovery_s_ = seconds; }
 
   bool Due(Clock::time_point now) const { return now >= next_round_; }
-  void Run(Clock::time_point now, int64_t unix_ms);
+  // `job_stalled`: the master's incident window is open (StragglerDetector::SetStalled).
+  void Run(Clock::time_point now, int64_t unix_ms, bool job_stalled);
 
   uint64_t timeouts_version() const { return timeouts_.table().version; }
   // The running launch's pace as the last complete pass saw it (goodput.h).

@@ -151,8 +151,8 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
       streak.count = 1;
       streak.last_counted_ms = at;
       streak.counted_at_ms = now_unix_ms;
-    } else if (at > streak.last_counted_ms || now_unix_ms - streak.counted_at_ms >= options_.interval_ms) {
-      ++streak.count;  // a new summary, or the standing one for another interval
+    } else if (at > streak.last_counted_ms || (!stalled_ && now_unix_ms - streak.counted_at_ms >= options_.interval_ms)) {
+      ++streak.count;  // a new summary, or the standing one for another interval of a running job
       streak.last_counted_ms = at;
       streak.counted_at_ms = now_unix_ms;
     }
@@ -260,8 +260,8 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
         continue;
       }
       if (streak.count == 0 || link.newest_ms > streak.last_counted_ms ||
-          now_unix_ms - streak.counted_at_ms >= options_.interval_ms) {
-        ++streak.count;  // a new summary, or the standing ones for another interval
+          (!stalled_ && now_unix_ms - streak.counted_at_ms >= options_.interval_ms)) {
+        ++streak.count;  // a new summary, or the standing ones for another interval of a running job
         streak.last_counted_ms = link.newest_ms;
         streak.counted_at_ms = now_unix_ms;
       }

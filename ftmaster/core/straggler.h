@@ -69,6 +69,11 @@ class StragglerDetector {
   // One rank's summary; one not newer than the rank's last is ignored, so the caller may pass
   // the whole summary hash every round.
   void Add(const proto::RankSummary& summary);
+  // While the job is stalled (the master's incident window is open: ranks wait on a late or
+  // stuck peer), a summary that stands unchanged no longer says its rank runs at its times:
+  // only new summaries count toward a streak then, and no streak is lost (a 20 s host pause
+  // counted its first second's times once a second into a slow link).
+  void SetStalled(bool stalled) { stalled_ = stalled; }
   // Compares the latest summaries; returns the stragglers named for the first time now.
   std::vector<proto::Incident> Evaluate(int64_t now_unix_ms);
   // The ranks named and still qualifying after the last Evaluate: a rank's episode lasts
@@ -95,6 +100,7 @@ class StragglerDetector {
   };
 
   StragglerOptions options_;
+  bool stalled_ = false;
   std::unordered_map<uint64_t, std::vector<int>> comms_;  // collective comm -> global ranks
   std::unordered_map<uint64_t, std::vector<int>> p2p_comms_;  // comms with send/recv only
   std::unordered_map<int, proto::RankSummary> latest_;

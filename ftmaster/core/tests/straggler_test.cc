@@ -125,6 +125,24 @@ TEST(StragglerTest, AStandingSummaryCountsOncePerInterval) {
   EXPECT_EQ(named[0].suspects.at(0).rank, 2);
 }
 
+// A job stalled (a 20 s host pause: the master's window open) writes no new summaries: the
+// last ones stand, and they do not count as the rank running at their times any more.
+TEST(StragglerTest, AStandingSummaryOfAStalledJobCountsNothing) {
+  Job job(1, 4, 1);
+  StragglerDetector d(StragglerOptions{3, 0.2, 1000, 25000});
+  d.SetMembership(job.membership);
+  std::mt19937 rng(3);
+  Round(job, &d, kT0, {100, 100, 160, 100}, &rng, 0);
+  EXPECT_TRUE(d.Evaluate(kT0).empty());  // 1
+  d.SetStalled(true);
+  for (int64_t t = 1000; t <= 20000; t += 1000) EXPECT_TRUE(d.Evaluate(kT0 + t).empty()) << t;
+  d.SetStalled(false);  // the job runs again: the streak goes on where it stood
+  EXPECT_TRUE(d.Evaluate(kT0 + 21000).empty());  // 2
+  const std::vector<proto::Incident> named = d.Evaluate(kT0 + 22000);  // 3
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].suspects.at(0).rank, 2);
+}
+
 TEST(StragglerTest, SummariesOlderThanStaleTakeNoPart) {
   Job job(1, 4, 1);
   StragglerDetector d(StragglerOptions{2, 0.2, 1000, 5000});
@@ -205,6 +223,29 @@ TEST(StragglerTest, ASlowLinkNamesBothEndsAndNoComputeStraggler) {
   LinkRound(job, &d, kT0 + 60000, compute, {5, 5, 5, 5});
   EXPECT_TRUE(d.Evaluate(kT0 + 60000).empty());
   EXPECT_TRUE(d.named_links().empty());
+}
+
+TEST(StragglerTest, AStalledJobsStandingSummariesNameNoSlowLink) {
+  Job job(4, 2, 1, 4);
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  const std::vector<double> compute(8, 100);
+  // The summaries as the stall found them: one comm's transfer, averaged under load, above its
+  // role's; then 20 s of the job stalled, nothing new written.
+  LinkRound(job, &d, kT0, compute, {5, 9, 5, 5});
+  EXPECT_TRUE(d.Evaluate(kT0).empty());
+  d.SetStalled(true);
+  for (int64_t t = 1000; t <= 20000; t += 1000) EXPECT_TRUE(d.Evaluate(kT0 + t).empty()) << t;
+  EXPECT_TRUE(d.named_links().empty());
+  // New summaries still count while stalled: a link slow in each of them is named.
+  std::vector<proto::Incident> named;
+  int round = 1;
+  for (; round < 30 && named.empty(); ++round) {
+    LinkRound(job, &d, kT0 + 20000 + round * 1000, compute, {5, 25, 5, 5});
+    named = d.Evaluate(kT0 + 20000 + round * 1000);
+  }
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].comm_id, job.DpComm(1, 0));
 }
 
 TEST(StragglerTest, AComputeStragglerIsNoSlowLink) {
