@@ -22,12 +22,13 @@ build: configure
 
 # Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
 # soaks (label soak) run with `make soak`.
-# Two at a time: the unit tests (each one short process), then the end-to-end tests, except
-# those whose promises are timed against the job's own pace, which run alone (RUN_SERIAL,
-# tests/e2e/CMakeLists.txt).
+# The unit tests two at a time (each one short process, using its core), then the end-to-end
+# tests three at a time (they wait on their jobs: a third of the machine was busy two at a time),
+# of which those timed against the job's own pace run one at a time (RESOURCE_LOCK job_pace,
+# tests/e2e/CMakeLists.txt) and first (COST), beside the rest.
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -L unit -j 2
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit' -j 2
+	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit' -j 3
 
 # Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
 # ftmaster and two workers: no incident.
