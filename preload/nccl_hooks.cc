@@ -50,6 +50,21 @@ struct GroupOp {
 
 thread_local std::vector<GroupOp>* t_group_ops = nullptr;
 
+// A timed op once its call returned: with its end event when it succeeded; without one when it
+// goes on in the background (ncclInProgress: nothing on the stream yet marks its end) or failed.
+void SubmitByResult(Pending* p, ncclResult_t result, AppCuda& cuda) {
+  if (result == ncclSuccess) {
+    Submit(p, true, cuda);
+    return;
+  }
+  if (result == ncclInProgress) {
+    p->FlagOps(kFlagInProgress);
+  } else {
+    p->failed = true;
+  }
+  Submit(p, false, cuda);
+}
+
 void ApiErrorRecord(NcclSym sym, ncclResult_t result, uint64_t comm_id) {
   if (g_rt == nullptr) return;
   auto r = MakeRecord(RecordType::kApiError, kFlagError, kNoSlot, comm_id, 0, NowNs());
@@ -160,16 +175,12 @@ void NcclPostOp(OpCall* call, NcclSym sym, ncclResult_t result) noexcept {
       } else {
         ReturnUnsubmitted(p);
       }
-    } else if (result == ncclSuccess) {
-      Submit(p, p->has_start, cuda);
-    } else if (result == ncclInProgress) {
-      p->await_comms.push_back(call->handle);
-      p->await_infos.push_back(call->comm);
-      p->FlagOps(kFlagInProgress);
-      Submit(p, false, cuda);
     } else {
-      p->failed = true;
-      Submit(p, false, cuda);
+      if (result == ncclInProgress) {
+        p->await_comms.push_back(call->handle);
+        p->await_infos.push_back(call->comm);
+      }
+      SubmitByResult(p, result, cuda);
     }
   } catch (...) {
     CountHookFailure(shm::HookPlace::kNcclPostOp);
@@ -264,13 +275,9 @@ void NcclGroupEndPost(void* opaque, ncclResult_t result) noexcept {
         p->await_comms.clear();
         p->await_infos.clear();
         DeviceScope scope(p->device, cuda);
-        Submit(p, p->has_start, cuda);
-      } else if (result == ncclInProgress) {
-        p->FlagOps(kFlagInProgress);
-        Submit(p, false, cuda);
+        SubmitByResult(p, result, cuda);
       } else {
-        p->failed = true;
-        Submit(p, false, cuda);
+        SubmitByResult(p, result, cuda);
       }
     }
   } catch (...) {

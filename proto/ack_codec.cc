@@ -28,11 +28,7 @@ const auto kAckFields = [](auto& io, auto& a) {
 
 }  // namespace
 
-std::string Encode(const CommandAck& a) {
-  OJson j = Versioned();
-  WriteFields(a, kAckFields, &j);
-  return Dump(j);
-}
+std::string Encode(const CommandAck& a) { return EncodeFields(a, kAckFields); }
 
 Status Decode(std::string_view json, CommandAck* out) {
   return DecodeValue(json, out, [](const Reader& r, CommandAck* a) -> Status {

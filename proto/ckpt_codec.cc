@@ -80,15 +80,9 @@ const auto kRewindFields = [](auto& io, auto& w) {
 
 // --- CkptCopy --------------------------------------------------------------------------------
 
-std::string Encode(const CkptCopy& c) {
-  OJson j = Versioned();
-  WriteFields(c, kCkptCopyFields, &j);
-  return Dump(j);
-}
+std::string Encode(const CkptCopy& c) { return EncodeFields(c, kCkptCopyFields); }
 
-Status Decode(std::string_view json, CkptCopy* out) {
-  return DecodeValue(json, out, [](const Reader& r, CkptCopy* c) { return FieldReader::Read(r, *c, kCkptCopyFields); });
-}
+Status Decode(std::string_view json, CkptCopy* out) { return DecodeFields(json, out, kCkptCopyFields); }
 
 // --- StepVerdict -----------------------------------------------------------------------------
 
@@ -127,11 +121,7 @@ const auto kVerdictFields = [](auto& io, auto& v) {
 
 }  // namespace
 
-std::string Encode(const StepVerdict& v) {
-  OJson j = Versioned();
-  WriteFields(v, kVerdictFields, &j);
-  return Dump(j);
-}
+std::string Encode(const StepVerdict& v) { return EncodeFields(v, kVerdictFields); }
 
 Status Decode(std::string_view json, StepVerdict* out) {
   return DecodeValue(json, out, [](const Reader& r, StepVerdict* v) -> Status {
@@ -218,11 +208,7 @@ const auto kPlanFields = [](auto& io, auto& p) {
 
 }  // namespace
 
-std::string Encode(const RestorePlan& p) {
-  OJson j = Versioned();
-  WriteFields(p, kPlanFields, &j);
-  return Dump(j);
-}
+std::string Encode(const RestorePlan& p) { return EncodeFields(p, kPlanFields); }
 
 Status Decode(std::string_view json, RestorePlan* out) {
   return DecodeValue(json, out, [](const Reader& r, RestorePlan* p) -> Status {

@@ -133,15 +133,9 @@ std::string SuspectsField(const std::vector<Suspect>& suspects) {
 
 // --- RankProgress ---------------------------------------------------------------------------
 
-std::string Encode(const RankProgress& value) {
-  OJson j = Versioned();
-  WriteFields(value, kProgressFields, &j);
-  return Dump(j);
-}
+std::string Encode(const RankProgress& value) { return EncodeFields(value, kProgressFields); }
 
-Status Decode(std::string_view json, RankProgress* out) {
-  return DecodeValue(json, out, [](const Reader& r, RankProgress* p) { return FieldReader::Read(r, *p, kProgressFields); });
-}
+Status Decode(std::string_view json, RankProgress* out) { return DecodeFields(json, out, kProgressFields); }
 
 // --- HwSignal (inside an Event and an Incident) -------------------------------------------
 
@@ -209,15 +203,9 @@ const auto kEventFields = [](auto& io, auto& e) {
 
 }  // namespace
 
-std::string Encode(const Event& e) {
-  OJson j = Versioned();
-  WriteFields(e, kEventFields, &j);
-  return Dump(j);
-}
+std::string Encode(const Event& e) { return EncodeFields(e, kEventFields); }
 
-Status Decode(std::string_view json, Event* out) {
-  return DecodeValue(json, out, [](const Reader& r, Event* e) { return FieldReader::Read(r, *e, kEventFields); });
-}
+Status Decode(std::string_view json, Event* out) { return DecodeFields(json, out, kEventFields); }
 
 // --- RankSummary ----------------------------------------------------------------------------
 
@@ -261,15 +249,9 @@ const auto kSummaryFields = [](auto& io, auto& s) {
 
 }  // namespace
 
-std::string Encode(const RankSummary& s) {
-  OJson j = Versioned();
-  WriteFields(s, kSummaryFields, &j);
-  return Dump(j);
-}
+std::string Encode(const RankSummary& s) { return EncodeFields(s, kSummaryFields); }
 
-Status Decode(std::string_view json, RankSummary* out) {
-  return DecodeValue(json, out, [](const Reader& r, RankSummary* s) { return FieldReader::Read(r, *s, kSummaryFields); });
-}
+Status Decode(std::string_view json, RankSummary* out) { return DecodeFields(json, out, kSummaryFields); }
 
 // --- Membership -----------------------------------------------------------------------------
 
@@ -300,15 +282,9 @@ const auto kMembershipFields = [](auto& io, auto& m) {
 
 }  // namespace
 
-std::string Encode(const Membership& m) {
-  OJson j = Versioned();
-  WriteFields(m, kMembershipFields, &j);
-  return Dump(j);
-}
+std::string Encode(const Membership& m) { return EncodeFields(m, kMembershipFields); }
 
-Status Decode(std::string_view json, Membership* out) {
-  return DecodeValue(json, out, [](const Reader& r, Membership* m) { return FieldReader::Read(r, *m, kMembershipFields); });
-}
+Status Decode(std::string_view json, Membership* out) { return DecodeFields(json, out, kMembershipFields); }
 
 // --- TimeoutTable ---------------------------------------------------------------------------
 
@@ -339,15 +315,9 @@ const auto kTimeoutTableFields = [](auto& io, auto& t) {
 
 }  // namespace
 
-std::string Encode(const TimeoutTable& t) {
-  OJson j = Versioned();
-  WriteFields(t, kTimeoutTableFields, &j);
-  return Dump(j);
-}
+std::string Encode(const TimeoutTable& t) { return EncodeFields(t, kTimeoutTableFields); }
 
-Status Decode(std::string_view json, TimeoutTable* out) {
-  return DecodeValue(json, out, [](const Reader& r, TimeoutTable* t) { return FieldReader::Read(r, *t, kTimeoutTableFields); });
-}
+Status Decode(std::string_view json, TimeoutTable* out) { return DecodeFields(json, out, kTimeoutTableFields); }
 
 // --- Command --------------------------------------------------------------------------------
 
@@ -371,15 +341,9 @@ const auto kCommandFields = [](auto& io, auto& c) {
 
 }  // namespace
 
-std::string Encode(const Command& c) {
-  OJson j = Versioned();
-  WriteFields(c, kCommandFields, &j);
-  return Dump(j);
-}
+std::string Encode(const Command& c) { return EncodeFields(c, kCommandFields); }
 
-Status Decode(std::string_view json, Command* out) {
-  return DecodeValue(json, out, [](const Reader& r, Command* c) { return FieldReader::Read(r, *c, kCommandFields); });
-}
+Status Decode(std::string_view json, Command* out) { return DecodeFields(json, out, kCommandFields); }
 
 // --- Incident -------------------------------------------------------------------------------
 
@@ -424,15 +388,9 @@ const auto kIncidentFields = [](auto& io, auto& i) {
 
 }  // namespace
 
-std::string Encode(const Incident& i) {
-  OJson j = Versioned();
-  WriteFields(i, kIncidentFields, &j);
-  return Dump(j);
-}
+std::string Encode(const Incident& i) { return EncodeFields(i, kIncidentFields); }
 
-Status Decode(std::string_view json, Incident* out) {
-  return DecodeValue(json, out, [](const Reader& r, Incident* i) { return FieldReader::Read(r, *i, kIncidentFields); });
-}
+Status Decode(std::string_view json, Incident* out) { return DecodeFields(json, out, kIncidentFields); }
 
 // --- WorkerHeartbeat ------------------------------------------------------------------------
 
@@ -448,14 +406,8 @@ const auto kHeartbeatFields = [](auto& io, auto& h) {
 
 }  // namespace
 
-std::string Encode(const WorkerHeartbeat& h) {
-  OJson j = Versioned();
-  WriteFields(h, kHeartbeatFields, &j);
-  return Dump(j);
-}
+std::string Encode(const WorkerHeartbeat& h) { return EncodeFields(h, kHeartbeatFields); }
 
-Status Decode(std::string_view json, WorkerHeartbeat* out) {
-  return DecodeValue(json, out, [](const Reader& r, WorkerHeartbeat* h) { return FieldReader::Read(r, *h, kHeartbeatFields); });
-}
+Status Decode(std::string_view json, WorkerHeartbeat* out) { return DecodeFields(json, out, kHeartbeatFields); }
 
 }  // namespace ft::proto

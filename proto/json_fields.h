@@ -210,6 +210,19 @@ void WriteFields(const T& v, Fields fields, OJson* j) {
   fields(w, v);
 }
 
+// A value whose JSON is "v" and its field list: its encoding, and its decoding (DecodeValue) when
+// the list is all there is to check.
+template <typename T, typename Fields>
+std::string EncodeFields(const T& v, Fields fields) {
+  OJson j = Versioned();
+  WriteFields(v, fields, &j);
+  return Dump(j);
+}
+template <typename T, typename Fields>
+Status DecodeFields(std::string_view text, T* out, Fields fields) {
+  return DecodeValue(text, out, [fields](const Reader& r, T* v) { return FieldReader::Read(r, *v, fields); });
+}
+
 }  // namespace ft::proto::json
 
 #endif  // FT_PROTO_JSON_FIELDS_H_

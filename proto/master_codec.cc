@@ -117,15 +117,9 @@ const auto kActionFields = [](auto& io, auto& a) {
 
 }  // namespace
 
-std::string Encode(const MasterAction& a) {
-  OJson j = Versioned();
-  WriteFields(a, kActionFields, &j);
-  return Dump(j);
-}
+std::string Encode(const MasterAction& a) { return EncodeFields(a, kActionFields); }
 
-Status Decode(std::string_view json, MasterAction* out) {
-  return DecodeValue(json, out, [](const Reader& r, MasterAction* a) { return FieldReader::Read(r, *a, kActionFields); });
-}
+Status Decode(std::string_view json, MasterAction* out) { return DecodeFields(json, out, kActionFields); }
 
 // --- OpenIncident ---------------------------------------------------------------------------
 
@@ -147,15 +141,9 @@ const auto kOpenIncidentFields = [](auto& io, auto& o) {
 
 }  // namespace
 
-std::string Encode(const OpenIncident& o) {
-  OJson j = Versioned();
-  WriteFields(o, kOpenIncidentFields, &j);
-  return Dump(j);
-}
+std::string Encode(const OpenIncident& o) { return EncodeFields(o, kOpenIncidentFields); }
 
-Status Decode(std::string_view json, OpenIncident* out) {
-  return DecodeValue(json, out, [](const Reader& r, OpenIncident* o) { return FieldReader::Read(r, *o, kOpenIncidentFields); });
-}
+Status Decode(std::string_view json, OpenIncident* out) { return DecodeFields(json, out, kOpenIncidentFields); }
 
 // --- Goodput ---------------------------------------------------------------------------------
 
@@ -210,11 +198,7 @@ const auto kGoodputFields = [](auto& io, auto& g) {
 
 }  // namespace
 
-std::string Encode(const Goodput& g) {
-  OJson j = Versioned();
-  WriteFields(g, kGoodputFields, &j);
-  return Dump(j);
-}
+std::string Encode(const Goodput& g) { return EncodeFields(g, kGoodputFields); }
 
 Status Decode(std::string_view json, Goodput* out) {
   return DecodeValue(json, out, [](const Reader& r, Goodput* g) -> Status {

@@ -35,11 +35,7 @@ const auto kCordonFields = [](auto& io, auto& c) {
 
 // --- NodeRecord ---------------------------------------------------------------------------
 
-std::string Encode(const NodeRecord& r) {
-  OJson j = Versioned();
-  WriteFields(r, kNodeRecordFields, &j);
-  return Dump(j);
-}
+std::string Encode(const NodeRecord& r) { return EncodeFields(r, kNodeRecordFields); }
 
 Status Decode(std::string_view json, NodeRecord* out) {
   return DecodeValue(json, out, [](const Reader& r, NodeRecord* v) -> Status {
@@ -55,14 +51,8 @@ Status Decode(std::string_view json, NodeRecord* out) {
 
 // --- CordonEntry --------------------------------------------------------------------------
 
-std::string Encode(const CordonEntry& c) {
-  OJson j = Versioned();
-  WriteFields(c, kCordonFields, &j);
-  return Dump(j);
-}
+std::string Encode(const CordonEntry& c) { return EncodeFields(c, kCordonFields); }
 
-Status Decode(std::string_view json, CordonEntry* out) {
-  return DecodeValue(json, out, [](const Reader& r, CordonEntry* c) { return FieldReader::Read(r, *c, kCordonFields); });
-}
+Status Decode(std::string_view json, CordonEntry* out) { return DecodeFields(json, out, kCordonFields); }
 
 }  // namespace ft::proto

@@ -32,14 +32,8 @@ const auto kPrefetchFields = [](auto& io, auto& p) {
 
 }  // namespace
 
-std::string Encode(const PrefetchReport& p) {
-  OJson j = Versioned();
-  WriteFields(p, kPrefetchFields, &j);
-  return Dump(j);
-}
+std::string Encode(const PrefetchReport& p) { return EncodeFields(p, kPrefetchFields); }
 
-Status Decode(std::string_view json, PrefetchReport* out) {
-  return DecodeValue(json, out, [](const Reader& r, PrefetchReport* p) { return FieldReader::Read(r, *p, kPrefetchFields); });
-}
+Status Decode(std::string_view json, PrefetchReport* out) { return DecodeFields(json, out, kPrefetchFields); }
 
 }  // namespace ft::proto

@@ -36,14 +36,8 @@ const auto kEndpointFields = [](auto& io, auto& e) {
 
 }  // namespace
 
-std::string Encode(const TransferEndpoint& e) {
-  OJson j = Versioned();
-  WriteFields(e, kEndpointFields, &j);
-  return Dump(j);
-}
+std::string Encode(const TransferEndpoint& e) { return EncodeFields(e, kEndpointFields); }
 
-Status Decode(std::string_view json, TransferEndpoint* out) {
-  return DecodeValue(json, out, [](const Reader& r, TransferEndpoint* e) { return FieldReader::Read(r, *e, kEndpointFields); });
-}
+Status Decode(std::string_view json, TransferEndpoint* out) { return DecodeFields(json, out, kEndpointFields); }
 
 }  // namespace ft::proto
