@@ -157,7 +157,9 @@ def case_evict(args):
 
 def localize_case(factor, name=None, model=MODEL, topology=TOPOLOGY):
     def run(args):
-        steps = FAULT_STEP + (400 if factor < 2 else 250)  # named within ~100 steps either way
+        # Named about 10 s after the fault at any factor (1.2x: 12 s); the job runs on about twice
+        # that, for the report policy to show it does nothing.
+        steps = FAULT_STEP + (400 if factor < 1.5 else 300 if factor < 2 else 180)
         job = "fs-%s" % (name or "x%d" % round(factor * 10))  # no dot: a job name keeps it as a key
         with CkptCluster(args, job=job) as c:
             c.start_master(topology, FAST)
@@ -208,7 +210,7 @@ def slow_link_case(name, model, topology, rule):
 
 
 def check_slow_link(args, name, model, topology, rule):
-    steps = 700
+    steps = 450  # named about 11 s after the job started, which is 450 steps' half
     with CkptCluster(args, job="fs-%s" % name) as c:
         c.start_master(topology, {**FAST, "FT_SLOW_ACTION": "evict"})
         start_workers(c)

@@ -160,7 +160,7 @@ def case_straggler(args):
 
 
 def case_pause(args):
-    seconds = 300 if args.long else 60
+    seconds = 300 if args.long else 40
     with Cluster(args, job="ms-pause") as c:
         c.start_master(TOPOLOGY, FAST)
         c.start_workers(FAST)
