@@ -121,7 +121,7 @@ TSAN_BUILD ?= build-tsan
 tsan: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
 	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl transfer_engine_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
-	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_' \
+	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -j 2 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_' \
 	  -E '^preload\.ckpt_device_order$$'
 
 # clang's thread-safety analysis: clang 16 builds everything with -Wthread-safety and the
