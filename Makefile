@@ -24,8 +24,8 @@ build: configure
 # soaks (label soak) run with `make soak`.
 # The unit tests two at a time (each one short process, using its core), then the end-to-end
 # tests three at a time (they wait on their jobs: a third of the machine was busy two at a time),
-# of which those timed against the job's own pace run one at a time (RESOURCE_LOCK job_pace,
-# tests/e2e/CMakeLists.txt) and first (COST), beside the rest.
+# except those timed against the job's own pace, which run alone (RUN_SERIAL,
+# tests/e2e/CMakeLists.txt).
 test: build
 	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -L unit -j 2
 	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit' -j 3
