@@ -19,19 +19,17 @@ namespace {
   if (result != ncclSuccess && result != ncclInProgress) NcclApiError(kSym, result, nullptr); \
   return result;
 
-#define FT_NCCL_HOOK_COLL(op, count, dtype, root, comm, stream)                        \
+// A collective (root: its root rank, or -1) or a point-to-point op (peer: the other rank).
+#define FT_NCCL_HOOK_OP(op, p2p, count, dtype, root_or_peer, comm, stream)              \
   OpCall op_call;                                                                      \
-  NcclPreOp(&op_call, OpKind::op, false, count, dtype, root, comm, stream);            \
+  NcclPreOp(&op_call, OpKind::op, p2p, count, dtype, root_or_peer, comm, stream);      \
   ncclResult_t result = call();                                                        \
   NcclPostOp(&op_call, kSym, result);                                                  \
   return result;
-
-#define FT_NCCL_HOOK_P2P(op, count, dtype, peer, comm, stream)                         \
-  OpCall op_call;                                                                      \
-  NcclPreOp(&op_call, OpKind::op, true, count, dtype, peer, comm, stream);             \
-  ncclResult_t result = call();                                                        \
-  NcclPostOp(&op_call, kSym, result);                                                  \
-  return result;
+#define FT_NCCL_HOOK_COLL(op, count, dtype, root, comm, stream) \
+  FT_NCCL_HOOK_OP(op, false, count, dtype, root, comm, stream)
+#define FT_NCCL_HOOK_P2P(op, count, dtype, peer, comm, stream) \
+  FT_NCCL_HOOK_OP(op, true, count, dtype, peer, comm, stream)
 
 #define FT_NCCL_HOOK_GROUP_START     \
   ncclResult_t result = call();      \
