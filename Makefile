@@ -22,13 +22,12 @@ build: configure
 
 # Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
 # soaks (label soak) run with `make soak`.
-# The unit tests two at a time (each one short process, using its core), then the end-to-end
-# tests three at a time (they wait on their jobs: a third of the machine was busy two at a time),
-# except those timed against the job's own pace, which run alone (RUN_SERIAL,
-# tests/e2e/CMakeLists.txt).
+# Two streams at once (scripts/run-tests.sh): the end-to-end tests timed against the job's own
+# pace or the clock (label e2e-timed) one at a time, and beside them the rest two at a time at a
+# low CPU share (a cgroup; where none can be made, one stream after the other), so that they
+# fill the idle machine without slowing the timed job.
 test: build
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -L unit -j 2
-	@ctest --test-dir $(BUILD) --output-on-failure --timeout 300 -LE 'soak|unit' -j 3
+	@scripts/run-tests.sh $(BUILD) 300
 
 # Long runs: a healthy 5-minute job with a 20 s host pause and normal jitter, protected by
 # ftmaster and two workers: no incident.

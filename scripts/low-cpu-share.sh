@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Runs a command, and everything it starts, in a CPU cgroup of its own with few shares, so that
+# it only takes what the rest of the machine leaves idle and yields the moment others want a
+# core; the group goes when the command ends.
+#   low-cpu-share.sh --check           exit 0 where such a group can be made here
+#   low-cpu-share.sh SHARES CMD [ARG]  SHARES as cgroup v1 cpu.shares (a session has 1024; 2 the
+#                                      least); cgroup v2's cpu.weight gets SHARES/10, at least 1
+# Why a cgroup and not nice: the kernel shares CPU between sessions (autogroups) before it looks
+# at nice, and the tests' launchers start each job in a session of its own.
+# Where no group can be made (not root, no cpu controller) the command runs at nice 19.
+set -uo pipefail
+
+cgroup=""
+make_cgroup() {
+  local shares=$1 name="ft-low-share-$$"
+  if [ -w /sys/fs/cgroup/cpu ] && [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
+    mkdir "/sys/fs/cgroup/cpu/$name" 2>/dev/null || return 1
+    cgroup="/sys/fs/cgroup/cpu/$name"
+    echo "$shares" >"$cgroup/cpu.shares" 2>/dev/null
+  elif [ -e /sys/fs/cgroup/cgroup.controllers ] &&
+       grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
+    local parent weight=$((shares / 10 > 0 ? shares / 10 : 1))
+    parent="/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)"
+    mkdir "$parent/$name" 2>/dev/null || return 1
+    cgroup="$parent/$name"
+    echo "$weight" >"$cgroup/cpu.weight" 2>/dev/null
+  else
+    return 1
+  fi
+}
+# Whatever is left in it (a test's stray daemon) goes back to the parent, then the group goes.
+remove_cgroup() {
+  [ -n "$cgroup" ] || return 0
+  local pid
+  while read -r pid; do echo "$pid" >"$(dirname "$cgroup")/cgroup.procs" 2>/dev/null; done \
+    <"$cgroup/cgroup.procs"
+  rmdir "$cgroup" 2>/dev/null || echo "low-cpu-share: could not remove $cgroup" >&2
+}
+
+if [ "${1:-}" = "--check" ]; then
+  make_cgroup 2 || exit 1
+  remove_cgroup
+  exit 0
+fi
+shares=${1:?usage: low-cpu-share.sh --check | SHARES CMD [ARG...]}
+shift
+[ $# -gt 0 ] || { echo "usage: low-cpu-share.sh --check | SHARES CMD [ARG...]" >&2; exit 2; }
+
+if ! make_cgroup "$shares"; then
+  exec nice -n 19 "$@"
+fi
+trap remove_cgroup EXIT
+# The command runs in a child (in the group) so this shell, outside it, can remove the group.
+(echo "$BASHPID" >"$cgroup/cgroup.procs" && exec "$@")
