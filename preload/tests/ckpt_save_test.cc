@@ -173,23 +173,32 @@ TEST(CkptSave, SavePostedThroughTheMailboxCompletesWhileTheAppStreamIsStuck) {
   for (ncclComm_t comm : comms) ASSERT_EQ(ncclCommDestroy(comm), ncclSuccess);
 }
 
+// Two commands posted back to back arrive together only if the agent reads the second before
+// its save of the first ends (a few ms); on a loaded machine this thread may lose the CPU
+// between the two posts, and two saves, one after the other, are then right. So the pair is
+// posted up to five times: every pair must be saved, and one pair at least by one save.
 TEST(CkptSave, SaveCommandsArrivingTogetherAreServedByOneSave) {
   Registered();
-  auto before = ReadArena();
-  ASSERT_TRUE(before->status.ok()) << before->status.ToString();
-  uint64_t first = Post(shm::CommandType::kSave, "save-2");
-  uint64_t second = Post(shm::CommandType::kSave, "save-3");
-  auto a = WaitAck(first), b = WaitAck(second);
-  ASSERT_TRUE(a && b);
-  EXPECT_EQ(a->result, 0) << a->message;
-  EXPECT_EQ(a->result, b->result);
-  EXPECT_EQ(a->message, b->message) << "coalesced: both acknowledged with one save's outcome";
-  auto after = ReadArena();
-  ASSERT_TRUE(after->status.ok());
-  // One save: it went to the other slot of the two (a second would have come back to this one).
-  EXPECT_NE(after->data(), before->data());
-  EXPECT_NE(after->generation, before->generation);
-  EXPECT_EQ(after->manifest.step, 8);
+  bool coalesced = false;
+  for (int attempt = 0; attempt < 5 && !coalesced; ++attempt) {
+    auto before = ReadArena();
+    ASSERT_TRUE(before->status.ok()) << before->status.ToString();
+    uint64_t first = Post(shm::CommandType::kSave, "save-2");
+    uint64_t second = Post(shm::CommandType::kSave, "save-3");
+    auto a = WaitAck(first), b = WaitAck(second);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->result, 0) << a->message;
+    EXPECT_EQ(a->result, b->result) << b->message;
+    if (a->message != b->message) continue;  // two saves: the second arrived after the first
+    coalesced = true;  // both acknowledged with one save's outcome
+    auto after = ReadArena();
+    ASSERT_TRUE(after->status.ok());
+    // One save: it went to the other slot of the two (a second would have come back to this one).
+    EXPECT_NE(after->data(), before->data());
+    EXPECT_NE(after->generation, before->generation);
+    EXPECT_EQ(after->manifest.step, 8);
+  }
+  EXPECT_TRUE(coalesced) << "no pair of save commands posted together was served by one save";
 }
 
 TEST(CkptSave, SaveTakenWhileTheUpdateMayRunIsTorn) {
