@@ -90,6 +90,13 @@ void StragglerDetector::Add(const proto::RankSummary& summary) {
   if (!inserted && summary.unix_ms > it->second.unix_ms) it->second = summary;
 }
 
+bool StragglerDetector::CountsAgain(int64_t at, uint64_t steps, int64_t last_counted_ms,
+                                    uint64_t last_counted_steps, int64_t counted_at_ms,
+                                    int64_t now_unix_ms) const {
+  if (stalled_) return at > last_counted_ms && steps > last_counted_steps;
+  return at > last_counted_ms || now_unix_ms - counted_at_ms >= options_.interval_ms;
+}
+
 std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
   struct Finding {
     std::vector<std::string> evidence;
@@ -144,16 +151,19 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
       streak = Streak{};
       continue;
     }
-    const int64_t at = latest_[fastest].unix_ms;
+    const proto::RankSummary& latest = latest_[fastest];
     if (streak.rank != fastest) {
       streak = Streak{};
       streak.rank = fastest;
       streak.count = 1;
-      streak.last_counted_ms = at;
+      streak.last_counted_ms = latest.unix_ms;
+      streak.last_counted_steps = latest.steps;
       streak.counted_at_ms = now_unix_ms;
-    } else if (at > streak.last_counted_ms || (!stalled_ && now_unix_ms - streak.counted_at_ms >= options_.interval_ms)) {
-      ++streak.count;  // a new summary, or the standing one for another interval of a running job
-      streak.last_counted_ms = at;
+    } else if (CountsAgain(latest.unix_ms, latest.steps, streak.last_counted_ms,
+                           streak.last_counted_steps, streak.counted_at_ms, now_unix_ms)) {
+      ++streak.count;
+      streak.last_counted_ms = latest.unix_ms;
+      streak.last_counted_steps = latest.steps;
       streak.counted_at_ms = now_unix_ms;
     }
     streak.ratio = slowest_compute / median;
@@ -208,13 +218,14 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
     uint64_t comm = 0;
     double transfer_ms = 0;
     int64_t newest_ms = 0;  // the newest member summary
+    uint64_t most_steps = 0;  // the most steps a member's summary counts
     std::vector<int> members;
     bool p2p = false;
   };
   std::map<std::string, std::vector<Link>> roles;  // role -> its comms reporting in full
   for (const bool p2p : {false, true}) {
     for (const auto& [comm, ranks] : p2p ? p2p_comms_ : comms_) {
-      Link link{comm, -1, 0, ranks, p2p};
+      Link link{comm, -1, 0, 0, ranks, p2p};
       std::set<std::pair<int, int>> shape;  // (op, bucket)
       bool whole = ranks.size() >= 2;
       for (int rank : ranks) {
@@ -230,6 +241,7 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
         }
         link.transfer_ms = link.transfer_ms < 0 ? ms : std::min(link.transfer_ms, ms);
         link.newest_ms = std::max(link.newest_ms, it->second.unix_ms);
+        link.most_steps = std::max(link.most_steps, it->second.steps);
         for (const proto::OpSummary& op : it->second.ops) {
           if (op.comm_id == comm && op.count > 0) shape.emplace(static_cast<int>(op.op), op.bucket);
         }
@@ -259,10 +271,12 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
         streak = LinkStreak{};
         continue;
       }
-      if (streak.count == 0 || link.newest_ms > streak.last_counted_ms ||
-          (!stalled_ && now_unix_ms - streak.counted_at_ms >= options_.interval_ms)) {
-        ++streak.count;  // a new summary, or the standing ones for another interval of a running job
+      if (streak.count == 0 || CountsAgain(link.newest_ms, link.most_steps, streak.last_counted_ms,
+                                           streak.last_counted_steps, streak.counted_at_ms,
+                                           now_unix_ms)) {
+        ++streak.count;
         streak.last_counted_ms = link.newest_ms;
+        streak.last_counted_steps = link.most_steps;
         streak.counted_at_ms = now_unix_ms;
       }
       if (streak.count < options_.steps) continue;

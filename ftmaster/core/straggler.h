@@ -71,8 +71,9 @@ class StragglerDetector {
   void Add(const proto::RankSummary& summary);
   // While the job is stalled (the master's incident window is open: ranks wait on a late or
   // stuck peer), a summary that stands unchanged no longer says its rank runs at its times:
-  // only new summaries count toward a streak then, and no streak is lost (a 20 s host pause
-  // counted its first second's times once a second into a slow link).
+  // only new summaries of more steps count toward a streak then, and no streak is lost (a 20 s
+  // host pause counted its first second's times once a second into a slow link; the workers'
+  // refreshes of the standing summaries, a new time and the same steps, once each).
   void SetStalled(bool stalled) { stalled_ = stalled; }
   // Compares the latest summaries; returns the stragglers named for the first time now.
   std::vector<proto::Incident> Evaluate(int64_t now_unix_ms);
@@ -91,6 +92,7 @@ class StragglerDetector {
     int rank = -1;
     int count = 0;
     int64_t last_counted_ms = 0;  // the candidate's summary time last counted
+    uint64_t last_counted_steps = 0;  // and its steps
     int64_t counted_at_ms = 0;    // Evaluate's now when it was last counted
     double ratio = 0;
     double own_ms = 0;
@@ -98,6 +100,14 @@ class StragglerDetector {
     double compute_ms = 0;
     double median_compute_ms = 0;
   };
+
+  // Whether a streak counts its summary (time `at`, `steps` steps) once more: a summary newer
+  // than the one last counted, or, in a running job, the standing one for another interval.
+  // While stalled a newer summary counts only with more steps: a worker rewrites its rank's
+  // summary now and then with nothing new (summary_refresh), and a paused job's stands for the
+  // times it had when the pause began.
+  bool CountsAgain(int64_t at, uint64_t steps, int64_t last_counted_ms, uint64_t last_counted_steps,
+                   int64_t counted_at_ms, int64_t now_unix_ms) const;
 
   StragglerOptions options_;
   bool stalled_ = false;
@@ -110,6 +120,7 @@ class StragglerDetector {
   struct LinkStreak {
     int count = 0;
     int64_t last_counted_ms = 0;  // the newest member summary counted
+    uint64_t last_counted_steps = 0;  // the most steps of a member summary counted
     int64_t counted_at_ms = 0;
   };
   // The slow-link pass of Evaluate: its incidents appended to `out`.

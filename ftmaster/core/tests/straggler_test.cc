@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "ftmaster/core/tests/job_fixture.h"
@@ -14,11 +15,14 @@ using testing::Job;
 
 constexpr int64_t kT0 = 1'700'000'000'000;
 
+// The steps a rank has run by `at`: one every 100 ms from kT0.
+uint64_t StepsAt(int64_t at) { return static_cast<uint64_t>(std::max<int64_t>(0, at - kT0) / 100); }
+
 // One summary round of a dp=8 job: rank r computes compute[r] ms per step; in the gradient
 // allreduce every rank waits for the slowest, so its collective time is the gap plus the
-// transfer time.
+// transfer time. Each summary counts `steps` steps (by default StepsAt(at)).
 void Round(const Job& job, StragglerDetector* d, int64_t at, const std::vector<double>& compute,
-           std::mt19937* rng, double jitter) {
+           std::mt19937* rng, double jitter, std::optional<uint64_t> steps = std::nullopt) {
   std::uniform_real_distribution<double> noise(1 - jitter, 1 + jitter);
   const double slowest = *std::max_element(compute.begin(), compute.end());
   for (int r = 0; r < job.world(); ++r) {
@@ -26,6 +30,7 @@ void Round(const Job& job, StragglerDetector* d, int64_t at, const std::vector<d
     s.rank = r;
     s.node = job.membership[static_cast<size_t>(r)].node;
     s.unix_ms = at;
+    s.steps = steps.value_or(StepsAt(at));
     s.compute_ms = compute[static_cast<size_t>(r)];
     proto::OpSummary op;
     op.comm_id = job.DpComm(0, 0);
@@ -143,6 +148,30 @@ TEST(StragglerTest, AStandingSummaryOfAStalledJobCountsNothing) {
   EXPECT_EQ(named[0].suspects.at(0).rank, 2);
 }
 
+// While the job is stalled its workers still rewrite each rank's summary now and then
+// (summary_refresh): a new time, the same steps and times. Those refreshes count nothing either.
+TEST(StragglerTest, ARefreshedSummaryOfAStalledJobCountsNothing) {
+  Job job(1, 4, 1);
+  StragglerDetector d(StragglerOptions{3, 0.2, 1000, 25000});
+  d.SetMembership(job.membership);
+  std::mt19937 rng(3);
+  Round(job, &d, kT0, {100, 100, 160, 100}, &rng, 0);
+  EXPECT_TRUE(d.Evaluate(kT0).empty());  // 1
+  d.SetStalled(true);
+  for (int64_t t = 1000; t <= 20000; t += 1000) {
+    Round(job, &d, kT0 + t, {100, 100, 160, 100}, &rng, 0, StepsAt(kT0));  // a refresh
+    EXPECT_TRUE(d.Evaluate(kT0 + t).empty()) << t;
+  }
+  EXPECT_TRUE(d.named().empty());
+  d.SetStalled(false);  // the job runs again: the streak goes on where it stood
+  Round(job, &d, kT0 + 21000, {100, 100, 160, 100}, &rng, 0);
+  EXPECT_TRUE(d.Evaluate(kT0 + 21000).empty());  // 2
+  Round(job, &d, kT0 + 22000, {100, 100, 160, 100}, &rng, 0);
+  const std::vector<proto::Incident> named = d.Evaluate(kT0 + 22000);  // 3
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0].suspects.at(0).rank, 2);
+}
+
 TEST(StragglerTest, SummariesOlderThanStaleTakeNoPart) {
   Job job(1, 4, 1);
   StragglerDetector d(StragglerOptions{2, 0.2, 1000, 5000});
@@ -160,13 +189,14 @@ TEST(StragglerTest, SummariesOlderThanStaleTakeNoPart) {
 // Every rank computes compute[r]; in each DP all-reduce the members wait for the later one and
 // then transfer for transfer[t] ms; the TP all-reduces take 3 ms plus the wait.
 void LinkRound(const Job& job, StragglerDetector* d, int64_t at, const std::vector<double>& compute,
-               const std::vector<double>& transfer) {
+               const std::vector<double>& transfer, std::optional<uint64_t> steps = std::nullopt) {
   for (int r = 0; r < job.world(); ++r) {
     const int t = r % 4, dp = r / 4;
     proto::RankSummary s;
     s.rank = r;
     s.node = job.membership[static_cast<size_t>(r)].node;
     s.unix_ms = at;
+    s.steps = steps.value_or(StepsAt(at));
     s.compute_ms = compute[static_cast<size_t>(r)];
     const double later = std::max(compute[static_cast<size_t>(t)], compute[static_cast<size_t>(t + 4)]);
     proto::OpSummary dp_op;
@@ -237,7 +267,13 @@ TEST(StragglerTest, AStalledJobsStandingSummariesNameNoSlowLink) {
   d.SetStalled(true);
   for (int64_t t = 1000; t <= 20000; t += 1000) EXPECT_TRUE(d.Evaluate(kT0 + t).empty()) << t;
   EXPECT_TRUE(d.named_links().empty());
-  // New summaries still count while stalled: a link slow in each of them is named.
+  // Nor do the workers' refreshes of those summaries (a new time, the same steps).
+  for (int64_t t = 1000; t <= 20000; t += 1000) {
+    LinkRound(job, &d, kT0 + t, compute, {5, 25, 5, 5}, StepsAt(kT0));
+    EXPECT_TRUE(d.Evaluate(kT0 + t).empty()) << t;
+  }
+  EXPECT_TRUE(d.named_links().empty());
+  // New summaries of more steps still count while stalled: a link slow in each is named.
   std::vector<proto::Incident> named;
   int round = 1;
   for (; round < 30 && named.empty(); ++round) {
