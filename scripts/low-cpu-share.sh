@@ -16,14 +16,14 @@ make_cgroup() {
   if [ -w /sys/fs/cgroup/cpu ] && [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
     mkdir "/sys/fs/cgroup/cpu/$name" 2>/dev/null || return 1
     cgroup="/sys/fs/cgroup/cpu/$name"
-    echo "$shares" >"$cgroup/cpu.shares" 2>/dev/null
+    echo "$shares" >"$cgroup/cpu.shares" 2>/dev/null || { remove_cgroup; return 1; }
   elif [ -e /sys/fs/cgroup/cgroup.controllers ] &&
        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
     local parent weight=$((shares / 10 > 0 ? shares / 10 : 1))
     parent="/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)"
     mkdir "$parent/$name" 2>/dev/null || return 1
     cgroup="$parent/$name"
-    echo "$weight" >"$cgroup/cpu.weight" 2>/dev/null
+    echo "$weight" >"$cgroup/cpu.weight" 2>/dev/null || { remove_cgroup; return 1; }
   else
     return 1
   fi
@@ -35,6 +35,7 @@ remove_cgroup() {
   while read -r pid; do echo "$pid" >"$(dirname "$cgroup")/cgroup.procs" 2>/dev/null; done \
     <"$cgroup/cgroup.procs"
   rmdir "$cgroup" 2>/dev/null || echo "low-cpu-share: could not remove $cgroup" >&2
+  cgroup=""
 }
 
 if [ "${1:-}" = "--check" ]; then
