@@ -24,8 +24,10 @@ Run it with the Python that has PyTorch (Debian's python3-torch: /usr/bin/python
 """
 
 import argparse
+import glob
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -65,12 +67,17 @@ class TorchrunCluster(TorchCluster):
 
     def run_job(self, flags, timeout=90):
         port = free_port()
-        self.torchruns, outs = [], []
+        self.torchruns, outs, rank_log_dirs = [], [], []
         for k, node in enumerate(self.node_names):
             env = self.base_env({"FT_CKPT_EVERY": str(EVERY), "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1",
                                  "FT_NODE_ID": node, "FT_CKPT_ARENA_DIR": self.arena_dir(node),
                                  "LD_PRELOAD": self.paths.libft})
+            rank_logs = os.path.join(self.log_dir, "torchrun-%s-%s-ranks" % (self.job, node))
+            shutil.rmtree(rank_logs, ignore_errors=True)
+            rank_log_dirs.append(rank_logs)
+            self.rank_log_dirs = getattr(self, "rank_log_dirs", set()) | {rank_logs}
             cmd = [sys.executable, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1",
+                   "--log_dir", rank_logs,
                    "--nnodes", str(self.nodes), "--node_rank", str(k), "--nproc_per_node", str(self.ranks_per_node),
                    "--master_addr", "127.0.0.1", "--master_port", str(port), "--max_restarts", "0"]
             if self.paths.monitor_interval is not None:
@@ -87,18 +94,26 @@ class TorchrunCluster(TorchCluster):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+        # The checks read each rank's own stdout (torchrun's --redirects file), not the tee: the
+        # tee's thread polls that file while the rank writes it and copies what it finds as a line
+        # with its "[default0]:" prefix, whole or not. In a CI run at a low CPU share it read a
+        # rank's last line before its newline had been written and printed
+        # "[default0]:torch_ddp rank=0 final step=30 checksum=c43b...[default0]:" (then the
+        # newline); the rank's own file has every line whole.
         text = ""
+        for d in rank_log_dirs:
+            for path in sorted(glob.glob(os.path.join(d, "*", "attempt_*", "*", "stdout.log"))):
+                with open(path, errors="replace") as f:
+                    text += f.read()
         for o in outs:
             o.flush()
-            with open(o.name, errors="replace") as f:
-                text += f.read()
         check(done, "the torchruns did not end within %d s: %s" % (timeout, [p.returncode for p in self.torchruns]))
         return [p.returncode for p in self.torchruns], self.normalize(text)
 
     @staticmethod
     def normalize(text):
-        """torchrun's tee prefixes a worker's lines with "[default<local>]:"; the checks read
-        "[rank r] torch_ddp rank=r ...", as launch.py writes them."""
+        """The ranks' own lines carry no rank prefix (torchrun's tee adds "[default<local>]:");
+        the checks read "[rank r] torch_ddp rank=r ...", as launch.py writes them."""
         lines = []
         for line in text.splitlines():
             m = re.search(r"torch_ddp rank=(\d+) .*", line)
@@ -115,6 +130,14 @@ class TorchrunCluster(TorchCluster):
 
     def log_paths(self):
         return super().log_paths() + list(getattr(self, "node_logs", []))
+
+    def __exit__(self, exc_type, exc, tb):
+        failed = exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None))
+        super().__exit__(exc_type, exc, tb)
+        if not failed:  # as the logs: a failed run's stay for a closer look
+            for path in getattr(self, "rank_log_dirs", ()):
+                shutil.rmtree(path, ignore_errors=True)
+        return False
 
     def job_state(self):
         return self.db.command("HGET", self.key("master"), "job_state")
