@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build test demo torture asan tsan fuzz bench-overhead bench-worker bench-master bench-ckpt bench-pull bench-failslow gpu-dryrun soak lint clean
+.PHONY: all deps configure build test demo torture asan tsan tsan-build fuzz bench-overhead bench-worker bench-master bench-ckpt bench-pull bench-failslow gpu-dryrun soak lint clean
 
 all: build
 
@@ -117,11 +117,14 @@ asan: deps
 # Not preload.ckpt_device_order: it races two simulated device streams on purpose (a copy while
 # the update runs, which the save must call torn), and gpusim's streams are host threads.
 TSAN_BUILD ?= build-tsan
-tsan: deps
-	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl transfer_engine_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
+tsan: tsan-build
 	@ctest --test-dir $(TSAN_BUILD) --output-on-failure --timeout 300 -j 2 -R '^(shm|common)_test|Test\.|^preload\.behavior$$|^preload\.ckpt_|^preload\.term_' \
 	  -E '^preload\.ckpt_device_order$$'
+
+# Its build alone (.ci/run builds it beside make test, at the machine's idle time).
+tsan-build: deps
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl transfer_engine_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
 
 # clang's thread-safety analysis: clang 16 builds everything with -Wthread-safety and the
 # project's warnings as errors, so a GUARDED_BY field touched without its lock, or a REQUIRES

@@ -5,6 +5,11 @@
 #   low-cpu-share.sh --check           exit 0 where such a group can be made here
 #   low-cpu-share.sh SHARES CMD [ARG]  SHARES as cgroup v1 cpu.shares (a session has 1024; 2 the
 #                                      least); cgroup v2's cpu.weight gets SHARES/10, at least 1
+#   low-cpu-share.sh idle CMD [ARG]    the group is SCHED_IDLE (cpu.idle=1): the least weight, and
+#                                      any other task that wakes takes the CPU from it at once.
+#                                      For work that runs flat out (compiles): at a low share
+#                                      alone, a task that wakes still waits for the running
+#                                      compile's slice, the few ms a paced test notices.
 # Why a cgroup and not nice: the kernel shares CPU between sessions (autogroups) before it looks
 # at nice, and the tests' launchers start each job in a session of its own.
 # Where no group can be made (not root, no cpu controller) the command runs at nice 19.
@@ -16,16 +21,25 @@ make_cgroup() {
   if [ -w /sys/fs/cgroup/cpu ] && [ -e /sys/fs/cgroup/cpu/cpu.shares ]; then
     mkdir "/sys/fs/cgroup/cpu/$name" 2>/dev/null || return 1
     cgroup="/sys/fs/cgroup/cpu/$name"
-    echo "$shares" >"$cgroup/cpu.shares" 2>/dev/null || { remove_cgroup; return 1; }
+    set_share "$shares" cpu.shares "$shares" || { remove_cgroup; return 1; }
   elif [ -e /sys/fs/cgroup/cgroup.controllers ] &&
        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; then
-    local parent weight=$((shares / 10 > 0 ? shares / 10 : 1))
+    local parent weight=1
+    [ "$shares" = idle ] || weight=$((shares / 10 > 0 ? shares / 10 : 1))
     parent="/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)"
     mkdir "$parent/$name" 2>/dev/null || return 1
     cgroup="$parent/$name"
-    echo "$weight" >"$cgroup/cpu.weight" 2>/dev/null || { remove_cgroup; return 1; }
+    set_share "$shares" cpu.weight "$weight" || { remove_cgroup; return 1; }
   else
     return 1
+  fi
+}
+# set_share SHARES FILE VALUE: VALUE into the group's FILE, or cpu.idle=1 for "idle".
+set_share() {
+  if [ "$1" = idle ]; then
+    echo 1 >"$cgroup/cpu.idle" 2>/dev/null
+  else
+    echo "$3" >"$cgroup/$2" 2>/dev/null
   fi
 }
 # Whatever is left in it (a test's stray daemon) goes back to the parent, then the group goes.
@@ -47,6 +61,10 @@ shares=${1:?usage: low-cpu-share.sh --check | SHARES CMD [ARG...]}
 shift
 [ $# -gt 0 ] || { echo "usage: low-cpu-share.sh --check | SHARES CMD [ARG...]" >&2; exit 2; }
 
+case "$shares" in
+  idle | [0-9]*) ;;
+  *) echo "low-cpu-share: SHARES is a number or idle, not '$shares'" >&2; exit 2 ;;
+esac
 if ! make_cgroup "$shares"; then
   exec nice -n 19 "$@"
 fi
