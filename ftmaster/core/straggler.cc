@@ -90,11 +90,17 @@ void StragglerDetector::Add(const proto::RankSummary& summary) {
   if (!inserted && summary.unix_ms > it->second.unix_ms) it->second = summary;
 }
 
-bool StragglerDetector::CountsAgain(int64_t at, uint64_t steps, int64_t last_counted_ms,
-                                    uint64_t last_counted_steps, int64_t counted_at_ms,
-                                    int64_t now_unix_ms) const {
-  if (stalled_) return at > last_counted_ms && steps > last_counted_steps;
-  return at > last_counted_ms || now_unix_ms - counted_at_ms >= options_.interval_ms;
+void StragglerDetector::Count(Tally* tally, int64_t at, uint64_t steps, int64_t now_unix_ms) const {
+  if (tally->count > 0) {
+    const bool newer = at > tally->last_counted_ms;
+    const bool again = stalled_ ? newer && steps > tally->last_counted_steps
+                                : newer || now_unix_ms - tally->counted_at_ms >= options_.interval_ms;
+    if (!again) return;
+  }
+  ++tally->count;
+  tally->last_counted_ms = at;
+  tally->last_counted_steps = steps;
+  tally->counted_at_ms = now_unix_ms;
 }
 
 std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
@@ -155,30 +161,21 @@ std::vector<proto::Incident> StragglerDetector::Evaluate(int64_t now_unix_ms) {
     if (streak.rank != fastest) {
       streak = Streak{};
       streak.rank = fastest;
-      streak.count = 1;
-      streak.last_counted_ms = latest.unix_ms;
-      streak.last_counted_steps = latest.steps;
-      streak.counted_at_ms = now_unix_ms;
-    } else if (CountsAgain(latest.unix_ms, latest.steps, streak.last_counted_ms,
-                           streak.last_counted_steps, streak.counted_at_ms, now_unix_ms)) {
-      ++streak.count;
-      streak.last_counted_ms = latest.unix_ms;
-      streak.last_counted_steps = latest.steps;
-      streak.counted_at_ms = now_unix_ms;
     }
+    Count(&streak.tally, latest.unix_ms, latest.steps, now_unix_ms);
     streak.ratio = slowest_compute / median;
     streak.own_ms = fastest_ms;
     streak.others_ms = others_ms;
     streak.compute_ms = slowest_compute;
     streak.median_compute_ms = median;
-    if (streak.count >= options_.steps) {
+    if (streak.tally.count >= options_.steps) {
       Finding& f = qualifying[fastest];
       f.ratio = std::max(f.ratio, streak.ratio);
       f.evidence.push_back(fmt::format(
           "comm {}: compute {} vs the others' median {} ({:.2f}x), collective p50 {} vs {} "
           "(waits least: arrives last), {} summaries in a row",
           CommHex(comm), HumanMs(slowest_compute), HumanMs(median), streak.ratio,
-          HumanMs(fastest_ms), HumanMs(others_ms), streak.count));
+          HumanMs(fastest_ms), HumanMs(others_ms), streak.tally.count));
     }
   }
 
@@ -264,21 +261,14 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
         if (other.comm != link.comm) others.push_back(other.transfer_ms);
       }
       const double median = Median(others);
-      LinkStreak& streak = link_streaks_[link.comm];
+      Tally& streak = link_streaks_[link.comm];
       const bool slow = link.transfer_ms >= (1 + options_.min_excess) * median &&
                         link.transfer_ms - median >= kLinkFloorMs;
       if (!slow) {
-        streak = LinkStreak{};
+        streak = Tally{};
         continue;
       }
-      if (streak.count == 0 || CountsAgain(link.newest_ms, link.most_steps, streak.last_counted_ms,
-                                           streak.last_counted_steps, streak.counted_at_ms,
-                                           now_unix_ms)) {
-        ++streak.count;
-        streak.last_counted_ms = link.newest_ms;
-        streak.last_counted_steps = link.most_steps;
-        streak.counted_at_ms = now_unix_ms;
-      }
+      Count(&streak, link.newest_ms, link.most_steps, now_unix_ms);
       if (streak.count < options_.steps) continue;
       qualifying.insert(link.comm);
       found.push_back(&link);

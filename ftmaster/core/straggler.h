@@ -88,12 +88,16 @@ class StragglerDetector {
   static constexpr double kLinkFloorMs = 2;
 
  private:
+  // How many evaluations in a row a candidate has stood, each summary counted once (Count).
+  struct Tally {
+    int count = 0;
+    int64_t last_counted_ms = 0;      // the summary time last counted
+    uint64_t last_counted_steps = 0;  // and its steps
+    int64_t counted_at_ms = 0;        // Evaluate's now when it was last counted
+  };
   struct Streak {
     int rank = -1;
-    int count = 0;
-    int64_t last_counted_ms = 0;  // the candidate's summary time last counted
-    uint64_t last_counted_steps = 0;  // and its steps
-    int64_t counted_at_ms = 0;    // Evaluate's now when it was last counted
+    Tally tally;
     double ratio = 0;
     double own_ms = 0;
     double others_ms = 0;
@@ -101,13 +105,12 @@ class StragglerDetector {
     double median_compute_ms = 0;
   };
 
-  // Whether a streak counts its summary (time `at`, `steps` steps) once more: a summary newer
-  // than the one last counted, or, in a running job, the standing one for another interval.
-  // While stalled a newer summary counts only with more steps: a worker rewrites its rank's
-  // summary now and then with nothing new (summary_refresh), and a paused job's stands for the
-  // times it had when the pause began.
-  bool CountsAgain(int64_t at, uint64_t steps, int64_t last_counted_ms, uint64_t last_counted_steps,
-                   int64_t counted_at_ms, int64_t now_unix_ms) const;
+  // Counts the candidate's summary (time `at`, `steps` steps) into `tally`: the first always; then
+  // a summary newer than the one last counted, or, in a running job, the standing one for another
+  // interval. While stalled a newer summary counts only with more steps: a worker rewrites its
+  // rank's summary now and then with nothing new (summary_refresh), and a paused job's stands for
+  // the times it had when the pause began.
+  void Count(Tally* tally, int64_t at, uint64_t steps, int64_t now_unix_ms) const;
 
   StragglerOptions options_;
   bool stalled_ = false;
@@ -117,15 +120,9 @@ class StragglerDetector {
   std::unordered_map<uint64_t, Streak> streaks_;
   std::unordered_set<int> named_;
 
-  struct LinkStreak {
-    int count = 0;
-    int64_t last_counted_ms = 0;  // the newest member summary counted
-    uint64_t last_counted_steps = 0;  // the most steps of a member summary counted
-    int64_t counted_at_ms = 0;
-  };
   // The slow-link pass of Evaluate: its incidents appended to `out`.
   void EvaluateLinks(int64_t now_unix_ms, std::vector<proto::Incident>* out);
-  std::unordered_map<uint64_t, LinkStreak> link_streaks_;
+  std::unordered_map<uint64_t, Tally> link_streaks_;  // of its members' newest summary, most steps
   std::unordered_set<uint64_t> named_links_;
 };
 
