@@ -18,7 +18,8 @@ function(_ft_targets_below dir out)
 endfunction()
 
 # They share one precompiled header of GoogleTest, fmt and the standard headers most of them
-# include: gtest.h alone took 2.3 s of each of the ~260 test files' 2.4 s median compile. The
+# include: gtest.h alone takes 2.3 s to compile here, in each of ~260 test files (16 sampled
+# files: 37.9 CPU-s with the shared header, 49.7 without). The
 # header is built once by ft_test_pch, an executable with the test programs' flags (-O0, -fPIE):
 # GCC uses a precompiled header only under the flags it was made with, and otherwise reads the
 # headers themselves, so a program whose flags differ still builds, only slower.

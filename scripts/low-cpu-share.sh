@@ -2,7 +2,7 @@
 # Runs a command, and everything it starts, in a CPU cgroup of its own with few shares, so that
 # it only takes what the rest of the machine leaves idle and yields the moment others want a
 # core; the group goes when the command ends.
-#   low-cpu-share.sh --check           exit 0 where such a group can be made here
+#   low-cpu-share.sh --check [idle]    exit 0 where such a group (an idle one) can be made here
 #   low-cpu-share.sh SHARES CMD [ARG]  SHARES as cgroup v1 cpu.shares (a session has 1024; 2 the
 #                                      least); cgroup v2's cpu.weight gets SHARES/10, at least 1
 #   low-cpu-share.sh idle CMD [ARG]    the group is SCHED_IDLE (cpu.idle=1): the least weight, and
@@ -53,13 +53,13 @@ remove_cgroup() {
 }
 
 if [ "${1:-}" = "--check" ]; then
-  make_cgroup 2 || exit 1
+  make_cgroup "${2:-2}" || exit 1
   remove_cgroup
   exit 0
 fi
-shares=${1:?usage: low-cpu-share.sh --check | SHARES CMD [ARG...]}
+shares=${1:?usage: low-cpu-share.sh --check [idle] | SHARES CMD [ARG...]}
 shift
-[ $# -gt 0 ] || { echo "usage: low-cpu-share.sh --check | SHARES CMD [ARG...]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: low-cpu-share.sh --check [idle] | SHARES CMD [ARG...]" >&2; exit 2; }
 
 case "$shares" in
   idle | [0-9]*) ;;
