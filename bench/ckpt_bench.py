@@ -23,9 +23,11 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   restore_ratio_hot  the same against a memcpy between buffers mapped before (what a process
                    that had touched the arena would pay; on this VM the first touch of each page
                    by a process costs ~1.4 s per GiB, see README)
-  register_s_per_gib  ft_register_end of a fresh two-slot arena (create, reserve, map, pin) per
-                   GiB registered; _1slot with FT_CKPT_ARENA_SLOTS=1, median of RUNS
-                   target <= 0.5 here (1 GiB of state, two slots: 2 GiB mapped)
+  register_s_per_gib  ft_register_end of a fresh two-slot arena (create, check the room, map: the
+                   app's start-up path) per GiB registered; _1slot with FT_CKPT_ARENA_SLOTS=1,
+                   median of RUNS                                             target <= 0.1
+  prepare_s_per_gib  what libft.so's checkpoint thread does after it, beside the app (reserve,
+                   populate, pin; its "prepared in" line), the same arenas; _1slot likewise
   restore_*_s      ft_restore from one source alone (own arena; local dir; remote dir), the
                    node plan file naming only that source, the directories' pages dropped from
                    the page cache first (cold reads), the restored bytes checked
@@ -42,7 +44,7 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
+RESULT ckpt save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... prepare_s_per_gib=... prepare_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -249,17 +251,20 @@ class Bench:
 
 
     def register_per_gib(self, slots):
-        """Seconds per GiB of ft_register_end for a fresh arena of `slots` slots (created,
-        reserved, mapped and pinned), median of RUNS ranks, each exiting after one step."""
-        secs = []
+        """Seconds per GiB for a fresh arena of `slots` slots: ft_register_end (the app's path:
+        create, check the room, map) and the preparation libft.so's checkpoint thread does after
+        it (reserve, populate, pin; its log line), medians of RUNS ranks, each exiting after
+        one step once its arena is prepared."""
+        secs, prepared = [], []
         for _ in range(RUNS):
             path = self.arena_path(0, must_exist=False)
             if os.path.exists(path):
                 os.unlink(path)
             env = self.env(0, 1)
-            env.update({"FT_CKPT_ARENA_SLOTS": str(slots), "FT_CKPT_EVERY": "0"})
+            env.update({"FT_CKPT_ARENA_SLOTS": str(slots), "FT_CKPT_EVERY": "0", "FT_LOG_LEVEL": "info"})
             p = subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps", "1"],
-                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True)
             got = None
             for line in p.stdout:
                 if got is None:
@@ -267,13 +272,18 @@ class Bench:
                     got = got[0] if got else None
                 if line.startswith("ready"):
                     break
+            _, prep = wait_prepared(p)
             p.stdin.close()
-            if p.wait(timeout=120) != 0 or got is None:
-                die("registering %d slot(s): exit %s, register_s %s" % (slots, p.returncode, got))
+            p.stderr.read()  # drained, not closed: a log line at exit must not meet a closed pipe
+            p.stdout.read()
+            if p.wait(timeout=120) != 0 or got is None or prep is None:
+                die("registering %d slot(s): exit %s, register_s %s, prepared in %s s" % (slots, p.returncode, got, prep))
             secs.append(got / (BYTES / float(1 << 30)))
+            prepared.append(prep / (BYTES / float(1 << 30)))
         os.unlink(self.arena_path(0))
-        print("bench: ft_register_end of a fresh %d-slot arena: %s s per GiB" % (slots, fmt(secs)), flush=True)
-        return median(secs)
+        print("bench: a fresh %d-slot arena: ft_register_end %s s per GiB; prepared beside the app (reserved, "
+              "populated, pinned) in %s s per GiB" % (slots, fmt(secs), fmt(prepared)), flush=True)
+        return median(secs), median(prepared)
 
     def memcpy_s(self):
         return values(self.tool_run("memcpy", "--bytes", BYTES, "--threads", 1, "--runs", 1), "memcpy_s")
@@ -298,11 +308,13 @@ class Bench:
                     break
             else:
                 die("the terminating rank exited %s before it was ready: %s" % (p.wait(), p.stderr.read()))
+            # A termination long after start-up, as in a job: its arena prepared, not still preparing.
+            before, _ = wait_prepared(p)
             t0 = time.monotonic()
             p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=120)
             gone_s.append(time.monotonic() - t0)
-            err = p.stderr.read()
+            err = before + p.stderr.read()
             p.stdin.close()
             m = re.search(r"termination save committed .* ([0-9.]+) s after (?:the signal|it was asked for)", err)
             if rc != -signal.SIGTERM or not m:
@@ -313,6 +325,18 @@ class Bench:
         print("bench: termination save of %d MiB: committed %s s after SIGTERM, process gone after %s s" %
               (BYTES >> 20, fmt(commit_s), fmt(gone_s)), flush=True)
         return median(commit_s), median(gone_s)
+
+
+def wait_prepared(p):
+    """Reads a rank's stderr (FT_LOG_LEVEL=info) up to libft.so's line saying its arena was prepared
+    beside the app: (the text read, the seconds it says; None when the rank ended first)."""
+    text = ""
+    for line in p.stderr:
+        text += line
+        m = re.search(r"prepared in ([0-9.]+) s", line)
+        if m:
+            return text, float(m.group(1))
+    return text, None
 
 
 def every_step_snapshots(b):
@@ -440,7 +464,7 @@ def main():
               (BYTES >> 20, RUNS, b.arena_dir, b.disk), flush=True)
         procs, pids, text = b.start_savers(1)
         block = values(text, "block_s")
-        print("bench: 1 rank: register_s=%s (sizes, reserves, pins the arena); periodic saves blocked "
+        print("bench: 1 rank: register_s=%s (sizes and maps the arena; reserved and pinned beside the app); periodic saves blocked "
               "ft_step_done %s s" % (values(text, "register_s")[0], fmt(block)), flush=True)
         save_ratio, _, _ = b.saves_vs_memcpy(pids, 1)
         persist_ratio = b.persist_vs_dd()
@@ -473,8 +497,8 @@ def main():
               "(restore_ratio_hot=%.3f)" % (fmt(restore["arena"]), fmt(fresh_memcpy), restore_ratio, fmt(hot_memcpy),
                                            restore_ratio_hot), flush=True)
         os.unlink(b.arena_path(0))
-        register_1 = b.register_per_gib(1)
-        register_2 = b.register_per_gib(2)
+        register_1, prepare_1 = b.register_per_gib(1)
+        register_2, prepare_2 = b.register_per_gib(2)
         term_s, term_gone_s = b.termination_saves(RUNS)
         step_done_ms, every_ratio, every_lo, every_hi = every_step_snapshots(b)
         if RANKS4 > 1:
@@ -490,11 +514,11 @@ def main():
             os.unlink(b.arena_path(0))
         replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
         print("RESULT ckpt save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
-              "block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
+              "prepare_s_per_gib=%.3f prepare_s_per_gib_1slot=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
               "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
               "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
               "socket_gbps=%.2f replicate_ratio=%.3f" %
-              (save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, median(block), step_done_ms, every_ratio, every_lo,
+              (save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, prepare_2, prepare_1, median(block), step_done_ms, every_ratio, every_lo,
                every_hi, persist_ratio, median(restore["arena"]), median(restore["local"]), median(restore["remote"]),
                term_s, term_gone_s, replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
               flush=True)

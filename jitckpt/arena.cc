@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "common/log.h"
+#include "jitckpt/arena_space.h"
 #include "jitckpt/populate.h"
 #include "jitckpt/safe_name.h"
 
@@ -104,12 +105,6 @@ uint64_t NowUnixNs() {
                                    .count());
 }
 
-std::string Human(uint64_t bytes) {
-  if (bytes >= (1ull << 30)) return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
-  if (bytes >= (1ull << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1ull << 20));
-  return fmt::format("{} bytes", bytes);
-}
-
 ArenaHeader* HeaderOf(uint8_t* base) { return reinterpret_cast<ArenaHeader*>(base); }
 
 // The commit words, read and written only through these (other processes read them).
@@ -161,10 +156,15 @@ Status ValidateHeader(const ArenaHeader& h, uint64_t file_size, uid_t file_uid, 
   return Status::Ok();
 }
 
+std::string DirOf(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+}
+
 // Removes temp files a writer of `path` left behind when it died between create and rename.
 void RemoveStaleTemps(const std::string& path) {
   size_t slash = path.rfind('/');
-  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  std::string dir = DirOf(path);
   std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
@@ -175,56 +175,11 @@ void RemoveStaleTemps(const std::string& path) {
   closedir(d);
 }
 
-// Fails fast when `dir` cannot hold `needed` more bytes: fallocate on a tmpfs would first take
-// pages up to the limit (starving everyone else of /dev/shm) before it gives up.
-Status CheckFreeSpace(const std::string& dir, const std::string& path, uint64_t needed) {
-  struct statvfs fs {};
-  if (statvfs(dir.c_str(), &fs) != 0) return Status::FromErrno(errno, fmt::format("statvfs {}", dir));
-  uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
-  if (needed > free_bytes) {
-    return Status::IoError(fmt::format(
-        "host arena {} needs {} more bytes ({}) in {}, which has {} bytes ({}) free; make room there, "
-        "set FT_CKPT_ARENA_DIR to a larger tmpfs, or register less state",
-        path, needed, Human(needed), dir, free_bytes, Human(free_bytes)));
-  }
-  return Status::Ok();
-}
-
-// Reserves every block of `fd` (the space check first), so a save never meets a full tmpfs.
-Status Reserve(int fd, const std::string& dir, const std::string& path, uint64_t file_bytes) {
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("fstat {}", path));
-  uint64_t allocated = static_cast<uint64_t>(st.st_blocks) * 512;
-  FT_RETURN_IF_ERROR(CheckFreeSpace(dir, path, file_bytes > allocated ? file_bytes - allocated : 0));
-  int err = posix_fallocate(fd, 0, static_cast<off_t>(file_bytes));
-  if (err != 0) {
-    return Status::IoError(fmt::format("reserving {} bytes ({}) for host arena {} in {}: {}", file_bytes,
-                                       Human(file_bytes), path, dir, std::strerror(err)));
-  }
-  return Status::Ok();
-}
-
-// Best effort: the data region on huge pages where the tmpfs offers them.
-void AdviseHugePages(const std::string& path, uint8_t* base, const Geometry& g) {
-  if (madvise(base + g.data_offset, g.file_bytes - g.data_offset, MADV_HUGEPAGE) != 0) {
-    FT_LOG(Debug, Ckpt, "madvise(MADV_HUGEPAGE) on {}: {} (huge pages not offered)", path, std::strerror(errno));
-  }
-}
-
-Status MapWritable(int fd, const std::string& path, const Geometry& g, uint8_t** base) {
-  void* p = mmap(nullptr, g.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return Status::FromErrno(errno, fmt::format("mmap {}", path));
-  *base = static_cast<uint8_t*>(p);
-  AdviseHugePages(path, *base, g);  // before the pages are mapped, or it changes nothing
-  // The pages are mapped now, at registration, so a save runs at copy bandwidth.
-  PopulateForWrite(*base, g.file_bytes);
-  return Status::Ok();
-}
-
 }  // namespace
 
 Arena::~Arena() {
   if (base_ != nullptr) munmap(base_, mapped_);
+  if (reserve_fd_ >= 0) close(reserve_fd_);
 }
 
 Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
@@ -232,7 +187,10 @@ Arena::Arena(Arena&& other) noexcept { *this = std::move(other); }
 Arena& Arena::operator=(Arena&& other) noexcept {
   if (this != &other) {
     if (base_ != nullptr) munmap(base_, mapped_);
+    if (reserve_fd_ >= 0) close(reserve_fd_);
     path_ = std::move(other.path_);
+    reserve_fd_ = std::exchange(other.reserve_fd_, -1);
+    created_ = std::exchange(other.created_, false);
     base_ = std::exchange(other.base_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
     writable_ = std::exchange(other.writable_, false);
@@ -246,22 +204,24 @@ Arena& Arena::operator=(Arena&& other) noexcept {
 }
 
 Status Arena::OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
-                           uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out) {
+                           uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out, ArenaPrep prep) {
   if (rank < 0) return Status::InvalidArgument(fmt::format("host arena for rank {}: no such rank", rank));
-  return OpenForWriteAt(PathFor(arena_dir, job, rank), manifest_capacity, data_bytes, slots, out);
+  return OpenForWriteAt(PathFor(arena_dir, job, rank), manifest_capacity, data_bytes, slots, out, prep);
 }
 
 Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
-                             int slots, Arena* out) {
+                             int slots, Arena* out, ArenaPrep prep) {
   Geometry g;
   if (!GeometryFor(slots, manifest_capacity, data_bytes, &g)) {
     return Status::InvalidArgument(fmt::format(
         "host arena of {} slot(s) of {} manifest bytes and {} data bytes: out of range", slots,
         manifest_capacity, data_bytes));
   }
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  const std::string dir = DirOf(path);
   const uid_t uid = geteuid();
+  // Deferred: the header and manifests now, the data regions by PrepareData.
+  const bool deferred = prep == ArenaPrep::kByWriter;
+  const uint64_t reserve_now = deferred ? g.data_offset : g.file_bytes;
 
   // An arena of exactly this geometry keeps its committed copy: a restarted rank restores it.
   // O_NONBLOCK: a FIFO planted under the name must not hang the open (it is then refused).
@@ -278,10 +238,11 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
     if (reusable) {
       if ((st.st_mode & 07777) != 0600) fchmod(fd, 0600);
       uint8_t* base = nullptr;
-      Status s = Reserve(fd, dir, path, g.file_bytes);
-      if (s.ok()) s = MapWritable(fd, path, g, &base);
-      close(fd);
+      Status s = arena_space::Reserve(fd, dir, path, g.file_bytes, reserve_now);
+      if (s.ok()) s = arena_space::MapWritable(fd, path, g.file_bytes, g.data_offset, &base);
+      if (!s.ok() || !deferred) close(fd);
       FT_RETURN_IF_ERROR(s);
+      if (!deferred) PopulateForWrite(base, g.file_bytes);
       ArenaHeader* live = HeaderOf(base);
       const uint32_t committed = LoadCommittedSlot(live);
       if (committed != kNoSlot && committed >= static_cast<uint32_t>(g.slots)) StoreCommittedSlot(live, kNoSlot);
@@ -296,6 +257,7 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
       *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
+      out->reserve_fd_ = deferred ? fd : -1;
       return Status::Ok();
     }
     close(fd);
@@ -319,11 +281,13 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
     return s;
   };
   if (fchmod(fd, 0600) != 0) return fail(Status::FromErrno(errno, fmt::format("chmod {}", temp)), nullptr);
-  Status s = Reserve(fd, dir, path, g.file_bytes);
+  Status s = arena_space::Reserve(fd, dir, path, g.file_bytes, reserve_now);
   if (!s.ok()) return fail(s, nullptr);
   uint8_t* base = nullptr;
-  s = MapWritable(fd, temp, g, &base);
+  s = arena_space::MapWritable(fd, temp, g.file_bytes, g.data_offset, &base);
   if (!s.ok()) return fail(s, nullptr);
+  // The pages are mapped now, at open, so a save runs at copy bandwidth (deferred: PrepareData).
+  if (!deferred) PopulateForWrite(base, g.file_bytes);
   ArenaHeader* h = HeaderOf(base);
   h->magic = kArenaMagic;
   h->version = kArenaVersion;
@@ -340,8 +304,32 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   if (rename(temp.c_str(), path.c_str()) != 0) {
     return fail(Status::FromErrno(errno, fmt::format("renaming {} to {}", temp, path)), base);
   }
-  close(fd);
+  if (!deferred) close(fd);
   *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
+  out->reserve_fd_ = deferred ? fd : -1;
+  out->created_ = true;
+  return Status::Ok();
+}
+
+Status Arena::PrepareData(int threads, const std::atomic<bool>* stop) {
+  if (reserve_fd_ < 0) return Status::Ok();
+  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, data_offset_, mapped_);
+  close(reserve_fd_);
+  reserve_fd_ = -1;
+  if (!s.ok()) {
+    // No save may write a page the directory could not back (SIGBUS on a full tmpfs). An arena
+    // this open made holds no copy yet: its name goes too.
+    if (created_) unlink(path_.c_str());
+    munmap(base_, mapped_);
+    base_ = nullptr;
+    return s;
+  }
+  // In pieces, so a process that begins to exit meanwhile waits for one piece at most.
+  constexpr uint64_t kPiece = 1ull << 30;
+  for (uint64_t at = 0; at < mapped_; at += kPiece) {
+    if (stop != nullptr && stop->load(std::memory_order_acquire)) break;  // the rest faults in at first use
+    PopulateForWrite(base_ + at, std::min(kPiece, mapped_ - at), threads);
+  }
   return Status::Ok();
 }
 

@@ -30,11 +30,13 @@
 // stays the committed one. It is committed only where no whole copy is (one slot, or none yet).
 //
 // One writer (the rank's agent thread); any number of readers in other processes. The space
-// is reserved up front with posix_fallocate, so a full /dev/shm is an error at creation,
-// never a SIGBUS at save time.
+// is reserved with posix_fallocate before the first save (at open, or by PrepareData for an
+// arena whose writer readies it off its caller's path), and the free space is checked at open,
+// so a full /dev/shm is an error at registration or before the first save, never a SIGBUS.
 #ifndef FT_JITCKPT_ARENA_H_
 #define FT_JITCKPT_ARENA_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -50,6 +52,11 @@ inline constexpr uint64_t kArenaMagic = 0x31414e4552414b43ull;  // "CKARENA1" re
 inline constexpr uint32_t kArenaVersion = 2;  // 1: one slot, no slot words (never read)
 inline constexpr int kArenaMaxSlots = 2;
 inline constexpr uint64_t kArenaDataAlign = 2ull << 20;
+
+// When OpenForWrite readies the data regions (reserves their blocks and maps their pages):
+// kNow, before it returns; kByWriter, when the writer calls PrepareData, before its first
+// BeginWrite (libft.so's agent thread does, so ft_register_end does not wait for it).
+enum class ArenaPrep { kNow, kByWriter };
 
 class Arena {
  public:
@@ -76,12 +83,22 @@ class Arena {
   // dead writer left half-written is dropped. Any other geometry is reset to empty. The whole
   // file is reserved with posix_fallocate: IoError naming the directory and the bytes missing
   // when it does not fit (the file is then removed). Huge pages advised.
+  // With ArenaPrep::kByWriter only the header and manifests are reserved here (the free space
+  // is still checked for the whole file) and the data regions wait for PrepareData.
   static Status OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
-                             uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out);
+                             uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out,
+                             ArenaPrep prep = ArenaPrep::kNow);
   // The same at an explicit path (the prefetch arena): same geometry rules, 0600, reserved up
   // front with the free space of the path's directory checked first.
   static Status OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
-                               int slots, Arena* out);
+                               int slots, Arena* out, ArenaPrep prep = ArenaPrep::kNow);
+  // Writer of an arena opened kByWriter, before its first BeginWrite: reserves the data regions
+  // (posix_fallocate) and maps their pages writable (PopulateForWrite on `threads`, 1 GiB at a
+  // time; once *stop is set the rest is left to fault in at first use). IoError when the
+  // directory ran out of room since the open: the arena is then closed (is_open() false) and,
+  // when that open created it, removed. Nothing to do (Ok) after the first call or for an arena
+  // opened kNow.
+  Status PrepareData(int threads, const std::atomic<bool>* stop = nullptr);
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
   // valid arena or the file is shorter than its header claims or not owned by this user;
   // Unsupported, naming both versions, for an arena of another version; NotFound when there
@@ -168,6 +185,8 @@ class Arena {
   uint64_t manifest_capacity_ = 0;  // per slot
   uint64_t data_offset_ = 0;        // slot 0's data; slot i's is i * data_capacity_ further
   uint64_t data_capacity_ = 0;
+  int reserve_fd_ = -1;   // writer opened kByWriter: the file, until PrepareData reserved it
+  bool created_ = false;  // writer: this open created the file (it held no copy)
 };
 
 }  // namespace ft::ckpt

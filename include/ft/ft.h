@@ -10,7 +10,7 @@
  * Typical use (one rank):
  *   ft_set_shard(tp_index, pp_index, dp_index);          // optional
  *   ft_register("layer0.weight", dev_ptr, bytes);         // each tensor of model + optimizer
- *   ft_register_end();                                    // sizes and pins the host arena
+ *   ft_register_end();                                    // sizes the host arena (pinned beside)
  *   int64_t step = 0;
  *   if (ft_restore(&step) == FT_OK) start_at = step;      // FT_NO_CHECKPOINT: from scratch
  *   for (...) { ...; ft_update_begin(stream); optimizer(); sync; ft_step_done(++step); }
@@ -77,9 +77,13 @@ int ft_set_shard(int tp, int pp, int dp);
 int ft_register(const char* name, const void* ptr, size_t bytes);
 
 /* Ends registration: creates (or re-opens, keeping a committed copy a previous incarnation of
- * this rank left) the rank's host arena of the registered size in FT_CKPT_ARENA_DIR, reserves
- * its space up front and pins it (cudaHostRegister). Takes about 0.1 s per GB pinned. Called
- * implicitly by the first ft_step_done or ft_restore. FT_NO_SPACE when it does not fit. */
+ * this rank left) the rank's host arena of the registered size in FT_CKPT_ARENA_DIR, checks that
+ * the directory has room for it, and returns (milliseconds). ft's checkpoint thread then
+ * reserves the arena's space, maps its pages and pins it (cudaHostRegister) beside the app's own
+ * start-up (about 0.5 s per GiB on a GPU host); every save and restore comes after that, so the
+ * first due ft_step_done snapshot waits for what is left of it. Called implicitly by the first
+ * ft_step_done or ft_restore. FT_NO_SPACE when it does not fit (at this call, or later from the
+ * call that finds the arena given up). */
 int ft_register_end(void);
 
 /* Optional: the optimizer is about to update the registered state on `stream` (a

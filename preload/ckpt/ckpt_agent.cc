@@ -167,6 +167,16 @@ void Agent::GiveUp(const std::string& message, const std::string& ack, StatusCod
     queued.swap(jit_waiting_);
     queued.insert(queued.end(), at_step_waiting_.begin(), at_step_waiting_.end());
     at_step_waiting_.clear();
+    // The app threads waiting on a request the agent thread will never take (it gave up
+    // preparing the arena) are answered with the reason.
+    for (const std::shared_ptr<AppRequest>& r : app_requests_) {
+      r->outcome.result = FT_NO_SPACE;
+      r->outcome.message = message;
+      r->copied = true;
+      r->finished = true;
+    }
+    app_requests_.clear();
+    term_requested_ = false;  // a termination save waiting for it fails now, not at its grace
   }
   done_cv_.NotifyAll();
   for (uint64_t seq : queued) AckNow(seq, code, ack);
@@ -196,7 +206,8 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     base.buffers = laid_out;
     opened = ckpt::Arena::OpenForWrite(
         cfg.ckpt_arena_dir, id.job, rank,
-        ckpt::ManifestCapacity(laid_out, data_bytes, base.chunk_bytes), data_bytes, ArenaSlots(cfg), &arena);
+        ckpt::ManifestCapacity(laid_out, data_bytes, base.chunk_bytes), data_bytes, ArenaSlots(cfg), &arena,
+        ckpt::ArenaPrep::kByWriter);  // reserved, mapped and pinned by the agent thread (PrepareArena)
   }
   if (!opened.ok()) {
     std::string message = "ft_register_end: no host arena for " + std::to_string(data_bytes) +
@@ -214,28 +225,6 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   for (const Registered& b : buffers) {
     if (b.where != Registered::Where::kHost) device = b.device;
     if (b.where == Registered::Where::kHost) has_host = true;
-  }
-  // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
-  // with memcpy: pinning would cost start-up time and only fail without a CUDA runtime.
-  if (cfg.ckpt_pin && device >= 0) {
-    // Pinned, the device-to-host copies run at full speed and asynchronously. The cost
-    // (~0.1 s/GB) is paid here, at start-up, never at save time.
-    auto start = std::chrono::steady_clock::now();
-    auto host_register = FT_HOST_CUDA(cudaHostRegister);
-    AppCuda cuda;
-    cudaError_t e = host_register == nullptr
-                        ? cudaErrorSharedObjectSymbolNotFound
-                        : cuda.Check(host_register(arena.slots_data(), arena.slots_bytes(),
-                                                   cudaHostRegisterDefault));
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (e == cudaSuccess) {
-      FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) pinned in {:.3f} s", arena.path(),
-             arena.slots_bytes(), arena.slot_count(), seconds);
-    } else {
-      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
-             "FT_CKPT_PIN=0 skips pinning and this warning", arena.path(),
-             CudaStatus(e, "cudaHostRegister").ToString());
-    }
   }
   {
     MutexLock lock(&mu_);
@@ -460,6 +449,11 @@ int Agent::StepDone(int64_t step) {
   // snapshot would begin writing its slot before the device reached the step, which a device
   // stuck behind a peer that is gone never does.
   if (!due || term_one_step_more_) return FT_OK;
+  // The agent thread still prepares the arena (reserves, maps and pins it since
+  // ft_register_end): a due snapshot waits for it, so the step asked for is saved; only what
+  // the app's own start-up did not already cover is waited (docs/checkpoints.md).
+  done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return arena_prepared_ || phase_ != Phase::kReady; });
+  if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, arena_error_);
   // A snapshot that never blocks the host, when the app told us its stream. The previous one
   // still running (copies or checksums): this one is skipped, never waited for — its slot is
   // the only one not committed, and waiting would block the host for the rest of a copy and
@@ -485,6 +479,8 @@ int Agent::StepDone(int64_t step) {
     WaitStepOnDevice(step);
     lock.Lock();
   }
+  // The lock was let go above: the agent may have given up meanwhile (no room for the arena).
+  if (phase_ == Phase::kNoArena) return Fail(FT_NO_SPACE, arena_error_);
   auto request = std::make_shared<AppRequest>();
   request->kind = AppRequest::Kind::kPeriodic;
   request->step = step;
@@ -538,6 +534,10 @@ int Agent::Restore(int64_t* step) {
                                       std::to_string(rank) + ": starting from scratch");
   }
   MutexLock lock(&mu_);
+  if (phase_ == Phase::kNoArena) {  // the agent gave up while the plan was awaited
+    RecordRestored(-1, plan_version);
+    return Fail(FT_NO_SPACE, arena_error_);
+  }
   app_requests_.push_back(request);
   work_cv_.NotifyOne();
   done_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return request->finished; });

@@ -104,6 +104,8 @@ class Agent {
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
   void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
+  // Agent thread, first: the arena's data regions reserved, mapped and pinned (ckpt_agent_thread.cc).
+  bool PrepareArena();
   void Run();
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
@@ -167,6 +169,11 @@ class Agent {
   int device_ = -1;
   bool has_host_buffers_ = false;    // copied as the host left them
   bool has_device_buffers_ = false;  // copied as the device left them (StepMarkers)
+  // The agent thread prepared the arena (PrepareArena): saves and restores run only after it,
+  // and a periodic snapshot due before it waits for it.
+  bool arena_prepared_ GUARDED_BY(mu_) = false;
+  // Set at exit: a preparation still running stops populating and skips pinning.
+  std::atomic<bool> stop_preparing_{false};
   // Work (mu_).
   std::deque<std::shared_ptr<AppRequest>> app_requests_ GUARDED_BY(mu_);
   std::vector<uint64_t> jit_waiting_ GUARDED_BY(mu_);      // kSave commands not yet served

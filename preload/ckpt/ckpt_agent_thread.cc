@@ -49,12 +49,20 @@ void Agent::FinishAtExit(int status) noexcept {
   try {
     if (!host::Started() || getpid() != host::OwnerPid()) return;  // a forked child: not its saves
     {
+      // The arena still being prepared is cut short (what is left of its pages then faults in
+      // at first use, unpinned) and waited for: its pinning must not race the CUDA runtime's
+      // own teardown, and a failing exit's save below needs its reservation.
+      stop_preparing_.store(true, std::memory_order_release);
       MutexLock lock(&mu_);
       if (phase_ != Phase::kReady) return;
       bool done = done_cv_.WaitFor(&mu_, kExitWait, [&]() REQUIRES(mu_) {
-        return !saving_ && app_requests_.empty() && jit_waiting_.empty();
+        return phase_ != Phase::kReady ||
+               (arena_prepared_ && !saving_ && app_requests_.empty() && jit_waiting_.empty());
       });
-      if (!done) FT_LOG(Warn, Ckpt, "exit: a save still running after 10 s is abandoned (uncommitted)");
+      if (!done) {
+        FT_LOG(Warn, Ckpt, "exit: {} after 10 s is abandoned",
+               arena_prepared_ ? "a save still running (uncommitted)" : "the host arena's preparation");
+      }
     }
     // A program that returned from main has destroyed its locals: no save command may copy them.
     RefuseSavesFromNow();
@@ -314,6 +322,59 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
 // The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
 // failure inside one piece of work fails that work — its app thread and its commands get an
 // answer — and the thread goes on.
+// The arena's data regions, off the app's start-up path (ft_register_end returned before this
+// began): their blocks reserved, their pages mapped, and (device buffers) pinned, so the copies
+// run at full speed and asynchronously. Every save and restore this thread runs comes after
+// it (a snapshot falling due meanwhile waits in StepDone). False when the directory ran out of
+// room since registration: the agent gives up as registration would have.
+bool Agent::PrepareArena() {
+  const Config& cfg = host::RuntimeConfig();
+  const auto start = std::chrono::steady_clock::now();
+  const int threads = ChecksumThreads(0, std::thread::hardware_concurrency(), host::Identity().local_world_size,
+                                      arena_.slots_bytes());
+  const std::string path = arena_.path();
+  Status reserved = arena_.PrepareData(threads, &stop_preparing_);
+  if (!reserved.ok()) {
+    std::string message = "the host arena " + path + " could not be reserved: " + reserved.ToString() +
+                          "; training continues without checkpoints";
+    FT_LOG(Warn, Ckpt, "{}", message);
+    GiveUp(message, "no host arena (" + std::string(StatusCodeName(reserved.code())) + "): no checkpoints, see the rank's log",
+           reserved.code());
+    return false;
+  }
+  const double mapped_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string pinned = "not pinned (host buffers only)";
+  if (stop_preparing_.load(std::memory_order_acquire)) {
+    pinned = "not pinned (the process began to exit)";
+  } else if (cfg.ckpt_pin && device_ >= 0) {
+    // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
+    // with memcpy: pinning would only cost time, and fail without a CUDA runtime.
+    auto host_register = FT_HOST_CUDA(cudaHostRegister);
+    cudaError_t e = host_register == nullptr ? cudaErrorSharedObjectSymbolNotFound
+                                             : host_register(arena_.slots_data(), arena_.slots_bytes(),
+                                                             cudaHostRegisterDefault);
+    if (e == cudaSuccess) {
+      pinned = "pinned";
+    } else {
+      pinned = "not pinned";
+      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
+             "FT_CKPT_PIN=0 skips pinning and this warning", path, CudaStatus(e, "cudaHostRegister").ToString());
+    }
+  } else if (device_ >= 0) {
+    pinned = "not pinned (FT_CKPT_PIN=0)";
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) prepared in {:.3f} s beside the app (reserved and "
+         "mapped in {:.3f} s on {} thread(s), {})", path, arena_.slots_bytes(), arena_.slot_count(), seconds,
+         mapped_s, threads, pinned);
+  {
+    MutexLock lock(&mu_);
+    arena_prepared_ = true;
+  }
+  done_cv_.NotifyAll();  // an exiting process waits for this (FinishAtExit)
+  return true;
+}
+
 void Agent::Run() {
   host::MarkFtThread();  // our CUDA calls are never the app's
   pthread_setname_np(pthread_self(), "ft-ckpt");
@@ -324,6 +385,13 @@ void Agent::Run() {
   try {
     (void)cuda.Prepare(device_);
   } catch (...) {
+  }
+  try {
+    if (!PrepareArena()) return;  // given up: every request was answered, none comes again
+  } catch (...) {
+    GiveUp("checkpoint agent: internal error preparing the host arena; training continues without checkpoints",
+           "checkpoint agent: internal error preparing the host arena", StatusCode::kInternal);
+    return;
   }
   for (;;) {
     std::shared_ptr<AppRequest> request;

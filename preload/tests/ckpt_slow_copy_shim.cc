@@ -5,6 +5,8 @@
 //   - with a delay (gpusim_shim_delay_d2h_us(n)), sleeps n µs.
 // So a test decides when the agent's copies may run on the device, as a slow PCIe link or a
 // busy copy engine would, and a missing order between streams shows as wrong bytes, not luck.
+// cudaHostRegister, while held (gpusim_shim_hold_host_register(1)), waits until released: a
+// pinning of tens of GiB that is still under way (ckpt_prepare_test.cc).
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -16,6 +18,8 @@ namespace {
 std::atomic<int> g_hold{0};
 std::atomic<long> g_delay_us{0};
 std::atomic<long> g_held{0};  // host functions waiting now
+std::atomic<int> g_hold_register{0};
+std::atomic<long> g_held_register{0};  // cudaHostRegister calls waiting now
 
 void Wait(void*) {
   if (g_hold.load() != 0) {
@@ -46,6 +50,21 @@ __attribute__((visibility("default"))) cudaError_t cudaMemcpyAsync(void* dst, co
     if (cudaError_t e = host_fn(stream, Wait, nullptr); e != cudaSuccess) return e;
   }
   return real(dst, src, count, kind, stream);
+}
+
+__attribute__((visibility("default"))) void gpusim_shim_hold_host_register(int on) { g_hold_register.store(on); }
+__attribute__((visibility("default"))) long gpusim_shim_held_host_register() { return g_held_register.load(); }
+
+__attribute__((visibility("default"))) cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  using Fn = cudaError_t (*)(void*, size_t, unsigned int);
+  static Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "cudaHostRegister"));
+  if (real == nullptr) return cudaErrorSharedObjectSymbolNotFound;
+  if (g_hold_register.load() != 0) {
+    g_held_register.fetch_add(1);
+    while (g_hold_register.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    g_held_register.fetch_sub(1);
+  }
+  return real(ptr, size, flags);
 }
 
 }  // extern "C"

@@ -1,0 +1,171 @@
+// The host arena is prepared off the app's start-up path: ft_register_end returns once the
+// arena file is made and mapped, and the agent thread reserves its data regions, maps their
+// pages and pins them afterwards (ckpt_agent_thread.cc, PrepareArena). ckpt_slow_copy_shim.so,
+// preloaded after libft.so, holds cudaHostRegister for as long as a test says, as pinning tens of
+// GiB keeps a real runtime busy for seconds. What must hold meanwhile: ft_register_end returns,
+// and every save asked for (a due snapshot, a just-in-time save, a failing exit's) waits for the
+// preparation and is whole. CTest preload.ckpt_prepare (FT_CKPT_EVERY=1; children with 0).
+#define FT_WEAK_IMPORT
+#include "include/ft/ft.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jitckpt/checksum.h"
+#include "preload/tests/ckpt_test_util.h"
+
+namespace ft::preload::ckpt_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kBytes = 24u << 20;  // 24 chunks of FT_CKPT_CHUNK=1mb
+
+// ckpt_slow_copy_shim.so's knobs for cudaHostRegister.
+struct PinHold {
+  void (*hold)(int) = nullptr;
+  long (*held)() = nullptr;
+};
+const PinHold& ThePinHold() {
+  static PinHold h = [] {
+    PinHold x;
+    x.hold = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "gpusim_shim_hold_host_register"));
+    x.held = reinterpret_cast<long (*)()>(dlsym(RTLD_DEFAULT, "gpusim_shim_held_host_register"));
+    return x;
+  }();
+  return h;
+}
+
+bool IsChild() { return !Env("FT_TEST_CKPT_CHILD").empty(); }
+
+// The arena's committed copy once it holds `step`.
+std::unique_ptr<Committed> CommittedStep(int64_t step) {
+  std::unique_ptr<Committed> c;
+  const bool committed = test_util::WaitUntil([&] {
+    c = ReadArena();
+    return c->status.ok() && c->manifest.step == step;
+  });
+  EXPECT_TRUE(committed) << "step " << step << " was never committed: " << c->status.ToString() << ", step "
+                         << c->manifest.step;
+  return c;
+}
+
+// The copy is not torn, every chunk verifies, and it holds the device buffer's bytes.
+void ExpectWhole(const Committed& c, const void* dev) {
+  ASSERT_TRUE(c.status.ok()) << c.status.ToString();
+  EXPECT_FALSE(c.manifest.torn);
+  for (size_t i = 0; i < c.manifest.chunk_count(); ++i) ASSERT_TRUE(ckpt::ChunkVerifies(c.manifest, i, c.data())) << i;
+  const ckpt::BufferEntry* w = Entry(c.manifest, "model.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(DeviceBytes(dev, kBytes) == std::vector<uint8_t>(c.data() + w->offset, c.data() + w->offset + kBytes));
+}
+
+// The device buffer, registered with the arena's pinning held: ft_register_end must come back
+// while the agent thread waits in cudaHostRegister (a registration that pinned inline would
+// never return, and CTest's timeout would fail the test).
+void* RegisterWithThePinHeld() {
+  void* dev = nullptr;
+  EXPECT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
+  FillDevice(dev, kBytes, 7);
+  ThePinHold().hold(1);
+  EXPECT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
+  EXPECT_EQ(ft_register_end(), FT_OK) << ft_last_error();
+  return dev;
+}
+
+// Every step a snapshot (FT_CKPT_EVERY=1): the first due one waits for the preparation, so the
+// step asked for is saved, and whole.
+TEST(CkptPrepare, RegistrationReturnsFirstAndADueSnapshotWaitsForThePreparation) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  ASSERT_TRUE(ThePinHold().hold && ThePinHold().held) << "ckpt_slow_copy_shim.so is not preloaded";
+  unlink(ArenaPath().c_str());
+  void* dev = RegisterWithThePinHeld();
+  // The agent thread reserved and mapped the arena and now pins it.
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
+
+  std::atomic<int> result{-1};
+  std::thread step([&] { result = ft_step_done(1); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(result.load(), -1) << "ft_step_done took its snapshot before the arena was prepared";
+  EXPECT_EQ(ReadArena()->status.code(), StatusCode::kNotFound) << "a copy was committed before the arena was prepared";
+  ThePinHold().hold(0);
+  step.join();
+  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
+  // ft_step_done returns once the copy ended; the commit follows on the agent thread.
+  ExpectWhole(*CommittedStep(1), dev);
+
+  // Prepared: the next snapshot is taken as always.
+  FillDevice(dev, kBytes, 8);
+  ASSERT_EQ(ft_step_done(2), FT_OK) << ft_last_error();
+  ExpectWhole(*CommittedStep(2), dev);
+}
+
+// No periodic saves (FT_CKPT_EVERY=0): a just-in-time save asked for while the arena is being
+// pinned waits for it, then copies the whole step.
+TEST(CkptPrepare, AJustInTimeSaveWaitsForThePreparation) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  EXPECT_EQ(RunSelf("CkptPrepareChild.AJustInTimeSaveWaitsForThePreparation",
+                    {"FT_JOB=" + Job() + "-jit", "FT_CKPT_EVERY=0"}),
+            0);
+  unlink(ckpt::Arena::PathFor(ArenaDir(), Job() + "-jit", Rank()).c_str());
+}
+
+TEST(CkptPrepareChild, AJustInTimeSaveWaitsForThePreparation) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  unlink(ArenaPath().c_str());
+  void* dev = RegisterWithThePinHeld();
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
+  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
+  const uint64_t seq = Post(shm::CommandType::kSave, "save-while-preparing");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(shm::PollAck(Own(), seq).has_value()) << "a save ran before the arena was prepared";
+  ThePinHold().hold(0);
+  auto ack = WaitAck(seq);
+  ASSERT_TRUE(ack.has_value());
+  EXPECT_EQ(ack->result, 0) << ack->message;
+  ExpectWhole(*CommittedStep(1), dev);
+}
+
+// A process that fails (exit status 3) while its arena is still being pinned: the exit waits for
+// the preparation, then saves the last completed step, and the status is the app's own.
+TEST(CkptPrepare, AFailingExitDuringThePreparationStillSavesItsStep) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  const std::string job = Job() + "-exit";
+  const std::string path = ckpt::Arena::PathFor(ArenaDir(), job, Rank());
+  unlink(path.c_str());
+  EXPECT_EQ(RunSelf("CkptPrepareChild.ExitsWithStatus3WhileThePinIsHeld", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 3);
+  ckpt::Arena arena;
+  ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok());
+  ckpt::Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok()) << "the failing exit saved nothing";
+  EXPECT_EQ(m.step, 1);
+  EXPECT_FALSE(m.torn);
+  for (size_t i = 0; i < m.chunk_count(); ++i) ASSERT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
+  unlink(path.c_str());
+}
+
+TEST(CkptPrepareChild, ExitsWithStatus3WhileThePinIsHeld) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  RegisterWithThePinHeld();
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; }));
+  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
+  // Released only after exit() began waiting for the preparation.
+  std::thread([] {
+    std::this_thread::sleep_for(300ms);
+    ThePinHold().hold(0);
+  }).detach();
+  exit(3);
+}
+
+}  // namespace
+}  // namespace ft::preload::ckpt_test
