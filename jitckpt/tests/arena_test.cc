@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -95,6 +96,60 @@ TEST_F(ArenaTest, FileIsPrivateFullyReservedAndItsDataRegionHugePageAligned) {
   const uint8_t* first = arena.BeginWrite();
   EXPECT_TRUE(first == arena.slots_data() || first == arena.slots_data() + arena.data_capacity());
   EXPECT_EQ(Files(), std::vector<std::string>{"ft-ckpt.job-a.3"});  // no temp file left
+}
+
+// ArenaPrep::kByWriter (libft.so's agent): the open reserves the header and manifests only and
+// keeps the file open; PrepareData reserves the data regions, maps them and lets the file go.
+// The free space is checked for the whole file at open all the same.
+TEST_F(ArenaTest, ADeferredArenaIsReservedByPrepareDataBeforeItsFirstSave) {
+  auto open_fds = [] {
+    int n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const int fds = open_fds();
+  Arena arena;
+  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 8 << 20, 2, &arena, ArenaPrep::kByWriter);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  struct stat st {};
+  ASSERT_EQ(stat(arena.path().c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), arena.mapped_bytes());
+  EXPECT_LT(static_cast<uint64_t>(st.st_blocks) * 512, arena.slots_bytes()) << "the data regions were reserved at open";
+  EXPECT_EQ(open_fds(), fds + 1);  // kept for PrepareData
+  ASSERT_TRUE(arena.PrepareData(2).ok());
+  ASSERT_EQ(stat(arena.path().c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, arena.mapped_bytes());
+  EXPECT_EQ(open_fds(), fds);
+  EXPECT_TRUE(arena.PrepareData(2).ok());  // once is enough
+  Manifest m = SaveSample(&arena);
+  EXPECT_EQ(Committed(arena).step, m.step);
+
+  // Reopened deferred, the committed copy stays through PrepareData; a stop asked for before it
+  // still reserves every block (only the populating is cut short).
+  arena = Arena();
+  Arena again;
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity, 8 << 20, 2, &again, ArenaPrep::kByWriter).ok());
+  std::atomic<bool> stop{true};
+  ASSERT_TRUE(again.PrepareData(1, &stop).ok());
+  ASSERT_EQ(stat(again.path().c_str(), &st), 0);
+  EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, again.mapped_bytes());
+  const uint8_t* data = nullptr;
+  Manifest kept = Committed(again, &data);
+  EXPECT_EQ(kept.step, m.step);
+  for (size_t i = 0; i < kept.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(kept, i, data)) << i;
+}
+
+TEST_F(ArenaTest, ADeferredArenaTooLargeForTheDirectoryFailsAtOpen) {
+  struct statvfs fs {};
+  ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);
+  Arena arena;
+  Status s = Arena::OpenForWrite(dir_.path(), "job-a", 3, kManifestCapacity,
+                                 static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize + (1ull << 30), 2, &arena,
+                                 ArenaPrep::kByWriter);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_NE(s.message().find("needs"), std::string_view::npos) << s.ToString();
+  EXPECT_FALSE(arena.is_open());
+  EXPECT_TRUE(Files().empty());
 }
 
 // Pins the header layout of docs/checkpoints.md ("Host arena"): ftworker and peers built at
