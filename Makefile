@@ -124,7 +124,7 @@ tsan: tsan-build
 # Its build alone (.ci/run builds it beside make test, at the machine's idle time).
 tsan-build: deps
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DFT_TSAN=ON $(CMAKE_ARGS) >/dev/null
-	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl transfer_engine_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
+	@cmake --build $(TSAN_BUILD) -j $(JOBS) --target shm_test common_test jitckpt_test ftdump preload_behavior_test preload_ckpt_test preload_ckpt_snapshot_test preload_term_app ckpt_bench_tool ft gpusim_cudart gpusim_nccl transfer_engine_test worker_prefetch_test worker_daemon_prefetch_test metrics_test worker_health_test
 
 # clang's thread-safety analysis: clang 16 builds everything with -Wthread-safety and the
 # project's warnings as errors, so a GUARDED_BY field touched without its lock, or a REQUIRES

@@ -9,6 +9,7 @@
 
 #include "common/log.h"
 #include "jitckpt/checksum.h"
+#include "jitckpt/chunk_verifier.h"
 #include "jitckpt/safe_name.h"
 #include "jitckpt/tier.h"
 
@@ -74,8 +75,9 @@ std::vector<Candidate> Candidates(const NodePlan& plan, const PlanRank& line, in
 class Loader {
  public:
   Loader(const NodePlan& plan, const PlanRank& line, int rank,
-         const std::vector<BufferEntry>& registered, Arena* own, RestoreSink* sink)
-      : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own), sink_(sink) {}
+         const std::vector<BufferEntry>& registered, Arena* own, RestoreSink* sink, int verify_threads)
+      : plan_(plan), line_(line), rank_(rank), registered_(registered), own_(own), sink_(sink),
+        verify_threads_(verify_threads) {}
 
   // OK: restored into the own arena, *used is its manifest. InvalidArgument: the planned copy
   // does not fit the registered buffers (give up). Anything else: this source failed, and
@@ -171,8 +173,9 @@ class Loader {
     }
     FT_RETURN_IF_ERROR(Accept(m));
     const uint8_t* data = own_->data(generation);
+    ChunkVerifier verifier(m, data, verify_threads_);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
-      if (!ChunkVerifies(m, i, data)) {
+      if (!verifier.Verifies(i)) {
         return Skip(
             SkipReason::kChunkMismatch,
             Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", own_->path(), i)));
@@ -208,11 +211,10 @@ class Loader {
                                               m.data_bytes, peer.data_capacity())));
     }
     uint8_t* dest = BeginOwnWrite();
-    const uint8_t* from = peer.data(generation);
+    // Each chunk copied into the own arena and checked there, on the helpers.
+    ChunkVerifier verifier(m, peer.data(generation), verify_threads_, dest);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
-      const uint64_t begin = m.chunk_begin(i), end = m.chunk_end(i);
-      std::memcpy(dest + begin, from + begin, end - begin);
-      if (!ChunkVerifies(m, i, dest)) {
+      if (!verifier.Verifies(i)) {
         if (!peer.StillCommitted(generation)) return Overwritten(path);
         return Skip(SkipReason::kChunkMismatch,
                     Status::Corrupt(fmt::format("{}: chunk {} does not match its checksum", path, i)));
@@ -294,6 +296,7 @@ class Loader {
   const std::vector<BufferEntry>& registered_;
   Arena* own_;
   RestoreSink* sink_;       // may be null
+  const int verify_threads_;  // ChunkVerifier's helpers for an arena source
   bool delivered_ = false;  // this source gave the sink a chunk
   bool own_writing_ = false;
   SkipReason reason_ = SkipReason::kUnreadable;  // of the last failed Try
@@ -331,7 +334,7 @@ const char* SkipReasonName(SkipReason reason) {
 
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
                       const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result,
-                      RestoreSink* sink) {
+                      RestoreSink* sink, int verify_threads) {
   const auto start = std::chrono::steady_clock::now();
   if (plan.step < 0) {
     return Status::NotFound(fmt::format("the restore plan of job '{}' has no verified step", plan.job));
@@ -345,7 +348,7 @@ Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
     return Status::InvalidArgument(fmt::format("restoring rank {}: its arena is not open", rank));
   }
   const std::vector<Candidate> candidates = Candidates(plan, *line, rank, node);
-  Loader loader(plan, *line, rank, registered, own, sink);
+  Loader loader(plan, *line, rank, registered, own, sink, verify_threads);
   std::vector<SkippedSource> skipped;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Candidate& c = candidates[i];

@@ -93,9 +93,12 @@ class RestoreSink {
 // step (or no line for this rank); InvalidArgument (LayoutMatches' words) when the saved
 // layout differs; Corrupt when every source failed (RestoreResult::skipped says why, each with
 // its SkipReason).
+// `verify_threads`: helper threads that check (and, from a peer's or the prefetched arena, copy)
+// an arena source's chunks ahead of their delivery (ChunkVerifier); <= 1, the caller's thread
+// alone. Chunks reach the sink in order either way.
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
                       const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result,
-                      RestoreSink* sink = nullptr);
+                      RestoreSink* sink = nullptr, int verify_threads = 1);
 
 }  // namespace ft::ckpt
 

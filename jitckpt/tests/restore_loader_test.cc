@@ -104,8 +104,10 @@ class RestoreLoaderTest : public ::testing::Test {
   }
 
   Status Load(RestoreResult* result, RestoreSink* sink = nullptr) {
-    return LoadForRestore(plan_, kRank, plan_.node, registered_, &own_, result, sink);
+    return LoadForRestore(plan_, kRank, plan_.node, registered_, &own_, result, sink, verify_threads_);
   }
+
+  int verify_threads_ = 1;  // ChunkVerifier's helpers
 
   // Opens the own arena and restores on the plan's node: the result, whose status must be
   // `expected`.
@@ -427,6 +429,46 @@ TEST_F(RestoreLoaderTest, EveryChunkGoesToTheSinkOnceAsItVerifiesFromTheOwnArena
   ASSERT_GT(saved_.chunk_count(), 2u);
   EXPECT_EQ(sink.calls, Chunks(0, saved_.chunk_count()));
   EXPECT_EQ(sink.device, data_);
+}
+
+// With helpers checking chunks ahead (ChunkVerifier), the sink still gets every chunk once, in
+// order; a bad chunk of the own arena stops it there and the peer's arena, copied and checked on
+// the helpers, gives every chunk again.
+TEST_F(RestoreLoaderTest, HelpersCheckAheadAndTheSinkStillGetsEachChunkOnceInOrder) {
+  verify_threads_ = 4;
+  SaveToArena(kRank, CopyOf(kRank), data_);
+  OpenOwn();
+  {
+    RecordingSink sink(data_.size());
+    RestoreResult result;
+    Status st = Load(&result, &sink);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectSource(result, SourceKind::kOwnArena, kRank);
+    EXPECT_EQ(sink.calls, Chunks(0, saved_.chunk_count()));
+    EXPECT_EQ(sink.device, data_);
+  }
+  own_ = Arena();
+  std::filesystem::remove(Arena::PathFor(plan_.arena_dir, plan_.job, kRank));
+  const size_t bad = 2;
+  {
+    Arena arena;
+    ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, 2, &arena).ok());
+    CommitInto(arena, CopyOf(kRank), data_, saved_.chunk_begin(bad) + 3);
+  }
+  SaveToArena(kPeer, CopyOf(kPeer), data_);
+  OpenOwn();
+  RecordingSink sink(data_.size());
+  RestoreResult result;
+  Status st = Load(&result, &sink);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ExpectSource(result, SourceKind::kPeerArena, kPeer);
+  ExpectSkipped(result, 0, SourceKind::kOwnArena, kRank, SkipReason::kChunkMismatch);
+  std::vector<std::string> expected = Chunks(0, bad);
+  expected.push_back("begin");
+  for (const std::string& c : Chunks(0, saved_.chunk_count())) expected.push_back(c);
+  EXPECT_EQ(sink.calls, expected);
+  EXPECT_EQ(sink.device, data_);
+  ExpectOwnHoldsTheStep();
 }
 
 // A source that fails midway gave the sink the chunks before the bad one (they verified, and

@@ -330,8 +330,8 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
 bool Agent::PrepareArena() {
   const Config& cfg = host::RuntimeConfig();
   const auto start = std::chrono::steady_clock::now();
-  const int threads = ChecksumThreads(0, std::thread::hardware_concurrency(), host::Identity().local_world_size,
-                                      arena_.slots_bytes());
+  const int threads = ChecksumThreads(0, std::thread::hardware_concurrency(),
+                                      host::Started() ? host::Identity().local_world_size : -1, arena_.slots_bytes());
   const std::string path = arena_.path();
   Status reserved = arena_.PrepareData(threads, &stop_preparing_);
   if (!reserved.ok()) {
@@ -507,6 +507,10 @@ RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
   target.layout = base_.buffers;
   target.arena = &arena_;
   target.device = device_;
+  // As many helpers check the copy as compute a save's checksums: the rank's share of the node.
+  target.verify_threads = ChecksumThreads(host::Started() ? host::RuntimeConfig().ckpt_checksum_threads : 0,
+                                          std::thread::hardware_concurrency(),
+                                          host::Started() ? host::Identity().local_world_size : -1, base_.data_bytes);
   return RestoreFromPlan(request.plan, target, cuda);
 }
 

@@ -163,7 +163,7 @@ RestoreOutcome RestoreFromPlan(const ckpt::NodePlan& plan, const RestoreTarget& 
   }
   ckpt::RestoreResult loaded;
   Status s = ckpt::LoadForRestore(plan, target.rank, target.node, target.layout, target.arena,
-                                  &loaded, &sink);
+                                  &loaded, &sink, target.verify_threads);
   // Every copy issued has landed (or failed) before ft_restore returns, whatever the verdict.
   Status copied = sink.Drain();
   // The loader logs each source it skipped, and why.

@@ -34,6 +34,7 @@ struct RestoreTarget {
   std::vector<ckpt::BufferEntry> layout;             // as laid out by PlanLayout
   ckpt::Arena* arena = nullptr;                      // the rank's own
   int device = -1;                                   // of the device buffers; -1: none
+  int verify_threads = 1;                            // the saves' checksum helpers, sized alike
 };
 
 struct RestoreOutcome {
