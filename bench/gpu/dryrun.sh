@@ -30,7 +30,7 @@ grep -q '^RESULT gpu_preload .* failed=0 ' "$results" || fail "preload tests fai
 grep -q 'kernel_kind=hang kernel_suspects=1 ' "$results" || fail "the kernel hang was not named: $(grep gpu_detect "$results")"
 grep -q 'host_kind=hang host_suspects=1 ' "$results" || fail "the host hang was not named: $(grep gpu_detect "$results")"
 grep -q '^RESULT gpu_ckpt .*save_ratio_t1=[0-9]' "$results" || fail "no JIT save figure: $(grep gpu_ckpt "$results")"
-for name in save_ratio restore_ratio register_s_per_gib step_done_ms every_step_ratio; do
+for name in save_ratio restore_ratio register_s_per_gib prepare_s_per_gib step_done_ms every_step_ratio; do
   grep -q "^RESULT gpu_ckpt .* $name=[0-9]" "$results" || fail "no $name: $(grep gpu_ckpt "$results")"
 done
 grep -q '^RESULT gpu_ckpt .* term_save=committed term_save_s=[0-9]' "$results" || fail "no termination save figure: $(grep gpu_ckpt "$results")"

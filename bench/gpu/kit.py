@@ -514,9 +514,10 @@ def section_ckpt(out):
                 say("ckpt: no time left for %s checksum helpers" % (threads or "the default"))
                 break
             job = "kit-ckpt-%d-t%d" % (os.getpid(), threads)
+            # Info: libft.so's line saying how long the arena's preparation beside the app took.
             extra = {"FT_JOB": job, "FT_NODE_ID": "node0", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
                      "LOCAL_WORLD_SIZE": "1", "FT_CKPT_ARENA_DIR": arena_dir, "FT_CKPT_EVERY": "1",
-                     "FT_RESTORE_WAIT": "30s"}
+                     "FT_RESTORE_WAIT": "30s", "FT_LOG_LEVEL": "info"}
             if threads > 0:
                 extra["FT_CKPT_CHECKSUM_THREADS"] = str(threads)
             env = kit_env(cfg, preload=True, extra=extra)
@@ -537,6 +538,8 @@ def section_ckpt(out):
                 stop(saver)
                 continue
             r["register_s"] = kv(lines, "register_s")[0]
+            prepared = re.search(r"prepared in ([0-9.]+) s", lines)
+            r["prepare_s"] = float(prepared.group(1)) if prepared else float("nan")
             r["block_s"] = median(kv(lines, "block_s"))
             rc, text = run([tool, "wait", "--arena-dir", arena_dir, "--job", job, "--ranks", "0", "--step", "3",
                             "--timeout-s", "60"], env=kit_env(cfg), timeout=70)
@@ -652,11 +655,12 @@ def section_ckpt(out):
     fields += " restore_gbps=%s" % fmt(first.get("restore_gbps"))
     # The names `make bench-ckpt` uses, here against the link measured in the same run.
     out.result("gpu_ckpt bytes=%d d2h_gbps=%.2f h2d_gbps=%.2f save_ratio=%s restore_ratio=%s register_s_per_gib=%s "
-               "step_done_ms=%s every_step_ratio=%s pin_alloc_s_per_gib=%.3f pin_register_s_per_gib=%.3f "
+               "prepare_s_per_gib=%s step_done_ms=%s every_step_ratio=%s pin_alloc_s_per_gib=%.3f pin_register_s_per_gib=%.3f "
                "block_s=%s save_ratio_t1=%s %s term_save=%s term_save_s=%s"
                % (nbytes, copy["d2h_gbps"], copy["h2d_gbps"], fmt(first.get("jit_gbps", float("nan")) / copy["d2h_gbps"]),
                   fmt(first.get("restore_gbps", float("nan")) / copy["h2d_gbps"]),
-                  fmt(first.get("register_s", float("nan")) / gib), fmt(step_done_ms), fmt(every_step_ratio),
+                  fmt(first.get("register_s", float("nan")) / gib), fmt(first.get("prepare_s", float("nan")) / gib),
+                  fmt(step_done_ms), fmt(every_step_ratio),
                   copy["host_alloc_s_per_gib"], copy["host_register_s_per_gib"], fmt(first.get("block_s")),
                   fmt(per_threads.get(1, {}).get("jit_gbps", float("nan")) / copy["d2h_gbps"]), fields,
                   "committed" if term.startswith("committed") else "none", fmt(term_save_s)))
