@@ -330,8 +330,9 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
 bool Agent::PrepareArena() {
   const Config& cfg = host::RuntimeConfig();
   const auto start = std::chrono::steady_clock::now();
-  const int threads = ChecksumThreads(0, std::thread::hardware_concurrency(),
-                                      host::Started() ? host::Identity().local_world_size : -1, arena_.slots_bytes());
+  // Every hardware thread (at most 8), as when registration did this itself: a restarted rank's
+  // restore waits for it.
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   const std::string path = arena_.path();
   Status reserved = arena_.PrepareData(threads, &stop_preparing_);
   if (!reserved.ok()) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -152,6 +153,12 @@ TEST(CkptPrepare, AFailingExitDuringThePreparationStillSavesItsStep) {
   EXPECT_FALSE(m.torn);
   for (size_t i = 0; i < m.chunk_count(); ++i) ASSERT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
   unlink(path.c_str());
+  // libft.so keeps the segment of a process that failed, for a worker to read how it ended; no
+  // worker runs here.
+  const std::string prefix = shm::SegmentPrefix(job).substr(1);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().starts_with(prefix)) unlink(e.path().c_str());
+  }
 }
 
 TEST(CkptPrepareChild, ExitsWithStatus3WhileThePinIsHeld) {

@@ -237,8 +237,8 @@ def _keep_forever(value):
 
 
 def register_end():
-    """Sizes and pins the host arena. FtError FT_NO_SPACE when it does not fit: catch it to
-    train on without checkpoints."""
+    """Sizes the host arena (ft's checkpoint thread reserves and pins it beside the program's
+    start-up). FtError FT_NO_SPACE when it does not fit: catch it to train on without checkpoints."""
     return _call("ft_register_end")
 
 
