@@ -319,9 +319,6 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
   for (uint64_t seq : waiters) Ack(seq, outcome);
 }
 
-// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
-// failure inside one piece of work fails that work — its app thread and its commands get an
-// answer — and the thread goes on.
 // The arena's data regions, off the app's start-up path (ft_register_end returned before this
 // began): their blocks reserved, their pages mapped, and (device buffers) pinned, so the copies
 // run at full speed and asynchronously. Every save and restore this thread runs comes after
@@ -376,6 +373,9 @@ bool Agent::PrepareArena() {
   return true;
 }
 
+// The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
+// failure inside one piece of work fails that work — its app thread and its commands get an
+// answer — and the thread goes on.
 void Agent::Run() {
   host::MarkFtThread();  // our CUDA calls are never the app's
   pthread_setname_np(pthread_self(), "ft-ckpt");
