@@ -11,6 +11,7 @@
 
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/kernel_launch.h"
+#include "preload/poll_pacing.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
 #include "preload/runtime_state.h"
@@ -62,7 +63,7 @@ struct PollerState {
   uint64_t next_count_report_ns = 0;  // kKernelCount records: once a second
   bool relaxed = false;     // in relaxed capture mode (poller_rules.h)
   bool progressed = false;  // this round saw a start or a completion
-  int idle_rounds = 0;      // rounds in a row without progress, for the back-off
+  uint64_t progress_ns = 0;  // when a round last saw progress, for the back-off (poll_pacing.h)
   uint64_t mailbox_taken = 0;  // the last mailbox command taken (acked or handed over)
 };
 
@@ -457,13 +458,8 @@ void PollerMain() {
     PushAll(st.records.data(), st.records.size());
     g_rt->finished.store(st.finished, std::memory_order_relaxed);
     HandleMailbox(st);
-    // Ops in flight: poll at FT_POLL_INTERVAL while they progress; after 100 rounds in which
-    // nothing moved (a hang, a long kernel) poll at 16x, so a stuck job costs the poller almost
-    // nothing; the first progress restores the interval.
-    st.idle_rounds = st.progressed ? 0 : std::min(st.idle_rounds + 1, 100);
-    uint64_t sleep_ns = st.list.empty()        ? std::max<uint64_t>(g_rt->poll_ns, 5000000)
-                        : st.idle_rounds < 100 ? g_rt->poll_ns
-                                               : g_rt->poll_ns * 16;
+    if (st.progressed || st.progress_ns == 0) st.progress_ns = now;
+    const uint64_t sleep_ns = PollPauseNs(!st.list.empty(), now - st.progress_ns, g_rt->poll_ns);
     struct timespec ts{static_cast<time_t>(sleep_ns / 1000000000ull),
                        static_cast<long>(sleep_ns % 1000000000ull)};
     nanosleep(&ts, nullptr);
