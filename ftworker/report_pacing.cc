@@ -25,6 +25,10 @@ bool SameOp(const proto::OpSummary& a, const proto::OpSummary& b) {
   return a.comm_id == b.comm_id && a.op == b.op && a.bucket == b.bucket;
 }
 
+std::string OpKey(const proto::OpSummary& op) {
+  return fmt::format("{:x}/{}/{}", op.comm_id, proto::OpKindName(op.op), op.bucket);
+}
+
 }  // namespace
 
 bool Attentive(const proto::RankProgress& p, double attention_ms) {
@@ -70,7 +74,8 @@ bool SummaryPacer::Changed(const proto::RankSummary& was, const proto::RankSumma
   for (const proto::OpSummary& op : now.ops) {
     auto same = std::find_if(was.ops.begin(), was.ops.end(), [&](const proto::OpSummary& o) { return SameOp(o, op); });
     if (same == was.ops.end()) return true;
-    if (Moved(same->p50_ms, op.p50_ms, change_ratio_) || Rose(same->p99_ms, op.p99_ms, kTailRise) ||
+    if (Moved(same->p50_ms, op.p50_ms, change_ratio_) || Moved(same->p10_ms, op.p10_ms, change_ratio_) ||
+        Rose(same->p99_ms, op.p99_ms, kTailRise) ||
         Rose(same->max_ms, op.max_ms, kTailRise)) {
       return true;
     }
@@ -80,10 +85,14 @@ bool SummaryPacer::Changed(const proto::RankSummary& was, const proto::RankSumma
 }
 
 void SummaryPacer::Smooth(proto::RankSummary* s) {
-  auto [it, first] = smoothed_.try_emplace(s->rank, *s);
-  proto::RankSummary& avg = it->second;
-  if (first || avg.node != s->node) {
-    avg = *s;
+  auto [it, first] = smoothed_.try_emplace(s->rank);
+  Averages& a = it->second;
+  proto::RankSummary& avg = a.typical;
+  // A rank seen first, moved, or run again (its steps went back: relaunched in place, it pays its
+  // start again) starts over.
+  if (first || avg.node != s->node || s->steps < avg.steps) {
+    a = Averages{*s, s->step_p50_ms > 0 ? 1 : 0, {}};
+    for (const proto::OpSummary& op : s->ops) a.op_windows[OpKey(op)] = 1;
     return;
   }
   // One window counts within half to twice the average: a window that held one long step (a
@@ -91,17 +100,24 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
   // and make a paused rank a straggler; a lasting change still moves it 30% per window.
   // An average of nothing yet (the windows so far ended no step: a rank starting, restoring)
   // starts at the first sample: mixed with 0 it began at 30% of the step and took windows to
-  // climb, and the goodput ledger took that for the job's normal step.
-  auto mix = [](double* average, double sample) {
-    if (*average <= 0) return *average = sample;
-    sample = std::clamp(sample, *average / kMaxStepPerWindow, *average * kMaxStepPerWindow);
+  // climb, and the goodput ledger took that for the job's normal step. While it settles, a
+  // lower window replaces it (report_pacing.h). An op's average of 0 is a time (ops seen
+  // complete at the poller's first look): a window counts up to kNoiseFloorMs above it.
+  auto mix = [](double* average, double sample, bool settling) {
+    if (*average < 0 || (settling && sample < *average)) return *average = sample;
+    const double hi = std::max(*average * kMaxStepPerWindow, *average + kNoiseFloorMs);
+    sample = std::clamp(sample, *average / kMaxStepPerWindow, hi);
     *average = (1 - kSmoothing) * *average + kSmoothing * sample;
     return *average;
   };
+  auto mix_step = [&](double* average, double sample, bool settling) {
+    return *average <= 0 ? *average = sample : mix(average, sample, settling);
+  };
   if (s->step_p50_ms > 0) {
-    s->step_p50_ms = mix(&avg.step_p50_ms, s->step_p50_ms);
-    s->compute_ms = mix(&avg.compute_ms, s->compute_ms);
-    s->comm_wait_ms = mix(&avg.comm_wait_ms, s->comm_wait_ms);
+    const bool settling = a.step_windows++ < kSettleWindows;
+    s->step_p50_ms = mix_step(&avg.step_p50_ms, s->step_p50_ms, settling);
+    s->compute_ms = mix_step(&avg.compute_ms, s->compute_ms, settling);
+    s->comm_wait_ms = mix_step(&avg.comm_wait_ms, s->comm_wait_ms, settling);
   } else {
     // A window that ended no step (shorter than a step, a rank restoring, waiting or hung)
     // says nothing of the step's time: the averages stand. Mixed in as a step of half the
@@ -113,7 +129,11 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
   std::vector<proto::OpSummary> ops;
   for (proto::OpSummary& op : s->ops) {
     auto was = std::find_if(avg.ops.begin(), avg.ops.end(), [&](const proto::OpSummary& o) { return SameOp(o, op); });
-    if (was != avg.ops.end()) op.p50_ms = mix(&was->p50_ms, op.p50_ms);
+    const bool settling = a.op_windows[OpKey(op)]++ < kSettleWindows;
+    if (was != avg.ops.end()) {
+      op.p50_ms = mix(&was->p50_ms, op.p50_ms, settling);
+      op.p10_ms = mix(&was->p10_ms, op.p10_ms, settling);
+    }
     ops.push_back(op);
   }
   // Ops of earlier windows stay averaged until they come back.
@@ -123,6 +143,7 @@ void SummaryPacer::Smooth(proto::RankSummary* s) {
     }
   }
   avg.ops = std::move(ops);
+  avg.steps = s->steps;
 }
 
 namespace {
@@ -133,7 +154,7 @@ double Microseconds(double ms) { return std::round(ms * 1000) / 1000; }
 void RoundTimes(proto::RankSummary* s) {
   for (double* ms : {&s->step_ms, &s->step_p50_ms, &s->compute_ms, &s->comm_wait_ms}) *ms = Microseconds(*ms);
   for (proto::OpSummary& op : s->ops) {
-    for (double* ms : {&op.p50_ms, &op.p99_ms, &op.max_ms}) *ms = Microseconds(*ms);
+    for (double* ms : {&op.p10_ms, &op.p50_ms, &op.p99_ms, &op.max_ms}) *ms = Microseconds(*ms);
   }
 }
 
@@ -145,7 +166,7 @@ bool SummaryPacer::Next(proto::RankSummary* summary, int64_t unix_ms) {
   // the counts) and the largest tails (it takes the largest), whichever window goes out.
   std::map<std::string, Pending>& pending = pending_[summary->rank];
   for (proto::OpSummary& op : summary->ops) {
-    Pending& p = pending[fmt::format("{:x}/{}/{}", op.comm_id, proto::OpKindName(op.op), op.bucket)];
+    Pending& p = pending[OpKey(op)];
     p.count += op.count;
     p.p99_ms = std::max(p.p99_ms, op.p99_ms);
     p.max_ms = std::max(p.max_ms, op.max_ms);

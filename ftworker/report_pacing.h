@@ -19,17 +19,23 @@
 //
 // SummaryPacer — a rank's summary (step and op times): the master's timeout model takes the
 // largest tails over minutes and the straggler detector compares typical times across a comm
-// for seconds on end. Each window's typical times (the step's median, compute, each op's p50)
+// for seconds on end. Each window's typical times (the step's median, compute, each op's p50
+// and p10)
 // are noisy on a loaded host (±15% from one second to the next), so the summary carries them
 // smoothed (an exponential average over about three windows, which follows a real change
 // within two or three) and is written when
-//   - compute or an op's p50 (what the straggler detector compares) moved by more than
+//   - compute or an op's p50 or p10 (what the straggler detector compares) moved by more than
 //     change_ratio either way from the last one written, the step's median by twice that;
 //   - an op's tail (p99, max) rose by half (the timeouts are FT_TIMEOUT_MULTIPLIER times it);
 //   - an op appeared, kernels were sampled, or refresh_ms (FT_SUMMARY_REFRESH) passed.
 // The summary written counts every op since the last one written and carries the largest
 // tails since then: the timeout model, which sums the counts and takes the largest tails,
 // sees the same as if every window had been written.
+// An average starts at its first window, and while it settles (kSettleWindows windows) a lower
+// window replaces it: a start pays once for what later windows do not (the first collectives
+// connect, the first steps allocate and tune), so its first windows are high, never low. Seeded
+// from a first window of 26 ms where the op takes 2, and held to halving per window, an op's
+// average stayed above its peers' for a dozen windows: a false slow link at every job start.
 // The master sees those typical times within change_ratio of the smoothed ones and counts a
 // straggler's unchanged summary as standing (ftmaster/core/straggler.h).
 //
@@ -82,6 +88,8 @@ class SummaryPacer {
 
   static constexpr double kSmoothing = 0.3;  // the newest window's weight
   static constexpr double kMaxStepPerWindow = 2;  // a window counts within avg/2 .. 2 avg
+  // An average's first windows: a lower one replaces it (what a start pays once only adds).
+  static constexpr int kSettleWindows = 3;
   static constexpr double kTailRise = 0.5;   // an op's p99 or max rose by this much
 
  private:
@@ -92,7 +100,12 @@ class SummaryPacer {
 
   int64_t refresh_ms_;
   double change_ratio_;
-  std::unordered_map<int, proto::RankSummary> smoothed_;  // rank -> the averages so far
+  struct Averages {
+    proto::RankSummary typical;  // the averages so far
+    int step_windows = 0;        // windows mixed into its step averages
+    std::map<std::string, int> op_windows;  // op (OpKey) -> windows mixed into its averages
+  };
+  std::unordered_map<int, Averages> smoothed_;  // rank -> its averages
   std::unordered_map<int, proto::RankSummary> written_;   // rank -> the last summary written
   struct Pending {
     uint64_t count = 0;

@@ -216,6 +216,7 @@ const auto kOpSummaryFields = [](auto& io, auto& o) {
   io.Custom("op", o.op, Need::kRequired, OpJson, ReadOp);
   io.Int("bucket", o.bucket, Need::kOptional, 0, 4);
   io.Int("count", o.count, Need::kOptional);
+  io.Num("p10_ms", o.p10_ms, Need::kOptional, -1);  // -1: not reported
   io.Num("p50_ms", o.p50_ms, Need::kOptional, 0);
   io.Num("p99_ms", o.p99_ms, Need::kOptional, 0);
   io.Num("max_ms", o.max_ms, Need::kOptional, 0);

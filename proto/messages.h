@@ -314,6 +314,11 @@ struct OpSummary {
   OpKind op = OpKind::kNone;
   int bucket = 0;
   uint64_t count = 0;            // ops completed in the window
+  // The window's 10th percentile: the op's time with the least added by the host. An observed
+  // duration only grows when the poller or the simulated device waits for a CPU, so a low
+  // quantile is what comms are compared on (a slow link, ftmaster/core/straggler.h); a link that
+  // is slow makes every op slow, its fastest too. Negative: not reported (a worker before it).
+  double p10_ms = -1;
   double p50_ms = 0;
   double p99_ms = 0;
   double max_ms = 0;

@@ -26,25 +26,33 @@ double Median(std::vector<double> v) {
   return m;
 }
 
-// The rank's typical collective duration on a comm, or -1 when its summary has none.
-double CollectiveMs(const proto::RankSummary& s, uint64_t comm) {
+// What an op's duration is taken to be: its median (who waits for whom), or its undisturbed
+// time, the p10 (what a link takes: a busy host only adds to an observed duration), falling back
+// to the median where a worker does not report it.
+double TypicalMs(const proto::OpSummary& op) { return op.p50_ms; }
+double UndisturbedMs(const proto::OpSummary& op) { return op.p10_ms >= 0 ? op.p10_ms : op.p50_ms; }
+
+// The rank's collective duration on a comm (`ms` of each op, weighted by count), or -1 when its
+// summary has none.
+double CollectiveMs(const proto::RankSummary& s, uint64_t comm, double (*ms)(const proto::OpSummary&) = TypicalMs) {
   double weighted = 0;
   uint64_t count = 0;
   for (const proto::OpSummary& op : s.ops) {
     if (op.comm_id != comm || op.count == 0) continue;
-    weighted += op.p50_ms * static_cast<double>(op.count);
+    weighted += ms(op) * static_cast<double>(op.count);
     count += op.count;
   }
   return count == 0 ? -1 : weighted / static_cast<double>(count);
 }
 
-// The rank's fastest op on a point-to-point comm (the p50 of its quickest (op, size)), or -1.
-// Of the two ends of a message one arrives last and waits for nobody: its op is the transfer.
+// The rank's fastest op on a point-to-point comm (the undisturbed time of its quickest (op,
+// size)), or -1. Of the two ends of a message one arrives last and waits for nobody: its op is
+// the transfer.
 double FastestOpMs(const proto::RankSummary& s, uint64_t comm) {
   double fastest = -1;
   for (const proto::OpSummary& op : s.ops) {
     if (op.comm_id != comm || op.count == 0) continue;
-    if (fastest < 0 || op.p50_ms < fastest) fastest = op.p50_ms;
+    if (fastest < 0 || UndisturbedMs(op) < fastest) fastest = UndisturbedMs(op);
   }
   return fastest;
 }
@@ -231,7 +239,7 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
           whole = false;
           break;
         }
-        const double ms = p2p ? FastestOpMs(it->second, comm) : CollectiveMs(it->second, comm);
+        const double ms = p2p ? FastestOpMs(it->second, comm) : CollectiveMs(it->second, comm, UndisturbedMs);
         if (ms < 0) {
           whole = false;
           break;
@@ -304,8 +312,8 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
     incident.evidence.push_back(fmt::format(
         "comm {}: {} {} against the median {} of the other comms of its role ({:.2f}x), {} summaries in a row",
         CommHex(link->comm),
-        link->p2p ? "the fastest send/recv p50 of any member (a message whose other end was there first)"
-                  : "the shortest member's collective p50 (the transfer once every member arrived)",
+        link->p2p ? "the fastest send/recv p10 of any member (a message whose other end was there first)"
+                  : "the shortest member's collective p10 (the transfer once every member arrived)",
         HumanMs(link->transfer_ms), HumanMs(median), link->transfer_ms / median, options_.steps));
     incident.confidence = std::clamp(0.55 + (link->transfer_ms / median - 1.1), 0.55, 0.95);
     incident.message = fmt::format(

@@ -19,7 +19,11 @@
 //
 // A slow link: once every member of a collective comm has arrived, what remains is the
 // transfer, so the comm's transfer time is its shortest member duration (the last to arrive
-// waits for nobody). Comms of one role — as many members, the same (op, size bucket) pairs: the
+// waits for nobody), each member's taken at its ops' p10: an observed duration only grows when
+// the host is busy (the poller, or gpusim's device threads, waiting for a CPU), and a pipeline
+// stage whose collective runs while the node's CPUs are busy showed medians a few ms above its
+// role's for ten seconds on end; a slow link slows every op, its fastest too. A summary without
+// p10 (an older worker) is taken at its p50. Comms of one role — as many members, the same (op, size bucket) pairs: the
 // DP groups of a job, its TP groups — move the same bytes the same way. A comm whose transfer
 // is at least (1 + min_excess) times the median of the other comms of its role, and at least
 // kLinkFloorMs longer, for `steps` summaries in a row (the compute straggler's streak rule), is
@@ -27,7 +31,7 @@
 // suspects, decision "none" — which end's NIC, cable or switch port is at fault the summaries
 // cannot tell. A role needs at least three comms reporting (two cannot say which is slow).
 // Point-to-point comms (a pipeline's stages, the pair communicators PyTorch makes for send and
-// recv) form roles of their own, and their transfer is the fastest (op, size) p50 of any member:
+// recv) form roles of their own, and their transfer is the fastest (op, size) p10 of any member:
 // of a message's two ends one arrives last and waits for nobody, so its op is the transfer; a
 // slow link slows every message on the comm, a late stage only the ops that wait for it. On a
 // p2p comm of more than two members the slow pair is not found while another pair is fast.

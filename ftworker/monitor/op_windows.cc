@@ -75,6 +75,7 @@ std::vector<proto::OpSummary> OpWindows::TakeSummaries() {
     o.bucket = key.bucket;
     o.count = w.count;
     std::sort(w.samples_ms.begin(), w.samples_ms.end());
+    o.p10_ms = Percentile(w.samples_ms, 0.10);
     o.p50_ms = Percentile(w.samples_ms, 0.50);
     o.p99_ms = Percentile(w.samples_ms, 0.99);
     o.max_ms = w.max_ms;

@@ -168,6 +168,85 @@ TEST(SummaryPacerTest, AStragglersComputeIsWrittenWithinThreeWindows) {
   EXPECT_LT(s.compute_ms, 37.5);
 }
 
+// A link that turned slow raises the op's fastest times (p10, what the slow-link detector
+// compares) before its median moves much: that alone gets the summary written, smoothed.
+TEST(SummaryPacerTest, AnOpsFastestTimesThatRoseAreWrittenWithinThreeWindows) {
+  SummaryPacer pacer(10000, 0.15);
+  auto window = [](double p10_ms) {
+    proto::RankSummary s = Window(0, 25, 12, 20);
+    s.ops.at(0).p10_ms = p10_ms;
+    return s;
+  };
+  for (int k = 0; k < 5; ++k) {
+    proto::RankSummary s = window(3);
+    pacer.Next(&s, kT0 + k * 1000);
+  }
+  int k = 5;
+  proto::RankSummary s;
+  for (; k < 10; ++k) {
+    s = window(9);
+    if (pacer.Next(&s, kT0 + k * 1000)) break;
+  }
+  EXPECT_LE(k, 7) << "written only at window " << k;
+  EXPECT_GT(s.ops.at(0).p10_ms, 3 * 1.15);
+  EXPECT_LT(s.ops.at(0).p10_ms, 9);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p50_ms, 12);
+}
+
+// A start pays once (the first collectives connect): its first window is high, never low. The
+// averages come down to the op's time within the settling windows, and a rank run again in place
+// (its steps went back) settles again; a settled average still takes one high window at half.
+TEST(SummaryPacerTest, AnAverageSeededByAStartsFirstWindowComesDownWhileItSettles) {
+  SummaryPacer pacer(10000, 0.15);
+  auto window = [](double ms, uint64_t steps) {
+    proto::RankSummary s = Window(0, 25, ms, 40);
+    s.ops.at(0).p10_ms = ms / 2;
+    s.steps = steps;
+    return s;
+  };
+  proto::RankSummary s = window(26, 0);
+  pacer.Next(&s, kT0);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p50_ms, 26);
+  s = window(2, 7);
+  pacer.Next(&s, kT0 + 1000);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p50_ms, 2);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p10_ms, 1);
+  s = window(2.2, 14);
+  pacer.Next(&s, kT0 + 2000);
+  EXPECT_NEAR(s.ops.at(0).p50_ms, 0.7 * 2 + 0.3 * 2.2, 0.001) << "settling: a higher window is mixed in";
+  // Settled (three windows): one high window counts at most twice the average.
+  s = window(2, 21);
+  pacer.Next(&s, kT0 + 3000);
+  const double settled = s.ops.at(0).p50_ms;
+  s = window(26, 28);
+  pacer.Next(&s, kT0 + 4000);
+  EXPECT_NEAR(s.ops.at(0).p50_ms, 0.7 * settled + 0.3 * 2 * settled, 0.001);
+  // Relaunched in place: steps start again, and so does settling.
+  s = window(30, 0);
+  pacer.Next(&s, kT0 + 5000);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p50_ms, 30);
+  s = window(2, 7);
+  pacer.Next(&s, kT0 + 6000);
+  EXPECT_DOUBLE_EQ(s.ops.at(0).p50_ms, 2);
+}
+
+// An op seen complete at the poller's first look takes 0 ms: an average of 0 is a time, not
+// "nothing yet", and one slow window moves it by at most the noise floor's share.
+TEST(SummaryPacerTest, AnOpsAverageOfZeroIsATime) {
+  SummaryPacer pacer(10000, 0.15);
+  proto::RankSummary s;
+  for (int k = 0; k < 4; ++k) {
+    s = Window(0, 25, 0, 5);
+    s.ops.at(0).p10_ms = 0;
+    pacer.Next(&s, kT0 + k * 1000);
+  }
+  s = Window(0, 25, 9, 20);
+  s.ops.at(0).p10_ms = 8.5;
+  pacer.Next(&s, kT0 + 4000);
+  EXPECT_LE(s.ops.at(0).p10_ms, 0.3 * 0.5 + 1e-9);
+  EXPECT_LE(s.ops.at(0).p50_ms, 0.3 * 0.5 + 1e-9);
+}
+
 // One window that held a 20 s host pause (its median compute 200x the rank's) must not leave
 // the rank looking 20% slower than its peers for the straggler's 10 summaries in a row; a
 // lasting 2x slowdown is still followed within a few windows.

@@ -333,14 +333,16 @@ TEST(VocabularyTest, ValuesWrittenAsStringsDecodeToTheSameKindsAndStates) {
   const std::string summary =
       R"({"v":1,"rank":3,"node":"node1","unix_ms":1763800000300,"steps":10,"step_ms":0.0,"step_p50_ms":0.0,)"
       R"("compute_ms":0.0,"comm_wait_ms":0.0,"records":0,"dropped":0,"ops":[{"comm":"0000000000003fa2",)"
-      R"("op":"reducescatter","bucket":2,"count":5,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,"last_seq":811},)"
-      R"({"comm":"0000000000003fa2","op":"send","bucket":3,"count":5,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,)"
+      R"("op":"reducescatter","bucket":2,"count":5,"p10_ms":1.25,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,"last_seq":811},)"
+      R"({"comm":"0000000000003fa2","op":"send","bucket":3,"count":5,"p10_ms":-1.0,"p50_ms":1.5,"p99_ms":2.0,"max_ms":2.5,)"
       R"("last_seq":811}],"kernels":0,"kernel_samples":[]})";
   RankSummary s;
   ASSERT_TRUE(Decode(summary, &s).ok());
   ASSERT_EQ(s.ops.size(), 2u);
   EXPECT_EQ(s.ops[0].op, OpKind::kReduceScatter);
   EXPECT_EQ(s.ops[1].op, OpKind::kSend);
+  EXPECT_DOUBLE_EQ(s.ops[0].p10_ms, 1.25);
+  EXPECT_LT(s.ops[1].p10_ms, 0) << "not reported";
   EXPECT_EQ(Encode(s), summary);
 
   const std::string table =
