@@ -110,6 +110,9 @@ class Agent {
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
   SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin);
+  // The helpers that checksum a save's copy of `bytes`, and check a restore's: the configured
+  // count, else the rank's share of the node's hardware threads (ckpt_checksummer.h).
+  int HelperThreads(uint64_t bytes) const;
   void FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome);
   // The optimizer's work may have begun: an update window is open and its device marker was
   // reached (or there is none to ask).

@@ -164,6 +164,12 @@ void Agent::HandOver(const shm::Command& command) {
   AckNow(command.seq, code, refusal);
 }
 
+int Agent::HelperThreads(uint64_t bytes) const {
+  return ChecksumThreads(host::Started() ? host::RuntimeConfig().ckpt_checksum_threads : 0,
+                         std::thread::hardware_concurrency(),
+                         host::Started() ? host::Identity().local_world_size : -1, bytes);
+}
+
 SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin) {
   auto start = std::chrono::steady_clock::now();
   SaveJob job;
@@ -189,10 +195,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
   job.arena = &arena_;
   job.device = device_;
   job.periodic = periodic != nullptr;
-  job.checksum_threads = ChecksumThreads(host::Started() ? host::RuntimeConfig().ckpt_checksum_threads : 0,
-                                         std::thread::hardware_concurrency(),
-                                         host::Started() ? host::Identity().local_world_size : -1,
-                                         job.manifest.data_bytes);
+  job.checksum_threads = HelperThreads(job.manifest.data_bytes);
   // A snapshot (periodic->after): the app goes on once the copies are issued.
   uint64_t steps_at_issue = 0, orders_at_issue = 0;
   cudaEvent_t copied_event = nullptr;
@@ -508,10 +511,8 @@ RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
   target.layout = base_.buffers;
   target.arena = &arena_;
   target.device = device_;
-  // As many helpers check the copy as compute a save's checksums: the rank's share of the node.
-  target.verify_threads = ChecksumThreads(host::Started() ? host::RuntimeConfig().ckpt_checksum_threads : 0,
-                                          std::thread::hardware_concurrency(),
-                                          host::Started() ? host::Identity().local_world_size : -1, base_.data_bytes);
+  // As many helpers check the copy as compute a save's checksums.
+  target.verify_threads = HelperThreads(base_.data_bytes);
   return RestoreFromPlan(request.plan, target, cuda);
 }
 
