@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   g++ make cmake ninja-build pkg-config binutils procps python3
+  ccache         # the builds compile through it (FT_CCACHE): a rebuild of the same tree is seconds
   libgtest-dev libgmock-dev libbenchmark-dev
   libfmt-dev libhiredis-dev libboost-dev libibverbs-dev nlohmann-json3-dev libsimdjson-dev
   libxxhash-dev libssl-dev
