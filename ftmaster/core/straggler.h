@@ -20,10 +20,10 @@
 // A slow link: once every member of a collective comm has arrived, what remains is the
 // transfer, so the comm's transfer time is its shortest member duration (the last to arrive
 // waits for nobody), each member's taken at its ops' p10: an observed duration only grows when
-// the host is busy (the poller, or gpusim's device threads, waiting for a CPU), and a pipeline
-// stage whose collective runs while the node's CPUs are busy showed medians a few ms above its
-// role's for ten seconds on end; a slow link slows every op, its fastest too. A summary without
-// p10 (an older worker) is taken at its p50. Comms of one role — as many members, the same (op, size bucket) pairs: the
+// the host is busy (the poller, or gpusim's device threads, waiting for a CPU), and in a pair
+// whose arrival order varies the medians carry waits too (on a loaded host four DP comms'
+// shortest medians spread 2.4-10 ms where their p10s spread 0.3-2.6 ms); a slow link slows
+// every op, its fastest too. A summary without p10 (an older worker) is taken at its p50. Comms of one role — as many members, the same (op, size bucket) pairs: the
 // DP groups of a job, its TP groups — move the same bytes the same way. A comm whose transfer
 // is at least (1 + min_excess) times the median of the other comms of its role, and at least
 // kLinkFloorMs longer, for `steps` summaries in a row (the compute straggler's streak rule), is
