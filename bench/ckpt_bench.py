@@ -308,8 +308,11 @@ class Bench:
                     break
             else:
                 die("the terminating rank exited %s before it was ready: %s" % (p.wait(), p.stderr.read()))
-            # A termination long after start-up, as in a job: its arena prepared, not still preparing.
+            # A termination long after start-up, as in a job: its arena prepared and every page of
+            # it touched (libft.so's warm-up between requests), not still preparing.
             before, _ = wait_prepared(p)
+            warmed, _ = wait_line(p, r"touched in ([0-9.]+) s")
+            before += warmed
             t0 = time.monotonic()
             p.send_signal(signal.SIGTERM)
             rc = p.wait(timeout=120)
@@ -327,16 +330,21 @@ class Bench:
         return median(commit_s), median(gone_s)
 
 
-def wait_prepared(p):
-    """Reads a rank's stderr (FT_LOG_LEVEL=info) up to libft.so's line saying its arena was prepared
-    beside the app: (the text read, the seconds it says; None when the rank ended first)."""
+def wait_line(p, pattern):
+    """Reads a rank's stderr (FT_LOG_LEVEL=info) up to the first line matching `pattern`: (the text
+    read, the float its group 1 says; None when the rank ended first)."""
     text = ""
     for line in p.stderr:
         text += line
-        m = re.search(r"prepared in ([0-9.]+) s", line)
+        m = re.search(pattern, line)
         if m:
             return text, float(m.group(1))
     return text, None
+
+
+def wait_prepared(p):
+    """Up to libft.so's line saying the rank's arena was prepared beside the app (wait_line)."""
+    return wait_line(p, r"prepared in ([0-9.]+) s")
 
 
 def every_step_snapshots(b):

@@ -34,6 +34,13 @@ void PopulateRange(uint8_t* begin, uint64_t bytes) {
 
 }  // namespace
 
+void TouchPages(const uint8_t* base, uint64_t bytes) {
+  if (base == nullptr) return;
+  for (uint64_t at = 0; at < bytes; at += kPage) {
+    (void)__atomic_load_n(reinterpret_cast<const uint64_t*>(base + at), __ATOMIC_RELAXED);
+  }
+}
+
 void PopulateForWrite(uint8_t* base, uint64_t bytes, int threads) {
   if (base == nullptr || bytes == 0) return;
   if (threads <= 0) threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));

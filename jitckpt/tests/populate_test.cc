@@ -76,5 +76,19 @@ TEST_F(PopulateTest, NothingToDoIsFine) {
   EXPECT_EQ(std::memcmp(base_, pattern_.data(), kBytes), 0);
 }
 
+// TouchPages reads: every page of a read-only mapping is mapped by it (a write would fault), and
+// nothing changes.
+TEST_F(PopulateTest, TouchingMapsEveryPageOfAReadOnlyMappingAndChangesNothing) {
+  munmap(base_, kBytes);
+  void* p = mmap(nullptr, kBytes, PROT_READ, MAP_SHARED, fd_, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  base_ = static_cast<uint8_t*>(p);
+  EXPECT_EQ(MappedKiB(), 0u);
+  TouchPages(base_, kBytes);
+  EXPECT_EQ(MappedKiB(), kBytes / 1024);
+  EXPECT_EQ(std::memcmp(base_, pattern_.data(), kBytes), 0);
+  TouchPages(nullptr, kBytes);  // nothing to touch
+}
+
 }  // namespace
 }  // namespace ft::ckpt

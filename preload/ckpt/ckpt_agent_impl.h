@@ -106,6 +106,11 @@ class Agent {
   void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
   // Agent thread, first: the arena's data regions reserved, mapped and pinned (ckpt_agent_thread.cc).
   bool PrepareArena();
+  // ckpt_agent_warm.cc, agent thread: every page of the prepared arena's slots touched, a piece
+  // at a time between requests.
+  void StartWarmUp();
+  bool WarmPending() const;
+  void WarmNextPiece();
   void Run();
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
@@ -177,6 +182,12 @@ class Agent {
   bool arena_prepared_ GUARDED_BY(mu_) = false;
   // Set at exit: a preparation still running stops populating and skips pinning.
   std::atomic<bool> stop_preparing_{false};
+  // The warm-up's progress (agent thread only): warm_done_ of warm_total_ slot bytes touched,
+  // from the offset warm_from_ on, wrapping around.
+  uint64_t warm_total_ = 0;
+  uint64_t warm_done_ = 0;
+  uint64_t warm_from_ = 0;
+  double warm_seconds_ = 0;
   // Work (mu_).
   std::deque<std::shared_ptr<AppRequest>> app_requests_ GUARDED_BY(mu_);
   std::vector<uint64_t> jit_waiting_ GUARDED_BY(mu_);      // kSave commands not yet served

@@ -392,6 +392,7 @@ void Agent::Run() {
   }
   try {
     if (!PrepareArena()) return;  // given up: every request was answered, none comes again
+    StartWarmUp();
   } catch (...) {
     GiveUp("checkpoint agent: internal error preparing the host arena; training continues without checkpoints",
            "checkpoint agent: internal error preparing the host arena", StatusCode::kInternal);
@@ -403,9 +404,18 @@ void Agent::Run() {
     bool save = false;
     try {
       MutexLock lock(&mu_);
-      work_cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
-        return !app_requests_.empty() || ((!jit_waiting_.empty() || term_requested_) && restoring_ == 0);
-      });
+      auto save_asked = [&]() REQUIRES(mu_) {
+        return (!jit_waiting_.empty() || term_requested_) && restoring_ == 0;
+      };
+      if (WarmPending()) {
+        if (app_requests_.empty() && !save_asked()) {
+          lock.Unlock();
+          WarmNextPiece();
+          continue;
+        }
+      } else {
+        work_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return !app_requests_.empty() || save_asked(); });
+      }
       if (!app_requests_.empty()) {
         request = app_requests_.front();
         app_requests_.pop_front();

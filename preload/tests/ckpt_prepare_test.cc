@@ -10,6 +10,8 @@
 
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -17,6 +19,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +127,12 @@ TEST(CkptPrepare, AJustInTimeSaveWaitsForThePreparation) {
 TEST(CkptPrepareChild, AJustInTimeSaveWaitsForThePreparation) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
   unlink(ArenaPath().c_str());
+  // libft.so's log (stderr, info by default) into a file, to read the order of its lines.
+  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log_fd, 0);
+  ASSERT_EQ(dup2(log_fd, 2), 2);
+  close(log_fd);
   void* dev = RegisterWithThePinHeld();
   ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
   ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
@@ -134,6 +144,20 @@ TEST(CkptPrepareChild, AJustInTimeSaveWaitsForThePreparation) {
   ASSERT_TRUE(ack.has_value());
   EXPECT_EQ(ack->result, 0) << ack->message;
   ExpectWhole(*CommittedStep(1), dev);
+
+  // Then the warm-up touches every page of both slots (ckpt_agent_warm.cc): after the save that
+  // was waiting, never before it.
+  std::string log;
+  const bool warmed = test_util::WaitUntil([&] {
+    std::ifstream in(log_path);
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return log.find("touched in") != std::string::npos;
+  });
+  unlink(log_path.c_str());
+  ASSERT_TRUE(warmed) << "the arena's pages were never all touched; the log:\n" << log;
+  const size_t saved = log.find("just-in-time save: ");
+  ASSERT_NE(saved, std::string::npos) << log;
+  EXPECT_LT(saved, log.find("touched in")) << "the warm-up ran before the save waiting for it:\n" << log;
 }
 
 // A process that fails (exit status 3) while its arena is still being pinned: the exit waits for
