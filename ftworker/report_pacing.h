@@ -20,10 +20,9 @@
 // SummaryPacer — a rank's summary (step and op times): the master's timeout model takes the
 // largest tails over minutes and the straggler detector compares typical times across a comm
 // for seconds on end. Each window's typical times (the step's median, compute, each op's p50
-// and p10)
-// are noisy on a loaded host (±15% from one second to the next), so the summary carries them
-// smoothed (an exponential average over about three windows, which follows a real change
-// within two or three) and is written when
+// and p10) are noisy on a loaded host (±15% from one second to the next), so the summary
+// carries them smoothed (an exponential average over about three windows, which follows a real
+// change within two or three) and is written when
 //   - compute or an op's p50 or p10 (what the straggler detector compares) moved by more than
 //     change_ratio either way from the last one written, the step's median by twice that;
 //   - an op's tail (p99, max) rose by half (the timeouts are FT_TIMEOUT_MULTIPLIER times it);

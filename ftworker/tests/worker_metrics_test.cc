@@ -54,6 +54,7 @@ TEST_F(WorkerMetricsTest, SummariesAccumulateOpsAndKeepTheLastWindowsFigures) {
   op.comm_id = 0xabc;
   op.op = proto::OpKind::kAllReduce;
   op.count = 5;
+  op.p10_ms = 4;
   op.p50_ms = 10;
   op.p99_ms = 40;
   op.max_ms = 50;
@@ -69,9 +70,18 @@ TEST_F(WorkerMetricsTest, SummariesAccumulateOpsAndKeepTheLastWindowsFigures) {
   auto q = comm;
   q.push_back("0.5");
   EXPECT_EQ(Value("ft_worker_op_duration_seconds", q), 0.02);
+  q.back() = "0.1";
+  EXPECT_EQ(Value("ft_worker_op_duration_seconds", q), 0.004);
   EXPECT_EQ(Value("ft_worker_steps_total", {"j", "n0", "1"}), 20);
   EXPECT_EQ(Value("ft_worker_step_seconds", {"j", "n0", "1"}), 0.5);
   EXPECT_EQ(Value("ft_worker_ring_dropped_total", {"j", "n0", "1"}), 4);
+
+  // An op without a p10 (-1: not reported) has no 0.1 series.
+  s.ops[0].comm_id = 0xdef;
+  s.ops[0].p10_ms = -1;
+  m_.OnSummary(s);
+  EXPECT_TRUE(std::isnan(Value("ft_worker_op_duration_seconds", {"j", "n0", "1", "0000000000000def", "allreduce", "0.1"})));
+  EXPECT_EQ(Value("ft_worker_op_duration_seconds", {"j", "n0", "1", "0000000000000def", "allreduce", "0.5"}), 0.02);
 }
 
 // Three allreduces of 1.5 ms as libft.so records them, read by the monitor and summarized:
