@@ -190,6 +190,7 @@ Arena& Arena::operator=(Arena&& other) noexcept {
     if (reserve_fd_ >= 0) close(reserve_fd_);
     path_ = std::move(other.path_);
     reserve_fd_ = std::exchange(other.reserve_fd_, -1);
+    prepared_slots_ = std::exchange(other.prepared_slots_, 0);
     created_ = std::exchange(other.created_, false);
     base_ = std::exchange(other.base_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
@@ -311,11 +312,16 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   return Status::Ok();
 }
 
-Status Arena::PrepareData(int threads, const std::atomic<bool>* stop) {
+Status Arena::PrepareData(int threads, const std::atomic<bool>* stop, int slots) {
   if (reserve_fd_ < 0) return Status::Ok();
-  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, data_offset_, mapped_);
-  close(reserve_fd_);
-  reserve_fd_ = -1;
+  const int upto = slots < 0 ? slots_ : std::min(slots_, prepared_slots_ + slots);
+  const uint64_t begin = data_offset_ + static_cast<uint64_t>(prepared_slots_) * data_capacity_;
+  const uint64_t end = upto == slots_ ? mapped_ : data_offset_ + static_cast<uint64_t>(upto) * data_capacity_;
+  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, begin, end);
+  if (!s.ok() || upto == slots_) {
+    close(reserve_fd_);
+    reserve_fd_ = -1;
+  }
   if (!s.ok()) {
     // No save may write a page the directory could not back (SIGBUS on a full tmpfs). An arena
     // this open made holds no copy yet: its name goes too.
@@ -324,11 +330,12 @@ Status Arena::PrepareData(int threads, const std::atomic<bool>* stop) {
     base_ = nullptr;
     return s;
   }
+  prepared_slots_ = upto;
   // In pieces, so a process that begins to exit meanwhile waits for one piece at most.
   constexpr uint64_t kPiece = 1ull << 30;
-  for (uint64_t at = 0; at < mapped_; at += kPiece) {
+  for (uint64_t at = begin; at < end; at += kPiece) {
     if (stop != nullptr && stop->load(std::memory_order_acquire)) break;  // the rest faults in at first use
-    PopulateForWrite(base_ + at, std::min(kPiece, mapped_ - at), threads);
+    PopulateForWrite(base_ + at, std::min(kPiece, end - at), threads);
   }
   return Status::Ok();
 }

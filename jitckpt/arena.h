@@ -92,13 +92,18 @@ class Arena {
   // front with the free space of the path's directory checked first.
   static Status OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
                                int slots, Arena* out, ArenaPrep prep = ArenaPrep::kNow);
-  // Writer of an arena opened kByWriter, before its first BeginWrite: reserves the data regions
-  // (posix_fallocate) and maps their pages writable (PopulateForWrite on `threads`, 1 GiB at a
-  // time; once *stop is set the rest is left to fault in at first use). IoError when the
-  // directory ran out of room since the open: the arena is then closed (is_open() false) and,
-  // when that open created it, removed. Nothing to do (Ok) after the first call or for an arena
-  // opened kNow.
-  Status PrepareData(int threads, const std::atomic<bool>* stop = nullptr);
+  // Writer of an arena opened kByWriter, before its first BeginWrite into a slot: reserves the
+  // data regions (posix_fallocate) and maps their pages writable (PopulateForWrite on `threads`,
+  // 1 GiB at a time; once *stop is set the rest is left to fault in at first use). `slots`: the
+  // next that many slots not prepared yet, from slot 0 (-1: all the rest) — a fresh arena's
+  // first write goes to slot 0. IoError when the directory ran out of room since the open: the
+  // arena is then closed (is_open() false) and, when that open created it, removed. Nothing to
+  // do (Ok) once every slot is prepared, or for an arena opened kNow.
+  Status PrepareData(int threads, const std::atomic<bool>* stop = nullptr, int slots = -1);
+  // Writer: the slots PrepareData prepared so far (every slot for an arena opened kNow).
+  int prepared_slots() const { return reserve_fd_ < 0 ? slots_ : prepared_slots_; }
+  // Writer: this open created the file (it held no copy).
+  bool created() const { return created_; }
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
   // valid arena or the file is shorter than its header claims or not owned by this user;
   // Unsupported, naming both versions, for an arena of another version; NotFound when there
@@ -185,7 +190,8 @@ class Arena {
   uint64_t manifest_capacity_ = 0;  // per slot
   uint64_t data_offset_ = 0;        // slot 0's data; slot i's is i * data_capacity_ further
   uint64_t data_capacity_ = 0;
-  int reserve_fd_ = -1;   // writer opened kByWriter: the file, until PrepareData reserved it
+  int reserve_fd_ = -1;   // writer opened kByWriter: the file, until PrepareData reserved it all
+  int prepared_slots_ = 0;  // writer opened kByWriter: slots [0, this) reserved and populated
   bool created_ = false;  // writer: this open created the file (it held no copy)
 };
 

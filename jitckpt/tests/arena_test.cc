@@ -139,6 +139,38 @@ TEST_F(ArenaTest, ADeferredArenaIsReservedByPrepareDataBeforeItsFirstSave) {
   for (size_t i = 0; i < kept.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(kept, i, data)) << i;
 }
 
+// A fresh arena prepared one slot at a time (libft.so's agent, so that a restore into it need not
+// wait for the other slot): slot 0 first, which its first write uses, then the rest.
+TEST_F(ArenaTest, ADeferredArenaCanBePreparedOneSlotAtATime) {
+  Arena arena;
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &arena, ArenaPrep::kByWriter).ok());
+  EXPECT_TRUE(arena.created());
+  EXPECT_EQ(arena.prepared_slots(), 0);
+  const uint64_t data_offset = arena.mapped_bytes() - arena.slots_bytes();
+  auto reserved = [&] {
+    struct stat st {};
+    EXPECT_EQ(stat(arena.path().c_str(), &st), 0);
+    return static_cast<uint64_t>(st.st_blocks) * 512;
+  };
+  ASSERT_TRUE(arena.PrepareData(2, nullptr, 1).ok());
+  EXPECT_EQ(arena.prepared_slots(), 1);
+  EXPECT_GE(reserved(), data_offset + arena.data_capacity());
+  EXPECT_LT(reserved(), arena.mapped_bytes()) << "slot 1 was reserved with slot 0";
+  Manifest m = SaveSample(&arena);  // the first write: slot 0
+  EXPECT_EQ(Committed(arena).step, m.step);
+  EXPECT_LT(reserved(), arena.mapped_bytes());
+  ASSERT_TRUE(arena.PrepareData(2).ok());  // the rest
+  EXPECT_EQ(arena.prepared_slots(), 2);
+  EXPECT_GE(reserved(), arena.mapped_bytes());
+  EXPECT_TRUE(arena.PrepareData(2, nullptr, 1).ok());  // nothing left to do
+  EXPECT_EQ(Committed(arena).step, m.step);
+
+  arena = Arena();
+  Arena again;  // reopened: it holds a copy, this open did not create it
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &again, ArenaPrep::kByWriter).ok());
+  EXPECT_FALSE(again.created());
+}
+
 TEST_F(ArenaTest, ADeferredArenaTooLargeForTheDirectoryFailsAtOpen) {
   struct statvfs fs {};
   ASSERT_EQ(statvfs(dir_.path().c_str(), &fs), 0);

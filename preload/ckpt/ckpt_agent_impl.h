@@ -104,15 +104,20 @@ class Agent {
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
   void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
-  // Agent thread, first: the arena's data regions reserved, mapped and pinned (ckpt_agent_thread.cc).
-  bool PrepareArena();
-  // ckpt_agent_warm.cc, agent thread: every page of the prepared arena's slots touched, a piece
-  // at a time between requests.
+  // ckpt_agent_prepare.cc, agent thread, first: the arena's data regions reserved, mapped and
+  // pinned — a fresh arena's slot 0 first, then a restore asked for meanwhile, then the rest.
+  bool PrepareArena(AgentCuda* cuda);
+  // The next `slots` slots not prepared yet (-1: all the rest) reserved, mapped and pinned;
+  // false when the agent gave up (no room). *pinned says how they were pinned, for the log.
+  bool PrepareSlots(int slots, int threads, std::string* pinned);
+  // Then every page of the prepared arena's slots touched, a piece at a time between requests.
   void StartWarmUp();
   bool WarmPending() const;
   void WarmNextPiece();
   void Run();
   RestoreOutcome Restore(const AppRequest& request, AgentCuda* cuda);
+  // Restore, then the outcome handed to the waiting ft_restore.
+  void ServeRestore(const std::shared_ptr<AppRequest>& request, AgentCuda* cuda);
   void Failed(const std::shared_ptr<AppRequest>& request, std::vector<uint64_t>* waiters) noexcept;
   SaveOutcome Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* cuda, SaveOrigin origin);
   // The helpers that checksum a save's copy of `bytes`, and check a restore's: the configured

@@ -322,60 +322,6 @@ void Agent::FinishSave(std::vector<uint64_t> waiters, const SaveOutcome& outcome
   for (uint64_t seq : waiters) Ack(seq, outcome);
 }
 
-// The arena's data regions, off the app's start-up path (ft_register_end returned before this
-// began): their blocks reserved, their pages mapped, and (device buffers) pinned, so the copies
-// run at full speed and asynchronously. Every save and restore this thread runs comes after
-// it (a snapshot falling due meanwhile waits in StepDone). False when the directory ran out of
-// room since registration: the agent gives up as registration would have.
-bool Agent::PrepareArena() {
-  const Config& cfg = host::RuntimeConfig();
-  const auto start = std::chrono::steady_clock::now();
-  // Every hardware thread (at most 8), as when registration did this itself: a restarted rank's
-  // restore waits for it.
-  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
-  const std::string path = arena_.path();
-  Status reserved = arena_.PrepareData(threads, &stop_preparing_);
-  if (!reserved.ok()) {
-    std::string message = "the host arena " + path + " could not be reserved: " + reserved.ToString() +
-                          "; training continues without checkpoints";
-    FT_LOG(Warn, Ckpt, "{}", message);
-    GiveUp(message, "no host arena (" + std::string(StatusCodeName(reserved.code())) + "): no checkpoints, see the rank's log",
-           reserved.code());
-    return false;
-  }
-  const double mapped_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::string pinned = "not pinned (host buffers only)";
-  if (stop_preparing_.load(std::memory_order_acquire)) {
-    pinned = "not pinned (the process began to exit)";
-  } else if (cfg.ckpt_pin && device_ >= 0) {
-    // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
-    // with memcpy: pinning would only cost time, and fail without a CUDA runtime.
-    auto host_register = FT_HOST_CUDA(cudaHostRegister);
-    cudaError_t e = host_register == nullptr ? cudaErrorSharedObjectSymbolNotFound
-                                             : host_register(arena_.slots_data(), arena_.slots_bytes(),
-                                                             cudaHostRegisterDefault);
-    if (e == cudaSuccess) {
-      pinned = "pinned";
-    } else {
-      pinned = "not pinned";
-      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
-             "FT_CKPT_PIN=0 skips pinning and this warning", path, CudaStatus(e, "cudaHostRegister").ToString());
-    }
-  } else if (device_ >= 0) {
-    pinned = "not pinned (FT_CKPT_PIN=0)";
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) prepared in {:.3f} s beside the app (reserved and "
-         "mapped in {:.3f} s on {} thread(s), {})", path, arena_.slots_bytes(), arena_.slot_count(), seconds,
-         mapped_s, threads, pinned);
-  {
-    MutexLock lock(&mu_);
-    arena_prepared_ = true;
-  }
-  done_cv_.NotifyAll();  // an exiting process waits for this (FinishAtExit)
-  return true;
-}
-
 // The agent thread's boundary: nothing may escape it (std::terminate would end the app). A
 // failure inside one piece of work fails that work — its app thread and its commands get an
 // answer — and the thread goes on.
@@ -391,7 +337,7 @@ void Agent::Run() {
   } catch (...) {
   }
   try {
-    if (!PrepareArena()) return;  // given up: every request was answered, none comes again
+    if (!PrepareArena(&cuda)) return;  // given up: every request was answered, none comes again
     StartWarmUp();
   } catch (...) {
     GiveUp("checkpoint agent: internal error preparing the host arena; training continues without checkpoints",
@@ -422,14 +368,7 @@ void Agent::Run() {
       }
       if (request && request->kind == AppRequest::Kind::kRestore) {
         lock.Unlock();
-        RestoreOutcome out = Restore(*request, &cuda);
-        if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
-        lock.Lock();
-        if (out.result == FT_OK) committed_is_local_ = false;  // the restored step, every rank's
-        request->outcome = std::move(out);
-        request->finished = true;
-        lock.Unlock();
-        done_cv_.NotifyAll();
+        ServeRestore(request, &cuda);
         continue;
       }
       // A save: it serves every save command waiting now (coalesced), and a periodic one also
@@ -511,6 +450,18 @@ void Agent::KeepThePlannedCopy(int64_t saving) {
   committed_is_local_ = false;
   FT_LOG(Info, Ckpt, "save of step {}: writes over the copy of step {}; step {} (the restore plan's, version {}) stays",
          saving, committed.step, plan.step, plan.version);
+}
+
+void Agent::ServeRestore(const std::shared_ptr<AppRequest>& request, AgentCuda* cuda) {
+  RestoreOutcome out = Restore(*request, cuda);
+  if (out.result == FT_OK) restored_step_.store(out.step, std::memory_order_release);
+  {
+    MutexLock lock(&mu_);
+    if (out.result == FT_OK) committed_is_local_ = false;  // the restored step, every rank's
+    request->outcome = std::move(out);
+    request->finished = true;
+  }
+  done_cv_.NotifyAll();
 }
 
 RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {

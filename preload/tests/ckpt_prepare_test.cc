@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "jitckpt/checksum.h"
+#include "jitckpt/manifest.h"
+#include "jitckpt/node_plan.h"
 #include "preload/tests/ckpt_test_util.h"
 
 namespace ft::preload::ckpt_test {
@@ -196,6 +198,92 @@ TEST(CkptPrepareChild, ExitsWithStatus3WhileThePinIsHeld) {
     ThePinHold().hold(0);
   }).detach();
   exit(3);
+}
+
+// A fresh arena (a new node restoring a peer's copy) is prepared one slot at a time: slot 0,
+// which the restore into it writes, first; a restore asked for meanwhile waits for that slot and
+// runs before the other slot is prepared (ckpt_agent_prepare.cc).
+TEST(CkptPrepare, AFreshArenasRestoreRunsOnceItsFirstSlotIsPrepared) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  const std::string job = Job() + "-fresh";
+  const std::string peer = ckpt::Arena::PathFor(ArenaDir(), job, Rank() + 1);
+  unlink(peer.c_str());
+  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesStep1", {"FT_JOB=" + job, "FT_RANK=" + std::to_string(Rank() + 1),
+                                                      "FT_CKPT_EVERY=1"}),
+            0);
+  EXPECT_EQ(RunSelf("CkptPrepareChild.RestoresAPeersCopyIntoAFreshArena", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 0);
+  unlink(peer.c_str());
+  unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
+  unlink(ckpt::NodePlanPath(ArenaDir(), job, Env("FT_NODE_ID")).c_str());
+}
+
+TEST(CkptPrepareChild, SavesStep1) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
+  FillDevice(dev, kBytes, 7);
+  ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
+  ExpectWhole(*CommittedStep(1), dev);
+}
+
+TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  unlink(ArenaPath().c_str());
+  ckpt::Arena peer;
+  ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(ArenaDir(), Job(), Rank() + 1), &peer).ok());
+  ckpt::Manifest saved;
+  uint64_t generation = 0;
+  ASSERT_TRUE(peer.ReadCommitted(&saved, &generation).ok());
+  const ckpt::BufferEntry* w = Entry(saved, "model.weight");
+  ASSERT_NE(w, nullptr);
+  const std::vector<uint8_t> expected(peer.data(generation) + w->offset, peer.data(generation) + w->offset + kBytes);
+  // The plan ftworker would write: step 1 of this rank from the peer's arena (a DP replica).
+  ckpt::NodePlan plan;
+  plan.job = Job();
+  plan.node = Env("FT_NODE_ID");
+  plan.version = 1;
+  plan.step = 1;
+  plan.arena_dir = ArenaDir();
+  ckpt::PlanRank line;
+  line.rank = Rank();
+  line.digest = ckpt::ContentDigest(saved);
+  line.sources.push_back({Rank() + 1, plan.node, {"arena"}});
+  plan.ranks.push_back(line);
+  ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
+  // libft.so's log (stderr, info by default) into a file, to read the order of its lines.
+  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log_fd, 0);
+  ASSERT_EQ(dup2(log_fd, 2), 2);
+  close(log_fd);
+
+  void* dev = RegisterWithThePinHeld();  // slot 0 reserved and mapped, its pinning held
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
+  std::atomic<int> result{-1};
+  int64_t step = -1;
+  std::thread restore([&] { result = ft_restore(&step); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(result.load(), -1) << "the restore ran before the slot it writes was prepared";
+  ThePinHold().hold(0);
+  restore.join();
+  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
+  EXPECT_EQ(step, 1);
+  EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
+
+  std::string log;
+  const bool prepared = test_util::WaitUntil([&] {
+    std::ifstream in(log_path);
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return log.find("prepared in") != std::string::npos;
+  });
+  unlink(log_path.c_str());
+  ASSERT_TRUE(prepared) << "the arena's preparation never ended; the log:\n" << log;
+  const size_t restored = log.find("restored step 1 from arena of rank");
+  ASSERT_NE(restored, std::string::npos) << log;
+  EXPECT_LT(restored, log.find("prepared in")) << "the restore waited for the whole arena:\n" << log;
+  EXPECT_NE(log.find("slot 0 first"), std::string::npos) << log;
 }
 
 }  // namespace

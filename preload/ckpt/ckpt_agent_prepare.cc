@@ -1,0 +1,153 @@
+// The arena made ready beside the app, on the agent thread (ckpt_agent_impl.h): after
+// ft_register_end returned, its data regions are reserved, their pages mapped and (device
+// buffers) pinned, so the copies run at full speed and asynchronously (PrepareArena); then,
+// between requests, every page is touched once (the warm-up), so that no save pays the
+// process's first access to its pages — the termination save least of all, which has a grace
+// period to fit in.
+//
+// Every save and restore comes after the preparation (a snapshot falling due meanwhile waits in
+// StepDone), with one exception: a fresh arena (this open created it: a new node, a first
+// start) costs the kernel's page allocation for every slot (0.24 s per slot-GiB on the H200
+// host), and its slot 0 is what a restore into it writes, so slot 0 is prepared first and a
+// restore asked for by then runs before the other slot's preparation. A request waits for one
+// warm-up piece at most; a restore asked for first is served first (it touches what it reads).
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "common/log.h"
+#include "common/mutex.h"
+#include "jitckpt/populate.h"
+#include "preload/ckpt/agent_host.h"
+#include "preload/ckpt/ckpt_agent.h"
+#include "preload/ckpt/ckpt_agent_impl.h"
+
+namespace ft::preload::agent {
+
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// 4096 pages: ~20 ms where each first access costs a hypervisor's ~5 us, well under a
+// millisecond elsewhere. What a request may wait behind.
+constexpr uint64_t kWarmPiece = 16ull << 20;
+
+}  // namespace
+
+bool Agent::PrepareArena(AgentCuda* cuda) {
+  const auto start = std::chrono::steady_clock::now();
+  // Every hardware thread (at most 8), as when registration did this itself: a restarted rank's
+  // restore waits for it.
+  const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+  std::string pinned;
+  std::string first;
+  if (arena_.created() && arena_.slot_count() > 1) {
+    if (!PrepareSlots(1, threads, &pinned)) return false;
+    first = fmt::format("; slot 0 first, in {:.3f} s", SecondsSince(start));
+    std::shared_ptr<AppRequest> restore;
+    {
+      MutexLock lock(&mu_);
+      if (!app_requests_.empty() && app_requests_.front()->kind == AppRequest::Kind::kRestore) {
+        restore = app_requests_.front();
+        app_requests_.pop_front();
+      }
+    }
+    if (restore) {
+      try {
+        ServeRestore(restore, cuda);
+      } catch (...) {
+        Failed(restore, nullptr);  // its ft_restore is answered; the preparation goes on
+      }
+      first += ", then the restore asked for";
+    }
+  }
+  if (!PrepareSlots(-1, threads, &pinned)) return false;
+  FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) prepared in {:.3f} s beside the app (reserved and "
+         "mapped on {} thread(s), {}{})", arena_.path(), arena_.slots_bytes(), arena_.slot_count(),
+         SecondsSince(start), threads, pinned, first);
+  {
+    MutexLock lock(&mu_);
+    arena_prepared_ = true;
+  }
+  done_cv_.NotifyAll();  // an exiting process waits for this (FinishAtExit)
+  return true;
+}
+
+bool Agent::PrepareSlots(int slots, int threads, std::string* pinned) {
+  const int from = arena_.prepared_slots();
+  Status reserved = arena_.PrepareData(threads, &stop_preparing_, slots);
+  if (!reserved.ok()) {
+    std::string message = "the host arena " + arena_.path() + " could not be reserved: " + reserved.ToString() +
+                          "; training continues without checkpoints";
+    FT_LOG(Warn, Ckpt, "{}", message);
+    GiveUp(message, "no host arena (" + std::string(StatusCodeName(reserved.code())) + "): no checkpoints, see the rank's log",
+           reserved.code());
+    return false;
+  }
+  const int to = arena_.prepared_slots();
+  const Config& cfg = host::RuntimeConfig();
+  if (device_ < 0) {
+    *pinned = "not pinned (host buffers only)";
+  } else if (!cfg.ckpt_pin) {
+    *pinned = "not pinned (FT_CKPT_PIN=0)";
+  } else if (stop_preparing_.load(std::memory_order_acquire)) {
+    *pinned = "not pinned (the process began to exit)";
+  } else if (from < to && *pinned != "not pinned") {
+    // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
+    // with memcpy: pinning would only cost time, and fail without a CUDA runtime (above). Each
+    // range of slots registered once, as it is prepared; after a failure ("not pinned") the
+    // rest stays unpinned too, with one warning.
+    auto host_register = FT_HOST_CUDA(cudaHostRegister);
+    const uint64_t begin = static_cast<uint64_t>(from) * arena_.data_capacity();
+    const uint64_t end = to == arena_.slot_count() ? arena_.slots_bytes() : static_cast<uint64_t>(to) * arena_.data_capacity();
+    cudaError_t e = host_register == nullptr
+                        ? cudaErrorSharedObjectSymbolNotFound
+                        : host_register(arena_.slots_data() + begin, end - begin, cudaHostRegisterDefault);
+    if (e == cudaSuccess) {
+      *pinned = "pinned";
+    } else {
+      *pinned = "not pinned";
+      FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
+             "FT_CKPT_PIN=0 skips pinning and this warning", arena_.path(), CudaStatus(e, "cudaHostRegister").ToString());
+    }
+  }
+  return true;
+}
+
+void Agent::StartWarmUp() {
+  warm_total_ = arena_.slots_bytes();
+  warm_done_ = 0;
+  warm_seconds_ = 0;
+  // The slot the next save writes first (Arena::BeginWrite's choice): the other one than the
+  // committed copy's, when there are two.
+  warm_from_ = 0;
+  ckpt::Manifest committed;
+  uint64_t generation = 0;
+  if (arena_.slot_count() == 2 && arena_.ReadCommitted(&committed, &generation).ok() &&
+      arena_.data(generation) == arena_.slots_data()) {  // slot 0 holds it
+    warm_from_ = arena_.data_capacity();
+  }
+}
+
+bool Agent::WarmPending() const {
+  return warm_done_ < warm_total_ && !stop_preparing_.load(std::memory_order_acquire);
+}
+
+void Agent::WarmNextPiece() {
+  const auto start = std::chrono::steady_clock::now();
+  // Through the end of the slots region, then from its start up to where it began.
+  const uint64_t at = (warm_from_ + warm_done_) % warm_total_;
+  const uint64_t piece = std::min({kWarmPiece, warm_total_ - warm_done_, warm_total_ - at});
+  ckpt::TouchPages(arena_.slots_data() + at, piece);
+  warm_done_ += piece;
+  warm_seconds_ += SecondsSince(start);
+  if (warm_done_ == warm_total_) {
+    FT_LOG(Info, Ckpt, "host arena {}: every page of its {} slot bytes touched in {:.3f} s, between requests",
+           arena_.path(), warm_total_, warm_seconds_);
+  }
+}
+
+}  // namespace ft::preload::agent
