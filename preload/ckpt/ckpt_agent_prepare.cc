@@ -1,9 +1,9 @@
 // The arena made ready beside the app, on the agent thread (ckpt_agent_impl.h): after
 // ft_register_end returned, its data regions are reserved, their pages mapped and (device
 // buffers) pinned, so the copies run at full speed and asynchronously (PrepareArena); then,
-// between requests, every page is touched once (the warm-up), so that no save pays the
-// process's first access to its pages — the termination save least of all, which has a grace
-// period to fit in.
+// once a step or a restore gave the process something to save, every page is touched once
+// between requests (the warm-up), so that no save pays the process's first access to its pages
+// — the termination save least of all, which has a grace period to fit in.
 //
 // Every save and restore comes after the preparation (a snapshot falling due meanwhile waits in
 // StepDone), with one exception: a fresh arena (this open created it: a new node, a first

@@ -353,14 +353,18 @@ void Agent::Run() {
       auto save_asked = [&]() REQUIRES(mu_) {
         return (!jit_waiting_.empty() || term_requested_) && restoring_ == 0;
       };
-      if (WarmPending()) {
-        if (app_requests_.empty() && !save_asked()) {
-          lock.Unlock();
-          WarmNextPiece();
-          continue;
-        }
-      } else {
-        work_cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return !app_requests_.empty() || save_asked(); });
+      auto work = [&]() REQUIRES(mu_) { return !app_requests_.empty() || save_asked(); };
+      if (!WarmPending()) {
+        work_cv_.Wait(&mu_, work);
+      } else if (NothingToSaveYet()) {
+        // The warm-up is for saves, which come only after a step or a restore: until then it
+        // would only compete with the restore and the app's start-up. Looked at again now and then.
+        work_cv_.WaitFor(&mu_, std::chrono::milliseconds(100), work);
+        if (!work()) continue;
+      } else if (!work()) {
+        lock.Unlock();
+        WarmNextPiece();
+        continue;
       }
       if (!app_requests_.empty()) {
         request = app_requests_.front();

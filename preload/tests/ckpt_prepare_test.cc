@@ -286,5 +286,40 @@ TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
   EXPECT_NE(log.find("slot 0 first"), std::string::npos) << log;
 }
 
+// The warm-up (every page of the slots touched once) waits until the process has something to
+// save: a step completed or a restore. Before that it would only compete with the app's start-up.
+TEST(CkptPrepare, TheWarmUpBeginsOnceThereIsSomethingToSave) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  const std::string job = Job() + "-warm";
+  EXPECT_EQ(RunSelf("CkptPrepareChild.WarmsUpAfterTheFirstStep", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 0);
+  unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
+}
+
+TEST(CkptPrepareChild, WarmsUpAfterTheFirstStep) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  unlink(ArenaPath().c_str());
+  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(log_fd, 0);
+  ASSERT_EQ(dup2(log_fd, 2), 2);
+  close(log_fd);
+  auto log_has = [&](const char* text) {
+    std::ifstream in(log_path);
+    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return log.find(text) != std::string::npos;
+  };
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
+  FillDevice(dev, kBytes, 3);
+  ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
+  ASSERT_TRUE(test_util::WaitUntil([&] { return log_has("prepared in"); })) << "the arena was never prepared";
+  std::this_thread::sleep_for(500ms);  // what a 48 MiB warm-up takes here several times over
+  EXPECT_FALSE(log_has("touched in")) << "the warm-up ran with nothing to save";
+  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
+  EXPECT_TRUE(test_util::WaitUntil([&] { return log_has("touched in"); })) << "no warm-up after the first step";
+  unlink(log_path.c_str());
+}
+
 }  // namespace
 }  // namespace ft::preload::ckpt_test
