@@ -1,6 +1,7 @@
 #include "ftworker/monitor/segment_discovery.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,6 +15,24 @@
 #include "common/log.h"
 
 namespace ft::worker {
+
+namespace {
+
+// A segment its process never finished making (shm::Segment::Create: shm_open, reserve, then the
+// header, its magic first and its state last): too small for a header, a magic never written,
+// or a header still initializing. What a process killed in those microseconds leaves behind.
+bool NeverFinished(const std::string& path, const struct stat& st, const Status& attached) {
+  if (attached.code() == StatusCode::kNotReady) return true;
+  if (static_cast<uint64_t>(st.st_size) < uint64_t{shm::kHeaderBytes} + shm::kControlBytes) return true;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return false;
+  uint64_t magic = 1;
+  const bool read = pread(fd, &magic, sizeof(magic), 0) == static_cast<ssize_t>(sizeof(magic));
+  close(fd);
+  return read && magic == 0;
+}
+
+}  // namespace
 
 SegmentDiscovery::SegmentDiscovery(DiscoveryOptions options)
     : options_(std::move(options)),
@@ -81,6 +100,12 @@ std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force)
     auto it = known_.find(file);
     if (it != known_.end() && it->second.inode == inode) {
       Known& k = it->second;
+      // An ignored file may be one whose maker was not reaped yet when it was judged.
+      if (k.kind == Known::Kind::kInvalid && RemoveIfAbandoned(file, path, Status::Corrupt("ignored before"))) {
+        known_.erase(it);
+        listed.erase(file);
+        continue;
+      }
       if (k.kind != Known::Kind::kSettling) continue;  // attached, foreign or ignored: unchanged
     } else {
       if (it != known_.end()) {
@@ -123,6 +148,11 @@ std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force)
       continue;
     }
     if (now_ns - k.first_seen_ns < options_.settle_ns) continue;  // being created, perhaps
+    if (RemoveIfAbandoned(file, path, s)) {
+      known_.erase(it);
+      listed.erase(file);
+      continue;
+    }
     if (s.code() == StatusCode::kNotReady) {
       // Looked at again at every scan: attached as soon as its process finishes the header.
       if (!k.logged) {
@@ -150,6 +180,19 @@ std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force)
     it = listed.count(it->first) == 0 ? known_.erase(it) : std::next(it);
   }
   return out;
+}
+
+bool SegmentDiscovery::RemoveIfAbandoned(const std::string& file, const std::string& path, const Status& attached) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || st.st_uid != owner_uid_ || !NeverFinished(path, st, attached)) return false;
+  int rank = -1, pid = 0;
+  // Only a creator that is gone: a live one (even one this worker cannot see, in another pid
+  // namespace) finishes its segment within microseconds, long before settle_ns.
+  if (!shm::ParseSegmentName(file, &rank, &pid) || options_.probe->PidExists(pid)) return false;
+  if (shm_unlink(("/" + file).c_str()) != 0 && errno != ENOENT) return false;
+  FT_LOG(Info, Worker, "removed segment {} that process {} (rank {}) never finished making: it is gone (killed "
+         "while libft.so made it)", path, pid, rank);
+  return true;
 }
 
 Status SegmentDiscovery::Reclaim(const std::string& name, uint64_t inode) {

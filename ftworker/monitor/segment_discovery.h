@@ -6,7 +6,9 @@
 // to do, and ignored until it changes. Segments of another job that shares the sanitized
 // prefix, or of another node's ftworker (several workers on one host simulate several nodes),
 // are skipped silently. Reclaim() unlinks the segment of a process that is gone, once its
-// monitor has reported the death.
+// monitor has reported the death. A segment its process never finished making (killed between
+// shm_open and the header's last word) is removed once settle_ns passed and that process is
+// gone; nothing else would ever remove it.
 //
 // Trust: any local user can create a file with the job's prefix. A segment is attached only
 // when its file belongs to the worker's uid (or `owner_uid`) and is writable by no one else,
@@ -75,6 +77,9 @@ class SegmentDiscovery {
 
   // Owner, mode, name and process checks of an attached segment; an error refuses it.
   Status CheckTrust(const std::string& file, const shm::Segment& segment, AttachedSegment* out);
+  // After settle_ns: unlinks a file of the worker's uid that Attach refused (`attached`) because
+  // its process never finished making it, when that process is gone. True when removed.
+  bool RemoveIfAbandoned(const std::string& file, const std::string& path, const Status& attached);
 
   DiscoveryOptions options_;
   uint32_t owner_uid_;

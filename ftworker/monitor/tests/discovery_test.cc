@@ -166,6 +166,50 @@ TEST(Discovery, CorruptAndUnsupportedFilesIgnoredOnceWithMessage) {
   EXPECT_EQ(m.ignored_segments(), 0u);
 }
 
+// A process killed while libft.so made its segment leaves a file without a header: empty, or
+// reserved and all zeros. Nothing would ever remove it, so the worker does once it settled and
+// its process is gone (its name says which); while the process lives, it is only ignored.
+TEST(Discovery, ASegmentItsProcessNeverFinishedIsRemovedOnceThatProcessIsGone) {
+  LogCapture logs;
+  FakeProbe probe;
+  std::string job = UniqueJob("unfinished");
+  NodeMonitorOptions o = MonitorOptions(job, &probe);
+  o.settle_ns = 1 * kSec;
+  NodeMonitor m(o);
+  const std::string empty = shm::SegmentName(job, 1, 3'900'061);
+  const std::string zeros = shm::SegmentName(job, 2, 3'900'062);
+  const std::string alive = shm::SegmentName(job, 3, 3'900'063);
+  WriteFile(empty, "");
+  WriteFile(zeros, std::string(20000, '\0'));
+  WriteFile(alive, "");
+  probe.procs[3'900'061].exists = false;
+  probe.procs[3'900'062].exists = false;
+  uint64_t t = MonoNs();
+  Tick(m, t);
+  EXPECT_TRUE(FileExists(empty) && FileExists(zeros)) << "a file being created gets time to settle";
+  Tick(m, t + 1100 * kMs);
+  EXPECT_FALSE(FileExists(empty));
+  EXPECT_FALSE(FileExists(zeros));
+  EXPECT_EQ(logs.Count({"never finished making", "3900061"}), 1u) << logs.All();
+  EXPECT_EQ(logs.Count({"never finished making", "3900062"}), 1u) << logs.All();
+  EXPECT_TRUE(FileExists(alive)) << "removed while its process lives";
+  EXPECT_EQ(m.ignored_segments(), 1u);
+  probe.procs[3'900'063].exists = false;  // reaped later
+  Tick(m, t + 1300 * kMs);
+  EXPECT_FALSE(FileExists(alive));
+  EXPECT_EQ(m.ignored_segments(), 0u);
+  // A file with a header someone else wrote (bad magic) is only ignored, its process gone or not.
+  const std::string garbage = shm::SegmentName(job, 4, 3'900'064);
+  WriteFile(garbage, std::string(20000, '\x5a'));
+  probe.procs[3'900'064].exists = false;
+  Tick(m, t + 1400 * kMs);
+  Tick(m, t + 2500 * kMs);
+  EXPECT_TRUE(FileExists(garbage));
+  EXPECT_EQ(m.ignored_segments(), 1u);
+  unlink(("/dev/shm" + garbage).c_str());
+  unlink(("/dev/shm" + alive).c_str());
+}
+
 TEST(Discovery, KilledProcessIsReportedAtOnceAndReclaimed) {
   LogCapture logs;
   std::string job = UniqueJob("killed");
