@@ -207,6 +207,7 @@ class Agent {
   bool term_requested_ GUARDED_BY(mu_) = false;
   // The step the last termination save committed whole; kNoStep: failed, torn, or none yet.
   int64_t term_saved_ GUARDED_BY(mu_) = kNoStep;
+  SaveOutcome term_outcome_ GUARDED_BY(mu_);  // that save's, for the commands that come after it
   // The committed copy is one this process took by a just-in-time or termination save: after a
   // crash the survivors hold such a copy and the rank that died does not, while a periodic
   // snapshot or a restored step is on every rank.

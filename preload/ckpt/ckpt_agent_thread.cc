@@ -396,6 +396,16 @@ void Agent::Run() {
         termination = term_requested_;
         term_requested_ = false;
       }
+      if (!request && !termination && term_saved_ != kNoStep && term_saved_ == committed_step_ &&
+          last_step_.load(std::memory_order_acquire) == term_saved_) {
+        // Save commands handed over after the termination save of this very step (the rank now
+        // waits for its one step more): answered by that copy, never taken again into the other
+        // slot, which keeps the older whole step (ckpt_agent_term.cc).
+        const SaveOutcome answered = term_outcome_;
+        lock.Unlock();
+        for (uint64_t seq : waiters) Ack(seq, answered);
+        continue;
+      }
       saving_ = true;
       committing_ = false;
       lock.Unlock();
@@ -405,7 +415,10 @@ void Agent::Run() {
       SaveOutcome outcome = Save(request, &cuda, origin);
       {
         MutexLock done(&mu_);
-        if (termination) term_saved_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+        if (termination) {
+          term_saved_ = outcome.status.ok() && !outcome.torn ? outcome.step : kNoStep;
+          term_outcome_ = outcome;
+        }
         if (outcome.status.ok() && !outcome.torn) committed_is_local_ = origin != SaveOrigin::kPeriodic;
       }
       FinishSave(std::move(waiters), outcome);

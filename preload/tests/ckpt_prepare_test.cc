@@ -76,6 +76,34 @@ void ExpectWhole(const Committed& c, const void* dev) {
   EXPECT_TRUE(DeviceBytes(dev, kBytes) == std::vector<uint8_t>(c.data() + w->offset, c.data() + w->offset + kBytes));
 }
 
+// libft.so's log (stderr, info by default) captured in a file from now on, to read the order of
+// its lines; the file goes with it.
+class LogFile {
+ public:
+  LogFile() : path_("/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log") {
+    const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    redirected_ = fd >= 0 && dup2(fd, 2) == 2;
+    if (fd >= 0) close(fd);
+  }
+  ~LogFile() { unlink(path_.c_str()); }
+  bool redirected() const { return redirected_; }
+  std::string Text() const {
+    std::ifstream in(path_);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // Until `line` appears; *text: the log then (or at the deadline).
+  bool WaitFor(const char* line, std::string* text) const {
+    return test_util::WaitUntil([&] {
+      *text = Text();
+      return text->find(line) != std::string::npos;
+    });
+  }
+
+ private:
+  std::string path_;
+  bool redirected_ = false;
+};
+
 // The device buffer, registered with the arena's pinning held: ft_register_end must come back
 // while the agent thread waits in cudaHostRegister (a registration that pinned inline would
 // never return, and CTest's timeout would fail the test).
@@ -129,12 +157,8 @@ TEST(CkptPrepare, AJustInTimeSaveWaitsForThePreparation) {
 TEST(CkptPrepareChild, AJustInTimeSaveWaitsForThePreparation) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
   unlink(ArenaPath().c_str());
-  // libft.so's log (stderr, info by default) into a file, to read the order of its lines.
-  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(log_fd, 0);
-  ASSERT_EQ(dup2(log_fd, 2), 2);
-  close(log_fd);
+  LogFile log;
+  ASSERT_TRUE(log.redirected());
   void* dev = RegisterWithThePinHeld();
   ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
   ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
@@ -147,19 +171,13 @@ TEST(CkptPrepareChild, AJustInTimeSaveWaitsForThePreparation) {
   EXPECT_EQ(ack->result, 0) << ack->message;
   ExpectWhole(*CommittedStep(1), dev);
 
-  // Then the warm-up touches every page of both slots (ckpt_agent_warm.cc): after the save that
-  // was waiting, never before it.
-  std::string log;
-  const bool warmed = test_util::WaitUntil([&] {
-    std::ifstream in(log_path);
-    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return log.find("touched in") != std::string::npos;
-  });
-  unlink(log_path.c_str());
-  ASSERT_TRUE(warmed) << "the arena's pages were never all touched; the log:\n" << log;
-  const size_t saved = log.find("just-in-time save: ");
-  ASSERT_NE(saved, std::string::npos) << log;
-  EXPECT_LT(saved, log.find("touched in")) << "the warm-up ran before the save waiting for it:\n" << log;
+  // Then the warm-up touches every page of both slots (ckpt_agent_prepare.cc): after the save
+  // that was waiting, never before it.
+  std::string text;
+  ASSERT_TRUE(log.WaitFor("touched in", &text)) << "the arena's pages were never all touched; the log:\n" << text;
+  const size_t saved = text.find("just-in-time save: ");
+  ASSERT_NE(saved, std::string::npos) << text;
+  EXPECT_LT(saved, text.find("touched in")) << "the warm-up ran before the save waiting for it:\n" << text;
 }
 
 // A process that fails (exit status 3) while its arena is still being pinned: the exit waits for
@@ -252,12 +270,8 @@ TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
   line.sources.push_back({Rank() + 1, plan.node, {"arena"}});
   plan.ranks.push_back(line);
   ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
-  // libft.so's log (stderr, info by default) into a file, to read the order of its lines.
-  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(log_fd, 0);
-  ASSERT_EQ(dup2(log_fd, 2), 2);
-  close(log_fd);
+  LogFile log;
+  ASSERT_TRUE(log.redirected());
 
   void* dev = RegisterWithThePinHeld();  // slot 0 reserved and mapped, its pinning held
   ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
@@ -272,18 +286,12 @@ TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
   EXPECT_EQ(step, 1);
   EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
 
-  std::string log;
-  const bool prepared = test_util::WaitUntil([&] {
-    std::ifstream in(log_path);
-    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    return log.find("prepared in") != std::string::npos;
-  });
-  unlink(log_path.c_str());
-  ASSERT_TRUE(prepared) << "the arena's preparation never ended; the log:\n" << log;
-  const size_t restored = log.find("restored step 1 from arena of rank");
-  ASSERT_NE(restored, std::string::npos) << log;
-  EXPECT_LT(restored, log.find("prepared in")) << "the restore waited for the whole arena:\n" << log;
-  EXPECT_NE(log.find("slot 0 first"), std::string::npos) << log;
+  std::string text;
+  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena's preparation never ended; the log:\n" << text;
+  const size_t restored = text.find("restored step 1 from arena of rank");
+  ASSERT_NE(restored, std::string::npos) << text;
+  EXPECT_LT(restored, text.find("prepared in")) << "the restore waited for the whole arena:\n" << text;
+  EXPECT_NE(text.find("slot 0 first"), std::string::npos) << text;
 }
 
 // The warm-up (every page of the slots touched once) waits until the process has something to
@@ -298,27 +306,19 @@ TEST(CkptPrepare, TheWarmUpBeginsOnceThereIsSomethingToSave) {
 TEST(CkptPrepareChild, WarmsUpAfterTheFirstStep) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
   unlink(ArenaPath().c_str());
-  const std::string log_path = "/tmp/ft-ckpt-prepare-test." + std::to_string(getpid()) + ".log";
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  ASSERT_GE(log_fd, 0);
-  ASSERT_EQ(dup2(log_fd, 2), 2);
-  close(log_fd);
-  auto log_has = [&](const char* text) {
-    std::ifstream in(log_path);
-    const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return log.find(text) != std::string::npos;
-  };
+  LogFile log;
+  ASSERT_TRUE(log.redirected());
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
   FillDevice(dev, kBytes, 3);
   ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
   ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
-  ASSERT_TRUE(test_util::WaitUntil([&] { return log_has("prepared in"); })) << "the arena was never prepared";
+  std::string text;
+  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena was never prepared";
   std::this_thread::sleep_for(500ms);  // what a 48 MiB warm-up takes here several times over
-  EXPECT_FALSE(log_has("touched in")) << "the warm-up ran with nothing to save";
+  EXPECT_EQ(log.Text().find("touched in"), std::string::npos) << "the warm-up ran with nothing to save";
   ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
-  EXPECT_TRUE(test_util::WaitUntil([&] { return log_has("touched in"); })) << "no warm-up after the first step";
-  unlink(log_path.c_str());
+  EXPECT_TRUE(log.WaitFor("touched in", &text)) << "no warm-up after the first step";
 }
 
 }  // namespace
