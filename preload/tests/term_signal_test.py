@@ -335,6 +335,31 @@ def run_case(args):
                       "the arena holds %s, expected step 5 intact" % (got,))
             finally:
                 app.close()
+        # Last, the command after the termination save committed, while the rank waits for its
+        # one step more (about two step times: 500 ms steps): answered by that copy, never saved
+        # again into the other slot.
+        app = App(args, ["--max-steps", "5", "--kib", "65536", "--step-ms", "500"])
+        try:
+            pid = int(app.wait_line("ready pid=").split("=")[1])
+            app.wait_line("idle after step 5")
+            app.proc.send_signal(signal.SIGTERM)
+            deadline = time.time() + 20
+            while "termination save committed" not in app.output() and time.time() < deadline:
+                time.sleep(0.01)
+            check("termination save committed" in app.output(), "no termination save:\n" + app.output()[-1500:])
+            tool = subprocess.run([args.tool, "save", "--job", app.job, "--ranks", "0:%d" % pid, "--runs", "1"],
+                                  capture_output=True, text=True, timeout=30)
+            rc = app.wait_exit()
+            check(rc == -signal.SIGTERM, "exit status %d, expected -15" % rc)
+            out = app.output()
+            saves = [l for l in out.splitlines() if re.search(r"(just-in-time|termination) save: saved step=", l)]
+            print("a command after the termination save: %s; the command: %s" %
+                  ("; ".join(l.split(": ", 1)[1][:60] for l in saves), tool.stdout.strip()[-120:]))
+            check(tool.returncode == 0 and "saved step=5" in tool.stdout,
+                  "the command was not answered with step 5: %s%s" % (tool.stdout, tool.stderr))
+            check(len(saves) == 1, "%d saves of step 5, expected one (answered by the first)" % len(saves))
+        finally:
+            app.close()
     elif c == "stale-segment":
         app = App(args, [], stale_segment=True)
         try:
