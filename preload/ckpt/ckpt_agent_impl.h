@@ -187,6 +187,8 @@ class Agent {
   bool arena_prepared_ GUARDED_BY(mu_) = false;
   // Set at exit: a preparation still running stops populating and skips pinning.
   std::atomic<bool> stop_preparing_{false};
+  // Pinning a range of slots failed (agent thread only): the rest is not tried.
+  bool pin_failed_ = false;
   // The warm-up's progress (agent thread only): warm_done_ of warm_total_ slot bytes touched,
   // from the offset warm_from_ on, wrapping around.
   uint64_t warm_total_ = 0;

@@ -95,11 +95,11 @@ bool Agent::PrepareSlots(int slots, int threads, std::string* pinned) {
     *pinned = "not pinned (FT_CKPT_PIN=0)";
   } else if (stop_preparing_.load(std::memory_order_acquire)) {
     *pinned = "not pinned (the process began to exit)";
-  } else if (from < to && *pinned != "not pinned") {
+  } else if (from < to && !pin_failed_) {
     // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
     // with memcpy: pinning would only cost time, and fail without a CUDA runtime (above). Each
-    // range of slots registered once, as it is prepared; after a failure ("not pinned") the
-    // rest stays unpinned too, with one warning.
+    // range of slots registered once, as it is prepared; after a failure the rest stays
+    // unpinned too, with one warning.
     auto host_register = FT_HOST_CUDA(cudaHostRegister);
     const uint64_t begin = static_cast<uint64_t>(from) * arena_.data_capacity();
     const uint64_t end = to == arena_.slot_count() ? arena_.slots_bytes() : static_cast<uint64_t>(to) * arena_.data_capacity();
@@ -110,6 +110,7 @@ bool Agent::PrepareSlots(int slots, int threads, std::string* pinned) {
       *pinned = "pinned";
     } else {
       *pinned = "not pinned";
+      pin_failed_ = true;
       FT_LOG(Warn, Ckpt, "host arena {}: pinning failed ({}); saves run unpinned (slower); "
              "FT_CKPT_PIN=0 skips pinning and this warning", arena_.path(), CudaStatus(e, "cudaHostRegister").ToString());
     }
