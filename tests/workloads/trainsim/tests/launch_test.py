@@ -231,14 +231,22 @@ class LaunchTest(unittest.TestCase):
 
     def test_restarts_in_place_until_a_group_succeeds(self):
         # Rank 1 fails in the first two groups; the third ends cleanly. Every group has the
-        # same ranks on the same nodes, the same run id, and its own restart count.
-        prog = ("import os, sys, json\n"
-                "print(json.dumps({k: os.environ.get(k) for k in ['TORCHELASTIC_RESTART_COUNT', "
-                "'TORCHELASTIC_MAX_RESTARTS', 'TORCHELASTIC_RUN_ID', 'FT_NODE_ID', 'TAG']}), flush=True)\n"
-                "if os.environ['RANK'] == '1' and os.environ['TORCHELASTIC_RESTART_COUNT'] != '2': sys.exit(7)\n")
-        rc, out, err, _ = launch(["--nodes", "2", "--ranks-per-node", "1", "--teardown", "torchrun",
-                                  "--max-restarts", "3", "--run-id", "j1", "--node-env", "TAG={node}-{restart}"],
-                                 prog)
+        # same ranks on the same nodes, the same run id, and its own restart count. Rank 1 fails
+        # only once rank 0 has printed (a marker file): on a loaded host the group's teardown
+        # once ended rank 0 before its interpreter got that far.
+        with tempfile.TemporaryDirectory() as d:
+            prog = ("import os, sys, json, time\n"
+                    "print(json.dumps({k: os.environ.get(k) for k in ['TORCHELASTIC_RESTART_COUNT', "
+                    "'TORCHELASTIC_MAX_RESTARTS', 'TORCHELASTIC_RUN_ID', 'FT_NODE_ID', 'TAG']}), flush=True)\n"
+                    "marker = os.path.join(%r, os.environ['TORCHELASTIC_RESTART_COUNT'])\n"
+                    "if os.environ['RANK'] == '0': open(marker, 'w').close()\n"
+                    "if os.environ['RANK'] == '1' and os.environ['TORCHELASTIC_RESTART_COUNT'] != '2':\n"
+                    "    start = time.time()\n"
+                    "    while not os.path.exists(marker) and time.time() - start < 30: time.sleep(0.01)\n"
+                    "    sys.exit(7)\n" % d)
+            rc, out, err, _ = launch(["--nodes", "2", "--ranks-per-node", "1", "--teardown", "torchrun",
+                                      "--max-restarts", "3", "--run-id", "j1", "--node-env", "TAG={node}-{restart}"],
+                                     prog)
         self.assertEqual(rc, 0, err)
         self.assertEqual(err.count("restart 1 of 3 in place"), 1, err)
         self.assertEqual(err.count("restart 2 of 3 in place"), 1, err)
