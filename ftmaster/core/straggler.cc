@@ -310,17 +310,21 @@ void StragglerDetector::EvaluateLinks(int64_t now_unix_ms, std::vector<proto::In
       ends += fmt::format("{}rank {} ({})", ends.empty() ? "" : ", ", rank, s.node);
     }
     incident.evidence.push_back(fmt::format(
-        "comm {}: {} {} against the median {} of the other comms of its role ({:.2f}x), {} summaries in a row",
+        "comm {}: {} {} against the median {} of the other comms of its role{}, {} summaries in a row",
         CommHex(link->comm),
         link->p2p ? "the fastest send/recv p10 of any member (a message whose other end was there first)"
                   : "the shortest member's collective p10 (the transfer once every member arrived)",
-        HumanMs(link->transfer_ms), HumanMs(median), link->transfer_ms / median, options_.steps));
-    incident.confidence = std::clamp(0.55 + (link->transfer_ms / median - 1.1), 0.55, 0.95);
+        HumanMs(link->transfer_ms), HumanMs(median), RatioSuffix(link->transfer_ms, median), options_.steps));
+    // A role whose other links take no measurable time leaves no doubt (a slow link still exceeds
+    // them by kLinkFloorMs).
+    const double ratio = median > 0 ? link->transfer_ms / median : 2.0;
+    incident.confidence = std::clamp(0.55 + (ratio - 1.1), 0.55, 0.95);
     incident.message = fmt::format(
-        "the link of comm {} is slow: its members arrive on time and wait {:.2f}x as long as their role's other "
-        "comms for the transfer; its ends: {}; check the NICs, cables and switch ports between {} (not a "
+        "the link of comm {} is slow: its members arrive on time and wait {} for the transfer where their "
+        "role's other comms wait {}{}; its ends: {}; check the NICs, cables and switch ports between {} (not a "
         "compute straggler: no node is evicted for it)",
-        CommHex(link->comm), link->transfer_ms / median, ends, fmt::join(nodes, " and "));
+        CommHex(link->comm), HumanMs(link->transfer_ms), HumanMs(median), RatioSuffix(link->transfer_ms, median),
+        ends, fmt::join(nodes, " and "));
     out->push_back(std::move(incident));
   }
 }

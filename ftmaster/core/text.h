@@ -20,6 +20,13 @@ inline std::string HumanMs(double ms) {
   return fmt::format("{:.1f} min", ms / 60000);
 }
 
+// " (2.50x)" after two times that are compared; nothing where `base` is 0 (a time under the
+// summaries' resolution: the others' transfer on an idle link), which has no ratio.
+inline std::string RatioSuffix(double value, double base) {
+  if (!(base > 0) || !(value >= 0)) return "";
+  return fmt::format(" ({:.2f}x)", value / base);
+}
+
 // "512 B", "4.0 KiB", "1.5 GiB".
 inline std::string HumanBytes(uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);

@@ -230,6 +230,8 @@ TEST(StragglerTest, ASlowLinkNamesBothEndsAndNoComputeStraggler) {
   EXPECT_EQ(i.suspects[1].rank, 5);
   EXPECT_EQ(i.suspects[1].node, "n1");
   EXPECT_NE(i.message.find("n0 and n1"), std::string::npos) << i.message;
+  EXPECT_NE(i.message.find("wait 25 ms for the transfer where their role's other comms wait 5 ms (5.00x)"),
+            std::string::npos) << i.message;
   EXPECT_TRUE(d.named().empty()) << "a slow link is not a compute straggler";
   EXPECT_EQ(d.named_links().size(), 1u);
   for (int more = 0; more < 5; ++more) {
@@ -240,6 +242,30 @@ TEST(StragglerTest, ASlowLinkNamesBothEndsAndNoComputeStraggler) {
   LinkRound(job, &d, kT0 + 60000, compute, {5, 5, 5, 5});
   EXPECT_TRUE(d.Evaluate(kT0 + 60000).empty());
   EXPECT_TRUE(d.named_links().empty());
+}
+
+// On an idle fabric (gpusim's, a node's NVLink) the other links' transfer is under the summaries'
+// resolution: 0 ms. The slow one is named with both times and no ratio (once "infx").
+TEST(StragglerTest, ASlowLinkBesideLinksOfNoMeasurableTimeIsNamedWithBothTimes) {
+  Job job(4, 2, 1, 4);
+  StragglerDetector d(StragglerOptions{});
+  d.SetMembership(job.membership);
+  const std::vector<double> compute(8, 40);
+  std::vector<proto::Incident> named;
+  for (int round = 0; round < 30 && named.empty(); ++round) {
+    LinkRound(job, &d, kT0 + round * 1000, compute, {0, 20, 0, 0});
+    named = d.Evaluate(kT0 + round * 1000);
+  }
+  ASSERT_EQ(named.size(), 1u);
+  const proto::Incident& i = named[0];
+  EXPECT_EQ(i.comm_id, job.DpComm(1, 0));
+  EXPECT_NE(i.message.find("wait 20 ms for the transfer where their role's other comms wait 0 ms;"),
+            std::string::npos) << i.message;
+  for (const std::string& text : std::vector<std::string>{i.message, i.evidence.at(0), i.suspects.at(0).why}) {
+    EXPECT_EQ(text.find("inf"), std::string::npos) << text;
+    EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+  }
+  EXPECT_DOUBLE_EQ(i.confidence, 0.95);
 }
 
 // A pipeline stage whose all-reduce runs while the node's CPUs are busy: its medians stand a few
