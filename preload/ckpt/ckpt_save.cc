@@ -113,6 +113,21 @@ void DrainStream(AgentCuda* cuda) {
   if (auto sync = FT_HOST_CUDA(cudaStreamSynchronize)) (void)sync(cuda->stream());
 }
 
+// The end of every save, the one place a slot is committed: a copy whose every chunk landed and
+// was checksummed (`copied` ok) is stamped and committed; otherwise, or when the commit fails, the
+// slot is given up and the committed copy in the other slot stays what a restore finds.
+Status CommitOrAbandon(SaveJob* job, const Status& copied) {
+  if (!copied.ok()) {
+    job->arena->AbandonWrite();
+    return copied;
+  }
+  job->manifest.created_unix_ns = UnixNowNs();
+  if (job->committing) job->committing();
+  Status committed = job->arena->Commit(job->manifest);
+  if (!committed.ok()) job->arena->AbandonWrite();
+  return committed;
+}
+
 // A periodic snapshot (SaveJob::after): the copies wait on the device for the app's stream,
 // all are issued before the app is let go, in at most kEventWindow groups of whole chunks, one
 // event each; the checksums of a group's chunks start when its event is reached.
@@ -206,15 +221,7 @@ Status RunSnapshot(SaveJob* job, AgentCuda* cuda) {
       sums.Finish();
     }
   }  // the helpers finish their chunks before the slot is given up (~ChunkChecksummer)
-  if (!copied_all.ok()) {
-    job->arena->AbandonWrite();
-    return copied_all;
-  }
-  m.created_unix_ns = UnixNowNs();
-  if (job->committing) job->committing();
-  Status committed = job->arena->Commit(m);
-  if (!committed.ok()) job->arena->AbandonWrite();
-  return committed;
+  return CommitOrAbandon(job, copied_all);
 }
 
 }  // namespace
@@ -247,15 +254,7 @@ Status RunSave(SaveJob* job, AgentCuda* cuda) {
       sums.Finish();
     }
   }  // the helpers finish their chunks before the slot is given up (~ChunkChecksummer)
-  if (!copied.ok()) {
-    job->arena->AbandonWrite();
-    return copied;
-  }
-  m.created_unix_ns = UnixNowNs();
-  if (job->committing) job->committing();
-  Status committed = job->arena->Commit(m);
-  if (!committed.ok()) job->arena->AbandonWrite();
-  return committed;
+  return CommitOrAbandon(job, copied);
 }
 
 }  // namespace ft::preload::agent
