@@ -283,15 +283,23 @@ std::vector<int> Daemon::TickKeeper(uint64_t mono_ns, int64_t unix_ms) {
   std::vector<int> node_ranks = monitor_->Ranks();
   node_ranks.insert(node_ranks.end(), transfer_->RecordedRanks().begin(), transfer_->RecordedRanks().end());
   keeper_->Tick(mono_ns, unix_ms, node_ranks);
-  for (const CkptReport& report : keeper_->TakeReports()) {
-    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, false);
-    if (report.removed) {
+  PublishCopies(keeper_->TakeReports(), /*buddy=*/false);
+  return node_ranks;
+}
+
+void Daemon::PublishCopies(const std::vector<CkptReport>& reports, bool buddy) {
+  for (const CkptReport& report : reports) {
+    if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, buddy);
+    if (report.removed && buddy) {
+      reporter_.RemoveBuddyCopy(report.copy.step, report.copy.rank);
+    } else if (report.removed) {
       reporter_.RemoveCkptCopy(report.copy.step, report.copy.rank);
+    } else if (buddy) {
+      reporter_.SetBuddyCopy(report.copy);
     } else {
       reporter_.SetCkptCopy(report.copy);
     }
   }
-  return node_ranks;
 }
 
 DaemonFigures Daemon::Figures() {
@@ -353,14 +361,7 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
   // Buddy copies of another node's ranks: the pulls run on the replicator's thread.
   if (replicator_ != nullptr) {
     replicator_->Tick(mono_ns, store_->connected() ? store_.get() : nullptr);
-    for (const CkptReport& report : replicator_->TakeReports()) {
-      if (options_.metrics != nullptr) options_.metrics->OnCkptReport(report, true);
-      if (report.removed) {
-        reporter_.RemoveBuddyCopy(report.copy.step, report.copy.rank);
-      } else {
-        reporter_.SetBuddyCopy(report.copy);
-      }
-    }
+    PublishCopies(replicator_->TakeReports(), /*buddy=*/true);
   }
 
   // Redis is asked only while connected; the served arenas are looked after either way.

@@ -107,6 +107,9 @@ class Daemon {
   DaemonFigures Figures();
   // The checkpoint keeper's turn (its copies into the reporter); returns the node's ranks.
   std::vector<int> TickKeeper(uint64_t mono_ns, int64_t unix_ms);
+  // The copies a keeper or replicator found or removed since the last tick, into the metrics and
+  // the node's copies hash (its own arenas', or the buddy copies it holds of another node's ranks).
+  void PublishCopies(const std::vector<CkptReport>& reports, bool buddy);
   // True when Redis is usable now; the first tick after a (re)connect reloads what the worker
   // keeps in Redis.
   bool EnsureConnected(uint64_t mono_ns);
