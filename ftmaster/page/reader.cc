@@ -25,6 +25,19 @@ void AddGarbled(Snapshot* s, std::string where, std::string_view raw, const Stat
   s->garbled.push_back({std::move(where), std::string(raw.substr(0, kGarbledBytes)), std::string(why.message())});
 }
 
+// A JSON value the page shows when it decodes; a garbled one is listed instead (nothing when the
+// key is absent).
+template <typename T>
+void DecodeOrGarbled(const redis::Reply& value, std::string where, Snapshot* s, std::optional<T>* out) {
+  if (!value.is_string()) return;
+  T decoded;
+  if (Status st = proto::Decode(value.str(), &decoded); st.ok()) {
+    *out = std::move(decoded);
+  } else {
+    AddGarbled(s, std::move(where), value.str(), st);
+  }
+}
+
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -228,23 +241,9 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
   }
   s->open_incident = r[2].is_string();
   s->evicted_nodes = r[3].integer();
-  if (r[4].is_string()) {
-    proto::Goodput g;
-    if (Status gs = proto::Decode(r[4].str(), &g); gs.ok()) {
-      s->goodput = std::move(g);
-    } else {
-      AddGarbled(s, "master goodput", r[4].str(), gs);
-    }
-  }
+  DecodeOrGarbled(r[4], "master goodput", s, &s->goodput);
   s->incidents_total = r[5].integer();
-  if (r[6].is_string()) {
-    proto::RestorePlan plan;
-    if (Status ps = proto::Decode(r[6].str(), &plan); ps.ok()) {
-      s->plan = std::move(plan);
-    } else {
-      AddGarbled(s, "restore plan", r[6].str(), ps);
-    }
-  }
+  DecodeOrGarbled(r[6], "restore plan", s, &s->plan);
   ReadRanks(redis, keys, now_unix_ms, bad, hashes, s);
   ReadIncidents(redis, keys, s);
   ReadCheckpoints(redis, keys, r[7], s);
