@@ -88,6 +88,19 @@ Status ConnectWithTimeout(const Peer& peer, std::chrono::milliseconds timeout,
   return last;
 }
 
+// A reply of another type than the request expects: the peer's error frame (its status, and the
+// tag of the read it answers where `error_tag` is asked), or anything else, which is Corrupt.
+Status UnexpectedReply(const Peer& peer, wire::MessageType type, std::string_view payload,
+                       std::string_view request, uint64_t* error_tag = nullptr) {
+  if (type != wire::MessageType::kError) {
+    return Status::Corrupt(fmt::format("{} answered {} with {}", Where(peer), request, wire::MessageTypeName(type)));
+  }
+  wire::Error error;
+  FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
+  if (error_tag != nullptr) *error_tag = error.tag;
+  return wire::StatusFromError(error.code, error.text).WithContext(Where(peer));
+}
+
 }  // namespace
 
 Connection::~Connection() {
@@ -118,14 +131,9 @@ Status Connection::Handshake(const std::string& secret) {
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, &payload));
   if (header.type == wire::MessageType::kAuthRefused)
     return Status::Unavailable(fmt::format("{} refused the handshake", Where(peer_)));
-  if (header.type == wire::MessageType::kError) {  // e.g. it speaks another version
-    wire::Error error;
-    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
-    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
+  if (header.type != wire::MessageType::kChallenge) {  // an error: e.g. it speaks another version
+    return UnexpectedReply(peer_, header.type, payload, "hello");
   }
-  if (header.type != wire::MessageType::kChallenge)
-    return Status::Corrupt(fmt::format("{} answered hello with {}", Where(peer_),
-                                       wire::MessageTypeName(header.type)));
   wire::Challenge challenge;
   FT_RETURN_IF_ERROR(wire::DecodeChallenge(payload, &challenge));
   wire::Response response{auth::ComputeMac(secret, auth::Role::kClient, challenge.server_nonce,
@@ -162,14 +170,7 @@ Status Connection::ReceiveReply(wire::MessageType expected, std::string_view req
                                 std::string* payload) {
   wire::FrameHeader header;
   FT_RETURN_IF_ERROR(ReceiveFrame(&header, payload));
-  if (header.type == wire::MessageType::kError) {
-    wire::Error error;
-    FT_RETURN_IF_ERROR(wire::DecodeError(*payload, &error));
-    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
-  }
-  if (header.type != expected)
-    return Status::Corrupt(fmt::format("{} answered {} with {}", Where(peer_), request,
-                                       wire::MessageTypeName(header.type)));
+  if (header.type != expected) return UnexpectedReply(peer_, header.type, *payload, request);
   return Status::Ok();
 }
 
@@ -204,17 +205,11 @@ Status Connection::ReceiveDataHeader(wire::DataHeader* out, uint64_t* error_tag,
   FT_RETURN_IF_ERROR(ReceiveBytes(prefix, wire::kHeaderBytes, floor));
   wire::FrameHeader header;
   FT_RETURN_IF_ERROR(wire::ParseHeader(prefix, &header));
-  if (header.type == wire::MessageType::kError) {
+  if (header.type != wire::MessageType::kData) {
     std::string payload;
-    FT_RETURN_IF_ERROR(ReceivePayload(prefix, header, &payload));
-    wire::Error error;
-    FT_RETURN_IF_ERROR(wire::DecodeError(payload, &error));
-    *error_tag = error.tag;
-    return wire::StatusFromError(error.code, error.text).WithContext(Where(peer_));
+    if (header.type == wire::MessageType::kError) FT_RETURN_IF_ERROR(ReceivePayload(prefix, header, &payload));
+    return UnexpectedReply(peer_, header.type, payload, "read", error_tag);
   }
-  if (header.type != wire::MessageType::kData)
-    return Status::Corrupt(fmt::format("{} answered read with {}", Where(peer_),
-                                       wire::MessageTypeName(header.type)));
   const uint32_t overhead = static_cast<uint32_t>(wire::kTagBytes + (encrypt_data_ ? wire::kTagBytes : 0));
   if (header.length < wire::kDataHeaderBytes + overhead)
     return Status::Corrupt(fmt::format("{} sent a data frame of {} bytes", Where(peer_), header.length));
