@@ -85,7 +85,7 @@ class CondVar {
   // The same, until `pred()` holds (checked under the lock; true at return unless the
   // deadline passed first). `pred` runs with the lock held: a lambda reading guarded fields
   // says so, `[&]() REQUIRES(mu_) { return done_; }`, and the analysis checks its body. (Only
-  // the body of these three is not analysed: std::condition_variable is not annotated.)
+  // the bodies of Wait and WaitUntil are not analysed: std::condition_variable is not annotated.)
   template <typename Pred>
   void Wait(Mutex* mu, Pred pred) REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
@@ -101,12 +101,8 @@ class CondVar {
     return ok;
   }
   template <typename Rep, typename Period, typename Pred>
-  bool WaitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout, Pred pred)
-      REQUIRES(mu) NO_THREAD_SAFETY_ANALYSIS {
-    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    bool ok = cv_.wait_for(lock, timeout, pred);
-    lock.release();
-    return ok;
+  bool WaitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout, Pred pred) REQUIRES(mu) {
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout, pred);  // as wait_for is defined
   }
 
   void NotifyOne() { cv_.notify_one(); }
