@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "ftworker/ckpt/arena_sweep.h"
 #include "ftworker/worker_metrics.h"
+#include "jitckpt/arena_pages.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
 #include "schema/rank_hashes.h"
@@ -500,6 +501,9 @@ void Daemon::PollMaster(uint64_t mono_ns, int64_t unix_ms, const MasterNews& new
 void Daemon::Run(const std::atomic<bool>& stop) {
   FT_LOG(Info, Worker, "ftworker for job {} on node {} (Redis {})", options_.job, options_.node,
          redis::Redacted(options_.endpoint));
+  // Once per node, where operators look: the page size every process mapping an arena pays.
+  FT_LOG(Info, Worker, "checkpoint arenas in {}: {}", options_.config.ckpt_arena_dir,
+         ckpt::ArenaPagesText(ckpt::ArenaPagesOfDir(options_.config.ckpt_arena_dir)));
   const auto tick = std::max<std::chrono::nanoseconds>(options_.config.worker_tick,
                                                        std::chrono::milliseconds(1));
   auto next = std::chrono::steady_clock::now();

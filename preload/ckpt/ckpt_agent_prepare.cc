@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/mutex.h"
+#include "jitckpt/arena_pages.h"
 #include "jitckpt/populate.h"
 #include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent.h"
@@ -65,9 +66,12 @@ bool Agent::PrepareArena(AgentCuda* cuda) {
     }
   }
   if (!PrepareSlots(-1, threads, &pinned)) return false;
+  const std::string& path = arena_.path();
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
   FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) prepared in {:.3f} s beside the app (reserved and "
-         "mapped on {} thread(s), {}{})", arena_.path(), arena_.slots_bytes(), arena_.slot_count(),
-         SecondsSince(start), threads, pinned, first);
+         "mapped on {} thread(s), {}{}), on {}", path, arena_.slots_bytes(), arena_.slot_count(),
+         SecondsSince(start), threads, pinned, first, ckpt::ArenaPagesText(ckpt::ArenaPagesOfDir(dir)));
   {
     MutexLock lock(&mu_);
     arena_prepared_ = true;
