@@ -893,6 +893,25 @@ def case_systemd(args):
                   % (unit, thresholds[unit] / 10, p.returncode, p.stdout[-1500:]))
             log("%s: verify clean, exposure %s (threshold %.1f), %s %s" % (unit, lvl.group(1), thresholds[unit] / 10,
                                                                           prog, " ".join(argv[1:])))
+        # The arenas' huge-page tmpfs (docs/checkpoints.md, "Arenas on huge pages"): a mount unit
+        # is named by its path, or systemd refuses it.
+        mounts = sorted(f for f in os.listdir(sdir) if f.endswith(".mount"))
+        check(mounts == ["run-ft.mount"], "mount units: %s" % mounts)
+        sec = parse_unit(os.path.join(sdir, "run-ft.mount")).get("Mount", {})
+        options = ",".join(sec.get("Options", [])).split(",")
+        check(sec.get("Where") == ["/run/ft"] and sec.get("Type") == ["tmpfs"],
+              "run-ft.mount: a tmpfs at /run/ft: %s" % sec)
+        check("huge=within_size" in options and "mode=1777" in options,
+              "run-ft.mount: huge=within_size and mode 1777 (each arena is its user's 0600): %s" % options)
+        esc = subprocess.run([need_tool("systemd-escape", "systemd"), "-p", "--suffix=mount", "/run/ft"],
+                             capture_output=True, text=True, timeout=30).stdout.strip()
+        check(esc == "run-ft.mount", "run-ft.mount: systemd names /run/ft's unit %r" % esc)
+        shutil.copy(os.path.join(sdir, "run-ft.mount"), os.path.join(tmp, "run-ft.mount"))
+        p = subprocess.run([sa, "verify", "--man=no", os.path.join(tmp, "run-ft.mount")],
+                           capture_output=True, text=True, timeout=60)
+        out = (p.stdout + p.stderr).strip()
+        check(p.returncode == 0 and not out, "systemd-analyze verify run-ft.mount (rc %d):\n%s" % (p.returncode, out))
+        log("run-ft.mount: verify clean, %s" % ",".join(options))
         log("PASS systemd")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
