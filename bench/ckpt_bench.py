@@ -64,6 +64,7 @@ BYTES = int(os.environ.get("CKPT_BYTES", str(1 << 30)))
 RUNS = int(os.environ.get("RUNS", "5"))
 RANKS4 = int(os.environ.get("CKPT_RANKS4", "4"))
 DISK_DIR = os.environ.get("CKPT_DISK_DIR", "/var/tmp")
+ARENA_ROOT = os.environ.get("CKPT_ARENA_ROOT", "/dev/shm")
 STEPS = 4
 TRAIN_STEPS = int(os.environ.get("TRAIN_STEPS", "10"))
 TRAIN_COMPUTE_MS = float(os.environ.get("TRAIN_COMPUTE_MS", "500"))
@@ -95,7 +96,7 @@ class Bench:
                 die("%s is missing: build first (make bench-ckpt builds it)" % p)
         self.job = "bench-ckpt-%d" % os.getpid()
         self.node = "node0"
-        self.arena_dir = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir="/dev/shm")
+        self.arena_dir = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=ARENA_ROOT)
         self.disk = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=DISK_DIR)
         self.local_dir = os.path.join(self.disk, "local")
         self.remote_dir = os.path.join(self.disk, "remote")
@@ -390,7 +391,7 @@ def replicate_vs_socket(b, build):
     db = redis.client()
     db.command("SET", "ft:{%s}:transfer:secret" % b.job, "ab" * 32)
     workers, logs = [], []
-    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir="/dev/shm")
+    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir=ARENA_ROOT)
 
     def worker(node, arena_dir, extra):
         log = tempfile.NamedTemporaryFile("w+", prefix="ft-bench-worker-%s-" % node, suffix=".log", delete=False)

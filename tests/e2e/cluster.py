@@ -77,8 +77,9 @@ class Cluster:
         # trainsim registers its state under libft.so, so every rank has a checkpoint arena
         # (and every worker a restore plan file): a private directory in shared memory per
         # run, like the default /dev/shm, with one subdirectory per simulated node (its
-        # namespace), removed at the end — nothing left in /dev/shm.
-        self.arena_root = tempfile.mkdtemp(prefix="ft-e2e-arenas-", dir="/dev/shm")
+        # namespace), removed at the end — nothing left in /dev/shm. FT_TEST_ARENA_ROOT: another
+        # tmpfs (one mounted with huge pages, docs/checkpoints.md "Arenas on huge pages").
+        self.arena_root = tempfile.mkdtemp(prefix="ft-e2e-arenas-", dir=os.environ.get("FT_TEST_ARENA_ROOT", "/dev/shm"))
         # A local tier per node, when a test asks for one (local_dir): the node's "disk".
         self.disk_root = tempfile.mkdtemp(prefix="ft-e2e-disk-")
 
