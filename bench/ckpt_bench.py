@@ -41,10 +41,14 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
                    with an empty directory each time). Against pull_bench's socket_gbps (a plain
                    single-stream socket copy of the same bytes) in the same run: replicate_ratio
 
+Arenas on huge pages (docs/checkpoints.md, "Arenas on huge pages": the deployment we advise):
+as root the bench mounts a tmpfs with huge=within_size for them and unmounts it at the end;
+otherwise, or with CKPT_ARENA_ROOT=DIR (/dev/shm: the default a new user starts with), they go
+where that says. The RESULT line's arena_pages says which (huge or 4k).
 1 GiB registered per rank (CKPT_BYTES), one rank for the RESULT line, then a 4-rank run
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... prepare_s_per_gib=... prepare_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
+RESULT ckpt arena_pages=... save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... prepare_s_per_gib=... prepare_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -64,7 +68,32 @@ BYTES = int(os.environ.get("CKPT_BYTES", str(1 << 30)))
 RUNS = int(os.environ.get("RUNS", "5"))
 RANKS4 = int(os.environ.get("CKPT_RANKS4", "4"))
 DISK_DIR = os.environ.get("CKPT_DISK_DIR", "/var/tmp")
-ARENA_ROOT = os.environ.get("CKPT_ARENA_ROOT", "/dev/shm")
+ARENA_ROOT = os.environ.get("CKPT_ARENA_ROOT")
+
+
+def huge_page_root():
+    """A tmpfs mounted huge=within_size in a new directory (root only), as big as /dev/shm may
+    grow; None where it cannot be mounted."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return None
+    root = tempfile.mkdtemp(prefix="ft-bench-huge-")
+    shm = os.statvfs("/dev/shm")
+    size = shm.f_blocks * shm.f_frsize
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,huge=within_size,size=%d" % size, "tmpfs", root],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print("bench: no huge-page tmpfs (%s): arenas in /dev/shm" % (p.stderr.strip() or p.returncode), flush=True)
+        os.rmdir(root)
+        return None
+    return root
+
+
+def unmount(root):
+    subprocess.run(["umount", root], capture_output=True)
+    try:
+        os.rmdir(root)
+    except OSError:
+        pass
 STEPS = 4
 TRAIN_STEPS = int(os.environ.get("TRAIN_STEPS", "10"))
 TRAIN_COMPUTE_MS = float(os.environ.get("TRAIN_COMPUTE_MS", "500"))
@@ -96,7 +125,10 @@ class Bench:
                 die("%s is missing: build first (make bench-ckpt builds it)" % p)
         self.job = "bench-ckpt-%d" % os.getpid()
         self.node = "node0"
-        self.arena_dir = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=ARENA_ROOT)
+        self.mounted = None if ARENA_ROOT else huge_page_root()
+        self.arena_root = ARENA_ROOT or self.mounted or "/dev/shm"
+        self.arena_dir = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=self.arena_root)
+        self.arena_pages = "unknown"  # as libft.so's preparation line says (register_per_gib)
         self.disk = tempfile.mkdtemp(prefix="ft-bench-ckpt-", dir=DISK_DIR)
         self.local_dir = os.path.join(self.disk, "local")
         self.remote_dir = os.path.join(self.disk, "remote")
@@ -104,6 +136,8 @@ class Bench:
     def cleanup(self):
         shutil.rmtree(self.arena_dir, ignore_errors=True)
         shutil.rmtree(self.disk, ignore_errors=True)
+        if self.mounted:
+            unmount(self.mounted)
         # The segments of ranks that ended by a signal (the termination runs): libft.so leaves
         # them for a worker to read the death from, and no worker runs here.
         for name in os.listdir("/dev/shm"):
@@ -273,7 +307,8 @@ class Bench:
                     got = got[0] if got else None
                 if line.startswith("ready"):
                     break
-            _, prep = wait_prepared(p)
+            said, prep = wait_prepared(p)
+            self.arena_pages = "huge" if "on huge pages" in said else "4k"
             p.stdin.close()
             p.stderr.read()  # drained, not closed: a log line at exit must not meet a closed pipe
             p.stdout.read()
@@ -391,7 +426,7 @@ def replicate_vs_socket(b, build):
     db = redis.client()
     db.command("SET", "ft:{%s}:transfer:secret" % b.job, "ab" * 32)
     workers, logs = [], []
-    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir=ARENA_ROOT)
+    replica_dir = tempfile.mkdtemp(prefix="ft-bench-replica-", dir=b.arena_root)
 
     def worker(node, arena_dir, extra):
         log = tempfile.NamedTemporaryFile("w+", prefix="ft-bench-worker-%s-" % node, suffix=".log", delete=False)
@@ -469,8 +504,9 @@ def main():
         die("usage: ckpt_bench.py BUILD_DIR")
     b = Bench(sys.argv[1])
     try:
-        print("bench: %d MiB per rank, %d runs, arenas in %s, disk tiers in %s" %
-              (BYTES >> 20, RUNS, b.arena_dir, b.disk), flush=True)
+        print("bench: %d MiB per rank, %d runs, arenas in %s%s, disk tiers in %s" %
+              (BYTES >> 20, RUNS, b.arena_dir, " (a huge-page tmpfs mounted for the bench)" if b.mounted else "",
+               b.disk), flush=True)
         procs, pids, text = b.start_savers(1)
         block = values(text, "block_s")
         print("bench: 1 rank: register_s=%s (sizes and maps the arena; reserved and pinned beside the app); periodic saves blocked "
@@ -522,12 +558,12 @@ def main():
         if os.path.exists(b.arena_path(0, must_exist=False)):
             os.unlink(b.arena_path(0))
         replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
-        print("RESULT ckpt save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
+        print("RESULT ckpt arena_pages=%s save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
               "prepare_s_per_gib=%.3f prepare_s_per_gib_1slot=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
               "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
               "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
               "socket_gbps=%.2f replicate_ratio=%.3f" %
-              (save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, prepare_2, prepare_1, median(block), step_done_ms, every_ratio, every_lo,
+              (b.arena_pages, save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, prepare_2, prepare_1, median(block), step_done_ms, every_ratio, every_lo,
                every_hi, persist_ratio, median(restore["arena"]), median(restore["local"]), median(restore["remote"]),
                term_s, term_gone_s, replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
               flush=True)
