@@ -307,6 +307,7 @@ DaemonFigures Daemon::Figures() {
   DaemonFigures f;
   f.redis_connected = store_->connected();
   f.redis_dropped = reporter_.dropped();
+  f.arena_huge_pages = arena_huge_pages_;
   if (replicator_ != nullptr) {
     f.replicating = true;
     f.pulled_bytes = replicator_->bytes_pulled();
@@ -502,8 +503,9 @@ void Daemon::Run(const std::atomic<bool>& stop) {
   FT_LOG(Info, Worker, "ftworker for job {} on node {} (Redis {})", options_.job, options_.node,
          redis::Redacted(options_.endpoint));
   // Once per node, where operators look: the page size every process mapping an arena pays.
-  FT_LOG(Info, Worker, "checkpoint arenas in {}: {}", options_.config.ckpt_arena_dir,
-         ckpt::ArenaPagesText(ckpt::ArenaPagesOfDir(options_.config.ckpt_arena_dir)));
+  const ckpt::ArenaPages pages = ckpt::ArenaPagesOfDir(options_.config.ckpt_arena_dir);
+  FT_LOG(Info, Worker, "checkpoint arenas in {}: {}", options_.config.ckpt_arena_dir, ckpt::ArenaPagesText(pages));
+  arena_huge_pages_ = pages.known ? (pages.huge ? 1 : 0) : -1;
   const auto tick = std::max<std::chrono::nanoseconds>(options_.config.worker_tick,
                                                        std::chrono::milliseconds(1));
   auto next = std::chrono::steady_clock::now();

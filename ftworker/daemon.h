@@ -156,6 +156,7 @@ class Daemon {
   uint64_t next_summary_ns_ = 0;
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_master_poll_ns_ = 0;
+  int arena_huge_pages_ = -1;  // the arena directory's page size (Run reads it once): DaemonFigures
   uint64_t next_membership_check_ns_ = 0;
   uint64_t next_arena_gc_ns_ = 0;
   bool arena_gc_failed_ = false;  // said once until it works again

@@ -19,6 +19,7 @@ using metrics::Kind;
 constexpr const char* kRanks = "ft_worker_ranks";
 constexpr const char* kRedisConnected = "ft_worker_redis_connected";
 constexpr const char* kRedisDropped = "ft_worker_redis_dropped_total";
+constexpr const char* kArenaHugePages = "ft_worker_arena_huge_pages";
 constexpr const char* kEvents = "ft_worker_events_total";
 constexpr const char* kOps = "ft_worker_ops_total";
 constexpr const char* kOpDuration = "ft_worker_op_duration_seconds";
@@ -82,6 +83,10 @@ WorkerMetrics::WorkerMetrics(metrics::Registry* registry, std::string job, std::
   auto& reg = *registry_;
   Must(reg.Declare(kRanks, Kind::kGauge, "Ranks of the job this worker reads on its node (alive).", n));
   Must(reg.Declare(kRedisConnected, Kind::kGauge, "1 while the worker's Redis connection is up.", n));
+  Must(reg.Declare(kArenaHugePages, Kind::kGauge,
+                   "1 when the node's checkpoint arena directory (FT_CKPT_ARENA_DIR) is a tmpfs that gives the "
+                   "arenas huge pages, 0 when they get 4 KiB pages (docs/checkpoints.md, \"Arenas on huge pages\").",
+                   n));
   Must(reg.Declare(kRedisDropped, Kind::kCounter,
                    "Events and acknowledgements dropped while Redis was away (FT_REDIS_BUFFER full).", n));
   Must(reg.Declare(kEvents, Kind::kCounter, "Events raised, by kind (timeout, error, exit, slowdown, busy, frozen).",
@@ -182,6 +187,7 @@ void WorkerMetrics::Refresh(uint64_t mono_ns, const NodeMonitor& monitor, const 
   const metrics::LabelValues own = {job_, node_};
   (void)registry_->Set(kRanks, own, static_cast<double>(monitor.Ranks().size()));
   (void)registry_->Set(kRedisConnected, own, daemon.redis_connected ? 1 : 0);
+  if (daemon.arena_huge_pages >= 0) (void)registry_->Set(kArenaHugePages, own, daemon.arena_huge_pages);
   (void)registry_->Set(kRedisDropped, own, static_cast<double>(daemon.redis_dropped));
   for (const proto::RankProgress& p : monitor.Progress()) {
     double oldest_ms = 0;

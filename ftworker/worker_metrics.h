@@ -27,6 +27,7 @@ namespace ft::worker {
 // What the daemon's loop knows of itself, handed to each Refresh (the metrics read no daemon).
 struct DaemonFigures {
   bool redis_connected = false;
+  int arena_huge_pages = -1;    // 1: the arena directory gives huge pages, 0: 4 KiB, -1: unknown
   uint64_t redis_dropped = 0;   // reports the outbox dropped
   bool replicating = false;     // a replicator runs (buddy copies): the pull figures below
   uint64_t pulled_bytes = 0;

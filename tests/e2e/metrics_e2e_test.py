@@ -254,6 +254,20 @@ def case_prometheus(args):
             check(sorted(m["rank"] for m, _ in newest) == ["0", "1", "2"] and all(x == step for _, x in newest),
                   "newest committed steps %s, expected step %d of ranks 0-2" % (newest, step))
             print("step %d verified: verdicts %s, copies %s" % (step, verdicts, copies))
+            # The arenas' page size, per node: this test's arenas are in /dev/shm (or the tmpfs
+            # FT_TEST_ARENA_ROOT names), whose mount table entry says which.
+            with open("/proc/self/mountinfo") as f:
+                mounts = [l.split() for l in f]
+            root = os.path.realpath(c.arena_root)
+            holding = max((m for m in mounts if root == m[4] or root.startswith(m[4].rstrip("/") + "/")),
+                          key=lambda m: len(m[4]))
+            opts = holding[holding.index("-") + 3].split(",")
+            huge = holding[holding.index("-") + 1] == "tmpfs" and any(
+                o in ("huge=always", "huge=within_size", "huge=advise") for o in opts)
+            pages = prom.wait_value(c, 'ft_worker_arena_huge_pages{job="%s"}' % c.job, lambda v: len(v) == 2,
+                                    "both nodes' arena page size in prometheus")
+            check(all(v == (1 if huge else 0) for _, v in pages),
+                  "ft_worker_arena_huge_pages %s, expected %d (%s at %s)" % (pages, huge, opts, holding[4]))
 
             # node_exporter's textfile: node0's figures, rewritten in place atomically.
             def textfile_has():
