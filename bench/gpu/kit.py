@@ -488,6 +488,21 @@ def arena_place(want_bytes):
     return tempfile.gettempdir(), 64 << 20
 
 
+def huge_page_dir(nbytes):
+    """A tmpfs mounted huge=within_size for the arenas (docs/checkpoints.md, "Arenas on huge
+    pages"), big enough for two slots; None where it cannot be mounted (not root)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return None
+    root = tempfile.mkdtemp(prefix="ft-kit-huge-")
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777,huge=within_size,size=%d" % (2 * nbytes + (1 << 30)),
+                        "tmpfs", root], capture_output=True, text=True)
+    if p.returncode != 0:
+        say("ckpt: no huge-page tmpfs for the arenas (%s)" % (p.stderr.strip() or p.returncode))
+        os.rmdir(root)
+        return None
+    return root
+
+
 def section_ckpt(out):
     cfg = out.config()
     want = (64 << 20) if QUICK else (2 << 30)
@@ -506,17 +521,25 @@ def section_ckpt(out):
     term = "not measured"
     term_save_s = float("nan")
     arena_dir = tempfile.mkdtemp(prefix="ft-kit-ckpt-", dir=base)
+    huge_root = huge_page_dir(nbytes)
+    huge = {}  # the default pass again with the arenas on huge pages: its figures, *_huge
     try:
         # 0: the default (helpers sized by libft.so to the rank's share of the cores), which is
-        # what the RESULT's save_ratio and restore_ratio are; then fixed counts to compare.
-        for threads in ((0, 1) if QUICK else (0, 1, 4)):
+        # what the RESULT's save_ratio and restore_ratio are; then fixed counts to compare; last,
+        # the default with the arenas on a huge-page tmpfs (where one can be mounted).
+        passes = [(t, arena_dir) for t in ((0, 1) if QUICK else (0, 1, 4))]
+        if huge_root:
+            passes.append((0, tempfile.mkdtemp(prefix="ft-kit-ckpt-", dir=huge_root)))
+        for threads, pass_dir in passes:
+            on_huge = pass_dir != arena_dir
             if left_s() < 20:
-                say("ckpt: no time left for %s checksum helpers" % (threads or "the default"))
+                say("ckpt: no time left for %s checksum helpers%s" % (threads or "the default",
+                                                                     " on huge pages" if on_huge else ""))
                 break
-            job = "kit-ckpt-%d-t%d" % (os.getpid(), threads)
+            job = "kit-ckpt-%d-t%d%s" % (os.getpid(), threads, "-huge" if on_huge else "")
             # Info: libft.so's line saying how long the arena's preparation beside the app took.
             extra = {"FT_JOB": job, "FT_NODE_ID": "node0", "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0",
-                     "LOCAL_WORLD_SIZE": "1", "FT_CKPT_ARENA_DIR": arena_dir, "FT_CKPT_EVERY": "1",
+                     "LOCAL_WORLD_SIZE": "1", "FT_CKPT_ARENA_DIR": pass_dir, "FT_CKPT_EVERY": "1",
                      "FT_RESTORE_WAIT": "30s", "FT_LOG_LEVEL": "info"}
             if threads > 0:
                 extra["FT_CKPT_CHECKSUM_THREADS"] = str(threads)
@@ -541,7 +564,7 @@ def section_ckpt(out):
             prepared = re.search(r"prepared in ([0-9.]+) s", lines)
             r["prepare_s"] = float(prepared.group(1)) if prepared else float("nan")
             r["block_s"] = median(kv(lines, "block_s"))
-            rc, text = run([tool, "wait", "--arena-dir", arena_dir, "--job", job, "--ranks", "0", "--step", "3",
+            rc, text = run([tool, "wait", "--arena-dir", pass_dir, "--job", job, "--ranks", "0", "--step", "3",
                             "--timeout-s", "60"], env=kit_env(cfg), timeout=70)
             rc, text = run([tool, "save", "--job", job, "--ranks", "0:%d" % pid, "--runs", str(max(2, runs - 2))],
                            env=kit_env(cfg), timeout=min(120, left_s() - 5))
@@ -561,12 +584,12 @@ def section_ckpt(out):
                 per_threads[threads] = r
                 say("%s checksum helpers: register %.3f s, periodic save blocks %.4f s, JIT save %s s (%s GB/s)"
                     % (threads or "default", r["register_s"], r["block_s"], fmt(r.get("save_s")), fmt(r.get("jit_gbps"))))
-                remove_arenas(arena_dir, job)
+                remove_arenas(pass_dir, job)
                 continue
             plan_tool = os.path.join(BIN, "node_plan_tool")
-            rc, text = run([plan_tool, "--arena-dir", arena_dir, "--job", job, "--node", "node0", "--ranks", "0",
-                            "--step", "3", "--tiers", "arena", "--local-dir", os.path.join(arena_dir, "none-local"),
-                            "--remote-dir", os.path.join(arena_dir, "none-remote")], env=kit_env(cfg), timeout=60)
+            rc, text = run([plan_tool, "--arena-dir", pass_dir, "--job", job, "--node", "node0", "--ranks", "0",
+                            "--step", "3", "--tiers", "arena", "--local-dir", os.path.join(pass_dir, "none-local"),
+                            "--remote-dir", os.path.join(pass_dir, "none-remote")], env=kit_env(cfg), timeout=60)
             out.log("ckpt", "---- node_plan_tool exit %d\n%s" % (rc, text))
             rc, text = run([os.path.join(BIN, "ckpt_bench_rank"), "--mode", "restore", "--bytes", str(nbytes)],
                            env=env, timeout=min(120, left_s() - 3))
@@ -576,11 +599,14 @@ def section_ckpt(out):
                 r["restore_gbps"] = nbytes / 1e9 / r["restore_s"]
             else:
                 say("restore (%d helpers) failed, exit %d:\n%s" % (threads, rc, text[-1500:]))
-            per_threads[threads] = r
-            say("%s checksum helper(s): register %.3f s, periodic save blocks %.4f s, JIT save %s s (%s GB/s), "
-                "restore %s s (%s GB/s)" % (threads or "default", r["register_s"], r["block_s"], fmt(r.get("save_s")),
+            if on_huge:
+                huge = r
+            else:
+                per_threads[threads] = r
+            say("%s checksum helper(s)%s: register %.3f s, periodic save blocks %.4f s, JIT save %s s (%s GB/s), "
+                "restore %s s (%s GB/s)" % (threads or "default", " on huge pages" if on_huge else "", r["register_s"], r["block_s"], fmt(r.get("save_s")),
                                            fmt(r.get("jit_gbps")), fmt(r.get("restore_s")), fmt(r.get("restore_gbps"))))
-            remove_arenas(arena_dir, job)
+            remove_arenas(pass_dir, job)
         # A snapshot every step against none, same training loop (the optimizer writes every
         # registered byte each step): step_done_ms and every_step_ratio.
         train = {}
@@ -642,6 +668,9 @@ def section_ckpt(out):
             say("termination: " + term)
     finally:
         shutil.rmtree(arena_dir, ignore_errors=True)
+        if huge_root:
+            subprocess.run(["umount", huge_root], capture_output=True)
+            shutil.rmtree(huge_root, ignore_errors=True)
         # The terminated rank's segment: libft.so leaves it for a worker to read the death
         # from, and no worker runs here.
         for name in os.listdir("/dev/shm"):
@@ -653,6 +682,10 @@ def section_ckpt(out):
     fields = " ".join("jit_gbps_t%s=%s" % (t or "default", fmt(r.get("jit_gbps"))) for t, r in sorted(per_threads.items()))
     first = per_threads.get(0, {})
     fields += " restore_gbps=%s" % fmt(first.get("restore_gbps"))
+    if huge:
+        fields += " save_ratio_huge=%s restore_ratio_huge=%s prepare_s_per_gib_huge=%s" % (
+            fmt(huge.get("jit_gbps", float("nan")) / copy["d2h_gbps"]),
+            fmt(huge.get("restore_gbps", float("nan")) / copy["h2d_gbps"]), fmt(huge.get("prepare_s", float("nan")) / gib))
     # The names `make bench-ckpt` uses, here against the link measured in the same run.
     out.result("gpu_ckpt bytes=%d d2h_gbps=%.2f h2d_gbps=%.2f save_ratio=%s restore_ratio=%s register_s_per_gib=%s "
                "prepare_s_per_gib=%s step_done_ms=%s every_step_ratio=%s pin_alloc_s_per_gib=%.3f pin_register_s_per_gib=%.3f "
