@@ -63,7 +63,7 @@ std::string OptionValue(std::string_view options, std::string_view key) {
 
 }  // namespace
 
-ArenaPages ArenaPagesOf(std::string_view mountinfo, std::string_view dir) {
+ArenaPages ArenaPagesOf(std::string_view mountinfo, std::string_view dir, std::string_view shmem_enabled) {
   ArenaPages best;
   size_t at = 0;
   while (at < mountinfo.size()) {
@@ -88,16 +88,28 @@ ArenaPages ArenaPagesOf(std::string_view mountinfo, std::string_view dir) {
       best.huge = best.huge_option == "always" || best.huge_option == "within_size" || best.huge_option == "advise";
     }
   }
+  // The chosen value is the one in brackets: "always within_size advise [never] deny force".
+  const size_t open = shmem_enabled.find('['), close = shmem_enabled.find(']');
+  const std::string_view chosen = open != std::string_view::npos && close != std::string_view::npos && close > open
+                                      ? shmem_enabled.substr(open + 1, close - open - 1)
+                                      : std::string_view();
+  if (best.fs_type == "tmpfs" && (chosen == "deny" || chosen == "force")) {
+    best.huge = chosen == "force";
+    best.huge_option = fmt::format("{} (shmem_enabled {})", best.huge ? "always" : "never", chosen);
+  }
   return best;
 }
 
 ArenaPages ArenaPagesOfDir(const std::string& dir) {
   char real[PATH_MAX];
   if (realpath(dir.c_str(), real) == nullptr) return ArenaPages{};
-  std::ifstream in("/proc/self/mountinfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  return ArenaPagesOf(text.str(), real);
+  auto read = [](const char* path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  return ArenaPagesOf(read("/proc/self/mountinfo"), real, read("/sys/kernel/mm/transparent_hugepage/shmem_enabled"));
 }
 
 std::string ArenaPagesText(const ArenaPages& pages) {

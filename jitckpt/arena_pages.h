@@ -26,10 +26,13 @@ struct ArenaPages {
 
 // From the text of /proc/self/mountinfo (proc(5)): the last-mounted entry whose mount point is
 // the longest whole-component prefix of `dir` (an absolute path without links). Lines it cannot
-// read are skipped.
-ArenaPages ArenaPagesOf(std::string_view mountinfo, std::string_view dir);
+// read are skipped. `shmem_enabled`: the text of /sys/kernel/mm/transparent_hugepage/
+// shmem_enabled, whose chosen value "deny" takes huge pages from every tmpfs and "force" gives
+// them to every tmpfs, whatever its huge= option (the kernel's emergency and test settings).
+ArenaPages ArenaPagesOf(std::string_view mountinfo, std::string_view dir, std::string_view shmem_enabled = "");
 
-// The same for a directory on this host (its real path; this process's mount table).
+// The same for a directory on this host (its real path; this process's mount table and
+// shmem_enabled).
 ArenaPages ArenaPagesOfDir(const std::string& dir);
 
 // For a log line: "huge pages (tmpfs huge=within_size at /run/ft-arenas)", or "4 KiB pages (the

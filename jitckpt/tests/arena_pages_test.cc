@@ -59,6 +59,19 @@ TEST(ArenaPagesTest, ALaterMountOverTheSamePointHidesTheEarlierOne) {
   EXPECT_EQ(p.huge_option, "never");
 }
 
+TEST(ArenaPagesTest, TheKernelsDenyAndForceOverrideEveryTmpfsHugeOption) {
+  const ArenaPages denied = ArenaPagesOf(kMountInfo, "/run/ft-arenas", "always within_size advise never [deny] force\n");
+  EXPECT_FALSE(denied.huge);
+  EXPECT_EQ(denied.huge_option, "never (shmem_enabled deny)");
+  const ArenaPages forced = ArenaPagesOf(kMountInfo, "/dev/shm", "always within_size advise never deny [force]\n");
+  EXPECT_TRUE(forced.huge);
+  EXPECT_EQ(ArenaPagesText(forced), "huge pages (tmpfs huge=always (shmem_enabled force) at /dev/shm)");
+  // Not a tmpfs: neither applies. The usual choice leaves each mount's own option.
+  EXPECT_FALSE(ArenaPagesOf(kMountInfo, "/var/tmp", "always within_size advise never deny [force]").huge);
+  EXPECT_TRUE(ArenaPagesOf(kMountInfo, "/run/ft-arenas", "always within_size advise [never] deny force").huge);
+  EXPECT_FALSE(ArenaPagesOf(kMountInfo, "/dev/shm", "] garbled [").huge);
+}
+
 TEST(ArenaPagesTest, LinesItCannotReadAreSkipped) {
   const std::string text = std::string("garbage\n\n1 2 3\n94 28 0:55 / /x rw - \n\\\\\\0 - - - - - - -\n") +
                            "95 28 0:56 / /x rw - tmpfs tmpfs rw,huge=always\n" + "96 28 0:57 / /x\\04";
