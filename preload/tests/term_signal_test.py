@@ -129,7 +129,9 @@ class App:
 
     def last_step(self):
         with self.cv:
-            steps = [int(l.split()[1]) for l in self.lines if l.startswith("step ")]
+            # The number only: a Python app's SIGTERM handler may print between "step <s>" and
+            # its newline (python-exit once read "step 12python handler sig=15: ...").
+            steps = [int(m.group(1)) for m in (re.match(r"step (\d+)", l) for l in self.lines) if m]
         return steps[-1] if steps else 0
 
     def wait_exit(self, timeout=20):

@@ -96,6 +96,7 @@ class CkptCluster(Cluster):
     def __exit__(self, exc_type, exc, tb):
         failed = exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None))
         if failed:
+            self.show_state()
             for path in self.runs:
                 print("---- earlier run's job log: %s" % path, flush=True)
             for node in sorted(os.listdir(self.arena_root)):

@@ -92,6 +92,7 @@ class Cluster:
     def __exit__(self, exc_type, exc, tb):
         failed = exc_type is not None and not (exc_type is SystemExit and exc.code in (0, None))
         if failed:
+            self.show_state()
             self.show_logs()
         self.stop_job()
         for node in list(self.workers):
@@ -109,7 +110,8 @@ class Cluster:
         shutil.rmtree(self.arena_root, ignore_errors=True)
         if not failed:
             shutil.rmtree(self.disk_root, ignore_errors=True)
-        if not failed:  # a failed run's logs stay for a closer look
+        # A failed run's logs stay for a closer look, and every run's with FT_TEST_KEEP_LOGS=1.
+        if not failed and os.environ.get("FT_TEST_KEEP_LOGS") != "1":
             for path in self.log_paths():
                 try:
                     os.unlink(path)
@@ -120,6 +122,26 @@ class Cluster:
     def log_paths(self):
         paths = [self.job_out.name] if self.job_out else []
         return paths + list(self.worker_logs.values()) + list(getattr(self, "master_logs", {}).values())
+
+    def show_state(self):
+        """First, in a few lines (a CI log keeps a failure's head and tail): what the launcher
+        said last, and the state of every rank process it started (alive, stopped, a zombie).
+        Said once."""
+        if getattr(self, "state_shown", False) or not self.job_out:
+            return
+        self.state_shown = True
+        import re
+        out = self.job_output()
+        launch = [l for l in out.splitlines() if l.startswith("[launch]")]
+        print("---- the launcher's last lines\n" + "\n".join(launch[-12:]), flush=True)
+        states = []
+        for pid in sorted(set(int(p) for p in re.findall(r"\[launch\] rank \d+ \S+ local \d+ pid (\d+)", out))):
+            try:
+                with open("/proc/%d/stat" % pid) as f:
+                    states.append("%d %s" % (pid, f.read().rpartition(")")[2].split()[0]))
+            except OSError:
+                states.append("%d gone" % pid)
+        print("---- rank processes (pid state): " + ", ".join(states), flush=True)
 
     def show_logs(self, lines=40):
         """The tails of the job's, the workers' and the masters' logs: a failed run says what
