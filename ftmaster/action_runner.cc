@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
@@ -82,8 +83,15 @@ CommandBatch StopBatch(const Action& a, const std::string& acks_from, std::vecto
                        std::span<const proto::Membership> members, bool at_decision) {
   CommandBatch b = SentBatch(a, acks_from, unix_ms + static_cast<int64_t>(grace_s * 1000) + 5000);
   const DecidedFor decided_for(members, a.decided_unix_ms, at_decision);
+  // The nodes of the processes it was decided for, whatever `nodes` (the workers set) lacks:
+  // a stop that reaches no node leaves a hung job hung (a seeded campaign schedule, Redis
+  // restarted empty at a frozen rank: the stop went out before either worker's heartbeat had
+  // added it to the set again, and the job hung until its launcher's timeout).
+  for (const proto::Membership& m : members) nodes.push_back(m.node);
+  std::erase_if(nodes, [](const std::string& node) { return node.empty(); });
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
   b.next.nodes = std::move(nodes);
-  std::sort(b.next.nodes.begin(), b.next.nodes.end());
   for (const std::string& node : b.next.nodes) {
     proto::Command command;
     command.id = fmt::format("{}-stop-{}", a.incident, node);
@@ -130,7 +138,14 @@ void ActionRunner::LoadTerm(const MasterHash& state) {
 
 void ActionRunner::Start(Action action, std::vector<proto::Membership> decided_for) {
   action_ = std::move(action);
-  if (decided_for.empty()) decided_for = SlimMembers(membership_->values());
+  // With the ranks the membership holds now and did not when the window opened (Redis had
+  // lost them; their workers wrote them again while it waited, window_round.h): by the clocks
+  // below, the processes of the run that failed.
+  std::set<int> known;
+  for (const proto::Membership& m : decided_for) known.insert(m.rank);
+  for (const proto::Membership& m : SlimMembers(membership_->values())) {
+    if (!known.contains(m.rank)) decided_for.push_back(m);
+  }
   // Never a process that started after the action's time (its window's first event): a
   // relaunch of the run that failed, however late the master read the event (Redis restored
   // from a snapshot, a takeover's backlog: campaign seed 1197). None left: the action reaches
@@ -146,10 +161,15 @@ void ActionRunner::Start(Action action, std::vector<proto::Membership> decided_f
 
 bool ActionRunner::StartedAfterDecision(const proto::Membership& m) const {
   if (!action_) return true;
+  // As the workers judge the commands (CommandStaleness): a rank the action named is another
+  // process when its incarnation differs; a rank it did not name (the master's view lacked it:
+  // Redis had just lost the membership and that node's worker had not written it again) by
+  // the clocks. Not "unknown, so new": a seeded campaign schedule took a frozen rank's peer on
+  // the other node for a relaunch and watched the job again while it was being stopped.
   if (decided_members_) {
-    return std::none_of(decided_members_->begin(), decided_members_->end(), [&](const proto::Membership& d) {
-      return d.rank == m.rank && d.incarnation == m.incarnation;
-    });
+    for (const proto::Membership& d : *decided_members_) {
+      if (d.rank == m.rank) return d.incarnation != m.incarnation;
+    }
   }
   return static_cast<int64_t>(m.incarnation / 1000000) > action_->decided_unix_ms;
 }
@@ -226,6 +246,10 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     for (const redis::Reply& m : members.elements()) {
       if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
     }
+    // And every node the membership names: a Redis that lost its data has lost the workers
+    // set too, and a worker adds itself again only with its next heartbeat (StopBatch adds the
+    // nodes of the processes the action was decided for).
+    for (const proto::Membership& m : membership_->values()) nodes.push_back(m.node);
     CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s,
                                decided_members_ ? *decided_members_ : membership_->values(),
                                decided_members_.has_value());

@@ -2,8 +2,9 @@
 // proto/master_codec.h): save commands to the save targets' nodes, their acknowledgements
 // awaited until save_deadline, the saved copies verified (bounded by copy_wait) and the restore
 // plan published (through the checkpoint round), then stop commands to every node in
-// ft:{J}:workers; job_state goes stopping → stopped. Every phase change is written to the master
-// hash with the commands that start it, so a new leader resumes an action where it stands.
+// ft:{J}:workers and of the membership; job_state goes stopping → stopped. Every phase change
+// is written to the master hash with the commands that start it, so a new leader resumes an
+// action where it stands.
 // Each phase's commands are computed as a value (SaveBatch, StopBatch: no Redis) and written as
 // one fenced batch. Single-threaded, owned by MasterLoop.
 #ifndef FT_FTMASTER_ACTION_RUNNER_H_
@@ -71,8 +72,8 @@ class ActionRunner {
   void LoadTerm(const MasterHash& state);
   // An action this master just decided and wrote (the window round's). `decided_for`: the
   // processes it is for — the membership as it was when the incident's window opened (a rank
-  // relaunched since is not one of them); empty: the membership now. Either way only the
-  // processes that had started by the action's decided_unix_ms.
+  // relaunched since is not one of them), and the ranks it lacked then as the membership holds
+  // them now. Either way only the processes that had started by the action's decided_unix_ms.
   void Start(Action action, std::vector<proto::Membership> decided_for = {});
   // The action another master stored (it decided the window first). Unchanged when Redis failed.
   void LoadStored();
@@ -85,9 +86,9 @@ class ActionRunner {
 
   bool active() const { return action_ && action_->phase != proto::ActionPhase::kDone; }
   const std::optional<Action>& action() const { return action_; }
-  // Whether `m`'s process started after the action was decided (a relaunch): it is not in the
-  // membership this master knew when it decided; for an action taken over from another master,
-  // by the clocks (DecidedFor).
+  // Whether `m`'s process started after the action was decided (a relaunch): another process
+  // than the one of its rank this master knew when it decided; for a rank it did not know then,
+  // or an action taken over from another master, by the clocks (DecidedFor).
   bool StartedAfterDecision(const proto::Membership& m) const;
 
  private:

@@ -377,7 +377,34 @@ std::optional<WindowAction> WindowRound::Step(Clock::time_point now, int64_t uni
     // Decide on fresh tables.
     if (!ReadProgress(now) || !ReadRanks(now)) return std::nullopt;
   }
+  if (WaitsForMembership(now, unix_ms)) return std::nullopt;
   return Close(Clock::now(), unix_ms);
+}
+
+bool WindowRound::WaitsForMembership(Clock::time_point now, int64_t unix_ms) {
+  if (gap_for_ != membership_->version() || gap_window_ != open_.first_event_id) {
+    const int world = membership_->has_explicit() ? membership_->CurrentTopology().world_size() : 0;
+    gap_ = FindMembershipGap(membership_->values(), open_.events, world);
+    gap_for_ = membership_->version();
+  }
+  const int64_t waited_ms = unix_ms - open_.opened_unix_ms - ToMs(ctx_->options.config.hang_window);
+  if (gap_.empty() || waited_ms >= kMembershipWaitMs) {
+    if (!gap_.empty()) {
+      FT_LOG(Warn, Master, "incident window {}: deciding without the membership of {} (waited {} ms for their "
+             "workers to write it): a rank it lacks is neither saved nor stopped by its node", open_.first_event_id,
+             gap_.Text(), kMembershipWaitMs);
+    }
+    gap_window_.clear();
+    return false;
+  }
+  if (gap_window_ != open_.first_event_id) {
+    gap_window_ = open_.first_event_id;
+    FT_LOG(Info, Master, "incident window {}: the membership lacks {} (Redis lost it? its workers write it again "
+           "once they reconnect): waiting up to {} ms for it before deciding", open_.first_event_id, gap_.Text(),
+           kMembershipWaitMs);
+  }
+  membership_->ReadSoon(now);
+  return true;
 }
 
 std::optional<WindowAction> WindowRound::Close(Clock::time_point closed_at, int64_t unix_ms) {

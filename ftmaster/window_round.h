@@ -25,6 +25,7 @@
 #include "ftmaster/core/attribution.h"
 #include "ftmaster/core/busy_watch.h"
 #include "ftmaster/core/incident_window.h"
+#include "ftmaster/core/membership_gap.h"
 #include "ftmaster/core/window_decision.h"
 #include "ftmaster/core/window_reads.h"
 #include "ftmaster/job_membership.h"
@@ -88,6 +89,9 @@ class WindowRound {
   // Asks the workers for the stacks of the written incidents' suspects (stacks_request.h).
   void RequestStacks(const std::vector<proto::Incident>& written, int64_t unix_ms);
   bool ReadProgress(Clock::time_point now);
+  // A window ready to close whose membership lacks ranks it needs (core/membership_gap.h):
+  // true while it waits for them, read every tick, at most kMembershipWaitMs past hang_window.
+  bool WaitsForMembership(Clock::time_point now, int64_t unix_ms);
   bool ReadRanks(Clock::time_point now) { return membership_->Read(now, /*window_open=*/true); }
   // closed_at: when the window was found closed (real clock, for the stats).
   std::optional<WindowAction> Close(Clock::time_point closed_at, int64_t unix_ms);
@@ -110,6 +114,9 @@ class WindowRound {
   void CollectCleanExits();
 
   static constexpr size_t kMaxCleanExits = 4096;
+  // A worker reconnects to Redis with a backoff of at most 5 s (redis::RetryPolicy) and writes
+  // its ranks again at its next report.
+  static constexpr int64_t kMembershipWaitMs = 6000;
   static constexpr int64_t kHardwareKeepMs = 10 * 60'000;
   static constexpr int64_t kHardwareRepeatMs = 10 * 60'000;
 
@@ -137,6 +144,9 @@ class WindowRound {
   std::vector<int64_t> clean_exit_times_;  // Input()'s, by CollectCleanExits
   std::map<int, uint64_t> teardown_deaths_;  // rank -> its process that died told to terminate
   std::vector<proto::Membership> members_at_open_;  // the processes when the window opened (slim)
+  MembershipGap gap_;                // what the membership lacked at its last version
+  uint64_t gap_for_ = UINT64_MAX;    // that version
+  std::string gap_window_;           // the window whose wait for it was said ("" none)
   // The incarnation of a running process of `rank` newer than `incarnation` (0: none): an event
   // of an older process is not about the job as it runs now.
   uint64_t NewerProcessOf(int rank, uint64_t incarnation);

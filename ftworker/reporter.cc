@@ -66,7 +66,10 @@ void Reporter::SetMembership(const proto::Membership& membership) {
 
 void Reporter::ForgetMemberships() {
   std::erase_if(last_written_, [](const auto& entry) { return entry.first.starts_with("ranks:"); });
-  heartbeats_ = 0;  // and the workers set, with the next heartbeat
+  // And the workers set, now rather than with the next heartbeat: a master's stop goes to the
+  // nodes in it (and those of the membership), and one may come before that heartbeat.
+  heartbeats_ = 1;
+  outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
 }
 
 void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,

@@ -33,7 +33,8 @@ class Reporter {
   // (the master reads the membership hash only when that version moved).
   void SetMembership(const proto::Membership& membership);
   // Forgets which memberships were written, so the next SetMembership of each rank writes
-  // again: for a Redis that lost them (restart without persistence, failover, FLUSHALL).
+  // again: for a Redis that lost them (restart without persistence, failover, FLUSHALL). The
+  // workers set is written again at once.
   void ForgetMemberships();
   // The node's heartbeat key (TTL) and its entry in the workers set.
   void Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks, int64_t unix_ms);

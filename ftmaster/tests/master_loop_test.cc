@@ -85,6 +85,20 @@ class MasterLoopTest : public ::testing::Test {
     }
   }
 
+  // What one node's worker writes again after Redis lost its data: its ranks' membership
+  // only (not the workers set, which its next heartbeat adds).
+  void WriteMembershipOf(const std::string& node) {
+    for (const proto::Membership& m : job_.membership) {
+      if (m.node == node) server_.Execute({"HSET", keys_.Ranks(), std::to_string(m.rank), proto::Encode(m)});
+    }
+  }
+  void WriteProgress() {
+    for (proto::RankProgress& p : job_.progress) {
+      p.observed_unix_ms = UnixMs();
+      server_.Execute({"HSET", keys_.ProgressOf(p.rank), std::to_string(p.rank), proto::Encode(p)});
+    }
+  }
+
   // Ranks 1 and 2 wait on rank 3 (its dp and tp peers) in collective #11, for 5 s.
   void PeersWaitOnRank3() {
     job_.Set(1, job_.DpComm(1, 0), 11, 11, 10, 5000);
@@ -1672,6 +1686,72 @@ TEST_F(MasterLoopTest, ARelaunchIsSeenWhateverTheNodesClocksSay) {
   Report();
   Run(2500, {&a});
   EXPECT_EQ(State("job_state"), "running") << "the relaunch is watched although its clock says it started before the stop";
+}
+
+// Redis restarted empty while a rank crashed: the workers write their ranks again as each
+// reconnects, n1 first; the workers set is empty (each worker adds itself again). The window
+// waits for n0's ranks before deciding, so the healthy replica there saves (deciding without
+// it: a stop without a checkpoint), and the stop goes to both nodes although the workers set
+// names neither (a seeded campaign schedule: a stop that reached no node left the hung job hung
+// until its launcher's timeout).
+TEST_F(MasterLoopTest, AfterRedisLostTheMembershipTheWindowWaitsForItAndTheStopReachesEveryNode) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  for (proto::Membership& m : job_.membership) m.incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+  PeersWaitOnRank3();
+  WriteMembershipOf("n1");
+  WriteProgress();
+  Run(100, {&a});
+  job_.membership[3].state = "dead";
+  job_.progress[3].state = "dead";
+  WriteMembershipOf("n1");
+  WriteProgress();
+  Exit(3, false, -9, /*report=*/false);
+  Run(2500, {&a});
+  EXPECT_FALSE(server_.HGet(keys_.MasterState(), "action").has_value()) << "no decision without n0's ranks";
+  EXPECT_TRUE(a.loop->incident_open());
+
+  WriteMembershipOf("n0");  // n0's worker reconnected
+  Run(500, {&a});
+  proto::MasterAction action = StoredAction();
+  ASSERT_EQ(action.decision, proto::DecisionKind::kSaveThenStop);
+  bool saves_on_n0 = false;
+  for (const SaveTarget& t : action.save) saves_on_n0 |= t.node == "n0";
+  EXPECT_TRUE(saves_on_n0) << "rank 1, shard tp=1's healthy replica, saves";
+  for (const SaveTarget& t : action.save) {
+    Ack(fmt::format("{}-save-{}", action.incident, t.rank), t.node, t.rank, "failed");
+  }
+  Run(200, {&a});
+  action = StoredAction();
+  ASSERT_EQ(action.phase, proto::ActionPhase::kStop);
+  EXPECT_EQ(action.nodes, (std::vector<std::string>{"n0", "n1"})) << "by the membership: the workers set is empty";
+}
+
+// The same, with n0's worker back only after the wait: the master decides without n0's ranks
+// (a stop, no healthy replica of shard tp=1 known) and stops n1. When n0's ranks come, they are
+// the processes of the run it stopped (started before the decision), not a relaunch: the job
+// stays stopped and its action stays.
+TEST_F(MasterLoopTest, RanksRedisLostThatComeBackAfterTheDecisionAreNoRelaunch) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  for (proto::Membership& m : job_.membership) m.incarnation = static_cast<uint64_t>(UnixMs() - 60000) * 1000000;
+  PeersWaitOnRank3();
+  job_.membership[3].state = "dead";
+  job_.progress[3].state = "dead";
+  WriteMembershipOf("n1");
+  WriteProgress();
+  Exit(3, false, -9, /*report=*/false);
+  Run(9000, {&a});
+  proto::MasterAction action = StoredAction();
+  EXPECT_EQ(action.decision, proto::DecisionKind::kStop);
+  ASSERT_EQ(action.phase, proto::ActionPhase::kStop);
+  EXPECT_EQ(action.nodes, std::vector<std::string>{"n1"});
+  Ack(fmt::format("{}-stop-n1", action.incident), "n1", -1, "done");
+  Run(500, {&a});
+  ASSERT_EQ(State("job_state"), "stopped");
+
+  WriteMembershipOf("n0");
+  Run(2500, {&a});
+  EXPECT_EQ(State("job_state"), "stopped") << "n0's ranks started before the decision: no relaunch";
+  EXPECT_TRUE(server_.HGet(keys_.MasterState(), "action").has_value()) << "the action stays";
 }
 
 // `ftmaster save`: one save-at-step command (rank -1) per worker, with the id it prints.
