@@ -13,6 +13,7 @@
 // warm-up piece at most; a restore asked for first is served first (it touches what it reads).
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -67,11 +68,10 @@ bool Agent::PrepareArena(AgentCuda* cuda) {
   }
   if (!PrepareSlots(-1, threads, &pinned)) return false;
   const std::string& path = arena_.path();
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   FT_LOG(Info, Ckpt, "host arena {}: {} bytes ({} slot(s)) prepared in {:.3f} s beside the app (reserved and "
          "mapped on {} thread(s), {}{}), on {}", path, arena_.slots_bytes(), arena_.slot_count(),
-         SecondsSince(start), threads, pinned, first, ckpt::ArenaPagesText(ckpt::ArenaPagesOfDir(dir)));
+         SecondsSince(start), threads, pinned, first, ckpt::ArenaPagesText(ckpt::ArenaPagesOfDir(dir.empty() ? "." : dir)));
   {
     MutexLock lock(&mu_);
     arena_prepared_ = true;
