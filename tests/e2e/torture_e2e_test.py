@@ -48,7 +48,10 @@ step more's snapshot began writing over the rank's termination copy before the d
 step, the device never did (its peers had ended), and the newest whole step was lost with it) and
 1100 (Redis restarted empty at a SIGSTOP: the master made a new transfer secret, each worker
 restarted its transfer server on its old port, which the system had handed to another socket
-meanwhile; 5 s without a server, and the relaunched rank's prefetch from the peer node gave up)
+meanwhile; 5 s without a server, and the relaunched rank's prefetch from the peer node gave up;
+and later in CI: the stop went out before either worker had added itself to the workers set
+again, so to no node, and the frozen job hung until its launcher's timeout — a stop now goes to
+the membership's nodes too, and the window waits for the ranks Redis lost)
 and 1176 (Redis restarted empty and a worker restarted at a crash: the new worker found no plan
 in Redis and wrote a final `step none` at once, so its node's relaunched ranks started from
 scratch while the other node's waited and restored step 14; the mixed launch was stopped as a
