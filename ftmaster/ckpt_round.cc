@@ -75,6 +75,13 @@ void CkptRound::LoadPlan() {
   }
   int64_t published = 0;
   if (version.ToInt(&published) && published > plan_.version) plan_.version = published;
+  // Never a version this process published or read before, though Redis lost it (restarted
+  // empty, flushed): a worker takes an unchanged version for an unchanged plan and would hand
+  // its ranks the plan from before (a seeded campaign schedule: Redis restarted empty at a
+  // preemption, the new plan 1 said step 23, node1's worker kept its plan 1 of step 15, and the
+  // relaunch found no copy of step 15).
+  plan_.version = std::max(plan_.version, newest_version_);
+  newest_version_ = plan_.version;
   if (plan_.version > 0) {
     // Another master published before this term: what moved meanwhile is unknown to this one
     // (it saw no end nor relaunch), so it is taken as a move: a newer step waiting for its
@@ -567,6 +574,7 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
   } else {
     FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more{}", plan.version, notes);
   }
+  newest_version_ = std::max(newest_version_, plan.version);
   plan_ = std::move(plan);
   return true;
 }

@@ -184,6 +184,7 @@ bool Daemon::EnsureConnected(uint64_t mono_ns) {
     }
     resend_membership_ = true;  // a restarted Redis lost what was written before
     timeouts_version_.clear();  // the master may have published meanwhile
+    plan_sync_.ForgetVersion();  // and may have begun its plan versions anew
   }
   was_connected_ = up;
   return up;
@@ -260,6 +261,7 @@ void Daemon::CheckMembershipInRedis(uint64_t mono_ns) {
          "its data (a restart without persistence, a failover, FLUSHALL); writing it again",
          missing);
   resend_membership_ = true;
+  plan_sync_.ForgetVersion();
 }
 
 void Daemon::PollArenaGc(uint64_t mono_ns) {

@@ -837,6 +837,26 @@ TEST_F(MasterLoopTest, AnUnknownJobStateIsReportedAndANewLeaderWatchesTheJob) {
 
 // ---- checkpoints: verification, the restore plan, sdc ------------------------------------------
 
+// Redis restarted empty: the copies are reported again and the plan published again under a
+// version this master never published before — workers take an unchanged version for an
+// unchanged plan, and the old plan 1 (step 100) must not stand for the new one (step 101).
+TEST_F(MasterLoopTest, APlanPublishedAgainAfterRedisLostItsDataHasANewVersion) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  ASSERT_EQ(Plan().version, 1);
+
+  server_.FlushAll();
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(101, r, r % 2 == 0 ? 0xa2 : 0xb3);
+  Run(6000, {&a});
+  EXPECT_EQ(Plan().step, 101);
+  EXPECT_EQ(Plan().version, 2) << "not version 1 again";
+  EXPECT_EQ(server_.Get(keys_.RestoreVersion()).value_or(""), "2");
+}
+
 // tp=2 dp=2: both replicas of each shard agree → verified, planned (version 1); a tier added to
 // a copy of the planned step republishes it (version 2); nothing new → no republish.
 TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {

@@ -101,6 +101,13 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
     none_why_.clear();
     rewrite = true;
   }
+  if (!lost_why_.empty() && mono_ns >= lost_until_ns_) {
+    FT_LOG(Warn, Worker, "the master published no restore plan within {} ms of Redis losing it: the restore plan "
+           "file {} keeps plan version {} (step {}) as it is", options_.end_wait_for_ns / 1'000'000, path_,
+           plan_version_, plan_.step < 0 ? std::string("none") : std::to_string(plan_.step));
+    lost_why_.clear();
+    rewrite = true;
+  }
   if (!end_why_.empty() && mono_ns >= end_until_ns_) {
     FT_LOG(Warn, Worker, "the master did not say within {} ms that it heard of the end of this node's rank ({}): "
            "the restore plan file {} takes its plan as it is", options_.end_wait_for_ns / 1'000'000, end_why_, path_);
@@ -114,6 +121,23 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   next_poll_ns_ = mono_ns + (stretched_poll_ns_ != 0 ? stretched_poll_ns_ : options_.poll_interval_ns);
   const std::string current = version.is_string() ? version.str() : "";
   if (have_version_ && current == version_) return;
+  if (current.empty() && have_plan_) {
+    // The master never removes its plan: Redis lost it (restarted empty, flushed). The plan in
+    // hand stays, settling, until the master publishes again — `step none` now would start a
+    // relaunch from scratch over the copies this plan names.
+    if (!plan_lost_) {
+      plan_lost_ = true;
+      lost_why_ = fmt::format("Redis no longer holds the master's restore plan (it restarted empty or was flushed): "
+                              "this node keeps plan version {} until the master publishes again (at most {} ms)",
+                              plan_version_, options_.end_wait_for_ns / 1'000'000);
+      lost_until_ns_ = mono_ns + options_.end_wait_for_ns;
+      FT_LOG(Warn, Worker, "restore plan: {}", lost_why_);
+      if (!withholding_) WriteCurrent(plan_version_);
+    }
+    return;
+  }
+  plan_lost_ = false;
+  lost_why_.clear();
 
   if (current.empty() && !have_plan_) NoteUnplannedCopies(mono_ns);
   proto::RestorePlan plan;  // default: step -1, version 0 — `step none`
@@ -156,7 +180,9 @@ void RestorePlanSync::WriteCurrent(const std::string& version) {
   // A plan naming a step is held only until the master echoes the end (about a round): long
   // holds there would make other nodes' restored ranks wait on these ranks, a hang to the
   // master. Over `step none` the peers' teardown copies get their while too.
-  if (shaped.settling.empty()) shaped.settling = !end_why_.empty() ? end_why_ : shaped.step < 0 ? none_why_ : "";
+  if (shaped.settling.empty()) {
+    shaped.settling = !end_why_.empty() ? end_why_ : !lost_why_.empty() ? lost_why_ : shaped.step < 0 ? none_why_ : "";
+  }
   if (gate_ != nullptr) {
     gate_generation_ = gate_->generation();
     if (!gate_->Shape(&shaped)) {

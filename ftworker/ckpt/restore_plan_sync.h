@@ -75,6 +75,13 @@ class RestorePlanSync {
   void Poll(uint64_t mono_ns, redis::Commands& redis);
   // The next Poll reads Redis (the master noticed a new plan: proto/notice.h).
   void PollSoon() { next_poll_ns_ = 0; }
+  // Redis may have lost its data (the connection came back, or it lost this node's ranks): the
+  // next Poll reads the plan whatever its version says — a master that published again after
+  // the loss may have begun its versions anew.
+  void ForgetVersion() {
+    have_version_ = false;
+    next_poll_ns_ = 0;
+  }
   // While the daemon hears notices, polls only catch a missed one: every `ns` instead of
   // poll_interval_ns (0: back to poll_interval_ns).
   void StretchPolls(uint64_t ns) { stretched_poll_ns_ = ns; }
@@ -136,6 +143,9 @@ class RestorePlanSync {
   int64_t end_unix_ms_ = 0;
   uint64_t end_until_ns_ = 0;
   int64_t plan_echo_ms_ = 0;    // the plan in hand's ends_seen for this node
+  bool plan_lost_ = false;      // Redis holds no plan since this worker read one
+  std::string lost_why_;        // then the one in hand settles until lost_until_ns_
+  uint64_t lost_until_ns_ = 0;
   std::string none_why_;        // over `step none`: settles at least until none_until_ns_
   uint64_t none_until_ns_ = 0;
 };

@@ -90,6 +90,13 @@ pull from node1 and failed. The wait now takes a plan that has named no copy on 
 12 s (longer than the master takes to judge a node lost); and a master that starts after a
 node was lost judges it by the copies it reported, which the plan names
 (MasterLoopTest.ANodeLostBeforeThisMasterStartedIsJudgedByTheCopiesItReported).
+Regression seed 5007 (a sharded job preempted while an operator's save ran, Redis restarted
+empty at once): the master published its plan again as version 1, the version node1's worker
+held for the plan from before the loss (step 15), so the worker took it for unchanged and, once
+its ranks' end had been waited for, handed the relaunch step 15, which no arena held any more.
+A master's plan versions now never repeat within its process, a worker reads the plan whatever
+its version after a reconnect, and a plan Redis lost stays settling until the master publishes
+again (RestorePlanSyncTest.AfterAReconnectAPlanUnderTheSameVersionIsReadAgain).
 Ends with RESULT torture schedules=N
 wrong_restores=.. lost_beyond_bound=.. false_stops=.. leftovers=.. (each counted).
 """

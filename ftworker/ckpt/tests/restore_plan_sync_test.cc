@@ -226,6 +226,69 @@ TEST_F(RestorePlanSyncTest, CopiesOnTheNodeWithNoPlanInRedisSettleStepNone) {
   EXPECT_EQ(plan.settling, "");
 }
 
+// Redis lost its data (restarted empty): the plan in hand stays, settling, until the master
+// publishes again — a `step none` now would start a relaunch from scratch over the copies it
+// names — and at most end_wait_for; the master's next plan replaces it.
+TEST_F(RestorePlanSyncTest, APlanRedisLostStaysSettlingUntilTheMasterPublishesAgain) {
+  options_.end_wait_for_ns = 6 * kSec;
+  LogCapture log;
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 5;
+  published.step = 23;
+  published.ranks.push_back({0, 0x1234ull, {{0, "node_1", {"arena"}}}});
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(ReadPlan(sync).step, 23);
+
+  server_.Execute({"DEL", keys_.Restore(), keys_.RestoreVersion()});
+  sync.Poll(2 * kSec, store_);
+  ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 23) << "not step none";
+  EXPECT_NE(plan.settling.find("Redis no longer holds the master's restore plan"), std::string::npos)
+      << plan.settling;
+  sync.Poll(4 * kSec, store_);
+  EXPECT_NE(ReadPlan(sync).settling, "") << "2 s of 6";
+  sync.Poll(8 * kSec + 1, store_);
+  plan = ReadPlan(sync);
+  EXPECT_EQ(plan.settling, "") << "a master that never publishes again: the plan in hand, final";
+  EXPECT_EQ(plan.step, 23);
+  EXPECT_EQ(log.Count({"published no restore plan within 6000 ms"}), 1u) << log.All();
+
+  published.version = 1;  // a master that began its versions anew
+  published.step = 24;
+  Publish(published);
+  sync.Poll(10 * kSec, store_);
+  EXPECT_EQ(ReadPlan(sync).step, 24);
+}
+
+// A master that published again after Redis lost its data may have begun its versions anew:
+// after a reconnect (ForgetVersion) the plan is read whatever its version says, so a new plan
+// under the version of the one in hand is not taken for it (a seeded campaign schedule: the
+// relaunch restored the old plan's step 15, which no arena held any more).
+TEST_F(RestorePlanSyncTest, AfterAReconnectAPlanUnderTheSameVersionIsReadAgain) {
+  RestorePlanSync sync(options_);
+  proto::RestorePlan published;
+  published.version = 1;
+  published.step = 15;
+  published.ranks.push_back({0, 0x15ull, {{0, "node_1", {"arena"}}}});
+  Publish(published);
+  sync.Poll(1 * kSec, store_);
+  ASSERT_EQ(ReadPlan(sync).step, 15);
+
+  published.step = 23;  // Redis restarted empty, and the master's plan 1 again
+  published.ranks[0].digest = 0x23ull;
+  Publish(published);
+  sync.Poll(3 * kSec, store_);
+  EXPECT_EQ(ReadPlan(sync).step, 15) << "without a reconnect the version says unchanged";
+  sync.ForgetVersion();
+  sync.Poll(3 * kSec + 1, store_);
+  const ckpt::NodePlan plan = ReadPlan(sync);
+  EXPECT_EQ(plan.step, 23);
+  ASSERT_EQ(plan.ranks.size(), 1u);
+  EXPECT_EQ(plan.ranks[0].digest, 0x23ull);
+}
+
 // A master that never comes: the settling `step none` is final after end_wait_for.
 TEST_F(RestorePlanSyncTest, CopiesWithNoPlanSettleAtMostTheEndWait) {
   options_.end_wait_for_ns = 6 * kSec;
