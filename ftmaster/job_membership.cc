@@ -33,8 +33,11 @@ Status JobMembership::Init() {
 }
 
 void JobMembership::NewTerm(Clock::time_point now) {
-  // ranks_ stays: Read re-reads it when ranks:version moved (a re-read of 131k members at every
-  // new term would hold the loop for longer than a lease).
+  // ranks_ stays until the read that replaces it, in HSCAN chunks a tick each. That read comes
+  // whatever ranks:version says: a term begins after Redis was away, and a Redis that lost its
+  // data (restarted empty, flushed) counts ranks:version from 0 again, so an unchanged version
+  // may hide changed values (the restore plan's version did: a campaign seed).
+  version_read_.clear();
   cursor_.clear();
   next_read_ = now;
 }

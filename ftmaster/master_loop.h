@@ -32,8 +32,8 @@
 // the topology every job reads) and LoopContext (loop_context.h: options, store, the fenced
 // writer, job_state, stats). MasterLoop itself (master_loop.cc): the lease term, the tick, the
 // transfer secret, and what a membership read means for the other jobs (a relaunch, the end).
-// Holds no state Redis does not have: every new lease term reloads it (the membership only
-// when ranks:version moved). Steady reads (summaries) are spaced so that they take about 1/12
+// Holds no state Redis does not have: every new lease term reloads it (the membership in
+// HSCAN chunks, whatever ranks:version says: a Redis that lost its data counts it anew). Steady reads (summaries) are spaced so that they take about 1/12
 // of the loop's time, and no single read holds the loop for long (131k ranks on one core;
 // docs/redis-schema.md, "What the master reads"). Garbled values are logged once and skipped
 // (store.h).

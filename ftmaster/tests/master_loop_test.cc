@@ -737,6 +737,24 @@ TEST_F(MasterLoopTest, AFailedIncidentWriteIsRetried) {
   EXPECT_FALSE(a.loop->incident_open());
 }
 
+// Redis restarted empty and the workers wrote their ranks again, every one exited now, and
+// counted ranks:version up to the value the master read before: the new term reads the hash
+// whatever the version says, and the job is finished.
+TEST_F(MasterLoopTest, AMembershipRedisLostIsReadAgainWhateverItsVersionSays) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  server_.Execute({"SET", keys_.RanksVersion(), "7"});
+  Run(1500, {&a});
+  ASSERT_EQ(State("job_state"), "running");
+
+  server_.FlushAll();
+  for (proto::Membership& m : job_.membership) m.state = "exited";
+  Report();
+  server_.Execute({"SET", keys_.RanksVersion(), "7"});
+  Run(5000, {&a});
+  EXPECT_EQ(State("job_state"), "finished") << "the hash read again: every rank exited";
+}
+
 // Every rank exits cleanly: the job is finished (not "running" forever), no incident, and the
 // topology inferred while the ranks ran is kept although their departed memberships form no
 // grid. A successor master reads the same.
