@@ -25,7 +25,7 @@ struct MembershipGap {
   int world = 0;                 // the job's world size as known (0: not known)
   int members = 0;               // distinct ranks the membership holds
   bool empty() const { return event_ranks.empty() && members >= world; }
-  // "rank(s) 3, 7 of its events; 2 of its 4 ranks known" (only the parts that apply).
+  // "ranks 3, 7 of its events; 2 of the job's 4 ranks known" (only the parts that apply).
   std::string Text() const;
 };
 
