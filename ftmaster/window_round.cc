@@ -382,10 +382,13 @@ std::optional<WindowAction> WindowRound::Step(Clock::time_point now, int64_t uni
 }
 
 bool WindowRound::WaitsForMembership(Clock::time_point now, int64_t unix_ms) {
-  if (gap_for_ != membership_->version() || gap_window_ != open_.first_event_id) {
+  // Again when the membership moved, or an event joined the window (its rank may be missing).
+  if (gap_for_ != membership_->version() || gap_events_ != open_.events.size() ||
+      gap_window_ != open_.first_event_id) {
     const int world = membership_->has_explicit() ? membership_->CurrentTopology().world_size() : 0;
     gap_ = FindMembershipGap(membership_->values(), open_.events, world);
     gap_for_ = membership_->version();
+    gap_events_ = open_.events.size();
   }
   const int64_t waited_ms = unix_ms - open_.opened_unix_ms - ToMs(ctx_->options.config.hang_window);
   if (gap_.empty() || waited_ms >= kMembershipWaitMs) {

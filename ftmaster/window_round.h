@@ -146,6 +146,7 @@ class WindowRound {
   std::vector<proto::Membership> members_at_open_;  // the processes when the window opened (slim)
   MembershipGap gap_;                // what the membership lacked at its last version
   uint64_t gap_for_ = UINT64_MAX;    // that version
+  size_t gap_events_ = 0;            // and the window's events then
   std::string gap_window_;           // the window whose wait for it was said ("" none)
   // The incarnation of a running process of `rank` newer than `incarnation` (0: none): an event
   // of an older process is not about the job as it runs now.
