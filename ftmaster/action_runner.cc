@@ -246,10 +246,6 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
     for (const redis::Reply& m : members.elements()) {
       if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
     }
-    // And every node the membership names: a Redis that lost its data has lost the workers
-    // set too, and a worker adds itself again only with its next heartbeat (StopBatch adds the
-    // nodes of the processes the action was decided for).
-    for (const proto::Membership& m : membership_->values()) nodes.push_back(m.node);
     CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s,
                                decided_members_ ? *decided_members_ : membership_->values(),
                                decided_members_.has_value());

@@ -2,9 +2,9 @@
 // proto/master_codec.h): save commands to the save targets' nodes, their acknowledgements
 // awaited until save_deadline, the saved copies verified (bounded by copy_wait) and the restore
 // plan published (through the checkpoint round), then stop commands to every node in
-// ft:{J}:workers and of the membership; job_state goes stopping → stopped. Every phase change
-// is written to the master hash with the commands that start it, so a new leader resumes an
-// action where it stands.
+// ft:{J}:workers and of the ranks it was decided for; job_state goes stopping → stopped.
+// Every phase change is written to the master hash with the commands that start it, so a new
+// leader resumes an action where it stands.
 // Each phase's commands are computed as a value (SaveBatch, StopBatch: no Redis) and written as
 // one fenced batch. Single-threaded, owned by MasterLoop.
 #ifndef FT_FTMASTER_ACTION_RUNNER_H_

@@ -64,6 +64,7 @@ void CkptRound::LoadPlan() {
   redis::Reply plan, version;
   if (!ctx_->store->Run({"GET", ctx_->keys.Restore()}, &plan).ok()) return;
   if (!ctx_->store->Run({"GET", ctx_->keys.RestoreVersion()}, &version).ok()) return;
+  const int64_t newest_here = plan_.version;  // the newest this process published or read
   plan_ = NoPlan();
   if (plan.is_string()) {
     Status s = proto::Decode(plan.str(), &plan_);
@@ -80,8 +81,7 @@ void CkptRound::LoadPlan() {
   // its ranks the plan from before (a seeded campaign schedule: Redis restarted empty at a
   // preemption, the new plan 1 said step 23, node1's worker kept its plan 1 of step 15, and the
   // relaunch found no copy of step 15).
-  plan_.version = std::max(plan_.version, newest_version_);
-  newest_version_ = plan_.version;
+  plan_.version = std::max(plan_.version, newest_here);
   if (plan_.version > 0) {
     // Another master published before this term: what moved meanwhile is unknown to this one
     // (it saw no end nor relaunch), so it is taken as a move: a newer step waiting for its
@@ -574,7 +574,6 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
   } else {
     FT_LOG(Warn, Master, "restore plan {}: no restorable checkpoint any more{}", plan.version, notes);
   }
-  newest_version_ = std::max(newest_version_, plan.version);
   plan_ = std::move(plan);
   return true;
 }

@@ -144,7 +144,6 @@ class CkptRound {
   bool topology_warned_ = false;
   std::set<std::string> sdc_reported_; // incident ids written (or found written)
   proto::RestorePlan plan_;            // as published
-  int64_t newest_version_ = 0;         // the newest plan version this process published or read
   bool plan_loaded_ = false;
   bool plan_dirty_ = true;             // a step was judged anew or the membership moved
   uint64_t plan_ranks_version_ = 0;    // membership version the plan's node order used
