@@ -669,6 +669,10 @@ def case_save_now(args):
         # its plan would be restored instead, and the relaunch's --steps was sized for this one.
         c.start_ckpt_job(model + ["--steps", "100000", "--compute-ms", "20"], env={"FT_CKPT_ON_SIGNAL": "none"})
         c.wait_for(lambda: c.db.command("HLEN", c.key("ranks")) == 2, 60, "both ranks running")
+        # And registered: a rank is a member from its first CUDA call, and a save asked before its
+        # ft_register_end is refused ("nothing registered"), as it was once under make test's load.
+        c.wait_for(lambda: len(set(re.findall(r"^\[rank (\d+)\] .*host arena .* prepared in", c.job_output(), re.M))) == 2,
+                   60, "both ranks' state registered")
         check(c.steps() == [], "a checkpoint before any was asked for: %s" % c.steps())
         print("$ ftmaster save\n" + c.master_cli("save"), end="")
         # Each rank saves at its next step boundary and acknowledges with the step it saved.
