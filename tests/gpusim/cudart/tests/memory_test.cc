@@ -1,7 +1,12 @@
 // Memory: the allocation table behind cudaPointerGetAttributes and bad-free detection.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "test_util.h"
@@ -44,6 +49,40 @@ TEST(Memory, TableAnswersPointerAttributesAndRefusesBadFrees) {
   EXPECT_EQ(a.type, cudaMemoryTypeManaged);
   EXPECT_EQ(cudaFree(m), cudaSuccess);
   cudaGetLastError();
+}
+
+// HBM has no host page table in front of it: device allocations of 2 MiB or more sit on 2 MiB
+// pages where the host offers them (transparent huge pages, "madvise" or "always"), so copies
+// from device memory do not pay per-4-KiB-page costs a GPU never has (bench-ckpt's save).
+TEST(Memory, LargeDeviceAllocationsSitOnHugePages) {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  if (modes.find("[never]") != std::string::npos || modes.empty()) GTEST_SKIP() << "no transparent huge pages here";
+  constexpr size_t kBytes = 64u << 20;
+  char* d;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), kBytes), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d) % (2u << 20), 0u);
+  ASSERT_EQ(cudaMemset(d, 1, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // The mapping holding d, from /proc/self/smaps: its AnonHugePages.
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t at = reinterpret_cast<uintptr_t>(d);
+  bool in_mapping = false;
+  uint64_t huge_kb = 0;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find('-') < line.find(' ')) {
+      in_mapping = lo <= at && at < hi;
+      continue;
+    }
+    if (in_mapping && line.rfind("AnonHugePages:", 0) == 0) huge_kb = std::strtoull(line.c_str() + 14, nullptr, 10);
+  }
+  EXPECT_GE(huge_kb, 2048u) << "64 MiB of device memory, touched, on no 2 MiB page";
+  char* small;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&small), 4096), cudaSuccess);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % 256, 0u);
+  EXPECT_EQ(cudaFree(small), cudaSuccess);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
 TEST(Memory, HostRegistration) {
