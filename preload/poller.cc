@@ -457,12 +457,13 @@ void PollerMain() {
     }
     PushAll(st.records.data(), st.records.size());
     g_rt->finished.store(st.finished, std::memory_order_relaxed);
+    // The bell before the mailbox: a command posted after this read rings past it, and the
+    // wait below returns at once.
+    const uint32_t bell = shm::CommandBell(*g_rt->segment);
     HandleMailbox(st);
     if (st.progressed || st.progress_ns == 0) st.progress_ns = now;
     const uint64_t sleep_ns = PollPauseNs(!st.list.empty(), now - st.progress_ns, g_rt->poll_ns);
-    struct timespec ts{static_cast<time_t>(sleep_ns / 1000000000ull),
-                       static_cast<long>(sleep_ns % 1000000000ull)};
-    nanosleep(&ts, nullptr);
+    shm::WaitForCommand(*g_rt->segment, bell, sleep_ns);
   }
   FinalRound(st);
   g_rt->poller_done.store(true, std::memory_order_release);

@@ -168,7 +168,8 @@ struct ControlPage {
   std::atomic<int32_t> reader_pid;             // 8: the attached reader, 0 none
   uint8_t reserved0[128 - 12];
   std::atomic<uint64_t> next_command_seq;      // 128: the reader's command counter
-  uint8_t reserved1[256 - 136];
+  std::atomic<uint32_t> command_bell;          // 136: bumped after each post (a futex word)
+  uint8_t reserved1[256 - 140];
   MailboxSlot mailbox[kMailboxSlots];          // 256
   uint8_t reserved2[kControlBytes - 256 - kMailboxSlots * sizeof(MailboxSlot)];
 };

@@ -1,8 +1,28 @@
 #include "shm/mailbox.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 namespace ft::shm {
+
+namespace {
+
+uint32_t* BellWord(ControlPage* control) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+  return reinterpret_cast<uint32_t*>(&control->command_bell);
+}
+
+void RingBell(ControlPage* control) {
+  control->command_bell.fetch_add(1, std::memory_order_release);
+  (void)syscall(SYS_futex, BellWord(control), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace
 
 Status PostCommand(const Segment& segment, uint32_t type, std::span<const uint8_t> payload,
                    uint64_t* seq) {
@@ -23,7 +43,20 @@ Status PostCommand(const Segment& segment, uint32_t type, std::span<const uint8_
   slot.posted_seq.store(next, std::memory_order_release);
   control->next_command_seq.store(next, std::memory_order_relaxed);
   *seq = next;
+  RingBell(control);
   return Status::Ok();
+}
+
+uint32_t CommandBell(const Segment& segment) {
+  return segment.control()->command_bell.load(std::memory_order_acquire);
+}
+
+void WaitForCommand(const Segment& segment, uint32_t seen_bell, uint64_t timeout_ns) {
+  struct timespec ts{static_cast<time_t>(timeout_ns / 1000000000ull), static_cast<long>(timeout_ns % 1000000000ull)};
+  // The segment is shared between processes: a shared (not FUTEX_PRIVATE) wait.
+  long r = syscall(SYS_futex, BellWord(segment.control()), FUTEX_WAIT, seen_bell, &ts, nullptr, 0);
+  if (r == 0 || errno == ETIMEDOUT || errno == EAGAIN || errno == EINTR) return;
+  nanosleep(&ts, nullptr);  // no futex here (a sandbox): the plain pause
 }
 
 std::optional<Ack> PollAck(const Segment& segment, uint64_t seq) {

@@ -53,6 +53,14 @@ Status PostCommand(const Segment& segment, uint32_t type, std::span<const uint8_
 // The acknowledgement of command `seq`, once the process wrote it.
 std::optional<Ack> PollAck(const Segment& segment, uint64_t seq);
 
+// The doorbell: PostCommand bumps ControlPage::command_bell and wakes a process waiting on it,
+// so a command reaches the process at once rather than at its next poll (up to 5 ms when it
+// is idle: 3-6 % of a just-in-time save of a GiB at memory speed). The process reads the bell
+// before it takes commands and then waits for it to move, at most `timeout_ns` (a reader that
+// rings no bell, an older ftworker, costs it nothing but that latency).
+uint32_t CommandBell(const Segment& segment);
+void WaitForCommand(const Segment& segment, uint32_t seen_bell, uint64_t timeout_ns);
+
 // Process side (the poller thread). Commands not yet acknowledged, oldest first.
 std::optional<Command> TakeCommand(const Segment& segment);
 // The oldest unacknowledged command with a sequence number above `after`: a process that hands

@@ -111,6 +111,7 @@ TEST(LayoutTest, ControlPageOffsets) {
   EXPECT_EQ(offsetof(ControlPage, ring_tail), 0u);
   EXPECT_EQ(offsetof(ControlPage, reader_pid), 8u);
   EXPECT_EQ(offsetof(ControlPage, next_command_seq), 128u);
+  EXPECT_EQ(offsetof(ControlPage, command_bell), 136u);
   EXPECT_EQ(offsetof(ControlPage, mailbox), 256u);
   EXPECT_EQ(offsetof(MailboxSlot, posted_seq), 0u);
   EXPECT_EQ(offsetof(MailboxSlot, acked_seq), 8u);

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "shm/tests/test_segment.h"
 
 namespace ft::shm {
@@ -83,6 +87,44 @@ TEST(MailboxTest, OversizedPayloadAndLongMessage) {
   // Acknowledging a sequence number that is not in the slot changes nothing.
   AckCommand(seg.writer(), seq + kMailboxSlots, 0, "stale");
   EXPECT_FALSE(PollAck(seg.writer(), seq + kMailboxSlots).has_value());
+}
+
+// The process waits on the bell through its own mapping, the reader rings it through another
+// (as two processes do): the wait ends with the post, not at its timeout.
+TEST(MailboxTest, APostRingsTheBellAProcessWaitsOn) {
+  using Clock = std::chrono::steady_clock;
+  ScopedSegment seg;
+  std::unique_ptr<Segment> worker;
+  ASSERT_TRUE(Segment::Attach(seg.name(), &worker).ok());
+  constexpr auto kTimeout = std::chrono::seconds(60);
+  std::atomic<bool> waiting{false};
+  Clock::duration waited{};
+  std::thread process([&] {
+    const uint32_t bell = CommandBell(seg.writer());
+    const auto start = Clock::now();
+    waiting = true;
+    // A wakeup that is not the bell (none expected) would end the wait early as well: loop
+    // on the bell's value, as the poller's next round would.
+    while (CommandBell(seg.writer()) == bell && Clock::now() - start < kTimeout) {
+      WaitForCommand(seg.writer(), bell, std::chrono::nanoseconds(kTimeout).count());
+    }
+    waited = Clock::now() - start;
+  });
+  while (!waiting) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // most likely inside the wait
+  uint64_t seq = 0;
+  ASSERT_TRUE(PostCommand(*worker, 5, {}, &seq).ok());
+  process.join();
+  EXPECT_LT(waited, kTimeout / 2) << "the post did not end the process's wait";
+  EXPECT_TRUE(TakeCommand(seg.writer()).has_value());
+
+  // Without a post the wait lasts its timeout; with a bell already moved it does not wait.
+  const auto start = Clock::now();
+  WaitForCommand(seg.writer(), CommandBell(seg.writer()), 50'000'000);
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(40));
+  const auto stale = Clock::now();
+  WaitForCommand(seg.writer(), CommandBell(seg.writer()) - 1, std::chrono::nanoseconds(kTimeout).count());
+  EXPECT_LT(Clock::now() - stale, kTimeout / 2);
 }
 
 }  // namespace
