@@ -16,7 +16,7 @@
 #include "ftmaster/loop_util.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
-#include "proto/notice.h"
+#include "schema/published.h"
 #include "schema/verdict_hash.h"
 
 // The checkpoint round (ckpt_round.h says what it reads and writes, and when).
@@ -62,8 +62,8 @@ void CkptRound::NewTerm(Clock::time_point now) {
 
 void CkptRound::LoadPlan() {
   redis::Reply plan, version;
-  if (!ctx_->store->Run({"GET", ctx_->keys.Restore()}, &plan).ok()) return;
-  if (!ctx_->store->Run({"GET", ctx_->keys.RestoreVersion()}, &version).ok()) return;
+  if (!ctx_->store->Run(schema::GetPlan(ctx_->keys), &plan).ok()) return;
+  if (!ctx_->store->Run(schema::GetPlanVersion(ctx_->keys), &version).ok()) return;
   const int64_t newest_here = plan_.version;  // the newest this process published or read
   plan_ = NoPlan();
   if (plan.is_string()) {
@@ -546,9 +546,7 @@ bool CkptRound::PublishPlan(int64_t unix_ms) {
   held_since_.reset();
   plan.version = plan_.version + 1;
   plan.unix_ms = unix_ms;
-  if (!ctx_->writer.Run({{"SET", ctx_->keys.Restore(), proto::Encode(plan)},
-                    {"SET", ctx_->keys.RestoreVersion(), std::to_string(plan.version)},
-                    proto::NoticeXadd(ctx_->keys.Notify(), proto::NoticeOf(proto::NoticeKind::kRestore))})) {
+  if (!ctx_->writer.Run(schema::PublishPlan(ctx_->keys, plan))) {
     plan_dirty_ = true;
     return false;
   }

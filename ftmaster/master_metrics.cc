@@ -11,6 +11,7 @@
 #include "proto/codec.h"
 #include "redis/client.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 #include "schema/streams.h"
 #include "schema/verdict_hash.h"
 
@@ -96,7 +97,7 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   std::vector<redis::Reply> replies;
   Status s = redis.PipelinePartial({{"GET", keys_.Leader()},
                                     schema::master_hash::Get(keys_, schema::master_hash::kJobState),
-                                    {"GET", keys_.TimeoutsVersion()},
+                                    schema::GetTimeoutsVersion(keys_),
                                     {"SMEMBERS", keys_.Evicted()},
                                     schema::master_hash::Get(keys_, schema::master_hash::kGoodput)},
                                    &replies);

@@ -12,8 +12,8 @@
 #include "ftmaster/core/text.h"
 #include "ftmaster/loop_util.h"
 #include "proto/codec.h"
-#include "proto/notice.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 
 namespace ft::master {
 
@@ -117,8 +117,8 @@ std::string SummaryRound::SlowEvictionsField(int64_t unix_ms) const {
 
 bool SummaryRound::LoadTimeouts() {
   redis::Reply table, version;
-  if (!ctx_->store->Run({"GET", ctx_->keys.Timeouts()}, &table).ok()) return false;
-  if (!ctx_->store->Run({"GET", ctx_->keys.TimeoutsVersion()}, &version).ok()) return false;
+  if (!ctx_->store->Run(schema::GetTimeouts(ctx_->keys), &table).ok()) return false;
+  if (!ctx_->store->Run(schema::GetTimeoutsVersion(ctx_->keys), &version).ok()) return false;
   if (table.is_string()) {
     proto::TimeoutTable t;
     Status s = proto::Decode(table.str(), &t);
@@ -200,9 +200,7 @@ void SummaryRound::Run(Clock::time_point now, int64_t unix_ms, bool job_stalled)
   if (timeouts_.Update(unix_ms)) unpublished_ = true;
   if (unpublished_) {
     const proto::TimeoutTable& table = timeouts_.table();
-    if (ctx_->writer.Run({{"SET", ctx_->keys.Timeouts(), proto::Encode(table)},
-                     {"SET", ctx_->keys.TimeoutsVersion(), std::to_string(table.version)},
-                     proto::NoticeXadd(ctx_->keys.Notify(), proto::NoticeOf(proto::NoticeKind::kTimeouts))})) {
+    if (ctx_->writer.Run(schema::PublishTimeouts(ctx_->keys, table))) {
       unpublished_ = false;
       ++ctx_->stats.timeouts_published;
       FT_LOG(Info, Master, "timeouts version {}: default {:.0f} ms, {} entr{}", table.version,

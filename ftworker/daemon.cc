@@ -16,6 +16,7 @@
 #include "jitckpt/arena_pages.h"
 #include "proto/codec.h"
 #include "redis/redis_store.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
@@ -192,10 +193,10 @@ bool Daemon::EnsureConnected(uint64_t mono_ns) {
 
 void Daemon::PollTimeouts() {
   redis::Reply version;
-  if (!store_->Run({"GET", keys_.TimeoutsVersion()}, &version).ok()) return;
+  if (!store_->Run(schema::GetTimeoutsVersion(keys_), &version).ok()) return;
   if (!version.is_string() || version.str() == timeouts_version_) return;
   redis::Reply table;
-  if (!store_->Run({"GET", keys_.Timeouts()}, &table).ok()) return;
+  if (!store_->Run(schema::GetTimeouts(keys_), &table).ok()) return;
   if (!table.is_string()) return;
   proto::TimeoutTable parsed;
   Status s = proto::Decode(table.str(), &parsed);

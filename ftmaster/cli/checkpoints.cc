@@ -16,9 +16,10 @@
 #include "ftmaster/store.h"
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
+#include "proto/prefetch_codec.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/verdict_hash.h"
-#include "proto/prefetch_codec.h"
 
 namespace ft::master {
 namespace {
@@ -46,7 +47,7 @@ struct Checkpoints {
 
 Status ReadPlan(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
   redis::Reply plan_reply;
-  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetPlan(keys), &plan_reply));
   if (!plan_reply.is_string()) return Status::Ok();
   proto::RestorePlan plan;
   Status s = proto::Decode(plan_reply.str(), &plan);

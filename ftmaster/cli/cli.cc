@@ -16,6 +16,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
@@ -31,7 +32,7 @@ using cli::Run;
 Status TimeoutsCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Timeouts()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetTimeouts(keys), &reply));
   if (!reply.is_string()) {
     if (o.json) {
       *out += "null\n";

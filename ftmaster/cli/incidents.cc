@@ -16,6 +16,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
@@ -37,7 +38,7 @@ struct PlanSummary {
 
 Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValues* bad, PlanSummary* out) {
   redis::Reply plan_reply;
-  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Restore()}, &plan_reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetPlan(keys), &plan_reply));
   if (!plan_reply.is_string()) return Status::Ok();
   proto::RestorePlan plan;
   if (Status s = proto::Decode(plan_reply.str(), &plan); !s.ok()) {

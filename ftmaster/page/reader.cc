@@ -12,6 +12,7 @@
 #include "proto/node_history_codec.h"
 #include "redis/spread.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 #include "schema/streams.h"
 #include "schema/verdict_hash.h"
 
@@ -220,7 +221,7 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
                                      {"SCARD", keys.Evicted()},
                                      schema::master_hash::Get(keys, schema::master_hash::kGoodput),
                                      {"XLEN", keys.Incidents()},
-                                     {"GET", keys.Restore()},
+                                     schema::GetPlan(keys),
                                      {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(kCheckpointsShown - 1)}},
                                     &r);
   if (!st.ok() || r.size() != 8) {

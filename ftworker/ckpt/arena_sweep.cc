@@ -26,6 +26,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 #include "schema/verdict_hash.h"
 
 namespace ft::worker {
@@ -270,7 +271,7 @@ Status ReadJobGcFacts(redis::Commands& db, const proto::Keys& keys, JobGcFacts* 
   if (Status s = db.Run(schema::master_hash::Get(keys, schema::master_hash::kJobState), &state); !s.ok()) return s;
   // Absent or unknown is not finished: the arenas a finished job would let go are kept.
   facts.finished = state.is_string() && proto::ParseJobState(state.str()) == proto::JobState::kFinished;
-  if (Status s = db.Run({"GET", keys.Restore()}, &plan); !s.ok()) return s;
+  if (Status s = db.Run(schema::GetPlan(keys), &plan); !s.ok()) return s;
   if (plan.is_string()) {
     proto::RestorePlan decoded;
     if (Status s = proto::Decode(plan.str(), &decoded); !s.ok()) {

@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
+#include "schema/published.h"
 
 namespace ft::worker {
 
@@ -117,7 +118,7 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   if (rewrite && have_plan_ && !withholding_) WriteCurrent(plan_version_);
   if (mono_ns < next_poll_ns_) return;
   redis::Reply version;
-  if (!redis.Run({"GET", keys_.RestoreVersion()}, &version).ok()) return;  // retried next tick
+  if (!redis.Run(schema::GetPlanVersion(keys_), &version).ok()) return;  // retried next tick
   next_poll_ns_ = mono_ns + (stretched_poll_ns_ != 0 ? stretched_poll_ns_ : options_.poll_interval_ns);
   const std::string current = version.is_string() ? version.str() : "";
   if (have_version_ && current == version_) return;
@@ -143,7 +144,7 @@ void RestorePlanSync::Poll(uint64_t mono_ns, redis::Commands& redis) {
   proto::RestorePlan plan;  // default: step -1, version 0 — `step none`
   if (!current.empty()) {
     redis::Reply value;
-    if (!redis.Run({"GET", keys_.Restore()}, &value).ok()) return;
+    if (!redis.Run(schema::GetPlan(keys_), &value).ok()) return;
     if (value.is_string()) {
       Status s = proto::Decode(value.str(), &plan);
       if (!s.ok()) {

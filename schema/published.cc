@@ -1,0 +1,27 @@
+#include "schema/published.h"
+
+#include <string>
+
+#include "proto/codec.h"
+#include "proto/notice.h"
+
+namespace ft::schema {
+
+std::vector<redis::Argv> PublishPlan(const proto::Keys& keys, const proto::RestorePlan& plan) {
+  return {{"SET", keys.Restore(), proto::Encode(plan)},
+          {"SET", keys.RestoreVersion(), std::to_string(plan.version)},
+          proto::NoticeXadd(keys.Notify(), proto::NoticeOf(proto::NoticeKind::kRestore))};
+}
+
+std::vector<redis::Argv> PublishTimeouts(const proto::Keys& keys, const proto::TimeoutTable& table) {
+  return {{"SET", keys.Timeouts(), proto::Encode(table)},
+          {"SET", keys.TimeoutsVersion(), std::to_string(table.version)},
+          proto::NoticeXadd(keys.Notify(), proto::NoticeOf(proto::NoticeKind::kTimeouts))};
+}
+
+redis::Argv GetPlan(const proto::Keys& keys) { return {"GET", keys.Restore()}; }
+redis::Argv GetPlanVersion(const proto::Keys& keys) { return {"GET", keys.RestoreVersion()}; }
+redis::Argv GetTimeouts(const proto::Keys& keys) { return {"GET", keys.Timeouts()}; }
+redis::Argv GetTimeoutsVersion(const proto::Keys& keys) { return {"GET", keys.TimeoutsVersion()}; }
+
+}  // namespace ft::schema
