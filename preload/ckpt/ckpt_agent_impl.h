@@ -202,6 +202,9 @@ class Agent {
   std::vector<uint64_t> attached_ GUARDED_BY(mu_);         // save commands that arrived while a save ran
   bool saving_ GUARDED_BY(mu_) = false;
   bool committing_ GUARDED_BY(mu_) = false;  // the running save copied and checksummed everything
+  // The running save's copy failed and its app thread was told so: it can only fail now, and a
+  // save command that comes after is served by a save of its own, not coalesced into it.
+  bool save_failed_ GUARDED_BY(mu_) = false;
   int restoring_ GUARDED_BY(mu_) = 0;  // ft_restore calls under way: save commands wait for them
   int64_t committed_step_ GUARDED_BY(mu_) = kNoStep;  // the last save this process committed, not torn
   // A termination save asked of the agent thread (mu_); cleared when it takes it, and the

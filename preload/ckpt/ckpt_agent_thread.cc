@@ -152,7 +152,7 @@ void Agent::HandOver(const shm::Command& command) {
     if (refusal.empty()) {
       if (at_step) {
         at_step_waiting_.push_back(command.seq);
-      } else if (saving_) {
+      } else if (saving_ && !save_failed_) {
         attached_.push_back(command.seq);  // coalesced with the save that runs
       } else {
         jit_waiting_.push_back(command.seq);
@@ -208,6 +208,7 @@ SaveOutcome Agent::Save(const std::shared_ptr<AppRequest>& periodic, AgentCuda* 
       MutexLock lock(&mu_);
       periodic->copied = true;
       if (!s.ok()) {
+        save_failed_ = true;
         periodic->outcome.result = FT_CUDA_ERROR;
         periodic->outcome.message = "ft_step_done: periodic save failed: " + s.ToString();
       }
@@ -408,6 +409,7 @@ void Agent::Run() {
       }
       saving_ = true;
       committing_ = false;
+      save_failed_ = false;
       lock.Unlock();
       const SaveOrigin origin = request       ? SaveOrigin::kPeriodic
                                 : termination ? SaveOrigin::kTermination
