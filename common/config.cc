@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <vector>
 
+#include "common/names.h"
+
 namespace ft {
 namespace {
 
@@ -79,17 +81,14 @@ const char* NearMiss(std::string_view key) {
 
 std::span<const SettingInfo> AllSettings() { return kSettings; }
 
-const char* SettingTypeName(SettingType type) {
-  switch (type) {
-    case SettingType::kBool: return "bool";
-    case SettingType::kInt: return "int";
-    case SettingType::kSize: return "size";
-    case SettingType::kDuration: return "duration";
-    case SettingType::kString: return "string";
-    case SettingType::kSecret: return "secret";
-  }
-  return "?";
-}
+namespace {
+constexpr Named<SettingType> kSettingTypeNames[] = {
+    {SettingType::kBool, "bool"}, {SettingType::kInt, "int"}, {SettingType::kSize, "size"},
+    {SettingType::kDuration, "duration"}, {SettingType::kString, "string"}, {SettingType::kSecret, "secret"}};
+static_assert(NamesAreUnique(kSettingTypeNames));
+}  // namespace
+
+const char* SettingTypeName(SettingType type) { return NameIn(kSettingTypeNames, type); }
 
 Config Config::Defaults() {
   Config config;

@@ -3,23 +3,20 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/names.h"
+
 namespace ft {
 
-const char* StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kNotReady: return "NotReady";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kCorrupt: return "Corrupt";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kInternal: return "Internal";
-  }
-  return "Unknown";
-}
+namespace {
+constexpr Named<StatusCode> kStatusCodeNames[] = {
+    {StatusCode::kOk, "OK"}, {StatusCode::kNotReady, "NotReady"}, {StatusCode::kNotFound, "NotFound"},
+    {StatusCode::kInvalidArgument, "InvalidArgument"}, {StatusCode::kCorrupt, "Corrupt"},
+    {StatusCode::kUnsupported, "Unsupported"}, {StatusCode::kUnavailable, "Unavailable"},
+    {StatusCode::kTimeout, "Timeout"}, {StatusCode::kIoError, "IoError"}, {StatusCode::kInternal, "Internal"}};
+static_assert(NamesAreUnique(kStatusCodeNames));
+}  // namespace
+
+const char* StatusCodeName(StatusCode code) { return NameIn(kStatusCodeNames, code, "Unknown"); }
 
 namespace {
 

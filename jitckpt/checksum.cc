@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
 #include "jitckpt/checksum_simd.h"
 
 namespace ft::ckpt {
@@ -48,14 +49,14 @@ ChecksumVector ChecksumVectorInUse() {
   return chosen;
 }
 
-const char* ChecksumVectorName(ChecksumVector v) {
-  switch (v) {
-    case ChecksumVector::kBaseline: return "baseline";
-    case ChecksumVector::kAvx2: return "avx2";
-    case ChecksumVector::kAvx512: return "avx512";
-  }
-  return "?";
-}
+namespace {
+constexpr Named<ChecksumVector> kChecksumVectorNames[] = {
+    {ChecksumVector::kBaseline, "baseline"}, {ChecksumVector::kAvx2, "avx2"},
+    {ChecksumVector::kAvx512, "avx512"}};
+static_assert(NamesAreUnique(kChecksumVectorNames));
+}  // namespace
+
+const char* ChecksumVectorName(ChecksumVector v) { return NameIn(kChecksumVectorNames, v); }
 
 }  // namespace internal
 

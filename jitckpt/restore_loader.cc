@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/log.h"
+#include "common/names.h"
 #include "jitckpt/checksum.h"
 #include "jitckpt/chunk_verifier.h"
 #include "jitckpt/safe_name.h"
@@ -302,35 +303,26 @@ class Loader {
   SkipReason reason_ = SkipReason::kUnreadable;  // of the last failed Try
 };
 
+constexpr Named<SourceKind> kSourceKindNames[] = {
+    {SourceKind::kOwnArena, "own-arena"}, {SourceKind::kPrefetched, "prefetched"},
+    {SourceKind::kBuddyCopy, "buddy-copy"}, {SourceKind::kPeerArena, "peer-arena"},
+    {SourceKind::kLocalDir, "local-dir"}, {SourceKind::kRemoteDir, "remote-dir"}};
+static_assert(NamesAreUnique(kSourceKindNames));
 }  // namespace
 
-const char* SourceKindName(SourceKind kind) {
-  switch (kind) {
-    case SourceKind::kOwnArena: return "own-arena";
-    case SourceKind::kPrefetched: return "prefetched";
-    case SourceKind::kBuddyCopy: return "buddy-copy";
-    case SourceKind::kPeerArena: return "peer-arena";
-    case SourceKind::kLocalDir: return "local-dir";
-    case SourceKind::kRemoteDir: return "remote-dir";
-  }
-  return "?";
-}
+const char* SourceKindName(SourceKind kind) { return NameIn(kSourceKindNames, kind); }
 
-const char* SkipReasonName(SkipReason reason) {
-  switch (reason) {
-    case SkipReason::kAbsent: return "absent";
-    case SkipReason::kUnreadable: return "unreadable";
-    case SkipReason::kNoCommittedCopy: return "no-committed-copy";
-    case SkipReason::kOtherStep: return "other-step";
-    case SkipReason::kTorn: return "torn";
-    case SkipReason::kDigestMismatch: return "digest-mismatch";
-    case SkipReason::kTruncated: return "truncated";
-    case SkipReason::kChunkMismatch: return "chunk-mismatch";
-    case SkipReason::kOverwritten: return "overwritten";
-    case SkipReason::kChunkSizeChanged: return "chunk-size-changed";
-  }
-  return "?";
-}
+namespace {
+constexpr Named<SkipReason> kSkipReasonNames[] = {
+    {SkipReason::kAbsent, "absent"}, {SkipReason::kUnreadable, "unreadable"},
+    {SkipReason::kNoCommittedCopy, "no-committed-copy"}, {SkipReason::kOtherStep, "other-step"},
+    {SkipReason::kTorn, "torn"}, {SkipReason::kDigestMismatch, "digest-mismatch"},
+    {SkipReason::kTruncated, "truncated"}, {SkipReason::kChunkMismatch, "chunk-mismatch"},
+    {SkipReason::kOverwritten, "overwritten"}, {SkipReason::kChunkSizeChanged, "chunk-size-changed"}};
+static_assert(NamesAreUnique(kSkipReasonNames));
+}  // namespace
+
+const char* SkipReasonName(SkipReason reason) { return NameIn(kSkipReasonNames, reason); }
 
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,
                       const std::vector<BufferEntry>& registered, Arena* own, RestoreResult* result,

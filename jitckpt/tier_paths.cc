@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
 #include "jitckpt/safe_name.h"
 
 namespace ft::ckpt {
@@ -89,13 +90,13 @@ std::string_view TempTarget(std::string_view name) { return name.substr(0, name.
 
 }  // namespace internal
 
-const char* TierName(TierKind kind) {
-  switch (kind) {
-    case TierKind::kLocal: return "local";
-    case TierKind::kRemote: return "remote";
-  }
-  return "unknown";
-}
+namespace {
+constexpr Named<TierKind> kTierKindNames[] = {
+    {TierKind::kLocal, "local"}, {TierKind::kRemote, "remote"}};
+static_assert(NamesAreUnique(kTierKindNames));
+}  // namespace
+
+const char* TierName(TierKind kind) { return NameIn(kTierKindNames, kind, "unknown"); }
 
 std::string StepDir(std::string_view dir, std::string_view job, int64_t step) {
   return fmt::format("{}/step-{:012}", internal::JobDir(dir, job), step);

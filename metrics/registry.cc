@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "common/mutex.h"
+#include "common/names.h"
 
 namespace ft::metrics {
 
@@ -63,14 +64,11 @@ bool ValidName(std::string_view name, bool colon) {
   return true;
 }
 
-const char* KindName(Kind kind) {
-  switch (kind) {
-    case Kind::kCounter: return "counter";
-    case Kind::kGauge: return "gauge";
-    case Kind::kHistogram: return "histogram";
-  }
-  return "untyped";
-}
+constexpr Named<Kind> kKindNames[] = {
+    {Kind::kCounter, "counter"}, {Kind::kGauge, "gauge"}, {Kind::kHistogram, "histogram"}};
+static_assert(NamesAreUnique(kKindNames));
+
+const char* KindName(Kind kind) { return NameIn(kKindNames, kind, "untyped"); }
 
 // `{a="x",b="y"` without the closing brace (a histogram bucket appends its le), or "" with
 // no labels and no extra.

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/names.h"
 #include "common/status.h"
 
 namespace ft::proto {
@@ -86,38 +87,20 @@ enum class VerdictReason : uint8_t {
   kPartialReport,         // judged before every replica reported (a deadline, or the save's acks)
   kSuperseded,            // copies of a run the job left (a later relaunch went back) were ignored
 };
-inline constexpr VerdictReason kVerdictReasons[] = {
-    VerdictReason::kTopologyUnknown, VerdictReason::kAccepted,        VerdictReason::kReplicasDisagree,
-    VerdictReason::kShardsMissing,   VerdictReason::kNoSourceLeft,    VerdictReason::kSilentDataCorruption,
-    VerdictReason::kSingleCopy,      VerdictReason::kShardedOptimizer, VerdictReason::kBuddyCopies,
-    VerdictReason::kTornIgnored,     VerdictReason::kOutsideTopology, VerdictReason::kPartialReport,
-    VerdictReason::kSuperseded,
-};
+inline constexpr Named<VerdictReason> kVerdictReasonNames[] = {
+    {VerdictReason::kTopologyUnknown, "topology-unknown"}, {VerdictReason::kAccepted, "accepted"},
+    {VerdictReason::kReplicasDisagree, "replicas-disagree"},
+    {VerdictReason::kShardsMissing, "shards-missing"}, {VerdictReason::kNoSourceLeft, "no-source-left"},
+    {VerdictReason::kSilentDataCorruption, "sdc"}, {VerdictReason::kSingleCopy, "single-copy"},
+    {VerdictReason::kShardedOptimizer, "sharded-optimizer"}, {VerdictReason::kBuddyCopies, "buddy-copies"},
+    {VerdictReason::kTornIgnored, "torn-ignored"}, {VerdictReason::kOutsideTopology, "outside-topology"},
+    {VerdictReason::kPartialReport, "partial-report"}, {VerdictReason::kSuperseded, "superseded"}};
+static_assert(NamesAreUnique(kVerdictReasonNames));
+inline constexpr auto kVerdictReasons = ValuesIn(kVerdictReasonNames);
 
-inline constexpr const char* VerdictReasonName(VerdictReason r) {
-  switch (r) {
-    case VerdictReason::kTopologyUnknown: return "topology-unknown";
-    case VerdictReason::kAccepted: return "accepted";
-    case VerdictReason::kReplicasDisagree: return "replicas-disagree";
-    case VerdictReason::kShardsMissing: return "shards-missing";
-    case VerdictReason::kNoSourceLeft: return "no-source-left";
-    case VerdictReason::kSilentDataCorruption: return "sdc";
-    case VerdictReason::kSingleCopy: return "single-copy";
-    case VerdictReason::kShardedOptimizer: return "sharded-optimizer";
-    case VerdictReason::kBuddyCopies: return "buddy-copies";
-    case VerdictReason::kTornIgnored: return "torn-ignored";
-    case VerdictReason::kOutsideTopology: return "outside-topology";
-    case VerdictReason::kPartialReport: return "partial-report";
-    case VerdictReason::kSuperseded: return "superseded";
-  }
-  return "?";
-}
-
-inline std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
-  for (VerdictReason r : kVerdictReasons) {
-    if (name == VerdictReasonName(r)) return r;
-  }
-  return std::nullopt;
+inline constexpr const char* VerdictReasonName(VerdictReason r) { return NameIn(kVerdictReasonNames, r); }
+inline constexpr std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
+  return ParseIn(kVerdictReasonNames, name);
 }
 
 // A step's verdict (StepVerdict::state): written as VerdictStateName, read back by
@@ -128,23 +111,15 @@ enum class VerdictState : uint8_t {
   kUntrusted,   // a shard's copies disagree with no strict majority: the step is skipped
   kIncomplete,  // a shard has no copy, no tier holds one any more, or the topology is unknown
 };
-inline constexpr VerdictState kVerdictStates[] = {VerdictState::kVerified, VerdictState::kUntrusted,
-                                                  VerdictState::kIncomplete};
+inline constexpr Named<VerdictState> kVerdictStateNames[] = {
+    {VerdictState::kVerified, "verified"}, {VerdictState::kUntrusted, "untrusted"},
+    {VerdictState::kIncomplete, "incomplete"}};
+static_assert(NamesAreUnique(kVerdictStateNames));
+inline constexpr auto kVerdictStates = ValuesIn(kVerdictStateNames);
 
-inline constexpr const char* VerdictStateName(VerdictState s) {
-  switch (s) {
-    case VerdictState::kVerified: return "verified";
-    case VerdictState::kUntrusted: return "untrusted";
-    case VerdictState::kIncomplete: return "incomplete";
-  }
-  return "?";
-}
-
-inline std::optional<VerdictState> ParseVerdictState(std::string_view name) {
-  for (VerdictState s : kVerdictStates) {
-    if (name == VerdictStateName(s)) return s;
-  }
-  return std::nullopt;
+inline constexpr const char* VerdictStateName(VerdictState s) { return NameIn(kVerdictStateNames, s); }
+inline constexpr std::optional<VerdictState> ParseVerdictState(std::string_view name) {
+  return ParseIn(kVerdictStateNames, name);
 }
 
 // The master's judgement of one step's set of copies.

@@ -49,7 +49,7 @@ Status ReadOp(const Reader& r, const char* key, Need need, OpKind* out) {
   if (name.empty()) return Status::Ok();
   std::optional<OpKind> kind = ParseOpKind(name);
   if (!kind.has_value() && LooksLikeOpName(name)) kind = OpKind::kOther;
-  if (!kind.has_value()) return UnknownName(r.Path(key), "op kind", name, kOpKinds, OpKindName);
+  if (!kind.has_value()) return UnknownName<OpKind>(r.Path(key), "op kind", name, kOpKinds, OpKindName);
   *out = *kind;
   return Status::Ok();
 }

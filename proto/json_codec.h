@@ -15,8 +15,10 @@
 #include <iterator>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -286,9 +288,9 @@ class Reader {
 // "<where>: unknown <what> '<name>' (<the names of known>)": a name of one of proto/'s
 // vocabularies (an enum with its XName and ParseX) that this build does not know, or that this
 // value may not hold (`known` a part of the vocabulary).
-template <typename E, size_t N>
-Status UnknownName(const std::string& where, const char* what, std::string_view name, const E (&known)[N],
-                   const char* (*name_of)(E)) {
+template <typename E>
+Status UnknownName(const std::string& where, const char* what, std::string_view name,
+                   std::type_identity_t<std::span<const E>> known, const char* (*name_of)(E)) {
   std::string names;
   for (E e : known) names += (names.empty() ? "" : ", ") + std::string(name_of(e));
   return Status::Corrupt(where + ": unknown " + what + " '" + std::string(name.substr(0, 16)) + "' (" + names +
@@ -297,14 +299,14 @@ Status UnknownName(const std::string& where, const char* what, std::string_view 
 
 // A required field holding a vocabulary's name: read by `parse`, and one of `known`; refused by
 // name otherwise (UnknownName), an empty one as empty.
-template <typename E, size_t N>
+template <typename E>
 Status ReadName(const Reader& r, const char* key, const char* what, std::optional<E> (*parse)(std::string_view),
-                const E (&known)[N], const char* (*name_of)(E), E* out) {
+                std::type_identity_t<std::span<const E>> known, const char* (*name_of)(E), E* out) {
   std::string name;
   FT_RETURN_IF_ERROR(r.Str(key, Need::kRequired, &name, Empty::kRejected));
   const std::optional<E> value = parse(name);
   if (!value.has_value() || std::find(std::begin(known), std::end(known), *value) == std::end(known)) {
-    return UnknownName(r.Path(key), what, name, known, name_of);
+    return UnknownName<E>(r.Path(key), what, name, known, name_of);
   }
   *out = *value;
   return Status::Ok();

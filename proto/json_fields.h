@@ -21,8 +21,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -51,9 +53,9 @@ class FieldWriter {
   void Hex(const char* key, const uint64_t& v, Need) { Put(key, CommIdHex(v)); }
 
   // A vocabulary's name (json_codec.h's ReadName: required, one of `known`).
-  template <typename E, size_t N>
-  void Name(const char* key, const E& v, const char*, std::optional<E> (*)(std::string_view), const E (&)[N],
-            const char* (*name_of)(E)) {
+  template <typename E>
+  void Name(const char* key, const E& v, const char*, std::optional<E> (*)(std::string_view),
+            std::type_identity_t<std::span<const E>>, const char* (*name_of)(E)) {
     Put(key, name_of(v));
   }
 
@@ -141,10 +143,10 @@ class FieldReader {
   void Hex(const char* key, uint64_t& v, Need need) {
     if (Go()) status_ = r_.Hex(key, need, &v);
   }
-  template <typename E, size_t N>
+  template <typename E>
   void Name(const char* key, E& v, const char* what, std::optional<E> (*parse)(std::string_view),
-            const E (&known)[N], const char* (*name_of)(E)) {
-    if (Go()) status_ = ReadName(r_, key, what, parse, known, name_of, &v);
+            std::type_identity_t<std::span<const E>> known, const char* (*name_of)(E)) {
+    if (Go()) status_ = ReadName<E>(r_, key, what, parse, known, name_of, &v);
   }
   template <typename T>
   void Ints(const char* key, std::vector<T>& v, Need need, int64_t lo = LowOf<T>(), uint64_t hi = HighOf<T>()) {

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/names.h"
 #include "common/status.h"
 
 namespace ft::proto {
@@ -30,24 +31,15 @@ enum class JobState : uint8_t {
   kStopped,   // every stop was acknowledged or its deadline passed
   kFinished,  // every rank exited cleanly, no incident open and no action under way
 };
-inline constexpr JobState kJobStates[] = {JobState::kRunning, JobState::kStopping, JobState::kStopped,
-                                          JobState::kFinished};
+inline constexpr Named<JobState> kJobStateNames[] = {
+    {JobState::kRunning, "running"}, {JobState::kStopping, "stopping"}, {JobState::kStopped, "stopped"},
+    {JobState::kFinished, "finished"}};
+static_assert(NamesAreUnique(kJobStateNames));
+inline constexpr auto kJobStates = ValuesIn(kJobStateNames);
 
-inline constexpr const char* JobStateName(JobState s) {
-  switch (s) {
-    case JobState::kRunning: return "running";
-    case JobState::kStopping: return "stopping";
-    case JobState::kStopped: return "stopped";
-    case JobState::kFinished: return "finished";
-  }
-  return "?";
-}
-
-inline std::optional<JobState> ParseJobState(std::string_view name) {
-  for (JobState s : kJobStates) {
-    if (name == JobStateName(s)) return s;
-  }
-  return std::nullopt;
+inline constexpr const char* JobStateName(JobState s) { return NameIn(kJobStateNames, s); }
+inline constexpr std::optional<JobState> ParseJobState(std::string_view name) {
+  return ParseIn(kJobStateNames, name);
 }
 
 // The job has ended, stopped by a decision or finished on its own: nothing runs to be watched
@@ -66,23 +58,15 @@ enum class DecisionKind : uint8_t {
   kSaveThenStop,  // the save targets save a checkpoint, then every node is stopped
   kStop,          // every node is stopped, no save (no full checkpoint can be taken)
 };
-inline constexpr DecisionKind kDecisionKinds[] = {DecisionKind::kNone, DecisionKind::kSaveThenStop,
-                                                  DecisionKind::kStop};
+inline constexpr Named<DecisionKind> kDecisionKindNames[] = {
+    {DecisionKind::kNone, "none"}, {DecisionKind::kSaveThenStop, "save-then-stop"},
+    {DecisionKind::kStop, "stop"}};
+static_assert(NamesAreUnique(kDecisionKindNames));
+inline constexpr auto kDecisionKinds = ValuesIn(kDecisionKindNames);
 
-inline constexpr const char* DecisionKindName(DecisionKind d) {
-  switch (d) {
-    case DecisionKind::kNone: return "none";
-    case DecisionKind::kSaveThenStop: return "save-then-stop";
-    case DecisionKind::kStop: return "stop";
-  }
-  return "?";
-}
-
-inline std::optional<DecisionKind> ParseDecisionKind(std::string_view name) {
-  for (DecisionKind d : kDecisionKinds) {
-    if (name == DecisionKindName(d)) return d;
-  }
-  return std::nullopt;
+inline constexpr const char* DecisionKindName(DecisionKind d) { return NameIn(kDecisionKindNames, d); }
+inline constexpr std::optional<DecisionKind> ParseDecisionKind(std::string_view name) {
+  return ParseIn(kDecisionKindNames, name);
 }
 
 // An action's phases, in order: save (only a save-then-stop) → stop → done.
@@ -91,22 +75,14 @@ enum class ActionPhase : uint8_t {
   kStop,  // stop commands to every node; their acks awaited
   kDone,  // carried out: the job is stopped
 };
-inline constexpr ActionPhase kActionPhases[] = {ActionPhase::kSave, ActionPhase::kStop, ActionPhase::kDone};
+inline constexpr Named<ActionPhase> kActionPhaseNames[] = {
+    {ActionPhase::kSave, "save"}, {ActionPhase::kStop, "stop"}, {ActionPhase::kDone, "done"}};
+static_assert(NamesAreUnique(kActionPhaseNames));
+inline constexpr auto kActionPhases = ValuesIn(kActionPhaseNames);
 
-inline constexpr const char* ActionPhaseName(ActionPhase p) {
-  switch (p) {
-    case ActionPhase::kSave: return "save";
-    case ActionPhase::kStop: return "stop";
-    case ActionPhase::kDone: return "done";
-  }
-  return "?";
-}
-
-inline std::optional<ActionPhase> ParseActionPhase(std::string_view name) {
-  for (ActionPhase p : kActionPhases) {
-    if (name == ActionPhaseName(p)) return p;
-  }
-  return std::nullopt;
+inline constexpr const char* ActionPhaseName(ActionPhase p) { return NameIn(kActionPhaseNames, p); }
+inline constexpr std::optional<ActionPhase> ParseActionPhase(std::string_view name) {
+  return ParseIn(kActionPhaseNames, name);
 }
 
 // The phase an action of decision `d` starts in.
@@ -163,31 +139,18 @@ enum class GoodputCause : uint8_t {
   kSlowed,      // the share of a slowed step beyond the job's normal step time (fail-slow)
   kIdle,        // the job is on but none of its ranks is up
 };
-inline constexpr GoodputCause kGoodputCauses[] = {GoodputCause::kProductive, GoodputCause::kStartup,
-                                                  GoodputCause::kDetection,  GoodputCause::kSaveStop,
-                                                  GoodputCause::kRelaunch,   GoodputCause::kRedone,
-                                                  GoodputCause::kSlowed,     GoodputCause::kIdle};
+inline constexpr Named<GoodputCause> kGoodputCauseNames[] = {
+    {GoodputCause::kProductive, "productive"}, {GoodputCause::kStartup, "startup"},
+    {GoodputCause::kDetection, "detection"}, {GoodputCause::kSaveStop, "save-stop"},
+    {GoodputCause::kRelaunch, "relaunch"}, {GoodputCause::kRedone, "redone"},
+    {GoodputCause::kSlowed, "slowed"}, {GoodputCause::kIdle, "idle"}};
+static_assert(NamesAreUnique(kGoodputCauseNames));
+inline constexpr auto kGoodputCauses = ValuesIn(kGoodputCauseNames);
 inline constexpr size_t kGoodputCauseCount = sizeof(kGoodputCauses) / sizeof(kGoodputCauses[0]);
 
-inline constexpr const char* GoodputCauseName(GoodputCause c) {
-  switch (c) {
-    case GoodputCause::kProductive: return "productive";
-    case GoodputCause::kStartup: return "startup";
-    case GoodputCause::kDetection: return "detection";
-    case GoodputCause::kSaveStop: return "save-stop";
-    case GoodputCause::kRelaunch: return "relaunch";
-    case GoodputCause::kRedone: return "redone";
-    case GoodputCause::kSlowed: return "slowed";
-    case GoodputCause::kIdle: return "idle";
-  }
-  return "?";
-}
-
-inline std::optional<GoodputCause> ParseGoodputCause(std::string_view name) {
-  for (GoodputCause c : kGoodputCauses) {
-    if (name == GoodputCauseName(c)) return c;
-  }
-  return std::nullopt;
+inline constexpr const char* GoodputCauseName(GoodputCause c) { return NameIn(kGoodputCauseNames, c); }
+inline constexpr std::optional<GoodputCause> ParseGoodputCause(std::string_view name) {
+  return ParseIn(kGoodputCauseNames, name);
 }
 
 // Seconds by cause, indexed by the cause's value.

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/names.h"
 #include "shm/op_kind.h"
 #include "shm/save_ack.h"
 
@@ -42,23 +43,14 @@ enum class RankState : uint8_t {
   kStopped,   // it ended after its worker signalled it (a stop command): not a crash
 };
 
-inline constexpr const char* RankStateName(RankState state) {
-  switch (state) {
-    case RankState::kRunning: return "running";
-    case RankState::kDisabled: return "disabled";
-    case RankState::kExited: return "exited";
-    case RankState::kDead: return "dead";
-    case RankState::kStopped: return "stopped";
-  }
-  return "?";
-}
+inline constexpr Named<RankState> kRankStateNames[] = {
+    {RankState::kRunning, "running"}, {RankState::kDisabled, "disabled"}, {RankState::kExited, "exited"},
+    {RankState::kDead, "dead"}, {RankState::kStopped, "stopped"}};
+static_assert(NamesAreUnique(kRankStateNames));
 
-inline std::optional<RankState> ParseRankState(std::string_view name) {
-  for (RankState s : {RankState::kRunning, RankState::kDisabled, RankState::kExited, RankState::kDead,
-                      RankState::kStopped}) {
-    if (name == RankStateName(s)) return s;
-  }
-  return std::nullopt;
+inline constexpr const char* RankStateName(RankState state) { return NameIn(kRankStateNames, state); }
+inline constexpr std::optional<RankState> ParseRankState(std::string_view name) {
+  return ParseIn(kRankStateNames, name);
 }
 
 // The process no longer runs (exited, died, or stopped by its worker): it cannot be the one a
@@ -93,25 +85,15 @@ enum class EventKind : uint8_t {
   kHardware,  // a hardware or system signal changed on the node (Event::hw)
 };
 
-inline constexpr const char* EventKindName(EventKind k) {
-  switch (k) {
-    case EventKind::kTimeout: return "timeout";
-    case EventKind::kError: return "error";
-    case EventKind::kExit: return "exit";
-    case EventKind::kSlowdown: return "slowdown";
-    case EventKind::kBusy: return "busy";
-    case EventKind::kFrozen: return "frozen";
-    case EventKind::kHardware: return "hardware";
-  }
-  return "?";
-}
+inline constexpr Named<EventKind> kEventKindNames[] = {
+    {EventKind::kTimeout, "timeout"}, {EventKind::kError, "error"}, {EventKind::kExit, "exit"},
+    {EventKind::kSlowdown, "slowdown"}, {EventKind::kBusy, "busy"}, {EventKind::kFrozen, "frozen"},
+    {EventKind::kHardware, "hardware"}};
+static_assert(NamesAreUnique(kEventKindNames));
 
-inline std::optional<EventKind> ParseEventKind(std::string_view name) {
-  for (EventKind k : {EventKind::kTimeout, EventKind::kError, EventKind::kExit, EventKind::kSlowdown,
-                      EventKind::kBusy, EventKind::kFrozen, EventKind::kHardware}) {
-    if (name == EventKindName(k)) return k;
-  }
-  return std::nullopt;
+inline constexpr const char* EventKindName(EventKind k) { return NameIn(kEventKindNames, k); }
+inline constexpr std::optional<EventKind> ParseEventKind(std::string_view name) {
+  return ParseIn(kEventKindNames, name);
 }
 
 // What the master concluded (Incident::kind). The codec refuses a name it does not know.
@@ -129,31 +111,17 @@ enum class IncidentKind : uint8_t {
   kHardware,       // a critical hardware signal on a node of the running job, before anything hangs
 };
 
-inline constexpr const char* IncidentKindName(IncidentKind k) {
-  switch (k) {
-    case IncidentKind::kHang: return "hang";
-    case IncidentKind::kHostFrozen: return "host-frozen";
-    case IncidentKind::kCrash: return "crash";
-    case IncidentKind::kTransportHang: return "transport-hang";
-    case IncidentKind::kBusy: return "busy";
-    case IncidentKind::kStraggler: return "straggler";
-    case IncidentKind::kSdc: return "sdc";
-    case IncidentKind::kRestoreMismatch: return "restore-mismatch";
-    case IncidentKind::kSlowLink: return "slow-link";
-    case IncidentKind::kJobSlow: return "job-slow";
-    case IncidentKind::kHardware: return "hardware";
-  }
-  return "?";
-}
+inline constexpr Named<IncidentKind> kIncidentKindNames[] = {
+    {IncidentKind::kHang, "hang"}, {IncidentKind::kHostFrozen, "host-frozen"},
+    {IncidentKind::kCrash, "crash"}, {IncidentKind::kTransportHang, "transport-hang"},
+    {IncidentKind::kBusy, "busy"}, {IncidentKind::kStraggler, "straggler"}, {IncidentKind::kSdc, "sdc"},
+    {IncidentKind::kRestoreMismatch, "restore-mismatch"}, {IncidentKind::kSlowLink, "slow-link"},
+    {IncidentKind::kJobSlow, "job-slow"}, {IncidentKind::kHardware, "hardware"}};
+static_assert(NamesAreUnique(kIncidentKindNames));
 
-inline std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
-  for (IncidentKind k : {IncidentKind::kHang, IncidentKind::kHostFrozen, IncidentKind::kCrash,
-                         IncidentKind::kTransportHang, IncidentKind::kBusy, IncidentKind::kStraggler,
-                         IncidentKind::kSdc, IncidentKind::kRestoreMismatch, IncidentKind::kSlowLink,
-                         IncidentKind::kJobSlow, IncidentKind::kHardware}) {
-    if (name == IncidentKindName(k)) return k;
-  }
-  return std::nullopt;
+inline constexpr const char* IncidentKindName(IncidentKind k) { return NameIn(kIncidentKindNames, k); }
+inline constexpr std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
+  return ParseIn(kIncidentKindNames, name);
 }
 
 // What a command asks a worker to do (Command::kind). Unlike the kinds above, the codec passes
@@ -167,23 +135,14 @@ enum class CommandKind : uint8_t {
   kMessage,     // text into the rank's mailbox (a test hook)
 };
 
-inline constexpr const char* CommandKindName(CommandKind k) {
-  switch (k) {
-    case CommandKind::kStop: return "stop";
-    case CommandKind::kSave: return "save";
-    case CommandKind::kSaveAtStep: return "save-at-step";
-    case CommandKind::kStacks: return "stacks";
-    case CommandKind::kMessage: return "message";
-  }
-  return "?";
-}
+inline constexpr Named<CommandKind> kCommandKindNames[] = {
+    {CommandKind::kStop, "stop"}, {CommandKind::kSave, "save"}, {CommandKind::kSaveAtStep, "save-at-step"},
+    {CommandKind::kStacks, "stacks"}, {CommandKind::kMessage, "message"}};
+static_assert(NamesAreUnique(kCommandKindNames));
 
-inline std::optional<CommandKind> ParseCommandKind(std::string_view name) {
-  for (CommandKind k : {CommandKind::kStop, CommandKind::kSave, CommandKind::kSaveAtStep, CommandKind::kStacks,
-                        CommandKind::kMessage}) {
-    if (name == CommandKindName(k)) return k;
-  }
-  return std::nullopt;
+inline constexpr const char* CommandKindName(CommandKind k) { return NameIn(kCommandKindNames, k); }
+inline constexpr std::optional<CommandKind> ParseCommandKind(std::string_view name) {
+  return ParseIn(kCommandKindNames, name);
 }
 
 // An op's kind (CommRow::op, Event::op, OpSummary::op, TimeoutEntry::op): the record format's
@@ -462,18 +421,13 @@ enum class AckResult : uint8_t {
   kStale,              // the rank runs another process than the one the command was for: not executed
 };
 
-inline constexpr const char* AckResultName(AckResult r) {
-  switch (r) {
-    case AckResult::kDone: return "done";
-    case AckResult::kNotSupported: return "not_supported";
-    case AckResult::kNothingRegistered: return "nothing_registered";
-    case AckResult::kScheduled: return "scheduled";
-    case AckResult::kFailed: return "failed";
-    case AckResult::kNoSuchRank: return "no_such_rank";
-    case AckResult::kStale: return "stale";
-  }
-  return "?";
-}
+inline constexpr Named<AckResult> kAckResultNames[] = {
+    {AckResult::kDone, "done"}, {AckResult::kNotSupported, "not_supported"},
+    {AckResult::kNothingRegistered, "nothing_registered"}, {AckResult::kScheduled, "scheduled"},
+    {AckResult::kFailed, "failed"}, {AckResult::kNoSuchRank, "no_such_rank"}, {AckResult::kStale, "stale"}};
+static_assert(NamesAreUnique(kAckResultNames));
+
+inline constexpr const char* AckResultName(AckResult r) { return NameIn(kAckResultNames, r); }
 
 // A save's outcome, typed: the step, digest, tornness, bytes and duration of the copy a rank
 // took, as the mailbox's acknowledgement carries it (shm/save_ack.h).

@@ -17,6 +17,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/names.h"
+
 namespace ft::proto {
 
 // What happened to the node (NodeRecord::kind; the stream entry's `kind` field).
@@ -31,29 +33,18 @@ enum class NodeRecordKind : uint8_t {
   kCordon,    // an operator cordoned the node (ftmaster nodes --cordon); `detail` the reason
   kUncordon,  // an operator lifted the cordon
 };
-inline constexpr NodeRecordKind kNodeRecordKinds[] = {
-    NodeRecordKind::kSuspect, NodeRecordKind::kCrash,  NodeRecordKind::kSlow,    NodeRecordKind::kEvicted,
-    NodeRecordKind::kHardware, NodeRecordKind::kCordon, NodeRecordKind::kUncordon};
+inline constexpr Named<NodeRecordKind> kNodeRecordKindNames[] = {
+    {NodeRecordKind::kSuspect, "suspect"}, {NodeRecordKind::kCrash, "crash"},
+    {NodeRecordKind::kSlow, "slow"}, {NodeRecordKind::kEvicted, "evicted"},
+    {NodeRecordKind::kHardware, "hardware"}, {NodeRecordKind::kCordon, "cordon"},
+    {NodeRecordKind::kUncordon, "uncordon"}};
+static_assert(NamesAreUnique(kNodeRecordKindNames));
+inline constexpr auto kNodeRecordKinds = ValuesIn(kNodeRecordKindNames);
 inline constexpr size_t kNodeRecordKindCount = sizeof(kNodeRecordKinds) / sizeof(kNodeRecordKinds[0]);
 
-inline constexpr const char* NodeRecordKindName(NodeRecordKind k) {
-  switch (k) {
-    case NodeRecordKind::kSuspect: return "suspect";
-    case NodeRecordKind::kCrash: return "crash";
-    case NodeRecordKind::kSlow: return "slow";
-    case NodeRecordKind::kEvicted: return "evicted";
-    case NodeRecordKind::kHardware: return "hardware";
-    case NodeRecordKind::kCordon: return "cordon";
-    case NodeRecordKind::kUncordon: return "uncordon";
-  }
-  return "?";
-}
-
-inline std::optional<NodeRecordKind> ParseNodeRecordKind(std::string_view name) {
-  for (NodeRecordKind k : kNodeRecordKinds) {
-    if (name == NodeRecordKindName(k)) return k;
-  }
-  return std::nullopt;
+inline constexpr const char* NodeRecordKindName(NodeRecordKind k) { return NameIn(kNodeRecordKindNames, k); }
+inline constexpr std::optional<NodeRecordKind> ParseNodeRecordKind(std::string_view name) {
+  return ParseIn(kNodeRecordKindNames, name);
 }
 
 // The longest `detail` a record keeps (a reason, a signal, a suspect's why): longer ones are cut

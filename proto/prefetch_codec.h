@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/names.h"
 #include "common/status.h"
 
 namespace ft::proto {
@@ -26,26 +27,16 @@ enum class PrefetchOutcome : uint8_t {
   kFailed,   // error says why; the rank's restore reads another source
   kRunning,  // not ended yet
 };
-inline constexpr PrefetchOutcome kPrefetchOutcomes[] = {PrefetchOutcome::kPulled, PrefetchOutcome::kKept,
-                                                        PrefetchOutcome::kLocal, PrefetchOutcome::kFailed,
-                                                        PrefetchOutcome::kRunning};
+inline constexpr Named<PrefetchOutcome> kPrefetchOutcomeNames[] = {
+    {PrefetchOutcome::kPulled, "pulled"}, {PrefetchOutcome::kKept, "kept"},
+    {PrefetchOutcome::kLocal, "local"}, {PrefetchOutcome::kFailed, "failed"},
+    {PrefetchOutcome::kRunning, "running"}};
+static_assert(NamesAreUnique(kPrefetchOutcomeNames));
+inline constexpr auto kPrefetchOutcomes = ValuesIn(kPrefetchOutcomeNames);
 
-inline constexpr const char* PrefetchOutcomeName(PrefetchOutcome o) {
-  switch (o) {
-    case PrefetchOutcome::kPulled: return "pulled";
-    case PrefetchOutcome::kKept: return "kept";
-    case PrefetchOutcome::kLocal: return "local";
-    case PrefetchOutcome::kFailed: return "failed";
-    case PrefetchOutcome::kRunning: return "running";
-  }
-  return "?";
-}
-
-inline std::optional<PrefetchOutcome> ParsePrefetchOutcome(std::string_view name) {
-  for (PrefetchOutcome o : kPrefetchOutcomes) {
-    if (name == PrefetchOutcomeName(o)) return o;
-  }
-  return std::nullopt;
+inline constexpr const char* PrefetchOutcomeName(PrefetchOutcome o) { return NameIn(kPrefetchOutcomeNames, o); }
+inline constexpr std::optional<PrefetchOutcome> ParsePrefetchOutcome(std::string_view name) {
+  return ParseIn(kPrefetchOutcomeNames, name);
 }
 
 // The planned copy now sits in the rank's prefetch arena (pulled, or kept from before).
@@ -55,21 +46,14 @@ inline constexpr bool InPrefetchArena(PrefetchOutcome o) {
 
 // A node's prefetch as a whole (PrefetchReport::state): running until every rank has an outcome.
 enum class PrefetchState : uint8_t { kRunning, kDone };
-inline constexpr PrefetchState kPrefetchStates[] = {PrefetchState::kRunning, PrefetchState::kDone};
+inline constexpr Named<PrefetchState> kPrefetchStateNames[] = {
+    {PrefetchState::kRunning, "running"}, {PrefetchState::kDone, "done"}};
+static_assert(NamesAreUnique(kPrefetchStateNames));
+inline constexpr auto kPrefetchStates = ValuesIn(kPrefetchStateNames);
 
-inline constexpr const char* PrefetchStateName(PrefetchState s) {
-  switch (s) {
-    case PrefetchState::kRunning: return "running";
-    case PrefetchState::kDone: return "done";
-  }
-  return "?";
-}
-
-inline std::optional<PrefetchState> ParsePrefetchState(std::string_view name) {
-  for (PrefetchState s : kPrefetchStates) {
-    if (name == PrefetchStateName(s)) return s;
-  }
-  return std::nullopt;
+inline constexpr const char* PrefetchStateName(PrefetchState s) { return NameIn(kPrefetchStateNames, s); }
+inline constexpr std::optional<PrefetchState> ParsePrefetchState(std::string_view name) {
+  return ParseIn(kPrefetchStateNames, name);
 }
 
 // One rank of the node.

@@ -1,7 +1,7 @@
 // The op kinds: the one vocabulary of what an op is, owned by the record format. libft.so
 // writes a kind's value (CommSlot::enter_op, the low byte of an op record's a: records.h); the
 // worker and the master carry its name in Redis values (proto::OpKind is this enum, and the
-// JSON codec writes kOpKindTable's names). Values and names are part of both contracts:
+// JSON codec writes kOpKindNames' names). Values and names are part of both contracts:
 // append, never renumber or rename (shm/tests/records_test.cc and proto/tests pin them).
 // Header-only, so that proto/ uses it without linking ft_shm.
 #ifndef FT_SHM_OP_KIND_H_
@@ -9,10 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/names.h"
 
 namespace ft::shm {
 
@@ -38,11 +39,7 @@ enum class OpKind : uint32_t {
 // The one name of each kind, as ftdump, the logs, Redis values (docs/redis-schema.md,
 // CommRow.op) and the metrics' `op` label carry it. In this order the codec lists them when it
 // refuses a name.
-struct OpKindEntry {
-  OpKind kind;
-  const char* name;
-};
-inline constexpr OpKindEntry kOpKindTable[] = {
+inline constexpr Named<OpKind> kOpKindNames[] = {
     {OpKind::kNone, "none"},          {OpKind::kAllReduce, "allreduce"},
     {OpKind::kAllGather, "allgather"}, {OpKind::kReduceScatter, "reducescatter"},
     {OpKind::kBroadcast, "broadcast"}, {OpKind::kBcast, "bcast"},
@@ -51,43 +48,22 @@ inline constexpr OpKindEntry kOpKindTable[] = {
     {OpKind::kSend, "send"},           {OpKind::kRecv, "recv"},
     {OpKind::kGraphLaunch, "graphlaunch"}, {OpKind::kOther, "other"},
 };
+static_assert(NamesAreUnique(kOpKindNames));
 
-namespace op_kind_internal {
-struct Kinds {
-  OpKind of[std::size(kOpKindTable)];
-};
-constexpr Kinds KindsOfTable() {
-  Kinds out{};
-  for (size_t i = 0; i < std::size(kOpKindTable); ++i) out.of[i] = kOpKindTable[i].kind;
-  return out;
-}
-inline constexpr Kinds kKinds = KindsOfTable();
-}  // namespace op_kind_internal
-
-// Every kind, in the table's order (a plain array: the codec's vocabulary helpers take one).
-inline constexpr const OpKind (&kOpKinds)[std::size(kOpKindTable)] = op_kind_internal::kKinds.of;
+// Every kind, in the table's order.
+inline constexpr auto kOpKinds = ValuesIn(kOpKindNames);
 
 // "?" for a value outside the table (only a cast can make one).
-constexpr const char* OpKindName(OpKind kind) {
-  for (const OpKindEntry& e : kOpKindTable) {
-    if (e.kind == kind) return e.name;
-  }
-  return "?";
-}
+constexpr const char* OpKindName(OpKind kind) { return NameIn(kOpKindNames, kind); }
 
 // "" is not a name: the codec reads an empty optional op as kNone itself.
-constexpr std::optional<OpKind> ParseOpKind(std::string_view name) {
-  for (const OpKindEntry& e : kOpKindTable) {
-    if (name == e.name) return e.kind;
-  }
-  return std::nullopt;
-}
+constexpr std::optional<OpKind> ParseOpKind(std::string_view name) { return ParseIn(kOpKindNames, name); }
 
 // The kind of a record's value (CommSlot::enter_op, OpArgs::kind); kOther for one this build
 // does not know, 13 included.
 constexpr OpKind OpKindOfRecord(uint32_t value) {
-  for (const OpKindEntry& e : kOpKindTable) {
-    if (static_cast<uint32_t>(e.kind) == value && e.kind != OpKind::kOther) return e.kind;
+  for (const Named<OpKind>& e : kOpKindNames) {
+    if (static_cast<uint32_t>(e.value) == value && e.value != OpKind::kOther) return e.value;
   }
   return OpKind::kOther;
 }

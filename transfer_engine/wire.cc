@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/names.h"
+
 namespace ft::rdma::wire {
 namespace {
 
@@ -136,41 +138,29 @@ Status Decode(std::string_view payload, const char* what, M* out, ReadFields rea
   return Status::Ok();
 }
 
+constexpr Named<MessageType> kMessageTypeNames[] = {
+    {MessageType::kHello, "hello"}, {MessageType::kChallenge, "challenge"},
+    {MessageType::kResponse, "response"}, {MessageType::kAuthOk, "auth-ok"},
+    {MessageType::kAuthRefused, "auth-refused"}, {MessageType::kOpen, "open"},
+    {MessageType::kOpenReply, "open-reply"}, {MessageType::kFastConnect, "fast-connect"},
+    {MessageType::kFastConnectReply, "fast-connect-reply"}, {MessageType::kRead, "read"},
+    {MessageType::kData, "data"}, {MessageType::kError, "error"}, {MessageType::kClose, "close"}};
+static_assert(NamesAreUnique(kMessageTypeNames));
 }  // namespace
 
-const char* MessageTypeName(MessageType type) {
-  switch (type) {
-    case MessageType::kHello: return "hello";
-    case MessageType::kChallenge: return "challenge";
-    case MessageType::kResponse: return "response";
-    case MessageType::kAuthOk: return "auth-ok";
-    case MessageType::kAuthRefused: return "auth-refused";
-    case MessageType::kOpen: return "open";
-    case MessageType::kOpenReply: return "open-reply";
-    case MessageType::kFastConnect: return "fast-connect";
-    case MessageType::kFastConnectReply: return "fast-connect-reply";
-    case MessageType::kRead: return "read";
-    case MessageType::kData: return "data";
-    case MessageType::kError: return "error";
-    case MessageType::kClose: return "close";
-  }
-  return "unknown";
-}
+const char* MessageTypeName(MessageType type) { return NameIn(kMessageTypeNames, type, "unknown"); }
 
-const char* ErrorCodeName(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::kProtocol: return "protocol";
-    case ErrorCode::kUnsupportedVersion: return "unsupported-version";
-    case ErrorCode::kNotFound: return "not-found";
-    case ErrorCode::kNotReady: return "not-ready";
-    case ErrorCode::kBadHandle: return "bad-handle";
-    case ErrorCode::kOutOfRange: return "out-of-range";
-    case ErrorCode::kNoFastPath: return "no-fast-path";
-    case ErrorCode::kTooManyOpen: return "too-many-open";
-    case ErrorCode::kInternal: return "internal";
-  }
-  return "unknown";
-}
+namespace {
+constexpr Named<ErrorCode> kErrorCodeNames[] = {
+    {ErrorCode::kProtocol, "protocol"}, {ErrorCode::kUnsupportedVersion, "unsupported-version"},
+    {ErrorCode::kNotFound, "not-found"}, {ErrorCode::kNotReady, "not-ready"},
+    {ErrorCode::kBadHandle, "bad-handle"}, {ErrorCode::kOutOfRange, "out-of-range"},
+    {ErrorCode::kNoFastPath, "no-fast-path"}, {ErrorCode::kTooManyOpen, "too-many-open"},
+    {ErrorCode::kInternal, "internal"}};
+static_assert(NamesAreUnique(kErrorCodeNames));
+}  // namespace
+
+const char* ErrorCodeName(ErrorCode code) { return NameIn(kErrorCodeNames, code, "unknown"); }
 
 Status StatusFromError(ErrorCode code, std::string_view text) {
   std::string message = fmt::format("peer refused ({}): {}", ErrorCodeName(code), text);

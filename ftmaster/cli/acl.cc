@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "common/job_name.h"
+#include "common/names.h"
 #include "proto/keys.h"
 
 namespace ft::master {
@@ -174,16 +175,12 @@ bool GlobMatch(const char* p, size_t plen, const char* s, size_t slen) {
   return plen == 0 && slen == 0;
 }
 
+constexpr Named<AclRole> kAclRoleNames[] = {
+    {AclRole::kWorker, "worker"}, {AclRole::kMaster, "master"}, {AclRole::kOperator, "operator"}};
+static_assert(NamesAreUnique(kAclRoleNames));
 }  // namespace
 
-const char* AclRoleName(AclRole role) {
-  switch (role) {
-    case AclRole::kWorker: return "worker";
-    case AclRole::kMaster: return "master";
-    case AclRole::kOperator: return "operator";
-  }
-  return "?";
-}
+const char* AclRoleName(AclRole role) { return NameIn(kAclRoleNames, role); }
 
 std::vector<AclUser> AclUsers(std::string_view job) {
   proto::Keys keys(job);

@@ -8,6 +8,8 @@
 #include <set>
 #include <vector>
 
+#include "common/names.h"
+
 namespace ft::master {
 
 SaveOutcome CountSaveOutcome(std::span<const SaveTarget> targets, const std::map<int, std::string>& results,
@@ -47,17 +49,16 @@ void AddVerification(const StepJudgement& judged, SaveOutcome* o) {
   o->verified = judged.verdict.verified_shards;
 }
 
-const char* SaveConclusionName(SaveConclusion c) {
-  switch (c) {
-    case SaveConclusion::kNoCheckpoint: return "no-checkpoint";
-    case SaveConclusion::kNothingRegistered: return "nothing-registered";
-    case SaveConclusion::kIncomplete: return "incomplete";
-    case SaveConclusion::kVerified: return "verified";
-    case SaveConclusion::kComplete: return "complete";
-    case SaveConclusion::kNotVerified: return "not-verified";
-  }
-  return "?";
-}
+namespace {
+constexpr Named<SaveConclusion> kSaveConclusionNames[] = {
+    {SaveConclusion::kNoCheckpoint, "no-checkpoint"},
+    {SaveConclusion::kNothingRegistered, "nothing-registered"}, {SaveConclusion::kIncomplete, "incomplete"},
+    {SaveConclusion::kVerified, "verified"}, {SaveConclusion::kComplete, "complete"},
+    {SaveConclusion::kNotVerified, "not-verified"}};
+static_assert(NamesAreUnique(kSaveConclusionNames));
+}  // namespace
+
+const char* SaveConclusionName(SaveConclusion c) { return NameIn(kSaveConclusionNames, c); }
 
 SaveConclusion Conclude(const SaveOutcome& o) {
   if (o.saved == 0) {

@@ -9,6 +9,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "common/names.h"
+
 namespace ft::master {
 namespace {
 
@@ -71,16 +73,12 @@ std::string OrderText(const std::array<Dim, kDims>& order) {
   return fmt::format("{}-{}-{}", DimName(order[0]), DimName(order[1]), DimName(order[2]));
 }
 
+constexpr Named<Dim> kDimNames[] = {
+    {Dim::kTp, "tp"}, {Dim::kDp, "dp"}, {Dim::kPp, "pp"}};
+static_assert(NamesAreUnique(kDimNames));
 }  // namespace
 
-const char* DimName(Dim dim) {
-  switch (dim) {
-    case Dim::kTp: return "tp";
-    case Dim::kDp: return "dp";
-    case Dim::kPp: return "pp";
-  }
-  return "?";
-}
+const char* DimName(Dim dim) { return NameIn(kDimNames, dim); }
 
 Status Topology::FromSizes(int tp, int dp, int pp, std::string_view order, Topology* out) {
   std::array<Dim, kDims> dims;

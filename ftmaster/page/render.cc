@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
 #include "ftmaster/core/goodput.h"
 #include "ftmaster/core/text.h"
 #include "proto/ckpt_codec.h"
@@ -63,19 +64,13 @@ size_t Utf8Len(std::string_view text, size_t i) {
   return n;
 }
 
+constexpr Named<Panel> kPanelNames[] = {
+    {Panel::kJob, "job"}, {Panel::kRanks, "ranks"}, {Panel::kIncidents, "incidents"},
+    {Panel::kCheckpoints, "checkpoints"}, {Panel::kGoodput, "goodput"}, {Panel::kNodes, "nodes"}};
+static_assert(NamesAreUnique(kPanelNames));
 }  // namespace
 
-const char* PanelName(Panel p) {
-  switch (p) {
-    case Panel::kJob: return "job";
-    case Panel::kRanks: return "ranks";
-    case Panel::kIncidents: return "incidents";
-    case Panel::kCheckpoints: return "checkpoints";
-    case Panel::kGoodput: return "goodput";
-    case Panel::kNodes: return "nodes";
-  }
-  return "?";
-}
+const char* PanelName(Panel p) { return NameIn(kPanelNames, p); }
 
 std::string HtmlEscape(std::string_view text) {
   std::string out;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
+
 namespace ft::worker {
 
 namespace {
@@ -9,25 +11,18 @@ namespace {
 ArenaGcDecision Keep(ArenaGcReason reason, std::string why) { return {false, reason, std::move(why)}; }
 ArenaGcDecision Remove(ArenaGcReason reason, std::string why) { return {true, reason, std::move(why)}; }
 
+constexpr Named<ArenaGcReason> kArenaGcReasonNames[] = {
+    {ArenaGcReason::kRemovePersisted, "persisted"}, {ArenaGcReason::kRemoveEmpty, "empty"},
+    {ArenaGcReason::kRemoveTorn, "torn"}, {ArenaGcReason::kKeepUntrusted, "untrusted"},
+    {ArenaGcReason::kKeepHeld, "held"}, {ArenaGcReason::kKeepOtherJob, "other-job"},
+    {ArenaGcReason::kKeepJobUnknown, "job-unknown"}, {ArenaGcReason::kKeepJobRunning, "job-running"},
+    {ArenaGcReason::kKeepPlanned, "planned"}, {ArenaGcReason::kKeepNewestComplete, "newest-complete"},
+    {ArenaGcReason::kKeepNewestVerified, "newest-verified"},
+    {ArenaGcReason::kKeepNotPersisted, "not-persisted"}};
+static_assert(NamesAreUnique(kArenaGcReasonNames));
 }  // namespace
 
-const char* ArenaGcReasonName(ArenaGcReason reason) {
-  switch (reason) {
-    case ArenaGcReason::kRemovePersisted: return "persisted";
-    case ArenaGcReason::kRemoveEmpty: return "empty";
-    case ArenaGcReason::kRemoveTorn: return "torn";
-    case ArenaGcReason::kKeepUntrusted: return "untrusted";
-    case ArenaGcReason::kKeepHeld: return "held";
-    case ArenaGcReason::kKeepOtherJob: return "other-job";
-    case ArenaGcReason::kKeepJobUnknown: return "job-unknown";
-    case ArenaGcReason::kKeepJobRunning: return "job-running";
-    case ArenaGcReason::kKeepPlanned: return "planned";
-    case ArenaGcReason::kKeepNewestComplete: return "newest-complete";
-    case ArenaGcReason::kKeepNewestVerified: return "newest-verified";
-    case ArenaGcReason::kKeepNotPersisted: return "not-persisted";
-  }
-  return "?";
-}
+const char* ArenaGcReasonName(ArenaGcReason reason) { return NameIn(kArenaGcReasonNames, reason); }
 
 ArenaGcDecision DecideArenaGc(const ArenaFacts& a, const JobGcFacts& job) {
   if (!a.trusted) {

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "common/names.h"
+
 namespace ft::worker {
 
 namespace {
@@ -31,16 +33,12 @@ std::string Quoted(std::string_view name) {
   return out;
 }
 
+constexpr Named<CopyPlace> kCopyPlaceNames[] = {
+    {CopyPlace::kArena, "arena"}, {CopyPlace::kLocal, "local"}, {CopyPlace::kReplica, "replica"}};
+static_assert(NamesAreUnique(kCopyPlaceNames));
 }  // namespace
 
-const char* CopyPlaceName(CopyPlace place) {
-  switch (place) {
-    case CopyPlace::kArena: return "arena";
-    case CopyPlace::kLocal: return "local";
-    case CopyPlace::kReplica: return "replica";
-  }
-  return "?";
-}
+const char* CopyPlaceName(CopyPlace place) { return NameIn(kCopyPlaceNames, place); }
 
 std::string FormatRegionName(CopyPlace place, int64_t step, int rank) {
   return fmt::format("{}/{}/{}", CopyPlaceName(place), step, rank);

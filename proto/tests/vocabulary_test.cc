@@ -3,6 +3,7 @@
 // state or kind it does not know, naming the field and the value (and accepts every known one).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <optional>
 #include <set>
 #include <string>
@@ -389,7 +390,7 @@ TEST(VocabularyTest, VerdictStatesParseBackAndAnUnknownOneIsRefused) {
 // Every value of a vocabulary by its name: each parses back, no two share one, and the names
 // are the ones on the wire (a literal: renaming one is a schema change).
 template <typename E, size_t N>
-std::set<std::string> NamesParsingBack(const E (&all)[N], const char* (*name_of)(E),
+std::set<std::string> NamesParsingBack(const std::array<E, N>& all, const char* (*name_of)(E),
                                        std::optional<E> (*parse)(std::string_view)) {
   std::set<std::string> names;
   for (E e : all) {
