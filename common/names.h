@@ -9,7 +9,7 @@
 //
 // A value added to an enum and not to its table names itself "?" and parses from nothing, as a
 // switch's default did; a table that names a value twice or gives two values one name does not
-// compile (each table's static_assert(NamesAreUnique(...))).
+// compile (ValuesIn, or the table's static_assert(NamesAreUnique(...)) where nothing lists it).
 // Header-only and constexpr: usable in shared-memory formats and static_asserts.
 #ifndef FT_COMMON_NAMES_H_
 #define FT_COMMON_NAMES_H_
@@ -46,15 +46,7 @@ constexpr std::optional<E> ParseIn(const Named<E> (&table)[N], std::string_view 
   return std::nullopt;
 }
 
-// Every value of the table, in its order.
-template <typename E, size_t N>
-constexpr std::array<E, N> ValuesIn(const Named<E> (&table)[N]) {
-  std::array<E, N> out{};
-  for (size_t i = 0; i < N; ++i) out[i] = table[i].value;
-  return out;
-}
-
-// Whether no value and no name stands twice in the table (what its tests assert).
+// Whether no value and no name stands twice in the table.
 template <typename E, size_t N>
 constexpr bool NamesAreUnique(const Named<E> (&table)[N]) {
   for (size_t i = 0; i < N; ++i) {
@@ -63,6 +55,16 @@ constexpr bool NamesAreUnique(const Named<E> (&table)[N]) {
     }
   }
   return true;
+}
+
+// Every value of the table, in its order; a table that is not unique does not compile here
+// (the list a vocabulary's users iterate: `inline constexpr auto kDims = ValuesIn(kDimNames);`).
+template <typename E, size_t N>
+consteval std::array<E, N> ValuesIn(const Named<E> (&table)[N]) {
+  if (!NamesAreUnique(table)) throw "a vocabulary's table holds a value or a name twice";
+  std::array<E, N> out{};
+  for (size_t i = 0; i < N; ++i) out[i] = table[i].value;
+  return out;
 }
 
 }  // namespace ft

@@ -308,11 +308,7 @@ constexpr Named<SourceKind> kSourceKindNames[] = {
     {SourceKind::kBuddyCopy, "buddy-copy"}, {SourceKind::kPeerArena, "peer-arena"},
     {SourceKind::kLocalDir, "local-dir"}, {SourceKind::kRemoteDir, "remote-dir"}};
 static_assert(NamesAreUnique(kSourceKindNames));
-}  // namespace
 
-const char* SourceKindName(SourceKind kind) { return NameIn(kSourceKindNames, kind); }
-
-namespace {
 constexpr Named<SkipReason> kSkipReasonNames[] = {
     {SkipReason::kAbsent, "absent"}, {SkipReason::kUnreadable, "unreadable"},
     {SkipReason::kNoCommittedCopy, "no-committed-copy"}, {SkipReason::kOtherStep, "other-step"},
@@ -322,6 +318,7 @@ constexpr Named<SkipReason> kSkipReasonNames[] = {
 static_assert(NamesAreUnique(kSkipReasonNames));
 }  // namespace
 
+const char* SourceKindName(SourceKind kind) { return NameIn(kSourceKindNames, kind); }
 const char* SkipReasonName(SkipReason reason) { return NameIn(kSkipReasonNames, reason); }
 
 Status LoadForRestore(const NodePlan& plan, int rank, const std::string& node,

@@ -95,11 +95,10 @@ inline constexpr Named<VerdictReason> kVerdictReasonNames[] = {
     {VerdictReason::kShardedOptimizer, "sharded-optimizer"}, {VerdictReason::kBuddyCopies, "buddy-copies"},
     {VerdictReason::kTornIgnored, "torn-ignored"}, {VerdictReason::kOutsideTopology, "outside-topology"},
     {VerdictReason::kPartialReport, "partial-report"}, {VerdictReason::kSuperseded, "superseded"}};
-static_assert(NamesAreUnique(kVerdictReasonNames));
 inline constexpr auto kVerdictReasons = ValuesIn(kVerdictReasonNames);
 
-inline constexpr const char* VerdictReasonName(VerdictReason r) { return NameIn(kVerdictReasonNames, r); }
-inline constexpr std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
+constexpr const char* VerdictReasonName(VerdictReason r) { return NameIn(kVerdictReasonNames, r); }
+constexpr std::optional<VerdictReason> ParseVerdictReason(std::string_view name) {
   return ParseIn(kVerdictReasonNames, name);
 }
 
@@ -114,11 +113,10 @@ enum class VerdictState : uint8_t {
 inline constexpr Named<VerdictState> kVerdictStateNames[] = {
     {VerdictState::kVerified, "verified"}, {VerdictState::kUntrusted, "untrusted"},
     {VerdictState::kIncomplete, "incomplete"}};
-static_assert(NamesAreUnique(kVerdictStateNames));
 inline constexpr auto kVerdictStates = ValuesIn(kVerdictStateNames);
 
-inline constexpr const char* VerdictStateName(VerdictState s) { return NameIn(kVerdictStateNames, s); }
-inline constexpr std::optional<VerdictState> ParseVerdictState(std::string_view name) {
+constexpr const char* VerdictStateName(VerdictState s) { return NameIn(kVerdictStateNames, s); }
+constexpr std::optional<VerdictState> ParseVerdictState(std::string_view name) {
   return ParseIn(kVerdictStateNames, name);
 }
 

@@ -34,13 +34,10 @@ enum class JobState : uint8_t {
 inline constexpr Named<JobState> kJobStateNames[] = {
     {JobState::kRunning, "running"}, {JobState::kStopping, "stopping"}, {JobState::kStopped, "stopped"},
     {JobState::kFinished, "finished"}};
-static_assert(NamesAreUnique(kJobStateNames));
 inline constexpr auto kJobStates = ValuesIn(kJobStateNames);
 
-inline constexpr const char* JobStateName(JobState s) { return NameIn(kJobStateNames, s); }
-inline constexpr std::optional<JobState> ParseJobState(std::string_view name) {
-  return ParseIn(kJobStateNames, name);
-}
+constexpr const char* JobStateName(JobState s) { return NameIn(kJobStateNames, s); }
+constexpr std::optional<JobState> ParseJobState(std::string_view name) { return ParseIn(kJobStateNames, name); }
 
 // The job has ended, stopped by a decision or finished on its own: nothing runs to be watched
 // until it is launched again (`ftmaster run --exit-when-stopped` exits).
@@ -61,11 +58,10 @@ enum class DecisionKind : uint8_t {
 inline constexpr Named<DecisionKind> kDecisionKindNames[] = {
     {DecisionKind::kNone, "none"}, {DecisionKind::kSaveThenStop, "save-then-stop"},
     {DecisionKind::kStop, "stop"}};
-static_assert(NamesAreUnique(kDecisionKindNames));
 inline constexpr auto kDecisionKinds = ValuesIn(kDecisionKindNames);
 
-inline constexpr const char* DecisionKindName(DecisionKind d) { return NameIn(kDecisionKindNames, d); }
-inline constexpr std::optional<DecisionKind> ParseDecisionKind(std::string_view name) {
+constexpr const char* DecisionKindName(DecisionKind d) { return NameIn(kDecisionKindNames, d); }
+constexpr std::optional<DecisionKind> ParseDecisionKind(std::string_view name) {
   return ParseIn(kDecisionKindNames, name);
 }
 
@@ -77,11 +73,10 @@ enum class ActionPhase : uint8_t {
 };
 inline constexpr Named<ActionPhase> kActionPhaseNames[] = {
     {ActionPhase::kSave, "save"}, {ActionPhase::kStop, "stop"}, {ActionPhase::kDone, "done"}};
-static_assert(NamesAreUnique(kActionPhaseNames));
 inline constexpr auto kActionPhases = ValuesIn(kActionPhaseNames);
 
-inline constexpr const char* ActionPhaseName(ActionPhase p) { return NameIn(kActionPhaseNames, p); }
-inline constexpr std::optional<ActionPhase> ParseActionPhase(std::string_view name) {
+constexpr const char* ActionPhaseName(ActionPhase p) { return NameIn(kActionPhaseNames, p); }
+constexpr std::optional<ActionPhase> ParseActionPhase(std::string_view name) {
   return ParseIn(kActionPhaseNames, name);
 }
 
@@ -144,12 +139,11 @@ inline constexpr Named<GoodputCause> kGoodputCauseNames[] = {
     {GoodputCause::kDetection, "detection"}, {GoodputCause::kSaveStop, "save-stop"},
     {GoodputCause::kRelaunch, "relaunch"}, {GoodputCause::kRedone, "redone"},
     {GoodputCause::kSlowed, "slowed"}, {GoodputCause::kIdle, "idle"}};
-static_assert(NamesAreUnique(kGoodputCauseNames));
 inline constexpr auto kGoodputCauses = ValuesIn(kGoodputCauseNames);
 inline constexpr size_t kGoodputCauseCount = sizeof(kGoodputCauses) / sizeof(kGoodputCauses[0]);
 
-inline constexpr const char* GoodputCauseName(GoodputCause c) { return NameIn(kGoodputCauseNames, c); }
-inline constexpr std::optional<GoodputCause> ParseGoodputCause(std::string_view name) {
+constexpr const char* GoodputCauseName(GoodputCause c) { return NameIn(kGoodputCauseNames, c); }
+constexpr std::optional<GoodputCause> ParseGoodputCause(std::string_view name) {
   return ParseIn(kGoodputCauseNames, name);
 }
 

@@ -48,10 +48,8 @@ inline constexpr Named<RankState> kRankStateNames[] = {
     {RankState::kDead, "dead"}, {RankState::kStopped, "stopped"}};
 static_assert(NamesAreUnique(kRankStateNames));
 
-inline constexpr const char* RankStateName(RankState state) { return NameIn(kRankStateNames, state); }
-inline constexpr std::optional<RankState> ParseRankState(std::string_view name) {
-  return ParseIn(kRankStateNames, name);
-}
+constexpr const char* RankStateName(RankState state) { return NameIn(kRankStateNames, state); }
+constexpr std::optional<RankState> ParseRankState(std::string_view name) { return ParseIn(kRankStateNames, name); }
 
 // The process no longer runs (exited, died, or stopped by its worker): it cannot be the one a
 // collective waits for any more, and its peers' waits on it are a consequence. A disabled rank
@@ -91,10 +89,8 @@ inline constexpr Named<EventKind> kEventKindNames[] = {
     {EventKind::kHardware, "hardware"}};
 static_assert(NamesAreUnique(kEventKindNames));
 
-inline constexpr const char* EventKindName(EventKind k) { return NameIn(kEventKindNames, k); }
-inline constexpr std::optional<EventKind> ParseEventKind(std::string_view name) {
-  return ParseIn(kEventKindNames, name);
-}
+constexpr const char* EventKindName(EventKind k) { return NameIn(kEventKindNames, k); }
+constexpr std::optional<EventKind> ParseEventKind(std::string_view name) { return ParseIn(kEventKindNames, name); }
 
 // What the master concluded (Incident::kind). The codec refuses a name it does not know.
 enum class IncidentKind : uint8_t {
@@ -119,8 +115,8 @@ inline constexpr Named<IncidentKind> kIncidentKindNames[] = {
     {IncidentKind::kJobSlow, "job-slow"}, {IncidentKind::kHardware, "hardware"}};
 static_assert(NamesAreUnique(kIncidentKindNames));
 
-inline constexpr const char* IncidentKindName(IncidentKind k) { return NameIn(kIncidentKindNames, k); }
-inline constexpr std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
+constexpr const char* IncidentKindName(IncidentKind k) { return NameIn(kIncidentKindNames, k); }
+constexpr std::optional<IncidentKind> ParseIncidentKind(std::string_view name) {
   return ParseIn(kIncidentKindNames, name);
 }
 
@@ -140,8 +136,8 @@ inline constexpr Named<CommandKind> kCommandKindNames[] = {
     {CommandKind::kStacks, "stacks"}, {CommandKind::kMessage, "message"}};
 static_assert(NamesAreUnique(kCommandKindNames));
 
-inline constexpr const char* CommandKindName(CommandKind k) { return NameIn(kCommandKindNames, k); }
-inline constexpr std::optional<CommandKind> ParseCommandKind(std::string_view name) {
+constexpr const char* CommandKindName(CommandKind k) { return NameIn(kCommandKindNames, k); }
+constexpr std::optional<CommandKind> ParseCommandKind(std::string_view name) {
   return ParseIn(kCommandKindNames, name);
 }
 
@@ -427,7 +423,7 @@ inline constexpr Named<AckResult> kAckResultNames[] = {
     {AckResult::kFailed, "failed"}, {AckResult::kNoSuchRank, "no_such_rank"}, {AckResult::kStale, "stale"}};
 static_assert(NamesAreUnique(kAckResultNames));
 
-inline constexpr const char* AckResultName(AckResult r) { return NameIn(kAckResultNames, r); }
+constexpr const char* AckResultName(AckResult r) { return NameIn(kAckResultNames, r); }
 
 // A save's outcome, typed: the step, digest, tornness, bytes and duration of the copy a rank
 // took, as the mailbox's acknowledgement carries it (shm/save_ack.h).

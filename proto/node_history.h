@@ -38,12 +38,11 @@ inline constexpr Named<NodeRecordKind> kNodeRecordKindNames[] = {
     {NodeRecordKind::kSlow, "slow"}, {NodeRecordKind::kEvicted, "evicted"},
     {NodeRecordKind::kHardware, "hardware"}, {NodeRecordKind::kCordon, "cordon"},
     {NodeRecordKind::kUncordon, "uncordon"}};
-static_assert(NamesAreUnique(kNodeRecordKindNames));
 inline constexpr auto kNodeRecordKinds = ValuesIn(kNodeRecordKindNames);
 inline constexpr size_t kNodeRecordKindCount = sizeof(kNodeRecordKinds) / sizeof(kNodeRecordKinds[0]);
 
-inline constexpr const char* NodeRecordKindName(NodeRecordKind k) { return NameIn(kNodeRecordKindNames, k); }
-inline constexpr std::optional<NodeRecordKind> ParseNodeRecordKind(std::string_view name) {
+constexpr const char* NodeRecordKindName(NodeRecordKind k) { return NameIn(kNodeRecordKindNames, k); }
+constexpr std::optional<NodeRecordKind> ParseNodeRecordKind(std::string_view name) {
   return ParseIn(kNodeRecordKindNames, name);
 }
 

@@ -31,11 +31,10 @@ inline constexpr Named<PrefetchOutcome> kPrefetchOutcomeNames[] = {
     {PrefetchOutcome::kPulled, "pulled"}, {PrefetchOutcome::kKept, "kept"},
     {PrefetchOutcome::kLocal, "local"}, {PrefetchOutcome::kFailed, "failed"},
     {PrefetchOutcome::kRunning, "running"}};
-static_assert(NamesAreUnique(kPrefetchOutcomeNames));
 inline constexpr auto kPrefetchOutcomes = ValuesIn(kPrefetchOutcomeNames);
 
-inline constexpr const char* PrefetchOutcomeName(PrefetchOutcome o) { return NameIn(kPrefetchOutcomeNames, o); }
-inline constexpr std::optional<PrefetchOutcome> ParsePrefetchOutcome(std::string_view name) {
+constexpr const char* PrefetchOutcomeName(PrefetchOutcome o) { return NameIn(kPrefetchOutcomeNames, o); }
+constexpr std::optional<PrefetchOutcome> ParsePrefetchOutcome(std::string_view name) {
   return ParseIn(kPrefetchOutcomeNames, name);
 }
 
@@ -48,11 +47,10 @@ inline constexpr bool InPrefetchArena(PrefetchOutcome o) {
 enum class PrefetchState : uint8_t { kRunning, kDone };
 inline constexpr Named<PrefetchState> kPrefetchStateNames[] = {
     {PrefetchState::kRunning, "running"}, {PrefetchState::kDone, "done"}};
-static_assert(NamesAreUnique(kPrefetchStateNames));
 inline constexpr auto kPrefetchStates = ValuesIn(kPrefetchStateNames);
 
-inline constexpr const char* PrefetchStateName(PrefetchState s) { return NameIn(kPrefetchStateNames, s); }
-inline constexpr std::optional<PrefetchState> ParsePrefetchState(std::string_view name) {
+constexpr const char* PrefetchStateName(PrefetchState s) { return NameIn(kPrefetchStateNames, s); }
+constexpr std::optional<PrefetchState> ParsePrefetchState(std::string_view name) {
   return ParseIn(kPrefetchStateNames, name);
 }
 

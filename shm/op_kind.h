@@ -48,8 +48,6 @@ inline constexpr Named<OpKind> kOpKindNames[] = {
     {OpKind::kSend, "send"},           {OpKind::kRecv, "recv"},
     {OpKind::kGraphLaunch, "graphlaunch"}, {OpKind::kOther, "other"},
 };
-static_assert(NamesAreUnique(kOpKindNames));
-
 // Every kind, in the table's order.
 inline constexpr auto kOpKinds = ValuesIn(kOpKindNames);
 

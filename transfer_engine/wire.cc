@@ -146,11 +146,7 @@ constexpr Named<MessageType> kMessageTypeNames[] = {
     {MessageType::kFastConnectReply, "fast-connect-reply"}, {MessageType::kRead, "read"},
     {MessageType::kData, "data"}, {MessageType::kError, "error"}, {MessageType::kClose, "close"}};
 static_assert(NamesAreUnique(kMessageTypeNames));
-}  // namespace
 
-const char* MessageTypeName(MessageType type) { return NameIn(kMessageTypeNames, type, "unknown"); }
-
-namespace {
 constexpr Named<ErrorCode> kErrorCodeNames[] = {
     {ErrorCode::kProtocol, "protocol"}, {ErrorCode::kUnsupportedVersion, "unsupported-version"},
     {ErrorCode::kNotFound, "not-found"}, {ErrorCode::kNotReady, "not-ready"},
@@ -160,6 +156,7 @@ constexpr Named<ErrorCode> kErrorCodeNames[] = {
 static_assert(NamesAreUnique(kErrorCodeNames));
 }  // namespace
 
+const char* MessageTypeName(MessageType type) { return NameIn(kMessageTypeNames, type, "unknown"); }
 const char* ErrorCodeName(ErrorCode code) { return NameIn(kErrorCodeNames, code, "unknown"); }
 
 Status StatusFromError(ErrorCode code, std::string_view text) {
