@@ -11,6 +11,7 @@
 #include "ftmaster/core/save_outcome.h"
 #include "proto/codec.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -239,13 +240,11 @@ void ActionRunner::Run(Clock::time_point now, int64_t unix_ms) {
   }
   if (a.phase == proto::ActionPhase::kStop && !a.sent) {
     redis::Reply members;
-    if (!ctx_->store->Run({"SMEMBERS", ctx_->keys.Workers()}, &members).ok()) return;
+    if (!ctx_->store->Run(schema::GetWorkers(ctx_->keys), &members).ok()) return;
     const std::string from = LastAckId();
     if (from.empty()) return;
-    std::vector<std::string> nodes;
-    for (const redis::Reply& m : members.elements()) {
-      if (m.is_string() && !m.str().empty()) nodes.push_back(m.str());
-    }
+    const std::set<std::string> workers = schema::DecodeNodes(members);
+    std::vector<std::string> nodes(workers.begin(), workers.end());
     CommandBatch b = StopBatch(a, from, std::move(nodes), unix_ms, ctx_->keys, ctx_->options.stop_grace_s,
                                decided_members_ ? *decided_members_ : membership_->values(),
                                decided_members_.has_value());

@@ -16,6 +16,7 @@
 #include "ftmaster/loop_util.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 #include "schema/verdict_hash.h"
 
@@ -341,14 +342,12 @@ bool CkptRound::ReportSdc(const StepJudgement& judged, int64_t unix_ms) {
 
 bool CkptRound::ReadEvicted() {
   redis::Reply reply;
-  if (!ctx_->store->Run({"SMEMBERS", ctx_->keys.Evicted()}, &reply).ok()) return false;
+  if (!ctx_->store->Run(schema::GetEvicted(ctx_->keys), &reply).ok()) return false;
   EvictedNodes evicted;
-  for (const redis::Reply& r : reply.elements()) {
-    if (r.is_string()) evicted.nodes.insert(r.str());
-  }
+  evicted.nodes = schema::DecodeNodes(reply);
   for (const std::string& node : evicted.nodes) {  // a handful: one EXISTS each
     redis::Reply alive;
-    if (!ctx_->store->Run({"EXISTS", ctx_->keys.WorkerHeartbeat(node)}, &alive).ok()) return false;
+    if (!ctx_->store->Run(schema::HeartbeatExists(ctx_->keys, node), &alive).ok()) return false;
     if (alive.integer() > 0) evicted.serving.insert(node);
   }
   if (!ReadGone(evicted.nodes)) return false;
@@ -389,7 +388,7 @@ bool CkptRound::ReadGone(const std::set<std::string>& evicted) {
   }
   if (!beats.empty()) {
     std::vector<redis::Argv> exists;
-    for (const auto& entry : beats) exists.push_back({"EXISTS", ctx_->keys.WorkerHeartbeat(entry.first)});
+    for (const auto& entry : beats) exists.push_back(schema::HeartbeatExists(ctx_->keys, entry.first));
     std::vector<redis::Reply> replies;
     if (!ctx_->store->PipelinePartial(exists, &replies).ok() || replies.size() != exists.size()) return false;
     size_t k = 0;

@@ -9,30 +9,26 @@
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
 #include "schema/master_hash.h"
+#include "schema/node_hashes.h"
+#include "schema/node_sets.h"
 
 namespace ft::master {
 
 std::map<std::string, proto::CordonEntry> ParseCordons(const redis::Reply& reply, BadValues* bad, size_t* garbled) {
   std::map<std::string, proto::CordonEntry> out;
   size_t bad_count = 0;
-  if (!reply.is_array()) {
-    if (!reply.is_nil()) {
+  std::vector<schema::HashValue<proto::CordonEntry>> cordons;
+  if (Status s = schema::DecodeCordons(reply, &cordons); !s.ok()) {
+    ++bad_count;
+    bad->Report(proto::Keys::Cordons(), reply.DebugString().substr(0, 64), s);
+  }
+  for (schema::HashValue<proto::CordonEntry>& c : cordons) {
+    if (!c.ok()) {
       ++bad_count;
-      bad->Report(proto::Keys::Cordons(), reply.DebugString().substr(0, 64), Status::Corrupt("not a hash"));
+      bad->Report(proto::Keys::Cordons() + " " + c.field, c.raw, c.why.WithContext("the cordon is left out"));
+      continue;
     }
-  } else {
-    for (size_t i = 0; i + 1 < reply.size(); i += 2) {
-      const std::string& field = reply[i].str();
-      proto::CordonEntry c;
-      Status s = proto::Decode(reply[i + 1].str(), &c);
-      if (s.ok() && c.node != field) s = Status::Corrupt(fmt::format("node '{}' in the field of '{}'", c.node.substr(0, 64), field));
-      if (!s.ok()) {
-        ++bad_count;
-        bad->Report(proto::Keys::Cordons() + " " + field, reply[i + 1].str(), s.WithContext("the cordon is left out"));
-        continue;
-      }
-      out.emplace(field, std::move(c));
-    }
+    out.emplace(c.field, std::move(c.value));
   }
   if (garbled != nullptr) *garbled = bad_count;
   return out;
@@ -42,7 +38,7 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
   next_ = now + kPeriod;
   const proto::Keys& keys = ctx_->keys;
   std::vector<redis::Reply> replies;
-  if (!ctx_->store->PipelinePartial({{"HGETALL", proto::Keys::Cordons()}, {"SMEMBERS", keys.Evicted()}}, &replies).ok() ||
+  if (!ctx_->store->PipelinePartial({schema::GetCordons(), schema::GetEvicted(keys)}, &replies).ok() ||
       replies.size() != 2 || replies[0].is_error() || replies[1].is_error()) {
     if (!warned_) {
       const std::string why = replies.size() == 2 && replies[0].is_error() ? replies[0].str() : "Redis failed";
@@ -57,8 +53,7 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
   for (const auto& [node, c] : ParseCordons(replies[0], &ctx_->bad, nullptr)) {
     if (c.Active(unix_ms)) active[proto::SanitizeName(node)] = std::string(kCordonedWhy) + c.reason;
   }
-  std::set<std::string> evicted;
-  for (const redis::Reply& r : replies[1].elements()) evicted.insert(r.str());
+  const std::set<std::string> evicted = schema::DecodeNodes(replies[1]);
   // Why each evicted node is there: only a cordon's entry is ours to take back.
   std::vector<std::string> evicted_list(evicted.begin(), evicted.end());
   std::map<std::string, std::string> why;
@@ -77,7 +72,7 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
     auto it = why.find(node);
     const bool ours = it != why.end() && it->second.rfind(kCordonedWhy, 0) == 0;
     if (evicted.count(node) && !(ours && it->second != reason)) continue;  // there (or evicted for its own reason)
-    writes.push_back({"SADD", keys.Evicted(), node});
+    writes.push_back(schema::AddEvicted(keys, {node}));
     writes.push_back(schema::master_hash::Set(keys, {{schema::master_hash::EvictedWhy(node), reason}}));
     added.push_back(node);
   }

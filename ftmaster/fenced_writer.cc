@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "proto/codec.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -43,9 +44,7 @@ std::optional<std::vector<bool>> FencedWriter::WriteIncidents(
     g.entries.push_back({schema::master_hash::Decided(incident.id), schema::IncidentFields(incident)});
   }
   if (!evict.empty()) {
-    redis::Argv sadd = {"SADD", keys_->Evicted()};
-    sadd.insert(sadd.end(), evict.begin(), evict.end());
-    g.on_any_win.push_back(std::move(sadd));
+    g.on_any_win.push_back(schema::AddEvicted(*keys_, std::vector<std::string>(evict.begin(), evict.end())));
   }
   for (const auto& [f, v] : on_win) g.on_any_win.push_back(schema::master_hash::Set(*keys_, {{f, v}}));
   for (const auto& [f, v] : always) g.always.push_back(schema::master_hash::Set(*keys_, {{f, v}}));

@@ -1,6 +1,7 @@
 #include "ftmaster/lease.h"
 
 #include "common/log.h"
+#include "schema/node_sets.h"
 
 namespace ft::master {
 LeaderLease::LeaderLease(std::string key, std::string id, std::chrono::milliseconds lease)
@@ -18,9 +19,8 @@ bool LeaderLease::Tick(redis::Store& client, Clock::time_point now) {
 }
 
 bool LeaderLease::Acquire(redis::Store& client, Clock::time_point now) {
-  const std::string px = std::to_string(lease_.count());
   redis::Reply reply;
-  Status s = client.Run({"SET", key_, id_, "NX", "PX", px}, &reply);
+  Status s = client.Run(schema::ClaimLease(key_, id_, lease_), &reply);
   if (!s.ok()) {
     next_attempt_ = now + lease_ / 10;
     return false;
@@ -37,7 +37,7 @@ bool LeaderLease::Acquire(redis::Store& client, Clock::time_point now) {
     if (!reported_wait_) {
       redis::Reply holder;
       std::string who = "?";
-      if (client.Run({"GET", key_}, &holder).ok() && holder.is_string()) who = holder.str();
+      if (client.Run(schema::GetLeaseHolder(key_), &holder).ok() && holder.is_string()) who = holder.str();
       FT_LOG(Info, Master, "standing by: master '{}' holds the lease {} (this master is '{}'); "
              "taking over if it lapses", who, key_, id_);
       reported_wait_ = true;

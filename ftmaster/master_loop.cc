@@ -18,6 +18,7 @@
 #include "proto/master_codec.h"
 #include "redis/redis_store.h"
 #include "schema/master_hash.h"
+#include "schema/published.h"
 
 // The loop's term and tick, and what a membership read means for the jobs (master_loop.h says
 // which class does which job).
@@ -327,7 +328,7 @@ void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
   const std::string key = ctx_.keys.TransferSecret();
   // STRLEN, not GET: the value never needs to pass through the master once it is there.
   redis::Reply length;
-  if (!ctx_.store->Run({"STRLEN", key}, &length).ok()) return;
+  if (!ctx_.store->Run(schema::TransferSecretLength(ctx_.keys), &length).ok()) return;
   if (length.integer() > 0) {
     if (!secret_seen_ && length.integer() != static_cast<int64_t>(2 * kTransferSecretBytes)) {
       FT_LOG(Warn, Master, "{} holds {} bytes, not a {}-hex-character secret: workers use it as it is; "
@@ -346,8 +347,7 @@ void MasterLoop::EnsureTransferSecret(Clock::time_point now) {
     return;
   }
   // The notice goes out either way: had another writer raced us, workers read its secret.
-  const bool written = ctx_.writer.Run({{"SET", key, secret, "NX"},
-                                    proto::NoticeXadd(ctx_.keys.Notify(), proto::NoticeOf(proto::NoticeKind::kSecret))});
+  const bool written = ctx_.writer.Run(schema::PublishTransferSecret(ctx_.keys, secret));
   std::fill(secret.begin(), secret.end(), '\0');
   if (!written) return;
   // SET NX inside the fenced script: had another writer raced us, its secret stands and ours

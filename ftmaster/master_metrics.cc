@@ -11,6 +11,7 @@
 #include "proto/codec.h"
 #include "redis/client.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 #include "schema/streams.h"
 #include "schema/verdict_hash.h"
@@ -95,10 +96,10 @@ bool MasterMetrics::Round(redis::Commands& redis, double rtt_s) {
   const metrics::LabelValues own = {options_.job, options_.node};
   if (rtt_s >= 0) (void)registry_->Set(kRedisRtt, own, rtt_s);
   std::vector<redis::Reply> replies;
-  Status s = redis.PipelinePartial({{"GET", keys_.Leader()},
+  Status s = redis.PipelinePartial({schema::GetLeader(keys_),
                                     schema::master_hash::Get(keys_, schema::master_hash::kJobState),
                                     schema::GetTimeoutsVersion(keys_),
-                                    {"SMEMBERS", keys_.Evicted()},
+                                    schema::GetEvicted(keys_),
                                     schema::master_hash::Get(keys_, schema::master_hash::kGoodput)},
                                    &replies);
   if (!s.ok() || replies.size() != 5) return false;

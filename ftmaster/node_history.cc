@@ -132,7 +132,7 @@ bool NodeHistoryRound::LeaveOutWritten(Pending* pending) {
   }
   std::vector<redis::Argv> reads;
   for (const std::string& node : nodes) {
-    reads.push_back({"XREVRANGE", proto::Keys::NodeHistory(node), "+", "-", "COUNT", std::to_string(kVerifyDepth)});
+    reads.push_back(schema::Newest(proto::Keys::NodeHistory(node), kVerifyDepth));
   }
   std::vector<redis::Reply> replies;
   if (!ctx_->store->PipelinePartial(reads, &replies).ok() || replies.size() != reads.size()) return false;

@@ -13,6 +13,7 @@
 #include "ftmaster/loop_util.h"
 #include "proto/codec.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 
 namespace ft::master {
@@ -334,10 +335,8 @@ SlowContext SummaryRound::Context(int64_t unix_ms, bool read_evicted) {
   }
   c.job_nodes = static_cast<int>(nodes.size());
   redis::Reply evicted;
-  if (read_evicted && ctx_->store->Run({"SMEMBERS", ctx_->keys.Evicted()}, &evicted).ok() && evicted.is_array()) {
-    for (size_t i = 0; i < evicted.size(); ++i) {
-      if (evicted[i].is_string() && nodes.count(evicted[i].str())) ++c.evicted_job_nodes;
-    }
+  if (read_evicted && ctx_->store->Run(schema::GetEvicted(ctx_->keys), &evicted).ok()) {
+    for (const std::string& node : schema::DecodeNodes(evicted)) c.evicted_job_nodes += nodes.count(node);
   }
   return c;
 }

@@ -7,6 +7,7 @@
 #include "common/mutex.h"
 #include "proto/notice.h"
 #include "redis/stream_reply.h"
+#include "schema/streams.h"
 
 namespace ft::worker {
 
@@ -32,7 +33,7 @@ namespace {
 // The id of a stream's newest entry, "0-0" for an empty or missing stream; false on a failure.
 bool NewestId(redis::Store& store, const std::string& key, std::string* id) {
   redis::Reply reply;
-  if (!store.Run({"XREVRANGE", key, "+", "-", "COUNT", "1"}, &reply).ok() || !reply.is_array()) return false;
+  if (!store.Run(schema::Newest(key, 1), &reply).ok() || !reply.is_array()) return false;
   *id = "0-0";
   if (reply.size() == 1 && reply[0].is_array() && reply[0].size() == 2 && reply[0][0].is_string()) {
     *id = reply[0][0].str();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "proto/codec.h"
+#include "schema/node_sets.h"
 #include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
@@ -69,7 +70,7 @@ void Reporter::ForgetMemberships() {
   // And the workers set, now rather than with the next heartbeat: a master's stop goes to the
   // nodes in it (and those of the membership), and one may come before that heartbeat.
   heartbeats_ = 1;
-  outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
+  outbox_.Put("workers", schema::AddWorker(keys_, node_));
 }
 
 void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,
@@ -80,11 +81,10 @@ void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int
   beat.pid = pid;
   beat.ranks = ranks;
   beat.unix_ms = unix_ms;
-  outbox_.Put("heartbeat", {"SET", keys_.WorkerHeartbeat(node_), proto::Encode(beat), "EX",
-                            std::to_string(kHeartbeatTtlSeconds)});
+  outbox_.Put("heartbeat", schema::SetHeartbeat(keys_, beat, std::chrono::seconds(kHeartbeatTtlSeconds)));
   // The set changes once per node: refreshed every kWorkersRefresh heartbeats (and after
   // ForgetMemberships, for a Redis that lost it), not every second.
-  if (heartbeats_++ % kWorkersRefresh == 0) outbox_.Put("workers", {"SADD", keys_.Workers(), node_});
+  if (heartbeats_++ % kWorkersRefresh == 0) outbox_.Put("workers", schema::AddWorker(keys_, node_));
 }
 
 namespace {

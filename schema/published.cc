@@ -19,9 +19,16 @@ std::vector<redis::Argv> PublishTimeouts(const proto::Keys& keys, const proto::T
           proto::NoticeXadd(keys.Notify(), proto::NoticeOf(proto::NoticeKind::kTimeouts))};
 }
 
+std::vector<redis::Argv> PublishTransferSecret(const proto::Keys& keys, const std::string& secret) {
+  return {{"SET", keys.TransferSecret(), secret, "NX"},
+          proto::NoticeXadd(keys.Notify(), proto::NoticeOf(proto::NoticeKind::kSecret))};
+}
+
 redis::Argv GetPlan(const proto::Keys& keys) { return {"GET", keys.Restore()}; }
 redis::Argv GetPlanVersion(const proto::Keys& keys) { return {"GET", keys.RestoreVersion()}; }
 redis::Argv GetTimeouts(const proto::Keys& keys) { return {"GET", keys.Timeouts()}; }
 redis::Argv GetTimeoutsVersion(const proto::Keys& keys) { return {"GET", keys.TimeoutsVersion()}; }
+redis::Argv GetTransferSecret(const proto::Keys& keys) { return {"GET", keys.TransferSecret()}; }
+redis::Argv TransferSecretLength(const proto::Keys& keys) { return {"STRLEN", keys.TransferSecret()}; }
 
 }  // namespace ft::schema

@@ -10,6 +10,9 @@
 //   timeouts, timeouts:version    the master's summary round       the workers, a new term, the
 //   (proto::TimeoutTable)         (PublishTimeouts)                metrics, `ftmaster status`
 //                                                                  and `timeouts`
+//   transfer:secret (hex; no      the leading master, once         the workers' transfer
+//   version: it never changes     (PublishTransferSecret)          service, replicator and
+//   while it exists)                                               prefetch, `ftworker pull`
 //
 // The version is the value's own `version` in decimal, written in the same batch. Readers take
 // the GET replies as foreign bytes and decode them with proto's codec (a nil: never published,
@@ -17,6 +20,7 @@
 #ifndef FT_SCHEMA_PUBLISHED_H_
 #define FT_SCHEMA_PUBLISHED_H_
 
+#include <string>
 #include <vector>
 
 #include "proto/ckpt_codec.h"
@@ -30,11 +34,17 @@ namespace ft::schema {
 std::vector<redis::Argv> PublishPlan(const proto::Keys& keys, const proto::RestorePlan& plan);
 std::vector<redis::Argv> PublishTimeouts(const proto::Keys& keys, const proto::TimeoutTable& table);
 
+// The job's transfer secret, only where none exists (SET NX: a master that raced another keeps
+// the other's), and the notice. The secret is never logged; neither are these argv.
+std::vector<redis::Argv> PublishTransferSecret(const proto::Keys& keys, const std::string& secret);
+
 // The readers: GET of the value, GET of its version.
 redis::Argv GetPlan(const proto::Keys& keys);
 redis::Argv GetPlanVersion(const proto::Keys& keys);
 redis::Argv GetTimeouts(const proto::Keys& keys);
 redis::Argv GetTimeoutsVersion(const proto::Keys& keys);
+redis::Argv GetTransferSecret(const proto::Keys& keys);
+redis::Argv TransferSecretLength(const proto::Keys& keys);  // STRLEN: whether it exists, without its bytes
 
 }  // namespace ft::schema
 

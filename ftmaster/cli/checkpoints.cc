@@ -17,6 +17,7 @@
 #include "proto/ckpt_codec.h"
 #include "proto/keys.h"
 #include "proto/prefetch_codec.h"
+#include "schema/node_hashes.h"
 #include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/verdict_hash.h"
@@ -62,16 +63,17 @@ Status ReadPlan(redis::Commands& client, const proto::Keys& keys, BadValues* bad
 // What replacement nodes' workers prefetched (written only where FT_NODE_RANKS is set).
 Status ReadPrefetch(redis::Commands& client, const proto::Keys& keys, BadValues* bad, Checkpoints* c) {
   redis::Reply prefetch_reply;
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Prefetch()}, &prefetch_reply));
-  for (size_t i = 0; i + 1 < prefetch_reply.size(); i += 2) {
-    proto::PrefetchReport r;
-    Status s = proto::Decode(prefetch_reply[i + 1].str(), &r);
-    if (s.ok() && r.node != prefetch_reply[i].str()) s = Status::Corrupt("the report of another node");
-    if (!s.ok()) {
-      bad->Report(keys.Prefetch() + " " + prefetch_reply[i].str(), prefetch_reply[i + 1].str(), s);
+  FT_RETURN_IF_ERROR(Run(client, schema::GetPrefetch(keys), &prefetch_reply));
+  std::vector<schema::HashValue<proto::PrefetchReport>> reports;
+  if (Status s = schema::DecodePrefetch(prefetch_reply, &reports); !s.ok()) {
+    bad->Report(keys.Prefetch(), prefetch_reply.DebugString().substr(0, 64), s);
+  }
+  for (schema::HashValue<proto::PrefetchReport>& r : reports) {
+    if (!r.ok()) {
+      bad->Report(keys.Prefetch() + " " + r.field, r.raw, r.why);
       continue;
     }
-    c->prefetch.push_back(std::move(r));
+    c->prefetch.push_back(std::move(r.value));
   }
   std::sort(c->prefetch.begin(), c->prefetch.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
   return Status::Ok();

@@ -16,6 +16,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "schema/streams.h"
@@ -64,10 +65,8 @@ Status TimeoutsCommand(redis::Commands& client, const CliOptions& o, std::string
 Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Evicted()}, &reply));
-  std::vector<std::string> nodes;
-  for (const redis::Reply& r : reply.elements()) nodes.push_back(r.str());
-  std::sort(nodes.begin(), nodes.end());
+  FT_RETURN_IF_ERROR(Run(client, schema::GetEvicted(keys), &reply));
+  const std::set<std::string> nodes = schema::DecodeNodes(reply);
   if (o.json) {
     *out += Json(nodes).dump();
     *out += "\n";
@@ -86,11 +85,8 @@ Status EvictedCommand(redis::Commands& client, const CliOptions& o, std::string*
 Status SaveCommand(redis::Commands& client, const CliOptions& o, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply members;
-  FT_RETURN_IF_ERROR(Run(client, {"SMEMBERS", keys.Workers()}, &members));
-  std::set<std::string> nodes;
-  for (const redis::Reply& m : members.elements()) {
-    if (m.is_string() && !m.str().empty()) nodes.insert(m.str());
-  }
+  FT_RETURN_IF_ERROR(Run(client, schema::GetWorkers(keys), &members));
+  const std::set<std::string> nodes = schema::DecodeNodes(members);
   if (nodes.empty()) {
     return Status::NotFound(fmt::format("no workers have registered for job {} ({} is empty)", o.job,
                                         keys.Workers()));

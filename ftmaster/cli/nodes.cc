@@ -26,6 +26,7 @@
 #include "ftmaster/store.h"
 #include "proto/keys.h"
 #include "proto/node_history_codec.h"
+#include "schema/node_hashes.h"
 #include "schema/streams.h"
 
 extern char** environ;
@@ -81,7 +82,7 @@ Status ReadHistories(redis::Commands& client, const std::vector<std::string>& no
     std::vector<redis::Argv> reads;
     const size_t end = std::min(nodes.size(), at + kReadChunk);
     for (size_t i = at; i < end; ++i) {
-      reads.push_back({"XREVRANGE", proto::Keys::NodeHistory(nodes[i]), "+", "-", "COUNT", std::to_string(depth)});
+      reads.push_back(schema::Newest(proto::Keys::NodeHistory(nodes[i]), static_cast<size_t>(depth)));
     }
     std::vector<redis::Reply> replies;
     FT_RETURN_IF_ERROR(client.PipelinePartial(reads, &replies).WithContext("XREVRANGE"));
@@ -145,11 +146,11 @@ Status Cordon(redis::Commands& client, const NodesOptions& o, std::string* out) 
   const std::string& node = o.cordon;
   const std::string reason = CleanReason(o.reason);
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", proto::Keys::Cordons()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetCordons(), &reply));
   BadValues bad;
   const std::map<std::string, proto::CordonEntry> cordons = ParseCordons(reply, &bad, nullptr);
   // Lapsed cordons go now (nobody else removes them: a job's master only reads ft:cordon).
-  redis::Argv lapsed = {"HDEL", proto::Keys::Cordons()};
+  std::vector<std::string> lapsed;
   size_t active = 0;
   for (const auto& [n, c] : cordons) {
     if (!c.Active(o.now_unix_ms)) {
@@ -158,7 +159,7 @@ Status Cordon(redis::Commands& client, const NodesOptions& o, std::string* out) 
       ++active;
     }
   }
-  if (lapsed.size() > 2) FT_RETURN_IF_ERROR(Run(client, lapsed, &reply));
+  if (!lapsed.empty()) FT_RETURN_IF_ERROR(Run(client, schema::RemoveCordons(lapsed), &reply));
   if (active >= kMaxCordons) {
     return Status::InvalidArgument(fmt::format("{} nodes are cordoned already, the most ft keeps: lift some "
                                                "(ftmaster nodes --uncordon NODE) first", active));
@@ -169,7 +170,7 @@ Status Cordon(redis::Commands& client, const NodesOptions& o, std::string* out) 
   c.unix_ms = o.now_unix_ms;
   c.until_unix_ms = o.for_ms > 0 ? o.now_unix_ms + o.for_ms : 0;
   c.by = o.by;
-  FT_RETURN_IF_ERROR(Run(client, {"HSET", proto::Keys::Cordons(), node, proto::Encode(c)}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::SetCordon(c), &reply));
   RecordCordon(client, o, proto::NodeRecordKind::kCordon, node,
                c.until_unix_ms == 0 ? reason : fmt::format("{} ({})", reason, UntilText(c.until_unix_ms)));
   Status command = Status::Ok();
@@ -191,7 +192,7 @@ Status Cordon(redis::Commands& client, const NodesOptions& o, std::string* out) 
 Status Uncordon(redis::Commands& client, const NodesOptions& o, std::string* out) {
   const std::string& node = o.uncordon;
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"HDEL", proto::Keys::Cordons(), node}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::RemoveCordons({node}), &reply));
   if (reply.integer() == 0) return Status::NotFound(fmt::format("{} is not cordoned", node));
   RecordCordon(client, o, proto::NodeRecordKind::kUncordon, node, "cordon lifted");
   Status command = Status::Ok();
@@ -210,7 +211,7 @@ Status Uncordon(redis::Commands& client, const NodesOptions& o, std::string* out
 
 Status CordonCommands(redis::Commands& client, const NodesOptions& o, std::string* out) {
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", proto::Keys::Cordons()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetCordons(), &reply));
   BadValues bad;
   size_t garbled = 0;
   for (const auto& [node, c] : ParseCordons(reply, &bad, &garbled)) {
@@ -228,7 +229,7 @@ Status List(redis::Commands& client, const NodesOptions& o, std::string* out) {
   for (const redis::Reply& r : reply.elements()) {
     if (r.is_string() && seen.insert(r.str()).second) nodes.push_back(r.str());
   }
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", proto::Keys::Cordons()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetCordons(), &reply));
   BadValues bad;
   size_t garbled = 0;
   const std::map<std::string, proto::CordonEntry> cordons = ParseCordons(reply, &bad, &garbled);

@@ -13,6 +13,7 @@
 #include "proto/keys.h"
 #include "redis/spread.h"
 #include "schema/master_hash.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 #include "schema/streams.h"
 
@@ -77,7 +78,7 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   mh::Fields state;
   FT_RETURN_IF_ERROR(mh::DecodeAll(reply, &state));
   redis::Reply leader, version, incidents, evicted;
-  FT_RETURN_IF_ERROR(Run(client, {"GET", keys.Leader()}, &leader));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetLeader(keys), &leader));
   FT_RETURN_IF_ERROR(Run(client, schema::GetTimeoutsVersion(keys), &version));
   FT_RETURN_IF_ERROR(Run(client, {"XLEN", keys.Incidents()}, &incidents));
   FT_RETURN_IF_ERROR(Run(client, {"SCARD", keys.Evicted()}, &evicted));

@@ -12,6 +12,8 @@
 #include "proto/node_history_codec.h"
 #include "redis/spread.h"
 #include "schema/master_hash.h"
+#include "schema/node_hashes.h"
+#include "schema/node_sets.h"
 #include "schema/published.h"
 #include "schema/streams.h"
 #include "schema/verdict_hash.h"
@@ -154,7 +156,7 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
   // Keys of no job (other slots on a Redis Cluster): one command each, never pipelined with the job's.
   redis::Reply nodes, cordons;
   const bool have_index = redis.Run({"EXISTS", proto::Keys::NodesIndex()}, &nodes).ok() && nodes.integer() > 0;
-  const bool have_cordons = redis.Run({"HGETALL", proto::Keys::Cordons()}, &cordons).ok() && cordons.size() > 0;
+  const bool have_cordons = redis.Run(schema::GetCordons(), &cordons).ok() && cordons.size() > 0;
   s->node_keys_present = have_index || have_cordons;
   if (!s->node_keys_present) return;
   for (size_t i = 0; i + 1 < cordons.size() && s->cordons.size() < 100; i += 2) {
@@ -187,8 +189,7 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
     NodeHistoryRow row;
     row.node = node;
     row.total = len.integer();
-    if (redis.Run({"XREVRANGE", proto::Keys::NodeHistory(node), "+", "-", "COUNT", std::to_string(kNodeRecordsShown)},
-                  &entries).ok()) {
+    if (redis.Run(schema::Newest(proto::Keys::NodeHistory(node), kNodeRecordsShown), &entries).ok()) {
       std::vector<StreamEntry> parsed;
       ParseStream(entries, &parsed);
       for (const StreamEntry& e : parsed) {
@@ -215,7 +216,7 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
   s->taken_unix_ms = now_unix_ms;
   s->job_state = "unknown";
   std::vector<redis::Reply> r;
-  Status st = redis.PipelinePartial({{"GET", keys.Leader()},
+  Status st = redis.PipelinePartial({schema::GetLeader(keys),
                                      schema::master_hash::Get(keys, schema::master_hash::kJobState),
                                      schema::master_hash::Get(keys, schema::master_hash::kOpenIncident),
                                      {"SCARD", keys.Evicted()},

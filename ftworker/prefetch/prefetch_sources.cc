@@ -8,6 +8,8 @@
 #include "ftworker/transfer/region_name.h"
 #include "jitckpt/checksum.h"
 #include "schema/node_hashes.h"
+#include "schema/node_sets.h"
+#include "schema/published.h"
 
 namespace ft::worker {
 
@@ -21,9 +23,9 @@ bool HasTier(const proto::RestoreSource& source, std::string_view tier) {
 
 bool ReadPrefetchPeers(redis::Commands& redis, const proto::Keys& keys, PrefetchPeers* out) {
   redis::Reply secret, endpoints, evicted;
-  if (!redis.Run({"GET", keys.TransferSecret()}, &secret).ok() ||
+  if (!redis.Run(schema::GetTransferSecret(keys), &secret).ok() ||
       !redis.Run(schema::GetEndpoints(keys), &endpoints).ok() ||
-      !redis.Run({"SMEMBERS", keys.Evicted()}, &evicted).ok()) {
+      !redis.Run(schema::GetEvicted(keys), &evicted).ok()) {
     return false;
   }
   out->secret = secret.is_string() ? secret.str() : "";

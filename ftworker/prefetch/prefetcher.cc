@@ -5,6 +5,7 @@
 
 #include "ftworker/prefetch/prefetch_run.h"
 #include "ftworker/prefetch/prefetch_sources.h"
+#include "schema/node_hashes.h"
 
 namespace ft::worker {
 
@@ -176,7 +177,7 @@ void Prefetcher::Tick(uint64_t mono_ns, int64_t /*unix_ms*/, redis::Commands* re
   if (revision == published_revision_) return;
   redis::Reply ignored;
   // Read after the revision: a change in between is in this report, or publishes again.
-  if (redis->Run({"HSET", keys_.Prefetch(), options_.node, proto::Encode(report())}, &ignored).ok()) {
+  if (redis->Run(schema::SetPrefetch(keys_, report()), &ignored).ok()) {
     published_revision_ = revision;
   }
 }

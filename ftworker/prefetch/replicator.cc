@@ -20,6 +20,8 @@
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
 #include "schema/node_hashes.h"
+#include "schema/node_sets.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 
 namespace ft::worker {
@@ -156,7 +158,7 @@ void Replicator::Poll(redis::Commands& redis) {
     if (busy_ || !queue_.empty()) return;  // one round of pulls at a time
   }
   redis::Reply secret, endpoints;
-  if (!redis.Run({"GET", keys_.TransferSecret()}, &secret).ok() ||
+  if (!redis.Run(schema::GetTransferSecret(keys_), &secret).ok() ||
       !redis.Run(schema::GetEndpoints(keys_), &endpoints).ok()) {
     return;
   }
@@ -176,7 +178,7 @@ void Replicator::Poll(redis::Commands& redis) {
     guarded = GuardedBy(nodes, options_.node);
     if (guarded.empty()) break;
     redis::Reply reply;
-    if (!redis.Run({"GET", keys_.WorkerHeartbeat(guarded)}, &reply).ok()) return;
+    if (!redis.Run(schema::GetHeartbeat(keys_, guarded), &reply).ok()) return;
     if (reply.is_string() && proto::Decode(reply.str(), &beat).ok()) break;
     nodes.erase(std::find(nodes.begin(), nodes.end(), guarded));
   }

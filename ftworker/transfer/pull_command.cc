@@ -19,6 +19,7 @@
 #include "redis/client.h"
 #include "redis/cluster.h"
 #include "schema/node_hashes.h"
+#include "schema/published.h"
 #include "transfer_engine/transfer.h"
 
 namespace ft::worker {
@@ -100,7 +101,7 @@ int RunPull(const PullCommand& c) {
     if (Status s = ReadSecretFile(c.secret_file, &options.secret); !s.ok()) return Fail(s, 2);
   } else {
     redis::Reply secret;
-    if (Status s = db.Run({"GET", keys.TransferSecret()}, &secret); !s.ok()) return Fail(s, 2);
+    if (Status s = db.Run(schema::GetTransferSecret(keys), &secret); !s.ok()) return Fail(s, 2);
     if (!secret.is_string()) {
       return Fail(Status::NotFound(fmt::format("{} is not set: the job's master has not created it",
                                                keys.TransferSecret())), 2);

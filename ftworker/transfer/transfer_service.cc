@@ -7,6 +7,7 @@
 #include "proto/codec.h"
 #include "proto/transfer_codec.h"
 #include "schema/node_hashes.h"
+#include "schema/published.h"
 #include "schema/rank_hashes.h"
 #include "transfer_engine/auth.h"
 
@@ -71,7 +72,7 @@ void TransferService::Tick(uint64_t mono_ns, int64_t unix_ms, redis::Store& stor
 
 bool TransferService::FetchSecret(redis::Store& store, std::string* out) {
   redis::Reply reply;
-  if (!store.Run({"GET", keys_.TransferSecret()}, &reply).ok()) return false;
+  if (!store.Run(schema::GetTransferSecret(keys_), &reply).ok()) return false;
   if (!reply.is_string()) {
     if (server_ == nullptr && !waiting_logged_) {
       FT_LOG(Info, Worker, "waiting for the job's transfer secret ({}, written by ftmaster) before "
