@@ -12,6 +12,7 @@
 #include "proto/codec.h"
 #include "schema/master_hash.h"
 #include "schema/node_sets.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -327,7 +328,7 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
     // HLEN until the count is there (cheap at 16k ranks), then one HMGET to be sure they are
     // the right ranks.
     redis::Reply count;
-    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptStep(step)}, &count).ok()) return false;
+    if (!ctx_->store->Run(schema::CountCopies(ctx_->keys, step), &count).ok()) return false;
     if (count.integer() >= static_cast<int64_t>(done.size())) {
       redis::Argv argv = {"HMGET", ctx_->keys.CkptStep(step)};
       argv.insert(argv.end(), done.begin(), done.end());

@@ -18,6 +18,7 @@
 #include "proto/master_codec.h"
 #include "schema/node_sets.h"
 #include "schema/published.h"
+#include "schema/rank_hashes.h"
 #include "schema/verdict_hash.h"
 
 // The checkpoint round (ckpt_round.h says what it reads and writes, and when).
@@ -140,7 +141,7 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
 
   NoteEnds();  // before the copies are read (NoteEnds says why)
   redis::Reply reply;
-  if (!ctx_->store->Run({"ZREVRANGE", ctx_->keys.CkptSteps(), "0", std::to_string(kCkptSteps - 1)}, &reply).ok()) return;
+  if (!ctx_->store->Run(schema::NewestSteps(ctx_->keys, kCkptSteps), &reply).ok()) return;
   std::vector<int64_t> steps;
   for (const redis::Reply& r : reply.elements()) {
     int64_t step = -1;
@@ -168,8 +169,8 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   }
   for (int64_t step : steps) {
     redis::Reply own_count, buddy_count;
-    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptStep(step)}, &own_count).ok()) return;
-    if (!ctx_->store->Run({"HLEN", ctx_->keys.CkptBuddy(step)}, &buddy_count).ok()) return;
+    if (!ctx_->store->Run(schema::CountCopies(ctx_->keys, step), &own_count).ok()) return;
+    if (!ctx_->store->Run(schema::CountBuddyCopies(ctx_->keys, step), &buddy_count).ok()) return;
     const int64_t fields = own_count.integer() + buddy_count.integer();
     auto it = steps_.find(step);
     const bool known = it != steps_.end() && it->second->judged;
@@ -198,8 +199,8 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
 bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {
   const auto start = Clock::now();
   redis::Reply reply, buddy_reply;
-  if (!ctx_->store->Run({"HGETALL", ctx_->keys.CkptStep(step)}, &reply).ok()) return false;
-  if (!ctx_->store->Run({"HGETALL", ctx_->keys.CkptBuddy(step)}, &buddy_reply).ok()) return false;
+  if (!ctx_->store->Run(schema::GetCopies(ctx_->keys, step), &reply).ok()) return false;
+  if (!ctx_->store->Run(schema::GetBuddyCopies(ctx_->keys, step), &buddy_reply).ok()) return false;
   ++ctx_->stats.ckpt_step_reads;
   std::unique_ptr<Step>& slot = steps_[step];
   const bool first_read = !slot;
@@ -589,7 +590,7 @@ bool CkptRound::JudgeSavedStep(int64_t step, Clock::time_point now, int64_t unix
 bool CkptRound::NewestStep(int64_t* step) {
   *step = -1;
   redis::Reply newest;
-  if (!ctx_->store->Run({"ZREVRANGE", ctx_->keys.CkptSteps(), "0", "0"}, &newest).ok()) return false;
+  if (!ctx_->store->Run(schema::NewestSteps(ctx_->keys, 1), &newest).ok()) return false;
   if (newest.size() == 1 && newest[0].is_string()) (void)ParseStep(newest[0].str(), step);
   return true;
 }

@@ -58,10 +58,10 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
   std::vector<std::string> evicted_list(evicted.begin(), evicted.end());
   std::map<std::string, std::string> why;
   if (!evicted_list.empty()) {
-    redis::Argv hmget = {"HMGET", keys.MasterState()};
-    for (const std::string& n : evicted_list) hmget.push_back(schema::master_hash::EvictedWhy(n));
+    std::vector<std::string> fields;
+    for (const std::string& n : evicted_list) fields.push_back(schema::master_hash::EvictedWhy(n));
     redis::Reply reasons;
-    if (!ctx_->store->Run(hmget, &reasons).ok() || !reasons.is_array()) return;
+    if (!ctx_->store->Run(schema::master_hash::GetFields(keys, fields), &reasons).ok() || !reasons.is_array()) return;
     for (size_t i = 0; i < evicted_list.size() && i < reasons.size(); ++i) {
       if (reasons[i].is_string()) why[evicted_list[i]] = reasons[i].str();
     }

@@ -3,6 +3,7 @@
 #include "common/log.h"
 #include "ftmaster/loop_util.h"
 #include "schema/master_hash.h"
+#include "schema/rank_hashes.h"
 
 namespace ft::master {
 
@@ -77,7 +78,7 @@ bool JobMembership::Read(Clock::time_point now, bool window_open) {
     // Workers bump ranks:version with every membership write; unchanged, the hash is too.
     // Without the key (older workers, or Redis lost it) the hash is read every time.
     redis::Reply version;
-    if (!store.Run({"GET", ctx_->keys.RanksVersion()}, &version).ok()) return false;
+    if (!store.Run(schema::GetRanksVersion(ctx_->keys), &version).ok()) return false;
     const bool versioned = version.is_string();
     if (versioned && loaded_ && version.str() == version_read_) {
       next_read_ = now + Spacing(window_open ? o.tick : o.ranks_period, MsSince(start));

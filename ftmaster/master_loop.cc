@@ -182,7 +182,7 @@ void MasterLoop::StartTerm(Clock::time_point now, int64_t unix_ms) {
   ranks_version_seen_ = 0;
 
   redis::Reply hash;
-  if (!ctx_.store->Run({"HGETALL", ctx_.keys.MasterState()}, &hash).ok()) return;
+  if (!ctx_.store->Run(mh::GetAll(ctx_.keys), &hash).ok()) return;
   MasterHash state;
   if (Status s = mh::DecodeAll(hash, &state); !s.ok()) ctx_.bad.Report(ctx_.keys.MasterState(), "", s);
   // None or an unknown one (reported): the job is watched from here.

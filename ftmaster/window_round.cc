@@ -17,6 +17,7 @@
 #include "proto/notice.h"
 #include "redis/spread.h"
 #include "schema/master_hash.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -530,8 +531,7 @@ std::optional<std::string> WindowRound::BusyRanksResumed() {
   if (watched_busy_.empty()) return std::nullopt;
   for (const auto& [rank, start] : watched_busy_) {
     redis::Reply reply;
-    const std::string key = ctx_->keys.Progress(proto::Keys::GroupOfRank(rank));
-    if (!ctx_->store->Run({"HGET", key, std::to_string(rank)}, &reply).ok() || !reply.is_string()) return std::nullopt;
+    if (!ctx_->store->Run(schema::GetProgress(ctx_->keys, rank), &reply).ok() || !reply.is_string()) return std::nullopt;
     proto::RankProgress p;
     if (!proto::Decode(reply.str(), &p).ok()) return std::nullopt;
     // Back in the job (busy_watch.h): not frozen, and entered ops after the watch began that

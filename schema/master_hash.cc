@@ -76,6 +76,14 @@ redis::Argv Get(const proto::Keys& keys, std::string_view field) {
   return {"HGET", keys.MasterState(), std::string(field)};
 }
 
+redis::Argv GetFields(const proto::Keys& keys, const std::vector<std::string>& fields) {
+  redis::Argv argv = {"HMGET", keys.MasterState()};
+  argv.insert(argv.end(), fields.begin(), fields.end());
+  return argv;
+}
+
+redis::Argv GetAll(const proto::Keys& keys) { return {"HGETALL", keys.MasterState()}; }
+
 Status DecodeAll(const redis::Reply& reply, Fields* out) {
   if (reply.is_nil()) return Status::Ok();
   if (!reply.is_array() || reply.size() % 2 != 0) {

@@ -83,6 +83,8 @@ redis::Argv SetAction(const proto::Keys& keys, const proto::MasterAction& action
 
 // The readers: one field (HGET; read its reply with the field's decoder), or the whole hash.
 redis::Argv Get(const proto::Keys& keys, std::string_view field);
+redis::Argv GetFields(const proto::Keys& keys, const std::vector<std::string>& fields);  // HMGET, in their order
+redis::Argv GetAll(const proto::Keys& keys);  // HGETALL, read back by DecodeAll
 using Fields = std::unordered_map<std::string, std::string>;
 // An HGETALL reply as its fields. Error: the reply is no hash (nil is an empty one).
 Status DecodeAll(const redis::Reply& reply, Fields* out);

@@ -89,6 +89,21 @@ redis::Argv GetRanks(std::string_view key, const std::vector<int>& ranks) {
   return argv;
 }
 
+redis::Argv GetMemberships(const proto::Keys& keys) { return {"HGETALL", keys.Ranks()}; }
+redis::Argv GetMembership(const proto::Keys& keys, int rank) { return {"HGET", keys.Ranks(), RankField(rank)}; }
+redis::Argv GetRanksVersion(const proto::Keys& keys) { return {"GET", keys.RanksVersion()}; }
+redis::Argv GetProgress(const proto::Keys& keys, int rank) {
+  return {"HGET", keys.ProgressOf(rank), RankField(rank)};
+}
+redis::Argv GetCopies(const proto::Keys& keys, int64_t step) { return {"HGETALL", keys.CkptStep(step)}; }
+redis::Argv GetBuddyCopies(const proto::Keys& keys, int64_t step) { return {"HGETALL", keys.CkptBuddy(step)}; }
+redis::Argv CountCopies(const proto::Keys& keys, int64_t step) { return {"HLEN", keys.CkptStep(step)}; }
+redis::Argv CountBuddyCopies(const proto::Keys& keys, int64_t step) { return {"HLEN", keys.CkptBuddy(step)}; }
+
+redis::Argv NewestSteps(const proto::Keys& keys, int64_t count) {
+  return {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(count > 0 ? count - 1 : -1)};
+}
+
 Status DecodeRankValue(std::string_view field, std::string_view raw, proto::RankProgress* out) {
   return DecodeChecked(field, raw, out);
 }

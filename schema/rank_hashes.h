@@ -50,6 +50,19 @@ redis::Argv RemoveBuddyCopy(const proto::Keys& keys, int64_t step, int rank, std
 std::string RankField(int rank);
 // HMGET `key` for `ranks`, in that order (read back with DecodeRankFields).
 redis::Argv GetRanks(std::string_view key, const std::vector<int>& ranks);
+// The readers' commands by hash (HGETALL, HGET, HLEN; each read back as DecodeRankHash or
+// DecodeRankValue reads it).
+redis::Argv GetMemberships(const proto::Keys& keys);
+redis::Argv GetMembership(const proto::Keys& keys, int rank);
+redis::Argv GetRanksVersion(const proto::Keys& keys);  // GET: the count BumpRanksVersion keeps
+redis::Argv GetProgress(const proto::Keys& keys, int rank);
+redis::Argv GetCopies(const proto::Keys& keys, int64_t step);
+redis::Argv GetBuddyCopies(const proto::Keys& keys, int64_t step);
+redis::Argv CountCopies(const proto::Keys& keys, int64_t step);
+redis::Argv CountBuddyCopies(const proto::Keys& keys, int64_t step);
+// The newest `count` steps of ckpt:steps, newest first (a reply of step numbers as text; any
+// count below 1: every step).
+redis::Argv NewestSteps(const proto::Keys& keys, int64_t count);
 
 // The reader of one value: `raw` decoded, and its rank checked against `field`.
 Status DecodeRankValue(std::string_view field, std::string_view raw, proto::RankProgress* out);

@@ -91,7 +91,7 @@ Status ReadSteps(redis::Commands& client, const proto::Keys& keys, const redis::
       continue;
     }
     redis::Reply reply;
-    FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(row.step)}, &reply));
+    FT_RETURN_IF_ERROR(Run(client, schema::GetCopies(keys, row.step), &reply));
     std::vector<schema::HashValue<proto::CkptCopy>> copies;
     if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(row.step), "", s);
     for (const auto& [field, copy, why, raw] : copies) {
@@ -208,7 +208,7 @@ Status CheckpointsCommand(redis::Commands& client, const CliOptions& o, std::str
   BadValues bad;
   Checkpoints c;
   redis::Reply steps_reply;
-  FT_RETURN_IF_ERROR(Run(client, {"ZREVRANGE", keys.CkptSteps(), "0", "-1"}, &steps_reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::NewestSteps(keys, 0), &steps_reply));
   FT_RETURN_IF_ERROR(ReadPlan(client, keys, &bad, &c));
   FT_RETURN_IF_ERROR(ReadPrefetch(client, keys, &bad, &c));
   FT_RETURN_IF_ERROR(ReadSteps(client, keys, steps_reply, &bad, &c));

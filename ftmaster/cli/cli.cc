@@ -135,7 +135,7 @@ bool ParseRankFlag(const std::string& text, int* rank) {
 Status StacksCommand(redis::Commands& client, const CliOptions& o, int rank, std::string* out) {
   proto::Keys keys(o.job);
   redis::Reply value;
-  FT_RETURN_IF_ERROR(Run(client, {"HGET", keys.Ranks(), schema::RankField(rank)}, &value));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetMembership(keys, rank), &value));
   proto::Membership m;
   if (!value.is_string() || !schema::DecodeRankValue(schema::RankField(rank), value.str(), &m).ok() || m.node.empty()) {
     return Status::NotFound(fmt::format("rank {} of job {} is not in {}", rank, o.job, keys.Ranks()));

@@ -47,7 +47,7 @@ Status ReadPlanSummary(redis::Commands& client, const proto::Keys& keys, BadValu
   }
   if (plan.step < 0) return Status::Ok();
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.CkptStep(plan.step)}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetCopies(keys, plan.step), &reply));
   std::vector<schema::HashValue<proto::CkptCopy>> copies;
   if (Status s = schema::DecodeRankHash(reply, &copies); !s.ok()) bad->Report(keys.CkptStep(plan.step), "", s);
   std::vector<proto::CkptCopy> decoded;
@@ -155,10 +155,10 @@ Status IncidentsCommand(redis::Commands& client, const CliOptions& o, std::strin
     // The save outcome of each incident whose save ran (`checkpoint:<id>`, master hash).
     std::vector<std::string> outcomes(batch.size());
     if (!batch.empty()) {
-      redis::Argv argv = {"HMGET", keys.MasterState()};
-      for (const proto::Incident& i : batch) argv.push_back(schema::master_hash::CheckpointOf(i.id));
+      std::vector<std::string> fields;
+      for (const proto::Incident& i : batch) fields.push_back(schema::master_hash::CheckpointOf(i.id));
       redis::Reply got;
-      FT_RETURN_IF_ERROR(Run(client, argv, &got));
+      FT_RETURN_IF_ERROR(Run(client, schema::master_hash::GetFields(keys, fields), &got));
       for (size_t k = 0; k < batch.size() && k < got.size(); ++k) {
         if (got[k].is_string()) outcomes[k] = got[k].str();
       }

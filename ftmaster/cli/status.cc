@@ -15,6 +15,7 @@
 #include "schema/master_hash.h"
 #include "schema/node_sets.h"
 #include "schema/published.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 
 namespace ft::master {
@@ -61,7 +62,7 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   DecodedHash<proto::Membership> ranks("ranks");
   DecodedHash<proto::RankProgress> progress("progress");
   DecodedHash<proto::RankSummary> summaries("summary");
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.Ranks()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::GetMemberships(keys), &reply));
   ranks.Load(reply, &bad);
   // Progress and summaries are spread over the job's groups (proto/keys.h).
   FT_RETURN_IF_ERROR(redis::HGetAllOf(client, keys.AllProgress(), &reply).WithContext("HGETALL"));
@@ -74,7 +75,7 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   for (schema::Entry<proto::Event>& e : events.entries) {
     if (e.ok()) last_event.try_emplace(e.value.rank, std::move(e.value));
   }
-  FT_RETURN_IF_ERROR(Run(client, {"HGETALL", keys.MasterState()}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, mh::GetAll(keys), &reply));
   mh::Fields state;
   FT_RETURN_IF_ERROR(mh::DecodeAll(reply, &state));
   redis::Reply leader, version, incidents, evicted;

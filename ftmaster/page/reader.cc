@@ -15,6 +15,7 @@
 #include "schema/node_hashes.h"
 #include "schema/node_sets.h"
 #include "schema/published.h"
+#include "schema/rank_hashes.h"
 #include "schema/streams.h"
 #include "schema/verdict_hash.h"
 
@@ -60,7 +61,7 @@ void ReadRanks(redis::Commands& redis, const proto::Keys& keys, int64_t now_unix
     const auto t0 = std::chrono::steady_clock::now();
     redis::Reply reply;
     h->undecoded = 0;
-    if (redis.Run({"HGETALL", keys.Ranks()}, &reply).ok()) {
+    if (redis.Run(schema::GetMemberships(keys), &reply).ok()) {
       h->ranks.Load(reply, bad);
       h->undecoded += Undecoded(reply, h->ranks.values().size());
     }
@@ -223,7 +224,7 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
                                      schema::master_hash::Get(keys, schema::master_hash::kGoodput),
                                      {"XLEN", keys.Incidents()},
                                      schema::GetPlan(keys),
-                                     {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(kCheckpointsShown - 1)}},
+                                     schema::NewestSteps(keys, kCheckpointsShown)},
                                     &r);
   if (!st.ok() || r.size() != 8) {
     s->redis_up = false;

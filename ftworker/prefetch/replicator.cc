@@ -196,7 +196,7 @@ void Replicator::Poll(redis::Commands& redis) {
   if (guarded.empty() || beat.ranks.empty() || !secret.is_string() || secret.str().empty()) return;
 
   redis::Reply steps;
-  if (!redis.Run({"ZREVRANGE", keys_.CkptSteps(), "0", std::to_string(options_.steps_looked_at - 1)}, &steps).ok()) {
+  if (!redis.Run(schema::NewestSteps(keys_, options_.steps_looked_at), &steps).ok()) {
     return;
   }
   std::vector<proto::CkptCopy> copies;

@@ -170,7 +170,7 @@ void TransferService::CheckEndpoint(redis::Store& store) {
 void TransferService::ReadRecordedRanks(redis::Store& store) {
   redis::Reply reply;
   std::vector<schema::HashValue<proto::Membership>> ranks;
-  if (!store.Run({"HGETALL", keys_.Ranks()}, &reply).ok() || !schema::DecodeRankHash(reply, &ranks).ok()) return;
+  if (!store.Run(schema::GetMemberships(keys_), &reply).ok() || !schema::DecodeRankHash(reply, &ranks).ok()) return;
   for (const auto& m : ranks) {
     if (m.ok() && m.value.node == options_.node) recorded_ranks_.insert(m.value.rank);
   }

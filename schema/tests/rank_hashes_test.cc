@@ -56,6 +56,62 @@ TEST_F(RankHashesTest, AMembershipReadsBackWholeAndByRank) {
   EXPECT_EQ(some[1].value.rank, 3);
 }
 
+// The readers' commands read what the makers wrote: every membership, one rank's, the version;
+// a rank's progress from its group's hash; a step's copies, their count and the newest steps.
+TEST_F(RankHashesTest, TheReadersCommandsReadWhatTheMakersWrote) {
+  Run(SetMembership(keys_, Member(3, "n1")));
+  Run(BumpRanksVersion(keys_));
+  Run(SetMembership(keys_, Member(9000, "n7")));
+  Run(BumpRanksVersion(keys_));
+  std::vector<HashValue<proto::Membership>> all;
+  ASSERT_TRUE(DecodeRankHash(Run(GetMemberships(keys_)), &all).ok());
+  EXPECT_EQ(all.size(), 2u);
+  const redis::Reply one = Run(GetMembership(keys_, 9000));
+  ASSERT_TRUE(one.is_string());
+  proto::Membership m;
+  ASSERT_TRUE(DecodeRankValue(RankField(9000), one.str(), &m).ok());
+  EXPECT_EQ(m.node, "n7");
+  EXPECT_EQ(Run(GetRanksVersion(keys_)).str(), "2");
+
+  proto::RankProgress p;
+  p.rank = 9000;
+  p.pid = 17;
+  p.node = "n7";
+  p.state = "running";
+  Run(SetProgress(keys_, p));
+  const redis::Reply progress = Run(GetProgress(keys_, 9000));
+  ASSERT_TRUE(progress.is_string()) << "read from rank 9000's group, where SetProgress wrote it";
+  proto::RankProgress read;
+  ASSERT_TRUE(DecodeRankValue(RankField(9000), progress.str(), &read).ok()) << progress.str();
+  EXPECT_EQ(read.pid, 17);
+
+  // The copy scripts do not run here: their effect written by hand (a copy in the step's hash,
+  // the step in ckpt:steps).
+  for (int64_t step : {10, 20, 30}) {
+    proto::CkptCopy c;
+    c.rank = 1;
+    c.step = step;
+    c.node = "n1";
+    c.digest = 0xabc;
+    c.bytes = 4096;
+    Run({"HSET", keys_.CkptStep(step), RankField(1), proto::Encode(c)});
+    Run({"ZADD", keys_.CkptSteps(), std::to_string(step), std::to_string(step)});
+  }
+  EXPECT_EQ(Run(CountCopies(keys_, 20)).integer(), 1);
+  EXPECT_EQ(Run(CountBuddyCopies(keys_, 20)).integer(), 0);
+  std::vector<HashValue<proto::CkptCopy>> copies;
+  ASSERT_TRUE(DecodeRankHash(Run(GetCopies(keys_, 20)), &copies).ok());
+  ASSERT_EQ(copies.size(), 1u);
+  ASSERT_TRUE(copies[0].ok()) << copies[0].why.message();
+  EXPECT_EQ(copies[0].value.step, 20);
+  EXPECT_TRUE(Run(GetBuddyCopies(keys_, 20)).size() == 0);
+  const redis::Reply two = Run(NewestSteps(keys_, 2));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].str(), "30");
+  EXPECT_EQ(two[1].str(), "20");
+  EXPECT_EQ(Run(NewestSteps(keys_, 0)).size(), 3u) << "no count: every step";
+}
+
 TEST_F(RankHashesTest, ProgressAndSummaryGoToTheirRanksGroupsHash) {
   proto::RankProgress p;
   p.rank = 7;
