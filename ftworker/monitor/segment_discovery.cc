@@ -122,11 +122,7 @@ std::vector<AttachedSegment> SegmentDiscovery::Scan(uint64_t now_ns, bool force)
       const std::string& node = segment->info().node;
       bool job_matches = options_.job.size() >= shm::kNameBytes || job == options_.job;
       if (!job_matches || (!options_.node.empty() && node != options_.node)) {
-        // Once per file (known_ keeps the verdict). Info, not Debug: where one node's rank is
-        // watched by no worker, this line is the one trace of why (two node names on one host,
-        // or a launcher that gave the rank another FT_NODE_ID than its worker's).
-        FT_LOG(Info, Worker, "segment {} belongs to job '{}' node '{}', not to this worker's ('{}' node '{}'): "
-               "not monitored here", file, job, node, options_.job, options_.node);
+        FT_LOG(Debug, Worker, "segment {} belongs to job '{}' node '{}', not to this worker", file, job, node);
         k.kind = Known::Kind::kForeign;
         continue;
       }
