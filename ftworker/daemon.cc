@@ -173,12 +173,12 @@ bool Daemon::EnsureConnected(uint64_t mono_ns) {
     // A restarted worker resumes after the last command it executed.
     if (command_cursor_.empty()) {
       redis::Reply reply;
-      Status s = store_->Run({"GET", keys_.CommandCursor(options_.node)}, &reply);
+      Status s = store_->Run(schema::GetCommandCursor(keys_, options_.node), &reply);
       if (!s.ok()) return false;
       if (!reply.is_string()) {
         // Where a worker of the grouped layout kept it (docs/redis-schema.md, "Slots"): an
         // upgraded worker must not run its node's old commands again.
-        s = store_->Run({"GET", keys_.LegacyCommandCursor(options_.node)}, &reply);
+        s = store_->Run(schema::GetLegacyCommandCursor(keys_, options_.node), &reply);
         if (!s.ok()) return false;
       }
       command_cursor_ = reply.is_string() ? reply.str() : "-";
@@ -231,7 +231,7 @@ void Daemon::PollCommands(int64_t unix_ms) {
     command_cursor_ = id;
     // Persisted before the acks go out: a crash in between loses an ack, never repeats an action.
     redis::Reply ignored;
-    if (!store_->Run({"SET", keys_.CommandCursor(options_.node), id}, &ignored).ok()) break;
+    if (!store_->Run(schema::SetCommandCursor(keys_, options_.node, id), &ignored).ok()) break;
   }
   for (const auto& ack : acks) reporter_.AddAck(ack);
 }

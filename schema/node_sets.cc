@@ -17,6 +17,7 @@ redis::Argv AddEvicted(const proto::Keys& keys, const std::vector<std::string>& 
 }
 
 redis::Argv GetEvicted(const proto::Keys& keys) { return {"SMEMBERS", keys.Evicted()}; }
+redis::Argv CountEvicted(const proto::Keys& keys) { return {"SCARD", keys.Evicted()}; }
 
 std::set<std::string> DecodeNodes(const redis::Reply& reply) {
   std::set<std::string> nodes;

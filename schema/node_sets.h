@@ -35,6 +35,7 @@ redis::Argv AddWorker(const proto::Keys& keys, std::string_view node);
 redis::Argv GetWorkers(const proto::Keys& keys);  // SMEMBERS
 redis::Argv AddEvicted(const proto::Keys& keys, const std::vector<std::string>& nodes);
 redis::Argv GetEvicted(const proto::Keys& keys);  // SMEMBERS
+redis::Argv CountEvicted(const proto::Keys& keys);  // SCARD
 // The members of an SMEMBERS reply that name a node (none for a reply that is no set).
 std::set<std::string> DecodeNodes(const redis::Reply& reply);
 

@@ -72,6 +72,26 @@ std::vector<redis::Argv> TrimNodeIndex(int64_t max_nodes, int64_t ttl_ms) {
           {"PEXPIRE", proto::Keys::NodesIndex(), std::to_string(std::max<int64_t>(1000, ttl_ms))}};
 }
 
+redis::Argv NewestIndexedNodes(int64_t count) {
+  return {"ZREVRANGE", proto::Keys::NodesIndex(), "0", std::to_string(count > 0 ? count - 1 : -1)};
+}
+
+redis::Argv NodeIndexExists() { return {"EXISTS", proto::Keys::NodesIndex()}; }
+
+redis::Argv SetCommandCursor(const proto::Keys& keys, std::string_view node, std::string_view id) {
+  return {"SET", keys.CommandCursor(node), std::string(id)};
+}
+
+redis::Argv GetCommandCursor(const proto::Keys& keys, std::string_view node) {
+  return {"GET", keys.CommandCursor(node)};
+}
+
+redis::Argv GetLegacyCommandCursor(const proto::Keys& keys, std::string_view node) {
+  return {"GET", keys.LegacyCommandCursor(node)};
+}
+
+redis::Argv Length(std::string_view key) { return {"XLEN", std::string(key)}; }
+
 Status Decode(const redis::StreamEntry& entry, proto::Event* out) {
   return DecodeEntry(entry, "event", "kind", &proto::Event::kind, out);
 }

@@ -50,6 +50,19 @@ redis::Argv AppendNodeRecord(const proto::NodeRecord& record, int64_t history_le
 // expires with the newest history.
 std::vector<redis::Argv> IndexNode(std::string_view node, int64_t at_unix_ms, int64_t ttl_ms);
 std::vector<redis::Argv> TrimNodeIndex(int64_t max_nodes, int64_t ttl_ms);
+// The nodes index's readers: the `count` newest nodes, newest first; whether it exists.
+redis::Argv NewestIndexedNodes(int64_t count);
+redis::Argv NodeIndexExists();
+
+// A node's command cursor: the id of the last command its worker executed, persisted before its
+// acks go out (a restarted worker resumes after it), and where a worker of the grouped layout
+// kept it (read once by an upgraded worker, never written).
+redis::Argv SetCommandCursor(const proto::Keys& keys, std::string_view node, std::string_view id);
+redis::Argv GetCommandCursor(const proto::Keys& keys, std::string_view node);
+redis::Argv GetLegacyCommandCursor(const proto::Keys& keys, std::string_view node);
+
+// How many entries a stream holds (XLEN: 0 for none).
+redis::Argv Length(std::string_view key);
 
 // The readers of one entry: its json decoded, the side fields checked against it. Errors name
 // the entry's id.

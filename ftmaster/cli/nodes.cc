@@ -223,7 +223,7 @@ Status CordonCommands(redis::Commands& client, const NodesOptions& o, std::strin
 
 Status List(redis::Commands& client, const NodesOptions& o, std::string* out) {
   redis::Reply reply;
-  FT_RETURN_IF_ERROR(Run(client, {"ZREVRANGE", proto::Keys::NodesIndex(), "0", std::to_string(o.limit - 1)}, &reply));
+  FT_RETURN_IF_ERROR(Run(client, schema::NewestIndexedNodes(o.limit), &reply));
   std::vector<std::string> nodes;
   std::set<std::string> seen;
   for (const redis::Reply& r : reply.elements()) {

@@ -81,8 +81,8 @@ Status StatusCommand(redis::Commands& client, const CliOptions& o, std::string* 
   redis::Reply leader, version, incidents, evicted;
   FT_RETURN_IF_ERROR(Run(client, schema::GetLeader(keys), &leader));
   FT_RETURN_IF_ERROR(Run(client, schema::GetTimeoutsVersion(keys), &version));
-  FT_RETURN_IF_ERROR(Run(client, {"XLEN", keys.Incidents()}, &incidents));
-  FT_RETURN_IF_ERROR(Run(client, {"SCARD", keys.Evicted()}, &evicted));
+  FT_RETURN_IF_ERROR(Run(client, schema::Length(keys.Incidents()), &incidents));
+  FT_RETURN_IF_ERROR(Run(client, schema::CountEvicted(keys), &evicted));
 
   Topology topology;
   FT_RETURN_IF_ERROR(ResolveTopology(o, state, ranks.values(), &topology));

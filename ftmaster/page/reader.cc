@@ -156,7 +156,7 @@ void ReadCheckpoints(redis::Commands& redis, const proto::Keys& keys, const redi
 void ReadNodes(redis::Commands& redis, Snapshot* s) {
   // Keys of no job (other slots on a Redis Cluster): one command each, never pipelined with the job's.
   redis::Reply nodes, cordons;
-  const bool have_index = redis.Run({"EXISTS", proto::Keys::NodesIndex()}, &nodes).ok() && nodes.integer() > 0;
+  const bool have_index = redis.Run(schema::NodeIndexExists(), &nodes).ok() && nodes.integer() > 0;
   const bool have_cordons = redis.Run(schema::GetCordons(), &cordons).ok() && cordons.size() > 0;
   s->node_keys_present = have_index || have_cordons;
   if (!s->node_keys_present) return;
@@ -186,7 +186,7 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
   for (const std::string& n : sorted) add(n);
   for (const std::string& node : order) {
     redis::Reply len, entries;
-    if (!redis.Run({"XLEN", proto::Keys::NodeHistory(node)}, &len).ok() || len.integer() <= 0) continue;
+    if (!redis.Run(schema::Length(proto::Keys::NodeHistory(node)), &len).ok() || len.integer() <= 0) continue;
     NodeHistoryRow row;
     row.node = node;
     row.total = len.integer();
@@ -220,9 +220,9 @@ void ReadSnapshot(redis::Commands& redis, const std::string& job, int64_t now_un
   Status st = redis.PipelinePartial({schema::GetLeader(keys),
                                      schema::master_hash::Get(keys, schema::master_hash::kJobState),
                                      schema::master_hash::Get(keys, schema::master_hash::kOpenIncident),
-                                     {"SCARD", keys.Evicted()},
+                                     schema::CountEvicted(keys),
                                      schema::master_hash::Get(keys, schema::master_hash::kGoodput),
-                                     {"XLEN", keys.Incidents()},
+                                     schema::Length(keys.Incidents()),
                                      schema::GetPlan(keys),
                                      schema::NewestSteps(keys, kCheckpointsShown)},
                                     &r);

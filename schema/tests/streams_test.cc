@@ -145,5 +145,35 @@ TEST_F(StreamsTest, AReplyThatIsNoStreamIsSaidSo) {
   EXPECT_TRUE(parsed.entries.empty());
 }
 
+// A node's command cursor reads back where it was set, the legacy key is another key; a stream's
+// length counts what was appended; the nodes index lists the newest nodes first.
+TEST_F(StreamsTest, TheCursorTheLengthAndTheNodesIndexReadBack) {
+  EXPECT_TRUE(server_.Execute(GetCommandCursor(keys_, "node0")).is_nil());
+  Write(SetCommandCursor(keys_, "node0", "1700000000000-3"));
+  EXPECT_EQ(server_.Execute(GetCommandCursor(keys_, "node0")).str(), "1700000000000-3");
+  EXPECT_TRUE(server_.Execute(GetCommandCursor(keys_, "node1")).is_nil());
+  EXPECT_TRUE(server_.Execute(GetLegacyCommandCursor(keys_, "node0")).is_nil());
+
+  EXPECT_EQ(server_.Execute(Length(keys_.Events())).integer(), 0);
+  proto::Event e;
+  e.kind = proto::EventKindName(proto::EventKind::kTimeout);
+  e.node = "node0";
+  e.rank = 1;
+  Write(AppendEvent(keys_, e));
+  Write(AppendEvent(keys_, e));
+  EXPECT_EQ(server_.Execute(Length(keys_.Events())).integer(), 2);
+
+  EXPECT_EQ(server_.Execute(NodeIndexExists()).integer(), 0);
+  for (const auto& w : IndexNode("node-a", 1000, 60000)) Write(w);
+  for (const auto& w : IndexNode("node-b", 3000, 60000)) Write(w);
+  for (const auto& w : IndexNode("node-c", 2000, 60000)) Write(w);
+  EXPECT_EQ(server_.Execute(NodeIndexExists()).integer(), 1);
+  const redis::Reply two = server_.Execute(NewestIndexedNodes(2));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].str(), "node-b");
+  EXPECT_EQ(two[1].str(), "node-c");
+  EXPECT_EQ(server_.Execute(NewestIndexedNodes(0)).size(), 3u) << "no count: every node";
+}
+
 }  // namespace
 }  // namespace ft::schema
