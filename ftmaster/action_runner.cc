@@ -296,7 +296,7 @@ void ActionRunner::LoadPending() {
 
 bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, const StepJudgement** judged) {
   *judged = nullptr;
-  std::vector<std::string> done;
+  std::vector<int> done;
   std::map<int64_t, int> steps;  // step -> ranks that said they saved it
   for (const auto& [rank, result] : save_results_) {
     if (!proto::Is(result, proto::AckResult::kDone)) continue;
@@ -304,7 +304,7 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
     const proto::SavedCopy* copy = m != save_copies_.end() && m->second ? &*m->second : nullptr;
     // A torn copy is never reported as the rank's copy (its arena keeps the whole one): none to wait for.
     if (copy != nullptr && copy->torn) continue;
-    done.push_back(std::to_string(rank));
+    done.push_back(rank);
     if (copy != nullptr && copy->step >= 0) ++steps[copy->step];
   }
   if (done.empty()) return true;  // nothing saved: nothing to verify
@@ -330,10 +330,8 @@ bool ActionRunner::SaveCopiesSettled(Clock::time_point now, int64_t unix_ms, con
     redis::Reply count;
     if (!ctx_->store->Run(schema::CountCopies(ctx_->keys, step), &count).ok()) return false;
     if (count.integer() >= static_cast<int64_t>(done.size())) {
-      redis::Argv argv = {"HMGET", ctx_->keys.CkptStep(step)};
-      argv.insert(argv.end(), done.begin(), done.end());
       redis::Reply reply;
-      if (!ctx_->store->Run(argv, &reply).ok()) return false;
+      if (!ctx_->store->Run(schema::GetRanks(ctx_->keys.CkptStep(step), done), &reply).ok()) return false;
       all = true;
       for (size_t i = 0; i < reply.size(); ++i) all = all && reply[i].is_string();
     }

@@ -93,7 +93,7 @@ void CkptRound::LoadPlan() {
     moved_ = true;
   }
   redis::Reply rewinds;
-  if (!ctx_->store->Run({"GET", ctx_->keys.CkptRewinds()}, &rewinds).ok()) return;
+  if (!ctx_->store->Run(schema::GetRewinds(ctx_->keys), &rewinds).ok()) return;
   proto::CkptRewinds loaded;
   if (rewinds.is_string()) {
     Status s = proto::Decode(rewinds.str(), &loaded);

@@ -12,6 +12,7 @@
 #include "ftmaster/core/ckpt_lineage.h"
 #include "proto/ckpt_codec.h"
 #include "proto/master_codec.h"
+#include "schema/rank_hashes.h"
 
 namespace ft::master {
 
@@ -37,7 +38,7 @@ bool CkptRound::StoreRewind(proto::CkptRewind rewind) {
   proto::CkptRewinds next = rewinds_;
   const std::string why = rewind.why;
   if (!AddRewind(&next.rewinds, std::move(rewind))) return true;
-  if (!ctx_->writer.Run({{"SET", ctx_->keys.CkptRewinds(), proto::Encode(next)}})) return false;
+  if (!ctx_->writer.Run({schema::SetRewinds(ctx_->keys, next)})) return false;
   rewinds_ = std::move(next);
   for (auto& [step, s] : steps_) s->fields = -1;  // judged again: some copies may be of a left run
   plan_dirty_ = true;

@@ -79,7 +79,7 @@ void CordonRound::Run(Clock::time_point now, int64_t unix_ms) {
   for (const std::string& node : evicted) {
     auto it = why.find(node);
     if (it == why.end() || it->second.rfind(kCordonedWhy, 0) != 0 || active.count(node)) continue;
-    writes.push_back({"SREM", keys.Evicted(), node});
+    writes.push_back(schema::RemoveEvicted(keys, node));
     writes.push_back(schema::master_hash::Delete(keys, {schema::master_hash::EvictedWhy(node)}));
     lifted.push_back(node);
   }

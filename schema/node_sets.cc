@@ -16,6 +16,10 @@ redis::Argv AddEvicted(const proto::Keys& keys, const std::vector<std::string>& 
   return argv;
 }
 
+redis::Argv RemoveEvicted(const proto::Keys& keys, std::string_view node) {
+  return {"SREM", keys.Evicted(), std::string(node)};
+}
+
 redis::Argv GetEvicted(const proto::Keys& keys) { return {"SMEMBERS", keys.Evicted()}; }
 redis::Argv CountEvicted(const proto::Keys& keys) { return {"SCARD", keys.Evicted()}; }
 

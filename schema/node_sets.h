@@ -34,6 +34,7 @@ namespace ft::schema {
 redis::Argv AddWorker(const proto::Keys& keys, std::string_view node);
 redis::Argv GetWorkers(const proto::Keys& keys);  // SMEMBERS
 redis::Argv AddEvicted(const proto::Keys& keys, const std::vector<std::string>& nodes);
+redis::Argv RemoveEvicted(const proto::Keys& keys, std::string_view node);  // a cordon lifted
 redis::Argv GetEvicted(const proto::Keys& keys);  // SMEMBERS
 redis::Argv CountEvicted(const proto::Keys& keys);  // SCARD
 // The members of an SMEMBERS reply that name a node (none for a reply that is no set).

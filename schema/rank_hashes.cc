@@ -100,6 +100,12 @@ redis::Argv GetBuddyCopies(const proto::Keys& keys, int64_t step) { return {"HGE
 redis::Argv CountCopies(const proto::Keys& keys, int64_t step) { return {"HLEN", keys.CkptStep(step)}; }
 redis::Argv CountBuddyCopies(const proto::Keys& keys, int64_t step) { return {"HLEN", keys.CkptBuddy(step)}; }
 
+redis::Argv SetRewinds(const proto::Keys& keys, const proto::CkptRewinds& rewinds) {
+  return {"SET", keys.CkptRewinds(), proto::Encode(rewinds)};
+}
+
+redis::Argv GetRewinds(const proto::Keys& keys) { return {"GET", keys.CkptRewinds()}; }
+
 redis::Argv NewestSteps(const proto::Keys& keys, int64_t count) {
   return {"ZREVRANGE", keys.CkptSteps(), "0", std::to_string(count > 0 ? count - 1 : -1)};
 }

@@ -63,6 +63,10 @@ redis::Argv CountBuddyCopies(const proto::Keys& keys, int64_t step);
 // The newest `count` steps of ckpt:steps, newest first (a reply of step numbers as text; any
 // count below 1: every step).
 redis::Argv NewestSteps(const proto::Keys& keys, int64_t count);
+// Where the job went back to an older step (ckpt:rewinds, proto::CkptRewinds): the master's
+// checkpoint round writes it behind its fence and reads it back when it takes over.
+redis::Argv SetRewinds(const proto::Keys& keys, const proto::CkptRewinds& rewinds);
+redis::Argv GetRewinds(const proto::Keys& keys);
 
 // The reader of one value: `raw` decoded, and its rank checked against `field`.
 Status DecodeRankValue(std::string_view field, std::string_view raw, proto::RankProgress* out);

@@ -36,6 +36,9 @@ TEST(NodeSetsTest, WorkersAndEvictedReadBackAsNodeNames) {
   ASSERT_FALSE(server.Execute(AddEvicted(keys, {"node7", "node3"})).is_error());
   ASSERT_FALSE(server.Execute({"SADD", keys.Evicted(), ""}).is_error());  // foreign: no node's name
   EXPECT_EQ(DecodeNodes(server.Execute(GetEvicted(keys))), (Nodes{"node3", "node7"}));
+  EXPECT_EQ(server.Execute(CountEvicted(keys)).integer(), 3) << "the foreign member counts in SCARD";
+  ASSERT_FALSE(server.Execute(RemoveEvicted(keys, "node7")).is_error());
+  EXPECT_EQ(DecodeNodes(server.Execute(GetEvicted(keys))), (Nodes{"node3"}));
   EXPECT_EQ(DecodeNodes(redis::Reply::Integer(3)), Nodes{}) << "a reply that is no set names no node";
   EXPECT_EQ(DecodeNodes(redis::Reply::Error("WRONGTYPE")), Nodes{});
 }

@@ -110,6 +110,16 @@ TEST_F(RankHashesTest, TheReadersCommandsReadWhatTheMakersWrote) {
   EXPECT_EQ(two[0].str(), "30");
   EXPECT_EQ(two[1].str(), "20");
   EXPECT_EQ(Run(NewestSteps(keys_, 0)).size(), 3u) << "no count: every step";
+
+  EXPECT_TRUE(Run(GetRewinds(keys_)).is_nil());
+  proto::CkptRewinds rewinds;
+  rewinds.rewinds.push_back({20, 1700000000000, "a relaunch restored step 20"});
+  Run(SetRewinds(keys_, rewinds));
+  const redis::Reply back = Run(GetRewinds(keys_));
+  ASSERT_TRUE(back.is_string());
+  proto::CkptRewinds decoded;
+  ASSERT_TRUE(proto::Decode(back.str(), &decoded).ok());
+  EXPECT_EQ(decoded.rewinds, rewinds.rewinds);
 }
 
 TEST_F(RankHashesTest, ProgressAndSummaryGoToTheirRanksGroupsHash) {
