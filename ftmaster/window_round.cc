@@ -239,7 +239,7 @@ void WindowRound::Notice(Clock::time_point now) {
   // A closed window has forgotten its id: the close names the one its open named.
   const std::string& id = open_.open ? open_.first_event_id : noticed_window_;
   proto::Notice notice{.kind = proto::NoticeKind::kWindow, .open = open_.open, .window = id, .ranks = ranks};
-  if (!ctx_->writer.Run({proto::NoticeXadd(ctx_->keys.Notify(), notice)})) return;  // again at the next tick
+  if (!ctx_->writer.Run({schema::PostNotice(ctx_->keys, notice)})) return;  // again at the next tick
   window_noticed_ = open_.open;
   noticed_window_ = notice.window;
   noticed_ranks_ = ranks_text;

@@ -88,7 +88,7 @@ bool MasterWatch::Shared::ReadOnce(std::string* commands_id, std::string* notify
         continue;
       }
       proto::Notice notice;
-      if (Status parsed = proto::ParseNotice(entry.Flat(), &notice); !parsed.ok()) {
+      if (Status parsed = schema::Decode(entry, &notice); !parsed.ok()) {
         FT_LOG(Warn, Worker, "notice {} on {} ignored: {}", entry.id, notify_key, parsed.message());
         continue;
       }

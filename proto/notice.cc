@@ -43,12 +43,6 @@ std::vector<std::string> NoticeFields(const Notice& notice) {
   return fields;
 }
 
-std::vector<std::string> NoticeXadd(const std::string& stream, const Notice& notice) {
-  std::vector<std::string> argv{"XADD", stream, "MAXLEN", "~", kNoticeStreamCap, "*"};
-  for (std::string& f : NoticeFields(notice)) argv.push_back(std::move(f));
-  return argv;
-}
-
 Status ParseNotice(std::span<const std::string> fields, Notice* out) {
   if (fields.size() % 2 != 0) return Status::Corrupt("notice: an odd number of fields and values");
   Notice n;

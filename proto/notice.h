@@ -45,7 +45,8 @@ struct Notice {
   bool operator==(const Notice&) const = default;
 };
 
-// The stream entry's field/value list (what follows XADD <key> MAXLEN ~ <n> *).
+// The stream entry's field/value list (what follows XADD <key> MAXLEN ~ <n> *; the XADD itself
+// is schema::PostNotice).
 std::vector<std::string> NoticeFields(const Notice& notice);
 // From an entry's field/value list as XREAD returns it; unknown fields are ignored (a newer
 // master may add some), an unknown kind or a bad value is kCorrupt naming it.
@@ -55,18 +56,12 @@ Status ParseNotice(std::span<const std::string> fields, Notice* out);
 // names none, and every rank writes.
 inline constexpr size_t kMaxNoticeRanksBytes = 4096;
 
-// How many notices the stream keeps (XADD MAXLEN ~): workers need only the newest few.
-inline constexpr const char* kNoticeStreamCap = "1000";
-
 // A notice of `kind` with nothing else (every kind but window).
 inline Notice NoticeOf(NoticeKind kind) {
   Notice n;
   n.kind = kind;
   return n;
 }
-
-// The command that appends `notice` to `stream` (Keys::Notify()), capped.
-std::vector<std::string> NoticeXadd(const std::string& stream, const Notice& notice);
 
 }  // namespace ft::proto
 

@@ -78,6 +78,16 @@ redis::Argv NewestIndexedNodes(int64_t count) {
 
 redis::Argv NodeIndexExists() { return {"EXISTS", proto::Keys::NodesIndex()}; }
 
+redis::Argv PostNotice(const proto::Keys& keys, const proto::Notice& notice) {
+  redis::Argv argv{"XADD", keys.Notify(), "MAXLEN", "~", kNoticesCap, "*"};
+  for (std::string& f : proto::NoticeFields(notice)) argv.push_back(std::move(f));
+  return argv;
+}
+
+Status Decode(const redis::StreamEntry& entry, proto::Notice* out) {
+  return proto::ParseNotice(entry.Flat(), out);
+}
+
 redis::Argv SetCommandCursor(const proto::Keys& keys, std::string_view node, std::string_view id) {
   return {"SET", keys.CommandCursor(node), std::string(id)};
 }

@@ -28,6 +28,7 @@
 #include "proto/keys.h"
 #include "proto/messages.h"
 #include "proto/node_history.h"
+#include "proto/notice.h"
 #include "redis/store.h"
 #include "redis/stream_reply.h"
 
@@ -54,6 +55,11 @@ std::vector<redis::Argv> TrimNodeIndex(int64_t max_nodes, int64_t ttl_ms);
 redis::Argv NewestIndexedNodes(int64_t count);
 redis::Argv NodeIndexExists();
 
+// A notice to every worker of the job (the notify stream, proto/notice.h), capped at
+// kNoticesCap (workers need only the newest few).
+redis::Argv PostNotice(const proto::Keys& keys, const proto::Notice& notice);
+inline constexpr const char* kNoticesCap = "1000";
+
 // A node's command cursor: the id of the last command its worker executed, persisted before its
 // acks go out (a restarted worker resumes after it), and where a worker of the grouped layout
 // kept it (read once by an upgraded worker, never written).
@@ -70,6 +76,7 @@ Status Decode(const redis::StreamEntry& entry, proto::Event* out);
 Status Decode(const redis::StreamEntry& entry, proto::CommandAck* out);
 Status Decode(const redis::StreamEntry& entry, proto::Command* out);
 Status Decode(const redis::StreamEntry& entry, proto::Incident* out);
+Status Decode(const redis::StreamEntry& entry, proto::Notice* out);  // proto::ParseNotice's rules
 // A node history's entry must also belong to `node`, the history's (a record written into
 // another node's history is refused).
 Status DecodeNodeRecord(const redis::StreamEntry& entry, std::string_view node, proto::NodeRecord* out);

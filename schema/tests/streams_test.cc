@@ -175,5 +175,29 @@ TEST_F(StreamsTest, TheCursorTheLengthAndTheNodesIndexReadBack) {
   EXPECT_EQ(server_.Execute(NewestIndexedNodes(0)).size(), 3u) << "no count: every node";
 }
 
+// A notice reads back through the stream reader as posted (a window's ranks included); an entry
+// of an unknown kind comes back with why and the read goes on.
+TEST_F(StreamsTest, ANoticeReadsBackAndAnUnknownKindIsSaidSo) {
+  proto::Notice window;
+  window.kind = proto::NoticeKind::kWindow;
+  window.open = true;
+  window.window = "1700000000000-0";
+  const std::vector<int> ranks = {0, 1, 2, 3, 64};
+  window.ranks = proto::RankRanges::Of(ranks);
+  Write(PostNotice(keys_, proto::NoticeOf(proto::NoticeKind::kRestore)));
+  Write({"XADD", keys_.Notify(), "*", "kind", "reboot"});
+  Write(PostNotice(keys_, window));
+
+  StreamRead<proto::Notice> read;
+  ASSERT_TRUE(ReadStream(store_, After(keys_.Notify(), "0-0", 10), &read).ok());
+  ASSERT_EQ(read.entries.size(), 3u);
+  ASSERT_TRUE(read.entries[0].ok());
+  EXPECT_EQ(read.entries[0].value, proto::NoticeOf(proto::NoticeKind::kRestore));
+  EXPECT_FALSE(read.entries[1].ok());
+  EXPECT_NE(read.entries[1].why.message().find("reboot"), std::string::npos) << read.entries[1].why.message();
+  ASSERT_TRUE(read.entries[2].ok()) << read.entries[2].why.message();
+  EXPECT_EQ(read.entries[2].value, window);
+}
+
 }  // namespace
 }  // namespace ft::schema
