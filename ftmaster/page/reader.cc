@@ -160,13 +160,15 @@ void ReadNodes(redis::Commands& redis, Snapshot* s) {
   const bool have_cordons = redis.Run(schema::GetCordons(), &cordons).ok() && cordons.size() > 0;
   s->node_keys_present = have_index || have_cordons;
   if (!s->node_keys_present) return;
-  for (size_t i = 0; i + 1 < cordons.size() && s->cordons.size() < 100; i += 2) {
-    proto::CordonEntry c;
-    if (Status st = proto::Decode(cordons[i + 1].str(), &c); !st.ok()) {
-      AddGarbled(s, "cordon " + cordons[i].str(), cordons[i + 1].str(), st);
+  std::vector<schema::HashValue<proto::CordonEntry>> read;
+  if (Status st = schema::DecodeCordons(cordons, &read); !st.ok()) AddGarbled(s, "cordons", "", st);
+  for (schema::HashValue<proto::CordonEntry>& c : read) {
+    if (s->cordons.size() >= 100) break;
+    if (!c.ok()) {
+      AddGarbled(s, "cordon " + c.field, c.raw, c.why);
       continue;
     }
-    s->cordons.push_back(std::move(c));
+    s->cordons.push_back(std::move(c.value));
   }
   if (!have_index) return;
   // The job's nodes: the incidents' suspects' and evicted first, then the rest in order.

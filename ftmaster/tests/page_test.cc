@@ -341,6 +341,25 @@ TEST_F(PageReaderTest, NodeHistoryWhenItsKeysExist) {
   EXPECT_NE(html.find("evicted (other&lt;job&gt;: hang suspect)"), std::string::npos) << html;
 }
 
+// The cordons as every job's master reads them: one whose record names another node than its
+// field is listed as garbled, not shown as that field's cordon.
+TEST_F(PageReaderTest, ACordonUnderAnotherNodesFieldIsShownAsGarbled) {
+  proto::CordonEntry c;
+  c.node = "node3";
+  c.reason = "xid 79";
+  c.unix_ms = 1000;
+  Cmd({"HSET", proto::Keys::Cordons(), "node3", proto::Encode(c)});
+  c.node = "node9";
+  Cmd({"HSET", proto::Keys::Cordons(), "node4", proto::Encode(c)});
+  Snapshot s = Read();
+  EXPECT_TRUE(s.node_keys_present);
+  ASSERT_EQ(s.cordons.size(), 1u);
+  EXPECT_EQ(s.cordons[0].node, "node3");
+  ASSERT_EQ(s.garbled.size(), 1u);
+  EXPECT_EQ(s.garbled[0].where, "cordon node4");
+  EXPECT_NE(s.garbled[0].why.find("node9"), std::string::npos) << s.garbled[0].why;
+}
+
 TEST_F(PageReaderTest, RedisDownIsSaid) {
   store_.Drop();
   Snapshot s = Read();
