@@ -149,7 +149,8 @@ class RedisCluster:
         args = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                 "--cluster-node-timeout", str(node_timeout_ms), "--masterauth", self.password,
                 "--cluster-replica-validity-factor", "0"]
-        self.servers = [RedisServer(password=self.password, extra_args=args) for _ in range(2 * masters)]
+        self.servers = [RedisServer(password=self.password, extra_args=args,
+                                    cluster_bus=True) for _ in range(2 * masters)]
         self.host = "127.0.0.1"
 
     @property

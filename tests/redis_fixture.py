@@ -13,6 +13,7 @@ classes against the installed redis-server.
 """
 
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -31,6 +32,32 @@ def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+CLUSTER_BUS_OFFSET = 10000
+
+
+def _port_is_free(port):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_cluster_port():
+    """A cluster node's port: it and its bus port (+10000) are free, and it is at most 55535,
+    the highest Redis accepts with --cluster-enabled. Port 0 draws from the ephemeral range
+    (32768-60999), a fifth of which is too high, so draw below it: both ports then stay clear
+    of outgoing connections. The C++ twin is UnusedPortWithClusterBus."""
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randint(10000, 32767 - CLUSTER_BUS_OFFSET)
+        if _port_is_free(port) and _port_is_free(port + CLUSTER_BUS_OFFSET):
+            return port
+    raise RuntimeError("no free port pair (port, port + %d) for a Redis Cluster node"
+                       % CLUSTER_BUS_OFFSET)
 
 
 class RespClient:
@@ -134,7 +161,7 @@ class RedisServer:
     a temporary directory. start() waits until it answers PING."""
 
     def __init__(self, password=None, port=None, user=None, user_password=None,
-                 binary="redis-server", extra_args=()):
+                 binary="redis-server", extra_args=(), cluster_bus=False):
         self.host = "127.0.0.1"
         self.port = port or 0
         self.password = password if password is not None else "pw-" + secrets.token_hex(12)
@@ -142,6 +169,7 @@ class RedisServer:
         self.user_password = user_password
         self.binary = binary
         self.extra_args = list(extra_args)  # more redis-server options (--cluster-enabled yes)
+        self.cluster_bus = cluster_bus  # a cluster node: its port + 10000 must be free too
         self.proc = None
         self.dir = tempfile.mkdtemp(prefix="ft-redis-")
 
@@ -157,7 +185,7 @@ class RedisServer:
         last = None
         for _ in range(1 if fixed else 5):
             if not fixed:
-                self.port = free_port()
+                self.port = free_cluster_port() if self.cluster_bus else free_port()
             try:
                 self._launch(timeout)
                 return self

@@ -31,6 +31,7 @@ Status RedisCluster::Start() {
   for (int i = 0; i < 2 * kMasters; ++i) {
     RedisServerOptions o;
     o.password = password_;
+    o.cluster_bus = true;
     o.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                     "--cluster-node-timeout", std::to_string(node_timeout_.count()), "--masterauth", password_,
                     "--cluster-replica-validity-factor", "0"};

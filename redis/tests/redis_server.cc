@@ -1,7 +1,10 @@
 #include "redis/tests/redis_server.h"
 
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +23,35 @@
 namespace ft::redis::testing {
 
 int UnusedPort() { return FreeLoopbackPort(); }
+
+namespace {
+
+bool LoopbackPortIsFree(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return free;
+}
+
+}  // namespace
+
+int UnusedPortWithClusterBus() {
+  // Redis listens for its cluster bus on port + 10000 and refuses a port above 55535. The
+  // kernel's port 0 comes from the ephemeral range (32768-60999 by default), a fifth of which
+  // is too high, so draw below that range: both ports then stay clear of outgoing connections.
+  std::random_device rd;
+  std::uniform_int_distribution<int> pick(kClusterPortLow, kClusterPortHigh);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    int port = pick(rd);
+    if (LoopbackPortIsFree(port) && LoopbackPortIsFree(port + kClusterBusOffset)) return port;
+  }
+  return 0;
+}
 
 namespace {
 
@@ -74,7 +106,7 @@ Status RedisServer::Start() {
   // Another process may take the port between UnusedPort() and the bind: try a few.
   Status s;
   for (int attempt = 0; attempt < 5; ++attempt) {
-    port_ = UnusedPort();
+    port_ = options_.cluster_bus ? UnusedPortWithClusterBus() : UnusedPort();
     s = Launch();
     if (s.ok()) return s;
   }

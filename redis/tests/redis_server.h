@@ -22,6 +22,7 @@ struct RedisServerOptions {
   std::string acl_password;
   std::string password;                 // the password to require (empty: a random one)
   std::vector<std::string> extra_args;  // more redis-server options (--cluster-enabled yes ...)
+  bool cluster_bus = false;             // a cluster node: its port + 10000 must be free too
 };
 
 class RedisServer {
@@ -65,6 +66,13 @@ class RedisServer {
 
 // A port nothing listens on (bound once, then released).
 int UnusedPort();
+
+// A cluster node's port: it and its bus port (+10000) are free, and it is at most 55535, the
+// highest Redis accepts with --cluster-enabled. 0 when none was found.
+inline constexpr int kClusterBusOffset = 10000;
+inline constexpr int kClusterPortLow = 10000;
+inline constexpr int kClusterPortHigh = 32767 - kClusterBusOffset;
+int UnusedPortWithClusterBus();
 
 }  // namespace ft::redis::testing
 
