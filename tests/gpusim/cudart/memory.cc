@@ -148,6 +148,26 @@ bool ValidKind(cudaMemcpyKind kind) {
   return kind >= cudaMemcpyHostToHost && kind <= cudaMemcpyDefault;
 }
 
+// CUDA knows an address that lies in one of its allocations (device, managed, pinned or
+// registered host memory) or in a __device__ variable.
+bool KnownToCuda(const void* p) {
+  {
+    std::lock_guard<std::mutex> lk(T().mu);
+    if (Find(p) != T().allocs.end()) return true;
+  }
+  return InSymbol(p);
+}
+
+// A copy whose device side CUDA does not know (memory already cudaFree'd, or plain pageable
+// memory named as device memory) fails with cudaErrorInvalidValue before anything is queued;
+// copying from it anyway would read freed memory, or memory another allocation now owns.
+// cudaMemcpyDefault and host-to-host copies name no device side.
+bool DeviceSidesKnown(const void* dst, const void* src, cudaMemcpyKind kind) {
+  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  return (!src_device || KnownToCuda(src)) && (!dst_device || KnownToCuda(dst));
+}
+
 // Registered __device__ variables: the host shadow is the storage (see registry.cc).
 cudaError_t SymbolRange(const void* symbol, size_t offset, size_t n, char** at);
 
@@ -166,7 +186,7 @@ cudaError_t MemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kin
   CUstream_st* s = ResolveStream(h, pt);
   if (!s) return Ret(cudaErrorInvalidResourceHandle);
   if (n == 0) return cudaSuccess;
-  if (!dst || !src) return Ret(cudaErrorInvalidValue);
+  if (!dst || !src || !DeviceSidesKnown(dst, src, kind)) return Ret(cudaErrorInvalidValue);
   return Ret(Enqueue(s, CopyOp{dst, src, n, 1, n, n}));
 }
 
@@ -175,7 +195,7 @@ cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, bo
   if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   CUstream_st* s = ResolveStream(nullptr, pt);
   if (n == 0) return cudaSuccess;
-  if (!dst || !src) return Ret(cudaErrorInvalidValue);
+  if (!dst || !src || !DeviceSidesKnown(dst, src, kind)) return Ret(cudaErrorInvalidValue);
   // Device-to-device copies do not block the host in CUDA; everything else returns when the
   // copy is done, after the stream's earlier work.
   bool d2d = kind == cudaMemcpyDeviceToDevice ||
@@ -191,7 +211,7 @@ cudaError_t Memcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spit
   if (!s) return Ret(cudaErrorInvalidResourceHandle);
   if (width > dpitch || width > spitch) return Ret(cudaErrorInvalidPitchValue);
   if (width == 0 || height == 0) return cudaSuccess;
-  if (!dst || !src) return Ret(cudaErrorInvalidValue);
+  if (!dst || !src || !DeviceSidesKnown(dst, src, kind)) return Ret(cudaErrorInvalidValue);
   Op op = CopyOp{dst, src, width, height, dpitch, spitch};
   return Ret(sync ? EnqueueAndWait(s, std::move(op)) : Enqueue(s, std::move(op)));
 }

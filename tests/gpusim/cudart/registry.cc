@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <unordered_map>
 #include <unordered_set>
@@ -178,6 +179,16 @@ bool LookupSymbol(const void* symbol, size_t* size) {
   if (it == R().vars.end()) return false;
   *size = it->second;
   return true;
+}
+
+bool InSymbol(const void* p) {
+  const auto* at = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lk(R().mu);
+  for (const auto& [shadow, size] : R().vars) {
+    const auto* base = static_cast<const char*>(shadow);
+    if (at >= base && at < base + std::max<size_t>(size, 1)) return true;
+  }
+  return false;
 }
 
 void LockRegistryForFork() { R().mu.lock(); }

@@ -241,6 +241,8 @@ struct KernelBody {
 CUkern_st* FindKernel(const void* func_or_handle);
 const KernelBody* ResolveBody(CUkern_st* k);  // loads GPUSIM_KERNEL_LIBS on first call
 const char* KernelName(CUkern_st* k);
+// Whether p lies inside a registered __device__ or __managed__ variable's storage.
+bool InSymbol(const void* p);
 void LockRegistryForFork();
 void UnlockRegistryForFork(bool child);
 

@@ -193,6 +193,12 @@ TEST(Launch, DeviceVariablesLiveInTheirHostShadow) {
   EXPECT_EQ(cudaMemcpyToSymbol(device_var, v, sizeof v, 4, cudaMemcpyHostToDevice),
             cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpyToSymbol(v, v, 4, 0, cudaMemcpyHostToDevice), cudaErrorInvalidSymbol);
+  // The variable's address is device memory to a plain copy too.
+  void* at = nullptr;
+  ASSERT_EQ(cudaGetSymbolAddress(&at, device_var), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(static_cast<int*>(at) + 1, v, sizeof(int), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  EXPECT_EQ(device_var[1], 1);
   cudaGetLastError();
 }
 

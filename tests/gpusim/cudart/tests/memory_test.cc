@@ -1,6 +1,7 @@
 // Memory: the allocation table behind cudaPointerGetAttributes and bad-free detection.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -155,6 +156,49 @@ TEST(Memory, CopyValidation) {
   EXPECT_EQ(grid[3][3], 'x');
   EXPECT_EQ(grid[3][4], 0);
   EXPECT_EQ(cudaMemcpy2D(grid, 2, src, 4, 4, 4, cudaMemcpyHostToHost), cudaErrorInvalidPitchValue);
+  cudaGetLastError();
+}
+
+// The runtime refuses a copy whose device side is in none of its allocations: a buffer the
+// program already freed, or pageable memory named as device memory. A simulator that copied
+// anyway would let a save read memory the app gave back (or another allocation now owns).
+TEST(Memory, ACopyFromOrToMemoryCudaDoesNotKnowIsRefused) {
+  std::vector<char> host(4096, 'h');
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, host.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), static_cast<char*>(dev) + 100, 10, cudaMemcpyDeviceToHost),
+            cudaSuccess);  // inside the allocation: fine
+  ASSERT_EQ(cudaFree(dev), cudaSuccess);
+  std::fill(host.begin(), host.end(), 'x');
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), dev, host.size(), cudaMemcpyDeviceToHost, s),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(dev, host.data(), host.size(), cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy2DAsync(host.data(), 64, dev, 64, 64, 4, cudaMemcpyDeviceToHost, s),
+            cudaErrorInvalidValue);
+  std::vector<char> pageable(64, 'p');
+  EXPECT_EQ(cudaMemcpy(host.data(), pageable.data(), 64, cudaMemcpyDeviceToHost),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(pageable.data(), host.data(), 64, cudaMemcpyDeviceToDevice),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(host[0], 'x');  // nothing was copied
+  // Host-to-host and cudaMemcpyDefault name no device side; pinned and registered host
+  // memory is CUDA's.
+  EXPECT_EQ(cudaMemcpy(host.data(), pageable.data(), 64, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(host.data(), pageable.data(), 64, cudaMemcpyHostToHost), cudaSuccess);
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 64), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), pinned, 64, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaHostRegister(pageable.data(), 64, cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), pageable.data(), 64, cudaMemcpyDeviceToHost, s),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(pageable.data()), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
   cudaGetLastError();
 }
 

@@ -138,6 +138,9 @@ int main() {
   puts("probe ok (legacy default stream)");
 #endif
   CHECK(cudaFree(flag));
+  // A copy from memory already freed is refused, not run.
+  EXPECT(cudaMemcpy(&seen, flag, sizeof seen, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue);
+  EXPECT(cudaGetLastError() == cudaErrorInvalidValue);
   CHECK(cudaFree(x));
   CHECK(cudaStreamDestroy(s));
   return 0;
