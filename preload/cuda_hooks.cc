@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "preload/api_symbol_ids.h"
+#include "preload/ckpt/ckpt_agent.h"
 #include "preload/hook_failures.h"
 #include "preload/runtime.h"
 #include "preload/runtime_state.h"
@@ -84,7 +85,9 @@ void CudaFreePost(void* ptr, cudaError_t result) noexcept {
   try {
     MaybeFail(shm::HookPlace::kCudaFreePost);
     uint64_t bytes = 0;
-    if (!UntrackAllocation(ptr, &bytes)) return;
+    const bool tracked = UntrackAllocation(ptr, &bytes);
+    agent::NoteMemoryFreed(ptr, tracked ? bytes : 1);  // a registered buffer in it is gone
+    if (!tracked) return;
     uint64_t total = g_rt->allocated_bytes.fetch_sub(bytes) - bytes;
     auto r = MakeRecord(RecordType::kAlloc, 1, kNoSlot, 0, 0, NowNs());
     r.b = reinterpret_cast<uintptr_t>(ptr);

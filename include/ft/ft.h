@@ -38,7 +38,8 @@ typedef enum ft_result {
   FT_DISABLED = 1,          /* libft.so is not active (FT_ENABLE=0, no segment, fork child):
                                nothing is registered, saved or restored */
   FT_INVALID_ARGUMENT = 2,  /* a null or empty name, a null pointer, zero bytes, a duplicate
-                               name, registration after ft_register_end() */
+                               name, registration after ft_register_end(); or a registered
+                               buffer the app freed: no save or restore from then on */
   FT_NO_SPACE = 3,          /* the host arena does not fit (arena directory full, or locking
                                pinned memory refused); training runs on without saves */
   FT_NO_CHECKPOINT = 4,     /* ft_restore: no restore plan, or the plan has no step: start
@@ -73,7 +74,8 @@ int ft_set_shard(int tp, int pp, int dp);
 /* Registers one buffer of state to save: device memory (cudaMalloc, cudaMallocAsync,
  * managed) or host memory, told apart by cudaPointerGetAttributes. `name` is copied (at most
  * 255 bytes); names must be unique; buffers are saved and restored in registration order.
- * Cheap: the arena is sized by ft_register_end. Call from start-up code. */
+ * Cheap: the arena is sized by ft_register_end. Call from start-up code. The buffer must stay
+ * allocated: once the app frees it, saves and restores are refused (FT_INVALID_ARGUMENT). */
 int ft_register(const char* name, const void* ptr, size_t bytes);
 
 /* Ends registration: creates (or re-opens, keeping a committed copy a previous incarnation of

@@ -121,6 +121,7 @@ int Agent::Register(const char* name, const void* ptr, size_t bytes) {
     }
   }
   buffers_.push_back(std::move(r));
+  NoteRegistration();
   return FT_OK;
 }
 

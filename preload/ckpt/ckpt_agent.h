@@ -36,6 +36,13 @@ int ApiSaveOnFailure();
 // ends; the poller must not take it again.
 void HandOverSaveCommand(const shm::Command& command) noexcept;
 
+// App threads (the hooks of cudaFree, cudaFreeHost and cudaFreeAsync): the app gave back
+// `bytes` of memory from `ptr` (1 when the hooks never saw it allocated). A registered buffer
+// in that range is gone for good: every later save and restore refuses, naming it, instead of
+// copying memory that faults, or that the runtime has handed to another allocation. Cheap
+// when nothing is registered. Never throws.
+void NoteMemoryFreed(const void* ptr, uint64_t bytes) noexcept;
+
 // How a save before the process ends went.
 enum class EndSave {
   kSaved,          // the last completed step is committed now

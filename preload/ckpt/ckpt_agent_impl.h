@@ -100,6 +100,12 @@ class Agent {
   void RefuseSavesFromNow();
   // Every registered host buffer is still mapped (the exit save would not fault on it).
   bool HostBuffersMapped() const;
+  // ckpt_agent_freed.cc: memory the app freed (ckpt_agent.h, NoteMemoryFreed).
+  void NoteFreed(const void* ptr, uint64_t bytes);
+  // Why no save or restore may touch the registered buffers now (a buffer the app freed), or
+  // empty: short enough for an ack (96 bytes).
+  std::string FreedBufferLocked() const REQUIRES(mu_);
+  std::string FreedBuffer() EXCLUDES(mu_);
 
  private:
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
@@ -177,6 +183,8 @@ class Agent {
   std::string arena_ack_;    // kNoArena: why, short enough for an ack (96 bytes)
   int tp_ = -1, pp_ = -1, dp_ = -1;
   std::vector<Registered> buffers_;
+  // The first registered buffer the app freed (NoteFreed), or empty; set once (mu_).
+  std::string freed_buffer_ GUARDED_BY(mu_);
   ckpt::Manifest base_;  // identity and layout of every save
   ckpt::Arena arena_;
   int device_ = -1;
@@ -270,6 +278,10 @@ class Agent {
   uint64_t skipped_since_log_ GUARDED_BY(mu_) = 0;
   uint64_t skip_logged_ns_ GUARDED_BY(mu_) = 0;
 };
+
+// ckpt_agent_freed.cc: a buffer is registered, so frees are worth comparing with the table
+// (until then NoteMemoryFreed costs one load).
+void NoteRegistration();
 
 // The process's one agent, made at first use and never destroyed (the agent thread and the
 // poller may outlive static destruction).

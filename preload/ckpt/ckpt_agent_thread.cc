@@ -70,6 +70,8 @@ void Agent::FinishAtExit(int status) noexcept {
       if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
         FT_LOG(Debug, Ckpt, "exit status {} in a Python process: no save at exit (ft_save_on_failure's)",
                status);
+      } else if (const std::string gone = FreedBuffer(); !gone.empty()) {
+        FT_LOG(Warn, Ckpt, "exit status {}: no save at exit: {} (the arena keeps its committed copy)", status, gone);
       } else if (HostBuffersMapped()) {
         const std::string reason = "exit status " + std::to_string(status);
         (void)SaveBeforeEnd(reason.c_str(), true);
@@ -407,6 +409,27 @@ void Agent::Run() {
         for (uint64_t seq : waiters) Ack(seq, answered);
         continue;
       }
+      if (std::string gone = FreedBufferLocked(); !gone.empty()) {
+        // Nothing is copied, so the committed copy stays committed, with one slot too.
+        SaveOutcome refused;
+        refused.status = Status::InvalidArgument(gone);
+        refused.message = gone;
+        if (request) {
+          request->copied = true;
+          request->outcome.result = FT_INVALID_ARGUMENT;
+          request->outcome.message = "ft_step_done: periodic save refused: " + gone;
+        }
+        if (termination) {
+          term_saved_ = kNoStep;
+          term_outcome_ = refused;
+        }
+        lock.Unlock();
+        done_cv_.NotifyAll();
+        FT_LOG(Warn, Ckpt, "{} save of step {} refused: {}", request ? "periodic" : termination ? "termination" : "just-in-time",
+               request ? request->step : last_step_.load(std::memory_order_acquire), gone);
+        for (uint64_t seq : waiters) Ack(seq, refused);
+        continue;
+      }
       saving_ = true;
       committing_ = false;
       save_failed_ = false;
@@ -484,6 +507,9 @@ void Agent::ServeRestore(const std::shared_ptr<AppRequest>& request, AgentCuda* 
 }
 
 RestoreOutcome Agent::Restore(const AppRequest& request, AgentCuda* cuda) {
+  if (std::string gone = FreedBuffer(); !gone.empty()) {
+    return RestoreOutcome{FT_INVALID_ARGUMENT, "ft_restore: " + gone + "; nothing restored", -1};
+  }
   RestoreTarget target;
   target.rank = base_.rank;
   target.node = host::Identity().node;

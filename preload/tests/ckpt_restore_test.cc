@@ -67,26 +67,6 @@ std::vector<uint8_t> Saved(const Committed& c, const std::string& name) {
   return std::vector<uint8_t>(c.data() + e->offset, c.data() + e->offset + e->bytes);
 }
 
-// The plan ftworker would write for this node: `step` of this rank from its own arena.
-void WritePlan(int64_t step, uint64_t digest, const std::string& settling = "") {
-  ckpt::NodePlan plan;
-  plan.job = Job();
-  plan.node = Env("FT_NODE_ID");
-  plan.version = 1;
-  plan.step = step;
-  plan.settling = settling;
-  plan.arena_dir = ArenaDir();
-  if (step >= 0) {
-    ckpt::PlanRank r;
-    r.rank = Rank();
-    r.digest = digest;
-    r.sources.push_back({Rank(), plan.node, {"arena"}});
-    plan.ranks.push_back(r);
-  }
-  Status st = ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-}
-
 TEST(CkptRestore, RestoreBringsTheSavedStepBackToTheDevice) {
   State& s = Parent();
   auto c = ReadArena();

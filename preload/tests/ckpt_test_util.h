@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "jitckpt/arena.h"
 #include "jitckpt/manifest.h"
+#include "jitckpt/node_plan.h"
 #include "shm/mailbox.h"
 #include "shm/segment.h"
 #include "tests/util/wait_until.h"
@@ -88,6 +89,26 @@ inline std::unique_ptr<Committed> ReadArena() {
   c->status = ckpt::Arena::OpenForRead(ArenaPath(), &c->arena);
   if (c->status.ok()) c->status = c->arena.ReadCommitted(&c->manifest, &c->generation);
   return c;
+}
+
+// The plan ftworker would write for this node: `step` of this rank from its own arena.
+inline void WritePlan(int64_t step, uint64_t digest, const std::string& settling = "") {
+  ckpt::NodePlan plan;
+  plan.job = Job();
+  plan.node = Env("FT_NODE_ID");
+  plan.version = 1;
+  plan.step = step;
+  plan.settling = settling;
+  plan.arena_dir = ArenaDir();
+  if (step >= 0) {
+    ckpt::PlanRank r;
+    r.rank = Rank();
+    r.digest = digest;
+    r.sources.push_back({Rank(), plan.node, {"arena"}});
+    plan.ranks.push_back(r);
+  }
+  Status st = ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan);
+  ASSERT_TRUE(st.ok()) << st.ToString();
 }
 
 // Device bytes, read on a non-blocking stream (the app's may be stuck).
