@@ -76,31 +76,31 @@ void Admission::NoteRefused(const std::string& address, std::string_view why) {
   if (refusal_log_.size() >= kMaxRefusalLogAddresses && refusal_log_.count(address) == 0) {
     std::erase_if(refusal_log_, [&](const auto& entry) { return now - entry.second.last >= kRefusalLogInterval; });
   }
+  uint64_t unlogged = 0;
   if (refusal_log_.size() >= kMaxRefusalLogAddresses && refusal_log_.count(address) == 0) {
-    RefusalLogState& others = refusal_others_;
-    if (others.last != Clock::time_point{} && now - others.last < kRefusalLogInterval) {
-      ++others.unlogged;
-      return;
-    }
+    if (!refusal_others_.Due(now, &unlogged)) return;
     FT_LOG(Warn, Rdma,
            "refused transfer peer {}: {} (refusals from {} other addresses; {} not logged); it gets "
            "nothing. Many addresses knocking: a scan or a misconfigured job on this network",
-           address, why, kMaxRefusalLogAddresses, others.unlogged);
-    others.last = now;
-    others.unlogged = 0;
+           address, why, kMaxRefusalLogAddresses, unlogged);
     return;
   }
-  RefusalLogState& state = refusal_log_[address];
-  if (state.last != Clock::time_point{} && now - state.last < kRefusalLogInterval) {
-    ++state.unlogged;
-    return;
-  }
+  if (!refusal_log_[address].Due(now, &unlogged)) return;
   FT_LOG(Warn, Rdma,
          "refused transfer peer {}: {} ({} earlier refusals not logged); it gets nothing. Check "
          "that it belongs to this job and holds the job's transfer secret",
-         address, why, state.unlogged);
-  state.last = now;
-  state.unlogged = 0;
+         address, why, unlogged);
+}
+
+bool Admission::RefusalLogState::Due(Clock::time_point now, uint64_t* unlogged_before) {
+  if (last != Clock::time_point{} && now - last < kRefusalLogInterval) {
+    ++unlogged;
+    return false;
+  }
+  *unlogged_before = unlogged;
+  last = now;
+  unlogged = 0;
+  return true;
 }
 
 size_t Admission::refusal_log_addresses() const {

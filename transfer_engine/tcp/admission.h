@@ -54,6 +54,9 @@ class Admission {
   struct RefusalLogState {
     Clock::time_point last{};
     uint64_t unlogged = 0;
+    // A refusal at `now`: true when it is logged (none was within the log interval), with the
+    // refusals not logged before it in *unlogged_before; false when it is only counted.
+    bool Due(Clock::time_point now, uint64_t* unlogged_before);
   };
 
   void ForgetUnauthenticated(const std::string& address) REQUIRES(admission_mu_);

@@ -22,6 +22,14 @@ std::string Where(const Peer& peer) {
   return fmt::format("{} ({}:{})", peer.node, peer.address, peer.port);
 }
 
+// A send or recv that failed with `err` (not EINTR): a timeout when the socket's I/O timeout
+// ran out with nothing moved (SO_SNDTIMEO/SO_RCVTIMEO give EAGAIN), else the connection is lost.
+Status IoFailure(int err, const Peer& peer, std::string_view doing, std::string_view idle) {
+  if (err == EAGAIN || err == EWOULDBLOCK)
+    return Status::Timeout(fmt::format("{} {} within the I/O timeout", Where(peer), idle));
+  return Status::Unavailable(fmt::format("{} {}: {}", doing, Where(peer), std::strerror(err)));
+}
+
 timeval ToTimeval(std::chrono::milliseconds ms) {
   timeval tv{};
   tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
@@ -255,9 +263,7 @@ Status Connection::ReceiveBytes(uint8_t* dest, uint64_t len, RateFloor* floor) {
       return Status::Unavailable(fmt::format("{} closed the connection", Where(peer_)));
     int err = errno;
     if (err == EINTR) continue;
-    if (err == EAGAIN || err == EWOULDBLOCK)
-      return Status::Timeout(fmt::format("{} sent nothing within the I/O timeout", Where(peer_)));
-    return Status::Unavailable(fmt::format("receiving from {}: {}", Where(peer_), std::strerror(err)));
+    return IoFailure(err, peer_, "receiving from", "sent nothing");
   }
   return Status::Ok();
 }
@@ -272,9 +278,7 @@ Status Connection::SendAll(std::string_view bytes) {
     }
     int err = errno;
     if (err == EINTR) continue;
-    if (err == EAGAIN || err == EWOULDBLOCK)
-      return Status::Timeout(fmt::format("{} accepted nothing within the I/O timeout", Where(peer_)));
-    return Status::Unavailable(fmt::format("sending to {}: {}", Where(peer_), std::strerror(err)));
+    return IoFailure(err, peer_, "sending to", "accepted nothing");
   }
   return Status::Ok();
 }
