@@ -109,6 +109,30 @@ def die(msg):
     sys.exit(1)
 
 
+class CpuShare:
+    """What the machine's CPUs did while a series ran (/proc/stat), for telling a slow run on a busy
+    or stolen machine from a slow product: a verified copy runs on two threads where memcpy runs on
+    one, so anything else that takes a CPU meanwhile costs the copy more than its baseline."""
+
+    FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+    def __init__(self):
+        self.start = self.read()
+
+    @staticmethod
+    def read():
+        with open("/proc/stat") as f:
+            return [int(x) for x in f.readline().split()[1:9]]
+
+    def summary(self):
+        d = [b - a for a, b in zip(self.start, self.read())]
+        total = sum(d) or 1
+        share = dict(zip(self.FIELDS, d))
+        return "cpu meanwhile: idle %.0f%% iowait %.0f%% steal %.0f%% (of %d CPUs)" % (
+            100.0 * share["idle"] / total, 100.0 * share["iowait"] / total, 100.0 * share["steal"] / total,
+            os.cpu_count() or 1)
+
+
 def median(xs):
     return statistics.median(xs)
 
@@ -195,6 +219,7 @@ class Bench:
     def saves_vs_memcpy(self, pids, threads):
         ranks = ",".join("%d:%d" % (r, pid) for r, pid in sorted(pids.items()))
         save_s, memcpy_s, acks = [], [], ""
+        cpu = CpuShare()
         for i in range(RATIO_RUNS):
             order = ("save", "memcpy") if i % 2 == 0 else ("memcpy", "save")
             for what in order:
@@ -205,8 +230,8 @@ class Bench:
                 else:
                     memcpy_s += values(self.tool_run("memcpy", "--bytes", BYTES, "--threads", threads, "--runs", 1),
                                        "memcpy_s")
-        print("bench: %d rank(s): JIT save %s s, memcpy %s s; last ack: %s" %
-              (threads, fmt(save_s), fmt(memcpy_s), acks.strip()), flush=True)
+        print("bench: %d rank(s): JIT save %s s, memcpy %s s; last ack: %s; %s" %
+              (threads, fmt(save_s), fmt(memcpy_s), acks.strip(), cpu.summary()), flush=True)
         return median(memcpy_s) / median(save_s), save_s, memcpy_s
 
     def persist_vs_dd(self):
@@ -529,6 +554,7 @@ def main():
             if tier == "arena":
                 # Each restore from the own arena beside the two memcpy baselines, alternating.
                 restore[tier] = []
+                cpu = CpuShare()
                 for i in range(RATIO_RUNS):
                     if i % 2 == 1:
                         fresh_memcpy += b.memcpy_from_arena_s()
@@ -537,6 +563,7 @@ def main():
                     if i % 2 == 0:
                         fresh_memcpy += b.memcpy_from_arena_s()
                         hot_memcpy += b.memcpy_s()
+                arena_cpu = cpu.summary()
             else:
                 restore[tier] = b.restore(path, text_, drop_arena=True)
             print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
@@ -544,8 +571,8 @@ def main():
         restore_ratio_hot = median(hot_memcpy) / median(restore["arena"])
         print("bench: restore from the own arena (verified, into device buffers) %s s; memcpy of the arena's copy "
               "mapped fresh in a new process %s s (restore_ratio=%.3f); memcpy between buffers mapped before %s s "
-              "(restore_ratio_hot=%.3f)" % (fmt(restore["arena"]), fmt(fresh_memcpy), restore_ratio, fmt(hot_memcpy),
-                                           restore_ratio_hot), flush=True)
+              "(restore_ratio_hot=%.3f); %s" % (fmt(restore["arena"]), fmt(fresh_memcpy), restore_ratio,
+                                                fmt(hot_memcpy), restore_ratio_hot, arena_cpu), flush=True)
         os.unlink(b.arena_path(0))
         register_1, prepare_1 = b.register_per_gib(1)
         register_2, prepare_2 = b.register_per_gib(2)
