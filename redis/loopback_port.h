@@ -9,6 +9,9 @@ namespace ft::redis {
 // 0 when none could be had.
 int FreeLoopbackPort();
 
+// Whether 127.0.0.1:`port` can be bound now (nothing listens on it or holds it).
+bool LoopbackPortIsFree(int port);
+
 }  // namespace ft::redis
 
 #endif  // FT_REDIS_LOOPBACK_PORT_H_

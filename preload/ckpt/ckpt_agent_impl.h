@@ -102,12 +102,12 @@ class Agent {
   bool HostBuffersMapped() const;
   // ckpt_agent_freed.cc: memory the app freed (ckpt_agent.h, NoteMemoryFreed).
   void NoteFreed(const void* ptr, uint64_t bytes);
-  // Why no save or restore may touch the registered buffers now (a buffer the app freed), or
-  // empty: short enough for an ack (96 bytes).
-  std::string FreedBufferLocked() const REQUIRES(mu_);
-  std::string FreedBuffer() EXCLUDES(mu_);
 
  private:
+  // ckpt_agent_freed.cc: why no save or restore may touch the registered buffers now (a buffer
+  // the app freed), or empty; short enough for an ack (96 bytes).
+  std::string FreedBufferLocked() const REQUIRES(mu_);
+  std::string FreedBuffer() EXCLUDES(mu_);
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
   void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
   // ckpt_agent_prepare.cc, agent thread, first: the arena's data regions reserved, mapped and

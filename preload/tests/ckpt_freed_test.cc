@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -101,20 +100,9 @@ TEST(CkptFreed, AFailingExitAfterTheFreeEndsWithItsStatusAndSavesNothing) {
   const std::string job = Job() + "-exit";  // the child's own arena and segment
   const std::string path = ckpt::Arena::PathFor(ArenaDir(), job, Rank());
   EXPECT_EQ(RunSelf("CkptFreedChild.FreesThenExitsWithStatus1", {"FT_JOB=" + job}), 1);
-  ckpt::Arena arena;
-  ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok());
-  ckpt::Manifest m;
-  uint64_t generation = 0;
-  ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok()) << "the exit save wrote over the committed copy";
-  EXPECT_EQ(m.step, 1);
-  for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
+  ExpectCommittedWhole(path, 1, "the exit save wrote over the committed copy");
   unlink(path.c_str());
-  // libft.so keeps the segment of a process that failed, for a worker to read how it ended; no
-  // worker runs here.
-  const std::string prefix = shm::SegmentPrefix(job).substr(1);
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().starts_with(prefix)) unlink(e.path().c_str());
-  }
+  RemoveKeptSegments(job);
 }
 
 TEST(CkptFreedChild, FreesThenExitsWithStatus1) {

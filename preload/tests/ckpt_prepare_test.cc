@@ -18,7 +18,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -188,21 +187,9 @@ TEST(CkptPrepare, AFailingExitDuringThePreparationStillSavesItsStep) {
   const std::string path = ckpt::Arena::PathFor(ArenaDir(), job, Rank());
   unlink(path.c_str());
   EXPECT_EQ(RunSelf("CkptPrepareChild.ExitsWithStatus3WhileThePinIsHeld", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 3);
-  ckpt::Arena arena;
-  ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok());
-  ckpt::Manifest m;
-  uint64_t generation = 0;
-  ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok()) << "the failing exit saved nothing";
-  EXPECT_EQ(m.step, 1);
-  EXPECT_FALSE(m.torn);
-  for (size_t i = 0; i < m.chunk_count(); ++i) ASSERT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
+  ExpectCommittedWhole(path, 1, "the failing exit saved nothing");
   unlink(path.c_str());
-  // libft.so keeps the segment of a process that failed, for a worker to read how it ended; no
-  // worker runs here.
-  const std::string prefix = shm::SegmentPrefix(job).substr(1);
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
-    if (e.path().filename().string().starts_with(prefix)) unlink(e.path().c_str());
-  }
+  RemoveKeptSegments(job);
 }
 
 TEST(CkptPrepareChild, ExitsWithStatus3WhileThePinIsHeld) {

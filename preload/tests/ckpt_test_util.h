@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "common/status.h"
 #include "jitckpt/arena.h"
+#include "jitckpt/checksum.h"
 #include "jitckpt/manifest.h"
 #include "jitckpt/node_plan.h"
 #include "shm/mailbox.h"
@@ -109,6 +111,28 @@ inline void WritePlan(int64_t step, uint64_t digest, const std::string& settling
   }
   Status st = ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan);
   ASSERT_TRUE(st.ok()) << st.ToString();
+}
+
+// The arena at `path` holds a whole committed copy of `step`: readable (`if_none` says what its
+// absence means), not torn, every chunk verified.
+inline void ExpectCommittedWhole(const std::string& path, int64_t step, const char* if_none) {
+  ckpt::Arena arena;
+  ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok()) << path;
+  ckpt::Manifest m;
+  uint64_t generation = 0;
+  ASSERT_TRUE(arena.ReadCommitted(&m, &generation).ok()) << if_none;
+  EXPECT_EQ(m.step, step);
+  EXPECT_FALSE(m.torn);
+  for (size_t i = 0; i < m.chunk_count(); ++i) EXPECT_TRUE(ckpt::ChunkVerifies(m, i, arena.data(generation))) << i;
+}
+
+// libft.so keeps the segment of a process that failed, for a worker to read how it ended; no
+// worker runs in these tests, so a test whose child failed removes the child job's segments.
+inline void RemoveKeptSegments(const std::string& job) {
+  const std::string prefix = shm::SegmentPrefix(job).substr(1);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    if (e.path().filename().string().starts_with(prefix)) unlink(e.path().c_str());
+  }
 }
 
 // Device bytes, read on a non-blocking stream (the app's may be stuck).

@@ -1,10 +1,7 @@
 #include "redis/tests/redis_server.h"
 
 #include <signal.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,22 +20,6 @@
 namespace ft::redis::testing {
 
 int UnusedPort() { return FreeLoopbackPort(); }
-
-namespace {
-
-bool LoopbackPortIsFree(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  close(fd);
-  return free;
-}
-
-}  // namespace
 
 int UnusedPortWithClusterBus() {
   // Redis listens for its cluster bus on port + 10000 and refuses a port above 55535. The
