@@ -23,6 +23,12 @@ baseline taken in the same run (see bench/README.md, "make bench-ckpt").
   restore_ratio_hot  the same against a memcpy between buffers mapped before (what a process
                    that had touched the arena would pay; on this VM the first touch of each page
                    by a process costs ~1.4 s per GiB, see README)
+  restore_floor_ratio  the same restores against a verified copy without ft, in the same series
+                   (ckpt_bench_tool verify-copy: each chunk checked on one thread and copied on a
+                   second once checked, into a pre-faulted buffer; what ft_restore's pipeline is
+                   on gpusim, whose copy engine is a CPU thread): ft's own cost, target ~1.
+                   floor_vs_memcpy: that floor against the fresh memcpy, the best restore_ratio
+                   a verified restore can reach on this machine
   register_s_per_gib  ft_register_end of a fresh two-slot arena (create, check the room, map: the
                    app's start-up path) per GiB registered; _1slot with FT_CKPT_ARENA_SLOTS=1,
                    median of RUNS                                             target <= 0.1
@@ -49,7 +55,7 @@ where that says. The RESULT line's arena_pages says which (huge or 4k).
 (CKPT_RANKS4=0 skips it). Medians of RUNS (5) alternating runs; the save and restore ratios
 medians of CKPT_RATIO_RUNS (11) pairs. Disk tiers in CKPT_DISK_DIR
 (default /var/tmp: a real disk, not tmpfs). Ends with one line:
-RESULT ckpt arena_pages=... save_ratio=... restore_ratio=... restore_ratio_hot=... register_s_per_gib=... register_s_per_gib_1slot=... prepare_s_per_gib=... prepare_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
+RESULT ckpt arena_pages=... save_ratio=... restore_ratio=... restore_ratio_hot=... restore_floor_ratio=... floor_vs_memcpy=... register_s_per_gib=... register_s_per_gib_1slot=... prepare_s_per_gib=... prepare_s_per_gib_1slot=... block_s=... step_done_ms=... every_step_ratio=... persist_ratio=... restore_arena_s=... restore_dir_s=... restore_remote_s=... term_save_s=... term_exit_s=... replicate_gbps=... socket_gbps=... replicate_ratio=...
 
 usage: ckpt_bench.py BUILD_DIR
 """
@@ -358,6 +364,10 @@ class Bench:
         return values(self.tool_run("memcpy", "--arena-dir", self.arena_dir, "--job", self.job, "--rank", 0),
                       "memcpy_s")
 
+    def verify_copy_s(self):
+        return values(self.tool_run("verify-copy", "--arena-dir", self.arena_dir, "--job", self.job, "--rank", 0),
+                      "verify_copy_s")
+
     def termination_saves(self, runs):
         """A saving rank with no periodic save (FT_CKPT_EVERY=0) after one step, then SIGTERM:
         seconds from the signal to the committed copy (libft.so's own line), and to the process
@@ -548,7 +558,7 @@ def main():
         plans = {t: b.plan(t) for t in ("arena", "local", "remote")}
         b.stop(procs)
         restore = {}
-        fresh_memcpy, hot_memcpy = [], []
+        fresh_memcpy, hot_memcpy, floor = [], [], []
         for tier in ("arena", "local", "remote"):
             path, text_ = plans[tier]
             if tier == "arena":
@@ -559,8 +569,10 @@ def main():
                     if i % 2 == 1:
                         fresh_memcpy += b.memcpy_from_arena_s()
                         hot_memcpy += b.memcpy_s()
+                        floor += b.verify_copy_s()
                     restore[tier] += b.restore(path, text_, drop_arena=False, runs=1)
                     if i % 2 == 0:
+                        floor += b.verify_copy_s()
                         fresh_memcpy += b.memcpy_from_arena_s()
                         hot_memcpy += b.memcpy_s()
                 arena_cpu = cpu.summary()
@@ -569,10 +581,15 @@ def main():
             print("bench: restore from %s only: %s s" % (tier, fmt(restore[tier])), flush=True)
         restore_ratio = median(fresh_memcpy) / median(restore["arena"])
         restore_ratio_hot = median(hot_memcpy) / median(restore["arena"])
+        restore_floor_ratio = median(floor) / median(restore["arena"])
+        floor_vs_memcpy = median(fresh_memcpy) / median(floor)
         print("bench: restore from the own arena (verified, into device buffers) %s s; memcpy of the arena's copy "
               "mapped fresh in a new process %s s (restore_ratio=%.3f); memcpy between buffers mapped before %s s "
               "(restore_ratio_hot=%.3f); %s" % (fmt(restore["arena"]), fmt(fresh_memcpy), restore_ratio,
                                                 fmt(hot_memcpy), restore_ratio_hot, arena_cpu), flush=True)
+        print("bench: the same copy verified without ft (each chunk checked on one thread, copied on a second as "
+              "it verifies) %s s: restore_floor_ratio=%.3f (ft against it), floor_vs_memcpy=%.3f (the best a verified "
+              "restore can do here against memcpy)" % (fmt(floor), restore_floor_ratio, floor_vs_memcpy), flush=True)
         os.unlink(b.arena_path(0))
         register_1, prepare_1 = b.register_per_gib(1)
         register_2, prepare_2 = b.register_per_gib(2)
@@ -590,12 +607,13 @@ def main():
         if os.path.exists(b.arena_path(0, must_exist=False)):
             os.unlink(b.arena_path(0))
         replicate_gbps, socket_gbps = replicate_vs_socket(b, sys.argv[1])
-        print("RESULT ckpt arena_pages=%s save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
+        print("RESULT ckpt arena_pages=%s save_ratio=%.3f restore_ratio=%.3f restore_ratio_hot=%.3f restore_floor_ratio=%.3f "
+              "floor_vs_memcpy=%.3f register_s_per_gib=%.3f register_s_per_gib_1slot=%.3f "
               "prepare_s_per_gib=%.3f prepare_s_per_gib_1slot=%.3f block_s=%.4f step_done_ms=%.3f every_step_ratio=%.3f "
               "every_step_ratio_min=%.3f every_step_ratio_max=%.3f persist_ratio=%.3f restore_arena_s=%.3f "
               "restore_dir_s=%.3f restore_remote_s=%.3f term_save_s=%.3f term_exit_s=%.3f replicate_gbps=%.2f "
               "socket_gbps=%.2f replicate_ratio=%.3f" %
-              (b.arena_pages, save_ratio, restore_ratio, restore_ratio_hot, register_2, register_1, prepare_2, prepare_1, median(block), step_done_ms, every_ratio, every_lo,
+              (b.arena_pages, save_ratio, restore_ratio, restore_ratio_hot, restore_floor_ratio, floor_vs_memcpy, register_2, register_1, prepare_2, prepare_1, median(block), step_done_ms, every_ratio, every_lo,
                every_hi, persist_ratio, median(restore["arena"]), median(restore["local"]), median(restore["remote"]),
                term_s, term_gone_s, replicate_gbps, socket_gbps, replicate_gbps / socket_gbps),
               flush=True)

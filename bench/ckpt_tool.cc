@@ -12,6 +12,12 @@
 //   memcpy  --arena-dir D --job J --rank R
 //           the floor of a restore in a new process: the rank's committed copy mapped fresh in
 //           this process and memcpy'd into a pre-faulted buffer; seconds from the open.
+//   verify-copy --arena-dir D --job J --rank R
+//           the floor of a verified restore without ft: the committed copy mapped fresh, each
+//           chunk checked against its checksum on this thread and, once checked, copied by a
+//           second thread into a pre-faulted buffer of the copy's size in chunk-sized pieces
+//           (what ft_restore does on gpusim, where the copy engine is a CPU thread); seconds
+//           from the open to the last byte.
 //   wait    --arena-dir D --job J --ranks R[,R...] --step S [--timeout-s T]
 //           until every rank's arena holds a committed copy of step S (periodic saves commit
 //           in the background).
@@ -20,6 +26,9 @@
 //           persist thread does); seconds, bytes and whether O_DIRECT was used.
 //
 // Exit 0 on success, 1 on a failure (printed), 2 on bad arguments.
+#include <sys/mman.h>
+
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -155,6 +164,50 @@ int MemcpyFromArena(std::map<std::string, std::string>& a) {
   return 0;
 }
 
+int VerifyCopy(std::map<std::string, std::string>& a) {
+  const std::string path = ft::ckpt::Arena::PathFor(a["--arena-dir"], a["--job"], std::atoi(a["--rank"].c_str()));
+  ft::ckpt::Arena probe;
+  if (auto s = ft::ckpt::Arena::OpenForRead(path, &probe); !s.ok()) return Fail(s.ToString());
+  ft::ckpt::Manifest sized;
+  uint64_t gen = 0;
+  if (auto s = probe.ReadCommitted(&sized, &gen); !s.ok()) return Fail(s.ToString());
+  // As gpusim's device memory: anonymous, on huge pages where the kernel gives them, faulted in
+  // before the clock starts (the restoring app's buffers exist before ft_restore).
+  const size_t bytes = sized.data_bytes;
+  void* mapped = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) return Fail("mmap of the destination failed");
+  (void)madvise(mapped, bytes, MADV_HUGEPAGE);
+  uint8_t* dst = static_cast<uint8_t*>(mapped);
+  std::memset(dst, 0, bytes);
+
+  const auto t0 = Clock::now();
+  ft::ckpt::Arena arena;
+  if (auto s = ft::ckpt::Arena::OpenForRead(path, &arena); !s.ok()) return Fail(s.ToString());
+  ft::ckpt::Manifest m;
+  if (auto s = arena.ReadCommitted(&m, &gen); !s.ok()) return Fail(s.ToString());
+  if (m.data_bytes != bytes) return Fail("the committed copy changed size under the floor");
+  const uint8_t* from = arena.data(gen);
+  std::atomic<size_t> verified{0};
+  std::thread copier([&] {
+    for (size_t i = 0; i < m.chunk_count(); ++i) {
+      while (verified.load(std::memory_order_acquire) <= i) std::this_thread::yield();
+      const uint64_t begin = m.chunk_begin(i);
+      std::memmove(dst + begin, from + begin, m.chunk_end(i) - begin);
+    }
+  });
+  bool good = true;
+  for (size_t i = 0; i < m.chunk_count(); ++i) {
+    good &= ft::ckpt::ChunkVerifies(m, i, from);
+    verified.store(i + 1, std::memory_order_release);
+  }
+  copier.join();
+  const double secs = Since(t0);
+  munmap(mapped, bytes);
+  if (!good) return Fail("a chunk of the committed copy does not match its checksum");
+  std::printf("verify_copy_s=%.4f bytes=%llu\n", secs, static_cast<unsigned long long>(bytes));
+  return 0;
+}
+
 int Wait(std::map<std::string, std::string>& a) {
   const int64_t step = std::strtoll(a["--step"].c_str(), nullptr, 10);
   const double timeout = a.count("--timeout-s") ? std::strtod(a["--timeout-s"].c_str(), nullptr) : 120;
@@ -211,8 +264,9 @@ int main(int argc, char** argv) {
   if (cmd == "save") return Save(a);
   if (cmd == "memcpy" && a.count("--arena-dir")) return MemcpyFromArena(a);
   if (cmd == "memcpy") return Memcpy(a);
+  if (cmd == "verify-copy") return VerifyCopy(a);
   if (cmd == "wait") return Wait(a);
   if (cmd == "persist") return Persist(a);
-  std::fprintf(stderr, "usage: ckpt_bench_tool save|memcpy|wait|persist ... (see ckpt_tool.cc)\n");
+  std::fprintf(stderr, "usage: ckpt_bench_tool save|memcpy|verify-copy|wait|persist ... (see ckpt_tool.cc)\n");
   return 2;
 }
