@@ -2,6 +2,7 @@
 // function forwards to the runtime's own, so the agent sees the runtime only through it.
 #include "preload/ckpt/agent_host.h"
 
+#include "preload/main_return.h"
 #include "preload/poller_rules.h"
 #include "preload/real.h"
 #include "preload/runtime.h"
@@ -45,6 +46,7 @@ void ArmTermination(const std::vector<int>& signals) { term::Arm(signals); }
 void BlockTerminationSignals() noexcept { term::BlockTerminationSignals(); }
 void FinishTerminationAtExit() noexcept { term::FinishAtExit(); }
 void NoteStepDone() noexcept { term::NoteStepDone(); }
+bool MainReturned() noexcept { return ProgramMain() == MainState::kReturned; }
 
 void* RealCuda(CudaFunction function) {
   switch (function) {

@@ -71,6 +71,11 @@ void BlockTerminationSignals() noexcept;
 void FinishTerminationAtExit() noexcept;
 void NoteStepDone() noexcept;
 
+// Whether the program's main has returned (preload/main_return.h): true only where libft.so saw
+// main called and return; false while it runs, and where the entry did not come through
+// libft.so (loaded by dlopen, a static binary), as before anyone could tell.
+bool MainReturned() noexcept;
+
 // The real CUDA runtime functions the agent calls, never ft's wrappers: FT_HOST_CUDA(name) is
 // the real `name`, or nullptr while no loaded library provides it (the runtime resolves each at
 // its first use, so a libcudart loaded after libft.so is found).

@@ -100,6 +100,9 @@ class Agent {
   void RefuseSavesFromNow();
   // Every registered host buffer is still mapped (the exit save would not fault on it).
   bool HostBuffersMapped() const;
+  // Once main returned: the first registered host buffer outside static storage (main's locals
+  // may have owned it), said for the log; empty while main runs, or when there is none.
+  std::string HostBufferMainMayHaveOwned() const;
   // ckpt_agent_freed.cc: memory the app freed (ckpt_agent.h, NoteMemoryFreed).
   void NoteFreed(const void* ptr, uint64_t bytes);
 

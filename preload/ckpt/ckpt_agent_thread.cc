@@ -20,6 +20,7 @@
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 #include "preload/ckpt/ckpt_checksummer.h"
+#include "preload/ckpt/static_storage.h"
 #include "shm/save_ack.h"
 
 namespace ft::preload::agent {
@@ -72,6 +73,9 @@ void Agent::FinishAtExit(int status) noexcept {
                status);
       } else if (const std::string gone = FreedBuffer(); !gone.empty()) {
         FT_LOG(Warn, Ckpt, "exit status {}: no save at exit: {} (the arena keeps its committed copy)", status, gone);
+      } else if (const std::string owned = HostBufferMainMayHaveOwned(); !owned.empty()) {
+        FT_LOG(Warn, Ckpt, "exit status {}: no save at exit: {} (the arena keeps its committed copy; a failing "
+               "exit() from inside main, or host buffers in static storage, would have saved)", status, owned);
       } else if (HostBuffersMapped()) {
         const std::string reason = "exit status " + std::to_string(status);
         (void)SaveBeforeEnd(reason.c_str(), true);
@@ -97,6 +101,21 @@ bool Agent::HostBuffersMapped() const {
     }
   }
   return true;
+}
+
+// main's locals ran their destructors before exit() began: a std::vector's storage went back to
+// the allocator, which writes its own bookkeeping into it, and a stack array is overwritten by
+// the exit handlers' frames — still mapped, so HostBuffersMapped passes, but no longer the
+// app's state, and a save would commit it as the last step's. Device memory is not at stake
+// (its frees are seen: FreedBuffer), nor is static storage (it lives until the process ends).
+std::string Agent::HostBufferMainMayHaveOwned() const {
+  if (!host::MainReturned()) return {};
+  for (const Registered& b : buffers_) {
+    if (b.where != Registered::Where::kHost || b.bytes == 0 || InStaticStorage(b.ptr, b.bytes)) continue;
+    return "main returned, and the registered host buffer '" + b.name + "' is on the heap or the stack, "
+           "where main's locals may have owned it";
+  }
+  return {};
 }
 
 namespace {

@@ -5,7 +5,7 @@
 //                [--install sigaction|signal|bsd_signal|sysv_signal|sigset] [--register 0|1]
 //                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
 //                [--max-steps S] [--exit-after S [--exit-code C] [--exit-in-update]]
-//                [--save-on-failure-after S]
+//                [--save-on-failure-after S] [--return-after S [--exit-code C]] [--static-state]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
 //     "step <s> eintr=<n>" printed (n: sleeps interrupted so far), M ms of
@@ -19,6 +19,9 @@
 //     when the read returns (EOF or an interrupted call). --max-steps: after step S it idles
 //     (prints "idle after step S") until a handler of its own ran. --exit-after: exit(C)
 //     after step S (--exit-in-update: inside step S+1's update, half of it written).
+//     --return-after: returns C from main after step S (the state, a std::vector local to the
+//     function main returns from, is freed first; --kib 64 keeps it on the heap, not mmap'd).
+//     --static-state: the state is a static array (at most 1024 KiB) instead of that vector.
 //     --save-on-failure-after: ft_save_on_failure before registration ("early result=<r>"),
 //     then after step S from two threads at once ("save_on_failure results=<a>,<b>"), then
 //     exit(0).
@@ -49,6 +52,7 @@ namespace {
 extern "C" sighandler_t bsd_signal(int sig, sighandler_t handler);
 
 std::atomic<int> g_handled{0};
+unsigned char g_static_state[1 << 20];
 std::atomic<int> g_logged{0};
 std::atomic<int> g_eintr{0};
 
@@ -127,7 +131,9 @@ void Sleep(int ms) {
 int Run(int argc, char** argv) {
   std::string handler = "none", how = "sigaction";
   bool after = false, reg = true, fork_child = false, block_read = false, resethand = false, exit_in_update = false;
-  int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0, exit_after = 0, exit_code = 1, save_after = 0;
+  bool static_state = false;
+  int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0, exit_after = 0, exit_code = 1, save_after = 0,
+      return_after = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -146,15 +152,23 @@ int Run(int argc, char** argv) {
     else if (a == "--exit-code") exit_code = atoi(next().c_str());
     else if (a == "--exit-in-update") exit_in_update = true;
     else if (a == "--save-on-failure-after") save_after = atoi(next().c_str());
+    else if (a == "--return-after") return_after = atoi(next().c_str());
+    else if (a == "--static-state") static_state = true;
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
   atexit(AtExit);
-  std::vector<unsigned char> state(static_cast<size_t>(kib) * 1024, 0);
+  const size_t state_bytes = static_cast<size_t>(kib) * 1024;
+  if (static_state && state_bytes > sizeof(g_static_state)) {
+    fprintf(stderr, "term_app: --static-state holds at most %zu KiB\n", sizeof(g_static_state) / 1024);
+    return 2;
+  }
+  std::vector<unsigned char> heap_state(static_state ? 0 : state_bytes, 0);
+  unsigned char* state = static_state ? g_static_state : heap_state.data();
   if (save_after > 0) printf("early result=%d\n", ft_save_on_failure());
   if (!after) Install(handler, how, resethand);
   if (reg) {
-    if (ft_register("state", state.data(), state.size()) != FT_OK || ft_register_end() != FT_OK) {
+    if (ft_register("state", state, state_bytes) != FT_OK || ft_register_end() != FT_OK) {
       printf("ft: %s\n", ft_last_error());
     }
   }
@@ -164,21 +178,25 @@ int Run(int argc, char** argv) {
     const unsigned char fill = static_cast<unsigned char>(step & 0xff);
     if (update_ms > 0) {
       // The update is slow: half the bytes now, the rest after update_ms.
-      memset(state.data(), fill, state.size() / 2);
+      memset(state, fill, state_bytes / 2);
       Sleep(update_ms);
     }
-    memset(state.data(), fill, state.size());
+    memset(state, fill, state_bytes);
     ft_step_done(step);
     printf("step %d eintr=%d\n", step, g_eintr.load());
     if (exit_after > 0 && step == exit_after) {
       if (exit_in_update) {
         ft_update_begin(nullptr);  // no stream: the update may already be running
-        memset(state.data(), static_cast<unsigned char>((step + 1) & 0xff), state.size() / 2);
+        memset(state, static_cast<unsigned char>((step + 1) & 0xff), state_bytes / 2);
         printf("exit(%d) inside the update of step %d\n", exit_code, step + 1);
       } else {
         printf("exit(%d) after step %d\n", exit_code, step);
       }
       exit(exit_code);  // the state stays alive: exit() does not unwind
+    }
+    if (return_after > 0 && step == return_after) {
+      printf("return %d from main after step %d\n", exit_code, step);
+      return exit_code;  // heap_state is freed on the way out of main
     }
     if (save_after > 0 && step == save_after) {
       std::atomic<int> other{-1};

@@ -27,6 +27,12 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   exit-failure       exit(1) after step 5: the step is saved before the process ends, which still
                      exits 1 and leaves its segment (state Exited, status 1) for the worker
   exit-clean         exit(0) after step 5: a clean finish saves nothing
+  return-failure     main returns 1 after step 5, its state a 64 KiB std::vector (on the heap, so
+                     still mapped once freed): the storage went back to the allocator before exit
+                     began, so nothing is saved, and the log says why
+  return-failure-static
+                     the same with the state in a static array, alive until the process ends:
+                     step 5 is saved whole, as exit(1) saves it
   exit-in-update     exit(1) inside the update of step 6 (no stream: it may be running): no save
                      or a torn one, never a mix
   save-on-failure    ft_save_on_failure: before registration a no-op (FT_INVALID_ARGUMENT); after
@@ -594,6 +600,25 @@ def run_case(args):
                 check(got is None or got[1] or (got[0] == 5 and got[2] == "ok"),
                       "the arena holds %s: a copy of two steps" % (got,))
                 check("was still running" in out, "the exit save did not see the update running:\n" + out[-2000:])
+        finally:
+            app.close()
+    elif c in ("return-failure", "return-failure-static"):
+        flags = ["--return-after", "5", "--kib", "64"] + (["--static-state"] if c.endswith("static") else [])
+        app = App(args, flags)
+        try:
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == 1, "exit status %d, expected 1; output:\n%s" % (rc, out[-2000:]))
+            check("return 1 from main after step 5" in out, "the app did not return from main:\n" + out[-2000:])
+            got = app.arena()
+            if c == "return-failure":
+                check(got is None, "the exit save copied freed memory: the arena holds %s" % (got,))
+                check("no save at exit: main returned, and the registered host buffer 'state' is on the heap" in out,
+                      "the log does not say why nothing was saved:\n" + out[-2000:])
+            else:
+                check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole; output:\n%s" %
+                      (got, out[-2000:]))
+                check("exit status 1: termination save committed step=5" in out, "the log does not say why it saved")
         finally:
             app.close()
     elif c == "save-on-failure":
