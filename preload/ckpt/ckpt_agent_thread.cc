@@ -112,8 +112,8 @@ std::string Agent::HostBufferMainMayHaveOwned() const {
   if (!host::MainReturned()) return {};
   for (const Registered& b : buffers_) {
     if (b.where != Registered::Where::kHost || b.bytes == 0 || InStaticStorage(b.ptr, b.bytes)) continue;
-    return "main returned, and the registered host buffer '" + b.name + "' is on the heap or the stack, "
-           "where main's locals may have owned it";
+    return "main returned, and the registered host buffer '" + b.name + "' is not in static storage (heap, "
+           "stack or mapped memory, which main's locals may have owned)";
   }
   return {};
 }

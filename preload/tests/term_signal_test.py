@@ -613,7 +613,7 @@ def run_case(args):
             got = app.arena()
             if c == "return-failure":
                 check(got is None, "the exit save copied freed memory: the arena holds %s" % (got,))
-                check("no save at exit: main returned, and the registered host buffer 'state' is on the heap" in out,
+                check("no save at exit: main returned, and the registered host buffer 'state' is not in static storage" in out,
                       "the log does not say why nothing was saved:\n" + out[-2000:])
             else:
                 check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole; output:\n%s" %
