@@ -239,7 +239,10 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
   }
   done_cv_.NotifyAll();
   static std::once_flag exit_handler;
-  std::call_once(exit_handler, [] { RegisterExitHandler(); });
+  std::call_once(exit_handler, [] {
+    RegisterExitHandler();
+    InstallTerminateSave();
+  });
   // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
   std::vector<int> signals;
   Status parsed = host::ParseTerminationSignals(cfg.ckpt_on_signal, &signals);

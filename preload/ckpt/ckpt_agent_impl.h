@@ -98,8 +98,13 @@ class Agent {
   int SaveOnFailure();
   // The process is ending: save commands, queued or to come, are refused (ending_).
   void RefuseSavesFromNow();
+  // ckpt_agent_term.cc: the save of a process that fails (exit() with a non-zero status,
+  // std::terminate): the last completed step, unless the registered state may be gone — a
+  // buffer the app freed, host memory main's locals owned, a host buffer no longer mapped —
+  // which the log says, led by `cause`.
+  void SaveAsTheProcessFails(const std::string& cause);
   // Every registered host buffer is still mapped (the exit save would not fault on it).
-  bool HostBuffersMapped() const;
+  bool HostBuffersMapped(const std::string& cause) const;
   // Once main returned: the first registered host buffer outside static storage (main's locals
   // may have owned it), said for the log; empty while main runs, or when there is none.
   std::string HostBufferMainMayHaveOwned() const;
@@ -289,6 +294,10 @@ void NoteRegistration();
 // The process's one agent, made at first use and never destroyed (the agent thread and the
 // poller may outlive static destruction).
 Agent& TheAgent();
+
+// ckpt_agent_term.cc: from the first ft_register_end on, std::terminate saves the last completed
+// step before the handler it replaced (the C++ runtime's, or the app's) ends the process.
+void InstallTerminateSave();
 
 }  // namespace ft::preload::agent
 

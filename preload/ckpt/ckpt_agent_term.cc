@@ -1,14 +1,18 @@
 // The checkpoint agent's save before the process ends (ckpt_agent_impl.h): a launcher or a
 // scheduler asked the process to end (term_signal.h), or it ends by a failure (exit() with a
-// non-zero status, ft_save_on_failure); the state of the last completed step goes into the arena
-// first, within FT_CKPT_TERM_GRACE.
+// non-zero status, std::terminate, ft_save_on_failure); the state of the last completed step
+// goes into the arena first, within FT_CKPT_TERM_GRACE.
 //
 // One step, never a mix: the copy waits until no optimizer update is running (no update window
 // open, or its device marker not reached: the GPU has not begun it), and while it copies, the
 // next ft_update_begin waits. A copy during which a window opened or a step completed anyway
 // (a program without ft_update_begin) is marked torn and never restored.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,6 +22,7 @@
 #include "common/log.h"
 #include "common/mutex.h"
 #include "include/ft/ft.h"
+#include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 
@@ -273,5 +278,47 @@ int Agent::SaveOnFailure() {
 }
 
 int ApiSaveOnFailure() { return TheAgent().SaveOnFailure(); }
+
+void Agent::SaveAsTheProcessFails(const std::string& cause) {
+  if (const std::string gone = FreedBuffer(); !gone.empty()) {
+    FT_LOG(Warn, Ckpt, "{}: no save: {} (the arena keeps its committed copy)", cause, gone);
+  } else if (const std::string owned = HostBufferMainMayHaveOwned(); !owned.empty()) {
+    FT_LOG(Warn, Ckpt, "{}: no save: {} (the arena keeps its committed copy; a failing exit() from inside main, "
+           "or host buffers in static storage, would have saved)", cause, owned);
+  } else if (HostBuffersMapped(cause)) {
+    (void)SaveBeforeEnd(cause.c_str(), true);
+  }
+}
+
+namespace {
+
+std::terminate_handler g_replaced_terminate = nullptr;  // the C++ runtime's, or the app's
+thread_local bool t_in_terminate_save = false;
+
+// The program dies by std::terminate: an exception nothing caught (the C++ runtime does not
+// unwind the stack then, so the registered state is as the last step left it), a noexcept
+// function that threw, a joinable std::thread destroyed. terminate ends in abort, which runs no
+// exit handler: without this, a C++ program's most common failure would lose its last step the
+// way a SIGKILL does. The save comes first (once: a terminate on another thread meanwhile waits
+// for it), then the handler this one replaced — the runtime's prints what was thrown and
+// aborts — so the program ends as it would have, the save's time later.
+[[noreturn]] void SaveThenTerminate() {
+  if (!t_in_terminate_save) {
+    t_in_terminate_save = true;  // a terminate inside the save itself goes straight on
+    static std::once_flag saved;
+    try {
+      std::call_once(saved, [] {
+        if (host::Started() && getpid() == host::OwnerPid()) TheAgent().SaveAsTheProcessFails("std::terminate");
+      });
+    } catch (...) {
+    }
+  }
+  if (g_replaced_terminate != nullptr) g_replaced_terminate();
+  std::abort();  // a handler must not return; the runtime would abort too
+}
+
+}  // namespace
+
+void InstallTerminateSave() { g_replaced_terminate = std::set_terminate(SaveThenTerminate); }
 
 }  // namespace ft::preload::agent

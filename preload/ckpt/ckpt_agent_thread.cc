@@ -71,14 +71,8 @@ void Agent::FinishAtExit(int status) noexcept {
       if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
         FT_LOG(Debug, Ckpt, "exit status {} in a Python process: no save at exit (ft_save_on_failure's)",
                status);
-      } else if (const std::string gone = FreedBuffer(); !gone.empty()) {
-        FT_LOG(Warn, Ckpt, "exit status {}: no save at exit: {} (the arena keeps its committed copy)", status, gone);
-      } else if (const std::string owned = HostBufferMainMayHaveOwned(); !owned.empty()) {
-        FT_LOG(Warn, Ckpt, "exit status {}: no save at exit: {} (the arena keeps its committed copy; a failing "
-               "exit() from inside main, or host buffers in static storage, would have saved)", status, owned);
-      } else if (HostBuffersMapped()) {
-        const std::string reason = "exit status " + std::to_string(status);
-        (void)SaveBeforeEnd(reason.c_str(), true);
+      } else {
+        SaveAsTheProcessFails("exit status " + std::to_string(status));
       }
     }
   } catch (...) {
@@ -89,14 +83,15 @@ void Agent::FinishAtExit(int status) noexcept {
 // A program that returned from main has run its locals' destructors: a host buffer whose
 // pages are gone would fault the save's copy and end the process by SIGSEGV instead of its
 // status. msync fails with ENOMEM on a range that is not wholly mapped.
-bool Agent::HostBuffersMapped() const {
+bool Agent::HostBuffersMapped(const std::string& cause) const {
   const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   for (const Registered& b : buffers_) {
     if (b.where != Registered::Where::kHost || b.bytes == 0) continue;
     const uintptr_t begin = reinterpret_cast<uintptr_t>(b.ptr) & ~(page - 1);
     const uintptr_t end = reinterpret_cast<uintptr_t>(b.ptr) + b.bytes;
     if (msync(reinterpret_cast<void*>(begin), end - begin, MS_ASYNC) != 0) {
-      FT_LOG(Warn, Ckpt, "exit: the registered buffer {} is no longer mapped; no save at exit", b.name);
+      FT_LOG(Warn, Ckpt, "{}: no save: the registered host buffer '{}' is no longer mapped (the arena keeps its "
+             "committed copy)", cause, b.name);
       return false;
     }
   }

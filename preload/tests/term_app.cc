@@ -6,6 +6,7 @@
 //                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
 //                [--max-steps S] [--exit-after S [--exit-code C] [--exit-in-update]]
 //                [--save-on-failure-after S] [--return-after S [--exit-code C]] [--static-state]
+//                [--throw-after S [--app-terminate]]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
 //     "step <s> eintr=<n>" printed (n: sleeps interrupted so far), M ms of
@@ -22,6 +23,9 @@
 //     --return-after: returns C from main after step S (the state, a std::vector local to the
 //     function main returns from, is freed first; --kib 64 keeps it on the heap, not mmap'd).
 //     --static-state: the state is a static array (at most 1024 KiB) instead of that vector.
+//     --throw-after: after step S a std::runtime_error leaves main uncaught (std::terminate, then
+//     abort). --app-terminate: a terminate handler of the app's, set before registration,
+//     prints "app terminate handler" and aborts.
 //     --save-on-failure-after: ft_save_on_failure before registration ("early result=<r>"),
 //     then after step S from two threads at once ("save_on_failure results=<a>,<b>"), then
 //     exit(0).
@@ -38,6 +42,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -131,9 +137,9 @@ void Sleep(int ms) {
 int Run(int argc, char** argv) {
   std::string handler = "none", how = "sigaction";
   bool after = false, reg = true, fork_child = false, block_read = false, resethand = false, exit_in_update = false;
-  bool static_state = false;
+  bool static_state = false, app_terminate = false;
   int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0, exit_after = 0, exit_code = 1, save_after = 0,
-      return_after = 0;
+      return_after = 0, throw_after = 0;
   for (int i = 2; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -154,6 +160,8 @@ int Run(int argc, char** argv) {
     else if (a == "--save-on-failure-after") save_after = atoi(next().c_str());
     else if (a == "--return-after") return_after = atoi(next().c_str());
     else if (a == "--static-state") static_state = true;
+    else if (a == "--throw-after") throw_after = atoi(next().c_str());
+    else if (a == "--app-terminate") app_terminate = true;
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -167,6 +175,12 @@ int Run(int argc, char** argv) {
   unsigned char* state = static_state ? g_static_state : heap_state.data();
   if (save_after > 0) printf("early result=%d\n", ft_save_on_failure());
   if (!after) Install(handler, how, resethand);
+  if (app_terminate) {
+    std::set_terminate([] {
+      Say("app terminate handler\n");
+      std::abort();
+    });
+  }
   if (reg) {
     if (ft_register("state", state, state_bytes) != FT_OK || ft_register_end() != FT_OK) {
       printf("ft: %s\n", ft_last_error());
@@ -193,6 +207,10 @@ int Run(int argc, char** argv) {
         printf("exit(%d) after step %d\n", exit_code, step);
       }
       exit(exit_code);  // the state stays alive: exit() does not unwind
+    }
+    if (throw_after > 0 && step == throw_after) {
+      printf("throwing after step %d\n", step);
+      throw std::runtime_error("term_app: thrown after step " + std::to_string(step));  // nothing catches it
     }
     if (return_after > 0 && step == return_after) {
       printf("return %d from main after step %d\n", exit_code, step);

@@ -30,6 +30,12 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   return-failure     main returns 1 after step 5, its state a 64 KiB std::vector (on the heap, so
                      still mapped once freed): the storage went back to the allocator before exit
                      began, so nothing is saved, and the log says why
+  uncaught-exception a std::runtime_error leaves main after step 5: std::terminate saves step 5 whole,
+                     then the C++ runtime's handler says what was thrown and aborts (SIGABRT, as
+                     without ft)
+  uncaught-exception-app-handler
+                     the same with the app's own terminate handler, set before registration: it
+                     runs after the save
   return-failure-static
                      the same with the state in a static array, alive until the process ends:
                      step 5 is saved whole, as exit(1) saves it
@@ -72,6 +78,7 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
 import argparse
 import os
 import re
+import resource
 import struct
 import shutil
 import signal
@@ -104,7 +111,11 @@ class App:
         self.cv = threading.Condition()
         job = self.job
 
-        def plant_stale_segment():  # in the child, before exec: its pid is the app's
+        def before_exec():  # in the child: its pid is the app's
+            # An app that dies by SIGABRT (uncaught-exception) leaves no core file behind.
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if not stale_segment:
+                return
             path = "/dev/shm/ft.%s.r0.p%d" % (job, os.getpid())
             with open(path, "w") as f:
                 f.write("left by a process killed with this pid")
@@ -112,7 +123,7 @@ class App:
 
         self.proc = subprocess.Popen((cmd or [args.app, "run"]) + flags, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     preexec_fn=plant_stale_segment if stale_segment else None)
+                                     preexec_fn=before_exec)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
@@ -602,6 +613,20 @@ def run_case(args):
                 check("was still running" in out, "the exit save did not see the update running:\n" + out[-2000:])
         finally:
             app.close()
+    elif c in ("uncaught-exception", "uncaught-exception-app-handler"):
+        app = App(args, ["--throw-after", "5"] + (["--app-terminate"] if c.endswith("handler") else []))
+        try:
+            rc = app.wait_exit()
+            out = app.output()
+            check(rc == -signal.SIGABRT, "exit status %d, expected death by SIGABRT; output:\n%s" % (rc, out[-2000:]))
+            got = app.arena()
+            check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole; output:\n%s" % (got, out[-2000:]))
+            check("std::terminate: termination save committed step=5" in out, "the log does not say why it saved:\n" +
+                  out[-2000:])
+            said = "app terminate handler" if c.endswith("handler") else "terminate called after throwing an instance of 'std::runtime_error'"
+            check(said in out, "the replaced terminate handler did not run after the save:\n" + out[-2000:])
+        finally:
+            app.close()
     elif c in ("return-failure", "return-failure-static"):
         flags = ["--return-after", "5", "--kib", "64"] + (["--static-state"] if c.endswith("static") else [])
         app = App(args, flags)
@@ -613,7 +638,7 @@ def run_case(args):
             got = app.arena()
             if c == "return-failure":
                 check(got is None, "the exit save copied freed memory: the arena holds %s" % (got,))
-                check("no save at exit: main returned, and the registered host buffer 'state' is not in static storage" in out,
+                check("exit status 1: no save: main returned, and the registered host buffer 'state' is not in static storage" in out,
                       "the log does not say why nothing was saved:\n" + out[-2000:])
             else:
                 check(got == (5, False, "ok"), "the arena holds %s, expected step 5 whole; output:\n%s" %
