@@ -7,6 +7,7 @@
 // open, or its device marker not reached: the GPU has not begun it), and while it copies, the
 // next ft_update_begin waits. A copy during which a window opened or a step completed anyway
 // (a program without ft_update_begin) is marked torn and never restored.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -295,6 +296,20 @@ namespace {
 std::terminate_handler g_replaced_terminate = nullptr;  // the C++ runtime's, or the app's
 thread_local bool t_in_terminate_save = false;
 
+// A Python interpreter that is shutting down has freed its objects, the tensors the buffers may
+// point into among them — the reason a Python process takes no exit save (FinishAtExit). While
+// it runs (a C++ extension's terminate: PyTorch's NCCL watchdog throws on a collective timeout)
+// they are alive. Both calls read a flag and need no GIL; a Python without either answer counts
+// as shutting down.
+bool PythonShuttingDown() {
+  void* initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+  if (initialized == nullptr) return false;  // not a Python process
+  if (reinterpret_cast<int (*)()>(initialized)() == 0) return true;
+  void* finalizing = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");  // 3.13 on
+  if (finalizing == nullptr) finalizing = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+  return finalizing == nullptr || reinterpret_cast<int (*)()>(finalizing)() != 0;
+}
+
 // The program dies by std::terminate: an exception nothing caught (the C++ runtime does not
 // unwind the stack then, so the registered state is as the last step left it), a noexcept
 // function that threw, a joinable std::thread destroyed. terminate ends in abort, which runs no
@@ -308,7 +323,13 @@ thread_local bool t_in_terminate_save = false;
     static std::once_flag saved;
     try {
       std::call_once(saved, [] {
-        if (host::Started() && getpid() == host::OwnerPid()) TheAgent().SaveAsTheProcessFails("std::terminate");
+        if (!host::Started() || getpid() != host::OwnerPid()) return;  // a forked child: not its saves
+        if (PythonShuttingDown()) {
+          FT_LOG(Warn, Ckpt, "std::terminate: no save: the Python interpreter is shutting down (its objects, "
+                 "the registered tensors among them, may be freed)");
+          return;
+        }
+        TheAgent().SaveAsTheProcessFails("std::terminate");
       });
     } catch (...) {
     }

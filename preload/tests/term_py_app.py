@@ -3,7 +3,11 @@
 LD_PRELOAD=libft.so: registers 256 KiB of host state through ctypes, then per step fills every
 byte with step & 0xff and calls ft_step_done, printing "step <s>". Its SIGTERM handler calls
 sys.exit(0), as most Python training programs' handlers do; an atexit handler prints
-"atexit handler ran" (written at exit)."""
+"atexit handler ran" (written at exit).
+
+--terminate-after S (case python-terminate): after step S, std::terminate() is called through
+ctypes, as a C++ extension ends a Python process (PyTorch's NCCL watchdog throws on a collective
+timeout; nothing catches it)."""
 
 import atexit
 import ctypes
@@ -29,6 +33,7 @@ def main():
 
     signal.signal(signal.SIGTERM, on_term)
     atexit.register(lambda: print("atexit handler ran", end=""))
+    terminate_after = int(sys.argv[sys.argv.index("--terminate-after") + 1]) if "--terminate-after" in sys.argv else 0
     step = 0
     while True:
         step += 1
@@ -36,6 +41,9 @@ def main():
         ctypes.memset(state, step & 0xFF, SIZE)
         lib.ft_step_done(step)
         print("step %d" % step, flush=True)
+        if step == terminate_after:
+            print("std::terminate after step %d" % step, flush=True)
+            ctypes.CDLL("libstdc++.so.6")._ZSt9terminatev()  # std::terminate(): does not return
         time.sleep(0.02)
 
 
