@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include "common/log.h"
@@ -393,8 +394,10 @@ void SummaryRound::JobWide(int64_t unix_ms) {
     nodes.insert(m.node);
   }
   const bool explained = !stragglers_.named().empty() || !stragglers_.named_links().empty();
+  std::map<int, double> steps_now;  // whether a reported slowdown still stands
+  for (const proto::RankSummary& s : summaries_.values()) steps_now[s.rank] = s.step_p50_ms;
   std::optional<proto::Incident> incident =
-      job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained);
+      job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained, steps_now);
   if (!incident) return;
   auto won = ctx_->writer.WriteIncidents({*incident}, unix_ms, {}, {}, {}, {});
   if (won && (*won)[0]) ctx_->Print(*incident, {});

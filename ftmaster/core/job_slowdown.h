@@ -6,8 +6,10 @@
 // none (no straggler, no slow link).
 //
 // Rule: the ranks that reported a slowdown within `window_ms` (by this master's clock, when
-// it read the event) are at least `share` of the job's running ranks, at least two, on at least
-// min(nodes, 2) nodes, and that has held for `settle_ms` with nothing explaining it → one
+// it read the event) and are still slow (their latest summary's step time at least half way
+// from the baseline to the step they reported: a worker reports a slowdown once, not its end)
+// are at least `share` of the job's running ranks, at least two, on at least min(nodes, 2)
+// nodes, and that has held for `settle_ms` with nothing explaining it → one
 // `job-slow` incident (no suspect, decision `none`: the data source, the storage or the fabric
 // is slow, and evicting a node would not help). Named once per episode; the episode ends when
 // no report is left in the window. Reports a culprit explains (a straggler or slow link named
@@ -40,8 +42,10 @@ class JobSlowdown {
   // A `slowdown` event, read at `read_unix_ms` (this master's clock).
   void Add(const proto::Event& slowdown, int64_t read_unix_ms);
   // `running_ranks`, `nodes`: the job as its membership stands; `explained`: a straggler or a
-  // slow link is named now. Returns the incident once per episode.
-  std::optional<proto::Incident> Evaluate(int64_t now_unix_ms, int running_ranks, int nodes, bool explained);
+  // slow link is named now; `steps_now`: rank -> its step time as its latest summary has it
+  // (a rank not in it counts as reported). Returns the incident once per episode.
+  std::optional<proto::Incident> Evaluate(int64_t now_unix_ms, int running_ranks, int nodes, bool explained,
+                                          const std::map<int, double>& steps_now = {});
   // A job-wide slowdown stands (named, and its reports not yet aged out).
   bool active() const { return named_; }
   void Reset() { *this = JobSlowdown(options_); }
@@ -53,6 +57,8 @@ class JobSlowdown {
     double step_ms = 0;
     double baseline_ms = 0;
   };
+
+  static bool StillSlow(const Report& report, const std::map<int, double>& steps_now, int rank);
 
   JobSlowdownOptions options_;
   std::map<int, Report> reports_;  // rank -> its latest report

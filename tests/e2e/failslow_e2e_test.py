@@ -72,6 +72,30 @@ def step_ms(output, rank, first, last):
     return times
 
 
+def steps_at(output, rank):
+    """Rank `rank`'s steps from trainsim --verbose lines: [(unix_ms, ms), ...]."""
+    return [(int(at), float(ms)) for ms, at in
+            re.findall(r"^\[rank %d\] trainsim rank=%d step=\d+ ms=([0-9.]+) unix_ms=(\d+)$" % (rank, rank),
+                       output, re.M)]
+
+
+def borne_out(c, inc, baseline, ranks=range(8), seconds=5, ratio=1.1):
+    """Whether a job-slow incident is what the job's own steps show: in the `seconds` before it
+    was decided, the median rank's median step was at least `ratio` times its median in
+    `baseline` (rank -> step times). ftmaster names one only while most ranks are still at least
+    half way from their baseline to the slowdown they reported, and a report is 25% at least
+    (FT_SLOWDOWN_PCT)."""
+    decided = inc["decided_unix_ms"]
+    ratios = []
+    for rank in ranks:
+        recent = [ms for at, ms in steps_at(c.job_output(), rank) if decided - seconds * 1000 <= at <= decided]
+        if recent and baseline.get(rank):
+            ratios.append(statistics.median(recent) / statistics.median(baseline[rank]))
+    print("job-slow %s: the ranks' steps in the %d s before it, against their baseline: %s"
+          % (inc["id"], seconds, ["%.2f" % r for r in ratios]))
+    return bool(ratios) and statistics.median(ratios) >= ratio
+
+
 def start_workers(c, nodes=("node0", "node1"), env=None):
     """Workers with no disk tier (the default): a copy lives in the nodes' memory only."""
     for node in nodes:
@@ -124,7 +148,10 @@ def case_evict(args):
         check(saved >= reached - 1, "the plan restores step %s, the job reached %d: more than a step lost"
               % (saved, reached))
 
+        baseline = {r: step_ms(c.job_output(), r, 50, FAULT_STEP) for r in range(8)}  # the first run's
+
         # node1 is gone; node2 takes its place with nothing in its memory.
+        relaunched_ms = int(time.time() * 1000)
         c.drop_node("node1")
         start_workers(c, ["node2"], {"FT_NODE_RANKS": "4-7"})
         c.start_ckpt_job(MODEL + ["--steps", str(steps), "--verbose"], node_names=["node0", "node2"])
@@ -148,8 +175,15 @@ def case_evict(args):
         # runs; one run's phases move a few % with whatever else the machine does (1.038 once).
         check(ratio <= AFTER_RATIO_LIMIT, "steps after the replacement take %.3fx those before the fault (limit %.2f)"
               % (ratio, AFTER_RATIO_LIMIT))
-        jobwide = c.incidents("job-slow")
+        # The straggler's slowdown is its own, never the job's. The relaunched run may slow as
+        # a whole (on this machine: other tests beside it, 1.28x once), which ftmaster names,
+        # rightly, when the run's own steps show it.
+        jobwide = [i for i in c.incidents("job-slow") if i["decided_unix_ms"] < relaunched_ms]
         check(not jobwide, "the straggler's slowdown was called job-wide: %s" % [i["message"] for i in jobwide])
+        for inc in c.incidents("job-slow"):
+            print("the relaunched run slowed as a whole: %s" % inc["message"])
+            check(borne_out(c, inc, baseline), "a job-slow incident the relaunched run's steps do not show: %s"
+                  % inc["evidence"])
         false = [n for n in evicted(c) if n != "node1"]
         print("RESULT failslow case=evict localize_s=%.1f false_evictions=%d step_time_after_ratio=%.3f"
               % (took, len(false), ratio))

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace ft::master {
 namespace {
 
@@ -69,6 +71,45 @@ TEST(JobSlowdownTest, AFewSlowRanksOrOneNodeAreNotTheJob) {
   for (int r = 0; r < 4; ++r) one_node.Add(Slowdown(r), kT0);  // all of node0's, none of node1's
   EXPECT_FALSE(one_node.Evaluate(kT0 + 1000, 4, 2, false).has_value());
   EXPECT_FALSE(one_node.Evaluate(kT0 + 30000, 4, 2, false).has_value());
+}
+
+std::map<int, double> EveryRankAt(double step_ms, int ranks = 8) {
+  std::map<int, double> steps;
+  for (int r = 0; r < ranks; ++r) steps[r] = step_ms;
+  return steps;
+}
+
+TEST(JobSlowdownTest, ABurstEveryRankHadButNoLongerHasIsNotJobWide) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);  // 130 ms against 100
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, EveryRankAt(131)).has_value());  // reached: settling
+  // A few seconds later every rank is back at its baseline: the reports are still in the
+  // window, but the slowdown did not hold.
+  EXPECT_FALSE(job.Evaluate(kT0 + 5000, 8, 2, false, EveryRankAt(104)).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 21000, 8, 2, false, EveryRankAt(104)).has_value());
+  EXPECT_FALSE(job.active());
+  // Half way back (115 of 100..130) still stands; it comes back, and settles again from then.
+  EXPECT_FALSE(job.Evaluate(kT0 + 30000, 8, 2, false, EveryRankAt(115)).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 49999, 8, 2, false, EveryRankAt(128)).has_value());
+  std::optional<proto::Incident> incident = job.Evaluate(kT0 + 50000, 8, 2, false, EveryRankAt(128));
+  ASSERT_TRUE(incident.has_value());
+  EXPECT_EQ(incident->first_event_unix_ms, kT0 + 30000);
+  EXPECT_NE(incident->evidence[0].find("128 ms now"), std::string::npos) << incident->evidence[0];
+}
+
+TEST(JobSlowdownTest, OnlyTheRanksStillSlowCount) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
+  std::map<int, double> steps = EveryRankAt(130);
+  steps[0] = steps[1] = steps[2] = 100;  // 5 of 8 still slow: under the share
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, steps).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 30000, 8, 2, false, steps).has_value());
+  steps.erase(0);  // a rank with no summary yet counts as it reported: 6 of 8
+  EXPECT_FALSE(job.Evaluate(kT0 + 31000, 8, 2, false, steps).has_value());
+  std::optional<proto::Incident> incident = job.Evaluate(kT0 + 51000, 8, 2, false, steps);
+  ASSERT_TRUE(incident.has_value());
+  EXPECT_NE(incident->message.find("6 of 8 ranks"), std::string::npos) << incident->message;
+  EXPECT_EQ(incident->evidence.size(), 6u);
 }
 
 TEST(JobSlowdownTest, ReportsOlderThanTheWindowDoNotCount) {
