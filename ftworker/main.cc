@@ -226,27 +226,26 @@ void OpenFastPath(const ft::Config& config, ft::rdma::VerbsTransport* verbs, ft:
   }
   FT_LOG(Info, Worker, "RDMA device {}: peers pull this node's copies over RDMA READ, TCP as the "
          "fallback", verbs->device->name());
-  options->fast_path = verbs->server.get();
-  options->arena_mapped = [server = verbs->server.get()](const uint8_t* data, uint64_t bytes) {
-    ft::Status r = server->Register(data, bytes);
-    if (!r.ok()) {
-      FT_LOG(Warn, Worker, "registering an arena with the RDMA device failed: {}; peers pull it "
-             "over TCP", r.message());
-    }
+  // Each arena is registered when mapped; a registration that fails costs that arena the
+  // fast path, nothing else.
+  auto register_or_tcp = [](auto* endpoint, const char* what, const char* fallback) {
+    return [endpoint, what, fallback](auto* data, uint64_t bytes) {
+      ft::Status r = endpoint->Register(data, bytes);
+      if (!r.ok()) {
+        FT_LOG(Warn, Worker, "registering {} with the RDMA device failed: {}; {}", what, r.message(), fallback);
+      }
+    };
   };
+  options->fast_path = verbs->server.get();
+  options->arena_mapped = register_or_tcp(verbs->server.get(), "an arena", "peers pull it over TCP");
   options->arena_unmapped = [server = verbs->server.get()](const uint8_t* data, uint64_t bytes) {
     server->Forget(data, bytes);
   };
   // A replacement node's prefetch reads over RDMA from peers that offer it, straight into
   // its prefetch arenas, each registered when mapped and forgotten before it is unmapped.
   options->pull_fast_path = verbs->client.get();
-  options->prefetch_arena_mapped = [client = verbs->client.get()](uint8_t* data, uint64_t bytes) {
-    ft::Status r = client->Register(data, bytes);
-    if (!r.ok()) {
-      FT_LOG(Warn, Worker, "registering a prefetch arena with the RDMA device failed: {}; its "
-             "pull runs over TCP", r.message());
-    }
-  };
+  options->prefetch_arena_mapped =
+      register_or_tcp(verbs->client.get(), "a prefetch arena", "its pull runs over TCP");
   options->prefetch_arena_unmapped = [client = verbs->client.get()](const uint8_t* data, uint64_t bytes) {
     client->Forget(data, bytes);
   };

@@ -169,30 +169,31 @@ Status Registry::SeriesLocked(std::string_view name, const LabelValues& labels, 
   return Status::Ok();
 }
 
+// Set and Add write a counter's or a gauge's value; a counter never goes down, so neither takes
+// a negative (or NaN) `value` for one. `what` says which in the error ("set to", "cannot add").
+Status Registry::ValueSeriesLocked(std::string_view name, const LabelValues& labels, double value,
+                                   std::string_view what, Series** out, Family** family) {
+  Family* found = FindLocked(name);
+  if (found != nullptr && found->kind == Kind::kCounter && !(value >= 0)) {
+    return Status::InvalidArgument(fmt::format("counter {} {} {}", name, what, value));
+  }
+  return SeriesLocked(name, labels, Kind::kCounter, Kind::kGauge, out, family);
+}
+
 Status Registry::Set(std::string_view name, const LabelValues& labels, double value) {
   MutexLock lock(&mu_);
-  Family* family = FindLocked(name);
-  if (family != nullptr && family->kind == Kind::kCounter && !(value >= 0)) {
-    return Status::InvalidArgument(fmt::format("counter {} set to {}", name, value));
-  }
   Series* series = nullptr;
-  FT_RETURN_IF_ERROR(SeriesLocked(name, labels, Kind::kCounter, Kind::kGauge, &series, &family));
-  if (family->kind == Kind::kCounter) {
-    series->value = std::max(series->value, value);
-  } else {
-    series->value = value;
-  }
+  Family* family = nullptr;
+  FT_RETURN_IF_ERROR(ValueSeriesLocked(name, labels, value, "set to", &series, &family));
+  series->value = family->kind == Kind::kCounter ? std::max(series->value, value) : value;
   return Status::Ok();
 }
 
 Status Registry::Add(std::string_view name, const LabelValues& labels, double delta) {
   MutexLock lock(&mu_);
-  Family* family = FindLocked(name);
-  if (family != nullptr && family->kind == Kind::kCounter && !(delta >= 0)) {
-    return Status::InvalidArgument(fmt::format("counter {} cannot add {}", name, delta));
-  }
   Series* series = nullptr;
-  FT_RETURN_IF_ERROR(SeriesLocked(name, labels, Kind::kCounter, Kind::kGauge, &series, &family));
+  Family* family = nullptr;
+  FT_RETURN_IF_ERROR(ValueSeriesLocked(name, labels, delta, "cannot add", &series, &family));
   series->value += delta;
   return Status::Ok();
 }

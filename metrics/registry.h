@@ -82,6 +82,8 @@ class Registry {
   const Family* FindLocked(std::string_view name) const REQUIRES(mu_);
   Status SeriesLocked(std::string_view name, const LabelValues& labels, Kind want_a,
                       Kind want_b, Series** out, Family** family) REQUIRES(mu_);
+  Status ValueSeriesLocked(std::string_view name, const LabelValues& labels, double value,
+                           std::string_view what, Series** out, Family** family) REQUIRES(mu_);
 
   mutable Mutex mu_;
   std::vector<Family> families_ GUARDED_BY(mu_);  // in declaration order

@@ -40,26 +40,22 @@ HealthSampler::~HealthSampler() {
 
 void HealthSampler::OpenSources() {
   std::vector<std::string> opened;
-  if (!options_.nvml_library.empty()) {
-    Status s = NvmlSource::Open(options_.nvml_library, &nvml_);
+  // A source that does not open is not read, and said once; the others are.
+  auto note = [&](const Status& s, const char* source, const char* unread) {
     if (s.ok()) {
-      opened.push_back("nvml");
+      opened.push_back(source);
     } else {
-      FT_LOG(Info, Worker, "GPU signals are not read: {}", s.ToString());
+      FT_LOG(Info, Worker, "{} not read: {}", unread, s.ToString());
     }
+  };
+  if (!options_.nvml_library.empty()) {
+    note(NvmlSource::Open(options_.nvml_library, &nvml_), "nvml", "GPU signals are");
   }
   if (!options_.sysfs_root.empty()) {
     rdma_ = std::make_unique<RdmaPortSource>(options_.sysfs_root);
     opened.push_back("rdma");
   }
-  if (!options_.kmsg_path.empty()) {
-    Status s = KernelLog::Open(options_.kmsg_path, &kmsg_);
-    if (s.ok()) {
-      opened.push_back("kmsg");
-    } else {
-      FT_LOG(Info, Worker, "the kernel log is not read: {}", s.ToString());
-    }
-  }
+  if (!options_.kmsg_path.empty()) note(KernelLog::Open(options_.kmsg_path, &kmsg_), "kmsg", "the kernel log is");
   MutexLock lock(&mu_);
   sources_ = std::move(opened);
 }
