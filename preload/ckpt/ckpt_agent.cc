@@ -436,6 +436,7 @@ int Agent::StepDone(int64_t step) {
   steps_done_.fetch_add(1, std::memory_order_acq_rel);
   update_open_.store(false, std::memory_order_release);
   host::NoteStepDone();  // a rank that handled a termination signal and trains on
+  KeepTerminateSave();
   Phase phase;
   {
     MutexLock lock(&mu_);

@@ -298,6 +298,10 @@ Agent& TheAgent();
 // ckpt_agent_term.cc: from the first ft_register_end on, std::terminate saves the last completed
 // step before the handler it replaced (the C++ runtime's, or the app's) ends the process.
 void InstallTerminateSave();
+// At each step: a terminate handler the app set after registration (a framework's start-up, a
+// crash reporter) is put behind the save, as one set before registration is. A check of one
+// pointer while the handler is the save's.
+void KeepTerminateSave();
 
 }  // namespace ft::preload::agent
 

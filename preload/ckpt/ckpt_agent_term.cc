@@ -7,10 +7,10 @@
 // open, or its device marker not reached: the GPU has not begun it), and while it copies, the
 // next ft_update_begin waits. A copy during which a window opened or a step completed anyway
 // (a program without ft_update_begin) is marked torn and never restored.
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -26,6 +26,7 @@
 #include "preload/ckpt/agent_host.h"
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
+#include "preload/ckpt/python_process.h"
 
 namespace ft::preload::agent {
 namespace {
@@ -293,22 +294,12 @@ void Agent::SaveAsTheProcessFails(const std::string& cause) {
 
 namespace {
 
-std::terminate_handler g_replaced_terminate = nullptr;  // the C++ runtime's, or the app's
+// The handler SaveThenTerminate hands on to: the C++ runtime's, or the app's (set before
+// registration, or after it and put behind this one at the next step).
+std::atomic<std::terminate_handler> g_replaced_terminate{nullptr};
+std::atomic<bool> g_terminate_save_installed{false};
 thread_local bool t_in_terminate_save = false;
-
-// A Python interpreter that is shutting down has freed its objects, the tensors the buffers may
-// point into among them — the reason a Python process takes no exit save (FinishAtExit). While
-// it runs (a C++ extension's terminate: PyTorch's NCCL watchdog throws on a collective timeout)
-// they are alive. Both calls read a flag and need no GIL; a Python without either answer counts
-// as shutting down.
-bool PythonShuttingDown() {
-  void* initialized = dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-  if (initialized == nullptr) return false;  // not a Python process
-  if (reinterpret_cast<int (*)()>(initialized)() == 0) return true;
-  void* finalizing = dlsym(RTLD_DEFAULT, "Py_IsFinalizing");  // 3.13 on
-  if (finalizing == nullptr) finalizing = dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
-  return finalizing == nullptr || reinterpret_cast<int (*)()>(finalizing)() != 0;
-}
+thread_local bool t_handed_on = false;
 
 // The program dies by std::terminate: an exception nothing caught (the C++ runtime does not
 // unwind the stack then, so the registered state is as the last step left it), a noexcept
@@ -334,12 +325,32 @@ bool PythonShuttingDown() {
     } catch (...) {
     }
   }
-  if (g_replaced_terminate != nullptr) g_replaced_terminate();
+  // An app's handler that was set after this one and calls the one it replaced (this one) comes
+  // back here: it has run, and the save is done, so the process ends as a handler must.
+  if (t_handed_on) std::abort();
+  t_handed_on = true;
+  if (std::terminate_handler next = g_replaced_terminate.load(std::memory_order_acquire); next != nullptr) next();
   std::abort();  // a handler must not return; the runtime would abort too
 }
 
 }  // namespace
 
-void InstallTerminateSave() { g_replaced_terminate = std::set_terminate(SaveThenTerminate); }
+void InstallTerminateSave() {
+  g_replaced_terminate.store(std::set_terminate(SaveThenTerminate), std::memory_order_release);
+  g_terminate_save_installed.store(true, std::memory_order_release);
+}
+
+void KeepTerminateSave() {
+  if (!g_terminate_save_installed.load(std::memory_order_acquire) || std::get_terminate() == SaveThenTerminate) {
+    return;
+  }
+  std::terminate_handler app = std::set_terminate(SaveThenTerminate);
+  if (app != nullptr && app != SaveThenTerminate) {
+    g_replaced_terminate.store(app, std::memory_order_release);
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) FT_LOG(Info, Ckpt, "the app set its own terminate handler after registration: std::terminate saves first, "
+           "then runs it");
+  }
+}
 
 }  // namespace ft::preload::agent

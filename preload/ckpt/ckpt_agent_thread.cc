@@ -1,7 +1,6 @@
 // The ft-ckpt thread's half of the checkpoint agent (ckpt_agent_impl.h): the save commands
 // the poller hands over, the work loop (just-in-time and periodic saves, restores), the
 // acknowledgements, and the wait for a save in progress at exit.
-#include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -20,6 +19,7 @@
 #include "preload/ckpt/ckpt_agent.h"
 #include "preload/ckpt/ckpt_agent_impl.h"
 #include "preload/ckpt/ckpt_checksummer.h"
+#include "preload/ckpt/python_process.h"
 #include "preload/ckpt/static_storage.h"
 #include "shm/save_ack.h"
 
@@ -68,7 +68,7 @@ void Agent::FinishAtExit(int status) noexcept {
     // A program that returned from main has destroyed its locals: no save command may copy them.
     RefuseSavesFromNow();
     if (status != 0) {
-      if (dlsym(RTLD_DEFAULT, "Py_IsInitialized") != nullptr) {
+      if (InPythonProcess()) {
         FT_LOG(Debug, Ckpt, "exit status {} in a Python process: no save at exit (ft_save_on_failure's)",
                status);
       } else {

@@ -6,7 +6,7 @@
 //                [--kib N] [--step-ms M] [--update-ms U] [--fork-child] [--block-read]
 //                [--max-steps S] [--exit-after S [--exit-code C] [--exit-in-update]]
 //                [--save-on-failure-after S] [--return-after S [--exit-code C]] [--static-state]
-//                [--throw-after S [--app-terminate]]
+//                [--throw-after S [--app-terminate [--late] [--chain]]]
 //     registers N KiB of host state, then per step: ft_update_begin, U ms inside the update
 //     (the state is rewritten byte by byte), every byte = step & 0xff, ft_step_done(step),
 //     "step <s> eintr=<n>" printed (n: sleeps interrupted so far), M ms of
@@ -25,7 +25,8 @@
 //     --static-state: the state is a static array (at most 1024 KiB) instead of that vector.
 //     --throw-after: after step S a std::runtime_error leaves main uncaught (std::terminate, then
 //     abort). --app-terminate: a terminate handler of the app's, set before registration,
-//     prints "app terminate handler" and aborts.
+//     prints "app terminate handler" and aborts; --late: set after registration, before the
+//     first step; --chain: it then calls the handler it replaced instead of aborting.
 //     --save-on-failure-after: ft_save_on_failure before registration ("early result=<r>"),
 //     then after step S from two threads at once ("save_on_failure results=<a>,<b>"), then
 //     exit(0).
@@ -134,10 +135,23 @@ void Sleep(int ms) {
   }
 }
 
+// The app's terminate handler: says it ran, then aborts, or (chain) calls the one it replaced,
+// as a handler that means to keep the runtime's message does.
+std::terminate_handler g_app_replaced = nullptr;
+bool g_app_chains = false;
+void SetAppTerminate(bool chain) {
+  g_app_chains = chain;
+  g_app_replaced = std::set_terminate([] {
+    Say("app terminate handler\n");
+    if (g_app_chains && g_app_replaced != nullptr) g_app_replaced();
+    std::abort();
+  });
+}
+
 int Run(int argc, char** argv) {
   std::string handler = "none", how = "sigaction";
   bool after = false, reg = true, fork_child = false, block_read = false, resethand = false, exit_in_update = false;
-  bool static_state = false, app_terminate = false;
+  bool static_state = false, app_terminate = false, terminate_late = false, terminate_chain = false;
   int kib = 256, step_ms = 20, update_ms = 0, max_steps = 0, exit_after = 0, exit_code = 1, save_after = 0,
       return_after = 0, throw_after = 0;
   for (int i = 2; i < argc; ++i) {
@@ -162,6 +176,8 @@ int Run(int argc, char** argv) {
     else if (a == "--static-state") static_state = true;
     else if (a == "--throw-after") throw_after = atoi(next().c_str());
     else if (a == "--app-terminate") app_terminate = true;
+    else if (a == "--late") terminate_late = true;
+    else if (a == "--chain") terminate_chain = true;
     else { fprintf(stderr, "term_app: unknown flag %s\n", a.c_str()); return 2; }
   }
   setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -175,17 +191,13 @@ int Run(int argc, char** argv) {
   unsigned char* state = static_state ? g_static_state : heap_state.data();
   if (save_after > 0) printf("early result=%d\n", ft_save_on_failure());
   if (!after) Install(handler, how, resethand);
-  if (app_terminate) {
-    std::set_terminate([] {
-      Say("app terminate handler\n");
-      std::abort();
-    });
-  }
+  if (app_terminate && !terminate_late) SetAppTerminate(terminate_chain);
   if (reg) {
     if (ft_register("state", state, state_bytes) != FT_OK || ft_register_end() != FT_OK) {
       printf("ft: %s\n", ft_last_error());
     }
   }
+  if (app_terminate && terminate_late) SetAppTerminate(terminate_chain);
   if (after) Install(handler, how, resethand);
   for (int step = 1; g_handled.load() == 0; ++step) {
     ft_update_begin(nullptr);

@@ -38,6 +38,12 @@ LD_PRELOAD=libft.so gets SIGTERM as torchrun's agent, Slurm or Kubernetes send i
   uncaught-exception-app-handler
                      the same with the app's own terminate handler, set before registration: it
                      runs after the save
+  uncaught-exception-app-handler-late
+                     the same with the app's handler set after registration (libft.so puts it
+                     behind the save at the next step)
+  uncaught-exception-app-handler-late-chain
+                     the same, the app's handler calling the one it replaced (the save's, which
+                     then ends the process: no loop)
   return-failure-static
                      the same with the state in a static array, alive until the process ends:
                      step 5 is saved whole, as exit(1) saves it
@@ -615,12 +621,16 @@ def run_case(args):
                 check("was still running" in out, "the exit save did not see the update running:\n" + out[-2000:])
         finally:
             app.close()
-    elif c in ("uncaught-exception", "uncaught-exception-app-handler", "python-terminate"):
+    elif c in ("uncaught-exception", "uncaught-exception-app-handler", "uncaught-exception-app-handler-late",
+               "uncaught-exception-app-handler-late-chain", "python-terminate"):
         if c == "python-terminate":
             app = App(args, [], cmd=[sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                                   "term_py_app.py"), "--terminate-after", "5"])
         else:
-            app = App(args, ["--throw-after", "5"] + (["--app-terminate"] if c.endswith("handler") else []))
+            handler = {"uncaught-exception-app-handler": ["--app-terminate"],
+                       "uncaught-exception-app-handler-late": ["--app-terminate", "--late"],
+                       "uncaught-exception-app-handler-late-chain": ["--app-terminate", "--late", "--chain"]}
+            app = App(args, ["--throw-after", "5"] + handler.get(c, []))
         try:
             rc = app.wait_exit()
             out = app.output()
@@ -630,8 +640,12 @@ def run_case(args):
             check("std::terminate: termination save committed step=5" in out, "the log does not say why it saved:\n" +
                   out[-2000:])
             if c != "python-terminate":
-                said = "app terminate handler" if c.endswith("handler") else "terminate called after throwing an instance of 'std::runtime_error'"
+                said = ("app terminate handler" if "app-handler" in c
+                        else "terminate called after throwing an instance of 'std::runtime_error'")
                 check(said in out, "the replaced terminate handler did not run after the save:\n" + out[-2000:])
+                check(out.count(said) == 1, "the terminate handler ran %d times:\n%s" % (out.count(said), out[-2000:]))
+                check(out.index("std::terminate: termination save committed") < out.index(said),
+                      "the app's terminate handler ran before the save:\n" + out[-2000:])
         finally:
             app.close()
     elif c in ("return-failure", "return-failure-static"):
