@@ -68,6 +68,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,10 +198,20 @@ class Bench:
         return p.stdout
 
     def start_savers(self, world):
-        """world ranks in save mode; returns (procs, {rank: pid}, text of their output so far)."""
-        procs = [subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps", str(STEPS)],
-                                  env=self.env(r, world), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-                 for r in range(world)]
+        """world ranks in save mode; returns (procs, {rank: pid}, text of their output so far).
+        Returns once every rank's periodic saves are committed and its arena is prepared and
+        warmed (libft.so's "prepared in" and "touched in" lines): a just-in-time save comes long
+        after start-up (a hang minutes into training), as the termination save's figure does.
+        Saves posted while the arena was still being populated beside them ran 1.5-9x slower
+        for their first second or two (0.113-0.639 s against 0.065-0.075 once it was done),
+        which is register_s and prepare_s's cost, reported on their own."""
+        procs = []
+        for r in range(world):
+            env = self.env(r, world)
+            env["FT_LOG_LEVEL"] = "info"
+            procs.append(subprocess.Popen([self.rank_bin, "--mode", "save", "--bytes", str(BYTES), "--steps",
+                                           str(STEPS)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
         pids, text = {}, ""
         for r, p in enumerate(procs):
             for line in p.stdout:
@@ -213,6 +224,14 @@ class Bench:
                 die("rank %d exited %s before it was ready:\n%s" % (r, p.wait(), text))
         self.tool_run("wait", "--arena-dir", self.arena_dir, "--job", self.job, "--ranks",
                       ",".join(map(str, range(world))), "--step", STEPS)
+        for r, p in enumerate(procs):
+            for pattern in (r"prepared in ([0-9.]+) s", r"touched in ([0-9.]+) s"):
+                said, seconds = wait_line(p, pattern)
+                if seconds is None:
+                    die("rank %d ended before its arena was %s:\n%s" % (r, pattern.split()[0], said[-2000:]))
+            # From here on its log is read only to keep the pipe from filling; what is not
+            # information (a warning, an error) still reaches the bench's stderr.
+            threading.Thread(target=drain_log, args=(p.stderr,), daemon=True).start()
         return procs, pids, text
 
     def stop(self, procs):
@@ -416,6 +435,12 @@ def wait_line(p, pattern):
         if m:
             return text, float(m.group(1))
     return text, None
+
+
+def drain_log(stream):
+    for line in stream:
+        if not re.match(r"^\S+ I ", line):
+            sys.stderr.write(line)
 
 
 def wait_prepared(p):
