@@ -159,9 +159,9 @@ class Cluster:
             print("".join(line[:400] + ("\n" if len(line) > 400 else "") for line in tail), end="", flush=True)
 
     def cleanup_segments(self):
-        prefix = "ft.%s." % self.job
+        prefixes = ("ft.%s." % self.job, "gpusim-nccl-%s-" % self.job)
         for name in os.listdir("/dev/shm"):
-            if name.startswith(prefix):
+            if name.startswith(prefixes):
                 try:
                     os.unlink(os.path.join("/dev/shm", name))
                 except OSError:
@@ -345,6 +345,9 @@ class Cluster:
                "--node-env", "FT_CKPT_DIR=" + os.path.join(self.disk_root, "local-{node}"), "--"] + program
         job_env = self.base_env(env)
         job_env["LD_PRELOAD"] = self.paths.libft
+        # gpusim's NCCL segments named for the job, so that the ones a killed rank leaves are
+        # removed with the job's own (cleanup_segments).
+        job_env.setdefault("GPUSIM_NCCL_SHM_PREFIX", "/gpusim-nccl-%s-" % self.job)
         self.job_out = open(os.path.join(self.log_dir, "job-%s.log" % self.job), "w+")
         self.t_job_start = time.monotonic()
         self.job_proc = subprocess.Popen(cmd, env=job_env, stdout=self.job_out,
