@@ -348,8 +348,10 @@ void KeepTerminateSave() {
   if (app != nullptr && app != SaveThenTerminate) {
     g_replaced_terminate.store(app, std::memory_order_release);
     static std::atomic<bool> said{false};
-    if (!said.exchange(true)) FT_LOG(Info, Ckpt, "the app set its own terminate handler after registration: std::terminate saves first, "
-           "then runs it");
+    if (!said.exchange(true)) {
+      FT_LOG(Info, Ckpt, "the app set its own terminate handler after registration: std::terminate saves "
+             "first, then runs it");
+    }
   }
 }
 
