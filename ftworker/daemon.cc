@@ -168,21 +168,32 @@ bool Daemon::EnsureConnected(uint64_t mono_ns) {
   // CLOCK_MONOTONIC is steady_clock's clock on Linux: the reconnect backoff runs on the tick's time.
   bool up = store_->Ensure(redis::Store::Clock::time_point(std::chrono::nanoseconds(mono_ns)));
   if (up && !was_connected_) {
-    FT_LOG(Info, Worker, "connected to Redis at {}; {} writes pending",
-           redis::Redacted(options_.endpoint), reporter_.pending());
-    // A restarted worker resumes after the last command it executed.
+    // A restarted worker resumes after the last command it executed. Until that read succeeds
+    // the worker counts as not connected: a cluster whose shard is failing over answers the
+    // connect and refuses the read, every tick, for seconds (one log line per tick, 238 in a
+    // 2.4 s failover, before this waited for the read).
     if (command_cursor_.empty()) {
       redis::Reply reply;
       Status s = store_->Run(schema::GetCommandCursor(keys_, options_.node), &reply);
-      if (!s.ok()) return false;
-      if (!reply.is_string()) {
+      if (s.ok() && !reply.is_string()) {
         // Where a worker of the grouped layout kept it (docs/redis-schema.md, "Slots"): an
         // upgraded worker must not run its node's old commands again.
         s = store_->Run(schema::GetLegacyCommandCursor(keys_, options_.node), &reply);
-        if (!s.ok()) return false;
       }
+      if (!s.ok()) {
+        if (!cursor_read_failing_) {
+          FT_LOG(Warn, Worker, "Redis at {} answers, but reading this node's command cursor failed: {}; "
+                 "retrying each tick (the node's events wait in the queue)",
+                 redis::Redacted(options_.endpoint), s.message());
+        }
+        cursor_read_failing_ = true;
+        return false;
+      }
+      cursor_read_failing_ = false;
       command_cursor_ = reply.is_string() ? reply.str() : "-";
     }
+    FT_LOG(Info, Worker, "connected to Redis at {}; {} writes pending",
+           redis::Redacted(options_.endpoint), reporter_.pending());
     resend_membership_ = true;  // a restarted Redis lost what was written before
     timeouts_version_.clear();  // the master may have published meanwhile
     plan_sync_.ForgetVersion();  // and may have begun its plan versions anew

@@ -151,6 +151,7 @@ class Daemon {
   uint64_t window_until_ns_ = 0;      // a lost "closed" notice ends it here
   double smallest_timeout_ms_ = 0;    // of the table in use; 0: none published yet
   bool was_connected_ = false;
+  bool cursor_read_failing_ = false;  // warned once until the read succeeds
   bool resend_membership_ = false;
   uint64_t next_report_ns_ = 0;
   uint64_t next_summary_ns_ = 0;

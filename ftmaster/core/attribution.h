@@ -26,8 +26,11 @@
 //     (confidence 0.7; 0.5 when some members completed it, which a consistent snapshot cannot
 //     show).
 // Roots are ranks that block others and wait on nothing themselves (dead or silent ranks
-// count as waiting on nothing). Roots and stuck collectives that nobody has waited on for
-// min_wait_ms yet are healthy in-flight work and are not reported. Each root is classified:
+// count as waiting on nothing). Roots that nobody has waited on for min_wait_ms yet are healthy
+// in-flight work and are not reported; so are transport hangs whose last member (a pair's later
+// side) arrived less than min_wait_ms ago: the op could not complete before, and a rank that
+// reached its peers late (a start-up restore, a slow step) is no broken link — if the op stays
+// stuck, that member's own timeout raises it again. Each root is classified:
 //   - crash: state "dead"/"exited" (report or membership) or an "exit" event; confidence 0.95.
 //   - host frozen: the rank is frozen (above); confidence 0.9. Its own incident kind.
 //   - busy: the report says busy (still calling CUDA/NCCL or using CPU): not a hang; incident

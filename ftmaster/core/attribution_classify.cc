@@ -164,7 +164,10 @@ class Classifier {
       const bool pair = t.p2p && t.pair_peer >= 0;
       const bool stuck_collective = !t.p2p && t.blockers.empty() && t.unknown_members == 0;
       if (!pair && !stuck_collective) continue;
-      if (t.longest_wait_ms < in_.min_wait_ms) {  // in flight, healthy so far
+      // In flight, healthy so far: its last member (a pair's later side) arrived less than the
+      // least timeout ago. A rank that reached its peers late (a start-up restore, a slow step)
+      // is no broken transport; if the op stays stuck, that member's own timeout names it.
+      if (t.met_ms < in_.min_wait_ms) {
         for (int w : t.waiters) explained_[static_cast<size_t>(w)] = 1;
         graph_.Reach(t.waiters, nullptr, nullptr, &explained_);
         continue;

@@ -80,7 +80,9 @@ void WaitForGraph::AddRow(int a, const proto::CommRow& row, int64_t now_unix_ms)
     t.example_row = &row;
     t.example_waiter = a;
   }
-  t.longest_wait_ms = std::max(t.longest_wait_ms, WaitedMs(r, row, now_unix_ms));
+  const double waited = WaitedMs(r, row, now_unix_ms);
+  t.longest_wait_ms = std::max(t.longest_wait_ms, waited);
+  t.met_ms = std::min(t.met_ms, waited);
 }
 
 void WaitForGraph::Reach(const std::vector<int>& sources, int* direct, int* total, std::vector<char>* mark) {
@@ -169,6 +171,7 @@ void WaitForGraph::AddP2p(int a, int ci, const proto::CommRow& row, int64_t now_
                         prow->peer == row.comm_rank && Complementary(row.op, prow->op);
   if (matching) {
     t.pair_peer = p;
+    t.met_ms = std::min(t.longest_wait_ms, WaitedMs(rp, *prow, now_unix_ms));
   } else {
     t.blockers.push_back(p);
   }

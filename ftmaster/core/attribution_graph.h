@@ -7,6 +7,7 @@
 #define FT_FTMASTER_CORE_ATTRIBUTION_GRAPH_H_
 
 #include <cstdint>
+#include <limits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -31,6 +32,9 @@ struct Target {
   const proto::CommRow* example_row = nullptr;  // a waiter's row (ages, op)
   int example_waiter = -1;
   double longest_wait_ms = 0;       // the longest any waiter's GPU has been in it
+  // How long the op could have completed: since the last of its members (a pair: the later
+  // of the two) arrived. Those all in flight for less than the least timeout only just met.
+  double met_ms = std::numeric_limits<double>::infinity();
 };
 
 // How long, at decision time, the rank's GPU has been in the op its row waits in. Unknown

@@ -12,6 +12,7 @@ uint64_t Ns(Duration d) { return d.count() > 0 ? static_cast<uint64_t>(d.count()
 MonitorSettings MonitorSettings::FromConfig(const Config& config) {
   MonitorSettings s;
   s.timeout_warmup_ns = Ns(config.timeout_warmup);
+  s.restore_wait_ns = Ns(config.restore_wait);
   s.busy_call_age_ns = Ns(config.busy_call_age);
   s.frozen_after_ns = std::max<uint64_t>(Ns(config.frozen_after), 1);
   s.busy_cpu_pct = static_cast<double>(config.busy_cpu_pct);

@@ -12,6 +12,7 @@ namespace ft::worker {
 
 struct MonitorSettings {
   uint64_t timeout_warmup_ns = 50'000'000'000;  // FT_TIMEOUT_WARMUP: timeout before the master publishes
+  uint64_t restore_wait_ns = 10'000'000'000;    // FT_RESTORE_WAIT: how long a peer may wait in ft_restore
   uint64_t frozen_after_ns = 3'000'000'000;     // FT_FROZEN_AFTER: heartbeat silence of a live process
   uint64_t busy_call_age_ns = 1'000'000'000;    // FT_BUSY_CALL_AGE
   double busy_cpu_pct = 30;                     // FT_BUSY_CPU_PCT

@@ -44,7 +44,8 @@ NodeMonitor::NodeMonitor(NodeMonitorOptions options)
     : options_(std::move(options)),
       probe_(options_.probe != nullptr ? options_.probe : SystemProcessProbe()),
       discovery_(MakeDiscovery(options_)),
-      timeouts_(static_cast<double>(options_.settings.timeout_warmup_ns) / 1e6) {}
+      timeouts_(static_cast<double>(options_.settings.timeout_warmup_ns) / 1e6,
+                static_cast<double>(options_.settings.restore_wait_ns) / 1e6) {}
 
 void NodeMonitor::SetTimeouts(const proto::TimeoutTable& table) { timeouts_.Set(table); }
 

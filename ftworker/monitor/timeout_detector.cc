@@ -26,7 +26,7 @@ double TimeoutPolicy::TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) 
 
 double TimeoutPolicy::TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket, uint64_t seq) const {
   const double ms = TimeoutMs(comm_id, op, bucket);
-  return seq <= 1 ? std::max(ms, warmup_ms_) : ms;
+  return seq <= 1 ? std::max(ms, first_op_ms_) : ms;
 }
 
 void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPolicy& policy,

@@ -3,11 +3,13 @@
 // TimeoutPolicy: the timeout of a (communicator, op, size bucket): the master's TimeoutTable
 // entry for it, else the table's default_ms (once a table with version > 0 was set), else
 // FT_TIMEOUT_WARMUP. The first op of a communicator (seq 1) is never given less than
-// FT_TIMEOUT_WARMUP: it is where a process's peers meet after their start-up, which after a
-// relaunch includes each one's restore (ranks whose node's plan settles later arrive seconds
-// after the others: adapted timeouts of a second named them hung and stopped the healthy
-// relaunch in the campaign), and NCCL sets a communicator's connections up at its first
-// collective.
+// FT_TIMEOUT_WARMUP, nor less than FT_RESTORE_WAIT: it is where a process's peers meet after
+// their start-up, which includes each one's ft_restore, and ft_restore waits up to
+// FT_RESTORE_WAIT for its node's plan file (ranks whose node's plan settles later arrive
+// seconds after the others: adapted timeouts of a second named them hung and stopped the
+// healthy relaunch in the campaign; a worker that met a Redis failover at start-up wrote its
+// node's plan 2.4 s late, and a warm-up of 2 s named the other node's ranks in a transport
+// hang); and NCCL sets a communicator's connections up at its first collective.
 //
 // TimeoutDetector (one per rank): an op the rank's GPU has started but not completed
 // (started_seq > completed_seq) for longer than its timeout raises one Timeout for
@@ -21,6 +23,7 @@
 #ifndef FT_FTWORKER_TIMEOUT_DETECTOR_H_
 #define FT_FTWORKER_TIMEOUT_DETECTOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -34,17 +37,19 @@ namespace ft::worker {
 
 class TimeoutPolicy {
  public:
-  explicit TimeoutPolicy(double warmup_ms) : warmup_ms_(warmup_ms) {}
+  TimeoutPolicy(double warmup_ms, double restore_wait_ms)
+      : warmup_ms_(warmup_ms), first_op_ms_(std::max(warmup_ms, restore_wait_ms)) {}
 
   void Set(const proto::TimeoutTable& table);
   double TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket) const;
-  // The timeout of the op numbered `seq` on its communicator: TimeoutMs, at least the warmup
-  // for the first.
+  // The timeout of the op numbered `seq` on its communicator: TimeoutMs, for the first at least
+  // the warmup and the restore wait.
   double TimeoutMs(uint64_t comm_id, proto::OpKind op, int bucket, uint64_t seq) const;
   uint64_t version() const { return version_; }
 
  private:
   double warmup_ms_;
+  double first_op_ms_;
   uint64_t version_ = 0;
   double default_ms_ = 0;
   std::map<std::tuple<uint64_t, proto::OpKind, int>, double> entries_;

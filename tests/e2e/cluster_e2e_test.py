@@ -8,11 +8,20 @@ each, tests/redis_cluster_fixture.py, formed by redis-cli --cluster create).
                    acknowledged, the job stops; the job's keys are on the cluster: the job-wide
                    ones in the slot of ft:{J}, the per-rank and per-node ones in their groups' slots
                    (docs/redis-schema.md, "Slots"); `ftmaster status` reads the cluster
-  --case failover  the same job; once the master published its timeouts, the master of the
-                   shard holding the job-wide slot is SIGKILLed: its replica takes over, the
-                   hang (after the failover) is still detected and decided, and no event is
-                   lost: every event each worker reported (its own count, logged when it
-                   stops) is in the stream, and none was dropped
+  --case failover  the same job; once the master published the timeouts it learnt from the
+                   running job, the master of the shard holding the job-wide slot is
+                   SIGKILLed: its replica takes over, the hang (after the failover) is still
+                   detected and decided, and no event is lost: every event each worker
+                   reported (its own count, logged when it stops) is in the stream, and none
+                   was dropped
+  --case failover-at-start
+                   the shard holding the job-wide slot fails over while the job starts: node1's
+                   worker has written its node's restore plan, node0's starts during the
+                   failover and cannot read its own until the replica took over, so node0's
+                   ranks wait in ft_restore while node1's reach their first collectives. With
+                   a warm-up (2 s) shorter than that wait, no incident may come of it (CI: a
+                   transport hang of the healthy start, the job stopped); the job runs on and
+                   the later hang is decided as in `detect`
 """
 
 import argparse
@@ -124,8 +133,10 @@ def case_failover(args):
         c.start_workers(FAST)
         c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--fault", "hang-kernel",
                              "--fault-rank", "5", "--fault-step", "400"])
-        # Mid-run: the master has learnt and published the timeouts.
-        c.wait_for(lambda: c.db.command("GET", c.key("timeouts:version")), 60, "published timeouts")
+        # Mid-run: the master has learnt and published the timeouts (version 1 is the warm-up
+        # default it publishes at its start, before the job runs).
+        c.wait_for(lambda: int(c.db.command("GET", c.key("timeouts:version")) or 0) >= 2, 60,
+                   "timeouts learnt from the running job")
         check(not c.incidents(), "an incident before the fault: %s" % c.incidents())
         old = rc.kill_master_of(slot)
         t_kill = time.monotonic()
@@ -156,9 +167,33 @@ def case_failover(args):
         print("OK: failover of the job-wide shard; hang decided, %d events, none lost" % reported)
 
 
+def case_failover_at_start(args):
+    with Cluster(args, job="cl-failstart", redis=RedisCluster()) as c:
+        rc = c.redis
+        slot = key_slot(c.key("leader"))
+        c.start_master(TOPOLOGY, FAST)
+        c.start_worker("node1", FAST)
+        plan1 = os.path.join(c.arena_dir("node1"), "ft-plan.%s.node1" % c.job)
+        c.wait_for(lambda: os.path.exists(plan1), 30, "node1's restore plan file")
+        old = rc.kill_master_of(slot)
+        t_kill = time.monotonic()
+        c.start_worker("node0", FAST)
+        c.start_job(MODEL + ["--steps", "100000", "--compute-ms", "20", "--fault", "hang-kernel",
+                             "--fault-rank", "5", "--fault-step", "150"])
+        new = rc.wait_new_master(slot, old, 60)
+        print("killed %s (master of slot %d) as the job started; %s took over after %.1f s"
+              % (old, slot, new, time.monotonic() - t_kill), flush=True)
+        c.db = rc.client()
+        inc = c.wait_for(lambda: c.fault_incidents(), 120, "an incident")[0]
+        check(inc["kind"] == "hang", "the first incident is %s (suspects %s), expected the hang of step 150: %s"
+              % (inc["kind"], suspects(inc), inc.get("message", "")[:300]))
+        check_decided(c, inc)
+        print("OK: a failover at start-up held node0's ranks in ft_restore; no incident of it; the hang decided")
+
+
 def main():
     args = parse_args()
-    cases = {"detect": case_detect, "failover": case_failover}
+    cases = {"detect": case_detect, "failover": case_failover, "failover-at-start": case_failover_at_start}
     if args.case not in cases:
         fail("unknown case %s" % args.case)
     cases[args.case](args)

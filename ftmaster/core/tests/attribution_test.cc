@@ -395,6 +395,34 @@ TEST(AttributionTest, P2pPairWaitingOnEachOtherIsATransportHang) {
   EXPECT_EQ(incidents[0].suspects[1].rank, 2);
 }
 
+// A pipeline stage whose ranks started late (their node's restore plan came seconds after the
+// other node's, a Redis failover at start-up): the other stage's send timed out, and the late
+// side's matching receive had been on the GPU for 100 ms when the master read it. The exchange
+// could not complete before; that is no broken link (a stopped healthy job in a failover test).
+TEST(AttributionTest, P2pPeerThatJustArrivedIsNoTransportHang) {
+  Job job(1, 1, 4);
+  const uint64_t pp = job.PpComm(0, 0);
+  job.Set(1, pp, 21, 21, 20, 100, proto::OpKind::kSend, 2);  // the late side
+  job.Set(2, pp, 21, 21, 20, 4000, proto::OpKind::kRecv, 1);
+  EXPECT_TRUE(Attribute(Input(job, {Timeout(2, pp, 21)})).empty());
+  // Both in it past the least timeout: the pair is stuck.
+  job.Set(1, pp, 21, 21, 20, 1500, proto::OpKind::kSend, 2);
+  auto incidents = Attribute(Input(job, {Timeout(2, pp, 21)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "transport-hang");
+}
+
+TEST(AttributionTest, CollectiveWhoseLastMemberJustArrivedIsNoTransportHang) {
+  Job job(1, 4, 1, 2);
+  for (int r = 0; r < 3; ++r) job.Set(r, job.DpComm(0, 0), 11, 11, 10, 5000);
+  job.Set(3, job.DpComm(0, 0), 11, 11, 10, 200);
+  EXPECT_TRUE(Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)})).empty());
+  job.Set(3, job.DpComm(0, 0), 11, 11, 10, 1200);
+  auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
+  ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
+  EXPECT_EQ(incidents[0].kind, "transport-hang");
+}
+
 // tp=2 x dp=4: rank 2 hangs in dp group tp=0 and rank 5 in dp group tp=1. One incident, two
 // suspects (documented choice: independent roots of one kind share an incident).
 TEST(AttributionTest, TwoIndependentHangsInDifferentDpGroups) {

@@ -23,6 +23,7 @@ constexpr int kPid1 = 3'900'002;
 NodeMonitorOptions Options(const std::string& job, ProcessProbe* probe) {
   NodeMonitorOptions o = MonitorOptions(job, probe);
   o.settings.timeout_warmup_ns = 3 * kSec;
+  o.settings.restore_wait_ns = 2 * kSec;  // below the warmup: the warmup bounds the first op
   return o;
 }
 
@@ -262,6 +263,42 @@ TEST_F(NodeMonitorTest, TheFirstOpOfACommunicatorWaitsAtLeastTheWarmup) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].seq, 2u);
   EXPECT_EQ(events[0].timeout_ms, 1000);
+}
+
+// ft_restore waits up to FT_RESTORE_WAIT for its node's plan file (a Redis failover at
+// start-up held one node's for 2.4 s): a warm-up shorter than that must not name the ranks of
+// the other node, which reached the first op on time, hung. The first op waits the longer of
+// the two; the second the table's.
+TEST(NodeMonitorFirstOpTest, TheFirstOpWaitsAtLeastTheRestoreWait) {
+  FakeProbe probe;
+  NodeMonitorOptions o = Options(UniqueJob("nmrw"), &probe);
+  o.settings.timeout_warmup_ns = 2 * kSec;
+  o.settings.restore_wait_ns = 5 * kSec;
+  NodeMonitor monitor(o);
+  auto tick = [&](uint64_t at) {
+    std::vector<proto::Event> events;
+    monitor.Tick(at, static_cast<int64_t>(1'700'000'000'000 + at / kMs), &events);
+    return events;
+  };
+  const uint64_t t0 = MonoNs();
+  FakeRank r(o.job, 0, kPid0);
+  r.CommInit(kComm, 0, 2);
+  uint32_t slot = r.P2PSlot(kComm, true);
+  shm::CommTableWriter table(r.seg());
+  table.EnterOp(slot, 1, Op(OpKind::kSend), 4096, 1, t0);
+  table.Started(slot, 1, t0);
+  EXPECT_TRUE(tick(t0 + 4 * kSec).empty()) << "the peer may still wait for its node's plan";
+  auto raised = tick(t0 + 5100 * kMs);
+  ASSERT_EQ(raised.size(), 1u) << "past the restore wait it is a hang like any other";
+  EXPECT_EQ(raised[0].timeout_ms, 5000);
+  table.Completed(slot, 1, t0 + 5200 * kMs, 5200 * kMs);
+  table.EnterOp(slot, 2, Op(OpKind::kSend), 4096, 1, t0 + 6 * kSec);
+  table.Started(slot, 2, t0 + 6 * kSec);
+  EXPECT_TRUE(tick(t0 + 7 * kSec).empty());
+  raised = tick(t0 + 8100 * kMs);
+  ASSERT_EQ(raised.size(), 1u) << "the second op has the warm-up";
+  EXPECT_EQ(raised[0].seq, 2u);
+  EXPECT_EQ(raised[0].timeout_ms, 2000);
 }
 
 TEST_F(NodeMonitorTest, P2PTimeoutUsesItsCommunicator) {
