@@ -424,4 +424,12 @@ Status ReadLiveNodePlan(const std::string& path, NodePlan* out) {
   return ReadNodePlan(path, out);
 }
 
+bool NodePlanWriterRuns(const std::string& path) {
+  const int fd = ::open(NodePlanLockPath(path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return false;
+  const bool held = LockedByAnyone(fd);
+  ::close(fd);
+  return held;
+}
+
 }  // namespace ft::ckpt

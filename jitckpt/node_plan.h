@@ -111,6 +111,10 @@ class PlanWriterLock {
 // caller waits for the next worker's plan as for an absent file).
 Status ReadLiveNodePlan(const std::string& path, NodePlan* out);
 
+// Whether a worker holds the plan lock of `path` now: it runs, whether or not it has written
+// the plan yet (it writes it once it has read the job's checkpoints from Redis).
+bool NodePlanWriterRuns(const std::string& path);
+
 }  // namespace ft::ckpt
 
 #endif  // FT_JITCKPT_NODE_PLAN_H_
