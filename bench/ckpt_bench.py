@@ -202,9 +202,10 @@ class Bench:
         Returns once every rank's periodic saves are committed and its arena is prepared and
         warmed (libft.so's "prepared in" and "touched in" lines): a just-in-time save comes long
         after start-up (a hang minutes into training), as the termination save's figure does.
-        Saves posted while the arena was still being populated beside them ran 1.5-9x slower
-        for their first second or two (0.113-0.639 s against 0.065-0.075 once it was done),
-        which is register_s and prepare_s's cost, reported on their own."""
+        Saves posted while the arena was still being populated beside them could pay for it
+        (register_s and prepare_s's cost, reported on their own). A series' first saves were
+        still slow in one run of three after this wait (bench/RESULTS.md, fourteenth session):
+        that cause is not known yet."""
         procs = []
         for r in range(world):
             env = self.env(r, world)
