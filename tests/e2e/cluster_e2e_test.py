@@ -184,6 +184,10 @@ def case_failover_at_start(args):
         print("killed %s (master of slot %d) as the job started; %s took over after %.1f s"
               % (old, slot, new, time.monotonic() - t_kill), flush=True)
         c.db = rc.client()
+        # The case this builds: node0's worker met the failover before it had read its plan.
+        c.wait_for(lambda: "restore plan:" in c.worker_log("node0"), 30, "node0's restore plan")
+        check("answers, but reading this node's command cursor failed" in c.worker_log("node0"),
+              "node0's worker read Redis before the failover reached it: the case did not happen")
         inc = c.wait_for(lambda: c.fault_incidents(), 120, "an incident")[0]
         check(inc["kind"] == "hang", "the first incident is %s (suspects %s), expected the hang of step 150: %s"
               % (inc["kind"], suspects(inc), inc.get("message", "")[:300]))
