@@ -15,6 +15,7 @@
 #include <charconv>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "jitckpt/checksum.h"
@@ -410,26 +411,29 @@ void PlanWriterLock::Release() {
   fd_ = -1;
 }
 
-Status ReadLiveNodePlan(const std::string& path, NodePlan* out) {
-  const std::string lock = NodePlanLockPath(path);
-  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd >= 0) {
-    const bool alive = LockedByAnyone(fd);
-    ::close(fd);
-    if (!alive) {
-      return Status::NotFound(fmt::format("the worker that wrote {} is gone (nothing holds {}): its plan is not "
-                                          "current; waiting for the next worker's", path, lock));
-    }
-  }
-  return ReadNodePlan(path, out);
-}
+namespace {
 
-bool NodePlanWriterRuns(const std::string& path) {
-  const int fd = ::open(NodePlanLockPath(path).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return false;
+// Whether a worker holds the lock file `lock` now; nullopt where there is no lock file.
+std::optional<bool> LockHeld(const std::string& lock) {
+  const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
   const bool held = LockedByAnyone(fd);
   ::close(fd);
   return held;
 }
+
+}  // namespace
+
+Status ReadLiveNodePlan(const std::string& path, NodePlan* out) {
+  const std::string lock = NodePlanLockPath(path);
+  // A lock file nobody holds: its worker died. No lock file (a worker from before the lock) is trusted.
+  if (LockHeld(lock) == false) {
+    return Status::NotFound(fmt::format("the worker that wrote {} is gone (nothing holds {}): its plan is not "
+                                        "current; waiting for the next worker's", path, lock));
+  }
+  return ReadNodePlan(path, out);
+}
+
+bool NodePlanWriterRuns(const std::string& path) { return LockHeld(NodePlanLockPath(path)).value_or(false); }
 
 }  // namespace ft::ckpt

@@ -65,14 +65,12 @@ Status WaitForPlan(const std::string& path, Duration wait, int rank, std::string
                            " (FT_RESTORE_WAIT): " + settling + "; not starting from scratch over a checkpoint "
                            "that may be on its way — relaunch, or raise FT_RESTORE_WAIT");
   }
-  std::string message =
-      ckpt::NodePlanWriterRuns(path)
-          ? "no restore plan at " + path + " after " + FormatDuration(wait) + " (FT_RESTORE_WAIT): ftworker runs on "
-                "this node (it holds " + ckpt::NodePlanLockPath(path) + ") and has not written it: it does once it "
-                "has read the job's checkpoints from Redis (is Redis reachable from this node, or failing over?); "
-                "its log says what it waits for"
-          : "no restore plan at " + path + " after " + FormatDuration(wait) +
-                ": is ftworker running on this node (FT_RESTORE_WAIT)?";
+  std::string message = "no restore plan at " + path + " after " + FormatDuration(wait) + " (FT_RESTORE_WAIT): ";
+  message += ckpt::NodePlanWriterRuns(path)
+                 ? "ftworker runs on this node (it holds " + ckpt::NodePlanLockPath(path) + ") and has not written "
+                       "it: it does once it has read the job's checkpoints from Redis (is Redis reachable from this "
+                       "node, or failing over?); its log says what it waits for"
+                 : "is ftworker running on this node?";
   if (!last.ok()) message += " The last read failed: " + last.ToString();
   return Status::Timeout(message);
 }
