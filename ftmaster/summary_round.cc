@@ -394,10 +394,10 @@ void SummaryRound::JobWide(int64_t unix_ms) {
     nodes.insert(m.node);
   }
   const bool explained = !stragglers_.named().empty() || !stragglers_.named_links().empty();
-  std::map<int, double> steps_now;  // whether a reported slowdown still stands
-  for (const proto::RankSummary& s : summaries_.values()) steps_now[s.rank] = s.step_p50_ms;
+  std::map<int, JobSlowdown::Now> now;  // whether a reported slowdown still stands
+  for (const proto::RankSummary& s : summaries_.values()) now[s.rank] = {s.step_p50_ms, s.slowdown};
   std::optional<proto::Incident> incident =
-      job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained, steps_now);
+      job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained, now);
   if (!incident) return;
   auto won = ctx_->writer.WriteIncidents({*incident}, unix_ms, {}, {}, {}, {});
   if (won && (*won)[0]) ctx_->Print(*incident, {});

@@ -62,7 +62,8 @@ bool SummaryPacer::Rose(double written, double now, double ratio) {
 }
 
 bool SummaryPacer::Changed(const proto::RankSummary& was, const proto::RankSummary& now) const {
-  if (was.node != now.node) return true;
+  // The worker's slowdown verdict, at once: the master's job-wide view counts a rank by it.
+  if (was.node != now.node || was.slowdown != now.slowdown) return true;
   // What the straggler detector compares, at the ratio; the step, which bounds only the
   // timeouts of ops never seen, at twice it; the tails, which the timeouts multiply by
   // FT_TIMEOUT_MULTIPLIER, when they rose by half (a timeout of 4x a tail under-reported by

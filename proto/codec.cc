@@ -246,6 +246,7 @@ const auto kSummaryFields = [](auto& io, auto& s) {
   io.Objects("kernel_samples", s.kernel_samples, Need::kOptional, kKernelSummaryFields);
   io.If(s.declared_step >= 0).Int("declared_step", s.declared_step, Need::kOptional, -1);
   io.If(s.total_steps > 0).Int("total_steps", s.total_steps, Need::kOptional, 0);
+  io.If(s.slowdown >= 0).Int("slowdown", s.slowdown, Need::kOptional, -1, 1);
 };
 
 }  // namespace

@@ -317,6 +317,11 @@ struct RankSummary {
   // the job's horizon for a slowdown (ftmaster/core/slow_policy.h).
   int64_t declared_step = -1;
   int64_t total_steps = 0;
+  // The worker's slowdown detector (ftworker/monitor/slowdown_detector.h): 1 while a slowdown
+  // it raised stands (its hysteresis has not cleared it), 0 while none does, -1 not said (a
+  // worker older than the field). A worker raises one `slowdown` event per episode and none
+  // when it ends: this is how the master knows a reported rank is still slow.
+  int slowdown = -1;
 
   bool operator==(const RankSummary&) const = default;
 };

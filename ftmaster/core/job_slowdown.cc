@@ -16,16 +16,18 @@ void JobSlowdown::Add(const proto::Event& slowdown, int64_t read_unix_ms) {
   reports_[slowdown.rank] = Report{slowdown.node, read_unix_ms, slowdown.step_ms, slowdown.baseline_ms};
 }
 
-bool JobSlowdown::StillSlow(const Report& report, const std::map<int, double>& steps_now, int rank) {
-  auto it = steps_now.find(rank);
-  if (it == steps_now.end() || it->second <= 0) return true;  // no step time to tell: as reported
-  // The worker's own hysteresis clears a slowdown half way back to its baseline; the master
+bool JobSlowdown::StillSlow(const Report& report, const std::map<int, Now>& now, int rank) {
+  auto it = now.find(rank);
+  if (it == now.end()) return true;  // no summary to tell: as reported
+  if (it->second.slowdown >= 0) return it->second.slowdown == 1;  // the worker's own verdict
+  if (it->second.step_ms <= 0) return true;
+  // An older worker: its hysteresis clears a slowdown half way back to its baseline; the master
   // knows the reported step, not the worker's margin, so it takes half the reported excess.
-  return it->second >= report.baseline_ms + (report.step_ms - report.baseline_ms) / 2;
+  return it->second.step_ms >= report.baseline_ms + (report.step_ms - report.baseline_ms) / 2;
 }
 
 std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int running_ranks, int nodes,
-                                                     bool explained, const std::map<int, double>& steps_now) {
+                                                     bool explained, const std::map<int, Now>& now) {
   std::erase_if(reports_, [&](const auto& r) { return now_unix_ms - r.second.read_unix_ms > options_.window_ms; });
   if (reports_.empty()) {
     reached_unix_ms_ = 0;
@@ -37,7 +39,7 @@ std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int ru
   // window, but it did not hold, and a job-wide slowdown is one that holds for settle_ms.
   std::map<int, const Report*> standing;
   for (const auto& [rank, r] : reports_) {
-    if (StillSlow(r, steps_now, rank)) standing.emplace(rank, &r);
+    if (StillSlow(r, now, rank)) standing.emplace(rank, &r);
   }
   std::set<std::string> slowed_nodes;
   for (const auto& [rank, r] : standing) slowed_nodes.insert(r->node);
@@ -71,13 +73,14 @@ std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int ru
   incident.decision = proto::DecisionKindName(proto::DecisionKind::kNone);
   incident.first_event_unix_ms = reached_unix_ms_;
   incident.decided_unix_ms = now_unix_ms;
+  incident.decide_ms = static_cast<double>(now_unix_ms - reached_unix_ms_);
   incident.confidence = std::clamp(static_cast<double>(count) / running_ranks, 0.0, 1.0);
   for (const auto& [rank, r] : standing) {
-    auto now = steps_now.find(rank);
+    auto it = now.find(rank);
     incident.evidence.push_back(fmt::format(
         "rank {} ({}): step {} against its baseline {} ({:+.0f}%){}", rank, r->node, HumanMs(r->step_ms),
         HumanMs(r->baseline_ms), r->baseline_ms > 0 ? 100 * (r->step_ms / r->baseline_ms - 1) : 0.0,
-        now != steps_now.end() && now->second > 0 ? fmt::format(", {} now", HumanMs(now->second)) : ""));
+        it != now.end() && it->second.step_ms > 0 ? fmt::format(", {} now", HumanMs(it->second.step_ms)) : ""));
     if (incident.evidence.size() == 16 && count > 17) {
       incident.evidence.push_back(fmt::format("... and {} more ranks", count - 16));
       break;

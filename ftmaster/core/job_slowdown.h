@@ -6,15 +6,19 @@
 // none (no straggler, no slow link).
 //
 // Rule: the ranks that reported a slowdown within `window_ms` (by this master's clock, when
-// it read the event) and are still slow (their latest summary's step time at least half way
-// from the baseline to the step they reported: a worker reports a slowdown once, not its end)
-// are at least `share` of the job's running ranks, at least two, on at least min(nodes, 2)
+// it read the event) and are still slow are at least `share` of the job's running ranks, at least two, on at least min(nodes, 2)
 // nodes, and that has held for `settle_ms` with nothing explaining it → one
 // `job-slow` incident (no suspect, decision `none`: the data source, the storage or the fabric
 // is slow, and evicting a node would not help). Named once per episode; the episode ends when
 // no report is left in the window. Reports a culprit explains (a straggler or slow link named
 // while they stand) are its and are dropped: after an eviction they say nothing of the relaunch.
 // Reset() drops everything (the job left `running`: its ranks' reports end with them).
+//
+// Still slow: a worker reports a slowdown once, not its end; its summaries say whether it
+// stands (RankSummary::slowdown, by the worker's own hysteresis on both the step and the
+// compute signal). A summary of a worker older than that field is judged by its step time: at
+// least half way from the baseline to the step reported (a report raised by the compute signal
+// alone may have a step at its baseline: it stands while the step does not fall below it).
 //
 // Not thread-safe: one thread owns a JobSlowdown.
 #ifndef FT_FTMASTER_JOB_SLOWDOWN_H_
@@ -39,13 +43,20 @@ class JobSlowdown {
  public:
   explicit JobSlowdown(JobSlowdownOptions options = {}) : options_(options) {}
 
+  // What a rank's latest summary says now: its step time (0: none yet) and its worker's
+  // verdict (RankSummary::slowdown: 1 slow, 0 not, -1 not said).
+  struct Now {
+    double step_ms = 0;
+    int slowdown = -1;
+  };
+
   // A `slowdown` event, read at `read_unix_ms` (this master's clock).
   void Add(const proto::Event& slowdown, int64_t read_unix_ms);
   // `running_ranks`, `nodes`: the job as its membership stands; `explained`: a straggler or a
-  // slow link is named now; `steps_now`: rank -> its step time as its latest summary has it
-  // (a rank not in it counts as reported). Returns the incident once per episode.
+  // slow link is named now; `now`: rank -> its latest summary (a rank not in it counts as
+  // reported). Returns the incident once per episode.
   std::optional<proto::Incident> Evaluate(int64_t now_unix_ms, int running_ranks, int nodes, bool explained,
-                                          const std::map<int, double>& steps_now = {});
+                                          const std::map<int, Now>& now = {});
   // A job-wide slowdown stands (named, and its reports not yet aged out).
   bool active() const { return named_; }
   void Reset() { *this = JobSlowdown(options_); }
@@ -58,7 +69,7 @@ class JobSlowdown {
     double baseline_ms = 0;
   };
 
-  static bool StillSlow(const Report& report, const std::map<int, double>& steps_now, int rank);
+  static bool StillSlow(const Report& report, const std::map<int, Now>& now, int rank);
 
   JobSlowdownOptions options_;
   std::map<int, Report> reports_;  // rank -> its latest report

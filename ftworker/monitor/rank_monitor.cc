@@ -530,6 +530,7 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
   s.dropped = window_dropped_;
   s.kernels = kernels_.TakeLaunches();
   s.kernel_samples = kernels_.TakeSamples();
+  s.slowdown = slowdown_.slow() ? 1 : 0;
   // What the job says of its steps, from the header (live fields, read as they stand: a record
   // dropped on a full ring loses neither): the master's horizon for a slowdown.
   if (segment_) {

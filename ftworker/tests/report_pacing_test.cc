@@ -168,6 +168,28 @@ TEST(SummaryPacerTest, AStragglersComputeIsWrittenWithinThreeWindows) {
   EXPECT_LT(s.compute_ms, 37.5);
 }
 
+// The master counts a rank in a job-wide slowdown while its worker says it is slow: a change of
+// that verdict goes out with the window it happened in, times steady or not.
+TEST(SummaryPacerTest, TheWorkersSlowdownVerdictIsWrittenInTheWindowItChanged) {
+  SummaryPacer pacer(10000, 0.15);
+  proto::RankSummary s = Window(0, 25, 12, 20);
+  s.slowdown = 0;
+  EXPECT_TRUE(pacer.Next(&s, kT0));
+  s = Window(0, 25, 12, 20);
+  s.slowdown = 0;
+  EXPECT_FALSE(pacer.Next(&s, kT0 + 1000));
+  s = Window(0, 25, 12, 20);
+  s.slowdown = 1;
+  EXPECT_TRUE(pacer.Next(&s, kT0 + 2000));
+  EXPECT_EQ(s.slowdown, 1);
+  s = Window(0, 25, 12, 20);
+  s.slowdown = 1;
+  EXPECT_FALSE(pacer.Next(&s, kT0 + 3000));
+  s = Window(0, 25, 12, 20);
+  s.slowdown = 0;
+  EXPECT_TRUE(pacer.Next(&s, kT0 + 4000));
+}
+
 // A link that turned slow raises the op's fastest times (p10, what the slow-link detector
 // compares) before its median moves much: that alone gets the summary written, smoothed.
 TEST(SummaryPacerTest, AnOpsFastestTimesThatRoseAreWrittenWithinThreeWindows) {

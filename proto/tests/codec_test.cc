@@ -1069,5 +1069,31 @@ TEST(SummaryCodecTest, DeclaredStepsRoundTripAndAreOptional) {
   EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt);
 }
 
+// The worker's slowdown verdict: written when said (0 or 1), read back as said; a summary
+// without it (an older worker) reads as not said (-1); anything but -1..1 is corrupt.
+TEST(SummaryCodecTest, TheSlowdownVerdictRoundTripsAndIsOptional) {
+  RankSummary s = SampleSummary();
+  for (int verdict : {0, 1}) {
+    s.slowdown = verdict;
+    Json j = Json::parse(Encode(s));
+    EXPECT_EQ(j["slowdown"], verdict);
+    RankSummary out;
+    ASSERT_TRUE(Decode(Encode(s), &out).ok());
+    EXPECT_EQ(out.slowdown, verdict);
+  }
+  Json j = Json::parse(Encode(s));
+  j.erase("slowdown");
+  RankSummary older;
+  ASSERT_TRUE(Decode(j.dump(), &older).ok());
+  EXPECT_EQ(older.slowdown, -1);
+  s.slowdown = -1;
+  EXPECT_FALSE(Json::parse(Encode(s)).contains("slowdown"));
+  for (Json bad : {Json(2), Json(-2), Json("yes")}) {
+    j["slowdown"] = bad;
+    RankSummary out;
+    EXPECT_EQ(Decode(j.dump(), &out).code(), StatusCode::kCorrupt) << bad.dump();
+  }
+}
+
 }  // namespace
 }  // namespace ft::proto

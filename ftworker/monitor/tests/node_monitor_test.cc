@@ -578,8 +578,15 @@ TEST_F(NodeMonitorTest, StepsFromRecordsAndSlowdown) {
   EXPECT_NEAR(summary.step_p50_ms, 100, 0.01);
   EXPECT_NEAR(summary.comm_wait_ms, 6 * 2.5 + 5, 0.01);
   EXPECT_NEAR(summary.compute_ms, 100 - 20, 0.01);
+  EXPECT_EQ(summary.slowdown, 0);
   for (int i = 0; i < 20; ++i) step(150 * kMs);
   ASSERT_EQ(CountEvents(events, "slowdown"), 1u);
+  // The summaries say the slowdown stands until the rank is back near its baseline: one event
+  // per episode, the verdict in every window.
+  EXPECT_EQ(monitor_.TakeSummaries(0)[0].slowdown, 1);
+  for (int i = 0; i < 20; ++i) step(100 * kMs);
+  EXPECT_EQ(monitor_.TakeSummaries(0)[0].slowdown, 0);
+  EXPECT_EQ(CountEvents(events, "slowdown"), 1u);
   const proto::Event* e = FindEvent(events, "slowdown");
   // Raised once three of the last five steps are slow: the medians of that window, over the
   // threshold (baseline + 25%) and at most the slow steps' values.
