@@ -343,6 +343,10 @@ void Daemon::Tick(uint64_t mono_ns, int64_t unix_ms) {
     keeper_->ScanSoon();
     (void)TickKeeper(mono_ns, unix_ms);
     if (store_->connected() && reporter_.pending() > 0) (void)reporter_.Flush(*store_);
+    // The ended ranks' memberships in this tick's report, not at the next interval: the master
+    // marks a job finished by them, and a worker stopped right after its ranks ended (a Slurm
+    // epilog, as soon as the job script returns) has no next interval.
+    next_report_ns_ = 0;
   }
   for (const auto& event : events) {
     FT_LOG(Info, Worker, "{} event for rank {}: {}", event.kind, event.rank, event.message);

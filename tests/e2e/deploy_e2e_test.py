@@ -96,13 +96,15 @@ def need_tool(name, package):
     return path
 
 
-def wait_for(pred, timeout, what, interval=0.1):
+def wait_for(pred, timeout, what, interval=0.1, fatal=True):
     deadline = time.monotonic() + timeout
     while True:
         v = pred()
         if v:
             return v
         if time.monotonic() > deadline:
+            if not fatal:
+                return v
             fail("timed out after %.0f s waiting for %s" % (timeout, what))
         time.sleep(interval)
 
@@ -1219,8 +1221,11 @@ srun -n 2 --export=ALL,LD_PRELOAD=%(libft)s %(trainsim)s --steps 20 --compute-ms
         text = check_ran(ja, job_a, "job A")
         # The master marks the job finished once it has read every rank's clean exit, which a
         # loaded host's master may do after the epilog returned.
-        wait_for(lambda: redis_cmd("HGET", "ft:{%s}:master" % job_a, "job_state") == "finished", 15,
-                 "the master to say job A finished")
+        if not wait_for(lambda: redis_cmd("HGET", "ft:{%s}:master" % job_a, "job_state") == "finished", 15,
+                        "the master to say job A finished", fatal=False):
+            fail("timed out after 15 s waiting for the master to say job A finished (job_state %r)\n"
+                 "---- the master's log\n%s\n---- the worker's log\n%s"
+                 % (redis_cmd("HGET", "ft:{%s}:master" % job_a, "job_state"), read(mlog)[-3000:], text[-4000:]))
         left = shm_files(job_a)
         check(not left, "job A finished, its files are left in /dev/shm: %s\n%s" % (left, text[-2000:]))
         steps = os.listdir(os.path.join(ckpt, job_a)) if os.path.isdir(os.path.join(ckpt, job_a)) else []

@@ -16,7 +16,7 @@ their warm-up timeout (FT_TIMEOUT_WARMUP=1s here).
   --case pause          rank 0 works on the host for 20 s while peers wait: reported busy,
                         no timeout from rank 0, the job completes
   --case stop-after-exit  the job ends and the workers are stopped at once: every rank's exit
-                        is still reported
+                        is still reported, as an event and in its membership (`exited`)
   --case redis-restart  Redis stopped before a hang and started after it: the worker survives
                         and the events raised during the outage arrive, in order
   --case replay-after-relaunch  node1's worker runs a stop and a save written for the first
@@ -268,8 +268,10 @@ def case_stop_after_exit(args):
     with Cluster(args, job="wk-stopexit") as c:
         # A 2 s tick: the job's exit almost surely falls between two ticks, so only a last look
         # at the ranks on the way out can report it. The job outlives a few ticks, so the
-        # workers attach to every rank first.
-        c.start_workers({"FT_WORKER_TICK": "2s"})
+        # workers attach to every rank first. Reports (memberships, tables) every 30 s: the
+        # last look falls between two of them too, as a stop right after the exits does with
+        # the default 200 ms (a Slurm epilog stops the worker as soon as the job script ends).
+        c.start_workers({"FT_WORKER_TICK": "2s", "FT_REPORT_INTERVAL": "30s"})
         c.start_job(MODEL + ["--steps", "40", "--compute-ms", "80"])
         check(c.job_proc.wait(timeout=60) == 0, "the job failed:\n" + c.job_output()[-3000:])
         # Stopped at once: ranks that exited since the workers' last tick are reported anyway.
@@ -280,6 +282,12 @@ def case_stop_after_exit(args):
         print("exit events after stopping the workers: ranks %s" % ranks)
         check(ranks == list(range(8)), "exit events for ranks %s, expected all 8" % ranks)
         check(all(e["clean"] and e["code"] == 0 for e in exits), "unclean exits: %s" % exits)
+        # The master marks a job finished by the ranks' membership (every rank `exited`), not by
+        # the events: the last look must write that too.
+        raw = c.db.command("HGETALL", c.key("ranks")) or []
+        states = {int(k): json.loads(v).get("state") for k, v in zip(raw[0::2], raw[1::2])}
+        print("membership after stopping the workers: %s" % states)
+        check(states == {r: "exited" for r in range(8)}, "membership after the workers stopped: %s" % states)
 
 
 def case_redis_restart(args):
