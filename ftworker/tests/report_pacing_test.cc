@@ -172,22 +172,21 @@ TEST(SummaryPacerTest, AStragglersComputeIsWrittenWithinThreeWindows) {
 // that verdict goes out with the window it happened in, times steady or not.
 TEST(SummaryPacerTest, TheWorkersSlowdownVerdictIsWrittenInTheWindowItChanged) {
   SummaryPacer pacer(10000, 0.15);
-  proto::RankSummary s = Window(0, 25, 12, 20);
-  s.slowdown = 0;
-  EXPECT_TRUE(pacer.Next(&s, kT0));
-  s = Window(0, 25, 12, 20);
-  s.slowdown = 0;
-  EXPECT_FALSE(pacer.Next(&s, kT0 + 1000));
-  s = Window(0, 25, 12, 20);
-  s.slowdown = 1;
-  EXPECT_TRUE(pacer.Next(&s, kT0 + 2000));
-  EXPECT_EQ(s.slowdown, 1);
-  s = Window(0, 25, 12, 20);
-  s.slowdown = 1;
-  EXPECT_FALSE(pacer.Next(&s, kT0 + 3000));
-  s = Window(0, 25, 12, 20);
-  s.slowdown = 0;
-  EXPECT_TRUE(pacer.Next(&s, kT0 + 4000));
+  // Steady times, one window a second, the verdict as given: whether that window is written.
+  int64_t at = kT0;
+  auto written = [&](int verdict) {
+    proto::RankSummary s = Window(0, 25, 12, 20);
+    s.slowdown = verdict;
+    const bool out = pacer.Next(&s, at);
+    at += 1000;
+    EXPECT_EQ(s.slowdown, verdict);
+    return out;
+  };
+  EXPECT_TRUE(written(0));  // the first
+  EXPECT_FALSE(written(0));
+  EXPECT_TRUE(written(1));
+  EXPECT_FALSE(written(1));
+  EXPECT_TRUE(written(0));
 }
 
 // A link that turned slow raises the op's fastest times (p10, what the slow-link detector
