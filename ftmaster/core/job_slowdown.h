@@ -6,19 +6,19 @@
 // none (no straggler, no slow link).
 //
 // Rule: the ranks that reported a slowdown within `window_ms` (by this master's clock, when
-// it read the event) and are still slow are at least `share` of the job's running ranks, at least two, on at least min(nodes, 2)
-// nodes, and that has held for `settle_ms` with nothing explaining it → one
-// `job-slow` incident (no suspect, decision `none`: the data source, the storage or the fabric
-// is slow, and evicting a node would not help). Named once per episode; the episode ends when
-// no report is left in the window. Reports a culprit explains (a straggler or slow link named
-// while they stand) are its and are dropped: after an eviction they say nothing of the relaunch.
+// it read the event) and are still slow (below) are at least `share` of the job's running
+// ranks, at least two, on at least min(nodes, 2) nodes, and that has held for `settle_ms` with
+// nothing explaining it → one `job-slow` incident (no suspect, decision `none`: the data
+// source, the storage or the fabric is slow, and evicting a node would not help). Named once
+// per episode; the episode ends when no report is left in the window. Reports a culprit
+// explains (a straggler or slow link named while they stand) are its and are dropped: after an
+// eviction they say nothing of the relaunch.
 // Reset() drops everything (the job left `running`: its ranks' reports end with them).
 //
 // Still slow: a worker reports a slowdown once, not its end; its summaries say whether it
 // stands (RankSummary::slowdown, by the worker's own hysteresis on both the step and the
 // compute signal). A summary of a worker older than that field is judged by its step time: at
-// least half way from the baseline to the step reported (a report raised by the compute signal
-// alone may have a step at its baseline: it stands while the step does not fall below it).
+// least half way from the baseline to the step reported.
 //
 // Not thread-safe: one thread owns a JobSlowdown.
 #ifndef FT_FTMASTER_JOB_SLOWDOWN_H_
