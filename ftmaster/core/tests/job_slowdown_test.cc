@@ -119,9 +119,12 @@ TEST(JobSlowdownTest, OnlyTheRanksStillSlowCount) {
 // rank is still slow: the master counts them so, not by the step (a job-wide slowdown was
 // never named in CI that way: two of six reports dropped out and restarted the settling).
 TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
+  auto add_reports = [](JobSlowdown* job) {
+    for (int r : {0, 1, 3, 5}) job->Add(Slowdown(r, 63, 65.6), kT0);
+    for (int r : {2, 6}) job->Add(Slowdown(r, 77, 65.4), kT0 + 500);  // 6 of 8: the share exactly
+  };
   JobSlowdown job;
-  for (int r : {0, 1, 3, 5}) job.Add(Slowdown(r, 63, 65.6), kT0);
-  for (int r : {2, 6}) job.Add(Slowdown(r, 77, 65.4), kT0 + 500);  // 6 of 8: the share exactly
+  add_reports(&job);
   std::map<int, JobSlowdown::Now> now;
   for (int r = 0; r < 8; ++r) now[r] = {70, r == 4 || r == 7 ? 0 : 1};
   EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, now).has_value());  // reached: settling
@@ -136,8 +139,7 @@ TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
   // The same reports, but one worker says its rank recovered (and its step is still high):
   // 5 of 8, nothing named.
   JobSlowdown cleared;
-  for (int r : {0, 1, 3, 5}) cleared.Add(Slowdown(r, 63, 65.6), kT0);
-  for (int r : {2, 6}) cleared.Add(Slowdown(r, 77, 65.4), kT0 + 500);
+  add_reports(&cleared);
   now[6] = {90, 0};
   for (int64_t t = 1000; t <= 40000; t += 1000) {
     EXPECT_FALSE(cleared.Evaluate(kT0 + t, 8, 2, false, now).has_value()) << t;
@@ -145,8 +147,7 @@ TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
   // Without verdicts (older workers) rank 6's 70 ms is under half its excess (71.2): the step
   // rule drops it.
   JobSlowdown older;
-  for (int r : {0, 1, 3, 5}) older.Add(Slowdown(r, 63, 65.6), kT0);
-  for (int r : {2, 6}) older.Add(Slowdown(r, 77, 65.4), kT0 + 500);
+  add_reports(&older);
   std::map<int, JobSlowdown::Now> steps = EveryRankAt(70);
   for (int64_t t = 1000; t < 30000; t += 1000) {
     EXPECT_FALSE(older.Evaluate(kT0 + t, 8, 2, false, steps).has_value()) << t;
