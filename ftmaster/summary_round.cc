@@ -387,15 +387,19 @@ void SummaryRound::WeighEpisodes(int64_t unix_ms) {
 
 void SummaryRound::JobWide(int64_t unix_ms) {
   std::set<std::string> nodes;
-  int running = 0;
+  std::map<int, std::string> running_on;  // rank -> its node
   for (const proto::Membership& m : members_) {
     if (!proto::Is(m.state, proto::RankState::kRunning)) continue;
-    ++running;
+    running_on[m.rank] = m.node;
     nodes.insert(m.node);
   }
+  const int running = static_cast<int>(running_on.size());
   const bool explained = !stragglers_.named().empty() || !stragglers_.named_links().empty();
   std::map<int, JobSlowdown::Now> now;  // whether a reported slowdown still stands
-  for (const proto::RankSummary& s : summaries_.values()) now[s.rank] = {s.step_p50_ms, s.slowdown};
+  for (const proto::RankSummary& s : summaries_.values()) {
+    auto on = running_on.find(s.rank);
+    now[s.rank] = {s.step_p50_ms, s.slowdown, on != running_on.end() ? on->second : std::string()};
+  }
   std::optional<proto::Incident> incident =
       job_slow_.Evaluate(unix_ms, running, static_cast<int>(nodes.size()), explained, now);
   if (!incident) return;

@@ -14,6 +14,16 @@ namespace ft::master {
 void JobSlowdown::Add(const proto::Event& slowdown, int64_t read_unix_ms) {
   if (slowdown.rank < 0) return;
   reports_[slowdown.rank] = Report{slowdown.node, read_unix_ms, slowdown.step_ms, slowdown.baseline_ms};
+  explained_.erase(slowdown.rank);  // a new episode of its own
+}
+
+void JobSlowdown::TakeVerdicts(int64_t now_unix_ms, const std::map<int, Now>& now) {
+  for (const auto& [rank, n] : now) {
+    if (n.slowdown == 0) explained_.erase(rank);  // cleared: a later slowdown is a new one
+    if (n.slowdown != 1 || n.node.empty() || explained_.count(rank) > 0) continue;
+    auto [it, fresh] = reports_.emplace(rank, Report{n.node, now_unix_ms, n.step_ms, 0});
+    if (!fresh) it->second.read_unix_ms = now_unix_ms;  // still slow: not aged out
+  }
 }
 
 bool JobSlowdown::StillSlow(const Report& report, const std::map<int, Now>& now, int rank) {
@@ -28,6 +38,7 @@ bool JobSlowdown::StillSlow(const Report& report, const std::map<int, Now>& now,
 
 std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int running_ranks, int nodes,
                                                      bool explained, const std::map<int, Now>& now) {
+  TakeVerdicts(now_unix_ms, now);
   std::erase_if(reports_, [&](const auto& r) { return now_unix_ms - r.second.read_unix_ms > options_.window_ms; });
   if (reports_.empty()) {
     reached_unix_ms_ = 0;
@@ -49,6 +60,7 @@ std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int ru
   if (explained) {
     // A culprit explains these slowdowns: they are its, not the job's. A slowdown the job
     // still has once it is gone comes as new reports (a worker raises one per episode).
+    for (const auto& [rank, r] : reports_) explained_.insert(rank);
     reports_.clear();
     reached_unix_ms_ = 0;
     return std::nullopt;
@@ -77,20 +89,29 @@ std::optional<proto::Incident> JobSlowdown::Evaluate(int64_t now_unix_ms, int ru
   incident.confidence = std::clamp(static_cast<double>(count) / running_ranks, 0.0, 1.0);
   for (const auto& [rank, r] : standing) {
     auto it = now.find(rank);
-    incident.evidence.push_back(fmt::format(
-        "rank {} ({}): step {} against its baseline {} ({:+.0f}%){}", rank, r->node, HumanMs(r->step_ms),
-        HumanMs(r->baseline_ms), r->baseline_ms > 0 ? 100 * (r->step_ms / r->baseline_ms - 1) : 0.0,
-        it != now.end() && it->second.step_ms > 0 ? fmt::format(", {} now", HumanMs(it->second.step_ms)) : ""));
+    const double now_ms = it != now.end() ? it->second.step_ms : 0;
+    if (r->baseline_ms > 0) {
+      incident.evidence.push_back(fmt::format(
+          "rank {} ({}): step {} against its baseline {} ({:+.0f}%){}", rank, r->node, HumanMs(r->step_ms),
+          HumanMs(r->baseline_ms), 100 * (r->step_ms / r->baseline_ms - 1),
+          now_ms > 0 ? fmt::format(", {} now", HumanMs(now_ms)) : ""));
+    } else {  // a worker's verdict stands for the report
+      incident.evidence.push_back(fmt::format(
+          "rank {} ({}): slow by its worker's detector, step {} (its report is not in this master's window: "
+          "read before it led, or aged out)", rank, r->node, HumanMs(now_ms > 0 ? now_ms : r->step_ms)));
+    }
     if (incident.evidence.size() == 16 && count > 17) {
       incident.evidence.push_back(fmt::format("... and {} more ranks", count - 16));
       break;
     }
   }
   incident.message = fmt::format(
-      "the whole job slowed alike: {} of {} ranks on {} of {} nodes, median step {:.2f}x its baseline, "
-      "no straggler or slow link among them; look at what every rank shares (input pipeline, storage, "
-      "the fabric, a job-wide setting): no node is evicted for it",
-      count, running_ranks, slowed_nodes.size(), nodes, median);
+      "the whole job slowed alike: {} of {} ranks on {} of {} nodes, {}, no straggler or slow link "
+      "among them; look at what every rank shares (input pipeline, storage, the fabric, a job-wide "
+      "setting): no node is evicted for it",
+      count, running_ranks, slowed_nodes.size(), nodes,
+      ratios.empty() ? std::string("slow by their workers' detectors")
+                     : fmt::format("median step {:.2f}x its baseline", median));
   return incident;
 }
 

@@ -19,6 +19,10 @@
 // stands (RankSummary::slowdown, by the worker's own hysteresis on both the step and the
 // compute signal). A summary of a worker older than that field is judged by its step time: at
 // least half way from the baseline to the step reported.
+// The verdict also stands for a report this master cannot have: one read by the master before
+// it (a takeover resumes the events after its cursor), or one aged out of the window while its
+// rank is still slow. Not for one a culprit explained: that rank counts again only with a new
+// report, or once its worker cleared it and says slow again.
 //
 // Not thread-safe: one thread owns a JobSlowdown.
 #ifndef FT_FTMASTER_JOB_SLOWDOWN_H_
@@ -27,6 +31,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "proto/messages.h"
@@ -43,11 +48,13 @@ class JobSlowdown {
  public:
   explicit JobSlowdown(JobSlowdownOptions options = {}) : options_(options) {}
 
-  // What a rank's latest summary says now: its step time (0: none yet) and its worker's
-  // verdict (RankSummary::slowdown: 1 slow, 0 not, -1 not said).
+  // What a rank's latest summary says now: its step time (0: none yet), its worker's verdict
+  // (RankSummary::slowdown: 1 slow, 0 not, -1 not said) and, for a rank of the running job,
+  // its node (empty: not running; its verdict stands for no report).
   struct Now {
     double step_ms = 0;
     int slowdown = -1;
+    std::string node;
   };
 
   // A `slowdown` event, read at `read_unix_ms` (this master's clock).
@@ -70,9 +77,13 @@ class JobSlowdown {
   };
 
   static bool StillSlow(const Report& report, const std::map<int, Now>& now, int rank);
+  // Keeps the reports of ranks their workers say are slow in the window, and stands a verdict
+  // for a report this master never read or dropped as aged out.
+  void TakeVerdicts(int64_t now_unix_ms, const std::map<int, Now>& now);
 
   JobSlowdownOptions options_;
-  std::map<int, Report> reports_;  // rank -> its latest report
+  std::map<int, Report> reports_;  // rank -> its latest report (baseline 0: a worker's verdict)
+  std::set<int> explained_;        // ranks whose reports a culprit explained, until a new episode
   int64_t reached_unix_ms_ = 0;    // when the share was first reached in this episode; 0: not
   bool named_ = false;
 };

@@ -17,6 +17,9 @@ redis-server; one rank (or every rank) computes slower from a step on.
   --case pipeline    dp=2 tp=2 pp=2, rank 5 (stage 1) 1.5x slower: named with its node
   --case job-wide    every rank 1.3x slower, FT_SLOW_ACTION=evict: a job-slow incident, no
                      straggler named, nothing evicted, the job finishes
+  --case job-wide-takeover
+                     the same, the leader killed once it read the reports: the master that
+                     takes over names it from the workers' verdicts in the summaries
   --case slow-link   the DP communicator of ranks 1 and 5 transfers 20 ms slower (gpusim): a
                      slow-link incident names both ends and nodes, no straggler, nothing evicted
   --case slow-p2p-link
@@ -33,6 +36,7 @@ Each prints `RESULT failslow case=... localize_s=... false_evictions=... step_ti
 import json
 import os
 import re
+import signal
 import statistics
 import sys
 import time
@@ -238,6 +242,55 @@ def case_job_wide(args):
         check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
 
 
+def case_job_wide_takeover(args):
+    """The job-wide slowdown of case job-wide, with a second master standing by: the leader is
+    killed once its events cursor (in the master hash) is past the slowdown reports of 6 ranks
+    (the share), before its 20 s settle ends. The new leader reads the events after that cursor,
+    without those reports: the workers' verdicts in the summaries stand for them, and it names
+    the job-slow incident."""
+    steps = FAULT_STEP + 700
+    lease = {"FT_LEASE": "1s"}
+    env = {**FAST, **lease, "FT_SLOW_ACTION": "evict", "FT_SLOW_CONFIRM": "10s"}
+    with CkptCluster(args, job="fs-jobwide-takeover") as c:
+        m0 = c.start_master(TOPOLOGY, env, name="m0")
+        c.wait_for(lambda: c.db.command("GET", c.key("leader")) == "m0", 10, "m0 leading")
+        c.start_master(TOPOLOGY, env, name="m1")
+        start_workers(c)
+        c.start_ckpt_job(MODEL + ["--steps", str(steps), "--fault", "slow", "--slow-factor", "1.3",
+                                  "--fault-rank", "all", "--fault-step", str(FAULT_STEP)], timeout=300)
+
+        def stream_id(text):
+            return tuple(int(x) for x in text.split("-"))
+
+        def read_by_m0():
+            """The ranks whose slowdown reports are at or before m0's persisted events cursor."""
+            cursor = c.db.command("HGET", c.key("master"), "events_cursor")
+            if not cursor:
+                return set()
+            return {json.loads(f["json"])["rank"] for sid, f in c.stream("events")
+                    if json.loads(f["json"])["kind"] == "slowdown" and stream_id(sid) <= stream_id(cursor)}
+        # (Killed right after it logged a report but before it wrote its cursor, m0 leaves the
+        # report to m1, which reads it again: the cursor, not the log, says what m1 cannot read.)
+        c.wait_for(lambda: len(read_by_m0()) >= 6, 120, "m0's cursor past the slowdown reports of 6 ranks", poll=0.1)
+        m0.send_signal(signal.SIGKILL)
+        m0.wait()
+        print("killed the leader m0 once its cursor was past the reports of ranks %s" % sorted(read_by_m0()))
+        check("kind=job-slow" not in c.master_log("m0"), "m0 named the job-slow incident before it was killed")
+        c.wait_for(lambda: c.db.command("GET", c.key("leader")) == "m1", 10, "m1 leading")
+        inc = c.wait_for(lambda: c.incidents("job-slow"), 90, "a job-slow incident from m1")[0]
+        print("incident %s: %s\n  evidence: %s" % (inc["id"], inc["message"], inc["evidence"]))
+        check("kind=job-slow" in c.master_log("m1"), "the job-slow incident is not m1's")
+        check(not inc["suspects"], "a job-wide slowdown names suspects: %s" % inc["suspects"])
+        check(any("slow by its worker's detector" in e for e in inc["evidence"]),
+              "no rank counted by its worker's verdict: %s" % inc["evidence"])
+        rc = wait_job_exit(c, 300, "the job to finish")
+        check(rc == 0, "the job exited %d" % rc)
+        others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "job-slow"]
+        print("RESULT failslow case=job-wide-takeover false_evictions=%d incidents=%s"
+              % (len(evicted(c)), json.dumps([i["kind"] for i in c.incidents()])))
+        check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
+
+
 def slow_link_case(name, model, topology, rule):
     """A communicator of ranks 1 (node0) and 5 (node1) moves its data 20 ms slower on gpusim
     (GPUSIM_NCCL_SLOW: a collective once both arrived, a message once its receiver is there): a
@@ -307,7 +360,7 @@ CASES = {"evict": case_evict, "localize-x1.2": localize_case(1.2),
          "localize-x3": localize_case(3, "x3-backward", DDP_MODEL, DDP_TOPOLOGY),
          "overlap": localize_case(1.5, "overlap", DDP_MODEL + ["--overlap-grad-reduce"], DDP_TOPOLOGY),
          "pipeline": localize_case(1.5, "pipeline", PP_MODEL, PP_TOPOLOGY),
-         "job-wide": case_job_wide, "slow-ends": case_slow_ends, "jitter": case_jitter,
+         "job-wide": case_job_wide, "job-wide-takeover": case_job_wide_takeover, "slow-ends": case_slow_ends, "jitter": case_jitter,
          "slow-link": slow_link_case("link", MODEL, TOPOLOGY, "dp:20@1+5"),
          "slow-p2p-link": slow_link_case("p2p-link", PP_MODEL, PP_TOPOLOGY, "pp:20@1+5")}
 

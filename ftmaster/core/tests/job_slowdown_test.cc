@@ -76,7 +76,7 @@ TEST(JobSlowdownTest, AFewSlowRanksOrOneNodeAreNotTheJob) {
 // Summaries of workers older than the verdict field: step times only.
 std::map<int, JobSlowdown::Now> EveryRankAt(double step_ms, int ranks = 8) {
   std::map<int, JobSlowdown::Now> steps;
-  for (int r = 0; r < ranks; ++r) steps[r] = {step_ms, -1};
+  for (int r = 0; r < ranks; ++r) steps[r] = {step_ms, -1, {}};
   return steps;
 }
 
@@ -102,7 +102,7 @@ TEST(JobSlowdownTest, OnlyTheRanksStillSlowCount) {
   JobSlowdown job;
   for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
   std::map<int, JobSlowdown::Now> steps = EveryRankAt(130);
-  steps[0] = steps[1] = steps[2] = {100, -1};  // 5 of 8 still slow: under the share
+  steps[0] = steps[1] = steps[2] = {100, -1, {}};  // 5 of 8 still slow: under the share
   EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, steps).has_value());
   EXPECT_FALSE(job.Evaluate(kT0 + 30000, 8, 2, false, steps).has_value());
   steps.erase(0);  // a rank with no summary yet counts as it reported: 6 of 8
@@ -126,7 +126,7 @@ TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
   JobSlowdown job;
   add_reports(&job);
   std::map<int, JobSlowdown::Now> now;
-  for (int r = 0; r < 8; ++r) now[r] = {70, r == 4 || r == 7 ? 0 : 1};
+  for (int r = 0; r < 8; ++r) now[r] = {70, r == 4 || r == 7 ? 0 : 1, {}};
   EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, now).has_value());  // reached: settling
   for (int64_t t = 2000; t < 21000; t += 1000) {
     EXPECT_FALSE(job.Evaluate(kT0 + t, 8, 2, false, now).has_value()) << t;
@@ -140,7 +140,7 @@ TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
   // 5 of 8, nothing named.
   JobSlowdown cleared;
   add_reports(&cleared);
-  now[6] = {90, 0};
+  now[6] = {90, 0, {}};
   for (int64_t t = 1000; t <= 40000; t += 1000) {
     EXPECT_FALSE(cleared.Evaluate(kT0 + t, 8, 2, false, now).has_value()) << t;
   }
@@ -152,10 +152,78 @@ TEST(JobSlowdownTest, AWorkersVerdictDecidesWhetherItsRankIsStillSlow) {
   for (int64_t t = 1000; t < 30000; t += 1000) {
     EXPECT_FALSE(older.Evaluate(kT0 + t, 8, 2, false, steps).has_value()) << t;
   }
-  steps[6] = {72, -1};
-  steps[2] = {72, -1};
+  steps[6] = {72, -1, {}};
+  steps[2] = {72, -1, {}};
   EXPECT_FALSE(older.Evaluate(kT0 + 30000, 8, 2, false, steps).has_value());
   EXPECT_TRUE(older.Evaluate(kT0 + 50000, 8, 2, false, steps).has_value());
+}
+
+// Every rank of the running job as its worker's summary says: `verdict` (1 slow, 0 not, -1
+// not said), on node0 (ranks 0-3) or node1 (4-7).
+std::map<int, JobSlowdown::Now> EveryRankSays(int verdict, double step_ms = 130) {
+  std::map<int, JobSlowdown::Now> now;
+  for (int r = 0; r < 8; ++r) now[r] = {step_ms, verdict, r < 4 ? "node0" : "node1"};
+  return now;
+}
+
+// A master that took over reads the events after its predecessor's cursor: the slowdown
+// reports are behind it. The workers' verdicts in the summaries stand for them.
+TEST(JobSlowdownTest, AMasterThatTookOverCountsTheVerdictsOfReportsItNeverRead) {
+  JobSlowdown job;
+  EXPECT_FALSE(job.Evaluate(kT0, 8, 2, false, EveryRankSays(1)).has_value());  // reached: settling
+  EXPECT_FALSE(job.Evaluate(kT0 + 19999, 8, 2, false, EveryRankSays(1)).has_value());
+  std::optional<proto::Incident> incident = job.Evaluate(kT0 + 20000, 8, 2, false, EveryRankSays(1));
+  ASSERT_TRUE(incident.has_value());
+  EXPECT_EQ(incident->kind, "job-slow");
+  EXPECT_NE(incident->message.find("8 of 8 ranks on 2 of 2 nodes, slow by their workers' detectors"),
+            std::string::npos) << incident->message;
+  ASSERT_EQ(incident->evidence.size(), 8u);
+  EXPECT_EQ(incident->evidence[0], "rank 0 (node0): slow by its worker's detector, step 130 ms (its report is not "
+                                   "in this master's window: read before it led, or aged out)");
+
+  // Workers that say nothing (older ones), say not slow, or ranks not in the running job
+  // (no node): nothing stands for a report.
+  for (auto now : {EveryRankSays(-1), EveryRankSays(0), EveryRankAt(130)}) {
+    JobSlowdown none;
+    for (int64_t t = 0; t <= 40000; t += 1000) EXPECT_FALSE(none.Evaluate(kT0 + t, 8, 2, false, now).has_value());
+    EXPECT_FALSE(none.active());
+  }
+}
+
+// A slowdown longer than the window: the reports came once, at its start; the verdicts keep
+// them in the episode (named once, active while it lasts), which ends once the workers clear
+// them and the window passes.
+TEST(JobSlowdownTest, AVerdictKeepsALongSlowdownInItsEpisode) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, EveryRankSays(1)).has_value());
+  EXPECT_TRUE(job.Evaluate(kT0 + 21000, 8, 2, false, EveryRankSays(1)).has_value());
+  for (int64_t t = 22000; t <= 200000; t += 1000) {
+    ASSERT_FALSE(job.Evaluate(kT0 + t, 8, 2, false, EveryRankSays(1)).has_value()) << t;  // once
+  }
+  EXPECT_TRUE(job.active());
+  EXPECT_FALSE(job.Evaluate(kT0 + 201000, 8, 2, false, EveryRankSays(0)).has_value());
+  EXPECT_TRUE(job.active());  // cleared, but the reports are still in the window
+  EXPECT_FALSE(job.Evaluate(kT0 + 261000, 8, 2, false, EveryRankSays(0)).has_value());
+  EXPECT_FALSE(job.active());
+}
+
+// A straggler explained its peers' slow steps: their workers may still say slow once it is
+// gone (replaced, or recovered), but what it caused counts again only as a new episode: a
+// worker that cleared its rank and says slow again, or a new report.
+TEST(JobSlowdownTest, WhatACulpritExplainedCountsAgainOnlyAsANewEpisode) {
+  JobSlowdown job;
+  for (int r = 0; r < 8; ++r) job.Add(Slowdown(r), kT0);
+  EXPECT_FALSE(job.Evaluate(kT0 + 1000, 8, 2, false, EveryRankSays(1)).has_value());
+  EXPECT_FALSE(job.Evaluate(kT0 + 10000, 8, 2, true, EveryRankSays(1)).has_value());  // rank 5 named
+  for (int64_t t = 11000; t <= 100000; t += 1000) {
+    ASSERT_FALSE(job.Evaluate(kT0 + t, 8, 2, false, EveryRankSays(1)).has_value()) << t;
+  }
+  EXPECT_FALSE(job.active());
+  EXPECT_FALSE(job.Evaluate(kT0 + 101000, 8, 2, false, EveryRankSays(0)).has_value());  // cleared
+  EXPECT_FALSE(job.Evaluate(kT0 + 102000, 8, 2, false, EveryRankSays(1)).has_value());  // slow again
+  EXPECT_FALSE(job.Evaluate(kT0 + 121999, 8, 2, false, EveryRankSays(1)).has_value());
+  EXPECT_TRUE(job.Evaluate(kT0 + 122000, 8, 2, false, EveryRankSays(1)).has_value());
 }
 
 TEST(JobSlowdownTest, ReportsOlderThanTheWindowDoNotCount) {
