@@ -221,6 +221,18 @@ def localize_case(factor, name=None, model=MODEL, topology=TOPOLOGY):
     return run
 
 
+def check_job_wide_ends(c, inc, case):
+    """A job-wide slowdown's incident `inc` names no suspect; the job finishes, and nothing else
+    was blamed or evicted. Prints the case's RESULT line."""
+    check(not inc["suspects"], "a job-wide slowdown names suspects: %s" % inc["suspects"])
+    rc = wait_job_exit(c, 300, "the job to finish")
+    check(rc == 0, "the job exited %d" % rc)
+    others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "job-slow"]
+    print("RESULT failslow case=%s false_evictions=%d incidents=%s"
+          % (case, len(evicted(c)), json.dumps([i["kind"] for i in c.incidents()])))
+    check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
+
+
 def case_job_wide(args):
     # The slow phase outlasts the 20 s settle with room: on a loaded host (CI) a rank or two
     # may take 30 s to see a 1.3x slowdown through its own noise, or never see it, and the share
@@ -233,13 +245,7 @@ def case_job_wide(args):
                                   "--fault-rank", "all", "--fault-step", str(FAULT_STEP)], timeout=300)
         inc = c.wait_for(lambda: c.incidents("job-slow"), 120, "a job-slow incident")[0]
         print("incident %s: %s\n  evidence: %s" % (inc["id"], inc["message"], inc["evidence"][:3]))
-        check(not inc["suspects"], "a job-wide slowdown names suspects: %s" % inc["suspects"])
-        rc = wait_job_exit(c, 300, "the job to finish")
-        check(rc == 0, "the job exited %d" % rc)
-        others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "job-slow"]
-        print("RESULT failslow case=job-wide false_evictions=%d incidents=%s"
-              % (len(evicted(c)), json.dumps([i["kind"] for i in c.incidents()])))
-        check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
+        check_job_wide_ends(c, inc, "job-wide")
 
 
 def case_job_wide_takeover(args):
@@ -280,15 +286,9 @@ def case_job_wide_takeover(args):
         inc = c.wait_for(lambda: c.incidents("job-slow"), 90, "a job-slow incident from m1")[0]
         print("incident %s: %s\n  evidence: %s" % (inc["id"], inc["message"], inc["evidence"]))
         check("kind=job-slow" in c.master_log("m1"), "the job-slow incident is not m1's")
-        check(not inc["suspects"], "a job-wide slowdown names suspects: %s" % inc["suspects"])
         check(any("slow by its worker's detector" in e for e in inc["evidence"]),
               "no rank counted by its worker's verdict: %s" % inc["evidence"])
-        rc = wait_job_exit(c, 300, "the job to finish")
-        check(rc == 0, "the job exited %d" % rc)
-        others = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents() if i["kind"] != "job-slow"]
-        print("RESULT failslow case=job-wide-takeover false_evictions=%d incidents=%s"
-              % (len(evicted(c)), json.dumps([i["kind"] for i in c.incidents()])))
-        check(not others and not evicted(c), "a job-wide slowdown was blamed: %s, evicted %s" % (others, evicted(c)))
+        check_job_wide_ends(c, inc, "job-wide-takeover")
 
 
 def slow_link_case(name, model, topology, rule):
