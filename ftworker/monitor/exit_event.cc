@@ -10,6 +10,15 @@
 
 namespace ft::worker {
 
+namespace {
+
+// Signals that ask a process to end: a launcher's teardown, a scheduler's preemption, a
+// person's kill or Ctrl-C. Not SIGKILL: the OOM killer sends it too, and a launcher only after
+// a SIGTERM went unheeded.
+bool AsksToEnd(int sig) { return sig == SIGTERM || sig == SIGINT || sig == SIGHUP; }
+
+}  // namespace
+
 void DescribeEnd(const RankEnd& end, proto::Event* event) {
   proto::Event& e = *event;
   e.clean = end.life == proto::RankState::kExited;
@@ -42,6 +51,19 @@ void DescribeEnd(const RankEnd& end, proto::Event* event) {
     // What the kernel says of a zombie beats what the process last wrote in its header.
     const int sig = WTERMSIG(*wait);
     e.code = -sig;
+    if (AsksToEnd(sig)) {
+      // Ended by a request to end that libft.so did not record (no handler: FT_CKPT_ON_SIGNAL=
+      // none, a process killed before libft.so installed it, an app that reset it): a teardown
+      // all the same. As a crash it made the master name a rank the launcher tore down after
+      // another one failed unseen.
+      e.terminated_by_signal = sig;
+      e.terminate_unix_ms = e.unix_ms;
+      e.message = fmt::format("rank {} (pid {}) was killed by signal {} ({}), which asks a process to end: a "
+                              "teardown (a launcher, a scheduler or a person ending it), not a crash",
+                              end.rank, end.pid, sig, strsignal(sig));
+      FT_LOG(Info, Worker, "{}", e.message);
+      return;
+    }
     e.message = fmt::format("rank {} (pid {}) was killed by signal {} ({}){}", end.rank, end.pid, sig, strsignal(sig),
                             sig == SIGKILL ? ": by a person, the launcher or the OOM killer (see dmesg)" : "");
     FT_LOG(Warn, Worker, "{}", e.message);

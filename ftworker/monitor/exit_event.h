@@ -22,7 +22,9 @@ struct RankEnd {
   std::optional<int> wait_status;    // a zombie's, as waitpid(2) would report it
 };
 
-// Sets the exit event's clean, code, status_unknown and message, and logs the message.
+// Sets the exit event's clean, code, status_unknown and message, and logs the message. A zombie
+// killed by a signal that asks a process to end (SIGTERM, SIGINT, SIGHUP) that libft.so did not
+// record also sets terminated_by_signal (and terminate_unix_ms: the event's time): a teardown.
 void DescribeEnd(const RankEnd& end, proto::Event* event);
 
 }  // namespace ft::worker

@@ -12,7 +12,8 @@
 //     normal path with a failing status (an uncaught exception, exit(1)) is a failure like a
 //     death: state "dead", clean = false, code = the status — never how a job finishes. Either
 //     carries terminated_by_signal when libft.so recorded that a signal (SIGTERM from a
-//     launcher) asked the process to end: a teardown, not a crash. If the
+//     launcher) asked the process to end, or when the zombie's status says such a signal
+//     killed it (exit_event.h): a teardown, not a crash. If the
 //     pid is invisible from the start while the heartbeat advances, the process lives in
 //     another pid namespace and the heartbeat alone decides (stale for 3 s = dead);
 //   - CPU % over the last ~1 s from utime + stime; last call age; blocked time; busy =
