@@ -118,6 +118,16 @@ std::string HostName() {
   return buf;
 }
 
+// FT_CKPT_ON_SIGNAL's signals are marked in the segment from here on, in a job that registers
+// nothing to save too (the save itself waits for ft_register_end): a launcher's or scheduler's
+// SIGTERM then reads as a teardown to the worker, whether or not it sees the process's exit
+// status. Unmarked, a preempted job's ranks whose launcher reaped them first were crashes, and
+// the master named them. A bad value is said at ft_register_end (no save at termination).
+void ArmTerminationMarks(const Config& config) {
+  std::vector<int> signals;
+  if (term::ParseSignals(config.ckpt_on_signal, &signals).ok()) term::Arm(signals);
+}
+
 void DoInit() {
   Environment env = Environment::FromProcess();
   Config config;
@@ -215,6 +225,7 @@ void DoInit() {
   }
   FT_LOG(Debug, Preload, "libft.so active: segment {}", name);
   g_state.store(kActive, std::memory_order_release);
+  ArmTerminationMarks(config);
 }
 
 std::once_flag g_init_once;

@@ -22,11 +22,15 @@ CPU collective or a store barrier do (trainsim --fault hang-host --fault-rank al
   --case finish-teardown      rank 0 ends cleanly (exit(0)) at step 5 and the launcher tears down
                               the rest 0.2 s after its exit (SIGKILL to rank 1, SIGTERM to ranks
                               2 and 3): no incident
+  --case preempted-unregistered
+                              a job that registers nothing (--ft off, detection only) has every
+                              rank SIGTERMed at once: four teardowns, no incident
 """
 
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -250,13 +254,42 @@ def case_finish_teardown(args):
         print("OK: no incident for a job ending with its launcher's teardown")
 
 
+def case_preempted_unregistered(args):
+    """A job that uses ft for detection only (trainsim --ft off: nothing registered, so nothing
+    to save) is preempted: every rank SIGTERMed at once, none handles it. libft.so marks the
+    signal from its start, so each exit is a teardown whether or not its worker read the exit
+    status before the launcher reaped the process: no incident. Unmarked, the ranks reaped
+    first were crashes and the master named them (a crash incident, a stop)."""
+    with Cluster(args, job="dt-preempt", nodes=2, ranks_per_node=2) as c:
+        c.start_master(SMALL_TOPOLOGY, FAST)
+        c.start_workers(FAST)
+        c.start_job(SMALL + ["--ft", "off", "--steps", "100000", "--compute-ms", "20", "--verbose"], timeout=240)
+        pids = c.wait_for(lambda: len(c.rank_pids()) == 4 and c.rank_pids(), 60, "every rank's pid")
+        c.wait_for(lambda: len(set(re.findall(r"trainsim rank=(\d+) step=20 ", c.job_output()))) == 4, 90,
+                   "step 20 on every rank")
+        for r in range(4):
+            os.kill(pids[r], signal.SIGTERM)
+        print("every rank SIGTERMed at once")
+        c.wait_exits(range(4))
+        c.wait_for(lambda: len(c.events(kind="exit")) >= 4, 30, "the four exit events")
+        c.wait_for(c.master_caught_up, 30, "the master caught up")
+        time.sleep(2)
+        exits = {e["rank"]: (e["clean"], e["code"], e.get("terminated_by_signal", 0)) for e in c.events(kind="exit")}
+        print("exits (clean, code, terminated_by_signal): %s" % exits)
+        check(all(t == signal.SIGTERM for _, _, t in exits.values()), "an exit not read as a teardown: %s" % exits)
+        named = [(i["kind"], suspects(i), i["decision"]) for i in c.incidents()]
+        check(not named, "a preemption of a detection-only job gave incidents: %s" % named)
+        print("OK: a preempted detection-only job: four teardowns, no incident")
+
+
 def main():
     args = parse_args()
     cases = {"frozen": case_frozen, "early-hang": case_early_hang,
              "busy-first-step": case_busy_first_step,
              "crash-outside-nccl": case_crash_outside_nccl,
              "frozen-outside-nccl": case_frozen_outside_nccl,
-             "finish-teardown": case_finish_teardown}
+             "finish-teardown": case_finish_teardown,
+             "preempted-unregistered": case_preempted_unregistered}
     cases[args.case](args)
     print("PASS")
 
