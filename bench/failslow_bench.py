@@ -8,7 +8,7 @@ Runs the fail-slow scenarios of tests/e2e/failslow_e2e_test.py REPEAT times each
 trainsim/gpusim with real ftworkers, ftmaster and redis-server — rank 5 of 8 (dp=2 tp=4, 2 nodes)
 1.2x, 1.5x (FT_SLOW_ACTION=evict: saved, stopped, node1 evicted, relaunched on node2) and 3x
 slower (dp=8, in the backward pass), 1.5x behind overlapped gradient all-reduces and in a pipeline
-stage, every rank 1.3x slower (job-wide, FT_SLOW_ACTION=evict), and one DP communicator's
+stage, every rank 1.5x slower (job-wide, FT_SLOW_ACTION=evict), and one DP communicator's
 transfer or one pipeline link 20 ms slower (gpusim's GPUSIM_NCCL_SLOW) — and collects each run's
 `RESULT failslow case=...` line. Ends with one line:
 
