@@ -42,7 +42,6 @@ bool MayRecordInto(cudaStream_t stream) { return internal::MayRecordInto(stream)
 bool RelaxCaptureMode() { return internal::RelaxCaptureMode(); }
 
 Status ParseTerminationSignals(std::string_view text, std::vector<int>* out) { return term::ParseSignals(text, out); }
-void ArmTermination(const std::vector<int>& signals) { term::Arm(signals); }
 void BlockTerminationSignals() noexcept { term::BlockTerminationSignals(); }
 void FinishTerminationAtExit() noexcept { term::FinishAtExit(); }
 void NoteStepDone() noexcept { term::NoteStepDone(); }

@@ -4,9 +4,9 @@
 // done without ft: the app's own handler runs (once, on the thread the signal first hit), or
 // the default action (the process ends by that signal) follows.
 //
-//   Arm        called once libft.so is active (its first CUDA call; again, doing nothing, at
-//              ft_register_end): takes the app's current disposition of each signal as its
-//              own and installs ours in the kernel. Until something is registered a signal
+//   Arm        called once libft.so is active (its first CUDA call, preload/lifecycle.cc):
+//              takes the app's current disposition of each signal as its own and installs
+//              ours in the kernel. Until something is registered a signal
 //              saves nothing (SaveBeforeEnd: not registered) but is marked in the segment, so
 //              the worker reads the rank's end as a teardown. With FT_ENABLE=0, or before
 //              libft.so is active, nothing is changed.

@@ -62,11 +62,11 @@ class FtScope {
 bool MayRecordInto(cudaStream_t stream);
 bool RelaxCaptureMode();
 
-// The termination signals (FT_CKPT_ON_SIGNAL): parsed, armed, blocked on the agent's threads;
-// at exit, a save in progress waited for and the signal's default action taken; at each step
-// done, a handled signal's mark cleared once the rank trains on (preload/term_signal.h).
+// The termination signals (FT_CKPT_ON_SIGNAL, armed when libft.so becomes active): parsed,
+// blocked on the agent's threads; at exit, a save in progress waited for and the signal's
+// default action taken; at each step done, a handled signal's mark cleared once the rank
+// trains on (preload/term_signal.h).
 Status ParseTerminationSignals(std::string_view text, std::vector<int>* out);
-void ArmTermination(const std::vector<int>& signals);
 void BlockTerminationSignals() noexcept;
 void FinishTerminationAtExit() noexcept;
 void NoteStepDone() noexcept;

@@ -243,11 +243,11 @@ int Agent::OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp) {
     RegisterExitHandler();
     InstallTerminateSave();
   });
-  // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, checked at Init).
+  // From now on a termination signal saves first (FT_CKPT_ON_SIGNAL, armed when libft.so
+  // became active: until now it only marked the segment).
   std::vector<int> signals;
   Status parsed = host::ParseTerminationSignals(cfg.ckpt_on_signal, &signals);
   if (parsed.ok()) {
-    host::ArmTermination(signals);
     // For the worker: a stop it sends waits for this save before SIGKILL (shm/layout.h).
     if (!signals.empty() && host::Segment()) {
       const auto grace_ms = std::chrono::duration_cast<std::chrono::milliseconds>(cfg.ckpt_term_grace).count();
