@@ -81,7 +81,7 @@ bool MainReturned() noexcept;
 // its first use, so a libcudart loaded after libft.so is found).
 #define FT_AGENT_CUDA_FUNCTIONS(X)                                                                 \
   X(cudaDeviceSynchronize) X(cudaEventCreateWithFlags) X(cudaEventDestroy) X(cudaEventQuery)       \
-  X(cudaEventRecord) X(cudaEventSynchronize) X(cudaGetDevice) X(cudaGetLastError)                  \
+  X(cudaEventRecord) X(cudaGetDevice) X(cudaGetLastError)                                          \
   X(cudaHostRegister) X(cudaMemcpyAsync) X(cudaPeekAtLastError) X(cudaPointerGetAttributes)        \
   X(cudaSetDevice) X(cudaStreamCreateWithFlags) X(cudaStreamSynchronize) X(cudaStreamWaitEvent)    \
   X(cudaThreadExchangeStreamCaptureMode)

@@ -14,6 +14,8 @@ namespace ft::preload::agent {
 
 namespace {
 
+constexpr std::chrono::microseconds kChunkPoll{50};
+
 uint64_t UnixNowNs() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -78,10 +80,21 @@ class ChunkCopier {
   size_t next_ = 0;  // the first buffer that may overlap the next chunk
 };
 
+// Waits for chunk c's copy by polling its event, asleep between polls, not in
+// cudaEventSynchronize: on an event made without cudaEventBlockingSync, as the agent's are, that
+// call spins a core for the whole copy, the core the checksum helpers and the app want. (With the
+// flag, every chunk's completion would wake this thread: through the driver's interrupt on a
+// GPU, through the copy engine's own thread on gpusim, on the save's critical path.) A poll's
+// sleep is shorter than a chunk's copy at PCIe speed (4 MiB at 50 GB/s: 80 us), and
+// kEventWindow chunks stay queued, so the link never waits on it.
 Status WaitForChunk(AgentCuda* cuda, size_t c) {
-  auto sync = FT_HOST_CUDA(cudaEventSynchronize);
-  if (sync == nullptr) return Status::Unavailable("cudaEventSynchronize not found");
-  return CudaStatus(sync(cuda->event(c)), "cudaEventSynchronize (a chunk's copy)");
+  auto query = FT_HOST_CUDA(cudaEventQuery);
+  if (query == nullptr) return Status::Unavailable("cudaEventQuery not found");
+  while (true) {
+    const cudaError_t q = query(cuda->event(c));
+    if (q != cudaErrorNotReady) return CudaStatus(q, "cudaEventQuery (a chunk's copy)");
+    std::this_thread::sleep_for(kChunkPoll);
+  }
 }
 
 // Copies every chunk; `sums` (may be null): checksums each as soon as it landed.

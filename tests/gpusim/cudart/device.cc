@@ -58,6 +58,7 @@ const Config& GetConfig() {
     c->device_count = static_cast<int>(EnvLong("GPUSIM_DEVICE_COUNT", 8, 0, kMaxDevices));
     c->kernel_default_us = EnvLong("GPUSIM_KERNEL_DEFAULT_US", 5, 0, 3600L * 1000 * 1000);
     if (const char* libs = getenv("GPUSIM_KERNEL_LIBS")) c->kernel_libs = libs;
+    c->spin_waits = EnvLong("GPUSIM_SPIN_WAITS", 0, 0, 1) == 1;
     return c;
   }();
   return *cfg;

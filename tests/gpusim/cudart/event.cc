@@ -68,6 +68,28 @@ void ReachEvent(CUevent_st* ev, uint64_t gen) {
   }
 }
 
+namespace {
+
+// The driver's rule (cudaEventSynchronize): a thread waiting for an event made without
+// cudaEventBlockingSync busy-waits, unless the device was told to block
+// (cudaDeviceScheduleBlockingSync); under the default schedule it spins as long as the process
+// has no more contexts than the host has cores. Modelled only with GPUSIM_SPIN_WAITS=1: on a
+// 2-core test machine every rank spinning on its steps would starve the rest, so by default
+// every wait blocks. A test that checks what a wait costs the CPU sets it.
+bool SpinsOnSynchronize(const CUevent_st* ev) {
+  if (!GetConfig().spin_waits || (ev->flags & cudaEventBlockingSync)) return false;
+  const unsigned schedule = GetDevice(CurrentDevice()).flags.load(std::memory_order_relaxed) & cudaDeviceScheduleMask;
+  return schedule != cudaDeviceScheduleBlockingSync;
+}
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
 void WaitEventReached(CUevent_st* ev, uint64_t gen) {
   if (ev->reached_gen.load(std::memory_order_acquire) >= gen) return;
   std::unique_lock<std::mutex> lk(ev->mu);
@@ -187,7 +209,12 @@ GPUSIM_API cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (cudaError_t c = CheckCaptureSafe(); c != cudaSuccess) return Ret(c);
   if (EventCaptureId(ev) != 0) return Ret(cudaErrorCapturedEvent);
   if (CurrentWorkerStream()) return Ret(cudaErrorNotPermitted);  // see SyncStream
-  WaitEventReached(ev, ev->record_gen.load(std::memory_order_acquire));
+  const uint64_t gen = ev->record_gen.load(std::memory_order_acquire);
+  if (SpinsOnSynchronize(ev)) {
+    while (ev->reached_gen.load(std::memory_order_acquire) < gen) CpuRelax();
+    return cudaSuccess;
+  }
+  WaitEventReached(ev, gen);
   return cudaSuccess;
 }
 

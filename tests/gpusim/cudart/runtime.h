@@ -54,6 +54,7 @@ struct Config {
   int device_count = 8;          // GPUSIM_DEVICE_COUNT
   long kernel_default_us = 5;    // GPUSIM_KERNEL_DEFAULT_US
   std::string kernel_libs;       // GPUSIM_KERNEL_LIBS
+  bool spin_waits = false;       // GPUSIM_SPIN_WAITS
 };
 const Config& GetConfig();
 int CurrentDevice();
