@@ -14,7 +14,7 @@ namespace ft::preload::agent {
 
 namespace {
 
-constexpr std::chrono::microseconds kChunkPoll{50};
+constexpr std::chrono::microseconds kChunkPoll{100};
 
 uint64_t UnixNowNs() {
   struct timespec ts;
@@ -85,8 +85,8 @@ class ChunkCopier {
 // call spins a core for the whole copy, the core the checksum helpers and the app want. (With the
 // flag, every chunk's completion would wake this thread: through the driver's interrupt on a
 // GPU, through the copy engine's own thread on gpusim, on the save's critical path.) A poll's
-// sleep is shorter than a chunk's copy at PCIe speed (4 MiB at 50 GB/s: 80 us), and
-// kEventWindow chunks stay queued, so the link never waits on it.
+// sleep is about a chunk's copy at PCIe speed (4 MiB at 50 GB/s: 80 us), and kEventWindow
+// chunks stay queued, so the link never waits on it.
 Status WaitForChunk(AgentCuda* cuda, size_t c) {
   auto query = FT_HOST_CUDA(cudaEventQuery);
   if (query == nullptr) return Status::Unavailable("cudaEventQuery not found");
