@@ -3,7 +3,6 @@
 // Single-rank communicators keep it one process; the multi-rank behaviour is the e2e tests'.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -27,6 +26,7 @@
 #include "shm/records.h"
 #include "shm/ring.h"
 #include "shm/segment.h"
+#include "tests/util/thread_named.h"
 #include "tests/util/wait_until.h"
 
 namespace ft::preload {
@@ -625,25 +625,6 @@ TEST(Behavior, AStreamStuckInsideAnOlderGapShowsAnOpInFlight) {
   (void)Records();  // empties the ring, which later tests read their records from
 }
 
-// The poller thread (it names itself), or 0.
-pid_t PollerTid() {
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return 0;
-  pid_t found = 0;
-  while (struct dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] == '.') continue;
-    std::string comm;
-    if (FILE* f = fopen(("/proc/self/task/" + std::string(entry->d_name) + "/comm").c_str(), "r")) {
-      char buf[64] = {};
-      if (fgets(buf, sizeof(buf), f) != nullptr) comm = buf;
-      fclose(f);
-    }
-    if (comm == "ft-poller\n") found = static_cast<pid_t>(atoi(entry->d_name));
-  }
-  closedir(dir);
-  return found;
-}
-
 std::atomic<bool> g_hold_poller{false};
 
 // Runs on the poller thread: it stays here, wherever the signal caught it, until released.
@@ -672,7 +653,7 @@ TEST(Behavior, AppThreadsNeverWaitForAStalledPollerAndMemoryStaysBounded) {
   CommOnStream cs(64);
   ASSERT_TRUE(cs.ok());
   auto& [c, s, buf] = cs;
-  pid_t poller = PollerTid();
+  pid_t poller = test_util::ThreadNamed("ft-poller");
   ASSERT_GT(poller, 0) << "no thread named ft-poller";
   struct sigaction action {};
   action.sa_handler = HoldPoller;

@@ -17,12 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 
 #include "preload/tests/ckpt_test_util.h"
+#include "tests/util/thread_named.h"
 
 namespace ft::preload::ckpt_test {
 namespace {
@@ -30,17 +30,14 @@ namespace {
 constexpr size_t kBytes = 16u << 20;  // 16 chunks of FT_CKPT_CHUNK=1mb
 constexpr long kCopyDelayUs = 5000;   // per chunk: the save waits about 80 ms for its copies
 
-// The CPU time the agent's thread ("ft-ckpt") has run, in ns (/proc/self/task/*/schedstat),
-// or nullopt where no such thread or no schedstat is.
+// The CPU time the agent's thread ("ft-ckpt") has run, in ns (its /proc schedstat), or nullopt
+// where no such thread or no schedstat is.
 std::optional<uint64_t> AgentCpuNs() {
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string name;
-    if (!std::getline(comm, name) || name != "ft-ckpt") continue;
-    std::ifstream stat(task.path() / "schedstat");
-    uint64_t run_ns = 0;
-    if (stat >> run_ns) return run_ns;
-  }
+  const pid_t tid = test_util::ThreadNamed("ft-ckpt");
+  if (tid == 0) return std::nullopt;
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/schedstat");
+  uint64_t run_ns = 0;
+  if (stat >> run_ns) return run_ns;
   return std::nullopt;
 }
 
