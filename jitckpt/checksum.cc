@@ -3,8 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include <fmt/format.h>
-
+#include "common/hex.h"
 #include "common/names.h"
 #include "jitckpt/checksum_simd.h"
 
@@ -64,24 +63,9 @@ uint64_t Checksum(const void* data, size_t bytes) {
   return internal::ChecksumWith(internal::ChecksumVectorInUse(), data, bytes);
 }
 
-std::string DigestHex(uint64_t digest) { return fmt::format("{:016x}", digest); }
+std::string DigestHex(uint64_t digest) { return Hex64(digest); }
 
-bool ParseDigest(std::string_view hex, uint64_t* digest) {
-  if (hex.size() != 16) return false;
-  uint64_t value = 0;
-  for (char c : hex) {
-    int nibble;
-    if (c >= '0' && c <= '9') {
-      nibble = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      nibble = c - 'a' + 10;
-    } else {
-      return false;  // upper case too: a digest has exactly one spelling
-    }
-    value = (value << 4) | static_cast<uint64_t>(nibble);
-  }
-  *digest = value;
-  return true;
-}
+// Lower case only: a digest has exactly one spelling.
+bool ParseDigest(std::string_view hex, uint64_t* digest) { return ParseHex64(hex, digest, HexCase::kLowerOnly); }
 
 }  // namespace ft::ckpt

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/hex.h"
 #include "proto/json_codec.h"
 #include "proto/json_fields.h"
 
@@ -95,32 +96,9 @@ const auto kProgressFields = [](auto& io, auto& p) {
 
 // ---------------------------------------------------------------------------------------------
 
-std::string CommIdHex(uint64_t id) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, id >>= 4) out[static_cast<size_t>(i)] = kDigits[id & 0xf];
-  return out;
-}
+std::string CommIdHex(uint64_t id) { return Hex64(id); }
 
-bool ParseCommIdHex(std::string_view text, uint64_t* id) {
-  if (text.size() != 16) return false;
-  uint64_t value = 0;
-  for (char c : text) {
-    int digit;
-    if (c >= '0' && c <= '9') {
-      digit = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      digit = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      digit = c - 'A' + 10;
-    } else {
-      return false;
-    }
-    value = (value << 4) | static_cast<uint64_t>(digit);
-  }
-  *id = value;
-  return true;
-}
+bool ParseCommIdHex(std::string_view text, uint64_t* id) { return ParseHex64(text, id); }
 
 std::string SuspectsField(const std::vector<Suspect>& suspects) {
   std::string out;

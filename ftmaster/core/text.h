@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "common/hex.h"
+
 namespace ft::master {
 
 // As docs/redis-schema.md writes communicator ids: 16 lowercase hex digits.
-inline std::string CommHex(uint64_t id) { return fmt::format("{:016x}", id); }
+inline std::string CommHex(uint64_t id) { return Hex64(id); }
 
 // "850 ms", "2.1 s", "3.5 min".
 inline std::string HumanMs(double ms) {

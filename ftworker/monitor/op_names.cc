@@ -5,6 +5,7 @@
 #include <array>
 #include <span>
 
+#include "common/hex.h"
 #include "shm/records.h"
 
 namespace ft::worker {
@@ -50,13 +51,13 @@ std::string ApiCallName(uint64_t library, uint64_t symbol_id) {
   for (const ApiSymbol& s : symbols) {
     if (s.id == symbol_id) return s.name;
   }
-  return fmt::format("#{:016x}", symbol_id);
+  return "#" + Hex64(symbol_id);
 }
 
 std::string ApiCallNameV1(uint64_t index) {
   return fmt::format("#{} (symbol index of an older libft.so)", index);
 }
 
-std::string CommHex(uint64_t comm_id) { return fmt::format("{:016x}", comm_id); }
+std::string CommHex(uint64_t comm_id) { return Hex64(comm_id); }
 
 }  // namespace ft::worker
