@@ -179,11 +179,11 @@ int LoadStart(Start* st) {
 
 int RunGcMode(const Start& st) {
   ft::worker::GcCommand gc;
-  gc.job = st.job;
-  gc.arena_dir = !st.flags.arena_dir.empty() ? st.flags.arena_dir : st.config.ckpt_arena_dir;
-  gc.local_dir = st.config.ckpt_dir;
-  gc.remote_dir = st.config.ckpt_remote_dir;
-  gc.dry_run = st.flags.dry_run;
+  gc.sweep.job = st.job;
+  gc.sweep.arena_dir = !st.flags.arena_dir.empty() ? st.flags.arena_dir : st.config.ckpt_arena_dir;
+  gc.sweep.local_dir = st.config.ckpt_dir;
+  gc.sweep.remote_dir = st.config.ckpt_remote_dir;
+  gc.sweep.dry_run = st.flags.dry_run;
   gc.release = st.flags.release;
   ft::Status s = ft::redis::EndpointFromConfig(st.config, st.flags.redis, &gc.redis);
   if (s.ok()) {

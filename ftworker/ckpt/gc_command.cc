@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "ftworker/ckpt/arena_sweep.h"
 #include "proto/keys.h"
 #include "redis/client.h"
 #include "redis/cluster.h"
@@ -14,7 +13,8 @@
 namespace ft::worker {
 
 int RunGc(const GcCommand& c) {
-  if (c.job.empty()) {
+  const ArenaSweepOptions& options = c.sweep;
+  if (options.job.empty()) {
     std::fprintf(stderr, "ftworker gc: no job: pass --job J (or set FT_JOB)\n");
     return 2;
   }
@@ -24,24 +24,18 @@ int RunGc(const GcCommand& c) {
   } else {
     std::unique_ptr<redis::Commands> db;
     Status s = redis::OpenCommands(c.redis, std::chrono::seconds(3), std::chrono::seconds(3), &db);
-    if (s.ok()) s = ReadJobGcFacts(*db, proto::Keys(c.job), &job);
+    if (s.ok()) s = ReadJobGcFacts(*db, proto::Keys(options.job), &job);
     job.release = c.release;
     if (!s.ok()) {
       job = JobGcFacts{};
       job.unknown_why = fmt::format("Redis at {}: {}", redis::Redacted(c.redis), s.message());
     }
   }
-  ArenaSweepOptions options;
-  options.job = c.job;
-  options.arena_dir = c.arena_dir;
-  options.local_dir = c.local_dir;
-  options.remote_dir = c.remote_dir;
-  options.dry_run = c.dry_run;
   std::vector<ArenaSweepEntry> entries = SweepArenas(options, job);
   for (const ArenaSweepEntry& e : entries) {
     std::string line = ArenaSweepLine(e);
     // A dry run removes nothing: say what it would do.
-    if (c.dry_run && e.decision.remove && line.starts_with("removed ")) line = "would remove " + line.substr(8);
+    if (options.dry_run && e.decision.remove && line.starts_with("removed ")) line = "would remove " + line.substr(8);
     std::printf("%s\n", line.c_str());
   }
   std::printf("%s\n", ArenaSweepSummary(options, entries).c_str());

@@ -9,16 +9,16 @@
 
 #include <string>
 
+#include "ftworker/ckpt/arena_sweep.h"
 #include "redis/url.h"
 
 namespace ft::worker {
 
 struct GcCommand {
-  std::string job;
-  std::string arena_dir;   // FT_CKPT_ARENA_DIR or --arena-dir
-  std::string local_dir;   // FT_CKPT_DIR
-  std::string remote_dir;  // FT_CKPT_REMOTE_DIR
-  bool dry_run = false;
+  // Which arenas, with which tiers, and whether to remove or only say: job, arena_dir
+  // (FT_CKPT_ARENA_DIR or --arena-dir), local_dir (FT_CKPT_DIR), remote_dir (FT_CKPT_REMOTE_DIR),
+  // dry_run (--dry-run); every rank's arena, held or not by a live process.
+  ArenaSweepOptions sweep;
   bool release = false;  // --release: the finished job's planned and newest steps may go too
   bool have_redis = false;  // an endpoint is configured
   redis::Endpoint redis;
