@@ -419,11 +419,9 @@ void Daemon::ReportHardware(int64_t unix_ms) {
   rank_devices_.Update(ranks);
   for (proto::HwSignal& signal : signals) {
     rank_devices_.Attach(&signal);
-    proto::Event event;
-    event.kind = proto::EventKindName(proto::EventKind::kHardware);
-    event.rank = signal.ranks.size() == 1 ? signal.ranks.front() : -1;
-    event.node = options_.node;
-    event.unix_ms = signal.unix_ms > 0 ? signal.unix_ms : unix_ms;
+    const int rank = signal.ranks.size() == 1 ? signal.ranks.front() : -1;  // -1: the node's
+    proto::Event event = proto::NewEvent(proto::EventKind::kHardware, rank, options_.node,
+                                         signal.unix_ms > 0 ? signal.unix_ms : unix_ms);
     std::string whose = "the node";
     if (!signal.ranks.empty()) {
       whose = "rank";

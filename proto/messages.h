@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/names.h"
@@ -256,6 +257,17 @@ struct Event {
 
   bool operator==(const Event&) const = default;
 };
+
+// The fields every event has, set in one place: `kind` about `rank` (-1: the node as a whole)
+// on `node` at `unix_ms`. The kind's own fields are its maker's.
+inline Event NewEvent(EventKind kind, int rank, std::string node, int64_t unix_ms) {
+  Event e;
+  e.kind = EventKindName(kind);
+  e.rank = rank;
+  e.node = std::move(node);
+  e.unix_ms = unix_ms;
+  return e;
+}
 
 // An exit event that says the rank finished: its exit path with status 0. A failing status
 // (an uncaught exception exits 1 through the same path) is a failure, whatever an older worker

@@ -108,11 +108,7 @@ void NodeMonitor::RaiseBusy(int64_t now_unix_ms, std::vector<proto::Event>* out)
         const proto::RankProgress& p = b->progress();
         if (!p.busy || busy_raised_.count(key) > 0) continue;
         busy_raised_.insert(key);
-        proto::Event e;
-        e.kind = proto::EventKindName(proto::EventKind::kBusy);
-        e.rank = b->rank();
-        e.node = p.node;
-        e.unix_ms = now_unix_ms;
+        proto::Event e = proto::NewEvent(proto::EventKind::kBusy, b->rank(), p.node, now_unix_ms);
         e.comm_id = t.comm_id;
         e.op = t.op;
         e.seq = t.seq;

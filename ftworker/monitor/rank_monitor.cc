@@ -471,12 +471,7 @@ void RankMonitor::Finish(Life life, uint64_t now_ns, int64_t now_unix_ms, std::v
 }
 
 proto::Event RankMonitor::MakeEvent(proto::EventKind kind, int64_t unix_ms) const {
-  proto::Event e;
-  e.kind = proto::EventKindName(kind);
-  e.rank = rank_;
-  e.node = node_;
-  e.unix_ms = unix_ms;
-  return e;
+  return proto::NewEvent(kind, rank_, node_, unix_ms);
 }
 
 proto::Membership RankMonitor::membership() const {

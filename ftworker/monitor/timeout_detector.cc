@@ -45,11 +45,7 @@ void TimeoutDetector::Check(const std::vector<InFlightOp>& ops, const TimeoutPol
     if (op.started_age_ms <= timeout_ms) continue;
     raised_[key] = op.seq;
     active_.push_back(ActiveTimeout{op.comm_id, op.p2p, op.seq, op.op});
-    proto::Event e;
-    e.kind = proto::EventKindName(proto::EventKind::kTimeout);
-    e.rank = progress.rank;
-    e.node = progress.node;
-    e.unix_ms = unix_ms;
+    proto::Event e = proto::NewEvent(proto::EventKind::kTimeout, progress.rank, progress.node, unix_ms);
     e.comm_id = op.comm_id;
     e.op = op.op;
     e.seq = op.seq;
