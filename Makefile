@@ -22,11 +22,10 @@ build: configure
 
 # Every test: unit suites, gpusim's own suite, the multi-process end-to-end tests. The long
 # soaks (label soak) run with `make soak`.
-# Three lanes at once (scripts/run-tests.sh): the end-to-end tests timed against the job's own
-# pace (label e2e-pace) one at a time; those timed against the clock (label e2e-timed) one at a
-# time beside them at a quarter of their CPU share; and the rest two at a time at a low CPU share
-# (a cgroup; where none can be made, one lane after the other), so that they fill the idle machine
-# without slowing the paced job.
+# Two streams at once (scripts/run-tests.sh): the end-to-end tests timed against the job's own
+# pace or the clock (label e2e-timed) one at a time, and beside them the rest two at a time at a
+# low CPU share (a cgroup; where none can be made, one stream after the other), so that they
+# fill the idle machine without slowing the timed job.
 test: build
 	@scripts/run-tests.sh $(BUILD) 300
 
