@@ -17,7 +17,8 @@ namespace ft::worker {
 struct GcCommand {
   // Which arenas, with which tiers, and whether to remove or only say: job, arena_dir
   // (FT_CKPT_ARENA_DIR or --arena-dir), local_dir (FT_CKPT_DIR), remote_dir (FT_CKPT_REMOTE_DIR),
-  // dry_run (--dry-run); every rank's arena, held or not by a live process.
+  // dry_run (--dry-run). `ranks` and `holder` stay empty: every rank's arena is looked at, and
+  // whether a live process holds it is asked of the system (SystemArenaHolder).
   ArenaSweepOptions sweep;
   bool release = false;  // --release: the finished job's planned and newest steps may go too
   bool have_redis = false;  // an endpoint is configured
