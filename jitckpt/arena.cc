@@ -190,7 +190,8 @@ Arena& Arena::operator=(Arena&& other) noexcept {
     if (reserve_fd_ >= 0) close(reserve_fd_);
     path_ = std::move(other.path_);
     reserve_fd_ = std::exchange(other.reserve_fd_, -1);
-    prepared_slots_ = std::exchange(other.prepared_slots_, 0);
+    reserved_mask_ = std::exchange(other.reserved_mask_, 0);
+    prepared_mask_ = std::exchange(other.prepared_mask_, 0);
     created_ = std::exchange(other.created_, false);
     base_ = std::exchange(other.base_, nullptr);
     mapped_ = std::exchange(other.mapped_, 0);
@@ -258,7 +259,7 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
       }
       live->writer_pid = static_cast<uint32_t>(getpid());
       *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
-      out->reserve_fd_ = deferred ? fd : -1;
+      out->SetPrepared(deferred ? fd : -1);
       return Status::Ok();
     }
     close(fd);
@@ -307,37 +308,73 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   }
   if (!deferred) close(fd);
   *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
-  out->reserve_fd_ = deferred ? fd : -1;
+  out->SetPrepared(deferred ? fd : -1);
   out->created_ = true;
   return Status::Ok();
 }
 
-Status Arena::PrepareData(int threads, const std::atomic<bool>* stop, int slots) {
-  if (reserve_fd_ < 0) return Status::Ok();
-  const int upto = slots < 0 ? slots_ : std::min(slots_, prepared_slots_ + slots);
-  const uint64_t begin = data_offset_ + static_cast<uint64_t>(prepared_slots_) * data_capacity_;
-  const uint64_t end = upto == slots_ ? mapped_ : data_offset_ + static_cast<uint64_t>(upto) * data_capacity_;
-  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, begin, end);
-  if (!s.ok() || upto == slots_) {
-    close(reserve_fd_);
-    reserve_fd_ = -1;
+void Arena::SetPrepared(int reserve_fd) {
+  reserve_fd_ = reserve_fd;
+  const uint32_t all = (1u << slots_) - 1;
+  reserved_mask_ = prepared_mask_ = reserve_fd < 0 ? all : 0;
+}
+
+std::pair<uint64_t, uint64_t> Arena::SlotRange(int slot) const {
+  const uint64_t begin = data_offset_ + static_cast<uint64_t>(slot) * data_capacity_;
+  return {begin, slot == slots_ - 1 ? mapped_ : begin + data_capacity_};
+}
+
+Status Arena::ReserveSlot(int slot) {
+  if (slot < 0 || slot >= slots_) {
+    return Status::InvalidArgument(fmt::format("host arena {} has no slot {}", path_, slot));
   }
+  if (((reserved_mask_ >> slot) & 1u) != 0) return Status::Ok();
+  if (base_ == nullptr || reserve_fd_ < 0) {
+    return Status::IoError(fmt::format("host arena {} was closed: its space could not be reserved", path_));
+  }
+  const auto [begin, end] = SlotRange(slot);
+  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, begin, end);
   if (!s.ok()) {
     // No save may write a page the directory could not back (SIGBUS on a full tmpfs). An arena
     // this open made holds no copy yet: its name goes too.
+    close(reserve_fd_);
+    reserve_fd_ = -1;
     if (created_) unlink(path_.c_str());
     munmap(base_, mapped_);
     base_ = nullptr;
     return s;
   }
-  prepared_slots_ = upto;
+  reserved_mask_ |= 1u << slot;
+  if (reserved_mask_ == (1u << slots_) - 1) {
+    close(reserve_fd_);
+    reserve_fd_ = -1;
+  }
+  return Status::Ok();
+}
+
+Status Arena::PrepareSlot(int slot, int threads, const std::atomic<bool>* stop) {
+  if (slot_prepared(slot)) return Status::Ok();
+  FT_RETURN_IF_ERROR(ReserveSlot(slot));
+  prepared_mask_ |= 1u << slot;
   // In pieces, so a process that begins to exit meanwhile waits for one piece at most.
   constexpr uint64_t kPiece = 1ull << 30;
+  const auto [begin, end] = SlotRange(slot);
   for (uint64_t at = begin; at < end; at += kPiece) {
     if (stop != nullptr && stop->load(std::memory_order_acquire)) break;  // the rest faults in at first use
     PopulateForWrite(base_ + at, std::min(kPiece, end - at), threads);
   }
   return Status::Ok();
+}
+
+Status Arena::PrepareData(int threads, const std::atomic<bool>* stop) {
+  for (int slot = 0; slot < slots_; ++slot) FT_RETURN_IF_ERROR(PrepareSlot(slot, threads, stop));
+  return Status::Ok();
+}
+
+int Arena::committed_slot() const {
+  Manifest m;
+  uint64_t generation = 0;
+  return ReadCommitted(&m, &generation).ok() ? SlotOf(generation) : -1;
 }
 
 Status Arena::OpenForRead(const std::string& path, Arena* out) {
@@ -375,12 +412,13 @@ Status Arena::OpenForRead(const std::string& path, Arena* out) {
 }
 
 uint8_t* Arena::BeginWrite() {
-  if (!writable_) return nullptr;
+  if (!writable_ || base_ == nullptr) return nullptr;
   if (writing_slot_ >= 0) return write_data();  // already writing
   ArenaHeader* h = HeaderOf(base_);
   // Two slots: the one not holding the committed copy. One: the only one (its copy is lost).
   const uint32_t committed = LoadCommittedSlot(h);
   const int slot = slots_ == 1 || committed != 0 ? 0 : 1;
+  if (!ReserveSlot(slot).ok()) return nullptr;  // the arena is closed now (ReserveSlot)
   const uint64_t seq = LoadSequence(h, slot, __ATOMIC_RELAXED);
   StoreSequence(h, slot, seq + 1 + (seq % 2), __ATOMIC_RELAXED);  // odd
   // The odd sequence is visible before any byte of the new copy.

@@ -30,7 +30,7 @@
 // stays the committed one. It is committed only where no whole copy is (one slot, or none yet).
 //
 // One writer (the rank's agent thread); any number of readers in other processes. The space
-// is reserved with posix_fallocate before the first save (at open, or by PrepareData for an
+// is reserved with posix_fallocate before the first save (at open, or by PrepareSlot for an
 // arena whose writer readies it off its caller's path), and the free space is checked at open,
 // so a full /dev/shm is an error at registration or before the first save, never a SIGBUS.
 #ifndef FT_JITCKPT_ARENA_H_
@@ -54,7 +54,7 @@ inline constexpr int kArenaMaxSlots = 2;
 inline constexpr uint64_t kArenaDataAlign = 2ull << 20;
 
 // When OpenForWrite readies the data regions (reserves their blocks and maps their pages):
-// kNow, before it returns; kByWriter, when the writer calls PrepareData, before its first
+// kNow, before it returns; kByWriter, when the writer calls PrepareSlot (each slot) or PrepareData, before its first
 // BeginWrite (libft.so's agent thread does, so ft_register_end does not wait for it).
 enum class ArenaPrep { kNow, kByWriter };
 
@@ -84,7 +84,7 @@ class Arena {
   // file is reserved with posix_fallocate: IoError naming the directory and the bytes missing
   // when it does not fit (the file is then removed). Huge pages advised.
   // With ArenaPrep::kByWriter only the header and manifests are reserved here (the free space
-  // is still checked for the whole file) and the data regions wait for PrepareData.
+  // is still checked for the whole file) and the data regions wait for PrepareSlot.
   static Status OpenForWrite(std::string_view arena_dir, std::string_view job, int rank,
                              uint64_t manifest_capacity, uint64_t data_bytes, int slots, Arena* out,
                              ArenaPrep prep = ArenaPrep::kNow);
@@ -92,16 +92,24 @@ class Arena {
   // front with the free space of the path's directory checked first.
   static Status OpenForWriteAt(const std::string& path, uint64_t manifest_capacity, uint64_t data_bytes,
                                int slots, Arena* out, ArenaPrep prep = ArenaPrep::kNow);
-  // Writer of an arena opened kByWriter, before its first BeginWrite into a slot: reserves the
-  // data regions (posix_fallocate) and maps their pages writable (PopulateForWrite on `threads`,
-  // 1 GiB at a time; once *stop is set the rest is left to fault in at first use). `slots`: the
-  // next that many slots not prepared yet, from slot 0 (-1: all the rest) — a fresh arena's
-  // first write goes to slot 0. IoError when the directory ran out of room since the open: the
-  // arena is then closed (is_open() false) and, when that open created it, removed. Nothing to
-  // do (Ok) once every slot is prepared, or for an arena opened kNow.
-  Status PrepareData(int threads, const std::atomic<bool>* stop = nullptr, int slots = -1);
-  // Writer: the slots PrepareData prepared so far (every slot for an arena opened kNow).
-  int prepared_slots() const { return reserve_fd_ < 0 ? slots_ : prepared_slots_; }
+  // Writer of an arena opened kByWriter, before a write into `slot`: reserves the slot's data
+  // region (ReserveSlot) and maps its pages writable (PopulateForWrite on `threads`, 1 GiB at a
+  // time; once *stop is set the rest is left to fault in at first use). IoError when the
+  // directory ran out of room since the open: the arena is then closed (is_open() false) and,
+  // when that open created it, removed. Nothing to do (Ok) for a slot prepared before, or any
+  // slot of an arena opened kNow. IoError again once the arena was closed that way.
+  Status PrepareSlot(int slot, int threads, const std::atomic<bool>* stop = nullptr);
+  // Only PrepareSlot's reservation (posix_fallocate; the same errors): a write may then go to
+  // the slot, paying its pages' first faults itself. Quick where the slot's blocks exist (it held
+  // a copy). BeginWrite reserves the slot it picks when nobody did: no write meets a full
+  // directory as a SIGBUS.
+  Status ReserveSlot(int slot);
+  // PrepareSlot of every slot, from slot 0.
+  Status PrepareData(int threads, const std::atomic<bool>* stop = nullptr);
+  // Writer: PrepareSlot (or a kNow open) readied this slot.
+  bool slot_prepared(int slot) const { return slot >= 0 && slot < slots_ && ((prepared_mask_ >> slot) & 1u) != 0; }
+  // Writer: the slot holding the committed copy, -1 when none (read as ReadCommitted does).
+  int committed_slot() const;
   // Writer: this open created the file (it held no copy).
   bool created() const { return created_; }
   // Reader (ftworker, a peer's ft_restore): maps read-only. Corrupt when the header is not a
@@ -123,8 +131,9 @@ class Arena {
   int writer_pid() const;
 
   // Writer side of the commit protocol. BeginWrite returns the data region the new copy goes
-  // to (the same one again while a write is open). Commit publishes it: InvalidArgument when
-  // the manifest does not fit. AbandonWrite gives the write up: with two slots the committed
+  // to (the same one again while a write is open); nullptr for a reader, or when the slot was
+  // not reserved yet and its reservation failed (ReserveSlot: the arena is closed). Commit
+  // publishes it: InvalidArgument when the manifest does not fit. AbandonWrite gives the write up: with two slots the committed
   // copy stays, with one the arena holds none.
   uint8_t* BeginWrite();
   uint8_t* write_data() const;  // the slot being written; nullptr when no write is open
@@ -190,8 +199,14 @@ class Arena {
   uint64_t manifest_capacity_ = 0;  // per slot
   uint64_t data_offset_ = 0;        // slot 0's data; slot i's is i * data_capacity_ further
   uint64_t data_capacity_ = 0;
-  int reserve_fd_ = -1;   // writer opened kByWriter: the file, until PrepareData reserved it all
-  int prepared_slots_ = 0;  // writer opened kByWriter: slots [0, this) reserved and populated
+  // [begin, end) of `slot`'s data region in the mapping (the last slot's runs to the file's end).
+  std::pair<uint64_t, uint64_t> SlotRange(int slot) const;
+  // Writer: the file kept open (kByWriter: -1 once every slot is reserved, kNow: -1 at once)
+  // and which slots are reserved and prepared (bit i: slot i).
+  void SetPrepared(int reserve_fd);
+  int reserve_fd_ = -1;
+  uint32_t reserved_mask_ = 0;
+  uint32_t prepared_mask_ = 0;
   bool created_ = false;  // writer: this open created the file (it held no copy)
 };
 

@@ -162,6 +162,7 @@ class Loader {
   }
 
   Status TryOwnArena(Manifest* used) {
+    if (!own_->is_open()) return OwnArenaClosed();
     Manifest m;
     uint64_t generation = 0;
     // Either slot: a newer step saved after the planned one (a preemption's split, a step the
@@ -212,6 +213,7 @@ class Loader {
                                               m.data_bytes, peer.data_capacity())));
     }
     uint8_t* dest = BeginOwnWrite();
+    if (dest == nullptr) return OwnArenaClosed();
     // Each chunk copied into the own arena and checked there, on the helpers.
     ChunkVerifier verifier(m, peer.data(generation), verify_threads_, dest);
     for (size_t i = 0; i < m.chunk_count(); ++i) {
@@ -235,6 +237,7 @@ class Loader {
     }
     FT_RETURN_IF_ERROR(Accept(m));
     uint8_t* dest = BeginOwnWrite();
+    if (dest == nullptr) return OwnArenaClosed();
     Status read = ReadData(dir, plan_.job, m, dest, own_->data_capacity(),
                            [&](size_t chunk) { Deliver(m, chunk, dest); });
     if (read.ok()) return CommitOwn(std::move(m), src_rank, used);
@@ -260,6 +263,14 @@ class Loader {
   Status Overwritten(const std::string& path) {
     return Skip(SkipReason::kOverwritten,
                 Status::NotReady(fmt::format("{} was overwritten by a new save while it was read", path)));
+  }
+
+  // The own arena could not reserve the slot a copy goes to (a full directory): it closed, and
+  // nothing is restored into it from any source.
+  Status OwnArenaClosed() {
+    return Skip(SkipReason::kUnreadable,
+                Status::IoError(fmt::format("the own arena {} was closed: the space for a copy could not be "
+                                            "reserved (is its directory full?)", own_->path())));
   }
 
   // The slot a copy from another source goes to; the next source starts over in it. With two

@@ -21,12 +21,14 @@
 #include <vector>
 
 #include "common/job_name.h"
+#include "jitckpt/tests/refuse_reservation.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
 
 namespace ft::ckpt {
 namespace {
 
+using testing::RefuseReservations;
 using testing::SampleManifest;
 using testing::TempDir;
 
@@ -145,30 +147,96 @@ TEST_F(ArenaTest, ADeferredArenaCanBePreparedOneSlotAtATime) {
   Arena arena;
   ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &arena, ArenaPrep::kByWriter).ok());
   EXPECT_TRUE(arena.created());
-  EXPECT_EQ(arena.prepared_slots(), 0);
+  EXPECT_FALSE(arena.slot_prepared(0));
+  EXPECT_FALSE(arena.slot_prepared(1));
   const uint64_t data_offset = arena.mapped_bytes() - arena.slots_bytes();
   auto reserved = [&] {
     struct stat st {};
     EXPECT_EQ(stat(arena.path().c_str(), &st), 0);
     return static_cast<uint64_t>(st.st_blocks) * 512;
   };
-  ASSERT_TRUE(arena.PrepareData(2, nullptr, 1).ok());
-  EXPECT_EQ(arena.prepared_slots(), 1);
+  ASSERT_TRUE(arena.PrepareSlot(0, 2).ok());
+  EXPECT_TRUE(arena.slot_prepared(0));
+  EXPECT_FALSE(arena.slot_prepared(1));
   EXPECT_GE(reserved(), data_offset + arena.data_capacity());
   EXPECT_LT(reserved(), arena.mapped_bytes()) << "slot 1 was reserved with slot 0";
   Manifest m = SaveSample(&arena);  // the first write: slot 0
   EXPECT_EQ(Committed(arena).step, m.step);
+  EXPECT_EQ(arena.committed_slot(), 0);
   EXPECT_LT(reserved(), arena.mapped_bytes());
   ASSERT_TRUE(arena.PrepareData(2).ok());  // the rest
-  EXPECT_EQ(arena.prepared_slots(), 2);
+  EXPECT_TRUE(arena.slot_prepared(1));
   EXPECT_GE(reserved(), arena.mapped_bytes());
-  EXPECT_TRUE(arena.PrepareData(2, nullptr, 1).ok());  // nothing left to do
+  EXPECT_TRUE(arena.PrepareSlot(1, 2).ok());  // nothing left to do
+  EXPECT_EQ(arena.ReserveSlot(2).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(Committed(arena).step, m.step);
 
   arena = Arena();
   Arena again;  // reopened: it holds a copy, this open did not create it
   ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &again, ArenaPrep::kByWriter).ok());
   EXPECT_FALSE(again.created());
+}
+
+// A rank relaunched in place reads its committed copy: libft.so prepares that copy's slot
+// first, whichever it is, with the other slot only reserved until after the restore.
+TEST_F(ArenaTest, AReopenedArenaPreparesTheCommittedSlotAlone) {
+  Manifest second;
+  {
+    Arena writer;
+    ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &writer).ok());
+    SaveSample(&writer, 1);
+    second = SaveSample(&writer, 2);
+    EXPECT_EQ(writer.committed_slot(), 1);
+  }
+  Arena again;
+  ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 4, kManifestCapacity, 8 << 20, 2, &again, ArenaPrep::kByWriter).ok());
+  EXPECT_EQ(again.committed_slot(), 1);
+  ASSERT_TRUE(again.PrepareSlot(1, 2).ok());
+  EXPECT_TRUE(again.slot_prepared(1));
+  EXPECT_FALSE(again.slot_prepared(0));
+  const uint8_t* data = nullptr;
+  Manifest kept = Committed(again, &data);
+  EXPECT_EQ(kept.step, second.step);
+  for (size_t i = 0; i < kept.chunk_count(); ++i) EXPECT_TRUE(ChunkVerifies(kept, i, data)) << i;
+  ASSERT_TRUE(again.ReserveSlot(0).ok());
+  EXPECT_FALSE(again.slot_prepared(0)) << "reserved, not mapped";
+  Manifest third = SaveSample(&again, 3);  // into slot 0, reserved
+  EXPECT_EQ(Committed(again).step, third.step);
+  EXPECT_EQ(again.committed_slot(), 0);
+}
+
+// A write never goes to a slot nobody reserved: BeginWrite reserves it, and where that fails (as
+// on a full /dev/shm) it returns no region and the arena is closed — an error, never a SIGBUS.
+// The failure is made in a child (RefuseReservations).
+TEST_F(ArenaTest, BeginWriteReservesAnUnreservedSlotOrRefuses) {
+  {
+    Arena arena;
+    ASSERT_TRUE(Arena::OpenForWrite(dir_.path(), "job-a", 5, kManifestCapacity, 8 << 20, 2, &arena, ArenaPrep::kByWriter).ok());
+    const uint64_t data_offset = arena.mapped_bytes() - arena.slots_bytes();
+    Manifest m = SaveSample(&arena);  // slot 0, reserved by BeginWrite
+    struct stat st {};
+    ASSERT_EQ(stat(arena.path().c_str(), &st), 0);
+    EXPECT_GE(static_cast<uint64_t>(st.st_blocks) * 512, data_offset + arena.data_capacity());
+    EXPECT_FALSE(arena.slot_prepared(0)) << "reserved only";
+    EXPECT_EQ(Committed(arena).step, m.step);
+  }
+  std::filesystem::remove(Arena::PathFor(dir_.path(), "job-a", 5));
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    Arena arena;
+    if (!Arena::OpenForWrite(dir_.path(), "job-a", 5, kManifestCapacity, 8 << 20, 2, &arena, ArenaPrep::kByWriter).ok()) _exit(3);
+    if (!RefuseReservations(arena.path())) _exit(4);
+    const bool refused = arena.BeginWrite() == nullptr && !arena.is_open();
+    const bool removed = !std::filesystem::exists(Arena::PathFor(dir_.path(), "job-a", 5));
+    const bool again = arena.ReserveSlot(1).code() == StatusCode::kIoError;
+    _exit(refused && removed && again ? 0 : (refused ? 2 : 1));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "1: a region was given, 2: file left behind or the closed arena reserved, 3: open failed, 4: no descriptor to swap";
 }
 
 TEST_F(ArenaTest, ADeferredArenaTooLargeForTheDirectoryFailsAtOpen) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "jitckpt/checksum.h"
+#include "jitckpt/tests/refuse_reservation.h"
 #include "jitckpt/tests/sample_manifest.h"
 #include "jitckpt/tests/temp_dir.h"
 #include "jitckpt/tests/tier_test_util.h"
@@ -371,6 +372,30 @@ TEST_F(RestoreLoaderTest, NoUsableSourceIsCorruptAndEverySourceSaysWhy) {
   Manifest m;
   uint64_t generation = 0;
   EXPECT_EQ(own_.ReadCommitted(&m, &generation).code(), StatusCode::kNotFound);
+}
+
+// The own arena opened as libft.so opens it (its data regions reserved later, by the agent):
+// where the reservation of the slot a copy goes to fails (a full /dev/shm), the arena closes
+// and every source that would write it is skipped saying so — an error, never a SIGBUS.
+TEST_F(RestoreLoaderTest, AnOwnArenaThatCannotReserveItsSlotSkipsEverySourceSayingWhy) {
+  SaveToDir(plan_.local_dir, CopyOf(kRank), data_);
+  SaveToDir(plan_.remote_dir, CopyOf(kRank), data_);
+  ASSERT_TRUE(Arena::OpenForWrite(plan_.arena_dir, plan_.job, kRank, ManifestBytes(), saved_.data_bytes, 2, &own_,
+                                  ArenaPrep::kByWriter)
+                  .ok());
+  ASSERT_TRUE(testing::RefuseReservations(own_.path()));
+  RestoreResult result;
+  Status st = Load(&result);
+  EXPECT_FALSE(st.ok());
+  EXPECT_FALSE(own_.is_open());
+  // own arena (no copy), rank 7's arena (absent), local dir (ours: nowhere to go; rank 7's:
+  // absent), remote dir (ours: nowhere to go; rank 11's: absent)
+  ASSERT_EQ(result.skipped.size(), 6u);
+  ExpectSkipped(result, 2, SourceKind::kLocalDir, kRank, SkipReason::kUnreadable);
+  ExpectSkipped(result, 4, SourceKind::kRemoteDir, kRank, SkipReason::kUnreadable);
+  for (size_t i : {2, 4}) {
+    EXPECT_NE(result.skipped[i].line.find("could not be reserved"), std::string::npos) << result.skipped[i].line;
+  }
 }
 
 // Two slots: a restore whose every source fails leaves the own arena's older copy committed

@@ -119,11 +119,13 @@ class Agent {
   int OpenArena(std::vector<Registered> buffers, int tp, int pp, int dp);
   void GiveUp(const std::string& message, const std::string& ack, StatusCode code);
   // ckpt_agent_prepare.cc, agent thread, first: the arena's data regions reserved, mapped and
-  // pinned — a fresh arena's slot 0 first, then a restore asked for meanwhile, then the rest.
+  // pinned — the slot a restore uses first, then a restore asked for meanwhile, then the rest.
   bool PrepareArena(AgentCuda* cuda);
-  // The next `slots` slots not prepared yet (-1: all the rest) reserved, mapped and pinned;
-  // false when the agent gave up (no room). *pinned says how they were pinned, for the log.
-  bool PrepareSlots(int slots, int threads, std::string* pinned);
+  // `slot` (-1: every slot) reserved, mapped and pinned unless it was; false when the agent
+  // gave up (no room). *pinned says how they were pinned, for the log.
+  bool PrepareSlots(int slot, int threads, std::string* pinned);
+  // The arena could not be reserved: the agent gives up (GiveUp) and says why. Always false.
+  bool Unreserved(const Status& reserved);
   // Then every page of the prepared arena's slots touched, a piece at a time between requests.
   void StartWarmUp();
   bool WarmPending() const;

@@ -5,17 +5,25 @@
 // between requests (the warm-up), so that no save pays the process's first access to its pages
 // — the termination save least of all, which has a grace period to fit in.
 //
-// Every save and restore comes after the preparation (a snapshot falling due meanwhile waits in
-// StepDone), with one exception: a fresh arena (this open created it: a new node, a first
-// start) costs the kernel's page allocation for every slot (0.24 s per slot-GiB on the H200
-// host), and its slot 0 is what a restore into it writes, so slot 0 is prepared first and a
-// restore asked for by then runs before the other slot's preparation. A request waits for one
-// warm-up piece at most; a restore asked for first is served first (it touches what it reads).
+// Every save comes after the preparation (a snapshot falling due meanwhile waits in StepDone).
+// A restore asked for by then need not wait for all of it: with two slots, the slot it uses
+// is prepared first, and the restore runs before the other slot's preparation —
+//   - a fresh arena (this open created it: a new node, a first start) costs the kernel's page
+//     allocation for every slot (0.24 s per slot-GiB on the H200 host); a restore writes slot 0,
+//     so slot 0 is reserved, mapped and pinned first;
+//   - an arena that holds a copy (a rank relaunched in place) is read from the committed copy's
+//     slot: that one is mapped and pinned first (0.04 s per GiB pinned on the H200 host: seconds
+//     for a large rank's slot the restore does not read). Both slots are reserved before it,
+//     which is quick where their blocks exist, because a restore that falls back to another
+//     source writes the other slot.
+// A request waits for one warm-up piece at most; a restore asked for first is served first (it
+// touches what it reads).
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/log.h"
 #include "common/mutex.h"
@@ -46,9 +54,17 @@ bool Agent::PrepareArena(AgentCuda* cuda) {
   const int threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
   std::string pinned;
   std::string first;
-  if (arena_.created() && arena_.slot_count() > 1) {
-    if (!PrepareSlots(1, threads, &pinned)) return false;
-    first = fmt::format("; slot 0 first, in {:.3f} s", SecondsSince(start));
+  if (arena_.slot_count() > 1) {
+    // The slot a restore uses: a fresh (or empty) arena's slot 0, which BeginWrite picks when no
+    // copy is committed; else the committed copy's.
+    const int slot = arena_.created() ? 0 : std::max(arena_.committed_slot(), 0);
+    if (!arena_.created()) {
+      for (int s = 0; s < arena_.slot_count(); ++s) {
+        if (Status reserved = arena_.ReserveSlot(s); !reserved.ok()) return Unreserved(reserved);
+      }
+    }
+    if (!PrepareSlots(slot, threads, &pinned)) return false;
+    first = fmt::format("; slot {} first, in {:.3f} s", slot, SecondsSince(start));
     std::shared_ptr<AppRequest> restore;
     {
       MutexLock lock(&mu_);
@@ -80,18 +96,25 @@ bool Agent::PrepareArena(AgentCuda* cuda) {
   return true;
 }
 
-bool Agent::PrepareSlots(int slots, int threads, std::string* pinned) {
-  const int from = arena_.prepared_slots();
-  Status reserved = arena_.PrepareData(threads, &stop_preparing_, slots);
-  if (!reserved.ok()) {
-    std::string message = "the host arena " + arena_.path() + " could not be reserved: " + reserved.ToString() +
-                          "; training continues without checkpoints";
-    FT_LOG(Warn, Ckpt, "{}", message);
-    GiveUp(message, "no host arena (" + std::string(StatusCodeName(reserved.code())) + "): no checkpoints, see the rank's log",
-           reserved.code());
-    return false;
+bool Agent::Unreserved(const Status& reserved) {
+  std::string message = "the host arena " + arena_.path() + " could not be reserved: " + reserved.ToString() +
+                        "; training continues without checkpoints";
+  FT_LOG(Warn, Ckpt, "{}", message);
+  GiveUp(message, "no host arena (" + std::string(StatusCodeName(reserved.code())) + "): no checkpoints, see the rank's log",
+         reserved.code());
+  return false;
+}
+
+bool Agent::PrepareSlots(int slot, int threads, std::string* pinned) {
+  // Ascending, so with at most two slots the ones prepared here are one contiguous range.
+  std::vector<int> todo;
+  for (int s = 0; s < arena_.slot_count(); ++s) {
+    if ((slot < 0 || s == slot) && !arena_.slot_prepared(s)) todo.push_back(s);
   }
-  const int to = arena_.prepared_slots();
+  static_assert(ckpt::kArenaMaxSlots <= 2, "the slots prepared at once are one range to pin");
+  for (int s : todo) {
+    if (Status prepared = arena_.PrepareSlot(s, threads, &stop_preparing_); !prepared.ok()) return Unreserved(prepared);
+  }
   const Config& cfg = host::RuntimeConfig();
   if (device_ < 0) {
     *pinned = "not pinned (host buffers only)";
@@ -99,14 +122,14 @@ bool Agent::PrepareSlots(int slots, int threads, std::string* pinned) {
     *pinned = "not pinned (FT_CKPT_PIN=0)";
   } else if (stop_preparing_.load(std::memory_order_acquire)) {
     *pinned = "not pinned (the process began to exit)";
-  } else if (from < to && !pin_failed_) {
+  } else if (!todo.empty() && !pin_failed_) {
     // A job whose state is all in host memory (a CPU-only job, python/ft's Python values) copies
     // with memcpy: pinning would only cost time, and fail without a CUDA runtime (above). Each
     // range of slots registered once, as it is prepared; after a failure the rest stays
     // unpinned too, with one warning.
     auto host_register = FT_HOST_CUDA(cudaHostRegister);
-    const uint64_t begin = static_cast<uint64_t>(from) * arena_.data_capacity();
-    const uint64_t end = to == arena_.slot_count() ? arena_.slots_bytes() : static_cast<uint64_t>(to) * arena_.data_capacity();
+    const uint64_t begin = static_cast<uint64_t>(todo.front()) * arena_.data_capacity();
+    const uint64_t end = static_cast<uint64_t>(todo.back() + 1) * arena_.data_capacity();
     cudaError_t e = host_register == nullptr
                         ? cudaErrorSharedObjectSymbolNotFound
                         : host_register(arena_.slots_data() + begin, end - begin, cudaHostRegisterDefault);
@@ -128,13 +151,7 @@ void Agent::StartWarmUp() {
   warm_seconds_ = 0;
   // The slot the next save writes first (Arena::BeginWrite's choice): the other one than the
   // committed copy's, when there are two.
-  warm_from_ = 0;
-  ckpt::Manifest committed;
-  uint64_t generation = 0;
-  if (arena_.slot_count() == 2 && arena_.ReadCommitted(&committed, &generation).ok() &&
-      arena_.data(generation) == arena_.slots_data()) {  // slot 0 holds it
-    warm_from_ = arena_.data_capacity();
-  }
+  warm_from_ = arena_.slot_count() == 2 && arena_.committed_slot() == 0 ? arena_.data_capacity() : 0;
 }
 
 bool Agent::WarmPending() const {

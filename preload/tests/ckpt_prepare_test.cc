@@ -281,6 +281,85 @@ TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
   EXPECT_NE(text.find("slot 0 first"), std::string::npos) << text;
 }
 
+// A rank relaunched in place restores its own arena's committed copy: that copy's slot (here
+// slot 1, the second save's) is mapped and pinned first, and the restore runs before the other
+// slot is (ckpt_agent_prepare.cc): pinning a slot the restore does not read would cost a large
+// rank seconds on the relaunch's critical path.
+TEST(CkptPrepare, ARelaunchedRanksRestoreRunsOnceTheCommittedSlotIsPrepared) {
+  if (IsChild()) GTEST_SKIP() << "the parent's test";
+  const std::string job = Job() + "-inplace";
+  unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
+  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesSteps1And2", {"FT_JOB=" + job, "FT_CKPT_EVERY=1"}), 0);
+  EXPECT_EQ(RunSelf("CkptPrepareChild.RestoresItsOwnCommittedCopy", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 0);
+  unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
+  unlink(ckpt::NodePlanPath(ArenaDir(), job, Env("FT_NODE_ID")).c_str());
+}
+
+TEST(CkptPrepareChild, SavesSteps1And2) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  void* dev = nullptr;
+  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
+  FillDevice(dev, kBytes, 7);
+  ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
+  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
+  CommittedStep(1);
+  FillDevice(dev, kBytes, 9);
+  ASSERT_EQ(ft_step_done(2), FT_OK) << ft_last_error();
+  ExpectWhole(*CommittedStep(2), dev);
+}
+
+TEST(CkptPrepareChild, RestoresItsOwnCommittedCopy) {
+  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
+  std::vector<uint8_t> expected;
+  ckpt::Manifest saved;
+  {
+    ckpt::Arena own;
+    ASSERT_TRUE(ckpt::Arena::OpenForRead(ArenaPath(), &own).ok());
+    uint64_t generation = 0;
+    ASSERT_TRUE(own.ReadCommitted(&saved, &generation).ok());
+    ASSERT_EQ(saved.step, 2);
+    ASSERT_EQ(own.data(generation), own.slots_data() + own.data_capacity()) << "the second save's copy is not in slot 1";
+    const ckpt::BufferEntry* w = Entry(saved, "model.weight");
+    ASSERT_NE(w, nullptr);
+    expected.assign(own.data(generation) + w->offset, own.data(generation) + w->offset + kBytes);
+  }
+  ckpt::NodePlan plan;
+  plan.job = Job();
+  plan.node = Env("FT_NODE_ID");
+  plan.version = 1;
+  plan.step = 2;
+  plan.arena_dir = ArenaDir();
+  ckpt::PlanRank line;
+  line.rank = Rank();
+  line.digest = ckpt::ContentDigest(saved);
+  line.sources.push_back({Rank(), plan.node, {"arena"}});
+  plan.ranks.push_back(line);
+  ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
+  LogFile log;
+  ASSERT_TRUE(log.redirected());
+
+  void* dev = RegisterWithThePinHeld();  // slot 1 mapped, its pinning held
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
+  std::atomic<int> result{-1};
+  int64_t step = -1;
+  std::thread restore([&] { result = ft_restore(&step); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(result.load(), -1) << "the restore ran before the slot it reads was prepared";
+  ThePinHold().hold(0);
+  restore.join();
+  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
+  EXPECT_EQ(step, 2);
+  EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
+
+  std::string text;
+  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena's preparation never ended; the log:\n" << text;
+  const size_t restored = text.find("restored step 2 from own arena");
+  ASSERT_NE(restored, std::string::npos) << text;
+  EXPECT_LT(restored, text.find("prepared in")) << "the restore waited for the whole arena:\n" << text;
+  EXPECT_NE(text.find("slot 1 first"), std::string::npos) << text;
+}
+
 // The warm-up (every page of the slots touched once) waits until the process has something to
 // save: a step completed or a restore. Before that it would only compete with the app's start-up.
 TEST(CkptPrepare, TheWarmUpBeginsOnceThereIsSomethingToSave) {
