@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -205,6 +206,64 @@ TEST(CkptPrepareChild, ExitsWithStatus3WhileThePinIsHeld) {
   exit(3);
 }
 
+// The committed copy of the arena at `path`: its manifest, the slot it is in and the bytes of
+// model.weight in it.
+void ReadCommittedCopy(const std::string& path, ckpt::Manifest* saved, int* slot, std::vector<uint8_t>* weight) {
+  ckpt::Arena arena;
+  ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok()) << path;
+  uint64_t generation = 0;
+  ASSERT_TRUE(arena.ReadCommitted(saved, &generation).ok()) << path;
+  *slot = arena.data(generation) == arena.slots_data() ? 0 : 1;
+  const ckpt::BufferEntry* w = Entry(*saved, "model.weight");
+  ASSERT_NE(w, nullptr);
+  weight->assign(arena.data(generation) + w->offset, arena.data(generation) + w->offset + kBytes);
+}
+
+// The plan ftworker would write: `saved`'s step of this rank, from the arena of `source_rank`
+// on this node (this rank's own, or a DP replica's).
+void WritePlan(const ckpt::Manifest& saved, int source_rank) {
+  ckpt::NodePlan plan;
+  plan.job = Job();
+  plan.node = Env("FT_NODE_ID");
+  plan.version = 1;
+  plan.step = saved.step;
+  plan.arena_dir = ArenaDir();
+  ckpt::PlanRank line;
+  line.rank = Rank();
+  line.digest = ckpt::ContentDigest(saved);
+  line.sources.push_back({source_rank, plan.node, {"arena"}});
+  plan.ranks.push_back(line);
+  ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
+}
+
+// Registers with the pinning of the first slot prepared held, asks for the restore of `step`
+// meanwhile: it waits for that slot, restores `expected` into the buffer, and its log line
+// (`restored`) comes before the preparation's end, which began with `first`.
+void ExpectTheRestoreRunsOnceItsSlotIsPrepared(int64_t expect_step, const std::vector<uint8_t>& expected,
+                                               const std::string& restored_line, const std::string& first) {
+  LogFile log;
+  ASSERT_TRUE(log.redirected());
+  void* dev = RegisterWithThePinHeld();  // the first slot reserved and mapped, its pinning held
+  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
+  std::atomic<int> result{-1};
+  int64_t step = -1;
+  std::thread restore([&] { result = ft_restore(&step); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(result.load(), -1) << "the restore ran before the slot it uses was prepared";
+  ThePinHold().hold(0);
+  restore.join();
+  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
+  EXPECT_EQ(step, expect_step);
+  EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
+
+  std::string text;
+  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena's preparation never ended; the log:\n" << text;
+  const size_t restored = text.find(restored_line);
+  ASSERT_NE(restored, std::string::npos) << text;
+  EXPECT_LT(restored, text.find("prepared in")) << "the restore waited for the whole arena:\n" << text;
+  EXPECT_NE(text.find(first), std::string::npos) << text;
+}
+
 // A fresh arena (a new node restoring a peer's copy) is prepared one slot at a time: slot 0,
 // which the restore into it writes, first; a restore asked for meanwhile waits for that slot and
 // runs before the other slot is prepared (ckpt_agent_prepare.cc).
@@ -213,7 +272,7 @@ TEST(CkptPrepare, AFreshArenasRestoreRunsOnceItsFirstSlotIsPrepared) {
   const std::string job = Job() + "-fresh";
   const std::string peer = ckpt::Arena::PathFor(ArenaDir(), job, Rank() + 1);
   unlink(peer.c_str());
-  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesStep1", {"FT_JOB=" + job, "FT_RANK=" + std::to_string(Rank() + 1),
+  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesSteps", {"FT_JOB=" + job, "FT_RANK=" + std::to_string(Rank() + 1),
                                                       "FT_CKPT_EVERY=1"}),
             0);
   EXPECT_EQ(RunSelf("CkptPrepareChild.RestoresAPeersCopyIntoAFreshArena", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 0);
@@ -222,63 +281,31 @@ TEST(CkptPrepare, AFreshArenasRestoreRunsOnceItsFirstSlotIsPrepared) {
   unlink(ckpt::NodePlanPath(ArenaDir(), job, Env("FT_NODE_ID")).c_str());
 }
 
-TEST(CkptPrepareChild, SavesStep1) {
+// Saves steps 1 to FT_TEST_SAVE_STEPS (default 1), the buffer filled anew for each: with two
+// slots the last one's copy is in slot (steps - 1) % 2.
+TEST(CkptPrepareChild, SavesSteps) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
   void* dev = nullptr;
   ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
-  FillDevice(dev, kBytes, 7);
   ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
   ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
-  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
-  ExpectWhole(*CommittedStep(1), dev);
+  const int steps = std::max(1, std::atoi(Env("FT_TEST_SAVE_STEPS", "1").c_str()));
+  for (int step = 1; step <= steps; ++step) {
+    FillDevice(dev, kBytes, 6 + step);
+    ASSERT_EQ(ft_step_done(step), FT_OK) << ft_last_error();
+    ExpectWhole(*CommittedStep(step), dev);
+  }
 }
 
 TEST(CkptPrepareChild, RestoresAPeersCopyIntoAFreshArena) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
   unlink(ArenaPath().c_str());
-  ckpt::Arena peer;
-  ASSERT_TRUE(ckpt::Arena::OpenForRead(ckpt::Arena::PathFor(ArenaDir(), Job(), Rank() + 1), &peer).ok());
   ckpt::Manifest saved;
-  uint64_t generation = 0;
-  ASSERT_TRUE(peer.ReadCommitted(&saved, &generation).ok());
-  const ckpt::BufferEntry* w = Entry(saved, "model.weight");
-  ASSERT_NE(w, nullptr);
-  const std::vector<uint8_t> expected(peer.data(generation) + w->offset, peer.data(generation) + w->offset + kBytes);
-  // The plan ftworker would write: step 1 of this rank from the peer's arena (a DP replica).
-  ckpt::NodePlan plan;
-  plan.job = Job();
-  plan.node = Env("FT_NODE_ID");
-  plan.version = 1;
-  plan.step = 1;
-  plan.arena_dir = ArenaDir();
-  ckpt::PlanRank line;
-  line.rank = Rank();
-  line.digest = ckpt::ContentDigest(saved);
-  line.sources.push_back({Rank() + 1, plan.node, {"arena"}});
-  plan.ranks.push_back(line);
-  ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
-  LogFile log;
-  ASSERT_TRUE(log.redirected());
-
-  void* dev = RegisterWithThePinHeld();  // slot 0 reserved and mapped, its pinning held
-  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
-  std::atomic<int> result{-1};
-  int64_t step = -1;
-  std::thread restore([&] { result = ft_restore(&step); });
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(result.load(), -1) << "the restore ran before the slot it writes was prepared";
-  ThePinHold().hold(0);
-  restore.join();
-  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
-  EXPECT_EQ(step, 1);
-  EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
-
-  std::string text;
-  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena's preparation never ended; the log:\n" << text;
-  const size_t restored = text.find("restored step 1 from arena of rank");
-  ASSERT_NE(restored, std::string::npos) << text;
-  EXPECT_LT(restored, text.find("prepared in")) << "the restore waited for the whole arena:\n" << text;
-  EXPECT_NE(text.find("slot 0 first"), std::string::npos) << text;
+  int slot = -1;
+  std::vector<uint8_t> expected;
+  ASSERT_NO_FATAL_FAILURE(ReadCommittedCopy(ckpt::Arena::PathFor(ArenaDir(), Job(), Rank() + 1), &saved, &slot, &expected));
+  ASSERT_NO_FATAL_FAILURE(WritePlan(saved, Rank() + 1));  // step 1 from the peer's arena (a DP replica)
+  ExpectTheRestoreRunsOnceItsSlotIsPrepared(1, expected, "restored step 1 from arena of rank", "slot 0 first");
 }
 
 // A rank relaunched in place restores its own arena's committed copy: that copy's slot (here
@@ -289,75 +316,22 @@ TEST(CkptPrepare, ARelaunchedRanksRestoreRunsOnceTheCommittedSlotIsPrepared) {
   if (IsChild()) GTEST_SKIP() << "the parent's test";
   const std::string job = Job() + "-inplace";
   unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
-  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesSteps1And2", {"FT_JOB=" + job, "FT_CKPT_EVERY=1"}), 0);
+  ASSERT_EQ(RunSelf("CkptPrepareChild.SavesSteps", {"FT_JOB=" + job, "FT_CKPT_EVERY=1", "FT_TEST_SAVE_STEPS=2"}), 0);
   EXPECT_EQ(RunSelf("CkptPrepareChild.RestoresItsOwnCommittedCopy", {"FT_JOB=" + job, "FT_CKPT_EVERY=0"}), 0);
   unlink(ckpt::Arena::PathFor(ArenaDir(), job, Rank()).c_str());
   unlink(ckpt::NodePlanPath(ArenaDir(), job, Env("FT_NODE_ID")).c_str());
 }
 
-TEST(CkptPrepareChild, SavesSteps1And2) {
-  if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
-  void* dev = nullptr;
-  ASSERT_EQ(cudaMalloc(&dev, kBytes), cudaSuccess);
-  FillDevice(dev, kBytes, 7);
-  ASSERT_EQ(ft_register("model.weight", dev, kBytes), FT_OK) << ft_last_error();
-  ASSERT_EQ(ft_register_end(), FT_OK) << ft_last_error();
-  ASSERT_EQ(ft_step_done(1), FT_OK) << ft_last_error();
-  CommittedStep(1);
-  FillDevice(dev, kBytes, 9);
-  ASSERT_EQ(ft_step_done(2), FT_OK) << ft_last_error();
-  ExpectWhole(*CommittedStep(2), dev);
-}
-
 TEST(CkptPrepareChild, RestoresItsOwnCommittedCopy) {
   if (!IsChild()) GTEST_SKIP() << "run by CkptPrepare";
-  std::vector<uint8_t> expected;
   ckpt::Manifest saved;
-  {
-    ckpt::Arena own;
-    ASSERT_TRUE(ckpt::Arena::OpenForRead(ArenaPath(), &own).ok());
-    uint64_t generation = 0;
-    ASSERT_TRUE(own.ReadCommitted(&saved, &generation).ok());
-    ASSERT_EQ(saved.step, 2);
-    ASSERT_EQ(own.data(generation), own.slots_data() + own.data_capacity()) << "the second save's copy is not in slot 1";
-    const ckpt::BufferEntry* w = Entry(saved, "model.weight");
-    ASSERT_NE(w, nullptr);
-    expected.assign(own.data(generation) + w->offset, own.data(generation) + w->offset + kBytes);
-  }
-  ckpt::NodePlan plan;
-  plan.job = Job();
-  plan.node = Env("FT_NODE_ID");
-  plan.version = 1;
-  plan.step = 2;
-  plan.arena_dir = ArenaDir();
-  ckpt::PlanRank line;
-  line.rank = Rank();
-  line.digest = ckpt::ContentDigest(saved);
-  line.sources.push_back({Rank(), plan.node, {"arena"}});
-  plan.ranks.push_back(line);
-  ASSERT_TRUE(ckpt::WriteNodePlan(ckpt::NodePlanPath(ArenaDir(), Job(), plan.node), plan).ok());
-  LogFile log;
-  ASSERT_TRUE(log.redirected());
-
-  void* dev = RegisterWithThePinHeld();  // slot 1 mapped, its pinning held
-  ASSERT_TRUE(test_util::WaitUntil([] { return ThePinHold().held() == 1; })) << "the agent never began pinning";
-  std::atomic<int> result{-1};
-  int64_t step = -1;
-  std::thread restore([&] { result = ft_restore(&step); });
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(result.load(), -1) << "the restore ran before the slot it reads was prepared";
-  ThePinHold().hold(0);
-  restore.join();
-  ASSERT_EQ(result.load(), FT_OK) << ft_last_error();
-  EXPECT_EQ(step, 2);
-  EXPECT_TRUE(DeviceBytes(dev, kBytes) == expected);
-
-  std::string text;
-  ASSERT_TRUE(log.WaitFor("prepared in", &text)) << "the arena's preparation never ended; the log:\n" << text;
-  const size_t restored = text.find("restored step 2 from own arena");
-  ASSERT_NE(restored, std::string::npos) << text;
-  EXPECT_LT(restored, text.find("prepared in")) << "the restore waited for the whole arena:\n" << text;
-  EXPECT_NE(text.find("slot 1 first"), std::string::npos) << text;
+  int slot = -1;
+  std::vector<uint8_t> expected;
+  ASSERT_NO_FATAL_FAILURE(ReadCommittedCopy(ArenaPath(), &saved, &slot, &expected));
+  ASSERT_EQ(saved.step, 2);
+  ASSERT_EQ(slot, 1) << "the second save's copy is not in slot 1";
+  ASSERT_NO_FATAL_FAILURE(WritePlan(saved, Rank()));
+  ExpectTheRestoreRunsOnceItsSlotIsPrepared(2, expected, "restored step 2 from own arena", "slot 1 first");
 }
 
 // The warm-up (every page of the slots touched once) waits until the process has something to
