@@ -156,15 +156,10 @@ Status ValidateHeader(const ArenaHeader& h, uint64_t file_size, uid_t file_uid, 
   return Status::Ok();
 }
 
-std::string DirOf(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-}
-
 // Removes temp files a writer of `path` left behind when it died between create and rename.
 void RemoveStaleTemps(const std::string& path) {
   size_t slash = path.rfind('/');
-  std::string dir = DirOf(path);
+  std::string dir = arena_space::DirOf(path);
   std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
@@ -219,7 +214,7 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
         "host arena of {} slot(s) of {} manifest bytes and {} data bytes: out of range", slots,
         manifest_capacity, data_bytes));
   }
-  const std::string dir = DirOf(path);
+  const std::string dir = arena_space::DirOf(path);
   const uid_t uid = geteuid();
   // Deferred: the header and manifests now, the data regions by PrepareData.
   const bool deferred = prep == ArenaPrep::kByWriter;
@@ -310,64 +305,6 @@ Status Arena::OpenForWriteAt(const std::string& path, uint64_t manifest_capacity
   *out = Arena(path, base, true, g.file_bytes, g.slots, g.manifest_capacity, g.data_offset, g.data_capacity);
   out->SetPrepared(deferred ? fd : -1);
   out->created_ = true;
-  return Status::Ok();
-}
-
-void Arena::SetPrepared(int reserve_fd) {
-  reserve_fd_ = reserve_fd;
-  const uint32_t all = (1u << slots_) - 1;
-  reserved_mask_ = prepared_mask_ = reserve_fd < 0 ? all : 0;
-}
-
-std::pair<uint64_t, uint64_t> Arena::SlotRange(int slot) const {
-  const uint64_t begin = data_offset_ + static_cast<uint64_t>(slot) * data_capacity_;
-  return {begin, slot == slots_ - 1 ? mapped_ : begin + data_capacity_};
-}
-
-Status Arena::ReserveSlot(int slot) {
-  if (slot < 0 || slot >= slots_) {
-    return Status::InvalidArgument(fmt::format("host arena {} has no slot {}", path_, slot));
-  }
-  if (((reserved_mask_ >> slot) & 1u) != 0) return Status::Ok();
-  if (base_ == nullptr || reserve_fd_ < 0) {
-    return Status::IoError(fmt::format("host arena {} was closed: its space could not be reserved", path_));
-  }
-  const auto [begin, end] = SlotRange(slot);
-  Status s = arena_space::ReserveRange(reserve_fd_, DirOf(path_), path_, begin, end);
-  if (!s.ok()) {
-    // No save may write a page the directory could not back (SIGBUS on a full tmpfs). An arena
-    // this open made holds no copy yet: its name goes too.
-    close(reserve_fd_);
-    reserve_fd_ = -1;
-    if (created_) unlink(path_.c_str());
-    munmap(base_, mapped_);
-    base_ = nullptr;
-    return s;
-  }
-  reserved_mask_ |= 1u << slot;
-  if (reserved_mask_ == (1u << slots_) - 1) {
-    close(reserve_fd_);
-    reserve_fd_ = -1;
-  }
-  return Status::Ok();
-}
-
-Status Arena::PrepareSlot(int slot, int threads, const std::atomic<bool>* stop) {
-  if (slot_prepared(slot)) return Status::Ok();
-  FT_RETURN_IF_ERROR(ReserveSlot(slot));
-  prepared_mask_ |= 1u << slot;
-  // In pieces, so a process that begins to exit meanwhile waits for one piece at most.
-  constexpr uint64_t kPiece = 1ull << 30;
-  const auto [begin, end] = SlotRange(slot);
-  for (uint64_t at = begin; at < end; at += kPiece) {
-    if (stop != nullptr && stop->load(std::memory_order_acquire)) break;  // the rest faults in at first use
-    PopulateForWrite(base_ + at, std::min(kPiece, end - at), threads);
-  }
-  return Status::Ok();
-}
-
-Status Arena::PrepareData(int threads, const std::atomic<bool>* stop) {
-  for (int slot = 0; slot < slots_; ++slot) FT_RETURN_IF_ERROR(PrepareSlot(slot, threads, stop));
   return Status::Ok();
 }
 

@@ -54,8 +54,9 @@ inline constexpr int kArenaMaxSlots = 2;
 inline constexpr uint64_t kArenaDataAlign = 2ull << 20;
 
 // When OpenForWrite readies the data regions (reserves their blocks and maps their pages):
-// kNow, before it returns; kByWriter, when the writer calls PrepareSlot (each slot) or PrepareData, before its first
-// BeginWrite (libft.so's agent thread does, so ft_register_end does not wait for it).
+// kNow, before it returns; kByWriter, when the writer calls PrepareSlot (each slot) or
+// PrepareData, before its first BeginWrite (libft.so's agent thread does, so ft_register_end
+// does not wait for it).
 enum class ArenaPrep { kNow, kByWriter };
 
 class Arena {
@@ -133,8 +134,8 @@ class Arena {
   // Writer side of the commit protocol. BeginWrite returns the data region the new copy goes
   // to (the same one again while a write is open); nullptr for a reader, or when the slot was
   // not reserved yet and its reservation failed (ReserveSlot: the arena is closed). Commit
-  // publishes it: InvalidArgument when the manifest does not fit. AbandonWrite gives the write up: with two slots the committed
-  // copy stays, with one the arena holds none.
+  // publishes it: InvalidArgument when the manifest does not fit. AbandonWrite gives the write
+  // up: with two slots the committed copy stays, with one the arena holds none.
   uint8_t* BeginWrite();
   uint8_t* write_data() const;  // the slot being written; nullptr when no write is open
   Status Commit(const Manifest& m);
@@ -182,6 +183,11 @@ class Arena {
         data_capacity_(data_capacity) {}
 
   int SlotOf(uint64_t generation) const { return static_cast<int>(generation & 1); }
+  // [begin, end) of `slot`'s data region in the mapping (the last slot's runs to the file's end).
+  std::pair<uint64_t, uint64_t> SlotRange(int slot) const;
+  // Records the kept file (reserve_fd_) and marks the slots an open readied as reserved and
+  // prepared: every slot for kNow, none for kByWriter.
+  void SetPrepared(int reserve_fd);
   bool CommittedIsWhole() const;  // the committed copy is readable and not torn
   // One read of `slot`'s manifest (the seqlock's reader half). *busy (NotFound): a save is
   // writing the slot, or began while it was read. `committed`: the slot is the committed one,
@@ -199,11 +205,8 @@ class Arena {
   uint64_t manifest_capacity_ = 0;  // per slot
   uint64_t data_offset_ = 0;        // slot 0's data; slot i's is i * data_capacity_ further
   uint64_t data_capacity_ = 0;
-  // [begin, end) of `slot`'s data region in the mapping (the last slot's runs to the file's end).
-  std::pair<uint64_t, uint64_t> SlotRange(int slot) const;
   // Writer: the file kept open (kByWriter: -1 once every slot is reserved, kNow: -1 at once)
   // and which slots are reserved and prepared (bit i: slot i).
-  void SetPrepared(int reserve_fd);
   int reserve_fd_ = -1;
   uint32_t reserved_mask_ = 0;
   uint32_t prepared_mask_ = 0;

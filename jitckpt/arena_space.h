@@ -12,6 +12,9 @@
 
 namespace ft::ckpt::arena_space {
 
+// The directory an arena file lives in ("." for a bare name).
+std::string DirOf(const std::string& path);
+
 // "1.5 GiB", "3.0 MiB", "512 bytes": sizes in messages a person reads.
 std::string Human(uint64_t bytes);
 
