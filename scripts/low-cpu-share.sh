@@ -42,8 +42,38 @@ set_share() {
     echo "$3" >"$cgroup/$2" 2>/dev/null
   fi
 }
+# The simulated GPUs of the command's jobs (gpusim's stream workers, GPUSIM_DEVICE_CPU_GROUP)
+# get a group of their own at device_shares beside it: a real GPU's kernels and collectives go
+# on while its process waits for a CPU. On the command's own share a starved stream worker held
+# a simulated collective seconds after its peers had finished it, and ft named that rank's GPU
+# stuck: false hangs of the rest lane's end-to-end tests, which a real GPU never shows. 256: the
+# share at which a whole lane of timed tests once ran beside the paced ones without slowing them;
+# the simulated devices of two jobs use about half a core. cgroup v1 only (v2 keeps a process's
+# threads in one group unless it is made threaded): elsewhere the workers stay with their process.
+device_shares=256
+device_cgroup=""
+make_device_cgroup() {
+  [ -n "$cgroup" ] && [ -e "$cgroup/cpu.shares" ] || return 0
+  mkdir "$cgroup-gpus" 2>/dev/null || return 0
+  if echo "$device_shares" >"$cgroup-gpus/cpu.shares" 2>/dev/null; then
+    device_cgroup="$cgroup-gpus"
+    export GPUSIM_DEVICE_CPU_GROUP="$device_cgroup/tasks"
+  else
+    rmdir "$cgroup-gpus" 2>/dev/null
+  fi
+}
+remove_device_cgroup() {
+  [ -n "$device_cgroup" ] || return 0
+  local tid
+  while read -r tid; do echo "$tid" >"$(dirname "$device_cgroup")/tasks" 2>/dev/null; done \
+    <"$device_cgroup/tasks"
+  rmdir "$device_cgroup" 2>/dev/null || echo "low-cpu-share: could not remove $device_cgroup" >&2
+  device_cgroup=""
+}
+
 # Whatever is left in it (a test's stray daemon) goes back to the parent, then the group goes.
 remove_cgroup() {
+  remove_device_cgroup
   [ -n "$cgroup" ] || return 0
   local pid
   while read -r pid; do echo "$pid" >"$(dirname "$cgroup")/cgroup.procs" 2>/dev/null; done \
@@ -69,5 +99,6 @@ if ! make_cgroup "$shares"; then
   exec nice -n 19 "$@"
 fi
 trap remove_cgroup EXIT
+[ "$shares" = idle ] || make_device_cgroup
 # The command runs in a child (in the group) so this shell, outside it, can remove the group.
 (echo "$BASHPID" >"$cgroup/cgroup.procs" && exec "$@")

@@ -6,11 +6,14 @@
 #   rest   the unit suites and every other end-to-end test, two at a time, at a low CPU share
 #          (low-cpu-share.sh: 16 shares against a session's 1024): they fill what the timed test
 #          leaves idle (about 80% of the machine: its job waits on simulated GPUs) and yield the
-#          moment it wants a core.
+#          moment it wants a core. Their jobs' simulated GPUs (gpusim's stream workers) run at
+#          256 shares beside them (low-cpu-share.sh, GPUSIM_DEVICE_CPU_GROUP): a real GPU is not
+#          starved with its host, and a starved simulated one held collectives for seconds after
+#          their peers finished them, which ft named hangs.
 # Why: beside two ordinary tests at equal share on two cores, every rank of a timed test's job
 # slowed alike (1.28x once), which ft rightly reports as a job-wide slowdown, and a SIGSTOPped
-# rank once went unnamed in time. The timed stream is the longest (about 880 s here); the rest
-# ends well before it.
+# rank once went unnamed in time. The timed stream is the longest (about 950 s here); the rest
+# ends before it.
 # Where no CPU cgroup can be made (not root, no cpu controller), the streams run one after the
 # other: the unit suites, the timed tests, the other end-to-end tests.
 # Usage: run-tests.sh BUILD_DIR [TIMEOUT_S]

@@ -1,12 +1,17 @@
 // Streams: one worker thread per stream runs its Ops in order. Also the legacy default
 // stream's implicit synchronisation, the per-thread default stream, synchronisation, the
 // stream API, and the fork handlers (streams are the state a fork breaks).
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 
 #include "runtime.h"
 
@@ -47,12 +52,35 @@ void Retire(CUstream_st* s) {
   d.streams.erase(std::remove(d.streams.begin(), d.streams.end(), s), d.streams.end());
 }
 
+// A GPU's kernels and collectives go on while its process waits for a CPU; a stream worker is
+// a host thread, and on a starved process's CPU share it held a simulated collective for seconds
+// after its peers had finished it (ft then names that rank's GPU stuck, as it should for a real
+// one). GPUSIM_DEVICE_CPU_GROUP names a cgroup v1 `tasks` file: each worker moves itself there,
+// the simulated devices' own CPU share (scripts/low-cpu-share.sh sets it). Unset: the worker
+// stays with its process. A file it cannot write is said once.
+void JoinDeviceCpuGroup() {
+  static const char* const path = getenv("GPUSIM_DEVICE_CPU_GROUP");
+  if (path == nullptr || *path == '\0') return;
+  char tid[24];
+  const int n = snprintf(tid, sizeof tid, "%ld\n", static_cast<long>(syscall(SYS_gettid)));
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  const bool moved = fd >= 0 && write(fd, tid, static_cast<size_t>(n)) == n;
+  const int err = errno;
+  if (fd >= 0) close(fd);
+  static std::atomic<bool> said{false};
+  if (!moved && !said.exchange(true)) {
+    Warn("GPUSIM_DEVICE_CPU_GROUP=%s: cannot move a stream worker there (%s); it runs on its "
+         "process's CPU share", path, strerror(err));
+  }
+}
+
 void WorkerMain(CUstream_st* s) {
   // Short kernels sleep a few microseconds; the default 50 us timer slack would stretch them.
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   char name[16];
   snprintf(name, sizeof name, "gpusim-s%llu", s->id);
   pthread_setname_np(pthread_self(), name);
+  JoinDeviceCpuGroup();
   t_worker_stream = s;
 
   std::unique_lock<std::mutex> lk(s->mu);
