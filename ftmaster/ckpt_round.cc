@@ -193,7 +193,13 @@ void CkptRound::Run(Clock::time_point now, int64_t unix_ms) {
   if (SettlingWhy(now, plan_.step) != plan_.settling) plan_dirty_ = true;
   if (plan_dirty_) (void)PublishPlan(unix_ms);
   RecordRewinds(unix_ms);
-  next_round_ = now + Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare);
+  // Spaced by its cost while the plan is final: a running job's steady reads. Every ckpt_period
+  // while it settles: relaunched ranks wait on it (FT_RESTORE_WAIT), and what it waits for
+  // (copy_wait, the settle window) ends by the clock. A round held up for a second (the master
+  // descheduled, a slow Redis reply) once spaced the next 12 s away, and a campaign seed's
+  // relaunch gave up waiting half a second before the round that would have judged its step.
+  next_round_ = now + (plan_.settling.empty() ? Spacing(ctx_->options.ckpt_period, MsSince(start), kSteadyShare)
+                                              : ctx_->options.ckpt_period);
 }
 
 bool CkptRound::ReadAndJudgeStep(int64_t step, Clock::time_point now, int64_t unix_ms, bool settled) {

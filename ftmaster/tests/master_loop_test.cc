@@ -927,6 +927,29 @@ TEST_F(MasterLoopTest, VerifiedStepIsPlannedAndTierChangesBumpTheVersion) {
   EXPECT_EQ(Plan().version, 4);
 }
 
+// A checkpoint round held up (the master descheduled, a slow Redis reply) spaces the steady
+// reads that follow by its cost, but not while the plan settles: relaunched ranks wait on it for
+// at most FT_RESTORE_WAIT, and the replicas' deadline (copy_wait) passes by the clock. Spaced,
+// the round after one of 600 ms came 7.2 s later, past the deadline.
+TEST_F(MasterLoopTest, ASettlingPlanIsJudgedAtItsDeadlineAfterASlowRound) {
+  Master a = MakeMaster("a", "tp=2,dp=2,pp=1");
+  Report();
+  for (int r = 0; r < 4; ++r) PutCopy(100, r, r % 2 == 0 ? 0xa0 : 0xb1);
+  Run(1000, {&a});
+  ASSERT_EQ(Plan().step, 100);
+  a.loop->Release();
+  Master b = MakeMaster("b", "tp=2,dp=2,pp=1");
+  Run(1000, {&b});
+  PutCopy(101, 0, 0xa0);
+  PutCopy(101, 1, 0xb1);
+  Run(1000, {&b});
+  ASSERT_NE(Plan().settling.find("step 101 waits for its replicas"), std::string::npos) << Plan().settling;
+  b.store->DelayOnce("HLEN", std::chrono::milliseconds(600));  // the round's count of a step's copies
+  Run(5000, {&b});  // one replica per shard: judged at copy_wait
+  EXPECT_EQ(Plan().step, 101) << Plan().settling;
+  EXPECT_EQ(Plan().settling, "");
+}
+
 // tp=2 dp=2 on n0 {0,1}, n1 {2,3}: n1 joins the evicted set (a scheduler or the master wrote
 // it) → republished with n1's copies last; once n1's worker is gone (its heartbeat expired)
 // → republished with n1's arena copies no source: ranks 2 and 3 pull from n0. When every

@@ -1,5 +1,6 @@
 #include "redis/fake/fake_store.h"
 
+#include <thread>
 #include <utility>
 
 namespace ft::redis {
@@ -10,6 +11,7 @@ FakeStore::FakeStore(FakeRedis* server, std::string name)
 void FakeStore::ClearFaults() {
   fail_after_ = -1;
   failing_.clear();
+  delays_.clear();
   down_ = false;
 }
 
@@ -31,6 +33,10 @@ Status FakeStore::Admit(const std::string& name) {
   if (!connected_) return Status::Unavailable("Redis at " + name_ + " is not connected");
   auto it = failing_.find(name);
   if (it != failing_.end()) return it->second;
+  if (auto delay = delays_.find(name); delay != delays_.end()) {
+    std::this_thread::sleep_for(delay->second);
+    delays_.erase(delay);
+  }
   if (fail_after_ == 0) {
     fail_after_ = -1;
     connected_ = false;

@@ -19,6 +19,7 @@
 #ifndef FT_REDIS_FAKE_FAKE_STORE_H_
 #define FT_REDIS_FAKE_FAKE_STORE_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -74,6 +75,9 @@ class FakeStore : public Store {
   // Faults.
   void FailAfter(int n) { fail_after_ = n; }
   void FailCommand(std::string name, Status status) { failing_[std::move(name)] = std::move(status); }
+  // The next `name` command is answered `delay` late, in real time (a slow reply, or a caller
+  // descheduled while it waited): once.
+  void DelayOnce(std::string name, std::chrono::milliseconds delay) { delays_[std::move(name)] = delay; }
   void ClearFaults();
   void Drop();
   void Restore() { down_ = false; }
@@ -106,6 +110,7 @@ class FakeStore : public Store {
   bool down_ = false;
   int fail_after_ = -1;
   std::map<std::string, Status> failing_;
+  std::map<std::string, std::chrono::milliseconds> delays_;
   uint64_t commands_ = 0;
   uint64_t connects_ = 0;
 };
