@@ -62,23 +62,20 @@ make_device_cgroup() {
     rmdir "$cgroup-gpus" 2>/dev/null
   fi
 }
-remove_device_cgroup() {
-  [ -n "$device_cgroup" ] || return 0
-  local tid
-  while read -r tid; do echo "$tid" >"$(dirname "$device_cgroup")/tasks" 2>/dev/null; done \
-    <"$device_cgroup/tasks"
-  rmdir "$device_cgroup" 2>/dev/null || echo "low-cpu-share: could not remove $device_cgroup" >&2
-  device_cgroup=""
+# empty_and_remove GROUP FILE: what is left in GROUP (its FILE: cgroup.procs, processes such as
+# a test's stray daemon; tasks, threads) goes back to the parent, then the group goes.
+empty_and_remove() {
+  local id
+  while read -r id; do echo "$id" >"$(dirname "$1")/$2" 2>/dev/null; done <"$1/$2"
+  rmdir "$1" 2>/dev/null || echo "low-cpu-share: could not remove $1" >&2
 }
-
-# Whatever is left in it (a test's stray daemon) goes back to the parent, then the group goes.
 remove_cgroup() {
-  remove_device_cgroup
+  if [ -n "$device_cgroup" ]; then
+    empty_and_remove "$device_cgroup" tasks
+    device_cgroup=""
+  fi
   [ -n "$cgroup" ] || return 0
-  local pid
-  while read -r pid; do echo "$pid" >"$(dirname "$cgroup")/cgroup.procs" 2>/dev/null; done \
-    <"$cgroup/cgroup.procs"
-  rmdir "$cgroup" 2>/dev/null || echo "low-cpu-share: could not remove $cgroup" >&2
+  empty_and_remove "$cgroup" cgroup.procs
   cgroup=""
 }
 
