@@ -63,7 +63,7 @@ void JoinDeviceCpuGroup() {
   if (path == nullptr || *path == '\0') return;
   char tid[24];
   const int n = snprintf(tid, sizeof tid, "%ld\n", static_cast<long>(syscall(SYS_gettid)));
-  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);  // appends, as `echo >>` does
   const bool moved = fd >= 0 && write(fd, tid, static_cast<size_t>(n)) == n;
   const int err = errno;
   if (fd >= 0) close(fd);
