@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: every test but the soaks, in two streams at once on one build tree.
 #   timed  the end-to-end tests timed against the job's own pace or the wall clock (label
-#          e2e-timed: a slowdown's ratio, a pause, a healthy job's quiet, a Redis failover, I/O
-#          timeouts), one at a time, at the CPU share they were started with;
+#          e2e-timed: a slowdown's ratio, a pause, a healthy job's quiet, a Redis failover, the
+#          checkpoint campaign, I/O timeouts), one at a time, at the CPU share they were started
+#          with;
 #   rest   the unit suites and every other end-to-end test, two at a time, at a low CPU share
 #          (low-cpu-share.sh: 16 shares against a session's 1024): they fill what the timed test
 #          leaves idle (about 80% of the machine: its job waits on simulated GPUs) and yield the
@@ -12,8 +13,8 @@
 #          their peers finished them, which ft named hangs.
 # Why: beside two ordinary tests at equal share on two cores, every rank of a timed test's job
 # slowed alike (1.28x once), which ft rightly reports as a job-wide slowdown, and a SIGSTOPped
-# rank once went unnamed in time. The two streams end about together here (timed 743 s, rest
-# 762 s).
+# rank once went unnamed in time. The timed stream is the longest (about 960 s here); the rest
+# ends before it (about 630 s).
 # Where no CPU cgroup can be made (not root, no cpu controller), the streams run one after the
 # other: the unit suites, the timed tests, the other end-to-end tests.
 # Usage: run-tests.sh BUILD_DIR [TIMEOUT_S]
