@@ -213,7 +213,7 @@ void ReadCommittedCopy(const std::string& path, ckpt::Manifest* saved, int* slot
   ASSERT_TRUE(ckpt::Arena::OpenForRead(path, &arena).ok()) << path;
   uint64_t generation = 0;
   ASSERT_TRUE(arena.ReadCommitted(saved, &generation).ok()) << path;
-  *slot = arena.data(generation) == arena.slots_data() ? 0 : 1;
+  *slot = arena.committed_slot();
   const ckpt::BufferEntry* w = Entry(*saved, "model.weight");
   ASSERT_NE(w, nullptr);
   weight->assign(arena.data(generation) + w->offset, arena.data(generation) + w->offset + kBytes);
