@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <charconv>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -48,6 +50,8 @@ bool ParseU64(std::string_view text, uint64_t* out) {
 
 class SystemProbe final : public ProcessProbe {
  public:
+  explicit SystemProbe(std::function<void(int pid)> after_open = {}) : after_open_(std::move(after_open)) {}
+
   bool PidExists(int pid) override {
     if (pid <= 0) return false;
     return kill(pid, 0) == 0 || errno == EPERM;
@@ -124,7 +128,13 @@ class SystemProbe final : public ProcessProbe {
         if (fd >= 0) close(fd);
       }
     } closer{fd};  // on every early return
+    if (after_open_) after_open_(claim.pid);
     Status owner = CheckOwner(claim);
+    // A rank killed while it is checked leaves no /proc status to read: that is a death to
+    // report (kNotFound: read, judged by its heartbeat), not a false claim to ignore for good.
+    if (!owner.ok() && Ended(claim.pid, fd)) {
+      return Status::NotFound(fmt::format("process {} ended while it was checked", claim.pid));
+    }
     if (!owner.ok()) return owner;
     auto stat = ReadStat(claim.pid);
     if (!stat) {
@@ -170,6 +180,12 @@ class SystemProbe final : public ProcessProbe {
   }
 
  private:
+  // Whether the process `fd` (or, without a pidfd, `pid`) has ended and been reaped.
+  bool Ended(int pid, int fd) {
+    if (fd < 0) return !PidExists(pid);
+    return syscall(SYS_pidfd_send_signal, fd, 0, nullptr, 0) != 0 && errno == ESRCH;
+  }
+
   // The process has the segment mapped: a line of /proc/<pid>/maps with its inode and name.
   Status CheckMapped(const ProcessClaim& claim) {
     if (claim.inode == 0 || claim.file.empty()) return Status::Ok();  // nothing to look for
@@ -233,6 +249,8 @@ class SystemProbe final : public ProcessProbe {
     }
     return Status::Ok();
   }
+
+  std::function<void(int pid)> after_open_;
 };
 
 }  // namespace
@@ -294,6 +312,10 @@ std::optional<ProcStat> ParseProcStat(std::string_view text) {
 ProcessProbe* SystemProcessProbe() {
   static SystemProbe probe;
   return &probe;
+}
+
+std::unique_ptr<ProcessProbe> NewSystemProcessProbeForTest(std::function<void(int pid)> after_open) {
+  return std::make_unique<SystemProbe>(std::move(after_open));
 }
 
 }  // namespace ft::worker

@@ -13,6 +13,8 @@
 #define FT_FTWORKER_PROCESS_PROBE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -95,6 +97,11 @@ class ProcessProbe {
 };
 
 ProcessProbe* SystemProcessProbe();
+
+// The real probe, calling `after_open(pid)` once Verify holds the process's pidfd and before
+// it reads /proc: a test ends the process there to reach the race a rank killed while its
+// segment is verified runs into.
+std::unique_ptr<ProcessProbe> NewSystemProcessProbeForTest(std::function<void(int pid)> after_open);
 
 }  // namespace ft::worker
 

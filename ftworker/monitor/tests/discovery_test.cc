@@ -256,6 +256,37 @@ TEST(Discovery, KilledProcessIsReportedAtOnceAndReclaimed) {
   waitpid(zombie, nullptr, 0);
 }
 
+// A rank SIGKILLed while its worker verifies its new segment: the pidfd opened, then the
+// process was reaped before /proc/<pid>/status was read. Its segment is still read (its
+// process unverified), its death reported once its heartbeat stops, and the file reclaimed;
+// it is not judged a stranger's and left in /dev/shm with the death never said.
+TEST(Discovery, ARankKilledWhileItsSegmentIsVerifiedIsStillReportedAndReclaimed) {
+  LogCapture logs;
+  std::string job = UniqueJob("killedinverify");
+  pid_t rank_process = SpawnSleeper();
+  ASSERT_GT(rank_process, 0);
+  int ended = 0;
+  auto probe = NewSystemProcessProbeForTest([&](int pid) {
+    if (pid != rank_process) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    ++ended;
+  });
+  FakeRank r(job, 0, rank_process);
+  uint64_t t = MonoNs();
+  r.header()->heartbeat_ns.store(t);
+  NodeMonitor m(MonitorOptions(job, probe.get()));
+  EXPECT_TRUE(Tick(m, t).empty());
+  ASSERT_EQ(ended, 1);
+  EXPECT_EQ(m.ignored_segments(), 0u) << logs.All();
+  ASSERT_EQ(m.Ranks(), std::vector<int>{0}) << logs.All();
+  auto events = Tick(m, t + 4500 * kMs);
+  ASSERT_EQ(CountEvents(events, "exit"), 1u);
+  EXPECT_FALSE(FindEvent(events, "exit", 0)->clean);
+  Tick(m, t + 5 * kSec);
+  EXPECT_FALSE(FileExists(r.name())) << "reclaimed";
+}
+
 TEST(Discovery, CleanExitThenReclaimOnceThePidIsGone) {
   FakeProbe probe;
   std::string job = UniqueJob("clean");
