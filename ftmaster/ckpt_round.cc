@@ -33,16 +33,14 @@ constexpr std::chrono::seconds kSettleAfterMove{3};  // plus the copy wait
 // How long a plan naming another step waits while a launch restores from the published one.
 constexpr std::chrono::seconds kMaxPlanHold{60};
 
-// An incident the checkpoint round finds by itself (no window collected it): seen, closed and
-// decided at once.
-void DecidedNow(proto::Incident* i, int64_t unix_ms, proto::DecisionKind decision) {
+}  // namespace
+
+void CkptRound::DecidedNow(proto::Incident* i, int64_t unix_ms, proto::DecisionKind decision) {
   i->first_event_unix_ms = unix_ms;
   i->window_closed_unix_ms = unix_ms;
   i->decided_unix_ms = unix_ms;
   i->decision = proto::DecisionKindName(decision);
 }
-
-}  // namespace
 
 bool ParseStep(std::string_view text, int64_t* step) {
   auto r = std::from_chars(text.data(), text.data() + text.size(), *step);
@@ -412,62 +410,6 @@ bool CkptRound::ReadGone(const std::set<std::string>& evicted) {
   }
   return true;
 }
-
-std::optional<proto::Incident> CkptRound::TakeRestoreMismatch(int64_t unix_ms) {
-  // Looked at when the membership or the ends moved, not every tick (131k ranks).
-  const std::pair<uint64_t, uint64_t> looked{membership_->version(), ctx_->rank_ends_version};
-  if (looked == mismatch_looked_at_) return std::nullopt;
-  mismatch_looked_at_ = looked;
-  const std::map<int, const proto::Membership*> newest = NewestMembers();
-  const int64_t newest_end_ms = NewestEndMs(newest);
-  std::map<int64_t, std::vector<const proto::Membership*>> by_step;
-  uint64_t launch = 0;  // the launch's first start
-  for (const auto& [rank, m] : newest) {
-    const std::optional<proto::RankState> state = proto::ParseRankState(m->state);
-    const bool runs = state == proto::RankState::kRunning || state == proto::RankState::kDisabled;
-    if (!runs || static_cast<int64_t>(m->incarnation / 1000000) < newest_end_ms || m->restored_step < -1) continue;
-    by_step[m->restored_step].push_back(m);
-    launch = launch == 0 ? m->incarnation : std::min(launch, m->incarnation);
-  }
-  if (by_step.size() < 2 || launch == mismatch_launch_) return std::nullopt;
-  mismatch_launch_ = launch;
-  // The step most ranks restored is taken as the launch's; the others are its suspects. What the
-  // launch saved past it is of a mixed state: superseded by a rewind to it once the launch is gone.
-  auto most = std::max_element(by_step.begin(), by_step.end(),
-                               [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
-  mismatch_rewind_ = most->first;
-  auto name = [](int64_t step) { return step < 0 ? std::string("nothing") : fmt::format("step {}", step); };
-  proto::Incident i;
-  i.id = fmt::format("restore-mismatch-{}", launch / 1000000);
-  i.kind = proto::IncidentKindName(proto::IncidentKind::kRestoreMismatch);
-  for (const auto& [step, members] : by_step) {
-    std::vector<std::string> ranks;
-    std::set<int64_t> plans;
-    for (const proto::Membership* m : members) {
-      if (ranks.size() < 16) ranks.push_back(std::to_string(m->rank));
-      plans.insert(m->restore_plan);
-      if (step != most->first && i.suspects.size() < 16) {
-        i.suspects.push_back(proto::Suspect{m->rank, m->node, fmt::format("restored {} where {} ranks restored {}",
-                                                                          name(step), most->second.size(),
-                                                                          name(most->first))});
-      }
-    }
-    i.evidence.push_back(fmt::format("{} rank{} restored {} (plan version{} {}): {}{}", members.size(),
-                                     members.size() == 1 ? "" : "s", name(step), plans.size() == 1 ? "" : "s",
-                                     fmt::join(plans, ", "), fmt::join(ranks, ", "),
-                                     members.size() > ranks.size() ? ", ..." : ""));
-  }
-  i.confidence = 1.0;
-  DecidedNow(&i, unix_ms, proto::DecisionKind::kStop);
-  i.message = fmt::format(
-      "the ranks of the launch that started at {} ms restored {} different steps ({}): stopping the job before "
-      "it trains on a mixed state; what it saved past {} is not planned again, and a relaunch restores one step on "
-      "every rank",
-      launch / 1000000, by_step.size(), fmt::join(i.evidence, "; "), name(most->first));
-  FT_LOG(Error, Master, "{}", i.message);
-  return i;
-}
-
 
 bool CkptRound::PublishPlan(int64_t unix_ms) {
   const Topology& topology = membership_->CurrentTopology();

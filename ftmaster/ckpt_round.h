@@ -80,6 +80,9 @@ class CkptRound {
   std::optional<proto::Incident> TakeRestoreMismatch(int64_t unix_ms);
 
  private:
+  // An incident the round finds by itself (no window collected it): seen, closed and decided
+  // at once.
+  static void DecidedNow(proto::Incident* i, int64_t unix_ms, proto::DecisionKind decision);
   struct Step {
     DecodedHash<proto::CkptCopy> copies{"ckpt copy"};
     DecodedHash<proto::CkptCopy> buddies{"ckpt buddy copy"};  // ckpt:<step>:buddy
