@@ -75,12 +75,7 @@ void Reporter::ForgetMemberships() {
 
 void Reporter::Heartbeat(int pid, const std::string& host, const std::vector<int>& ranks,
                          int64_t unix_ms) {
-  proto::WorkerHeartbeat beat;
-  beat.node = node_;
-  beat.host = host;
-  beat.pid = pid;
-  beat.ranks = ranks;
-  beat.unix_ms = unix_ms;
+  const proto::WorkerHeartbeat beat{.node = node_, .host = host, .pid = pid, .ranks = ranks, .unix_ms = unix_ms};
   outbox_.Put("heartbeat", schema::SetHeartbeat(keys_, beat, std::chrono::seconds(kHeartbeatTtlSeconds)));
   // The set changes once per node: refreshed every kWorkersRefresh heartbeats (and after
   // ForgetMemberships, for a Redis that lost it), not every second.

@@ -463,14 +463,8 @@ inline void PushAll(const shm::Record* records, size_t n) {
 
 inline shm::Record MakeRecord(RecordType type, uint16_t flags, uint32_t slot, uint64_t comm_id,
                               uint64_t seq, uint64_t time_ns) {
-  shm::Record r{};
-  r.type = static_cast<uint16_t>(type);
-  r.flags = flags;
-  r.comm_slot = slot;
-  r.time_ns = time_ns;
-  r.comm_id = comm_id;
-  r.seq = seq;
-  return r;
+  return shm::Record{.type = static_cast<uint16_t>(type), .flags = flags, .comm_slot = slot, .time_ns = time_ns,
+                     .comm_id = comm_id, .seq = seq, .a = 0, .b = 0, .c = 0, .d = 0};
 }
 
 }  // namespace internal

@@ -1,14 +1,11 @@
 #include "shm/hook_failures.h"
 
+#include "common/names.h"
+
 namespace ft::shm {
 namespace {
 
-struct Named {
-  HookPlace place;
-  const char* name;
-};
-
-constexpr Named kNames[] = {
+constexpr Named<HookPlace> kHookPlaceNames[] = {
     {HookPlace::kPoller, "poller"},
     {HookPlace::kMissingSymbol, "missing_symbol"},
     {HookPlace::kResolve, "resolve"},
@@ -28,22 +25,17 @@ constexpr Named kNames[] = {
     {HookPlace::kKernelLaunchPre, "kernel_launch_pre"},
     {HookPlace::kKernelLaunchPost, "kernel_launch_post"},
 };
+static_assert(NamesAreUnique(kHookPlaceNames));
 
 }  // namespace
 
 const char* HookPlaceName(uint32_t place) {
   if (place == kHookPlaceOverflow) return "overflow";
-  for (const Named& n : kNames) {
-    if (static_cast<uint32_t>(n.place) == place) return n.name;
-  }
-  return nullptr;
+  return NameIn(kHookPlaceNames, static_cast<HookPlace>(place), nullptr);
 }
 
 std::optional<HookPlace> HookPlaceFromName(std::string_view name) {
-  for (const Named& n : kNames) {
-    if (name == n.name) return n.place;
-  }
-  return std::nullopt;
+  return ParseIn(kHookPlaceNames, name);
 }
 
 void CountHookFailure(SegmentHeader* header, uint32_t place) {

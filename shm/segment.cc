@@ -48,25 +48,14 @@ std::string Bounded(const char (&field)[kNameBytes]) { return std::string(field,
 
 // From the reader's private copy of the header, never from the mapping.
 HeaderCopy CopyOf(const SegmentHeader& h) {
-  HeaderCopy c;
-  c.segment_bytes = h.segment_bytes;
-  c.control_offset = h.control_offset;
-  c.comm_table_offset = h.comm_table_offset;
-  c.comm_slot_count = h.comm_slot_count;
-  c.layout_version = h.layout_version;
-  c.ring_offset = h.ring_offset;
-  c.ring_capacity = h.ring_capacity;
-  c.global_rank = h.global_rank;
-  c.local_rank = h.local_rank;
-  c.world_size = h.world_size;
-  c.pid = h.pid;
-  c.incarnation = h.incarnation;
-  c.created_unix_ns = h.created_unix_ns;
-  c.record_version = RecordVersionOf(h);
-  c.job = Bounded(h.job);
-  c.node = Bounded(h.node);
-  c.host = Bounded(h.host);
-  return c;
+  return HeaderCopy{.layout_version = h.layout_version, .segment_bytes = h.segment_bytes,
+                    .control_offset = h.control_offset, .comm_table_offset = h.comm_table_offset,
+                    .comm_slot_count = h.comm_slot_count, .ring_offset = h.ring_offset,
+                    .ring_capacity = h.ring_capacity, .global_rank = h.global_rank,
+                    .local_rank = h.local_rank, .world_size = h.world_size, .pid = h.pid,
+                    .incarnation = h.incarnation, .created_unix_ns = h.created_unix_ns,
+                    .record_version = RecordVersionOf(h), .job = Bounded(h.job),
+                    .node = Bounded(h.node), .host = Bounded(h.host)};
 }
 
 }  // namespace

@@ -35,27 +35,16 @@ void IncidentWindow::Add(proto::Event event) {
 }
 
 proto::OpenIncident IncidentWindow::Persisted() const {
-  proto::OpenIncident o;
-  o.first_event_id = first_event_id;
-  o.first_event_unix_ms = first_unix_ms;
-  o.opened_unix_ms = opened_unix_ms;
-  o.outcomes = outcomes;
-  o.last_outcome = last_outcome;
-  o.watching = watching;
-  return o;
+  return proto::OpenIncident{.first_event_id = first_event_id, .first_event_unix_ms = first_unix_ms,
+                             .opened_unix_ms = opened_unix_ms, .outcomes = outcomes,
+                             .last_outcome = last_outcome, .watching = watching};
 }
 
 IncidentWindow IncidentWindow::Continued(const proto::OpenIncident& p, int64_t unix_ms) {
-  IncidentWindow w;
-  w.open = true;
-  w.first_event_id = p.first_event_id;
-  w.first_unix_ms = p.first_event_unix_ms;
-  w.opened_unix_ms = p.opened_unix_ms;
-  w.outcomes = p.outcomes;
-  w.last_outcome = p.last_outcome;
-  w.watching = p.watching;
-  w.next_eval_unix_ms = unix_ms;
-  return w;
+  return IncidentWindow{.open = true, .first_event_id = p.first_event_id, .first_unix_ms = p.first_event_unix_ms,
+                        .opened_unix_ms = p.opened_unix_ms, .outcomes = p.outcomes,
+                        .last_outcome = p.last_outcome, .watching = p.watching,
+                        .next_eval_unix_ms = unix_ms, .events = {}, .seen = {}};
 }
 
 }  // namespace ft::master

@@ -27,15 +27,9 @@ namespace {
 constexpr double kAfterTermGraceS = 5;
 
 DiscoveryOptions MakeDiscovery(const NodeMonitorOptions& o) {
-  DiscoveryOptions d;
-  d.job = o.job;
-  d.node = o.node;
-  d.dir = o.shm_dir;
-  d.scan_interval_ns = o.scan_interval_ns;
-  d.settle_ns = o.settle_ns;
-  d.owner_uid = o.segment_uid;
-  d.probe = o.probe;
-  return d;
+  return DiscoveryOptions{.job = o.job, .node = o.node, .dir = o.shm_dir,
+                          .scan_interval_ns = o.scan_interval_ns, .settle_ns = o.settle_ns,
+                          .owner_uid = o.segment_uid, .probe = o.probe};
 }
 
 }  // namespace

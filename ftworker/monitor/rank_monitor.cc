@@ -475,18 +475,10 @@ proto::Event RankMonitor::MakeEvent(proto::EventKind kind, int64_t unix_ms) cons
 }
 
 proto::Membership RankMonitor::membership() const {
-  proto::Membership m;
-  m.rank = rank_;
-  m.local_rank = local_rank_;
-  m.world_size = world_size_;
-  m.node = node_;
-  m.host = host_;
-  m.pid = pid_;
-  m.incarnation = incarnation_;
-  m.state = proto::RankStateName(life_);
-  m.unix_ms = progress_.observed_unix_ms;
-  m.restored_step = restored_step_;
-  m.restore_plan = restore_plan_;
+  proto::Membership m{.rank = rank_, .local_rank = local_rank_, .world_size = world_size_,
+                      .node = node_, .host = host_, .pid = pid_, .incarnation = incarnation_,
+                      .state = proto::RankStateName(life_), .unix_ms = progress_.observed_unix_ms,
+                      .comms = {}, .restored_step = restored_step_, .restore_plan = restore_plan_};
   for (const auto& [id, member] : members_) m.comms.push_back(member);
   // The segment stays mapped after the process removed it at its exit: its last value is final.
   if (finished() && segment_) {
@@ -512,20 +504,12 @@ std::optional<uint64_t> RankMonitor::EnteredSeq(uint64_t comm_id) const {
 }
 
 proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
-  proto::RankSummary s;
-  s.rank = rank_;
-  s.node = node_;
-  s.unix_ms = unix_ms;
-  s.steps = steps_total_;
-  s.step_ms = last_step_ms_;
-  s.step_p50_ms = Median(window_steps_ms_);
-  s.compute_ms = Median(window_compute_ms_);
-  s.comm_wait_ms = Median(window_comm_ms_);
-  s.records = window_records_;
-  s.dropped = window_dropped_;
-  s.kernels = kernels_.TakeLaunches();
-  s.kernel_samples = kernels_.TakeSamples();
-  s.slowdown = slowdown_.slow() ? 1 : 0;
+  proto::RankSummary s{.rank = rank_, .node = node_, .unix_ms = unix_ms, .steps = steps_total_,
+                        .step_ms = last_step_ms_, .step_p50_ms = Median(window_steps_ms_),
+                        .compute_ms = Median(window_compute_ms_), .comm_wait_ms = Median(window_comm_ms_),
+                        .records = window_records_, .dropped = window_dropped_,
+                        .ops = ops_.TakeSummaries(), .kernels = kernels_.TakeLaunches(),
+                        .kernel_samples = kernels_.TakeSamples(), .slowdown = slowdown_.slow() ? 1 : 0};
   // What the job says of its steps, from the header (live fields, read as they stand: a record
   // dropped on a full ring loses neither): the master's horizon for a slowdown.
   if (segment_) {
@@ -534,7 +518,6 @@ proto::RankSummary RankMonitor::TakeSummary(int64_t unix_ms) {
     s.declared_step = plus1 > 0 ? plus1 - 1 : -1;
     s.total_steps = std::max<int64_t>(0, total);
   }
-  s.ops = ops_.TakeSummaries();
   window_steps_ms_.clear();
   window_compute_ms_.clear();
   window_comm_ms_.clear();
