@@ -33,6 +33,15 @@ std::string FrozenHow(const proto::RankProgress& p) {
   return how;
 }
 
+// "process 4242" where the rank's pid is known (its exit event, its last report, its
+// membership), else "process": the pid is what finds its core dump and its node's log lines.
+std::string ProcessOf(const RankInfo& r) {
+  int pid = r.exit_event != nullptr ? r.exit_event->progress.pid : 0;
+  if (pid <= 0 && r.progress != nullptr) pid = r.progress->pid;
+  if (pid <= 0 && r.member != nullptr) pid = r.member->pid;
+  return pid > 0 ? fmt::format("process {}", pid) : std::string("process");
+}
+
 // How an exit event says the process ended, in words: never "code 0" for a death the worker
 // could not read the status of.
 std::string ExitHow(const proto::Event& e) {
@@ -286,11 +295,10 @@ class IncidentWriter {
     }
     switch (root.kind) {
       case RootKind::kCrash: {
-        std::string how = r.exit_event != nullptr
-                              ? fmt::format("process {}", ExitHow(*r.exit_event))
-                              : fmt::format("process {}", r.progress && proto::ProcessGone(r.progress->state)
-                                                              ? r.progress->state
-                                                              : r.member->state);
+        std::string how = fmt::format("{} {}", ProcessOf(r),
+                                      r.exit_event != nullptr ? ExitHow(*r.exit_event)
+                                      : r.progress && proto::ProcessGone(r.progress->state) ? r.progress->state
+                                                                                             : r.member->state);
         return fmt::format("{}{}; others wait on it in {}; {}", stale, how, what, waiting);
       }
       case RootKind::kMissing:
@@ -332,11 +340,11 @@ class IncidentWriter {
     if (alone.crash) {
       crash_.Suspect(
           r.rank, r.node,
-          fmt::format("process {} while the job ran; no peer is "
+          fmt::format("{} {} while the job ran; no peer is "
                       "seen waiting on it inside NCCL (peers may wait outside it: a CPU collective, "
                       "a store barrier, a data loader; or be between collectives), and the job cannot "
                       "go on without it",
-                      ExitHow(*r.exit_event)),
+                      ProcessOf(r), ExitHow(*r.exit_event)),
           alone.confidence);
       crash_.EvidenceOnce(EventLine(*r.exit_event));
       crash_.summary.push_back(fmt::format("{}@{} (gone)", r.rank, r.node));

@@ -103,13 +103,15 @@ TEST(AttributionTest, HostHangRootNeverEntered) {
 TEST(AttributionTest, DeadRankIsACrash) {
   Job job = DpJobWaitingOn(2);
   job.Progress(2).state = "dead";
+  job.Progress(2).pid = 31002;  // named, for its core dump and its node's log lines
   job.Set(2, job.DpComm(0, 0), 11, 11, 10);  // died inside the collective: still the root
   auto incidents = Attribute(Input(job, {Timeout(0, job.DpComm(0, 0), 11)}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "crash");
   ASSERT_EQ(incidents[0].suspects.size(), 1u);
   EXPECT_EQ(incidents[0].suspects[0].rank, 2);
-  EXPECT_NE(incidents[0].suspects[0].why.find("process dead"), std::string::npos);
+  EXPECT_NE(incidents[0].suspects[0].why.find("process 31002 dead"), std::string::npos)
+      << incidents[0].suspects[0].why;
   EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.95);
 }
 
@@ -121,11 +123,13 @@ TEST(AttributionTest, ExitEventMakesACrashEvenWithARunningReport) {
   exit.node = "n0";
   exit.unix_ms = Job::kNow - 900;
   exit.code = -9;
+  exit.progress.pid = 4242;
   auto incidents = Attribute(Input(job, {exit}));
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "crash");
   EXPECT_EQ(incidents[0].suspects[0].rank, 1);
-  EXPECT_NE(incidents[0].suspects[0].why.find("killed by signal 9 (SIGKILL)"), std::string::npos);
+  EXPECT_NE(incidents[0].suspects[0].why.find("process 4242 killed by signal 9 (SIGKILL)"), std::string::npos)
+      << incidents[0].suspects[0].why;
 }
 
 // The end of a job: rank 1 finished allreduce #11 and exited through its normal path; the
@@ -555,13 +559,17 @@ proto::Event Frozen(Job& job, int rank, int64_t at, double frozen_ms) {
 TEST(AttributionTest, DeathWithNobodySeenWaitingIsACrash) {
   Job job(1, 4, 1, 2);
   std::string why_none;
-  auto incidents = Attribute(Input(job, {Death(job, 2, Job::kNow - 300)}), &why_none);
+  proto::Event death = Death(job, 2, Job::kNow - 300);
+  death.progress.pid = 5150;
+  auto incidents = Attribute(Input(job, {death}), &why_none);
   ASSERT_EQ(incidents.size(), 1u) << Dump(incidents);
   EXPECT_EQ(incidents[0].kind, "crash");
   ASSERT_EQ(incidents[0].suspects.size(), 1u);
   EXPECT_EQ(incidents[0].suspects[0].rank, 2);
   EXPECT_EQ(incidents[0].suspects[0].node, "n1");
   EXPECT_NE(incidents[0].suspects[0].why.find("no peer is seen waiting on it inside NCCL"), std::string::npos)
+      << incidents[0].suspects[0].why;
+  EXPECT_EQ(incidents[0].suspects[0].why.rfind("process 5150 gone, exit status unknown", 0), 0u)
       << incidents[0].suspects[0].why;
   EXPECT_DOUBLE_EQ(incidents[0].confidence, 0.95);
   EXPECT_NE(incidents[0].message.find("gone without a clean exit"), std::string::npos) << incidents[0].message;
