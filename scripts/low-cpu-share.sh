@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command, and everything it starts, in a CPU cgroup of its own with few shares, so that
 # it only takes what the rest of the machine leaves idle and yields the moment others want a
-# core; the group goes when the command ends. With many shares (above a session's 1024) it is
-# the other way round: the command's jobs are the ones not to be slowed (make test's timed lane).
+# core; the group goes when the command ends.
 #   low-cpu-share.sh --check [idle]    exit 0 where such a group (an idle one) can be made here
 #   low-cpu-share.sh SHARES CMD [ARG]  SHARES as cgroup v1 cpu.shares (a session has 1024; 2 the
 #                                      least); cgroup v2's cpu.weight gets SHARES/10, at least 1
@@ -13,8 +12,7 @@
 #                                      compile's slice, the few ms a paced test notices.
 # Why a cgroup and not nice: the kernel shares CPU between sessions (autogroups) before it looks
 # at nice, and the tests' launchers start each job in a session of its own.
-# Where no group can be made (not root, no cpu controller) the command runs at nice 19 (at its
-# own priority for SHARES of 1024 or more).
+# Where no group can be made (not root, no cpu controller) the command runs at nice 19.
 set -uo pipefail
 
 cgroup=""
@@ -50,14 +48,8 @@ set_share() {
 # a simulated collective seconds after its peers had finished it, and ft named that rank's GPU
 # stuck: false hangs of the rest lane's end-to-end tests, which a real GPU never shows. 256: the
 # share at which a whole lane of timed tests once ran beside the paced ones without slowing them;
-# the simulated devices of two jobs use about half a core. But a paced job outside any group is
-# one autogroup of 1024 (its session), and against 256 it gets a fifth less CPU while they are
-# busy (two spinning loops beside two busy ones at 256: 0.78x and 0.89x of their speed alone;
-# in a group of 4096, 1.0x): every rank 1.25x slower at once, a job-slow incident in a healthy
-# timed test (master.e2e_pause, beside the checkpoint campaign's jobs). So
-# run-tests.sh puts the timed lane in a group of many shares too (no device group of its own:
-# its simulated GPUs share its weight). cgroup v1 only (v2 keeps a process's threads in one
-# group unless it is made threaded): elsewhere the workers stay with their process.
+# the simulated devices of two jobs use about half a core. cgroup v1 only (v2 keeps a process's
+# threads in one group unless it is made threaded): elsewhere the workers stay with their process.
 device_shares=256
 device_cgroup=""
 make_device_cgroup() {
@@ -101,10 +93,9 @@ case "$shares" in
   *) echo "low-cpu-share: SHARES is a number or idle, not '$shares'" >&2; exit 2 ;;
 esac
 if ! make_cgroup "$shares"; then
-  [ "$shares" != idle ] && [ "$shares" -ge 1024 ] && exec "$@"
   exec nice -n 19 "$@"
 fi
 trap remove_cgroup EXIT
-[ "$shares" = idle ] || [ "$shares" -ge "$device_shares" ] || make_device_cgroup
+[ "$shares" = idle ] || make_device_cgroup
 # The command runs in a child (in the group) so this shell, outside it, can remove the group.
 (echo "$BASHPID" >"$cgroup/cgroup.procs" && exec "$@")

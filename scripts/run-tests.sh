@@ -2,10 +2,8 @@
 # `make test`: every test but the soaks, in two streams at once on one build tree.
 #   timed  the end-to-end tests timed against the job's own pace or the wall clock (label
 #          e2e-timed: a slowdown's ratio, a pause, a healthy job's quiet, a Redis failover, the
-#          I/O timeouts), one at a time, in a CPU cgroup of many shares (low-cpu-share.sh 4096:
-#          outside a group the job was one session's autogroup, 1024, and the rest lane's
-#          simulated GPUs at 256 took up to a fifth of its CPU while busy: every rank 1.25x
-#          slower at once, which ft rightly named a job-wide slowdown);
+#          checkpoint campaign, I/O timeouts), one at a time, at the CPU share they were started
+#          with;
 #   rest   the unit suites and every other end-to-end test, two at a time, at a low CPU share
 #          (low-cpu-share.sh: 16 shares against a session's 1024): they fill what the timed test
 #          leaves idle (about 80% of the machine: its job waits on simulated GPUs) and yield the
@@ -15,8 +13,8 @@
 #          their peers finished them, which ft named hangs.
 # Why: beside two ordinary tests at equal share on two cores, every rank of a timed test's job
 # slowed alike (1.28x once), which ft rightly reports as a job-wide slowdown, and a SIGSTOPped
-# rank once went unnamed in time. The timed stream is the longest (about 710 s here); the rest
-# ends before it (about 610 s).
+# rank once went unnamed in time. The timed stream is the longest (about 960 s here); the rest
+# ends before it (about 630 s).
 # Where no CPU cgroup can be made (not root, no cpu controller), the streams run one after the
 # other: the unit suites, the timed tests, the other end-to-end tests.
 # Usage: run-tests.sh BUILD_DIR [TIMEOUT_S]
@@ -27,9 +25,8 @@ here=$(dirname "$0")
 ctest_args=(--test-dir "$build" --output-on-failure --timeout "$timeout_s")
 
 # Each stream's lines carry its name, so that their interleaved output stays readable.
-# run_timed [LAUNCHER...]
 run_timed() {
-  "$@" ctest "${ctest_args[@]}" -L e2e-timed -j 1 2>&1 | sed -u 's/^/[timed] /'
+  ctest "${ctest_args[@]}" -L e2e-timed -j 1 2>&1 | sed -u 's/^/[timed] /'
 }
 # run_rest LABEL_OPTION LABEL_REGEX [LAUNCHER...]
 run_rest() {
@@ -40,7 +37,7 @@ run_rest() {
 
 if "$here/low-cpu-share.sh" --check; then
   echo "tests: the timed end-to-end ones one at a time; the rest beside them at a low CPU share"
-  run_timed "$here/low-cpu-share.sh" 4096 &
+  run_timed &
   timed_pid=$!
   run_rest -LE 'soak|e2e-timed' "$here/low-cpu-share.sh" 16
   rest_rc=$?
