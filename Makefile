@@ -25,7 +25,8 @@ build: configure
 # Two streams at once (scripts/run-tests.sh): the end-to-end tests timed against the job's own
 # pace or the clock (label e2e-timed) one at a time, and beside them the rest two at a time at a
 # low CPU share (a cgroup; where none can be made, one stream after the other), so that they
-# fill the idle machine without slowing the timed job.
+# fill the idle machine without slowing the timed job; then the checkpoint campaign's seeds
+# (label e2e-campaign) on the whole machine.
 test: build
 	@scripts/run-tests.sh $(BUILD) 300
 

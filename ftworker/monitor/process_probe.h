@@ -88,9 +88,10 @@ class ProcessProbe {
   // Boot time, Unix seconds (/proc/stat btime); 0 unknown.
   virtual int64_t BootTimeUnixS() = 0;
   // Opens and checks the process `claim` names (see the top of this file). kNotFound: no such
-  // pid here, or one without the segment mapped (gone, another pid namespace, or unprovable:
-  // read the rank, never signal it); kCorrupt: the claim is false: the pid is another user's
-  // process, or started after the segment was made (not its creator).
+  // pid here, one that ended while it was checked, or one without the segment mapped (gone,
+  // another pid namespace, or unprovable: read the rank, never signal it); kCorrupt: the claim
+  // is false: the pid is another user's live process, or started after the segment was made
+  // (not its creator).
   virtual Status Verify(const ProcessClaim& claim, VerifiedProcess* out) = 0;
   // pidfd_send_signal to the verified process; kNotFound once it is gone.
   virtual Status Signal(const VerifiedProcess& process, int signal) = 0;
